@@ -1,0 +1,30 @@
+"""Syncopate: fuse a single-GPU Triton kernel with a chunk schedule into one multi-GPU kernel
+that overlaps communication with computation at chunk granularity.
+
+The public surface:
+
+* :mod:`syncopate.schedule` -- chunk schedules (model, templates, JSON, verifier, cost model)
+* :func:`syncopate.compile` -- CPU-only compile of a fused kernel to TTIR/TTGIR/LLIR/PTX/cubin
+* :func:`syncopate.fuse` -- a launchable fused kernel on GPUs (runtime)
+"""
+
+from .errors import (CommTimeout, CompileError, LaunchError, ScheduleError, SyncopateError,
+                     TimeoutRecord, UnknownOpError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CommTimeout", "CompileError", "LaunchError", "ScheduleError", "SyncopateError",
+    "TimeoutRecord", "UnknownOpError", "__version__",
+]
+
+
+def __getattr__(name):
+    # Lazy so that `import syncopate` (e.g. for schedules or the CLI) does not import Triton.
+    if name in ("compile", "FusedCompile"):
+        from . import compiler
+        return getattr(compiler, name)
+    if name in ("fuse", "FusedKernel"):
+        from .runtime import fused
+        return getattr(fused, name)
+    raise AttributeError(f"module 'syncopate' has no attribute {name!r}")

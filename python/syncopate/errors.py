@@ -1,0 +1,78 @@
+"""Typed errors of Syncopate.
+
+Every error says what went wrong *and what to change*: a schedule error names the chunk and the
+region, a compile error names the TTIR location of the op it is about, a launch error names the
+argument, and a communication timeout carries the watchdog record (rank, chunk, flag value,
+expected value).  All derive from :class:`SyncopateError` so callers can catch the family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SyncopateError(Exception):
+    """Base class of every error Syncopate raises on purpose."""
+
+
+class ScheduleError(SyncopateError, ValueError):
+    """A chunk schedule is malformed or does not verify.
+
+    ``problems`` holds every problem found (the verifier reports all of them, not only the
+    first); ``str(err)`` lists them one per line.
+    """
+
+    def __init__(self, problems: str | list[str]):
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class CompileError(SyncopateError):
+    """The compiler cannot fuse this kernel with this schedule.
+
+    ``location`` is the TTIR location (``file:line:col``) of the op the error is about when known.
+    """
+
+    def __init__(self, message: str, location: str | None = None):
+        self.location = location
+        self.message = message
+        super().__init__(f"{location}: {message}" if location else message)
+
+
+class UnknownOpError(CompileError):
+    """The tt mirror dialect does not know an op that Triton emitted."""
+
+
+class LaunchError(SyncopateError, ValueError):
+    """Bad input caught on the host before a fused kernel is launched (shapes, dtypes, world
+    size, process group, non-symmetric or non-contiguous buffers)."""
+
+
+@dataclass
+class TimeoutRecord:
+    """What the device watchdog wrote before giving up on a spin."""
+
+    rank: int
+    chunk: int
+    flag_value: int
+    expected: int
+    kind: str  # "chunk", "entry", "consumed": which flag the spin waited on
+    program: int = -1
+
+    def __str__(self) -> str:
+        return (f"rank {self.rank} waited on {self.kind} flag {self.chunk}: value {self.flag_value}, "
+                f"expected >= {self.expected} (program {self.program})")
+
+
+class CommTimeout(SyncopateError, RuntimeError):
+    """A fused kernel's spin-wait exceeded ``SYNCOPATE_TIMEOUT_S``: a peer never delivered."""
+
+    def __init__(self, record: TimeoutRecord, timeout_s: float):
+        self.record = record
+        self.timeout_s = timeout_s
+        super().__init__(
+            f"communication timeout after {timeout_s:g} s: {record}. A peer did not deliver this "
+            f"chunk: check that every rank launches the same fused op with the same schedule, and "
+            f"raise SYNCOPATE_TIMEOUT_S if the peer is only slow.")
