@@ -1,0 +1,118 @@
+"""The fused-kernel ABI shared by the compiler and the runtime (docs/fused-abi.md says why).
+
+Kept free of Triton and torch imports so both the passes and the runtime can use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ABI_VERSION = 1
+
+#: Parameters appended to the user's kernel, in order: (name, Triton signature type).
+#: ``syn_flags`` is ``*i64`` for the nvshmem backend (NVSHMEM signals are 64-bit).
+EXTRA_PARAMS = (
+    ("syn_flags", "*i32"),
+    ("syn_peers", "*i64"),
+    ("syn_diag", "*i32"),
+    ("syn_rank", "i32"),
+    ("syn_epoch", "i32"),
+    ("syn_timeout_ns", "i64"),
+)
+EXTRA_PARAM_NAMES = tuple(n for n, _ in EXTRA_PARAMS)
+
+BACKENDS = ("sm", "ce", "nvshmem")
+
+# Watchdog record words.
+DIAG_WORDS = 16
+DIAG_STATE, DIAG_RANK, DIAG_FLAG, DIAG_VALUE, DIAG_EXPECTED, DIAG_KIND, DIAG_PROGRAM, DIAG_EPOCH = range(8)
+KIND_CHUNK, KIND_ENTRY, KIND_CONSUMED, KIND_PRODUCED = range(4)
+KIND_NAMES = {KIND_CHUNK: "chunk", KIND_ENTRY: "entry", KIND_CONSUMED: "consumed",
+              KIND_PRODUCED: "produced"}
+
+
+def extra_params(backend: str) -> tuple[tuple[str, str], ...]:
+    """The appended parameters with the flag type of ``backend``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    flag_ty = "*i64" if backend == "nvshmem" else "*i32"
+    return ((EXTRA_PARAMS[0][0], flag_ty),) + EXTRA_PARAMS[1:]
+
+
+@dataclass(frozen=True)
+class FlagLayout:
+    """Word offsets in a rank's flag array for ``num_chunks`` chunks and ``world_size`` ranks."""
+
+    num_chunks: int
+    world_size: int
+
+    def chunk(self, c: int) -> int:
+        return c
+
+    def entry(self, rank: int) -> int:
+        return self.num_chunks + rank
+
+    @property
+    def consumed(self) -> int:
+        return self.num_chunks + self.world_size
+
+    def produced(self, c: int) -> int:
+        return self.num_chunks + self.world_size + 1 + c
+
+    @property
+    def words(self) -> int:
+        n = 2 * self.num_chunks + self.world_size + 1
+        return (n + 15) // 16 * 16
+
+
+@dataclass
+class FusedABI:
+    """What the runtime needs to know to launch a fused kernel (returned by the compiler)."""
+
+    backend: str
+    world_size: int
+    num_chunks: int
+    comm_programs: int
+    mode: str  # "push" | "pull" | "none" (ce backend: host copies)
+    operands: list[str] = field(default_factory=list)  # kernel parameter names, NBUF-1 of them
+    chunk_count: dict[int, int] = field(default_factory=dict)  # writers per chunk flag
+    produced_count: dict[int, int] = field(default_factory=dict)  # producer tiles per chunk
+    reads_per_src: dict[int, int] = field(default_factory=dict)  # CONSUMED target per epoch, by rank
+    user_params: list[str] = field(default_factory=list)
+    version: int = ABI_VERSION
+
+    @property
+    def layout(self) -> FlagLayout:
+        return FlagLayout(self.num_chunks, self.world_size)
+
+    @property
+    def flag_dtype(self) -> str:
+        return "int64" if self.backend == "nvshmem" else "int32"
+
+    def grid(self, grid: tuple[int, ...]) -> tuple[int, int, int]:
+        """The launch grid of the fused kernel for the user's grid."""
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        extra = self.comm_programs if self.backend in ("sm", "nvshmem") else 0
+        return (g[0] + extra, g[1], g[2])
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version, "backend": self.backend, "world_size": self.world_size,
+            "num_chunks": self.num_chunks, "comm_programs": self.comm_programs, "mode": self.mode,
+            "operands": list(self.operands),
+            "chunk_count": {str(k): v for k, v in self.chunk_count.items()},
+            "produced_count": {str(k): v for k, v in self.produced_count.items()},
+            "reads_per_src": {str(k): v for k, v in self.reads_per_src.items()},
+            "user_params": list(self.user_params),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "FusedABI":
+        return cls(
+            backend=d["backend"], world_size=d["world_size"], num_chunks=d["num_chunks"],
+            comm_programs=d["comm_programs"], mode=d["mode"], operands=list(d["operands"]),
+            chunk_count={int(k): v for k, v in d["chunk_count"].items()},
+            produced_count={int(k): v for k, v in d["produced_count"].items()},
+            reads_per_src={int(k): v for k, v in d["reads_per_src"].items()},
+            user_params=list(d.get("user_params", [])), version=d.get("version", ABI_VERSION),
+        )
