@@ -1,0 +1,41 @@
+"""Local (single-GPU) Triton kernels that Syncopate fuses with communication.
+
+``CORPUS`` lists concrete compiles of them -- ``{"name", "fn", "signature", "constexprs"}``
+plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"options"``
+(``num_warps``/``num_stages``) -- for the IR round-trip tests and the compiler::
+
+    src = triton.compiler.ASTSource(fn=e["fn"], signature=e["signature"],
+                                    constexprs=e["constexprs"], attrs=e["attrs"])
+    triton.compile(src, target=GPUTarget("cuda", 90, 32), options=e["options"])
+"""
+
+from .gemm import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, check_operands,
+                   compile_args, compile_attrs, default_config, ensure_tma_allocator, kernel_fn,
+                   matmul, matmul_ptr_kernel, matmul_tma_persistent_kernel, num_sms)
+
+
+def _corpus() -> list[dict]:
+    entries = []
+    for kernel in ("matmul_ptr_kernel", "matmul_tma_persistent_kernel"):
+        for dtype in ("bf16", "fp16"):
+            config = default_config(8192, 8192, 8192, dtype, kernel)
+            signature, constexprs = compile_args(kernel, dtype, config)
+            entries.append({
+                "name": f"{kernel}_{dtype}",
+                "fn": kernel_fn(kernel),
+                "signature": signature,
+                "constexprs": constexprs,
+                "attrs": compile_attrs(kernel),
+                "options": config.options(),
+            })
+    return entries
+
+
+#: Both GEMM kernels in bf16 and fp16 at the H200 default config for a large problem.
+CORPUS = _corpus()
+
+__all__ = [
+    "CORPUS", "GemmConfig", "H200_NUM_SMS", "KERNELS", "SMEM_LIMIT_SM90", "check_operands",
+    "compile_args", "compile_attrs", "default_config", "ensure_tma_allocator", "kernel_fn",
+    "matmul", "matmul_ptr_kernel", "matmul_tma_persistent_kernel", "num_sms",
+]
