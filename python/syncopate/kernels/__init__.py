@@ -11,7 +11,7 @@ plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"opt
 
 from .gemm import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, check_operands,
                    compile_args, compile_attrs, default_config, ensure_tma_allocator, kernel_fn,
-                   matmul, matmul_ptr_kernel, matmul_tma_persistent_kernel, num_sms)
+                   make_launcher, matmul, matmul_ptr_kernel, matmul_tma_persistent_kernel, num_sms)
 
 
 def _corpus() -> list[dict]:
@@ -37,5 +37,5 @@ CORPUS = _corpus()
 __all__ = [
     "CORPUS", "GemmConfig", "H200_NUM_SMS", "KERNELS", "SMEM_LIMIT_SM90", "check_operands",
     "compile_args", "compile_attrs", "default_config", "ensure_tma_allocator", "kernel_fn",
-    "matmul", "matmul_ptr_kernel", "matmul_tma_persistent_kernel", "num_sms",
+    "make_launcher", "matmul", "matmul_ptr_kernel", "matmul_tma_persistent_kernel", "num_sms",
 ]
