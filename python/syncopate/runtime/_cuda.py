@@ -1,0 +1,130 @@
+"""The few CUDA driver calls the runtime needs that torch does not expose, through ctypes.
+
+Why ctypes on ``libcuda.so.1`` rather than cuda-python: the driver library is present on every
+machine that can run a CUDA kernel, while cuda-python is an extra wheel that the GPU machine
+(no network) may not have. Every helper degrades to a documented torch fallback when the
+driver library or the symbol is missing, and none is called on a CPU-only machine.
+
+* :func:`memcpy2d_async` -- ``cuMemcpy2DAsync``: a strided 2-D copy done by the **copy engine**.
+  ``torch.Tensor.copy_`` of a non-contiguous view launches an SM kernel instead, which the ce
+  backend must avoid while the fused kernel may occupy every SM (see ``fused.py``).
+* :func:`stream_wait_value32` -- ``cuStreamWaitValue32``: a stream waits, in the GPU's front
+  end (no SM), until a 32-bit word in memory is ``>=`` a value. Only ever used on a flag that
+  this rank's *own* kernel is guaranteed to write (PRODUCED), never on a peer's flag: a stream
+  wait has no watchdog, so a wait on something a dead peer should write could hang forever.
+* :func:`device_pointer` -- ``cuPointerGetAttribute(DEVICE_POINTER)``: the device address of
+  host-pinned memory (what Triton's launcher does for a tensor argument).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+CU_MEMORYTYPE_DEVICE = 2
+CU_STREAM_WAIT_VALUE_GEQ = 0x0
+CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 2
+
+
+class CUDA_MEMCPY2D(ctypes.Structure):
+    """``CUDA_MEMCPY2D_v2`` from cuda.h (layout unchanged since CUDA 3.2)."""
+
+    _fields_ = [
+        ("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t),
+        ("srcMemoryType", ctypes.c_int), ("srcHost", ctypes.c_void_p),
+        ("srcDevice", ctypes.c_uint64), ("srcArray", ctypes.c_void_p),
+        ("srcPitch", ctypes.c_size_t),
+        ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t),
+        ("dstMemoryType", ctypes.c_int), ("dstHost", ctypes.c_void_p),
+        ("dstDevice", ctypes.c_uint64), ("dstArray", ctypes.c_void_p),
+        ("dstPitch", ctypes.c_size_t),
+        ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t),
+    ]
+
+
+class DriverError(RuntimeError):
+    """A CUDA driver call made through ctypes returned an error code."""
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda():
+    for name in ("libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda")):
+        if not name:
+            continue
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def _symbol(*names):
+    lib = _libcuda()
+    if lib is None:
+        return None
+    for n in names:
+        fn = getattr(lib, n, None)
+        if fn is not None:
+            return fn
+    return None
+
+
+def available() -> bool:
+    """Whether the driver library could be loaded (False on CPU-only machines)."""
+    return _libcuda() is not None
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise DriverError(f"{what} failed with CUDA driver error {rc}")
+
+
+def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int,
+                   height: int, stream: int) -> bool:
+    """Enqueue a 2-D copy of ``height`` rows of ``width_bytes`` on ``stream`` (a ``CUstream``
+    handle, e.g. ``torch.cuda.Stream.cuda_stream``). Returns False when the driver entry point
+    is unavailable (the caller then falls back to ``Tensor.copy_``)."""
+    fn = _symbol("cuMemcpy2DAsync_v2", "cuMemcpy2DAsync")
+    if fn is None:
+        return False
+    p = CUDA_MEMCPY2D()
+    p.srcMemoryType = CU_MEMORYTYPE_DEVICE
+    p.srcDevice = src
+    p.srcPitch = src_pitch
+    p.dstMemoryType = CU_MEMORYTYPE_DEVICE
+    p.dstDevice = dst
+    p.dstPitch = dst_pitch
+    p.WidthInBytes = width_bytes
+    p.Height = height
+    fn.argtypes = [ctypes.POINTER(CUDA_MEMCPY2D), ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    _check(fn(ctypes.byref(p), ctypes.c_void_p(stream)), "cuMemcpy2DAsync")
+    return True
+
+
+def stream_wait_value32(stream: int, addr: int, value: int) -> bool:
+    """``stream`` waits until ``*(uint32*)addr >= value`` (cyclic ``GEQ``). False when the
+    entry point is unavailable (the caller then falls back to an event wait)."""
+    fn = _symbol("cuStreamWaitValue32_v2", "cuStreamWaitValue32")
+    if fn is None:
+        return False
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    _check(fn(ctypes.c_void_p(stream), ctypes.c_uint64(addr), ctypes.c_uint32(value & 0xFFFFFFFF),
+              CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32")
+    return True
+
+
+def device_pointer(host_ptr: int) -> int | None:
+    """Device address of host-pinned memory at ``host_ptr`` (None if it cannot be resolved).
+    Under unified addressing this equals ``host_ptr`` for ``cudaHostAlloc`` memory, which is
+    what torch's pinned allocator uses; we still ask the driver, as Triton's launcher does."""
+    fn = _symbol("cuPointerGetAttribute")
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+    fn.restype = ctypes.c_int
+    out = ctypes.c_uint64(0)
+    rc = fn(ctypes.byref(out), CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ctypes.c_uint64(host_ptr))
+    return int(out.value) if rc == 0 else None

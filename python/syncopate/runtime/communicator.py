@@ -1,0 +1,358 @@
+"""The :class:`Communicator`: a torch.distributed process group plus everything a fused kernel
+needs from the runtime -- symmetric memory with a registry, flag buffers, the watchdog record,
+side streams.
+
+Symmetric memory is torch's (``torch.distributed._symmetric_memory``): ``empty`` allocates on
+this rank, ``rendezvous`` (a collective) maps every rank's allocation into every rank's address
+space. We keep a registry keyed by the allocation's storage address so that the runtime can tell
+whether any tensor -- including a view or a slice -- lives in symmetric memory, and translate
+its address to the same element on another rank.
+
+Address translation. ``hdl.buffer_ptrs`` conventions differ across torch versions (a segment
+base vs. the tensor's own address; newer versions track an ``offset``), so we never assume
+one: at registration we ask ``hdl.get_buffer(r, (1,), uint8, 0)`` for every rank ``r`` and
+call its address ``origin[r]``. Since every rank made the same allocation, an element at local
+address ``p`` is at ``origin[r] + (p - origin[me])`` on rank ``r``, whatever the convention.
+
+Flag buffers are zeroed once when created, followed by one barrier so that no rank can signal
+into a peer's flags before that peer zeroed them; after that flags only grow (epochs), so no
+launch ever needs a reset or a barrier (docs/fused-abi.md).
+
+The watchdog record is a small host-pinned int32 tensor. Pinned (``cudaHostAlloc``) memory is
+mapped into the device address space under unified addressing; Triton's launcher turns a
+tensor argument into a device pointer with ``cuPointerGetAttribute(DEVICE_POINTER)``, which
+succeeds for pinned host memory (and fails, with "cannot be accessed from Triton (cpu
+tensor?)", only for pageable memory). The host reads it at any time without a device
+synchronisation, which is what lets the runtime raise :class:`CommTimeout` at the next launch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from .. import abi
+from ..errors import LaunchError
+from . import _cuda, diag
+
+SYMM_BACKENDS = ("cuda", "nvshmem")
+
+_DTYPE_ALIASES = {
+    "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "f16": "float16",
+    "float16": "float16", "half": "float16", "fp32": "float32", "f32": "float32",
+    "float32": "float32", "float": "float32", "int32": "int32", "i32": "int32",
+    "int64": "int64", "i64": "int64", "uint32": "uint32", "u32": "uint32", "int8": "int8",
+    "uint8": "uint8", "fp8e4nv": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn",
+    "fp8e5": "float8_e5m2", "float8_e5m2": "float8_e5m2",
+}
+
+
+def dtype_name(dtype) -> str:
+    """Canonical name (torch spelling without ``torch.``) of a torch dtype or a string alias."""
+    s = str(dtype).lower()
+    for prefix in ("torch.", "triton.language.", "tl."):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+    s = s.lstrip("*")
+    return _DTYPE_ALIASES.get(s, s)
+
+
+def torch_dtype(dtype):
+    import torch
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = dtype_name(dtype)
+    t = getattr(torch, name, None)
+    if not isinstance(t, torch.dtype):
+        raise LaunchError(f"unknown dtype {dtype!r}")
+    return t
+
+
+@dataclass
+class SymmetricAllocation:
+    """One rendezvoused allocation: the local tensor, its handle, and each rank's origin."""
+
+    tensor: object  # torch.Tensor (kept alive by the registry)
+    handle: object  # torch _SymmetricMemory
+    origins: list[int]  # address of byte 0 of the allocation on each rank (see module doc)
+    nbytes: int
+    uint32_views: dict = field(default_factory=dict)  # rank -> flat uint32 view (flag buffers)
+
+    @property
+    def local_origin(self) -> int:
+        return self.tensor.data_ptr()
+
+
+class Communicator:
+    """A process group with symmetric memory, flags, a watchdog record and side streams.
+
+    ``Communicator(group=None, *, device=None, symm_backend='cuda'|'nvshmem')``: ``group``
+    defaults to the default (WORLD) group, ``device`` to the current CUDA device. The NVSHMEM
+    backend is a process-wide choice of torch (``set_backend('NVSHMEM')`` must precede the
+    first symmetric allocation), hence a constructor argument and not a per-buffer one.
+    """
+
+    def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
+        import torch
+        import torch.distributed as dist
+
+        if symm_backend not in SYMM_BACKENDS:
+            raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_BACKENDS)}")
+        if not dist.is_available() or not dist.is_initialized():
+            raise LaunchError("torch.distributed is not initialized: call "
+                              "torch.distributed.init_process_group('nccl', ...) on every rank "
+                              "before creating a Communicator")
+        if not torch.cuda.is_available():
+            raise LaunchError("no CUDA device: a Communicator needs one GPU per rank")
+        self.group = group if group is not None else dist.group.WORLD
+        self.rank = dist.get_rank(self.group)
+        self.world_size = dist.get_world_size(self.group)
+        if self.rank < 0:
+            raise LaunchError("this process is not a member of the given process group")
+        self.group_name = self.group.group_name
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = torch.device(device)
+        if self.device.type != "cuda" or self.device.index is None:
+            raise LaunchError(f"device must be a CUDA device with an index, got {device!r}")
+        torch.cuda.set_device(self.device)
+        self.symm_backend = symm_backend
+        self._closed = False
+        self._allocs: dict[int, SymmetricAllocation] = {}  # storage address -> allocation
+        self._symm = self._init_symm_mem(symm_backend)
+        # The watchdog record: pinned, device-mapped, zero = no timeout recorded.
+        self.diag = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32, pin_memory=True)
+        dp = _cuda.device_pointer(self.diag.data_ptr())
+        #: device address of the record (what the kernels get); equals the host address under UVA
+        self.diag_addr = dp if dp else self.diag.data_ptr()
+        self._streams: dict[str, object] = {}
+        self.cache: dict = {}  # per-communicator caches of the ops (symmetric buffers, fused kernels)
+        self._last_timeout = None
+
+    # -- symmetric memory -------------------------------------------------------------------
+
+    def _init_symm_mem(self, backend):
+        import torch.distributed._symmetric_memory as symm_mem
+
+        want = "NVSHMEM" if backend == "nvshmem" else "CUDA"
+        if backend == "nvshmem" and not symm_mem.is_nvshmem_available():
+            raise LaunchError("symm_backend='nvshmem' but torch reports NVSHMEM unavailable: "
+                              "install nvidia-nvshmem-cu13 matching torch, or use symm_backend='cuda'")
+        cur = None
+        try:
+            cur = symm_mem.get_backend(self.device)
+        except Exception:  # older torch: no get_backend
+            cur = None
+        if cur is not None and cur.upper() != want:
+            raise LaunchError(f"torch symmetric memory already uses backend {cur} in this process; "
+                              f"a Communicator with symm_backend={backend!r} needs {want}. The "
+                              f"backend is process-wide and fixed by the first allocation: create "
+                              f"every Communicator of a process with the same symm_backend")
+        if cur is None and backend == "nvshmem":
+            symm_mem.set_backend(want)
+        # Deprecated (a no-op) in recent torch, required in older ones: call it quietly.
+        enable = getattr(symm_mem, "enable_symm_mem_for_group", None)
+        if enable is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                enable(self.group_name)
+        return symm_mem
+
+    def _check_open(self):
+        if self._closed:
+            raise LaunchError("this Communicator was closed; create a new one")
+
+    def empty(self, shape, dtype) -> "torch.Tensor":  # noqa: F821
+        """A tensor in symmetric memory on every rank (a collective: every rank must call it
+        with the same shape and dtype, in the same order)."""
+        import torch
+
+        self._check_open()
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
+        dt = torch_dtype(dtype)
+        t = self._symm.empty(shape, dtype=dt, device=self.device)
+        hdl = self._symm.rendezvous(t, self.group_name)
+        self._register(t, hdl)
+        return t
+
+    def _register(self, t, hdl) -> SymmetricAllocation:
+        import torch
+
+        if hdl.world_size != self.world_size:
+            raise LaunchError(f"rendezvous returned world size {hdl.world_size}, the group has "
+                              f"{self.world_size}")
+        origins = [hdl.get_buffer(r, (1,), torch.uint8, 0).data_ptr() for r in range(self.world_size)]
+        # Shift so that origin[me] is the local tensor's address (the tensor may sit at an
+        # offset inside the rendezvoused segment on some torch versions).
+        delta = t.data_ptr() - origins[self.rank]
+        origins = [o + delta for o in origins]
+        nbytes = t.numel() * t.element_size()
+        a = SymmetricAllocation(tensor=t, handle=hdl, origins=origins, nbytes=nbytes)
+        self._allocs[t.untyped_storage().data_ptr()] = a
+        return a
+
+    def allocation(self, t) -> SymmetricAllocation | None:
+        """The registered allocation that holds ``t`` (a tensor or a view of one), or None."""
+        a = self._allocs.get(t.untyped_storage().data_ptr())
+        if a is not None:
+            return a
+        p = t.data_ptr()
+        for a in self._allocs.values():  # a tensor re-wrapping the same memory
+            if a.local_origin <= p < a.local_origin + max(a.nbytes, 1):
+                return a
+        return None
+
+    def is_symmetric(self, t) -> bool:
+        """Whether ``t`` (or the tensor it is a view of) was allocated by :meth:`empty`."""
+        a = self.allocation(t)
+        if a is None:
+            return False
+        lo, hi = _extent(t)
+        return a.local_origin <= lo and hi <= a.local_origin + a.nbytes
+
+    def require_symmetric(self, t, what: str = "tensor", *, contiguous: bool = True):
+        """Raise :class:`LaunchError` unless ``t`` is in this communicator's symmetric memory
+        (and contiguous when asked); returns the allocation."""
+        a = self.allocation(t)
+        if a is None or not self.is_symmetric(t):
+            raise LaunchError(
+                f"{what} is not in symmetric memory of this Communicator: allocate it with "
+                f"comm.empty({tuple(t.shape)}, {t.dtype}) (on every rank) and copy your data into "
+                f"it, or let the op manage its own symmetric buffer")
+        if contiguous and not t.is_contiguous():
+            raise LaunchError(f"{what} must be contiguous (got strides {tuple(t.stride())} for shape "
+                              f"{tuple(t.shape)}): pass a contiguous view of the symmetric buffer")
+        return a
+
+    def peer_bases(self, t) -> list[int]:
+        """Address of byte 0 of the allocation that holds ``t``, on each rank."""
+        return list(self.require_symmetric(t, contiguous=False).origins)
+
+    def peer_ptrs(self, t) -> list[int]:
+        """Address of ``t``'s first element on each rank (= :meth:`peer_bases` when ``t`` is the
+        whole allocation). This is what goes into the ``syn_peers`` table."""
+        a = self.require_symmetric(t, contiguous=False)
+        off = t.data_ptr() - a.local_origin
+        return [o + off for o in a.origins]
+
+    def peer_view(self, t, rank: int):
+        """A tensor aliasing ``t``'s elements on ``rank`` (same shape, strides, dtype), usable by
+        copies and kernels on this rank's device (P2P mapping)."""
+        import torch
+
+        a = self.require_symmetric(t, contiguous=False)
+        if not 0 <= rank < self.world_size:
+            raise LaunchError(f"rank {rank} out of range for world size {self.world_size}")
+        if rank == self.rank:
+            return t
+        lo, hi = _extent(t)
+        off = lo - a.local_origin
+        # get_buffer's storage_offset is relative to get_buffer(r, ..., 0): our origin minus the
+        # registration shift.
+        base0 = a.handle.get_buffer(rank, (1,), torch.uint8, 0).data_ptr()
+        shift = a.origins[rank] - base0
+        raw = a.handle.get_buffer(rank, (hi - lo,), torch.uint8, shift + off)
+        flat = raw.view(t.dtype)
+        return flat.as_strided(tuple(t.shape), tuple(t.stride()), 0)
+
+    def flag_view_u32(self, flags, rank: int):
+        """Flat uint32 view of ``flags`` on ``rank`` (what ``stream_write_value32_`` takes)."""
+        import torch
+
+        a = self.require_symmetric(flags, contiguous=True)
+        v = a.uint32_views.get((rank, flags.data_ptr(), flags.numel()))
+        if v is None:
+            v = self.peer_view(flags, rank).view(-1).view(torch.uint32) if flags.dtype.itemsize == 4 \
+                else None
+            if v is None:
+                raise LaunchError("stream_write_value32_ needs 32-bit flags (backend 'ce')")
+            a.uint32_views[(rank, flags.data_ptr(), flags.numel())] = v
+        return v
+
+    # -- flags --------------------------------------------------------------------------------
+
+    def new_flags(self, words: int, dtype="int32"):
+        """A zeroed flag array of ``words`` words in symmetric memory (collective). Zeroed once,
+        then one barrier: after it, every rank may signal into every other rank's flags."""
+        import torch
+        import torch.distributed as dist
+
+        t = self.empty((int(words),), torch_dtype(dtype))
+        t.zero_()
+        torch.cuda.synchronize(self.device)
+        dist.barrier(group=self.group, device_ids=[self.device.index])
+        return t
+
+    # -- streams ------------------------------------------------------------------------------
+
+    def stream(self, name: str = "comm"):
+        """A named side stream on this device (created once)."""
+        import torch
+
+        s = self._streams.get(name)
+        if s is None:
+            s = torch.cuda.Stream(device=self.device)
+            self._streams[name] = s
+        return s
+
+    # -- watchdog -----------------------------------------------------------------------------
+
+    def diag_words(self) -> list[int]:
+        """The watchdog record's words as the device left them (no synchronisation needed)."""
+        return [int(x) for x in self.diag.tolist()]
+
+    def timeout_record(self):
+        """The decoded record, or None if no spin timed out."""
+        return diag.read_record(self.diag_words)
+
+    def check(self, layout: abi.FlagLayout | None = None, context: str = "") -> None:
+        """Raise :class:`CommTimeout` if a spin of a previous launch timed out. The record is
+        cleared when raised (so the next timeout can be recorded); the error keeps it."""
+        rec = self.timeout_record()
+        if rec is None:
+            return
+        self.clear_diag()
+        err = diag.make_timeout(rec, diag.timeout_s(), layout, context)
+        self._last_timeout = err
+        raise err
+
+    def clear_diag(self) -> None:
+        self.diag.zero_()
+
+    # -- teardown -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for this device's work, then drop every symmetric allocation and stream this
+        communicator holds (their memory returns to torch's symmetric pools). Idempotent. The
+        process group itself belongs to the caller and is left alone."""
+        if self._closed:
+            return
+        import torch
+
+        try:
+            torch.cuda.synchronize(self.device)
+        finally:
+            self.cache.clear()
+            self._allocs.clear()
+            self._streams.clear()
+            self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Communicator(rank={self.rank}, world_size={self.world_size}, device={self.device}, "
+                f"symm_backend={self.symm_backend!r}, allocations={len(self._allocs)})")
+
+
+def _extent(t) -> tuple[int, int]:
+    """``[lo, hi)`` byte range spanned by tensor ``t``'s elements."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    es = t.element_size()
+    lo = t.data_ptr() + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0) * es
+    hi = t.data_ptr() + (sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st > 0) + 1) * es
+    return lo, hi

@@ -1,0 +1,146 @@
+"""The watchdog record (``syn_diag``): decoding, env settings, and the host-side check.
+
+Pure Python (no torch, no CUDA) so it is unit-tested on CPU.
+
+Record protocol (docs/fused-abi.md, "The watchdog record"), with the one ordering rule the
+host relies on to never read a half-written record:
+
+1. the first spin to time out claims the record: ``atomicCAS(&diag[STATE], 0, 1)``;
+2. it writes rank, flag index, observed value, expected value, kind and program id;
+3. ``fence.sc.sys``; then it writes the **epoch word last** (``st.release.sys``).
+
+Epochs start at 1, so ``diag[EPOCH] != 0`` means "record complete". The host seeing
+``STATE == 1`` with ``EPOCH == 0`` waits (briefly) for the writer to finish.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .. import abi
+from ..errors import CommTimeout, LaunchError, TimeoutRecord
+
+DEFAULT_TIMEOUT_S = 10.0
+TIMEOUT_ACTIONS = ("exit", "trap")
+
+
+def timeout_s(env=None) -> float:
+    """``SYNCOPATE_TIMEOUT_S`` (default 10 s); 0 disables the watchdog."""
+    env = os.environ if env is None else env
+    raw = env.get("SYNCOPATE_TIMEOUT_S", "")
+    if raw.strip() == "":
+        return DEFAULT_TIMEOUT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        raise LaunchError(f"SYNCOPATE_TIMEOUT_S={raw!r} is not a number of seconds; set it to e.g. "
+                          f"10, or 0 to disable the watchdog") from None
+    if v < 0:
+        raise LaunchError(f"SYNCOPATE_TIMEOUT_S={raw!r} is negative; use a positive number of "
+                          f"seconds, or 0 to disable the watchdog")
+    return v
+
+
+def timeout_ns(env=None) -> int:
+    """``syn_timeout_ns`` for a launch (i64)."""
+    return int(round(timeout_s(env) * 1e9))
+
+
+def timeout_action(env=None) -> str:
+    """``SYNCOPATE_TIMEOUT_ACTION``: ``exit`` (default; the kernel finishes with invalid results,
+    the context survives) or ``trap`` (the kernel traps; the CUDA context is lost)."""
+    env = os.environ if env is None else env
+    a = env.get("SYNCOPATE_TIMEOUT_ACTION", "exit").strip().lower() or "exit"
+    if a not in TIMEOUT_ACTIONS:
+        raise LaunchError(f"SYNCOPATE_TIMEOUT_ACTION={a!r}; choose one of {', '.join(TIMEOUT_ACTIONS)}")
+    return a
+
+
+def _s32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def decode(words) -> TimeoutRecord | None:
+    """A :class:`TimeoutRecord` from the record's int32 words, or None if no timeout is recorded
+    (state 0) or the record is still being written (state 1, epoch word 0)."""
+    w = [_s32(int(x)) for x in list(words)[: abi.DIAG_WORDS]]
+    if len(w) < 8 or w[abi.DIAG_STATE] == 0 or w[abi.DIAG_EPOCH] == 0:
+        return None
+    kind = abi.KIND_NAMES.get(w[abi.DIAG_KIND], f"kind{w[abi.DIAG_KIND]}")
+    rec = TimeoutRecord(rank=w[abi.DIAG_RANK], chunk=w[abi.DIAG_FLAG], flag_value=w[abi.DIAG_VALUE],
+                        expected=w[abi.DIAG_EXPECTED], kind=kind, program=w[abi.DIAG_PROGRAM])
+    rec.epoch = w[abi.DIAG_EPOCH]  # not a dataclass field (errors.py is shared); kept as attribute
+    return rec
+
+
+def describe_flag(index: int, layout: abi.FlagLayout | None) -> str:
+    """Human name of flag word ``index`` (``CHUNK[3]``, ``ENTRY[1]``, ...) under ``layout``."""
+    if layout is None:
+        return f"flag word {index}"
+    C, W = layout.num_chunks, layout.world_size
+    if 0 <= index < C:
+        return f"CHUNK[{index}] (chunk {index})"
+    if C <= index < C + W:
+        return f"ENTRY[{index - C}] (rank {index - C} entering the launch)"
+    if index == C + W:
+        return "CONSUMED (peers finished reading this rank's buffer)"
+    if C + W + 1 <= index < 2 * C + W + 1:
+        return f"PRODUCED[{index - C - W - 1}] (chunk {index - C - W - 1})"
+    return f"flag word {index} (outside the layout)"
+
+
+def chunk_of(record: TimeoutRecord, layout: abi.FlagLayout | None) -> int | None:
+    """The chunk id a CHUNK/PRODUCED timeout is about (None for ENTRY/CONSUMED)."""
+    if layout is None:
+        return record.chunk if record.kind == "chunk" else None
+    C, W = layout.num_chunks, layout.world_size
+    i = record.chunk
+    if 0 <= i < C:
+        return i
+    if C + W + 1 <= i < 2 * C + W + 1:
+        return i - C - W - 1
+    return None
+
+
+def make_timeout(record: TimeoutRecord, seconds: float, layout: abi.FlagLayout | None = None,
+                 context: str = "") -> CommTimeout:
+    """A :class:`CommTimeout` whose message names the flag (and chunk) that never arrived."""
+    err = CommTimeout(record, seconds)
+    detail = f"the spin was on {describe_flag(record.chunk, layout)}"
+    ch = chunk_of(record, layout)
+    if ch is not None:
+        detail += f"; chunk {ch} never arrived"
+    epoch = getattr(record, "epoch", None)
+    if epoch:
+        detail += f" (epoch {epoch})"
+    if context:
+        detail += f"; {context}"
+    err.args = (f"{err.args[0]} [{detail}]",)
+    err.chunk = ch
+    err.layout = layout
+    return err
+
+
+def read_record(words_fn, *, settle_s: float = 0.05) -> TimeoutRecord | None:
+    """Read the record through ``words_fn()`` (returns the current int32 words). If the state is
+    set but the epoch word is not yet written, re-read for up to ``settle_s`` seconds."""
+    w = list(words_fn())
+    if _s32(int(w[abi.DIAG_STATE])) == 0:
+        return None
+    deadline = time.monotonic() + settle_s
+    while True:
+        rec = decode(w)
+        if rec is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.001)
+        w = list(words_fn())
+    if rec is None:  # claimed but never completed (writer trapped between the words)
+        rec = TimeoutRecord(rank=_s32(int(w[abi.DIAG_RANK])), chunk=_s32(int(w[abi.DIAG_FLAG])),
+                            flag_value=_s32(int(w[abi.DIAG_VALUE])),
+                            expected=_s32(int(w[abi.DIAG_EXPECTED])),
+                            kind=abi.KIND_NAMES.get(_s32(int(w[abi.DIAG_KIND])), "unknown"),
+                            program=_s32(int(w[abi.DIAG_PROGRAM])))
+        rec.epoch = 0
+    return rec

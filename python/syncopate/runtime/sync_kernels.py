@@ -1,0 +1,227 @@
+"""Tiny Triton kernels for the host-driven parts of the protocol (the ``ce`` backend, the
+runtime's ENTRY signal, the CONSUMED wait before staging). Runtime utilities, not fused ops.
+
+* :func:`signal_entry` -- ``ENTRY[me] = epoch`` on every rank's flag array (``st.release.sys``).
+* :func:`wait_flag` -- spin until ``flag[index + i] >= target`` for ``i < count``
+  (``ld.acquire.sys``), with the watchdog.
+* :func:`add_flag` -- ``flag[index] += value`` on a (possibly remote) flag
+  (``red.release.sys.global.add``).
+
+Every spin has the watchdog of docs/fused-abi.md: the start time is read from
+``%globaltimer``; once ``syn_timeout_ns`` has elapsed the spinning thread claims the record
+with ``atom.acq_rel.sys.cas`` (0 -> 1), writes rank/flag/value/expected/kind/program, issues
+``fence.sc.sys`` and writes the epoch word last (so the host never reads a half-written
+record), then leaves (``exit`` action) or traps (``SYNCOPATE_TIMEOUT_ACTION=trap``). Every
+256 polls a spin also reads the record's state word: if another spin already claimed it, this
+one leaves at once instead of burning its own full timeout (the first timeout is the cause, the
+others are consequences).
+
+Why the whole spin is one inline-asm block (labels are local to a ``{ }`` block in PTX, so the
+block may be inlined many times): Triton evaluates a scalar expression in *every* thread, and a
+Triton-level loop would let threads of one warp leave it at different iterations; a scalar
+``tl.atomic_cas`` then synchronises the CTA through shared memory and divergent threads would
+deadlock. Inside one asm block each thread spins independently, any thread may time out, the
+CAS decides which one writes the record, and no CTA barrier is involved. The kernels run with
+one warp, so the 32 identical loads of a poll coalesce into one memory transaction.
+
+Side-effecting stores/reductions are predicated on ``%tid.x == 0`` inside the asm: a scalar
+in Triton is computed by every thread, and a ``red.add`` executed by 32 threads would add 32
+times.
+
+Addresses are passed as ``int64`` (annotated ``tl.int64`` and never specialised), so one
+compiled kernel serves every flag buffer, peer address and index.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .. import abi
+
+# Byte offsets of the record words.
+_D = {n: 4 * i for n, i in (("rank", abi.DIAG_RANK), ("flag", abi.DIAG_FLAG), ("value", abi.DIAG_VALUE),
+                            ("expected", abi.DIAG_EXPECTED), ("kind", abi.DIAG_KIND),
+                            ("program", abi.DIAG_PROGRAM), ("epoch", abi.DIAG_EPOCH))}
+
+
+def _spin_asm(bits: int, trap: bool) -> str:
+    """PTX of the watchdog spin. Operands: $0 result (1 = reached, 0 = timed out / left);
+    $1 flag address (u64); $2 target; $3 record address (u64); $4 timeout ns (u64, 0 = none);
+    $5 rank; $6 flag index; $7 kind; $8 epoch."""
+    t = f"b{bits}"
+    s = f"s{bits}"
+    val32 = "sy_v" if bits == 32 else "sy_v32"
+    cvt = "" if bits == 32 else "cvt.u32.u64 sy_v32, sy_v;\ncvt.u32.u64 sy_e32, $2;\n"
+    exp32 = "$2" if bits == 32 else "sy_e32"
+    extra_regs = "" if bits == 32 else ".reg .b32 sy_v32, sy_e32;\n"
+    return f"""{{
+.reg .pred sy_p;
+.reg .{t} sy_v;
+.reg .b32 sy_cnt, sy_st, sy_one, sy_zero, sy_pid;
+.reg .b64 sy_t0, sy_t1;
+{extra_regs}mov.u32 $0, 1;
+mov.u32 sy_cnt, 0;
+mov.u32 sy_one, 1;
+mov.u32 sy_zero, 0;
+mov.u64 sy_t0, %globaltimer;
+SY_SPIN:
+ld.acquire.sys.global.{t} sy_v, [$1];
+setp.ge.{s} sy_p, sy_v, $2;
+@sy_p bra SY_DONE;
+setp.eq.u64 sy_p, $4, 0;
+@sy_p bra SY_SPIN;
+mov.u64 sy_t1, %globaltimer;
+sub.u64 sy_t1, sy_t1, sy_t0;
+setp.gt.u64 sy_p, sy_t1, $4;
+@sy_p bra SY_EXPIRED;
+add.u32 sy_cnt, sy_cnt, 1;
+and.b32 sy_st, sy_cnt, 255;
+setp.ne.u32 sy_p, sy_st, 0;
+@sy_p bra SY_SPIN;
+ld.relaxed.sys.global.b32 sy_st, [$3];
+setp.ne.s32 sy_p, sy_st, 0;
+@sy_p bra SY_LEFT;
+bra SY_SPIN;
+SY_EXPIRED:
+atom.acq_rel.sys.global.cas.b32 sy_st, [$3], sy_zero, sy_one;
+setp.ne.s32 sy_p, sy_st, 0;
+@sy_p bra SY_LEFT;
+{cvt}st.relaxed.sys.global.b32 [$3+{_D['rank']}], $5;
+st.relaxed.sys.global.b32 [$3+{_D['flag']}], $6;
+st.relaxed.sys.global.b32 [$3+{_D['value']}], {val32};
+st.relaxed.sys.global.b32 [$3+{_D['expected']}], {exp32};
+st.relaxed.sys.global.b32 [$3+{_D['kind']}], $7;
+mov.u32 sy_pid, %ctaid.x;
+st.relaxed.sys.global.b32 [$3+{_D['program']}], sy_pid;
+fence.sc.sys;
+st.release.sys.global.b32 [$3+{_D['epoch']}], $8;
+{"trap;" if trap else ""}
+SY_LEFT:
+mov.u32 $0, 0;
+SY_DONE:
+}}"""
+
+
+# Kernels may only read globals that are constexprs (Triton 3.6 rejects other globals).
+SPIN32 = tl.constexpr(_spin_asm(32, False))
+SPIN32_TRAP = tl.constexpr(_spin_asm(32, True))
+SPIN64 = tl.constexpr(_spin_asm(64, False))
+SPIN64_TRAP = tl.constexpr(_spin_asm(64, True))
+
+#: ``st.release.sys`` by thread 0 after a system fence (operands: $1 address, $2 value).
+STORE32 = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t; mov.u32 sy_t, %tid.x; setp.eq.u32 sy_p, sy_t, 0; "
+           "fence.sc.sys; @sy_p st.release.sys.global.b32 [$1], $2; mov.u32 $0, 0; }")
+STORE64 = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t; mov.u32 sy_t, %tid.x; setp.eq.u32 sy_p, sy_t, 0; "
+           "fence.sc.sys; @sy_p st.release.sys.global.b64 [$1], $2; mov.u32 $0, 0; }")
+#: ``red.release.sys.global.add`` by thread 0 (operands: $1 address, $2 value).
+ADD32 = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t; mov.u32 sy_t, %tid.x; setp.eq.u32 sy_p, sy_t, 0; "
+         "@sy_p red.release.sys.global.add.s32 [$1], $2; mov.u32 $0, 0; }")
+ADD64 = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t; mov.u32 sy_t, %tid.x; setp.eq.u32 sy_p, sy_t, 0; "
+         "@sy_p red.release.sys.global.add.u64 [$1], $2; mov.u32 $0, 0; }")
+
+
+@triton.jit(do_not_specialize=["base_addr", "first_index", "target", "diag_addr", "rank", "kind",
+                               "epoch", "timeout_ns"])
+def _wait_kernel(base_addr: tl.int64, first_index: tl.int32, target: tl.int64, diag_addr: tl.int64,
+                 rank: tl.int32, kind: tl.int32, epoch: tl.int32, timeout_ns: tl.int64,
+                 FLAG64: tl.constexpr, TRAP: tl.constexpr):
+    """Program ``i`` spins until ``flag[first_index + i] >= target`` (one warp per program)."""
+    index = first_index + tl.program_id(0)
+    if FLAG64:
+        addr = base_addr + index.to(tl.int64) * 8
+        if TRAP:
+            tl.inline_asm_elementwise(SPIN64_TRAP, "=r,l,l,l,l,r,r,r,r",
+                                      [addr, target, diag_addr, timeout_ns, rank, index, kind, epoch],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            tl.inline_asm_elementwise(SPIN64, "=r,l,l,l,l,r,r,r,r",
+                                      [addr, target, diag_addr, timeout_ns, rank, index, kind, epoch],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        addr = base_addr + index.to(tl.int64) * 4
+        tgt = target.to(tl.int32)
+        if TRAP:
+            tl.inline_asm_elementwise(SPIN32_TRAP, "=r,l,r,l,l,r,r,r,r",
+                                      [addr, tgt, diag_addr, timeout_ns, rank, index, kind, epoch],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            tl.inline_asm_elementwise(SPIN32, "=r,l,r,l,l,r,r,r,r",
+                                      [addr, tgt, diag_addr, timeout_ns, rank, index, kind, epoch],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit(do_not_specialize=["peers_addr", "index", "value", "world_size"])
+def _signal_all_kernel(peers_addr: tl.int64, index: tl.int32, value: tl.int64, world_size: tl.int32,
+                       FLAG64: tl.constexpr):
+    """``flag_r[index] = value`` on every rank ``r`` (flag base addresses in ``peers[0, :]``)."""
+    peers = peers_addr.to(tl.pointer_type(tl.int64))
+    for r in range(world_size):
+        base = tl.load(peers + r)
+        if FLAG64:
+            tl.inline_asm_elementwise(STORE64, "=r,l,l", [base + index.to(tl.int64) * 8, value],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            tl.inline_asm_elementwise(STORE32, "=r,l,r", [base + index.to(tl.int64) * 4,
+                                                          value.to(tl.int32)],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit(do_not_specialize=["addr", "value"])
+def _add_kernel(addr: tl.int64, value: tl.int64, FLAG64: tl.constexpr):
+    """``*addr += value`` with release semantics at system scope (thread 0 only)."""
+    if FLAG64:
+        tl.inline_asm_elementwise(ADD64, "=r,l,l", [addr, value], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise(ADD32, "=r,l,r", [addr, value.to(tl.int32)], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+def _stream_ctx(stream):
+    import contextlib
+
+    import torch
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
+def wait_flag(flag_addr: int, index: int, target: int, diag_addr: int, *, rank: int, kind: int,
+              epoch: int, timeout_ns: int, count: int = 1, flag64: bool = False, trap: bool = False,
+              stream=None) -> None:
+    """Enqueue a spin until ``flag[index + i] >= target`` for ``i in range(count)``.
+
+    ``flag_addr``: address of word 0 of the flag array (local or a peer's, as an int);
+    ``diag_addr``: device address of the watchdog record; ``kind``: ``abi.KIND_*`` recorded on
+    timeout. Enqueued on ``stream`` (default: the current stream); returns immediately.
+    """
+    if count <= 0:
+        return
+    with _stream_ctx(stream):
+        _wait_kernel[(count,)](int(flag_addr), int(index), int(target), int(diag_addr), int(rank),
+                               int(kind), int(epoch), int(timeout_ns), FLAG64=bool(flag64),
+                               TRAP=bool(trap), num_warps=1, num_stages=1)
+
+
+def signal_entry(peers_table, entry_index: int, epoch: int, world_size: int, *, flag64: bool = False,
+                 stream=None) -> None:
+    """Enqueue ``ENTRY[me] = epoch`` on every rank's flags: ``peers_table`` is the device
+    ``[NBUF, W]`` int64 table whose row 0 holds each rank's flag base address;
+    ``entry_index`` is ``layout.entry(me)``.
+
+    Why ``st.release.sys`` after ``fence.sc.sys``: the release orders this rank's staging
+    (earlier work on the stream: copies into the symmetric buffer, and the previous launch) before
+    the flag, so a peer that acquires ``ENTRY[me] >= e`` reads epoch-``e`` data and knows this
+    rank's launch ``e - 1`` (its last read of any buffer a peer may now overwrite) is complete.
+    """
+    with _stream_ctx(stream):
+        _signal_all_kernel[(1,)](int(peers_table.data_ptr()), int(entry_index), int(epoch),
+                                 int(world_size), FLAG64=bool(flag64), num_warps=1, num_stages=1)
+
+
+def add_flag(remote_flag_addr: int, index: int, value: int, *, flag64: bool = False,
+             stream=None) -> None:
+    """Enqueue ``flag[index] += value`` (``red.release.sys.global.add``) on a flag array at
+    ``remote_flag_addr`` (any rank's, through its P2P address)."""
+    es = 8 if flag64 else 4
+    with _stream_ctx(stream):
+        _add_kernel[(1,)](int(remote_flag_addr) + int(index) * es, int(value), FLAG64=bool(flag64),
+                          num_warps=1, num_stages=1)
