@@ -79,6 +79,12 @@ class FusedABI:
     produced_count: dict[int, int] = field(default_factory=dict)  # producer tiles per chunk
     reads_per_src: dict[int, int] = field(default_factory=dict)  # CONSUMED target per epoch, by rank
     user_params: list[str] = field(default_factory=list)
+    #: launch-time requirements the analysis derived, e.g. {"stride_am": 4096}: the runtime
+    #: checks them before launch (a stride matched to the wrong dim is a LaunchError, never a
+    #: silent miscompile)
+    requirements: dict[str, int] = field(default_factory=dict)
+    #: kernel parameter -> schedule tensor it holds (ordered like ``operands``)
+    tensors: dict[str, str] = field(default_factory=dict)
     version: int = ABI_VERSION
 
     @property
@@ -104,6 +110,7 @@ class FusedABI:
             "produced_count": {str(k): v for k, v in self.produced_count.items()},
             "reads_per_src": {str(k): v for k, v in self.reads_per_src.items()},
             "user_params": list(self.user_params),
+            "requirements": dict(self.requirements), "tensors": dict(self.tensors),
         }
 
     @classmethod
@@ -114,5 +121,6 @@ class FusedABI:
             chunk_count={int(k): v for k, v in d["chunk_count"].items()},
             produced_count={int(k): v for k, v in d["produced_count"].items()},
             reads_per_src={int(k): v for k, v in d["reads_per_src"].items()},
-            user_params=list(d.get("user_params", [])), version=d.get("version", ABI_VERSION),
+            user_params=list(d.get("user_params", [])), requirements=dict(d.get("requirements", {})),
+            tensors=dict(d.get("tensors", {})), version=d.get("version", ABI_VERSION),
         )

@@ -1,0 +1,113 @@
+"""Where the passes find the fused kernel's ABI parameters and record what the runtime needs.
+
+``append-abi-params`` appends the ``syn_*`` parameters (docs/fused-abi.md); later passes find
+them here by name.  Passes accumulate launch facts (writers per chunk, producer volumes,
+launch-time requirements on parameters) in the ``syncopate.abi`` module attribute; the pipeline
+turns it into a :class:`syncopate.abi.FusedABI` and strips every ``syncopate.*`` attribute before
+Triton sees the module.
+"""
+
+from __future__ import annotations
+
+import json
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import BlockArgument, Operation
+
+from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
+from syncopate.errors import CompileError
+
+from .access import func_body, kernel_func
+from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, Plan
+
+ATTR_ABI = "syncopate.abi"
+
+
+def abi_args(func: Operation) -> dict[str, BlockArgument]:
+    """The appended ``syn_*`` block arguments of the kernel, by name."""
+    args = func_body(func).args
+    n = len(EXTRA_PARAM_NAMES)
+    if len(args) < n:
+        raise CompileError("the kernel has no syncopate ABI parameters: run append-abi-params first")
+    tail = args[-n:]
+    names = [a.name_hint for a in tail]
+    if names != list(EXTRA_PARAM_NAMES):
+        raise CompileError("the kernel's last parameters are not the syncopate ABI parameters "
+                           f"({', '.join(EXTRA_PARAM_NAMES)}): run append-abi-params first")
+    return dict(zip(EXTRA_PARAM_NAMES, tail))
+
+
+def has_abi_args(func: Operation) -> bool:
+    args = func_body(func).args
+    n = len(EXTRA_PARAM_NAMES)
+    return len(args) >= n and [a.name_hint for a in args[-n:]] == list(EXTRA_PARAM_NAMES)
+
+
+def backend_of(module: ModuleOp) -> str:
+    attr = module.attributes.get(ATTR_BACKEND)
+    return attr.data if isinstance(attr, StringAttr) else "sm"
+
+
+def comm_programs_of(module: ModuleOp) -> int:
+    attr = module.attributes.get(ATTR_COMM_PROGRAMS)
+    if attr is None:
+        return 0 if backend_of(module) == "ce" else 16
+    return attr.value.data
+
+
+def operands_of(module: ModuleOp) -> dict[str, str]:
+    attr = module.attributes.get(ATTR_OPERANDS)
+    if attr is None:
+        raise CompileError(f"the module has no '{ATTR_OPERANDS}' attribute mapping kernel "
+                           f"parameters to schedule tensors")
+    return {k: v.data for k, v in attr.data.items()}
+
+
+def chunk_writers(plan: Plan, backend: str, comm_programs: int) -> int:
+    """How many writers each add 1 to a chunk's flag in one epoch (docs/fused-abi.md)."""
+    return 1 if backend == "ce" else max(1, comm_programs)
+
+
+def get_state(module: ModuleOp) -> dict:
+    attr = module.attributes.get(ATTR_ABI)
+    return json.loads(attr.data) if isinstance(attr, StringAttr) else {}
+
+
+def set_state(module: ModuleOp, state: dict) -> None:
+    module.attributes[ATTR_ABI] = StringAttr(json.dumps(state, sort_keys=True))
+
+
+def update_state(module: ModuleOp, **kv) -> dict:
+    state = get_state(module)
+    for k, v in kv.items():
+        if isinstance(v, dict) and isinstance(state.get(k), dict):
+            state[k].update(v)
+        else:
+            state[k] = v
+    set_state(module, state)
+    return state
+
+
+def read_abi(module: ModuleOp) -> FusedABI:
+    plan = Plan.from_module(module)
+    backend = backend_of(module)
+    comm = comm_programs_of(module) if backend != "ce" else 0
+    state = get_state(module)
+    writers = chunk_writers(plan, backend, comm)
+    operands = list(operands_of(module))
+    abi = FusedABI(
+        backend=backend, world_size=plan.world_size, num_chunks=plan.num_chunks,
+        comm_programs=comm, mode=state.get("mode", "none" if backend == "ce" else "pull"),
+        operands=operands,
+        chunk_count={c.id: writers for c in plan.chunks},
+        produced_count={int(k): v for k, v in state.get("produced", {}).items()},
+        reads_per_src={int(k): v for k, v in state.get("reads_per_src", {}).items()},
+        requirements=dict(state.get("requirements", {})),
+        tensors=operands_of(module),
+    )
+    return abi
+
+
+def strip_syncopate_attrs(module: ModuleOp) -> None:
+    for key in [k for k in module.attributes if k.startswith("syncopate.")]:
+        del module.attributes[key]

@@ -1,0 +1,652 @@
+"""Access analysis: which region of a communicated tensor each tile reads or writes.
+
+For every ``tt.load``/``tt.store`` through a pointer derived from a communicated kernel
+parameter, and every ``tt.descriptor_load``/``tt.descriptor_store`` through a descriptor built
+on one, the analysis derives a box of the *global* tensor (the schedule's tensor) as
+``[lo_d, lo_d + extent_d)`` per dim, where ``lo_d`` is a :class:`~passes.poly.Poly` over scalar
+SSA values (program ids, loop counters, kernel arguments) and ``extent_d`` is a constant (the
+tile size).  The passes then know, symbolically, the chunks a tile touches and can place waits
+and signals and re-materialise the bounds where they need them.
+
+What it understands (everything Triton 3.6 emits at TTIR for the usual kernels): pointer
+arithmetic built from ``splat``/``broadcast``/``expand_dims``/``trans``/``make_range`` and integer
+``+ - *``, masked or not (masks only shrink a box, and the box is clipped to the tensor by the
+chunks it is compared with); loop-carried pointers advanced by a loop-invariant step (the
+``a_ptrs += BLOCK_K * stride_ak`` idiom); block pointers (Triton rewrites them into this form
+before our stage on sm_90); device-side tensor descriptors (``tl.make_tensor_descriptor``) and
+descriptor parameters.  Strides passed as kernel arguments are matched to dims in parameter
+order (``stride_am`` before ``stride_ak``) and become launch-time requirements
+(``stride_am == K``) that the runtime checks, so a wrong guess is a clear error, never a silent
+miscompile.  ``x % M`` on an index tensor (the tutorial's wrap-around for ragged tiles) is read
+as ``x``: the wrapped rows only feed outputs the store masks out.
+
+Where it cannot derive a box, :class:`~syncopate.errors.CompileError` names the load and the
+annotation to add: ``syncopate.language.hint_region(ptr, lo0, hi0, ...)`` before the access,
+which survives into TTIR as a ``tt.call`` to a no-inline function and is erased here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import (DenseArrayBase, DenseIntOrFPElementsAttr, IntegerAttr,
+                                   IntegerType, ModuleOp)
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+
+from syncopate.errors import CompileError
+
+from .poly import Axis, IterCount, Poly
+
+HINT_PREFIX = "syncopate_hint_region"
+READ_OPS = ("tt.load", "tt.descriptor_load")
+WRITE_OPS = ("tt.store", "tt.descriptor_store")
+_PASS_THROUGH = ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast",
+                 "arith.index_castui")
+
+
+# --------------------------------------------------------------------------------------------
+# small IR helpers (by op name, so they do not depend on how the mirror names its classes)
+# --------------------------------------------------------------------------------------------
+
+def loc_str(op: Operation | None) -> str | None:
+    """``file:line:col`` of the first file location inside an op's location, if any."""
+    if op is None:
+        return None
+    return _loc_of_attr(getattr(op, "location", None))
+
+
+def _loc_of_attr(loc) -> str | None:
+    if loc is None:
+        return None
+    name = type(loc).__name__
+    if name == "FileLineColLoc":
+        fname = loc.filename.data if hasattr(loc.filename, "data") else str(loc.filename)
+        line = getattr(loc, "line", None)
+        col = getattr(loc, "column", None)
+        line = getattr(line, "data", line)
+        col = getattr(col, "data", col)
+        return f"{fname}:{line}:{col}"
+    for attr in ("child_loc", "caller", "callee", "child"):
+        sub = getattr(loc, attr, None)
+        if sub is not None:
+            found = _loc_of_attr(sub)
+            if found:
+                return found
+    locs = getattr(loc, "locations", None)
+    if locs is not None:
+        for sub in getattr(locs, "data", locs):
+            found = _loc_of_attr(sub)
+            if found:
+                return found
+    return None
+
+
+def int_prop(op: Operation, name: str) -> int | None:
+    attr = op.properties.get(name) or op.attributes.get(name)
+    if attr is None:
+        return None
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    value = getattr(attr, "value", None)
+    if value is not None:
+        return getattr(value, "data", value)
+    data = getattr(attr, "data", None)
+    return data if isinstance(data, int) else None
+
+
+def int_array_prop(op: Operation, name: str) -> list[int] | None:
+    attr = op.properties.get(name) or op.attributes.get(name)
+    if attr is None:
+        return None
+    if isinstance(attr, DenseArrayBase):
+        return list(attr.get_values())
+    return None
+
+
+def const_int(v: SSAValue) -> int | None:
+    """The integer value of an ``arith.constant`` (scalar or splat tensor), else None."""
+    if not isinstance(v, OpResult) or v.op.name != "arith.constant":
+        return None
+    attr = v.op.properties.get("value") or v.op.attributes.get("value")
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    if isinstance(attr, DenseIntOrFPElementsAttr):
+        try:
+            vals = attr.get_values()
+        except Exception:  # pragma: no cover - defensive for float splats
+            return None
+        vals = list(vals)
+        if vals and all(isinstance(x, int) for x in vals) and len(set(vals)) == 1:
+            return vals[0]
+    return None
+
+
+def is_int_type(t) -> bool:
+    return isinstance(t, IntegerType) or type(t).__name__ == "IndexType"
+
+
+def is_tensor(t) -> bool:
+    return type(t).__name__ in ("TensorType", "RankedTensorType")
+
+
+def shape_of(t) -> list[int]:
+    return [d for d in t.get_shape()] if is_tensor(t) else []
+
+
+def is_ptr_type(t) -> bool:
+    return str(t).startswith("!tt.ptr<")
+
+
+def is_desc_type(t) -> bool:
+    return str(t).startswith("!tt.tensordesc<")
+
+
+def element_type(t):
+    return t.element_type if is_tensor(t) else t
+
+
+def kernel_func(module: ModuleOp) -> Operation:
+    """The public ``tt.func`` of the module (the kernel)."""
+    funcs = [op for op in module.ops if op.name == "tt.func"]
+    public = [f for f in funcs if _visibility(f) in (None, "public")]
+    if len(public) != 1:
+        raise CompileError(f"expected exactly one public tt.func in the module, found {len(public)}")
+    return public[0]
+
+
+def _visibility(func: Operation) -> str | None:
+    v = func.properties.get("sym_visibility") or func.attributes.get("sym_visibility")
+    return getattr(v, "data", None)
+
+
+def func_body(func: Operation) -> Block:
+    return func.regions[0].blocks[0]
+
+
+def param_names(module: ModuleOp, func: Operation) -> list[str]:
+    """Names of the kernel's (non-constexpr) parameters, in order.
+
+    From the module attribute ``syncopate.params`` when the compile hook set it, else from the
+    SSA names of the entry block arguments (Triton prints parameters under their Python names)."""
+    attr = module.attributes.get("syncopate.params")
+    args = func_body(func).args
+    if attr is not None:
+        names = [a.data for a in attr.data]
+        if len(names) >= len(args):
+            return names[:len(args)]
+    out = []
+    for i, a in enumerate(args):
+        out.append(a.name_hint or f"arg{i}")
+    return out
+
+
+def ancestors(op: Operation, stop: Operation) -> list[Operation]:
+    """Ops enclosing ``op`` (innermost first) up to, excluding, ``stop``."""
+    out = []
+    cur = op.parent_op()
+    while cur is not None and cur is not stop:
+        out.append(cur)
+        cur = cur.parent_op()
+    return out
+
+
+def defined_inside(v: SSAValue, op: Operation) -> bool:
+    """Whether ``v`` is defined inside ``op`` (a result of a nested op or a block argument of
+    one of its regions)."""
+    if isinstance(v, BlockArgument):
+        owner = v.block.parent_op()
+    else:
+        owner = v.op
+    while owner is not None:
+        if owner is op:
+            return not (isinstance(v, OpResult) and v.op is op)
+        owner = owner.parent_op()
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# symbolic evaluation
+# --------------------------------------------------------------------------------------------
+
+class AnalysisFailure(Exception):
+    def __init__(self, op: Operation | None, reason: str):
+        self.op = op
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class PtrVal:
+    """``base + off`` (elements): ``base`` is a kernel parameter (or a marker)."""
+
+    base: object
+    off: Poly
+
+
+_SELF = object()  # marker for the loop-carried value itself in an induction
+
+
+class Evaluator:
+    """Symbolic values of integer and pointer SSA values (memoised)."""
+
+    def __init__(self, overrides: dict | None = None):
+        self.overrides = overrides or {}
+        self.memo: dict[int, object] = {}
+
+    # integers -----------------------------------------------------------------------------
+    def value(self, v: SSAValue) -> Poly:
+        if v in self.overrides:
+            return self.overrides[v]
+        key = id(v)
+        if key not in self.memo:
+            self.memo[key] = self._value(v)
+        return self.memo[key]
+
+    def _value(self, v: SSAValue) -> Poly:
+        c = const_int(v)
+        if c is not None:
+            return Poly.const(c)
+        t = v.type
+        if isinstance(v, BlockArgument):
+            if not is_tensor(t):
+                return Poly.var(v)
+            return self._loop_carried(v, tensor=True)
+        op = v.op
+        name = op.name
+        if name == "tt.make_range":
+            start = int_prop(op, "start") or 0
+            return Poly.const(start) + Poly.var(Axis(0))
+        if name in ("tt.splat", "tt.broadcast"):
+            return self.value(op.operands[0])
+        if name == "tt.expand_dims":
+            k = int_prop(op, "axis")
+            return self.value(op.operands[0]).map_axes(lambda i: i + 1 if i >= k else i)
+        if name == "tt.trans":
+            order = int_array_prop(op, "order")
+            inv = {src: dst for dst, src in enumerate(order)}
+            return self.value(op.operands[0]).map_axes(lambda i: inv[i])
+        if name == "arith.addi":
+            return self.value(op.operands[0]) + self.value(op.operands[1])
+        if name == "arith.subi":
+            return self.value(op.operands[0]) - self.value(op.operands[1])
+        if name == "arith.muli":
+            return self.value(op.operands[0]) * self.value(op.operands[1])
+        if name in _PASS_THROUGH:
+            return self.value(op.operands[0])
+        if name in ("arith.remsi", "arith.remui") and is_tensor(t):
+            # (offs % M): the wrapped lanes only feed masked-out outputs (module docstring)
+            return self.value(op.operands[0])
+        if not is_tensor(t) and is_int_type(t):
+            return Poly.var(v)  # an opaque scalar: a leaf
+        raise AnalysisFailure(op, f"cannot follow index arithmetic through '{name}'")
+
+    # pointers -----------------------------------------------------------------------------
+    def pointer(self, v: SSAValue) -> PtrVal:
+        if v in self.overrides:
+            return self.overrides[v]
+        key = id(v)
+        if key not in self.memo:
+            self.memo[key] = self._pointer(v)
+        return self.memo[key]
+
+    def _pointer(self, v: SSAValue) -> PtrVal:
+        if isinstance(v, BlockArgument):
+            owner = v.block.parent_op()
+            if owner is not None and owner.name == "tt.func":
+                return PtrVal(v, Poly.const(0))
+            return self._loop_carried(v, tensor=False)
+        op = v.op
+        name = op.name
+        if name in ("tt.splat", "tt.broadcast"):
+            return self.pointer(op.operands[0])
+        if name == "tt.expand_dims":
+            k = int_prop(op, "axis")
+            p = self.pointer(op.operands[0])
+            return PtrVal(p.base, p.off.map_axes(lambda i: i + 1 if i >= k else i))
+        if name == "tt.trans":
+            order = int_array_prop(op, "order")
+            inv = {src: dst for dst, src in enumerate(order)}
+            p = self.pointer(op.operands[0])
+            return PtrVal(p.base, p.off.map_axes(lambda i: inv[i]))
+        if name == "tt.addptr":
+            p = self.pointer(op.operands[0])
+            return PtrVal(p.base, p.off + self.value(op.operands[1]))
+        raise AnalysisFailure(op, f"cannot follow pointer arithmetic through '{name}'")
+
+    # loop-carried values ------------------------------------------------------------------
+    def _loop_carried(self, arg: BlockArgument, tensor: bool) -> object:
+        loop = arg.block.parent_op()
+        if loop is None or loop.name != "scf.for" or arg.index == 0:
+            if tensor or is_ptr_type(element_type(arg.type)):
+                raise AnalysisFailure(loop, "a loop-carried pointer or index tensor that is not "
+                                            "carried by an scf.for")
+            return Poly.var(arg)
+        init = loop.operands[3 + arg.index - 1]
+        yielded = arg.block.last_op.operands[arg.index - 1]
+        is_ptr = is_ptr_type(element_type(arg.type))
+        marker = PtrVal(_SELF, Poly.const(0)) if is_ptr else Poly.var(arg)
+        sub = Evaluator({**self.overrides, arg: marker})
+        if is_ptr:
+            start = self.pointer(init)
+            y = sub.pointer(yielded)
+            if y.base is not _SELF:
+                raise AnalysisFailure(loop, "a loop-carried pointer is not advanced from itself")
+            inc = y.off
+        else:
+            start = self.value(init)
+            inc = sub.value(yielded) - Poly.var(arg)
+        if any(isinstance(x, SSAValue) and defined_inside(x, loop) for x in inc.vars()) or \
+                arg in inc.vars():
+            raise AnalysisFailure(loop, "a loop-carried pointer advances by a step that changes "
+                                        "from one iteration to the next")
+        step = inc * Poly.var(IterCount(loop))
+        if is_ptr:
+            return PtrVal(start.base, start.off + step)
+        return start + step
+
+
+# --------------------------------------------------------------------------------------------
+# regions
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class DimRange:
+    lo: Poly       # scalar polynomial (no axis variables)
+    extent: int    # hi = lo + extent
+
+    def __repr__(self) -> str:
+        return f"[{self.lo}, +{self.extent})"
+
+
+@dataclass
+class Access:
+    """One access of a communicated tensor by one op."""
+
+    op: Operation
+    kind: str                 # "read" | "write"
+    param: str                # the kernel parameter it goes through
+    tensor: str               # the schedule tensor it is bound to
+    dims: list[DimRange]
+    requirements: dict[str, int] = field(default_factory=dict)  # param -> required value
+    hinted: bool = False
+
+    @property
+    def location(self) -> str | None:
+        return loc_str(self.op)
+
+
+def _row_major_strides(shape: list[int]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: dict,
+                   op: Operation) -> tuple[list[DimRange], dict[str, int]]:
+    """Decompose an element offset polynomial into a box of a row-major tensor of ``shape``.
+
+    ``names`` maps kernel parameter block arguments to their names (for stride matching)."""
+    nd = len(shape)
+    strides = _row_major_strides(shape)
+    # stride parameters: integer kernel parameters used as factors of the offset
+    stride_params: dict[SSAValue, None] = {}
+    for mono in ptr.off.terms:
+        for v in mono:
+            if isinstance(v, BlockArgument) and v in names and is_int_type(v.type):
+                stride_params[v] = None
+    params = sorted(stride_params, key=lambda a: a.index)
+    if len(params) > nd:
+        raise AnalysisFailure(op, f"the offset uses {len(params)} stride arguments "
+                                  f"({', '.join(names[p] for p in params)}) for a {nd}-d tensor")
+    dim_of_param = {p: d for d, p in enumerate(params)}
+    requirements = {names[p]: strides[dim_of_param[p]] for p in params}
+    per_dim: list[Poly] = [Poly() for _ in range(nd)]
+    free_dims = [d for d in range(nd) if d not in dim_of_param.values()]
+    for mono, coef in ptr.off.terms.items():
+        ps = [v for v in mono if v in dim_of_param]
+        if len(ps) > 1:
+            raise AnalysisFailure(op, "an offset term multiplies two stride arguments")
+        if ps:
+            rest = list(mono)
+            rest.remove(ps[0])
+            per_dim[dim_of_param[ps[0]]] = per_dim[dim_of_param[ps[0]]] + Poly({tuple(rest): coef})
+            continue
+        # constant stride: the outermost free dim whose stride divides the coefficient
+        for d in free_dims:
+            if coef % strides[d] == 0:
+                per_dim[d] = per_dim[d] + Poly({mono: coef // strides[d]})
+                break
+        else:
+            raise AnalysisFailure(op, f"cannot attribute offset term {Poly({mono: coef})} to a dim")
+    dims = []
+    for d, poly in enumerate(per_dim):
+        try:
+            scalar, coefs = poly.split_axes()
+        except ValueError as e:
+            raise AnalysisFailure(op, str(e))
+        lo, extent = scalar, 1
+        for axis, c in coefs.items():
+            if not c.is_const:
+                raise AnalysisFailure(op, f"the tile's extent along dim {d} is not a constant "
+                                          f"(axis {axis} scaled by {c})")
+            n = axis_lens[axis] if axis < len(axis_lens) else 1
+            k = c.const_value
+            if k < 0:
+                lo = lo + Poly.const(k * (n - 1))
+            extent += abs(k) * (n - 1)
+        dims.append(DimRange(lo, extent))
+    return dims, requirements
+
+
+class AccessAnalysis:
+    """Finds and describes every access of the communicated tensors in a kernel.
+
+    ``operands`` maps kernel parameter names to schedule tensor names; ``shapes`` maps tensor
+    names to their global shapes."""
+
+    def __init__(self, module: ModuleOp, operands: dict[str, str], shapes: dict[str, list[int]]):
+        self.module = module
+        self.func = kernel_func(module)
+        self.operands = operands
+        self.shapes = shapes
+        names = param_names(module, self.func)
+        self.arg_name = {a: names[i] for i, a in enumerate(func_body(self.func).args)}
+        self.by_name = {n: a for a, n in self.arg_name.items()}
+        for p in operands:
+            if p not in self.by_name:
+                raise CompileError(
+                    f"operand {p!r} is not a (non-constexpr) parameter of kernel "
+                    f"{_sym_name(self.func)}; its parameters are {', '.join(self.by_name)}")
+        self.bound = {self.by_name[p]: operands[p] for p in operands}
+        self.ev = Evaluator()
+        self.hints = self._collect_hints()
+        self.accesses: list[Access] = []
+
+    # hints ----------------------------------------------------------------------------------
+    def _collect_hints(self) -> list[Operation]:
+        hints = []
+        for op in self.func.walk():
+            if op.name == "tt.call":
+                callee = op.properties.get("callee") or op.attributes.get("callee")
+                name = callee.root_reference.data if hasattr(callee, "root_reference") else str(callee)
+                if name.startswith(HINT_PREFIX) or f"{HINT_PREFIX}" in name:
+                    hints.append(op)
+        return hints
+
+    def _hint_for(self, op: Operation, base: BlockArgument) -> Operation | None:
+        """The closest hint before ``op`` (same block or an enclosing one) naming ``base``."""
+        cur = op
+        while cur is not None:
+            block = cur.parent_block()
+            if block is None:
+                return None
+            prev = cur.prev_op
+            while prev is not None:
+                if prev in self.hints and prev.operands and prev.operands[0] is base:
+                    return prev
+                prev = prev.prev_op
+            cur = block.parent_op()
+            if cur is self.func:
+                return None
+        return None
+
+    def erase_hints(self) -> None:
+        """Remove the hint calls and their (empty) callees; Triton never sees them."""
+        callees = set()
+        for h in self.hints:
+            callee = h.properties.get("callee") or h.attributes.get("callee")
+            callees.add(callee.root_reference.data if hasattr(callee, "root_reference") else str(callee))
+            h.detach()
+            h.erase()
+        for op in list(self.module.ops):
+            if op.name == "tt.func" and _sym_name(op) in callees:
+                op.detach()
+                op.erase()
+        self.hints = []
+
+    # analysis -------------------------------------------------------------------------------
+    def run(self) -> list[Access]:
+        self.accesses = []
+        for op in self.func.walk():
+            if op.name in READ_OPS or op.name in WRITE_OPS:
+                acc = self._analyze(op)
+                if acc is not None:
+                    self.accesses.append(acc)
+        return self.accesses
+
+    def _base_of(self, op: Operation) -> BlockArgument | None:
+        """The kernel parameter an access goes through, or None (not a pointer we track)."""
+        v = op.operands[0]
+        try:
+            if op.name.startswith("tt.descriptor_"):
+                d = self._descriptor(v)
+                return d[0]
+            return self.ev.pointer(v).base
+        except AnalysisFailure:
+            return self._base_syntactic(v)
+
+    def _base_syntactic(self, v: SSAValue, depth: int = 0) -> BlockArgument | None:
+        """Best-effort walk to a parameter (to tell whether a failed analysis matters)."""
+        if depth > 64:
+            return None
+        if isinstance(v, BlockArgument):
+            if v in self.bound:
+                return v
+            loop = v.block.parent_op()
+            if loop is not None and loop.name == "scf.for" and v.index > 0:
+                return self._base_syntactic(loop.operands[3 + v.index - 1], depth + 1)
+            return None
+        for operand in v.op.operands:
+            if is_ptr_type(element_type(operand.type)) or is_desc_type(operand.type):
+                found = self._base_syntactic(operand, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _analyze(self, op: Operation) -> Access | None:
+        kind = "read" if op.name in READ_OPS else "write"
+        base = self._base_of(op)
+        if base is None or base not in self.bound:
+            return None
+        tensor = self.bound[base]
+        shape = self.shapes[tensor]
+        try:
+            if op.name.startswith("tt.descriptor_"):
+                dims, req = self._descriptor_region(op, shape)
+            else:
+                ptr = self.ev.pointer(op.operands[0])
+                axis_lens = shape_of(op.operands[0].type)
+                dims, req = pointer_region(ptr, axis_lens, shape, self.arg_name, op)
+            return Access(op, kind, self.arg_name[base], tensor, dims, req)
+        except AnalysisFailure as failure:
+            hint = self._hint_for(op, base)
+            if hint is not None:
+                return self._from_hint(op, kind, base, tensor, shape, hint)
+            where = loc_str(op)
+            nd = len(shape)
+            args = ", ".join(f"lo{d}, hi{d}" for d in range(nd))
+            raise CompileError(
+                f"cannot derive which region of tensor {tensor!r} ({self.arg_name[base]}) this "
+                f"{op.name} {'reads' if kind == 'read' else 'writes'}: {failure.reason}"
+                + (f" (at {loc_str(failure.op)})" if failure.op is not None and loc_str(failure.op)
+                   and loc_str(failure.op) != where else "")
+                + f". Add `syncopate.language.hint_region{nd}({self.arg_name[base]}, {args})` "
+                  f"right before it, giving the box [lo, hi) of the global tensor the access "
+                  f"touches, or rewrite the address arithmetic with make_range/splat/+/*.",
+                where)
+
+    def _from_hint(self, op, kind, base, tensor, shape, hint) -> Access:
+        bounds = hint.operands[1:]
+        if len(bounds) != 2 * len(shape):
+            raise CompileError(
+                f"hint_region for {self.arg_name[base]} gives {len(bounds) // 2} dims but tensor "
+                f"{tensor!r} has {len(shape)}", loc_str(hint))
+        dims = []
+        for d in range(len(shape)):
+            lo = self.ev.value(bounds[2 * d])
+            hi = self.ev.value(bounds[2 * d + 1])
+            ext = hi - lo
+            if not ext.is_const:
+                raise CompileError(f"hint_region: hi{d} - lo{d} must be a constant (the tile "
+                                   f"size), got {ext}", loc_str(hint))
+            dims.append(DimRange(lo, ext.const_value))
+        return Access(op, kind, self.arg_name[base], tensor, dims, {}, hinted=True)
+
+    # descriptors ----------------------------------------------------------------------------
+    def _descriptor(self, v: SSAValue):
+        """(base parameter, shape values, stride values, block shape) of a descriptor."""
+        block = shape_of(_desc_block_type(v.type))
+        if isinstance(v, BlockArgument):
+            owner = v.block.parent_op()
+            if owner is not None and owner.name == "tt.func":
+                return v, None, None, block
+            raise AnalysisFailure(owner, "a loop-carried tensor descriptor")
+        op = v.op
+        if op.name != "tt.make_tensor_descriptor":
+            raise AnalysisFailure(op, f"cannot follow a descriptor through '{op.name}'")
+        base = self.ev.pointer(op.operands[0])
+        if not base.off.is_const or base.off.const_value != 0:
+            raise AnalysisFailure(op, "the descriptor's base is offset from the parameter")
+        nd = len(block)
+        shape_vals = list(op.operands[1:1 + nd])
+        stride_vals = list(op.operands[1 + nd:1 + 2 * nd])
+        return base.base, shape_vals, stride_vals, block
+
+    def _descriptor_region(self, op: Operation, shape: list[int]):
+        base, shape_vals, stride_vals, block = self._descriptor(op.operands[0])
+        nd = len(shape)
+        if len(block) != nd:
+            raise AnalysisFailure(op, f"a {len(block)}-d descriptor over a {nd}-d tensor")
+        req: dict[str, int] = {}
+        if shape_vals is not None:
+            strides = _row_major_strides(shape)
+            for d in range(nd):
+                self._require(op, shape_vals[d], shape[d], f"descriptor shape[{d}]", req)
+                self._require(op, stride_vals[d], strides[d], f"descriptor stride[{d}]", req)
+        indices = list(op.operands[1:1 + nd]) if op.name == "tt.descriptor_load" else \
+            list(op.operands[2:2 + nd])
+        dims = [DimRange(self.ev.value(indices[d]), block[d]) for d in range(nd)]
+        return dims, req
+
+    def _require(self, op, value: SSAValue, expected: int, what: str, req: dict) -> None:
+        c = const_int(value)
+        if c is not None:
+            if c != expected:
+                raise CompileError(f"{what} is {c} but the schedule's tensor needs {expected}",
+                                   loc_str(op))
+            return
+        p = self.ev.value(value)
+        leaf = next(iter(p.terms)) if len(p.terms) == 1 else None
+        if leaf and len(leaf) == 1 and p.terms[leaf] == 1 and leaf[0] in self.arg_name:
+            req[self.arg_name[leaf[0]]] = expected
+        # otherwise: a computed value; checked by the runtime on the descriptor's operand args
+
+
+def _desc_block_type(t):
+    return t.parameters[0] if hasattr(t, "parameters") and t.parameters else t
+
+
+def _sym_name(func: Operation) -> str:
+    attr = func.properties.get("sym_name") or func.attributes.get("sym_name")
+    return getattr(attr, "data", str(attr))

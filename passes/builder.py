@@ -1,0 +1,203 @@
+"""A small insertion-point builder for the ops the passes create.
+
+Passes build integer arithmetic (to re-materialise tile bounds), ``tt`` ops (loads, atomics,
+inline asm, pointer casts) and structured control flow.  ``arith`` ops are xDSL's own classes;
+``tt`` ops are looked up by name in the mirror dialect so that this module does not depend on
+how the mirror names its Python classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i32, i64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from syncopate.errors import CompileError
+
+from .poly import Axis, IterCount, Poly
+
+
+def _tt_op_class(name: str):
+    from syncopate_mlir.dialects import tt as tt_dialect
+
+    for op in tt_dialect.TT.operations:
+        if op.name == name:
+            return op
+    raise CompileError(f"the tt mirror dialect has no op {name!r}")
+
+
+class Builder:
+    """Inserts new ops before ``anchor`` (or at the end of ``block`` when no anchor)."""
+
+    def __init__(self, anchor: Operation | None = None, block: Block | None = None):
+        if anchor is None and block is None:
+            raise ValueError("Builder needs an anchor op or a block")
+        self.anchor = anchor
+        self.block = block if block is not None else anchor.parent_block()
+        self.location = getattr(anchor, "location", None) if anchor is not None else None
+
+    @classmethod
+    def at_start(cls, block: Block) -> "Builder":
+        return cls(block.first_op, block) if block.first_op is not None else cls(None, block)
+
+    @classmethod
+    def at_end(cls, block: Block) -> "Builder":
+        last = block.last_op
+        if last is not None and last.has_trait_named("IsTerminator"):
+            return cls(last, block)
+        return cls(None, block)
+
+    def insert(self, op: Operation) -> Operation:
+        if self.location is not None and hasattr(op, "location"):
+            try:
+                op.location = self.location
+            except Exception:  # pragma: no cover - ops without a settable location
+                pass
+        if self.anchor is not None:
+            self.block.insert_op_before(op, self.anchor)
+        else:
+            self.block.add_op(op)
+        return op
+
+    # arith ----------------------------------------------------------------------------------
+    def const(self, value: int, ty: Attribute = i32) -> SSAValue:
+        return self.insert(arith.ConstantOp(IntegerAttr(value, ty))).result
+
+    def bool(self, value: bool) -> SSAValue:
+        return self.insert(arith.ConstantOp(IntegerAttr(1 if value else 0, i1))).result
+
+    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.AddiOp(a, b)).result
+
+    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.SubiOp(a, b)).result
+
+    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.MuliOp(a, b)).result
+
+    def divsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.DivSIOp(a, b)).result
+
+    def remsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.RemSIOp(a, b)).result
+
+    def minsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.MinSIOp(a, b)).result
+
+    def maxsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.MaxSIOp(a, b)).result
+
+    def andi(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.AndIOp(a, b)).result
+
+    def ori(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.OrIOp(a, b)).result
+
+    def xori(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.XOrIOp(a, b)).result
+
+    def cmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.CmpiOp(a, b, pred)).result
+
+    def select(self, c: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(arith.SelectOp(c, a, b)).result
+
+    def cast(self, v: SSAValue, ty: IntegerType) -> SSAValue:
+        """Integer width change (sign-extending), or the value itself."""
+        src = v.type
+        if src == ty:
+            return v
+        if type(src).__name__ == "IndexType":
+            return self.insert(arith.IndexCastOp(v, ty)).result
+        if not isinstance(src, IntegerType):
+            raise CompileError(f"cannot use a value of type {src} as an integer bound")
+        if src.width.data < ty.width.data:
+            return self.insert(arith.ExtSIOp(v, ty)).result
+        return self.insert(arith.TruncIOp(v, ty)).result
+
+    def i32(self, v: SSAValue) -> SSAValue:
+        return self.cast(v, i32)
+
+    def i64(self, v: SSAValue) -> SSAValue:
+        return self.cast(v, i64)
+
+    def all_of(self, conds: Sequence[SSAValue]) -> SSAValue:
+        if not conds:
+            return self.bool(True)
+        out = conds[0]
+        for c in conds[1:]:
+            out = self.andi(out, c)
+        return out
+
+    # polynomials ----------------------------------------------------------------------------
+    def poly(self, p: Poly, cache: dict | None = None) -> SSAValue:
+        """Materialise a scalar polynomial as i32 arithmetic at the insertion point."""
+        if p.axes():
+            raise CompileError(f"internal: cannot materialise a tensor polynomial {p} as a scalar")
+        cache = {} if cache is None else cache
+        total = None
+        const = 0
+        for mono, coef in p.terms.items():
+            if mono == ():
+                const += coef
+                continue
+            term = None
+            for var in mono:
+                v = self._var(var, cache)
+                term = v if term is None else self.mul(term, v)
+            if coef != 1:
+                term = self.mul(term, self.const(coef))
+            total = term if total is None else self.add(total, term)
+        if total is None:
+            return self.const(const)
+        if const:
+            total = self.add(total, self.const(const))
+        return total
+
+    def _var(self, var, cache: dict) -> SSAValue:
+        key = var if isinstance(var, (Axis, IterCount)) else id(var)
+        if key in cache:
+            return cache[key]
+        if isinstance(var, IterCount):
+            loop = var.loop
+            iv = loop.regions[0].blocks[0].args[0]
+            lb, step = loop.operands[0], loop.operands[2]
+            n = self.sub(self.i32(iv), self.i32(lb))
+            from .access import const_int
+            if const_int(step) != 1:
+                n = self.divsi(n, self.i32(step))
+            value = n
+        elif isinstance(var, Axis):
+            raise CompileError("internal: axis variable in a scalar polynomial")
+        else:
+            value = self.i32(var)
+        cache[key] = value
+        return value
+
+    # tt ops ---------------------------------------------------------------------------------
+    def tt(self, name: str, operands: Sequence[SSAValue], result_types: Sequence[Attribute] = (),
+           properties: dict[str, Attribute] | None = None,
+           attributes: dict[str, Attribute] | None = None,
+           regions: Sequence[Region] = ()) -> Operation:
+        cls = _tt_op_class(name)
+        op = cls.create(operands=list(operands), result_types=list(result_types),
+                        properties=properties or {}, attributes=attributes or {},
+                        regions=list(regions))
+        return self.insert(op)
+
+    # scf ------------------------------------------------------------------------------------
+    def if_(self, cond: SSAValue, result_types: Sequence[Attribute] = (),
+            with_else: bool | None = None) -> scf.IfOp:
+        """An ``scf.if`` with empty then (and else) blocks, each ending in ``scf.yield``
+        when it has results (the caller fills them with :meth:`at_start`)."""
+        then_block = Block()
+        else_block = Block()
+        if not result_types:
+            then_block.add_op(scf.YieldOp())
+            if with_else:
+                else_block.add_op(scf.YieldOp())
+        op = scf.IfOp(cond, list(result_types), Region(then_block),
+                      Region(else_block) if (result_types or with_else) else None)
+        return self.insert(op)

@@ -1,0 +1,129 @@
+"""The Triton compile hook: a ``syncopate`` stage right after ``ttir``.
+
+Triton 3.6 lets a process inspect and edit the stage pipeline of every compile through
+``triton.knobs.runtime.add_stages_inspection_hook`` (called with backend, stages, options,
+language, capability).  :func:`install` adds one stage, named ``syncopate``, after ``ttir``:
+it runs the overlap passes over the TTIR of a *fused* compile and passes every other module
+through untouched (not even round-tripped), so an unfused compile of the same kernel is
+byte-for-byte what Triton alone would produce.
+
+How the stage knows a compile is fused, without global state: :class:`SyncopateSource`
+(``python/syncopate/compiler.py``) attaches its :class:`FuseRequest` to the ``ir.module``
+object it returns from ``make_ir``; ``make_ttir`` hands the same object on to our stage.  The
+fused compile's cache key includes the request (schedule hash, operands, backend, comm
+programs, pipeline version) through the source's ``hash()``, so the two compiles never share a
+cache entry.
+
+Installing is idempotent and chains a hook that was installed before ours.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+
+STAGE_NAME = "syncopate"
+REQUEST_ATTR = "syncopate_request"
+
+_installed_hook = None
+
+
+def _stage(mod, metadata):
+    request = getattr(mod, REQUEST_ATTR, None)
+    if request is None:
+        return mod
+    from .pipeline import run_pipeline
+
+    result = run_pipeline(mod.str(), request)
+    new = text_to_triton(result.text, mod.context)
+    metadata["syncopate"] = {"abi": result.abi.to_json(), "pipeline": result.pipeline_version,
+                             "passes": list(result.ir_after)}
+    metadata["syncopate_ir"] = dict(result.ir_after)
+    metadata["syncopate_times_ms"] = dict(result.times_ms)
+    dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
+    if dump_dir:
+        _dump(dump_dir, metadata.get("name") or request.kernel_name, metadata.get("hash", ""),
+              result.ir_after)
+    return new
+
+
+def _dump(directory: str, name: str, key: str, ir_after: dict[str, str]) -> None:
+    out = Path(directory) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{key[:10]}"
+    out.mkdir(parents=True, exist_ok=True)
+    for i, (pass_name, text) in enumerate(ir_after.items()):
+        (out / f"{i:02d}-{pass_name}.mlir").write_text(text)
+
+
+def text_to_triton(text: str, context):
+    """Parse TTIR text into a Triton ``ir.module`` in ``context`` and verify it."""
+    from triton._C.libtriton import ir
+    from syncopate.errors import CompileError
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ttir", delete=False) as f:
+        f.write(text)
+        path = f.name
+    try:
+        try:
+            module = ir.parse_mlir_module(path, context)
+        except Exception as e:  # Triton raises RuntimeError with MLIR's diagnostic
+            raise CompileError(f"Triton could not parse the fused TTIR: {e}") from e
+        module.context = context
+        if not module.verify():
+            raise CompileError("the fused TTIR does not verify in Triton")
+        return module
+    finally:
+        os.unlink(path)
+
+
+def _insert_stage(stages) -> None:
+    if "ttir" not in stages or STAGE_NAME in stages:
+        return
+    rebuilt = OrderedDict()
+    for key, fn in stages.items():
+        rebuilt[key] = fn
+        if key == "ttir":
+            rebuilt[STAGE_NAME] = _stage
+    stages.clear()
+    stages.update(rebuilt)
+
+
+class _Hook:
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __call__(self, backend, stages, options, language, capability):
+        if self.previous is not None:
+            self.previous(backend, stages, options, language, capability)
+        _insert_stage(stages)
+
+
+def install() -> None:
+    """Install the stage hook (idempotent; chains any hook installed before)."""
+    global _installed_hook
+    import triton
+
+    current = triton.knobs.runtime.add_stages_inspection_hook
+    if isinstance(current, _Hook):
+        return
+    _installed_hook = _Hook(current)
+    triton.knobs.runtime.add_stages_inspection_hook = _installed_hook
+
+
+def installed() -> bool:
+    import triton
+
+    return isinstance(triton.knobs.runtime.add_stages_inspection_hook, _Hook)
+
+
+def uninstall() -> None:
+    """Remove our hook, restoring the one it chained."""
+    global _installed_hook
+    import triton
+
+    current = triton.knobs.runtime.add_stages_inspection_hook
+    if isinstance(current, _Hook):
+        triton.knobs.runtime.add_stages_inspection_hook = current.previous
+    _installed_hook = None

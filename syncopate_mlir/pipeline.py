@@ -1,0 +1,94 @@
+"""The syncopate pass pipeline: TTIR text in, fused TTIR text out.
+
+Used three ways: by the Triton compile hook (``hook.py``), by ``syncopate.compile``, and by
+tests.  The request carries everything the passes need beyond the TTIR; it is attached to the
+module as attributes (``syncopate.schedule``, ``syncopate.operands``, ``syncopate.backend``,
+``syncopate.comm_programs``, ``syncopate.params``) so that every pass reads one source of truth
+and lit tests can set the same attributes by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
+
+from syncopate.abi import ABI_VERSION, FusedABI
+
+PIPELINE_VERSION = f"1.{ABI_VERSION}"
+
+
+@dataclass(frozen=True)
+class FuseRequest:
+    """What to fuse: attached by ``SyncopateSource`` to the module it hands to Triton."""
+
+    kernel_name: str
+    schedule_json: str               # canonical JSON v1 of the verified schedule
+    operands: tuple[tuple[str, str], ...]  # (kernel parameter, schedule tensor)
+    backend: str
+    comm_programs: int
+    params: tuple[str, ...]          # non-constexpr user parameter names, in order
+
+    def key(self) -> str:
+        blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
+                           "backend": self.backend, "comm_programs": self.comm_programs,
+                           "pipeline": PIPELINE_VERSION}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass
+class PipelineResult:
+    text: str
+    abi: FusedABI
+    ir_after: dict[str, str] = field(default_factory=dict)
+    times_ms: dict[str, float] = field(default_factory=dict)
+    pipeline_version: str = PIPELINE_VERSION
+
+
+def pass_names(backend: str) -> list[str]:
+    names = ["append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
+    if backend in ("sm", "nvshmem"):
+        names.append("partition-sms")
+    names.append(f"lower-{backend}")
+    return names
+
+
+def attach_request(module: ModuleOp, request: FuseRequest) -> None:
+    module.attributes["syncopate.schedule"] = StringAttr(request.schedule_json)
+    module.attributes["syncopate.operands"] = DictionaryAttr(
+        {p: StringAttr(t) for p, t in request.operands})
+    module.attributes["syncopate.backend"] = StringAttr(request.backend)
+    module.attributes["syncopate.comm_programs"] = IntegerAttr(request.comm_programs, i32)
+    module.attributes["syncopate.params"] = ArrayAttr([StringAttr(p) for p in request.params])
+
+
+def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
+    """Run the syncopate passes over a kernel's TTIR; return the fused TTIR and its ABI."""
+    from syncopate_mlir.bridge import ttir_to_xdsl, xdsl_to_text
+    from syncopate_mlir.context import make_context
+    from syncopate_mlir.passes import registry
+    from syncopate_mlir.passes.abi_info import read_abi, strip_syncopate_attrs
+
+    ctx = make_context()
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    module = ttir_to_xdsl(ttir_text, ctx)
+    times["parse"] = (time.perf_counter() - t0) * 1e3
+    attach_request(module, request)
+    passes = registry()
+    ir_after: dict[str, str] = {}
+    for name in pass_names(request.backend):
+        t0 = time.perf_counter()
+        passes[name]().apply(ctx, module)
+        times[name] = (time.perf_counter() - t0) * 1e3
+        ir_after[name] = xdsl_to_text(module)
+    abi = read_abi(module)
+    abi.user_params = list(request.params)
+    strip_syncopate_attrs(module)
+    t0 = time.perf_counter()
+    text = xdsl_to_text(module)
+    times["print"] = (time.perf_counter() - t0) * 1e3
+    return PipelineResult(text, abi, ir_after, times)
