@@ -268,3 +268,26 @@ def test_wrapper_rejects_aliasing_and_cpu_tensors():
         matmul(a, b, kernel="tma")
     with pytest.raises(LaunchError, match="torch.Tensor"):
         matmul([[1.0]], b)
+
+
+def _sweep_configs():
+    from syncopate.kernels.bench_local import SHAPES, candidate_configs
+    seen = []
+    for shape in SHAPES:
+        for kernel in ("tma", "ptr"):
+            for c in candidate_configs(*shape, kernel):
+                if (kernel, c) not in seen:
+                    seen.append((kernel, c))
+    return seen
+
+
+@pytest.mark.parametrize("kernel,config", _sweep_configs(), ids=str)
+def test_every_benchmark_candidate_compiles_without_spills(kernel, config):
+    """The GPU sweep must not waste its budget on configs that cannot run."""
+    name = {"tma": "matmul_tma_persistent_kernel", "ptr": "matmul_ptr_kernel"}[kernel]
+    k = _compile(name, "bf16", config)
+    assert k.metadata.shared <= SMEM_LIMIT_SM90
+    _, spills = _ptxas_spills(k.asm["ptx"])
+    assert spills == 0
+    if config.WARP_SPECIALIZE:
+        assert "ttg.warp_specialize" in k.asm["ttgir"]
