@@ -86,6 +86,11 @@ class FusedABI:
     #: kernel parameter -> schedule tensor it holds (ordered like ``operands``)
     tensors: dict[str, str] = field(default_factory=dict)
     version: int = ABI_VERSION
+    #: (added by the runtime, docs/fused-abi.md "Runtime notes") True when the kernel itself
+    #: writes ENTRY[me] = epoch on every rank; False (default): the runtime launches its
+    #: ``signal_entry`` on the launch stream right before the kernel. A second store of the
+    #: same epoch is harmless, so False is always safe.
+    signals_entry: bool = False
 
     @property
     def layout(self) -> FlagLayout:
@@ -111,6 +116,7 @@ class FusedABI:
             "reads_per_src": {str(k): v for k, v in self.reads_per_src.items()},
             "user_params": list(self.user_params),
             "requirements": dict(self.requirements), "tensors": dict(self.tensors),
+            "signals_entry": bool(self.signals_entry),
         }
 
     @classmethod
@@ -123,4 +129,5 @@ class FusedABI:
             reads_per_src={int(k): v for k, v in d["reads_per_src"].items()},
             user_params=list(d.get("user_params", [])), requirements=dict(d.get("requirements", {})),
             tensors=dict(d.get("tensors", {})), version=d.get("version", ABI_VERSION),
+            signals_entry=bool(d.get("signals_entry", False)),
         )

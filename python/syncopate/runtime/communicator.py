@@ -29,6 +29,7 @@ synchronisation, which is what lets the runtime raise :class:`CommTimeout` at th
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from .. import abi
@@ -128,6 +129,7 @@ class Communicator:
         self._streams: dict[str, object] = {}
         self.cache: dict = {}  # per-communicator caches of the ops (symmetric buffers, fused kernels)
         self._last_timeout = None
+        self._fused = weakref.WeakSet()  # FusedKernels launched through this communicator
 
     # -- symmetric memory -------------------------------------------------------------------
 
@@ -305,9 +307,18 @@ class Communicator:
         """The decoded record, or None if no spin timed out."""
         return diag.read_record(self.diag_words)
 
+    def register_fused(self, fk) -> None:
+        """Let :meth:`check` also read ``fk``'s watchdog record (each FusedKernel has its own,
+        so a timeout names the right kernel's flag layout)."""
+        self._fused.add(fk)
+
     def check(self, layout: abi.FlagLayout | None = None, context: str = "") -> None:
-        """Raise :class:`CommTimeout` if a spin of a previous launch timed out. The record is
-        cleared when raised (so the next timeout can be recorded); the error keeps it."""
+        """Raise :class:`CommTimeout` if a spin of a previous launch timed out: the runtime's own
+        record (sync kernels outside fused kernels) and every registered FusedKernel's. The
+        record is cleared when raised (so the next timeout can be recorded); the error keeps
+        it, and the FusedKernel that timed out refuses further launches."""
+        for fk in list(self._fused):
+            fk.check()
         rec = self.timeout_record()
         if rec is None:
             return

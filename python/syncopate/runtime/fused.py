@@ -1,0 +1,725 @@
+"""``fuse``: a launchable fused kernel from a local Triton kernel and a chunk schedule.
+
+``fk = fuse(kernel, schedule, operand='a_ptr', backend='sm', comm=comm)`` then
+``fk[grid](*user_args)`` with exactly the user kernel's arguments (constexprs included, in
+position, or as keywords). Each call:
+
+1. checks the watchdog records of earlier launches (pinned memory: no synchronisation) and
+   raises :class:`CommTimeout` if a spin timed out;
+2. validates the arguments against the schedule (:class:`LaunchError` says what to change):
+   world size, operand shape and dtype, operand in this communicator's symmetric memory and
+   contiguous;
+3. compiles once per configuration through ``syncopate.compile`` -- key: argument types and
+   Triton's specialisation (divisibility, ``== 1``), constexpr values, schedule digest,
+   backend, comm-program count and compile options;
+4. takes the next **epoch** of this FusedKernel (1, 2, 3, ...; flags only grow, never reset);
+5. launches ``abi.grid(grid)`` programs with the ABI's extra arguments appended
+   (``syn_flags, syn_peers, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``).
+
+Backends:
+
+* ``sm`` / ``nvshmem``: the runtime signals ``ENTRY[me] = e`` on every rank (unless the compiler
+  says its kernel does, ``abi.signals_entry``) on the launch stream, then launches the kernel;
+  comm programs inside it do the rest, including holding the launch open until CONSUMED
+  reached ``e * reads(me)`` (pull). For ``nvshmem`` the kernel's CUmodule is initialised for
+  NVSHMEM once after it is loaded.
+* ``ce``: the host side of the protocol runs on a side stream (see :mod:`.plan` for why the
+  ENTRY wait comes before the kernel is released)::
+
+      main:  [staged]──────────────(wait entered)[ fused kernel ]──(wait side)[reduce][CONSUMED wait]
+      side:   (wait staged)[signal ENTRY][wait ENTRY*](entered)[copy c0][flag c0][copy c1]...[CONSUMED += n]
+
+  Each chunk: peer -> local copy of the region (copy engine), then
+  ``stream_write_value32(flags, chunk, e)`` (the driver fences before the write, so the data is
+  visible first); pull reads add to the source's CONSUMED after the copies.
+
+Why there is no write-after-read race with epochs (docs/fused-abi.md): a peer writes into this
+rank's buffer in epoch ``e`` only after it saw ``ENTRY[me] >= e``, which this rank writes after
+its launch ``e - 1`` completed (stream order), so every read of that buffer in ``e - 1`` is
+done. A peer reads this rank's buffer in epoch ``e`` only after ``ENTRY[me] >= e`` (the data is
+staged), and this rank stages ``e + 1`` only after CONSUMED reached ``e * reads(me)``.
+
+The CONSUMED wait. By default it is enqueued at the end of each launch on the launch stream
+(safe for any caller). An op that stages into the symmetric buffer itself creates the
+FusedKernel with ``defer_consumed_wait=True`` and calls :meth:`FusedKernel.before_staging`
+before it writes the buffer: the wait then overlaps the previous launch's tail with whatever the
+caller does in between.
+
+``SYNCOPATE=0`` in the environment makes :func:`fused_enabled` False; the ops then take their
+unfused fallback (NCCL collective + the same local kernel). ``fuse`` itself always fuses.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+from .. import abi
+from ..errors import CompileError, LaunchError
+from . import _cuda, diag
+from . import plan as planmod
+
+FLAG_LIMIT = 2**31 - 1
+
+
+def fused_enabled(env=None) -> bool:
+    """False when ``SYNCOPATE=0`` (or ``false``/``off``/``no``): use the unfused fallbacks."""
+    env = os.environ if env is None else env
+    return env.get("SYNCOPATE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+# ------------------------------------------------------------------------------------------
+# Argument specialisation (what Triton's JIT would do), kept separate for CPU tests
+# ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Specialization:
+    """The compile-relevant facts of one call: signature, constexprs, divisibility attrs."""
+
+    signature: tuple  # ((name, type), ...) in parameter order; "constexpr" for constexprs
+    constexprs: tuple  # ((name, value), ...)
+    attrs: tuple  # ((index, (("tt.divisibility", 16),)), ...)
+
+    def signature_dict(self) -> dict:
+        return dict(self.signature)
+
+    def constexpr_dict(self) -> dict:
+        return dict(self.constexprs)
+
+    def attrs_dict(self) -> dict:
+        return {(i,): [list(a) for a in v] for i, v in self.attrs}
+
+
+def _param_names(kernel) -> list[str]:
+    names = getattr(kernel, "arg_names", None)
+    if names is None:
+        names = list(inspect.signature(getattr(kernel, "fn", kernel)).parameters)
+    return list(names)
+
+
+def _params(kernel) -> list:
+    """Triton ``KernelParam``s, or stand-ins for a plain function (tests)."""
+    ps = getattr(kernel, "params", None)
+    if ps is not None:
+        return list(ps)
+
+    @dataclass
+    class _P:
+        name: str
+        is_constexpr: bool
+        is_const: bool = False
+        do_not_specialize: bool = False
+        do_not_specialize_on_alignment: bool = False
+
+    sig = inspect.signature(getattr(kernel, "fn", kernel))
+    return [_P(n, "constexpr" in str(p.annotation)) for n, p in sig.parameters.items()]
+
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
+                  "launch_cooperative_grid", "launch_pdl")
+
+
+def bind_args(kernel, args, kwargs) -> tuple[list, dict]:
+    """Bind a call's positional and keyword arguments to the kernel's parameters (defaults
+    applied). Returns ``(values in parameter order, launch options found in kwargs)``."""
+    kwargs = dict(kwargs)
+    options = {k: kwargs.pop(k) for k in list(kwargs) if k in LAUNCH_OPTIONS}
+    names = _param_names(kernel)
+    try:
+        sig = inspect.signature(getattr(kernel, "fn", kernel))
+        ba = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise LaunchError(f"arguments do not match the kernel's parameters ({', '.join(names)}): "
+                          f"{e}. Pass exactly the arguments of the unfused kernel, constexprs "
+                          f"included") from None
+    ba.apply_defaults()
+    return [ba.arguments[n] for n in names], options
+
+
+def specialize(kernel, values) -> Specialization:
+    """Signature/constexprs/attrs for ``values`` the way Triton 3.6's JIT specialises them
+    (``native_specialize_impl``: pointers typed by dtype, ints as i32/i64, ``== 1`` and None as
+    constexprs, 16-divisibility as ``tt.divisibility``)."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+
+    sig, cx, attrs = [], [], []
+    for i, (p, v) in enumerate(zip(_params(kernel), values)):
+        if p.is_constexpr:
+            sig.append((p.name, "constexpr"))
+            cx.append((p.name, v))
+            continue
+        ty, key = native_specialize_impl(BaseBackend, v, p.is_const, not p.do_not_specialize,
+                                         not p.do_not_specialize_on_alignment)
+        if ty == "constexpr":
+            sig.append((p.name, "constexpr"))
+            cx.append((p.name, v))
+            continue
+        sig.append((p.name, ty))
+        if isinstance(key, str) and "D" in key:
+            attrs.append((i, (("tt.divisibility", 16),)))
+    return Specialization(tuple(sig), tuple(cx), tuple(attrs))
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+
+
+# ------------------------------------------------------------------------------------------
+# Epochs
+# ------------------------------------------------------------------------------------------
+
+class EpochCounter:
+    """Per-FusedKernel launch numbers: 1, 2, 3, ... Flags hold ``epoch * count`` and only grow;
+    the counter refuses to go where an int32 flag would overflow."""
+
+    def __init__(self, limit: int = FLAG_LIMIT):
+        self.value = 0
+        self.limit = limit
+
+    def next(self, max_count: int = 1) -> int:
+        e = self.value + 1
+        if e * max(1, max_count) > self.limit:
+            raise LaunchError(f"epoch {e} x {max_count} writers would overflow the flag words; "
+                              f"create a new FusedKernel (fresh flags) to continue")
+        self.value = e
+        return e
+
+
+# ------------------------------------------------------------------------------------------
+# The fused kernel
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class _Config:
+    """One compiled configuration and its device-side state."""
+
+    compiled: object  # FusedCompile
+    abi: abi.FusedABI
+    flags: object = None  # torch tensor (symmetric)
+    flag_addrs: list = field(default_factory=list)  # flag base address per rank
+    peers_tables: dict = field(default_factory=dict)  # operand ptrs -> device int64 [NBUF, W]
+    ce_plan: planmod.CEPlan | None = None
+    slots: dict = field(default_factory=dict)  # tensor name -> symmetric [W, *shape] (ce reduce)
+    consumed_pending: int = 0  # epoch whose CONSUMED wait is not yet enqueued (deferred mode)
+    nvshmem_ready: bool = False
+    events: dict = field(default_factory=dict)
+    max_count: int = 1
+
+
+class FusedKernel:
+    """A fused multi-GPU kernel. Launch with ``fk[grid](*user_args, stream=None)``."""
+
+    def __init__(self, kernel, schedule, *, operand, backend: str = "sm", comm_programs=None,
+                 comm=None, defer_consumed_wait: bool = False, compile_fn=None, **compile_options):
+        if backend not in abi.BACKENDS:
+            raise LaunchError(f"backend={backend!r}; choose one of {', '.join(abi.BACKENDS)}")
+        if comm is None:
+            raise LaunchError("fuse(...) needs comm=Communicator(...): the process group and the "
+                              "symmetric memory the fused kernel communicates through")
+        if int(schedule.world_size) != comm.world_size:
+            raise LaunchError(f"the schedule is for {schedule.world_size} ranks but the process "
+                              f"group has {comm.world_size}: build the schedule with "
+                              f"world_size={comm.world_size}")
+        if backend == "nvshmem" and comm.symm_backend != "nvshmem":
+            raise LaunchError("backend='nvshmem' needs a Communicator(symm_backend='nvshmem') (its "
+                              "buffers must live in the NVSHMEM heap)")
+        self.kernel = kernel
+        self.schedule = schedule
+        self.backend = backend
+        self.comm_programs = comm_programs
+        self.comm = comm
+        self.defer_consumed_wait = defer_consumed_wait
+        self.compile_options = dict(compile_options)
+        self._compile_fn = compile_fn
+        self.operands = self._operand_map(operand)
+        self.schedule_key = planmod.schedule_key(schedule)
+        names = _param_names(kernel)
+        for p in self.operands:
+            if p not in names:
+                raise LaunchError(f"operand {p!r} is not a parameter of {getattr(kernel, '__name__', kernel)}"
+                                  f"; its parameters are {', '.join(names)}")
+        self._configs: dict = {}
+        self.epochs = EpochCounter()
+        self._lock = threading.Lock()
+        self._poisoned: str | None = None
+        #: watchdog record of this kernel's launches (pinned, device-mapped)
+        import torch
+        self.diag = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32, pin_memory=True)
+        dp = _cuda.device_pointer(self.diag.data_ptr())
+        self.diag_addr = dp if dp else self.diag.data_ptr()
+        register = getattr(comm, "register_fused", None)
+        if register is not None:
+            register(self)
+        #: fault injection for tests: chunk ids whose ce copy + flag this rank skips
+        self.test_skip_chunks: set[int] = set()
+        #: fault injection for tests: skip signalling ENTRY (ce/sm)
+        self.test_skip_entry = False
+        self.last_config = None
+
+    # -- setup ----------------------------------------------------------------------------
+
+    def _operand_map(self, operand) -> dict[str, str]:
+        """``{kernel parameter: schedule tensor}``."""
+        names = list(planmod.tensors(self.schedule))
+        if isinstance(operand, str):
+            if len(names) != 1:
+                raise LaunchError(f"the schedule moves tensors {names}; map each operand: "
+                                  f"operand={{'{operand}': '<tensor name>'}}")
+            return {operand: names[0]}
+        if isinstance(operand, dict):
+            for p, t in operand.items():
+                planmod.tensor_spec(self.schedule, t)
+            return dict(operand)
+        if isinstance(operand, (list, tuple)) and len(operand) == len(names):
+            return dict(zip(operand, names))
+        raise LaunchError("operand must be a parameter name, a list of them (one per schedule "
+                          "tensor, in order) or a {parameter: tensor} dict")
+
+    def __getitem__(self, grid):
+        def runner(*args, stream=None, **kwargs):
+            return self.launch(grid, args, kwargs, stream=stream)
+        return runner
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the last launch (0 before the first)."""
+        return self.epochs.value
+
+    # -- validation -----------------------------------------------------------------------
+
+    def validate(self, values) -> dict:
+        """Check operands against the schedule; returns ``{param: tensor}``."""
+        import torch
+
+        names = _param_names(self.kernel)
+        comm = self.comm
+        out = {}
+        for p, tname in self.operands.items():
+            t = values[names.index(p)]
+            spec = planmod.tensor_spec(self.schedule, tname)
+            if not isinstance(t, torch.Tensor):
+                raise LaunchError(f"operand {p} must be a torch.Tensor (the symmetric buffer of "
+                                  f"schedule tensor {tname!r}), got {type(t).__name__}")
+            if tuple(t.shape) != tuple(spec.shape):
+                raise LaunchError(f"operand {p} has shape {tuple(t.shape)} but schedule tensor "
+                                  f"{tname!r} is {tuple(spec.shape)}: pass the whole (global-shape) "
+                                  f"symmetric buffer, or build the schedule for shape {tuple(t.shape)}")
+            from .communicator import dtype_name
+            if dtype_name(t.dtype) != dtype_name(_torch_name(spec.dtype)):
+                raise LaunchError(f"operand {p} is {t.dtype} but schedule tensor {tname!r} is "
+                                  f"{spec.dtype}: cast the operand or rebuild the schedule")
+            if t.device != comm.device:
+                raise LaunchError(f"operand {p} is on {t.device}, the communicator on {comm.device}")
+            if comm.allocation(t) is None:
+                other = _owner_elsewhere(t, comm)
+                if other is not None:
+                    raise LaunchError(
+                        f"operand {p} lives in symmetric memory of another Communicator (group "
+                        f"{other.group_name!r}, {other.world_size} ranks) but this fused kernel "
+                        f"communicates over group {comm.group_name!r}: use the same Communicator for "
+                        f"the buffer and fuse(..., comm=...)")
+            comm.require_symmetric(t, f"operand {p}", contiguous=True)
+            out[p] = t
+        return out
+
+    # -- compile --------------------------------------------------------------------------
+
+    def _compile(self, spec: Specialization, options: dict):
+        fn = self._compile_fn
+        if fn is None:
+            try:
+                import syncopate
+                fn = syncopate.compile
+            except (ImportError, AttributeError) as e:
+                raise CompileError(f"the Syncopate compiler is not available ({e}); install the "
+                                   f"full package or pass compile_fn=") from None
+        import torch
+        cap = torch.cuda.get_device_capability(self.comm.device)
+        operand = next(iter(self.operands)) if len(self.operands) == 1 else dict(self.operands)
+        kw = dict(signature=spec.signature_dict(), constexprs=spec.constexpr_dict(),
+                  schedule=self.schedule, operand=operand, backend=self.backend,
+                  comm_programs=self.comm_programs, target=("cuda", cap[0] * 10 + cap[1]))
+        kw.update(options)
+        try:
+            params = inspect.signature(fn).parameters
+            if "attrs" in params or any(p.kind == p.VAR_KEYWORD for p in params.values()):
+                kw["attrs"] = spec.attrs_dict()
+        except (TypeError, ValueError):
+            pass
+        return fn(self.kernel, **kw)
+
+    def _config(self, spec: Specialization, options: dict) -> _Config:
+        key = (spec, _freeze(options), self.schedule_key, self.backend, self.comm_programs)
+        cfg = self._configs.get(key)
+        if cfg is not None:
+            return cfg
+        fc = self._compile(spec, options)
+        a = fc.abi
+        self._check_abi(a)
+        cfg = _Config(compiled=fc, abi=a)
+        counts = list(a.chunk_count.values()) + list(a.produced_count.values()) + \
+            list(a.reads_per_src.values()) + [1]
+        cfg.max_count = max(counts)
+        comm = self.comm
+        cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
+        cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
+        if self.backend == "ce":
+            cfg.ce_plan = planmod.build_ce_plan(self.schedule, comm.rank, a.produced_count)
+            cfg.max_count = max(cfg.max_count, cfg.ce_plan.reads_of_me,
+                                max(cfg.ce_plan.consumed_adds.values(), default=1))
+            for tname in cfg.ce_plan.reduce_tensors:
+                spec_t = planmod.tensor_spec(self.schedule, tname)
+                cfg.slots[tname] = comm.empty((comm.world_size,) + tuple(spec_t.shape),
+                                              _torch_name(spec_t.dtype))
+        self._configs[key] = cfg
+        return cfg
+
+    def _check_abi(self, a: abi.FusedABI) -> None:
+        if a.version != abi.ABI_VERSION:
+            raise CompileError(f"compiler produced ABI version {a.version}, runtime speaks "
+                               f"{abi.ABI_VERSION}: reinstall syncopate so both match")
+        if a.backend != self.backend:
+            raise CompileError(f"compiler produced a {a.backend!r} kernel for backend {self.backend!r}")
+        if a.world_size != self.comm.world_size:
+            raise CompileError(f"compiler produced a kernel for {a.world_size} ranks, group has "
+                               f"{self.comm.world_size}")
+        if a.num_chunks != planmod.num_chunks(self.schedule):
+            raise CompileError(f"ABI says {a.num_chunks} chunks, the schedule has "
+                               f"{planmod.num_chunks(self.schedule)}")
+        if a.operands and list(a.operands) != list(self.operands):
+            # The ABI's operand order defines the rows of syn_peers; follow the compiler.
+            missing = [p for p in a.operands if p not in _param_names(self.kernel)]
+            if missing:
+                raise CompileError(f"ABI operands {missing} are not kernel parameters")
+
+    def _peers_table(self, cfg: _Config, operand_tensors: dict):
+        import torch
+
+        order = list(cfg.abi.operands) if cfg.abi.operands else list(self.operands)
+        ptrs = tuple(operand_tensors[p].data_ptr() for p in order)
+        t = cfg.peers_tables.get(ptrs)
+        if t is None:
+            rows = [cfg.flag_addrs] + [self.comm.peer_ptrs(operand_tensors[p]) for p in order]
+            t = torch.tensor(rows, dtype=torch.int64).to(self.comm.device)
+            if len(cfg.peers_tables) > 16:  # callers cycling through buffers: bound the cache
+                cfg.peers_tables.clear()
+            cfg.peers_tables[ptrs] = t
+        return t
+
+    # -- launch ---------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise :class:`CommTimeout` if a spin of an earlier launch of this kernel timed out
+        (also marks the kernel unusable: its flags no longer agree across ranks)."""
+        rec = diag.read_record(lambda: [int(x) for x in self.diag.tolist()])
+        if rec is None:
+            return
+        self.diag.zero_()
+        layout = abi.FlagLayout(planmod.num_chunks(self.schedule), self.comm.world_size)
+        err = diag.make_timeout(rec, diag.timeout_s(), layout,
+                                f"backend {self.backend}; this FusedKernel is now unusable (its "
+                                f"flags disagree across ranks): create a new one")
+        self._poisoned = str(err)
+        raise err
+
+    def before_staging(self, stream=None) -> None:
+        """Enqueue (on ``stream``, default current) the wait that makes it safe to overwrite this
+        rank's symmetric operand: ``CONSUMED >= e * reads(me)`` for the last epoch ``e``
+        (``ce`` backend, deferred mode). A no-op when nothing is pending."""
+        for cfg in self._configs.values():
+            if cfg.consumed_pending:
+                self._consumed_wait(cfg, cfg.consumed_pending, stream)
+                cfg.consumed_pending = 0
+
+    def _consumed_wait(self, cfg: _Config, epoch: int, stream) -> None:
+        from . import sync_kernels as sk
+
+        reads = cfg.ce_plan.reads_of_me if cfg.ce_plan is not None else \
+            int(cfg.abi.reads_per_src.get(self.comm.rank, 0))
+        if reads == 0:
+            return
+        sk.wait_flag(cfg.flags.data_ptr(), cfg.abi.layout.consumed, epoch * reads, self.diag_addr,
+                     rank=self.comm.rank, kind=abi.KIND_CONSUMED, epoch=epoch,
+                     timeout_ns=diag.timeout_ns(), flag64=cfg.abi.flag_dtype == "int64",
+                     trap=diag.timeout_action() == "trap", stream=stream)
+
+    def launch(self, grid, args, kwargs=None, *, stream=None):
+        import torch
+
+        with self._lock:
+            if self._poisoned:
+                raise LaunchError(f"this FusedKernel timed out earlier and cannot be reused: "
+                                  f"{self._poisoned}")
+            self.comm.check()  # this kernel's record and every other one of the communicator
+            self.check()
+            values, launch_opts = bind_args(self.kernel, args, kwargs or {})
+            options = dict(self.compile_options)
+            options.update(launch_opts)
+            operand_tensors = self.validate(values)
+            spec = specialize(self.kernel, values)
+            cfg = self._config(spec, options)
+            self.last_config = cfg
+            a = cfg.abi
+            check_requirements(a, _param_names(self.kernel), values)
+            if callable(grid):
+                grid = grid(dict(zip(_param_names(self.kernel), values)))
+            g = a.grid(tuple(grid))
+            comm = self.comm
+            S = stream if stream is not None else torch.cuda.current_stream(comm.device)
+            if isinstance(S, int):
+                S = torch.cuda.ExternalStream(S, device=comm.device)
+            if self.backend == "ce" and cfg.consumed_pending:
+                # The caller did not call before_staging(); enqueue it now (best effort).
+                self._consumed_wait(cfg, cfg.consumed_pending, S)
+                cfg.consumed_pending = 0
+            e = self.epochs.next(cfg.max_count)
+            peers = self._peers_table(cfg, operand_tensors)
+            extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, diag.timeout_ns()]
+            with torch.cuda.device(comm.device), torch.cuda.stream(S):
+                if self.backend == "ce":
+                    self._launch_ce(cfg, g, values + extra, S, e, peers, operand_tensors)
+                else:
+                    self._launch_sm(cfg, g, values + extra, S, e, peers)
+            return e
+
+    def _run_kernel(self, cfg: _Config, g, all_args, S) -> None:
+        ck = cfg.compiled.kernel
+        if getattr(ck.metadata, "global_scratch_size", 0):
+            # device-side TMA descriptors live in Triton's global scratch (allocator per thread)
+            from ..kernels import ensure_tma_allocator
+            ensure_tma_allocator()
+        if self.backend == "nvshmem" and not cfg.nvshmem_ready:
+            _nvshmem_module_init(ck)
+            cfg.nvshmem_ready = True
+        ck[g](*all_args, stream=S.cuda_stream)
+
+    def _launch_sm(self, cfg: _Config, g, all_args, S, e, peers) -> None:
+        from . import sync_kernels as sk
+
+        a = cfg.abi
+        if not getattr(a, "signals_entry", False) and not self.test_skip_entry:
+            sk.signal_entry(peers, a.layout.entry(self.comm.rank), e, self.comm.world_size,
+                            flag64=a.flag_dtype == "int64", stream=S)
+        self._run_kernel(cfg, g, all_args, S)
+
+    def _event(self, cfg: _Config, name: str):
+        import torch
+
+        ev = cfg.events.get(name)
+        if ev is None:
+            ev = torch.cuda.Event()
+            cfg.events[name] = ev
+        return ev
+
+    def _launch_ce(self, cfg: _Config, g, all_args, S, e, peers, operand_tensors) -> None:
+        import torch
+
+        from . import sync_kernels as sk
+
+        comm = self.comm
+        a = cfg.abi
+        lay = a.layout
+        me, W = comm.rank, comm.world_size
+        X = comm.stream("syncopate-ce")
+        tmo = diag.timeout_ns()
+        trap = diag.timeout_action() == "trap"
+        p = cfg.ce_plan
+
+        # 1. Entry: after the staged inputs (and launch e-1, by stream order) on the main stream.
+        staged = self._event(cfg, "staged")
+        staged.record(S)
+        X.wait_event(staged)
+        if not self.test_skip_entry:
+            sk.signal_entry(peers, lay.entry(me), e, W, stream=X)
+        sk.wait_flag(cfg.flags.data_ptr(), lay.entry(0), e, self.diag_addr, rank=me,
+                     kind=abi.KIND_ENTRY, epoch=e, timeout_ns=tmo, count=W, trap=trap, stream=X)
+        entered = self._event(cfg, "entered")
+        entered.record(X)
+        S.wait_event(entered)
+
+        # 2. The fused kernel.
+        self._run_kernel(cfg, g, all_args, S)
+        kernel_done = None
+
+        # 3. Copies and flags on the side stream (no SM needed from here on).
+        param_of = {t: prm for prm, t in self.operands.items()}
+        with torch.cuda.stream(X):
+            for st in p.steps:
+                if st.chunk in self.test_skip_chunks:
+                    continue
+                if st.wait_produced:
+                    addr = cfg.flags.data_ptr() + lay.produced(st.chunk) * 4
+                    if not _cuda.stream_wait_value32(X.cuda_stream, addr, e * st.wait_produced):
+                        if kernel_done is None:  # no stream memory ops: wait for the whole kernel
+                            kernel_done = self._event(cfg, "kernel_done")
+                            kernel_done.record(S)
+                            X.wait_event(kernel_done)
+                t = operand_tensors[param_of[st.tensor]]
+                if st.src != st.dst:
+                    if st.reduce:
+                        slot_local = cfg.slots[st.tensor]
+                        dst_t = comm.peer_view(slot_local, st.dst)[st.src][st.slices]
+                        src_t = t[st.slices] if st.src == me else comm.peer_view(t, st.src)[st.slices]
+                    elif st.mode == "pull":
+                        dst_t = t[st.slices]
+                        src_t = comm.peer_view(t, st.src)[st.slices]
+                    else:
+                        dst_t = comm.peer_view(t, st.dst)[st.slices]
+                        src_t = t[st.slices]
+                    copy_region(dst_t, src_t, X)
+                torch.ops.symm_mem.stream_write_value32_(comm.flag_view_u32(cfg.flags, st.dst),
+                                                         lay.chunk(st.chunk), e)
+            for src, n in sorted(p.consumed_adds.items()):
+                sk.add_flag(cfg.flag_addrs[src], lay.consumed, n, stream=X)
+        done = self._event(cfg, "comm_done")
+        done.record(X)
+        S.wait_event(done)
+
+        # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S).
+        if p.reduce_in:
+            for st in p.reduce_in:
+                sk.wait_flag(cfg.flags.data_ptr(), lay.chunk(st.chunk), e, self.diag_addr, rank=me,
+                             kind=abi.KIND_CHUNK, epoch=e, timeout_ns=tmo, trap=trap, stream=S)
+            groups: dict = {}
+            for st in p.reduce_in:
+                groups.setdefault((st.tensor, _slices_key(st.slices)), (st.slices, []))[1].append(st.src)
+            for (tname, _), (sl, srcs) in groups.items():
+                t = operand_tensors[param_of[tname]]
+                slots = cfg.slots[tname]
+                acc = t[sl].float()
+                for s in sorted(srcs):
+                    acc += slots[s][sl].float()
+                t[sl].copy_(acc)
+
+        # 5. CONSUMED: nobody may overwrite this rank's buffers before peers finished reading.
+        if self.defer_consumed_wait:
+            cfg.consumed_pending = e
+        else:
+            self._consumed_wait(cfg, e, S)
+
+
+def check_requirements(a: abi.FusedABI, names, values) -> None:
+    """The compiler's launch-time requirements (``abi.requirements``, e.g. ``{"stride_am":
+    4096}``: facts its analysis baked into the kernel) must hold for this call."""
+    req = getattr(a, "requirements", None) or {}
+    bad = []
+    for name, want in req.items():
+        if name not in names:
+            continue
+        got = values[names.index(name)]
+        if got != want:
+            bad.append(f"{name}={got!r} (the kernel was compiled for {name}={want!r})")
+    if bad:
+        raise LaunchError("arguments break what the fused kernel was compiled for: " + "; ".join(bad)
+                          + ". Pass operands with the layout the schedule describes (e.g. a "
+                            "contiguous row-major buffer of the schedule tensor's shape)")
+
+
+def _slices_key(sl):
+    return tuple((s.start, s.stop) for s in sl)
+
+
+_COPY_WARNED = False
+
+
+def copy_region(dst, src, stream) -> None:
+    """Copy a region between two views (one may be a peer's) with the copy engine.
+
+    Contiguous views: ``Tensor.copy_`` (``cudaMemcpyAsync``). Views with one strided level
+    (a column block of a row-major matrix): ``cuMemcpy2DAsync``. Anything else falls back to
+    ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the fused kernel)."""
+    global _COPY_WARNED
+    if dst.is_contiguous() and src.is_contiguous():
+        dst.copy_(src, non_blocking=True)
+        return
+    shp = _rows_cols(dst, src)
+    if shp is not None:
+        rows, width, dpitch, spitch = shp
+        if _cuda.memcpy2d_async(dst.data_ptr(), dpitch, src.data_ptr(), spitch, width, rows,
+                                stream.cuda_stream):
+            return
+    if not _COPY_WARNED:
+        warnings.warn("syncopate ce backend: a chunk region is not a 2-D block; copying it with "
+                      "an SM kernel (slower, and it competes with the fused kernel for SMs)")
+        _COPY_WARNED = True
+    dst.copy_(src, non_blocking=True)
+
+
+def _rows_cols(dst, src):
+    """``(rows, width_bytes, dst_pitch, src_pitch)`` if both views are ``rows`` blocks of
+    contiguous bytes at a constant pitch; else None."""
+    def collapse(t):
+        es = t.element_size()
+        dims = [(s, st) for s, st in zip(t.shape, t.stride()) if s != 1]
+        if not dims:
+            return 1, es, es
+        # merge contiguous trailing dims
+        inner = 1
+        while dims and dims[-1][1] == inner:
+            inner *= dims[-1][0]
+            dims.pop()
+        if len(dims) > 1:
+            return None
+        if not dims:
+            return 1, inner * es, inner * es
+        return dims[0][0], inner * es, dims[0][1] * es
+    a, b = collapse(dst), collapse(src)
+    if a is None or b is None or a[0] != b[0] or a[1] != b[1]:
+        return None
+    return a[0], a[1], a[2], b[2]
+
+
+def _torch_name(dtype_str):
+    from .communicator import dtype_name
+    return dtype_name({"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(str(dtype_str),
+                                                                                   dtype_str))
+
+
+def _owner_elsewhere(t, comm):
+    for other in list(_LIVE_COMMS):
+        if other is not comm and not other._closed and other.allocation(t) is not None:
+            return other
+    return None
+
+
+import weakref  # noqa: E402
+
+_LIVE_COMMS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _register_comm(comm) -> None:
+    _LIVE_COMMS.add(comm)
+
+
+def _nvshmem_module_init(ck) -> None:
+    """Initialise NVSHMEM device state in the fused kernel's CUmodule (once, after load):
+    ``torch._C._distributed_c10d._nvshmemx_cumodule_init(module)``, as torch's own
+    ``@requires_nvshmem`` Triton kernels do."""
+    try:
+        from torch._C._distributed_c10d import _nvshmemx_cumodule_init
+    except ImportError as e:
+        raise LaunchError(f"this torch build has no NVSHMEM module init ({e}); use backend 'sm'") from None
+    ck._init_handles()  # loads the cubin: ck.module becomes the CUmodule handle
+    _nvshmemx_cumodule_init(ck.module)
+
+
+def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, comm=None,
+         defer_consumed_wait: bool = False, **compile_options) -> FusedKernel:
+    """A :class:`FusedKernel` for ``kernel`` (a ``@triton.jit`` function written for one GPU)
+    and ``schedule`` (a :class:`syncopate.schedule.Schedule`). ``operand``: the kernel parameter
+    that is the schedule's tensor (or a ``{parameter: tensor}`` dict). ``compile_options``:
+    ``num_warps``, ``num_stages``, ... as for Triton. Compilation happens at the first launch of
+    each configuration."""
+    if comm is not None:
+        _register_comm(comm)
+    return FusedKernel(kernel, schedule, operand=operand, backend=backend,
+                       comm_programs=comm_programs, comm=comm,
+                       defer_consumed_wait=defer_consumed_wait, **compile_options)

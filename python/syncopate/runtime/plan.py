@@ -1,0 +1,181 @@
+"""What the runtime reads from a schedule, and the host-side plan of the ``ce`` backend.
+
+Pure Python (no torch, no CUDA): unit-tested on CPU with real schedules.
+
+The ``ce`` plan of a rank lists, in ``(step, id)`` order, the chunks this rank's side stream
+executes (pull: it is the destination; push: it is the source), and for each what must be
+waited for first:
+
+* ``ENTRY[peer] >= e`` -- always, and up front for every rank (one launch), *before* the fused
+  kernel is released (the main stream waits on it). Why up front: the wait is a kernel and
+  needs an SM; once the fused kernel runs, its programs may occupy every SM while spinning on
+  chunk flags that only this side stream can set, so a wait enqueued after it could starve.
+  After the up-front wait, everything left on the side stream needs no SM: copies are copy
+  engine transfers and flags are written by ``stream_write_value32`` (the GPU front end),
+  except the final CONSUMED adds, which nothing on this rank waits for.
+* ``PRODUCED[c] >= e * tiles(c)`` on this rank (push of data the fused kernel writes, e.g.
+  GEMM + reduce-scatter): ``cuStreamWaitValue32``, no SM. Safe without a watchdog because the
+  only writer is this rank's own kernel, which always finishes (every spin in it has one).
+* a dependency (``after``) satisfied by an earlier chunk of the same side stream: nothing,
+  stream order.
+
+What the ``ce`` backend refuses (:class:`LaunchError`, naming the chunk): waiting on a flag a
+*peer* writes in the middle of the plan (forwarding data received from a peer's push, pulling
+data a peer's kernel produces). That wait would need an SM kernel on the side stream while the
+fused kernel may hold every SM -- a possible cross-rank deadlock that only the watchdog would
+break. Those schedules need the ``sm`` or ``nvshmem`` backend, where comm programs are resident
+before any compute program spins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from ..errors import LaunchError
+
+
+def schedule_key(schedule) -> str:
+    """A stable digest of a schedule (its ``content_hash`` when it has one)."""
+    h = getattr(schedule, "content_hash", None)
+    if callable(h):
+        return h()
+    to_json = getattr(schedule, "to_json", None)
+    if callable(to_json):
+        j = to_json()
+        if not isinstance(j, str):
+            j = json.dumps(j, sort_keys=True)
+        return hashlib.sha256(j.encode()).hexdigest()
+    return hashlib.sha256(repr(schedule).encode()).hexdigest()
+
+
+def tensors(schedule) -> dict:
+    t = schedule.tensors
+    if isinstance(t, dict):
+        return dict(t)
+    return {x.name: x for x in t}
+
+
+def tensor_spec(schedule, name: str | None = None):
+    """The schedule's tensor ``name`` (or its only tensor when ``name`` is None)."""
+    ts = tensors(schedule)
+    if name is None:
+        if len(ts) != 1:
+            raise LaunchError(f"the schedule moves {len(ts)} tensors ({', '.join(ts)}); say which "
+                              f"one each operand is: operand={{'param_name': 'tensor_name'}}")
+        return next(iter(ts.values()))
+    if name not in ts:
+        raise LaunchError(f"the schedule has no tensor {name!r}; it has {', '.join(ts)}")
+    return ts[name]
+
+
+def chunks(schedule) -> list:
+    """All chunks sorted by ``(step, id)``."""
+    return sorted(schedule.chunks, key=lambda c: (c.step, c.id))
+
+
+def num_chunks(schedule) -> int:
+    n = getattr(schedule, "num_chunks", None)
+    return int(n) if n is not None else len(schedule.chunks)
+
+
+def dependencies(schedule, chunk) -> tuple[int, ...]:
+    deps = getattr(schedule, "dependencies", None)
+    if callable(deps):
+        return tuple(deps(chunk.id))
+    return tuple(chunk.after)
+
+
+def region_slices(region) -> tuple[slice, ...]:
+    return tuple(slice(o, o + s) for o, s in zip(region.offsets, region.sizes))
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """One chunk the side stream of this rank executes."""
+
+    chunk: int
+    tensor: str
+    slices: tuple  # region as slices of the tensor
+    src: int
+    dst: int
+    mode: str  # "pull" (this rank is dst) | "push" (this rank is src)
+    reduce: bool  # delivered into the destination's slot for ``src``, reduced after the kernel
+    wait_produced: int = 0  # tiles(c) when the data is written by this rank's kernel this epoch
+
+    @property
+    def peer(self) -> int:
+        return self.src if self.mode == "pull" else self.dst
+
+
+@dataclass
+class CEPlan:
+    rank: int
+    world_size: int
+    steps: list[CopyStep] = field(default_factory=list)
+    consumed_adds: dict[int, int] = field(default_factory=dict)  # src rank -> chunks read from it
+    reads_of_me: int = 0  # pull reads of this rank's buffers per epoch (CONSUMED target / epoch)
+    reduce_in: list[CopyStep] = field(default_factory=list)  # reduce chunks arriving here
+    reduce_tensors: tuple[str, ...] = ()  # tensors that need per-source slots (on every rank)
+
+
+def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = None) -> CEPlan:
+    """The side-stream plan of ``rank`` for the ``ce`` backend (see the module docstring)."""
+    produced_count = produced_count or {}
+    W = int(schedule.world_size)
+    if not 0 <= rank < W:
+        raise LaunchError(f"rank {rank} is outside the schedule's world size {W}")
+    by_id = {c.id: c for c in schedule.chunks}
+    plan = CEPlan(rank=rank, world_size=W)
+    executed: set[int] = set()
+    reduce_tensors = sorted({c.tensor for c in schedule.chunks if c.reduce not in (None, "none")})
+    plan.reduce_tensors = tuple(reduce_tensors)
+    for c in chunks(schedule):
+        if c.mode not in ("push", "pull"):
+            raise LaunchError(f"chunk {c.id}: mode {c.mode!r} is neither 'push' nor 'pull'")
+        red = c.reduce not in (None, "none")
+        if red and c.reduce != "sum":
+            raise LaunchError(f"chunk {c.id}: reduce {c.reduce!r} is not supported by the ce "
+                              f"backend (only 'sum')")
+        if c.mode == "pull" and c.src != c.dst and c.src == rank:
+            plan.reads_of_me += 1
+        mine = (c.mode == "pull" and c.dst == rank) or (c.mode == "push" and c.src == rank)
+        step = CopyStep(chunk=c.id, tensor=c.tensor, slices=region_slices(c.region), src=c.src,
+                        dst=c.dst, mode=c.mode, reduce=red,
+                        wait_produced=int(produced_count.get(c.id, 0)) if c.src == rank else 0)
+        if red and c.dst == rank and c.src != rank:
+            plan.reduce_in.append(step)
+        if not mine:
+            continue
+        if c.mode == "pull" and c.src != rank and produced_count.get(c.id, 0):
+            raise LaunchError(
+                f"chunk {c.id} ({c.tensor}, from rank {c.src}) is pulled by rank {rank} but "
+                f"written by rank {c.src}'s kernel in the same launch: the ce backend would have to "
+                f"spin on a peer's PRODUCED flag from its side stream while the fused kernel may "
+                f"hold every SM. Use mode='push' for this schedule, or backend='sm'")
+        for d in dependencies(schedule, c):
+            dep = by_id.get(d)
+            if dep is None:
+                raise LaunchError(f"chunk {c.id} depends on unknown chunk {d}")
+            if d in executed:
+                continue  # earlier on this side stream: stream order
+            raise LaunchError(
+                f"chunk {c.id} ({c.tensor}, {c.src}->{c.dst}) depends on chunk {d} "
+                f"({dep.src}->{dep.dst}), which rank {rank}'s side stream does not execute: the ce "
+                f"backend cannot wait for a peer-written flag in the middle of its plan without "
+                f"risking SM starvation. Use backend='sm' (comm programs) for forwarding schedules")
+        plan.steps.append(step)
+        executed.add(c.id)
+        if c.mode == "pull" and c.src != rank:
+            plan.consumed_adds[c.src] = plan.consumed_adds.get(c.src, 0) + 1
+    return plan
+
+
+def reads_per_src(schedule) -> dict[int, int]:
+    """Pull reads of each rank's buffers per epoch (the CONSUMED target per epoch)."""
+    out: dict[int, int] = {}
+    for c in schedule.chunks:
+        if c.mode == "pull" and c.src != c.dst:
+            out[c.src] = out.get(c.src, 0) + 1
+    return out
