@@ -1,0 +1,328 @@
+"""Schedule templates: the common collectives as chunk schedules that verify.
+
+Every template shards the tensor evenly along a dim: rank ``r`` owns block ``r``, the first
+``n % W`` blocks one index longer than the others (ragged shapes are fine; a rank whose block
+is empty owns nothing).  ``split`` cuts every block into ``split`` chunks along the same dim,
+as evenly (empty pieces are left out), so a consumer can start on the first piece of a block
+before the last one has arrived.  Piece ``k`` of the block moved at round ``s`` gets step
+``s * split + k``: a rank receives (or sends) one piece per step, in block order.  Chunk ids
+are dense from 0, in (round, rank, piece) order.  ``meta["template"]`` records the template
+name and its arguments (``syncopate schedule show`` prints it).
+
+Orders
+------
+* ``swizzle``: every block goes straight from its owner to each rank; at round ``s`` rank ``r``
+  receives the block of rank ``(r + s + 1) % W``, so at every round each rank receives from
+  one peer and sends to one peer, and every link is busy.
+* ``ring``: blocks travel around the ring ``r -> r + 1``, one hop per round; each hop after the
+  first forwards what arrived at the previous round, so it lists that chunk in ``after``.  Only
+  neighbour links are used (what a ring topology or PCIe wants).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..errors import ScheduleError
+from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
+
+__all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
+           "shard_regions", "TEMPLATES"]
+
+ORDERS = ("swizzle", "ring")
+
+
+class _Builder:
+    def __init__(self):
+        self.chunks: list[Chunk] = []
+
+    def add(self, tensor: str, region: Region, src: int, dst: int, mode: str, step: int,
+            reduce: str = "none", after: Sequence[int] = ()) -> int:
+        cid = len(self.chunks)
+        self.chunks.append(Chunk(cid, tensor, region, src, dst, mode, step, reduce,
+                                 tuple(sorted(set(after)))))
+        return cid
+
+
+def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], order: str,
+              orders: Sequence[str], mode: str, split: int, tensor: str):
+    problems: list[str] = []
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        problems.append(f"shape must be a list of positive integers, got {shape!r}")
+        shape = ()
+    if shape and any(s < 1 for s in shape):
+        problems.append(f"shape {list(shape)} must have positive sizes")
+    if not shape and not problems:
+        problems.append("shape needs at least one dim")
+    try:
+        dtype = normalize_dtype(dtype)
+    except ScheduleError as e:
+        problems.extend(e.problems)
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        problems.append(f"world_size must be an integer >= 1, got {world_size!r}")
+    out_dims = {}
+    for name, d in dims.items():
+        if isinstance(d, bool) or not isinstance(d, int) or not shape \
+                or not -len(shape) <= d < len(shape):
+            problems.append(f"{name} must be a dim of shape {list(shape)} (0..{len(shape) - 1} "
+                            f"or negative from the end), got {d!r}")
+        else:
+            out_dims[name] = d % len(shape)
+    if order not in orders:
+        problems.append(f"order must be one of {', '.join(map(repr, orders))}, got {order!r}")
+    if mode not in MODES:
+        problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
+    if isinstance(split, bool) or not isinstance(split, int) or split < 1:
+        problems.append(f"split must be an integer >= 1, got {split!r}")
+    if not isinstance(tensor, str) or not tensor:
+        problems.append(f"tensor must be a non-empty name, got {tensor!r}")
+    if problems:
+        raise ScheduleError([f"{template}: {p}" for p in problems])
+    return shape, dtype, out_dims
+
+
+def shard_regions(shape: Sequence[int], dim: int, world_size: int) -> list[Region | None]:
+    """Block ``r`` of ``shape`` along ``dim`` for each rank ``r`` (None when it is empty)."""
+    full = Region.full(shape)
+    from .model import even_split
+    out: list[Region | None] = []
+    for off, size in even_split(shape[dim], world_size):
+        if size == 0:
+            out.append(None)
+            continue
+        offsets = list(full.offsets)
+        sizes = list(full.sizes)
+        offsets[dim] = off
+        sizes[dim] = size
+        out.append(Region(offsets, sizes))
+    return out
+
+
+def _pieces(shards: list[Region | None], dim: int, split: int) -> list[list[Region]]:
+    return [s.split(dim, split) if s is not None else [] for s in shards]
+
+
+def _meta(name: str, **args) -> dict:
+    args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in args.items()}
+    return {"template": {"name": name, **args}}
+
+
+# --------------------------------------------------------------------------------------------
+# chunk generators shared by the templates
+
+def _gather(b: _Builder, tensor: str, pieces: list[list[Region]], W: int, order: str,
+            mode: str, split: int, step0: int = 0,
+            first_after: Callable[[int, Region], Sequence[int]] = lambda o, p: ()) -> None:
+    """All-gather chunks: every rank ends with every owner's pieces.  ``first_after(owner,
+    piece)`` gives dependencies of the chunks that read a piece from its owner (all-reduce
+    uses it to wait for the reduce-scatter that completes the piece)."""
+    if order == "swizzle":
+        for s in range(W - 1):
+            for r in range(W):
+                o = (r + s + 1) % W
+                for k, piece in enumerate(pieces[o]):
+                    b.add(tensor, piece, o, r, mode, step0 + s * split + k,
+                          after=first_after(o, piece))
+        return
+    last: dict[tuple[int, int, int], int] = {}  # (holder, owner, piece) -> delivering chunk
+    for s in range(W - 1):
+        for r in range(W):
+            o = (r - s - 1) % W
+            src = (r - 1) % W
+            for k, piece in enumerate(pieces[o]):
+                after = first_after(o, piece) if s == 0 else (last[(src, o, k)],)
+                last[(r, o, k)] = b.add(tensor, piece, src, r, mode, step0 + s * split + k,
+                                        after=after)
+
+
+def _reduce_scatter(b: _Builder, tensor: str, pieces: list[list[Region]], W: int, order: str,
+                    mode: str, split: int) -> None:
+    """Reduce-scatter chunks: rank d ends with the complete sum of its own pieces."""
+    if order == "swizzle":
+        for s in range(W - 1):
+            for r in range(W):
+                d = (r + s + 1) % W
+                for k, piece in enumerate(pieces[d]):
+                    b.add(tensor, piece, r, d, mode, s * split + k, reduce="sum")
+        return
+    # Ring: the partial of block x starts at rank x + 1 and travels x + 1 -> x + 2 -> ... -> x,
+    # each rank adding its own partial before forwarding; the last hop lands on the owner.
+    last: dict[tuple[int, int, int], int] = {}
+    for s in range(W - 1):
+        for r in range(W):
+            x = (r - s - 1) % W
+            dst = (r + 1) % W
+            for k, piece in enumerate(pieces[x]):
+                after = () if s == 0 else (last[(r, x, k)],)
+                last[(dst, x, k)] = b.add(tensor, piece, r, dst, mode, s * split + k,
+                                          reduce="sum", after=after)
+
+
+# --------------------------------------------------------------------------------------------
+# templates
+
+def all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
+               order: str = "swizzle", mode: str = "pull", split: int = 1,
+               tensor: str = "A") -> Schedule:
+    """All-gather: rank ``r`` starts with block ``r`` of ``tensor`` along ``dim`` and every rank
+    ends with the whole tensor.
+
+    ``swizzle``: at round ``s`` rank ``r`` receives block ``(r + s + 1) % W`` directly from its
+    owner.  ``ring``: at round ``s`` rank ``r`` receives block ``(r - s - 1) % W`` from rank
+    ``r - 1``, which received it at round ``s - 1`` (listed in ``after``).  ``pull`` suits an
+    AG + GEMM consumer (the consumer's rank fetches what it needs next); ``push`` is the usual
+    choice for the SM and NVSHMEM backends when the producer knows when data is ready.
+    """
+    shape, dtype, dims = _validate("all_gather", shape, dtype, world_size, {"dim": dim}, order,
+                                   ORDERS, mode, split, tensor)
+    dim = dims["dim"]
+    W = world_size
+    shards = shard_regions(shape, dim, W)
+    b = _Builder()
+    _gather(b, tensor, _pieces(shards, dim, split), W, order, mode, split)
+    spec = TensorSpec(tensor, shape, dtype,
+                      [Placement(r, s) for r, s in enumerate(shards) if s is not None],
+                      [Placement(r, Region.full(shape)) for r in range(W)])
+    return Schedule(W, {tensor: spec}, b.chunks,
+                    _meta("all_gather", shape=shape, dtype=dtype, world_size=W, dim=dim,
+                          order=order, mode=mode, split=split, tensor=tensor))
+
+
+def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
+                   order: str = "swizzle", mode: str = "push", split: int = 1,
+                   tensor: str = "C") -> Schedule:
+    """Reduce-scatter: every rank starts with its partial sum of the whole tensor (a partial
+    initial placement) and rank ``r`` ends with the complete sum of block ``r`` along ``dim``.
+
+    ``swizzle``: at round ``s`` rank ``r`` adds its partial of block ``(r + s + 1) % W`` into
+    that block's owner (``reduce='sum'``; the owner receives from one peer per round).
+    ``ring``: the partial of block ``x`` accumulates along ``x + 1 -> x + 2 -> ... -> x``; each
+    hop after the first forwards the sum that arrived at the previous round (``after``).
+    """
+    shape, dtype, dims = _validate("reduce_scatter", shape, dtype, world_size, {"dim": dim},
+                                   order, ORDERS, mode, split, tensor)
+    dim = dims["dim"]
+    W = world_size
+    shards = shard_regions(shape, dim, W)
+    b = _Builder()
+    _reduce_scatter(b, tensor, _pieces(shards, dim, split), W, order, mode, split)
+    full = Region.full(shape)
+    spec = TensorSpec(tensor, shape, dtype,
+                      [Placement(r, full, partial=True) for r in range(W)],
+                      [Placement(r, s) for r, s in enumerate(shards) if s is not None])
+    return Schedule(W, {tensor: spec}, b.chunks,
+                    _meta("reduce_scatter", shape=shape, dtype=dtype, world_size=W, dim=dim,
+                          order=order, mode=mode, split=split, tensor=tensor))
+
+
+def all_reduce(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
+               order: str = "swizzle", mode: str = "push", split: int = 1,
+               tensor: str = "C") -> Schedule:
+    """All-reduce as reduce-scatter then all-gather on the same tensor: every rank starts with
+    its partial of the whole tensor and ends with the complete sum everywhere.
+
+    The all-gather chunks come after every reduce-scatter step (their steps start at
+    ``(W - 1) * split``); a chunk that reads a block from its owner lists the reduce-scatter
+    chunks that complete that piece in ``after``.  The copies overwrite the partials the
+    destination still held there, which its own reduce-scatter chunks have already read.
+    """
+    shape, dtype, dims = _validate("all_reduce", shape, dtype, world_size, {"dim": dim}, order,
+                                   ORDERS, mode, split, tensor)
+    dim = dims["dim"]
+    W = world_size
+    shards = shard_regions(shape, dim, W)
+    pieces = _pieces(shards, dim, split)
+    b = _Builder()
+    _reduce_scatter(b, tensor, pieces, W, order, mode, split)
+    rs_chunks = list(b.chunks)
+
+    def completes(owner: int, piece: Region) -> list[int]:
+        return [c.id for c in rs_chunks if c.dst == owner and c.region.overlaps(piece)]
+
+    _gather(b, tensor, pieces, W, order, mode, split, step0=(W - 1) * split,
+            first_after=completes)
+    full = Region.full(shape)
+    spec = TensorSpec(tensor, shape, dtype,
+                      [Placement(r, full, partial=True) for r in range(W)],
+                      [Placement(r, full) for r in range(W)])
+    return Schedule(W, {tensor: spec}, b.chunks,
+                    _meta("all_reduce", shape=shape, dtype=dtype, world_size=W, dim=dim,
+                          order=order, mode=mode, split=split, tensor=tensor))
+
+
+def all_to_all(shape: Sequence[int], dtype: str, world_size: int, split_dim: int,
+               concat_dim: int, order: str = "swizzle", mode: str = "pull", split: int = 1,
+               tensor: str = "A") -> Schedule:
+    """All-to-all: move the sharding of ``tensor`` from ``split_dim`` to ``concat_dim``.
+
+    Initially rank ``r`` holds block ``r`` along ``split_dim`` (all of every other dim);
+    finally rank ``r`` holds block ``r`` along ``concat_dim`` (all of every other dim, so all
+    of ``split_dim``).  Rank ``q`` sends rank ``r`` the intersection of its block along
+    ``split_dim`` and ``r``'s block along ``concat_dim``; the rank's own intersection stays
+    where it is.  (Sequence parallel <-> head parallel in Ulysses attention, expert dispatch.)
+    At round ``s`` rank ``r`` receives from ``(r + s + 1) % W`` (``swizzle``, the only order:
+    every piece goes straight to its destination).  ``split`` cuts pieces along ``split_dim``.
+    """
+    shape, dtype, dims = _validate("all_to_all", shape, dtype, world_size,
+                                   {"split_dim": split_dim, "concat_dim": concat_dim}, order,
+                                   ("swizzle",), mode, split, tensor)
+    sd, cd = dims["split_dim"], dims["concat_dim"]
+    if sd == cd:
+        raise ScheduleError(f"all_to_all: split_dim and concat_dim are both {sd}; an all-to-all "
+                            f"moves the sharding from one dim to another: pick two different "
+                            f"dims")
+    W = world_size
+    by_split = shard_regions(shape, sd, W)
+    by_concat = shard_regions(shape, cd, W)
+    b = _Builder()
+    for s in range(W - 1):
+        for r in range(W):
+            q = (r + s + 1) % W
+            if by_split[q] is None or by_concat[r] is None:
+                continue
+            inter = by_split[q].intersection(by_concat[r])
+            if inter is None:
+                continue
+            for k, piece in enumerate(inter.split(sd, split)):
+                b.add(tensor, piece, q, r, mode, s * split + k)
+    spec = TensorSpec(tensor, shape, dtype,
+                      [Placement(r, s) for r, s in enumerate(by_split) if s is not None],
+                      [Placement(r, s) for r, s in enumerate(by_concat) if s is not None])
+    return Schedule(W, {tensor: spec}, b.chunks,
+                    _meta("all_to_all", shape=shape, dtype=dtype, world_size=W, split_dim=sd,
+                          concat_dim=cd, order=order, mode=mode, split=split, tensor=tensor))
+
+
+def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
+              mode: str = "push", split: int = 1, tensor: str = "KV") -> Schedule:
+    """Ring pass for ring attention: rank ``r`` starts with KV block ``r`` along ``dim`` (the
+    sequence) and every block travels once around the ring, one hop per round: at round ``s``
+    rank ``r`` receives block ``(r - s - 1) % W`` from ``r - 1`` and can attend to it while the
+    next one travels.  Every rank ends with every block.  The chunks are those of a ring
+    all-gather; ``push`` is the default since the holder of a block knows when it is there.
+    """
+    shape, dtype, dims = _validate("ring_pass", shape, dtype, world_size, {"dim": dim}, "ring",
+                                   ORDERS, mode, split, tensor)
+    dim = dims["dim"]
+    W = world_size
+    shards = shard_regions(shape, dim, W)
+    b = _Builder()
+    _gather(b, tensor, _pieces(shards, dim, split), W, "ring", mode, split)
+    spec = TensorSpec(tensor, shape, dtype,
+                      [Placement(r, s) for r, s in enumerate(shards) if s is not None],
+                      [Placement(r, Region.full(shape)) for r in range(W)])
+    return Schedule(W, {tensor: spec}, b.chunks,
+                    _meta("ring_pass", shape=shape, dtype=dtype, world_size=W, dim=dim,
+                          mode=mode, split=split, tensor=tensor))
+
+
+#: Template functions by the names the CLI and ``meta["template"]["name"]`` use.
+TEMPLATES = {
+    "all_gather": all_gather,
+    "reduce_scatter": reduce_scatter,
+    "all_reduce": all_reduce,
+    "all_to_all": all_to_all,
+    "ring_pass": ring_pass,
+}
