@@ -1,0 +1,8 @@
+"""Fused multi-GPU operators built from a local Triton kernel, a schedule template and
+:func:`syncopate.fuse` (no hand-written fused kernels)."""
+
+from .ag_gemm import ag_gemm, ag_gemm_buffer, ag_gemm_fused_kernel, ag_gemm_reference
+from .gemm_rs import gemm_rs, gemm_rs_buffer, gemm_rs_fused_kernel, gemm_rs_reference
+
+__all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_reference", "gemm_rs",
+           "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference"]

@@ -555,13 +555,16 @@ class FusedKernel:
             for st in p.steps:
                 if st.chunk in self.test_skip_chunks:
                     continue
+                need_kernel = st.wait_kernel
                 if st.wait_produced:
                     addr = cfg.flags.data_ptr() + lay.produced(st.chunk) * 4
-                    if not _cuda.stream_wait_value32(X.cuda_stream, addr, e * st.wait_produced):
-                        if kernel_done is None:  # no stream memory ops: wait for the whole kernel
-                            kernel_done = self._event(cfg, "kernel_done")
-                            kernel_done.record(S)
-                            X.wait_event(kernel_done)
+                    need_kernel = not _cuda.stream_wait_value32(X.cuda_stream, addr,
+                                                                e * st.wait_produced)
+                if need_kernel and kernel_done is None:
+                    # no PRODUCED count (or no stream memory ops): wait for the whole kernel
+                    kernel_done = self._event(cfg, "kernel_done")
+                    kernel_done.record(S)
+                    X.wait_event(kernel_done)
                 t = operand_tensors[param_of[st.tensor]]
                 if st.src != st.dst:
                     if st.reduce:

@@ -103,6 +103,9 @@ class CopyStep:
     mode: str  # "pull" (this rank is dst) | "push" (this rank is src)
     reduce: bool  # delivered into the destination's slot for ``src``, reduced after the kernel
     wait_produced: int = 0  # tiles(c) when the data is written by this rank's kernel this epoch
+    #: the data is written by this rank's kernel but the ABI gives no PRODUCED count for it:
+    #: wait for the whole kernel (an event) before copying -- correct, without overlap
+    wait_kernel: bool = False
 
     @property
     def peer(self) -> int:
@@ -141,9 +144,11 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
         if c.mode == "pull" and c.src != c.dst and c.src == rank:
             plan.reads_of_me += 1
         mine = (c.mode == "pull" and c.dst == rank) or (c.mode == "push" and c.src == rank)
+        produced = int(produced_count.get(c.id, 0)) if c.src == rank else 0
         step = CopyStep(chunk=c.id, tensor=c.tensor, slices=region_slices(c.region), src=c.src,
-                        dst=c.dst, mode=c.mode, reduce=red,
-                        wait_produced=int(produced_count.get(c.id, 0)) if c.src == rank else 0)
+                        dst=c.dst, mode=c.mode, reduce=red, wait_produced=produced,
+                        wait_kernel=(c.src == rank and not produced
+                                     and _written_by_kernel(schedule, c.tensor, rank)))
         if red and c.dst == rank and c.src != rank:
             plan.reduce_in.append(step)
         if not mine:
@@ -170,6 +175,16 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
         if c.mode == "pull" and c.src != rank:
             plan.consumed_adds[c.src] = plan.consumed_adds.get(c.src, 0) + 1
     return plan
+
+
+def _written_by_kernel(schedule, tensor: str, rank: int) -> bool:
+    """A tensor whose initial placement on ``rank`` is *partial* (a reduce-scatter's partial
+    sums) is produced by the fused kernel itself, not staged before the launch."""
+    try:
+        spec = tensor_spec(schedule, tensor)
+    except LaunchError:
+        return False
+    return any(getattr(p, "partial", False) and p.rank == rank for p in getattr(spec, "initial", ()))
 
 
 def reads_per_src(schedule) -> dict[int, int]:

@@ -1,0 +1,133 @@
+"""Shared plumbing of the GEMM ops: the local kernel's argument list, and op defaults.
+
+The fused and the unfused path of an op launch the **same** local kernel
+(:mod:`syncopate.kernels`) with the **same** config, so the fused result is bitwise the result
+of the local kernel on the gathered operand (the compiler adds waits/signals and remaps tile
+order; it does not change a tile's arithmetic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LaunchError
+
+
+@dataclass
+class GemmCall:
+    """A ready-to-launch local GEMM: ``fn[grid](*args, **options)``."""
+
+    fn: object
+    args: list
+    grid: tuple
+    options: dict
+    config: object
+    kernel: str
+
+
+def short_kernel(kernel: str) -> str:
+    from ..kernels.gemm import _short
+    try:
+        return _short(kernel)
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+
+
+def resolve_config(kernel: str, M: int, N: int, K: int, dtype, config=None):
+    from ..kernels import GemmConfig, default_config
+    k = short_kernel(kernel)
+    cfg = GemmConfig.of(config) if config is not None else default_config(M, N, K, dtype, k)
+    cfg.check(k)
+    return cfg
+
+
+def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) -> GemmCall:
+    """The local GEMM ``c = a @ b`` as a kernel, positional args (constexprs in position, as
+    Triton 3.6's launcher expects) and grid. ``num_programs``: the persistent kernel's
+    ``NUM_SMS`` (programs of the tile loop); default: the device's SM count."""
+    import triton
+
+    from ..kernels import check_operands, kernel_fn, num_sms
+    k = short_kernel(kernel)
+    M, N, K = check_operands(a, b, c, k)
+    cfg = resolve_config(k, M, N, K, a.dtype, config)
+    fn = kernel_fn(k)
+    tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
+    if k == "ptr":
+        vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
+                    stride_ak=a.stride(1), stride_bk=b.stride(0), stride_bn=b.stride(1),
+                    stride_cm=c.stride(0), stride_cn=c.stride(1), **cfg.constexprs(k))
+        grid = (max(1, tiles),)
+    else:
+        sms = int(num_programs) if num_programs else num_sms(a.device)
+        vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
+                    stride_bk=b.stride(0), stride_cm=c.stride(0), **cfg.constexprs(k, sms))
+        grid = (max(1, min(sms, tiles)),)
+    args = [vals[n] for n in fn.arg_names]
+    return GemmCall(fn=fn, args=args, grid=grid, options=cfg.options(), config=cfg, kernel=k)
+
+
+def run_local(call: GemmCall) -> None:
+    """Launch the local (unfused) kernel on the current stream."""
+    from ..kernels import ensure_tma_allocator
+    if call.kernel == "tma":
+        ensure_tma_allocator()
+    call.fn[call.grid](*call.args, **call.options)
+
+
+#: comm programs per backend when neither the caller nor a cost model chooses: 16 SM programs
+#: reach ~190 GB/s peer push on H200 (DESIGN.md), enough to hide the all-gather of the
+#: benchmark shapes behind the GEMM while costing 12% of the SMs; NVSHMEM block puts need fewer.
+DEFAULT_COMM_PROGRAMS = {"sm": 16, "nvshmem": 8, "ce": 0}
+DEFAULT_SPLIT = 2
+DEFAULT_MODE = {"ag": {"ce": "pull", "sm": "push", "nvshmem": "push"},
+                "rs": {"ce": "push", "sm": "push", "nvshmem": "push"}}
+
+
+def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype, split,
+           comm_programs):
+    """``(split, comm_programs)``: the caller's, else the cost model's
+    (``syncopate.schedule.cost.best_split`` when it exists), else the defaults above."""
+    if split is not None and comm_programs is not None:
+        return int(split), int(comm_programs)
+    best = None
+    try:
+        from ..schedule import cost  # noqa: F401
+        fn = getattr(cost, "best_split", None)
+        if fn is not None:
+            best = fn(op=op, backend=backend, M=M, N=N, K=K, world_size=world_size, dtype=str(dtype))
+    except Exception:  # no cost model (or another signature): fall back to the defaults
+        best = None
+    s_def, c_def = DEFAULT_SPLIT, DEFAULT_COMM_PROGRAMS[backend]
+    if isinstance(best, tuple) and len(best) == 2:
+        s_def, c_def = best
+    elif isinstance(best, dict):
+        s_def, c_def = best.get("split", s_def), best.get("comm_programs", c_def)
+    elif isinstance(best, int):
+        s_def = best
+    if backend == "ce":
+        c_def = 0
+    return (int(split) if split is not None else int(s_def),
+            int(comm_programs) if comm_programs is not None else int(c_def))
+
+
+def check_comm_device(comm, *tensors):
+    for name, t in tensors:
+        if t.device != comm.device:
+            raise LaunchError(f"{name} is on {t.device} but the communicator (rank {comm.rank}) "
+                              f"uses {comm.device}: move it with .to({str(comm.device)!r})")
+
+
+def template(name: str):
+    """A schedule template by name (``syncopate.schedule`` re-exports them; the module is
+    read directly if it does not)."""
+    from .. import schedule
+    fn = getattr(schedule, name, None)
+    if fn is None:
+        from ..schedule import templates
+        fn = getattr(templates, name)
+    return fn
+
+
+def schedule_dtype(dtype) -> str:
+    return str(dtype).replace("torch.", "")

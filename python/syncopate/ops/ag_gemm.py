@@ -1,0 +1,126 @@
+"""All-gather + GEMM: ``C = all_gather(A, dim=0) @ B``, fused.
+
+``A`` is sharded on M across the ranks (``a_shard`` ``[M/W, K]`` on every rank), ``B`` is
+local (``[K, N_local]``, e.g. a column shard of a weight in tensor parallelism). Built from
+parts, no hand-written fused kernel: the local GEMM of :mod:`syncopate.kernels`, the
+``all_gather`` schedule template and :func:`syncopate.fuse`.
+
+State kept per communicator (``comm.cache``), per shape/dtype: the symmetric ``A`` buffer
+``[M, K]`` (each rank copies its shard into its own rows, or writes there directly: pass
+``ag_gemm_buffer(...)`` rows as ``a_shard`` and the copy is skipped) and one FusedKernel per
+(backend, split, order, mode, comm programs, kernel, config). The FusedKernel defers its
+CONSUMED wait to :meth:`before_staging`, called right before the shard is copied in.
+"""
+
+from __future__ import annotations
+
+from ..errors import LaunchError
+from . import _gemm
+
+
+def _check(a_shard, b, comm):
+    import torch
+    for name, t in (("a_shard", a_shard), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
+    if a_shard.dtype != b.dtype:
+        raise LaunchError(f"a_shard is {a_shard.dtype} but b is {b.dtype}: cast one of them")
+    if a_shard.shape[1] != b.shape[0]:
+        raise LaunchError(f"a_shard is [M/W, K] = {tuple(a_shard.shape)} and b must be [K, N] but "
+                          f"is {tuple(b.shape)}: b.shape[0] must be {a_shard.shape[1]}")
+    _gemm.check_comm_device(comm, ("a_shard", a_shard), ("b", b))
+
+
+def ag_gemm_buffer(comm, m_shard: int, K: int, dtype):
+    """The symmetric ``[M, K]`` A buffer the op uses for this shape (allocated on first use, a
+    collective). Writing this rank's rows (``buf[rank*m_shard:(rank+1)*m_shard]``) and passing
+    them as ``a_shard`` skips the staging copy."""
+    import torch
+    W = comm.world_size
+    key = ("ag_gemm.A", int(m_shard) * W, int(K), torch.empty((), dtype=dtype).dtype)
+    buf = comm.cache.get(key)
+    if buf is None:
+        buf = comm.empty((int(m_shard) * W, int(K)), dtype)
+        comm.cache[key] = buf
+    return buf
+
+
+def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out=None):
+    """The unfused path: NCCL ``all_gather_into_tensor`` then the same local kernel."""
+    import torch
+    import torch.distributed as dist
+    _check(a_shard, b, comm)
+    W = comm.world_size
+    Ms, K = a_shard.shape
+    gathered = torch.empty((Ms * W, K), device=a_shard.device, dtype=a_shard.dtype)
+    dist.all_gather_into_tensor(gathered, a_shard.contiguous(), group=comm.group)
+    if out is None:
+        out = torch.empty((Ms * W, b.shape[1]), device=b.device, dtype=b.dtype)
+    call = _gemm.gemm_call(kernel, gathered, b, out, config)
+    _gemm.run_local(call)
+    return out
+
+
+def ag_gemm_fused_kernel(comm, M: int, K: int, dtype, *, backend="sm", split=1, order="swizzle",
+                         mode=None, comm_programs=0, kernel="tma", config=None):
+    """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
+    from ..runtime.fused import fuse
+    all_gather = _gemm.template("all_gather")
+    k = _gemm.short_kernel(kernel)
+    mode = mode or _gemm.DEFAULT_MODE["ag"][backend]
+    key = ("ag_gemm.fk", M, K, str(dtype), backend, split, order, mode, comm_programs, k,
+           repr(config))
+    fk = comm.cache.get(key)
+    if fk is None:
+        sched = all_gather((M, K), str(dtype).replace("torch.", ""), comm.world_size, dim=0,
+                           order=order, mode=mode, split=split)
+        opts = config.options() if hasattr(config, "options") else {}
+        from ..kernels import kernel_fn
+        fk = fuse(kernel_fn(k), sched, operand="a_ptr", backend=backend,
+                  comm_programs=comm_programs if backend != "ce" else 0, comm=comm,
+                  defer_consumed_wait=True, **opts)
+        comm.cache[key] = fk
+    return fk
+
+
+def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "swizzle",
+            mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None,
+            fused=None):
+    """``all_gather(a_shard, dim=0) @ b`` -> ``[M, N_local]`` with ``M = W * a_shard.shape[0]``.
+
+    ``backend``: ``'sm'`` (comm programs in the kernel), ``'ce'`` (copy engine on a side
+    stream) or ``'nvshmem'`` (needs ``Communicator(symm_backend='nvshmem')``). ``split``
+    chunks per shard and ``comm_programs`` come from the cost model unless given. ``kernel``
+    and ``config`` select the local GEMM (:mod:`syncopate.kernels`). ``fused=False`` -- or
+    ``SYNCOPATE=0`` in the environment when ``fused`` is None -- takes the unfused path (NCCL
+    all-gather + the same local kernel), which gives bitwise the same result.
+    """
+    import torch
+
+    from ..runtime.fused import fused_enabled
+    _check(a_shard, b, comm)
+    W, me = comm.world_size, comm.rank
+    Ms, K = a_shard.shape
+    M, N = Ms * W, b.shape[1]
+    cfg = _gemm.resolve_config(kernel, M, N, K, a_shard.dtype, config)
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if not use_fused:
+        return ag_gemm_reference(a_shard, b, comm, kernel=kernel, config=cfg, out=out)
+    if out is None:
+        out = torch.empty((M, N), device=b.device, dtype=b.dtype)
+    split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, a_shard.dtype, split, comm_programs)
+    fk = ag_gemm_fused_kernel(comm, M, K, a_shard.dtype, backend=backend, split=split, order=order,
+                              mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
+    A = ag_gemm_buffer(comm, Ms, K, a_shard.dtype)
+    slot = A[me * Ms:(me + 1) * Ms]
+    fk.before_staging()
+    if not (a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride()):
+        slot.copy_(a_shard)
+    nprog = None
+    if _gemm.short_kernel(kernel) == "tma":
+        from ..kernels import num_sms
+        # the comm programs take SMs of their own: the persistent GEMM gets the rest
+        nprog = max(1, num_sms(comm.device) - (cp if backend in ("sm", "nvshmem") else 0))
+    call = _gemm.gemm_call(kernel, A, b, out, cfg, num_programs=nprog)
+    fk[call.grid](*call.args)
+    return out

@@ -1,0 +1,123 @@
+"""GEMM + reduce-scatter: this rank's rows of ``reduce_scatter(A @ B, dim=0)``, fused.
+
+``A`` ``[M, K/W]`` (K sharded across ranks), ``B`` ``[K/W, N]``; every rank computes a partial
+``C = A @ B`` ``[M, N]`` and rank ``r`` returns the sum over ranks of rows
+``[r*M/W, (r+1)*M/W)``.
+
+Fused plan: the local GEMM writes its partial C into a symmetric buffer; the
+``reduce_scatter`` template (push, swizzle) says which row pieces go where; the compiler
+inserts a PRODUCED signal after the last tile that writes each outgoing piece
+(docs/fused-abi.md). With the ``ce`` backend the runtime then pushes each piece as soon as its
+PRODUCED flag completes (``cuStreamWaitValue32`` on the side stream, no SM) into the owner's
+per-source slot, and the owner sums its own rows and the slots after the kernel (fp32
+accumulation, one rounding, sources in rank order). With ``sm``/``nvshmem`` the comm programs
+do the same inside the kernel, and the owner's rows of the symmetric buffer hold the result.
+
+Unfused path (``fused=False`` or ``SYNCOPATE=0``): the same local kernel, then NCCL
+``reduce_scatter_tensor``. For two ranks both paths add two bf16/fp16 partials in fp32 and
+round once, so they agree bitwise; for more ranks NCCL's ring rounds after every hop and the
+paths agree to rounding.
+"""
+
+from __future__ import annotations
+
+from ..errors import LaunchError
+from . import _gemm
+
+
+def _check(a, b_shard, comm):
+    import torch
+    for name, t in (("a", a), ("b_shard", b_shard)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
+    if a.dtype != b_shard.dtype:
+        raise LaunchError(f"a is {a.dtype} but b_shard is {b_shard.dtype}: cast one of them")
+    if a.shape[1] != b_shard.shape[0]:
+        raise LaunchError(f"a is [M, K/W] = {tuple(a.shape)} and b_shard must be [K/W, N] but is "
+                          f"{tuple(b_shard.shape)}: b_shard.shape[0] must be {a.shape[1]}")
+    if a.shape[0] % comm.world_size:
+        raise LaunchError(f"M = {a.shape[0]} is not a multiple of the world size {comm.world_size}: "
+                          f"every rank returns M/W rows; pad M to a multiple of {comm.world_size}")
+    _gemm.check_comm_device(comm, ("a", a), ("b_shard", b_shard))
+
+
+def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
+    """The unfused path: the local kernel, then NCCL ``reduce_scatter_tensor``."""
+    import torch
+    import torch.distributed as dist
+    _check(a, b_shard, comm)
+    M, N = a.shape[0], b_shard.shape[1]
+    partial = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    _gemm.run_local(_gemm.gemm_call(kernel, a, b_shard, partial, config))
+    if out is None:
+        out = torch.empty((M // comm.world_size, N), device=a.device, dtype=a.dtype)
+    dist.reduce_scatter_tensor(out, partial, op=dist.ReduceOp.SUM, group=comm.group)
+    return out
+
+
+def gemm_rs_buffer(comm, M: int, N: int, dtype):
+    """The symmetric ``[M, N]`` partial-C buffer of the fused path (allocated on first use)."""
+    import torch
+    key = ("gemm_rs.C", int(M), int(N), torch.empty((), dtype=dtype).dtype)
+    buf = comm.cache.get(key)
+    if buf is None:
+        buf = comm.empty((int(M), int(N)), dtype)
+        comm.cache[key] = buf
+    return buf
+
+
+def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="ce", split=1, order="swizzle",
+                         mode=None, comm_programs=0, kernel="tma", config=None):
+    """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
+    from ..kernels import kernel_fn
+    from ..runtime.fused import fuse
+    reduce_scatter = _gemm.template("reduce_scatter")
+    k = _gemm.short_kernel(kernel)
+    mode = mode or _gemm.DEFAULT_MODE["rs"][backend]
+    key = ("gemm_rs.fk", M, N, str(dtype), backend, split, order, mode, comm_programs, k,
+           repr(config))
+    fk = comm.cache.get(key)
+    if fk is None:
+        sched = reduce_scatter((M, N), _gemm.schedule_dtype(dtype), comm.world_size, dim=0,
+                               order=order, mode=mode, split=split)
+        opts = config.options() if hasattr(config, "options") else {}
+        fk = fuse(kernel_fn(k), sched, operand="c_ptr", backend=backend,
+                  comm_programs=comm_programs if backend != "ce" else 0, comm=comm, **opts)
+        comm.cache[key] = fk
+    return fk
+
+
+def gemm_rs(a, b_shard, comm, *, backend: str = "ce", split=None, order: str = "swizzle",
+            mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None, fused=None):
+    """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum).
+
+    Arguments as :func:`syncopate.ops.ag_gemm`. ``fused=False`` -- or ``SYNCOPATE=0`` when
+    ``fused`` is None -- takes the unfused path (local kernel + NCCL reduce-scatter).
+    """
+    import torch
+
+    from ..runtime.fused import fused_enabled
+    _check(a, b_shard, comm)
+    W, me = comm.world_size, comm.rank
+    M, K = a.shape
+    N = b_shard.shape[1]
+    cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if not use_fused:
+        return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
+    split, cp = _gemm.choose("gemm_rs", backend, M, N, K * W, W, a.dtype, split, comm_programs)
+    fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
+                              mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
+    C = gemm_rs_buffer(comm, M, N, a.dtype)
+    nprog = None
+    if _gemm.short_kernel(kernel) == "tma":
+        from ..kernels import num_sms
+        nprog = max(1, num_sms(comm.device) - (cp if backend in ("sm", "nvshmem") else 0))
+    call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
+    fk[call.grid](*call.args)
+    rows = M // W
+    result = C[me * rows:(me + 1) * rows]
+    if out is None:
+        out = torch.empty((rows, N), device=a.device, dtype=a.dtype)
+    out.copy_(result)  # C is overwritten by the next launch: hand back a copy (stream-ordered)
+    return out
