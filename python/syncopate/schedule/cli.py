@@ -1,0 +1,218 @@
+"""``syncopate schedule``: make, check and show chunk schedules.
+
+::
+
+    syncopate schedule all-gather --shape 8192,4096 --dtype bf16 --world-size 2 --split 2 -o ag.json
+    syncopate schedule check ag.json        # prints "ok" (exit 0) or the problems (exit 1)
+    syncopate schedule show ag.json --backend sm --comm-programs 16 [--compute-us 200]
+
+``check`` prints ``ok`` on stdout and exits 0 when the schedule verifies; otherwise it prints
+every problem on stderr, one per line prefixed with ``error:``, and exits 1 (also for a file
+that cannot be read or is not a schedule).  Template commands write the JSON to ``-o FILE`` or
+to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register_commands"]
+
+# (command, template function name, help)
+_TEMPLATE_COMMANDS = (
+    ("all-gather", "all_gather", "every rank ends with the whole tensor (sharded along --dim)"),
+    ("reduce-scatter", "reduce_scatter",
+     "partial sums on every rank; rank r ends with the complete block r along --dim"),
+    ("all-reduce", "all_reduce", "reduce-scatter then all-gather on the same tensor"),
+    ("all-to-all", "all_to_all",
+     "move the sharding from --split-dim to --concat-dim"),
+    ("ring-pass", "ring_pass", "ring attention: KV blocks travel once around the ring"),
+)
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 1 for d in dims):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shape: give positive sizes separated by commas, e.g. 8192,4096")
+    return dims
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return v
+
+
+def register_commands(subparsers) -> None:
+    """Add ``schedule`` and its actions to the top-level ``syncopate`` parser."""
+    p = subparsers.add_parser(
+        "schedule", help="make, check and show chunk schedules",
+        description="Make chunk schedules from templates, verify them, and show per-rank plans "
+                    "with the cost model's estimate.")
+    actions = p.add_subparsers(dest="schedule_action", metavar="ACTION")
+    actions.required = True
+
+    for command, template, help_text in _TEMPLATE_COMMANDS:
+        tp = actions.add_parser(command, help=help_text, description=help_text + ".")
+        tp.add_argument("--shape", type=_shape, required=True,
+                        help="global tensor shape, comma-separated (8192,4096)")
+        tp.add_argument("--dtype", default="bf16", help="element type (default bf16)")
+        tp.add_argument("--world-size", type=_positive, required=True, help="number of ranks")
+        if template == "all_to_all":
+            tp.add_argument("--split-dim", type=int, required=True,
+                            help="dim along which rank r initially holds block r")
+            tp.add_argument("--concat-dim", type=int, required=True,
+                            help="dim along which rank r finally holds block r")
+        else:
+            tp.add_argument("--dim", type=int, default=0,
+                            help="dim the tensor is sharded along (default 0)")
+        if template in ("all_gather", "reduce_scatter", "all_reduce"):
+            tp.add_argument("--order", choices=("swizzle", "ring"), default="swizzle",
+                            help="swizzle: straight from the owner; ring: one hop per step")
+        tp.add_argument("--mode", choices=("pull", "push"), default=None,
+                        help="who executes a chunk: pull = destination, push = source "
+                             "(default: the template's)")
+        tp.add_argument("--split", type=_positive, default=1,
+                        help="chunks per block (default 1)")
+        tp.add_argument("--tensor", default=None, help="tensor name (default: the template's)")
+        tp.add_argument("-o", "--output", default=None,
+                        help="write the JSON here (default: stdout)")
+        tp.set_defaults(func=_make, template=template)
+
+    cp = actions.add_parser(
+        "check", help="verify a schedule file",
+        description="Verify a schedule JSON file: print 'ok' and exit 0, or print every "
+                    "problem on stderr (one per line, prefixed 'error:') and exit 1.")
+    cp.add_argument("file", help="schedule JSON file")
+    cp.set_defaults(func=_check)
+
+    sp = actions.add_parser(
+        "show", help="per-rank plan and cost estimate",
+        description="Print each rank's plan (step, chunk, direction, peer, region, bytes) and "
+                    "the cost model's estimate; exit 1 with the problems if it does not verify.")
+    sp.add_argument("file", help="schedule JSON file")
+    sp.add_argument("--backend", choices=("sm", "ce", "nvshmem"), default="sm",
+                    help="communication backend for the estimate (default sm)")
+    sp.add_argument("--comm-programs", type=_positive, default=16,
+                    help="comm programs (CTAs) of the sm/nvshmem backends (default 16)")
+    sp.add_argument("--compute-us", type=float, default=None,
+                    help="compute time of the fused kernel on one rank, in microseconds: adds "
+                         "the fused-time estimate")
+    sp.add_argument("--tensor", default=None,
+                    help="the tensor the compute reads or writes (default: the only one)")
+    sp.set_defaults(func=_show)
+
+
+# --------------------------------------------------------------------------------------------
+
+def _make(args) -> int:
+    from .json_io import dump, dumps
+    from .templates import TEMPLATES
+    kwargs = {"dtype": args.dtype, "world_size": args.world_size, "split": args.split}
+    if args.template == "all_to_all":
+        kwargs.update(split_dim=args.split_dim, concat_dim=args.concat_dim)
+    else:
+        kwargs["dim"] = args.dim
+    if getattr(args, "order", None) is not None:
+        kwargs["order"] = args.order
+    if args.mode is not None:
+        kwargs["mode"] = args.mode
+    if args.tensor is not None:
+        kwargs["tensor"] = args.tensor
+    schedule = TEMPLATES[args.template](args.shape, **kwargs)
+    schedule.verify()  # templates always verify; this guards the file we hand out
+    if args.output:
+        dump(schedule, args.output)
+        print(f"wrote {args.output}: {schedule.num_chunks} chunks, world size "
+              f"{schedule.world_size}")
+    else:
+        sys.stdout.write(dumps(schedule))
+    return 0
+
+
+def _check(args) -> int:
+    from .json_io import load
+    load(args.file).verify()
+    print("ok")
+    return 0
+
+
+def _fmt_bytes(n: int) -> str:
+    from .cost import _fmt_bytes as f
+    return f(n)
+
+
+def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _show(args) -> int:
+    from ..errors import ScheduleError
+    from .cost import estimate
+    from .json_io import load
+    schedule = load(args.file)
+    out: list[str] = []
+    out.append(f"schedule {args.file}: world size {schedule.world_size}, "
+               f"{schedule.num_chunks} chunks, {_fmt_bytes(schedule.total_bytes)}")
+    tmpl = schedule.meta.get("template")
+    if isinstance(tmpl, dict):
+        args_text = " ".join(f"{k}={v}" for k, v in tmpl.items() if k != "name")
+        out.append(f"template {tmpl.get('name', '?')}: {args_text}")
+    for key, value in schedule.meta.items():
+        if key != "template":
+            out.append(f"meta {key}: {value}")
+    for name, t in schedule.tensors.items():
+        out.append(f"tensor {name}: shape {list(t.shape)} {t.dtype}")
+        for kind in ("initial", "final"):
+            places = "; ".join(f"rank {p.rank} {p.region.brief()}"
+                               + (" (partial)" if p.partial else "") for p in getattr(t, kind))
+            out.append(f"  {kind + ':':8} {places or '-'}")
+    try:
+        schedule.verify()
+        problems = []
+    except ScheduleError as e:
+        problems = e.problems
+    for rank in schedule.ranks:
+        mine = [c for c in schedule.ordered_chunks() if rank in (c.src, c.dst)]
+        out.append("")
+        out.append(f"rank {rank}: receives {sum(c.dst == rank for c in mine)}, sends "
+                   f"{sum(c.src == rank for c in mine)}, runs "
+                   f"{sum(c.executor == rank for c in mine)}")
+        if not mine:
+            continue
+        rows = [["step", "chunk", "dir", "peer", "mode", "reduce", "tensor", "region", "bytes",
+                 "after"]]
+        for c in mine:
+            rows.append([str(c.step), str(c.id), "recv" if c.dst == rank else "send",
+                         str(c.peer(rank)), c.mode + ("*" if c.executor == rank else ""),
+                         c.reduce, c.tensor, c.region.brief(),
+                         _fmt_bytes(schedule.chunk_bytes(c)),
+                         ",".join(map(str, c.after)) or "-"])
+        out.extend(_table(rows))
+    out.append("")
+    out.append("(* = this rank executes the chunk)")
+    if problems:
+        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.flush()
+        raise ScheduleError(problems)
+    compute = args.compute_us * 1e-6 if args.compute_us is not None else None
+    est = estimate(schedule, backend=args.backend, comm_programs=args.comm_programs,
+                   compute_time_s=compute, tensor=args.tensor)
+    out.append(f"cost model: {est.summary()}")
+    per_rank = ", ".join(f"{r}: {t * 1e3:.3f}" for r, t in enumerate(est.rank_comm_s))
+    out.append(f"  comm per rank (ms): {per_rank}")
+    if est.rank_fused_s is not None:
+        per_rank = ", ".join(f"{r}: {t * 1e3:.3f}" for r, t in enumerate(est.rank_fused_s))
+        out.append(f"  fused per rank (ms): {per_rank}")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0

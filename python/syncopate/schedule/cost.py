@@ -1,0 +1,331 @@
+"""An alpha-beta cost model of chunk schedules, to rank alternatives (not to predict exactly).
+
+Every chunk costs ``alpha + bytes / beta``: ``alpha`` is its fixed cost (flag release and
+acquire across NVLink, a copy launch) and ``beta`` the bandwidth its backend reaches.  The
+figures come from DESIGN.md ("Measured on the lent machine", 2 x H200 NV18):
+
+* copy engine peer copy: 77-87 GB/s at 1 MB, 290-318 at 16 MB, ~390 at 256 MB.  ``alpha =
+  10 us`` and ``beta = 400 GB/s`` reproduce all three (80, 320, 394 GB/s).
+* SM peer copy (Triton loads/stores by the comm programs): push 70 GB/s with 4 CTAs, 190 with
+  16, 337 with 66.  ``beta`` interpolates these log-log in the number of comm programs (linear
+  per program below 4, flattening to ~370 GB/s at 132); ``alpha = 3 us`` (a system-scope
+  release/acquire round trip plus the programs' start on a chunk).
+* NVSHMEM (``putmem_signal_block`` from the same comm programs): not measured; assumed to move
+  data like the SM backend with a slightly larger fixed cost (``alpha = 4 us``).
+* NCCL all-gather bus bandwidth 160 GB/s at 64 MB (:data:`NCCL_AG_BUS_BPS`, a reference point
+  for serial baselines) and GEMM ~780 TFLOP/s in bf16 (:func:`gemm_time`).
+
+Links: each rank has one egress and one ingress port (NVLink is full duplex; on NVSwitch
+systems a GPU's links form one port).  Chunks sharing a port run one after another, chunks on
+different ports run concurrently, and a chunk starts only after the chunks it depends on (its
+:meth:`~syncopate.schedule.Schedule.dependencies`) have arrived.  The list scheduler takes
+chunks in the verifier's execution order (dependencies first, then step).
+
+Overlap: given the compute time of the kernel that consumes or produces the scheduled tensor
+on one rank, :func:`estimate` also simulates the fused kernel.
+
+* A *consumer* (AG + GEMM: the tensor has no partial initial placement) computes its final
+  region in arrival order: the part it holds initially first, then each chunk's region once it
+  has arrived, each piece taking its share of the compute time by volume plus a fixed wait
+  cost.  Whatever the first remote chunk cannot hide behind local work is exposed.
+* A *producer* (GEMM + RS: the tensor starts as partial sums) computes its partial regions in
+  departure order, and a chunk leaves only once its region is computed.
+* With the ``sm`` and ``nvshmem`` backends the comm programs take SMs from compute: compute
+  slows by ``num_sms / (num_sms - comm_programs)``.
+
+More chunks mean earlier first arrivals and a shorter exposed tail, but more ``alpha``s and
+waits: the model prefers a moderate split where communication and compute are comparable, and
+the fewest chunks when compute hides communication entirely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..errors import ScheduleError
+from .model import Region, Schedule, box_intersection
+
+__all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
+           "best_split", "gemm_time", "BACKENDS", "H200_SMS", "NCCL_AG_BUS_BPS",
+           "GEMM_PEAK_FLOPS"]
+
+BACKENDS = ("sm", "ce", "nvshmem")
+H200_SMS = 132
+
+#: NCCL all-gather bus bandwidth on 2 x H200 at 64 MB (DESIGN.md), for serial baselines.
+NCCL_AG_BUS_BPS = 160e9
+
+#: Dense GEMM throughput by input dtype (bf16 measured with cuBLAS at 8192^3; fp8 twice that;
+#: fp32 inputs run as tf32 at half the bf16 rate).
+GEMM_PEAK_FLOPS = {"bf16": 780e12, "fp16": 780e12, "fp8e4m3": 1560e12, "fp8e5m2": 1560e12,
+                   "fp32": 390e12}
+
+_CE_ALPHA_S = 10e-6
+_CE_BETA_BPS = 400e9
+_SM_ALPHA_S = 3e-6
+_NVSHMEM_ALPHA_S = 4e-6
+#: SM peer-copy bandwidth by comm programs (CTAs): measured at 4, 16, 66; 132 extrapolated.
+_SM_POINTS = ((4, 70e9), (16, 190e9), (66, 337e9), (132, 370e9))
+#: Fixed cost of waiting on one chunk in a consumer, or signalling one in a producer.
+_SYNC_S = 1e-6
+
+
+def _sm_bandwidth(programs: int) -> float:
+    if programs < 1:
+        raise ScheduleError(f"comm_programs must be >= 1 for the sm and nvshmem backends, got "
+                            f"{programs}")
+    p0, b0 = _SM_POINTS[0]
+    if programs <= p0:
+        return b0 * programs / p0
+    for (pa, ba), (pb, bb) in zip(_SM_POINTS, _SM_POINTS[1:]):
+        if programs <= pb:
+            t = (math.log(programs) - math.log(pa)) / (math.log(pb) - math.log(pa))
+            return math.exp(math.log(ba) + t * (math.log(bb) - math.log(ba)))
+    return _SM_POINTS[-1][1]
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """``time(bytes) = alpha_s + bytes / beta_bps`` for one backend and comm program count."""
+
+    backend: str
+    alpha_s: float
+    beta_bps: float
+
+    def time(self, nbytes: int) -> float:
+        return self.alpha_s + nbytes / self.beta_bps
+
+    def bandwidth(self, nbytes: int) -> float:
+        """Effective bandwidth of one chunk of ``nbytes`` (bytes per second)."""
+        return nbytes / self.time(nbytes) if nbytes else 0.0
+
+
+def link_model(backend: str = "sm", comm_programs: int = 16) -> LinkModel:
+    """The alpha-beta model of one link for ``backend``.  ``comm_programs`` matters for ``sm``
+    and ``nvshmem`` (the copy engine needs no SMs)."""
+    if backend == "ce":
+        return LinkModel("ce", _CE_ALPHA_S, _CE_BETA_BPS)
+    if backend == "sm":
+        return LinkModel("sm", _SM_ALPHA_S, _sm_bandwidth(comm_programs))
+    if backend == "nvshmem":
+        return LinkModel("nvshmem", _NVSHMEM_ALPHA_S, _sm_bandwidth(comm_programs))
+    raise ScheduleError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+
+
+def chunk_time(nbytes: int, backend: str = "sm", comm_programs: int = 16) -> float:
+    """Seconds to move one chunk of ``nbytes`` over an idle link."""
+    return link_model(backend, comm_programs).time(nbytes)
+
+
+def gemm_time(m: int, n: int, k: int, dtype: str = "bf16") -> float:
+    """Seconds for an ``m x n x k`` GEMM at the measured peak (a lower bound: small GEMMs reach
+    less of it)."""
+    from .model import normalize_dtype
+    return 2.0 * m * n * k / GEMM_PEAK_FLOPS.get(normalize_dtype(dtype), GEMM_PEAK_FLOPS["bf16"])
+
+
+def overlap_time(pieces: Iterable[tuple[float, float]], compute_time_s: float,
+                 sync_overhead_s: float = _SYNC_S) -> float:
+    """End time of a consumer that computes ``pieces`` in the given order.
+
+    ``pieces`` are ``(ready_s, fraction)``: the piece can start at ``ready_s`` and takes
+    ``fraction * compute_time_s``, plus ``sync_overhead_s`` when it had to be waited for
+    (``ready_s > 0``).  The first piece that is not ready yet is exposed.
+    """
+    t = 0.0
+    for ready, frac in pieces:
+        if ready > 0:
+            t = max(t, ready) + sync_overhead_s
+        t += frac * compute_time_s
+    return t
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What :func:`estimate` predicts for one schedule (seconds)."""
+
+    backend: str
+    comm_programs: int
+    num_chunks: int
+    total_bytes: int
+    chunk_start: dict = field(repr=False)
+    chunk_finish: dict = field(repr=False)
+    #: per rank: when the last chunk it sends or receives has arrived
+    rank_comm_s: tuple
+    #: when the last chunk has arrived anywhere
+    comm_s: float
+    #: compute time per rank as given (None: communication only)
+    compute_s: float | None = None
+    #: per rank: when the fused kernel (compute + its chunks) finishes
+    rank_fused_s: tuple | None = None
+    fused_s: float | None = None
+
+    @property
+    def serial_s(self) -> float | None:
+        """Communication, then compute (no overlap), with compute at full speed."""
+        return None if self.compute_s is None else self.comm_s + self.compute_s
+
+    @property
+    def time_s(self) -> float:
+        """The figure to rank by: fused time when compute was given, else comm time."""
+        return self.fused_s if self.fused_s is not None else self.comm_s
+
+    @property
+    def speedup(self) -> float | None:
+        if self.fused_s is None or self.fused_s <= 0:
+            return None
+        return self.serial_s / self.fused_s
+
+    def summary(self) -> str:
+        gbps = self.total_bytes / self.comm_s / 1e9 if self.comm_s > 0 else 0.0
+        text = (f"backend {self.backend}"
+                + (f", {self.comm_programs} comm programs" if self.backend != "ce" else "")
+                + f": {self.num_chunks} chunks, {_fmt_bytes(self.total_bytes)}, comm "
+                  f"{self.comm_s * 1e3:.3f} ms ({gbps:.0f} GB/s aggregate)")
+        if self.fused_s is not None:
+            text += (f"; compute {self.compute_s * 1e3:.3f} ms: serial {self.serial_s * 1e3:.3f}"
+                     f" ms, fused {self.fused_s * 1e3:.3f} ms ({self.speedup:.2f}x)")
+        return text
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _pick_tensor(schedule: Schedule, tensor: str | None) -> str:
+    if tensor is not None:
+        schedule.tensor(tensor)
+        return tensor
+    if len(schedule.tensors) != 1:
+        raise ScheduleError(f"the schedule moves {len(schedule.tensors)} tensors "
+                            f"({', '.join(schedule.tensors)}); pass tensor= to say which one the "
+                            f"compute reads or writes")
+    return next(iter(schedule.tensors))
+
+
+def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
+             compute_time_s: float | None = None, tensor: str | None = None,
+             num_sms: int = H200_SMS, sync_overhead_s: float = _SYNC_S) -> CostEstimate:
+    """Estimate a (verified) schedule's communication time per rank, and with
+    ``compute_time_s`` (the kernel's time on one rank without communication) its fused time.
+
+    ``tensor`` names the tensor the compute consumes or produces (default: the only one).
+    Raises :class:`ScheduleError` when the schedule does not verify.
+    """
+    link = link_model(backend, comm_programs)
+    analysis = schedule._verified()
+    W = schedule.world_size
+    chunks = {c.id: c for c in schedule.chunks}
+    slow = 1.0
+    if compute_time_s is not None:
+        if compute_time_s < 0:
+            raise ScheduleError(f"compute_time_s must be >= 0, got {compute_time_s}")
+        if backend in ("sm", "nvshmem"):
+            if comm_programs >= num_sms:
+                raise ScheduleError(f"{comm_programs} comm programs leave no SM for compute "
+                                    f"({num_sms} SMs); use fewer")
+            slow = num_sms / (num_sms - comm_programs)
+    name = _pick_tensor(schedule, tensor) if compute_time_s is not None else None
+    spec = schedule.tensors[name] if name is not None else None
+    producer = spec is not None and any(p.partial for p in spec.initial)
+
+    # Producer: when each rank has computed each region it sends (departure order).
+    ready: dict[int, float] = {}
+    produce_end = [0.0] * W
+    if producer:
+        for r in range(W):
+            partial = [p.region for p in spec.initial if p.rank == r and p.partial]
+            total = sum(p.volume for p in partial)
+            done: list[Region] = []
+            t = 0.0
+            for region in schedule.departure_order(r, name) + partial:
+                todo = [piece for p in partial
+                        for piece in ([p.intersection(region)] if p.overlaps(region) else [])]
+                vol = sum(sum(x.volume for x in piece.difference(done)) for piece in todo)
+                if vol:
+                    t += slow * compute_time_s * vol / total
+                    done.extend(todo)
+                for c in schedule.chunks_from(r, name):
+                    if c.region == region and c.id not in ready:
+                        ready[c.id] = t + sync_overhead_s
+            produce_end[r] = t
+
+    egress = [0.0] * W
+    ingress = [0.0] * W
+    start: dict[int, float] = {}
+    finish: dict[int, float] = {}
+    for cid in analysis.order:
+        c = chunks[cid]
+        t0 = max(egress[c.src], ingress[c.dst], ready.get(cid, 0.0),
+                 max((finish[d] for d in analysis.deps[cid]), default=0.0))
+        t1 = t0 + link.time(schedule.chunk_bytes(c))
+        start[cid], finish[cid] = t0, t1
+        egress[c.src] = ingress[c.dst] = t1
+    rank_comm = [0.0] * W
+    for cid, c in chunks.items():
+        for r in (c.src, c.dst):
+            rank_comm[r] = max(rank_comm[r], finish[cid])
+    comm = max(rank_comm, default=0.0)
+
+    rank_fused = None
+    fused = None
+    if compute_time_s is not None:
+        rank_fused = []
+        for r in range(W):
+            if producer:
+                end = produce_end[r]
+            else:
+                end = overlap_time(_consumer_pieces(schedule, analysis, r, name, finish),
+                                   slow * compute_time_s, sync_overhead_s)
+            rank_fused.append(max(end, rank_comm[r]))
+        fused = max(rank_fused, default=0.0)
+        rank_fused = tuple(rank_fused)
+    return CostEstimate(backend, comm_programs, len(chunks), schedule.total_bytes, start, finish,
+                        tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
+
+
+def _consumer_pieces(schedule: Schedule, analysis, rank: int, name: str, finish: dict):
+    """(ready time, fraction of the rank's final volume) in arrival order."""
+    spec = schedule.tensors[name]
+    final = [p.region for p in spec.final if p.rank == rank]
+    total = sum(f.volume for f in final)
+    if not total:
+        return []
+    events: list[tuple[float, Region]] = [(0.0, p.region) for p in spec.initial
+                                          if p.rank == rank and not p.partial]
+    for cid in analysis.order:
+        c = schedule.chunk(cid)
+        if c.dst == rank and c.tensor == name:
+            events.extend((finish[cid], reg) for reg in analysis.completed[cid])
+    out = []
+    for t, reg in events:
+        vol = 0
+        for f in final:
+            box = box_intersection(*reg.box, *f.box)
+            if box is not None:
+                vol += Region._raw(*box).volume
+        if vol:
+            out.append((t, vol / total))
+    return out
+
+
+def best_split(make: Callable[[int], Schedule], splits: Iterable[int] = (1, 2, 4, 8, 16, 32, 64),
+               **estimate_kwargs) -> tuple[int, dict[int, CostEstimate]]:
+    """The split with the lowest estimated time, and every estimate.
+
+    ``make(split)`` builds the schedule (e.g. ``lambda n: all_gather(shape, "bf16", 2,
+    split=n)``); ``estimate_kwargs`` go to :func:`estimate` (give ``compute_time_s`` to rank
+    by fused time).  Ties (within 0.5%) go to the smaller split: fewer chunks, fewer flags.
+    """
+    results = {n: estimate(make(n), **estimate_kwargs) for n in splits}
+    if not results:
+        raise ScheduleError("best_split needs at least one split to try")
+    best_time = min(e.time_s for e in results.values())
+    best = min(n for n, e in results.items() if e.time_s <= best_time * 1.005)
+    return best, results
