@@ -88,6 +88,8 @@ def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype
            comm_programs):
     """``(split, comm_programs)``: the caller's, else the cost model's
     (``syncopate.schedule.cost.best_split`` when it exists), else the defaults above."""
+    if backend == "ce":
+        comm_programs = 0  # the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
         return int(split), int(comm_programs)
     best = None

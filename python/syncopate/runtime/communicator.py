@@ -122,10 +122,9 @@ class Communicator:
         self._allocs: dict[int, SymmetricAllocation] = {}  # storage address -> allocation
         self._symm = self._init_symm_mem(symm_backend)
         # The watchdog record: pinned, device-mapped, zero = no timeout recorded.
-        self.diag = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32, pin_memory=True)
-        dp = _cuda.device_pointer(self.diag.data_ptr())
-        #: device address of the record (what the kernels get); equals the host address under UVA
-        self.diag_addr = dp if dp else self.diag.data_ptr()
+        #: ``diag_addr``: device address of the record (what the kernels get); equals the host
+        #: address under UVA
+        self.diag, self.diag_addr = diag.new_record()
         self._streams: dict[str, object] = {}
         self.cache: dict = {}  # per-communicator caches of the ops (symmetric buffers, fused kernels)
         self._last_timeout = None
@@ -255,7 +254,9 @@ class Communicator:
         shift = a.origins[rank] - base0
         raw = a.handle.get_buffer(rank, (hi - lo,), torch.uint8, shift + off)
         flat = raw.view(t.dtype)
-        return flat.as_strided(tuple(t.shape), tuple(t.stride()), 0)
+        # as_strided's offset is absolute in the storage: older torch returns get_buffer views
+        # with a storage offset into the whole segment, newer ones a storage starting there.
+        return flat.as_strided(tuple(t.shape), tuple(t.stride()), flat.storage_offset())
 
     def flag_view_u32(self, flags, rank: int):
         """Flat uint32 view of ``flags`` on ``rank`` (what ``stream_write_value32_`` takes)."""

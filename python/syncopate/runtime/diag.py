@@ -144,3 +144,18 @@ def read_record(words_fn, *, settle_s: float = 0.05) -> TimeoutRecord | None:
                             program=_s32(int(w[abi.DIAG_PROGRAM])))
         rec.epoch = 0
     return rec
+
+
+def new_record():
+    """A zeroed watchdog record: ``DIAG_WORDS`` int32 in host-pinned (device-mapped) memory, and
+    its device address. On a machine without CUDA (unit tests) the record is ordinary host
+    memory and the address is its host address: nothing can launch there anyway."""
+    import torch
+
+    from . import _cuda
+    if torch.cuda.is_available():
+        rec = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32, pin_memory=True)
+        dp = _cuda.device_pointer(rec.data_ptr())
+        return rec, (dp if dp else rec.data_ptr())
+    rec = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32)
+    return rec, rec.data_ptr()

@@ -251,10 +251,7 @@ class FusedKernel:
         self._lock = threading.Lock()
         self._poisoned: str | None = None
         #: watchdog record of this kernel's launches (pinned, device-mapped)
-        import torch
-        self.diag = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32, pin_memory=True)
-        dp = _cuda.device_pointer(self.diag.data_ptr())
-        self.diag_addr = dp if dp else self.diag.data_ptr()
+        self.diag, self.diag_addr = diag.new_record()
         register = getattr(comm, "register_fused", None)
         if register is not None:
             register(self)

@@ -1,0 +1,566 @@
+"""CPU tests of the runtime: everything that does not need a GPU.
+
+Watchdog record decoding, env settings, flag layout math, grid, epochs, Triton-style argument
+specialisation, the ce plan on real schedules, region copy geometry, symmetric-memory registry
+and address translation (with a fake rendezvous handle), argument validation errors, the
+fallback selection of the ops, and the sync kernels' PTX through ptxas.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from syncopate import abi  # noqa: E402
+from syncopate.errors import CommTimeout, LaunchError, TimeoutRecord  # noqa: E402
+from syncopate.runtime import diag  # noqa: E402
+from syncopate.runtime import plan as planmod  # noqa: E402
+from syncopate.runtime.fused import (EpochCounter, FusedKernel, bind_args, check_requirements,  # noqa: E402
+                                     fused_enabled, specialize, _rows_cols)
+
+# ---------------------------------------------------------------------------- watchdog record
+
+
+def _words(**kw):
+    w = [0] * abi.DIAG_WORDS
+    for k, v in kw.items():
+        w[getattr(abi, "DIAG_" + k.upper())] = v
+    return w
+
+
+def test_decode_empty_record_is_none():
+    assert diag.decode([0] * abi.DIAG_WORDS) is None
+
+
+def test_decode_incomplete_record_is_none():
+    # claimed (state 1) but the epoch word, written last, is not there yet
+    assert diag.decode(_words(state=1, rank=1, flag=3, value=2, expected=5, kind=0)) is None
+
+
+def test_decode_full_record():
+    rec = diag.decode(_words(state=1, rank=1, flag=3, value=2, expected=5, kind=abi.KIND_CHUNK,
+                             program=7, epoch=5))
+    assert (rec.rank, rec.chunk, rec.flag_value, rec.expected, rec.kind, rec.program) == \
+        (1, 3, 2, 5, "chunk", 7)
+    assert rec.epoch == 5
+
+
+@pytest.mark.parametrize("kind", sorted(abi.KIND_NAMES))
+def test_decode_kind_names(kind):
+    rec = diag.decode(_words(state=1, kind=kind, epoch=1))
+    assert rec.kind == abi.KIND_NAMES[kind]
+
+
+def test_decode_negative_and_unsigned_words():
+    # torch int32 may come back as negative python ints; uint32 views as large positives
+    rec = diag.decode(_words(state=1, value=0xFFFFFFFF, expected=-2, epoch=3))
+    assert rec.flag_value == -1 and rec.expected == -2
+
+
+def test_read_record_waits_for_the_epoch_word():
+    seq = [_words(state=1, rank=0, flag=1, kind=0),
+           _words(state=1, rank=0, flag=1, kind=0, epoch=4)]
+    calls = []
+
+    def words():
+        calls.append(1)
+        return seq[min(len(calls) - 1, 1)]
+
+    rec = diag.read_record(words, settle_s=1.0)
+    assert rec is not None and rec.epoch == 4 and len(calls) >= 2
+
+
+def test_read_record_gives_up_on_a_claimed_but_unwritten_record():
+    rec = diag.read_record(lambda: _words(state=1, rank=1, flag=2, kind=1), settle_s=0.01)
+    assert rec is not None and rec.kind == "entry" and rec.rank == 1 and rec.epoch == 0
+
+
+def test_read_record_none_when_clear():
+    assert diag.read_record(lambda: [0] * abi.DIAG_WORDS) is None
+
+
+def test_make_timeout_names_the_chunk():
+    lay = abi.FlagLayout(num_chunks=4, world_size=2)
+    rec = TimeoutRecord(rank=0, chunk=lay.chunk(3), flag_value=6, expected=7, kind="chunk", program=2)
+    rec.epoch = 7
+    err = diag.make_timeout(rec, 10.0, lay)
+    assert isinstance(err, CommTimeout) and err.chunk == 3
+    assert "chunk 3 never arrived" in str(err) and "CHUNK[3]" in str(err) and "epoch 7" in str(err)
+
+
+def test_make_timeout_produced_flag_maps_to_chunk():
+    lay = abi.FlagLayout(num_chunks=4, world_size=2)
+    rec = TimeoutRecord(rank=1, chunk=lay.produced(2), flag_value=0, expected=3, kind="produced")
+    err = diag.make_timeout(rec, 1.0, lay)
+    assert err.chunk == 2 and "PRODUCED[2]" in str(err)
+
+
+def test_describe_flag_regions():
+    lay = abi.FlagLayout(num_chunks=3, world_size=2)
+    assert diag.describe_flag(lay.entry(1), lay).startswith("ENTRY[1]")
+    assert diag.describe_flag(lay.consumed, lay).startswith("CONSUMED")
+    assert diag.describe_flag(lay.words + 3, lay).endswith("(outside the layout)")
+    assert diag.chunk_of(TimeoutRecord(0, lay.entry(0), 0, 1, "entry"), lay) is None
+
+
+def test_timeout_env():
+    assert diag.timeout_s({}) == 10.0
+    assert diag.timeout_ns({"SYNCOPATE_TIMEOUT_S": "2.5"}) == 2_500_000_000
+    assert diag.timeout_ns({"SYNCOPATE_TIMEOUT_S": "0"}) == 0
+    with pytest.raises(LaunchError, match="not a number"):
+        diag.timeout_s({"SYNCOPATE_TIMEOUT_S": "ten"})
+    with pytest.raises(LaunchError, match="negative"):
+        diag.timeout_s({"SYNCOPATE_TIMEOUT_S": "-1"})
+
+
+def test_timeout_action_env():
+    assert diag.timeout_action({}) == "exit"
+    assert diag.timeout_action({"SYNCOPATE_TIMEOUT_ACTION": "TRAP"}) == "trap"
+    with pytest.raises(LaunchError, match="exit, trap"):
+        diag.timeout_action({"SYNCOPATE_TIMEOUT_ACTION": "abort"})
+
+
+def test_new_record_is_zeroed_and_addressable():
+    rec, addr = diag.new_record()
+    assert rec.dtype == torch.int32 and rec.numel() == abi.DIAG_WORDS and int(rec.sum()) == 0
+    assert addr != 0
+
+# ---------------------------------------------------------------------------- layout, grid, epochs
+
+
+@pytest.mark.parametrize("C,W", [(1, 2), (2, 2), (8, 2), (6, 4), (7, 8), (0, 2)])
+def test_flag_layout_regions_are_disjoint_and_fit(C, W):
+    lay = abi.FlagLayout(C, W)
+    idx = [lay.chunk(c) for c in range(C)] + [lay.entry(r) for r in range(W)] + [lay.consumed] + \
+        [lay.produced(c) for c in range(C)]
+    assert len(set(idx)) == len(idx) == 2 * C + W + 1
+    assert max(idx) < lay.words and lay.words % 16 == 0 and lay.words - max(idx) <= 16
+
+
+@pytest.mark.parametrize("backend,cp,grid,want", [
+    ("sm", 16, (132,), (148, 1, 1)), ("nvshmem", 8, (10, 2), (18, 2, 1)),
+    ("ce", 16, (132,), (132, 1, 1)), ("sm", 0, (5, 6, 7), (5, 6, 7))])
+def test_grid(backend, cp, grid, want):
+    assert abi.FusedABI(backend, 2, 4, cp, "push").grid(grid) == want
+
+
+def test_flag_dtype_per_backend():
+    assert abi.FusedABI("nvshmem", 2, 1, 1, "push").flag_dtype == "int64"
+    assert abi.FusedABI("ce", 2, 1, 0, "pull").flag_dtype == "int32"
+
+
+def test_abi_json_roundtrip_with_runtime_field():
+    a = abi.FusedABI("sm", 2, 4, 16, "push", operands=["a_ptr"], chunk_count={0: 16},
+                     signals_entry=True)
+    assert abi.FusedABI.from_json(a.to_json()) == a
+    d = a.to_json()
+    del d["signals_entry"]
+    assert abi.FusedABI.from_json(d).signals_entry is False
+
+
+def test_epochs_start_at_one_and_grow():
+    e = EpochCounter()
+    assert [e.next() for _ in range(3)] == [1, 2, 3] and e.value == 3
+
+
+def test_epoch_overflow_is_a_launch_error():
+    e = EpochCounter(limit=100)
+    e.value = 49
+    assert e.next(max_count=2) == 50
+    with pytest.raises(LaunchError, match="overflow"):
+        e.next(max_count=2)
+    assert e.value == 50  # unchanged by the refused launch
+
+
+def test_fused_enabled_env():
+    assert fused_enabled({})
+    for off in ("0", "false", "OFF", "no"):
+        assert not fused_enabled({"SYNCOPATE": off})
+    assert fused_enabled({"SYNCOPATE": "1"})
+
+# ---------------------------------------------------------------------------- specialisation
+
+
+def _ptr_kernel():
+    from syncopate.kernels import matmul_ptr_kernel
+    return matmul_ptr_kernel
+
+
+def _ptr_args(M=256, N=128, K=64, dtype=torch.bfloat16):
+    a = torch.empty(M, K, dtype=dtype)
+    b = torch.empty(K, N, dtype=dtype)
+    c = torch.empty(M, N, dtype=dtype)
+    return [a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+            c.stride(1), 128, 128, 64, 8]
+
+
+def test_specialize_like_triton_jit():
+    k = _ptr_kernel()
+    spec = specialize(k, _ptr_args())
+    sig = spec.signature_dict()
+    assert sig["a_ptr"] == "*bf16" and sig["M"] == "i32"
+    assert sig["stride_ak"] == "constexpr" and spec.constexpr_dict()["stride_ak"] == 1
+    assert sig["BLOCK_M"] == "constexpr" and spec.constexpr_dict()["BLOCK_M"] == 128
+    attrs = spec.attrs_dict()
+    assert (0,) in attrs and attrs[(0,)] == [["tt.divisibility", 16]]
+    assert (3,) in attrs  # M = 256 divisible by 16
+
+
+def test_specialize_ragged_sizes_drop_divisibility():
+    k = _ptr_kernel()
+    spec = specialize(k, _ptr_args(M=250, N=120, K=72))
+    attrs = spec.attrs_dict()
+    assert (3,) not in attrs and (4,) not in attrs  # M, N not multiples of 16
+    assert specialize(k, _ptr_args(M=250)) != specialize(k, _ptr_args(M=256))
+
+
+def test_bind_args_positional_keyword_and_options():
+    k = _ptr_kernel()
+    vals = _ptr_args()
+    got, opts = bind_args(k, vals[:-4], dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
+                                             num_warps=4))
+    assert got[-4:] == [128, 128, 64, 8] and opts == {"num_warps": 4}
+    with pytest.raises(LaunchError, match="do not match the kernel's parameters"):
+        bind_args(k, vals[:3], {})
+
+
+def test_check_requirements():
+    a = abi.FusedABI("sm", 2, 2, 4, "push", requirements={"stride_am": 64})
+    check_requirements(a, ["a_ptr", "stride_am"], [None, 64])
+    with pytest.raises(LaunchError, match="stride_am=32"):
+        check_requirements(a, ["a_ptr", "stride_am"], [None, 32])
+
+# ---------------------------------------------------------------------------- ce plan
+
+
+def _ag(W=2, split=1, mode="pull", order="swizzle", shape=(64, 32)):
+    from syncopate.schedule.templates import all_gather
+    return all_gather(shape, "bf16", W, dim=0, order=order, mode=mode, split=split)
+
+
+def _rs(W=2, split=1, mode="push", order="swizzle", shape=(64, 32)):
+    from syncopate.schedule.templates import reduce_scatter
+    return reduce_scatter(shape, "bf16", W, dim=0, order=order, mode=mode, split=split)
+
+
+@pytest.mark.parametrize("split", [1, 2, 4])
+def test_ce_plan_all_gather_pull(split):
+    s = _ag(split=split)
+    for me in range(2):
+        p = planmod.build_ce_plan(s, me)
+        assert [st.dst for st in p.steps] == [me] * split
+        assert all(st.mode == "pull" and st.src == 1 - me and not st.reduce for st in p.steps)
+        assert p.consumed_adds == {1 - me: split} and p.reads_of_me == split
+        # the pieces tile the peer's shard, in step order
+        rows = [(st.slices[0].start, st.slices[0].stop) for st in p.steps]
+        assert rows[0][0] == (1 - me) * 32 and rows[-1][1] == (2 - me) * 32
+        assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
+    assert planmod.reads_per_src(s) == {0: split, 1: split}
+
+
+def test_ce_plan_all_gather_push():
+    p = planmod.build_ce_plan(_ag(mode="push", split=2), 0)
+    assert [st.src for st in p.steps] == [0, 0] and p.consumed_adds == {} and p.reads_of_me == 0
+    assert not any(st.wait_kernel for st in p.steps)  # staged input, not kernel output
+
+
+def test_ce_plan_reduce_scatter_waits_for_produced():
+    s = _rs(split=2)
+    p = planmod.build_ce_plan(s, 1, produced_count={c.id: 3 for c in s.chunks})
+    assert all(st.src == 1 and st.reduce for st in p.steps)
+    assert all(st.wait_produced == 3 for st in p.steps)
+    assert [st.src for st in p.reduce_in] == [0, 0] and p.reduce_tensors == ("C",)
+
+
+def test_ce_plan_reduce_scatter_without_produced_waits_for_kernel():
+    p = planmod.build_ce_plan(_rs(), 0)
+    assert all(st.wait_kernel and not st.wait_produced for st in p.steps)
+
+
+def test_ce_plan_refuses_forwarding():
+    with pytest.raises(LaunchError, match="backend='sm'"):
+        for me in range(4):
+            planmod.build_ce_plan(_ag(W=4, order="ring"), me)
+
+
+def test_ce_plan_refuses_pulling_peer_produced_data():
+    s = _rs(mode="pull")
+    with pytest.raises(LaunchError, match="mode='push'"):
+        planmod.build_ce_plan(s, 0, produced_count={c.id: 1 for c in s.chunks})
+
+
+def test_ce_plan_rank_out_of_range():
+    with pytest.raises(LaunchError, match="outside"):
+        planmod.build_ce_plan(_ag(), 2)
+
+
+def test_schedule_key_is_stable_and_distinguishes():
+    assert planmod.schedule_key(_ag()) == planmod.schedule_key(_ag())
+    assert planmod.schedule_key(_ag(split=2)) != planmod.schedule_key(_ag())
+
+# ---------------------------------------------------------------------------- copy geometry
+
+
+def test_rows_cols_contiguous_and_column_block():
+    m = torch.empty(8, 16, dtype=torch.bfloat16)
+    n = torch.empty(8, 16, dtype=torch.bfloat16)
+    assert _rows_cols(m[2:4], n[4:6]) == (1, 2 * 16 * 2, 2 * 16 * 2, 2 * 16 * 2)
+    assert _rows_cols(m[:, 4:8], n[:, 0:4]) == (8, 8, 32, 32)
+    assert _rows_cols(m[:, 4:8], n[:, 0:5]) is None
+    t = torch.empty(2, 8, 16)
+    assert _rows_cols(t[:, :, 0:4], torch.empty(2, 8, 4)) is None  # two strided levels
+
+# ---------------------------------------------------------------------------- symmetric registry
+
+
+class _FakeHandle:
+    """Stands in for torch's _SymmetricMemory: every rank's allocation is a CPU byte buffer."""
+
+    def __init__(self, bufs):
+        self.bufs = bufs
+        self.world_size = len(bufs)
+
+    def get_buffer(self, rank, sizes, dtype, storage_offset=0):
+        b = self.bufs[rank]
+        n = 1
+        for s in sizes:
+            n *= s
+        es = torch.empty((), dtype=dtype).element_size()
+        return b.view(dtype)[storage_offset: storage_offset + n].view(tuple(sizes)) if es == 1 \
+            else b.view(dtype)[storage_offset: storage_offset + n].view(tuple(sizes))
+
+
+def _fake_comm(W=2, rank=0):
+    from syncopate.runtime.communicator import Communicator
+    c = Communicator.__new__(Communicator)
+    c.rank, c.world_size, c.device = rank, W, torch.device("cpu")
+    c.group_name, c.group, c.symm_backend = "fake", None, "cuda"
+    c._allocs, c._closed, c.cache, c._streams = {}, False, {}, {}
+    import weakref
+    c._fused = weakref.WeakSet()
+    c.diag, c.diag_addr = diag.new_record()
+
+    def empty(shape, dtype):
+        shape = tuple(shape)
+        nbytes = torch.empty(shape, dtype=dtype).numel() * torch.empty((), dtype=dtype).element_size()
+        bufs = [torch.zeros(nbytes, dtype=torch.uint8) for _ in range(W)]
+        t = bufs[rank].view(dtype).view(shape)
+        c._register(t, _FakeHandle(bufs))
+        return t
+    c.empty = empty
+    return c
+
+
+def test_registry_views_are_symmetric():
+    c = _fake_comm()
+    A = c.empty((8, 4), torch.float32)
+    assert c.is_symmetric(A) and c.is_symmetric(A[2:4]) and c.is_symmetric(A[:, 1])
+    assert not c.is_symmetric(torch.zeros(8, 4))
+
+
+def test_peer_ptrs_and_views_translate_offsets():
+    c = _fake_comm(rank=0)
+    A = c.empty((8, 4), torch.float32)
+    a = c.allocation(A)
+    rows = A[2:4]
+    assert c.peer_ptrs(rows)[1] == a.origins[1] + 2 * 4 * 4
+    assert c.peer_bases(rows) == a.origins
+    peer = c.peer_view(rows, 1)
+    peer.fill_(7.0)
+    other = a.handle.bufs[1].view(torch.float32).view(8, 4)
+    assert torch.all(other[2:4] == 7.0) and torch.all(other[:2] == 0) and torch.all(A == 0)
+    col = c.peer_view(A[:, 1:3], 1)
+    assert col.shape == (8, 2) and col.stride() == (4, 1)
+    col.fill_(1.0)
+    assert torch.all(other[:, 1:3][4:] == 1.0)
+
+
+def test_require_symmetric_errors_say_what_to_do():
+    c = _fake_comm()
+    with pytest.raises(LaunchError, match=r"comm.empty\(\(3, 3\)"):
+        c.require_symmetric(torch.zeros(3, 3), "operand a_ptr")
+    A = c.empty((4, 4), torch.float32)
+    with pytest.raises(LaunchError, match="must be contiguous"):
+        c.require_symmetric(A.t(), "operand a_ptr")
+    with pytest.raises(LaunchError, match="out of range"):
+        c.peer_view(A, 5)
+
+
+def test_closed_communicator_refuses():
+    c = _fake_comm()
+    c._closed = True
+    with pytest.raises(LaunchError, match="closed"):
+        c._check_open()
+
+# ---------------------------------------------------------------------------- FusedKernel validation
+
+
+def test_fuse_rejects_wrong_world_size():
+    c = _fake_comm(W=2)
+    with pytest.raises(LaunchError, match="world_size=2"):
+        FusedKernel(_ptr_kernel(), _ag(W=4), operand="a_ptr", backend="ce", comm=c)
+
+
+def test_fuse_rejects_unknown_backend_and_operand():
+    c = _fake_comm()
+    with pytest.raises(LaunchError, match="choose one of"):
+        FusedKernel(_ptr_kernel(), _ag(), operand="a_ptr", backend="tcp", comm=c)
+    with pytest.raises(LaunchError, match="not a parameter"):
+        FusedKernel(_ptr_kernel(), _ag(), operand="x_ptr", backend="ce", comm=c)
+    with pytest.raises(LaunchError, match="symm_backend='nvshmem'"):
+        FusedKernel(_ptr_kernel(), _ag(), operand="a_ptr", backend="nvshmem", comm=c)
+    with pytest.raises(LaunchError, match="comm=Communicator"):
+        FusedKernel(_ptr_kernel(), _ag(), operand="a_ptr", backend="ce", comm=None)
+
+
+def _fk_values(c, A, N=32):
+    b = torch.empty(A.shape[1], N, dtype=A.dtype)
+    out = torch.empty(A.shape[0], N, dtype=A.dtype)
+    return [A, b, out, A.shape[0], N, A.shape[1], A.stride(0), A.stride(1), b.stride(0),
+            b.stride(1), out.stride(0), out.stride(1), 128, 128, 64, 8]
+
+
+def test_validate_operand_shape_dtype_symmetry():
+    c = _fake_comm()
+    fk = FusedKernel(_ptr_kernel(), _ag(shape=(64, 32)), operand="a_ptr", backend="ce", comm=c)
+    good = c.empty((64, 32), torch.bfloat16)
+    assert fk.validate(_fk_values(c, good))["a_ptr"] is good
+    with pytest.raises(LaunchError, match=r"shape \(32, 32\).*\(64, 32\)"):
+        fk.validate(_fk_values(c, good[:32]))
+    with pytest.raises(LaunchError, match="float16.*bf16"):
+        fk.validate(_fk_values(c, c.empty((64, 32), torch.float16)))
+    with pytest.raises(LaunchError, match="not in symmetric memory"):
+        fk.validate(_fk_values(c, torch.empty(64, 32, dtype=torch.bfloat16)))
+
+
+def test_validate_names_the_other_process_group():
+    from syncopate.runtime import fused as fmod
+    c1, c2 = _fake_comm(), _fake_comm()
+    c2.group_name = "tp-group"
+    fmod._register_comm(c1)
+    fmod._register_comm(c2)
+    fk = FusedKernel(_ptr_kernel(), _ag(shape=(64, 32)), operand="a_ptr", backend="ce", comm=c1)
+    A2 = c2.empty((64, 32), torch.bfloat16)
+    with pytest.raises(LaunchError, match="another Communicator.*tp-group"):
+        fk.validate(_fk_values(c1, A2))
+
+
+def test_poisoned_kernel_refuses_and_check_raises_once():
+    c = _fake_comm()
+    fk = FusedKernel(_ptr_kernel(), _ag(), operand="a_ptr", backend="ce", comm=c)
+    c.register_fused(fk)
+    words = _words(state=1, rank=0, flag=1, value=0, expected=3, kind=abi.KIND_CHUNK, epoch=3)
+    fk.diag.copy_(torch.tensor(words, dtype=torch.int32))
+    with pytest.raises(CommTimeout, match="chunk 1 never arrived"):
+        c.check()
+    assert int(fk.diag.abs().sum()) == 0  # cleared, error kept on the kernel
+    with pytest.raises(LaunchError, match="cannot be reused"):
+        fk.launch((1,), _fk_values(c, c.empty((64, 32), torch.bfloat16)))
+
+# ---------------------------------------------------------------------------- op fallback selection
+
+
+def test_ag_gemm_fallback_selection(monkeypatch):
+    import importlib
+    mod = importlib.import_module("syncopate.ops.ag_gemm")
+    c = _fake_comm()
+    calls = []
+    monkeypatch.setattr(mod, "ag_gemm_reference", lambda *a, **k: calls.append("ref") or "ref")
+    monkeypatch.setattr(mod, "ag_gemm_fused_kernel",
+                        lambda *a, **k: calls.append(("fused", k["backend"], k["split"],
+                                                      k["comm_programs"])) or (_ for _ in ()).throw(
+                            RuntimeError("stop")))
+    a = torch.empty(32, 64, dtype=torch.bfloat16)
+    b = torch.empty(64, 48, dtype=torch.bfloat16)
+    monkeypatch.setenv("SYNCOPATE", "0")
+    assert mod.ag_gemm(a, b, c) == "ref"
+    monkeypatch.setenv("SYNCOPATE", "1")
+    assert mod.ag_gemm(a, b, c, fused=False) == "ref"
+    with pytest.raises(RuntimeError, match="stop"):
+        mod.ag_gemm(a, b, c, backend="sm", split=4)
+    assert calls[-1] == ("fused", "sm", 4, 16)
+    with pytest.raises(RuntimeError, match="stop"):
+        mod.ag_gemm(a, b, c, backend="ce", comm_programs=8)
+    assert calls[-1][1] == "ce" and calls[-1][3] == 0  # ce has no comm programs
+
+
+def test_gemm_rs_fallback_selection(monkeypatch):
+    import importlib
+    mod = importlib.import_module("syncopate.ops.gemm_rs")
+    c = _fake_comm()
+    monkeypatch.setattr(mod, "gemm_rs_reference", lambda *a, **k: "ref")
+    monkeypatch.setenv("SYNCOPATE", "0")
+    a = torch.empty(64, 32, dtype=torch.bfloat16)
+    b = torch.empty(32, 48, dtype=torch.bfloat16)
+    assert mod.gemm_rs(a, b, c) == "ref"
+
+
+def test_op_argument_errors():
+    from syncopate.ops import ag_gemm, gemm_rs
+    c = _fake_comm()
+    bf = torch.bfloat16
+    with pytest.raises(LaunchError, match="b.shape\\[0\\] must be 64"):
+        ag_gemm(torch.empty(8, 64, dtype=bf), torch.empty(32, 8, dtype=bf), c)
+    with pytest.raises(LaunchError, match="cast one of them"):
+        ag_gemm(torch.empty(8, 64, dtype=bf), torch.empty(64, 8, dtype=torch.float16), c)
+    with pytest.raises(LaunchError, match="multiple of the world size"):
+        gemm_rs(torch.empty(7, 64, dtype=bf), torch.empty(64, 8, dtype=bf), c)
+    d = _fake_comm()
+    d.device = torch.device("cuda", 1)
+    with pytest.raises(LaunchError, match="move it"):
+        ag_gemm(torch.empty(8, 64, dtype=bf), torch.empty(64, 8, dtype=bf), d)
+
+
+def test_choose_defaults_and_overrides():
+    from syncopate.ops import _gemm
+    assert _gemm.choose("ag_gemm", "sm", 8192, 4096, 4096, 2, "bf16", 4, 8) == (4, 8)
+    s, cp = _gemm.choose("ag_gemm", "ce", 8192, 4096, 4096, 2, "bf16", None, None)
+    assert cp == 0 and s >= 1
+    s, cp = _gemm.choose("ag_gemm", "sm", 8192, 4096, 4096, 2, "bf16", None, None)
+    assert cp > 0
+
+# ---------------------------------------------------------------------------- sync kernels through ptxas
+
+
+def _compile(fn, sig, cx):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx),
+                          target=GPUTarget("cuda", 90, 32), options=dict(num_warps=1, num_stages=1))
+
+
+_WAIT_SIG = {"base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
+             "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
+             "FLAG64": "constexpr", "TRAP": "constexpr"}
+
+
+@pytest.mark.parametrize("flag64", [False, True])
+@pytest.mark.parametrize("trap", [False, True])
+def test_wait_kernel_compiles_with_watchdog(flag64, trap):
+    from syncopate.runtime import sync_kernels as sk
+    ck = _compile(sk._wait_kernel, _WAIT_SIG, {"FLAG64": flag64, "TRAP": trap})
+    ptx = ck.asm["ptx"]
+    width = "b64" if flag64 else "b32"
+    assert f"ld.acquire.sys.global.{width}" in ptx and "%globaltimer" in ptx
+    assert "atom.acq_rel.sys.global.cas.b32" in ptx and "fence.sc.sys" in ptx
+    # the epoch word (offset 28) is written last, with release
+    assert ptx.index("fence.sc.sys") < ptx.index("st.release.sys.global.b32")
+    assert ("trap;" in ptx) == trap
+    assert len(ck.asm["cubin"]) > 0
+
+
+@pytest.mark.parametrize("flag64", [False, True])
+def test_signal_and_add_kernels_compile(flag64):
+    from syncopate.runtime import sync_kernels as sk
+    w = "b64" if flag64 else "b32"
+    ck = _compile(sk._signal_all_kernel, {"peers_addr": "i64", "index": "i32", "value": "i64",
+                                          "world_size": "i32", "FLAG64": "constexpr"},
+                  {"FLAG64": flag64})
+    assert f"st.release.sys.global.{w}" in ck.asm["ptx"] and "%tid.x" in ck.asm["ptx"]
+    ck = _compile(sk._add_kernel, {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
+                  {"FLAG64": flag64})
+    assert "red.release.sys.global.add" in ck.asm["ptx"]
