@@ -1,0 +1,21 @@
+"""The syncopate passes, one per module, registered by name (``syncopate-opt -p NAME``)."""
+
+from __future__ import annotations
+
+
+def registry() -> dict:
+    """Pass name -> ModulePass class."""
+    from .append_abi import AppendAbiParams
+    from .attach_schedule import AttachSchedule
+    from .insert_signals import InsertSignals
+    from .insert_waits import InsertWaits
+    from .lower_ce import LowerCe
+    from .lower_nvshmem import LowerNvshmem
+    from .lower_sm import LowerSm
+    from .partition_sms import PartitionSms
+    from .resolve_chunks import ResolveChunks
+    from .tile_remap import TileRemap
+
+    passes = [AttachSchedule, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
+              PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem]
+    return {p.name: p for p in passes}

@@ -52,7 +52,7 @@ def pass_names(backend: str) -> list[str]:
     names = ["append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if backend in ("sm", "nvshmem"):
         names.append("partition-sms")
-    names.append(f"lower-{backend}")
+    names += ["resolve-chunks", f"lower-{backend}"]
     return names
 
 

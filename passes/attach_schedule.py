@@ -1,0 +1,58 @@
+"""``attach-schedule``: put a schedule and its bindings on a module (for syncopate-opt and lit).
+
+The compile hook attaches the request itself; this pass lets a lit test or a user running
+``syncopate-opt`` do the same from a JSON file:
+``-p 'attach-schedule{file=ag.json operands=a_ptr:A backend=sm comm-programs=4}'``.
+The schedule is verified first, so every later pass can trust it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
+from xdsl.passes import ModulePass
+
+from syncopate.errors import CompileError
+
+from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_SCHEDULE
+
+
+@dataclass(frozen=True)
+class AttachSchedule(ModulePass):
+    name: ClassVar[str] = "attach-schedule"
+
+    file: str = ""
+    operands: str = ""          # "param:tensor[;param:tensor]"
+    backend: str = "sm"
+    comm_programs: int = 4
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from syncopate.abi import BACKENDS
+        from syncopate.schedule import as_schedule, dumps, verify
+
+        if not self.file:
+            raise CompileError("attach-schedule needs file=PATH of a schedule JSON")
+        path = Path(self.file)
+        if not path.exists():
+            raise CompileError(f"attach-schedule: no schedule file {self.file!r}")
+        schedule = as_schedule(path)
+        verify(schedule)
+        if self.backend not in BACKENDS:
+            raise CompileError(f"attach-schedule: unknown backend {self.backend!r}; choose one of "
+                               f"{', '.join(BACKENDS)}")
+        bindings = {}
+        for item in filter(None, self.operands.replace(";", ",").split(",")):
+            if ":" not in item:
+                raise CompileError(f"attach-schedule: operand binding {item!r} is not param:tensor")
+            param, tensor = item.split(":", 1)
+            bindings[param.strip()] = StringAttr(tensor.strip())
+        if not bindings:
+            raise CompileError("attach-schedule needs operands=param:tensor")
+        op.attributes[ATTR_SCHEDULE] = StringAttr(dumps(schedule))
+        op.attributes[ATTR_OPERANDS] = DictionaryAttr(bindings)
+        op.attributes[ATTR_BACKEND] = StringAttr(self.backend)
+        op.attributes[ATTR_COMM_PROGRAMS] = IntegerAttr(self.comm_programs, i32)

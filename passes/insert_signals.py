@@ -1,0 +1,61 @@
+"""``insert-signals``: producer tiles announce the chunks they complete (GEMM + reduce-scatter).
+
+After every store to a tensor that ranks compute and then send (a tensor with ``sum`` chunks or
+``partial`` initial placements), the pass inserts ``syncopate.signal_region`` with the exact box
+the store wrote.  Lowering turns it into, for each chunk of that tensor that leaves or reaches
+this rank and intersects the box, ``PRODUCED[c] += |box & chunk|`` (elements, a release at
+system scope after the program's stores are complete).  A chunk is complete in epoch ``e``
+when ``PRODUCED[c] >= e * |chunk|``: counting elements rather than tiles makes the target
+independent of how the kernel tiles, orders or masks its stores (ragged edges, persistent
+loops, epilogue sub-tiles) as long as every element is written once, which is what a GEMM's
+stores do.  Flags compare in serial-number arithmetic, so the growing counts never overflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from .abi_info import abi_args, operands_of, update_state
+from .access import AccessAnalysis
+from .builder import Builder
+from .plan import Plan
+
+
+@dataclass(frozen=True)
+class InsertSignals(ModulePass):
+    name: ClassVar[str] = "insert-signals"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from syncopate_mlir.dialects.syncopate import SignalRegionOp
+
+        plan = Plan.from_module(op)
+        operands = operands_of(op)
+        shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
+        analysis = AccessAnalysis(op, operands, shapes)
+        accesses = analysis.run()
+        args = abi_args(analysis.func)
+        produced: dict[str, int] = {}
+        signals = 0
+        for a in accesses:
+            if a.kind != "write" or not plan.is_produced(a.tensor):
+                continue
+            nxt = a.op.next_op
+            b = Builder(nxt) if nxt is not None else Builder(None, a.op.parent_block())
+            cache: dict = {}
+            lo, hi = [], []
+            for d in range(len(shapes[a.tensor])):
+                lo_v = b.poly(a.dims[d].lo, cache)
+                lo.append(lo_v)
+                hi.append(b.add(lo_v, b.const(a.dims[d].extent)))
+            b.insert(SignalRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
+                                    lo, hi, a.tensor))
+            signals += 1
+            for c in plan.chunks:
+                if c.tensor == a.tensor:
+                    produced[str(c.id)] = c.volume
+        update_state(op, produced=produced, signals=signals)

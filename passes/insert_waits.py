@@ -1,0 +1,155 @@
+"""``insert-waits``: a tile waits for exactly the chunks it reads, as late as possible and
+no deeper than needed.
+
+For every read of a tensor that chunks deliver, the wait goes at the outermost loop level at
+which the box read is invariant along the *chunked* dims: before the K loop of a GEMM (the rows
+of A a tile reads do not change with k, so one wait per tile), but inside the KV loop of
+attention (each iteration reads a new chunk of the sequence).  Concretely the pass starts at
+the access and moves the insertion point above each enclosing ``scf.for``/``scf.while`` whose
+body defines nothing the chunked-dim bounds depend on; it stops at the first loop that does
+and at any ``scf.if`` (a branch not taken must not wait).
+
+Dims that no chunk cuts are passed as the whole tensor, so their (loop-variant) bounds need not
+be available at the wait.  Reads of one tensor at one point with the same bounds share a
+wait.  The wait's token feeds what it guards: the lower bound of the loop it sits in front of
+(``lb + token``), the first index of a descriptor load, or the mask of a pointer load, so no
+guarded load can be scheduled above it.  A tile spanning two chunks waits for both: the
+lowering tests every chunk that reaches this rank against the box.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from .abi_info import abi_args, operands_of, update_state
+from .access import Access, AccessAnalysis, defined_inside
+from .builder import Builder
+from .plan import Plan
+from .poly import IterCount
+
+_LOOPS = ("scf.for", "scf.while")
+
+
+def wait_anchor(access: Access, chunked: list[int], func: Operation) -> Operation:
+    """The op before which the wait for ``access`` goes."""
+    needed = set()
+    for d in chunked:
+        needed |= access.dims[d].lo.vars()
+    anchor = access.op
+    cur = access.op.parent_op()
+    while cur is not None and cur is not func:
+        if cur.name not in _LOOPS:
+            break
+        depends = any((isinstance(v, IterCount) and (v.loop is cur or defined_inside_op(v.loop, cur)))
+                      or (isinstance(v, SSAValue) and defined_inside(v, cur)) for v in needed)
+        if depends:
+            break
+        anchor = cur
+        cur = cur.parent_op()
+    return anchor
+
+
+def defined_inside_op(inner: Operation, outer: Operation) -> bool:
+    p = inner.parent_op()
+    while p is not None:
+        if p is outer:
+            return True
+        p = p.parent_op()
+    return False
+
+
+@dataclass(frozen=True)
+class InsertWaits(ModulePass):
+    name: ClassVar[str] = "insert-waits"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from syncopate_mlir.dialects.syncopate import WaitRegionOp
+
+        plan = Plan.from_module(op)
+        operands = operands_of(op)
+        shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
+        analysis = AccessAnalysis(op, operands, shapes)
+        accesses = analysis.run()
+        args = abi_args(analysis.func)
+        requirements: dict[str, int] = {}
+        groups: dict[tuple, list[Access]] = {}
+        order: list[tuple] = []
+        for a in accesses:
+            requirements.update(a.requirements)
+            if a.kind != "read" or not plan.is_received(a.tensor):
+                continue
+            chunked = plan.chunked_dims(a.tensor)
+            anchor = wait_anchor(a, chunked, analysis.func)
+            key = (id(anchor), a.tensor, tuple((d, a.dims[d].lo, a.dims[d].extent) for d in chunked))
+            if key not in groups:
+                groups[key] = []
+                order.append(key)
+            groups[key].append(a)
+        waits = 0
+        for key in order:
+            group = groups[key]
+            a = group[0]
+            chunked = plan.chunked_dims(a.tensor)
+            anchor = wait_anchor(a, chunked, analysis.func)
+            b = Builder(anchor)
+            cache: dict = {}
+            lo, hi = [], []
+            for d, size in enumerate(shapes[a.tensor]):
+                if d in chunked:
+                    lo_v = b.poly(a.dims[d].lo, cache)
+                    lo.append(lo_v)
+                    hi.append(b.add(lo_v, b.const(a.dims[d].extent)))
+                else:
+                    lo.append(b.const(0))
+                    hi.append(b.const(size))
+            wait = b.insert(WaitRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
+                                         lo, hi, a.tensor))
+            self._guard(anchor, group, wait.token)
+            waits += 1
+        update_state(op, requirements=requirements, waits=waits)
+
+    @staticmethod
+    def _guard(anchor: Operation, group: list[Access], token: SSAValue) -> None:
+        """Make what the wait guards depend on its token."""
+        b = Builder(anchor)
+        if anchor.name == "scf.for":
+            lb = anchor.operands[0]
+            new_lb = b.add(lb, b.cast(token, lb.type)) if lb.type != token.type else b.add(lb, token)
+            anchor.operands[0] = new_lb
+            return
+        if anchor.name == "tt.descriptor_load":
+            idx = anchor.operands[1]
+            anchor.operands[1] = b.add(idx, b.cast(token, idx.type))
+            return
+        if anchor.name == "tt.load":
+            from .access import shape_of
+            from xdsl.dialects.builtin import i1
+            ptr_ty = anchor.operands[0].type
+            ok = b.cmp("eq", token, b.const(0))
+            if shape_of(ptr_ty):
+                from xdsl.dialects.builtin import TensorType
+                mask_ty = TensorType(i1, shape_of(ptr_ty))
+                ok = b.tt("tt.splat", [ok], [mask_ty]).results[0]
+            _and_mask(anchor, ok, b)
+
+
+def _and_mask(load: Operation, ok: SSAValue, b: Builder) -> None:
+    """``mask = mask & ok`` on a ``tt.load`` (adding the mask operand if it had none)."""
+    segs = load.properties.get("operandSegmentSizes")
+    sizes = list(segs.get_values()) if segs is not None else None
+    if sizes is not None and len(sizes) >= 2 and sizes[1] == 1:
+        mask = load.operands[1]
+        load.operands[1] = b.andi(mask, ok)
+        return
+    if sizes is not None and len(sizes) >= 2 and sizes[1] == 0:
+        from xdsl.dialects.builtin import DenseArrayBase, i32
+        new_operands = [load.operands[0], ok] + list(load.operands[1:])
+        sizes[1] = 1
+        load.operands = new_operands
+        load.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, sizes)

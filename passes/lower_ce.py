@@ -1,0 +1,43 @@
+"""``lower-ce``: the copy engine moves the data; the kernel only waits (and signals).
+
+With the ``ce`` backend the host drives the copies on a side stream (peer ``cudaMemcpyAsync``
+per chunk, each followed by ``stream_write_value32(flag, epoch)``), so the fused kernel has no
+comm programs: this pass only lowers the waits, signals, remaps and peer pointers
+(:mod:`passes.lowering`).  A chunk flag is written once per epoch with the epoch itself, so a
+chunk is complete when ``CHUNK[c] >= epoch`` (one writer).  The copy engine cannot add, so
+``sum`` chunks (reduce-scatter) are refused with a pointer to the ``sm`` backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from syncopate.errors import CompileError
+
+from .lower_sm import _check_lowered
+from .lowering import Lowering
+from .plan import Plan
+
+
+@dataclass(frozen=True)
+class LowerCe(ModulePass):
+    name: ClassVar[str] = "lower-ce"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        plan = Plan.from_module(op)
+        sums = [c.id for c in plan.chunks if c.reduce == "sum"]
+        if sums:
+            raise CompileError(
+                f"the ce backend moves chunks with the copy engine, which cannot add: chunks "
+                f"{sums[:8]} reduce with 'sum'. Use backend='sm' (or 'nvshmem') for "
+                f"reduce-scatter and all-reduce schedules.")
+        if any(o.name == "syncopate.comm" for o in op.walk()):
+            raise CompileError("the ce backend has no comm programs: do not run partition-sms "
+                               "before lower-ce")
+        Lowering(op).lower_common()
+        _check_lowered(op)

@@ -1,0 +1,88 @@
+"""``lower-nvshmem``: comm programs move chunks with NVSHMEM device calls.
+
+Contiguous ``none`` chunks move with one block-scoped NVSHMEM call per comm program:
+``nvshmemx_putmem_signal_block`` (push: the data and the destination's ``CHUNK[c] += 1`` in
+one operation, ordered by NVSHMEM) or ``nvshmemx_getmem_block`` (pull, followed by the local
+flag and the source's ``CONSUMED``).  ``ENTRY`` is published with ``nvshmemx_signal_op``.
+Flags are 64-bit (NVSHMEM signals are ``uint64_t``).  The calls are ``tt.extern_elementwise``
+ops resolved against ``libnvshmem_device.bc`` (Triton's ``extern_libs`` option); every thread
+of the comm program calls them with the same arguments, as block-scoped NVSHMEM calls require.
+Chunks that are not contiguous, and ``sum`` chunks, use the P2P tile copies of ``lower-sm``
+(peers on one node are load/store reachable through the same symmetric heap).  After loading
+the module the runtime runs ``nvshmemx_cumodule_init`` on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, i32, i64
+from xdsl.passes import ModulePass
+
+from .builder import Builder
+from .lower_sm import CommLowering, _check_lowered
+from .lowering import addptr, tt
+
+NVSHMEM_SIGNAL_SET = 0
+NVSHMEM_SIGNAL_ADD = 5
+
+
+class NvshmemLowering(CommLowering):
+    def _call(self, b: Builder, symbol: str, args) -> None:
+        b.insert(tt().ExternElementwiseOp(list(args), i32, symbol, pure=False))
+
+    def _addr(self, b: Builder, ptr) -> object:
+        return b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
+
+    def signal_remote(self, b: Builder, index, value, op, peer) -> None:
+        sig = self._addr(b, addptr(b, self.args["syn_flags"], index))
+        code = NVSHMEM_SIGNAL_SET if op == "set" else NVSHMEM_SIGNAL_ADD
+        self._call(b, "nvshmemx_signal_op", [sig, b.i64(value), b.const(code), peer])
+
+    def _contiguous(self, c) -> bool:
+        shape = self.plan.tensors[c.tensor].shape
+        return all(lo == 0 and hi == n for lo, hi, n in zip(c.lo[1:], c.hi[1:], shape[1:]))
+
+    def move(self, b: Builder, o, c, side, src, dst) -> None:
+        if c.reduce == "sum" or not self._contiguous(c):
+            return super().move(b, o, c, side, src, dst)
+        shape = self.plan.tensors[c.tensor].shape
+        row = 1
+        for n in shape[1:]:
+            row *= n
+        esize = self.plan.element_bytes(c.tensor)
+        rows = c.hi[0] - c.lo[0]
+        # rows of this comm program: [lo + pid * per, min(hi, lo + (pid + 1) * per))
+        per = b.divsi(b.add(b.const(rows), b.sub(o.count, b.const(1))), o.count)
+        first = b.minsi(b.add(b.const(c.lo[0]), b.mul(o.pid, per)), b.const(c.hi[0]))
+        last = b.minsi(b.add(first, per), b.const(c.hi[0]))
+        nbytes = b.i64(b.mul(b.sub(last, first), b.const(row * esize)))
+        ptr = addptr(b, o.base, b.mul(first, b.const(row)))
+        addr = self._addr(b, ptr)
+        if side == "src":
+            sig = self._addr(b, addptr(b, self.args["syn_flags"], b.const(c.id)))
+            self._call(b, "nvshmemx_putmem_signal_block",
+                       [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
+            self._signalled_by_put = True
+        else:
+            self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
+
+    def release_flag(self, b, index, value, op="add", peer=None) -> None:
+        if getattr(self, "_signalled_by_put", False) and peer is not None:
+            # putmem_signal_block already added to the destination's CHUNK flag
+            self._signalled_by_put = False
+            return
+        super().release_flag(b, index, value, op, peer)
+
+
+@dataclass(frozen=True)
+class LowerNvshmem(ModulePass):
+    name: ClassVar[str] = "lower-nvshmem"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        low = NvshmemLowering(op)
+        low.lower_comm()
+        low.lower_common()
+        _check_lowered(op)

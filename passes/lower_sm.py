@@ -1,0 +1,281 @@
+"""``lower-sm``: comm programs move chunks with peer-to-peer loads and stores (NVLink).
+
+On top of the shared lowering (:mod:`passes.lowering`), the comm-program steps become:
+
+* ``syncopate.enter``: comm program 0 stores ``ENTRY[rank] = epoch`` into every peer's flag
+  array (release, system scope).
+* ``syncopate.transfer`` of chunk ``c``: on the executing rank (the source for ``push``, the
+  destination for ``pull`` and ``sum``) every comm program first waits until the data may be
+  touched (push: the destination entered the epoch; pull: the source did, so its input is
+  staged; chunks the source itself received first, the ``after`` list: their flags on the
+  source; produced tensors: ``PRODUCED[c]`` on the source, and on the destination for ``sum``),
+  then copies its share of the chunk's tiles (tile ``t`` goes to comm program ``t % count``),
+  accumulating in fp32 for ``sum``, then releases ``CHUNK[c]`` on the destination (+1 per
+  comm program) and, when it read a peer's buffer, ``CONSUMED`` on the source.
+* ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
+
+Copies are masked 2-D tiles of about 8K elements (16 KB of bf16), enough 16-byte accesses in
+flight per thread to keep NVLink busy from a few SMs (DESIGN.md: 190 GB/s from 16 CTAs).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType, i1, i32, i64
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from syncopate.abi import FlagLayout, KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
+from syncopate.errors import CompileError
+
+from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state
+from .builder import Builder
+from .lowering import Lowering, addptr, atomic, tt
+from .partition_sms import executor
+from .plan import Plan
+
+TILE_ELEMS = 8192
+MAX_COLS = 1024
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+class CommLowering(Lowering):
+    """Comm-program lowering shared by the P2P (``sm``) and NVSHMEM backends."""
+
+    def __init__(self, module: ModuleOp):
+        super().__init__(module)
+        self.plan = Plan.from_module(module)
+        self.layout = FlagLayout(self.plan.num_chunks, self.plan.world_size)
+        self.writers = chunk_writers(self.plan, backend_of(module), comm_programs_of(module))
+        self.state = get_state(module)
+
+    def lower_comm(self) -> None:
+        from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
+
+        for comm in [o for o in self.module.walk() if isinstance(o, CommOp)]:
+            for o in list(comm.body.blocks[0].ops):
+                if isinstance(o, EnterOp):
+                    self.enter(o)
+                elif isinstance(o, TransferOp):
+                    self.transfer(o)
+                elif isinstance(o, DrainOp):
+                    self.drain(o)
+            # inline the comm body in place of the region op
+            block = comm.body.blocks[0]
+            parent = comm.parent_block()
+            for o in list(block.ops):
+                o.detach()
+                parent.insert_op_before(o, comm)
+            comm.detach()
+            comm.erase()
+
+    # ------------------------------------------------------------------------------ flags
+    def flag_ptr(self, b: Builder, index: SSAValue, peer: SSAValue | None = None) -> SSAValue:
+        flags = self.args["syn_flags"]
+        p = addptr(b, flags, index)
+        if peer is not None:
+            p = self.peer_address(b, p, peer, 0)
+        return p
+
+    def release_flag(self, b: Builder, index: SSAValue, value: SSAValue, op: str = "add",
+                     peer: SSAValue | None = None) -> None:
+        self.release(b, self.flag_ptr(b, index, peer), value, op)
+
+    def wait_flag(self, b: Builder, index: SSAValue, target: SSAValue, kind: int,
+                  peer: SSAValue | None = None) -> None:
+        self.spin(b, self.flag_ptr(b, index, peer), index, target, kind)
+
+    # ------------------------------------------------------------------------------ steps
+    def enter(self, o) -> None:
+        b = Builder(o)
+        first = b.cmp("eq", o.pid, b.const(0))
+        fi = b.if_(first)
+        fb = Builder(fi.true_region.blocks[0].last_op)
+        index = fb.add(fb.const(self.layout.entry(0)), o.rank)
+        for q in range(self.plan.world_size):
+            other = fb.cmp("ne", o.rank, fb.const(q))
+            qi = fb.if_(other)
+            qb = Builder(qi.true_region.blocks[0].last_op)
+            self.signal_remote(qb, index, o.epoch, "set", qb.const(q))
+        o.detach()
+        o.erase()
+
+    def signal_remote(self, b: Builder, index, value, op, peer) -> None:
+        self.release_flag(b, index, value, op, peer)
+
+    def drain(self, o) -> None:
+        reads = {int(k): v for k, v in self.state.get("reads_per_src", {}).items()}
+        b = Builder(o)
+        if any(reads.values()):
+            first = b.cmp("eq", o.pid, b.const(0))
+            fi = b.if_(first)
+            fb = Builder(fi.true_region.blocks[0].last_op)
+            n = fb.const(0)
+            for r, count in sorted(reads.items()):
+                if count:
+                    n = fb.select(fb.cmp("eq", o.rank, fb.const(r)), fb.const(count), n)
+            target = fb.mul(o.epoch, n)
+            self.wait_flag(fb, fb.const(self.layout.consumed), target, KIND_CONSUMED)
+        o.detach()
+        o.erase()
+
+    def transfer(self, o) -> None:
+        c = self.plan.chunks[o.chunk.value.data]
+        side = executor(c)
+        b = Builder(o)
+        runs_here = b.cmp("eq", o.rank, b.const(c.dst if side == "dst" else c.src))
+        ti = b.if_(runs_here)
+        tb = Builder(ti.true_region.blocks[0].last_op)
+        src, dst = tb.const(c.src), tb.const(c.dst)
+        entry_target = o.epoch
+        produced = self.plan.is_produced(c.tensor)
+        by_id = {x.id: x for x in self.plan.chunks}
+        if side == "src":
+            self.wait_flag(tb, tb.const(self.layout.entry(c.dst)), entry_target, KIND_ENTRY)
+            for a in c.after:
+                if by_id[a].dst == c.src:
+                    self.wait_flag(tb, tb.const(a), tb.mul(o.epoch, tb.const(self.writers)), KIND_CHUNK)
+            if produced:
+                self.wait_flag(tb, tb.const(self.layout.produced(c.id)),
+                               tb.mul(o.epoch, tb.const(c.volume)), KIND_PRODUCED)
+        else:
+            self.wait_flag(tb, tb.const(self.layout.entry(c.src)), entry_target, KIND_ENTRY)
+            for a in c.after:
+                if by_id[a].dst == c.src:
+                    self.wait_flag(tb, tb.const(a), tb.mul(o.epoch, tb.const(self.writers)),
+                                   KIND_CHUNK, peer=src)
+            if produced:
+                vol = tb.mul(o.epoch, tb.const(c.volume))
+                self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED,
+                               peer=src)
+                if c.reduce == "sum":
+                    self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED)
+        self.move(tb, o, c, side, src, dst)
+        one = tb.const(1)
+        if side == "src":
+            self.release_flag(tb, tb.const(c.id), one, "add", peer=dst)
+        else:
+            self.release_flag(tb, tb.const(c.id), one, "add")
+            self.release_flag(tb, tb.const(self.layout.consumed), one, "add", peer=src)
+        o.detach()
+        o.erase()
+
+    # ------------------------------------------------------------------------------ copies
+    def move(self, b: Builder, o, c, side: str, src: SSAValue, dst: SSAValue) -> None:
+        """This comm program's share of the chunk's data (P2P loads/stores)."""
+        base = o.base
+        src_base = self.peer_address(b, base, src, o.operand.value.data) if side == "dst" else base
+        dst_base = self.peer_address(b, base, dst, o.operand.value.data) if side == "src" else base
+        self.copy_tiles(b, o, c, src_base, dst_base, accumulate=(c.reduce == "sum"))
+
+    def copy_tiles(self, b: Builder, o, c, src_base, dst_base, accumulate: bool) -> None:
+        shape = self.plan.tensors[c.tensor].shape
+        if len(shape) == 1:
+            shape2, lo, hi = (1, shape[0]), (0, c.lo[0]), (1, c.hi[0])
+        elif len(shape) == 2:
+            shape2, lo, hi = shape, c.lo, c.hi
+        else:
+            raise CompileError(f"chunk {c.id}: the sm backend copies 1-d and 2-d tensors; "
+                               f"tensor {c.tensor!r} has {len(shape)} dims (flatten it)")
+        rows, cols = hi[0] - lo[0], hi[1] - lo[1]
+        bc = min(MAX_COLS, _pow2_at_least(cols))
+        br = max(1, min(_pow2_at_least(rows), TILE_ELEMS // bc))
+        ntc = -(-cols // bc)
+        ntiles = -(-rows // br) * ntc
+        wide = shape2[0] * shape2[1] >= 2 ** 31
+        ity = i64 if wide else i32
+
+        body = Block(arg_types=[i32])
+        t = body.args[0]
+        lb = Builder(None, body)
+        tr = lb.divsi(t, lb.const(ntc))
+        tcol = lb.sub(t, lb.mul(tr, lb.const(ntc)))
+        r0 = lb.add(lb.const(lo[0]), lb.mul(tr, lb.const(br)))
+        c0 = lb.add(lb.const(lo[1]), lb.mul(tcol, lb.const(bc)))
+        rvec = self._vec(lb, r0, br)
+        cvec = self._vec(lb, c0, bc)
+        rmask = lb.cmp("slt", rvec, self._splat(lb, lb.const(hi[0]), [br]))
+        cmask = lb.cmp("slt", cvec, self._splat(lb, lb.const(hi[1]), [bc]))
+        shape_t = [br, bc]
+        rows2 = self._bcast(lb, self._expand(lb, rvec, 1), shape_t)
+        cols2 = self._bcast(lb, self._expand(lb, cvec, 0), shape_t)
+        mask = lb.andi(self._bcast(lb, self._expand(lb, rmask, 1), shape_t),
+                       self._bcast(lb, self._expand(lb, cmask, 0), shape_t))
+        if wide:
+            rows2 = lb.insert(arith.ExtSIOp(rows2, TensorType(i64, shape_t))).result
+            cols2 = lb.insert(arith.ExtSIOp(cols2, TensorType(i64, shape_t))).result
+        offs = lb.add(lb.mul(rows2, self._splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
+        sp = addptr(lb, self._splat(lb, src_base, shape_t), offs)
+        dp = addptr(lb, self._splat(lb, dst_base, shape_t), offs)
+        value = lb.insert(tt().LoadOp(sp, mask)).results[0]
+        if accumulate:
+            mine = lb.insert(tt().LoadOp(dp, mask)).results[0]
+            value = self._add(lb, value, mine)
+        lb.insert(tt().StoreOp(dp, value, mask))
+        lb.insert(scf.YieldOp())
+        b.insert(scf.ForOp(o.pid, b.const(ntiles), o.count, [], Region(body)))
+
+    # small tensor helpers
+    def _vec(self, b: Builder, start: SSAValue, n: int) -> SSAValue:
+        r = b.insert(tt().MakeRangeOp(0, n)).results[0]
+        return b.add(self._splat(b, start, [n]), r)
+
+    def _splat(self, b: Builder, v: SSAValue, shape) -> SSAValue:
+        return b.insert(tt().SplatOp(v, TensorType(v.type, list(shape)))).results[0]
+
+    def _expand(self, b: Builder, v: SSAValue, axis: int) -> SSAValue:
+        shape = list(v.type.get_shape())
+        shape.insert(axis, 1)
+        cls = tt().ExpandDimsOp
+        try:
+            op = cls(v, axis)
+        except TypeError:
+            op = cls.create(operands=[v], result_types=[TensorType(v.type.element_type, shape)],
+                            properties={"axis": __import__("xdsl.dialects.builtin", fromlist=["IntegerAttr"]).IntegerAttr(axis, i32)})
+        return b.insert(op).results[0]
+
+    def _bcast(self, b: Builder, v: SSAValue, shape) -> SSAValue:
+        if list(v.type.get_shape()) == list(shape):
+            return v
+        return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
+
+    def _add(self, b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
+        ety = x.type.element_type
+        shape = list(x.type.get_shape())
+        if isinstance(ety, IntegerType):
+            return b.add(x, y)
+        f32t = TensorType(__import__("xdsl.dialects.builtin", fromlist=["f32"]).f32, shape)
+        if ety != f32t.element_type:
+            xf = b.insert(arith.ExtFOp(x, f32t)).result
+            yf = b.insert(arith.ExtFOp(y, f32t)).result
+            s = b.insert(arith.AddfOp(xf, yf)).result
+            return b.insert(arith.TruncFOp(s, x.type)).result
+        return b.insert(arith.AddfOp(x, y)).result
+
+
+@dataclass(frozen=True)
+class LowerSm(ModulePass):
+    name: ClassVar[str] = "lower-sm"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        low = CommLowering(op)
+        low.lower_comm()
+        low.lower_common()
+        _check_lowered(op)
+
+
+def _check_lowered(op: ModuleOp) -> None:
+    left = sorted({o.name for o in op.walk() if o.name.startswith("syncopate.")})
+    if left:
+        raise CompileError(f"internal: syncopate ops left after lowering: {', '.join(left)}")

@@ -1,0 +1,271 @@
+"""Shared lowering of the chunk-level ``syncopate`` ops to ``tt``/``arith``/``scf`` + inline PTX.
+
+Used by ``lower-sm``, ``lower-ce`` and ``lower-nvshmem``; each backend adds its own comm-program
+lowering (``enter``/``transfer``/``drain``) on top.
+
+* ``syncopate.wait`` -> a spin on ``ld.acquire.sys.global`` with the ``%globaltimer``
+  watchdog of docs/fused-abi.md: serial-number compare ``(int)(flag - target) >= 0`` (flags
+  grow without bound and may wrap), a timeout that claims the pinned diag record with an atomic
+  CAS and writes rank, flag, value, expected, kind, program and epoch, then leaves the spin
+  (``syn_timeout_ns > 0``) or traps (``< 0``); every 64 iterations a spin also looks at the
+  record and leaves once another spin has timed out, so a dead peer costs one timeout, not one
+  per wait.  The token is the result of a non-pure ``fence.proxy.async.global; mov 0``: the
+  fence orders the acquired data for TMA (async proxy) reads and the asm is an opaque zero.
+* ``syncopate.signal`` -> wait for this program's bulk (TMA) stores, ``gpu.barrier`` so every
+  thread's stores precede it, then one scalar ``tt.atomic_rmw`` (Triton issues scalar atomics
+  from one thread) with release semantics at system scope.
+* ``syncopate.peer_ptr`` -> ``ptr - peers[buf][rank] + peers[buf][peer]``.
+* ``syncopate.remap`` -> piecewise-linear select chain over (rank, coordinate) segments of the
+  permutation table; coordinates outside the table are left unchanged.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import gpu, scf
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from syncopate.abi import (DIAG_EPOCH, DIAG_EXPECTED, DIAG_FLAG, DIAG_KIND, DIAG_PROGRAM,
+                           DIAG_RANK, DIAG_VALUE, KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY,
+                           KIND_PRODUCED)
+from syncopate.errors import CompileError
+
+from .abi_info import abi_args
+from .access import kernel_func
+from .builder import Builder
+
+KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUMED,
+              "produced": KIND_PRODUCED}
+CHECK_DEAD_EVERY = 64
+
+
+def tt():
+    from syncopate_mlir.dialects import tt as tt_dialect
+    return tt_dialect
+
+
+def flag_type_of(flags: SSAValue):
+    return tt().pointee_type(flags.type)
+
+
+def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False):
+    op = b.insert(tt().ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
+                                              pure=pure, packed_element=1))
+    return op.results
+
+
+def globaltimer(b: Builder) -> SSAValue:
+    return _asm(b, "mov.u64 $0, %globaltimer;", "=l", [], [i64])[0]
+
+
+def acquire_load(b: Builder, ptr: SSAValue) -> SSAValue:
+    ty = flag_type_of(ptr)
+    if ty == i64:
+        return _asm(b, "ld.acquire.sys.global.b64 $0, [$1];", "=l,l", [ptr], [i64])[0]
+    return _asm(b, "ld.acquire.sys.global.b32 $0, [$1];", "=r,l", [ptr], [i32])[0]
+
+
+def opaque_zero(b: Builder) -> SSAValue:
+    """An i32 zero the compiler cannot see through, after an async-proxy fence."""
+    return _asm(b, "fence.proxy.async.global;\n\tmov.b32 $0, 0;", "=r", [], [i32])[0]
+
+
+def addptr(b: Builder, ptr: SSAValue, offset: SSAValue) -> SSAValue:
+    return b.insert(tt().AddPtrOp(ptr, offset)).results[0]
+
+
+def scalar_load(b: Builder, ptr: SSAValue, volatile: bool = False) -> SSAValue:
+    return b.insert(tt().LoadOp(ptr, is_volatile=volatile)).results[0]
+
+
+def scalar_store(b: Builder, ptr: SSAValue, value: SSAValue) -> None:
+    b.insert(tt().StoreOp(ptr, value))
+
+
+def atomic(b: Builder, rmw: str, ptr: SSAValue, value: SSAValue, sem="release", scope="sys"):
+    return b.insert(tt().AtomicRMWOp(rmw, ptr, value, sem=sem, scope=scope)).results[0]
+
+
+def not_(b: Builder, v: SSAValue) -> SSAValue:
+    return b.xori(v, b.bool(True))
+
+
+def while_op(init: list[SSAValue], before: Block, after: Block, result_types):
+    cls = getattr(tt(), "WhileOp", scf.WhileOp)
+    return cls(init, list(result_types), Region(before), Region(after))
+
+
+class Lowering:
+    """Lowers the chunk-level ops of one module; backends subclass it for their comm ops."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.func = kernel_func(module)
+        self.args = abi_args(self.func)
+        self.has_bulk_stores = any(o.name == "tt.descriptor_store" for o in self.func.walk())
+        ws = module.attributes.get("syncopate.schedule")
+        import json
+        self.world_size = int(json.loads(ws.data)["world_size"]) if ws is not None else 1
+
+    # -------------------------------------------------------------------------- per op kind
+    def lower_common(self) -> None:
+        from syncopate_mlir.dialects.syncopate import PeerPtrOp, RemapOp, SignalOp, WaitOp
+
+        for o in list(self.module.walk()):
+            if isinstance(o, RemapOp):
+                self.remap(o)
+        for o in list(self.module.walk()):
+            if isinstance(o, PeerPtrOp):
+                self.peer_ptr(o)
+        for o in list(self.module.walk()):
+            if isinstance(o, WaitOp):
+                self.wait(o)
+            elif isinstance(o, SignalOp):
+                self.signal(o)
+
+    def remap(self, o) -> None:
+        tiles = o.tiles.value.data
+        table = list(o.table.get_values())
+        b = Builder(o)
+        result = o.coord
+        for r in range(len(table) // tiles):
+            row = table[r * tiles:(r + 1) * tiles]
+            is_r = None
+            for start, length, dst in _segments(row):
+                if dst == start:
+                    continue
+                if is_r is None:
+                    is_r = b.cmp("eq", o.rank, b.const(r))
+                inside = b.andi(b.cmp("sge", o.coord, b.const(start)),
+                                b.cmp("slt", o.coord, b.const(start + length)))
+                cond = b.andi(is_r, inside)
+                moved = b.add(o.coord, b.const(dst - start))
+                result = b.select(cond, moved, result)
+        o.result.replace_all_uses_with(result)
+        o.detach()
+        o.erase()
+
+    def peer_ptr(self, o) -> None:
+        b = Builder(o)
+        out = self.peer_address(b, o.ptr, o.rank, o.buffer.value.data)
+        o.result.replace_all_uses_with(out)
+        o.detach()
+        o.erase()
+
+    def peer_address(self, b: Builder, ptr: SSAValue, peer: SSAValue, buffer: int) -> SSAValue:
+        peers = self.args["syn_peers"]
+        rank = self.args["syn_rank"]
+        row = b.const(buffer * self.world_size)
+        mine = scalar_load(b, addptr(b, peers, b.add(row, rank)))
+        theirs = scalar_load(b, addptr(b, peers, b.add(row, peer)))
+        local = b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
+        addr = b.add(b.sub(local, mine), theirs)
+        return b.insert(tt().IntToPtrOp(addr, ptr.type)).results[0]
+
+    # -------------------------------------------------------------------------- the spin
+    def wait(self, o) -> None:
+        kind = KIND_CODES[o.kind.data]
+        b = Builder(o)
+        ptr = addptr(b, o.flags, o.index)
+        token = self.spin(b, ptr, o.index, o.target, kind)
+        o.token.replace_all_uses_with(token)
+        o.detach()
+        o.erase()
+
+    def spin(self, b: Builder, ptr: SSAValue, index: SSAValue, target: SSAValue,
+             kind: int) -> SSAValue:
+        """Emit the watchdog spin ``until (int)(*ptr - target) >= 0``; returns the token."""
+        fty = flag_type_of(ptr)
+        wide = fty == i64
+        target_w = b.cast(target, fty) if target.type != fty else target
+        zero_w = b.const(0, fty)
+        timeout = self.args["syn_timeout_ns"]
+        limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|
+        watch = b.cmp("sgt", limit, b.const(0, i64))
+        diag = self.args["syn_diag"]
+        t0 = globaltimer(b)
+
+        before = Block(arg_types=[i32])
+        bb = Builder(None, before)
+        it = before.args[0]
+        v = acquire_load(bb, ptr)
+        ready = bb.cmp("sge", bb.sub(v, target_w), zero_w)
+        late = bb.andi(watch, bb.cmp("sgt", bb.sub(globaltimer(bb), t0), limit))
+        check = bb.cmp("eq", bb.andi(it, bb.const(CHECK_DEAD_EVERY - 1)),
+                       bb.const(CHECK_DEAD_EVERY - 1))
+        dead_if = bb.if_(check, [i1])
+        db = Builder(None, dead_if.true_region.blocks[0])
+        state = scalar_load(db, diag, volatile=True)
+        db.insert(scf.YieldOp(db.cmp("ne", state, db.const(0))))
+        eb = Builder(None, dead_if.false_region.blocks[0])
+        eb.insert(scf.YieldOp(eb.bool(False)))
+        stop = bb.ori(ready, bb.ori(late, dead_if.results[0]))
+        bb.insert(scf.ConditionOp(not_(bb, stop), it, v))
+
+        after = Block(arg_types=[i32, fty])
+        ab = Builder(None, after)
+        ab.insert(scf.YieldOp(ab.add(after.args[0], ab.const(1))))
+        loop = b.insert(while_op([b.const(0)], before, after, [i32, fty]))
+        value = loop.results[1]
+
+        failed = not_(b, b.cmp("sge", b.sub(value, target_w), zero_w))
+        fail_if = b.if_(failed)
+        fb = Builder(fail_if.true_region.blocks[0].last_op)
+        self._record(fb, diag, index, value, target_w, kind, timeout, wide)
+        return opaque_zero(b)
+
+    def _record(self, b: Builder, diag, index, value, target, kind, timeout, wide) -> None:
+        """Claim the diag record (first timeout wins) and describe the failed wait."""
+        # a spin that left because another one timed out records nothing
+        state = scalar_load(b, diag, volatile=True)
+        mine = b.cmp("eq", state, b.const(0))
+        mine_if = b.if_(mine)
+        mb = Builder(mine_if.true_region.blocks[0].last_op)
+        old = mb.insert(tt().AtomicCASOp(diag, mb.const(0), mb.const(1), sem="acq_rel",
+                                          scope="sys")).results[0]
+        won = mb.cmp("eq", old, mb.const(0))
+        won_if = mb.if_(won)
+        wb = Builder(won_if.true_region.blocks[0].last_op)
+        pid = wb.insert(tt().GetProgramIdOp(0)).results[0]
+        fields = {
+            DIAG_RANK: self.args["syn_rank"], DIAG_FLAG: wb.i32(index),
+            DIAG_VALUE: wb.cast(value, i32) if wide else value,
+            DIAG_EXPECTED: wb.cast(target, i32) if wide else target,
+            DIAG_KIND: wb.const(kind), DIAG_PROGRAM: pid, DIAG_EPOCH: self.args["syn_epoch"],
+        }
+        for word, val in fields.items():
+            scalar_store(wb, addptr(wb, diag, wb.const(word)), val)
+        _asm(wb, "fence.sc.sys;\n\tmov.b32 $0, 0;", "=r", [], [i32])
+        trap = wb.cmp("slt", timeout, wb.const(0, i64))
+        trap_if = wb.if_(trap)
+        tb = Builder(trap_if.true_region.blocks[0].last_op)
+        _asm(tb, "trap;\n\tmov.b32 $0, 0;", "=r", [], [i32])
+
+    # -------------------------------------------------------------------------- release
+    def signal(self, o) -> None:
+        b = Builder(o)
+        ptr = addptr(b, o.flags, o.index)
+        self.release(b, ptr, o.value, o.op.data)
+        o.detach()
+        o.erase()
+
+    def release(self, b: Builder, ptr: SSAValue, value: SSAValue, op: str = "add") -> None:
+        if self.has_bulk_stores:
+            _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
+        b.insert(gpu.BarrierOp())
+        fty = flag_type_of(ptr)
+        val = b.cast(value, fty) if value.type != fty else value
+        atomic(b, "add" if op == "add" else "exch", ptr, val, sem="release", scope="sys")
+
+
+def _segments(row: list[int]) -> list[tuple[int, int, int]]:
+    """Runs ``(start, length, dst)`` with ``row[start + k] == dst + k``."""
+    out = []
+    start = 0
+    while start < len(row):
+        end = start + 1
+        while end < len(row) and row[end] == row[end - 1] + 1:
+            end += 1
+        out.append((start, end - start, row[start]))
+        start = end
+    return out

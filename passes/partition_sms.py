@@ -1,0 +1,138 @@
+"""``partition-sms``: comm programs inside the fused kernel (``sm`` and ``nvshmem`` backends).
+
+The fused kernel is launched with ``comm_programs`` extra programs on axis 0.  Programs
+``0 .. comm_programs-1`` run the comm plan in a ``syncopate.comm`` region; every other program
+runs the original body, seeing ``program_id(0) - comm_programs`` and
+``num_programs(0) - comm_programs``, i.e. exactly the grid the kernel was written for.  Comm
+programs take the lowest ids because the hardware dispatches programs roughly in id order: they
+are resident before any compute program can occupy an SM and spin, so a wait can never starve
+the programs that would satisfy it.
+
+The comm region lists, in schedule order (step, then id), one ``syncopate.transfer`` per chunk;
+the lowering decides at run time whether this rank executes it (the destination for ``pull``
+and ``sum`` chunks, the source for ``push`` chunks), so one binary serves every rank.  It
+starts with ``syncopate.enter`` (publish ENTRY to peers) and, when some chunk is read from a
+peer's buffer, ends with ``syncopate.drain`` (wait until peers have read ours), the handshake
+of docs/fused-abi.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import ModuleOp, i32
+from xdsl.ir import Block, Region
+from xdsl.passes import ModulePass
+
+from syncopate.errors import CompileError
+
+from .abi_info import abi_args, chunk_writers, comm_programs_of, backend_of, operands_of, update_state
+from .access import func_body, int_prop, kernel_func
+from .builder import Builder
+from .plan import Plan
+
+
+def executor(chunk) -> str:
+    """Which side runs a chunk's transfer: reads of a peer's buffer run on the destination."""
+    return "src" if (chunk.mode == "push" and chunk.reduce == "none") else "dst"
+
+
+def _axis(op) -> int:
+    v = int_prop(op, "axis")
+    if v is not None:
+        return v
+    attr = op.properties.get("axis") or op.attributes.get("axis")
+    text = str(attr)
+    return {"x": 0, "y": 1, "z": 2}.get(text.split()[-1].strip(">").strip(), 0) if attr else 0
+
+
+@dataclass(frozen=True)
+class PartitionSms(ModulePass):
+    name: ClassVar[str] = "partition-sms"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
+
+        plan = Plan.from_module(op)
+        backend = backend_of(op)
+        comm = comm_programs_of(op)
+        if comm <= 0:
+            raise CompileError(f"backend {backend!r} needs comm_programs >= 1 (programs that move "
+                               f"the data inside the fused kernel); got {comm}")
+        func = kernel_func(op)
+        args = abi_args(func)
+        body = func_body(func)
+        operands = operands_of(op)
+        param_of_tensor = {t: p for p, t in operands.items()}
+        from .access import param_names
+        names = param_names(op, func)
+        arg_of = {names[i]: a for i, a in enumerate(body.args) if i < len(names)}
+
+        ret = body.last_op
+        if ret is None or ret.name != "tt.return" or ret.operands:
+            raise CompileError("the kernel must end with a plain tt.return")
+        b = Builder(body.first_op)
+        pid_raw = b.tt("tt.get_program_id", [], [i32], properties=_pid_props("tt.get_program_id")).results[0]
+        count = b.const(comm)
+        is_comm = b.cmp("slt", pid_raw, count)
+
+        # move the original body into the else branch
+        moved = [o for o in body.ops if o is not ret and o not in
+                 (pid_raw.op, count.op, is_comm.op)]
+        else_block = Block()
+        for o in moved:
+            o.detach()
+            else_block.add_op(o)
+        else_block.add_op(scf.YieldOp())
+        then_block = Block()
+        comm_op = CommOp(pid_raw, count)
+        then_block.add_op(comm_op)
+        then_block.add_op(scf.YieldOp())
+        if_op = scf.IfOp(is_comm, [], Region(then_block), Region(else_block))
+        body.insert_op_before(if_op, ret)
+
+        # compute programs see the grid they were written for
+        for o in list(else_block.walk()):
+            if o.name in ("tt.get_program_id", "tt.get_num_programs") and _axis(o) == 0:
+                res = o.results[0]
+                nb = Builder(o.next_op)
+                shifted = nb.sub(res, nb.cast(count, res.type))
+                res.replace_uses_with_if(shifted, lambda use: use.operation is not shifted.op)
+
+        # the comm plan
+        cb = Builder(None, comm_op.body.blocks[0])
+        flags, epoch, rank = args["syn_flags"], args["syn_epoch"], args["syn_rank"]
+        cb.insert(EnterOp(pid_raw, count, epoch, rank, flags))
+        order = sorted(plan.chunks, key=lambda c: (c.step, c.id))
+        tensors = list(operands.values())
+        reads_per_src = {r: 0 for r in range(plan.world_size)}
+        writers = chunk_writers(plan, backend, comm)
+        for c in order:
+            if c.tensor not in param_of_tensor:
+                raise CompileError(f"chunk {c.id} moves tensor {c.tensor!r}, which no kernel "
+                                   f"operand holds; pass operand={{param: {c.tensor!r}}}")
+            base = arg_of[param_of_tensor[c.tensor]]
+            cb.insert(TransferOp(base, pid_raw, count, epoch, rank, flags, c.id,
+                                 1 + tensors.index(c.tensor)))
+            if executor(c) == "dst":
+                reads_per_src[c.src] += writers
+        if any(reads_per_src.values()):
+            # reads is per source rank; the lowering selects this rank's
+            cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
+        modes = {("push" if executor(c) == "src" else "pull") for c in plan.chunks}
+        update_state(op, reads_per_src={str(k): v for k, v in reads_per_src.items()},
+                     mode=modes.pop() if len(modes) == 1 else "mixed")
+
+
+def _pid_props(name: str) -> dict:
+    """Properties of a new ``tt.get_program_id x`` as the mirror dialect defines them."""
+    from syncopate_mlir.dialects import tt as tt_dialect
+
+    make = getattr(tt_dialect, "program_id_props", None)
+    if make is not None:
+        return make(0)
+    from xdsl.dialects.builtin import IntegerAttr
+    return {"axis": IntegerAttr(0, i32)}

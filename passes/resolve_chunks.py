@@ -1,0 +1,115 @@
+"""``resolve-chunks``: from regions to chunks.
+
+``syncopate.wait_region`` (a box of tensor T is about to be read) becomes, for each rank ``d``
+that receives chunks of T, an ``scf.if rank == d`` holding one ``scf.if`` per chunk delivered
+to ``d`` that can intersect the box (a constant-bounds interval test per chunked dim) around a
+``syncopate.wait flags[c] >= epoch * writers(c)``.  A tile spanning two chunks passes both
+tests and waits for both; chunks of ``sum`` reductions into the same region all have to
+arrive.  The tokens of the waits are summed into the token of the region wait (zero at run
+time, but a data dependence for whatever it guards).
+
+``syncopate.signal_region`` (a box of T has been written) becomes, for each chunk of T that
+leaves this rank, or that reduces into it, a ``syncopate.signal`` adding the number of
+elements of the box inside the chunk to ``PRODUCED[c]``, guarded by ``rank`` and a non-empty
+intersection.  Comm programs wait for ``PRODUCED[c] >= epoch * |c|``.
+
+Both unroll over the schedule's chunks, so the code a tile runs is ``O(chunks to one rank)``
+integer compares plus one spin per chunk it really reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import ModuleOp, i32
+from xdsl.ir import Block, Region
+from xdsl.passes import ModulePass
+
+from syncopate.abi import FlagLayout
+
+from .abi_info import backend_of, chunk_writers, comm_programs_of
+from .builder import Builder
+from .plan import Plan
+
+
+@dataclass(frozen=True)
+class ResolveChunks(ModulePass):
+    name: ClassVar[str] = "resolve-chunks"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitRegionOp
+
+        plan = Plan.from_module(op)
+        writers = chunk_writers(plan, backend_of(op), comm_programs_of(op))
+        layout = FlagLayout(plan.num_chunks, plan.world_size)
+        for o in list(op.walk()):
+            if isinstance(o, WaitRegionOp):
+                self._wait(o, plan, writers)
+            elif isinstance(o, SignalRegionOp):
+                self._signal(o, plan, layout)
+
+    @staticmethod
+    def _wait(o, plan: Plan, writers: int) -> None:
+        from syncopate_mlir.dialects.syncopate import WaitOp
+
+        tensor = o.tensor.data
+        chunked = plan.chunked_dims(tensor)
+        b = Builder(o)
+        target = b.mul(o.epoch, b.const(writers))
+        total = b.const(0)
+        for d in range(plan.world_size):
+            chunks = plan.chunks_to(d, tensor)
+            if not chunks:
+                continue
+            is_d = b.cmp("eq", o.rank, b.const(d))
+            rank_if = b.if_(is_d, [i32])
+            tb = Builder(None, rank_if.true_region.blocks[0])
+            tok = tb.const(0)
+            for c in chunks:
+                conds = []
+                for dim in chunked:
+                    conds.append(tb.cmp("slt", o.lo[dim], tb.const(c.hi[dim])))
+                    conds.append(tb.cmp("slt", tb.const(c.lo[dim]), o.hi[dim]))
+                cond = tb.all_of(conds)
+                cif = tb.if_(cond, [i32])
+                cb = Builder(None, cif.true_region.blocks[0])
+                w = cb.insert(WaitOp(o.flags, cb.const(c.id), target, "chunk", c.id))
+                cb.insert(scf.YieldOp(w.token))
+                eb = Builder(None, cif.false_region.blocks[0])
+                eb.insert(scf.YieldOp(eb.const(0)))
+                tok = tb.add(tok, cif.results[0])
+            tb.insert(scf.YieldOp(tok))
+            fb = Builder(None, rank_if.false_region.blocks[0])
+            fb.insert(scf.YieldOp(fb.const(0)))
+            total = b.add(total, rank_if.results[0])
+        o.token.replace_all_uses_with(total)
+        o.detach()
+        o.erase()
+
+    @staticmethod
+    def _signal(o, plan: Plan, layout: FlagLayout) -> None:
+        from syncopate_mlir.dialects.syncopate import SignalOp
+
+        tensor = o.tensor.data
+        b = Builder(o)
+        for c in plan.chunks:
+            if c.tensor != tensor:
+                continue
+            ranks = [c.src] + ([c.dst] if c.reduce == "sum" else [])
+            conds = [b.cmp("eq", o.rank, b.const(r)) for r in ranks]
+            on_rank = conds[0] if len(conds) == 1 else b.ori(conds[0], conds[1])
+            vol = None
+            for dim in range(len(c.lo)):
+                hi = b.minsi(o.hi[dim], b.const(c.hi[dim]))
+                lo = b.maxsi(o.lo[dim], b.const(c.lo[dim]))
+                ext = b.maxsi(b.sub(hi, lo), b.const(0))
+                vol = ext if vol is None else b.mul(vol, ext)
+            cond = b.andi(on_rank, b.cmp("sgt", vol, b.const(0)))
+            sif = b.if_(cond)
+            sb = Builder(sif.true_region.blocks[0].last_op)
+            sb.insert(SignalOp(o.flags, sb.const(layout.produced(c.id)), vol, "add", "produced"))
+        o.detach()
+        o.erase()

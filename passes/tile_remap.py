@@ -1,0 +1,118 @@
+"""``tile-remap``: run tiles in the order their chunks arrive (or leave).
+
+The access analysis gives each access of a communicated tensor its box along the chunked dim
+as ``[B * X, B * X + B)``: ``X`` is the tile coordinate (``pid_m``), ``B`` the tile size.  This
+pass replaces every use of ``X`` by ``syncopate.remap X, rank``, a per-rank permutation of the
+tile coordinates.  Program ``pid`` still computes the same ``X``, but then works on tile
+``table[rank][X]``: tiles whose rows are local come first, then tiles in the order their chunks
+arrive (consumers, e.g. all-gather + GEMM), or tiles in the order their chunks leave
+(producers, e.g. GEMM + reduce-scatter), so that the first chunk to send is finished first.
+
+Because the substitution is made on the coordinate value, it is a bijection on tiles for any
+tile order the kernel uses (row-major, grouped/swizzled, persistent); the kernel's stores use
+the same coordinate, so results land where they belong.  The rank is a runtime value: one
+binary serves every rank.  A tile that straddles two bands sorts by the later band (consumers)
+or the earlier one (producers).  Where no single coordinate exists the pass leaves the order
+alone and says so in the ``syncopate.abi`` remarks: waits keep the kernel correct regardless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.passes import ModulePass
+
+from .abi_info import abi_args, operands_of, update_state, get_state
+from .access import AccessAnalysis, func_body
+from .builder import Builder
+from .plan import Plan
+
+
+def tile_coordinate(lo, extent: int) -> SSAValue | None:
+    """``X`` when ``lo == extent * X`` for a scalar SSA value ``X``."""
+    if len(lo.terms) != 1:
+        return None
+    (mono, coef), = lo.terms.items()
+    if len(mono) != 1 or coef != extent or not isinstance(mono[0], SSAValue):
+        return None
+    return mono[0]
+
+
+def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str) -> tuple[int, list[int]]:
+    size = plan.tensors[tensor].shape[dim]
+    tiles = -(-size // block)
+    table: list[int] = []
+    for r in range(plan.world_size):
+        def key(t: int) -> int:
+            lo, hi = t * block, min((t + 1) * block, size)
+            if role == "consumer":
+                return plan.arrival_key(r, tensor, dim, lo, hi)
+            return plan.departure_key(r, tensor, dim, lo, hi)
+        table.extend(sorted(range(tiles), key=lambda t: (key(t), t)))
+    return tiles, table
+
+
+@dataclass(frozen=True)
+class TileRemap(ModulePass):
+    name: ClassVar[str] = "tile-remap"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        plan = Plan.from_module(op)
+        operands = operands_of(op)
+        shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
+        analysis = AccessAnalysis(op, operands, shapes)
+        accesses = analysis.run()
+        rank = abi_args(analysis.func)["syn_rank"]
+        remarks = list(get_state(op).get("remarks", []))
+        remapped: dict[str, dict] = {}
+        done: set[int] = set()
+        for tensor in sorted({a.tensor for a in accesses}):
+            dims = plan.chunked_dims(tensor)
+            if not dims:
+                continue
+            reads = [a for a in accesses if a.tensor == tensor and a.kind == "read"]
+            writes = [a for a in accesses if a.tensor == tensor and a.kind == "write"]
+            role, group = ("consumer", reads) if reads else ("producer", writes)
+            if role == "producer" and not plan.is_produced(tensor):
+                continue
+            for dim in dims:
+                coords = {(id(c), a.dims[dim].extent): c for a in group
+                          if (c := tile_coordinate(a.dims[dim].lo, a.dims[dim].extent)) is not None}
+                if len(coords) != 1 or any(tile_coordinate(a.dims[dim].lo, a.dims[dim].extent)
+                                           is None for a in group):
+                    remarks.append(f"tile-remap: no single tile coordinate for {tensor} dim {dim}; "
+                                   f"tile order left as written")
+                    continue
+                (_, block), x = next(iter(coords.items()))
+                if id(x) in done:
+                    continue
+                tiles, table = remap_table(plan, tensor, dim, block, role)
+                if table == list(range(tiles)) * plan.world_size:
+                    break  # already in arrival order on every rank
+                self._remap(x, rank, tensor, dim, block, tiles, table)
+                done.add(id(x))
+                remapped[tensor] = {"dim": dim, "block": block, "tiles": tiles, "role": role}
+                break
+        update_state(op, remap=remapped, remarks=remarks)
+
+    @staticmethod
+    def _remap(x: SSAValue, rank, tensor, dim, block, tiles, table) -> None:
+        from syncopate_mlir.dialects.syncopate import RemapOp
+
+        if isinstance(x, BlockArgument):
+            b = Builder.at_start(x.block)
+        else:
+            nxt = x.op.next_op
+            b = Builder(nxt, x.op.parent_block()) if nxt is not None else Builder(None, x.op.parent_block())
+        coord = b.i32(x)
+        remap = b.insert(RemapOp(coord, rank, tensor, dim, block, tiles, table))
+        out = remap.result
+        if x.type != out.type:
+            out = b.cast(out, x.type)
+        keep = {remap, coord.op if hasattr(coord, "op") else None}
+        x.replace_uses_with_if(out, lambda use: use.operation not in keep and
+                               use.operation is not getattr(out, "op", None))
