@@ -99,7 +99,13 @@ class Builder:
         return self.insert(arith.XOrIOp(a, b)).result
 
     def cmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.CmpiOp(a, b, pred)).result
+        op = arith.CmpiOp(a, b, pred)
+        if hasattr(a.type, "get_shape") and type(a.type).__name__ == "TensorType":
+            from xdsl.dialects.builtin import TensorType
+            op = arith.CmpiOp.create(operands=[a, b],
+                                     result_types=[TensorType(i1, list(a.type.get_shape()))],
+                                     properties=dict(op.properties))
+        return self.insert(op).result
 
     def select(self, c: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.insert(arith.SelectOp(c, a, b)).result

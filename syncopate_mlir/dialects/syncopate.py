@@ -299,7 +299,7 @@ class TransferOp(_CommStep):
                        "`:` type($base) `,` type($flags)")
 
     def __init__(self, base, pid, count, epoch, rank, flags, chunk: int, operand: int):
-        super().__init__(operands=[pid, count, epoch, rank, flags, base],
+        super().__init__(operands=[base, pid, count, epoch, rank, flags],
                          properties={"chunk": IntegerAttr(chunk, I32),
                                      "operand": IntegerAttr(operand, I32)})
 

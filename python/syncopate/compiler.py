@@ -1,0 +1,196 @@
+"""``syncopate.compile``: a local Triton kernel + a chunk schedule -> one fused kernel.
+
+CPU-only: it runs Triton's own pipeline (``make_ttir`` ... ``make_cubin``) with the syncopate
+stage inserted after ``ttir`` (``syncopate_mlir/hook.py``), so it works on a machine without a
+GPU when given a target.  The result carries Triton's ``asm`` (``ttir`` is the local kernel's
+TTIR, ``syncopate`` the fused TTIR, then ``ttgir``, ``llir``, ``ptx``, ``cubin``), the IR after
+each syncopate pass, and the :class:`~syncopate.abi.FusedABI` the runtime launches it with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .abi import BACKENDS, FusedABI, extra_params
+from .errors import CompileError, ScheduleError
+
+DEFAULT_COMM_PROGRAMS = {"sm": 16, "nvshmem": 16, "ce": 0}
+_DTYPE_OF_SIG = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp32": "fp32", "f32": "fp32",
+                 "fp8e4nv": "fp8e4m3", "fp8e5": "fp8e5m2", "i32": "int32", "i8": "int8",
+                 "i16": "int16", "i64": "int64", "fp64": "fp64"}
+
+
+@dataclass
+class FusedCompile:
+    """A compiled fused kernel: Triton's ``CompiledKernel`` plus what the runtime needs."""
+
+    kernel: Any                      # triton.compiler.CompiledKernel
+    abi: FusedABI
+    ir_after: dict[str, str] = field(default_factory=dict)
+    times_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def asm(self) -> dict:
+        return self.kernel.asm
+
+    @property
+    def metadata(self):
+        return self.kernel.metadata
+
+
+def _source_class():
+    from triton.compiler import ASTSource
+
+    from syncopate_mlir.hook import REQUEST_ATTR
+
+    class SyncopateSource(ASTSource):
+        """An ``ASTSource`` whose signature is extended by the fused ABI's parameters.
+
+        The frontend sees the user's signature (``make_ir``); the launcher sees the extended
+        one; the cache key includes the fuse request, so fused and unfused compiles of one
+        kernel never share a cache entry."""
+
+        def __init__(self, fn, signature, constexprs, attrs, request):
+            super().__init__(fn, dict(signature), constexprs, attrs)
+            self.user_signature = dict(signature)
+            self.request = request
+            self.signature = {**signature, **dict(extra_params(request.backend))}
+
+        def hash(self):
+            import hashlib
+
+            base = super().hash()
+            return hashlib.sha256(f"{base}-syncopate-{self.request.key()}".encode()).hexdigest()
+
+        def make_ir(self, target, options, codegen_fns, module_map, context):
+            extended = self.signature
+            self.signature = self.user_signature
+            try:
+                module = super().make_ir(target, options, codegen_fns, module_map, context)
+            finally:
+                self.signature = extended
+            setattr(module, REQUEST_ATTR, self.request)
+            return module
+
+    return SyncopateSource
+
+
+def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[str, Any],
+                     schedule, operand) -> dict[str, str]:
+    """Kernel parameter -> schedule tensor, validated (typed errors saying what to change)."""
+    names = list(kernel.arg_names)
+    if isinstance(operand, str):
+        if len(schedule.tensors) != 1:
+            raise CompileError(
+                f"the schedule moves {len(schedule.tensors)} tensors "
+                f"({', '.join(schedule.tensors)}): pass operand={{param: tensor}} to say which "
+                f"kernel parameter holds each")
+        operand = {operand: next(iter(schedule.tensors))}
+    if not isinstance(operand, Mapping) or not operand:
+        raise CompileError("operand must name the kernel parameter holding the communicated "
+                           "tensor (a string) or map parameters to schedule tensors (a dict)")
+    out = {}
+    for param, tensor in operand.items():
+        if param not in names:
+            raise CompileError(f"unknown operand {param!r}: kernel {kernel.__name__} has "
+                               f"parameters {', '.join(names)}")
+        if param in (constexprs or {}) or signature.get(param) == "constexpr":
+            raise CompileError(f"operand {param!r} is a constexpr; it must be a pointer parameter")
+        sig = signature.get(param)
+        if sig is None or not (sig.startswith("*") or sig.startswith("tensordesc")):
+            raise CompileError(f"operand {param!r} has signature {sig!r}; it must be a pointer "
+                               f"(e.g. '*bf16') or a tensor descriptor")
+        if tensor not in schedule.tensors:
+            raise CompileError(f"operand {param!r} is bound to tensor {tensor!r}, which the "
+                               f"schedule does not have ({', '.join(schedule.tensors)})")
+        spec = schedule.tensors[tensor]
+        if sig.startswith("*"):
+            elem = sig[1:]
+            want = _DTYPE_OF_SIG.get(elem, elem)
+            if want != spec.dtype:
+                raise CompileError(f"operand {param!r} points to {elem} but the schedule's tensor "
+                                   f"{tensor!r} is {spec.dtype}: make the dtypes agree")
+        out[param] = tensor
+    return out
+
+
+def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
+            schedule, operand, backend: str = "sm", comm_programs: int | None = None,
+            target=("cuda", 90), attrs=None, **options) -> FusedCompile:
+    """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
+
+    ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
+    ``operand`` names the kernel parameter holding the communicated tensor (or maps several);
+    ``schedule`` is a Schedule, a JSON text or the path of a JSON file; ``options`` go to
+    Triton (``num_warps``, ``num_stages``, ...)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    from syncopate.schedule import as_schedule, dumps, verify
+    from syncopate_mlir import hook
+    from syncopate_mlir.pipeline import FuseRequest
+
+    if backend not in BACKENDS:
+        raise CompileError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    sched = as_schedule(schedule)
+    verify(sched)
+    constexprs = dict(constexprs or {})
+    signature = dict(signature)
+    missing = [n for n in kernel.arg_names if n not in signature]
+    if missing:
+        raise CompileError(f"signature misses parameters {', '.join(missing)} of kernel "
+                           f"{kernel.__name__} (give constexprs the type 'constexpr')")
+    operands = resolve_operands(kernel, signature, constexprs, sched, operand)
+    if comm_programs is None:
+        comm_programs = DEFAULT_COMM_PROGRAMS[backend]
+    if backend == "ce":
+        comm_programs = 0
+    elif comm_programs < 1:
+        raise CompileError(f"backend {backend!r} needs comm_programs >= 1")
+    params = tuple(n for n in kernel.arg_names
+                   if signature.get(n) != "constexpr" and n not in constexprs)
+    request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
+                          operands=tuple(sorted(operands.items())), backend=backend,
+                          comm_programs=int(comm_programs), params=params)
+    for n in constexprs:
+        signature.setdefault(n, "constexpr")
+    hook.install()
+    source = _source_class()(kernel, signature, constexprs, attrs, request)
+    if backend == "nvshmem":
+        options.setdefault("extern_libs", {"libnvshmem_device": nvshmem_device_library()})
+    if isinstance(target, tuple):
+        target = GPUTarget(target[0], target[1], 32)
+    compiled = triton.compile(source, target=target, options=options)
+    meta = compiled.metadata
+    info = getattr(meta, "syncopate", None)
+    if not info:
+        raise CompileError("the syncopate stage did not run: another compile hook replaced ours")
+    abi = FusedABI.from_json(info["abi"])
+    abi.user_params = list(kernel.arg_names)
+    return FusedCompile(compiled, abi, dict(getattr(meta, "syncopate_ir", {}) or {}),
+                        dict(getattr(meta, "syncopate_times_ms", {}) or {}))
+
+
+def nvshmem_device_library() -> str:
+    """Path of ``libnvshmem_device.bc`` (the ``nvshmem`` extra installs it)."""
+    import os
+    import sysconfig
+
+    env = os.environ.get("NVSHMEM_LIB_DIR")
+    candidates = [Path(env) / "libnvshmem_device.bc"] if env else []
+    candidates.append(Path(sysconfig.get_path("purelib")) / "nvidia/nvshmem/lib/libnvshmem_device.bc")
+    try:
+        import nvidia.nvshmem  # type: ignore
+
+        for p in getattr(nvidia.nvshmem, "__path__", []):
+            candidates.append(Path(p) / "lib/libnvshmem_device.bc")
+    except ImportError:
+        pass
+    for c in candidates:
+        if c.exists():
+            return str(c)
+    raise CompileError("the nvshmem backend needs libnvshmem_device.bc: pip install "
+                       "'syncopate[nvshmem]' (nvidia-nvshmem-cu13==3.4.5) or set NVSHMEM_LIB_DIR")
