@@ -71,6 +71,8 @@ def ag_gemm_fused_kernel(comm, M: int, K: int, dtype, *, backend="sm", split=1, 
     key = ("ag_gemm.fk", M, K, str(dtype), backend, split, order, mode, comm_programs, k,
            repr(config))
     fk = comm.cache.get(key)
+    if fk is not None and getattr(fk, "_poisoned", None):
+        fk = None  # timed out earlier: its flags disagree across ranks; build a fresh one
     if fk is None:
         sched = all_gather((M, K), str(dtype).replace("torch.", ""), comm.world_size, dim=0,
                            order=order, mode=mode, split=split)

@@ -77,6 +77,8 @@ def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="ce", split=1, 
     key = ("gemm_rs.fk", M, N, str(dtype), backend, split, order, mode, comm_programs, k,
            repr(config))
     fk = comm.cache.get(key)
+    if fk is not None and getattr(fk, "_poisoned", None):
+        fk = None  # timed out earlier: its flags disagree across ranks; build a fresh one
     if fk is None:
         sched = reduce_scatter((M, N), _gemm.schedule_dtype(dtype), comm.world_size, dim=0,
                                order=order, mode=mode, split=split)

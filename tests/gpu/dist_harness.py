@@ -1,0 +1,103 @@
+"""Run a function on W GPU processes (one per GPU) with a hard timeout.
+
+``run_ranks(fn, *args, world_size=2, timeout=120, env=None)`` spawns one process per rank
+(``torch.multiprocessing`` spawn context), initialises an NCCL process group over a free
+localhost port, calls ``fn(rank, world_size, *args)`` and returns the per-rank results. Any
+child exception is re-raised in the parent with every rank's traceback. A run that exceeds
+``timeout`` seconds is killed (every child, by pid) and fails with :class:`TimeoutError`
+naming the ranks that had not finished: a hang can never eat the GPU lease.
+
+``fn`` must be importable by the children (a module-level function of an importable module;
+spawn sends it by qualified name, and the children get the parent's ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import tempfile
+import time
+import traceback
+
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _child(fn, rank, world_size, port, args, env, result_path, pg_backend="nccl"):
+    os.environ.update(NVLS_OFF)
+    os.environ.update(env or {})
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    out = ("err", "did not start")
+    try:
+        import torch
+        import torch.distributed as dist
+        kw = {}
+        if pg_backend == "nccl":
+            torch.cuda.set_device(rank)
+            kw["device_id"] = torch.device("cuda", rank)
+        dist.init_process_group(pg_backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world_size, **kw)
+        try:
+            out = ("ok", fn(rank, world_size, *args))
+        finally:
+            try:
+                if pg_backend == "nccl":
+                    torch.cuda.synchronize()
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - best effort; the result is what matters
+                pass
+    except BaseException:  # noqa: BLE001
+        out = ("err", traceback.format_exc())
+    with open(result_path, "wb") as f:
+        pickle.dump(out, f)
+
+
+def run_ranks(fn, *args, world_size: int = 2, timeout: float = 120.0, env: dict | None = None,
+              pg_backend: str = "nccl"):
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="syncopate-gpu-")
+    paths = [os.path.join(tmp, f"rank{r}.pkl") for r in range(world_size)]
+    procs = [ctx.Process(target=_child, args=(fn, r, world_size, port, args, env, paths[r], pg_backend),
+                         daemon=True) for r in range(world_size)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    if hung:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        raise TimeoutError(f"{getattr(fn, '__name__', fn)}: ranks {hung} still running after "
+                           f"{timeout:g} s (killed)")
+    results, errors = [], []
+    for r, (p, path) in enumerate(zip(procs, paths)):
+        if not os.path.exists(path):
+            errors.append(f"rank {r}: exited with code {p.exitcode} and no result")
+            results.append(None)
+            continue
+        with open(path, "rb") as f:
+            status, value = pickle.load(f)
+        if status != "ok":
+            errors.append(f"rank {r}:\n{value}")
+        results.append(value)
+    if errors:
+        raise AssertionError(f"{getattr(fn, '__name__', fn)} failed:\n" + "\n".join(errors))
+    return results

@@ -1,0 +1,352 @@
+"""Per-rank bodies of the multi-GPU tests (run by dist_harness.run_ranks in spawned children).
+
+Each worker checks many cases in one process group (process start, NCCL init and compiles are
+the expensive part of a GPU test) and returns a list of problems -- empty when everything
+passed -- so the parent test asserts on it and prints every failing case at once.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def _rand(shape, dtype, seed, device):
+    import torch
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return torch.randn(*shape, generator=g, device=device, dtype=torch.float32).to(dtype)
+
+
+def _rel(x, ref):
+    import torch
+    return float(torch.linalg.norm(x.float() - ref.float()) / torch.linalg.norm(ref.float()).clamp_min(1e-30))
+
+
+# --------------------------------------------------------------------------- sync kernels
+
+def sync_kernels(rank, W):
+    """ENTRY signalling, waits and CONSUMED adds across ranks with the runtime's sync kernels,
+    then the watchdog: a wait on a flag nobody writes must record it and leave in time."""
+    import torch
+
+    from syncopate import abi
+    from syncopate.errors import CommTimeout
+    from syncopate.runtime import Communicator
+    from syncopate.runtime import sync_kernels as sk
+
+    problems = []
+    comm = Communicator()
+    lay = abi.FlagLayout(num_chunks=4, world_size=W)
+    flags = comm.new_flags(lay.words)
+    peers = torch.tensor([comm.peer_ptrs(flags)], dtype=torch.int64, device=comm.device)
+    for e in (1, 2, 3):
+        sk.signal_entry(peers, lay.entry(rank), e, W)
+        sk.wait_flag(flags.data_ptr(), lay.entry(0), e, comm.diag_addr, rank=rank,
+                     kind=abi.KIND_ENTRY, epoch=e, timeout_ns=int(5e9), count=W)
+        for p in range(W):
+            if p != rank:
+                sk.add_flag(comm.peer_ptrs(flags)[p], lay.consumed, 2)
+        sk.wait_flag(flags.data_ptr(), lay.consumed, 2 * e * (W - 1), comm.diag_addr, rank=rank,
+                     kind=abi.KIND_CONSUMED, epoch=e, timeout_ns=int(5e9))
+    torch.cuda.synchronize()
+    got = flags.cpu().tolist()
+    want_entry = [3] * W
+    if got[lay.entry(0):lay.entry(0) + W] != want_entry:
+        problems.append(f"ENTRY words {got[lay.entry(0):lay.entry(0) + W]} != {want_entry}")
+    if got[lay.consumed] != 6 * (W - 1):
+        problems.append(f"CONSUMED {got[lay.consumed]} != {6 * (W - 1)}")
+    try:
+        comm.check()
+    except CommTimeout as e:
+        problems.append(f"unexpected timeout: {e}")
+    # the watchdog: chunk 2 never arrives
+    t0 = time.monotonic()
+    sk.wait_flag(flags.data_ptr(), lay.chunk(2), 1, comm.diag_addr, rank=rank, kind=abi.KIND_CHUNK,
+                 epoch=4, timeout_ns=int(0.5e9))
+    torch.cuda.synchronize()
+    elapsed = time.monotonic() - t0
+    try:
+        comm.check(lay)
+        problems.append("no CommTimeout for a flag nobody writes")
+    except CommTimeout as e:
+        if e.record.kind != "chunk" or e.record.chunk != 2 or e.record.rank != rank:
+            problems.append(f"wrong record: {e.record}")
+        if "chunk 2" not in str(e):
+            problems.append(f"message does not name chunk 2: {e}")
+    if not 0.4 < elapsed < 1.5:
+        problems.append(f"watchdog left after {elapsed:.2f} s (timeout 0.5 s)")
+    # the device is still usable and the record was cleared
+    x = torch.ones(4, device=comm.device)
+    torch.distributed.all_reduce(x)
+    if float(x.sum()) != 4 * W:
+        problems.append("all_reduce after the timeout gave a wrong result")
+    if comm.timeout_record() is not None:
+        problems.append("record not cleared after raising")
+    comm.close()
+    return problems
+
+
+# --------------------------------------------------------------------------- AG + GEMM
+
+def _ag_case(comm, case, seed):
+    """Run one ag_gemm case; return a problem string or None."""
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.kernels import matmul
+    from syncopate.ops import ag_gemm
+    from syncopate.ops._gemm import resolve_config
+
+    backend, dtype_name, Ms, N, K, split, kernel = case
+    dtype = getattr(torch, dtype_name)
+    dev = comm.device
+    a = _rand((Ms, K), dtype, seed * 10 + comm.rank, dev)
+    b = _rand((K, N), dtype, seed * 10 + 7, dev)  # same B on every rank is not required
+    out = ag_gemm(a, b, comm, backend=backend, split=split, kernel=kernel)
+    gathered = torch.empty((Ms * comm.world_size, K), device=dev, dtype=dtype)
+    dist.all_gather_into_tensor(gathered, a, group=comm.group)
+    cfg = resolve_config(kernel, Ms * comm.world_size, N, K, dtype)
+    local = matmul(gathered, b, kernel=kernel, config=cfg)
+    ref = gathered.float() @ b.float()
+    torch.cuda.synchronize()
+    comm.check()
+    if not torch.isfinite(out).all():
+        return f"{case}: output has NaN/Inf"
+    err = _rel(out, ref)
+    if err > 2e-2:
+        return f"{case}: relative error {err:.3g} vs torch"
+    if not torch.equal(out, local):
+        n = int((out != local).sum())
+        return f"{case}: not bitwise equal to the local kernel on the gathered A ({n} elements differ)"
+    return None
+
+
+def ag_gemm_cases(rank, W, cases, symm_backend="cuda"):
+    from syncopate.runtime import Communicator
+    comm = Communicator(symm_backend=symm_backend)
+    problems = []
+    for i, case in enumerate(cases):
+        try:
+            p = _ag_case(comm, case, seed=100 + i)
+        except Exception as e:  # noqa: BLE001 - report every case
+            import traceback
+            p = f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}"
+        if p:
+            problems.append(p)
+    comm.close()
+    return problems
+
+
+def ag_gemm_fallback(rank, W, cases):
+    """SYNCOPATE=0 / fused=False gives bitwise the fused result."""
+    import torch
+
+    from syncopate.ops import ag_gemm
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    problems = []
+    for i, (backend, dtype_name, Ms, N, K, split, kernel) in enumerate(cases):
+        dtype = getattr(torch, dtype_name)
+        a = _rand((Ms, K), dtype, 500 + i * 10 + rank, comm.device)
+        b = _rand((K, N), dtype, 500 + i * 10 + 9, comm.device)
+        f = ag_gemm(a, b, comm, backend=backend, split=split, kernel=kernel, fused=True)
+        u = ag_gemm(a, b, comm, backend=backend, split=split, kernel=kernel, fused=False)
+        torch.cuda.synchronize()
+        comm.check()
+        if not torch.equal(f, u):
+            problems.append(f"{(backend, dtype_name, Ms, N, K, split, kernel)}: fused != fallback "
+                            f"({int((f != u).sum())} elements)")
+    comm.close()
+    return problems
+
+
+# --------------------------------------------------------------------------- GEMM + RS
+
+def gemm_rs_cases(rank, W, cases):
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.ops import gemm_rs
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    problems = []
+    for i, (backend, dtype_name, M, N, Kl, split, kernel) in enumerate(cases):
+        case = (backend, dtype_name, M, N, Kl, split, kernel)
+        try:
+            dtype = getattr(torch, dtype_name)
+            a = _rand((M, Kl), dtype, 900 + i * 10 + rank, comm.device)
+            b = _rand((Kl, N), dtype, 900 + i * 10 + 5 + rank, comm.device)
+            out = gemm_rs(a, b, comm, backend=backend, split=split, kernel=kernel)
+            fb = gemm_rs(a, b, comm, backend=backend, split=split, kernel=kernel, fused=False)
+            full = (a.float() @ b.float())
+            ref = torch.empty((M // W, N), device=comm.device, dtype=torch.float32)
+            dist.reduce_scatter_tensor(ref, full, group=comm.group)
+            torch.cuda.synchronize()
+            comm.check()
+            err = _rel(out, ref)
+            if not torch.isfinite(out).all():
+                problems.append(f"{case}: NaN/Inf")
+            elif err > 2e-2:
+                problems.append(f"{case}: relative error {err:.3g} vs torch")
+            elif W == 2 and not torch.equal(out, fb):
+                problems.append(f"{case}: fused != NCCL fallback for 2 ranks "
+                                f"({int((out != fb).sum())} elements)")
+        except Exception as e:  # noqa: BLE001
+            import traceback
+            problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+    comm.close()
+    return problems
+
+
+# --------------------------------------------------------------------------- stress
+
+def ag_gemm_stress(rank, W, backend, iters, shape=(192, 320, 256), kernel="tma", split=2):
+    """``iters`` back-to-back launches, new inputs each time, every output checked bitwise
+    against the local kernel on the gathered A (mismatches counted on the device: no host sync
+    inside the loop)."""
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.kernels import matmul
+    from syncopate.ops import ag_gemm
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    Ms, N, K = shape
+    dtype = torch.bfloat16
+    dev = comm.device
+    cfg = resolve_config(kernel, Ms * W, N, K, dtype)
+    bad = torch.zeros((), dtype=torch.int64, device=dev)
+    gathered = torch.empty((Ms * W, K), device=dev, dtype=dtype)
+    g = torch.Generator(device=dev)
+    g.manual_seed(77 + rank)
+    b = torch.randn(K, N, generator=g, device=dev).to(dtype)
+    outs = [torch.empty((Ms * W, N), device=dev, dtype=dtype) for _ in range(3)]
+    t0 = time.monotonic()
+    for i in range(iters):
+        a = torch.randn(Ms, K, generator=g, device=dev).to(dtype)
+        out = outs[i % 3]  # rotate outputs: a stale tile from two launches ago would differ
+        out.fill_(float("nan"))
+        ag_gemm(a, b, comm, backend=backend, split=split, kernel=kernel, config=cfg, out=out)
+        dist.all_gather_into_tensor(gathered, a, group=comm.group)
+        ref = matmul(gathered, b, kernel=kernel, config=cfg)
+        bad += (out != ref).sum()
+        if i % 100 == 99:
+            comm.check()  # a timeout surfaces within 100 launches, not at the end
+    torch.cuda.synchronize()
+    comm.check()
+    elapsed = time.monotonic() - t0
+    nbad = int(bad)
+    comm.close()
+    return [] if nbad == 0 else [f"{backend}: {nbad} mismatching elements over {iters} launches "
+                                 f"({elapsed:.1f} s)"]
+
+
+# --------------------------------------------------------------------------- faults
+
+def fault_withheld_chunk(rank, W, backend, timeout_s):
+    """Rank 1 withholds one chunk for rank 0 (its side stream skips that copy + flag): rank 0
+    must raise CommTimeout naming the chunk within timeout + 1 s; then the process group and a
+    fresh fused op work on both ranks."""
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.errors import CommTimeout
+    from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import Communicator
+
+    comm = Communicator()
+    problems = []
+    Ms, N, K = 128, 256, 128
+    dtype = torch.bfloat16
+    cfg = resolve_config("tma", Ms * W, N, K, dtype)
+    a = _rand((Ms, K), dtype, rank, comm.device)
+    b = _rand((K, N), dtype, 11, comm.device)
+    ag_gemm(a, b, comm, backend=backend, split=2, mode="push", config=cfg)  # epoch 1: all good
+    torch.cuda.synchronize()
+    comm.check()
+    fk = ag_gemm_fused_kernel(comm, Ms * W, K, dtype, backend=backend, split=2, mode="push",
+                              comm_programs=0, kernel="tma", config=cfg)
+    withheld = [c.id for c in fk.schedule.chunks if c.src == 1 and c.dst == 0][0]
+    if rank == 1:
+        fk.test_skip_chunks = {withheld}
+    dist.barrier()
+    t0 = time.monotonic()
+    ag_gemm(a, b, comm, backend=backend, split=2, mode="push", config=cfg)
+    torch.cuda.synchronize()
+    raised = None
+    try:
+        comm.check()
+    except CommTimeout as e:
+        raised = e
+    elapsed = time.monotonic() - t0
+    if rank == 0:
+        if raised is None:
+            problems.append("rank 0: no CommTimeout although chunk %d was withheld" % withheld)
+        else:
+            if getattr(raised, "chunk", None) != withheld or f"chunk {withheld}" not in str(raised):
+                problems.append(f"rank 0: timeout does not name chunk {withheld}: {raised}")
+            if elapsed > timeout_s + 1.0:
+                problems.append(f"rank 0: CommTimeout after {elapsed:.2f} s > timeout + 1 s")
+    elif raised is not None:
+        problems.append(f"rank 1 (the withholding rank) raised: {raised}")
+    # the process group is usable, and a fresh op works on both ranks
+    x = torch.full((8,), float(rank + 1), device=comm.device)
+    dist.all_reduce(x)
+    if float(x[0]) != sum(range(1, W + 1)):
+        problems.append("all_reduce after the fault gave a wrong result")
+    comm.cache.clear()
+    out = ag_gemm(a, b, comm, backend=backend, split=2, mode="push", config=cfg)
+    gathered = torch.empty((Ms * W, K), device=comm.device, dtype=dtype)
+    dist.all_gather_into_tensor(gathered, a)
+    torch.cuda.synchronize()
+    comm.check()
+    if _rel(out, gathered.float() @ b.float()) > 2e-2:
+        problems.append("fresh fused op after the fault is wrong")
+    comm.close()
+    return problems
+
+
+def fault_missing_rank(rank, W, backend, timeout_s):
+    """Rank 1 does not launch epoch 2 at all: rank 0 raises CommTimeout within timeout + 1 s,
+    naming what it waited for; the group stays usable."""
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.errors import CommTimeout
+    from syncopate.ops import ag_gemm
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import Communicator
+
+    comm = Communicator()
+    problems = []
+    Ms, N, K = 128, 256, 128
+    dtype = torch.bfloat16
+    cfg = resolve_config("tma", Ms * W, N, K, dtype)
+    a = _rand((Ms, K), dtype, rank, comm.device)
+    b = _rand((K, N), dtype, 12, comm.device)
+    ag_gemm(a, b, comm, backend=backend, split=1, config=cfg)
+    torch.cuda.synchronize()
+    comm.check()
+    dist.barrier()
+    if rank == 0:
+        t0 = time.monotonic()
+        ag_gemm(a, b, comm, backend=backend, split=1, config=cfg)
+        torch.cuda.synchronize()
+        elapsed = time.monotonic() - t0
+        try:
+            comm.check()
+            problems.append("rank 0: no CommTimeout although rank 1 never launched")
+        except CommTimeout as e:
+            if e.record.rank != 0 or e.record.kind not in ("entry", "chunk"):
+                problems.append(f"rank 0: unexpected record {e.record}")
+            if elapsed > timeout_s + 1.0:
+                problems.append(f"rank 0: CommTimeout after {elapsed:.2f} s > timeout + 1 s")
+    dist.barrier()
+    x = torch.ones(4, device=comm.device)
+    dist.all_reduce(x)
+    if float(x.sum()) != 4 * W:
+        problems.append("all_reduce after the fault gave a wrong result")
+    comm.close()
+    return problems

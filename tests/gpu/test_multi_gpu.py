@@ -1,0 +1,113 @@
+"""Multi-GPU tests of the runtime and the fused ops (>= 2 CUDA GPUs; skipped otherwise).
+
+Every test spawns one process per GPU through dist_harness.run_ranks, which kills the ranks
+after a hard timeout, so a hang fails the test instead of eating the GPU lease. Each worker
+checks many cases in one process group and returns the list of failing cases.
+
+Order matters when reading a failing run: test_sync_kernels checks the runtime's own
+PTX (flags, watchdog) without the compiler; the op tests then need the compiler.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+if not torch.cuda.is_available():
+    pytest.skip("needs 2 CUDA GPUs; this torch sees none (CPU-only build or no driver). The "
+                "CPU-side runtime tests are tests/test_runtime_cpu.py", allow_module_level=True)
+if torch.cuda.device_count() < 2:
+    pytest.skip(f"needs 2 CUDA GPUs, found {torch.cuda.device_count()}", allow_module_level=True)
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gpu_workers as w  # noqa: E402
+from dist_harness import run_ranks  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+W = 2
+HOPPER = torch.cuda.get_device_capability(0)[0] >= 9
+QUICK = os.environ.get("SYNCOPATE_GPU_QUICK", "0") == "1"
+
+
+def _assert_clean(results):
+    problems = [p for r in results for p in r]
+    assert not problems, "\n".join(problems)
+
+
+def test_sync_kernels():
+    _assert_clean(run_ranks(w.sync_kernels, world_size=W, timeout=90))
+
+
+# Ragged shapes: M/W, N, K not multiples of the tiles; row strides stay 16-byte aligned for
+# TMA (N and K multiples of 8 for 2-byte dtypes).
+def _ag_cases():
+    cases = []
+    for backend in ("sm", "ce"):
+        for split in (1, 2, 4):
+            cases.append((backend, "bfloat16", 200, 328, 136, split, "tma"))
+        cases.append((backend, "float16", 130, 264, 200, 2, "tma"))
+        cases.append((backend, "bfloat16", 77, 150, 93, 2, "ptr"))  # any strides: ptr kernel
+    if not QUICK:
+        cases.append(("sm", "bfloat16", 1024, 2048, 1024, 4, "tma"))
+        cases.append(("ce", "float16", 1024, 1032, 520, 1, "tma"))
+    return cases
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_ag_gemm_correct_and_bitwise():
+    _assert_clean(run_ranks(w.ag_gemm_cases, _ag_cases(), world_size=W, timeout=240))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_ag_gemm_nvshmem():
+    from torch.distributed import _symmetric_memory as symm_mem
+    if not symm_mem.is_nvshmem_available():
+        pytest.skip("torch reports NVSHMEM unavailable (nvidia-nvshmem-cu13 missing?)")
+    cases = [("nvshmem", "bfloat16", 200, 328, 136, s, "tma") for s in (1, 2, 4)]
+    _assert_clean(run_ranks(w.ag_gemm_cases, cases, "nvshmem", world_size=W, timeout=180))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_ag_gemm_fallback_is_bitwise_equal():
+    cases = [("sm", "bfloat16", 200, 328, 136, 2, "tma"), ("ce", "float16", 77, 150, 93, 1, "ptr")]
+    _assert_clean(run_ranks(w.ag_gemm_fallback, cases, world_size=W, timeout=120))
+
+
+def _rs_cases():
+    cases = []
+    for backend in ("ce", "sm"):
+        for split in (1, 2, 4):
+            cases.append((backend, "bfloat16", 400, 328, 136, split, "tma"))
+        cases.append((backend, "float16", 260, 264, 200, 2, "tma"))
+        cases.append((backend, "bfloat16", 154, 150, 93, 1, "ptr"))
+    return cases
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_gemm_rs_correct():
+    _assert_clean(run_ranks(w.gemm_rs_cases, _rs_cases(), world_size=W, timeout=240))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+@pytest.mark.parametrize("backend", ["ce", "sm"])
+def test_ag_gemm_1000_launches_no_stale_data(backend):
+    _assert_clean(run_ranks(w.ag_gemm_stress, backend, 1000, world_size=W, timeout=180))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_fault_withheld_chunk_raises_comm_timeout():
+    t = 2.0
+    _assert_clean(run_ranks(w.fault_withheld_chunk, "ce", t, world_size=W, timeout=90,
+                            env={"SYNCOPATE_TIMEOUT_S": str(t)}))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+@pytest.mark.parametrize("backend", ["ce", "sm"])
+def test_fault_missing_rank_raises_comm_timeout(backend):
+    t = 2.0
+    _assert_clean(run_ranks(w.fault_missing_rank, backend, t, world_size=W, timeout=90,
+                            env={"SYNCOPATE_TIMEOUT_S": str(t)}))
