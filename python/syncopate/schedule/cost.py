@@ -48,7 +48,7 @@ from ..errors import ScheduleError
 from .model import Region, Schedule, box_intersection
 
 __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
-           "best_split", "gemm_time", "BACKENDS", "H200_SMS", "NCCL_AG_BUS_BPS",
+           "best_split", "choose_gemm_plan", "gemm_time", "BACKENDS", "H200_SMS", "NCCL_AG_BUS_BPS",
            "GEMM_PEAK_FLOPS"]
 
 BACKENDS = ("sm", "ce", "nvshmem")
@@ -152,9 +152,9 @@ class CostEstimate:
     total_bytes: int
     chunk_start: dict = field(repr=False)
     chunk_finish: dict = field(repr=False)
-    #: per rank: when the last chunk it sends or receives has arrived
+    #: per rank: when the last chunk it sends or receives has arrived (communication alone)
     rank_comm_s: tuple
-    #: when the last chunk has arrived anywhere
+    #: when the last chunk has arrived anywhere (communication alone)
     comm_s: float
     #: compute time per rank as given (None: communication only)
     compute_s: float | None = None
@@ -256,22 +256,30 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
                         ready[c.id] = t + sync_overhead_s
             produce_end[r] = t
 
-    egress = [0.0] * W
-    ingress = [0.0] * W
-    start: dict[int, float] = {}
-    finish: dict[int, float] = {}
-    for cid in analysis.order:
-        c = chunks[cid]
-        t0 = max(egress[c.src], ingress[c.dst], ready.get(cid, 0.0),
-                 max((finish[d] for d in analysis.deps[cid]), default=0.0))
-        t1 = t0 + link.time(schedule.chunk_bytes(c))
-        start[cid], finish[cid] = t0, t1
-        egress[c.src] = ingress[c.dst] = t1
-    rank_comm = [0.0] * W
-    for cid, c in chunks.items():
-        for r in (c.src, c.dst):
-            rank_comm[r] = max(rank_comm[r], finish[cid])
+    def simulate(ready: dict[int, float]):
+        egress = [0.0] * W
+        ingress = [0.0] * W
+        start: dict[int, float] = {}
+        finish: dict[int, float] = {}
+        for cid in analysis.order:
+            c = chunks[cid]
+            t0 = max(egress[c.src], ingress[c.dst], ready.get(cid, 0.0),
+                     max((finish[d] for d in analysis.deps[cid]), default=0.0))
+            t1 = t0 + link.time(schedule.chunk_bytes(c))
+            start[cid], finish[cid] = t0, t1
+            egress[c.src] = ingress[c.dst] = t1
+        per_rank = [0.0] * W
+        for cid, c in chunks.items():
+            for r in (c.src, c.dst):
+                per_rank[r] = max(per_rank[r], finish[cid])
+        return start, finish, per_rank
+
+    # Communication alone (what a serial baseline pays), then with the producer's readiness.
+    start, finish, rank_comm = simulate({})
     comm = max(rank_comm, default=0.0)
+    fused_finish, fused_rank_comm = finish, rank_comm
+    if ready:
+        _, fused_finish, fused_rank_comm = simulate(ready)
 
     rank_fused = None
     fused = None
@@ -281,9 +289,9 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
             if producer:
                 end = produce_end[r]
             else:
-                end = overlap_time(_consumer_pieces(schedule, analysis, r, name, finish),
+                end = overlap_time(_consumer_pieces(schedule, analysis, r, name, fused_finish),
                                    slow * compute_time_s, sync_overhead_s)
-            rank_fused.append(max(end, rank_comm[r]))
+            rank_fused.append(max(end, fused_rank_comm[r]))
         fused = max(rank_fused, default=0.0)
         rank_fused = tuple(rank_fused)
     return CostEstimate(backend, comm_programs, len(chunks), schedule.total_bytes, start, finish,
@@ -329,3 +337,45 @@ def best_split(make: Callable[[int], Schedule], splits: Iterable[int] = (1, 2, 4
     best_time = min(e.time_s for e in results.values())
     best = min(n for n, e in results.items() if e.time_s <= best_time * 1.005)
     return best, results
+
+
+def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: str = "bf16",
+                     backend: str = "sm", comm_programs: int | None = None,
+                     mode: str | None = None,
+                     splits: Iterable[int] = (1, 2, 4, 8, 16),
+                     programs: Iterable[int] = (8, 16, 32)) -> dict:
+    """Split (and comm program count) for a fused GEMM with a collective, by the cost model.
+
+    ``op='ag'``: ``C[M, N] = all_gather(A[M, K] along M) @ B[K, N]`` -- the schedule is
+    :func:`~.templates.all_gather` of ``(M, K)``; ``N`` and ``K`` are this rank's GEMM sizes.
+    ``op='rs'``: ``reduce_scatter(A[M, K] @ B[K, N] along M)`` -- :func:`~.templates.reduce_scatter`
+    of ``(M, N)``; ``K`` is this rank's (sharded) K.  ``comm_programs`` fixed by the caller is
+    kept; otherwise ``programs`` are tried (``sm``/``nvshmem``; ``ce`` uses none).  Returns
+    ``{"split", "comm_programs", "estimate"}``.
+    """
+    from .templates import all_gather, reduce_scatter
+    if op not in ("ag", "rs"):
+        raise ScheduleError(f"op must be 'ag' (all-gather + GEMM) or 'rs' (GEMM + "
+                            f"reduce-scatter), got {op!r}")
+    compute = gemm_time(M, N, K, dtype)
+    kw = {} if mode is None else {"mode": mode}
+
+    def make(n: int) -> Schedule:
+        if op == "ag":
+            return all_gather((M, K), dtype, world_size, dim=0, split=n, **kw)
+        return reduce_scatter((M, N), dtype, world_size, dim=0, split=n, **kw)
+
+    if backend == "ce":
+        candidates = [0]
+    elif comm_programs is not None:
+        candidates = [comm_programs]
+    else:
+        candidates = list(programs)
+    best = None
+    for p in candidates:
+        split, results = best_split(make, splits, backend=backend, comm_programs=max(p, 1),
+                                    compute_time_s=compute)
+        est = results[split]
+        if best is None or est.time_s < best["estimate"].time_s * 0.995:
+            best = {"split": split, "comm_programs": p, "estimate": est}
+    return best
