@@ -81,8 +81,15 @@ def _loc_of_attr(loc) -> str | None:
     return None
 
 
+def _get_attr(op: Operation, name: str):
+    """A property, else an attribute, of ``op`` (None if absent).  Explicit ``is None`` tests:
+    some attributes (``IntegerAttr(0)``) are falsy."""
+    attr = op.properties.get(name)
+    return attr if attr is not None else op.attributes.get(name)
+
+
 def int_prop(op: Operation, name: str) -> int | None:
-    attr = op.properties.get(name) or op.attributes.get(name)
+    attr = _get_attr(op, name)
     if attr is None:
         return None
     if isinstance(attr, IntegerAttr):
@@ -95,7 +102,7 @@ def int_prop(op: Operation, name: str) -> int | None:
 
 
 def int_array_prop(op: Operation, name: str) -> list[int] | None:
-    attr = op.properties.get(name) or op.attributes.get(name)
+    attr = _get_attr(op, name)
     if attr is None:
         return None
     if isinstance(attr, DenseArrayBase):
@@ -155,7 +162,7 @@ def kernel_func(module: ModuleOp) -> Operation:
 
 
 def _visibility(func: Operation) -> str | None:
-    v = func.properties.get("sym_visibility") or func.attributes.get("sym_visibility")
+    v = _get_attr(func, "sym_visibility")
     return getattr(v, "data", None)
 
 
@@ -468,7 +475,7 @@ class AccessAnalysis:
         hints = []
         for op in self.func.walk():
             if op.name == "tt.call":
-                callee = op.properties.get("callee") or op.attributes.get("callee")
+                callee = _get_attr(op, "callee")
                 name = callee.root_reference.data if hasattr(callee, "root_reference") else str(callee)
                 if name.startswith(HINT_PREFIX) or f"{HINT_PREFIX}" in name:
                     hints.append(op)
@@ -495,7 +502,7 @@ class AccessAnalysis:
         """Remove the hint calls and their (empty) callees; Triton never sees them."""
         callees = set()
         for h in self.hints:
-            callee = h.properties.get("callee") or h.attributes.get("callee")
+            callee = _get_attr(h, "callee")
             callees.add(callee.root_reference.data if hasattr(callee, "root_reference") else str(callee))
             h.detach()
             h.erase()
@@ -648,5 +655,5 @@ def _desc_block_type(t):
 
 
 def _sym_name(func: Operation) -> str:
-    attr = func.properties.get("sym_name") or func.attributes.get("sym_name")
+    attr = _get_attr(func, "sym_name")
     return getattr(attr, "data", str(attr))

@@ -30,7 +30,7 @@ from xdsl.passes import ModulePass
 from syncopate.errors import CompileError
 
 from .abi_info import abi_args, chunk_writers, comm_programs_of, backend_of, operands_of, update_state
-from .access import func_body, int_prop, kernel_func
+from .access import _get_attr, func_body, int_prop, kernel_func
 from .builder import Builder
 from .plan import Plan
 
@@ -44,7 +44,7 @@ def _axis(op) -> int:
     v = int_prop(op, "axis")
     if v is not None:
         return v
-    attr = op.properties.get("axis") or op.attributes.get("axis")
+    attr = _get_attr(op, "axis")
     text = str(attr)
     return {"x": 0, "y": 1, "z": 2}.get(text.split()[-1].strip(">").strip(), 0) if attr else 0
 

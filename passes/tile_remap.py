@@ -23,23 +23,50 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from .abi_info import abi_args, operands_of, update_state, get_state
-from .access import AccessAnalysis, func_body
+from .access import (AccessAnalysis, AnalysisFailure, Evaluator, func_body, is_int_type,
+                     is_tensor)
+from .poly import Poly
 from .builder import Builder
 from .plan import Plan
 
 
-def tile_coordinate(lo, extent: int) -> SSAValue | None:
-    """``X`` when ``lo == extent * X`` for a scalar SSA value ``X``."""
-    if len(lo.terms) != 1:
+def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
+    """``lo / extent`` when every coefficient of ``lo`` is a multiple of the tile size and the
+    quotient has no constant term: the polynomial of the tile coordinate."""
+    if not lo.terms or () in lo.terms:
         return None
-    (mono, coef), = lo.terms.items()
-    if len(mono) != 1 or coef != extent or not isinstance(mono[0], SSAValue):
+    if any(c % extent for c in lo.terms.values()):
         return None
-    return mono[0]
+    return Poly({m: c // extent for m, c in lo.terms.items()})
+
+
+def coordinate_values(func, ev: Evaluator, coord: Poly) -> list[SSAValue]:
+    """The scalar SSA values of the kernel that compute the tile coordinate ``coord``, minus
+    those computed from another one (replacing both would remap twice)."""
+    found: list[SSAValue] = []
+    for op in func.walk():
+        for res in op.results:
+            if is_int_type(res.type) and not is_tensor(res.type):
+                try:
+                    if ev.value(res) == coord:
+                        found.append(res)
+                except AnalysisFailure:
+                    continue
+    ids = {id(v) for v in found}
+
+    def derived(v: SSAValue, depth: int = 0) -> bool:
+        if depth > 8 or not isinstance(v, OpResult):
+            return False
+        for operand in v.op.operands:
+            if id(operand) in ids or derived(operand, depth + 1):
+                return True
+        return False
+
+    return [v for v in found if not derived(v)]
 
 
 def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str) -> tuple[int, list[int]]:
@@ -80,21 +107,21 @@ class TileRemap(ModulePass):
             if role == "producer" and not plan.is_produced(tensor):
                 continue
             for dim in dims:
-                coords = {(id(c), a.dims[dim].extent): c for a in group
-                          if (c := tile_coordinate(a.dims[dim].lo, a.dims[dim].extent)) is not None}
-                if len(coords) != 1 or any(tile_coordinate(a.dims[dim].lo, a.dims[dim].extent)
-                                           is None for a in group):
+                polys = {(coordinate_poly(a.dims[dim].lo, a.dims[dim].extent), a.dims[dim].extent)
+                         for a in group}
+                (coord, block) = next(iter(polys))
+                values = coordinate_values(analysis.func, analysis.ev, coord) if coord else []
+                if len(polys) != 1 or coord is None or not values:
                     remarks.append(f"tile-remap: no single tile coordinate for {tensor} dim {dim}; "
                                    f"tile order left as written")
-                    continue
-                (_, block), x = next(iter(coords.items()))
-                if id(x) in done:
                     continue
                 tiles, table = remap_table(plan, tensor, dim, block, role)
                 if table == list(range(tiles)) * plan.world_size:
                     break  # already in arrival order on every rank
-                self._remap(x, rank, tensor, dim, block, tiles, table)
-                done.add(id(x))
+                for x in values:
+                    if id(x) not in done:
+                        self._remap(x, rank, tensor, dim, block, tiles, table)
+                        done.add(id(x))
                 remapped[tensor] = {"dim": dim, "block": block, "tiles": tiles, "role": role}
                 break
         update_state(op, remap=remapped, remarks=remarks)

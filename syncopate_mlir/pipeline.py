@@ -18,7 +18,25 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 
 from syncopate.abi import ABI_VERSION, FusedABI
 
-PIPELINE_VERSION = f"1.{ABI_VERSION}"
+def _source_digest() -> str:
+    """Hash of the compiler's own sources (passes, dialects, bridge), like Triton hashes its
+    own: a changed pass never serves a stale fused binary from the cache."""
+    from pathlib import Path
+
+    import syncopate.abi
+    import syncopate_mlir
+    import syncopate_mlir.passes
+
+    h = hashlib.sha256()
+    roots = [Path(syncopate_mlir.__file__).parent, Path(syncopate_mlir.passes.__file__).parent]
+    files = sorted({p for r in roots for p in r.rglob("*.py")}) + [Path(syncopate.abi.__file__)]
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+PIPELINE_VERSION = f"1.{ABI_VERSION}-{_source_digest()}"
 
 
 @dataclass(frozen=True)
