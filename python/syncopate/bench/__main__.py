@@ -1,0 +1,417 @@
+"""``python -m syncopate.bench``: fused AG+GEMM and GEMM+RS against the alternatives.
+
+Run under torchrun, one process per GPU::
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+        torchrun --nproc-per-node 2 -m syncopate.bench --out bench_out [--quick]
+
+Columns, measured side by side in one run (medians of CUDA-event times over ``--iters``
+iterations, the L2 flushed before each, the max over ranks since an op is as slow as its
+slowest rank):
+
+* ``fused[<backend>]`` -- the best (split, comm programs) of a small sweep, per backend;
+* ``serial cuBLAS`` -- NCCL collective then ``torch.matmul``;
+* ``serial triton`` -- NCCL collective then our local Triton kernel (the unfused path);
+* ``torch async-TP`` -- ``torch.ops.symm_mem.fused_all_gather_matmul`` /
+  ``fused_matmul_reduce_scatter``;
+* ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
+  ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
+
+Every fused configuration is checked against the reference before it is timed (AG+GEMM:
+bitwise equal to the local kernel on the gathered A; GEMM+RS: relative error vs the NCCL
+path); a configuration that fails its check is reported and not timed. Writes
+``bench.json`` (with date, GPU, git commit, command) and ``bench.png`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+AG_SHAPES = [(14336, 4096), (28672, 8192), (29568, 8192)]  # (N, K), B per rank [K, N/W]
+RS_SHAPES = [(14336, 4096), (28672, 8192)]  # (K, N), A per rank [M, K/W]
+M_MAIN = 8192
+M_EXTRA = (1024, 4096)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m syncopate.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="bench_out", help="directory for bench.json and bench.png")
+    p.add_argument("--quick", action="store_true", help="a small subset (for CI-style checks)")
+    p.add_argument("--iters", type=int, default=None, help="timed iterations per column")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--backends", default="sm,ce", help="fused backends (nvshmem needs --symm nvshmem)")
+    p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
+                   help="torch symmetric-memory backend of the process")
+    p.add_argument("--ops", default="ag,rs")
+    p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
+    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="stop starting new rows after this many seconds (default 150, quick 60)")
+    return p.parse_args(argv)
+
+
+def rows_for(args, W):
+    rows = []
+    ms = (M_MAIN,) if args.quick else (M_MAIN,) + M_EXTRA
+    ops = args.ops.split(",")
+    for M in ms:
+        if "ag" in ops:
+            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
+                rows.append(("ag_gemm", M, N, K))
+        if "rs" in ops:
+            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
+                rows.append(("gemm_rs", M, N, K))
+    if args.quick and "ag" in ops:
+        rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
+    return rows
+
+
+def sweep_for(backend, quick):
+    """(split, comm_programs) candidates per backend: small on purpose (each is a compile)."""
+    if backend == "ce":
+        return [(1, 0), (2, 0)] if quick else [(1, 0), (2, 0), (4, 0)]
+    if backend == "nvshmem":
+        return [(2, 8)] if quick else [(2, 8), (4, 16)]
+    return [(2, 16)] if quick else [(2, 16), (4, 16), (4, 32)]
+
+
+class Timer:
+    """Median CUDA-event time of ``fn`` with the L2 flushed before each iteration."""
+
+    def __init__(self, device, iters, warmup):
+        import torch
+        self.iters, self.warmup = iters, warmup
+        self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
+
+    def __call__(self, fn):
+        import torch
+        import torch.distributed as dist
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        dist.barrier()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
+        for s, e in zip(starts, ends):
+            self.flush.zero_()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+        t = torch.tensor([ms], device=self.flush.device, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t)
+
+
+def _safe(results, name, fn):
+    try:
+        results[name] = fn()
+    except Exception as e:  # noqa: BLE001 - a column that cannot run is reported, not fatal
+        results[name] = None
+        results.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def bench_ag(comm, timer, M, N, K, args, backends, log):
+    import torch
+    import torch.distributed as dist
+
+    from ..ops import ag_gemm
+    from ..ops._gemm import gemm_call, resolve_config, run_local
+    W = comm.world_size
+    dtype = getattr(torch, args.dtype)
+    Nl, Ms = N // W, M // W
+    dev = comm.device
+    g = torch.Generator(device=dev)
+    g.manual_seed(1 + comm.rank)
+    a = torch.randn(Ms, K, generator=g, device=dev).to(dtype)
+    b = torch.randn(K, Nl, generator=g, device=dev).to(dtype)
+    cfg = resolve_config(args.kernel, M, Nl, K, dtype)
+    gathered = torch.empty(M, K, device=dev, dtype=dtype)
+    out = torch.empty(M, Nl, device=dev, dtype=dtype)
+    r: dict = {"op": "ag_gemm", "M": M, "N": N, "K": K, "N_local": Nl, "config": cfg.as_dict()}
+    dist.all_gather_into_tensor(gathered, a)
+    ref = torch.empty(M, Nl, device=dev, dtype=dtype)
+    run_local(gemm_call(args.kernel, gathered, b, ref, cfg))
+
+    _safe(r, "comm", lambda: timer(lambda: dist.all_gather_into_tensor(gathered, a)))
+    _safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, gathered, b, out, cfg))))
+    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(gathered, b, out=out)))
+    _safe(r, "serial cuBLAS", lambda: timer(lambda: (dist.all_gather_into_tensor(gathered, a),
+                                                     torch.matmul(gathered, b, out=out))))
+    _safe(r, "serial triton", lambda: timer(lambda: ag_gemm(a, b, comm, kernel=args.kernel,
+                                                             config=cfg, out=out, fused=False)))
+
+    def async_tp():
+        _enable_symm_mem(comm)
+        fn = lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, comm.group_name,
+                                                                 return_A=False)  # noqa: E731
+        _, (c,) = fn()
+        if (c.float() - ref.float()).norm() / ref.float().norm() > 2e-2:
+            raise RuntimeError("async-TP result does not match the reference")
+        return timer(fn)
+    _safe(r, "torch async-TP", async_tp)
+
+    for backend in backends:
+        best = None
+        for split, cp in sweep_for(backend, args.quick):
+            label = f"{backend} split={split} cp={cp}"
+            try:
+                res = ag_gemm(a, b, comm, backend=backend, split=split, comm_programs=cp,
+                              kernel=args.kernel, config=cfg, out=out)
+                torch.cuda.synchronize()
+                comm.check()
+                ok = torch.tensor([int(torch.equal(res, ref))], device=dev)
+                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+                if not int(ok):
+                    r.setdefault("check_failed", []).append(label)
+                    log(f"  {label}: result differs from the local kernel on the gathered A; not timed")
+                    continue
+                t = timer(lambda: ag_gemm(a, b, comm, backend=backend, split=split,
+                                          comm_programs=cp, kernel=args.kernel, config=cfg, out=out))
+                comm.check()
+            except Exception as e:  # noqa: BLE001
+                r.setdefault("errors", {})[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                continue
+            r.setdefault("sweep", {})[label] = t
+            if best is None or t < best[0]:
+                best = (t, split, cp)
+        r[f"fused[{backend}]"] = best[0] if best else None
+        if best:
+            r[f"fused[{backend}] best"] = {"split": best[1], "comm_programs": best[2]}
+    return r
+
+
+def bench_rs(comm, timer, M, N, K, args, backends, log):
+    import torch
+    import torch.distributed as dist
+
+    from ..ops import gemm_rs
+    from ..ops._gemm import gemm_call, resolve_config, run_local
+    W = comm.world_size
+    dtype = getattr(torch, args.dtype)
+    Kl = K // W
+    dev = comm.device
+    g = torch.Generator(device=dev)
+    g.manual_seed(3 + comm.rank)
+    a = torch.randn(M, Kl, generator=g, device=dev).to(dtype)
+    b = torch.randn(Kl, N, generator=g, device=dev).to(dtype)
+    cfg = resolve_config(args.kernel, M, N, Kl, dtype)
+    partial = torch.empty(M, N, device=dev, dtype=dtype)
+    out = torch.empty(M // W, N, device=dev, dtype=dtype)
+    r: dict = {"op": "gemm_rs", "M": M, "N": N, "K": K, "K_local": Kl, "config": cfg.as_dict()}
+    ref = gemm_rs(a, b, comm, kernel=args.kernel, config=cfg, fused=False).clone()
+
+    _safe(r, "comm", lambda: timer(lambda: dist.reduce_scatter_tensor(out, partial)))
+    _safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, a, b, partial, cfg))))
+    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(a, b, out=partial)))
+    _safe(r, "serial cuBLAS", lambda: timer(lambda: (torch.matmul(a, b, out=partial),
+                                                     dist.reduce_scatter_tensor(out, partial))))
+    _safe(r, "serial triton", lambda: timer(lambda: gemm_rs(a, b, comm, kernel=args.kernel,
+                                                             config=cfg, out=out, fused=False)))
+
+    def async_tp():
+        _enable_symm_mem(comm)
+        fn = lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0,  # noqa: E731
+                                                                     comm.group_name)
+        c = fn()
+        if (c.float() - ref.float()).norm() / ref.float().norm() > 2e-2:
+            raise RuntimeError("async-TP result does not match the reference")
+        return timer(fn)
+    _safe(r, "torch async-TP", async_tp)
+
+    for backend in backends:
+        best = None
+        for split, cp in sweep_for(backend, args.quick):
+            label = f"{backend} split={split} cp={cp}"
+            try:
+                res = gemm_rs(a, b, comm, backend=backend, split=split, comm_programs=cp,
+                              kernel=args.kernel, config=cfg, out=out)
+                torch.cuda.synchronize()
+                comm.check()
+                err = float((res.float() - ref.float()).norm() / ref.float().norm())
+                bad = torch.tensor([int(err > 2e-2)], device=dev)
+                dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+                if int(bad):
+                    r.setdefault("check_failed", []).append(label)
+                    log(f"  {label}: result differs from the NCCL path; not timed")
+                    continue
+                t = timer(lambda: gemm_rs(a, b, comm, backend=backend, split=split,
+                                          comm_programs=cp, kernel=args.kernel, config=cfg, out=out))
+                comm.check()
+            except Exception as e:  # noqa: BLE001
+                r.setdefault("errors", {})[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                continue
+            r.setdefault("sweep", {})[label] = t
+            if best is None or t < best[0]:
+                best = (t, split, cp)
+        r[f"fused[{backend}]"] = best[0] if best else None
+        if best:
+            r[f"fused[{backend}] best"] = {"split": best[1], "comm_programs": best[2]}
+    return r
+
+
+def _enable_symm_mem(comm):
+    """torch 2.11 still wants ``enable_symm_mem_for_group`` before the async-TP ops (deprecated
+    and a no-op in newer torch)."""
+    import warnings
+
+    from torch.distributed import _symmetric_memory as symm_mem
+    fn = getattr(symm_mem, "enable_symm_mem_for_group", None)
+    if fn is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn(comm.group_name)
+
+
+def derive(r, backends):
+    """ideal, best fused, ratios."""
+    g, c = r.get("gemm"), r.get("comm")
+    r["ideal"] = max(g, c) if g is not None and c is not None else None
+    fused = [r.get(f"fused[{b}]") for b in backends if r.get(f"fused[{b}]") is not None]
+    r["fused best"] = min(fused) if fused else None
+    f, i, s = r["fused best"], r["ideal"], r.get("serial cuBLAS")
+    r["fused/ideal"] = f / i if f and i else None
+    r["serial/fused"] = s / f if f and s else None
+    return r
+
+
+def columns(backends):
+    return ([f"fused[{b}]" for b in backends] + ["serial cuBLAS", "serial triton", "torch async-TP",
+                                                  "gemm", "gemm cuBLAS", "comm", "ideal",
+                                                  "fused/ideal", "serial/fused"])
+
+
+def format_table(results, backends) -> str:
+    cols = columns(backends)
+    head = ["op", "M", "N", "K"] + cols
+    lines = []
+    for r in results:
+        cells = [r["op"], str(r["M"]), str(r["N"]), str(r["K"])]
+        for c in cols:
+            v = r.get(c)
+            if v is None:
+                cells.append("n/a")
+            elif "/" in c:
+                cells.append(f"{v:.2f}x")
+            else:
+                cells.append(f"{v:.3f}")
+        lines.append(cells)
+    widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines]
+    out.append("times in ms (median, max over ranks); fused = best of the sweep per backend")
+    return "\n".join(out)
+
+
+def plot(results, backends, path) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not installed: no chart"
+    series = [f"fused[{b}]" for b in backends] + ["serial cuBLAS", "torch async-TP", "ideal"]
+    labels = [f"{r['op']}\n{r['M']}x{r['N']}x{r['K']}" for r in results]
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(results)), 5))
+    width = 0.8 / len(series)
+    for i, s in enumerate(series):
+        vals = [r.get(s) or 0.0 for r in results]
+        ax.bar([x + i * width for x in range(len(results))], vals, width, label=s)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(results))])
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("ms (median)")
+    ax.set_title("Syncopate fused ops vs alternatives")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+def git_commit() -> str:
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                 ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(k, v)
+    import torch
+    import torch.distributed as dist
+
+    from ..runtime import Communicator
+    if "RANK" not in os.environ:
+        print("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench ...",
+              file=sys.stderr)
+        return 2
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    comm = Communicator(symm_backend=args.symm)
+    rank0 = comm.rank == 0
+    log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
+    backends = [b for b in args.backends.split(",") if b]
+    if "nvshmem" in backends and args.symm != "nvshmem":
+        log("nvshmem backend needs --symm nvshmem; dropping it")
+        backends.remove("nvshmem")
+    iters = args.iters or (10 if args.quick else 20)
+    timer = Timer(comm.device, iters, args.warmup)
+    budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
+    t_start = time.monotonic()
+    results, skipped = [], []
+    for op, M, N, K in rows_for(args, comm.world_size):
+        if time.monotonic() - t_start > budget:
+            skipped.append((op, M, N, K))
+            continue
+        log(f"{op} M={M} N={N} K={K} ...")
+        t0 = time.monotonic()
+        fn = bench_ag if op == "ag_gemm" else bench_rs
+        r = fn(comm, timer, M, N, K, args, backends, log)
+        results.append(derive(r, backends))
+        comm.cache.clear()  # free this row's symmetric buffers before the next shape
+        log(f"  done in {time.monotonic() - t0:.1f} s")
+    if rank0:
+        table = format_table(results, backends)
+        os.makedirs(args.out, exist_ok=True)
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "gpu": torch.cuda.get_device_name(comm.device), "world_size": comm.world_size,
+            "git_commit": git_commit(), "command": " ".join([sys.executable, "-m", "syncopate.bench"]
+                                                           + (argv if argv is not None else sys.argv[1:])),
+            "torch": torch.__version__, "triton": __import__("triton").__version__,
+            "dtype": args.dtype, "kernel": args.kernel, "iters": iters, "backends": backends,
+            "symm_backend": args.symm, "skipped_rows_over_budget": skipped,
+        }
+        with open(os.path.join(args.out, "bench.json"), "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
+        note = plot(results, backends, os.path.join(args.out, "bench.png"))
+        print(table)
+        for r in results:
+            for name, err in (r.get("errors") or {}).items():
+                print(f"  [{r['op']} {r['M']}x{r['N']}x{r['K']}] {name}: {err}")
+        if skipped:
+            print(f"skipped (over the {budget:g} s budget): {skipped}")
+        if note:
+            print(note)
+        print(f"wrote {os.path.join(args.out, 'bench.json')}")
+    comm.close()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

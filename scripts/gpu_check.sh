@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One-call GPU check (2 x H200): install the carried wheels, run the multi-GPU tests and the
+# quick benchmark, every multi-process run under `timeout`, logs under $OUT, summary last.
+# Budget: < 8 minutes in all (tests ~5 min max, bench ~2 min max, by the timeouts below).
+#
+#   bash scripts/gpu_check.sh            # from the repository root, $OUT set by the runner
+#
+# Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+START=$(date +%s)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 SYNCOPATE_TIMEOUT_S=${SYNCOPATE_TIMEOUT_S:-10}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/syncopate-triton-cache}
+
+declare -A STATUS
+step() {  # step NAME TIMEOUT_S CMD... : run with a hard timeout, log to $OUT/NAME.log
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s)
+  echo "=== $name (limit ${limit}s): $*" | tee -a "$OUT/gpu_check.log"
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  local dt=$(( $(date +%s) - t0 ))
+  case $rc in
+    0) STATUS[$name]="ok (${dt}s)";;
+    124|137) STATUS[$name]="TIMEOUT after ${dt}s";;
+    *) STATUS[$name]="FAILED rc=$rc (${dt}s)";;
+  esac
+  tail -n 25 "$OUT/$name.log" | tee -a "$OUT/gpu_check.log"
+  echo "--- $name: ${STATUS[$name]}" | tee -a "$OUT/gpu_check.log"
+}
+
+# 1. wheels (pure-Python deps the GPU machine lacks: xdsl, ...)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  step install 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target /tmp/site .whl/*.whl
+else
+  STATUS[install]="no .whl/ carried (skipped)"
+fi
+export PYTHONPATH=/tmp/site:$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}
+
+# 2. environment facts
+step env 60 python3 - <<'PY'
+import torch, triton, os
+print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)
+print("gpus", torch.cuda.device_count(), [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
+from torch.distributed import _symmetric_memory as sm
+print("nvshmem available", sm.is_nvshmem_available())
+print("stream_write_value32_", torch.ops.symm_mem.stream_write_value32_.default._schema)
+print("fused_all_gather_matmul", torch.ops.symm_mem.fused_all_gather_matmul.default._schema)
+try:
+    from torch._C._distributed_c10d import _nvshmemx_cumodule_init; print("_nvshmemx_cumodule_init ok")
+except ImportError as e:
+    print("no _nvshmemx_cumodule_init:", e)
+import syncopate.runtime.communicator, syncopate.runtime.fused, syncopate.ops
+print("syncopate imports ok; compiler:", hasattr(__import__("syncopate"), "compile"))
+PY
+
+# 3. GPU tests: runtime first (no compiler needed), then the fused ops. Each multi-process
+#    run also has its own hard timeout inside the harness.
+K=${GPU_CHECK_TESTS:-}
+step tests_runtime 150 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_multi_gpu.py \
+  -k "sync_kernels" --junitxml="$OUT/tests_runtime.xml"
+step tests_ops 330 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_multi_gpu.py \
+  -k "not sync_kernels${K:+ and ($K)}" --junitxml="$OUT/tests_ops.xml" --durations=15
+
+# 4. Benchmark (quick subset), whatever time is left but at most 150 s.
+if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
+  ELAPSED=$(( $(date +%s) - START ))
+  LEFT=$(( 460 - ELAPSED ))
+  if [ "$LEFT" -gt 150 ]; then LEFT=150; fi
+  if [ "$LEFT" -gt 45 ]; then
+    step bench "$LEFT" torchrun --nproc-per-node 2 -m syncopate.bench --quick --out "$OUT/bench" \
+      --budget-s $(( LEFT - 40 ))
+  else
+    STATUS[bench]="skipped (only ${LEFT}s left)"
+  fi
+fi
+
+# 5. Summary (last)
+echo
+echo "==================== gpu_check summary ($(( $(date +%s) - START ))s) ===================="
+for s in install env tests_runtime tests_ops bench; do
+  printf '%-14s %s\n' "$s" "${STATUS[$s]:-not run}"
+done
+for x in tests_runtime tests_ops; do
+  [ -f "$OUT/$x.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|skipped" "$OUT/$x.log" | tail -n 12 | sed "s/^/  [$x] /"
+done
+if [ -f "$OUT/bench.log" ]; then
+  sed -n '/^ *op  /,/^times in ms/p' "$OUT/bench.log"
+fi
+echo "logs: $OUT"

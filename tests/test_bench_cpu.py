@@ -1,0 +1,62 @@
+"""CPU tests of the benchmark's pure parts: rows, sweep, derived columns, table, chart guard,
+argument parsing (the GPU run itself is scripts/gpu_check.sh)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+bench = importlib.import_module("syncopate.bench.__main__")
+
+
+def test_rows_full_and_quick():
+    full = bench.rows_for(bench.parse_args([]), 2)
+    assert ("ag_gemm", 8192, 14336, 4096) in full and ("gemm_rs", 8192, 4096, 14336) in full
+    assert ("ag_gemm", 8192, 29568, 8192) in full and ("ag_gemm", 1024, 28672, 8192) in full
+    assert {M for _, M, _, _ in full} == {8192, 1024, 4096}
+    assert len(full) == 3 * (3 + 2)
+    quick = bench.rows_for(bench.parse_args(["--quick"]), 2)
+    assert 2 <= len(quick) <= 4 and set(quick) <= set(full)
+    only_ag = bench.rows_for(bench.parse_args(["--quick", "--ops", "ag"]), 2)
+    assert all(op == "ag_gemm" for op, *_ in only_ag)
+
+
+def test_sweep_is_small_and_ce_has_no_comm_programs():
+    for quick in (True, False):
+        assert all(cp == 0 for _, cp in bench.sweep_for("ce", quick))
+        assert all(cp > 0 for _, cp in bench.sweep_for("sm", quick))
+        assert len(bench.sweep_for("sm", quick)) <= 3
+
+
+def test_derive_ratios():
+    r = bench.derive({"gemm": 1.0, "comm": 0.5, "serial cuBLAS": 1.6, "fused[sm]": 1.2,
+                      "fused[ce]": 1.1}, ["sm", "ce"])
+    assert r["ideal"] == 1.0 and r["fused best"] == 1.1
+    assert r["fused/ideal"] == pytest.approx(1.1) and r["serial/fused"] == pytest.approx(1.6 / 1.1)
+    r = bench.derive({"gemm": None, "comm": 0.5, "fused[sm]": None}, ["sm"])
+    assert r["ideal"] is None and r["fused/ideal"] is None and r["serial/fused"] is None
+
+
+def test_table_lists_every_column():
+    r = bench.derive({"op": "ag_gemm", "M": 8192, "N": 14336, "K": 4096, "gemm": 1.0, "comm": 0.3,
+                      "serial cuBLAS": 1.4, "fused[sm]": 1.1}, ["sm"])
+    t = bench.format_table([r], ["sm"])
+    for col in bench.columns(["sm"]):
+        assert col in t
+    assert "1.100" in t and "n/a" in t and "1.27x" in t
+
+
+def test_plot_guarded(tmp_path):
+    r = bench.derive({"op": "gemm_rs", "M": 1, "N": 2, "K": 3, "gemm": 1.0, "comm": 2.0}, ["ce"])
+    note = bench.plot([r], ["ce"], str(tmp_path / "b.png"))
+    assert note is None or "matplotlib" in note
+    if note is None:
+        assert (tmp_path / "b.png").stat().st_size > 0
+
+
+def test_main_refuses_without_torchrun(monkeypatch, capsys):
+    pytest.importorskip("torch")
+    monkeypatch.delenv("RANK", raising=False)
+    assert bench.main(["--quick"]) == 2
+    assert "torchrun" in capsys.readouterr().err
