@@ -201,9 +201,9 @@ class Builder:
         then_block = Block()
         else_block = Block()
         if not result_types:
+            # always an else block: Triton's loop fusion (tl.range(flatten=True)) adds results
+            # to ifs it meets and needs both branches to yield them
             then_block.add_op(scf.YieldOp())
-            if with_else:
-                else_block.add_op(scf.YieldOp())
-        op = scf.IfOp(cond, list(result_types), Region(then_block),
-                      Region(else_block) if (result_types or with_else) else None)
+            else_block.add_op(scf.YieldOp())
+        op = scf.IfOp(cond, list(result_types), Region(then_block), Region(else_block))
         return self.insert(op)

@@ -103,6 +103,7 @@ class Lowering:
         self.func = kernel_func(module)
         self.args = abi_args(self.func)
         self.has_bulk_stores = any(o.name == "tt.descriptor_store" for o in self.func.walk())
+        self._released: set[int] = set()
         ws = module.attributes.get("syncopate.schedule")
         import json
         self.world_size = int(json.loads(ws.data)["world_size"]) if ws is not None else 1
@@ -243,19 +244,28 @@ class Lowering:
 
     # -------------------------------------------------------------------------- release
     def signal(self, o) -> None:
+        """A produced-count signal adds only when it has something to add (masked atomic), and
+        back-to-back signals share the barrier of the first."""
+        prev = o.prev_op
+        fenced = prev is not None and id(prev) in self._released
         b = Builder(o)
         ptr = addptr(b, o.flags, o.index)
-        self.release(b, ptr, o.value, o.op.data)
+        mask = b.cmp("ne", o.value, b.const(0)) if o.op.data == "add" else None
+        last = self.release(b, ptr, o.value, o.op.data, mask=mask, barrier=not fenced)
+        self._released.add(id(last.op))
         o.detach()
         o.erase()
 
-    def release(self, b: Builder, ptr: SSAValue, value: SSAValue, op: str = "add") -> None:
-        if self.has_bulk_stores:
-            _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
-        b.insert(gpu.BarrierOp())
+    def release(self, b: Builder, ptr: SSAValue, value: SSAValue, op: str = "add",
+                mask: SSAValue | None = None, barrier: bool = True) -> SSAValue:
+        if barrier:
+            if self.has_bulk_stores:
+                _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
+            b.insert(gpu.BarrierOp())
         fty = flag_type_of(ptr)
         val = b.cast(value, fty) if value.type != fty else value
-        atomic(b, "add" if op == "add" else "exch", ptr, val, sem="release", scope="sys")
+        rmw = "add" if op == "add" else "exch"
+        return b.insert(tt().AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
 
 
 def _segments(row: list[int]) -> list[tuple[int, int, int]]:

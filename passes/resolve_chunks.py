@@ -91,10 +91,14 @@ class ResolveChunks(ModulePass):
 
     @staticmethod
     def _signal(o, plan: Plan, layout: FlagLayout) -> None:
+        """Predicated, not branched: Triton's fusion of nested loops (``tl.range(flatten=True)``)
+        cannot yet carry ``scf.if`` ops in the epilogue of a fused loop, and a masked atomic
+        costs the same.  Volumes first, then the signals back to back (one barrier for all)."""
         from syncopate_mlir.dialects.syncopate import SignalOp
 
         tensor = o.tensor.data
         b = Builder(o)
+        pending = []
         for c in plan.chunks:
             if c.tensor != tensor:
                 continue
@@ -107,9 +111,8 @@ class ResolveChunks(ModulePass):
                 lo = b.maxsi(o.lo[dim], b.const(c.lo[dim]))
                 ext = b.maxsi(b.sub(hi, lo), b.const(0))
                 vol = ext if vol is None else b.mul(vol, ext)
-            cond = b.andi(on_rank, b.cmp("sgt", vol, b.const(0)))
-            sif = b.if_(cond)
-            sb = Builder(sif.true_region.blocks[0].last_op)
-            sb.insert(SignalOp(o.flags, sb.const(layout.produced(c.id)), vol, "add", "produced"))
+            pending.append((c, b.select(on_rank, vol, b.const(0))))
+        for c, vol in pending:
+            b.insert(SignalOp(o.flags, b.const(layout.produced(c.id)), vol, "add", "produced"))
         o.detach()
         o.erase()
