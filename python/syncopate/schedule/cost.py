@@ -80,7 +80,9 @@ def _sm_bandwidth(programs: int) -> float:
     if programs <= p0:
         return b0 * programs / p0
     for (pa, ba), (pb, bb) in zip(_SM_POINTS, _SM_POINTS[1:]):
-        if programs <= pb:
+        if programs == pb:
+            return bb
+        if programs < pb:
             t = (math.log(programs) - math.log(pa)) / (math.log(pb) - math.log(pa))
             return math.exp(math.log(ba) + t * (math.log(bb) - math.log(ba)))
     return _SM_POINTS[-1][1]
