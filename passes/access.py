@@ -474,11 +474,8 @@ class AccessAnalysis:
     def _collect_hints(self) -> list[Operation]:
         hints = []
         for op in self.func.walk():
-            if op.name == "tt.call":
-                callee = _get_attr(op, "callee")
-                name = callee.root_reference.data if hasattr(callee, "root_reference") else str(callee)
-                if name.startswith(HINT_PREFIX) or f"{HINT_PREFIX}" in name:
-                    hints.append(op)
+            if op.name == "tt.call" and HINT_PREFIX in _callee_name(op):
+                hints.append(op)
         return hints
 
     def _hint_for(self, op: Operation, base: BlockArgument) -> Operation | None:
@@ -500,16 +497,7 @@ class AccessAnalysis:
 
     def erase_hints(self) -> None:
         """Remove the hint calls and their (empty) callees; Triton never sees them."""
-        callees = set()
-        for h in self.hints:
-            callee = _get_attr(h, "callee")
-            callees.add(callee.root_reference.data if hasattr(callee, "root_reference") else str(callee))
-            h.detach()
-            h.erase()
-        for op in list(self.module.ops):
-            if op.name == "tt.func" and _sym_name(op) in callees:
-                op.detach()
-                op.erase()
+        erase_hints(self.module)
         self.hints = []
 
     # analysis -------------------------------------------------------------------------------
@@ -584,21 +572,39 @@ class AccessAnalysis:
                 where)
 
     def _from_hint(self, op, kind, base, tensor, shape, hint) -> Access:
-        bounds = hint.operands[1:]
+        bounds = self._hint_bounds(hint)
         if len(bounds) != 2 * len(shape):
             raise CompileError(
                 f"hint_region for {self.arg_name[base]} gives {len(bounds) // 2} dims but tensor "
-                f"{tensor!r} has {len(shape)}", loc_str(hint))
+                f"{tensor!r} has {len(shape)}: use hint_region{len(shape)}", loc_str(hint))
         dims = []
         for d in range(len(shape)):
-            lo = self.ev.value(bounds[2 * d])
-            hi = self.ev.value(bounds[2 * d + 1])
+            lo, hi = bounds[2 * d], bounds[2 * d + 1]
             ext = hi - lo
-            if not ext.is_const:
-                raise CompileError(f"hint_region: hi{d} - lo{d} must be a constant (the tile "
-                                   f"size), got {ext}", loc_str(hint))
+            if not ext.is_const or ext.const_value <= 0:
+                raise CompileError(f"hint_region: hi{d} - lo{d} must be a positive constant (the "
+                                   f"tile size), got {ext}", loc_str(hint))
             dims.append(DimRange(lo, ext.const_value))
         return Access(op, kind, self.arg_name[base], tensor, dims, {}, hinted=True)
+
+    def _hint_bounds(self, hint: Operation) -> list[Poly]:
+        """The bounds a hint call passes: runtime operands, plus the constexpr ones Triton
+        specialised into the callee's mangled name (``(3,)cconstexpr_0_``: argument 3 is 0)."""
+        import re
+
+        name = _callee_name(hint)
+        consts = {int(i): int(v) for i, v in re.findall(r"\((\d+),\)cconstexpr_(-?\d+)_", name)}
+        n_args = len(hint.operands) + len(consts)
+        runtime = iter(hint.operands)
+        bounds: list[Poly] = []
+        for i in range(n_args):
+            if i in consts:
+                bounds.append(Poly.const(consts[i]))
+            else:
+                v = next(runtime)
+                if i > 0:
+                    bounds.append(self.ev.value(v))
+        return bounds
 
     # descriptors ----------------------------------------------------------------------------
     def _descriptor(self, v: SSAValue):
@@ -648,6 +654,27 @@ class AccessAnalysis:
         if leaf and len(leaf) == 1 and p.terms[leaf] == 1 and leaf[0] in self.arg_name:
             req[self.arg_name[leaf[0]]] = expected
         # otherwise: a computed value; checked by the runtime on the descriptor's operand args
+
+
+def erase_hints(module: ModuleOp) -> None:
+    """Remove every hint call and hint callee (the lowering does this: Triton never sees them)."""
+    callees = set()
+    for op in list(module.walk()):
+        if op.name == "tt.call" and HINT_PREFIX in _callee_name(op):
+            callees.add(_callee_name(op))
+            op.detach()
+            op.erase()
+    for op in list(module.ops):
+        if op.name == "tt.func" and _sym_name(op) in callees:
+            op.detach()
+            op.erase()
+
+
+def _callee_name(call: Operation) -> str:
+    callee = _get_attr(call, "callee")
+    if callee is None:
+        return ""
+    return callee.root_reference.data if hasattr(callee, "root_reference") else str(callee)
 
 
 def _desc_block_type(t):

@@ -112,6 +112,8 @@ class Lowering:
     def lower_common(self) -> None:
         from syncopate_mlir.dialects.syncopate import PeerPtrOp, RemapOp, SignalOp, WaitOp
 
+        from .access import erase_hints
+        erase_hints(self.module)
         for o in list(self.module.walk()):
             if isinstance(o, RemapOp):
                 self.remap(o)
