@@ -33,7 +33,7 @@ _TEMPLATE_COMMANDS = (
 
 def _shape(text: str) -> tuple[int, ...]:
     try:
-        dims = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+        dims = tuple(int(x) for x in text.replace("x", ",").split(","))
     except ValueError:
         dims = ()
     if not dims or any(d < 1 for d in dims):
