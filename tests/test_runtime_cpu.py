@@ -167,12 +167,23 @@ def test_epochs_start_at_one_and_grow():
 
 
 def test_epoch_overflow_is_a_launch_error():
-    e = EpochCounter(limit=100)
-    e.value = 49
-    assert e.next(max_count=2) == 50
-    with pytest.raises(LaunchError, match="overflow"):
-        e.next(max_count=2)
-    assert e.value == 50  # unchanged by the refused launch
+    e = EpochCounter(limit=3)
+    assert [e.next(), e.next(), e.next()] == [1, 2, 3]
+    with pytest.raises(LaunchError, match="syn_epoch"):
+        e.next()
+    assert e.value == 3  # unchanged by the refused launch
+
+
+def test_wrap32_and_trap_timeout_convention():
+    from syncopate.runtime.fused import kernel_timeout_ns, wrap32
+    assert wrap32(5) == 5 and wrap32(2**32 + 7) == 7 and wrap32(2**31) == -2**31
+    # serial-number compare: a wrapped flag still reaches a wrapped target
+    flag, target = wrap32(70000 * 32800), wrap32(70000 * 32800)
+    assert wrap32(flag - target) >= 0 and wrap32(flag - 1 - target) < 0
+    assert kernel_timeout_ns({"SYNCOPATE_TIMEOUT_S": "2"}) == 2_000_000_000
+    assert kernel_timeout_ns({"SYNCOPATE_TIMEOUT_S": "2", "SYNCOPATE_TIMEOUT_ACTION": "trap"}) == \
+        -2_000_000_000
+    assert kernel_timeout_ns({"SYNCOPATE_TIMEOUT_S": "0", "SYNCOPATE_TIMEOUT_ACTION": "trap"}) == 0
 
 
 def test_fused_enabled_env():
@@ -481,7 +492,7 @@ def test_ag_gemm_fallback_selection(monkeypatch):
     assert mod.ag_gemm(a, b, c, fused=False) == "ref"
     with pytest.raises(RuntimeError, match="stop"):
         mod.ag_gemm(a, b, c, backend="sm", split=4)
-    assert calls[-1] == ("fused", "sm", 4, 16)
+    assert calls[-1][:3] == ("fused", "sm", 4) and calls[-1][3] > 0  # cost model picks programs
     with pytest.raises(RuntimeError, match="stop"):
         mod.ag_gemm(a, b, c, backend="ce", comm_programs=8)
     assert calls[-1][1] == "ce" and calls[-1][3] == 0  # ce has no comm programs
@@ -546,6 +557,7 @@ def test_wait_kernel_compiles_with_watchdog(flag64, trap):
     ptx = ck.asm["ptx"]
     width = "b64" if flag64 else "b32"
     assert f"ld.acquire.sys.global.{width}" in ptx and "%globaltimer" in ptx
+    assert f"sub.s{width[1:]}" in ptx  # serial-number compare (flags may wrap)
     assert "atom.acq_rel.sys.global.cas.b32" in ptx and "fence.sc.sys" in ptx
     # the epoch word (offset 28) is written last, with release
     assert ptx.index("fence.sc.sys") < ptx.index("st.release.sys.global.b32")
@@ -564,3 +576,41 @@ def test_signal_and_add_kernels_compile(flag64):
     ck = _compile(sk._add_kernel, {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
                   {"FLAG64": flag64})
     assert "red.release.sys.global.add" in ck.asm["ptx"]
+
+# ---------------------------------------------------------------------------- compiler integration
+
+
+@pytest.mark.parametrize("backend,kern", [("ce", "tma"), ("sm", "ptr")])
+def test_fused_compile_matches_runtime_launch_contract(backend, kern):
+    """The runtime's specialisation goes through syncopate.compile (CPU, sm_90 target) and the
+    compiled launcher takes exactly: user params (constexprs in position) + the ABI extras."""
+    pytest.importorskip("xdsl")
+    from syncopate.kernels import kernel_fn
+    from syncopate.ops._gemm import resolve_config
+    c = _fake_comm()
+    M, K, N = 400, 136, 328
+    sched = _ag(shape=(M, K), split=2, mode="pull" if backend == "ce" else "push")
+    cfg = resolve_config(kern, M, N, K, torch.bfloat16)
+    fn = kernel_fn(kern)
+    fk = FusedKernel(fn, sched, operand="a_ptr", backend=backend,
+                     comm_programs=16 if backend == "sm" else None, comm=c, target=("cuda", 90),
+                     **cfg.options())
+    A = c.empty((M, K), torch.bfloat16)
+    b = torch.empty(K, N, dtype=torch.bfloat16)
+    out = torch.empty(M, N, dtype=torch.bfloat16)
+    vals = dict(a_ptr=A, b_ptr=b, c_ptr=out, M=M, N=N, K=K, stride_am=A.stride(0), stride_ak=1,
+                stride_bk=b.stride(0), stride_bn=1, stride_cm=out.stride(0), stride_cn=1,
+                **cfg.constexprs(kern, 116))
+    values, _ = bind_args(fn, [vals[n] for n in fn.arg_names], {})
+    fk.validate(values)
+    fc = fk._compile(specialize(fn, values), dict(fk.compile_options))
+    a = fc.abi
+    assert a.backend == backend and a.num_chunks == 4 and a.world_size == 2
+    assert list(a.operands) == ["a_ptr"]
+    sig = list(fc.kernel.src.signature)
+    assert sig[:len(fn.arg_names)] == list(fn.arg_names)
+    assert tuple(sig[len(fn.arg_names):]) == tuple(n for n, _ in abi.extra_params(backend))
+    assert a.grid((10,)) == ((10 + 16, 1, 1) if backend == "sm" else (10, 1, 1))
+    check_requirements(a, list(fn.arg_names), values)
+    if backend == "ce":
+        assert set(a.chunk_count.values()) == {1}  # ce writes the epoch itself

@@ -198,6 +198,33 @@ def gemm_rs_cases(rank, W, cases):
     return problems
 
 
+def gemm_rs_ce_error(rank, W):
+    """gemm_rs(backend='ce') is refused with a typed error that says what to use instead, and
+    the communicator stays usable."""
+    import torch
+
+    from syncopate.errors import SyncopateError
+    from syncopate.ops import gemm_rs
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    a = _rand((128, 64), torch.bfloat16, rank, comm.device)
+    b = _rand((64, 128), torch.bfloat16, 3, comm.device)
+    problems = []
+    try:
+        gemm_rs(a, b, comm, backend="ce", split=1)
+        problems.append("gemm_rs(backend='ce') ran: update test_gemm_rs_correct to cover ce")
+    except SyncopateError as e:
+        if "sm" not in str(e):
+            problems.append(f"error does not say what to use instead: {e}")
+    out = gemm_rs(a, b, comm, backend="sm", split=1)
+    ref = gemm_rs(a, b, comm, fused=False)
+    torch.cuda.synchronize()
+    if _rel(out, ref) > 2e-2:
+        problems.append("sm gemm_rs after the refused ce call is wrong")
+    comm.close()
+    return problems
+
+
 # --------------------------------------------------------------------------- stress
 
 def ag_gemm_stress(rank, W, backend, iters, shape=(192, 320, 256), kernel="tma", split=2):

@@ -78,18 +78,25 @@ def test_ag_gemm_fallback_is_bitwise_equal():
 
 
 def _rs_cases():
+    # ce is not here: the compiler's lower-ce refuses 'sum' chunks (the runtime side of a ce
+    # reduce-scatter exists: CE pushes into per-source slots, the owner reduces after the
+    # kernel). test_gemm_rs_ce_is_a_typed_error pins the current behaviour.
     cases = []
-    for backend in ("ce", "sm"):
-        for split in (1, 2, 4):
-            cases.append((backend, "bfloat16", 400, 328, 136, split, "tma"))
-        cases.append((backend, "float16", 260, 264, 200, 2, "tma"))
-        cases.append((backend, "bfloat16", 154, 150, 93, 1, "ptr"))
+    for split in (1, 2, 4):
+        cases.append(("sm", "bfloat16", 400, 328, 136, split, "tma"))
+    cases.append(("sm", "float16", 260, 264, 200, 2, "tma"))
+    cases.append(("sm", "bfloat16", 154, 150, 93, 1, "ptr"))
     return cases
 
 
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
 def test_gemm_rs_correct():
     _assert_clean(run_ranks(w.gemm_rs_cases, _rs_cases(), world_size=W, timeout=240))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_gemm_rs_ce_is_a_typed_error():
+    _assert_clean(run_ranks(w.gemm_rs_ce_error, world_size=W, timeout=90))
 
 
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")

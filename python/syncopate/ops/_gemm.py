@@ -87,17 +87,21 @@ DEFAULT_MODE = {"ag": {"ce": "pull", "sm": "push", "nvshmem": "push"},
 def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype, split,
            comm_programs):
     """``(split, comm_programs)``: the caller's, else the cost model's
-    (``syncopate.schedule.cost.best_split`` when it exists), else the defaults above."""
+    (``syncopate.schedule.cost.choose_gemm_plan``: ``op`` 'ag_gemm' takes this rank's GEMM
+    ``N``/``K`` and the global ``M``; 'gemm_rs' this rank's sharded ``K``), else the defaults
+    above."""
     if backend == "ce":
         comm_programs = 0  # the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
         return int(split), int(comm_programs)
     best = None
     try:
-        from ..schedule import cost  # noqa: F401
-        fn = getattr(cost, "best_split", None)
-        if fn is not None:
-            best = fn(op=op, backend=backend, M=M, N=N, K=K, world_size=world_size, dtype=str(dtype))
+        from ..schedule import cost
+        from ..schedule.model import normalize_dtype
+        plan = cost.choose_gemm_plan("ag" if op.startswith("ag") else "rs", M, N, K, world_size,
+                                     normalize_dtype(schedule_dtype(dtype)), backend=backend,
+                                     comm_programs=comm_programs)
+        best = {"split": plan["split"], "comm_programs": plan["comm_programs"]}
     except Exception:  # no cost model (or another signature): fall back to the defaults
         best = None
     s_def, c_def = DEFAULT_SPLIT, DEFAULT_COMM_PROGRAMS[backend]

@@ -66,7 +66,7 @@ def gemm_rs_buffer(comm, M: int, N: int, dtype):
     return buf
 
 
-def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="ce", split=1, order="swizzle",
+def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
                          mode=None, comm_programs=0, kernel="tma", config=None):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
     from ..kernels import kernel_fn
@@ -89,7 +89,7 @@ def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="ce", split=1, 
     return fk
 
 
-def gemm_rs(a, b_shard, comm, *, backend: str = "ce", split=None, order: str = "swizzle",
+def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "swizzle",
             mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None, fused=None):
     """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum).
 
@@ -107,7 +107,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "ce", split=None, order: str = "
     use_fused = fused_enabled() if fused is None else bool(fused)
     if not use_fused:
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
-    split, cp = _gemm.choose("gemm_rs", backend, M, N, K * W, W, a.dtype, split, comm_programs)
+    split, cp = _gemm.choose("gemm_rs", backend, M, N, K, W, a.dtype, split, comm_programs)
     fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
                               mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
     C = gemm_rs_buffer(comm, M, N, a.dtype)

@@ -177,20 +177,38 @@ def _freeze(v):
 # ------------------------------------------------------------------------------------------
 
 class EpochCounter:
-    """Per-FusedKernel launch numbers: 1, 2, 3, ... Flags hold ``epoch * count`` and only grow;
-    the counter refuses to go where an int32 flag would overflow."""
+    """Per-FusedKernel launch numbers: 1, 2, 3, ... (``syn_epoch`` is an i32).
+
+    Flags hold ``epoch * count`` and only grow. They may wrap around 2^32 (a produced count of
+    tens of thousands of tile signals wraps after ~10^5 launches): every spin compares with
+    serial-number arithmetic, ``(int32)(flag - target) >= 0``, which is exact as long as a
+    target is less than 2^31 ahead of the flag -- always true, since a flag is at most one
+    epoch behind its target. The only hard limit is the epoch itself."""
 
     def __init__(self, limit: int = FLAG_LIMIT):
         self.value = 0
         self.limit = limit
 
-    def next(self, max_count: int = 1) -> int:
+    def next(self) -> int:
         e = self.value + 1
-        if e * max(1, max_count) > self.limit:
-            raise LaunchError(f"epoch {e} x {max_count} writers would overflow the flag words; "
-                              f"create a new FusedKernel (fresh flags) to continue")
+        if e > self.limit:
+            raise LaunchError(f"epoch {e} does not fit syn_epoch (i32); create a new FusedKernel "
+                              f"(fresh flags) to continue")
         self.value = e
         return e
+
+
+def wrap32(x: int) -> int:
+    """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def kernel_timeout_ns(env=None) -> int:
+    """``syn_timeout_ns`` for the fused kernel: the compiler's convention is that a negative
+    value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes")."""
+    t = diag.timeout_ns(env)
+    return -t if (t and diag.timeout_action(env) == "trap") else t
 
 
 # ------------------------------------------------------------------------------------------
@@ -211,14 +229,14 @@ class _Config:
     consumed_pending: int = 0  # epoch whose CONSUMED wait is not yet enqueued (deferred mode)
     nvshmem_ready: bool = False
     events: dict = field(default_factory=dict)
-    max_count: int = 1
 
 
 class FusedKernel:
     """A fused multi-GPU kernel. Launch with ``fk[grid](*user_args, stream=None)``."""
 
     def __init__(self, kernel, schedule, *, operand, backend: str = "sm", comm_programs=None,
-                 comm=None, defer_consumed_wait: bool = False, compile_fn=None, **compile_options):
+                 comm=None, defer_consumed_wait: bool = False, compile_fn=None, target=None,
+                 **compile_options):
         if backend not in abi.BACKENDS:
             raise LaunchError(f"backend={backend!r}; choose one of {', '.join(abi.BACKENDS)}")
         if comm is None:
@@ -239,6 +257,8 @@ class FusedKernel:
         self.defer_consumed_wait = defer_consumed_wait
         self.compile_options = dict(compile_options)
         self._compile_fn = compile_fn
+        #: compile target, e.g. ("cuda", 90); default: the communicator's device
+        self.target = target
         self.operands = self._operand_map(operand)
         self.schedule_key = planmod.schedule_key(schedule)
         names = _param_names(kernel)
@@ -339,11 +359,15 @@ class FusedKernel:
                 raise CompileError(f"the Syncopate compiler is not available ({e}); install the "
                                    f"full package or pass compile_fn=") from None
         import torch
-        cap = torch.cuda.get_device_capability(self.comm.device)
+        if self.target is not None:
+            target = self.target
+        else:
+            cap = torch.cuda.get_device_capability(self.comm.device)
+            target = ("cuda", cap[0] * 10 + cap[1])
         operand = next(iter(self.operands)) if len(self.operands) == 1 else dict(self.operands)
         kw = dict(signature=spec.signature_dict(), constexprs=spec.constexpr_dict(),
                   schedule=self.schedule, operand=operand, backend=self.backend,
-                  comm_programs=self.comm_programs, target=("cuda", cap[0] * 10 + cap[1]))
+                  comm_programs=self.comm_programs, target=target)
         kw.update(options)
         try:
             params = inspect.signature(fn).parameters
@@ -362,16 +386,11 @@ class FusedKernel:
         a = fc.abi
         self._check_abi(a)
         cfg = _Config(compiled=fc, abi=a)
-        counts = list(a.chunk_count.values()) + list(a.produced_count.values()) + \
-            list(a.reads_per_src.values()) + [1]
-        cfg.max_count = max(counts)
         comm = self.comm
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
         if self.backend == "ce":
             cfg.ce_plan = planmod.build_ce_plan(self.schedule, comm.rank, a.produced_count)
-            cfg.max_count = max(cfg.max_count, cfg.ce_plan.reads_of_me,
-                                max(cfg.ce_plan.consumed_adds.values(), default=1))
             for tname in cfg.ce_plan.reduce_tensors:
                 spec_t = planmod.tensor_spec(self.schedule, tname)
                 cfg.slots[tname] = comm.empty((comm.world_size,) + tuple(spec_t.shape),
@@ -443,9 +462,11 @@ class FusedKernel:
             int(cfg.abi.reads_per_src.get(self.comm.rank, 0))
         if reads == 0:
             return
-        sk.wait_flag(cfg.flags.data_ptr(), cfg.abi.layout.consumed, epoch * reads, self.diag_addr,
+        flag64 = cfg.abi.flag_dtype == "int64"
+        target = epoch * reads if flag64 else wrap32(epoch * reads)
+        sk.wait_flag(cfg.flags.data_ptr(), cfg.abi.layout.consumed, target, self.diag_addr,
                      rank=self.comm.rank, kind=abi.KIND_CONSUMED, epoch=epoch,
-                     timeout_ns=diag.timeout_ns(), flag64=cfg.abi.flag_dtype == "int64",
+                     timeout_ns=diag.timeout_ns(), flag64=flag64,
                      trap=diag.timeout_action() == "trap", stream=stream)
 
     def launch(self, grid, args, kwargs=None, *, stream=None):
@@ -477,9 +498,9 @@ class FusedKernel:
                 # The caller did not call before_staging(); enqueue it now (best effort).
                 self._consumed_wait(cfg, cfg.consumed_pending, S)
                 cfg.consumed_pending = 0
-            e = self.epochs.next(cfg.max_count)
+            e = self.epochs.next()
             peers = self._peers_table(cfg, operand_tensors)
-            extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, diag.timeout_ns()]
+            extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, kernel_timeout_ns()]
             with torch.cuda.device(comm.device), torch.cuda.stream(S):
                 if self.backend == "ce":
                     self._launch_ce(cfg, g, values + extra, S, e, peers, operand_tensors)
@@ -556,7 +577,7 @@ class FusedKernel:
                 if st.wait_produced:
                     addr = cfg.flags.data_ptr() + lay.produced(st.chunk) * 4
                     need_kernel = not _cuda.stream_wait_value32(X.cuda_stream, addr,
-                                                                e * st.wait_produced)
+                                                                (e * st.wait_produced) & 0xFFFFFFFF)
                 if need_kernel and kernel_done is None:
                     # no PRODUCED count (or no stream memory ops): wait for the whole kernel
                     kernel_done = self._event(cfg, "kernel_done")

@@ -3,7 +3,9 @@ runtime's ENTRY signal, the CONSUMED wait before staging). Runtime utilities, no
 
 * :func:`signal_entry` -- ``ENTRY[me] = epoch`` on every rank's flag array (``st.release.sys``).
 * :func:`wait_flag` -- spin until ``flag[index + i] >= target`` for ``i < count``
-  (``ld.acquire.sys``), with the watchdog.
+  (``ld.acquire.sys``), with the watchdog. The comparison is serial-number arithmetic,
+  ``(signed)(flag - target) >= 0``, like the compiler's spins: flags grow without bound and may
+  wrap around 2^32, which this compare tolerates (targets are at most 2^31 ahead).
 * :func:`add_flag` -- ``flag[index] += value`` on a (possibly remote) flag
   (``red.release.sys.global.add``).
 
@@ -57,7 +59,7 @@ def _spin_asm(bits: int, trap: bool) -> str:
     extra_regs = "" if bits == 32 else ".reg .b32 sy_v32, sy_e32;\n"
     return f"""{{
 .reg .pred sy_p;
-.reg .{t} sy_v;
+.reg .{t} sy_v, sy_d;
 .reg .b32 sy_cnt, sy_st, sy_one, sy_zero, sy_pid;
 .reg .b64 sy_t0, sy_t1;
 {extra_regs}mov.u32 $0, 1;
@@ -67,7 +69,8 @@ mov.u32 sy_zero, 0;
 mov.u64 sy_t0, %globaltimer;
 SY_SPIN:
 ld.acquire.sys.global.{t} sy_v, [$1];
-setp.ge.{s} sy_p, sy_v, $2;
+sub.{s} sy_d, sy_v, $2;
+setp.ge.{s} sy_p, sy_d, 0;
 @sy_p bra SY_DONE;
 setp.eq.u64 sy_p, $4, 0;
 @sy_p bra SY_SPIN;
