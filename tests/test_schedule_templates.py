@@ -198,6 +198,10 @@ def test_every_template_verifies(s: Schedule):
             assert sum(x.volume for x in arrived) == final_volume
         if name in ("all_gather", "ring_pass", "all_reduce"):
             assert final_volume == total
+        if name in ("all_gather", "ring_pass", "all_to_all"):
+            # Copies: initial data first, then every incoming chunk's region by (step, id).
+            n_init = sum(1 for p in t.initial if p.rank == r)
+            assert arrived[n_init:] == [c.region for c in s.chunks_to(r)]
     # Every split piece has sizes within one of its siblings: chunks as even as possible.
     if name in ("all_gather", "ring_pass"):
         dim = s.meta["template"]["dim"]

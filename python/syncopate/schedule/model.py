@@ -757,19 +757,39 @@ class Schedule:
 
     def arrival_order(self, rank: int, tensor: str) -> list[Region]:
         """Regions of ``tensor`` in the order they become complete on ``rank``: the non-partial
-        initial placements of ``rank`` first (in placement order), then the region each
-        incoming chunk completes, in execution order (topological in the dependency order,
-        ties by ``(step, id)``).  A ``sum`` chunk counts when it completes its region; a chunk
-        that leaves the region partial (an intermediate hop of a ring reduce-scatter) adds
-        nothing.  Tile-remap runs the consumer's tiles in this order."""
+        initial placements of ``rank`` first (in placement order), then, for each chunk into
+        ``rank`` by ``(step, id)``, the part of its region that this chunk completes.  A copy
+        completes its whole region; a ``sum`` counts when it completes its region (the last
+        of the sums into it), so an intermediate hop of a ring reduce-scatter, which leaves
+        a partial, adds nothing.  Tile-remap runs the consumer's tiles in this order."""
         a = self._verified()
-        self.tensor(tensor)
-        out = [p.region for p in self.tensors[tensor].initial
-               if p.rank == rank and not p.partial]
-        for cid in a.order:
-            c = self._by_id[cid]
-            if c.dst == rank and c.tensor == tensor:
-                out.extend(a.completed[cid])
+        spec = self.tensor(tensor)
+        full = (1 << self.world_size) - 1
+        out = [p.region for p in spec.initial if p.rank == rank and not p.partial]
+        held = [(p.region.offsets, p.region.stops, full if not p.partial else 1 << rank)
+                for p in spec.initial if p.rank == rank]
+        for c in self.chunks_to(rank, tensor):
+            done: list[Box] = []
+            for region, mask in a.delivered[c.id]:
+                lo, hi = region.box
+                nxt = []
+                pieces = []
+                for blo, bhi, m in held:
+                    inter = box_intersection(blo, bhi, lo, hi)
+                    if inter is None:
+                        nxt.append((blo, bhi, m))
+                        continue
+                    nxt.extend((plo, phi, m) for plo, phi in box_subtract(blo, bhi, lo, hi))
+                    pieces.append(inter + (m,))
+                gaps = box_difference((lo, hi), [(q[0], q[1]) for q in pieces])
+                pieces.extend(g + (0,) for g in gaps)
+                for plo, phi, m in pieces:
+                    new = full if c.reduce == "none" else m | mask
+                    if new == full and m != full:
+                        done.append((plo, phi))
+                    nxt.append((plo, phi, new))
+                held = nxt
+            out.extend(Region._raw(lo, hi) for lo, hi in coalesce_boxes(done))
         return out
 
     def departure_order(self, rank: int, tensor: str) -> list[Region]:
