@@ -78,6 +78,7 @@ class SymmetricAllocation:
     origins: list[int]  # address of byte 0 of the allocation on each rank (see module doc)
     nbytes: int
     uint32_views: dict = field(default_factory=dict)  # rank -> flat uint32 view (flag buffers)
+    peer_views: dict = field(default_factory=dict)  # (rank, ptr, shape, stride, dtype) -> view
 
     @property
     def local_origin(self) -> int:
@@ -246,6 +247,17 @@ class Communicator:
             raise LaunchError(f"rank {rank} out of range for world size {self.world_size}")
         if rank == self.rank:
             return t
+        key = (rank, t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        v = a.peer_views.get(key)
+        if v is not None:
+            return v
+        if len(a.peer_views) > 4096:  # bounded: views of many different regions
+            a.peer_views.clear()
+        v = a.peer_views[key] = self._make_peer_view(a, t, rank)
+        return v
+
+    def _make_peer_view(self, a, t, rank):
+        import torch
         lo, hi = _extent(t)
         off = lo - a.local_origin
         # get_buffer's storage_offset is relative to get_buffer(r, ..., 0): our origin minus the
