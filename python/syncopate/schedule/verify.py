@@ -56,7 +56,11 @@ region must be kept (inside its destination's final placement) or forwarded (rea
 destination by a chunk that happens after it): anything else is dead data.  Structural problems
 (unknown tensors or ranks, out-of-bounds regions, dims that do not match, ``src == dst``,
 duplicate or non-dense ids, overlapping placements) are reported first; when there are any,
-the symbolic execution is skipped since it could not be trusted.
+the symbolic execution is skipped since it could not be trusted, and likewise after a
+dependency cycle (there is no order to execute in).  Otherwise every race, execution, final
+placement and dead-data problem is listed, one per chunk and kind; a copy whose source lacked
+the data is assumed to deliver it anyway, so one missing chunk is reported once rather than at
+every later hop.
 
 The analysis is linear in the number of chunks times the number of boxes a rank holds, plus a
 pass over pairs of chunks that meet on a rank: 8 ranks x 64 chunks each take milliseconds.
