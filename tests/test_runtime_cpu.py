@@ -614,3 +614,14 @@ def test_fused_compile_matches_runtime_launch_contract(backend, kern):
     check_requirements(a, list(fn.arg_names), values)
     if backend == "ce":
         assert set(a.chunk_count.values()) == {1}  # ce writes the epoch itself
+
+
+def test_release_and_clear_cache_drop_registrations():
+    c = _fake_comm()
+    A = c.empty((4, 4), torch.float32)
+    c.cache["buf"] = A
+    B = c.empty((2, 2), torch.float32)
+    c.release(B[1:])
+    assert not c.is_symmetric(B)
+    c.clear_cache()
+    assert not c.is_symmetric(A) and c.cache == {}

@@ -382,7 +382,7 @@ def main(argv=None) -> int:
         fn = bench_ag if op == "ag_gemm" else bench_rs
         r = fn(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
-        comm.cache.clear()  # free this row's symmetric buffers before the next shape
+        comm.clear_cache()  # free this row's symmetric buffers before the next shape
         log(f"  done in {time.monotonic() - t0:.1f} s")
     if rank0:
         table = format_table(results, backends)

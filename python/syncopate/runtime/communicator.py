@@ -193,6 +193,28 @@ class Communicator:
         self._allocs[t.untyped_storage().data_ptr()] = a
         return a
 
+    def release(self, t) -> None:
+        """Forget the symmetric allocation holding ``t`` (the registry keeps it alive until
+        then). Every rank should release the same buffers; a released buffer must not be used
+        by a fused kernel any more."""
+        a = self.allocation(t)
+        if a is not None:
+            self._allocs.pop(a.tensor.untyped_storage().data_ptr(), None)
+
+    def clear_cache(self) -> None:
+        """Drop the ops' cached symmetric buffers and fused kernels (and release their flags,
+        slots and buffers), e.g. between shapes of a sweep. Collective in spirit: every rank
+        should do it at the same point."""
+        import torch
+        for v in list(self.cache.values()):
+            if isinstance(v, torch.Tensor):
+                self.release(v)
+            for cfg in getattr(v, "_configs", {}).values():
+                for t in [cfg.flags, *cfg.slots.values()]:
+                    if t is not None:
+                        self.release(t)
+        self.cache.clear()
+
     def allocation(self, t) -> SymmetricAllocation | None:
         """The registered allocation that holds ``t`` (a tensor or a view of one), or None."""
         a = self._allocs.get(t.untyped_storage().data_ptr())
