@@ -66,7 +66,9 @@ def _loc_of_attr(loc) -> str | None:
         line = getattr(line, "data", line)
         col = getattr(col, "data", col)
         return f"{fname}:{line}:{col}"
-    for attr in ("child_loc", "caller", "callee", "child"):
+    # NameLoc keeps its child in ``location`` (Triton names most ops' locations after the
+    # Python variable: loc("a"("k.py":12:8)))
+    for attr in ("child_loc", "location", "caller", "callee", "child"):
         sub = getattr(loc, attr, None)
         if sub is not None:
             found = _loc_of_attr(sub)
@@ -532,11 +534,14 @@ class AccessAnalysis:
             if loop is not None and loop.name == "scf.for" and v.index > 0:
                 return self._base_syntactic(loop.operands[3 + v.index - 1], depth + 1)
             return None
-        for operand in v.op.operands:
-            if is_ptr_type(element_type(operand.type)) or is_desc_type(operand.type):
-                found = self._base_syntactic(operand, depth + 1)
-                if found is not None:
-                    return found
+        ptrs = [o for o in v.op.operands
+                if is_ptr_type(element_type(o.type)) or is_desc_type(o.type)]
+        # a pointer made from integers (tt.int_to_ptr of tt.ptr_to_int + i64 arithmetic):
+        # follow the integers back to the parameter, so the access is reported, not skipped
+        for operand in ptrs or list(v.op.operands):
+            found = self._base_syntactic(operand, depth + 1)
+            if found is not None:
+                return found
         return None
 
     def _analyze(self, op: Operation) -> Access | None:

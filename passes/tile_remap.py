@@ -49,7 +49,10 @@ def coordinate_values(func, ev: Evaluator, coord: Poly) -> list[SSAValue]:
     those computed from another one (replacing both would remap twice)."""
     found: list[SSAValue] = []
     for op in func.walk():
-        for res in op.results:
+        # block arguments too: a persistent kernel's tile coordinate can be the induction
+        # variable of its tile loop (``for tile_id in range(start, tiles, nprog)``)
+        args = [a for region in op.regions for block in region.blocks for a in block.args]
+        for res in args + list(op.results):
             if is_int_type(res.type) and not is_tensor(res.type):
                 try:
                     if ev.value(res) == coord:
