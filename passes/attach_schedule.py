@@ -49,6 +49,10 @@ class AttachSchedule(ModulePass):
             if ":" not in item:
                 raise CompileError(f"attach-schedule: operand binding {item!r} is not param:tensor")
             param, tensor = item.split(":", 1)
+            if tensor.strip() not in schedule.tensors:
+                raise CompileError(f"attach-schedule: operand binding {item!r} names tensor "
+                                   f"{tensor.strip()!r}, which the schedule does not have (its "
+                                   f"tensors: {', '.join(schedule.tensors)})")
             bindings[param.strip()] = StringAttr(tensor.strip())
         if not bindings:
             raise CompileError("attach-schedule needs operands=param:tensor")
