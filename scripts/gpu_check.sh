@@ -72,7 +72,7 @@ if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
   LEFT=$(( 460 - ELAPSED ))
   if [ "$LEFT" -gt 150 ]; then LEFT=150; fi
   if [ "$LEFT" -gt 45 ]; then
-    step bench "$LEFT" torchrun --nproc-per-node 2 -m syncopate.bench --quick --out "$OUT/bench" \
+    step bench "$LEFT" python3 -m torch.distributed.run --nproc-per-node 2 -m syncopate.bench --quick --out "$OUT/bench" \
       --budget-s $(( LEFT - 40 ))
   else
     STATUS[bench]="skipped (only ${LEFT}s left)"
