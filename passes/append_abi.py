@@ -36,6 +36,8 @@ class AppendAbiParams(ModulePass):
     name: ClassVar[str] = "append-abi-params"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         func = kernel_func(op)
         if has_abi_args(func):
             return

@@ -19,6 +19,16 @@ from syncopate.errors import CompileError
 from .poly import Axis, IterCount, Poly
 
 
+def set_default_location(module) -> None:
+    """Use the kernel function's location for ops created without a located anchor."""
+    from .access import kernel_func
+
+    try:
+        Builder.default_location = kernel_func(module).location
+    except Exception:  # no kernel yet (e.g. a dialect-only lit test)
+        Builder.default_location = None
+
+
 def _tt_op_class(name: str):
     from syncopate_mlir.dialects import tt as tt_dialect
 
@@ -29,7 +39,13 @@ def _tt_op_class(name: str):
 
 
 class Builder:
-    """Inserts new ops before ``anchor`` (or at the end of ``block`` when no anchor)."""
+    """Inserts new ops before ``anchor`` (or at the end of ``block`` when no anchor).
+
+    New ops take the anchor's source location, or the kernel's when the anchor has none:
+    Triton's debug-info pass rejects calls without a file location, and profilers then still
+    attribute the inserted code to the kernel."""
+
+    default_location = None  # set per module by :func:`set_default_location`
 
     def __init__(self, anchor: Operation | None = None, block: Block | None = None):
         if anchor is None and block is None:
@@ -50,11 +66,11 @@ class Builder:
         return cls(None, block)
 
     def insert(self, op: Operation) -> Operation:
-        if self.location is not None and hasattr(op, "location"):
-            try:
-                op.location = self.location
-            except Exception:  # pragma: no cover - ops without a settable location
-                pass
+        loc = self.location
+        if loc is None or type(loc).__name__ == "UnknownLoc":
+            loc = Builder.default_location
+        if loc is not None:
+            op.location = loc
         if self.anchor is not None:
             self.block.insert_op_before(op, self.anchor)
         else:

@@ -31,6 +31,8 @@ class InsertSignals(ModulePass):
     name: ClassVar[str] = "insert-signals"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         from syncopate_mlir.dialects.syncopate import SignalRegionOp
 
         plan = Plan.from_module(op)

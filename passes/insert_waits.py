@@ -69,6 +69,8 @@ class InsertWaits(ModulePass):
     name: ClassVar[str] = "insert-waits"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
         plan = Plan.from_module(op)

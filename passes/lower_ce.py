@@ -29,6 +29,8 @@ class LowerCe(ModulePass):
     name: ClassVar[str] = "lower-ce"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         plan = Plan.from_module(op)
         sums = [c.id for c in plan.chunks if c.reduce == "sum"]
         if sums:

@@ -82,6 +82,8 @@ class LowerNvshmem(ModulePass):
     name: ClassVar[str] = "lower-nvshmem"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         low = NvshmemLowering(op)
         low.lower_comm()
         low.lower_common()

@@ -269,6 +269,8 @@ class LowerSm(ModulePass):
     name: ClassVar[str] = "lower-sm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         low = CommLowering(op)
         low.lower_comm()
         low.lower_common()

@@ -104,6 +104,7 @@ class Lowering:
         self.args = abi_args(self.func)
         self.has_bulk_stores = any(o.name == "tt.descriptor_store" for o in self.func.walk())
         self._released: set[int] = set()
+        self._funcs: dict[str, Operation] = {}
         ws = module.attributes.get("syncopate.schedule")
         import json
         self.world_size = int(json.loads(ws.data)["world_size"]) if ws is not None else 1
@@ -177,15 +178,50 @@ class Lowering:
 
     def spin(self, b: Builder, ptr: SSAValue, index: SSAValue, target: SSAValue,
              kind: int) -> SSAValue:
-        """Emit the watchdog spin ``until (int)(*ptr - target) >= 0``; returns the token."""
+        """Wait until ``(int)(*ptr - target) >= 0``; returns the token.
+
+        The spin lives once per flag width in a private ``noinline`` function that every wait
+        calls: a call is opaque to the compiler (nothing is scheduled across it), and the kernel
+        carries one copy of the watchdog instead of one per wait."""
+        fty = flag_type_of(ptr)
+        func = self._wait_func(fty)
+        target_w = b.cast(target, fty) if target.type != fty else target
+        args = [ptr, b.i32(index), target_w, b.const(kind), self.args["syn_diag"],
+                self.args["syn_rank"], self.args["syn_epoch"], self.args["syn_timeout_ns"]]
+        call = b.insert(tt().CallOp(func.sym_name.data, args, [i32]))
+        return call.results[0]
+
+    def _wait_func(self, fty):
+        name = f"syncopate_wait_b{fty.width.data}"
+        if name in self._funcs:
+            return self._funcs[name]
+        from xdsl.dialects.builtin import BoolAttr
+        ptr_t = tt().PointerType(fty)
+        inputs = [ptr_t, i32, fty, i32, self.args["syn_diag"].type, i32, i32, i64]
+        func = tt().FuncOp(name, (inputs, [i32]), visibility="private",
+                           attributes={"noinline": BoolAttr(True, i1)})
+        body = func.regions[0].blocks[0]
+        for arg, hint in zip(body.args, ["flag", "index", "target", "kind", "diag", "rank",
+                                         "epoch", "timeout_ns"]):
+            arg.name_hint = hint
+        # Triton's debug-info pass needs a file location on every function
+        func.location = self.func.location
+        fb = Builder(None, body)
+        fb.location = self.func.location
+        ptr, index, target, kind, diag, rank, epoch, timeout = body.args
+        token = self._spin_body(fb, ptr, index, target, kind, diag, rank, epoch, timeout)
+        fb.insert(tt().ReturnOp([token]))
+        self.module.body.blocks[0].insert_op_before(func, self.func)
+        self._funcs[name] = func
+        return func
+
+    def _spin_body(self, b: Builder, ptr, index, target_w, kind, diag, rank, epoch,
+                   timeout) -> SSAValue:
         fty = flag_type_of(ptr)
         wide = fty == i64
-        target_w = b.cast(target, fty) if target.type != fty else target
         zero_w = b.const(0, fty)
-        timeout = self.args["syn_timeout_ns"]
         limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|
         watch = b.cmp("sgt", limit, b.const(0, i64))
-        diag = self.args["syn_diag"]
         t0 = globaltimer(b)
 
         before = Block(arg_types=[i32])
@@ -214,10 +250,11 @@ class Lowering:
         failed = not_(b, b.cmp("sge", b.sub(value, target_w), zero_w))
         fail_if = b.if_(failed)
         fb = Builder(fail_if.true_region.blocks[0].last_op)
-        self._record(fb, diag, index, value, target_w, kind, timeout, wide)
+        self._record(fb, diag, index, value, target_w, kind, timeout, wide, rank, epoch)
         return opaque_zero(b)
 
-    def _record(self, b: Builder, diag, index, value, target, kind, timeout, wide) -> None:
+    def _record(self, b: Builder, diag, index, value, target, kind, timeout, wide, rank,
+                epoch) -> None:
         """Claim the diag record (first timeout wins) and describe the failed wait."""
         # a spin that left because another one timed out records nothing
         state = scalar_load(b, diag, volatile=True)
@@ -231,10 +268,10 @@ class Lowering:
         wb = Builder(won_if.true_region.blocks[0].last_op)
         pid = wb.insert(tt().GetProgramIdOp(0)).results[0]
         fields = {
-            DIAG_RANK: self.args["syn_rank"], DIAG_FLAG: wb.i32(index),
+            DIAG_RANK: rank, DIAG_FLAG: index,
             DIAG_VALUE: wb.cast(value, i32) if wide else value,
             DIAG_EXPECTED: wb.cast(target, i32) if wide else target,
-            DIAG_KIND: wb.const(kind), DIAG_PROGRAM: pid, DIAG_EPOCH: self.args["syn_epoch"],
+            DIAG_KIND: kind, DIAG_PROGRAM: pid, DIAG_EPOCH: epoch,
         }
         for word, val in fields.items():
             scalar_store(wb, addptr(wb, diag, wb.const(word)), val)

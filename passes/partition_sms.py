@@ -54,6 +54,8 @@ class PartitionSms(ModulePass):
     name: ClassVar[str] = "partition-sms"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
 
         plan = Plan.from_module(op)

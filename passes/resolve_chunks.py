@@ -40,6 +40,8 @@ class ResolveChunks(ModulePass):
     name: ClassVar[str] = "resolve-chunks"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitRegionOp
 
         plan = Plan.from_module(op)

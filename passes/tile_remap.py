@@ -91,6 +91,8 @@ class TileRemap(ModulePass):
     name: ClassVar[str] = "tile-remap"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from .builder import set_default_location
+        set_default_location(op)
         plan = Plan.from_module(op)
         operands = operands_of(op)
         shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}

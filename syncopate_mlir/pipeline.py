@@ -49,11 +49,13 @@ class FuseRequest:
     backend: str
     comm_programs: int
     params: tuple[str, ...]          # non-constexpr user parameter names, in order
+    keep_ir: bool = True             # print the IR after each pass (costs a print per pass)
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
                            "backend": self.backend, "comm_programs": self.comm_programs,
-                           "pipeline": PIPELINE_VERSION}, sort_keys=True)
+                           "keep_ir": self.keep_ir, "pipeline": PIPELINE_VERSION},
+                          sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -75,7 +77,8 @@ def pass_names(backend: str) -> list[str]:
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:
-    module.attributes["syncopate.schedule"] = StringAttr(request.schedule_json)
+    compact = json.dumps(json.loads(request.schedule_json), separators=(",", ":"))
+    module.attributes["syncopate.schedule"] = StringAttr(compact)
     module.attributes["syncopate.operands"] = DictionaryAttr(
         {p: StringAttr(t) for p, t in request.operands})
     module.attributes["syncopate.backend"] = StringAttr(request.backend)
@@ -102,7 +105,8 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
         t0 = time.perf_counter()
         passes[name]().apply(ctx, module)
         times[name] = (time.perf_counter() - t0) * 1e3
-        ir_after[name] = xdsl_to_text(module)
+        if request.keep_ir:
+            ir_after[name] = xdsl_to_text(module)
     abi = read_abi(module)
     abi.user_params = list(request.params)
     strip_syncopate_attrs(module)

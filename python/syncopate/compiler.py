@@ -119,13 +119,14 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
 
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
-            target=("cuda", 90), attrs=None, **options) -> FusedCompile:
+            target=("cuda", 90), attrs=None, keep_ir: bool = True, **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
     ``operand`` names the kernel parameter holding the communicated tensor (or maps several);
     ``schedule`` is a Schedule, a JSON text or the path of a JSON file; ``options`` go to
-    Triton (``num_warps``, ``num_stages``, ...)."""
+    Triton (``num_warps``, ``num_stages``, ...); ``keep_ir=False`` skips printing the IR after
+    each pass (the runtime's choice: it saves a print per pass)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -154,7 +155,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
                    if signature.get(n) != "constexpr" and n not in constexprs)
     request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
                           operands=tuple(sorted(operands.items())), backend=backend,
-                          comm_programs=int(comm_programs), params=params)
+                          comm_programs=int(comm_programs), params=params, keep_ir=keep_ir)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()
