@@ -26,6 +26,7 @@ step() {  # step NAME TIMEOUT_S CMD... : run with a hard timeout, log to $OUT/NA
   case $rc in
     0) STATUS[$name]="ok (${dt}s)";;
     124|137) STATUS[$name]="TIMEOUT after ${dt}s";;
+    5) STATUS[$name]="NO TESTS RAN (all skipped? see $name.log) (${dt}s)";;
     *) STATUS[$name]="FAILED rc=$rc (${dt}s)";;
   esac
   tail -n 25 "$OUT/$name.log" | tee -a "$OUT/gpu_check.log"
