@@ -118,6 +118,108 @@ def _hoist_trailing_aliases(text: str) -> str:
     return "\n".join(lines)
 
 
+_WS = re.compile(r"\s*")
+_LOC_STRING = re.compile(r'"([^"\\]*)"')
+_LOC_INT3 = re.compile(r"\s*:\s*(\d+)\s*:\s*(\d+)")
+_LOC_ALIAS = re.compile(r"#([\w$.]+)")
+_LOC_OPEN = re.compile(r"\s*\(\s*")
+_LOC_CLOSE = re.compile(r"\s*\)")
+_LOC_AT = re.compile(r"\s+at\s+")
+_LOC_ALIAS_DEF = re.compile(r"^#(loc[\w$.]*)\s*=\s*loc\((.*)\)\s*$")
+
+
+class _LocationReader:
+    """A fast reader for the location expressions Triton prints (``unknown``,
+    ``"file":L:C``, ``"name"(loc)``, ``callsite(loc at loc)``, ``#alias``).  Returns ``None``
+    for anything else (fused locations, escaped strings), and the caller falls back on xDSL's
+    own location parser.  Locations are a third of TTIR's tokens; this keeps the bridge fast."""
+
+    def __init__(self, aliases: dict[str, Attribute]):
+        self.aliases = aliases
+        self._strings: dict[str, object] = {}
+        self._flc: dict[tuple, Attribute] = {}
+
+    def _str(self, s: str):
+        from xdsl.dialects.builtin import StringAttr
+        a = self._strings.get(s)
+        if a is None:
+            a = self._strings[s] = StringAttr(s)
+        return a
+
+    def read(self, text: str, pos: int):
+        """(location, end) for the expression at ``pos``, or None."""
+        from xdsl.dialects.builtin import IntAttr, NoneAttr
+        if text.startswith("unknown", pos):
+            return UnknownLoc(), pos + 7
+        c = text[pos:pos + 1]
+        if c == "#":
+            m = _LOC_ALIAS.match(text, pos)
+            a = self.aliases.get("#" + m.group(1)) if m else None
+            return (a, m.end()) if a is not None else None
+        if c == '"':
+            m = _LOC_STRING.match(text, pos)
+            if m is None:
+                return None
+            name, end = m.group(1), m.end()
+            m2 = _LOC_INT3.match(text, end)
+            if m2 is not None:
+                key = (name, m2.group(1), m2.group(2))
+                a = self._flc.get(key)
+                if a is None:
+                    a = self._flc[key] = FileLineColLoc(self._str(name), IntAttr(int(key[1])), IntAttr(int(key[2])))
+                return a, m2.end()
+            if text.startswith("(", end):
+                inner = self.read(text, _WS.match(text, end + 1).end())
+                if inner is None:
+                    return None
+                close = _LOC_CLOSE.match(text, inner[1])
+                if close is None:
+                    return None
+                return NameLoc(self._str(name), inner[0]), close.end()
+            return NameLoc(self._str(name), NoneAttr()), end
+        if text.startswith("callsite", pos):
+            o = _LOC_OPEN.match(text, pos + 8)
+            if o is None:
+                return None
+            callee = self.read(text, o.end())
+            if callee is None:
+                return None
+            at = _LOC_AT.match(text, callee[1])
+            if at is None:
+                return None
+            caller = self.read(text, at.end())
+            if caller is None:
+                return None
+            close = _LOC_CLOSE.match(text, caller[1])
+            if close is None:
+                return None
+            return CallSiteLoc(callee[0], caller[0]), close.end()
+        return None
+
+
+def _extract_location_aliases(text: str) -> tuple[str, dict[str, Attribute]] | None:
+    """Read every ``#locN = loc(...)`` definition with :class:`_LocationReader` and blank
+    their lines (line numbers of ops stay those of Triton's text).  ``None`` when some
+    definition is beyond the fast reader (then the text is parsed by xDSL as it is)."""
+    aliases: dict[str, Attribute] = {}
+    reader = _LocationReader(aliases)
+    lines = text.split("\n")
+    pending: list[tuple[int, str, str]] = []
+    for i, ln in enumerate(lines):
+        if ln.startswith("#loc"):
+            m = _LOC_ALIAS_DEF.match(ln)
+            if m is None:
+                return None
+            pending.append((i, m.group(1), m.group(2)))
+    for i, name, expr in pending:
+        r = reader.read(expr, _WS.match(expr).end())
+        if r is None or expr[r[1]:].strip():
+            return None
+        aliases["#" + name] = r[0]
+        lines[i] = ""
+    return "\n".join(lines), aliases
+
+
 class _HexLiteral(Parser._TensorLiteralElement):
     """A hexadecimal element of a dense literal: for a float element type MLIR reads it as the
     bit pattern (``dense<0xFF800000> : tensor<4xf32>`` is -inf), xDSL as an integer value."""
@@ -133,6 +235,22 @@ class _HexLiteral(Parser._TensorLiteralElement):
 class _TTIRParser(Parser):
     """xDSL's parser, reporting unknown ops with the op's name and text position, and reading
     hexadecimal float elements of dense literals as MLIR does."""
+
+    _loc_reader: _LocationReader | None = None
+
+    def parse_optional_location(self):
+        tok = self._current_token
+        if self._loc_reader is not None and tok.text == "loc":
+            text = self.lexer.input.content
+            o = _LOC_OPEN.match(text, tok.span.end)
+            if o is not None:
+                r = self._loc_reader.read(text, o.end())
+                if r is not None:
+                    close = _LOC_CLOSE.match(text, r[1])
+                    if close is not None:
+                        self._resume_from(close.end())
+                        return r[0]
+        return super().parse_optional_location()
 
     def _parse_tensor_literal_element(self):
         hexa = self._current_token.text[:2] in ("0x", "0X")
@@ -191,13 +309,12 @@ def _resolve_source(expr: str, table: dict[str, str], depth: int = 0) -> str | N
     return None
 
 
-def _source_of_line(text: str, offset: int) -> str | None:
+def _source_of_line(text: str, offset: int, table: dict[str, str]) -> str | None:
     """The source location of the op starting at ``offset``: the ``loc(...)`` at the end of
     its line, or (for an op with regions) of the line that closes it."""
     start = text.rfind("\n", 0, offset) + 1
     indent = len(text[start:offset]) - len(text[start:offset].lstrip())
     lines = text[start:].split("\n")
-    table = _alias_table(text)
     candidates = [lines[0]]
     if lines[0].rstrip().endswith("{"):  # find the closing line at the same indentation
         for ln in lines[1:]:
@@ -217,13 +334,20 @@ def parse_ttir_text(text: str, ctx: Context | None = None, name: str = "ttir") -
     Raises :class:`UnknownOpError` for an op the mirror does not know and
     :class:`CompileError` for any other syntax the mirror cannot read."""
     ctx = ctx or default_context()
-    prepared = _hoist_trailing_aliases(text)
-    parser = _TTIRParser(ctx, prepared, name)
+    fast = _extract_location_aliases(text)
+    if fast is not None:
+        prepared, aliases = fast
+        parser = _TTIRParser(ctx, prepared, name)
+        parser.attribute_aliases.update(aliases)
+        parser._loc_reader = _LocationReader(aliases)
+    else:
+        prepared = _hoist_trailing_aliases(text)
+        parser = _TTIRParser(ctx, prepared, name)
     try:
         module = parser.parse_module()
     except _UnknownOp as e:
         line, col = _line_col(prepared, e.offset)
-        src = _source_of_line(prepared, e.offset)
+        src = _source_of_line(prepared, e.offset, _alias_table(text))
         where = f" (kernel source {src})" if src else ""
         raise UnknownOpError(
             f"unknown op '{e.name}'{where}: the tt mirror dialect (syncopate_mlir.dialects.tt) does "
@@ -268,53 +392,35 @@ def ttir_to_xdsl(triton_module_or_text, ctx: Context | None = None, *, verify: b
 
 
 class TTIRPrinter(Printer):
-    """xDSL's printer, writing MLIR's spelling of the builtin module (``module {``) and, with
-    ``alias_locations``, op and argument locations as ``loc(#locN)`` with the alias
-    definitions after the module (call :meth:`print_location_aliases` at the end)."""
+    """xDSL's printer with MLIR's spelling of the builtin module (``module {``) and MLIR's
+    placement of locations: after every op (custom or generic form), block argument and
+    function argument.  Unknown locations are printed too (``loc(unknown)``): MLIR gives an op
+    without a location the position of its text, not an unknown location.  With
+    ``alias_locations`` they print as ``loc(#locN)`` and :meth:`print_location_aliases` writes
+    the ``#locN = loc(...)`` definitions (after the module, as MLIR does)."""
 
     def __init__(self, stream=None, *, locations: bool = True, alias_locations: bool = True, **kw):
-        super().__init__(stream, print_debuginfo=locations, **kw)
+        super().__init__(stream, print_debuginfo=False, **kw)
+        self.locations = locations
         self.alias_locations = alias_locations
         self._loc_aliases: dict[Attribute, str] = {}
-        self._custom_stack: list[bool] = []
 
-    def print_attribute(self, attribute: Attribute) -> None:
-        if (self.alias_locations and not self.printing_location and isinstance(attribute, _LOCATION_TYPES)
-                and not isinstance(attribute, UnknownLoc)):
-            alias = self._loc_aliases.get(attribute)
+    # ----- locations ---------------------------------------------------------------------------
+
+    def print_optional_location(self, loc: Attribute | None) -> None:
+        """`` loc(...)`` for a known location when locations are on; nothing otherwise."""
+        if not self.locations or loc is None:
+            return
+        self.print_string(" ")
+        if self.alias_locations:
+            alias = self._loc_aliases.get(loc)
             if alias is None:
                 n = len(self._loc_aliases)
                 alias = "loc" if n == 0 else f"loc{n}"
-                self._loc_aliases[attribute] = alias
+                self._loc_aliases[loc] = alias
             self.print_string(f"loc(#{alias})")
-            return
-        super().print_attribute(attribute)
-
-    def print_operation_type(self, op: Operation) -> None:
-        # xDSL's custom printers may call this in the middle of an op; the location belongs
-        # after the op, where print_op puts it for custom formats.
-        if self._custom_stack and self._custom_stack[-1]:
-            self.print_function_type(op.operand_types, op.result_types)
-            return
-        super().print_operation_type(op)
-
-    def print_op(self, op: Operation) -> None:
-        custom = not self.print_generic_format and type(op).print is not Operation.print
-        self._custom_stack.append(custom)
-        try:
-            self._print_op(op)
-        finally:
-            self._custom_stack.pop()
-
-    def _print_op(self, op: Operation) -> None:
-        if isinstance(op, ModuleOp) and not self.print_generic_format:
-            self.print_string("module")
-            op.print(self)
-            if self.print_debuginfo:
-                self.print_string(" ")
-                self.print_attribute(op.location)
-            return
-        super().print_op(op)
+        else:
+            self.print_attribute(loc)
 
     def print_location_aliases(self) -> None:
         if not self._loc_aliases:
@@ -324,14 +430,70 @@ class TTIRPrinter(Printer):
             plain.print_string(f"\n#{alias} = ")
             plain.print_attribute(loc)
 
+    # ----- ops and arguments -------------------------------------------------------------------
 
-def xdsl_to_text(module: Operation, *, locations: bool = True, alias_locations: bool = True,
+    def _print_results(self, op: Operation) -> None:
+        """MLIR's result groups: ``%name:3 = ...`` and uses ``%name#1`` (xDSL prints
+        ``%a, %b, %c = ...``, which MLIR reads too, but which is not how Triton prints)."""
+        results = op.results
+        if len(results) <= 1 or any(r in self._ssa_values for r in results):
+            return super()._print_results(op)
+        asm_names = getattr(type(op), "ASM_RESULT_NAMES", None)
+        if asm_names:  # ops that name their results (tt.split: %outLHS, %outRHS)
+            names = [self._alloc_name(r.name_hint or n) for r, n in zip(results, asm_names)]
+            for r, n in zip(results, names):
+                self._ssa_values[r] = n
+            self.print_string(", ".join(f"%{n}" for n in names) + " = ")
+            return
+        name = self._alloc_name(results[0].name_hint)
+        for i, r in enumerate(results):
+            self._ssa_values[r] = f"{name}#{i}"
+        self.print_string(f"%{name}:{len(results)} = ")
+
+    def _alloc_name(self, hint: str | None) -> str:
+        if not hint:
+            return self._get_new_valid_name_id()
+        idx = self.ssa_names.get(hint, 0)
+        self.ssa_names[hint] = idx + 1
+        return hint + (f"_{idx}" if idx else "")
+
+    def print_op(self, op: Operation) -> None:
+        if isinstance(op, ModuleOp) and not self.print_generic_format:
+            self.print_string("module")
+            op.print(self)
+        else:
+            super().print_op(op)
+        self.print_optional_location(op.location)
+
+    def print_block_argument(self, arg, print_type: bool = True) -> None:
+        super().print_block_argument(arg, print_type)
+        if print_type:
+            self.print_optional_location(arg.location)
+
+
+def has_known_locations(module: Operation) -> bool:
+    """Whether any op or argument in ``module`` has a location other than ``unknown``."""
+    for op in module.walk():
+        if not isinstance(op.location, UnknownLoc):
+            return True
+        for r in op.regions:
+            for b in r.blocks:
+                if any(not isinstance(a.location, UnknownLoc) for a in b.args):
+                    return True
+    return False
+
+
+def xdsl_to_text(module: Operation, *, locations: bool | None = True, alias_locations: bool = True,
                  generic: bool = False) -> str:
     """Print an xDSL module in Triton's custom syntax.
 
     ``locations``: print ``loc(...)`` for every op and argument (needed for a faithful round
-    trip); ``alias_locations``: as ``#loc`` aliases defined after the module (MLIR's style)
-    rather than inline; ``generic``: MLIR's generic op form (properties in ``<{...}>``)."""
+    trip: the text for Triton always has them); ``None`` prints them only when the module
+    has some known location (hand-written lit inputs print without).  ``alias_locations``:
+    as ``#loc`` aliases defined after the module (MLIR's style) rather than inline;
+    ``generic``: MLIR's generic op form (properties in ``<{...}>``)."""
+    if locations is None:
+        locations = has_known_locations(module)
     out = io.StringIO()
     p = TTIRPrinter(out, locations=locations, alias_locations=alias_locations and locations,
                     print_generic_format=generic)
@@ -428,6 +590,7 @@ def iter_ops(module: Operation) -> Iterable[Operation]:
 # =============================================================================================
 
 _LOC_REF = re.compile(r"#loc[\w$.]*")
+_BLOCK_COMMENT = re.compile(r"^\s*\^[\w$.-]+(\(.*\))?:\s*//")
 _SSA_NAME = re.compile(r"%[\w$.-]+")
 
 
@@ -446,6 +609,8 @@ def normalize_ttir(text: str, *, ssa_names: bool = True) -> str:
                 expr = expr[4:-1]
             defs["#" + m.group(1)] = expr
             continue
+        if _BLOCK_COMMENT.match(ln):  # MLIR's "^bb1:  // pred: ^bb0"
+            ln = ln[:ln.index("//")]
         body.append(ln.rstrip())
     cache: dict[str, str] = {}
 
@@ -465,6 +630,7 @@ def normalize_ttir(text: str, *, ssa_names: bool = True) -> str:
     return out.strip() + "\n"
 
 
+_STRING_LIT = re.compile(r'"(?:[^"\\]|\\.)*"')
 _RESULTS = re.compile(r"^\s*(%[\w$.-]+(?::\d+)?(?:\s*,\s*%[\w$.-]+(?::\d+)?)*)\s*=\s")
 _ARG_DEF = re.compile(r"(?::(?!\d)| = )")  # `%x: T` (argument) or `%iv = %lb` (loop header)
 
@@ -485,10 +651,13 @@ def _canonical_ssa_names(text: str) -> str:
 
     out_lines = []
     for line in text.split("\n"):
+        strings = [(m.start(), m.end()) for m in _STRING_LIT.finditer(line)]
         m = _RESULTS.match(line)
         res_end = m.end(1) if m else -1
         pieces, last = [], 0
         for tok in _SSA_NAME.finditer(line):
+            if any(a <= tok.start() < b for a, b in strings):
+                continue  # inside a string literal (inline asm: "mov.u32 $0, %clock;")
             name = tok.group(0)
             after = line[tok.end():tok.end() + 3]
             is_def = tok.start() < res_end or _ARG_DEF.match(after) is not None

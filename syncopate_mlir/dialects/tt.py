@@ -741,6 +741,7 @@ class SplitOp(TTOp):
 
     name = "tt.split"
     traits = traits_def(NoMemoryEffect())
+    ASM_RESULT_NAMES: ClassVar[tuple[str, ...]] = ("outLHS", "outRHS")
     src = operand_def()
     outLHS = result_def()
     outRHS = result_def()
@@ -2241,39 +2242,6 @@ class MakeTensorDescOp(TTOp):
 
 
 @irdl_op_definition
-class ReinterpretTensorDescOp(TTOp):
-    """``tt.reinterpret_tensor_descriptor %raw : !tt.ptr<i8> to !tt.tensordesc<..>``."""
-
-    name = "tt.reinterpret_tensor_descriptor"
-    traits = traits_def(Pure())
-    rawDesc = operand_def()
-    result = result_def()
-
-    def __init__(self, raw_desc, result_type: TensorDescType):
-        super().__init__(operands=[raw_desc], result_types=[result_type])
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        raw = parser.parse_unresolved_operand()
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        parser.parse_keyword("to")
-        rt = parser.parse_type()
-        return cls.create(operands=[parser.resolve_operand(raw, t)], result_types=[rt],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.rawDesc)
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.rawDesc.type)
-        printer.print_string(" to ")
-        printer.print_attribute(self.result.type)
-
-
-@irdl_op_definition
 class DescriptorLoadOp(TTOp):
     """``tt.descriptor_load %desc[%indices] : !tt.tensordesc<..> -> tensor<..>`` (TMA load).
     Properties: ``cache``, ``evict``."""
@@ -2658,8 +2626,33 @@ class FuncOp(TTOp):
         from xdsl.dialects.utils import print_func_op_like
         if self.sym_visibility is not None:
             printer.print_string(" " + self.sym_visibility.data)
-        print_func_op_like(printer, self.sym_name, self.function_type, self.body, self.attributes,
-                           arg_attrs=self.arg_attrs, res_attrs=self.res_attrs, reserved_attr_names=())
+        if not self.body.blocks:
+            print_func_op_like(printer, self.sym_name, self.function_type, self.body, self.attributes,
+                               arg_attrs=self.arg_attrs, res_attrs=self.res_attrs, reserved_attr_names=(),
+                               print_empty_outputs=False)
+            return
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name)
+        printer.print_string("(")
+        attrs = self.arg_attrs.data if self.arg_attrs is not None else [None] * len(self.args)
+        printer.print_list(zip(self.args, attrs), lambda p: _print_func_arg(printer, *p))
+        printer.print_string(")")
+        outs = self.function_type.outputs.data
+        if outs:
+            printer.print_string(" -> ")
+            res = self.res_attrs.data if self.res_attrs is not None else None
+            if len(outs) == 1 and not (res and res[0].data) and not isinstance(outs[0], FunctionType):
+                printer.print_attribute(outs[0])
+            else:
+                printer.print_string("(")
+                printer.print_list(range(len(outs)), lambda i: (
+                    printer.print_attribute(outs[i]),
+                    res is not None and res[i].data and printer.print_op_attributes(res[i].data)))
+                printer.print_string(")")
+        if self.attributes:
+            printer.print_op_attributes(dict(sorted(self.attributes.items())), print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_block_terminators=True)
 
     def verify_(self):
         if self.body.blocks:
@@ -2670,6 +2663,21 @@ class FuncOp(TTOp):
         if self.arg_attrs is not None and len(self.arg_attrs.data) != len(self.function_type.inputs.data):
             raise VerifyException(f"tt.func @{self.sym_name.data}: arg_attrs has "
                                   f"{len(self.arg_attrs.data)} entries for {len(self.function_type.inputs.data)} arguments")
+
+
+def _print_func_arg(printer: Printer, arg, attrs: DictionaryAttr | None) -> None:
+    """``%arg: T {attrs} loc(..)``, the location as the printer places them (an xDSL printer
+    with ``print_debuginfo``, or the bridge's ``TTIRPrinter``)."""
+    printer.print_block_argument(arg, print_type=False)
+    printer.print_string(": ")
+    printer.print_attribute(arg.type)
+    if attrs is not None and attrs.data:
+        printer.print_op_attributes(attrs.data)
+    if hasattr(printer, "print_optional_location"):
+        printer.print_optional_location(arg.location)
+    elif printer.print_debuginfo:
+        printer.print_string(" ")
+        printer.print_attribute(arg.location)
 
 
 def _loc_name(loc: Attribute) -> str | None:
@@ -3020,7 +3028,7 @@ TT_OPS = [
     ReshapeOp, BroadcastOp, CatOp, JoinOp, SplitOp, TransOp, GetProgramIdOp, GetNumProgramsOp, DotOp,
     DotScaledOp, ReduceOp, ReduceReturnOp, ScanOp, ScanReturnOp, MapElementwiseOp, MapElementwiseReturnOp,
     ExternElementwiseOp, MakeRangeOp, ElementwiseInlineAsmOp, HistogramOp, GatherOp, PrintOp, AssertOp,
-    MakeTensorPtrOp, MakeTensorDescOp, ReinterpretTensorDescOp, DescriptorLoadOp, DescriptorStoreOp,
+    MakeTensorPtrOp, MakeTensorDescOp, DescriptorLoadOp, DescriptorStoreOp,
     DescriptorReduceOp, DescriptorGatherOp, DescriptorScatterOp, CallOp, FuncOp, ReturnOp,
 ]
 
