@@ -22,6 +22,7 @@ from typing import Sequence
 #: Modules whose ``register_commands(subparsers)`` adds top-level commands, in help order.
 COMMAND_MODULES: list[str] = [
     "syncopate.schedule.cli",
+    "syncopate.compile_cli",
 ]
 
 
