@@ -104,6 +104,8 @@ def read_abi(module: ModuleOp) -> FusedABI:
         reads_per_src={int(k): v for k, v in state.get("reads_per_src", {}).items()},
         requirements=dict(state.get("requirements", {})),
         tensors=operands_of(module),
+        # sm/nvshmem: comm program 0 publishes ENTRY itself (partition-sms's syncopate.enter)
+        signals_entry=backend in ("sm", "nvshmem"),
     )
     return abi
 

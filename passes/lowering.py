@@ -3,11 +3,12 @@
 Used by ``lower-sm``, ``lower-ce`` and ``lower-nvshmem``; each backend adds its own comm-program
 lowering (``enter``/``transfer``/``drain``) on top.
 
-* ``syncopate.wait`` -> a spin on ``ld.acquire.sys.global`` with the ``%globaltimer``
-  watchdog of docs/fused-abi.md: serial-number compare ``(int)(flag - target) >= 0`` (flags
-  grow without bound and may wrap), a timeout that claims the pinned diag record with an atomic
-  CAS and writes rank, flag, value, expected, kind, program and epoch, then leaves the spin
-  (``syn_timeout_ns > 0``) or traps (``< 0``); every 64 iterations a spin also looks at the
+* ``syncopate.wait`` -> a call to a private ``noinline`` spin function (one per flag width)
+  whose body is one inline-asm block: ``ld.acquire.sys.global`` polls with serial-number compare
+  ``(int)(flag - target) >= 0`` (flags grow without bound and may wrap) and the ``%globaltimer``
+  watchdog of docs/fused-abi.md: on timeout a CAS claims the pinned diag record, the winner
+  writes rank, flag, value, expected, kind and program, then the epoch word last, and the spin
+  leaves (``syn_timeout_ns > 0``) or traps (``< 0``); every 256 polls a spin also looks at the
   record and leaves once another spin has timed out, so a dead peer costs one timeout, not one
   per wait.  The token is the result of a non-pure ``fence.proxy.async.global; mov 0``: the
   fence orders the acquired data for TMA (async proxy) reads and the asm is an opaque zero.
@@ -25,9 +26,7 @@ from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from syncopate.abi import (DIAG_EPOCH, DIAG_EXPECTED, DIAG_FLAG, DIAG_KIND, DIAG_PROGRAM,
-                           DIAG_RANK, DIAG_VALUE, KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY,
-                           KIND_PRODUCED)
+from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.errors import CompileError
 
 from .abi_info import abi_args
@@ -36,7 +35,6 @@ from .builder import Builder
 
 KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUMED,
               "produced": KIND_PRODUCED}
-CHECK_DEAD_EVERY = 64
 
 
 def tt():
@@ -217,69 +215,29 @@ class Lowering:
 
     def _spin_body(self, b: Builder, ptr, index, target_w, kind, diag, rank, epoch,
                    timeout) -> SSAValue:
+        """The spin is ONE inline-asm block (the runtime's, ``sync_kernels._spin_asm``): Triton
+        evaluates scalars in every thread, so a Triton-level loop lets threads leave at different
+        iterations, and the scalar atomic that claims the record synchronises the CTA through
+        shared memory: divergent threads would deadlock there.  In one asm block each thread
+        spins on its own, the CAS picks the one that writes the record (epoch word last, after
+        a system fence, so the host never reads half a record), and no barrier is involved.
+        The trap variant is chosen by the (uniform) sign of the timeout."""
+        from syncopate.runtime.sync_kernels import _spin_asm
+
         fty = flag_type_of(ptr)
-        wide = fty == i64
-        zero_w = b.const(0, fty)
-        limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|
-        watch = b.cmp("sgt", limit, b.const(0, i64))
-        t0 = globaltimer(b)
-
-        before = Block(arg_types=[i32])
-        bb = Builder(None, before)
-        it = before.args[0]
-        v = acquire_load(bb, ptr)
-        ready = bb.cmp("sge", bb.sub(v, target_w), zero_w)
-        late = bb.andi(watch, bb.cmp("sgt", bb.sub(globaltimer(bb), t0), limit))
-        check = bb.cmp("eq", bb.andi(it, bb.const(CHECK_DEAD_EVERY - 1)),
-                       bb.const(CHECK_DEAD_EVERY - 1))
-        dead_if = bb.if_(check, [i1])
-        db = Builder(None, dead_if.true_region.blocks[0])
-        state = scalar_load(db, diag, volatile=True)
-        db.insert(scf.YieldOp(db.cmp("ne", state, db.const(0))))
-        eb = Builder(None, dead_if.false_region.blocks[0])
-        eb.insert(scf.YieldOp(eb.bool(False)))
-        stop = bb.ori(ready, bb.ori(late, dead_if.results[0]))
-        bb.insert(scf.ConditionOp(not_(bb, stop), it, v))
-
-        after = Block(arg_types=[i32, fty])
-        ab = Builder(None, after)
-        ab.insert(scf.YieldOp(ab.add(after.args[0], ab.const(1))))
-        loop = b.insert(while_op([b.const(0)], before, after, [i32, fty]))
-        value = loop.results[1]
-
-        failed = not_(b, b.cmp("sge", b.sub(value, target_w), zero_w))
-        fail_if = b.if_(failed)
-        fb = Builder(fail_if.true_region.blocks[0].last_op)
-        self._record(fb, diag, index, value, target_w, kind, timeout, wide, rank, epoch)
+        bits = 64 if fty == i64 else 32
+        addr = b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
+        diag_addr = b.insert(tt().PtrToIntOp(diag, i64)).results[0]
+        limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|, 0 = no watchdog
+        cons = "=r,l,{t},l,l,r,r,r,r".format(t="l" if bits == 64 else "r")
+        args = [addr, target_w, diag_addr, limit, rank, index, kind, epoch]
+        trap = b.cmp("slt", timeout, b.const(0, i64))
+        trap_if = b.if_(trap, [i32])
+        tb = Builder(None, trap_if.true_region.blocks[0])
+        tb.insert(scf.YieldOp(_asm(tb, _spin_asm(bits, True), cons, args, [i32])[0]))
+        eb = Builder(None, trap_if.false_region.blocks[0])
+        eb.insert(scf.YieldOp(_asm(eb, _spin_asm(bits, False), cons, args, [i32])[0]))
         return opaque_zero(b)
-
-    def _record(self, b: Builder, diag, index, value, target, kind, timeout, wide, rank,
-                epoch) -> None:
-        """Claim the diag record (first timeout wins) and describe the failed wait."""
-        # a spin that left because another one timed out records nothing
-        state = scalar_load(b, diag, volatile=True)
-        mine = b.cmp("eq", state, b.const(0))
-        mine_if = b.if_(mine)
-        mb = Builder(mine_if.true_region.blocks[0].last_op)
-        old = mb.insert(tt().AtomicCASOp(diag, mb.const(0), mb.const(1), sem="acq_rel",
-                                          scope="sys")).results[0]
-        won = mb.cmp("eq", old, mb.const(0))
-        won_if = mb.if_(won)
-        wb = Builder(won_if.true_region.blocks[0].last_op)
-        pid = wb.insert(tt().GetProgramIdOp(0)).results[0]
-        fields = {
-            DIAG_RANK: rank, DIAG_FLAG: index,
-            DIAG_VALUE: wb.cast(value, i32) if wide else value,
-            DIAG_EXPECTED: wb.cast(target, i32) if wide else target,
-            DIAG_KIND: kind, DIAG_PROGRAM: pid, DIAG_EPOCH: epoch,
-        }
-        for word, val in fields.items():
-            scalar_store(wb, addptr(wb, diag, wb.const(word)), val)
-        _asm(wb, "fence.sc.sys;\n\tmov.b32 $0, 0;", "=r", [], [i32])
-        trap = wb.cmp("slt", timeout, wb.const(0, i64))
-        trap_if = wb.if_(trap)
-        tb = Builder(trap_if.true_region.blocks[0].last_op)
-        _asm(tb, "trap;\n\tmov.b32 $0, 0;", "=r", [], [i32])
 
     # -------------------------------------------------------------------------- release
     def signal(self, o) -> None:
