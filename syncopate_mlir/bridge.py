@@ -211,12 +211,19 @@ def _extract_location_aliases(text: str) -> tuple[str, dict[str, Attribute]] | N
             if m is None:
                 return None
             pending.append((i, m.group(1), m.group(2)))
-    for i, name, expr in pending:
-        r = reader.read(expr, _WS.match(expr).end())
-        if r is None or expr[r[1]:].strip():
+    # MLIR prints definitions after the ones they use; resolve in any order anyway
+    while pending:
+        rest = []
+        for i, name, expr in pending:
+            r = reader.read(expr, _WS.match(expr).end())
+            if r is None or expr[r[1]:].strip():
+                rest.append((i, name, expr))
+                continue
+            aliases["#" + name] = r[0]
+            lines[i] = ""
+        if len(rest) == len(pending):
             return None
-        aliases["#" + name] = r[0]
-        lines[i] = ""
+        pending = rest
     return "\n".join(lines), aliases
 
 
@@ -429,6 +436,14 @@ class TTIRPrinter(Printer):
         for loc, alias in self._loc_aliases.items():
             plain.print_string(f"\n#{alias} = ")
             plain.print_attribute(loc)
+
+    def print_float(self, value: float, type) -> None:
+        # MLIR spells non-finite floats as upper-case hex bit patterns (0xFF800000)
+        if value != value or value in (float("inf"), float("-inf")):
+            raw = type.pack((value,))
+            self.print_string(f"0x{raw[::-1].hex().upper()}")
+            return
+        super().print_float(value, type)
 
     # ----- ops and arguments -------------------------------------------------------------------
 
