@@ -244,6 +244,8 @@ class Lowering:
         """A produced-count signal adds only when it has something to add (masked atomic), and
         back-to-back signals share the barrier of the first."""
         prev = o.prev_op
+        while prev is not None and prev.name == "arith.constant":
+            prev = prev.prev_op  # the flag index resolve-chunks materialises before each signal
         fenced = prev is not None and id(prev) in self._released
         b = Builder(o)
         ptr = addptr(b, o.flags, o.index)
