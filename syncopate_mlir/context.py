@@ -18,9 +18,11 @@ from xdsl.ir import Dialect
 
 
 def _patched(dialect: Dialect, overrides) -> Dialect:
-    by_name = {op.name: op for op in overrides}
-    ops = [by_name.get(op.name, op) for op in dialect.operations]
-    return Dialect(dialect.name, ops, list(dialect.attributes))
+    """``dialect`` with the ops of ``overrides`` of its namespace replacing (or added to) its
+    own."""
+    mine = {op.name: op for op in overrides if op.name.split(".", 1)[0] == dialect.name}
+    ops = [mine.pop(op.name, op) for op in dialect.operations]
+    return Dialect(dialect.name, ops + list(mine.values()), list(dialect.attributes))
 
 
 @functools.lru_cache(maxsize=1)
@@ -36,8 +38,8 @@ def _dialects() -> tuple[Dialect, ...]:
         math.Math,
         cf.Cf,
         ub.UB,
-        gpu.GPU,
-        llvm.LLVM,
+        _patched(gpu.GPU, OVERRIDE_OPS),
+        _patched(llvm.LLVM, OVERRIDE_OPS),
         TT,
     ]
     syncopate = _syncopate_dialect()

@@ -37,6 +37,7 @@ from enum import IntEnum
 from typing import ClassVar
 
 from xdsl.dialects import arith as _arith
+from xdsl.dialects import gpu as _gpu
 from xdsl.dialects import scf as _scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -3018,6 +3019,94 @@ class WhileOp(_scf.WhileOp):
                           attributes=dict(attrs.data) if attrs is not None else {})
 
 
+@irdl_op_definition
+class GpuBarrierOp(_gpu.BarrierOp):
+    """``gpu.barrier``: xDSL's op with MLIR's custom syntax (``tl.debug_barrier()``).  A
+    subclass of ``xdsl.dialects.gpu.BarrierOp``."""
+
+    name = "gpu.barrier"
+    assembly_format = "attr-dict"
+    print = Operation.print
+    parse = classmethod(Operation.parse.__func__)
+
+
+@irdl_op_definition
+class LLVMAssumeOp(IRDLOperation):
+    """``llvm.intr.assume %cond (["tag"(%ops : types), ...])? : i1 {attrs}`` (``tl.assume``).
+    Properties as MLIR's LLVM dialect: ``op_bundle_sizes``, ``op_bundle_tags``."""
+
+    name = "llvm.intr.assume"
+    cond = operand_def()
+    op_bundle_operands = var_operand_def()
+    op_bundle_sizes = prop_def(DenseArrayBase)
+    op_bundle_tags = opt_prop_def(ArrayAttr)
+
+    def __init__(self, cond, bundles: Sequence[tuple[str, Sequence]] = ()):
+        props: dict = {"op_bundle_sizes": DenseArrayBase.from_list(i32, [len(ops) for _, ops in bundles])}
+        if bundles:
+            props["op_bundle_tags"] = ArrayAttr([StringAttr(tag) for tag, _ in bundles])
+        super().__init__(operands=[cond, [o for _, ops in bundles for o in ops]], properties=props)
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        cond = parser.parse_unresolved_operand()
+        tags, sizes, ops = [], [], []
+        if parser.parse_optional_punctuation("[") is not None:
+            while True:
+                tags.append(StringAttr(parser.parse_str_literal()))
+                parser.parse_punctuation("(")
+                group = _parse_operands(parser)
+                types = []
+                if group:
+                    parser.parse_punctuation(":")
+                    types = _parse_types(parser)
+                parser.parse_punctuation(")")
+                ops += _resolve(parser, group, types)
+                sizes.append(len(group))
+                if parser.parse_optional_punctuation(",") is None:
+                    break
+            parser.parse_punctuation("]")
+        parser.parse_punctuation(":")
+        ct = parser.parse_type()
+        attrs = parser.parse_optional_attr_dict()
+        props: dict = {"op_bundle_sizes": DenseArrayBase.from_list(i32, sizes)}
+        if tags:
+            props["op_bundle_tags"] = ArrayAttr(tags)
+        return cls.create(operands=[parser.resolve_operand(cond, ct)] + ops, properties=props,
+                          attributes=attrs)
+
+    def print(self, printer: Printer):
+        printer.print_string(" ")
+        printer.print_operand(self.cond)
+        sizes = self.op_bundle_sizes.get_values()
+        if sizes:
+            printer.print_string(" [")
+            ops = list(self.op_bundle_operands)
+            tags = self.op_bundle_tags.data if self.op_bundle_tags is not None else []
+            for k, (tag, n) in enumerate(zip(tags, sizes)):
+                group, ops = ops[:n], ops[n:]
+                if k:
+                    printer.print_string(", ")
+                printer.print_string_literal(tag.data)
+                printer.print_string("(")
+                if group:
+                    _print_operands(printer, group)
+                    printer.print_string(" : ")
+                    _print_types(printer, [o.type for o in group])
+                printer.print_string(")")
+            printer.print_string("]")
+        printer.print_string(" : ")
+        printer.print_attribute(self.cond.type)
+        if self.attributes:
+            printer.print_op_attributes(dict(sorted(self.attributes.items())))
+
+    def verify_(self):
+        if self.cond.type != i1:
+            raise VerifyException("llvm.intr.assume takes an i1 condition")
+        if sum(self.op_bundle_sizes.get_values()) != len(self.op_bundle_operands):
+            raise VerifyException("llvm.intr.assume op_bundle_sizes does not match its operands")
+
+
 # =============================================================================================
 # The dialect
 # =============================================================================================
@@ -3036,8 +3125,9 @@ TT_ATTRS = [PointerType, TensorDescType]
 
 TT = Dialect("tt", TT_OPS, TT_ATTRS)
 
-#: ops that replace xDSL's of the same name in the context (see module docstring)
-OVERRIDE_OPS = [SelectOp, CmpiOp, CmpfOp, WhileOp] + _ARITH_CASTS
+#: ops that replace xDSL's of the same name in the context, or that xDSL's dialects lack
+#: (``llvm.intr.assume``), see the module docstring
+OVERRIDE_OPS = [SelectOp, CmpiOp, CmpfOp, WhileOp, GpuBarrierOp, LLVMAssumeOp] + _ARITH_CASTS
 
 __all__ = [
     "TT", "TT_OPS", "TT_ATTRS", "OVERRIDE_OPS", "PointerType", "TensorDescType",

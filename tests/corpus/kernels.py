@@ -496,6 +496,52 @@ def descriptor_gather_scatter(x_ptr, y_ptr, idx_ptr, M, N, BLOCK_M: tl.constexpr
     desc.scatter(g + 1, rows, BLOCK_N)
 
 
+@triton.jit
+def memory_variants(x_ptr, y_ptr, h_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(x_ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")
+    b = tl.load(x_ptr + n + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+    c = tl.load(x_ptr + 2 * n + offs, mask=mask, other=0.0, cache_modifier=".ca")
+    s = tl.load(x_ptr + 3 * n, volatile=True)  # scalar volatile load
+    tl.debug_barrier()
+    tl.store(y_ptr + offs, a + b, mask=mask, cache_modifier=".wt")
+    tl.store(y_ptr + n + offs, c * s, mask=mask, cache_modifier=".cs")
+    tl.store(y_ptr + 2 * n + offs, c, mask=mask, eviction_policy="evict_first")
+    bins = tl.histogram((a * 8.0).to(tl.int32) & 15, 16, mask=mask)
+    tl.atomic_add(h_ptr + tl.arange(0, 16), bins)
+    one = tl.sum(tl.reshape(bins, (16, 1)), axis=0)  # a 1-element tensor ...
+    tl.store(h_ptr + 16, tl.reshape(one, ()))        # ... to a scalar (tt.unsplat)
+
+
+@triton.jit
+def hints(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    tl.assume(stride % 16 == 0)
+    pid = tl.program_id(0)
+    base = tl.multiple_of(pid * BLOCK, BLOCK)
+    offs = tl.max_contiguous(tl.multiple_of(base + tl.arange(0, BLOCK), BLOCK), BLOCK)
+    rows = tl.max_constancy(offs // 4, 4)
+    x = tl.load(x_ptr + offs * stride, mask=offs < n)
+    y = tl.multiple_of(tl.exp(x).to(tl.int32), 2)
+    tl.store(y_ptr + rows, y, mask=rows < n)
+
+
+@triton.jit
+def dot_scaled_mx(a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr,
+                  K: tl.constexpr):
+    offs_m = tl.arange(0, M)
+    offs_n = tl.arange(0, N)
+    offs_k = tl.arange(0, K)
+    offs_ks = tl.arange(0, K // 32)
+    a = tl.load(a_ptr + offs_m[:, None] * K + offs_k[None, :])
+    b = tl.load(b_ptr + offs_k[:, None] * N + offs_n[None, :])
+    a_scale = tl.load(a_scale_ptr + offs_m[:, None] * (K // 32) + offs_ks[None, :])
+    b_scale = tl.load(b_scale_ptr + offs_n[:, None] * (K // 32) + offs_ks[None, :])
+    c = tl.dot_scaled(a, a_scale, "e4m3", b, b_scale, "e5m2")
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], c)
+
+
 # ---------------------------------------------------------------------------------------------
 # The corpus
 # ---------------------------------------------------------------------------------------------
@@ -514,9 +560,13 @@ class CorpusKernel:
     #: integer arguments the launcher would specialise as multiples of 16 (pointer arguments
     #: always get ``tt.divisibility = 16``, as Triton's JIT gives 16-byte aligned pointers)
     divisible: tuple = ()
+    #: explicit ASTSource attrs (``{(index,): [["tt.divisibility", 16]]}``), replacing the above
+    explicit_attrs: dict | None = None
 
     def attrs(self) -> dict:
         """Argument attributes as Triton's JIT would set them (``tt.divisibility = 16``)."""
+        if self.explicit_attrs is not None:
+            return dict(self.explicit_attrs)
         out = {}
         for name, ty in self.signature.items():
             if (isinstance(ty, str) and ty.startswith("*")) or name in self.divisible:
@@ -605,6 +655,14 @@ CORPUS: list[CorpusKernel] = [
     CorpusKernel("descriptor_ops", descriptor_ops,
                  _sig(x_ptr="*fp32", y_ptr="*fp32", i_ptr="*i32", M="i32", N="i32", BLOCK_M="constexpr",
                       BLOCK_N="constexpr"), {"BLOCK_M": 32, "BLOCK_N": 64}),
+    CorpusKernel("memory_variants", memory_variants,
+                 _sig(x_ptr="*fp32", y_ptr="*fp32", h_ptr="*i32", n="i32", BLOCK="constexpr"),
+                 {"BLOCK": 256}),
+    CorpusKernel("hints", hints, _sig(x_ptr="*fp32", y_ptr="*i32", n="i32", stride="i32", BLOCK="constexpr"),
+                 {"BLOCK": 128}),
+    CorpusKernel("dot_scaled_mx", dot_scaled_mx,
+                 _sig(a_ptr="*fp8e4nv", a_scale_ptr="*u8", b_ptr="*fp8e5", b_scale_ptr="*u8", c_ptr="*fp32",
+                      M="constexpr", N="constexpr", K="constexpr"), {"M": 128, "N": 128, "K": 128}),
     # TMA gather/scatter need sm_100 in ptxas: this one compiles for Blackwell.
     CorpusKernel("descriptor_gather_scatter", descriptor_gather_scatter,
                  _sig(x_ptr="*i32", idx_ptr="*i32", M="i32", N="i32", y_ptr="*i32",
@@ -631,8 +689,10 @@ def _project_kernels() -> list[CorpusKernel]:
         if fn is None:
             continue
         name = get("name") or getattr(fn, "__name__", "kernel")
+        attrs = get("attrs", None)
         out.append(CorpusKernel(f"syncopate.{name}", fn, dict(get("signature")),
-                                dict(get("constexprs", None) or {}), dict(get("options", None) or {})))
+                                dict(get("constexprs", None) or {}), dict(get("options", None) or {}),
+                                explicit_attrs=dict(attrs) if attrs is not None else None))
     return out
 
 

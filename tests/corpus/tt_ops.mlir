@@ -81,6 +81,28 @@ module {
     ^bb2(%r0: f32):
       tt.map_elementwise.return %r0 : f32
     }) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    %pos = arith.cmpi sgt, %i, %c0 : i32
+    llvm.intr.assume %pos : i1
+    llvm.intr.assume %pos ["align"(%l, %i : i64, i32), "nonnull"()] : i1 {note = "bundle"}
+    gpu.barrier
+    %wsel = arith.select %m, %t, %t : tensor<64xi1>, tensor<64xf32>
+    %ssel = arith.select %pos, %i, %c0 : i32
+    %fcmp = arith.cmpf oge, %t, %t {tag = 1 : i32} : tensor<64xf32>
+    %ext = arith.extui %ti : tensor<64xi32> to tensor<64xi64>
+    %tr2 = arith.trunci %ext : tensor<64xi64> to tensor<64xi16>
+    %sf = arith.sitofp %ti : tensor<64xi32> to tensor<64xf32>
+    %uf = arith.uitofp %ti : tensor<64xi32> to tensor<64xf32>
+    %fs = arith.fptosi %t : tensor<64xf32> to tensor<64xi32>
+    %fu = arith.fptoui %t : tensor<64xf32> to tensor<64xi8>
+    %fe = arith.extf %t : tensor<64xf32> to tensor<64xf64>
+    %ft2 = arith.truncf %t : tensor<64xf32> to tensor<64xbf16>
+    %bcast = arith.bitcast %t : tensor<64xf32> to tensor<64xi32>
+    %es = arith.extsi %ti : tensor<64xi32> to tensor<64xi64>
+    scf.while : () -> () {
+      scf.condition(%pos)
+    } do {
+      scf.yield
+    }
     %call = tt.call @helper(%f) : (f32) -> f32
     tt.return %us : f32
   }
