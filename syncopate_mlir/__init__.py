@@ -18,3 +18,4 @@ if "syncopate_mlir.passes" not in _sys.modules and _ilu.find_spec("syncopate_mli
         _mod = _ilu.module_from_spec(_spec)
         _sys.modules["syncopate_mlir.passes"] = _mod
         _spec.loader.exec_module(_mod)
+        passes = _mod  # the attribute a normal import sets on the parent package
