@@ -16,9 +16,17 @@ after the Python variable and prints ``%acc``), ``CallSiteLoc`` (inlined functio
 to them; xDSL's parser needs an alias defined before its first use, so :func:`ttir_to_xdsl`
 moves the trailing alias definitions to the head of the text first, on the same line as the
 last leading alias (so line numbers of ops in error messages are those of Triton's text).
-Not kept: ``FusedLoc`` metadata (``fused<#attr>[...]``), which xDSL's location parser does not
-read; Triton 3.6 does not emit it in TTIR.  Everything Triton emits at the TTIR stage survives,
-so profilers still map instructions to kernel source lines.
+Everything Triton emits at the TTIR stage survives, so profilers still map instructions to
+kernel source lines (the corpus test checks that the PTX ``.loc`` lines of a round-tripped
+compile are those of an ordinary one).  Not kept, and why:
+
+* the locations of the entry-block arguments of ``scf.for`` / ``scf.while`` regions (induction
+  variables, ``iter_args``): MLIR's custom printers of these ops do not print them, so no text
+  round trip keeps them, Triton's own included.  Triton derives SSA names from them
+  (``%k``), so after a round trip such values print as ``%argN``; no instruction carries
+  them, so line tables are unaffected.
+* ``FusedLoc`` metadata (``fused<#attr>[...]``), which xDSL's location parser does not read;
+  Triton 3.6 does not emit fused locations in TTIR.
 
 Errors
 ------
@@ -356,10 +364,14 @@ def parse_ttir_text(text: str, ctx: Context | None = None, name: str = "ttir") -
         line, col = _line_col(prepared, e.offset)
         src = _source_of_line(prepared, e.offset, _alias_table(text))
         where = f" (kernel source {src})" if src else ""
-        raise UnknownOpError(
-            f"unknown op '{e.name}'{where}: the tt mirror dialect (syncopate_mlir.dialects.tt) does "
-            f"not define it; add it there with Triton's ODS properties and syntax",
-            location=f"{name}:{line}:{col}") from None
+        if e.name.startswith("tt."):
+            fix = ("the tt mirror dialect (syncopate_mlir/dialects/tt.py) does not define it; add it "
+                   "there with Triton's ODS properties and syntax")
+        else:
+            fix = ("no dialect of the mirror context (syncopate_mlir/context.py: builtin, arith, scf, "
+                   "math, cf, ub, gpu, llvm, tt, syncopate) defines it; add the op (or an xDSL "
+                   "override, see OVERRIDE_OPS in syncopate_mlir/dialects/tt.py)")
+        raise UnknownOpError(f"unknown op '{e.name}'{where}: {fix}", location=f"{name}:{line}:{col}") from None
     except ParseError as e:
         loc = e.span.get_location()
         raise CompileError(f"cannot read TTIR: {e.msg}\n{e}", location=f"{name}:{loc.line}:{loc.col}") from None
@@ -436,6 +448,21 @@ class TTIRPrinter(Printer):
         for loc, alias in self._loc_aliases.items():
             plain.print_string(f"\n#{alias} = ")
             plain.print_attribute(loc)
+
+    def print_attribute(self, attribute: Attribute) -> None:
+        from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+        if isinstance(attribute, DenseIntOrFPElementsAttr) and len(attribute) > 1:
+            raw = attribute.data.data
+            size = len(raw) // len(attribute)
+            first = raw[:size]
+            # a splat of NaN (NaN != NaN defeats xDSL's splat test): MLIR prints dense<0x7FC00000>
+            if size and raw == first * len(attribute) and not attribute.is_splat():
+                self.print_string("dense<")
+                attribute._print_one_elem(attribute.get_values()[0], self)
+                self.print_string("> : ")
+                self.print_attribute(attribute.get_type())
+                return
+        super().print_attribute(attribute)
 
     def print_float(self, value: float, type) -> None:
         # MLIR spells non-finite floats as upper-case hex bit patterns (0xFF800000)

@@ -359,3 +359,25 @@ def test_arith_overrides_keep_xdsl_classes():
     assert isinstance(ops["arith.select"], arith.SelectOp)
     assert isinstance(ops["arith.extsi"], arith.ExtSIOp)
     assert ops["arith.select"].cond.type == TensorType(i1, [8])
+
+
+# ---------------------------------------------------------------------------------------------
+# the context
+# ---------------------------------------------------------------------------------------------
+
+
+def test_context_dialects_and_no_unregistered_ops():
+    ctx = make_context()
+    assert not ctx.allow_unregistered
+    names = {d.name for d in ctx.loaded_dialects}
+    assert {"builtin", "arith", "scf", "math", "cf", "ub", "gpu", "llvm", "tt"} <= names
+    # the overrides are the ops the context resolves
+    assert ctx.get_op("arith.select") is tt.SelectOp and ctx.get_op("scf.while") is tt.WhileOp
+    assert ctx.get_op("llvm.intr.assume") is tt.LLVMAssumeOp
+    try:
+        from syncopate_mlir.dialects import syncopate as syn
+    except ImportError:
+        syn = None
+    if syn is not None and hasattr(syn, "SYNCOPATE"):
+        assert "syncopate" in names
+        assert all(ctx.get_op(op.name) is op for op in syn.SYNCOPATE.operations)

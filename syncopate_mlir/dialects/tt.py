@@ -3020,6 +3020,15 @@ class WhileOp(_scf.WhileOp):
 
 
 @irdl_op_definition
+class RemFOp(_arith.FloatingPointLikeBinaryOperation):
+    """``arith.remf %a, %b (fastmath<..>)? : T``: float remainder (Triton's ``%`` on floats),
+    which xDSL's arith dialect lacks."""
+
+    name = "arith.remf"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
 class GpuBarrierOp(_gpu.BarrierOp):
     """``gpu.barrier``: xDSL's op with MLIR's custom syntax (``tl.debug_barrier()``).  A
     subclass of ``xdsl.dialects.gpu.BarrierOp``."""
@@ -3127,7 +3136,7 @@ TT = Dialect("tt", TT_OPS, TT_ATTRS)
 
 #: ops that replace xDSL's of the same name in the context, or that xDSL's dialects lack
 #: (``llvm.intr.assume``), see the module docstring
-OVERRIDE_OPS = [SelectOp, CmpiOp, CmpfOp, WhileOp, GpuBarrierOp, LLVMAssumeOp] + _ARITH_CASTS
+OVERRIDE_OPS = [SelectOp, CmpiOp, CmpfOp, RemFOp, WhileOp, GpuBarrierOp, LLVMAssumeOp] + _ARITH_CASTS
 
 __all__ = [
     "TT", "TT_OPS", "TT_ATTRS", "OVERRIDE_OPS", "PointerType", "TensorDescType",

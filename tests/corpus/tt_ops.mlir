@@ -82,6 +82,40 @@ module {
       tt.map_elementwise.return %r0 : f32
     }) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
     %pos = arith.cmpi sgt, %i, %c0 : i32
+    %ds2 = tt.dot_scaled %b8, %b82, %acc lhs = e4m3 rhs = e5m2 {fastMath = true, lhs_k_pack = false} : tensor<128x64xf8E4M3FN> * tensor<64x64xf8E5M2> -> tensor<128x64xf32>
+    %ia4 = tt.elementwise_inline_asm "cvt.rn.f16x2.f32 $0, $1, $2;" {constraints = "=r,r,r", packed_element = 4 : i32, pure = true} %ti : tensor<64xi32> -> tensor<64xi32>
+    %ov = arith.addi %i, %c0 overflow<nuw> : i32
+    %ov2 = arith.muli %ti, %ti overflow<nsw> : tensor<64xi32>
+    %tru = arith.constant true
+    %dtru = arith.constant dense<true> : tensor<64xi1>
+    %cbf = arith.constant dense<1.500000e+00> : tensor<64xbf16>
+    %cf16 = arith.constant -2.500000e-01 : f16
+    %cinf = arith.constant 0x7F800000 : f32
+    %cnan = arith.constant dense<0x7FC00000> : tensor<64xf32>
+    %ci64 = arith.constant -9223372036854775808 : i64
+    %fm = math.fma %t, %t, %t fastmath<fast> : tensor<64xf32>
+    %e2 = math.exp2 %t fastmath<nnan,ninf> : tensor<64xf32>
+    %lg = math.log %t : tensor<64xf32>
+    %rs = math.rsqrt %t : tensor<64xf32>
+    %ab = math.absf %t : tensor<64xf32>
+    %iab = math.absi %ti : tensor<64xi32>
+    %mx = arith.maxnumf %t, %t : tensor<64xf32>
+    %mn = arith.minimumf %t, %t : tensor<64xf32>
+    %dsi = arith.divsi %ti, %ti : tensor<64xi32>
+    %rsi = arith.remsi %ti, %ti : tensor<64xi32>
+    %dui = arith.divui %ti, %ti : tensor<64xi32>
+    %shr = arith.shrui %ti, %ti : tensor<64xi32>
+    %shl = arith.shli %ti, %ti : tensor<64xi32>
+    %an = arith.andi %m, %dtru : tensor<64xi1>
+    %xo = arith.xori %ti, %ti : tensor<64xi32>
+    %neg = arith.negf %t : tensor<64xf32>
+    %rmf = arith.remf %t, %t : tensor<64xf32>
+    %mxs = arith.maxsi %ti, %ti : tensor<64xi32>
+    %mnu = arith.minui %ti, %ti : tensor<64xi32>
+    %cdv = arith.ceildivsi %i, %i : i32
+    scf.if %pos {
+      tt.store %pa, %v1 : tensor<64x!tt.ptr<f16>>
+    }
     llvm.intr.assume %pos : i1
     llvm.intr.assume %pos ["align"(%l, %i : i64, i32), "nonnull"()] : i1 {note = "bundle"}
     gpu.barrier
