@@ -1,0 +1,82 @@
+// RUN: syncopate-opt %s --verify-triton -p 'attach-schedule{file="%S/Inputs/ag2-pull.json" operands="a_ptr:A" backend=ce},append-abi-params,tile-remap,insert-waits,insert-signals,resolve-chunks,lower-ce' | filecheck %s
+
+// The copy-engine backend: the host copies the chunks (cudaMemcpyAsync on a side stream, then
+// stream_write_value32(flag, epoch)), so the fused kernel has no comm programs: the grid and
+// the program ids are the user's (no partition-sms), and a chunk is complete when
+// CHUNK[c] >= epoch * 1.  lower-ce lowers the tiles' remap and waits only; no syncopate op is
+// left, and the result parses and verifies in Triton (--verify-triton).
+
+// CHECK:       tt.func private @syncopate_wait_b32(
+// CHECK:         ld.acquire.sys.global.b32
+// CHECK-LABEL: tt.func public @gemm
+// CHECK:         %pid_m = tt.get_program_id x : i32
+// CHECK-NOT:     arith.subi %pid_m
+// The remap (row 1: rotate by 2) became a select chain on the raw program id.
+// CHECK:         %[[M:pid_m_[0-9]+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : i32
+// CHECK-NEXT:    %pid_n = tt.get_program_id y : i32
+// CHECK-NEXT:    %rm = arith.muli %[[M]], %c64_i32 : i32
+// CHECK:         %[[ONE:.+]] = arith.constant 1 : i32
+// CHECK-NEXT:    %[[TARGET:.+]] = arith.muli %syn_epoch, %[[ONE]] : i32
+// CHECK:         tt.call @syncopate_wait_b32(%{{.+}}, %{{.+}}, %[[TARGET]], %{{.+}}, %syn_diag, %syn_rank, %syn_epoch, %syn_timeout_ns)
+// CHECK:         scf.for %k = %{{.+}} to %c64_i32 step %c32_i32
+// CHECK-NOT:     syncopate.
+// CHECK-NOT:     gpu.barrier
+// CHECK-NOT:     tt.atomic_rmw
+// CHECK:         tt.return
+
+module {
+  tt.func public @gemm(%a_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %b_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %stride_am: i32) attributes {noinline = false} {
+    %acc = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
+    %c32_i32 = arith.constant 32 : i32
+    %c0_i32 = arith.constant 0 : i32
+    %cst = arith.constant dense<64> : tensor<64x1xi32>
+    %cst_0 = arith.constant dense<64> : tensor<32x1xi32>
+    %c64_i32 = arith.constant 64 : i32
+    %pid_m = tt.get_program_id x : i32
+    %pid_n = tt.get_program_id y : i32
+    %rm = arith.muli %pid_m, %c64_i32 : i32
+    %rm_1 = tt.make_range {end = 64 : i32, start = 0 : i32} : tensor<64xi32>
+    %rm_2 = tt.splat %rm : i32 -> tensor<64xi32>
+    %rm_3 = arith.addi %rm_2, %rm_1 : tensor<64xi32>
+    %rn = arith.muli %pid_n, %c64_i32 : i32
+    %rn_4 = tt.splat %rn : i32 -> tensor<64xi32>
+    %rn_5 = arith.addi %rn_4, %rm_1 : tensor<64xi32>
+    %rk = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
+    %acc_6 = scf.for %k = %c0_i32 to %c64_i32 step %c32_i32 iter_args(%acc_7 = %acc) -> (tensor<64x64xf32>)  : i32 {
+      %a = tt.expand_dims %rm_3 {axis = 1 : i32} : tensor<64xi32> -> tensor<64x1xi32>
+      %a_8 = tt.splat %stride_am : i32 -> tensor<64x1xi32>
+      %a_9 = arith.muli %a, %a_8 : tensor<64x1xi32>
+      %a_10 = tt.splat %a_ptr : !tt.ptr<bf16> -> tensor<64x1x!tt.ptr<bf16>>
+      %a_11 = tt.addptr %a_10, %a_9 : tensor<64x1x!tt.ptr<bf16>>, tensor<64x1xi32>
+      %a_12 = tt.splat %k : i32 -> tensor<32xi32>
+      %a_13 = arith.addi %a_12, %rk : tensor<32xi32>
+      %a_14 = tt.expand_dims %a_13 {axis = 0 : i32} : tensor<32xi32> -> tensor<1x32xi32>
+      %a_15 = tt.broadcast %a_11 : tensor<64x1x!tt.ptr<bf16>> -> tensor<64x32x!tt.ptr<bf16>>
+      %a_16 = tt.broadcast %a_14 : tensor<1x32xi32> -> tensor<64x32xi32>
+      %a_17 = tt.addptr %a_15, %a_16 : tensor<64x32x!tt.ptr<bf16>>, tensor<64x32xi32>
+      %a_18 = tt.load %a_17 : tensor<64x32x!tt.ptr<bf16>>
+      %b = tt.expand_dims %a_13 {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
+      %b_19 = arith.muli %b, %cst_0 : tensor<32x1xi32>
+      %b_20 = tt.splat %b_ptr : !tt.ptr<bf16> -> tensor<32x1x!tt.ptr<bf16>>
+      %b_21 = tt.addptr %b_20, %b_19 : tensor<32x1x!tt.ptr<bf16>>, tensor<32x1xi32>
+      %b_22 = tt.expand_dims %rn_5 {axis = 0 : i32} : tensor<64xi32> -> tensor<1x64xi32>
+      %b_23 = tt.broadcast %b_21 : tensor<32x1x!tt.ptr<bf16>> -> tensor<32x64x!tt.ptr<bf16>>
+      %b_24 = tt.broadcast %b_22 : tensor<1x64xi32> -> tensor<32x64xi32>
+      %b_25 = tt.addptr %b_23, %b_24 : tensor<32x64x!tt.ptr<bf16>>, tensor<32x64xi32>
+      %b_26 = tt.load %b_25 : tensor<32x64x!tt.ptr<bf16>>
+      %acc_27 = tt.dot %a_18, %b_26, %acc_7, inputPrecision = tf32 : tensor<64x32xbf16> * tensor<32x64xbf16> -> tensor<64x64xf32>
+      scf.yield %acc_27 : tensor<64x64xf32>
+    }
+    %0 = tt.expand_dims %rm_3 {axis = 1 : i32} : tensor<64xi32> -> tensor<64x1xi32>
+    %1 = arith.muli %0, %cst : tensor<64x1xi32>
+    %2 = tt.splat %c_ptr : !tt.ptr<bf16> -> tensor<64x1x!tt.ptr<bf16>>
+    %3 = tt.addptr %2, %1 : tensor<64x1x!tt.ptr<bf16>>, tensor<64x1xi32>
+    %4 = tt.expand_dims %rn_5 {axis = 0 : i32} : tensor<64xi32> -> tensor<1x64xi32>
+    %5 = tt.broadcast %3 : tensor<64x1x!tt.ptr<bf16>> -> tensor<64x64x!tt.ptr<bf16>>
+    %6 = tt.broadcast %4 : tensor<1x64xi32> -> tensor<64x64xi32>
+    %7 = tt.addptr %5, %6 : tensor<64x64x!tt.ptr<bf16>>, tensor<64x64xi32>
+    %8 = arith.truncf %acc_6 : tensor<64x64xf32> to tensor<64x64xbf16>
+    tt.store %7, %8 : tensor<64x64x!tt.ptr<bf16>>
+    tt.return
+  }
+}
