@@ -381,3 +381,32 @@ def test_context_dialects_and_no_unregistered_ops():
     if syn is not None and hasattr(syn, "SYNCOPATE"):
         assert "syncopate" in names
         assert all(ctx.get_op(op.name) is op for op in syn.SYNCOPATE.operations)
+
+
+def test_memory_effects_follow_triton():
+    """Effects as Triton's getEffects: volatile loads and impure asm/extern calls also write,
+    so passes never hoist, merge or drop them; calls have unknown effects."""
+    from xdsl.traits import MemoryEffectKind, get_effects, is_side_effect_free
+
+    m = parse(open(OPS_FILE).read())
+
+    def kinds(op):
+        eff = get_effects(op)
+        return None if eff is None else {e.kind for e in eff}
+
+    R, W = MemoryEffectKind.READ, MemoryEffectKind.WRITE
+    ops = list(m.walk())
+    loads = [o for o in ops if isinstance(o, tt.LoadOp)]
+    assert {kinds(o) == {R, W} for o in loads if o.volatile} == {True}
+    assert {kinds(o) == {R} for o in loads if not o.volatile} == {True}
+    for o in ops:
+        if isinstance(o, (tt.ElementwiseInlineAsmOp, tt.ExternElementwiseOp)):
+            assert kinds(o) == (set() if o.is_pure else {R, W})
+        if isinstance(o, (tt.StoreOp, tt.PrintOp, tt.AssertOp)):
+            assert W in kinds(o)
+        if isinstance(o, (tt.AtomicRMWOp, tt.AtomicCASOp, tt.DescriptorStoreOp)):
+            assert kinds(o) == {R, W}
+        if isinstance(o, (tt.SplatOp, tt.AddPtrOp, tt.GetProgramIdOp, tt.MakeRangeOp, tt.DotOp)):
+            assert is_side_effect_free(o)
+        if isinstance(o, tt.CallOp):
+            assert get_effects(o) is None

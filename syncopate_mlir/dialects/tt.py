@@ -50,7 +50,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    FlatSymbolRefAttr,
     FunctionType,
     IntAttr,
     IntegerAttr,
@@ -95,6 +94,9 @@ from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import (
     CallableOpInterface,
+    EffectInstance,
+    MemoryEffect,
+    MemoryEffectKind,
     HasParent,
     IsolatedFromAbove,
     IsTerminator,
@@ -296,7 +298,6 @@ def _bool(v: bool) -> IntegerAttr:
     return IntegerAttr(1 if v else 0, i1)
 
 
-I32Attr = IntegerAttr  # property constraint used below: an IntegerAttr (checked to be i32)
 
 # =============================================================================================
 # Types
@@ -541,12 +542,32 @@ def _parse_enum(parser: Parser, enum_cls):
         parser.raise_error(f"expected one of {enum_cls.keywords()} for {enum_cls.__name__}, got '{kw}'")
 
 
-def _operands(*vals) -> list:
-    return [SSAValue.get(v) if v is not None else None for v in vals]
-
-
 def _value(v) -> SSAValue:
     return SSAValue.get(v)
+
+
+_READ_WRITE = frozenset((EffectInstance(MemoryEffectKind.READ), EffectInstance(MemoryEffectKind.WRITE)))
+_READ = frozenset((EffectInstance(MemoryEffectKind.READ),))
+
+
+class PureIfPureProperty(MemoryEffect):
+    """Triton's ``getEffects`` of extern calls and inline asm: none when the op's ``pure``
+    property is true, read and write of global memory otherwise."""
+
+    @classmethod
+    def get_effects(cls, op: Operation):
+        pure = op.properties.get("pure")
+        return frozenset() if pure is not None and pure.value.data else _READ_WRITE
+
+
+class LoadEffects(MemoryEffect):
+    """Triton's ``LoadOp::getEffects``: a read of global memory, and a write too when the load
+    is volatile (so that a volatile load is never hoisted, merged or removed)."""
+
+    @classmethod
+    def get_effects(cls, op: Operation):
+        vol = op.properties.get("isVolatile")
+        return _READ_WRITE if vol is not None and vol.value.data else _READ
 
 
 class TTOp(IRDLOperation):
@@ -1168,7 +1189,7 @@ class LoadOp(TTOp):
     ``boundaryCheck`` (block pointers), ``padding``, ``cache``, ``evict``, ``isVolatile``."""
 
     name = "tt.load"
-    traits = traits_def(MemoryReadEffect())
+    traits = traits_def(LoadEffects())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     ptr = operand_def()
@@ -1878,6 +1899,7 @@ class ExternElementwiseOp(TTOp):
     device library function (libdevice, NVSHMEM device bitcode ...) elementwise."""
 
     name = "tt.extern_elementwise"
+    traits = traits_def(PureIfPureProperty())
     irdl_options = (SameVariadicOperandSize(),)
     srcs = var_operand_def()
     result = result_def()
@@ -1913,10 +1935,6 @@ class ExternElementwiseOp(TTOp):
         printer.print_string(" : ")
         printer.print_function_type(self.operand_types, self.result_types)
 
-    # Memory effects as Triton's getEffects: a pure call has none, an impure one reads and writes.
-    def get_effects_kind(self) -> str:
-        return "none" if self.is_pure else "readwrite"
-
 
 @irdl_op_definition
 class ElementwiseInlineAsmOp(TTOp):
@@ -1927,6 +1945,7 @@ class ElementwiseInlineAsmOp(TTOp):
     ``pure``, ``packed_element``."""
 
     name = "tt.elementwise_inline_asm"
+    traits = traits_def(PureIfPureProperty())
     args = var_operand_def()
     result = var_result_def()
     asm_string = prop_def(StringAttr)
