@@ -128,6 +128,24 @@ def test_every_op_generic_form_parses_in_triton():
     assert normalize_ttir(back) == normalize_ttir(text_to_ttir(text, triton_ctx()).str_nodebug())
 
 
+def test_every_property_is_exercised_with_a_non_default_value():
+    """Triton ignores property names it does not know in the generic form: every property of
+    every op has a non-default value somewhere in tt_ops.mlir, so a misspelt name would show
+    as a difference in the two tests above."""
+    m = parse(open(OPS_FILE).read())
+    seen: dict = {}
+    for op in m.walk():
+        for name, p in type(op).get_irdl_definition().properties.items() if hasattr(
+                type(op), "get_irdl_definition") else ():
+            v = op.properties.get(name)
+            if v is not None and (p.default_value is None or v != p.default_value):
+                seen.setdefault(type(op), set()).add(name)
+    missing = {cls.__name__: sorted(n for n in cls.get_irdl_definition().properties
+                                    if n != "operandSegmentSizes" and n not in seen.get(cls, set()))
+               for cls in tt.TT_OPS + tt.OVERRIDE_OPS}
+    assert {k: v for k, v in missing.items() if v} == {}
+
+
 def test_dialect_covers_every_op_in_the_file():
     text = open(OPS_FILE).read()
     names = {op.name for op in parse(text).walk() if op.name.startswith("tt.")}

@@ -48,7 +48,7 @@ module {
     tt.print " pid: " {hex = true, isSigned = array<i32: 1, 0>} : %pid, %ti : i32, tensor<64xi32>
     tt.print "hello" {hex = false, isSigned = array<i32>}
     tt.assert %m, "oops" : tensor<64xi1>
-    %dl = tt.descriptor_load %d[%c0, %i] cacheModifier = cg : !tt.tensordesc<tensor<64x32xf16>> -> tensor<64x32xf16>
+    %dl = tt.descriptor_load %d[%c0, %i] cacheModifier = cg evictionPolicy = evict_last : !tt.tensordesc<tensor<64x32xf16>> -> tensor<64x32xf16>
     tt.descriptor_store %d[%i, %c0], %dl : !tt.tensordesc<tensor<64x32xf16>>, tensor<64x32xf16>
     tt.descriptor_reduce max, %d[%i, %c0], %dl : !tt.tensordesc<tensor<64x32xf16>>, tensor<64x32xf16>
     %md = tt.make_tensor_descriptor %p, [%i, %i], [%l, %c1] {padding = 2 : i32} : <f16>, <tensor<64x32xf16>>
@@ -82,7 +82,7 @@ module {
       tt.map_elementwise.return %r0 : f32
     }) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
     %pos = arith.cmpi sgt, %i, %c0 : i32
-    %ds2 = tt.dot_scaled %b8, %b82, %acc lhs = e4m3 rhs = e5m2 {fastMath = true, lhs_k_pack = false} : tensor<128x64xf8E4M3FN> * tensor<64x64xf8E5M2> -> tensor<128x64xf32>
+    %ds2 = tt.dot_scaled %b8, %b82, %acc lhs = e4m3 rhs = e5m2 {fastMath = true, lhs_k_pack = false, rhs_k_pack = false} : tensor<128x64xf8E4M3FN> * tensor<64x64xf8E5M2> -> tensor<128x64xf32>
     %ia4 = tt.elementwise_inline_asm "cvt.rn.f16x2.f32 $0, $1, $2;" {constraints = "=r,r,r", packed_element = 4 : i32, pure = true} %ti : tensor<64xi32> -> tensor<64xi32>
     %ov = arith.addi %i, %c0 overflow<nuw> : i32
     %ov2 = arith.muli %ti, %ti overflow<nsw> : tensor<64xi32>
@@ -109,7 +109,7 @@ module {
     %an = arith.andi %m, %dtru : tensor<64xi1>
     %xo = arith.xori %ti, %ti : tensor<64xi32>
     %neg = arith.negf %t : tensor<64xf32>
-    %rmf = arith.remf %t, %t : tensor<64xf32>
+    %rmf = arith.remf %t, %t fastmath<fast> : tensor<64xf32>
     %mxs = arith.maxsi %ti, %ti : tensor<64xi32>
     %mnu = arith.minui %ti, %ti : tensor<64xi32>
     %cdv = arith.ceildivsi %i, %i : i32
@@ -121,7 +121,7 @@ module {
     gpu.barrier
     %wsel = arith.select %m, %t, %t : tensor<64xi1>, tensor<64xf32>
     %ssel = arith.select %pos, %i, %c0 : i32
-    %fcmp = arith.cmpf oge, %t, %t {tag = 1 : i32} : tensor<64xf32>
+    %fcmp = arith.cmpf oge, %t, %t fastmath<nnan> {tag = 1 : i32} : tensor<64xf32>
     %ext = arith.extui %ti : tensor<64xi32> to tensor<64xi64>
     %tr2 = arith.trunci %ext : tensor<64xi64> to tensor<64xi16>
     %sf = arith.sitofp %ti : tensor<64xi32> to tensor<64xf32>
@@ -138,9 +138,10 @@ module {
       scf.yield
     }
     %call = tt.call @helper(%f) : (f32) -> f32
+    %call2 = tt.call @helper(%f) {arg_attrs = [{tt.divisibility = 16 : i32}], res_attrs = [{tt.bar}]} : (f32) -> f32
     tt.return %us : f32
   }
-  tt.func private @helper(%x: f32) -> f32 attributes {noinline = true} {
+  tt.func private @helper(%x: f32) -> (f32 {tt.res = 1 : i32}) attributes {noinline = true} {
     tt.return %x : f32
   }
 }
