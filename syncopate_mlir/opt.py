@@ -106,11 +106,16 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
                 sys.stderr.write(f"// -----// IR after {prev.name} //----- //\n")
                 sys.stderr.write(xdsl_to_text(mod, locations=None))
 
+        from xdsl.utils.exceptions import ArgSpecParseError
+
         try:
             pipe = PassPipeline.parse_spec(available, pipeline, after_pass)
         except ValueError as e:
             known = ", ".join(sorted(reg)) or "none registered"
             raise _UsageError(f"{e} (registered passes: {known})") from None
+        except ArgSpecParseError as e:  # a BaseException in xDSL: would escape as a traceback
+            raise _UsageError(f"{e}\nquote option values that hold paths or punctuation, e.g. "
+                              f"attach-schedule{{file=\"Inputs/ag.json\" operands=\"a_ptr:A\"}}") from None
         pipe.apply(ctx, module)
         if verify_each:
             module.verify()
