@@ -145,13 +145,17 @@ class Communicator:
             cur = symm_mem.get_backend(self.device)
         except Exception:  # older torch: no get_backend
             cur = None
-        if cur is not None and cur.upper() != want:
-            raise LaunchError(f"torch symmetric memory already uses backend {cur} in this process; "
-                              f"a Communicator with symm_backend={backend!r} needs {want}. The "
-                              f"backend is process-wide and fixed by the first allocation: create "
-                              f"every Communicator of a process with the same symm_backend")
-        if cur is None and backend == "nvshmem":
-            symm_mem.set_backend(want)
+        # torch reports its default ("CUDA") before anything is allocated, so a mismatch only
+        # means something when setting the backend fails (it is fixed by the first allocation)
+        if cur is None or cur.upper() != want:
+            try:
+                symm_mem.set_backend(want)
+            except Exception as e:  # noqa: BLE001 - torch raises RuntimeError/ValueError
+                raise LaunchError(
+                    f"torch symmetric memory already uses backend {cur} in this process; a "
+                    f"Communicator with symm_backend={backend!r} needs {want}. The backend is "
+                    f"process-wide and fixed by the first allocation: create every Communicator "
+                    f"of a process with the same symm_backend ({e})") from e
         # Deprecated (a no-op) in recent torch, required in older ones: call it quietly.
         enable = getattr(symm_mem, "enable_symm_mem_for_group", None)
         if enable is not None:
