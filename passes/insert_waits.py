@@ -119,6 +119,11 @@ class InsertWaits(ModulePass):
     @staticmethod
     def _guard(anchor: Operation, group: list[Access], token: SSAValue) -> None:
         """Make what the wait guards depend on its token."""
+        if anchor.name == "scf.while":
+            # no lower bound to carry the token: each guarded load depends on it instead
+            for a in group:
+                InsertWaits._guard(a.op, [a], token)
+            return
         b = Builder(anchor)
         if anchor.name == "scf.for":
             lb = anchor.operands[0]
