@@ -55,6 +55,23 @@ def wait_anchor(access: Access, chunked: list[int], func: Operation) -> Operatio
     return anchor
 
 
+def _refuse_warp_specialized(anchor: Operation) -> None:
+    """A wait ends in a CTA barrier (thread 0 polls, all threads meet it); inside a loop that
+    Triton splits into warp-specialised partitions only some warps would reach it."""
+    from syncopate.errors import CompileError
+
+    from .access import loc_str
+    cur = anchor
+    while cur is not None:
+        if cur.name == "scf.for" and "tt.warp_specialize" in cur.attributes:
+            raise CompileError(
+                "a chunk wait would sit inside a warp-specialised loop (tl.range(..., "
+                "warp_specialize=True)); the wait synchronises the whole program, which the "
+                "partitions cannot. Compile the kernel with warp_specialize=False (the GEMMs' "
+                "WARP_SPECIALIZE=False) for fusion.", loc_str(cur))
+        cur = cur.parent_op()
+
+
 def defined_inside_op(inner: Operation, outer: Operation) -> bool:
     p = inner.parent_op()
     while p is not None:
@@ -99,6 +116,7 @@ class InsertWaits(ModulePass):
             a = group[0]
             chunked = plan.chunked_dims(a.tensor)
             anchor = wait_anchor(a, chunked, analysis.func)
+            _refuse_warp_specialized(anchor)
             b = Builder(anchor)
             cache: dict = {}
             lo, hi = [], []

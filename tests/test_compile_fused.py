@@ -118,23 +118,41 @@ def test_ag_gemm_compiles_with_acquire_waits_outside_k_loop(name, backend):
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_ag_gemm_fused_ttir_structure(name):
-    """In the fused TTIR the spin precedes the K loop in the same block and is not in it."""
+    """In the fused TTIR the wait (a call of the spin function) precedes the K loop in the
+    loop's block and nothing inside the K loop waits."""
     from syncopate_mlir.bridge import ttir_to_xdsl
     from syncopate_mlir.context import make_context
 
     fc = fused(name, "sm")
     module = ttir_to_xdsl(fc.asm["syncopate"], make_context())
-    k_loops = [op for op in module.walk() if op.name == "scf.for" and
-               any(o.name == "tt.dot" for o in op.walk())]
-    assert k_loops
+    spin = [op for op in module.ops if op.name == "tt.func" and "syncopate_wait" in str(op.properties.get("sym_name"))]
+    assert spin, "no spin function"
+    assert any("ld.acquire.sys" in str(o.properties.get("asm_string", "")) for o in spin[0].walk())
+    k_loops = [o.parent_op() for o in module.walk() if o.name == "tt.dot"]
+    assert k_loops and all(lp.name == "scf.for" for lp in k_loops)
+
+    def is_wait(o):
+        return o.name == "tt.call" and "syncopate_wait" in str(o.properties.get("callee"))
+
     for loop in k_loops:
-        assert not any("ld.acquire" in str(o.properties.get("asm_string", "")) for o in loop.walk())
-        prev = [o for o in loop.parent_block().ops]
-        before = prev[:prev.index(loop)]
-        assert any(o.name == "scf.while" and any("ld.acquire" in str(x.properties.get(
-            "asm_string", "")) for x in o.walk()) for b in before for o in b.walk()), \
-            "no spin before the K loop in its block"
-    assert "syncopate." not in fc.asm["syncopate"].split("#loc")[0].replace("syncopate.language", "")
+        assert not any(is_wait(o) for o in loop.walk()), "a wait inside the K loop"
+        ops = list(loop.parent_block().ops)
+        before = ops[:ops.index(loop)]
+        assert any(is_wait(x) for o in before for x in o.walk()), "no wait before the K loop"
+    text = fc.asm["syncopate"].split("\n#loc")[0]
+    assert not re.search(r"\bsyncopate\.(wait|signal|remap|comm|transfer|enter|drain|peer_ptr)", text)
+
+
+def test_warp_specialized_loops_are_refused_with_a_clear_error():
+    from syncopate.kernels import GemmConfig
+    name = "matmul_tma_persistent_kernel"
+    cfg = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3,
+                     WARP_SPECIALIZE=True, FLATTEN=False, EPILOGUE_SUBTILE=False)
+    sig, cx = compile_args(name, "bf16", cfg)
+    with pytest.raises(CompileError, match="warp_specialize=False"):
+        syncopate.compile(kernel_fn(name), signature=sig, constexprs=cx,
+                          schedule=all_gather([M, K], "bf16", 2, mode="push"), operand="a_ptr",
+                          backend="sm", comm_programs=8, attrs=compile_attrs(name), **cfg.options())
 
 
 def test_sm_backend_moves_data_with_p2p_and_releases_at_system_scope():
