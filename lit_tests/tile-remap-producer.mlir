@@ -1,14 +1,15 @@
-// RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/rs2.json" operands="c_ptr:C"},append-abi-params,tile-remap' | filecheck %s
+// RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/rs2-split2.json" operands="c_ptr:C"},append-abi-params,tile-remap' | filecheck %s
 
-// GEMM + reduce-scatter: C [256, 128] is produced (partial sums on every rank) and its chunks
-// leave: rank 0 sends rows 128..255 (tiles 2, 3) to rank 1, rank 1 sends rows 0..127 (tiles
-// 0, 1) to rank 0.  The tiles are ordered by departure: tiles that leave first run first, tiles
-// that stay (reduced into by the peer) last.
+// GEMM + reduce-scatter: C [256, 128] is produced (partial sums on every rank), two chunks per
+// shard: rank 0 sends rows 128..191 (step 0) and 192..255 (step 1) to rank 1, rank 1 sends rows
+// 0..63 (step 0) and 64..127 (step 1) to rank 0.  The destination adds its own partial, so it
+// needs those rows as early as the source: every rank computes the bands of step 0 first
+// (tiles 0 and 2), then step 1 (tiles 1 and 3), and the step-0 reductions overlap the rest.
 
 // CHECK:       \22remap\22: {\22C\22: {\22block\22: 64, \22dim\22: 0, \22role\22: \22producer\22, \22tiles\22: 4}}
 // CHECK-LABEL: tt.func public @gemm_rs
 // CHECK:         %pid_m = tt.get_program_id x : i32
-// CHECK-NEXT:    %[[M:.+]] = syncopate.remap %pid_m, %syn_rank {tensor = "C", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 2, 3, 0, 1, 0, 1, 2, 3>}
+// CHECK-NEXT:    %[[M:.+]] = syncopate.remap %pid_m, %syn_rank {tensor = "C", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 0, 2, 1, 3, 0, 2, 1, 3>}
 // CHECK:         %rm = arith.muli %[[M]], %c64_i32 : i32
 
 module {

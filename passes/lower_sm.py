@@ -14,8 +14,9 @@ On top of the shared lowering (:mod:`passes.lowering`), the comm-program steps b
   comm program) and, when it read a peer's buffer, ``CONSUMED`` on the source.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
 
-Copies are masked 2-D tiles of about 8K elements (16 KB of bf16), enough 16-byte accesses in
-flight per thread to keep NVLink busy from a few SMs (DESIGN.md: 190 GB/s from 16 CTAs).
+Copies are masked 2-D tiles of 32K elements (64 KB of bf16; 16K for sums, which hold two tiles
+and an fp32 accumulator): at ~2 us per NVLink round trip a program needs that much in flight to
+move ~30 GB/s, so 16 comm programs approach DESIGN.md's 190-340 GB/s.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from .lowering import Lowering, addptr, atomic, tt
 from .partition_sms import executor
 from .plan import Plan
 
-TILE_ELEMS = 8192
+TILE_ELEMS = 32768       # elements per copy tile: 64 KB of bf16 in flight per program
+SUM_TILE_ELEMS = 16384   # sums hold two tiles and an fp32 accumulator per tile
 MAX_COLS = 1024
 
 
@@ -190,7 +192,8 @@ class CommLowering(Lowering):
                                f"tensor {c.tensor!r} has {len(shape)} dims (flatten it)")
         rows, cols = hi[0] - lo[0], hi[1] - lo[1]
         bc = min(MAX_COLS, _pow2_at_least(cols))
-        br = max(1, min(_pow2_at_least(rows), TILE_ELEMS // bc))
+        tile = SUM_TILE_ELEMS if accumulate else TILE_ELEMS
+        br = max(1, min(_pow2_at_least(rows), tile // bc))
         ntc = -(-cols // bc)
         ntiles = -(-rows // br) * ntc
         wide = shape2[0] * shape2[1] >= 2 ** 31

@@ -146,10 +146,16 @@ class Plan:
         return key
 
     def departure_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int) -> int:
-        """How early the band ``[lo, hi)`` is needed by a chunk leaving ``rank`` (smaller is
-        earlier); bands that never leave come last."""
-        order = self.chunks_from(rank, tensor)
-        for i, c in enumerate(order):
+        """How early the band ``[lo, hi)`` is needed (smaller is earlier) on a rank that
+        computes ``tensor`` and sends it: the step of the first chunk that reads the band from
+        this rank, or, for ``sum`` chunks, that reduces into this rank (the destination adds
+        its own partial, so it must compute those rows as early as the source does: every rank
+        then computes the bands of step 0 first, and the reductions of step 0 overlap the rest
+        of the GEMM).  Bands no chunk touches come last."""
+        key = None
+        for c in self.chunks:
+            if c.tensor != tensor or not (c.src == rank or (c.reduce == "sum" and c.dst == rank)):
+                continue
             if c.lo[dim] < hi and lo < c.hi[dim]:
-                return i
-        return len(order)
+                key = c.step if key is None else min(key, c.step)
+        return key if key is not None else 1 << 30

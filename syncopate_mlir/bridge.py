@@ -577,7 +577,8 @@ def text_to_ttir(text: str, context, *, name: str = "syncopate") -> object:
     """Parse TTIR text into a Triton ``ir.module`` in ``context`` and verify it."""
     from triton._C.libtriton import ir
 
-    with tempfile.NamedTemporaryFile("w", suffix=".ttir", prefix=f"{name}-", delete=False) as f:
+    with tempfile.NamedTemporaryFile("w", suffix=".ttir", prefix=f"{re.sub(r'[^A-Za-z0-9_.-]', '_', os.path.basename(name))}-",
+                                     delete=False) as f:
         f.write(text)
         path = f.name
     try:
