@@ -441,6 +441,15 @@ def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: d
                                           f"(axis {axis} scaled by {c})")
             n = axis_lens[axis] if axis < len(axis_lens) else 1
             k = c.const_value
+            if abs(k) != 1 and n > 1:
+                # a tile walks a dim element by element; a step of k means the kernel's layout
+                # is not the schedule's (e.g. a row stride of 128 over rows of 64 elements)
+                raise CompileError(
+                    f"this {op.name} steps through dim {d} of the communicated tensor by {k} "
+                    f"elements per tile element: the kernel indexes a tensor laid out differently "
+                    f"from the schedule's shape {list(shape)} (row-major strides {strides}). Make "
+                    f"the schedule's shape match what the kernel indexes, or pass the strides "
+                    f"as arguments", loc_str(op))
             if k < 0:
                 lo = lo + Poly.const(k * (n - 1))
             extent += abs(k) * (n - 1)

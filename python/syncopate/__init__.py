@@ -19,6 +19,19 @@ __all__ = [
 ]
 
 
+def _install_hook_from_env() -> None:
+    """``SYNCOPATE=1``: install the Triton compile hook at import (idempotent, chains others)."""
+    import os
+
+    if os.environ.get("SYNCOPATE") == "1":
+        from syncopate_mlir import hook
+
+        hook.install()
+
+
+_install_hook_from_env()
+
+
 def __getattr__(name):
     # Lazy so that `import syncopate` (e.g. for schedules or the CLI) does not import Triton.
     if name in ("compile", "FusedCompile"):
