@@ -17,15 +17,15 @@
 // CHECK-NEXT:    %[[LIMIT:.+]] = arith.maxsi %timeout_ns, %[[NEG]] : i64
 // CHECK:         %[[TRAP:.+]] = arith.cmpi slt, %timeout_ns, %{{.+}} : i64
 // CHECK-NEXT:    scf.if %[[TRAP]] -> (i32) {
-// CHECK-NEXT:      tt.elementwise_inline_asm "{{.*}}mov.u32 sy_tid, %tid.x;\0Asetp.ne.u32 sy_p, sy_tid, 0;\0A@sy_p bra SY_BAR;
-// CHECK-SAME:      mov.u64 sy_t0, %globaltimer;\0ASY_SPIN:\0Ald.acquire.sys.global.b32 sy_v, [$1];\0Asub.s32 sy_d, sy_v, $2;\0Asetp.ge.s32 sy_p, sy_d, 0;\0A@sy_p bra SY_BAR;\0Ananosleep.u32 64;
+// CHECK-NEXT:      tt.elementwise_inline_asm "{{.*}}mov.u32 sy_pid, %tid.x;\0Asetp.ne.u32 sy_p, sy_pid, 0;\0A@sy_p bra SY_DONE;
+// CHECK-SAME:      mov.u64 sy_t0, %globaltimer;\0ASY_SPIN:\0Ald.acquire.sys.global.b32 sy_v, [$1];\0Asub.s32 sy_d, sy_v, $2;\0Asetp.ge.s32 sy_p, sy_d, 0;\0A@sy_p bra SY_DONE;\0Ananosleep.u32 64;
 // CHECK-SAME:      mov.u64 sy_t1, %globaltimer;
 // CHECK-SAME:      and.b32 sy_st, sy_cnt, 255;
 // CHECK-SAME:      ld.relaxed.sys.global.b32 sy_st, [$3];
 // CHECK-SAME:      SY_EXPIRED:\0Aatom.acq_rel.sys.global.cas.b32 sy_st, [$3], sy_zero, sy_one;
 // CHECK-SAME:      st.relaxed.sys.global.b32 [$3+4], $5;
 // CHECK-SAME:      fence.sc.sys;\0Ast.release.sys.global.b32 [$3+28], $8;\0Atrap;
-// CHECK-SAME:      SY_BAR:\0Abar.sync 0;
+// CHECK-SAME:      SY_DONE:\0Abar.sync 0;
 // CHECK-SAME:      {constraints = "=r,l,r,l,l,r,r,r,r", packed_element = 1 : i32, pure = false} %{{.+}}, %target, %{{.+}}, %[[LIMIT]], %rank, %index, %kind, %epoch
 // CHECK-NEXT:      scf.yield
 // CHECK-NEXT:    } else {

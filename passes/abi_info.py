@@ -17,7 +17,7 @@ from xdsl.ir import BlockArgument, Operation
 from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
 from syncopate.errors import CompileError
 
-from .access import func_body, kernel_func
+from .access import func_body
 from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, Plan
 
 ATTR_ABI = "syncopate.abi"

@@ -384,6 +384,19 @@ class Access:
         return loc_str(self.op)
 
 
+def analyze_module(module: ModuleOp):
+    """``(plan, analysis, accesses)`` of a module carrying a schedule and operand bindings: the
+    common start of every pass that reasons about accesses."""
+    from .abi_info import operands_of
+    from .plan import Plan
+
+    plan = Plan.from_module(module)
+    operands = operands_of(module)
+    shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
+    analysis = AccessAnalysis(module, operands, shapes)
+    return plan, analysis, analysis.run()
+
+
 def _row_major_strides(shape: list[int]) -> list[int]:
     strides = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):

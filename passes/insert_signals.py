@@ -20,10 +20,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from .abi_info import abi_args, operands_of, update_state
-from .access import AccessAnalysis
+from .abi_info import abi_args, update_state
+from .access import analyze_module
 from .builder import Builder
-from .plan import Plan
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,7 @@ class InsertSignals(ModulePass):
         set_default_location(op)
         from syncopate_mlir.dialects.syncopate import SignalRegionOp
 
-        plan = Plan.from_module(op)
-        operands = operands_of(op)
-        shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
-        analysis = AccessAnalysis(op, operands, shapes)
-        accesses = analysis.run()
+        plan, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         produced: dict[str, int] = {}
         signals = 0
@@ -50,7 +45,7 @@ class InsertSignals(ModulePass):
             b = Builder(nxt) if nxt is not None else Builder(None, a.op.parent_block())
             cache: dict = {}
             lo, hi = [], []
-            for d in range(len(shapes[a.tensor])):
+            for d in range(len(plan.tensors[a.tensor].shape)):
                 lo_v = b.poly(a.dims[d].lo, cache)
                 lo.append(lo_v)
                 hi.append(b.add(lo_v, b.const(a.dims[d].extent)))

@@ -27,10 +27,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from .abi_info import abi_args, operands_of, update_state
-from .access import Access, AccessAnalysis, defined_inside
+from .abi_info import abi_args, update_state
+from .access import Access, analyze_module, defined_inside
 from .builder import Builder
-from .plan import Plan
 from .poly import IterCount
 
 _LOOPS = ("scf.for", "scf.while")
@@ -90,11 +89,7 @@ class InsertWaits(ModulePass):
         set_default_location(op)
         from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
-        plan = Plan.from_module(op)
-        operands = operands_of(op)
-        shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
-        analysis = AccessAnalysis(op, operands, shapes)
-        accesses = analysis.run()
+        plan, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         requirements: dict[str, int] = {}
         groups: dict[tuple, list[Access]] = {}
@@ -120,7 +115,7 @@ class InsertWaits(ModulePass):
             b = Builder(anchor)
             cache: dict = {}
             lo, hi = [], []
-            for d, size in enumerate(shapes[a.tensor]):
+            for d, size in enumerate(plan.tensors[a.tensor].shape):
                 if d in chunked:
                     lo_v = b.poly(a.dims[d].lo, cache)
                     lo.append(lo_v)

@@ -21,13 +21,12 @@ move ~30 GB/s, so 16 comm programs approach DESIGN.md's 190-340 GB/s.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType, i1, i32, i64
+from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType, i32, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
@@ -36,7 +35,7 @@ from syncopate.errors import CompileError
 
 from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state
 from .builder import Builder
-from .lowering import Lowering, addptr, atomic, tt
+from .lowering import Lowering, addptr, tt
 from .partition_sms import executor
 from .plan import Plan
 

@@ -23,11 +23,11 @@ lowering (``enter``/``transfer``/``drain``) on top.
 from __future__ import annotations
 
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
+from xdsl.dialects.builtin import ModuleOp, i1, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
-from syncopate.errors import CompileError
+from syncopate.ptx import spin_asm
 
 from .abi_info import abi_args
 from .access import kernel_func
@@ -215,7 +215,8 @@ class Lowering:
 
     def _spin_body(self, b: Builder, ptr, index, target_w, kind, diag, rank, epoch,
                    timeout) -> SSAValue:
-        """The spin is ONE inline-asm block (:func:`cta_spin_asm`): Triton evaluates scalars in
+        """The spin is ONE inline-asm block (:func:`syncopate.ptx.spin_asm`, thread 0 polling,
+        the program meeting it at a barrier): Triton evaluates scalars in
         every thread, so a Triton-level loop would let threads leave at different iterations,
         and a scalar atomic that claims the record synchronises the CTA through shared memory:
         divergent threads would deadlock there.  In the asm block thread 0 polls, the CAS picks
@@ -232,9 +233,9 @@ class Lowering:
         trap = b.cmp("slt", timeout, b.const(0, i64))
         trap_if = b.if_(trap, [i32])
         tb = Builder(None, trap_if.true_region.blocks[0])
-        tb.insert(scf.YieldOp(_asm(tb, cta_spin_asm(bits, True), cons, args, [i32])[0]))
+        tb.insert(scf.YieldOp(_asm(tb, spin_asm(bits, True, one_poller=True), cons, args, [i32])[0]))
         eb = Builder(None, trap_if.false_region.blocks[0])
-        eb.insert(scf.YieldOp(_asm(eb, cta_spin_asm(bits, False), cons, args, [i32])[0]))
+        eb.insert(scf.YieldOp(_asm(eb, spin_asm(bits, False, one_poller=True), cons, args, [i32])[0]))
         return opaque_zero(b)
 
     # -------------------------------------------------------------------------- release
@@ -263,86 +264,6 @@ class Lowering:
         val = b.cast(value, fty) if value.type != fty else value
         rmw = "add" if op == "add" else "exch"
         return b.insert(tt().AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
-
-
-# Byte offsets of the watchdog record words (docs/fused-abi.md).
-_DIAG_BYTES = {"rank": 4, "flag": 8, "value": 12, "expected": 16, "kind": 20, "program": 24,
-               "epoch": 28}
-NANOSLEEP_NS = 64
-
-
-def cta_spin_asm(bits: int, trap: bool) -> str:
-    """PTX of the in-kernel wait: thread 0 of the program polls, every thread meets it at a
-    CTA barrier.
-
-    Why one poller: hundreds of programs x 256 threads polling a flag that a peer updates
-    over NVLink flood the peer's memory system and the flag's line (measured on 2 x H200:
-    a GEMM + reduce-scatter whose comm programs spin on remote flags ran 80x slower with every
-    thread polling).  Thread 0 polls with ``ld.acquire.sys`` and ``nanosleep`` between polls;
-    ``bar.sync 0`` then orders every thread's later reads after its acquire (the pattern of
-    CUTLASS's semaphores).  The watchdog is the runtime's: ``%globaltimer``, a CAS on the
-    record's state word, the fields, ``fence.sc.sys``, the epoch word last; every 256 polls the
-    poller reads the state word and leaves once another spin has timed out.  Operands: $0
-    result (1 reached, 0 left: thread 0's view), $1 flag address, $2 target, $3 record
-    address, $4 timeout ns (0 = none), $5 rank, $6 flag index, $7 kind, $8 epoch."""
-    t, sgn = f"b{bits}", f"s{bits}"
-    val32 = "sy_v" if bits == 32 else "sy_v32"
-    cvt = "" if bits == 32 else "cvt.u32.u64 sy_v32, sy_v;\ncvt.u32.u64 sy_e32, $2;\n"
-    exp32 = "$2" if bits == 32 else "sy_e32"
-    extra = "" if bits == 32 else ".reg .b32 sy_v32, sy_e32;\n"
-    d = _DIAG_BYTES
-    return f"""{{
-.reg .pred sy_p;
-.reg .{t} sy_v, sy_d;
-.reg .b32 sy_cnt, sy_st, sy_one, sy_zero, sy_pid, sy_tid;
-.reg .b64 sy_t0, sy_t1;
-{extra}mov.u32 $0, 1;
-mov.u32 sy_tid, %tid.x;
-setp.ne.u32 sy_p, sy_tid, 0;
-@sy_p bra SY_BAR;
-mov.u32 sy_cnt, 0;
-mov.u32 sy_one, 1;
-mov.u32 sy_zero, 0;
-mov.u64 sy_t0, %globaltimer;
-SY_SPIN:
-ld.acquire.sys.global.{t} sy_v, [$1];
-sub.{sgn} sy_d, sy_v, $2;
-setp.ge.{sgn} sy_p, sy_d, 0;
-@sy_p bra SY_BAR;
-nanosleep.u32 {NANOSLEEP_NS};
-setp.eq.u64 sy_p, $4, 0;
-@sy_p bra SY_SPIN;
-mov.u64 sy_t1, %globaltimer;
-sub.u64 sy_t1, sy_t1, sy_t0;
-setp.gt.u64 sy_p, sy_t1, $4;
-@sy_p bra SY_EXPIRED;
-add.u32 sy_cnt, sy_cnt, 1;
-and.b32 sy_st, sy_cnt, 255;
-setp.ne.u32 sy_p, sy_st, 0;
-@sy_p bra SY_SPIN;
-ld.relaxed.sys.global.b32 sy_st, [$3];
-setp.ne.s32 sy_p, sy_st, 0;
-@sy_p bra SY_LEFT;
-bra SY_SPIN;
-SY_EXPIRED:
-atom.acq_rel.sys.global.cas.b32 sy_st, [$3], sy_zero, sy_one;
-setp.ne.s32 sy_p, sy_st, 0;
-@sy_p bra SY_LEFT;
-{cvt}st.relaxed.sys.global.b32 [$3+{d['rank']}], $5;
-st.relaxed.sys.global.b32 [$3+{d['flag']}], $6;
-st.relaxed.sys.global.b32 [$3+{d['value']}], {val32};
-st.relaxed.sys.global.b32 [$3+{d['expected']}], {exp32};
-st.relaxed.sys.global.b32 [$3+{d['kind']}], $7;
-mov.u32 sy_pid, %ctaid.x;
-st.relaxed.sys.global.b32 [$3+{d['program']}], sy_pid;
-fence.sc.sys;
-st.release.sys.global.b32 [$3+{d['epoch']}], $8;
-{"trap;" if trap else ""}
-SY_LEFT:
-mov.u32 $0, 0;
-SY_BAR:
-bar.sync 0;
-}}"""
 
 
 def _segments(row: list[int]) -> list[tuple[int, int, int]]:

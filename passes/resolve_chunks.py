@@ -25,7 +25,6 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp, i32
-from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 
 from syncopate.abi import FlagLayout

@@ -26,8 +26,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
-from .abi_info import abi_args, operands_of, update_state, get_state
-from .access import (AccessAnalysis, AnalysisFailure, Evaluator, func_body, is_int_type,
+from .abi_info import abi_args, update_state, get_state
+from .access import (analyze_module, AnalysisFailure, Evaluator, is_int_type,
                      is_tensor)
 from .poly import Poly
 from .builder import Builder
@@ -93,11 +93,7 @@ class TileRemap(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .builder import set_default_location
         set_default_location(op)
-        plan = Plan.from_module(op)
-        operands = operands_of(op)
-        shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
-        analysis = AccessAnalysis(op, operands, shapes)
-        accesses = analysis.run()
+        plan, analysis, accesses = analyze_module(op)
         rank = abi_args(analysis.func)["syn_rank"]
         remarks = list(get_state(op).get("remarks", []))
         remapped: dict[str, dict] = {}

@@ -9,9 +9,7 @@ stage to a directory.
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 import time
 from pathlib import Path
 

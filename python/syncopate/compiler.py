@@ -9,13 +9,12 @@ each syncopate pass, and the :class:`~syncopate.abi.FusedABI` the runtime launch
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from .abi import BACKENDS, FusedABI, extra_params
-from .errors import CompileError, ScheduleError
+from .errors import CompileError
 
 DEFAULT_COMM_PROGRAMS = {"sm": 16, "nvshmem": 16, "ce": 0}
 _DTYPE_OF_SIG = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp32": "fp32", "f32": "fp32",

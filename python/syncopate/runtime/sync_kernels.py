@@ -40,70 +40,11 @@ import triton
 import triton.language as tl
 
 from .. import abi
-
-# Byte offsets of the record words.
-_D = {n: 4 * i for n, i in (("rank", abi.DIAG_RANK), ("flag", abi.DIAG_FLAG), ("value", abi.DIAG_VALUE),
-                            ("expected", abi.DIAG_EXPECTED), ("kind", abi.DIAG_KIND),
-                            ("program", abi.DIAG_PROGRAM), ("epoch", abi.DIAG_EPOCH))}
-
+from ..ptx import spin_asm
 
 def _spin_asm(bits: int, trap: bool) -> str:
-    """PTX of the watchdog spin. Operands: $0 result (1 = reached, 0 = timed out / left);
-    $1 flag address (u64); $2 target; $3 record address (u64); $4 timeout ns (u64, 0 = none);
-    $5 rank; $6 flag index; $7 kind; $8 epoch."""
-    t = f"b{bits}"
-    s = f"s{bits}"
-    val32 = "sy_v" if bits == 32 else "sy_v32"
-    cvt = "" if bits == 32 else "cvt.u32.u64 sy_v32, sy_v;\ncvt.u32.u64 sy_e32, $2;\n"
-    exp32 = "$2" if bits == 32 else "sy_e32"
-    extra_regs = "" if bits == 32 else ".reg .b32 sy_v32, sy_e32;\n"
-    return f"""{{
-.reg .pred sy_p;
-.reg .{t} sy_v, sy_d;
-.reg .b32 sy_cnt, sy_st, sy_one, sy_zero, sy_pid;
-.reg .b64 sy_t0, sy_t1;
-{extra_regs}mov.u32 $0, 1;
-mov.u32 sy_cnt, 0;
-mov.u32 sy_one, 1;
-mov.u32 sy_zero, 0;
-mov.u64 sy_t0, %globaltimer;
-SY_SPIN:
-ld.acquire.sys.global.{t} sy_v, [$1];
-sub.{s} sy_d, sy_v, $2;
-setp.ge.{s} sy_p, sy_d, 0;
-@sy_p bra SY_DONE;
-setp.eq.u64 sy_p, $4, 0;
-@sy_p bra SY_SPIN;
-mov.u64 sy_t1, %globaltimer;
-sub.u64 sy_t1, sy_t1, sy_t0;
-setp.gt.u64 sy_p, sy_t1, $4;
-@sy_p bra SY_EXPIRED;
-add.u32 sy_cnt, sy_cnt, 1;
-and.b32 sy_st, sy_cnt, 255;
-setp.ne.u32 sy_p, sy_st, 0;
-@sy_p bra SY_SPIN;
-ld.relaxed.sys.global.b32 sy_st, [$3];
-setp.ne.s32 sy_p, sy_st, 0;
-@sy_p bra SY_LEFT;
-bra SY_SPIN;
-SY_EXPIRED:
-atom.acq_rel.sys.global.cas.b32 sy_st, [$3], sy_zero, sy_one;
-setp.ne.s32 sy_p, sy_st, 0;
-@sy_p bra SY_LEFT;
-{cvt}st.relaxed.sys.global.b32 [$3+{_D['rank']}], $5;
-st.relaxed.sys.global.b32 [$3+{_D['flag']}], $6;
-st.relaxed.sys.global.b32 [$3+{_D['value']}], {val32};
-st.relaxed.sys.global.b32 [$3+{_D['expected']}], {exp32};
-st.relaxed.sys.global.b32 [$3+{_D['kind']}], $7;
-mov.u32 sy_pid, %ctaid.x;
-st.relaxed.sys.global.b32 [$3+{_D['program']}], sy_pid;
-fence.sc.sys;
-st.release.sys.global.b32 [$3+{_D['epoch']}], $8;
-{"trap;" if trap else ""}
-SY_LEFT:
-mov.u32 $0, 0;
-SY_DONE:
-}}"""
+    """The watchdog spin (every thread of the one-warp kernel polls): :func:`syncopate.ptx.spin_asm`."""
+    return spin_asm(bits, trap)
 
 
 # Kernels may only read globals that are constexprs (Triton 3.6 rejects other globals).
