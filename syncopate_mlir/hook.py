@@ -41,16 +41,17 @@ def _stage(mod, metadata):
     new = text_to_triton(result.text, mod.context)
     metadata["syncopate"] = {"abi": result.abi.to_json(), "pipeline": result.pipeline_version,
                              "passes": list(result.ir_after)}
-    metadata["syncopate_ir"] = dict(result.ir_after)
+    if request.keep_ir:
+        metadata["syncopate_ir"] = dict(result.ir_after)
     metadata["syncopate_times_ms"] = dict(result.times_ms)
     dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
     if dump_dir:
-        _dump(dump_dir, metadata.get("name") or request.kernel_name, metadata.get("hash", ""),
-              result.ir_after)
+        dump_ir(dump_dir, request.kernel_name, metadata.get("hash", ""), result.ir_after)
     return new
 
 
-def _dump(directory: str, name: str, key: str, ir_after: dict[str, str]) -> None:
+def dump_ir(directory: str, name: str, key: str, ir_after: dict[str, str]) -> None:
+    """Write the IR after each pass to ``directory/<kernel>-<key>/NN-<pass>.mlir``."""
     out = Path(directory) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{key[:10]}"
     out.mkdir(parents=True, exist_ok=True)
     for i, (pass_name, text) in enumerate(ir_after.items()):

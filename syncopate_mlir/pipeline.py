@@ -10,6 +10,7 @@ and lit tests can set the same attributes by hand.
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import time
 from dataclasses import dataclass, field
@@ -101,11 +102,12 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     attach_request(module, request)
     passes = registry()
     ir_after: dict[str, str] = {}
+    keep = request.keep_ir or bool(os.environ.get("SYNCOPATE_DUMP_IR"))
     for name in pass_names(request.backend):
         t0 = time.perf_counter()
         passes[name]().apply(ctx, module)
         times[name] = (time.perf_counter() - t0) * 1e3
-        if request.keep_ir:
+        if keep:
             ir_after[name] = xdsl_to_text(module)
     abi = read_abi(module)
     abi.user_params = list(request.params)

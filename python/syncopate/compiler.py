@@ -9,6 +9,7 @@ each syncopate pass, and the :class:`~syncopate.abi.FusedABI` the runtime launch
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -170,7 +171,13 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
         raise CompileError("the syncopate stage did not run: another compile hook replaced ours")
     abi = FusedABI.from_json(info["abi"])
     abi.user_params = list(kernel.arg_names)
-    return FusedCompile(compiled, abi, dict(getattr(meta, "syncopate_ir", {}) or {}),
+    ir_after = dict(getattr(meta, "syncopate_ir", {}) or {})
+    dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
+    if dump_dir and ir_after:
+        # the stage dumps when it runs; a cache hit runs no stage, so dump from the metadata
+        from syncopate_mlir.hook import dump_ir
+        dump_ir(dump_dir, kernel.__name__, compiled.hash, ir_after)
+    return FusedCompile(compiled, abi, ir_after,
                         dict(getattr(meta, "syncopate_times_ms", {}) or {}))
 
 
