@@ -8,6 +8,8 @@ order; it does not change a tile's arithmetic).
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 from ..errors import LaunchError
@@ -34,9 +36,22 @@ def short_kernel(kernel: str) -> str:
 
 
 def resolve_config(kernel: str, M: int, N: int, K: int, dtype, config=None):
-    from ..kernels import GemmConfig, default_config
+    if config is None:
+        return _default_config(kernel, M, N, K, dtype)
+    from ..kernels import GemmConfig
     k = short_kernel(kernel)
-    cfg = GemmConfig.of(config) if config is not None else default_config(M, N, K, dtype, k)
+    cfg = GemmConfig.of(config)
+    cfg.check(k)
+    return cfg
+
+
+@functools.lru_cache(maxsize=256)
+def _default_config(kernel: str, M: int, N: int, K: int, dtype):
+    """Memoised: the ops call this on every launch, and choosing a config costs milliseconds
+    of Python, more than the GEMM itself at M = 1024."""
+    from ..kernels import default_config
+    k = short_kernel(kernel)
+    cfg = default_config(M, N, K, dtype, k)
     cfg.check(k)
     return cfg
 
@@ -94,6 +109,12 @@ def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype
         comm_programs = 0  # the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
         return int(split), int(comm_programs)
+    return _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs)
+
+
+@functools.lru_cache(maxsize=256)
+def _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs):
+    """Memoised cost-model choice (~10 ms of Python per call otherwise, on every launch)."""
     best = None
     try:
         from ..schedule import cost
