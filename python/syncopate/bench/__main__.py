@@ -159,33 +159,12 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
         return timer(fn)
     _safe(r, "torch async-TP", async_tp)
 
-    for backend in backends:
-        best = None
-        for split, cp in sweep_for(backend, args.quick):
-            label = f"{backend} split={split} cp={cp}"
-            try:
-                res = ag_gemm(a, b, comm, backend=backend, split=split, comm_programs=cp,
-                              kernel=args.kernel, config=cfg, out=out)
-                torch.cuda.synchronize()
-                comm.check()
-                ok = torch.tensor([int(torch.equal(res, ref))], device=dev)
-                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-                if not int(ok):
-                    r.setdefault("check_failed", []).append(label)
-                    log(f"  {label}: result differs from the local kernel on the gathered A; not timed")
-                    continue
-                t = timer(lambda: ag_gemm(a, b, comm, backend=backend, split=split,
-                                          comm_programs=cp, kernel=args.kernel, config=cfg, out=out))
-                comm.check()
-            except Exception as e:  # noqa: BLE001
-                r.setdefault("errors", {})[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                continue
-            r.setdefault("sweep", {})[label] = t
-            if best is None or t < best[0]:
-                best = (t, split, cp)
-        r[f"fused[{backend}]"] = best[0] if best else None
-        if best:
-            r[f"fused[{backend}] best"] = {"split": best[1], "comm_programs": best[2]}
+    def same_as_local_kernel(res):
+        return bool(torch.equal(res, ref))
+
+    _sweep_fused(r, comm, timer, backends, args, log,
+                 lambda **kw: ag_gemm(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
+                 same_as_local_kernel, "result differs from the local kernel on the gathered A")
     return r
 
 
@@ -227,24 +206,37 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
         return timer(fn)
     _safe(r, "torch async-TP", async_tp)
 
+    def close_to_nccl_path(res):
+        return float((res.float() - ref.float()).norm() / ref.float().norm()) <= 2e-2
+
+    _sweep_fused(r, comm, timer, backends, args, log,
+                 lambda **kw: gemm_rs(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
+                 close_to_nccl_path, "result differs from the NCCL path")
+    return r
+
+
+def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch):
+    """Time ``run(backend=, split=, comm_programs=)`` over the sweep of each backend; every
+    candidate is checked with ``correct(result)`` on every rank before it is timed."""
+    import torch
+    import torch.distributed as dist
+
     for backend in backends:
         best = None
         for split, cp in sweep_for(backend, args.quick):
             label = f"{backend} split={split} cp={cp}"
+            kw = dict(backend=backend, split=split, comm_programs=cp)
             try:
-                res = gemm_rs(a, b, comm, backend=backend, split=split, comm_programs=cp,
-                              kernel=args.kernel, config=cfg, out=out)
+                res = run(**kw)
                 torch.cuda.synchronize()
                 comm.check()
-                err = float((res.float() - ref.float()).norm() / ref.float().norm())
-                bad = torch.tensor([int(err > 2e-2)], device=dev)
-                dist.all_reduce(bad, op=dist.ReduceOp.MAX)
-                if int(bad):
+                ok = torch.tensor([int(correct(res))], device=comm.device)
+                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+                if not int(ok):
                     r.setdefault("check_failed", []).append(label)
-                    log(f"  {label}: result differs from the NCCL path; not timed")
+                    log(f"  {label}: {mismatch}; not timed")
                     continue
-                t = timer(lambda: gemm_rs(a, b, comm, backend=backend, split=split,
-                                          comm_programs=cp, kernel=args.kernel, config=cfg, out=out))
+                t = timer(lambda: run(**kw))
                 comm.check()
             except Exception as e:  # noqa: BLE001
                 r.setdefault("errors", {})[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
@@ -255,7 +247,6 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
         r[f"fused[{backend}]"] = best[0] if best else None
         if best:
             r[f"fused[{backend}] best"] = {"split": best[1], "comm_programs": best[2]}
-    return r
 
 
 def _enable_symm_mem(comm):
