@@ -158,3 +158,29 @@ def template(name: str):
 
 def schedule_dtype(dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, *, backend,
+                 split, order, mode, comm_programs, kernel, config, **fuse_options):
+    """The cached FusedKernel of an op: the local ``kernel`` fused with the schedule template
+    ``template_name`` over ``shape`` (one per configuration, per communicator).  A kernel that
+    timed out is rebuilt: its flags disagree across ranks."""
+    from ..kernels import kernel_fn
+    from ..runtime.fused import fuse
+
+    k = short_kernel(kernel)
+    mode = mode or DEFAULT_MODE[op][backend]
+    key = (f"{op}.fk", *shape, str(dtype), backend, split, order, mode, comm_programs, k,
+           repr(config))
+    fk = comm.cache.get(key)
+    if fk is not None and getattr(fk, "_poisoned", None):
+        fk = None
+    if fk is None:
+        sched = template(template_name)(tuple(shape), schedule_dtype(dtype), comm.world_size,
+                                        dim=0, order=order, mode=mode, split=split)
+        opts = config.options() if hasattr(config, "options") else {}
+        fk = fuse(kernel_fn(k), sched, operand=operand, backend=backend,
+                  comm_programs=comm_programs if backend != "ce" else 0, comm=comm,
+                  **fuse_options, **opts)
+        comm.cache[key] = fk
+    return fk

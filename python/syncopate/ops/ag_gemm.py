@@ -64,25 +64,9 @@ def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out
 def ag_gemm_fused_kernel(comm, M: int, K: int, dtype, *, backend="sm", split=1, order="swizzle",
                          mode=None, comm_programs=0, kernel="tma", config=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-    from ..runtime.fused import fuse
-    all_gather = _gemm.template("all_gather")
-    k = _gemm.short_kernel(kernel)
-    mode = mode or _gemm.DEFAULT_MODE["ag"][backend]
-    key = ("ag_gemm.fk", M, K, str(dtype), backend, split, order, mode, comm_programs, k,
-           repr(config))
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None  # timed out earlier: its flags disagree across ranks; build a fresh one
-    if fk is None:
-        sched = all_gather((M, K), str(dtype).replace("torch.", ""), comm.world_size, dim=0,
-                           order=order, mode=mode, split=split)
-        opts = config.options() if hasattr(config, "options") else {}
-        from ..kernels import kernel_fn
-        fk = fuse(kernel_fn(k), sched, operand="a_ptr", backend=backend,
-                  comm_programs=comm_programs if backend != "ce" else 0, comm=comm,
-                  defer_consumed_wait=True, **opts)
-        comm.cache[key] = fk
-    return fk
+    return _gemm.fused_kernel(comm, "ag", "all_gather", (M, K), dtype, "a_ptr", backend=backend,
+                              split=split, order=order, mode=mode, comm_programs=comm_programs,
+                              kernel=kernel, config=config, defer_consumed_wait=True)
 
 
 def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "swizzle",

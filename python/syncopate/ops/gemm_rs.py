@@ -69,24 +69,9 @@ def gemm_rs_buffer(comm, M: int, N: int, dtype):
 def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
                          mode=None, comm_programs=0, kernel="tma", config=None):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
-    from ..kernels import kernel_fn
-    from ..runtime.fused import fuse
-    reduce_scatter = _gemm.template("reduce_scatter")
-    k = _gemm.short_kernel(kernel)
-    mode = mode or _gemm.DEFAULT_MODE["rs"][backend]
-    key = ("gemm_rs.fk", M, N, str(dtype), backend, split, order, mode, comm_programs, k,
-           repr(config))
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None  # timed out earlier: its flags disagree across ranks; build a fresh one
-    if fk is None:
-        sched = reduce_scatter((M, N), _gemm.schedule_dtype(dtype), comm.world_size, dim=0,
-                               order=order, mode=mode, split=split)
-        opts = config.options() if hasattr(config, "options") else {}
-        fk = fuse(kernel_fn(k), sched, operand="c_ptr", backend=backend,
-                  comm_programs=comm_programs if backend != "ce" else 0, comm=comm, **opts)
-        comm.cache[key] = fk
-    return fk
+    return _gemm.fused_kernel(comm, "rs", "reduce_scatter", (M, N), dtype, "c_ptr", backend=backend,
+                              split=split, order=order, mode=mode, comm_programs=comm_programs,
+                              kernel=kernel, config=config)
 
 
 def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "swizzle",
