@@ -45,7 +45,7 @@ class NvshmemLowering(CommLowering):
         shape = self.plan.tensors[c.tensor].shape
         return all(lo == 0 and hi == n for lo, hi, n in zip(c.lo[1:], c.hi[1:], shape[1:]))
 
-    def move(self, b: Builder, o, c, side, src, dst) -> None:
+    def move(self, b: Builder, o, c, side, src, dst) -> bool:
         if c.reduce == "sum" or not self._contiguous(c):
             return super().move(b, o, c, side, src, dst)
         shape = self.plan.tensors[c.tensor].shape
@@ -65,16 +65,9 @@ class NvshmemLowering(CommLowering):
             sig = self._addr(b, addptr(b, self.args["syn_flags"], b.const(c.id)))
             self._call(b, "nvshmemx_putmem_signal_block",
                        [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
-            self._signalled_by_put = True
-        else:
-            self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
-
-    def release_flag(self, b, index, value, op="add", peer=None) -> None:
-        if getattr(self, "_signalled_by_put", False) and peer is not None:
-            # putmem_signal_block already added to the destination's CHUNK flag
-            self._signalled_by_put = False
-            return
-        super().release_flag(b, index, value, op, peer)
+            return True  # the put carried the destination's CHUNK[c] += 1
+        self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
+        return False
 
 
 @dataclass(frozen=True)

@@ -162,10 +162,11 @@ class CommLowering(Lowering):
                                peer=src)
                 if c.reduce == "sum":
                     self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED)
-        self.move(tb, o, c, side, src, dst)
+        signalled = self.move(tb, o, c, side, src, dst)
         one = tb.const(1)
         if side == "src":
-            self.release_flag(tb, tb.const(c.id), one, "add", peer=dst)
+            if not signalled:
+                self.release_flag(tb, tb.const(c.id), one, "add", peer=dst)
         else:
             self.release_flag(tb, tb.const(c.id), one, "add")
             self.release_flag(tb, tb.const(self.layout.consumed), one, "add", peer=src)
@@ -173,12 +174,14 @@ class CommLowering(Lowering):
         o.erase()
 
     # ------------------------------------------------------------------------------ copies
-    def move(self, b: Builder, o, c, side: str, src: SSAValue, dst: SSAValue) -> None:
-        """This comm program's share of the chunk's data (P2P loads/stores)."""
+    def move(self, b: Builder, o, c, side: str, src: SSAValue, dst: SSAValue) -> bool:
+        """This comm program's share of the chunk's data (P2P loads/stores).  Returns whether
+        the move itself already signalled the destination's ``CHUNK[c]`` (a put-with-signal)."""
         base = o.base
         src_base = self.peer_address(b, base, src, o.operand.value.data) if side == "dst" else base
         dst_base = self.peer_address(b, base, dst, o.operand.value.data) if side == "src" else base
         self.copy_tiles(b, o, c, src_base, dst_base, accumulate=(c.reduce == "sum"))
+        return False
 
     def copy_tiles(self, b: Builder, o, c, src_base, dst_base, accumulate: bool) -> None:
         shape = self.plan.tensors[c.tensor].shape
