@@ -5,7 +5,10 @@
 #
 #   bash scripts/gpu_check.sh            # from the repository root, $OUT set by the runner
 #
-# Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1.
+# Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_FULL_BENCH=1
+# (all standard shapes instead of --quick). It leaves at most 7 files under $OUT (the device tool
+# brings back 8): gpu_check.log, install/env/tests_runtime/tests_ops/bench logs, bench/bench.json
+# and bench/bench.png.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -63,17 +66,19 @@ PY
 #    run also has its own hard timeout inside the harness.
 K=${GPU_CHECK_TESTS:-}
 step tests_runtime 150 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_multi_gpu.py \
-  -k "sync_kernels" --junitxml="$OUT/tests_runtime.xml"
+  -k "sync_kernels"
 step tests_ops 330 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_multi_gpu.py \
-  -k "not sync_kernels${K:+ and ($K)}" --junitxml="$OUT/tests_ops.xml" --durations=15
+  -k "not sync_kernels${K:+ and ($K)}" --durations=15
 
-# 4. Benchmark (quick subset), whatever time is left but at most 150 s.
+# 4. Benchmark (quick subset, or every standard shape with GPU_CHECK_FULL_BENCH=1), whatever
+#    time is left but at most 150 s (quick) / 230 s (full, sm backend).
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
   ELAPSED=$(( $(date +%s) - START ))
-  LEFT=$(( 460 - ELAPSED ))
-  if [ "$LEFT" -gt 150 ]; then LEFT=150; fi
+  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then CAP=230; BENCH_ARGS="--backends sm"; else CAP=150; BENCH_ARGS="--quick"; fi
+  LEFT=$(( 540 - ELAPSED ))
+  if [ "$LEFT" -gt "$CAP" ]; then LEFT=$CAP; fi
   if [ "$LEFT" -gt 45 ]; then
-    step bench "$LEFT" python3 -m torch.distributed.run --nproc-per-node 2 -m syncopate.bench --quick --out "$OUT/bench" \
+    step bench "$LEFT" python3 -m torch.distributed.run --nproc-per-node 2 -m syncopate.bench $BENCH_ARGS --out "$OUT/bench" \
       --budget-s $(( LEFT - 40 ))
   else
     STATUS[bench]="skipped (only ${LEFT}s left)"
