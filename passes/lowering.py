@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import ModuleOp, i1, i32, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
@@ -52,15 +52,8 @@ def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False)
     return op.results
 
 
-def globaltimer(b: Builder) -> SSAValue:
-    return _asm(b, "mov.u64 $0, %globaltimer;", "=l", [], [i64])[0]
 
 
-def acquire_load(b: Builder, ptr: SSAValue) -> SSAValue:
-    ty = flag_type_of(ptr)
-    if ty == i64:
-        return _asm(b, "ld.acquire.sys.global.b64 $0, [$1];", "=l,l", [ptr], [i64])[0]
-    return _asm(b, "ld.acquire.sys.global.b32 $0, [$1];", "=r,l", [ptr], [i32])[0]
 
 
 def opaque_zero(b: Builder) -> SSAValue:
@@ -74,23 +67,6 @@ def addptr(b: Builder, ptr: SSAValue, offset: SSAValue) -> SSAValue:
 
 def scalar_load(b: Builder, ptr: SSAValue, volatile: bool = False) -> SSAValue:
     return b.insert(tt().LoadOp(ptr, is_volatile=volatile)).results[0]
-
-
-def scalar_store(b: Builder, ptr: SSAValue, value: SSAValue) -> None:
-    b.insert(tt().StoreOp(ptr, value))
-
-
-def atomic(b: Builder, rmw: str, ptr: SSAValue, value: SSAValue, sem="release", scope="sys"):
-    return b.insert(tt().AtomicRMWOp(rmw, ptr, value, sem=sem, scope=scope)).results[0]
-
-
-def not_(b: Builder, v: SSAValue) -> SSAValue:
-    return b.xori(v, b.bool(True))
-
-
-def while_op(init: list[SSAValue], before: Block, after: Block, result_types):
-    cls = getattr(tt(), "WhileOp", scf.WhileOp)
-    return cls(init, list(result_types), Region(before), Region(after))
 
 
 class Lowering:
