@@ -625,3 +625,87 @@ def test_release_and_clear_cache_drop_registrations():
     assert not c.is_symmetric(B)
     c.clear_cache()
     assert not c.is_symmetric(A) and c.cache == {}
+
+# ---------------------------------------------------------------------------- launch fast path
+
+
+def _fast_path_fixture(monkeypatch, backend="sm"):
+    """A FusedKernel on the fake communicator whose device side is recorded instead of run;
+    counts how often the slow path (validate, specialize) runs."""
+    import contextlib
+
+    from syncopate.runtime import fused as fmod
+    c = _fake_comm()
+    fk = FusedKernel(_ptr_kernel(), _ag(shape=(64, 32)), operand="a_ptr", backend=backend, comm=c)
+    a = abi.FusedABI(backend, 2, 2, 4 if backend == "sm" else 0, "push", operands=["a_ptr"],
+                     signals_entry=True)
+    calls = {"validate": 0, "specialize": 0, "config": 0, "launched": []}
+    real_validate, real_specialize = fk.validate, fmod.specialize
+
+    def validate(values):
+        calls["validate"] += 1
+        return real_validate(values)
+
+    def spec(kernel, values):
+        calls["specialize"] += 1
+        return real_specialize(kernel, values)
+
+    def config(spec_, options):
+        calls["config"] += 1
+        return fmod._Config(compiled=None, abi=a, flags=torch.zeros(a.layout.words, dtype=torch.int32),
+                            flag_addrs=[0, 0])
+    monkeypatch.setattr(fk, "validate", validate)
+    monkeypatch.setattr(fmod, "specialize", spec)
+    monkeypatch.setattr(fk, "_config", config)
+    monkeypatch.setattr(fk, "_peers_table", lambda cfg, ops: ("peers", ops["a_ptr"].data_ptr()))
+    monkeypatch.setattr(fk, "_launch_sm",
+                        lambda cfg, g, args, S, e, peers: calls["launched"].append((g, args, e, peers)))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "S")
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    return c, fk, calls
+
+
+def test_launch_fast_path_skips_validation_for_a_repeated_call(monkeypatch):
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = _fk_values(c, A)
+    assert fk.launch((3,), vals) == 1
+    assert fk.launch((3,), vals) == 2
+    vals2 = _fk_values(c, A)  # new b/out tensors: a different call
+    assert fk.launch((3,), vals2) == 3
+    assert calls["validate"] == 2 and calls["specialize"] == 2
+    (g1, args1, e1, p1), (g2, args2, e2, p2), (_, args3, _, _) = calls["launched"]
+    assert g1 == g2 == (3 + 4, 1, 1) and (e1, e2) == (1, 2) and p1 == p2
+    assert args2[:len(vals)] == vals and args2[len(vals):][-2:] == [2, args2[-1]]  # epoch 2
+    assert args3[1] is vals2[1]  # the call's own tensors are launched, not cached ones
+
+
+def test_launch_fast_path_misses_on_any_change(monkeypatch):
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = _fk_values(c, A)
+    fk.launch((3,), vals)
+    fk.launch((4,), vals)  # grid
+    v = list(vals)
+    v[-1] = 4  # GROUP_M constexpr
+    fk.launch((3,), v)
+    fk.launch((3,), vals[:-1], {"GROUP_M": 8})  # keywords: always the slow path
+    fk.launch((3,), vals[:-1], {"GROUP_M": 8})
+    assert calls["validate"] == 5
+    c.empty((8,), torch.float32)  # the symmetric registry changed: revalidate
+    fk.launch((3,), vals)
+    assert calls["validate"] == 6
+    fk.launch(lambda meta: (meta["M"] // 32,), vals)  # callable grid: evaluated per call
+    fk.launch(lambda meta: (meta["M"] // 16,), vals)
+    assert calls["validate"] == 7  # one miss for the first callable grid, then hits
+    assert [g for g, *_ in calls["launched"]][-2:] == [(2 + 4, 1, 1), (4 + 4, 1, 1)]
+
+
+def test_launch_fast_path_still_refuses_a_non_symmetric_operand(monkeypatch):
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    fk.launch((3,), _fk_values(c, A))
+    c.release(A)
+    with pytest.raises(LaunchError, match="not in symmetric memory"):
+        fk.launch((3,), _fk_values(c, A))

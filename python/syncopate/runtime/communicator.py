@@ -94,6 +94,10 @@ class Communicator:
     first symmetric allocation), hence a constructor argument and not a per-buffer one.
     """
 
+    #: bumped whenever the registry of symmetric allocations changes: launch-time caches
+    #: (FusedKernel's fast path) that validated a buffer as symmetric key on it
+    generation = 0
+
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
         import torch
         import torch.distributed as dist
@@ -195,6 +199,7 @@ class Communicator:
         nbytes = t.numel() * t.element_size()
         a = SymmetricAllocation(tensor=t, handle=hdl, origins=origins, nbytes=nbytes)
         self._allocs[t.untyped_storage().data_ptr()] = a
+        self.generation += 1
         return a
 
     def release(self, t) -> None:
@@ -204,6 +209,7 @@ class Communicator:
         a = self.allocation(t)
         if a is not None:
             self._allocs.pop(a.tensor.untyped_storage().data_ptr(), None)
+            self.generation += 1
 
     def clear_cache(self) -> None:
         """Drop the ops' cached symmetric buffers and fused kernels (and release their flags,
@@ -384,6 +390,7 @@ class Communicator:
         finally:
             self.cache.clear()
             self._allocs.clear()
+            self.generation += 1
             self._streams.clear()
             self._closed = True
 

@@ -267,6 +267,8 @@ class FusedKernel:
                 raise LaunchError(f"operand {p!r} is not a parameter of {getattr(kernel, '__name__', kernel)}"
                                   f"; its parameters are {', '.join(names)}")
         self._configs: dict = {}
+        #: launch fast path: call key -> (config, default-argument tail, peers table, grid)
+        self._fast: dict = {}
         self.epochs = EpochCounter()
         self._lock = threading.Lock()
         self._poisoned: str | None = None
@@ -469,7 +471,31 @@ class FusedKernel:
                      timeout_ns=diag.timeout_ns(), flag64=flag64,
                      trap=diag.timeout_action() == "trap", stream=stream)
 
+    def _launch_key(self, grid, args, kwargs):
+        """A hashable key for the call, or None (no fast path): positional arguments only;
+        tensors by (address, shape, strides, dtype, device), other values by type and value;
+        plus the grid (when not callable) and the communicator's registry generation. Everything
+        the slow path derives from a call -- binding, validation, specialisation, the compiled
+        configuration, requirements, the peers table -- is a function of this key."""
+        import torch
+
+        if kwargs:
+            return None
+        key = [len(args), self.comm.generation]
+        for v in args:
+            if isinstance(v, torch.Tensor):
+                key.append((v.data_ptr(), v.shape, v.stride(), v.dtype, v.device))
+            elif v is None or isinstance(v, (bool, int, float, str)):
+                key.append((type(v), v))
+            else:
+                return None
+        key.append(None if callable(grid) else tuple(grid))
+        return tuple(key)
+
     def launch(self, grid, args, kwargs=None, *, stream=None):
+        """Launch once (see the module docstring). Repeated calls with the same argument
+        layout (same buffers, shapes, scalars and grid) take a fast path that skips binding,
+        validation and specialisation: at M = 1024 those cost as much as the GEMM."""
         import torch
 
         with self._lock:
@@ -478,18 +504,30 @@ class FusedKernel:
                                   f"{self._poisoned}")
             self.comm.check()  # this kernel's record and every other one of the communicator
             self.check()
-            values, launch_opts = bind_args(self.kernel, args, kwargs or {})
-            options = dict(self.compile_options)
-            options.update(launch_opts)
-            operand_tensors = self.validate(values)
-            spec = specialize(self.kernel, values)
-            cfg = self._config(spec, options)
+            fkey = self._launch_key(grid, args, kwargs)
+            hit = self._fast.get(fkey) if fkey is not None else None
+            if hit is not None:
+                cfg, tail, peers, g = hit
+                values = list(args) + tail
+                if g is None:
+                    g = cfg.abi.grid(tuple(grid(dict(zip(_param_names(self.kernel), values)))))
+            else:
+                values, launch_opts = bind_args(self.kernel, args, kwargs or {})
+                options = dict(self.compile_options)
+                options.update(launch_opts)
+                operand_tensors = self.validate(values)
+                spec = specialize(self.kernel, values)
+                cfg = self._config(spec, options)
+                check_requirements(cfg.abi, _param_names(self.kernel), values)
+                g = cfg.abi.grid(tuple(grid(dict(zip(_param_names(self.kernel), values))))
+                                 if callable(grid) else tuple(grid))
+                peers = self._peers_table(cfg, operand_tensors)
+                if fkey is not None:
+                    if len(self._fast) >= 64:  # callers cycling through buffers: bound it
+                        self._fast.clear()
+                    self._fast[fkey] = (cfg, values[len(args):], peers,
+                                        None if callable(grid) else g)
             self.last_config = cfg
-            a = cfg.abi
-            check_requirements(a, _param_names(self.kernel), values)
-            if callable(grid):
-                grid = grid(dict(zip(_param_names(self.kernel), values)))
-            g = a.grid(tuple(grid))
             comm = self.comm
             S = stream if stream is not None else torch.cuda.current_stream(comm.device)
             if isinstance(S, int):
@@ -499,14 +537,18 @@ class FusedKernel:
                 self._consumed_wait(cfg, cfg.consumed_pending, S)
                 cfg.consumed_pending = 0
             e = self.epochs.next()
-            peers = self._peers_table(cfg, operand_tensors)
             extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, kernel_timeout_ns()]
             with torch.cuda.device(comm.device), torch.cuda.stream(S):
                 if self.backend == "ce":
+                    operand_tensors = {p: values[i] for p, i in self._operand_index().items()}
                     self._launch_ce(cfg, g, values + extra, S, e, peers, operand_tensors)
                 else:
                     self._launch_sm(cfg, g, values + extra, S, e, peers)
             return e
+
+    def _operand_index(self) -> dict:
+        names = _param_names(self.kernel)
+        return {p: names.index(p) for p in self.operands}
 
     def _run_kernel(self, cfg: _Config, g, all_args, S) -> None:
         ck = cfg.compiled.kernel
