@@ -26,7 +26,10 @@ def test_sweep_is_small_and_ce_has_no_comm_programs():
     for quick in (True, False):
         assert all(cp == 0 for _, cp in bench.sweep_for("ce", quick))
         assert all(cp > 0 for _, cp in bench.sweep_for("sm", quick))
-        assert len(bench.sweep_for("sm", quick)) <= 3
+        assert len(bench.sweep_for("sm", quick)) <= 5
+        assert all(cp < 32 for _, cp in bench.sweep_for("sm", quick))
+    assert bench.sweep_for("sm", False, (8, 4))[-1] == (8, 4)  # the op's own pick is timed
+    assert bench.sweep_for("sm", False, (1, 8)) == bench.sweep_for("sm", False)
 
 
 def test_derive_ratios():

@@ -73,13 +73,20 @@ def rows_for(args, W):
     return rows
 
 
-def sweep_for(backend, quick):
-    """(split, comm_programs) candidates per backend: small on purpose (each is a compile)."""
+def sweep_for(backend, quick, auto=None):
+    """(split, comm_programs) candidates per backend, small on purpose (each is a compile),
+    plus ``auto`` -- what the op picks by itself (the cost model) -- when it is not among them.
+    cp = 32 is gone: on 2 x H200 it was slower than 16 on every shape (run 2), since the comm
+    programs' SMs are taken from the GEMM."""
     if backend == "ce":
-        return [(1, 0), (2, 0)] if quick else [(1, 0), (2, 0), (4, 0)]
-    if backend == "nvshmem":
-        return [(2, 8)] if quick else [(2, 8), (4, 16)]
-    return [(2, 16)] if quick else [(2, 16), (4, 16), (4, 32)]
+        cands = [(1, 0), (2, 0)] if quick else [(1, 0), (2, 0), (4, 0)]
+    elif backend == "nvshmem":
+        cands = [(2, 8)] if quick else [(1, 8), (2, 8), (4, 8), (4, 16)]
+    else:
+        cands = [(2, 16)] if quick else [(1, 8), (2, 8), (4, 8), (2, 16), (4, 16)]
+    if auto is not None and tuple(auto) not in cands:
+        cands.append(tuple(auto))
+    return cands
 
 
 class Timer:
@@ -155,7 +162,7 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import ag_gemm
-    from ..ops._gemm import gemm_call, resolve_config, run_local
+    from ..ops._gemm import choose, gemm_call, resolve_config, run_local
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Nl, Ms = N // W, M // W
@@ -195,7 +202,8 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
 
     _sweep_fused(r, comm, timer, backends, args, log,
                  lambda **kw: ag_gemm(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
-                 same_as_local_kernel, "result differs from the local kernel on the gathered A")
+                 same_as_local_kernel, "result differs from the local kernel on the gathered A",
+                 auto=lambda be: choose("ag_gemm", be, M, Nl, K, W, dtype, None, None))
     return r
 
 
@@ -204,7 +212,7 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_rs
-    from ..ops._gemm import gemm_call, resolve_config, run_local
+    from ..ops._gemm import choose, gemm_call, resolve_config, run_local
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Kl = K // W
@@ -242,19 +250,23 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
 
     _sweep_fused(r, comm, timer, backends, args, log,
                  lambda **kw: gemm_rs(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
-                 close_to_nccl_path, "result differs from the NCCL path")
+                 close_to_nccl_path, "result differs from the NCCL path",
+                 auto=lambda be: choose("gemm_rs", be, M, N, Kl, W, dtype, None, None))
     return r
 
 
-def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch):
+def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, auto=None):
     """Time ``run(backend=, split=, comm_programs=)`` over the sweep of each backend; every
-    candidate is checked with ``correct(result)`` on every rank before it is timed."""
+    candidate is checked with ``correct(result)`` on every rank before it is timed.
+    ``auto(backend)``: the (split, comm_programs) the op would pick itself; its time is kept
+    as ``fused[<backend>] auto`` (how good the default is)."""
     import torch
     import torch.distributed as dist
 
     for backend in backends:
         best = None
-        for split, cp in sweep_for(backend, args.quick):
+        pick = auto(backend) if auto is not None else None
+        for split, cp in sweep_for(backend, args.quick, pick):
             label = f"{backend} split={split} cp={cp}"
             kw = dict(backend=backend, split=split, comm_programs=cp)
             try:
@@ -275,6 +287,9 @@ def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch):
                 continue
             r.setdefault("sweep", {})[label] = t
             r.setdefault("sweep host", {})[label] = host
+            if pick is not None and (split, cp) == tuple(pick):
+                r[f"fused[{backend}] auto"] = t
+                r[f"fused[{backend}] auto pick"] = {"split": split, "comm_programs": cp}
             if best is None or t < best[0]:
                 best = (t, split, cp, host)
         r[f"fused[{backend}]"] = best[0] if best else None
