@@ -4,8 +4,14 @@ With the ``ce`` backend the host drives the copies on a side stream (peer ``cuda
 per chunk, each followed by ``stream_write_value32(flag, epoch)``), so the fused kernel has no
 comm programs: this pass only lowers the waits, signals, remaps and peer pointers
 (:mod:`passes.lowering`).  A chunk flag is written once per epoch with the epoch itself, so a
-chunk is complete when ``CHUNK[c] >= epoch`` (one writer).  The copy engine cannot add, so
-``sum`` chunks (reduce-scatter) are refused with a pointer to the ``sm`` backend.
+chunk is complete when ``CHUNK[c] >= epoch`` (one writer).
+
+``sum`` chunks (GEMM + reduce-scatter): the copy engine cannot add, so nothing is added in
+flight. The kernel only signals PRODUCED (insert-signals); the host's side stream waits for it
+(``cuStreamWaitValue32``, no SM), copies the chunk into a per-source slot of its owner, and the
+owner sums its slots after the kernel (``runtime/fused.py``). The sum is therefore not
+overlapped with the GEMM -- only the transfer is -- which is why ``sm`` stays the default for
+reduce-scatter.
 """
 
 from __future__ import annotations
@@ -32,12 +38,6 @@ class LowerCe(ModulePass):
         from .builder import set_default_location
         set_default_location(op)
         plan = Plan.from_module(op)
-        sums = [c.id for c in plan.chunks if c.reduce == "sum"]
-        if sums:
-            raise CompileError(
-                f"the ce backend moves chunks with the copy engine, which cannot add: chunks "
-                f"{sums[:8]} reduce with 'sum'. Use backend='sm' (or 'nvshmem') for "
-                f"reduce-scatter and all-reduce schedules.")
         if any(o.name == "syncopate.comm" for o in op.walk()):
             raise CompileError("the ce backend has no comm programs: do not run partition-sms "
                                "before lower-ce")

@@ -191,9 +191,17 @@ def test_gemm_rs_signals_after_output_stores(name, backend):
     assert store != -1 and text.find("tt.atomic_rmw add, release, sys", store) != -1
 
 
-def test_ce_refuses_reduce_chunks():
-    with pytest.raises(CompileError, match="copy engine.*cannot add"):
-        fused("matmul_tma_persistent_kernel", "ce", op="rs")
+@pytest.mark.parametrize("name", KERNELS)
+def test_ce_reduce_chunks_only_signal_produced(name):
+    """GEMM + RS on the copy engine: the kernel announces each chunk's elements (the host
+    copies and sums); it waits for nothing and has no comm programs."""
+    fc = fused(name, "ce", op="rs")
+    ptx = fc.asm["ptx"]
+    assert fc.abi.comm_programs == 0 and fc.abi.reads_per_src == {}
+    assert fc.abi.produced_count == {c: (M // 4) * (N // 2) for c in range(4)}
+    ops = re.findall(r"\b(?:atom|red)\.[\w.:]+", ptx)
+    assert any(".sys" in t and ".release" in t and ".add" in t for t in ops), ops
+    assert "ld.acquire" not in ptx
 
 
 # ------------------------------------------------------------------------------ budget
