@@ -63,3 +63,49 @@ def test_main_refuses_without_torchrun(monkeypatch, capsys):
     monkeypatch.delenv("RANK", raising=False)
     assert bench.main(["--quick"]) == 2
     assert "torchrun" in capsys.readouterr().err
+
+
+def test_timer_reads_events_only_after_synchronising(monkeypatch):
+    """The Timer's contract with CUDA, on fakes: the sleep runs before each start event (host
+    run-ahead), every event is complete (synchronize) before elapsed_time, and host time is
+    reported beside the device median."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self, stream=None):
+            log.append("record")
+            self.t = len(log)
+            self.done = False
+            pending.append(self)
+
+        def elapsed_time(self, end):
+            if not (self.done and end.done):
+                raise RuntimeError("Both events must be completed before calculating elapsed time.")
+            return float(end.t - self.t)
+
+    pending = []
+
+    def synchronize(device=None):
+        log.append("sync")
+        for ev in pending:
+            ev.done = True
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append("sleep"))
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: torch.zeros(4, dtype=torch.uint8))
+    monkeypatch.setattr(dist, "barrier", lambda *a, **k: None)
+    monkeypatch.setattr(dist, "all_reduce", lambda t, op=None: None)
+    timer = bench.Timer("cpu", iters=5, warmup=1)
+    ms = timer(lambda: log.append("fn"))
+    assert ms == 2.0  # record, fn, record
+    assert timer.last_host_ms is not None and timer.last_host_ms >= 0
+    calib = ["sleep", "record", "sleep", "record", "sync"]
+    warm = ["fn", "sync"]
+    timed = ["sleep", "record", "fn", "record"] * 5 + ["sync"]
+    assert log == calib + warm + timed

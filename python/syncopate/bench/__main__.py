@@ -91,7 +91,7 @@ def sweep_for(backend, quick, auto=None):
 
 class Timer:
     """Median **device** time of ``fn`` (CUDA events), the L2 flushed before each iteration,
-    plus the median **host** time of the call (``host[name]``).
+    plus the median **host** time of one call (``last_host_ms``, after each timing).
 
     Why a sleep kernel before each iteration: at M = 1024 an op's Python (argument checks,
     launches) can take longer than its kernels, and with the events right behind the flush the
@@ -141,6 +141,7 @@ class Timer:
             fn()
             host.append(time.perf_counter() - t0)
             e.record()
+        torch.cuda.synchronize()  # every event complete before elapsed_time
         ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
         t = torch.tensor([ms, statistics.median(host) * 1e3], device=self.flush.device,
                          dtype=torch.float64)
