@@ -176,8 +176,10 @@ def test_arrival_order_reduce_scatter_counts_completion_only():
         assert s.arrival_order(r, "C") == [Region((2 * r, 0), (2, 2))]
     sw = reduce_scatter((8, 2), "fp32", 4, order="swizzle", split=2)
     assert sw.arrival_order(0, "C") == [Region((0, 0), (1, 2)), Region((1, 0), (1, 2))]
-    # Departure order: rank 0 sends blocks 1, 2, 3 in steps 0.., two pieces each.
-    assert sw.departure_order(0, "C")[:2] == [Region((2, 0), (1, 2)), Region((3, 0), (1, 2))]
+    # Departure order: rank 0 sends blocks 1, 2, 3 in steps 0.., two pieces each, and needs its
+    # own block's pieces as early as the chunks that reduce into it (steps 0 and 1).
+    assert sw.departure_order(0, "C")[:4] == [Region((2, 0), (1, 2)), Region((0, 0), (1, 2)),
+                                              Region((3, 0), (1, 2)), Region((1, 0), (1, 2))]
 
 
 def test_dependencies_combine_after_and_step_rule():

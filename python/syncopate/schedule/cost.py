@@ -29,7 +29,9 @@ on one rank, :func:`estimate` also simulates the fused kernel.
   has arrived, each piece taking its share of the compute time by volume plus a fixed wait
   cost.  Whatever the first remote chunk cannot hide behind local work is exposed.
 * A *producer* (GEMM + RS: the tensor starts as partial sums) computes its partial regions in
-  departure order, and a chunk leaves only once its region is computed.
+  departure order, and a chunk leaves only once its region is computed -- for a ``sum`` chunk,
+  computed on its destination as well (the destination adds its own partial); a ``sum`` chunk
+  costs :data:`SUM_TRAFFIC` times its bytes on its link.
 * With the ``sm`` and ``nvshmem`` backends the comm programs take SMs from compute: compute
   slows by ``num_sms / (num_sms - comm_programs)``.
 
@@ -53,6 +55,11 @@ __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", 
 
 BACKENDS = ("sm", "ce", "nvshmem")
 H200_SMS = 132
+#: A ``sum`` chunk costs this many times its bytes on its link: the destination's comm programs
+#: read the peer's partial over NVLink, read their own partial and write the sum, so they move
+#: more than a copy's bytes. Fitted on 2 x H200 GEMM+RS (bench/results/2026-11-30-h200x2-run3:
+#: with 1.0 the model was 9-10% optimistic at 8 comm programs, exact at 16).
+SUM_TRAFFIC = 1.5
 
 #: NCCL all-gather bus bandwidth on 2 x H200 at 64 MB (DESIGN.md), for serial baselines.
 NCCL_AG_BUS_BPS = 160e9
@@ -237,15 +244,23 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
     spec = schedule.tensors[name] if name is not None else None
     producer = spec is not None and any(p.partial for p in spec.initial)
 
-    # Producer: when each rank has computed each region it sends (departure order).
+    # Producer: when each rank has computed each region it sends or reduces into (departure
+    # order). A chunk is ready when its source has computed it and, for a ``sum`` chunk, when
+    # its destination has computed its own partial of the same rows too (the destination adds
+    # them): without the second condition a reduce-scatter looks hidden whatever the split,
+    # while on the GPU the last band's reduction is an exposed tail (split 1 measured 1.4x
+    # slower than split 4, bench/results/2026-11-30-h200x2-run3).
     ready: dict[int, float] = {}
     produce_end = [0.0] * W
     if producer:
+        done_at: dict[tuple[int, int], float] = {}
         for r in range(W):
             partial = [p.region for p in spec.initial if p.rank == r and p.partial]
             total = sum(p.volume for p in partial)
             done: list[Region] = []
             t = 0.0
+            mine = [c for c in schedule.chunks if c.tensor == name and
+                    (c.src == r or (c.reduce == "sum" and c.dst == r))]
             for region in schedule.departure_order(r, name) + partial:
                 todo = [piece for p in partial
                         for piece in ([p.intersection(region)] if p.overlaps(region) else [])]
@@ -253,10 +268,17 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
                 if vol:
                     t += slow * compute_time_s * vol / total
                     done.extend(todo)
-                for c in schedule.chunks_from(r, name):
-                    if c.region == region and c.id not in ready:
-                        ready[c.id] = t + sync_overhead_s
+                for c in mine:
+                    if c.region == region and (r, c.id) not in done_at:
+                        done_at[(r, c.id)] = t
             produce_end[r] = t
+        for c in schedule.chunks:
+            if c.tensor != name:
+                continue
+            t = done_at.get((c.src, c.id), produce_end[c.src])
+            if c.reduce == "sum":
+                t = max(t, done_at.get((c.dst, c.id), produce_end[c.dst]))
+            ready[c.id] = t + sync_overhead_s
 
     def simulate(ready: dict[int, float]):
         egress = [0.0] * W
@@ -267,7 +289,7 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
             c = chunks[cid]
             t0 = max(egress[c.src], ingress[c.dst], ready.get(cid, 0.0),
                      max((finish[d] for d in analysis.deps[cid]), default=0.0))
-            t1 = t0 + link.time(schedule.chunk_bytes(c))
+            t1 = t0 + link.time(schedule.chunk_bytes(c) * (SUM_TRAFFIC if c.reduce == "sum" else 1))
             start[cid], finish[cid] = t0, t1
             egress[c.src] = ingress[c.dst] = t1
         per_rank = [0.0] * W

@@ -793,12 +793,17 @@ class Schedule:
         return out
 
     def departure_order(self, rank: int, tensor: str) -> list[Region]:
-        """Distinct regions of ``tensor`` that leave ``rank``, in the order they first leave
-        (``(step, id)``).  A producer kernel (GEMM + reduce-scatter) computes its tiles in this
-        order so the first chunks can leave early."""
+        """Distinct regions of ``tensor`` that ``rank`` must compute early, in ``(step, id)``
+        order: regions of chunks leaving ``rank``, and regions of ``sum`` chunks reducing into
+        it (the destination adds its own partial, so it needs those rows as early as the source
+        does).  A producer kernel (GEMM + reduce-scatter) computes its tiles in this order --
+        the compiler's ``tile-remap`` uses the same rule (``passes/plan.py``,
+        ``departure_key``) -- so the first chunks can leave, and be reduced, early."""
         self.tensor(tensor)
         seen: list[Region] = []
-        for c in self.chunks_from(rank, tensor):
+        mine = [c for c in self.chunks if c.tensor == tensor and
+                (c.src == rank or (c.reduce == "sum" and c.dst == rank))]
+        for c in sorted(mine, key=lambda c: (c.step, c.id)):
             if c.region not in seen:
                 seen.append(c.region)
         return seen
