@@ -6,9 +6,12 @@
 #   bash scripts/gpu_check.sh            # from the repository root, $OUT set by the runner
 #
 # Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_FULL_BENCH=1
-# (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce). It leaves at most 7 files under $OUT (the device tool
-# brings back 8): gpu_check.log, install/env/tests_runtime/tests_ops/bench logs, bench/bench.json
-# and bench/bench.png.
+# (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce),
+# GPU_CHECK_BENCH_OPS (default ag,rs), GPU_CHECK_PROFILE=1 (host-time profile of the ops,
+# scripts/gpu_host_profile.py), GPU_CHECK_TOTAL_S (the whole script's budget, default 540).
+# It leaves at most 8 files under $OUT (what the device tool brings back): gpu_check.log, the
+# tests_runtime/tests_ops/bench (and host_profile) logs, bench/bench.json and bench/bench.png
+# (install and env logs only when they fail: their tails are in gpu_check.log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -40,6 +43,7 @@ step() {  # step NAME TIMEOUT_S CMD... : run with a hard timeout, log to $OUT/NA
 if ls .whl/*.whl >/dev/null 2>&1; then
   step install 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target /tmp/site .whl/*.whl
+  case ${STATUS[install]} in ok*) rm -f "$OUT/install.log";; esac
 else
   STATUS[install]="no .whl/ carried (skipped)"
 fi
@@ -61,6 +65,7 @@ except ImportError as e:
 import syncopate.runtime.communicator, syncopate.runtime.fused, syncopate.ops
 print("syncopate imports ok; compiler:", hasattr(__import__("syncopate"), "compile"))
 PY
+case ${STATUS[env]} in ok*) rm -f "$OUT/env.log";; esac
 
 # 3. GPU tests: runtime first (no compiler needed), then the fused ops. Each multi-process
 #    run also has its own hard timeout inside the harness.
@@ -70,12 +75,17 @@ step tests_runtime 150 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/tes
 step tests_ops 330 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_multi_gpu.py \
   -k "not sync_kernels${K:+ and ($K)}" --durations=15
 
+# 3b. Host-time profile of the ops (optional)
+if [ "${GPU_CHECK_PROFILE:-0}" = "1" ]; then
+  step host_profile 120 python3 -m torch.distributed.run --nproc-per-node 2 scripts/gpu_host_profile.py
+fi
+
 # 4. Benchmark (quick subset, or every standard shape with GPU_CHECK_FULL_BENCH=1), whatever
 #    time is left but at most 150 s (quick) / 330 s (full; backends GPU_CHECK_BACKENDS, default sm,ce).
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
   ELAPSED=$(( $(date +%s) - START ))
-  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then CAP=330; BENCH_ARGS="--backends ${GPU_CHECK_BACKENDS:-sm,ce}"; else CAP=150; BENCH_ARGS="--quick"; fi
-  LEFT=$(( 540 - ELAPSED ))
+  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then CAP=330; BENCH_ARGS="--backends ${GPU_CHECK_BACKENDS:-sm,ce} --ops ${GPU_CHECK_BENCH_OPS:-ag,rs}"; else CAP=150; BENCH_ARGS="--quick"; fi
+  LEFT=$(( ${GPU_CHECK_TOTAL_S:-540} - ELAPSED ))
   if [ "$LEFT" -gt "$CAP" ]; then LEFT=$CAP; fi
   if [ "$LEFT" -gt 45 ]; then
     step bench "$LEFT" python3 -m torch.distributed.run --nproc-per-node 2 -m syncopate.bench $BENCH_ARGS --out "$OUT/bench" \
@@ -88,12 +98,15 @@ fi
 # 5. Summary (last)
 echo
 echo "==================== gpu_check summary ($(( $(date +%s) - START ))s) ===================="
-for s in install env tests_runtime tests_ops bench; do
+for s in install env tests_runtime tests_ops host_profile bench; do
   printf '%-14s %s\n' "$s" "${STATUS[$s]:-not run}"
 done
 for x in tests_runtime tests_ops; do
   [ -f "$OUT/$x.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|skipped" "$OUT/$x.log" | tail -n 12 | sed "s/^/  [$x] /"
 done
+if [ -f "$OUT/host_profile.log" ]; then
+  sed -n '/^host time per call/,$p' "$OUT/host_profile.log"
+fi
 if [ -f "$OUT/bench.log" ]; then
   sed -n '/^ *op  /,/^times in ms/p' "$OUT/bench.log"
 fi

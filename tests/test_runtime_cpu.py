@@ -709,3 +709,56 @@ def test_launch_fast_path_still_refuses_a_non_symmetric_operand(monkeypatch):
     c.release(A)
     with pytest.raises(LaunchError, match="not in symmetric memory"):
         fk.launch((3,), _fk_values(c, A))
+
+# ---------------------------------------------------------------------------- ce preparation
+
+
+def _ce_config(c, sched, fk, produced):
+    from syncopate.runtime import fused as fmod
+    a = abi.FusedABI("ce", 2, planmod.num_chunks(sched), 0, "none", operands=list(fk.operands))
+    cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32))
+    cfg.ce_plan = planmod.build_ce_plan(sched, c.rank,
+                                        {i: 1 for i in range(a.num_chunks)} if produced else {})
+    for tname in cfg.ce_plan.reduce_tensors:
+        spec = planmod.tensor_spec(sched, tname)
+        cfg.slots[tname] = c.empty((2,) + tuple(spec.shape), torch.float32)
+    return cfg
+
+
+def test_ce_prepared_pull_copies_the_peer_rows():
+    c = _fake_comm(rank=0)
+    sched = _ag(shape=(8, 4), split=2, mode="pull")
+    fk = FusedKernel(_ptr_kernel(), sched, operand="a_ptr", backend="ce", comm=c)
+    cfg = _ce_config(c, sched, fk, produced=False)
+    A = c.empty((8, 4), torch.float32)
+    peer = c.allocation(A).handle.bufs[1].view(torch.float32).view(8, 4)
+    peer.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
+    prep = fk._ce_prepare(cfg, {"a_ptr": A})
+    assert fk._ce_prepare(cfg, {"a_ptr": A}) is prep  # once per buffer set
+    assert [st.src for st, _, _ in prep.steps] == [1, 1] and prep.reductions == []
+    for st, copy, flag_view in prep.steps:
+        assert flag_view.dtype == torch.uint32 and flag_view.numel() == cfg.abi.layout.words
+        copy(None)
+    assert torch.equal(A[4:], peer[4:]) and torch.all(A[:4] == 0)
+
+
+def test_ce_prepared_reduce_scatter_pushes_into_the_owner_slot_and_sums():
+    c = _fake_comm(rank=0)
+    sched = _rs(shape=(8, 4), split=1, mode="push")
+    fk = FusedKernel(_ptr_kernel(), sched, operand="c_ptr", backend="ce", comm=c)
+    cfg = _ce_config(c, sched, fk, produced=True)
+    C = c.empty((8, 4), torch.float32)
+    C.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
+    prep = fk._ce_prepare(cfg, {"c_ptr": C})
+    (st, copy, _), = prep.steps
+    assert (st.src, st.dst) == (0, 1)
+    copy(None)
+    peer_slots = c.allocation(cfg.slots["C"]).handle.bufs[1].view(torch.float32).view(2, 8, 4)
+    assert torch.equal(peer_slots[0][4:], C[4:])  # rank 1's slot for source 0 holds our rows
+    (own, parts), = prep.reductions
+    assert own.data_ptr() == C.data_ptr() and len(parts) == 1
+    parts[0].fill_(1.0)  # what rank 1 pushed into our slot[1]
+    acc = own.float()
+    acc += parts[0].float()
+    own.copy_(acc)
+    assert torch.equal(C[:4], torch.arange(16, dtype=torch.float32).view(4, 4) + 1)

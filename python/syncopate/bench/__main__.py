@@ -73,15 +73,18 @@ def rows_for(args, W):
     return rows
 
 
-def sweep_for(backend, quick, auto=None):
+def sweep_for(backend, quick, auto=None, op="ag_gemm"):
     """(split, comm_programs) candidates per backend, small on purpose (each is a compile),
     plus ``auto`` -- what the op picks by itself (the cost model) -- when it is not among them.
     cp = 32 is gone: on 2 x H200 it was slower than 16 on every shape (run 2), since the comm
-    programs' SMs are taken from the GEMM."""
+    programs' SMs are taken from the GEMM. GEMM+RS sweeps finer splits: its last band's
+    reduction is an exposed tail (split 1 was 1.4x slower than split 4, run 3)."""
     if backend == "ce":
         cands = [(1, 0), (2, 0)] if quick else [(1, 0), (2, 0), (4, 0)]
     elif backend == "nvshmem":
         cands = [(2, 8)] if quick else [(1, 8), (2, 8), (4, 8), (4, 16)]
+    elif op == "gemm_rs" and not quick:
+        cands = [(2, 16), (4, 8), (4, 16), (8, 8), (8, 16), (16, 16)]
     else:
         cands = [(2, 16)] if quick else [(1, 8), (2, 8), (4, 8), (2, 16), (4, 16)]
     if auto is not None and tuple(auto) not in cands:
@@ -267,7 +270,7 @@ def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, au
     for backend in backends:
         best = None
         pick = auto(backend) if auto is not None else None
-        for split, cp in sweep_for(backend, args.quick, pick):
+        for split, cp in sweep_for(backend, args.quick, pick, r["op"]):
             label = f"{backend} split={split} cp={cp}"
             kw = dict(backend=backend, split=split, comm_programs=cp)
             try:
