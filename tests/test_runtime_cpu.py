@@ -762,3 +762,55 @@ def test_ce_prepared_reduce_scatter_pushes_into_the_owner_slot_and_sums():
     acc += parts[0].float()
     own.copy_(acc)
     assert torch.equal(C[:4], torch.arange(16, dtype=torch.float32).view(4, 4) + 1)
+
+# ---------------------------------------------------------------------------- sync-kernel launches
+
+
+def test_sync_kernels_launch_compiled_kernels_directly(monkeypatch):
+    """Each sync kernel compiles once per device and constexpr set (through the JIT's warmup)
+    and is then launched as a CompiledKernel with every parameter in position, on the given
+    stream (no JIT binding per launch)."""
+    from syncopate.runtime import sync_kernels as sk
+    launches, warmups = [], []
+
+    class FakeCompiled:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            def run(*args, stream=None):
+                launches.append((self.name, grid, args, stream))
+            return run
+
+    class FakeJit:
+        def __init__(self, name):
+            self.name = name
+
+        def warmup(self, *args, grid, **kw):
+            warmups.append((self.name, grid, kw))
+            return FakeCompiled(self.name)
+
+    class Stream:
+        cuda_stream = 1234
+
+    monkeypatch.setattr(sk, "_COMPILED", {})
+    for n in ("_wait_kernel", "_signal_all_kernel", "_add_kernel"):
+        monkeypatch.setattr(sk, n, FakeJit(n))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    for e in (1, 2):
+        sk.wait_flag(4096, 3, e, 8192, rank=1, kind=2, epoch=e, timeout_ns=10, count=2)
+    sk.wait_flag(4096, 3, 1, 8192, rank=1, kind=2, epoch=1, timeout_ns=10, trap=True)
+    sk.add_flag(1 << 40, 5, 7, flag64=True, stream=Stream())
+    peers = torch.zeros(2, dtype=torch.int64)
+    sk.signal_entry(peers, 4, 9, 2)
+    assert [w[0] for w in warmups] == ["_wait_kernel", "_wait_kernel", "_add_kernel",
+                                       "_signal_all_kernel"]  # once per constexpr set
+    assert warmups[0][2] == {"num_warps": 1, "num_stages": 1, "FLAG64": False, "TRAP": False}
+    name, grid, args, stream = launches[1]
+    assert (name, grid, stream) == ("_wait_kernel", (2, 1, 1), 1234)
+    assert args == (4096, 3, 2, 8192, 1, 2, 2, 10, False, False)  # constexprs last, in order
+    assert launches[3][2] == ((1 << 40) + 5 * 8, 7, True)
+    assert launches[4][2] == (peers.data_ptr(), 4, 9, 2, False) and launches[4][1] == (1, 1, 1)
+    sk.wait_flag(0, 0, 1, 0, rank=0, kind=0, epoch=1, timeout_ns=1, count=0)  # nothing to wait
+    assert len(launches) == 5
