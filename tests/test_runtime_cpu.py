@@ -652,7 +652,8 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
 
     def config(spec_, options):
         calls["config"] += 1
-        return fmod._Config(compiled=None, abi=a, flags=torch.zeros(a.layout.words, dtype=torch.int32),
+        # like the real one: the first launch of a configuration allocates symmetric flags
+        return fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32),
                             flag_addrs=[0, 0])
     monkeypatch.setattr(fk, "validate", validate)
     monkeypatch.setattr(fmod, "specialize", spec)
@@ -672,10 +673,14 @@ def test_launch_fast_path_skips_validation_for_a_repeated_call(monkeypatch):
     vals = _fk_values(c, A)
     assert fk.launch((3,), vals) == 1
     assert fk.launch((3,), vals) == 2
-    vals2 = _fk_values(c, A)  # new b/out tensors: a different call
+    vals2 = _fk_values(c, A)  # new b/out tensors, same dtype and alignment: still a hit
     assert fk.launch((3,), vals2) == 3
+    assert calls["validate"] == 1 and calls["specialize"] == 1
+    vals3 = list(vals2)
+    vals3[2] = torch.empty(vals2[2].numel() + 8, dtype=vals2[2].dtype)[1:1 + vals2[2].numel()]
+    fk.launch((3,), vals3)  # an output 2 bytes off 16-byte alignment: Triton specialises on it
     assert calls["validate"] == 2 and calls["specialize"] == 2
-    (g1, args1, e1, p1), (g2, args2, e2, p2), (_, args3, _, _) = calls["launched"]
+    (g1, args1, e1, p1), (g2, args2, e2, p2), (_, args3, _, _), _ = calls["launched"]
     assert g1 == g2 == (3 + 4, 1, 1) and (e1, e2) == (1, 2) and p1 == p2
     assert args2[:len(vals)] == vals and args2[len(vals):][-2:] == [2, args2[-1]]  # epoch 2
     assert args3[1] is vals2[1]  # the call's own tensors are launched, not cached ones
@@ -814,3 +819,89 @@ def test_sync_kernels_launch_compiled_kernels_directly(monkeypatch):
     assert launches[4][2] == (peers.data_ptr(), 4, 9, 2, False) and launches[4][1] == (1, 1, 1)
     sk.wait_flag(0, 0, 1, 0, rank=0, kind=0, epoch=1, timeout_ns=1, count=0)  # nothing to wait
     assert len(launches) == 5
+
+# ---------------------------------------------------------------------------- op prepared calls
+
+
+def _op_fixture(monkeypatch, mod_name):
+    """The op module with its GPU-only pieces replaced: gemm_call builds the argument list from
+    the real kernel's parameter names, the FusedKernel records its launches."""
+    import importlib
+
+    from syncopate.kernels import kernel_fn
+    from syncopate.ops import _gemm
+    mod = importlib.import_module(mod_name)
+    calls = {"gemm_call": 0, "launches": []}
+
+    class FakeFK:
+        _poisoned = None
+        staged = 0
+
+        def before_staging(self):
+            FakeFK.staged += 1
+
+        def __getitem__(self, grid):
+            return lambda *args: calls["launches"].append((grid, list(args)))
+
+    fk = FakeFK()
+
+    def gemm_call(kernel, a, b, c, cfg, *, num_programs=None):
+        calls["gemm_call"] += 1
+        fn = kernel_fn("tma")
+        vals = {n: None for n in fn.arg_names}
+        vals.update(a_ptr=a, b_ptr=b, c_ptr=c, M=a.shape[0], N=b.shape[1], K=a.shape[1])
+        return _gemm.GemmCall(fn=fn, args=[vals[n] for n in fn.arg_names], grid=(7,), options={},
+                              config=cfg, kernel="tma")
+    monkeypatch.setattr(_gemm, "gemm_call", gemm_call)
+    monkeypatch.setattr(mod, mod.__name__.rsplit(".", 1)[1] + "_fused_kernel", lambda *a, **k: fk)
+    import syncopate.kernels as kmod
+    monkeypatch.setattr(kmod, "num_sms", lambda device=None: 132)
+    monkeypatch.setenv("SYNCOPATE", "1")
+    return mod, calls, fk
+
+
+def test_ag_gemm_prepares_a_call_once_per_layout(monkeypatch):
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.ag_gemm")
+    c = _fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(64, 48).to(bf)
+    a1, a2 = torch.randn(32, 64).to(bf), torch.randn(32, 64).to(bf)
+    out1 = mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8)
+    out2 = mod.ag_gemm(a2, b, c, backend="sm", split=2, comm_programs=8)  # new A, same layout
+    assert calls["gemm_call"] == 1 and len(calls["launches"]) == 2 and fk.staged == 2
+    A = mod.ag_gemm_buffer(c, 32, 64, bf)
+    assert torch.equal(A[:32], a2)  # rank 0's rows hold the latest shard
+    (_, args1), (_, args2) = calls["launches"]
+    c_idx = list(__import__("syncopate.kernels", fromlist=["kernel_fn"]).kernel_fn("tma").arg_names).index("c_ptr")
+    assert args1[c_idx] is out1 and args2[c_idx] is out2 and out1 is not out2  # fresh outputs
+    out = torch.empty(64, 48, dtype=bf)
+    assert mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8, out=out) is out
+    assert mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8, out=out) is out
+    assert calls["gemm_call"] == 2  # a given out is part of the layout (checked once)
+    mod.ag_gemm(a1, torch.randn(64, 48).to(bf), c, backend="sm", split=2, comm_programs=8)
+    mod.ag_gemm(a1, b, c, backend="sm", split=4, comm_programs=8)
+    assert calls["gemm_call"] == 4  # another weight, another split: prepared anew
+    c.empty((4,), torch.float32)  # the symmetric registry changed
+    mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8)
+    assert calls["gemm_call"] == 5
+    with pytest.raises(LaunchError, match="2-D torch.Tensor"):
+        mod.ag_gemm([1, 2], b, c)
+
+
+def test_gemm_rs_prepared_call_swaps_in_a_and_copies_the_result(monkeypatch):
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    c = _fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(32, 48).to(bf)
+    a1, a2 = torch.randn(64, 32).to(bf), torch.randn(64, 32).to(bf)
+    C = mod.gemm_rs_buffer(c, 64, 48, bf)
+    C.copy_(torch.randn(64, 48).to(bf))
+    r1 = mod.gemm_rs(a1, b, c, backend="sm", split=4, comm_programs=16)
+    r2 = mod.gemm_rs(a2, b, c, backend="sm", split=4, comm_programs=16)
+    assert calls["gemm_call"] == 1
+    a_idx = list(__import__("syncopate.kernels", fromlist=["kernel_fn"]).kernel_fn("tma").arg_names).index("a_ptr")
+    assert calls["launches"][0][1][a_idx] is a1 and calls["launches"][1][1][a_idx] is a2
+    assert torch.equal(r1, C[:32]) and torch.equal(r2, C[:32]) and r1 is not r2
+    with pytest.raises(LaunchError, match=r"\[M/W, N\]"):
+        mod.gemm_rs(a1, b, c, backend="sm", split=4, comm_programs=16,
+                    out=torch.empty(64, 48, dtype=bf))

@@ -184,3 +184,69 @@ def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, 
                   **fuse_options, **opts)
         comm.cache[key] = fk
     return fk
+
+
+# ------------------------------------------------------------------------------------------
+# Prepared calls: the op's Python once per argument layout
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class PreparedCall:
+    """Everything an op derived for one argument layout: the FusedKernel, its grid and
+    positional arguments (with the per-call tensors swapped in at ``a_index`` / ``out_index``),
+    the staging slot (AG) or the result rows (RS), and the output shape.
+
+    Why: at M = 1024 the op's own Python (checks, config and plan choice, cache lookups, the
+    GEMM's argument list) cost ~100 us per call on the GPU host, as much as the GEMM
+    (bench/results/2026-11-30-h200x2-run4/host_profile.log)."""
+
+    fk: object
+    grid: tuple
+    args: list
+    out_shape: tuple
+    a_index: int | None = None
+    out_index: int | None = None
+    slot: object = None
+    result: object = None
+
+
+_PREPARED = "ops.prepared"
+_PREPARED_MAX = 64
+
+
+def prepared_key(op: str, comm, a, b, out, options: tuple):
+    """The layout of a call: ``a`` by shape, strides, dtype, device and 16-byte alignment (it is
+    a fresh activation each step; its address goes into the arguments per call), ``b`` (a
+    weight) and a given ``out`` by identity, the op's options, and the communicator's registry
+    generation (a released buffer invalidates every prepared call)."""
+    import torch
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and (out is None or isinstance(out, torch.Tensor))):
+        return None  # the op's checks say what is wrong
+
+    def ident(t):
+        return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device)
+    return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0, ident(b),
+            None if out is None else ident(out), options, comm.generation)
+
+
+def get_prepared(comm, key):
+    if key is None:
+        return None
+    prep = comm.cache.get(_PREPARED, {}).get(key)
+    if prep is None or getattr(prep.fk, "_poisoned", None):
+        return None
+    return prep
+
+
+def put_prepared(comm, key, prep: PreparedCall) -> None:
+    """Store ``prep`` under ``key`` with the registry generation of *now*: preparing (and the
+    first launch, which allocates the kernel's flags) registers symmetric buffers, and the
+    next call must still find it."""
+    if key is None:
+        return
+    key = key[:-1] + (comm.generation,)
+    table = comm.cache.setdefault(_PREPARED, {})
+    if len(table) >= _PREPARED_MAX:  # callers cycling through output buffers: bound it
+        table.clear()
+    table[key] = prep

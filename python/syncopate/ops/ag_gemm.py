@@ -84,14 +84,21 @@ def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "
     import torch
 
     from ..runtime.fused import fused_enabled
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if use_fused:
+        key = _gemm.prepared_key("ag_gemm", comm, a_shard, b, out,
+                                 (backend, split, order, mode, comm_programs, kernel, repr(config)))
+        prep = _gemm.get_prepared(comm, key)
+        if prep is not None:
+            return _run_prepared(prep, a_shard, out)
     _check(a_shard, b, comm)
     W, me = comm.world_size, comm.rank
     Ms, K = a_shard.shape
     M, N = Ms * W, b.shape[1]
     cfg = _gemm.resolve_config(kernel, M, N, K, a_shard.dtype, config)
-    use_fused = fused_enabled() if fused is None else bool(fused)
     if not use_fused:
         return ag_gemm_reference(a_shard, b, comm, kernel=kernel, config=cfg, out=out)
+    given_out = out
     if out is None:
         out = torch.empty((M, N), device=b.device, dtype=b.dtype)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, a_shard.dtype, split, comm_programs)
@@ -99,14 +106,32 @@ def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "
                               mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
     A = ag_gemm_buffer(comm, Ms, K, a_shard.dtype)
     slot = A[me * Ms:(me + 1) * Ms]
-    fk.before_staging()
-    if not (a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride()):
-        slot.copy_(a_shard)
     nprog = None
     if _gemm.short_kernel(kernel) == "tma":
         from ..kernels import num_sms
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
         nprog = max(1, num_sms(comm.device) - (cp if backend in ("sm", "nvshmem") else 0))
     call = _gemm.gemm_call(kernel, A, b, out, cfg, num_programs=nprog)
-    fk[call.grid](*call.args)
+    prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                              out_index=call.fn.arg_names.index("c_ptr"), slot=slot)
+    result = _run_prepared(prep, a_shard, given_out, out)
+    _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
+    return result
+
+
+def _run_prepared(prep, a_shard, out, fresh_out=None):
+    """Stage ``a_shard`` into this rank's rows of the symmetric A (unless it already is them)
+    and launch. The staging waits (``before_staging``) until peers finished reading the
+    previous launch's rows."""
+    import torch
+    if out is None:
+        out = fresh_out if fresh_out is not None else \
+            torch.empty(prep.out_shape, device=a_shard.device, dtype=a_shard.dtype)
+    fk, slot = prep.fk, prep.slot
+    fk.before_staging()
+    if not (a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride()):
+        slot.copy_(a_shard)
+    args = prep.args.copy()
+    args[prep.out_index] = out
+    fk[prep.grid](*args)
     return out

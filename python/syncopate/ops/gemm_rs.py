@@ -81,15 +81,19 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     Arguments as :func:`syncopate.ops.ag_gemm`. ``fused=False`` -- or ``SYNCOPATE=0`` when
     ``fused`` is None -- takes the unfused path (local kernel + NCCL reduce-scatter).
     """
-    import torch
-
     from ..runtime.fused import fused_enabled
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if use_fused:
+        key = _gemm.prepared_key("gemm_rs", comm, a, b_shard, out,
+                                 (backend, split, order, mode, comm_programs, kernel, repr(config)))
+        prep = _gemm.get_prepared(comm, key)
+        if prep is not None:
+            return _run_prepared(prep, a, out)
     _check(a, b_shard, comm)
     W, me = comm.world_size, comm.rank
     M, K = a.shape
     N = b_shard.shape[1]
     cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
-    use_fused = fused_enabled() if fused is None else bool(fused)
     if not use_fused:
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
     split, cp = _gemm.choose("gemm_rs", backend, M, N, K, W, a.dtype, split, comm_programs)
@@ -101,10 +105,26 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
         from ..kernels import num_sms
         nprog = max(1, num_sms(comm.device) - (cp if backend in ("sm", "nvshmem") else 0))
     call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
-    fk[call.grid](*call.args)
     rows = M // W
-    result = C[me * rows:(me + 1) * rows]
+    if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):
+        raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {a.dtype}, got "
+                          f"{tuple(out.shape)} {out.dtype}")
+    prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
+                              a_index=call.fn.arg_names.index("a_ptr"),
+                              result=C[me * rows:(me + 1) * rows])
+    result = _run_prepared(prep, a, out)
+    _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
+    return result
+
+
+def _run_prepared(prep, a, out):
+    """Launch with this call's ``a``, then copy this rank's reduced rows out of the symmetric
+    buffer (the next launch overwrites it; the copy is stream-ordered)."""
+    import torch
+    args = prep.args.copy()
+    args[prep.a_index] = a
+    prep.fk[prep.grid](*args)
     if out is None:
-        out = torch.empty((rows, N), device=a.device, dtype=a.dtype)
-    out.copy_(result)  # C is overwritten by the next launch: hand back a copy (stream-ordered)
+        out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
+    out.copy_(prep.result)
     return out

@@ -474,24 +474,36 @@ class FusedKernel:
 
     def _launch_key(self, grid, args, kwargs):
         """A hashable key for the call, or None (no fast path): positional arguments only;
-        tensors by (address, shape, strides, dtype, device), other values by type and value;
-        plus the grid (when not callable) and the communicator's registry generation. Everything
-        the slow path derives from a call -- binding, validation, specialisation, the compiled
-        configuration, requirements, the peers table -- is a function of this key."""
+        operand tensors by (address, shape, strides, dtype, device); other tensors by what
+        Triton specialises on -- dtype, device and 16-byte alignment -- so a fresh output
+        tensor each call still hits; other values by type and value; plus the grid (when not
+        callable) and the communicator's registry generation. Everything the slow path derives
+        from a call -- binding, validation, specialisation, the compiled configuration,
+        requirements, the peers table -- is a function of this key."""
         import torch
 
         if kwargs:
             return None
+        ops = self._operand_positions()
         key = [len(args), self.comm.generation]
-        for v in args:
+        for i, v in enumerate(args):
             if isinstance(v, torch.Tensor):
-                key.append((v.data_ptr(), v.shape, v.stride(), v.dtype, v.device))
+                if i in ops:
+                    key.append((v.data_ptr(), v.shape, v.stride(), v.dtype, v.device))
+                else:
+                    key.append((v.dtype, v.device, v.data_ptr() % 16 == 0))
             elif v is None or isinstance(v, (bool, int, float, str)):
                 key.append((type(v), v))
             else:
                 return None
         key.append(None if callable(grid) else tuple(grid))
         return tuple(key)
+
+    def _operand_positions(self) -> frozenset:
+        pos = self.__dict__.get("_op_pos")
+        if pos is None:
+            pos = self._op_pos = frozenset(self._operand_index().values())
+        return pos
 
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
@@ -524,6 +536,9 @@ class FusedKernel:
                                  if callable(grid) else tuple(grid))
                 peers = self._peers_table(cfg, operand_tensors)
                 if fkey is not None:
+                    # the first launch of a configuration allocates its flags (a new symmetric
+                    # buffer): key on the registry as it is now
+                    fkey = self._launch_key(grid, args, kwargs)
                     if len(self._fast) >= 64:  # callers cycling through buffers: bound it
                         self._fast.clear()
                     self._fast[fkey] = (cfg, values[len(args):], peers,
