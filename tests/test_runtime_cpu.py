@@ -8,8 +8,6 @@ fallback selection of the ops, and the sync kernels' PTX through ptxas.
 
 from __future__ import annotations
 
-import types
-
 import pytest
 
 torch = pytest.importorskip("torch")

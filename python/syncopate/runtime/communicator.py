@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from .. import abi
 from ..errors import LaunchError
-from . import _cuda, diag
+from . import diag
 
 SYMM_BACKENDS = ("cuda", "nvshmem")
 
@@ -272,8 +272,6 @@ class Communicator:
     def peer_view(self, t, rank: int):
         """A tensor aliasing ``t``'s elements on ``rank`` (same shape, strides, dtype), usable by
         copies and kernels on this rank's device (P2P mapping)."""
-        import torch
-
         a = self.require_symmetric(t, contiguous=False)
         if not 0 <= rank < self.world_size:
             raise LaunchError(f"rank {rank} out of range for world size {self.world_size}")
