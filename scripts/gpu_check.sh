@@ -5,6 +5,10 @@
 #
 #   bash scripts/gpu_check.sh            # from the repository root, $OUT set by the runner
 #
+# Before a run, on the development machine: `git rev-parse HEAD > .syncopate-commit` and carry
+# that file (with .whl): the GPU machine's copy of the tree reports a stale git HEAD, and the
+# benchmark records the commit from this file.
+#
 # Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_FULL_BENCH=1
 # (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce),
 # GPU_CHECK_BENCH_OPS (default ag,rs), GPU_CHECK_PROFILE=1 (host-time profile of the ops,

@@ -109,3 +109,10 @@ def test_timer_reads_events_only_after_synchronising(monkeypatch):
     warm = ["fn", "sync"]
     timed = ["sleep", "record", "fn", "record"] * 5 + ["sync"]
     assert log == calib + warm + timed
+
+
+def test_git_commit_prefers_the_env_then_the_marker(monkeypatch, tmp_path):
+    monkeypatch.setenv("SYNCOPATE_GIT_COMMIT", "abc123")
+    assert bench.git_commit() == "abc123"
+    monkeypatch.delenv("SYNCOPATE_GIT_COMMIT")
+    assert bench.git_commit()  # the marker file if present, else git, else "unknown"

@@ -384,8 +384,22 @@ def plot(results, backends, path) -> str | None:
 
 
 def git_commit() -> str:
+    """The commit being measured: ``SYNCOPATE_GIT_COMMIT``, else the ``.syncopate-commit`` file
+    at the repository root (written before a run on a machine whose copy of the tree has no
+    usable git metadata: the lent GPU machine's copy reports a stale HEAD), else ``git``."""
+    env = os.environ.get("SYNCOPATE_GIT_COMMIT", "").strip()
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    marker = os.path.join(here, "..", "..", "..", ".syncopate-commit")
     try:
-        here = os.path.dirname(os.path.abspath(__file__))
+        with open(marker) as f:
+            text = f.read().strip()
+        if text:
+            return text
+    except OSError:
+        pass
+    try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                               timeout=10).stdout.strip() or "unknown"
     except Exception:  # noqa: BLE001
