@@ -7,6 +7,7 @@ def registry() -> dict:
     """Pass name -> ModulePass class."""
     from .append_abi import AppendAbiParams
     from .attach_schedule import AttachSchedule
+    from .insert_epilogue_reduce import InsertEpilogueReduce
     from .insert_signals import InsertSignals
     from .insert_waits import InsertWaits
     from .lower_ce import LowerCe
@@ -17,5 +18,5 @@ def registry() -> dict:
     from .tile_remap import TileRemap
 
     passes = [AttachSchedule, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
-              PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem]
+              InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem]
     return {p.name: p for p in passes}

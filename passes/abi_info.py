@@ -18,7 +18,7 @@ from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
 from syncopate.errors import CompileError
 
 from .access import func_body
-from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, Plan
+from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, Plan
 
 ATTR_ABI = "syncopate.abi"
 
@@ -46,6 +46,14 @@ def has_abi_args(func: Operation) -> bool:
 def backend_of(module: ModuleOp) -> str:
     attr = module.attributes.get(ATTR_BACKEND)
     return attr.data if isinstance(attr, StringAttr) else "sm"
+
+
+def reduce_of(module: ModuleOp) -> str:
+    """Where ``sum`` chunks are added: ``"comm"`` (comm programs, or the host after a ``ce``
+    kernel) or ``"epilogue"`` (the owner's producer tiles add the other ranks' partials from
+    per-source slots before their store)."""
+    attr = module.attributes.get(ATTR_REDUCE)
+    return attr.data if isinstance(attr, StringAttr) else "comm"
 
 
 def comm_programs_of(module: ModuleOp) -> int:
@@ -106,6 +114,7 @@ def read_abi(module: ModuleOp) -> FusedABI:
         tensors=operands_of(module),
         # sm/nvshmem: comm program 0 publishes ENTRY itself (partition-sms's syncopate.enter)
         signals_entry=backend in ("sm", "nvshmem"),
+        epilogue_slots=list(state.get("epilogue_slots", [])),
     )
     return abi
 

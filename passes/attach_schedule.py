@@ -18,7 +18,7 @@ from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
 
-from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_SCHEDULE
+from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_SCHEDULE
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class AttachSchedule(ModulePass):
     operands: str = ""          # "param:tensor[;param:tensor]"
     backend: str = "sm"
     comm_programs: int = 4
+    reduce: str = "comm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from syncopate.abi import BACKENDS
@@ -60,3 +61,7 @@ class AttachSchedule(ModulePass):
         op.attributes[ATTR_OPERANDS] = DictionaryAttr(bindings)
         op.attributes[ATTR_BACKEND] = StringAttr(self.backend)
         op.attributes[ATTR_COMM_PROGRAMS] = IntegerAttr(self.comm_programs, i32)
+        if self.reduce not in ("comm", "epilogue"):
+            raise CompileError(f"attach-schedule: reduce={self.reduce!r}; choose comm or epilogue")
+        if self.reduce != "comm":  # absent means "comm"
+            op.attributes[ATTR_REDUCE] = StringAttr(self.reduce)

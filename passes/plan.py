@@ -20,6 +20,7 @@ ATTR_SCHEDULE = "syncopate.schedule"
 ATTR_OPERANDS = "syncopate.operands"
 ATTR_BACKEND = "syncopate.backend"
 ATTR_COMM_PROGRAMS = "syncopate.comm_programs"
+ATTR_REDUCE = "syncopate.reduce"  # "comm" (default) | "epilogue"
 
 
 @dataclass(frozen=True)
@@ -145,16 +146,23 @@ class Plan:
                 key = max(key, i + 1)
         return key
 
-    def departure_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int) -> int:
+    def departure_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int,
+                      sends_only: bool = False) -> int:
         """How early the band ``[lo, hi)`` is needed (smaller is earlier) on a rank that
         computes ``tensor`` and sends it: the step of the first chunk that reads the band from
         this rank, or, for ``sum`` chunks, that reduces into this rank (the destination adds
         its own partial, so it must compute those rows as early as the source does: every rank
         then computes the bands of step 0 first, and the reductions of step 0 overlap the rest
-        of the GEMM).  Bands no chunk touches come last."""
+        of the GEMM).  Bands no chunk touches come last.
+
+        ``sends_only`` (the ``epilogue`` reduction): only chunks leaving this rank count, so a
+        rank computes every band it sends before the bands it owns -- its own tiles then wait
+        for the other ranks' partials, which those ranks computed first, and since no rank waits
+        before it has produced everything it sends, the waits cannot form a cycle."""
         key = None
         for c in self.chunks:
-            if c.tensor != tensor or not (c.src == rank or (c.reduce == "sum" and c.dst == rank)):
+            into_me = c.reduce == "sum" and c.dst == rank and not sends_only
+            if c.tensor != tensor or not (c.src == rank or into_me):
                 continue
             if c.lo[dim] < hi and lo < c.hi[dim]:
                 key = c.step if key is None else min(key, c.step)

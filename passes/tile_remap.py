@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
-from .abi_info import abi_args, update_state, get_state
+from .abi_info import abi_args, get_state, reduce_of, update_state
 from .access import (analyze_module, AnalysisFailure, Evaluator, is_int_type,
                      is_tensor)
 from .poly import Poly
@@ -72,7 +72,8 @@ def coordinate_values(func, ev: Evaluator, coord: Poly) -> list[SSAValue]:
     return [v for v in found if not derived(v)]
 
 
-def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str) -> tuple[int, list[int]]:
+def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str,
+                sends_only: bool = False) -> tuple[int, list[int]]:
     size = plan.tensors[tensor].shape[dim]
     tiles = -(-size // block)
     table: list[int] = []
@@ -81,7 +82,7 @@ def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str) -> tup
             lo, hi = t * block, min((t + 1) * block, size)
             if role == "consumer":
                 return plan.arrival_key(r, tensor, dim, lo, hi)
-            return plan.departure_key(r, tensor, dim, lo, hi)
+            return plan.departure_key(r, tensor, dim, lo, hi, sends_only)
         table.extend(sorted(range(tiles), key=lambda t: (key(t), t)))
     return tiles, table
 
@@ -116,7 +117,8 @@ class TileRemap(ModulePass):
                     remarks.append(f"tile-remap: no single tile coordinate for {tensor} dim {dim}; "
                                    f"tile order left as written")
                     continue
-                tiles, table = remap_table(plan, tensor, dim, block, role)
+                tiles, table = remap_table(plan, tensor, dim, block, role,
+                                           sends_only=reduce_of(op) == "epilogue")
                 if table == list(range(tiles)) * plan.world_size:
                     remarks.append(f"tile-remap: tiles of {tensor} dim {dim} already run in chunk "
                                    f"order on every rank; tile order left as written")

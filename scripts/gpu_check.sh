@@ -10,7 +10,7 @@
 # benchmark records the commit from this file.
 #
 # Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_FULL_BENCH=1
-# (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce),
+# (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce,ce+epilogue),
 # GPU_CHECK_BENCH_OPS (default ag,rs), GPU_CHECK_PROFILE=1 (host-time profile of the ops,
 # scripts/gpu_host_profile.py), GPU_CHECK_TOTAL_S (the whole script's budget, default 540).
 # It leaves at most 8 files under $OUT (what the device tool brings back): gpu_check.log, the
@@ -88,7 +88,7 @@ fi
 #    time is left but at most 150 s (quick) / 330 s (full; backends GPU_CHECK_BACKENDS, default sm,ce).
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
   ELAPSED=$(( $(date +%s) - START ))
-  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then CAP=330; BENCH_ARGS="--backends ${GPU_CHECK_BACKENDS:-sm,ce} --ops ${GPU_CHECK_BENCH_OPS:-ag,rs}"; else CAP=150; BENCH_ARGS="--quick"; fi
+  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then CAP=330; BENCH_ARGS="--backends ${GPU_CHECK_BACKENDS:-sm,ce,ce+epilogue} --ops ${GPU_CHECK_BENCH_OPS:-ag,rs}"; else CAP=150; BENCH_ARGS="--quick"; fi
   LEFT=$(( ${GPU_CHECK_TOTAL_S:-540} - ELAPSED ))
   if [ "$LEFT" -gt "$CAP" ]; then LEFT=$CAP; fi
   if [ "$LEFT" -gt 45 ]; then

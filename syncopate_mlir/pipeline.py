@@ -51,11 +51,13 @@ class FuseRequest:
     comm_programs: int
     params: tuple[str, ...]          # non-constexpr user parameter names, in order
     keep_ir: bool = True             # print the IR after each pass (costs a print per pass)
+    reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
                            "backend": self.backend, "comm_programs": self.comm_programs,
-                           "keep_ir": self.keep_ir, "pipeline": PIPELINE_VERSION},
+                           "keep_ir": self.keep_ir, "reduce": self.reduce,
+                           "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -69,8 +71,10 @@ class PipelineResult:
     pipeline_version: str = PIPELINE_VERSION
 
 
-def pass_names(backend: str) -> list[str]:
+def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     names = ["append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
+    if reduce == "epilogue":
+        names.append("insert-epilogue-reduce")
     if backend in ("sm", "nvshmem"):
         names.append("partition-sms")
     names += ["resolve-chunks", f"lower-{backend}"]
@@ -85,6 +89,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
     module.attributes["syncopate.backend"] = StringAttr(request.backend)
     module.attributes["syncopate.comm_programs"] = IntegerAttr(request.comm_programs, i32)
     module.attributes["syncopate.params"] = ArrayAttr([StringAttr(p) for p in request.params])
+    if request.reduce != "comm":  # absent means "comm"
+        module.attributes["syncopate.reduce"] = StringAttr(request.reduce)
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
@@ -103,7 +109,7 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     passes = registry()
     ir_after: dict[str, str] = {}
     keep = request.keep_ir or bool(os.environ.get("SYNCOPATE_DUMP_IR"))
-    for name in pass_names(request.backend):
+    for name in pass_names(request.backend, request.reduce):
         t0 = time.perf_counter()
         passes[name]().apply(ctx, module)
         times[name] = (time.perf_counter() - t0) * 1e3

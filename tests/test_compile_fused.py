@@ -37,8 +37,8 @@ BACKENDS = ["sm", "ce", pytest.param("nvshmem", marks=pytest.mark.skipif(
 _cache: dict = {}
 
 
-def fused(name: str, backend: str, op: str = "ag", split: int = 2):
-    key = (name, backend, op, split)
+def fused(name: str, backend: str, op: str = "ag", split: int = 2, reduce: str = "comm"):
+    key = (name, backend, op, split, reduce)
     if key not in _cache:
         kind = "tma" if "tma" in name else "ptr"
         if op == "ag":
@@ -54,7 +54,7 @@ def fused(name: str, backend: str, op: str = "ag", split: int = 2):
         t0 = time.perf_counter()
         fc = syncopate.compile(kernel_fn(name), signature=sig, constexprs=cx, schedule=sched,
                                operand=operand, backend=backend, comm_programs=8,
-                               attrs=compile_attrs(name), **cfg.options())
+                               attrs=compile_attrs(name), reduce=reduce, **cfg.options())
         fc.seconds = time.perf_counter() - t0
         _cache[key] = fc
     return _cache[key]
@@ -202,6 +202,38 @@ def test_ce_reduce_chunks_only_signal_produced(name):
     ops = re.findall(r"\b(?:atom|red)\.[\w.:]+", ptx)
     assert any(".sys" in t and ".release" in t and ".add" in t for t in ops), ops
     assert "ld.acquire" not in ptx
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_ce_epilogue_reduce_adds_the_slots_before_the_store(name):
+    """GEMM + RS with reduce='epilogue': the owner's tiles wait for the chunks reducing into
+    their box (acquire loads), add the slot tiles (masked loads through the slot base read from
+    syn_peers) in f32 and store once; the sends-first tile order; the TMA pipeline is kept."""
+    fc = fused(name, "ce", op="rs", reduce="epilogue")
+    a = fc.abi
+    assert a.epilogue_slots == ["C"] and a.comm_programs == 0
+    ttir = fc.asm["syncopate"]
+    store = ttir.find("tt.descriptor_store") if "tma" in name else ttir.rfind("tt.store %c_ptrs")
+    assert store != -1
+    before = ttir[:store]
+    assert before.rfind("tt.call @syncopate_wait_b32") != -1
+    # the slot base: derived from the aligned c_ptr (so the loads vectorise), after the wait
+    assert before.rfind("arith.shrsi") > before.rfind("tt.call @syncopate_wait_b32")
+    assert before.rfind("arith.addf") > before.rfind("arith.shrsi")
+    assert before.rfind("arith.truncf") > before.rfind("arith.addf")
+    ptx = fc.asm["ptx"]
+    assert "ld.acquire.sys" in ptx
+    loads = re.findall(r"ld\.global[\w.]*", ptx)
+    assert loads.count("ld.global.v4.b32") >= 16 and "ld.global.b16" not in loads  # 16-byte loads
+    if "tma" in name:
+        plain = fused(name, "ce", op="rs")
+        assert fc.asm["ttgir"].count("async_tma_copy_global_to_local") == \
+            plain.asm["ttgir"].count("async_tma_copy_global_to_local")
+
+
+def test_epilogue_reduce_is_ce_only():
+    with pytest.raises(CompileError, match="reduce='epilogue' is implemented for backend='ce'"):
+        fused("matmul_ptr_kernel", "sm", op="rs", reduce="epilogue")
 
 
 # ------------------------------------------------------------------------------ budget

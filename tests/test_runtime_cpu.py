@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from syncopate import abi  # noqa: E402
-from syncopate.errors import CommTimeout, LaunchError, TimeoutRecord  # noqa: E402
+from syncopate.errors import CommTimeout, CompileError, LaunchError, TimeoutRecord  # noqa: E402
 from syncopate.runtime import diag  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
 from syncopate.runtime.fused import (EpochCounter, FusedKernel, bind_args, check_requirements,  # noqa: E402
@@ -903,3 +903,23 @@ def test_gemm_rs_prepared_call_swaps_in_a_and_copies_the_result(monkeypatch):
     with pytest.raises(LaunchError, match=r"\[M/W, N\]"):
         mod.gemm_rs(a1, b, c, backend="sm", split=4, comm_programs=16,
                     out=torch.empty(64, 48, dtype=bf))
+
+
+def test_peers_table_appends_the_epilogue_slot_rows():
+    """reduce='epilogue': syn_peers gets one row per slotted tensor after the operands, holding
+    every rank's slot base (the kernel reads its own)."""
+    c = _fake_comm(rank=1)
+    sched = _rs(shape=(8, 4), split=1, mode="push")
+    fk = FusedKernel(_ptr_kernel(), sched, operand="c_ptr", backend="ce", comm=c)
+    cfg = _ce_config(c, sched, fk, produced=True)
+    cfg.abi.epilogue_slots = ["C"]
+    cfg.flag_addrs = c.peer_ptrs(cfg.flags)
+    C = c.empty((8, 4), torch.float32)
+    table = fk._peers_table(cfg, {"c_ptr": C})
+    assert table.shape == (3, 2)
+    assert table[2].tolist() == c.peer_ptrs(cfg.slots["C"])
+    assert table[1].tolist() == c.peer_ptrs(C)
+    cfg.abi.epilogue_slots = ["D"]
+    cfg.peers_tables.clear()
+    with pytest.raises(CompileError, match="slots of 'D'"):
+        fk._peers_table(cfg, {"c_ptr": C})

@@ -91,6 +91,10 @@ class FusedABI:
     #: ``signal_entry`` on the launch stream right before the kernel. A second store of the
     #: same epoch is harmless, so False is always safe.
     signals_entry: bool = False
+    #: schedule tensors whose per-source slot buffers ``[W, *shape]`` the kernel reads (the
+    #: ``epilogue`` reduction): their rows follow the operands' rows in ``syn_peers``, each
+    #: holding every rank's slot base address
+    epilogue_slots: list[str] = field(default_factory=list)
 
     @property
     def layout(self) -> FlagLayout:
@@ -117,6 +121,7 @@ class FusedABI:
             "user_params": list(self.user_params),
             "requirements": dict(self.requirements), "tensors": dict(self.tensors),
             "signals_entry": bool(self.signals_entry),
+            "epilogue_slots": list(self.epilogue_slots),
         }
 
     @classmethod
@@ -130,4 +135,5 @@ class FusedABI:
             user_params=list(d.get("user_params", [])), requirements=dict(d.get("requirements", {})),
             tensors=dict(d.get("tensors", {})), version=d.get("version", ABI_VERSION),
             signals_entry=bool(d.get("signals_entry", False)),
+            epilogue_slots=list(d.get("epilogue_slots", [])),
         )

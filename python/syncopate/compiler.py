@@ -119,14 +119,18 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
 
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
-            target=("cuda", 90), attrs=None, keep_ir: bool = True, **options) -> FusedCompile:
+            target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
+            **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
     ``operand`` names the kernel parameter holding the communicated tensor (or maps several);
     ``schedule`` is a Schedule, a JSON text or the path of a JSON file; ``options`` go to
     Triton (``num_warps``, ``num_stages``, ...); ``keep_ir=False`` skips printing the IR after
-    each pass (the runtime's choice: it saves a print per pass)."""
+    each pass (the runtime's choice: it saves a print per pass). ``reduce``: where a
+    reduce-scatter's ``sum`` chunks are added -- ``"comm"`` (comm programs; after the kernel on
+    ``ce``) or ``"epilogue"`` (``ce`` only: the owner's tiles add the copied partials before
+    their store, see ``passes/insert_epilogue_reduce.py``)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -147,6 +151,12 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     operands = resolve_operands(kernel, signature, constexprs, sched, operand)
     if comm_programs is None:
         comm_programs = DEFAULT_COMM_PROGRAMS[backend]
+    if reduce not in ("comm", "epilogue"):
+        raise CompileError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
+    if reduce == "epilogue" and backend != "ce":
+        raise CompileError("reduce='epilogue' is implemented for backend='ce' (the copy engine "
+                           "moves the partials, the owner's tiles add them); use reduce='comm' "
+                           f"with backend={backend!r}")
     if backend == "ce":
         comm_programs = 0
     elif comm_programs < 1:
@@ -155,7 +165,8 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
                    if signature.get(n) != "constexpr" and n not in constexprs)
     request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
                           operands=tuple(sorted(operands.items())), backend=backend,
-                          comm_programs=int(comm_programs), params=params, keep_ir=keep_ir)
+                          comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
+                          reduce=reduce)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()

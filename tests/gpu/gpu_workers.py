@@ -179,9 +179,11 @@ def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
             dtype = getattr(torch, dtype_name)
             a = _rand((M, Kl), dtype, 900 + i * 10 + rank, comm.device)
             b = _rand((Kl, N), dtype, 900 + i * 10 + 5 + rank, comm.device)
+            be, _, red = backend.partition("+")  # "ce+epilogue": backend ce, reduce epilogue
             out = torch.full((M // W, N), float("nan"), device=comm.device, dtype=dtype)
-            gemm_rs(a, b, comm, backend=backend, split=split, kernel=kernel, out=out)
-            fb = gemm_rs(a, b, comm, backend=backend, split=split, kernel=kernel, fused=False)
+            gemm_rs(a, b, comm, backend=be, split=split, kernel=kernel, out=out,
+                    reduce=red or "comm")
+            fb = gemm_rs(a, b, comm, split=split, kernel=kernel, fused=False)
             full = (a.float() @ b.float())
             ref = torch.empty((M // W, N), device=comm.device, dtype=torch.float32)
             dist.reduce_scatter_tensor(ref, full, group=comm.group)
@@ -267,11 +269,13 @@ def gemm_rs_stress(rank, W, backend, iters, shape=(256, 320, 192), kernel="tma",
     b = torch.randn(Kl, N, generator=g, device=dev).to(dtype)
     outs = [torch.empty((M // W, N), device=dev, dtype=dtype) for _ in range(3)]
     t0 = time.monotonic()
+    be, _, red = backend.partition("+")
     for i in range(iters):
         a = torch.randn(M, Kl, generator=g, device=dev).to(dtype)
         out = outs[i % 3]
         out.fill_(float("nan"))
-        gemm_rs(a, b, comm, backend=backend, split=split, kernel=kernel, config=cfg, out=out)
+        gemm_rs(a, b, comm, backend=be, split=split, kernel=kernel, config=cfg, out=out,
+                reduce=red or "comm")
         ref = gemm_rs(a, b, comm, kernel=kernel, config=cfg, fused=False)
         bad += (out != ref).sum()
         if i % 100 == 99:

@@ -79,7 +79,7 @@ def test_ag_gemm_fallback_is_bitwise_equal():
 
 def _rs_cases():
     cases = []
-    for backend in ("sm", "ce"):
+    for backend in ("sm", "ce", "ce+epilogue"):  # ce+epilogue: the owner's tiles add the slots
         for split in (1, 2, 4):
             cases.append((backend, "bfloat16", 400, 328, 136, split, "tma"))
         cases.append((backend, "float16", 260, 264, 200, 2, "tma"))
@@ -102,7 +102,7 @@ def test_gemm_rs_nvshmem():
 
 
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
-@pytest.mark.parametrize("backend", ["ce", "sm"])
+@pytest.mark.parametrize("backend", ["ce", "sm", "ce+epilogue"])
 def test_gemm_rs_1000_launches_no_stale_data(backend):
     _assert_clean(run_ranks(w.gemm_rs_stress, backend, 1000, world_size=W, timeout=180))
 

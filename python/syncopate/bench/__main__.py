@@ -46,7 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="a small subset (for CI-style checks)")
     p.add_argument("--iters", type=int, default=None, help="timed iterations per column")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--backends", default="sm,ce", help="fused backends (nvshmem needs --symm nvshmem)")
+    p.add_argument("--backends", default="sm,ce",
+                   help="fused backends (nvshmem needs --symm nvshmem; ce+epilogue: GEMM+RS with "
+                        "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
     p.add_argument("--ops", default="ag,rs")
@@ -268,11 +270,17 @@ def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, au
     import torch.distributed as dist
 
     for backend in backends:
+        # "ce+epilogue": the ce backend with reduce="epilogue" (GEMM+RS only)
+        be, _, red = backend.partition("+")
+        if red and r["op"] != "gemm_rs":
+            continue
         best = None
-        pick = auto(backend) if auto is not None else None
-        for split, cp in sweep_for(backend, args.quick, pick, r["op"]):
+        pick = auto(be) if auto is not None else None
+        for split, cp in sweep_for(be, args.quick, pick, r["op"]):
             label = f"{backend} split={split} cp={cp}"
-            kw = dict(backend=backend, split=split, comm_programs=cp)
+            kw = dict(backend=be, split=split, comm_programs=cp)
+            if red:
+                kw["reduce"] = red
             try:
                 res = run(**kw)
                 torch.cuda.synchronize()

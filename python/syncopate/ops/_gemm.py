@@ -161,7 +161,8 @@ def schedule_dtype(dtype) -> str:
 
 
 def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, *, backend,
-                 split, order, mode, comm_programs, kernel, config, **fuse_options):
+                 split, order, mode, comm_programs, kernel, config, reduce: str = "comm",
+                 **fuse_options):
     """The cached FusedKernel of an op: the local ``kernel`` fused with the schedule template
     ``template_name`` over ``shape`` (one per configuration, per communicator).  A kernel that
     timed out is rebuilt: its flags disagree across ranks."""
@@ -171,7 +172,7 @@ def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, 
     k = short_kernel(kernel)
     mode = mode or DEFAULT_MODE[op][backend]
     key = (f"{op}.fk", *shape, str(dtype), backend, split, order, mode, comm_programs, k,
-           repr(config))
+           repr(config), reduce)
     fk = comm.cache.get(key)
     if fk is not None and getattr(fk, "_poisoned", None):
         fk = None
@@ -179,6 +180,8 @@ def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, 
         sched = template(template_name)(tuple(shape), schedule_dtype(dtype), comm.world_size,
                                         dim=0, order=order, mode=mode, split=split)
         opts = config.options() if hasattr(config, "options") else {}
+        if reduce != "comm":
+            opts["reduce"] = reduce
         fk = fuse(kernel_fn(k), sched, operand=operand, backend=backend,
                   comm_programs=comm_programs if backend != "ce" else 0, comm=comm,
                   **fuse_options, **opts)

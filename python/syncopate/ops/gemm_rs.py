@@ -67,25 +67,30 @@ def gemm_rs_buffer(comm, M: int, N: int, dtype):
 
 
 def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
-                         mode=None, comm_programs=0, kernel="tma", config=None):
+                         mode=None, comm_programs=0, kernel="tma", config=None, reduce="comm"):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
     return _gemm.fused_kernel(comm, "rs", "reduce_scatter", (M, N), dtype, "c_ptr", backend=backend,
                               split=split, order=order, mode=mode, comm_programs=comm_programs,
-                              kernel=kernel, config=config)
+                              kernel=kernel, config=config, reduce=reduce)
 
 
 def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "swizzle",
-            mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None, fused=None):
+            mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None, fused=None,
+            reduce: str = "comm"):
     """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum).
 
     Arguments as :func:`syncopate.ops.ag_gemm`. ``fused=False`` -- or ``SYNCOPATE=0`` when
     ``fused`` is None -- takes the unfused path (local kernel + NCCL reduce-scatter).
+    ``reduce="epilogue"`` (``backend="ce"``): the copy engine moves each partial chunk into its
+    owner's slot and the owner's GEMM tiles add them before their store
+    (``passes/insert_epilogue_reduce.py``): no comm programs, no sum after the kernel.
     """
     from ..runtime.fused import fused_enabled
     use_fused = fused_enabled() if fused is None else bool(fused)
     if use_fused:
         key = _gemm.prepared_key("gemm_rs", comm, a, b_shard, out,
-                                 (backend, split, order, mode, comm_programs, kernel, repr(config)))
+                                 (backend, split, order, mode, comm_programs, kernel, repr(config),
+                                  reduce))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a, out)
@@ -97,8 +102,13 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     if not use_fused:
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
     split, cp = _gemm.choose("gemm_rs", backend, M, N, K, W, a.dtype, split, comm_programs)
+    if reduce not in ("comm", "epilogue"):
+        raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
+    if reduce == "epilogue" and backend != "ce":
+        raise LaunchError("reduce='epilogue' needs backend='ce' (the copy engine moves the partials "
+                          "into the owner's slots)")
     fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
-                              mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
+                              mode=mode, comm_programs=cp, kernel=kernel, config=cfg, reduce=reduce)
     C = gemm_rs_buffer(comm, M, N, a.dtype)
     nprog = None
     if _gemm.short_kernel(kernel) == "tma":

@@ -427,6 +427,13 @@ class FusedKernel:
         t = cfg.peers_tables.get(ptrs)
         if t is None:
             rows = [cfg.flag_addrs] + [self.comm.peer_ptrs(operand_tensors[p]) for p in order]
+            for tname in getattr(cfg.abi, "epilogue_slots", None) or []:
+                # the epilogue reduction reads this rank's slots of ``tname`` (row after the
+                # operands, docs/fused-abi.md)
+                if tname not in cfg.slots:
+                    raise CompileError(f"the kernel reads slots of {tname!r} but the runtime has "
+                                       f"none (backend {self.backend!r})")
+                rows.append(self.comm.peer_ptrs(cfg.slots[tname]))
             t = torch.tensor(rows, dtype=torch.int64).to(self.comm.device)
             if len(cfg.peers_tables) > 16:  # callers cycling through buffers: bound the cache
                 cfg.peers_tables.clear()
@@ -692,8 +699,9 @@ class FusedKernel:
         done.record(X)
         S.wait_event(done)
 
-        # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S).
-        if p.reduce_in:
+        # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S), unless
+        #    the kernel's epilogue already added them (reduce="epilogue": it waited for them).
+        if p.reduce_in and not cfg.abi.epilogue_slots:
             for st in p.reduce_in:
                 sk.wait_flag(cfg.flags.data_ptr(), lay.chunk(st.chunk), e, self.diag_addr, rank=me,
                              kind=abi.KIND_CHUNK, epoch=e, timeout_ns=tmo, trap=trap, stream=S)
