@@ -12,7 +12,8 @@
 # Env knobs: GPU_CHECK_TESTS (pytest -k expression), GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_FULL_BENCH=1
 # (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce,ce+epilogue),
 # GPU_CHECK_BENCH_OPS (default ag,rs), GPU_CHECK_PROFILE=1 (host-time profile of the ops,
-# scripts/gpu_host_profile.py), GPU_CHECK_TOTAL_S (the whole script's budget, default 540).
+# scripts/gpu_host_profile.py), GPU_CHECK_NVSHMEM_BENCH=1 (a quick bench of the nvshmem backend,
+# its log only), GPU_CHECK_TOTAL_S (the whole script's budget, default 540).
 # It leaves at most 8 files under $OUT (what the device tool brings back): gpu_check.log, the
 # tests_runtime/tests_ops/bench (and host_profile) logs, bench/bench.json and bench/bench.png
 # (install and env logs only when they fail: their tails are in gpu_check.log).
@@ -84,6 +85,12 @@ if [ "${GPU_CHECK_PROFILE:-0}" = "1" ]; then
   step host_profile 120 python3 -m torch.distributed.run --nproc-per-node 2 scripts/gpu_host_profile.py
 fi
 
+# 3c. Quick benchmark of the nvshmem backend (optional; a process with NVSHMEM symmetric memory)
+if [ "${GPU_CHECK_NVSHMEM_BENCH:-0}" = "1" ]; then
+  step nvshmem_bench 150 python3 -m torch.distributed.run --nproc-per-node 2 -m syncopate.bench \
+    --symm nvshmem --backends nvshmem --quick --out /tmp/syncopate-nvshmem-bench --budget-s 100
+fi
+
 # 4. Benchmark (quick subset, or every standard shape with GPU_CHECK_FULL_BENCH=1), whatever
 #    time is left but at most 150 s (quick) / 330 s (full; backends GPU_CHECK_BACKENDS, default sm,ce).
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
@@ -102,7 +109,7 @@ fi
 # 5. Summary (last)
 echo
 echo "==================== gpu_check summary ($(( $(date +%s) - START ))s) ===================="
-for s in install env tests_runtime tests_ops host_profile bench; do
+for s in install env tests_runtime tests_ops host_profile nvshmem_bench bench; do
   printf '%-14s %s\n' "$s" "${STATUS[$s]:-not run}"
 done
 for x in tests_runtime tests_ops; do
@@ -110,6 +117,10 @@ for x in tests_runtime tests_ops; do
 done
 if [ -f "$OUT/host_profile.log" ]; then
   sed -n '/^host time per call/,$p' "$OUT/host_profile.log"
+fi
+if [ -f "$OUT/nvshmem_bench.log" ]; then
+  echo "nvshmem backend (quick):"
+  sed -n '/^ *op  /,/^times in ms/p' "$OUT/nvshmem_bench.log"
 fi
 if [ -f "$OUT/bench.log" ]; then
   sed -n '/^ *op  /,/^times in ms/p' "$OUT/bench.log"
