@@ -923,3 +923,14 @@ def test_peers_table_appends_the_epilogue_slot_rows():
     cfg.peers_tables.clear()
     with pytest.raises(CompileError, match="slots of 'D'"):
         fk._peers_table(cfg, {"c_ptr": C})
+
+
+def test_epilogue_plan_needs_stream_waits_on_produced_flags():
+    from syncopate.runtime.fused import check_epilogue_plan
+    ok = planmod.build_ce_plan(_rs(split=2), 0, {i: 64 for i in range(4)})
+    check_epilogue_plan(ok, True)
+    with pytest.raises(LaunchError, match="cuStreamWaitValue32"):
+        check_epilogue_plan(ok, False)
+    late = planmod.build_ce_plan(_rs(split=2), 0, {})  # no PRODUCED counts: wait for the kernel
+    with pytest.raises(LaunchError, match="only after the kernel ends"):
+        check_epilogue_plan(late, True)

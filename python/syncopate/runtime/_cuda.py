@@ -103,6 +103,11 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
     return True
 
 
+def stream_wait_available() -> bool:
+    """Whether the driver exposes ``cuStreamWaitValue32`` (stream memory operations)."""
+    return _symbol("cuStreamWaitValue32_v2", "cuStreamWaitValue32") is not None
+
+
 def stream_wait_value32(stream: int, addr: int, value: int) -> bool:
     """``stream`` waits until ``*(uint32*)addr >= value`` (cyclic ``GEQ``). False when the
     entry point is unavailable (the caller then falls back to an event wait)."""

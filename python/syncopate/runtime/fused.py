@@ -394,6 +394,8 @@ class FusedKernel:
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
         if self.backend == "ce":
             cfg.ce_plan = planmod.build_ce_plan(self.schedule, comm.rank, a.produced_count)
+            if a.epilogue_slots:
+                check_epilogue_plan(cfg.ce_plan, _cuda.stream_wait_available())
             for tname in cfg.ce_plan.reduce_tensors:
                 spec_t = planmod.tensor_spec(self.schedule, tname)
                 cfg.slots[tname] = comm.empty((comm.world_size,) + tuple(spec_t.shape),
@@ -716,6 +718,20 @@ class FusedKernel:
             cfg.consumed_pending = e
         else:
             self._consumed_wait(cfg, e, S)
+
+
+def check_epilogue_plan(plan: planmod.CEPlan, stream_waits: bool) -> None:
+    """The epilogue reduction's kernel waits for chunks the side stream copies *while it runs*:
+    every copy must start on its own PRODUCED flag (``cuStreamWaitValue32``), never on the end
+    of the kernel, or the two would wait for each other until the watchdog fires."""
+    if not stream_waits:
+        raise LaunchError("reduce='epilogue' needs cuStreamWaitValue32 (CUDA stream memory "
+                          "operations), which this driver does not expose; use reduce='comm'")
+    late = [st.chunk for st in plan.steps if st.wait_kernel]
+    if late:
+        raise LaunchError(f"reduce='epilogue': chunks {late[:8]} would be copied only after the "
+                          f"kernel ends (no PRODUCED count), while the kernel waits for them; use "
+                          f"reduce='comm' for this schedule")
 
 
 def check_requirements(a: abi.FusedABI, names, values) -> None:
