@@ -84,6 +84,7 @@ class InsertEpilogueReduce(ModulePass):
                 raise CompileError(f"the store of {a.tensor!r} writes a value of shape {vshape} but "
                                    f"the analysed box is {extents}: the epilogue reduction needs "
                                    f"the stored tile to be the box", loc_str(a.op))
+            _refuse_straddling_tiles(plan, a, extents)
             b = Builder(a.op)
             if vshape != extents:  # e.g. a row [N] stored as the box [1, N]
                 value = b.tt("tt.reshape", [value],
@@ -100,6 +101,22 @@ class InsertEpilogueReduce(ModulePass):
                 new = b.tt("tt.reshape", [new], [a.op.operands[1].type]).results[0]
             a.op.operands[1] = new
         update_state(op, epilogue_slots=slotted)
+
+
+def _refuse_straddling_tiles(plan, a, extents) -> None:
+    """A tile holding rows of two owners would both send (the other owner's rows) and wait (its
+    own rows) -- and the other owner's tile of the same rows would wait for it in turn. Tiles
+    start at multiples of their extent, so every owner boundary must be one."""
+    shape = plan.tensors[a.tensor].shape
+    for rank, lo, hi in plan.tensors[a.tensor].final:
+        for d, e in enumerate(extents):
+            for x in (lo[d], hi[d]):
+                if 0 < x < shape[d] and x % e:
+                    raise CompileError(
+                        f"the epilogue reduction needs every tile of {a.tensor!r} inside one rank's "
+                        f"rows: tiles of {e} along dim {d} straddle the boundary at {x} (rank "
+                        f"{rank}), and such a tile would wait for a peer tile that waits for it. "
+                        f"Use a block size dividing {x}, or reduce='comm'", loc_str(a.op))
 
 
 def _boxes_by_source(plan, tensor: str, rank: int) -> dict[int, tuple[tuple, tuple]]:

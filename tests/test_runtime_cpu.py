@@ -934,3 +934,23 @@ def test_epilogue_plan_needs_stream_waits_on_produced_flags():
     late = planmod.build_ce_plan(_rs(split=2), 0, {})  # no PRODUCED counts: wait for the kernel
     with pytest.raises(LaunchError, match="only after the kernel ends"):
         check_epilogue_plan(late, True)
+
+
+def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
+    """reduce='epilogue' only where every program computes what it sends before what it owns:
+    M/W whole BLOCK_M tiles filling whole GROUP_M groups; ce only. Refused before any launch."""
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    from syncopate.ops._gemm import resolve_config
+    c = _fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(32, 48).to(bf)
+    with pytest.raises(LaunchError, match="needs backend='ce'"):
+        mod.gemm_rs(torch.randn(2048, 32).to(bf), b, c, backend="sm", reduce="epilogue")
+    with pytest.raises(LaunchError, match="M/W = 200"):
+        mod.gemm_rs(torch.randn(400, 32).to(bf), b, c, backend="ce", reduce="epilogue")
+    cfg = resolve_config("tma", 2048, 48, 32, bf)
+    M = 2 * cfg.BLOCK_M * cfg.GROUP_M
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="epilogue", split=2)
+    assert calls["gemm_call"] == 1 and len(calls["launches"]) == 1
+    with pytest.raises(LaunchError, match="choose 'comm' or 'epilogue'"):
+        mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="sum")

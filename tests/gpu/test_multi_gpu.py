@@ -81,11 +81,18 @@ def test_ag_gemm_fallback_is_bitwise_equal():
 
 def _rs_cases():
     cases = []
-    for backend in ("sm", "ce", "ce+epilogue"):  # ce+epilogue: the owner's tiles add the slots
+    for backend in ("sm", "ce"):
         for split in (1, 2, 4):
             cases.append((backend, "bfloat16", 400, 328, 136, split, "tma"))
         cases.append((backend, "float16", 264, 264, 200, 2, "tma"))
         cases.append((backend, "bfloat16", 152, 150, 93, 1, "ptr"))
+    # ce+epilogue (the owner's tiles add the slots): M/W whole groups of tiles (the op refuses
+    # other M, see gemm_rs._check_epilogue_order); N and K stay ragged
+    M = W * 1024
+    for split in (1, 2, 4):
+        cases.append(("ce+epilogue", "bfloat16", M, 328, 136, split, "tma"))
+    cases.append(("ce+epilogue", "float16", M, 264, 200, 2, "tma"))
+    cases.append(("ce+epilogue", "bfloat16", M, 150, 93, 1, "ptr"))
     return cases
 
 
@@ -106,7 +113,8 @@ def test_gemm_rs_nvshmem():
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
 @pytest.mark.parametrize("backend", ["ce", "sm", "ce+epilogue"])
 def test_gemm_rs_1000_launches_no_stale_data(backend):
-    _assert_clean(run_ranks(w.gemm_rs_stress, backend, 1000, world_size=W, timeout=180))
+    shape = (W * 1024, 320, 192) if backend == "ce+epilogue" else (256, 320, 192)
+    _assert_clean(run_ranks(w.gemm_rs_stress, backend, 1000, shape, world_size=W, timeout=180))
 
 
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")

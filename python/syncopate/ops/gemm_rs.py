@@ -104,9 +104,8 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     split, cp = _gemm.choose("gemm_rs", backend, M, N, K, W, a.dtype, split, comm_programs)
     if reduce not in ("comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
-    if reduce == "epilogue" and backend != "ce":
-        raise LaunchError("reduce='epilogue' needs backend='ce' (the copy engine moves the partials "
-                          "into the owner's slots)")
+    if reduce == "epilogue":
+        _check_epilogue_order(backend, M, W, cfg)
     fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
                               mode=mode, comm_programs=cp, kernel=kernel, config=cfg, reduce=reduce)
     C = gemm_rs_buffer(comm, M, N, a.dtype)
@@ -125,6 +124,29 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     result = _run_prepared(prep, a, out)
     _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
     return result
+
+
+def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
+    """The epilogue reduction is deadlock-free when every program computes all the rows it sends
+    before any row it owns (its own rows wait for the other ranks' partials). The compiler puts
+    the sent M-tiles first; the kernels walk tiles in groups of ``GROUP_M`` M-tiles, so the
+    sent tiles must fill whole groups, and no tile may hold rows of two owners."""
+    if backend != "ce":
+        raise LaunchError("reduce='epilogue' needs backend='ce' (the copy engine moves the partials "
+                          "into the owner's slots)")
+    bm, gm = int(cfg.BLOCK_M), int(cfg.GROUP_M)
+    rows = M // W
+    if rows % bm or ((W - 1) * (rows // bm)) % gm:
+        raise LaunchError(f"reduce='epilogue' needs M/W = {rows} to be a multiple of BLOCK_M = {bm} "
+                          f"and the {W - 1} other ranks' tiles to fill whole groups of GROUP_M = {gm} "
+                          f"(here {(W - 1) * (rows // bm) if rows % bm == 0 else 'ragged'} tiles): "
+                          f"use M a multiple of {W * bm * gm // _gcd(W - 1, gm)}, another config, "
+                          f"or reduce='comm'")
+
+
+def _gcd(a: int, b: int) -> int:
+    import math
+    return math.gcd(a, b)
 
 
 def _run_prepared(prep, a, out):
