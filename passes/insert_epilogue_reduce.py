@@ -16,9 +16,16 @@ data on the SMs:
 
 For two ranks the result is bitwise the unfused path's (each rank rounds its partial to the
 output dtype, the sum of the two is rounded once, as NCCL's reduce-scatter does); where nothing
-is added the value goes through ``f32`` and back unchanged. No rank waits before it has
-produced everything it sends, so the waits cannot form a cycle; the copies run on the copy
-engine and need no SM while the kernel holds them all.
+is added the value goes through ``f32`` and back unchanged.
+
+Why the waits cannot form a cycle: a program waits only in a tile of rows its rank owns, and
+only for partials the other ranks compute in tiles that never wait -- provided every program
+visits all its sent tiles before its first owned one. ``tile-remap`` puts the sent M-tiles
+first; two things could still interleave them, and both are refused: a tile holding rows of two
+owners (it would send and wait; this pass, :class:`CompileError`), and sent tiles that do not
+fill whole ``GROUP_M`` groups of the kernel's grouped tile walk (the op,
+``gemm_rs._check_epilogue_order``). The copies run on the copy engine and need no SM while the
+kernel holds them all; the watchdog still bounds any wait.
 
 The slot base of this rank is read from ``syn_peers`` (row ``1 + len(operands) + k`` for the
 k-th slotted tensor, recorded as ``epilogue_slots`` in the ABI). Stores whose value is not a
