@@ -954,3 +954,16 @@ def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
     assert calls["gemm_call"] == 1 and len(calls["launches"]) == 1
     with pytest.raises(LaunchError, match="choose 'comm' or 'epilogue'"):
         mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="sum")
+
+
+def test_state_word_probe_sees_writes_to_the_record():
+    rec, _ = diag.new_record()
+    probe = diag.state_word(rec)
+    assert probe() == 0
+    rec[abi.DIAG_STATE] = 1  # what the device's claim writes
+    assert probe() == 1
+    rec.zero_()
+    assert probe() == 0
+    view = torch.zeros(16, dtype=torch.int32)[::2]  # not contiguous: the tensor read is used
+    view[abi.DIAG_STATE] = 3
+    assert diag.state_word(view)() == 3

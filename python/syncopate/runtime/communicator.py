@@ -348,6 +348,11 @@ class Communicator:
 
     def timeout_record(self):
         """The decoded record, or None if no spin timed out."""
+        probe = self.__dict__.get("_diag_state")
+        if probe is None:
+            probe = self._diag_state = diag.state_word(self.diag)
+        if not probe():
+            return None
         return diag.read_record(self.diag_words)
 
     def register_fused(self, fk) -> None:

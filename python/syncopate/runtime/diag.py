@@ -146,6 +146,21 @@ def read_record(words_fn, *, settle_s: float = 0.05) -> TimeoutRecord | None:
     return rec
 
 
+def state_word(record):
+    """A zero-cost probe of a record's state word: ``probe()`` reads the int32 straight from the
+    (pinned, host-addressable) record with ``ctypes`` -- ~0.1 us instead of a tensor read (the
+    runtime checks every registered kernel's record on every launch). Falls back to a tensor read
+    for a record that is not a contiguous CPU tensor."""
+    import ctypes
+    try:
+        if record.device.type == "cpu" and record.is_contiguous():
+            word = ctypes.c_int32.from_address(record.data_ptr() + 4 * abi.DIAG_STATE)
+            return lambda: word.value
+    except (AttributeError, TypeError, ValueError):
+        pass
+    return lambda: int(record[abi.DIAG_STATE])
+
+
 def new_record():
     """A zeroed watchdog record: ``DIAG_WORDS`` int32 in host-pinned (device-mapped) memory, and
     its device address. On a machine without CUDA (unit tests) the record is ordinary host

@@ -275,6 +275,7 @@ class FusedKernel:
         self._poisoned: str | None = None
         #: watchdog record of this kernel's launches (pinned, device-mapped)
         self.diag, self.diag_addr = diag.new_record()
+        self._diag_state = diag.state_word(self.diag)
         register = getattr(comm, "register_fused", None)
         if register is not None:
             register(self)
@@ -447,6 +448,8 @@ class FusedKernel:
     def check(self) -> None:
         """Raise :class:`CommTimeout` if a spin of an earlier launch of this kernel timed out
         (also marks the kernel unusable: its flags no longer agree across ranks)."""
+        if not self._diag_state():  # the common case, without reading the whole record
+            return
         rec = diag.read_record(lambda: [int(x) for x in self.diag.tolist()])
         if rec is None:
             return
