@@ -660,6 +660,7 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
     monkeypatch.setattr(fk, "_launch_sm",
                         lambda cfg, g, args, S, e, peers: calls["launched"].append((g, args, e, peers)))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "S")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: c.device.index)
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
     return c, fk, calls

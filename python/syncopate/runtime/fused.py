@@ -566,6 +566,10 @@ class FusedKernel:
                 cfg.consumed_pending = 0
             e = self.epochs.next()
             extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, kernel_timeout_ns()]
+            if self.backend != "ce" and torch.cuda.current_device() == comm.device.index:
+                # sm/nvshmem enqueue only on S, passed explicitly: no device/stream switch
+                self._launch_sm(cfg, g, values + extra, S, e, peers)
+                return e
             with torch.cuda.device(comm.device), torch.cuda.stream(S):
                 if self.backend == "ce":
                     operand_tensors = {p: values[i] for p, i in self._operand_index().items()}
