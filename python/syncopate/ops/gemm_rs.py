@@ -25,6 +25,10 @@ from ..errors import LaunchError
 from . import _gemm
 
 
+#: default chunks per destination with ``reduce="epilogue"`` (not yet tuned on the GPU)
+EPILOGUE_SPLIT = 4
+
+
 def _check(a, b_shard, comm):
     import torch
     for name, t in (("a", a), ("b_shard", b_shard)):
@@ -101,6 +105,11 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
     if not use_fused:
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
+    if reduce == "epilogue" and split is None:
+        # no tail to shorten (the owner adds in its epilogue); the chunks only have to reach the
+        # owner before its own rows come up, in order: a few per destination keep each copy
+        # large and its start early
+        split = EPILOGUE_SPLIT
     split, cp = _gemm.choose("gemm_rs", backend, M, N, K, W, a.dtype, split, comm_programs)
     if reduce not in ("comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
