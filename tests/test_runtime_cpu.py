@@ -739,6 +739,9 @@ def test_ce_prepared_pull_copies_the_peer_rows():
     peer.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
     prep = fk._ce_prepare(cfg, {"a_ptr": A})
     assert fk._ce_prepare(cfg, {"a_ptr": A}) is prep  # once per buffer set
+    c.empty((4,), torch.float32)  # the registry changed (a reallocation could alias addresses)
+    assert fk._ce_prepare(cfg, {"a_ptr": A}) is not prep
+    prep = fk._ce_prepare(cfg, {"a_ptr": A})
     assert [st.src for st, _, _ in prep.steps] == [1, 1] and prep.reductions == []
     for st, copy, flag_view in prep.steps:
         assert flag_view.dtype == torch.uint32 and flag_view.numel() == cfg.abi.layout.words

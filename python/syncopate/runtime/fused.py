@@ -426,7 +426,9 @@ class FusedKernel:
         import torch
 
         order = list(cfg.abi.operands) if cfg.abi.operands else list(self.operands)
-        ptrs = tuple(operand_tensors[p].data_ptr() for p in order)
+        # keyed by the registry generation too: a buffer released and reallocated at the same
+        # local address may map to other peer addresses
+        ptrs = (self.comm.generation,) + tuple(operand_tensors[p].data_ptr() for p in order)
         t = cfg.peers_tables.get(ptrs)
         if t is None:
             rows = [cfg.flag_addrs] + [self.comm.peer_ptrs(operand_tensors[p]) for p in order]
@@ -614,7 +616,8 @@ class FusedKernel:
     def _ce_prepare(self, cfg: _Config, operand_tensors: dict) -> "_CEPrepared":
         """Views, copy geometry and flag views of every step of this rank's ``ce`` plan, for
         these operand buffers (cached: the plan and the buffers fix all of it)."""
-        key = tuple(operand_tensors[p].data_ptr() for p in sorted(operand_tensors))
+        key = (self.comm.generation,) + tuple(operand_tensors[p].data_ptr()
+                                              for p in sorted(operand_tensors))
         prep = cfg.ce_prepared.get(key)
         if prep is not None:
             return prep
