@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-call GPU check (2 x H200): install the carried wheels, run the multi-GPU tests and the
 # quick benchmark, every multi-process run under `timeout`, logs under $OUT, summary last.
-# Budget: < 9 minutes in all (540 s: tests take ~3 min, the bench gets what is left).
+# Budget: < 9 minutes in all (540 s: tests take ~4-5 min, the bench gets what is left).
 #
 #   bash scripts/gpu_check.sh            # from the repository root, $OUT set by the runner
 #
@@ -77,7 +77,7 @@ case ${STATUS[env]} in ok*) rm -f "$OUT/env.log";; esac
 K=${GPU_CHECK_TESTS:-}
 step tests_runtime 150 python3 -m pytest -q -x -p no:cacheprovider tests/gpu/test_multi_gpu.py \
   -k "sync_kernels"
-step tests_ops 330 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_multi_gpu.py \
+step tests_ops 420 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_multi_gpu.py \
   -k "not sync_kernels${K:+ and ($K)}" --durations=15
 
 # 3b. Host-time profile of the ops (optional)
