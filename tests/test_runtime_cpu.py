@@ -956,6 +956,14 @@ def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
     M = 2 * cfg.BLOCK_M * cfg.GROUP_M
     mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="epilogue", split=2)
     assert calls["gemm_call"] == 1 and len(calls["launches"]) == 1
+    # two tiles per rank: the default config's GROUP_M is lowered to fill whole groups ...
+    small = 2 * 2 * cfg.BLOCK_M
+    mod.gemm_rs(torch.randn(small, 32).to(bf), b, c, backend="ce", reduce="epilogue", split=2)
+    assert calls["gemm_call"] == 2
+    # ... but an explicit config is the caller's: refused with what to change
+    with pytest.raises(LaunchError, match="GROUP_M = 8"):
+        mod.gemm_rs(torch.randn(small, 32).to(bf), b, c, backend="ce", reduce="epilogue",
+                    config=dict(BLOCK_M=cfg.BLOCK_M, GROUP_M=8))
     with pytest.raises(LaunchError, match="choose 'comm' or 'epilogue'"):
         mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="sum")
 

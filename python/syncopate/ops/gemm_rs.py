@@ -103,6 +103,8 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     M, K = a.shape
     N = b_shard.shape[1]
     cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
+    if reduce == "epilogue" and config is None:
+        cfg = _epilogue_groups(cfg, M, W)
     if not use_fused:
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
     if reduce == "epilogue" and split is None:
@@ -151,6 +153,21 @@ def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
                           f"(here {(W - 1) * (rows // bm) if rows % bm == 0 else 'ragged'} tiles): "
                           f"use M a multiple of {W * bm * gm // _gcd(W - 1, gm)}, another config, "
                           f"or reduce='comm'")
+
+
+def _epilogue_groups(cfg, M: int, W: int):
+    """The default config with ``GROUP_M`` lowered (powers of two) until the sent tiles fill
+    whole groups, e.g. 4 at M = 1024 on two ranks: the grouping only orders tiles for L2 reuse,
+    a tile's arithmetic is the same, so results stay bitwise those of the default config."""
+    import dataclasses
+    bm, gm = int(cfg.BLOCK_M), int(cfg.GROUP_M)
+    rows = M // W
+    if rows % bm:
+        return cfg  # refused by _check_epilogue_order with the reason
+    sent = (W - 1) * (rows // bm)
+    while gm > 1 and sent % gm:
+        gm //= 2
+    return cfg if gm == cfg.GROUP_M else dataclasses.replace(cfg, GROUP_M=gm)
 
 
 def _gcd(a: int, b: int) -> int:
