@@ -49,7 +49,7 @@ from .abi_info import abi_args, backend_of, operands_of, reduce_of, update_state
 from .access import analyze_module, loc_str
 from .builder import Builder
 from .insert_waits import _refuse_warp_specialized
-from .lowering import addptr, scalar_load, tt
+from .lowering import addptr, broadcast_to, expand_dims, scalar_load, splat, tt, vec
 
 
 @dataclass(frozen=True)
@@ -186,23 +186,24 @@ def _add_slots(b: Builder, plan, tensor, shape, lo, extents, value, token, peers
     vshape = list(value.type.get_shape())
     wide = W * shape[0] * shape[1] >= 2 ** 31
     ity = i64 if wide else i32
-    rows2 = _bcast(b, _expand(b, _vec(b, lo[0], extents[0]), 1), vshape)
-    cols2 = _bcast(b, _expand(b, _vec(b, lo[1], extents[1]), 0), vshape)
+    rows2 = broadcast_to(b, expand_dims(b, vec(b, lo[0], extents[0]), 1), vshape)
+    cols2 = broadcast_to(b, expand_dims(b, vec(b, lo[1], extents[1]), 0), vshape)
     # this rank's slot buffer [W, *shape] (row-major, ours): element (s, i, j)
     base_i = scalar_load(b, addptr(b, peers, b.add(b.const(row * W), rank)))
     es = plan.element_bytes(tensor)
     base = _slot_base(b, base_i, anchor, ety, es)
-    offs = b.add(b.mul(_wide(b, rows2, wide), _splat(b, b.const(shape[1], ity), vshape)),
+    offs = b.add(b.mul(_wide(b, rows2, wide), splat(b, b.const(shape[1], ity), vshape)),
                  _wide(b, cols2, wide))
     # the wait's token (zero at run time) orders the loads after the wait: it joins the masks
     # (not the offsets, which would hide their alignment and break vectorised loads)
-    ok = _splat(b, b.cmp("eq", token, b.const(0)), vshape)
+    ok = splat(b, b.cmp("eq", token, b.const(0)), vshape)
     f32t = TensorType(f32, vshape)
     acc = b.insert(arith.ExtFOp(value, f32t)).result
     zero = None
+    into = {r: _boxes_by_source(plan, tensor, r) for r in range(W)}
     for s in range(W):
         # the box source s sent to each rank, selected by this rank (empty when none)
-        boxes = {r: _boxes_by_source(plan, tensor, r).get(s) for r in range(W)}
+        boxes = {r: into[r].get(s) for r in range(W)}
         if not any(boxes.values()):
             continue
         mask = ok
@@ -214,13 +215,13 @@ def _add_slots(b: Builder, plan, tensor, shape, lo, extents, value, token, peers
                 is_r = b.cmp("eq", rank, b.const(r))
                 lo_v = b.select(is_r, b.const(box[0][d]), lo_v)
                 hi_v = b.select(is_r, b.const(box[1][d]), hi_v)
-            m = b.andi(b.cmp("sge", coord, _splat(b, lo_v, vshape)),
-                       b.cmp("slt", coord, _splat(b, hi_v, vshape)))
+            m = b.andi(b.cmp("sge", coord, splat(b, lo_v, vshape)),
+                       b.cmp("slt", coord, splat(b, hi_v, vshape)))
             mask = b.andi(mask, m)
-        src = b.add(offs, _splat(b, b.const(s * shape[0] * shape[1], ity), vshape))
+        src = b.add(offs, splat(b, b.const(s * shape[0] * shape[1], ity), vshape))
         # masked-off lanes read ``other`` = 0 (what s did not send here adds nothing)
         zero = zero if zero is not None else _zeros(b, TensorType(ety, vshape))
-        part = b.insert(tt().LoadOp(addptr(b, _splat(b, base, vshape), src), mask,
+        part = b.insert(tt().LoadOp(addptr(b, splat(b, base, vshape), src), mask,
                                     zero)).results[0]
         acc = b.insert(arith.AddfOp(acc, b.insert(arith.ExtFOp(part, f32t)).result)).result
     return b.insert(arith.TruncFOp(acc, value.type)).result
@@ -235,31 +236,3 @@ def _wide(b: Builder, v, wide: bool):
     if not wide:
         return v
     return b.insert(arith.ExtSIOp(v, TensorType(i64, list(v.type.get_shape())))).result
-
-
-def _vec(b: Builder, start, n: int):
-    r = b.insert(tt().MakeRangeOp(0, n)).results[0]
-    return b.add(_splat(b, start, [n]), r)
-
-
-def _splat(b: Builder, v, shape):
-    return b.insert(tt().SplatOp(v, TensorType(v.type, list(shape)))).results[0]
-
-
-def _expand(b: Builder, v, axis: int):
-    from xdsl.dialects.builtin import IntegerAttr
-    shape = list(v.type.get_shape())
-    shape.insert(axis, 1)
-    cls = tt().ExpandDimsOp
-    try:
-        op = cls(v, axis)
-    except TypeError:
-        op = cls.create(operands=[v], result_types=[TensorType(v.type.element_type, shape)],
-                        properties={"axis": IntegerAttr(axis, i32)})
-    return b.insert(op).results[0]
-
-
-def _bcast(b: Builder, v, shape):
-    if list(v.type.get_shape()) == list(shape):
-        return v
-    return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]

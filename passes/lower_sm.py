@@ -35,7 +35,7 @@ from syncopate.errors import CompileError
 
 from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state
 from .builder import Builder
-from .lowering import Lowering, addptr, tt
+from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
 from .plan import Plan
 
@@ -208,21 +208,21 @@ class CommLowering(Lowering):
         tcol = lb.sub(t, lb.mul(tr, lb.const(ntc)))
         r0 = lb.add(lb.const(lo[0]), lb.mul(tr, lb.const(br)))
         c0 = lb.add(lb.const(lo[1]), lb.mul(tcol, lb.const(bc)))
-        rvec = self._vec(lb, r0, br)
-        cvec = self._vec(lb, c0, bc)
-        rmask = lb.cmp("slt", rvec, self._splat(lb, lb.const(hi[0]), [br]))
-        cmask = lb.cmp("slt", cvec, self._splat(lb, lb.const(hi[1]), [bc]))
+        rvec = vec(lb, r0, br)
+        cvec = vec(lb, c0, bc)
+        rmask = lb.cmp("slt", rvec, splat(lb, lb.const(hi[0]), [br]))
+        cmask = lb.cmp("slt", cvec, splat(lb, lb.const(hi[1]), [bc]))
         shape_t = [br, bc]
-        rows2 = self._bcast(lb, self._expand(lb, rvec, 1), shape_t)
-        cols2 = self._bcast(lb, self._expand(lb, cvec, 0), shape_t)
-        mask = lb.andi(self._bcast(lb, self._expand(lb, rmask, 1), shape_t),
-                       self._bcast(lb, self._expand(lb, cmask, 0), shape_t))
+        rows2 = broadcast_to(lb, expand_dims(lb, rvec, 1), shape_t)
+        cols2 = broadcast_to(lb, expand_dims(lb, cvec, 0), shape_t)
+        mask = lb.andi(broadcast_to(lb, expand_dims(lb, rmask, 1), shape_t),
+                       broadcast_to(lb, expand_dims(lb, cmask, 0), shape_t))
         if wide:
             rows2 = lb.insert(arith.ExtSIOp(rows2, TensorType(i64, shape_t))).result
             cols2 = lb.insert(arith.ExtSIOp(cols2, TensorType(i64, shape_t))).result
-        offs = lb.add(lb.mul(rows2, self._splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
-        sp = addptr(lb, self._splat(lb, src_base, shape_t), offs)
-        dp = addptr(lb, self._splat(lb, dst_base, shape_t), offs)
+        offs = lb.add(lb.mul(rows2, splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
+        sp = addptr(lb, splat(lb, src_base, shape_t), offs)
+        dp = addptr(lb, splat(lb, dst_base, shape_t), offs)
         value = lb.insert(tt().LoadOp(sp, mask)).results[0]
         if accumulate:
             mine = lb.insert(tt().LoadOp(dp, mask)).results[0]
@@ -230,30 +230,6 @@ class CommLowering(Lowering):
         lb.insert(tt().StoreOp(dp, value, mask))
         lb.insert(scf.YieldOp())
         b.insert(scf.ForOp(o.pid, b.const(ntiles), o.count, [], Region(body)))
-
-    # small tensor helpers
-    def _vec(self, b: Builder, start: SSAValue, n: int) -> SSAValue:
-        r = b.insert(tt().MakeRangeOp(0, n)).results[0]
-        return b.add(self._splat(b, start, [n]), r)
-
-    def _splat(self, b: Builder, v: SSAValue, shape) -> SSAValue:
-        return b.insert(tt().SplatOp(v, TensorType(v.type, list(shape)))).results[0]
-
-    def _expand(self, b: Builder, v: SSAValue, axis: int) -> SSAValue:
-        shape = list(v.type.get_shape())
-        shape.insert(axis, 1)
-        cls = tt().ExpandDimsOp
-        try:
-            op = cls(v, axis)
-        except TypeError:
-            op = cls.create(operands=[v], result_types=[TensorType(v.type.element_type, shape)],
-                            properties={"axis": __import__("xdsl.dialects.builtin", fromlist=["IntegerAttr"]).IntegerAttr(axis, i32)})
-        return b.insert(op).results[0]
-
-    def _bcast(self, b: Builder, v: SSAValue, shape) -> SSAValue:
-        if list(v.type.get_shape()) == list(shape):
-            return v
-        return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
 
     def _add(self, b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
         ety = x.type.element_type

@@ -23,7 +23,7 @@ lowering (``enter``/``transfer``/``drain``) on top.
 from __future__ import annotations
 
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import ModuleOp, i1, i32, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
@@ -67,6 +67,36 @@ def addptr(b: Builder, ptr: SSAValue, offset: SSAValue) -> SSAValue:
 
 def scalar_load(b: Builder, ptr: SSAValue, volatile: bool = False) -> SSAValue:
     return b.insert(tt().LoadOp(ptr, is_volatile=volatile)).results[0]
+
+
+# small tensor helpers (comm-program tile copies, epilogue slot loads) ----------------------
+
+def vec(b: Builder, start: SSAValue, n: int) -> SSAValue:
+    """``start + arange(0, n)``."""
+    r = b.insert(tt().MakeRangeOp(0, n)).results[0]
+    return b.add(splat(b, start, [n]), r)
+
+
+def splat(b: Builder, v: SSAValue, shape) -> SSAValue:
+    return b.insert(tt().SplatOp(v, TensorType(v.type, list(shape)))).results[0]
+
+
+def expand_dims(b: Builder, v: SSAValue, axis: int) -> SSAValue:
+    shape = list(v.type.get_shape())
+    shape.insert(axis, 1)
+    cls = tt().ExpandDimsOp
+    try:
+        op = cls(v, axis)
+    except TypeError:
+        op = cls.create(operands=[v], result_types=[TensorType(v.type.element_type, shape)],
+                        properties={"axis": IntegerAttr(axis, i32)})
+    return b.insert(op).results[0]
+
+
+def broadcast_to(b: Builder, v: SSAValue, shape) -> SSAValue:
+    if list(v.type.get_shape()) == list(shape):
+        return v
+    return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
 
 
 class Lowering:
