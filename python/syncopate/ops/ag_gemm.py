@@ -98,7 +98,6 @@ def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "
     cfg = _gemm.resolve_config(kernel, M, N, K, a_shard.dtype, config)
     if not use_fused:
         return ag_gemm_reference(a_shard, b, comm, kernel=kernel, config=cfg, out=out)
-    given_out = out
     if out is None:
         out = torch.empty((M, N), device=b.device, dtype=b.dtype)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, a_shard.dtype, split, comm_programs)
@@ -114,19 +113,18 @@ def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "
     call = _gemm.gemm_call(kernel, A, b, out, cfg, num_programs=nprog)
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
                               out_index=call.fn.arg_names.index("c_ptr"), slot=slot)
-    result = _run_prepared(prep, a_shard, given_out, out)
+    result = _run_prepared(prep, a_shard, out)
     _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
     return result
 
 
-def _run_prepared(prep, a_shard, out, fresh_out=None):
+def _run_prepared(prep, a_shard, out):
     """Stage ``a_shard`` into this rank's rows of the symmetric A (unless it already is them)
     and launch. The staging waits (``before_staging``) until peers finished reading the
     previous launch's rows."""
     import torch
     if out is None:
-        out = fresh_out if fresh_out is not None else \
-            torch.empty(prep.out_shape, device=a_shard.device, dtype=a_shard.dtype)
+        out = torch.empty(prep.out_shape, device=a_shard.device, dtype=a_shard.dtype)
     fk, slot = prep.fk, prep.slot
     fk.before_staging()
     if not (a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride()):

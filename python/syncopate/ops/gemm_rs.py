@@ -21,6 +21,8 @@ paths agree to rounding.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import LaunchError
 from . import _gemm
 
@@ -151,7 +153,7 @@ def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
         raise LaunchError(f"reduce='epilogue' needs M/W = {rows} to be a multiple of BLOCK_M = {bm} "
                           f"and the {W - 1} other ranks' tiles to fill whole groups of GROUP_M = {gm} "
                           f"(here {(W - 1) * (rows // bm) if rows % bm == 0 else 'ragged'} tiles): "
-                          f"use M a multiple of {W * bm * gm // _gcd(W - 1, gm)}, another config, "
+                          f"use M a multiple of {W * bm * gm // math.gcd(W - 1, gm)}, another config, "
                           f"or reduce='comm'")
 
 
@@ -168,11 +170,6 @@ def _epilogue_groups(cfg, M: int, W: int):
     while gm > 1 and sent % gm:
         gm //= 2
     return cfg if gm == cfg.GROUP_M else dataclasses.replace(cfg, GROUP_M=gm)
-
-
-def _gcd(a: int, b: int) -> int:
-    import math
-    return math.gcd(a, b)
 
 
 def _run_prepared(prep, a, out):

@@ -267,6 +267,9 @@ class FusedKernel:
             if p not in names:
                 raise LaunchError(f"operand {p!r} is not a parameter of {getattr(kernel, '__name__', kernel)}"
                                   f"; its parameters are {', '.join(names)}")
+        #: operand parameter -> position in the kernel's arguments
+        self._op_index = {p: names.index(p) for p in self.operands}
+        self._op_pos = frozenset(self._op_index.values())
         self._configs: dict = {}
         #: launch fast path: call key -> (config, default-argument tail, peers table, grid)
         self._fast: dict = {}
@@ -498,7 +501,7 @@ class FusedKernel:
 
         if kwargs:
             return None
-        ops = self._operand_positions()
+        ops = self._op_pos
         key = [len(args), self.comm.generation]
         for i, v in enumerate(args):
             if isinstance(v, torch.Tensor):
@@ -512,12 +515,6 @@ class FusedKernel:
                 return None
         key.append(None if callable(grid) else tuple(grid))
         return tuple(key)
-
-    def _operand_positions(self) -> frozenset:
-        pos = self.__dict__.get("_op_pos")
-        if pos is None:
-            pos = self._op_pos = frozenset(self._operand_index().values())
-        return pos
 
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
@@ -574,15 +571,11 @@ class FusedKernel:
                 return e
             with torch.cuda.device(comm.device), torch.cuda.stream(S):
                 if self.backend == "ce":
-                    operand_tensors = {p: values[i] for p, i in self._operand_index().items()}
+                    operand_tensors = {p: values[i] for p, i in self._op_index.items()}
                     self._launch_ce(cfg, g, values + extra, S, e, peers, operand_tensors)
                 else:
                     self._launch_sm(cfg, g, values + extra, S, e, peers)
             return e
-
-    def _operand_index(self) -> dict:
-        names = _param_names(self.kernel)
-        return {p: names.index(p) for p in self.operands}
 
     def _run_kernel(self, cfg: _Config, g, all_args, S) -> None:
         ck = cfg.compiled.kernel

@@ -36,6 +36,8 @@ compiled kernel serves every flag buffer, peer address and index.
 
 from __future__ import annotations
 
+import contextlib
+
 import triton
 import triton.language as tl
 
@@ -139,17 +141,13 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
         if hasattr(ck, "result"):  # Triton's async compile mode hands back a future
             ck = ck.result()
         if ck is None:  # a jit_cache_hook took over compilation: launch through the JIT
-            with torch.cuda.stream(stream) if stream is not None else _nullcontext():
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                 fn[(n_programs,)](*args, num_warps=1, num_stages=1, **constexprs)
             return
         _COMPILED[key] = ck
     s = stream if stream is not None else torch.cuda.current_stream(dev)
     ck[(n_programs, 1, 1)](*args, *constexprs.values(), stream=s.cuda_stream)
 
-
-def _nullcontext():
-    import contextlib
-    return contextlib.nullcontext()
 
 
 def wait_flag(flag_addr: int, index: int, target: int, diag_addr: int, *, rank: int, kind: int,
