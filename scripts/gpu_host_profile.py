@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import cProfile
 import io
-import os
 import pstats
 import statistics
 import sys
@@ -37,9 +36,8 @@ def host_us(fn, n=200, sleep_cycles=0):
 
 
 def main() -> int:
-    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                 ("NVSHMEM_DISABLE_NVLS", "1")):
-        os.environ.setdefault(k, v)
+    from syncopate.bench.__main__ import init_distributed
+    init_distributed()
     import torch
     import torch.distributed as dist
 
@@ -48,9 +46,6 @@ def main() -> int:
     from syncopate.ops._gemm import gemm_call, resolve_config, run_local
     from syncopate.runtime import Communicator
 
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     comm = Communicator()
     W, me = comm.world_size, comm.rank
     dev = comm.device

@@ -416,22 +416,30 @@ def git_commit() -> str:
         return "unknown"
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def init_distributed() -> None:
+    """One process per GPU under torchrun: the lent machine's settings (no NVLink multicast)
+    unless the caller set them, this rank's GPU, the NCCL process group."""
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
                  ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(k, v)
     import torch
     import torch.distributed as dist
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 
-    from ..runtime import Communicator
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if "RANK" not in os.environ:
         print("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench ...",
               file=sys.stderr)
         return 2
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    import torch
+    import torch.distributed as dist
+
+    from ..runtime import Communicator
+    init_distributed()
     comm = Communicator(symm_backend=args.symm)
     rank0 = comm.rank == 0
     log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
