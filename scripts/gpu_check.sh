@@ -13,7 +13,9 @@
 # (all standard shapes instead of --quick), GPU_CHECK_BACKENDS (full bench; default sm,ce,ce+epilogue),
 # GPU_CHECK_BENCH_OPS (default ag,rs), GPU_CHECK_PROFILE=1 (host-time profile of the ops,
 # scripts/gpu_host_profile.py), GPU_CHECK_NVSHMEM_BENCH=1 (a quick bench of the nvshmem backend,
-# its log only), GPU_CHECK_TOTAL_S (the whole script's budget, default 540).
+# its log only), GPU_CHECK_TOTAL_S (the whole script's budget, default 540), GPU_CHECK_BENCH_M
+# (full bench: comma-separated M values, passed as --m), GPU_CHECK_BENCH_CAP (the bench step's
+# most seconds; default 150 quick / 330 full).
 # It leaves at most 8 files under $OUT (what the device tool brings back): gpu_check.log, the
 # tests_runtime/tests_ops/bench (and host_profile) logs, bench/bench.json and bench/bench.png
 # (install and env logs only when they fail: their tails are in gpu_check.log).
@@ -95,7 +97,12 @@ fi
 #    time is left but at most 150 s (quick) / 330 s (full; backends GPU_CHECK_BACKENDS, default sm,ce).
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != "1" ]; then
   ELAPSED=$(( $(date +%s) - START ))
-  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then CAP=330; BENCH_ARGS="--backends ${GPU_CHECK_BACKENDS:-sm,ce,ce+epilogue} --ops ${GPU_CHECK_BENCH_OPS:-ag,rs}"; else CAP=150; BENCH_ARGS="--quick"; fi
+  if [ "${GPU_CHECK_FULL_BENCH:-0}" = "1" ]; then
+    CAP=330; BENCH_ARGS="--backends ${GPU_CHECK_BACKENDS:-sm,ce,ce+epilogue} --ops ${GPU_CHECK_BENCH_OPS:-ag,rs}${GPU_CHECK_BENCH_M:+ --m $GPU_CHECK_BENCH_M}"
+  else
+    CAP=150; BENCH_ARGS="--quick"
+  fi
+  CAP=${GPU_CHECK_BENCH_CAP:-$CAP}
   LEFT=$(( ${GPU_CHECK_TOTAL_S:-540} - ELAPSED ))
   if [ "$LEFT" -gt "$CAP" ]; then LEFT=$CAP; fi
   if [ "$LEFT" -gt 45 ]; then

@@ -68,13 +68,16 @@ def main() -> int:
     rows.append(("torch.matmul", host_us(lambda: torch.matmul(gathered, b_ag, out=out_ag),
                                           sleep_cycles=sleep)))
     profiles = {}
-    for op, backend in (("ag", "sm"), ("ag", "ce"), ("rs", "sm"), ("rs", "ce")):
+    for op, backend in (("ag", "sm"), ("ag", "ce"), ("rs", "sm"), ("rs", "ce"), ("rs", "ce+epilogue")):
+        be, _, red = backend.partition("+")
         if op == "ag":
-            call = lambda: ag_gemm(a_ag, b_ag, comm, backend=backend, split=1, config=cfg_ag,  # noqa: E731
+            call = lambda: ag_gemm(a_ag, b_ag, comm, backend=be, split=1, config=cfg_ag,  # noqa: E731
                                    out=out_ag)
+        elif red:  # the op's default config (it may lower GROUP_M for the epilogue's tile order)
+            call = lambda: gemm_rs(a_rs, b_rs, comm, backend=be, reduce=red, out=out_rs)  # noqa: E731
         else:
-            call = lambda: gemm_rs(a_rs, b_rs, comm, backend=backend, split=4, config=cfg_rs,  # noqa: E731
-                                   out=out_rs)
+            call = lambda: gemm_rs(a_rs, b_rs, comm, backend=be, split=4, reduce="comm",  # noqa: E731
+                                   config=cfg_rs, out=out_rs)
         for _ in range(10):
             call()
         torch.cuda.synchronize()
@@ -82,7 +85,7 @@ def main() -> int:
         rows.append((f"{op}_gemm {backend}: whole op", host_us(call, sleep_cycles=sleep)))
         fks = [v for k, v in comm.cache.items() if isinstance(k, tuple)
                and k[0] == f"{op}.fk" and backend in k]
-        if fks:
+        if fks and not red:
             fk = fks[-1]
             nprog = num_sms(dev) - (fk.comm_programs or 0)
             if op == "ag":

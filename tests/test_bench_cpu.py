@@ -22,6 +22,38 @@ def test_rows_full_and_quick():
     assert all(op == "ag_gemm" for op, *_ in only_ag)
 
 
+def test_rows_for_chosen_m():
+    rows = bench.rows_for(bench.parse_args(["--m", "8192", "--ops", "rs"]), 2)
+    assert rows == [("gemm_rs", 8192, 4096, 14336), ("gemm_rs", 8192, 8192, 28672)]
+    assert {M for _, M, _, _ in bench.rows_for(bench.parse_args(["--m", "1024,4096"]), 2)} == {1024, 4096}
+
+
+def test_a_row_starts_only_if_it_should_end_within_the_budget():
+    # run 5: rows took 49, 51, 32, 60 s; a 207 s budget started a fifth row at 192 s and the
+    # step's timeout killed it, with the table never printed
+    assert bench.start_row(0.0, 0.0, 207)
+    assert bench.start_row(132.4, 51.0, 207)
+    assert not bench.start_row(192.5, 60.1, 207)
+
+
+def test_results_are_written_after_every_row(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    args = bench.parse_args(["--out", str(tmp_path)])
+    r = bench.derive({"op": "gemm_rs", "M": 8, "N": 4, "K": 2, "gemm": 1.0, "comm": 0.5,
+                      "fused default": 1.2, "fused[sm]": 1.1}, ["sm"])
+
+    class Comm:
+        device = "cpu"
+        world_size = 2
+    import json
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "fake")
+    bench.write_results(args, [r], ["sm"], [], 100.0, 20, "cmd", Comm())
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["meta"]["complete"] is False and data["meta"]["command"] == "cmd"
+    assert data["results"][0]["default/ideal"] == pytest.approx(1.2)
+    assert not (tmp_path / "bench.png").exists()  # the chart only at the end
+
+
 def test_sweep_is_small_and_ce_has_no_comm_programs():
     for quick in (True, False):
         assert all(cp == 0 for _, cp in bench.sweep_for("ce", quick))
@@ -30,6 +62,9 @@ def test_sweep_is_small_and_ce_has_no_comm_programs():
         assert all(cp < 32 for _, cp in bench.sweep_for("sm", quick))
     assert bench.sweep_for("sm", False, (8, 4))[-1] == (8, 4)  # the op's own pick is timed
     assert bench.sweep_for("sm", False, (1, 8)) == bench.sweep_for("sm", False)
+    # GEMM+RS: the epilogue variant sweeps its splits; plain ce (dominated by it) one point
+    assert bench.sweep_for("ce", False, None, "gemm_rs", "epilogue") == [(1, 0), (2, 0), (4, 0)]
+    assert bench.sweep_for("ce", False, None, "gemm_rs") == [(2, 0)]
 
 
 def test_derive_ratios():

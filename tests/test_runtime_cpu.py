@@ -968,6 +968,42 @@ def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
         mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="sum")
 
 
+def test_gemm_rs_default_is_the_epilogue_variant_where_it_applies(monkeypatch):
+    """No backend/reduce: ce + epilogue (split EPILOGUE_SPLIT, no comm programs) when the driver
+    has stream waits and the tiles fit; sm with the cost model's plan otherwise, never a
+    refusal. An explicit backend keeps reduce='comm'."""
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import _cuda
+    built = []
+    monkeypatch.setattr(mod, "gemm_rs_fused_kernel", lambda *a, **k: built.append(k) or fk)
+    c = _fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(32, 48).to(bf)
+    cfg = resolve_config("tma", 2048, 48, 32, bf)
+    M = 2 * cfg.BLOCK_M * cfg.GROUP_M
+
+    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: True)
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c)
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue")
+    assert (built[-1]["split"], built[-1]["comm_programs"]) == (mod.EPILOGUE_SPLIT, 0)
+    mod.gemm_rs(torch.randn(400, 32).to(bf), b, c)  # M/W = 200: not whole tiles -> sm
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
+    assert built[-1]["comm_programs"] > 0
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce")
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "comm")
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, reduce="epilogue")
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue")
+    assert mod.default_variant(M, 2, cfg) == ("ce", "epilogue")
+
+    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: False)
+    M2 = M + 2 * cfg.BLOCK_M  # a new layout: chosen anew; the epilogue would lower GROUP_M
+    mod.gemm_rs(torch.randn(M2, 32).to(bf), b, c)
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
+    # sm keeps the default config's grouping
+    assert built[-1]["config"].GROUP_M == resolve_config("tma", M2, 48, 32, bf).GROUP_M > 1
+
+
 def test_state_word_probe_sees_writes_to_the_record():
     rec, _ = diag.new_record()
     probe = diag.state_word(rec)

@@ -179,10 +179,14 @@ def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
             dtype = getattr(torch, dtype_name)
             a = _rand((M, Kl), dtype, 900 + i * 10 + rank, comm.device)
             b = _rand((Kl, N), dtype, 900 + i * 10 + 5 + rank, comm.device)
-            be, _, red = backend.partition("+")  # "ce+epilogue": backend ce, reduce epilogue
             out = torch.full((M // W, N), float("nan"), device=comm.device, dtype=dtype)
-            gemm_rs(a, b, comm, backend=be, split=split, kernel=kernel, out=out,
-                    reduce=red or "comm")
+            if backend == "default":  # the op's own choice of backend, reduce and split
+                gemm_rs(a, b, comm, kernel=kernel, out=out)
+                problems += _default_rs_variant_problems(comm, case, a, b, kernel)
+            else:
+                be, _, red = backend.partition("+")  # "ce+epilogue": backend ce, reduce epilogue
+                gemm_rs(a, b, comm, backend=be, split=split, kernel=kernel, out=out,
+                        reduce=red or "comm")
             fb = gemm_rs(a, b, comm, split=split, kernel=kernel, fused=False)
             full = (a.float() @ b.float())
             ref = torch.empty((M // W, N), device=comm.device, dtype=torch.float32)
@@ -202,6 +206,20 @@ def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
             problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
     comm.close()
     return problems
+
+
+def _default_rs_variant_problems(comm, case, a, b, kernel):
+    """On a driver with stream waits, the default must be the epilogue variant exactly where
+    its tiles fit (M/W whole BLOCK_M tiles), else sm."""
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.gemm_rs import _epilogue_groups, default_variant
+    from syncopate.runtime import _cuda
+    W, (M, Kl), N = comm.world_size, a.shape, b.shape[1]
+    cfg = resolve_config(kernel, M, N, Kl, a.dtype)
+    got = default_variant(M, W, _epilogue_groups(cfg, M, W))
+    fits = (M // W) % cfg.BLOCK_M == 0
+    want = ("ce", "epilogue") if fits and _cuda.stream_wait_available() else ("sm", "comm")
+    return [] if got == want else [f"{case}: default variant {got}, expected {want}"]
 
 
 # --------------------------------------------------------------------------- stress

@@ -95,6 +95,10 @@ def _rs_cases():
     cases.append(("ce+epilogue", "bfloat16", M, 150, 93, 1, "ptr"))
     # few tiles per rank: the op lowers the default config's GROUP_M to keep whole groups
     cases.append(("ce+epilogue", "bfloat16", W * 256, 328, 136, 2, "tma"))
+    # the op's own choice (no backend, split or reduce): the epilogue variant where its tiles
+    # fit (the worker checks that it was picked), the sm comm programs where they do not
+    cases.append(("default", "bfloat16", M, 328, 136, None, "tma"))
+    cases.append(("default", "bfloat16", 400, 328, 136, None, "tma"))
     return cases
 
 

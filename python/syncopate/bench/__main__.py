@@ -55,13 +55,18 @@ def parse_args(argv=None):
     p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     p.add_argument("--budget-s", type=float, default=None,
-                   help="stop starting new rows after this many seconds (default 150, quick 60)")
+                   help="start a row only if it should end within this many seconds, judged by "
+                        "the slowest row so far (default 150, quick 60)")
+    p.add_argument("--m", default=None,
+                   help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
     return p.parse_args(argv)
 
 
 def rows_for(args, W):
     rows = []
     ms = (M_MAIN,) if args.quick else (M_MAIN,) + M_EXTRA
+    if args.m:
+        ms = tuple(int(x) for x in args.m.split(",") if x)
     ops = args.ops.split(",")
     for M in ms:
         if "ag" in ops:
@@ -70,23 +75,29 @@ def rows_for(args, W):
         if "rs" in ops:
             for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
                 rows.append(("gemm_rs", M, N, K))
-    if args.quick and "ag" in ops:
+    if args.quick and "ag" in ops and not args.m:
         rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
     return rows
 
 
-def sweep_for(backend, quick, auto=None, op="ag_gemm"):
+def sweep_for(backend, quick, auto=None, op="ag_gemm", reduce=""):
     """(split, comm_programs) candidates per backend, small on purpose (each is a compile),
     plus ``auto`` -- what the op picks by itself (the cost model) -- when it is not among them.
     cp = 32 is gone: on 2 x H200 it was slower than 16 on every shape (run 2), since the comm
     programs' SMs are taken from the GEMM. GEMM+RS sweeps finer splits: its last band's
     reduction is an exposed tail (split 1 was 1.4x slower than split 4, run 3)."""
-    if backend == "ce":
+    if backend == "ce" and op == "gemm_rs" and reduce != "epilogue" and not quick:
+        # the sum after the kernel: 1.2-1.4x slower than the epilogue variant on every shape of
+        # runs 4-5 (0.93-1.13 vs 0.70 ms at 8192x4096x14336); one point keeps it on the chart
+        cands = [(2, 0)]
+    elif backend == "ce":
         cands = [(1, 0), (2, 0)] if quick else [(1, 0), (2, 0), (4, 0)]
     elif backend == "nvshmem":
         cands = [(2, 8)] if quick else [(1, 8), (2, 8), (4, 8), (4, 16)]
     elif op == "gemm_rs" and not quick:
-        cands = [(2, 16), (4, 8), (4, 16), (8, 8), (8, 16), (16, 16)]
+        # runs 4-5: 16/16 never the best (within 2% of 16/8 at M = 8192); 4/8 the best only at
+        # M = 1024, by 0.5% over 2/16
+        cands = [(2, 16), (4, 16), (8, 8), (8, 16), (16, 8)]
     else:
         cands = [(2, 16)] if quick else [(1, 8), (2, 8), (4, 8), (2, 16), (4, 16)]
     if auto is not None and tuple(auto) not in cands:
@@ -206,10 +217,14 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     def same_as_local_kernel(res):
         return bool(torch.equal(res, ref))
 
+    mismatch = "result differs from the local kernel on the gathered A"
+    _time_default(r, comm, timer, lambda: ag_gemm(a, b, comm, out=out), same_as_local_kernel,
+                  mismatch, lambda: "sm split={} cp={}".format(
+                      *choose("ag_gemm", "sm", M, Nl, K, W, dtype, None, None)))
     _sweep_fused(r, comm, timer, backends, args, log,
                  lambda **kw: ag_gemm(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
-                 same_as_local_kernel, "result differs from the local kernel on the gathered A",
-                 auto=lambda be: choose("ag_gemm", be, M, Nl, K, W, dtype, None, None))
+                 same_as_local_kernel, mismatch,
+                 auto=lambda be, red: choose("ag_gemm", be, M, Nl, K, W, dtype, None, None))
     return r
 
 
@@ -218,7 +233,8 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_rs
-    from ..ops._gemm import choose, gemm_call, resolve_config, run_local
+    from ..ops._gemm import gemm_call, resolve_config, run_local
+    from ..ops.gemm_rs import _epilogue_groups, default_plan, default_variant
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Kl = K // W
@@ -254,13 +270,43 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     def close_to_nccl_path(res):
         return float((res.float() - ref.float()).norm() / ref.float().norm()) <= 2e-2
 
+    def rs_default():
+        be, red = default_variant(M, W, _epilogue_groups(cfg, M, W))
+        split, cp = default_plan(be, red, M, N, Kl, W, dtype)
+        return f"{be}{'+epilogue' if red == 'epilogue' else ''} split={split} cp={cp}"
+    _time_default(r, comm, timer, lambda: gemm_rs(a, b, comm, out=out), close_to_nccl_path,
+                  "result differs from the NCCL path", rs_default)
     _sweep_fused(r, comm, timer, backends, args, log,
                  # the epilogue variant takes the default config: the op may lower its GROUP_M
                  lambda **kw: gemm_rs(a, b, comm, kernel=args.kernel, out=out,
                                       config=None if kw.get("reduce") == "epilogue" else cfg, **kw),
                  close_to_nccl_path, "result differs from the NCCL path",
-                 auto=lambda be: choose("gemm_rs", be, M, N, Kl, W, dtype, None, None))
+                 auto=lambda be, red: default_plan(be, red or "comm", M, N, Kl, W, dtype))
     return r
+
+
+def _time_default(r, comm, timer, run, correct, mismatch, describe):
+    """``fused default``: the op called as a user would, with no backend, split, comm-program
+    count or config (the op's own choice, ``describe()`` says which), checked like the sweep."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        res = run()
+        torch.cuda.synchronize()
+        comm.check()
+        ok = torch.tensor([int(correct(res))], device=comm.device)
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if not int(ok):
+            r.setdefault("check_failed", []).append("default")
+            r.setdefault("errors", {})["fused default"] = mismatch
+            return
+        r["fused default"] = timer(run)
+        r["fused default host"] = timer.last_host_ms
+        r["fused default is"] = describe()
+        comm.check()
+    except Exception as e:  # noqa: BLE001
+        r.setdefault("errors", {})["fused default"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
 
 
 def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, auto=None):
@@ -277,8 +323,8 @@ def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, au
         if red and r["op"] != "gemm_rs":
             continue
         best = None
-        pick = auto(be) if auto is not None else None
-        for split, cp in sweep_for(be, args.quick, pick, r["op"]):
+        pick = auto(be, red) if auto is not None else None
+        for split, cp in sweep_for(be, args.quick, pick, r["op"], red):
             label = f"{backend} split={split} cp={cp}"
             kw = dict(backend=be, split=split, comm_programs=cp)
             if red:
@@ -336,13 +382,15 @@ def derive(r, backends):
     f, i, s = r["fused best"], r["ideal"], r.get("serial cuBLAS")
     r["fused/ideal"] = f / i if f and i else None
     r["serial/fused"] = s / f if f and s else None
+    d = r.get("fused default")
+    r["default/ideal"] = d / i if d and i else None
     return r
 
 
 def columns(backends):
-    return ([f"fused[{b}]" for b in backends] + ["serial cuBLAS", "serial triton", "torch async-TP",
-                                                  "gemm", "gemm cuBLAS", "comm", "ideal",
-                                                  "fused/ideal", "serial/fused", "fused host"])
+    return (["fused default"] + [f"fused[{b}]" for b in backends]
+            + ["serial cuBLAS", "serial triton", "torch async-TP", "gemm", "gemm cuBLAS", "comm",
+               "ideal", "fused/ideal", "default/ideal", "serial/fused", "fused host"])
 
 
 def format_table(results, backends) -> str:
@@ -363,8 +411,10 @@ def format_table(results, backends) -> str:
     widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
     out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines]
-    out.append("times in ms (median device time, max over ranks); fused = best of the sweep per "
-               "backend; fused host = host (Python + launch) ms per call of that best fused op")
+    out.append("times in ms (median device time, max over ranks); fused default = the op with no "
+               "backend/split/config arguments; fused[b] = best of the sweep per backend; "
+               "fused/ideal takes the best fused; fused host = host (Python + launch) ms per "
+               "call of that best fused op")
     return "\n".join(out)
 
 
@@ -429,6 +479,31 @@ def init_distributed() -> None:
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 
 
+def start_row(elapsed: float, slowest: float, budget: float) -> bool:
+    """Whether a row may start: it should end within the budget if it takes as long as the
+    slowest row so far (rows differ by up to ~2x; a killed row loses its whole sweep)."""
+    return elapsed + slowest <= budget
+
+
+def write_results(args, results, backends, skipped, budget, iters, command, comm,
+                  final: bool = False) -> str | None:
+    """``bench.json`` (and, at the end, ``bench.png``) under ``--out``; returns the plot's note."""
+    import torch
+    os.makedirs(args.out, exist_ok=True)
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "gpu": torch.cuda.get_device_name(comm.device), "world_size": comm.world_size,
+        "git_commit": git_commit(), "command": command,
+        "torch": torch.__version__, "triton": __import__("triton").__version__,
+        "dtype": args.dtype, "kernel": args.kernel, "iters": iters, "backends": backends,
+        "symm_backend": args.symm, "budget_s": budget, "skipped_rows_over_budget": skipped,
+        "complete": final,
+    }
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
+    return plot(results, backends, os.path.join(args.out, "bench.png")) if final else None
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if "RANK" not in os.environ:
@@ -451,9 +526,16 @@ def main(argv=None) -> int:
     timer = Timer(comm.device, iters, args.warmup)
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
     t_start = time.monotonic()
-    results, skipped = [], []
+    results, skipped, slowest = [], [], 0.0
+    command = " ".join([sys.executable, "-m", "syncopate.bench"]
+                       + (argv if argv is not None else sys.argv[1:]))
     for op, M, N, K in rows_for(args, comm.world_size):
-        if time.monotonic() - t_start > budget:
+        # rank 0 decides for all (each rank's clock differs a little: a rank that skipped a row
+        # its peers started would hang them in the row's first collective)
+        go = torch.tensor([int(start_row(time.monotonic() - t_start, slowest, budget))],
+                          device=comm.device)
+        dist.broadcast(go, 0, group=comm.group)
+        if not int(go):
             skipped.append((op, M, N, K))
             continue
         log(f"{op} M={M} N={N} K={K} ...")
@@ -463,28 +545,22 @@ def main(argv=None) -> int:
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
         comm.clear_cache()  # free this row's symmetric buffers before the next shape
+        slowest = max(slowest, time.monotonic() - t0)
         log(f"  done in {time.monotonic() - t0:.1f} s")
+        if rank0:  # after every row: a run killed by its time limit keeps the rows it finished
+            write_results(args, results, backends, skipped, budget, iters, command, comm)
     if rank0:
-        table = format_table(results, backends)
-        os.makedirs(args.out, exist_ok=True)
-        meta = {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "gpu": torch.cuda.get_device_name(comm.device), "world_size": comm.world_size,
-            "git_commit": git_commit(), "command": " ".join([sys.executable, "-m", "syncopate.bench"]
-                                                           + (argv if argv is not None else sys.argv[1:])),
-            "torch": torch.__version__, "triton": __import__("triton").__version__,
-            "dtype": args.dtype, "kernel": args.kernel, "iters": iters, "backends": backends,
-            "symm_backend": args.symm, "skipped_rows_over_budget": skipped,
-        }
-        with open(os.path.join(args.out, "bench.json"), "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
-        note = plot(results, backends, os.path.join(args.out, "bench.png"))
-        print(table)
+        note = write_results(args, results, backends, skipped, budget, iters, command, comm,
+                             final=True)
+        print(format_table(results, backends))
         for r in results:
             for name, err in (r.get("errors") or {}).items():
                 print(f"  [{r['op']} {r['M']}x{r['N']}x{r['K']}] {name}: {err}")
+        for r in results:
+            if r.get("fused default is"):
+                print(f"  [{r['op']} {r['M']}x{r['N']}x{r['K']}] fused default = {r['fused default is']}")
         if skipped:
-            print(f"skipped (over the {budget:g} s budget): {skipped}")
+            print(f"skipped (would end past the {budget:g} s budget): {skipped}")
         if note:
             print(note)
         print(f"wrote {os.path.join(args.out, 'bench.json')}")

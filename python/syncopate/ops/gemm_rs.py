@@ -27,8 +27,9 @@ from ..errors import LaunchError
 from . import _gemm
 
 
-#: default chunks per destination with ``reduce="epilogue"`` (not yet tuned on the GPU)
-EPILOGUE_SPLIT = 4
+#: default chunks per destination with ``reduce="epilogue"``. 2 x H200, run 5 (sweep 1/2/4/16):
+#: split 2 was the best or within 1% of it on all four shapes measured (M = 8192 and 1024).
+EPILOGUE_SPLIT = 2
 
 
 def _check(a, b_shard, comm):
@@ -80,9 +81,44 @@ def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, 
                               kernel=kernel, config=config, reduce=reduce)
 
 
-def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "swizzle",
+def default_variant(M: int, W: int, cfg, backend=None, reduce=None) -> tuple[str, str]:
+    """``(backend, reduce)`` when the caller leaves them out: ``("ce", "epilogue")`` where it
+    applies, else ``("sm", "comm")``.
+
+    Why the epilogue variant is the default: on 2 x H200 (bench/results/2026-11-30-h200x2-run5)
+    it was the fastest fused GEMM+RS on every shape measured -- 1.06-1.13x of ideal at M = 8192
+    where the sm comm programs were 1.12-1.20x (they take 8-16 SMs from the GEMM and leave the
+    last band's sum as a tail), and 1.4x faster than sm at M = 1024. It needs stream memory
+    operations (``cuStreamWaitValue32``) and a tile walk in which the sent rows fill whole
+    GROUP_M groups (:func:`_check_epilogue_order`); where either is missing the op falls back
+    to the sm comm programs rather than refusing. An explicit ``backend`` keeps ``reduce``
+    at ``"comm"`` unless ``reduce`` is given too."""
+    if backend is not None or reduce is not None:
+        return backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
+    from ..runtime import _cuda
+    if not _cuda.stream_wait_available():
+        return "sm", "comm"
+    try:
+        _check_epilogue_order("ce", M, W, cfg)
+    except LaunchError:
+        return "sm", "comm"
+    return "ce", "epilogue"
+
+
+def default_plan(backend: str, reduce: str, M: int, N: int, K: int, W: int, dtype, split=None,
+                 comm_programs=None) -> tuple[int, int]:
+    """``(split, comm_programs)`` the op uses: the caller's, else :data:`EPILOGUE_SPLIT` for the
+    epilogue variant (no tail to shorten: the chunks only have to reach the owner before its
+    own rows come up, and a few per destination keep each copy large and its start early),
+    else the cost model's (:func:`syncopate.ops._gemm.choose`; ``K`` is this rank's shard)."""
+    if reduce == "epilogue" and split is None:
+        split = EPILOGUE_SPLIT
+    return _gemm.choose("gemm_rs", backend, M, N, K, W, dtype, split, comm_programs)
+
+
+def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: str = "swizzle",
             mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None, fused=None,
-            reduce: str = "comm"):
+            reduce: str | None = None):
     """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum).
 
     Arguments as :func:`syncopate.ops.ag_gemm`. ``fused=False`` -- or ``SYNCOPATE=0`` when
@@ -90,6 +126,9 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     ``reduce="epilogue"`` (``backend="ce"``): the copy engine moves each partial chunk into its
     owner's slot and the owner's GEMM tiles add them before their store
     (``passes/insert_epilogue_reduce.py``): no comm programs, no sum after the kernel.
+    ``reduce="comm"``: the comm programs (sm, nvshmem) or the host after the kernel (ce) add.
+    Leaving both ``backend`` and ``reduce`` out picks :func:`default_variant` (the epilogue
+    variant where it applies, else sm).
     """
     from ..runtime.fused import fused_enabled
     use_fused = fused_enabled() if fused is None else bool(fused)
@@ -105,18 +144,17 @@ def gemm_rs(a, b_shard, comm, *, backend: str = "sm", split=None, order: str = "
     M, K = a.shape
     N = b_shard.shape[1]
     cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
-    if reduce == "epilogue" and config is None:
-        cfg = _epilogue_groups(cfg, M, W)
     if not use_fused:
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
-    if reduce == "epilogue" and split is None:
-        # no tail to shorten (the owner adds in its epilogue); the chunks only have to reach the
-        # owner before its own rows come up, in order: a few per destination keep each copy
-        # large and its start early
-        split = EPILOGUE_SPLIT
-    split, cp = _gemm.choose("gemm_rs", backend, M, N, K, W, a.dtype, split, comm_programs)
-    if reduce not in ("comm", "epilogue"):
+    if reduce not in (None, "comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
+    # the default config's GROUP_M may be lowered for the epilogue's tile order (bitwise the
+    # same tiles); an explicit config is the caller's and is checked as given
+    grouped = _epilogue_groups(cfg, M, W) if config is None else cfg
+    backend, reduce = default_variant(M, W, grouped, backend, reduce)
+    if reduce == "epilogue":
+        cfg = grouped
+    split, cp = default_plan(backend, reduce, M, N, K, W, a.dtype, split, comm_programs)
     if reduce == "epilogue":
         _check_epilogue_order(backend, M, W, cfg)
     fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
