@@ -151,3 +151,58 @@ def test_git_commit_prefers_the_env_then_the_marker(monkeypatch, tmp_path):
     assert bench.git_commit() == "abc123"
     monkeypatch.delenv("SYNCOPATE_GIT_COMMIT")
     assert bench.git_commit()  # the marker file if present, else git, else "unknown"
+
+
+def test_main_writes_rows_as_they_finish_and_skips_what_would_overrun(monkeypatch, tmp_path, capsys):
+    """main() on a one-rank gloo group with the rows faked: each finished row lands in
+    bench.json, the row that would end past the budget is skipped (and reported), the table
+    printed last names the default's choice."""
+    torch = pytest.importorskip("torch")
+    import json
+
+    import torch.distributed as dist
+
+    import syncopate.runtime as rt
+
+    class Comm:
+        rank, world_size, device, group = 0, 1, "cpu", None
+
+        def __init__(self, symm_backend="cuda"):
+            pass
+
+        def clear_cache(self):
+            pass
+
+        def close(self):
+            pass
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(bench.time, "monotonic", lambda: clock["t"])
+
+    def fake_row(op):
+        def run(comm, timer, M, N, K, args, backends, log):
+            clock["t"] += 40.0  # every row takes 40 s
+            data = json.loads((tmp_path / "bench.json").read_text()) if (tmp_path / "bench.json").exists() else None
+            seen.append(len(data["results"]) if data else 0)
+            return {"op": op, "M": M, "N": N, "K": K, "gemm": 1.0, "comm": 0.5, "fused[sm]": 1.1,
+                    "fused default": 1.2, "fused default is": "sm split=1 cp=8"}
+        return run
+    seen = []
+    monkeypatch.setattr(bench, "bench_ag", fake_row("ag_gemm"))
+    monkeypatch.setattr(bench, "bench_rs", fake_row("gemm_rs"))
+    monkeypatch.setattr(bench, "Timer", lambda *a, **k: None)
+    monkeypatch.setattr(bench, "init_distributed", lambda: dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1))
+    monkeypatch.setattr(rt, "Communicator", Comm)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "fake")
+    monkeypatch.setenv("RANK", "0")
+    # 100 s: rows at t=0 and t=40 start (each should end by 80), the third (t=80) would not
+    assert bench.main(["--out", str(tmp_path), "--m", "8192", "--ops", "ag", "--backends", "sm",
+                       "--budget-s", "100"]) == 0
+    assert seen == [0, 1]  # the first row was on disk before the second ran
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert [r["N"] for r in data["results"]] == [14336, 28672]
+    assert data["meta"]["complete"] is True
+    assert data["meta"]["skipped_rows_over_budget"] == [["ag_gemm", 8192, 29568, 8192]]
+    out = capsys.readouterr().out
+    assert "fused default = sm split=1 cp=8" in out and "would end past the 100 s budget" in out
