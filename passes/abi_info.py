@@ -18,7 +18,8 @@ from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
 from syncopate.errors import CompileError
 
 from .access import func_body
-from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, Plan
+from .plan import (ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_WITHHOLD,
+                   Plan)
 
 ATTR_ABI = "syncopate.abi"
 
@@ -54,6 +55,15 @@ def reduce_of(module: ModuleOp) -> str:
     per-source slots before their store)."""
     attr = module.attributes.get(ATTR_REDUCE)
     return attr.data if isinstance(attr, StringAttr) else "comm"
+
+
+def withheld_of(module: ModuleOp) -> frozenset[int]:
+    """Chunks whose ``CHUNK`` signal the comm programs leave out (fault injection, see
+    :data:`passes.plan.ATTR_WITHHOLD`); empty without the attribute."""
+    attr = module.attributes.get(ATTR_WITHHOLD)
+    if not isinstance(attr, StringAttr) or not attr.data:
+        return frozenset()
+    return frozenset(int(x) for x in attr.data.split(","))
 
 
 def comm_programs_of(module: ModuleOp) -> int:

@@ -18,7 +18,8 @@ from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
 
-from .plan import ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_SCHEDULE
+from .plan import (ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_SCHEDULE,
+                   ATTR_WITHHOLD)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class AttachSchedule(ModulePass):
     backend: str = "sm"
     comm_programs: int = 4
     reduce: str = "comm"
+    withhold: str = ""          # "c[,c...]": chunks never signalled (fault injection)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from syncopate.abi import BACKENDS
@@ -65,3 +67,20 @@ class AttachSchedule(ModulePass):
             raise CompileError(f"attach-schedule: reduce={self.reduce!r}; choose comm or epilogue")
         if self.reduce != "comm":  # absent means "comm"
             op.attributes[ATTR_REDUCE] = StringAttr(self.reduce)
+        if self.withhold:
+            op.attributes[ATTR_WITHHOLD] = StringAttr(
+                withhold_text(self.withhold.replace(";", ",").split(","), schedule))
+
+
+def withhold_text(ids, schedule) -> str:
+    """The canonical ``"c,c"`` of chunk ids to withhold, each checked against the schedule."""
+    try:
+        chunks = sorted({int(str(x).strip()) for x in ids if str(x).strip()})
+    except ValueError:
+        raise CompileError(f"withhold: {list(ids)!r} are not chunk ids (integers)") from None
+    known = {c.id for c in schedule.chunks}
+    unknown = [c for c in chunks if c not in known]
+    if unknown:
+        raise CompileError(f"withhold: chunks {unknown} are not in the schedule (its chunk ids: "
+                           f"0..{len(known) - 1})")
+    return ",".join(str(c) for c in chunks)

@@ -46,7 +46,8 @@ class NvshmemLowering(CommLowering):
         return all(lo == 0 and hi == n for lo, hi, n in zip(c.lo[1:], c.hi[1:], shape[1:]))
 
     def move(self, b: Builder, o, c, side, src, dst) -> bool:
-        if c.reduce == "sum" or not self._contiguous(c):
+        if c.reduce == "sum" or not self._contiguous(c) or c.id in self.withheld:
+            # (a withheld chunk: P2P tiles, since a put-with-signal would signal it)
             return super().move(b, o, c, side, src, dst)
         shape = self.plan.tensors[c.tensor].shape
         row = 1

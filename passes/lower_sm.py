@@ -11,7 +11,8 @@ On top of the shared lowering (:mod:`passes.lowering`), the comm-program steps b
   source; produced tensors: ``PRODUCED[c]`` on the source, and on the destination for ``sum``),
   then copies its share of the chunk's tiles (tile ``t`` goes to comm program ``t % count``),
   accumulating in fp32 for ``sum``, then releases ``CHUNK[c]`` on the destination (+1 per
-  comm program) and, when it read a peer's buffer, ``CONSUMED`` on the source.
+  comm program) and, when it read a peer's buffer, ``CONSUMED`` on the source. A chunk named
+  in ``syncopate.test_withhold`` (fault injection) moves but is never released.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
 
 Copies are masked 2-D tiles of 32K elements (64 KB of bf16; 16K for sums, which hold two tiles
@@ -33,7 +34,7 @@ from xdsl.passes import ModulePass
 from syncopate.abi import FlagLayout, KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.errors import CompileError
 
-from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state
+from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state, withheld_of
 from .builder import Builder
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
@@ -60,6 +61,8 @@ class CommLowering(Lowering):
         self.layout = FlagLayout(self.plan.num_chunks, self.plan.world_size)
         self.writers = chunk_writers(self.plan, backend_of(module), comm_programs_of(module))
         self.state = get_state(module)
+        #: chunks whose CHUNK signal is left out (fault injection, ``syncopate.test_withhold``)
+        self.withheld = withheld_of(module)
 
     def lower_comm(self) -> None:
         from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
@@ -164,11 +167,13 @@ class CommLowering(Lowering):
                     self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED)
         signalled = self.move(tb, o, c, side, src, dst)
         one = tb.const(1)
+        withheld = c.id in self.withheld  # fault injection: the data moves, CHUNK[c] never rises
         if side == "src":
-            if not signalled:
+            if not signalled and not withheld:
                 self.release_flag(tb, tb.const(c.id), one, "add", peer=dst)
         else:
-            self.release_flag(tb, tb.const(c.id), one, "add")
+            if not withheld:
+                self.release_flag(tb, tb.const(c.id), one, "add")
             self.release_flag(tb, tb.const(self.layout.consumed), one, "add", peer=src)
         o.detach()
         o.erase()

@@ -21,6 +21,9 @@ ATTR_OPERANDS = "syncopate.operands"
 ATTR_BACKEND = "syncopate.backend"
 ATTR_COMM_PROGRAMS = "syncopate.comm_programs"
 ATTR_REDUCE = "syncopate.reduce"  # "comm" (default) | "epilogue"
+#: fault injection (tests, debugging a hang): "1,5" -- chunks whose executing rank moves the
+#: data but never signals CHUNK[c]; their readers' watchdog must fire and name them
+ATTR_WITHHOLD = "syncopate.test_withhold"
 
 
 @dataclass(frozen=True)

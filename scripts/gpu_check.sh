@@ -15,7 +15,8 @@
 # scripts/gpu_host_profile.py), GPU_CHECK_NVSHMEM_BENCH=1 (a quick bench of the nvshmem backend,
 # its log only), GPU_CHECK_TOTAL_S (the whole script's budget, default 540), GPU_CHECK_BENCH_M
 # (full bench: comma-separated M values, passed as --m), GPU_CHECK_BENCH_CAP (the bench step's
-# most seconds; default 150 quick / 330 full).
+# most seconds; default 150 quick / 330 full), GPU_CHECK_RS_BREAKDOWN=1 (where the default
+# GEMM+RS spends its time beyond the GEMM, scripts/gpu_rs_breakdown.py).
 # It leaves at most 8 files under $OUT (what the device tool brings back): gpu_check.log, the
 # tests_runtime/tests_ops/bench (and host_profile) logs, bench/bench.json and bench/bench.png
 # (install and env logs only when they fail: their tails are in gpu_check.log).
@@ -87,6 +88,11 @@ if [ "${GPU_CHECK_PROFILE:-0}" = "1" ]; then
   step host_profile 120 python3 -m torch.distributed.run --nproc-per-node 2 scripts/gpu_host_profile.py
 fi
 
+# 3b'. Time breakdown of the default GEMM+RS (optional)
+if [ "${GPU_CHECK_RS_BREAKDOWN:-0}" = "1" ]; then
+  step rs_breakdown 150 python3 -m torch.distributed.run --nproc-per-node 2 scripts/gpu_rs_breakdown.py
+fi
+
 # 3c. Quick benchmark of the nvshmem backend (optional; a process with NVSHMEM symmetric memory)
 if [ "${GPU_CHECK_NVSHMEM_BENCH:-0}" = "1" ]; then
   step nvshmem_bench 150 python3 -m torch.distributed.run --nproc-per-node 2 -m syncopate.bench \
@@ -116,7 +122,7 @@ fi
 # 5. Summary (last)
 echo
 echo "==================== gpu_check summary ($(( $(date +%s) - START ))s) ===================="
-for s in install env tests_runtime tests_ops host_profile nvshmem_bench bench; do
+for s in install env tests_runtime tests_ops host_profile rs_breakdown nvshmem_bench bench; do
   printf '%-14s %s\n' "$s" "${STATUS[$s]:-not run}"
 done
 for x in tests_runtime tests_ops; do
@@ -124,6 +130,10 @@ for x in tests_runtime tests_ops; do
 done
 if [ -f "$OUT/host_profile.log" ]; then
   sed -n '/^host time per call/,$p' "$OUT/host_profile.log"
+fi
+if [ -f "$OUT/rs_breakdown.log" ]; then
+  echo "default GEMM+RS, time breakdown:"
+  sed -n '/M x N x K/,/^times in ms/p' "$OUT/rs_breakdown.log"
 fi
 if [ -f "$OUT/nvshmem_bench.log" ]; then
   echo "nvshmem backend (quick):"

@@ -2,7 +2,6 @@
 
 Each step synchronises and reports, so the first failing kernel is named (use with
 CUDA_LAUNCH_BLOCKING=1 and, for a memory error, under compute-sanitizer)."""
-import os
 import sys
 import traceback
 

@@ -52,12 +52,13 @@ class FuseRequest:
     params: tuple[str, ...]          # non-constexpr user parameter names, in order
     keep_ir: bool = True             # print the IR after each pass (costs a print per pass)
     reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
+    withhold: str = ""               # fault injection: "c,c" chunks never signalled (tests)
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
                            "backend": self.backend, "comm_programs": self.comm_programs,
                            "keep_ir": self.keep_ir, "reduce": self.reduce,
-                           "pipeline": PIPELINE_VERSION},
+                           "withhold": self.withhold, "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -91,6 +92,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
     module.attributes["syncopate.params"] = ArrayAttr([StringAttr(p) for p in request.params])
     if request.reduce != "comm":  # absent means "comm"
         module.attributes["syncopate.reduce"] = StringAttr(request.reduce)
+    if request.withhold:
+        module.attributes["syncopate.test_withhold"] = StringAttr(request.withhold)
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:

@@ -37,8 +37,9 @@ BACKENDS = ["sm", "ce", pytest.param("nvshmem", marks=pytest.mark.skipif(
 _cache: dict = {}
 
 
-def fused(name: str, backend: str, op: str = "ag", split: int = 2, reduce: str = "comm"):
-    key = (name, backend, op, split, reduce)
+def fused(name: str, backend: str, op: str = "ag", split: int = 2, reduce: str = "comm",
+          withhold: tuple = ()):
+    key = (name, backend, op, split, reduce, withhold)
     if key not in _cache:
         kind = "tma" if "tma" in name else "ptr"
         if op == "ag":
@@ -54,7 +55,8 @@ def fused(name: str, backend: str, op: str = "ag", split: int = 2, reduce: str =
         t0 = time.perf_counter()
         fc = syncopate.compile(kernel_fn(name), signature=sig, constexprs=cx, schedule=sched,
                                operand=operand, backend=backend, comm_programs=8,
-                               attrs=compile_attrs(name), reduce=reduce, **cfg.options())
+                               attrs=compile_attrs(name), reduce=reduce, withhold_chunks=withhold,
+                               **cfg.options())
         fc.seconds = time.perf_counter() - t0
         _cache[key] = fc
     return _cache[key]
@@ -166,6 +168,29 @@ def test_nvshmem_backend_calls_put_with_signal():
     fc = fused("matmul_tma_persistent_kernel", "nvshmem")
     assert "nvshmemx_putmem_signal_block" in fc.asm["syncopate"]
     assert fc.abi.flag_dtype == "int64"
+
+
+@pytest.mark.parametrize("backend", BACKENDS[::2])  # sm, nvshmem
+def test_withheld_chunk_moves_but_is_never_signalled(backend):
+    """Fault injection compiled in (the GPU fault test of the sm backend uses it): the withheld
+    chunk's executor still copies it, and one CHUNK signal fewer is left in the kernel."""
+    plain = fused("matmul_ptr_kernel", backend)
+    held = fused("matmul_ptr_kernel", backend, withhold=(1,))
+    if backend == "sm":
+        def releases(fc):
+            return len(re.findall(r"tt\.atomic_rmw add, release, sys", fc.asm["syncopate"]))
+        assert releases(held) == releases(plain) - 1
+    else:  # the withheld push goes as P2P tiles instead of a put-with-signal
+        count = lambda fc: fc.asm["syncopate"].count("nvshmemx_putmem_signal_block")  # noqa: E731
+        assert count(held) == count(plain) - 1
+    assert held.asm["cubin"]
+
+
+def test_withhold_is_checked_against_the_schedule_and_the_backend():
+    with pytest.raises(CompileError, match="chunks \\[9\\] are not in the schedule"):
+        fused("matmul_ptr_kernel", "sm", withhold=(9,))
+    with pytest.raises(CompileError, match="ce backend withholds at run time"):
+        fused("matmul_ptr_kernel", "ce", withhold=(1,))
 
 
 # ------------------------------------------------------------------------------ GEMM + RS

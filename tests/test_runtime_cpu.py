@@ -714,6 +714,38 @@ def test_launch_fast_path_still_refuses_a_non_symmetric_operand(monkeypatch):
     with pytest.raises(LaunchError, match="not in symmetric memory"):
         fk.launch((3,), _fk_values(c, A))
 
+def test_warmup_prepares_without_launching_and_the_launch_then_hits(monkeypatch):
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = _fk_values(c, A)
+    fk.warmup((3,), *vals)
+    assert calls["config"] == 1 and calls["launched"] == [] and fk.epoch == 0
+    fk.launch((3,), vals)
+    assert calls["validate"] == 1 and calls["config"] == 1 and fk.epoch == 1
+
+
+def test_withheld_chunks_are_compiled_into_sm_kernels_and_skipped_at_run_time_on_ce(monkeypatch):
+    """sm: test_skip_chunks is a compile option (withhold_chunks), part of the configuration
+    key, and setting it drops the fast path; ce: nothing is compiled differently."""
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = _fk_values(c, A)
+    fk.launch((3,), vals)
+    fk.test_skip_chunks = {1}
+    assert fk.test_skip_chunks == frozenset({1})
+    fk.launch((3,), vals)
+    assert calls["validate"] == 2  # the fast path of the unwithheld configuration was dropped
+    seen = []
+    fk._compile_fn = lambda kernel, **kw: seen.append(kw) or "compiled"
+    fk.target = ("cuda", 90)
+    from syncopate.runtime import fused as fmod
+    spec = fmod.specialize(fk.kernel, vals)
+    for backend, want in (("sm", (1,)), ("nvshmem", (1,)), ("ce", None)):
+        fk.backend = backend
+        assert fk._compile(spec, {}) == "compiled"
+        assert seen[-1].get("withhold_chunks") == want
+
+
 # ---------------------------------------------------------------------------- ce preparation
 
 
@@ -970,9 +1002,11 @@ def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
 
 def test_gemm_rs_default_is_the_epilogue_variant_where_it_applies(monkeypatch):
     """No backend/reduce: ce + epilogue (split EPILOGUE_SPLIT, no comm programs) when the driver
-    has stream waits and the tiles fit; sm with the cost model's plan otherwise, never a
-    refusal. An explicit backend keeps reduce='comm'."""
+    has stream waits, the tiles fit and the GEMM hides the host time; sm with the cost model's
+    plan otherwise, never a refusal. An explicit backend keeps reduce='comm'."""
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    assert mod.default_variant(2048, 2, None, gemm_s=0.1e-3) == ("sm", "comm")  # host-bound
+    monkeypatch.setattr(mod, "EPILOGUE_MIN_GEMM_S", 0.0)  # the shapes below are tiny
     from syncopate.ops._gemm import resolve_config
     from syncopate.runtime import _cuda
     built = []
@@ -1002,6 +1036,26 @@ def test_gemm_rs_default_is_the_epilogue_variant_where_it_applies(monkeypatch):
     assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
     # sm keeps the default config's grouping
     assert built[-1]["config"].GROUP_M == resolve_config("tma", M2, 48, 32, bf).GROUP_M > 1
+
+
+def test_gemm_rs_default_by_gemm_length(monkeypatch):
+    """The standard shapes (run 6): the epilogue variant at M = 8192 and 4096 and for the long
+    M = 1024 GEMM; sm for M = 1024 x 4096 x 14336 (~0.08 ms of GEMM, shorter than the epilogue
+    variant's host time)."""
+    import importlib
+
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import _cuda
+    mod = importlib.import_module("syncopate.ops.gemm_rs")
+    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: True)
+    bf = torch.bfloat16
+    for (M, N, K), want in (((8192, 4096, 14336), "ce"), ((8192, 8192, 28672), "ce"),
+                            ((4096, 4096, 14336), "ce"), ((1024, 8192, 28672), "ce"),
+                            ((1024, 4096, 14336), "sm")):
+        Kl = K // 2
+        cfg = resolve_config("tma", M, N, Kl, bf)
+        be, red, cfg2 = mod.resolve_variant(M, N, Kl, 2, bf, cfg, False)
+        assert be == want and red == ("epilogue" if want == "ce" else "comm"), (M, N, K)
 
 
 def test_state_word_probe_sees_writes_to_the_record():

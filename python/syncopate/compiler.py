@@ -120,7 +120,7 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
-            **options) -> FusedCompile:
+            withhold_chunks=(), **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
@@ -130,7 +130,10 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     each pass (the runtime's choice: it saves a print per pass). ``reduce``: where a
     reduce-scatter's ``sum`` chunks are added -- ``"comm"`` (comm programs; after the kernel on
     ``ce``) or ``"epilogue"`` (``ce`` only: the owner's tiles add the copied partials before
-    their store, see ``passes/insert_epilogue_reduce.py``)."""
+    their store, see ``passes/insert_epilogue_reduce.py``). ``withhold_chunks`` (fault
+    injection for tests and for rehearsing a hang; ``sm``/``nvshmem``): the rank executing each
+    of these chunks moves its data but never signals it, so its readers' watchdog fires and
+    names it (``ce`` withholds at run time: ``FusedKernel.test_skip_chunks``)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -161,12 +164,19 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
         comm_programs = 0
     elif comm_programs < 1:
         raise CompileError(f"backend {backend!r} needs comm_programs >= 1")
+    withhold = ""
+    if withhold_chunks:
+        if backend == "ce":
+            raise CompileError("withhold_chunks is compiled into the sm/nvshmem comm programs; "
+                               "the ce backend withholds at run time (FusedKernel.test_skip_chunks)")
+        from syncopate_mlir.passes.attach_schedule import withhold_text
+        withhold = withhold_text(withhold_chunks, sched)
     params = tuple(n for n in kernel.arg_names
                    if signature.get(n) != "constexpr" and n not in constexprs)
     request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
                           operands=tuple(sorted(operands.items())), backend=backend,
                           comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
-                          reduce=reduce)
+                          reduce=reduce, withhold=withhold)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()

@@ -180,9 +180,10 @@ def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
             a = _rand((M, Kl), dtype, 900 + i * 10 + rank, comm.device)
             b = _rand((Kl, N), dtype, 900 + i * 10 + 5 + rank, comm.device)
             out = torch.full((M // W, N), float("nan"), device=comm.device, dtype=dtype)
-            if backend == "default":  # the op's own choice of backend, reduce and split
+            if backend.startswith("default:"):  # the op's own choice of backend, reduce, split
                 gemm_rs(a, b, comm, kernel=kernel, out=out)
-                problems += _default_rs_variant_problems(comm, case, a, b, kernel)
+                problems += _default_rs_variant_problems(comm, case, a, b, kernel,
+                                                         backend.split(":", 1)[1])
             else:
                 be, _, red = backend.partition("+")  # "ce+epilogue": backend ce, reduce epilogue
                 gemm_rs(a, b, comm, backend=be, split=split, kernel=kernel, out=out,
@@ -208,17 +209,18 @@ def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
     return problems
 
 
-def _default_rs_variant_problems(comm, case, a, b, kernel):
-    """On a driver with stream waits, the default must be the epilogue variant exactly where
-    its tiles fit (M/W whole BLOCK_M tiles), else sm."""
+def _default_rs_variant_problems(comm, case, a, b, kernel, want):
+    """The variant the op chose by itself is the one the case expects (``want``: "sm" or
+    "ce+epilogue"; the epilogue only where the driver has stream waits)."""
     from syncopate.ops._gemm import resolve_config
-    from syncopate.ops.gemm_rs import _epilogue_groups, default_variant
+    from syncopate.ops.gemm_rs import resolve_variant
     from syncopate.runtime import _cuda
     W, (M, Kl), N = comm.world_size, a.shape, b.shape[1]
     cfg = resolve_config(kernel, M, N, Kl, a.dtype)
-    got = default_variant(M, W, _epilogue_groups(cfg, M, W))
-    fits = (M // W) % cfg.BLOCK_M == 0
-    want = ("ce", "epilogue") if fits and _cuda.stream_wait_available() else ("sm", "comm")
+    be, red, _ = resolve_variant(M, N, Kl, W, a.dtype, cfg, False)
+    got = be + ("+epilogue" if red == "epilogue" else "")
+    if want == "ce+epilogue" and not _cuda.stream_wait_available():
+        want = "sm"
     return [] if got == want else [f"{case}: default variant {got}, expected {want}"]
 
 
@@ -310,9 +312,11 @@ def gemm_rs_stress(rank, W, backend, iters, shape=(256, 320, 192), kernel="tma",
 # --------------------------------------------------------------------------- faults
 
 def fault_withheld_chunk(rank, W, backend, timeout_s):
-    """Rank 1 withholds one chunk for rank 0 (its side stream skips that copy + flag): rank 0
-    must raise CommTimeout naming the chunk within timeout + 1 s; then the process group and a
-    fresh fused op work on both ranks."""
+    """Rank 1 withholds one chunk for rank 0 -- ce: its side stream skips that copy + flag;
+    sm: its comm programs copy the chunk but never signal it (compiled in on every rank, the
+    compile done before the ranks line up) -- and rank 0 must raise CommTimeout naming the
+    chunk within timeout + 1 s; then the process group and a fresh fused op work on both
+    ranks."""
     import torch
     import torch.distributed as dist
 
@@ -328,17 +332,24 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
     cfg = resolve_config("tma", Ms * W, N, K, dtype)
     a = _rand((Ms, K), dtype, rank, comm.device)
     b = _rand((K, N), dtype, 11, comm.device)
-    ag_gemm(a, b, comm, backend=backend, split=2, mode="push", config=cfg)  # epoch 1: all good
+    cp = 0 if backend == "ce" else 4
+    op = dict(backend=backend, split=2, mode="push", comm_programs=cp, config=cfg)
+    ag_gemm(a, b, comm, **op)  # epoch 1: all good
     torch.cuda.synchronize()
     comm.check()
     fk = ag_gemm_fused_kernel(comm, Ms * W, K, dtype, backend=backend, split=2, mode="push",
-                              comm_programs=0, kernel="tma", config=cfg)
+                              comm_programs=cp, kernel="tma", config=cfg)
     withheld = [c.id for c in fk.schedule.chunks if c.src == 1 and c.dst == 0][0]
-    if rank == 1:
-        fk.test_skip_chunks = {withheld}
+    if backend == "ce":
+        if rank == 1:
+            fk.test_skip_chunks = {withheld}
+    else:
+        fk.test_skip_chunks = {withheld}  # compiled in: a new configuration on every rank
+        prep = next(p for p in comm.cache["ops.prepared"].values() if p.fk is fk)
+        fk.warmup(prep.grid, *prep.args)
     dist.barrier()
     t0 = time.monotonic()
-    ag_gemm(a, b, comm, backend=backend, split=2, mode="push", config=cfg)
+    ag_gemm(a, b, comm, **op)
     torch.cuda.synchronize()
     raised = None
     try:
@@ -362,7 +373,7 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
     if float(x[0]) != sum(range(1, W + 1)):
         problems.append("all_reduce after the fault gave a wrong result")
     comm.clear_cache()
-    out = ag_gemm(a, b, comm, backend=backend, split=2, mode="push", config=cfg)
+    out = ag_gemm(a, b, comm, **op)
     gathered = torch.empty((Ms * W, K), device=comm.device, dtype=dtype)
     dist.all_gather_into_tensor(gathered, a)
     torch.cuda.synchronize()

@@ -95,10 +95,12 @@ def _rs_cases():
     cases.append(("ce+epilogue", "bfloat16", M, 150, 93, 1, "ptr"))
     # few tiles per rank: the op lowers the default config's GROUP_M to keep whole groups
     cases.append(("ce+epilogue", "bfloat16", W * 256, 328, 136, 2, "tma"))
-    # the op's own choice (no backend, split or reduce): the epilogue variant where its tiles
-    # fit (the worker checks that it was picked), the sm comm programs where they do not
-    cases.append(("default", "bfloat16", M, 328, 136, None, "tma"))
-    cases.append(("default", "bfloat16", 400, 328, 136, None, "tma"))
+    # the op's own choice (no backend, split or reduce; the worker checks which it picked): the
+    # epilogue variant for a GEMM long enough to hide its host time, sm where the GEMM is short
+    # or the tiles do not fit
+    cases.append(("default:ce+epilogue", "bfloat16", M, 8192, 7168, None, "tma"))
+    cases.append(("default:sm", "bfloat16", M, 328, 136, None, "tma"))
+    cases.append(("default:sm", "bfloat16", 400, 328, 136, None, "tma"))
     return cases
 
 
@@ -130,9 +132,10 @@ def test_ag_gemm_1000_launches_no_stale_data(backend):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
-def test_fault_withheld_chunk_raises_comm_timeout():
+@pytest.mark.parametrize("backend", ["ce", "sm"])
+def test_fault_withheld_chunk_raises_comm_timeout(backend):
     t = 2.0
-    _assert_clean(run_ranks(w.fault_withheld_chunk, "ce", t, world_size=W, timeout=90,
+    _assert_clean(run_ranks(w.fault_withheld_chunk, backend, t, world_size=W, timeout=90,
                             env={"SYNCOPATE_TIMEOUT_S": str(t)}))
 
 

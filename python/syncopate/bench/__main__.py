@@ -234,7 +234,7 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
 
     from ..ops import gemm_rs
     from ..ops._gemm import gemm_call, resolve_config, run_local
-    from ..ops.gemm_rs import _epilogue_groups, default_plan, default_variant
+    from ..ops.gemm_rs import default_plan, resolve_variant
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Kl = K // W
@@ -271,7 +271,7 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
         return float((res.float() - ref.float()).norm() / ref.float().norm()) <= 2e-2
 
     def rs_default():
-        be, red = default_variant(M, W, _epilogue_groups(cfg, M, W))
+        be, red, _ = resolve_variant(M, N, Kl, W, dtype, cfg, False)
         split, cp = default_plan(be, red, M, N, Kl, W, dtype)
         return f"{be}{'+epilogue' if red == 'epilogue' else ''} split={split} cp={cp}"
     _time_default(r, comm, timer, lambda: gemm_rs(a, b, comm, out=out), close_to_nccl_path,

@@ -81,20 +81,33 @@ def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, 
                               kernel=kernel, config=config, reduce=reduce)
 
 
-def default_variant(M: int, W: int, cfg, backend=None, reduce=None) -> tuple[str, str]:
-    """``(backend, reduce)`` when the caller leaves them out: ``("ce", "epilogue")`` where it
-    applies, else ``("sm", "comm")``.
+#: the epilogue variant is the default only for GEMMs of at least this many seconds (the cost
+#: model's estimate of this rank's GEMM): its host side (side-stream handshake, copy-engine
+#: copies, stream waits) costs ~0.28 ms per call against ~0.06 ms for sm (run 6,
+#: host_profile.log), so below ~0.2 ms of GEMM a loop of calls would wait for the host and
+#: sm's shorter launch wins although its kernel is slower (M = 1024, 4096 x 14336: sm 0.20 ms
+#: device / 0.06 host, epilogue 0.15 device / 0.28 host).
+EPILOGUE_MIN_GEMM_S = 0.2e-3
 
-    Why the epilogue variant is the default: on 2 x H200 (bench/results/2026-11-30-h200x2-run5)
-    it was the fastest fused GEMM+RS on every shape measured -- 1.06-1.13x of ideal at M = 8192
-    where the sm comm programs were 1.12-1.20x (they take 8-16 SMs from the GEMM and leave the
-    last band's sum as a tail), and 1.4x faster than sm at M = 1024. It needs stream memory
-    operations (``cuStreamWaitValue32``) and a tile walk in which the sent rows fill whole
-    GROUP_M groups (:func:`_check_epilogue_order`); where either is missing the op falls back
-    to the sm comm programs rather than refusing. An explicit ``backend`` keeps ``reduce``
-    at ``"comm"`` unless ``reduce`` is given too."""
+
+def default_variant(M: int, W: int, cfg, backend=None, reduce=None,
+                    gemm_s: float | None = None) -> tuple[str, str]:
+    """``(backend, reduce)`` when the caller leaves them out: ``("ce", "epilogue")`` where it
+    applies, else ``("sm", "comm")``. ``gemm_s``: the estimated GEMM time of this rank.
+
+    Why the epilogue variant is the default: on 2 x H200 (bench/results/2026-11-30-h200x2-run6)
+    it was the fastest fused GEMM+RS on every shape measured -- 1.06-1.16x of ideal at M = 8192
+    and 4096 where the sm comm programs were 1.13-1.35x (they take 8-16 SMs from the GEMM and
+    leave the last band's sum as a tail). It needs stream memory operations
+    (``cuStreamWaitValue32``), a tile walk in which the sent rows fill whole GROUP_M groups
+    (:func:`_check_epilogue_order`) and a GEMM long enough to hide its host time
+    (:data:`EPILOGUE_MIN_GEMM_S`); where any is missing the op takes the sm comm programs
+    rather than refusing. An explicit ``backend`` keeps ``reduce`` at ``"comm"`` unless
+    ``reduce`` is given too."""
     if backend is not None or reduce is not None:
         return backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
+    if gemm_s is not None and gemm_s < EPILOGUE_MIN_GEMM_S:
+        return "sm", "comm"
     from ..runtime import _cuda
     if not _cuda.stream_wait_available():
         return "sm", "comm"
@@ -103,6 +116,18 @@ def default_variant(M: int, W: int, cfg, backend=None, reduce=None) -> tuple[str
     except LaunchError:
         return "sm", "comm"
     return "ce", "epilogue"
+
+
+def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bool,
+                    backend=None, reduce=None):
+    """``(backend, reduce, config)`` of a call (``K``: this rank's shard): the caller's choice
+    or :func:`default_variant`; for the epilogue variant the default config's GROUP_M may be
+    lowered for its tile order (:func:`_epilogue_groups`: bitwise the same tiles), while an
+    explicit config (``config_given``) is the caller's and is checked as given."""
+    grouped = cfg if config_given else _epilogue_groups(cfg, M, W)
+    backend, reduce = default_variant(M, W, grouped, backend, reduce,
+                                      _gemm.gemm_seconds(M, N, K, dtype))
+    return backend, reduce, grouped if reduce == "epilogue" else cfg
 
 
 def default_plan(backend: str, reduce: str, M: int, N: int, K: int, W: int, dtype, split=None,
@@ -148,12 +173,8 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
         return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
     if reduce not in (None, "comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
-    # the default config's GROUP_M may be lowered for the epilogue's tile order (bitwise the
-    # same tiles); an explicit config is the caller's and is checked as given
-    grouped = _epilogue_groups(cfg, M, W) if config is None else cfg
-    backend, reduce = default_variant(M, W, grouped, backend, reduce)
-    if reduce == "epilogue":
-        cfg = grouped
+    backend, reduce, cfg = resolve_variant(M, N, K, W, a.dtype, cfg, config is not None,
+                                           backend, reduce)
     split, cp = default_plan(backend, reduce, M, N, K, W, a.dtype, split, comm_programs)
     if reduce == "epilogue":
         _check_epilogue_order(backend, M, W, cfg)

@@ -282,11 +282,26 @@ class FusedKernel:
         register = getattr(comm, "register_fused", None)
         if register is not None:
             register(self)
-        #: fault injection for tests: chunk ids whose ce copy + flag this rank skips
-        self.test_skip_chunks: set[int] = set()
+        self._skip_chunks: frozenset[int] = frozenset()
         #: fault injection for tests: skip signalling ENTRY (ce/sm)
         self.test_skip_entry = False
         self.last_config = None
+
+    @property
+    def test_skip_chunks(self) -> frozenset[int]:
+        """Fault injection (tests; rehearsing a hang): chunks whose executing rank moves the data
+        but never signals it, so the ranks reading them time out naming them. ``ce``: this
+        rank's side stream skips their copy and flag (set it on the rank that should withhold).
+        ``sm``/``nvshmem``: compiled into the comm programs (``compile(withhold_chunks=...)``),
+        a new configuration with its own flags: set it on *every* rank (the flags are a
+        collective allocation; only each chunk's executing rank leaves its signal out), then
+        :meth:`warmup` so the compile does not skew the ranks' launches."""
+        return self._skip_chunks
+
+    @test_skip_chunks.setter
+    def test_skip_chunks(self, chunks) -> None:
+        self._skip_chunks = frozenset(int(c) for c in chunks)
+        self._fast.clear()  # the fast path would keep the configuration compiled without them
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -375,6 +390,8 @@ class FusedKernel:
         kw = dict(signature=spec.signature_dict(), constexprs=spec.constexpr_dict(),
                   schedule=self.schedule, operand=operand, backend=self.backend,
                   comm_programs=self.comm_programs, target=target)
+        if self._compiled_skips():
+            kw["withhold_chunks"] = tuple(sorted(self._compiled_skips()))
         kw.update(options)
         try:
             params = inspect.signature(fn).parameters
@@ -384,8 +401,13 @@ class FusedKernel:
             pass
         return fn(self.kernel, **kw)
 
+    def _compiled_skips(self) -> frozenset[int]:
+        """The withheld chunks that are compiled in (sm/nvshmem; ce skips at run time)."""
+        return self._skip_chunks if self.backend != "ce" else frozenset()
+
     def _config(self, spec: Specialization, options: dict) -> _Config:
-        key = (spec, _freeze(options), self.schedule_key, self.backend, self.comm_programs)
+        key = (spec, _freeze(options), self.schedule_key, self.backend, self.comm_programs,
+               self._compiled_skips())
         cfg = self._configs.get(key)
         if cfg is not None:
             return cfg
@@ -516,6 +538,47 @@ class FusedKernel:
         key.append(None if callable(grid) else tuple(grid))
         return tuple(key)
 
+    def warmup(self, grid, *args, **kwargs) -> None:
+        """Everything a launch with these arguments does before enqueueing: bind, validate,
+        specialise, compile, allocate the configuration's flags and peers table. Collective
+        (the flags are a symmetric allocation): call it on every rank. Use it to keep the first
+        launch's compile out of a timed step, or to line the ranks up before a launch."""
+        with self._lock:
+            if self._poisoned:
+                raise LaunchError(f"this FusedKernel timed out earlier and cannot be reused: "
+                                  f"{self._poisoned}")
+            self._prepare(grid, args, kwargs)
+
+    def _prepare(self, grid, args, kwargs):
+        """``(config, argument values, peers table, grid)`` of a call: from the fast path when
+        this argument layout was seen before, else derived (and remembered)."""
+        fkey = self._launch_key(grid, args, kwargs)
+        hit = self._fast.get(fkey) if fkey is not None else None
+        if hit is not None:
+            cfg, tail, peers, g = hit
+            values = list(args) + tail
+            if g is None:
+                g = cfg.abi.grid(tuple(grid(dict(zip(_param_names(self.kernel), values)))))
+            return cfg, values, peers, g
+        values, launch_opts = bind_args(self.kernel, args, kwargs or {})
+        options = dict(self.compile_options)
+        options.update(launch_opts)
+        operand_tensors = self.validate(values)
+        spec = specialize(self.kernel, values)
+        cfg = self._config(spec, options)
+        check_requirements(cfg.abi, _param_names(self.kernel), values)
+        g = cfg.abi.grid(tuple(grid(dict(zip(_param_names(self.kernel), values))))
+                         if callable(grid) else tuple(grid))
+        peers = self._peers_table(cfg, operand_tensors)
+        if fkey is not None:
+            # the first launch of a configuration allocates its flags (a new symmetric
+            # buffer): key on the registry as it is now
+            fkey = self._launch_key(grid, args, kwargs)
+            if len(self._fast) >= 64:  # callers cycling through buffers: bound it
+                self._fast.clear()
+            self._fast[fkey] = (cfg, values[len(args):], peers, None if callable(grid) else g)
+        return cfg, values, peers, g
+
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
         layout (same buffers, shapes, scalars and grid) take a fast path that skips binding,
@@ -528,32 +591,7 @@ class FusedKernel:
                                   f"{self._poisoned}")
             self.comm.check()  # this kernel's record and every other one of the communicator
             self.check()
-            fkey = self._launch_key(grid, args, kwargs)
-            hit = self._fast.get(fkey) if fkey is not None else None
-            if hit is not None:
-                cfg, tail, peers, g = hit
-                values = list(args) + tail
-                if g is None:
-                    g = cfg.abi.grid(tuple(grid(dict(zip(_param_names(self.kernel), values)))))
-            else:
-                values, launch_opts = bind_args(self.kernel, args, kwargs or {})
-                options = dict(self.compile_options)
-                options.update(launch_opts)
-                operand_tensors = self.validate(values)
-                spec = specialize(self.kernel, values)
-                cfg = self._config(spec, options)
-                check_requirements(cfg.abi, _param_names(self.kernel), values)
-                g = cfg.abi.grid(tuple(grid(dict(zip(_param_names(self.kernel), values))))
-                                 if callable(grid) else tuple(grid))
-                peers = self._peers_table(cfg, operand_tensors)
-                if fkey is not None:
-                    # the first launch of a configuration allocates its flags (a new symmetric
-                    # buffer): key on the registry as it is now
-                    fkey = self._launch_key(grid, args, kwargs)
-                    if len(self._fast) >= 64:  # callers cycling through buffers: bound it
-                        self._fast.clear()
-                    self._fast[fkey] = (cfg, values[len(args):], peers,
-                                        None if callable(grid) else g)
+            cfg, values, peers, g = self._prepare(grid, args, kwargs)
             self.last_config = cfg
             comm = self.comm
             S = stream if stream is not None else torch.cuda.current_stream(comm.device)
