@@ -706,6 +706,31 @@ def test_launch_fast_path_misses_on_any_change(monkeypatch):
     assert [g for g, *_ in calls["launched"]][-2:] == [(2 + 4, 1, 1), (4 + 4, 1, 1)]
 
 
+def test_epochs_count_launches_per_configuration(monkeypatch):
+    """Each configuration has its own flags, whose chunk counts grow by one launch's worth per
+    launch *of that configuration*: alternating two specialisations must give each 1, 2, ...
+    (a shared counter made the second configuration wait for a count its flags never reach --
+    found on the GPU by the sm withheld-chunk test, which adds a configuration mid-run)."""
+    from syncopate.runtime import fused as fmod
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    made = {}
+    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True)
+
+    def config(spec_, options):
+        if spec_ not in made:
+            made[spec_] = fmod._Config(compiled=None, abi=a, flag_addrs=[0, 0],
+                                       flags=c.empty((a.layout.words,), torch.int32))
+        return made[spec_]
+    monkeypatch.setattr(fk, "_config", config)
+    A = c.empty((64, 32), torch.bfloat16)
+    v1 = _fk_values(c, A)
+    v2 = list(v1)
+    v2[-1] = 4  # another GROUP_M: another specialisation
+    epochs = [fk.launch((3,), v) for v in (v1, v2, v1, v2, v1)]
+    assert epochs == [1, 1, 2, 2, 3] and fk.epoch == 3 and len(made) == 2
+    assert [args[-2] for _, args, _, _ in calls["launched"]] == epochs  # syn_epoch passed
+
+
 def test_launch_fast_path_still_refuses_a_non_symmetric_operand(monkeypatch):
     c, fk, calls = _fast_path_fixture(monkeypatch)
     A = c.empty((64, 32), torch.bfloat16)

@@ -10,8 +10,11 @@ inserts a PRODUCED signal after the last tile that writes each outgoing piece
 (docs/fused-abi.md). With the ``ce`` backend the runtime then pushes each piece as soon as its
 PRODUCED flag completes (``cuStreamWaitValue32`` on the side stream, no SM) into the owner's
 per-source slot, and the owner sums its own rows and the slots after the kernel (fp32
-accumulation, one rounding, sources in rank order). With ``sm``/``nvshmem`` the comm programs
-do the same inside the kernel, and the owner's rows of the symmetric buffer hold the result.
+accumulation, one rounding, sources in rank order) -- or, with ``reduce="epilogue"``, the
+owner's GEMM tiles wait for those chunks and add them before their one store. With
+``sm``/``nvshmem`` the comm programs do the same inside the kernel, and the owner's rows of the
+symmetric buffer hold the result. Called without ``backend``/``reduce`` the op takes the
+epilogue variant where it applies (:func:`default_variant`), else sm.
 
 Unfused path (``fused=False`` or ``SYNCOPATE=0``): the same local kernel, then NCCL
 ``reduce_scatter_tensor``. For two ranks both paths add two bf16/fp16 partials in fp32 and

@@ -12,7 +12,10 @@ position, or as keywords). Each call:
 3. compiles once per configuration through ``syncopate.compile`` -- key: argument types and
    Triton's specialisation (divisibility, ``== 1``), constexpr values, schedule digest,
    backend, comm-program count and compile options;
-4. takes the next **epoch** of this FusedKernel (1, 2, 3, ...; flags only grow, never reset);
+4. takes the next **epoch** of this configuration (1, 2, 3, ...; flags only grow, never
+   reset). Epochs count launches per configuration, not per FusedKernel: each configuration
+   has its own flags, and its chunk flags count ``writers`` per launch *of that flag array*,
+   so a kernel launched with two specialisations in turn must not skip epochs on either;
 5. launches ``abi.grid(grid)`` programs with the ABI's extra arguments appended
    (``syn_flags, syn_peers, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``).
 
@@ -177,7 +180,8 @@ def _freeze(v):
 # ------------------------------------------------------------------------------------------
 
 class EpochCounter:
-    """Per-FusedKernel launch numbers: 1, 2, 3, ... (``syn_epoch`` is an i32).
+    """Launch numbers of one configuration (one flag array): 1, 2, 3, ... (``syn_epoch`` is
+    an i32).
 
     Flags hold ``epoch * count`` and only grow. They may wrap around 2^32 (a produced count of
     tens of thousands of tile signals wraps after ~10^5 launches): every spin compares with
@@ -228,6 +232,8 @@ class _Config:
     slots: dict = field(default_factory=dict)  # tensor name -> symmetric [W, *shape] (ce reduce)
     ce_prepared: dict = field(default_factory=dict)  # operand ptrs -> _CEPrepared (ce backend)
     consumed_pending: int = 0  # epoch whose CONSUMED wait is not yet enqueued (deferred mode)
+    #: launches of this configuration: its flags count per launch of *this* flag array
+    epochs: EpochCounter = field(default_factory=EpochCounter)
     nvshmem_ready: bool = False
     events: dict = field(default_factory=dict)
 
@@ -273,7 +279,8 @@ class FusedKernel:
         self._configs: dict = {}
         #: launch fast path: call key -> (config, default-argument tail, peers table, grid)
         self._fast: dict = {}
-        self.epochs = EpochCounter()
+        #: epoch of the last launch (each configuration counts its own, see the module doc)
+        self._last_epoch = 0
         self._lock = threading.Lock()
         self._poisoned: str | None = None
         #: watchdog record of this kernel's launches (pinned, device-mapped)
@@ -329,8 +336,8 @@ class FusedKernel:
 
     @property
     def epoch(self) -> int:
-        """The epoch of the last launch (0 before the first)."""
-        return self.epochs.value
+        """The epoch of the last launch (0 before the first), in its configuration's count."""
+        return self._last_epoch
 
     # -- validation -----------------------------------------------------------------------
 
@@ -601,7 +608,8 @@ class FusedKernel:
                 # The caller did not call before_staging(); enqueue it now (best effort).
                 self._consumed_wait(cfg, cfg.consumed_pending, S)
                 cfg.consumed_pending = 0
-            e = self.epochs.next()
+            e = cfg.epochs.next()
+            self._last_epoch = e
             extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, kernel_timeout_ns()]
             if self.backend != "ce" and torch.cuda.current_device() == comm.device.index:
                 # sm/nvshmem enqueue only on S, passed explicitly: no device/stream switch
