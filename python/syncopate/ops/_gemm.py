@@ -90,11 +90,6 @@ def run_local(call: GemmCall) -> None:
     call.fn[call.grid](*call.args, **call.options)
 
 
-#: comm programs per backend when neither the caller nor a cost model chooses: 16 SM programs
-#: reach ~190 GB/s peer push on H200 (DESIGN.md), enough to hide the all-gather of the
-#: benchmark shapes behind the GEMM while costing 12% of the SMs; NVSHMEM block puts need fewer.
-DEFAULT_COMM_PROGRAMS = {"sm": 16, "nvshmem": 8, "ce": 0}
-DEFAULT_SPLIT = 2
 DEFAULT_MODE = {"ag": {"ce": "pull", "sm": "push", "nvshmem": "push"},
                 "rs": {"ce": "push", "sm": "push", "nvshmem": "push"}}
 
@@ -103,8 +98,7 @@ def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype
            comm_programs):
     """``(split, comm_programs)``: the caller's, else the cost model's
     (``syncopate.schedule.cost.choose_gemm_plan``: ``op`` 'ag_gemm' takes this rank's GEMM
-    ``N``/``K`` and the global ``M``; 'gemm_rs' this rank's sharded ``K``), else the defaults
-    above."""
+    ``N``/``K`` and the global ``M``; 'gemm_rs' this rank's sharded ``K``)."""
     if backend == "ce":
         comm_programs = 0  # the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
@@ -114,28 +108,15 @@ def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype
 
 @functools.lru_cache(maxsize=256)
 def _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs):
-    """Memoised cost-model choice (~10 ms of Python per call otherwise, on every launch)."""
-    best = None
-    try:
-        from ..schedule import cost
-        from ..schedule.model import normalize_dtype
-        plan = cost.choose_gemm_plan("ag" if op.startswith("ag") else "rs", M, N, K, world_size,
-                                     normalize_dtype(schedule_dtype(dtype)), backend=backend,
-                                     comm_programs=comm_programs)
-        best = {"split": plan["split"], "comm_programs": plan["comm_programs"]}
-    except Exception:  # no cost model (or another signature): fall back to the defaults
-        best = None
-    s_def, c_def = DEFAULT_SPLIT, DEFAULT_COMM_PROGRAMS[backend]
-    if isinstance(best, tuple) and len(best) == 2:
-        s_def, c_def = best
-    elif isinstance(best, dict):
-        s_def, c_def = best.get("split", s_def), best.get("comm_programs", c_def)
-    elif isinstance(best, int):
-        s_def = best
-    if backend == "ce":
-        c_def = 0
-    return (int(split) if split is not None else int(s_def),
-            int(comm_programs) if comm_programs is not None else int(c_def))
+    """Memoised cost-model choice (~10 ms of Python per call otherwise, on every launch); what
+    the caller fixed is kept."""
+    from ..schedule import cost
+    from ..schedule.model import normalize_dtype
+    plan = cost.choose_gemm_plan("ag" if op.startswith("ag") else "rs", M, N, K, world_size,
+                                 normalize_dtype(schedule_dtype(dtype)), backend=backend,
+                                 comm_programs=comm_programs)
+    return (int(split) if split is not None else int(plan["split"]),
+            int(comm_programs) if comm_programs is not None else int(plan["comm_programs"]))
 
 
 def check_comm_device(comm, *tensors):
