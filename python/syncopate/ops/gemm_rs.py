@@ -30,8 +30,9 @@ from ..errors import LaunchError
 from . import _gemm
 
 
-#: default chunks per destination with ``reduce="epilogue"``. 2 x H200, run 5 (sweep 1/2/4/16):
-#: split 2 was the best or within 1% of it on all four shapes measured (M = 8192 and 1024).
+#: default chunks per destination with ``reduce="epilogue"``. 2 x H200, runs 5-6 (sweep
+#: 1/2/4/16): split 2 was the best or within 1% of it on every row where this variant is the
+#: default; at M = 1024 x 4096 x 14336 split 1 was 3-5% faster (that shape defaults to sm).
 EPILOGUE_SPLIT = 2
 
 
@@ -100,7 +101,7 @@ def default_variant(M: int, W: int, cfg, backend=None, reduce=None,
 
     Why the epilogue variant is the default: on 2 x H200 (bench/results/2026-11-30-h200x2-run6)
     it was the fastest fused GEMM+RS on every shape measured -- 1.06-1.16x of ideal at M = 8192
-    and 4096 where the sm comm programs were 1.13-1.35x (they take 8-16 SMs from the GEMM and
+    and 4096 where the sm comm programs were 1.12-1.35x (they take 8-16 SMs from the GEMM and
     leave the last band's sum as a tail). It needs stream memory operations
     (``cuStreamWaitValue32``), a tile walk in which the sent rows fill whole GROUP_M groups
     (:func:`_check_epilogue_order`) and a GEMM long enough to hide its host time
