@@ -206,3 +206,37 @@ def test_main_writes_rows_as_they_finish_and_skips_what_would_overrun(monkeypatc
     assert data["meta"]["skipped_rows_over_budget"] == [["ag_gemm", 8192, 29568, 8192]]
     out = capsys.readouterr().out
     assert "fused default = sm split=1 cp=8" in out and "would end past the 100 s budget" in out
+
+
+def test_fused_default_is_checked_before_it_is_timed(monkeypatch):
+    """A default whose result is wrong on any rank is reported and not timed; a raising one is
+    reported with its error; a correct one gets its device and host times and its description."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(dist, "all_reduce", lambda t, op=None: None)
+
+    class Comm:
+        device = "cpu"
+        checks = 0
+
+        def check(self):
+            Comm.checks += 1
+
+    class Timer:
+        last_host_ms = 0.05
+
+        def __call__(self, fn):
+            fn()
+            return 1.5
+
+    r = {}
+    bench._time_default(r, Comm(), Timer(), lambda: 1, lambda res: False, "differs", lambda: "x")
+    assert "fused default" not in r and r["errors"]["fused default"] == "differs"
+    r = {}
+    bench._time_default(r, Comm(), Timer(), lambda: 1 / 0, lambda res: True, "differs", lambda: "x")
+    assert r["errors"]["fused default"].startswith("ZeroDivisionError")
+    r = {}
+    bench._time_default(r, Comm(), Timer(), lambda: 1, lambda res: True, "differs", lambda: "sm")
+    assert (r["fused default"], r["fused default host"], r["fused default is"]) == (1.5, 0.05, "sm")
+    assert Comm.checks == 3  # after the mismatching run; after the good run and its timing

@@ -171,7 +171,7 @@ def _safe(results, name, fn):
         results[name] = fn()
     except Exception as e:  # noqa: BLE001 - a column that cannot run is reported, not fatal
         results[name] = None
-        results.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        results.setdefault("errors", {})[name] = _error_text(e)
 
 
 def bench_ag(comm, timer, M, N, K, args, backends, log):
@@ -285,38 +285,50 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     return r
 
 
-def _time_default(r, comm, timer, run, correct, mismatch, describe):
-    """``fused default``: the op called as a user would, with no backend, split, comm-program
-    count or config (the op's own choice, ``describe()`` says which), checked like the sweep."""
+def _error_text(e: Exception) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def _checked_time(comm, timer, run, correct):
+    """``(device ms, host ms)`` of ``run()``, or None when ``correct(result)`` fails on any
+    rank (then it is not timed). Exceptions (a CommTimeout, a launch error) propagate."""
     import torch
     import torch.distributed as dist
 
+    res = run()
+    torch.cuda.synchronize()
+    comm.check()
+    ok = torch.tensor([int(correct(res))], device=comm.device)
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if not int(ok):
+        return None
+    t = timer(run)
+    host = timer.last_host_ms
+    comm.check()
+    return t, host
+
+
+def _time_default(r, comm, timer, run, correct, mismatch, describe):
+    """``fused default``: the op called as a user would, with no backend, split, comm-program
+    count or config (the op's own choice, ``describe()`` says which), checked like the sweep."""
     try:
-        res = run()
-        torch.cuda.synchronize()
-        comm.check()
-        ok = torch.tensor([int(correct(res))], device=comm.device)
-        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-        if not int(ok):
-            r.setdefault("check_failed", []).append("default")
-            r.setdefault("errors", {})["fused default"] = mismatch
-            return
-        r["fused default"] = timer(run)
-        r["fused default host"] = timer.last_host_ms
-        r["fused default is"] = describe()
-        comm.check()
+        timed = _checked_time(comm, timer, run, correct)
     except Exception as e:  # noqa: BLE001
-        r.setdefault("errors", {})["fused default"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        r.setdefault("errors", {})["fused default"] = _error_text(e)
+        return
+    if timed is None:
+        r.setdefault("check_failed", []).append("default")
+        r.setdefault("errors", {})["fused default"] = mismatch
+        return
+    r["fused default"], r["fused default host"] = timed
+    r["fused default is"] = describe()
 
 
 def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, auto=None):
     """Time ``run(backend=, split=, comm_programs=)`` over the sweep of each backend; every
     candidate is checked with ``correct(result)`` on every rank before it is timed.
-    ``auto(backend)``: the (split, comm_programs) the op would pick itself; its time is kept
-    as ``fused[<backend>] auto`` (how good the default is)."""
-    import torch
-    import torch.distributed as dist
-
+    ``auto(backend, reduce)``: the (split, comm_programs) the op would pick itself; its time
+    is kept as ``fused[<backend>] auto`` (how good the default is)."""
     for backend in backends:
         # "ce+epilogue": the ce backend with reduce="epilogue" (GEMM+RS only)
         be, _, red = backend.partition("+")
@@ -330,21 +342,15 @@ def _sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, au
             if red:
                 kw["reduce"] = red
             try:
-                res = run(**kw)
-                torch.cuda.synchronize()
-                comm.check()
-                ok = torch.tensor([int(correct(res))], device=comm.device)
-                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-                if not int(ok):
-                    r.setdefault("check_failed", []).append(label)
-                    log(f"  {label}: {mismatch}; not timed")
-                    continue
-                t = timer(lambda: run(**kw))
-                host = timer.last_host_ms
-                comm.check()
+                timed = _checked_time(comm, timer, lambda: run(**kw), correct)
             except Exception as e:  # noqa: BLE001
-                r.setdefault("errors", {})[label] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                r.setdefault("errors", {})[label] = _error_text(e)
                 continue
+            if timed is None:
+                r.setdefault("check_failed", []).append(label)
+                log(f"  {label}: {mismatch}; not timed")
+                continue
+            t, host = timed
             r.setdefault("sweep", {})[label] = t
             r.setdefault("sweep host", {})[label] = host
             if pick is not None and (split, cp) == tuple(pick):

@@ -279,8 +279,6 @@ class FusedKernel:
         self._configs: dict = {}
         #: launch fast path: call key -> (config, default-argument tail, peers table, grid)
         self._fast: dict = {}
-        #: epoch of the last launch (each configuration counts its own, see the module doc)
-        self._last_epoch = 0
         self._lock = threading.Lock()
         self._poisoned: str | None = None
         #: watchdog record of this kernel's launches (pinned, device-mapped)
@@ -337,7 +335,7 @@ class FusedKernel:
     @property
     def epoch(self) -> int:
         """The epoch of the last launch (0 before the first), in its configuration's count."""
-        return self._last_epoch
+        return self.last_config.epochs.value if self.last_config is not None else 0
 
     # -- validation -----------------------------------------------------------------------
 
@@ -545,15 +543,18 @@ class FusedKernel:
         key.append(None if callable(grid) else tuple(grid))
         return tuple(key)
 
+    def _refuse_if_poisoned(self) -> None:
+        if self._poisoned:
+            raise LaunchError(f"this FusedKernel timed out earlier and cannot be reused: "
+                              f"{self._poisoned}")
+
     def warmup(self, grid, *args, **kwargs) -> None:
         """Everything a launch with these arguments does before enqueueing: bind, validate,
         specialise, compile, allocate the configuration's flags and peers table. Collective
         (the flags are a symmetric allocation): call it on every rank. Use it to keep the first
         launch's compile out of a timed step, or to line the ranks up before a launch."""
         with self._lock:
-            if self._poisoned:
-                raise LaunchError(f"this FusedKernel timed out earlier and cannot be reused: "
-                                  f"{self._poisoned}")
+            self._refuse_if_poisoned()
             self._prepare(grid, args, kwargs)
 
     def _prepare(self, grid, args, kwargs):
@@ -593,9 +594,7 @@ class FusedKernel:
         import torch
 
         with self._lock:
-            if self._poisoned:
-                raise LaunchError(f"this FusedKernel timed out earlier and cannot be reused: "
-                                  f"{self._poisoned}")
+            self._refuse_if_poisoned()
             self.comm.check()  # this kernel's record and every other one of the communicator
             self.check()
             cfg, values, peers, g = self._prepare(grid, args, kwargs)
@@ -609,7 +608,6 @@ class FusedKernel:
                 self._consumed_wait(cfg, cfg.consumed_pending, S)
                 cfg.consumed_pending = 0
             e = cfg.epochs.next()
-            self._last_epoch = e
             extra = [cfg.flags, peers, self.diag_addr, comm.rank, e, kernel_timeout_ns()]
             if self.backend != "ce" and torch.cuda.current_device() == comm.device.index:
                 # sm/nvshmem enqueue only on S, passed explicitly: no device/stream switch
