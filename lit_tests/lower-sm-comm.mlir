@@ -17,6 +17,7 @@
 // PUSH:         %[[PID:.+]] = tt.get_program_id x : i32
 // PUSH-NEXT:    %[[COUNT:.+]] = arith.constant 4 : i32
 // PUSH:         scf.if %{{.+}} {
+// PUSH-NEXT:      scf.if %{{.+}} {
 // PUSH-NEXT:      %[[Z:.+]] = arith.constant 0 : i32
 // PUSH-NEXT:      %[[FIRST:.+]] = arith.cmpi eq, %[[PID]], %[[Z]] : i32
 // PUSH-NEXT:      scf.if %[[FIRST]] {

@@ -11,6 +11,7 @@
 // CHECK:           syncopate.transfer %a_ptr, %[[PID:.+]], %[[N:.+]], %syn_epoch, %syn_rank, %syn_flags {chunk = 3 : i32, operand = 1 : i32}
 // CHECK-NEXT:      syncopate.drain %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {reads = 0 : i32} : !tt.ptr<i32>
 // CHECK-NEXT:    }
+// CHECK-NEXT:    }
 // CHECK-NEXT:  } else {
 // CHECK:         %pid_m = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[M:.+]] = arith.subi %pid_m, %[[N]] : i32

@@ -1,6 +1,7 @@
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4},append-abi-params,partition-sms' | filecheck %s
 
-// partition-sms makes programs 0..3 of axis 0 comm programs: they run the comm plan in a
+// partition-sms makes programs 0..3 of axis 0 comm programs (on a grid of more than one
+// dimension only those with program_id(1) == program_id(2) == 0; the others are idle): they run the comm plan in a
 // syncopate.comm region (publish ENTRY, then one transfer per chunk in schedule order: step,
 // then id), and every other program runs the original body, which sees
 // program_id(0) - 4 and num_programs(0) - 4: exactly the grid the kernel was written for.
@@ -11,13 +12,21 @@
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[N:.+]] = arith.constant 4 : i32
 // CHECK-NEXT:    %[[IS_COMM:.+]] = arith.cmpi slt, %[[PID]], %[[N]] : i32
+// CHECK-NEXT:    %[[ZERO:.+]] = arith.constant 0 : i32
+// CHECK-NEXT:    %[[Y:.+]] = tt.get_program_id y : i32
+// CHECK-NEXT:    %[[Y0:.+]] = arith.cmpi eq, %[[Y]], %[[ZERO]] : i32
+// CHECK-NEXT:    %[[Z:.+]] = tt.get_program_id z : i32
+// CHECK-NEXT:    %[[Z0:.+]] = arith.cmpi eq, %[[Z]], %[[ZERO]] : i32
+// CHECK-NEXT:    %[[LEAD:.+]] = arith.andi %[[Y0]], %[[Z0]] : i1
 // CHECK-NEXT:    scf.if %[[IS_COMM]] {
+// CHECK-NEXT:    scf.if %[[LEAD]] {
 // CHECK-NEXT:      syncopate.comm %[[PID]], %[[N]] {
 // CHECK-NEXT:        syncopate.enter %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags : !tt.ptr<i32>
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 0 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 2 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 1 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 3 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
+// CHECK-NEXT:      }
 // CHECK-NEXT:      }
 // CHECK-NEXT:    } else {
 // CHECK:           %start = tt.get_program_id x : i32

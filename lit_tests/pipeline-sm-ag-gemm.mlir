@@ -11,7 +11,14 @@
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[N:.+]] = arith.constant 4 : i32
 // CHECK-NEXT:    %[[IS_COMM:.+]] = arith.cmpi slt, %[[PID]], %[[N]] : i32
+// CHECK-NEXT:    %[[ZERO:.+]] = arith.constant 0 : i32
+// CHECK-NEXT:    %[[Y:.+]] = tt.get_program_id y : i32
+// CHECK-NEXT:    %[[Y0:.+]] = arith.cmpi eq, %[[Y]], %[[ZERO]] : i32
+// CHECK-NEXT:    %[[Z:.+]] = tt.get_program_id z : i32
+// CHECK-NEXT:    %[[Z0:.+]] = arith.cmpi eq, %[[Z]], %[[ZERO]] : i32
+// CHECK-NEXT:    %[[LEAD:.+]] = arith.andi %[[Y0]], %[[Z0]] : i1
 // CHECK-NEXT:    scf.if %[[IS_COMM]] {
+// CHECK-NEXT:    scf.if %[[LEAD]] {
 // CHECK:           tt.atomic_rmw exch, release, sys, %{{.+}}, %syn_epoch
 // CHECK:           tt.store
 // CHECK:           tt.atomic_rmw add, release, sys

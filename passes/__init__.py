@@ -7,6 +7,7 @@ def registry() -> dict:
     """Pass name -> ModulePass class."""
     from .append_abi import AppendAbiParams
     from .attach_schedule import AttachSchedule
+    from .check_accesses import CheckAccesses
     from .insert_epilogue_reduce import InsertEpilogueReduce
     from .insert_signals import InsertSignals
     from .insert_waits import InsertWaits
@@ -17,6 +18,6 @@ def registry() -> dict:
     from .resolve_chunks import ResolveChunks
     from .tile_remap import TileRemap
 
-    passes = [AttachSchedule, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
+    passes = [AttachSchedule, CheckAccesses, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
               InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem]
     return {p.name: p for p in passes}

@@ -125,6 +125,8 @@ def read_abi(module: ModuleOp) -> FusedABI:
         # sm/nvshmem: comm program 0 publishes ENTRY itself (partition-sms's syncopate.enter)
         signals_entry=backend in ("sm", "nvshmem"),
         epilogue_slots=list(state.get("epilogue_slots", [])),
+        upper_bounds=dict(state.get("upper_bounds", {})),
+        grid_axes=list(state["grid_axes"]) if "grid_axes" in state else None,
     )
     return abi
 

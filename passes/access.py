@@ -362,6 +362,9 @@ class Evaluator:
 class DimRange:
     lo: Poly       # scalar polynomial (no axis variables)
     extent: int    # hi = lo + extent
+    #: the index along this dim as a polynomial with the tile's axis variables (pointer
+    #: accesses): what a mask compares against (check-accesses reads bounds from masks)
+    index: Poly | None = None
 
     def __repr__(self) -> str:
         return f"[{self.lo}, +{self.extent})"
@@ -466,7 +469,7 @@ def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: d
             if k < 0:
                 lo = lo + Poly.const(k * (n - 1))
             extent += abs(k) * (n - 1)
-        dims.append(DimRange(lo, extent))
+        dims.append(DimRange(lo, extent, poly))
     return dims, requirements
 
 

@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import ModuleOp, i32
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 
@@ -76,22 +76,33 @@ class PartitionSms(ModulePass):
         ret = body.last_op
         if ret is None or ret.name != "tt.return" or ret.operands:
             raise CompileError("the kernel must end with a plain tt.return")
+        from syncopate_mlir.dialects.tt import GetProgramIdOp
+
+        keep = set(body.ops)  # ops of the original body (moved into the compute branch)
         b = Builder(body.first_op)
-        pid_raw = b.tt("tt.get_program_id", [], [i32], properties=_pid_props("tt.get_program_id")).results[0]
+        pid_raw = b.insert(GetProgramIdOp(0)).result
         count = b.const(comm)
         is_comm = b.cmp("slt", pid_raw, count)
+        # the comm plan runs once per launch: on a grid of more than one dimension, only the
+        # programs (p, 0, 0) with p < comm_programs run it; (p, y, z) for other y, z are idle
+        # (without this guard every row of axis 1 ran the whole plan and over-signalled)
+        zero = b.const(0)
+        leader = b.all_of([b.cmp("eq", b.insert(GetProgramIdOp(axis)).result, zero)
+                           for axis in (1, 2)])
 
         # move the original body into the else branch
-        moved = [o for o in body.ops if o is not ret and o not in
-                 (pid_raw.op, count.op, is_comm.op)]
+        moved = [o for o in body.ops if o is not ret and o in keep]
         else_block = Block()
         for o in moved:
             o.detach()
             else_block.add_op(o)
         else_block.add_op(scf.YieldOp())
-        then_block = Block()
+        lead_block = Block()
         comm_op = CommOp(pid_raw, count)
-        then_block.add_op(comm_op)
+        lead_block.add_op(comm_op)
+        lead_block.add_op(scf.YieldOp())
+        then_block = Block()
+        then_block.add_op(scf.IfOp(leader, [], Region(lead_block)))
         then_block.add_op(scf.YieldOp())
         if_op = scf.IfOp(is_comm, [], Region(then_block), Region(else_block))
         body.insert_op_before(if_op, ret)
@@ -125,16 +136,6 @@ class PartitionSms(ModulePass):
             # reads is per source rank; the lowering selects this rank's
             cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
         modes = {("push" if executor(c) == "src" else "pull") for c in plan.chunks}
-        update_state(op, reads_per_src={str(k): v for k, v in reads_per_src.items()},
+        update_state(op,
+                     reads_per_src={str(k): v for k, v in reads_per_src.items()},
                      mode=modes.pop() if len(modes) == 1 else "mixed")
-
-
-def _pid_props(name: str) -> dict:
-    """Properties of a new ``tt.get_program_id x`` as the mirror dialect defines them."""
-    from syncopate_mlir.dialects import tt as tt_dialect
-
-    make = getattr(tt_dialect, "program_id_props", None)
-    if make is not None:
-        return make(0)
-    from xdsl.dialects.builtin import IntegerAttr
-    return {"axis": IntegerAttr(0, i32)}

@@ -29,9 +29,14 @@ from xdsl.passes import ModulePass
 from .abi_info import abi_args, get_state, reduce_of, update_state
 from .access import (analyze_module, AnalysisFailure, Evaluator, is_int_type,
                      is_tensor)
-from .poly import Poly
+from .poly import IterCount, Poly
 from .builder import Builder
 from .plan import Plan
+from .purity import Purity, forward_scalar_slice
+
+#: ops that address memory through a pointer operand (operand 0) or a descriptor
+_POINTER_ACCESS = ("tt.load", "tt.store", "tt.atomic_rmw", "tt.atomic_cas")
+_WRITES = ("tt.store", "tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_store")
 
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
@@ -87,6 +92,150 @@ def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str,
     return tiles, table
 
 
+def remap_refusal(func, values: list[SSAValue]) -> str | None:
+    """Why replacing every use of the coordinate ``values`` by their remapped value would not
+    be a consistent renumbering of tiles (None: it would be).
+
+    The substitution runs each program as if its coordinate were ``table[X]`` with everything
+    else unchanged, which is a bijection on tiles only when (docs/soundness.md):
+
+    * the coordinate is a pure function of program ids, tile-loop counters, kernel scalars and
+      constants (never a loaded value: the table cannot know it);
+    * no other address is computed from it except by scaling it with a constant
+      (``j = pid - i * n`` would move ``j`` with ``i``: the tile leaves the grid);
+    * every store whose address follows the same program id or tile loop also follows the
+      coordinate (a second, separately computed tile counter would keep the old tile).
+    """
+    purity = Purity(func)
+    for x in values:
+        if not purity.is_pure(x):
+            return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
+                    f"pure functions of program ids and tile loops are remapped)")
+    ids = {id(x) for x in values}
+
+    def uniform(v) -> bool:  # the same in every program: kernel scalars and constants
+        return isinstance(v, SSAValue) and purity.is_pure(v) and not _roots(v)
+
+    # values computed from the coordinate: "moving" ones are c * X + u (c, u uniform) and
+    # follow the remap; any other is a second coordinate derived from X and stays opaque
+    overrides = {x: Poly.var(x) for x in values}
+    opaque: dict[int, SSAValue] = {}
+    for r in [r for x in values for r in forward_scalar_slice(x)]:
+        try:
+            p = Evaluator(dict(overrides)).value(r)
+        except AnalysisFailure:
+            p = None
+        if p is None or not _moves_with(p, ids, uniform):
+            overrides[r] = Poly.var(r)
+            opaque[id(r)] = r
+    ev = Evaluator(overrides)
+    roots = set()
+    for x in values:
+        roots |= _roots(x)
+    for op in func.walk():
+        polys = _address_polys(op, ev)
+        if polys is None:
+            if _reaches(op, ids | set(opaque)):
+                return f"cannot follow the address of the {op.name}{_where(op)}"
+            continue
+        mentions = False
+        for poly in polys:
+            for mono in poly.terms:
+                if any(id(v) in opaque for v in mono):
+                    return (f"the {op.name}{_where(op)} uses a value computed from the tile "
+                            f"coordinate (remapping would move that coordinate too)")
+                if not any(id(v) in ids for v in mono):
+                    continue
+                mentions = True
+                rest = tuple(v for v in mono if id(v) not in ids)
+                if not all(uniform(v) for v in rest):
+                    return (f"the {op.name}{_where(op)} multiplies the tile coordinate by a "
+                            f"value that differs between programs")
+        if op.name in _WRITES and not mentions:
+            leaves = set()
+            for poly in polys:
+                for v in poly.vars():
+                    leaves |= _roots(v)
+            if leaves & roots:
+                return (f"the {op.name}{_where(op)} computes its tile from the program id "
+                        f"without the remapped coordinate (a second tile counter?)")
+    return None
+
+
+def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
+    """``p == c * X + u`` with ``X`` a coordinate value and ``c``, ``u`` uniform."""
+    for mono in p.terms:
+        rest = [v for v in mono if id(v) not in ids]
+        if len(rest) < len(mono) - 1 or not all(uniform(v) for v in rest):
+            return False
+    return True
+
+
+def _where(x) -> str:
+    from .access import loc_str
+    op = x if not isinstance(x, SSAValue) else (x.op if isinstance(x, OpResult) else None)
+    loc = loc_str(op) if op is not None else None
+    return f" at {loc}" if loc else ""
+
+
+def _address_polys(op, ev: Evaluator) -> list[Poly] | None:
+    """The index polynomials of a memory access (flat offset, or descriptor indices); ``[]``
+    for ops that are not accesses, None when the analysis cannot follow them."""
+    try:
+        if op.name in _POINTER_ACCESS:
+            return [ev.pointer(op.operands[0]).off]
+        if op.name == "tt.descriptor_load":
+            return [ev.value(v) for v in op.operands[1:]]
+        if op.name == "tt.descriptor_store":
+            return [ev.value(v) for v in op.operands[2:]]
+    except AnalysisFailure:
+        return None
+    return []
+
+
+def _reaches(op, ids: set[int]) -> bool:
+    """Whether any value in ``ids`` is in the backward slice of ``op``'s operands."""
+    seen: set[int] = set()
+    work = list(op.operands)
+    while work:
+        v = work.pop()
+        if id(v) in ids:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, OpResult):
+            work.extend(v.op.operands)
+    return False
+
+
+def _roots(v) -> set:
+    """Program-id ops and loop induction variables a scalar index is computed from."""
+    out: set = set()
+    seen: set[int] = set()
+    work = [v]
+    while work:
+        cur = work.pop()
+        if isinstance(cur, IterCount):
+            out.add(id(cur.loop))
+            continue
+        if not isinstance(cur, SSAValue) or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, BlockArgument):
+            owner = cur.block.parent_op()
+            if owner is not None and owner.name == "scf.for":
+                out.add(id(owner))
+                if cur.index > 0:
+                    work.append(owner.operands[3 + cur.index - 1])
+            continue
+        if cur.op.name == "tt.get_program_id":
+            out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))
+            continue
+        work.extend(cur.op.operands)
+    return out
+
+
 @dataclass(frozen=True)
 class TileRemap(ModulePass):
     name: ClassVar[str] = "tile-remap"
@@ -116,6 +265,12 @@ class TileRemap(ModulePass):
                 if len(polys) != 1 or coord is None or not values:
                     remarks.append(f"tile-remap: no single tile coordinate for {tensor} dim {dim}; "
                                    f"tile order left as written")
+                    continue
+                why = remap_refusal(analysis.func, values)
+                if why is not None:
+                    # sound either way: the waits keep the kernel correct in any tile order
+                    remarks.append(f"tile-remap: {tensor} dim {dim} not remapped: {why}; tile "
+                                   f"order left as written")
                     continue
                 tiles, table = remap_table(plan, tensor, dim, block, role,
                                            sends_only=reduce_of(op) == "epilogue")

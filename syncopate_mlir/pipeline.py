@@ -73,7 +73,7 @@ class PipelineResult:
 
 
 def pass_names(backend: str, reduce: str = "comm") -> list[str]:
-    names = ["append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
+    names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
     if backend in ("sm", "nvshmem"):

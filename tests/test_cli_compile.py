@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from syncopate.cli import main
 from syncopate.schedule import all_gather, dumps
 
@@ -29,7 +31,7 @@ def test_compile_writes_every_stage(tmp_path, capsys):
                "--operand", "a_ptr", "--backend", "ce", "-o", str(out)])
     assert rc == 0, capsys.readouterr().err
     assert (out / "kernel.ptx").read_text().count("ld.acquire.sys") >= 1
-    assert sorted(p.name for p in out.glob("0*.mlir"))[0] == "01-append-abi-params.mlir"
+    assert sorted(p.name for p in out.glob("0*.mlir"))[0] == "01-check-accesses.mlir"
 
 
 def test_compile_bad_input_exits_1_with_a_typed_message(tmp_path, capsys):
@@ -48,3 +50,16 @@ def test_compile_bad_input_exits_1_with_a_typed_message(tmp_path, capsys):
     rc = main(["compile", "gemm-ptr", "--shape", "1024,512,512", "--schedule", str(bad),
                "--operand", "a_ptr"])
     assert rc == 1 and capsys.readouterr().err.startswith("error:")
+
+
+@pytest.mark.parametrize("kernel", ["gemm-ptr", "gemm-tma"])
+def test_compile_refuses_a_shape_that_contradicts_the_schedule(kernel, tmp_path, capsys):
+    """--shape M=2048 with a schedule whose A has 1024 rows: the kernel would read rows the
+    schedule does not have. Refused at compile time, exit 1, no traceback."""
+    sched = tmp_path / "ag.json"
+    sched.write_text(dumps(all_gather([1024, 256], "bf16", 2)))
+    rc = main(["compile", kernel, "--shape", "2048,512,256", "--schedule", str(sched),
+               "--operand", "a_ptr"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "--shape contradicts the schedule: M=2048" in err and "Traceback" not in err

@@ -65,6 +65,23 @@ class FlagLayout:
         return (n + 15) // 16 * 16
 
 
+def contradictions(a: "FusedABI", values: dict) -> list[str]:
+    """What in ``values`` (kernel parameter -> value, any subset) breaks the facts the compiler
+    baked into the fused kernel: its ``requirements`` (equalities) and ``upper_bounds``.
+    Shared by the runtime (before every launch) and the CLI (at compile time, from --shape)."""
+    bad = []
+    for name, want in (getattr(a, "requirements", None) or {}).items():
+        if name in values and values[name] != want:
+            bad.append(f"{name}={values[name]!r} (the kernel was compiled for {name}={want!r})")
+    for name, limit in (getattr(a, "upper_bounds", None) or {}).items():
+        got = values.get(name)
+        if isinstance(got, int) and not isinstance(got, bool) and got > limit:
+            bad.append(f"{name}={got!r} (a mask `index < {name}` bounds an access of a "
+                       f"communicated tensor whose dim holds {limit}: the kernel would read "
+                       f"past it)")
+    return bad
+
+
 @dataclass
 class FusedABI:
     """What the runtime needs to know to launch a fused kernel (returned by the compiler)."""
@@ -95,6 +112,12 @@ class FusedABI:
     #: ``epilogue`` reduction): their rows follow the operands' rows in ``syn_peers``, each
     #: holding every rank's slot base address
     epilogue_slots: list[str] = field(default_factory=list)
+    #: launch-time upper bounds the analysis derived from masks, e.g. {"n_cols": 4096}: the
+    #: access reads indices < n_cols of a dim of 4096, so a larger n_cols would read past it
+    upper_bounds: dict[str, int] = field(default_factory=dict)
+    #: program-id axes the kernel reads; None = unknown (an ABI written before this field).
+    #: A grid larger than 1 along another axis would run every tile more than once.
+    grid_axes: list[int] | None = None
 
     @property
     def layout(self) -> FlagLayout:
@@ -107,6 +130,15 @@ class FusedABI:
     def grid(self, grid: tuple[int, ...]) -> tuple[int, int, int]:
         """The launch grid of the fused kernel for the user's grid."""
         g = tuple(grid) + (1,) * (3 - len(grid))
+        if self.grid_axes is not None:
+            for axis in (1, 2):
+                if g[axis] > 1 and axis not in self.grid_axes:
+                    from .errors import LaunchError
+                    raise LaunchError(
+                        f"grid {tuple(grid)} is {g[axis]} along axis {axis}, which the kernel "
+                        f"never reads (tl.program_id({axis})): every tile would run "
+                        f"{g[axis]} times and signal its chunks as often. Launch a grid of 1 "
+                        f"along that axis")
         extra = self.comm_programs if self.backend in ("sm", "nvshmem") else 0
         return (g[0] + extra, g[1], g[2])
 
@@ -122,6 +154,8 @@ class FusedABI:
             "requirements": dict(self.requirements), "tensors": dict(self.tensors),
             "signals_entry": bool(self.signals_entry),
             "epilogue_slots": list(self.epilogue_slots),
+            "upper_bounds": dict(self.upper_bounds),
+            "grid_axes": None if self.grid_axes is None else list(self.grid_axes),
         }
 
     @classmethod
@@ -136,4 +170,6 @@ class FusedABI:
             tensors=dict(d.get("tensors", {})), version=d.get("version", ABI_VERSION),
             signals_entry=bool(d.get("signals_entry", False)),
             epilogue_slots=list(d.get("epilogue_slots", [])),
+            upper_bounds=dict(d.get("upper_bounds", {})),
+            grid_axes=None if d.get("grid_axes") is None else list(d["grid_axes"]),
         )

@@ -13,6 +13,8 @@ import re
 import time
 from pathlib import Path
 
+from .abi import contradictions as abi_contradictions
+
 KERNEL_ALIASES = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}
 
 
@@ -57,6 +59,7 @@ def _parse_value(text: str):
     if text in ("True", "False"):
         return text == "True"
     return text
+
 
 
 def _load_kernel(ref: str, args):
@@ -108,6 +111,14 @@ def _write_stages(out: Path, fc) -> None:
     (out / "abi.json").write_text(json.dumps(fc.abi.to_json(), indent=2))
 
 
+def _known_args(args) -> dict:
+    """Kernel arguments the command line fixes: the GEMM aliases' sizes and row-major strides."""
+    if args.kernel not in KERNEL_ALIASES and args.kernel not in KERNEL_ALIASES.values():
+        return {}
+    m, n, k = (int(x) for x in args.shape.split(","))
+    return {"M": m, "N": n, "K": k, "stride_am": k, "stride_bk": n, "stride_cm": n}
+
+
 def run_compile(args) -> int:
     import syncopate
 
@@ -117,6 +128,12 @@ def run_compile(args) -> int:
                            operand=_operand(args.operand), backend=args.backend,
                            comm_programs=args.comm_programs, attrs=attrs, **options)
     dt = time.perf_counter() - t0
+    known = _known_args(args)
+    bad = abi_contradictions(fc.abi, known)
+    if bad:
+        from .errors import CompileError
+        raise CompileError("--shape contradicts the schedule: " + "; ".join(bad) + ". Give the "
+                           "schedule the shape of the tensor the kernel indexes")
     print(f"compiled {fn.__name__} fused ({args.backend}) for sm_90 in {dt:.2f} s; "
           f"syncopate passes {sum(fc.times_ms.values()):.1f} ms")
     print(f"ABI: {fc.abi.num_chunks} chunks, world size {fc.abi.world_size}, "

@@ -784,14 +784,7 @@ def check_epilogue_plan(plan: planmod.CEPlan, stream_waits: bool) -> None:
 def check_requirements(a: abi.FusedABI, names, values) -> None:
     """The compiler's launch-time requirements (``abi.requirements``, e.g. ``{"stride_am":
     4096}``: facts its analysis baked into the kernel) must hold for this call."""
-    req = getattr(a, "requirements", None) or {}
-    bad = []
-    for name, want in req.items():
-        if name not in names:
-            continue
-        got = values[names.index(name)]
-        if got != want:
-            bad.append(f"{name}={got!r} (the kernel was compiled for {name}={want!r})")
+    bad = abi.contradictions(a, dict(zip(names, values)))
     if bad:
         raise LaunchError("arguments break what the fused kernel was compiled for: " + "; ".join(bad)
                           + ". Pass operands with the layout the schedule describes (e.g. a "

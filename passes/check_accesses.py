@@ -1,0 +1,230 @@
+"""``check-accesses``: refuse what the access analysis cannot prove (docs/soundness.md).
+
+Runs first, before any pass changes the kernel, and changes nothing but the ``syncopate.abi``
+state: it is the compiler's soundness gate.  For every communicated tensor it checks
+
+* **roles**: a tensor the schedule delivers to the kernel (consumed: all-gather, all-to-all,
+  ring pass) is only read -- a store into it would race with the comm programs copying it;
+  a tensor the kernel produces for the schedule (reduce-scatter partials) is only written --
+  a read would see a peer's partial or a half-reduced value; a bound operand the kernel never
+  touches is a mistake in ``operand=``;
+* **bounds**: every access stays inside the schedule's tensor.  A box that leaves a dim other
+  than the outermost one would alias the next row, which may belong to a chunk that has not
+  arrived (the waits cover only the rows the box names).  Bounds come from the box itself when
+  it is constant, from the access's mask (``offs < n``: the mask bounds what is really read),
+  from the descriptor (TMA clips at the descriptor's shape, which insert-waits requires to be
+  the schedule's), or from a hint (which asserts its box).  A mask bound that is a kernel
+  argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch.
+
+It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
+grid that is larger than one along an axis the kernel never reads, since every tile would then
+run (and signal) more than once per launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import BlockArgument, OpResult, SSAValue
+from xdsl.passes import ModulePass
+
+from syncopate.errors import CompileError
+
+from .abi_info import operands_of, update_state
+from .access import (Access, AnalysisFailure, Evaluator, analyze_module, int_array_prop, int_prop,
+                     loc_str)
+from .poly import Axis, Poly
+
+_CMP_UPPER = {"slt": 0, "ult": 0, "sle": -1, "ule": -1}    # l < r (+1 for <=)
+_CMP_LOWER = {"sgt": 0, "ugt": 0, "sge": -1, "uge": -1}    # r < l
+
+
+def mask_of(op) -> SSAValue | None:
+    """The mask operand of a ``tt.load`` / ``tt.store`` (None when it has none)."""
+    segs = op.properties.get("operandSegmentSizes")
+    sizes = list(segs.get_values()) if segs is not None else None
+    if op.name == "tt.load":
+        if sizes is not None and len(sizes) >= 2:
+            return op.operands[1] if sizes[1] == 1 else None
+        return op.operands[1] if len(op.operands) > 1 else None
+    if op.name == "tt.store":
+        return op.operands[2] if len(op.operands) > 2 else None
+    return None
+
+
+def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
+    """Polynomials ``D`` (in ``v``'s axis space) such that ``v`` implies ``D < 0`` lane-wise.
+
+    Conjuncts the analysis does not understand are dropped: a mask only ever shrinks what an
+    access touches, so forgetting one part of it loses precision, never soundness."""
+    if depth > 32 or not isinstance(v, OpResult):
+        return []
+    op = v.op
+    name = op.name
+    if name == "arith.andi":
+        return conjuncts(op.operands[0], ev, depth + 1) + conjuncts(op.operands[1], ev, depth + 1)
+    if name in ("tt.broadcast", "tt.splat"):
+        return conjuncts(op.operands[0], ev, depth + 1)
+    if name == "tt.expand_dims":
+        k = int_prop(op, "axis")
+        return [d.map_axes(lambda i: i + 1 if i >= k else i)
+                for d in conjuncts(op.operands[0], ev, depth + 1)]
+    if name == "tt.trans":
+        order = int_array_prop(op, "order")
+        inv = {src: dst for dst, src in enumerate(order)}
+        return [d.map_axes(lambda i: inv[i]) for d in conjuncts(op.operands[0], ev, depth + 1)]
+    if name == "arith.cmpi":
+        pred = _predicate(op)
+        try:
+            lhs, rhs = ev.value(op.operands[0]), ev.value(op.operands[1])
+        except AnalysisFailure:
+            return []
+        if pred in _CMP_UPPER:
+            return [lhs - rhs + Poly.const(_CMP_UPPER[pred])]
+        if pred in _CMP_LOWER:
+            return [rhs - lhs + Poly.const(_CMP_LOWER[pred])]
+    return []
+
+
+def _predicate(op) -> str:
+    attr = op.properties.get("predicate") or op.attributes.get("predicate")
+    value = int_prop(op, "predicate")
+    names = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+    if value is not None and 0 <= value < len(names):
+        return names[value]
+    return str(attr)
+
+
+def has_axes(p: Poly) -> bool:
+    return any(isinstance(v, Axis) for v in p.vars())
+
+
+@dataclass(frozen=True)
+class CheckAccesses(ModulePass):
+    name: ClassVar[str] = "check-accesses"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        plan, analysis, accesses = analyze_module(op)
+        names = analysis.arg_name
+        axes = sorted({int_prop(o, "axis") or 0 for o in analysis.func.walk()
+                       if o.name in ("tt.get_program_id", "tt.get_num_programs")})
+        bounds: dict[str, int] = {}
+        for param, tensor in operands_of(op).items():
+            mine = [a for a in accesses if a.tensor == tensor]
+            if not mine:
+                raise CompileError(
+                    f"the kernel never loads or stores through {param!r}, which operand= binds "
+                    f"to the schedule's tensor {tensor!r}: bind the parameter that holds that "
+                    f"tensor")
+            self._check_role(plan, param, tensor, mine)
+            shape = list(plan.tensors[tensor].shape)
+            for a in mine:
+                for d, size in enumerate(shape):
+                    self._check_dim(a, d, size, analysis.ev, names, bounds)
+        update_state(op, grid_axes=axes, upper_bounds=bounds)
+
+    @staticmethod
+    def _check_role(plan, param: str, tensor: str, accesses: list[Access]) -> None:
+        produced = plan.is_produced(tensor)
+        if not produced:
+            writes = [a for a in accesses if a.kind == "write"]
+            if writes:
+                raise CompileError(
+                    f"the kernel writes {param!r}, but the schedule delivers tensor {tensor!r} to "
+                    f"it (a consumed tensor: chunks of it are copied between ranks while the "
+                    f"kernel runs, so this store would race with those copies). Bind operand= "
+                    f"to a tensor the kernel only reads, or use a schedule that produces "
+                    f"{tensor!r} (reduce_scatter / all_reduce)", loc_str(writes[0].op))
+            return
+        reads = [a for a in accesses if a.kind == "read"]
+        if reads:
+            raise CompileError(
+                f"the kernel reads {param!r}, which holds tensor {tensor!r} that it produces for "
+                f"the schedule (its chunks leave this rank, or peers' partials are added into "
+                f"them, while the kernel runs), so the read could see another rank's data. "
+                f"Read the values from a separate buffer, or bind operand= to the tensor the "
+                f"kernel only writes", loc_str(reads[0].op))
+
+    @staticmethod
+    def _check_dim(a: Access, d: int, size: int, ev: Evaluator, names: dict,
+                   bounds: dict[str, int]) -> None:
+        dim = a.dims[d]
+        where = loc_str(a.op)
+        what = f"this {a.op.name} of {a.param!r} (tensor {a.tensor!r}, dim {d} of size {size})"
+        if dim.lo.is_const and dim.lo.const_value < 0:
+            raise CompileError(f"{what} starts at index {dim.lo.const_value}, before the tensor",
+                               where)
+        if a.hinted or a.op.name.startswith("tt.descriptor_"):
+            # a hint asserts its box; a TMA descriptor of the schedule's shape clips at it
+            return
+        upper = _mask_bound(a, d, ev)
+        if upper is not None:
+            if upper.is_const:
+                if upper.const_value > size:
+                    raise CompileError(f"{what} is masked to indices < {upper.const_value}, past "
+                                       f"the end of the dim: make the schedule's shape match what "
+                                       f"the kernel indexes", where)
+                return
+            param, offset = _param_plus_const(upper, names)
+            if param is not None:
+                limit = size - offset
+                bounds[param] = min(bounds.get(param, limit), limit)
+                return
+        if dim.lo.is_const:
+            if dim.lo.const_value + dim.extent > size:
+                raise CompileError(f"{what} reads indices [{dim.lo.const_value}, "
+                                   f"{dim.lo.const_value + dim.extent}), past the end of the dim; "
+                                   f"make the schedule's shape match what the kernel indexes, "
+                                   f"or mask the access", where)
+            return
+        if dim.extent > size:
+            raise CompileError(f"{what} spans {dim.extent} indices per access, more than the dim "
+                               f"holds: the kernel indexes a tensor of another shape than the "
+                               f"schedule's; make them match, or mask the access", where)
+        if d == 0:
+            # past the last row is past the allocation: the unfused kernel reads the same
+            # memory, and no chunk of this tensor is aliased (docs/soundness.md)
+            return
+        raise CompileError(
+            f"cannot prove that {what} stays inside the dim: its start {dim.lo} is not bounded "
+            f"and the access has no mask `index < bound` along it, so it could read the next "
+            f"row, which may belong to a chunk that has not arrived. Mask the access along dim "
+            f"{d} (e.g. `offs < {size}`), or state its box with syncopate.language.hint_region",
+            where)
+
+
+def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:
+    """An upper bound ``B`` (no axis variables) that the access's mask imposes on its index
+    along dim ``d`` (``index < B`` in every active lane), or None."""
+    index = a.dims[d].index
+    mask = mask_of(a.op)
+    if index is None or mask is None:
+        return None
+    found = None
+    for conj in conjuncts(mask, ev):
+        bound = index - conj
+        if not has_axes(bound):
+            if found is None or (bound.is_const and found.is_const
+                                 and bound.const_value < found.const_value):
+                found = bound
+            elif bound.is_const and not found.is_const:
+                found = bound
+    return found
+
+
+def _param_plus_const(p: Poly, names: dict) -> tuple[str | None, int]:
+    """``(name, c)`` when ``p == param + c`` for a kernel scalar parameter."""
+    const = 0
+    param = None
+    for mono, coef in p.terms.items():
+        if mono == ():
+            const = coef
+        elif len(mono) == 1 and coef == 1 and isinstance(mono[0], BlockArgument) \
+                and mono[0] in names and param is None:
+            param = names[mono[0]]
+        else:
+            return None, 0
+    return param, const

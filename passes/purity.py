@@ -1,0 +1,131 @@
+"""Which integer values are *pure tile indices*: functions of the program id, the tile loops'
+induction variables, kernel scalar arguments and constants only.
+
+The soundness policy (docs/soundness.md) lets ``tile-remap`` rewrite only such values.  A value
+that depends on a load (a gather's row index), an atomic, or anything else the analysis does not
+model differs between ranks or launches in ways a compile-time permutation table cannot follow;
+remapping it would make a rank read or write rows nobody asked for.  This module answers the
+question by walking the backward slice of a value; loop-carried values are pure when their
+initial value and every yielded value are (a greatest fixed point: a cycle through pure ops is
+pure).
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+
+#: ops whose result is a pure function of pure operands (scalar integer arithmetic)
+PURE_OPS = frozenset({
+    "arith.constant", "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui",
+    "arith.remsi", "arith.remui", "arith.ceildivsi", "arith.ceildivui", "arith.floordivsi",
+    "arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui", "arith.extsi", "arith.extui",
+    "arith.trunci", "arith.index_cast", "arith.index_castui", "arith.cmpi", "arith.select",
+    "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi", "arith.shrui",
+    "tt.get_program_id", "tt.get_num_programs",
+})
+
+#: ops whose result may differ between launches or ranks for the same program id
+_WHY = {
+    "tt.load": "a value loaded from memory",
+    "tt.descriptor_load": "a value loaded from memory",
+    "tt.atomic_rmw": "the result of an atomic",
+    "tt.atomic_cas": "the result of an atomic",
+    "tt.call": "the result of a function call",
+    "tt.elementwise_inline_asm": "the result of inline assembly",
+}
+
+
+class Purity:
+    """Memoised purity of SSA values inside one kernel function ``func``."""
+
+    def __init__(self, func: Operation):
+        self.func = func
+        self.memo: dict[int, bool] = {}
+        self.reason: dict[int, str] = {}
+
+    def is_pure(self, v: SSAValue) -> bool:
+        key = id(v)
+        if key in self.memo:
+            return self.memo[key]
+        self.memo[key] = True  # optimistic on cycles (loop-carried values)
+        pure, why = self._pure(v)
+        self.memo[key] = pure
+        if not pure:
+            self.reason[key] = why
+        return pure
+
+    def why_impure(self, v: SSAValue) -> str:
+        """A short phrase saying what the value depends on (after :meth:`is_pure` was False)."""
+        return self.reason.get(id(v), "a value the analysis does not model")
+
+    def _pure(self, v: SSAValue) -> tuple[bool, str]:
+        if isinstance(v, BlockArgument):
+            owner = v.block.parent_op()
+            if owner is self.func:
+                return True, ""  # a kernel scalar argument: the same for every program
+            if owner is None:
+                return False, "an argument of an unknown block"
+            if owner.name == "scf.for":
+                if v.index == 0:  # the induction variable
+                    ok = all(self._sub(owner.operands[i]) for i in range(3))
+                    return ok, "" if ok else "a loop whose bounds are not pure"
+                init = owner.operands[3 + v.index - 1]
+                yielded = v.block.last_op.operands[v.index - 1]
+                ok = self._sub(init) and self._sub(yielded)
+                return ok, "" if ok else "a loop-carried value that is not pure"
+            if owner.name == "scf.while":
+                region_index = 0 if v.block is owner.regions[0].blocks[0] else 1
+                if region_index == 0:
+                    init = owner.operands[v.index]
+                    after = owner.regions[1].blocks[0].last_op
+                    ok = self._sub(init) and self._sub(after.operands[v.index])
+                else:
+                    cond = owner.regions[0].blocks[0].last_op  # scf.condition(%c, args...)
+                    ok = self._sub(cond.operands[1 + v.index])
+                return ok, "" if ok else "a while-loop value that is not pure"
+            return False, f"an argument of a '{owner.name}' region"
+        assert isinstance(v, OpResult)
+        op = v.op
+        if op.name in PURE_OPS:
+            for operand in op.operands:
+                if not self._sub(operand):
+                    return False, self.why_impure(operand)
+            return True, ""
+        if op.name == "scf.if":
+            idx = v.index
+            ok = self._sub(op.operands[0]) and all(
+                self._sub(region.blocks[0].last_op.operands[idx]) for region in op.regions
+                if region.blocks and region.blocks[0].last_op is not None
+                and region.blocks[0].last_op.operands)
+            return ok, "" if ok else "a branch whose condition or results are not pure"
+        if op.name == "scf.for":
+            arg = op.regions[0].blocks[0].args[1 + v.index]
+            ok = self._sub(arg)
+            return ok, "" if ok else "a loop result that is not pure"
+        return False, _WHY.get(op.name, f"the result of '{op.name}'")
+
+    def _sub(self, v: SSAValue) -> bool:
+        return self.is_pure(v)
+
+
+def forward_scalar_slice(v: SSAValue) -> list[OpResult]:
+    """Scalar integer values computed from ``v`` through :data:`PURE_OPS` (excluding ``v``),
+    in discovery order.  Tile coordinates derived from ``v`` (``j = pid - i * n``) are here."""
+    from .access import is_int_type, is_tensor
+
+    out: list[OpResult] = []
+    seen: set[int] = {id(v)}
+    work = [v]
+    while work:
+        cur = work.pop()
+        for use in list(cur.uses):
+            user = use.operation
+            if user.name not in PURE_OPS:
+                continue
+            for res in user.results:
+                if id(res) in seen or is_tensor(res.type) or not is_int_type(res.type):
+                    continue
+                seen.add(id(res))
+                out.append(res)
+                work.append(res)
+    return out
