@@ -88,6 +88,10 @@ def _loopback_child(fn, world_size, args, env, result_path, pg_backend="nccl"):
     os.environ.update(NVLS_OFF)
     os.environ.update(env or {})
     try:
+        import sys
+        # W rank threads hand over to each other at every collective; the default 5 ms GIL
+        # switch interval would add up to 5 ms per hand-over (1000-launch tests)
+        sys.setswitchinterval(0.0005)
         from syncopate.runtime.loopback import run_loopback
         device = "cuda:0" if pg_backend == "nccl" else None
         out = ("ok", run_loopback(fn, world_size, *args, device=device))
@@ -142,7 +146,10 @@ def run_ranks(fn, *args, world_size: int = 2, timeout: float = 120.0, env: dict 
     if loopback is None:
         loopback = loopback_world()
     if loopback:
-        return _run_loopback(fn, args, world_size, timeout, env, pg_backend)
+        # one process does the host work of W ranks (GIL), so allow it more time:
+        # SYNCOPATE_GPU_TIMEOUT_SCALE (default 1.5)
+        scale = float(os.environ.get("SYNCOPATE_GPU_TIMEOUT_SCALE", "1.5"))
+        return _run_loopback(fn, args, world_size, timeout * scale, env, pg_backend)
     ctx = mp.get_context("spawn")
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="syncopate-gpu-")
