@@ -52,3 +52,43 @@ def test_hang_is_killed_at_timeout():
     with pytest.raises(TimeoutError, match=r"ranks \[0\]"):
         run_ranks(_hang_on_rank0, world_size=2, timeout=8, pg_backend="gloo")
     assert time.monotonic() - t0 < 30
+
+
+# ---------------------------------------------------------------------------- loopback mode
+
+def _sum_ranks_loopback(rank, world_size, base):
+    """The same body in loopback: collectives through syncopate.runtime.collectives."""
+    import threading
+
+    import torch
+
+    from syncopate.runtime import collectives as dist
+    x = torch.tensor([float(rank + base)])
+    dist.all_reduce(x)
+    return (rank, float(x), os.environ.get("EXTRA"), os.getpid(), threading.current_thread().name)
+
+
+def test_loopback_mode_selection():
+    from dist_harness import loopback_world
+    assert loopback_world({}) == 0 and loopback_world({"SYNCOPATE_GPU_LOOPBACK": "0"}) == 0
+    assert loopback_world({"SYNCOPATE_GPU_LOOPBACK": "4"}) == 4
+    for bad in ("1", "two", "-2"):
+        with pytest.raises(ValueError, match="number of virtual ranks"):
+            loopback_world({"SYNCOPATE_GPU_LOOPBACK": bad})
+
+
+def test_loopback_runs_the_ranks_as_threads_of_one_process():
+    res = run_ranks(_sum_ranks_loopback, 10, world_size=2, timeout=60, pg_backend="gloo",
+                    env={"EXTRA": "x"}, loopback=2)
+    assert [r[:3] for r in res] == [(0, 21.0, "x"), (1, 21.0, "x")]
+    assert res[0][3] == res[1][3] != os.getpid()  # one child process, not this one
+    assert res[0][4] != res[1][4]
+
+
+def test_loopback_child_error_and_hang():
+    with pytest.raises(AssertionError, match=r"(?s)loopback.*rank one is broken"):
+        run_ranks(_fail_on_rank1, world_size=2, timeout=60, pg_backend="gloo", loopback=2)
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"loopback ranks \[0, 1\].*killed"):
+        run_ranks(_hang_on_rank0, world_size=2, timeout=8, pg_backend="gloo", loopback=2)
+    assert time.monotonic() - t0 < 30

@@ -76,3 +76,17 @@ class CommTimeout(SyncopateError, RuntimeError):
             f"communication timeout after {timeout_s:g} s: {record}. A peer did not deliver this "
             f"chunk: check that every rank launches the same fused op with the same schedule, and "
             f"raise SYNCOPATE_TIMEOUT_S if the peer is only slow.")
+
+
+class LoopbackError(LaunchError):
+    """W virtual ranks in one process (loopback, docs/loopback.md) disagree or gave up: ranks
+    called different collectives at the same point, one rank failed while the others waited
+    for it, or a collective was not joined by every rank in time. The message names the ranks
+    and the collective."""
+
+
+class CoResidencyError(LaunchError):
+    """Loopback only: the W virtual ranks' fused kernels cannot all be resident on the one GPU
+    at once. A spinning program of one rank could then hold the SM that another rank's
+    program needs to make the progress it waits for (a deadlock the watchdog would end). The
+    message gives the numbers and what to change (fewer programs per rank, fewer ranks)."""

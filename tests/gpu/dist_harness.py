@@ -9,6 +9,13 @@ naming the ranks that had not finished: a hang can never eat the GPU lease.
 
 ``fn`` must be importable by the children (a module-level function of an importable module;
 spawn sends it by qualified name, and the children get the parent's ``sys.path``).
+
+Loopback (``SYNCOPATE_GPU_LOOPBACK=W`` in the environment, or ``loopback=W``; docs/loopback.md):
+one spawned child runs the W ranks as threads on one GPU (``syncopate.runtime.loopback.
+run_loopback``: own streams, own buffers, the loopback process group), with the same worker
+functions and the same result/traceback/timeout handling -- the hard timeout still kills a
+process by pid, which threads alone could not offer. ``pg_backend="gloo"`` runs the threads on
+the CPU (the harness's own CPU tests).
 """
 
 from __future__ import annotations
@@ -60,10 +67,89 @@ def _child(fn, rank, world_size, port, args, env, result_path, pg_backend="nccl"
         pickle.dump(out, f)
 
 
-def run_ranks(fn, *args, world_size: int = 2, timeout: float = 120.0, env: dict | None = None,
-              pg_backend: str = "nccl"):
+def loopback_world(env=None) -> int:
+    """``W`` from ``SYNCOPATE_GPU_LOOPBACK`` (0 = one process per GPU). A value that is not a
+    whole number >= 2 is an error that says so (a typo must not silently test nothing)."""
+    env = os.environ if env is None else env
+    v = env.get("SYNCOPATE_GPU_LOOPBACK", "").strip()
+    if v in ("", "0"):
+        return 0
+    try:
+        w = int(v)
+    except ValueError:
+        w = -1
+    if w < 2:
+        raise ValueError(f"SYNCOPATE_GPU_LOOPBACK={v!r}: give the number of virtual ranks (>= 2) "
+                         f"to run on one GPU, or 0 / unset for one process per GPU")
+    return w
+
+
+def _loopback_child(fn, world_size, args, env, result_path, pg_backend="nccl"):
+    os.environ.update(NVLS_OFF)
+    os.environ.update(env or {})
+    try:
+        import sys
+        # W rank threads hand over to each other at every collective; the default 5 ms GIL
+        # switch interval would add up to 5 ms per hand-over (1000-launch tests)
+        sys.setswitchinterval(0.0005)
+        from syncopate.runtime.loopback import run_loopback
+        device = "cuda:0" if pg_backend == "nccl" else None
+        out = ("ok", run_loopback(fn, world_size, *args, device=device))
+    except BaseException:  # noqa: BLE001
+        out = ("err", traceback.format_exc())
+    with open(result_path, "wb") as f:
+        pickle.dump(out, f)
+
+
+def _run_loopback(fn, args, world_size, timeout, env, pg_backend):
     import torch.multiprocessing as mp
 
+    ctx = mp.get_context("spawn")
+    tmp = tempfile.mkdtemp(prefix="syncopate-loopback-")
+    path = os.path.join(tmp, "ranks.pkl")
+    p = ctx.Process(target=_loopback_child, args=(fn, world_size, args, env, path, pg_backend),
+                    daemon=True)
+    p.start()
+    p.join(timeout)
+    if p.is_alive():
+        p.terminate()
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+        raise TimeoutError(f"{getattr(fn, '__name__', fn)}: loopback ranks {list(range(world_size))} "
+                           f"(one process, pid {p.pid}) still running after {timeout:g} s (killed)")
+    if not os.path.exists(path):
+        raise AssertionError(f"{getattr(fn, '__name__', fn)}: loopback process exited with code "
+                             f"{p.exitcode} and no result")
+    with open(path, "rb") as f:
+        status, value = pickle.load(f)
+    if status != "ok":
+        raise AssertionError(f"{getattr(fn, '__name__', fn)}: loopback process failed:\n{value}")
+    results, errors = [], []
+    for r, (st, v) in enumerate(value):
+        if st != "ok":
+            errors.append(f"rank {r}:\n{v}")
+        results.append(v)
+    if errors:
+        raise AssertionError(f"{getattr(fn, '__name__', fn)} failed (loopback, {world_size} ranks "
+                             f"on one device):\n" + "\n".join(errors))
+    return results
+
+
+def run_ranks(fn, *args, world_size: int = 2, timeout: float = 120.0, env: dict | None = None,
+              pg_backend: str = "nccl", loopback: int | None = None):
+    """Per-rank results of ``fn(rank, world_size, *args)``; one process per rank, or W threads
+    of one process with ``loopback`` (default: ``SYNCOPATE_GPU_LOOPBACK``)."""
+    import torch.multiprocessing as mp
+
+    if loopback is None:
+        loopback = loopback_world()
+    if loopback:
+        # one process does the host work of W ranks (GIL), so allow it more time:
+        # SYNCOPATE_GPU_TIMEOUT_SCALE (default 1.5)
+        scale = float(os.environ.get("SYNCOPATE_GPU_TIMEOUT_SCALE", "1.5"))
+        return _run_loopback(fn, args, world_size, timeout * scale, env, pg_backend)
     ctx = mp.get_context("spawn")
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="syncopate-gpu-")

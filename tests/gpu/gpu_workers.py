@@ -1,4 +1,9 @@
-"""Per-rank bodies of the multi-GPU tests (run by dist_harness.run_ranks in spawned children).
+"""Per-rank bodies of the multi-GPU tests (run by dist_harness.run_ranks in spawned children,
+one per GPU, or as W threads of one child on one GPU in loopback: SYNCOPATE_GPU_LOOPBACK=W).
+
+Collectives go through ``syncopate.runtime.collectives`` (torch.distributed's names), which is
+torch.distributed itself with one process per GPU and the loopback group in a virtual rank's
+thread: the same worker code runs in both modes.
 
 Each worker checks many cases in one process group (process start, NCCL init and compiles are
 the expensive part of a GPU test) and returns a list of problems -- empty when everything
@@ -32,6 +37,7 @@ def sync_kernels(rank, W):
     from syncopate import abi
     from syncopate.errors import CommTimeout
     from syncopate.runtime import Communicator
+    from syncopate.runtime import collectives as dist
     from syncopate.runtime import sync_kernels as sk
 
     problems = []
@@ -77,7 +83,7 @@ def sync_kernels(rank, W):
         problems.append(f"watchdog left after {elapsed:.2f} s (timeout 0.5 s)")
     # the device is still usable and the record was cleared
     x = torch.ones(4, device=comm.device)
-    torch.distributed.all_reduce(x)
+    dist.all_reduce(x)
     if float(x.sum()) != 4 * W:
         problems.append("all_reduce after the timeout gave a wrong result")
     if comm.timeout_record() is not None:
@@ -91,7 +97,7 @@ def sync_kernels(rank, W):
 def _ag_case(comm, case, seed):
     """Run one ag_gemm case; return a problem string or None."""
     import torch
-    import torch.distributed as dist
+    from syncopate.runtime import collectives as dist
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm
@@ -167,7 +173,7 @@ def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
     bitwise against the NCCL fallback (one rounding of a two-term sum either way); outputs are
     poisoned with NaN before the fused run."""
     import torch
-    import torch.distributed as dist
+    from syncopate.runtime import collectives as dist
 
     from syncopate.ops import gemm_rs
     from syncopate.runtime import Communicator
@@ -231,7 +237,7 @@ def ag_gemm_stress(rank, W, backend, iters, shape=(192, 320, 256), kernel="tma",
     against the local kernel on the gathered A (mismatches counted on the device: no host sync
     inside the loop)."""
     import torch
-    import torch.distributed as dist
+    from syncopate.runtime import collectives as dist
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm
@@ -318,7 +324,7 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
     chunk within timeout + 1 s; then the process group and a fresh fused op work on both
     ranks."""
     import torch
-    import torch.distributed as dist
+    from syncopate.runtime import collectives as dist
 
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
@@ -388,7 +394,7 @@ def fault_missing_rank(rank, W, backend, timeout_s):
     """Rank 1 does not launch epoch 2 at all: rank 0 raises CommTimeout within timeout + 1 s,
     naming what it waited for; the group stays usable."""
     import torch
-    import torch.distributed as dist
+    from syncopate.runtime import collectives as dist
 
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm

@@ -1,4 +1,5 @@
-"""Multi-GPU tests of the runtime and the fused ops (>= 2 CUDA GPUs; skipped otherwise).
+"""Multi-GPU tests of the runtime and the fused ops (>= 2 CUDA GPUs; skipped otherwise), or
+W virtual ranks on one GPU with ``SYNCOPATE_GPU_LOOPBACK=W`` (docs/loopback.md).
 
 Every test spawns one process per GPU through dist_harness.run_ranks, which kills the ranks
 after a hard timeout, so a hang fails the test instead of eating the GPU lease. Each worker
@@ -17,20 +18,33 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-if not torch.cuda.is_available():
-    pytest.skip("needs 2 CUDA GPUs; this torch sees none (CPU-only build or no driver). The "
-                "CPU-side runtime tests are tests/test_runtime_cpu.py", allow_module_level=True)
-if torch.cuda.device_count() < 2:
-    pytest.skip(f"needs 2 CUDA GPUs, found {torch.cuda.device_count()}", allow_module_level=True)
-
 sys.path.insert(0, os.path.dirname(__file__))
+from dist_harness import loopback_world, run_ranks  # noqa: E402
+
+#: W virtual ranks on one GPU (SYNCOPATE_GPU_LOOPBACK=W), or 0: one process per GPU
+LOOPBACK = loopback_world()
+
+if not torch.cuda.is_available():
+    pytest.skip("needs 2 CUDA GPUs (or 1 with SYNCOPATE_GPU_LOOPBACK=2); this torch sees none "
+                "(CPU-only build or no driver). The CPU-side runtime tests are "
+                "tests/test_runtime_cpu.py and tests/test_loopback_cpu.py", allow_module_level=True)
+if not LOOPBACK and torch.cuda.device_count() < 2:
+    pytest.skip(f"needs 2 CUDA GPUs, found {torch.cuda.device_count()}; on one GPU run the same "
+                f"tests in loopback: SYNCOPATE_GPU_LOOPBACK=2 (docs/loopback.md)",
+                allow_module_level=True)
+
 import gpu_workers as w  # noqa: E402
-from dist_harness import run_ranks  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 #: ranks per test: every visible GPU (2 on the lent H200 pair; 4 or 8 when such machines are
-#: lent), or SYNCOPATE_GPU_WORLD. Shapes below keep M a multiple of 8 where it is split.
-W = int(os.environ.get("SYNCOPATE_GPU_WORLD", torch.cuda.device_count()))
+#: lent), or SYNCOPATE_GPU_WORLD; in loopback, SYNCOPATE_GPU_LOOPBACK virtual ranks on GPU 0.
+#: Shapes below keep M a multiple of 8 where it is split.
+W = LOOPBACK or int(os.environ.get("SYNCOPATE_GPU_WORLD", torch.cuda.device_count()))
+#: NVSHMEM has one PE per process: it cannot run W ranks in one process
+NO_NVSHMEM_IN_LOOPBACK = pytest.mark.skipif(
+    bool(LOOPBACK), reason="loopback runs every rank in one process and NVSHMEM has one PE per "
+                           "process (one heap, one nvshmem_my_pe): the nvshmem backend needs one "
+                           "process per GPU")
 HOPPER = torch.cuda.get_device_capability(0)[0] >= 9
 QUICK = os.environ.get("SYNCOPATE_GPU_QUICK", "0") == "1"
 
@@ -64,6 +78,7 @@ def test_ag_gemm_correct_and_bitwise():
     _assert_clean(run_ranks(w.ag_gemm_cases, _ag_cases(), world_size=W, timeout=240))
 
 
+@NO_NVSHMEM_IN_LOOPBACK
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
 def test_ag_gemm_nvshmem():
     from torch.distributed import _symmetric_memory as symm_mem
@@ -109,6 +124,7 @@ def test_gemm_rs_correct():
     _assert_clean(run_ranks(w.gemm_rs_cases, _rs_cases(), world_size=W, timeout=240))
 
 
+@NO_NVSHMEM_IN_LOOPBACK
 @pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
 def test_gemm_rs_nvshmem():
     from torch.distributed import _symmetric_memory as symm_mem

@@ -510,8 +510,40 @@ def write_results(args, results, backends, skipped, budget, iters, command, comm
     return plot(results, backends, os.path.join(args.out, "bench.png")) if final else None
 
 
+def loopback_refusal(env=None, *, in_loopback: bool | None = None,
+                     device_count: int | None = None) -> str | None:
+    """Why the benchmark must not run here, or None. It refuses loopback (W virtual ranks on
+    one GPU, docs/loopback.md) and, likewise, more ranks on this node than GPUs: the ranks
+    then share SMs, copy engines and (loopback) the host's GIL, so every time it would print
+    measures the sharing, not the kernels. Correctness runs there; timings do not."""
+    env = os.environ if env is None else env
+    if in_loopback is None:
+        from ..runtime import collectives
+        in_loopback = collectives.current_loopback() is not None
+    lb = env.get("SYNCOPATE_GPU_LOOPBACK", "").strip()
+    if in_loopback or (lb and lb != "0"):
+        return ("the benchmark refuses loopback (W virtual ranks sharing one GPU): its timings "
+                "would measure the ranks competing for the same SMs and copy engines, not the "
+                "kernels. Loopback is for correctness (tests/gpu with SYNCOPATE_GPU_LOOPBACK=W); "
+                "benchmark with one process per GPU: torchrun --nproc-per-node <GPUs> -m "
+                "syncopate.bench (unset SYNCOPATE_GPU_LOOPBACK)")
+    local = env.get("LOCAL_WORLD_SIZE")
+    if local and device_count is None:
+        import torch
+        device_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if local and device_count is not None and int(local) > device_count:
+        return (f"{local} ranks on this node but {device_count} GPU(s): ranks would share a GPU "
+                f"and the timings would be meaningless; run with --nproc-per-node "
+                f"{max(1, device_count)} (one process per GPU)")
+    return None
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    why = loopback_refusal()
+    if why is not None:
+        print(f"syncopate.bench: {why}", file=sys.stderr)
+        return 2
     if "RANK" not in os.environ:
         print("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench ...",
               file=sys.stderr)

@@ -119,6 +119,28 @@ def _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs):
             int(comm_programs) if comm_programs is not None else int(plan["comm_programs"]))
 
 
+def compute_programs(comm, comm_programs: int) -> int:
+    """Programs of the persistent GEMM's tile loop: the SMs this rank may use (all of them, or
+    its share in loopback, :func:`syncopate.runtime.residency.sm_share`) minus the comm
+    programs, which run in the same kernel on SMs of their own."""
+    from ..kernels import num_sms
+    from ..runtime.residency import sm_share
+    share = sm_share(num_sms(comm.device), getattr(comm, "colocated", 1))
+    return max(1, share - int(comm_programs))
+
+
+def loopback_comm_programs(comm, chosen: int, requested) -> int:
+    """The cost model's comm-program count assumes a whole GPU per rank; in loopback a rank
+    has ``sm_share`` SMs, so a count the caller did not fix is capped at half of them (the
+    GEMM keeps the other half and the kernel stays co-resident with the other ranks')."""
+    ranks = getattr(comm, "colocated", 1)
+    if requested is not None or ranks <= 1 or not chosen:
+        return chosen
+    from ..kernels import num_sms
+    from ..runtime.residency import sm_share
+    return max(1, min(int(chosen), sm_share(num_sms(comm.device), ranks) // 2))
+
+
 def check_comm_device(comm, *tensors):
     for name, t in tensors:
         if t.device != comm.device:

@@ -48,7 +48,8 @@ def ag_gemm_buffer(comm, m_shard: int, K: int, dtype):
 def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: NCCL ``all_gather_into_tensor`` then the same local kernel."""
     import torch
-    import torch.distributed as dist
+
+    from ..runtime import collectives as dist
     _check(a_shard, b, comm)
     W = comm.world_size
     Ms, K = a_shard.shape
@@ -101,15 +102,15 @@ def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "
     if out is None:
         out = torch.empty((M, N), device=b.device, dtype=b.dtype)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, a_shard.dtype, split, comm_programs)
+    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
     fk = ag_gemm_fused_kernel(comm, M, K, a_shard.dtype, backend=backend, split=split, order=order,
                               mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
     A = ag_gemm_buffer(comm, Ms, K, a_shard.dtype)
     slot = A[me * Ms:(me + 1) * Ms]
     nprog = None
     if _gemm.short_kernel(kernel) == "tma":
-        from ..kernels import num_sms
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
-        nprog = max(1, num_sms(comm.device) - (cp if backend in ("sm", "nvshmem") else 0))
+        nprog = _gemm.compute_programs(comm, cp if backend in ("sm", "nvshmem") else 0)
     call = _gemm.gemm_call(kernel, A, b, out, cfg, num_programs=nprog)
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
                               out_index=call.fn.arg_names.index("c_ptr"), slot=slot)

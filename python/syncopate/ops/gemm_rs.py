@@ -55,7 +55,7 @@ def _check(a, b_shard, comm):
 def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: the local kernel, then NCCL ``reduce_scatter_tensor``."""
     import torch
-    import torch.distributed as dist
+    from ..runtime import collectives as dist
     _check(a, b_shard, comm)
     M, N = a.shape[0], b_shard.shape[1]
     partial = torch.empty((M, N), device=a.device, dtype=a.dtype)
@@ -180,6 +180,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     backend, reduce, cfg = resolve_variant(M, N, K, W, a.dtype, cfg, config is not None,
                                            backend, reduce)
     split, cp = default_plan(backend, reduce, M, N, K, W, a.dtype, split, comm_programs)
+    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
     if reduce == "epilogue":
         _check_epilogue_order(backend, M, W, cfg)
     fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
@@ -187,8 +188,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     C = gemm_rs_buffer(comm, M, N, a.dtype)
     nprog = None
     if _gemm.short_kernel(kernel) == "tma":
-        from ..kernels import num_sms
-        nprog = max(1, num_sms(comm.device) - (cp if backend in ("sm", "nvshmem") else 0))
+        nprog = _gemm.compute_programs(comm, cp if backend in ("sm", "nvshmem") else 0)
     call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
     rows = M // W
     if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):

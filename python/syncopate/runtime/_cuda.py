@@ -133,3 +133,18 @@ def device_pointer(host_ptr: int) -> int | None:
     out = ctypes.c_uint64(0)
     rc = fn(ctypes.byref(out), CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ctypes.c_uint64(host_ptr))
     return int(out.value) if rc == 0 else None
+
+
+def occupancy_blocks_per_sm(function: int, block_threads: int, dynamic_smem: int) -> int | None:
+    """``cuOccupancyMaxActiveBlocksPerMultiprocessor``: how many blocks of ``function`` (a
+    ``CUfunction`` handle, e.g. Triton's ``CompiledKernel.function``) one SM holds at once, with
+    ``dynamic_smem`` bytes of dynamic shared memory each. None when the driver cannot answer
+    (loopback's co-residency check then does the arithmetic itself, ``residency.py``)."""
+    fn = _symbol("cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    out = ctypes.c_int(0)
+    rc = fn(ctypes.byref(out), ctypes.c_void_p(function), int(block_threads), int(dynamic_smem))
+    return int(out.value) if rc == 0 else None

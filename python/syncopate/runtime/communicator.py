@@ -24,6 +24,11 @@ tensor argument into a device pointer with ``cuPointerGetAttribute(DEVICE_POINTE
 succeeds for pinned host memory (and fails, with "cannot be accessed from Triton (cpu
 tensor?)", only for pageable memory). The host reads it at any time without a device
 synchronisation, which is what lets the runtime raise :class:`CommTimeout` at the next launch.
+
+Loopback (docs/loopback.md): created in a virtual rank's thread (``run_loopback``), the
+Communicator's group is that thread's :class:`.loopback.LoopbackGroup` and its symmetric memory
+backend is :class:`.loopback.LoopbackSymmetricMemory`; only ``_init_symm_mem`` differs, the
+rest of this class is shared by both modes.
 """
 
 from __future__ import annotations
@@ -100,19 +105,24 @@ class Communicator:
 
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
         import torch
-        import torch.distributed as dist
+
+        from . import collectives
 
         if symm_backend not in SYMM_BACKENDS:
             raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_BACKENDS)}")
-        if not dist.is_available() or not dist.is_initialized():
+        if not collectives.is_initialized():
             raise LaunchError("torch.distributed is not initialized: call "
                               "torch.distributed.init_process_group('nccl', ...) on every rank "
-                              "before creating a Communicator")
+                              "before creating a Communicator (or run the ranks in loopback on "
+                              "one GPU: syncopate.runtime.loopback.run_loopback)")
         if not torch.cuda.is_available():
-            raise LaunchError("no CUDA device: a Communicator needs one GPU per rank")
-        self.group = group if group is not None else dist.group.WORLD
-        self.rank = dist.get_rank(self.group)
-        self.world_size = dist.get_world_size(self.group)
+            raise LaunchError("no CUDA device: a Communicator needs one GPU per rank (or one GPU "
+                              "for all ranks in loopback)")
+        self.group = group if group is not None else collectives.default_group()
+        #: W virtual ranks share this process and this GPU (docs/loopback.md)
+        self.loopback = collectives.is_loopback(self.group)
+        self.rank = collectives.get_rank(self.group)
+        self.world_size = collectives.get_world_size(self.group)
         if self.rank < 0:
             raise LaunchError("this process is not a member of the given process group")
         self.group_name = self.group.group_name
@@ -138,6 +148,20 @@ class Communicator:
     # -- symmetric memory -------------------------------------------------------------------
 
     def _init_symm_mem(self, backend):
+        """The symmetric-memory backend: an object with ``empty(shape, dtype=, device=)`` and
+        ``rendezvous(tensor, group_name) -> handle`` (``handle.world_size``,
+        ``handle.get_buffer(rank, sizes, dtype, storage_offset)``). Everything above it -- the
+        registry, address translation, peer views, flags, the watchdog -- is the same code for
+        torch's symmetric memory and for loopback, whose backend is
+        :class:`.loopback.LoopbackSymmetricMemory` (the other virtual ranks' tensors)."""
+        if self.loopback:
+            from .loopback import LoopbackSymmetricMemory
+            if backend == "nvshmem":
+                raise LaunchError("symm_backend='nvshmem' cannot run in loopback: NVSHMEM has one "
+                                  "PE per process and its heap is per process, while loopback runs "
+                                  "every rank in one process; use symm_backend='cuda' (backends sm "
+                                  "and ce) on one GPU, or one process per GPU for nvshmem")
+            return LoopbackSymmetricMemory(self.group)
         import torch.distributed._symmetric_memory as symm_mem
 
         want = "NVSHMEM" if backend == "nvshmem" else "CUDA"
@@ -320,13 +344,20 @@ class Communicator:
         """A zeroed flag array of ``words`` words in symmetric memory (collective). Zeroed once,
         then one barrier: after it, every rank may signal into every other rank's flags."""
         import torch
-        import torch.distributed as dist
+
+        from . import collectives
 
         t = self.empty((int(words),), torch_dtype(dtype))
         t.zero_()
         torch.cuda.synchronize(self.device)
-        dist.barrier(group=self.group, device_ids=[self.device.index])
+        collectives.barrier(group=self.group, device_ids=[self.device.index])
         return t
+
+    @property
+    def colocated(self) -> int:
+        """How many ranks share this communicator's GPU: 1, or W in loopback. Persistent
+        kernels size their grids by it (:func:`.residency.sm_share`)."""
+        return self.world_size if getattr(self, "loopback", False) else 1
 
     # -- streams ------------------------------------------------------------------------------
 
@@ -405,7 +436,8 @@ class Communicator:
 
     def __repr__(self) -> str:
         return (f"Communicator(rank={self.rank}, world_size={self.world_size}, device={self.device}, "
-                f"symm_backend={self.symm_backend!r}, allocations={len(self._allocs)})")
+                f"symm_backend={self.symm_backend!r}, allocations={len(self._allocs)}"
+                f"{', loopback' if getattr(self, 'loopback', False) else ''})")
 
 
 def _extent(t) -> tuple[int, int]:

@@ -67,6 +67,13 @@ from . import plan as planmod
 
 FLAG_LIMIT = 2**31 - 1
 
+#: Fused compiles of one process run one at a time. With one process per GPU this never
+#: waits; in loopback the W virtual ranks compile the same configuration at the same moment,
+#: and serialising them lets ranks 1..W-1 hit the compile cache rank 0 just filled (one binary
+#: serves every rank) instead of repeating the compile under the GIL -- and keeps the
+#: compiler's shared xDSL context out of concurrent use.
+_COMPILE_LOCK = threading.Lock()
+
 
 def fused_enabled(env=None) -> bool:
     """False when ``SYNCOPATE=0`` (or ``false``/``off``/``no``): use the unfused fallbacks."""
@@ -236,6 +243,8 @@ class _Config:
     epochs: EpochCounter = field(default_factory=EpochCounter)
     nvshmem_ready: bool = False
     events: dict = field(default_factory=dict)
+    #: launch grids checked co-resident for loopback (residency.py)
+    resident: set = field(default_factory=set)
 
 
 class FusedKernel:
@@ -416,7 +425,8 @@ class FusedKernel:
         cfg = self._configs.get(key)
         if cfg is not None:
             return cfg
-        fc = self._compile(spec, options)
+        with _COMPILE_LOCK:
+            fc = self._compile(spec, options)
         a = fc.abi
         self._check_abi(a)
         cfg = _Config(compiled=fc, abi=a)
@@ -555,7 +565,8 @@ class FusedKernel:
         launch's compile out of a timed step, or to line the ranks up before a launch."""
         with self._lock:
             self._refuse_if_poisoned()
-            self._prepare(grid, args, kwargs)
+            cfg, _, _, g = self._prepare(grid, args, kwargs)
+            self._check_coresident(cfg, g)
 
     def _prepare(self, grid, args, kwargs):
         """``(config, argument values, peers table, grid)`` of a call: from the fast path when
@@ -598,6 +609,7 @@ class FusedKernel:
             self.comm.check()  # this kernel's record and every other one of the communicator
             self.check()
             cfg, values, peers, g = self._prepare(grid, args, kwargs)
+            self._check_coresident(cfg, g)
             self.last_config = cfg
             comm = self.comm
             S = stream if stream is not None else torch.cuda.current_stream(comm.device)
@@ -620,6 +632,26 @@ class FusedKernel:
                 else:
                     self._launch_sm(cfg, g, values + extra, S, e, peers)
             return e
+
+    def _check_coresident(self, cfg: _Config, g) -> None:
+        """Loopback: refuse (:class:`CoResidencyError`) a launch grid whose W copies, one per
+        virtual rank, would not all be resident on the shared GPU at once (residency.py says
+        why that could deadlock). Checked once per configuration and grid."""
+        ranks = getattr(self.comm, "colocated", 1)
+        if ranks <= 1 or tuple(g) in cfg.resident:
+            return
+        from . import residency
+        programs = 1
+        for d in g:
+            programs *= int(d)
+        ck = cfg.compiled.kernel
+        limits = residency.DeviceLimits.of(self.comm.device)
+        per_sm = residency.kernel_blocks_per_sm(ck, limits)
+        residency.check(programs, ranks, limits, per_sm,
+                        what=f"{getattr(self.kernel, '__name__', 'the kernel')} "
+                             f"(backend {self.backend}, {getattr(ck.metadata, 'num_warps', '?')} warps, "
+                             f"{getattr(ck.metadata, 'shared', '?')} B shared memory)")
+        cfg.resident.add(tuple(g))
 
     def _run_kernel(self, cfg: _Config, g, all_args, S) -> None:
         ck = cfg.compiled.kernel

@@ -1,0 +1,121 @@
+"""Co-residency of W virtual ranks' kernels on one GPU (loopback, docs/loopback.md).
+
+Why it matters: a fused kernel's programs spin until a peer's programs deliver. With one
+process per GPU every rank has its own SMs. In loopback all W ranks share one GPU's SMs: if
+rank 0's kernel fills every resident slot with programs spinning on a chunk that only rank 1's
+kernel produces, rank 1's kernel never gets an SM, and the watchdog ends the launch as a
+timeout. The rule the runtime enforces: **all W ranks' fused kernels fit on the device at
+once**, i.e. ``W x programs_per_rank <= blocks_per_SM x (SMs - reserve)``, where
+``blocks_per_SM`` is what the compiled kernel's resources allow (registers, shared memory,
+threads; the driver's occupancy calculator when available, else the arithmetic below) and
+``reserve`` = W SMs kept free for the runtime's one-warp sync kernels (ENTRY/CONSUMED waits of
+the ce side streams, which spin too) and for whatever else the ranks enqueue meanwhile.
+
+The ops choose persistent grids that satisfy it (:func:`sm_share`: ``(SMs - W) // W``
+programs per rank, comm programs included); a user kernel whose grid does not fit is refused
+with :class:`CoResidencyError` before launch (never a hang). Sufficient, not necessary: a
+kernel could also make progress partly resident, but proving that needs the schedule's
+dependency order per program, and a refusal that names the numbers is better than a deadlock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CoResidencyError
+
+#: Hopper (sm_90, H100/H200) per-SM limits, used when torch does not report them
+HOPPER = dict(max_threads_per_sm=2048, max_blocks_per_sm=32, regs_per_sm=65536,
+              smem_per_sm=233472, reserved_smem_per_block=1024, reg_alloc_unit=256)
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """Per-SM resources of a device (what occupancy depends on)."""
+
+    sms: int
+    max_threads_per_sm: int = HOPPER["max_threads_per_sm"]
+    max_blocks_per_sm: int = HOPPER["max_blocks_per_sm"]
+    regs_per_sm: int = HOPPER["regs_per_sm"]
+    smem_per_sm: int = HOPPER["smem_per_sm"]
+    reserved_smem_per_block: int = HOPPER["reserved_smem_per_block"]
+    reg_alloc_unit: int = HOPPER["reg_alloc_unit"]
+
+    @classmethod
+    def of(cls, device) -> "DeviceLimits":
+        """From ``torch.cuda.get_device_properties`` (attributes it lacks: Hopper's values)."""
+        import torch
+        p = torch.cuda.get_device_properties(device)
+        g = lambda name, default: int(getattr(p, name, default) or default)  # noqa: E731
+        return cls(sms=int(p.multi_processor_count),
+                   max_threads_per_sm=g("max_threads_per_multi_processor", HOPPER["max_threads_per_sm"]),
+                   regs_per_sm=g("regs_per_multiprocessor", HOPPER["regs_per_sm"]),
+                   smem_per_sm=g("shared_memory_per_multiprocessor", HOPPER["smem_per_sm"]))
+
+
+def blocks_per_sm(limits: DeviceLimits, *, num_warps: int, n_regs: int, shared: int) -> int:
+    """How many programs (CTAs) of a kernel with these resources one SM holds at once:
+    the minimum over threads, registers (allocated per warp in ``reg_alloc_unit`` chunks),
+    shared memory (plus the driver's per-block reservation) and the block limit."""
+    threads = max(1, int(num_warps)) * 32
+    by_threads = limits.max_threads_per_sm // threads
+    regs_per_warp = -(-max(1, int(n_regs)) * 32 // limits.reg_alloc_unit) * limits.reg_alloc_unit
+    by_regs = limits.regs_per_sm // (regs_per_warp * max(1, int(num_warps)))
+    smem = int(shared) + limits.reserved_smem_per_block
+    by_smem = limits.smem_per_sm // smem if smem else limits.max_blocks_per_sm
+    return max(0, min(by_threads, by_regs, by_smem, limits.max_blocks_per_sm))
+
+
+def sm_share(sms: int, ranks: int) -> int:
+    """Programs a persistent kernel may launch per rank (comm programs included) so that
+    ``ranks`` of them, one program per SM, are co-resident with ``ranks`` SMs left over:
+    ``sms`` with one rank, ``(sms - ranks) // ranks`` in loopback."""
+    ranks = max(1, int(ranks))
+    if ranks == 1:
+        return int(sms)
+    return max(1, (int(sms) - ranks) // ranks)
+
+
+def check(programs: int, ranks: int, limits: DeviceLimits, per_sm: int, *,
+          what: str = "the fused kernel") -> None:
+    """Raise :class:`CoResidencyError` unless ``ranks`` kernels of ``programs`` programs each
+    fit at once (see the module doc)."""
+    if ranks <= 1:
+        return
+    usable = max(0, limits.sms - ranks)
+    capacity = per_sm * usable
+    need = ranks * int(programs)
+    if per_sm < 1:
+        raise CoResidencyError(
+            f"loopback: {what} needs more resources than one SM has (0 programs per SM): it "
+            f"cannot run at all on this device")
+    if need > capacity:
+        fit = capacity // ranks
+        raise CoResidencyError(
+            f"loopback with {ranks} ranks on one GPU: {ranks} x {programs} programs of {what} "
+            f"must be resident at once, but the device holds {per_sm} per SM x {usable} SMs "
+            f"({limits.sms} minus {ranks} kept for the runtime's sync kernels) = {capacity}. "
+            f"Launch at most {fit} programs per rank (comm programs included): a persistent "
+            f"grid, fewer comm_programs, or fewer virtual ranks (docs/loopback.md)")
+
+
+def kernel_blocks_per_sm(ck, limits: DeviceLimits) -> int:
+    """Programs per SM of a compiled Triton kernel: the driver's occupancy calculator
+    (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) when it answers, else
+    :func:`blocks_per_sm` from ``ck.n_regs``, ``ck.metadata.num_warps`` and
+    ``ck.metadata.shared``."""
+    from . import _cuda
+    md = ck.metadata
+    num_warps = int(getattr(md, "num_warps", 4))
+    shared = int(getattr(md, "shared", 0))
+    try:
+        ck._init_handles()
+    except Exception:  # noqa: BLE001 - fall back to the arithmetic
+        pass
+    fn = getattr(ck, "function", None)
+    if fn:
+        n = _cuda.occupancy_blocks_per_sm(int(fn), num_warps * 32, shared)
+        if n is not None:
+            return n
+    return blocks_per_sm(limits, num_warps=num_warps, n_regs=int(getattr(ck, "n_regs", 0) or 255),
+                         shared=shared)
