@@ -76,3 +76,17 @@ class CommTimeout(SyncopateError, RuntimeError):
             f"communication timeout after {timeout_s:g} s: {record}. A peer did not deliver this "
             f"chunk: check that every rank launches the same fused op with the same schedule, and "
             f"raise SYNCOPATE_TIMEOUT_S if the peer is only slow.")
+
+
+class EmulationError(SyncopateError):
+    """The CPU emulator (``syncopate.emulate``) cannot run a module (an op it does not know, an
+    out-of-bounds access, bad arguments), or the emulation found races or wrong results.
+
+    ``location`` is the MLIR location of the op when known; ``result`` is the
+    :class:`~syncopate.emulate.api.EmulationResult` when the error reports races or mismatches."""
+
+    def __init__(self, message: str, location: str | None = None, result=None):
+        self.location = location
+        self.message = message
+        self.result = result
+        super().__init__(f"{location}: {message}" if location else message)
