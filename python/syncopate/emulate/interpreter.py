@@ -212,6 +212,9 @@ class Machine:
     def on_signal(self, pc, buf, index, value, op, kind, loc):
         pass
 
+    def on_wait_done(self, pc, wait):
+        pass
+
     def comm_step(self, pc, kind, op_info, loc):
         raise EmulationError(f"syncopate.{kind} outside a multi-rank emulation", loc)
 
@@ -292,8 +295,10 @@ class FunctionCode:
 class ModuleCode:
     """Every function of a module, compiled lazily (``tt.call`` targets on first use)."""
 
-    def __init__(self, module):
+    def __init__(self, module, fine: bool = False):
         self.module = module
+        #: yield at every load/store of a communicated tensor (finer interleavings, slower)
+        self.fine = fine
         self.funcs: dict[str, Any] = {}
         self.code: dict[str, FunctionCode] = {}
         for op in module.body.blocks[0].ops:
