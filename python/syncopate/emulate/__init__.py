@@ -14,3 +14,18 @@ from .comm import Faults
 
 __all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "Faults", "PerRank", "Race",
            "emulate", "emulate_module", "fuse_module", "kernel_ttir"]
+
+
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    """``syncopate.emulate`` is both this package and the function: importing the subpackage
+    makes it the ``emulate`` attribute of ``syncopate``, so the package forwards calls."""
+
+    def __call__(self, *args, **kwargs):
+        return emulate(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -90,7 +90,7 @@ class Checker:
         """The chunk delivering element ``off`` of ``buf`` to ``to_rank`` (or any chunk)."""
         if buf.tensor not in self.plan.tensors:
             return None
-        idx = [int(i) for i in self._coords(buf, [off])]
+        idx = [int(i[0]) for i in self._coords(buf, [off])]
         for c in self.plan.chunks:
             if c.tensor != buf.tensor or (to_rank is not None and c.dst != to_rank):
                 continue
