@@ -166,6 +166,11 @@ class Checker:
                             f"writes {buf.tensor} on rank {buf.rank} for launch {epoch} while "
                             f"that rank's launch {epoch - 1} is still running (it may still "
                             f"read the region)")
+        if writer_rank != buf.rank and self.rank_done[buf.rank] >= epoch:
+            self.report("read-before-arrival", writer_rank, who, loc, chunk, epoch,
+                        f"delivers {buf.tensor} into rank {buf.rank} after that rank's launch "
+                        f"{epoch} completed: nothing on rank {buf.rank} waits for chunk {chunk}, "
+                        f"so its launch returns before its data arrived")
         buf.epoch_of[offs] = epoch
 
     def compute_store(self, pc, buf, offs, loc) -> None:
