@@ -418,7 +418,9 @@ class Emulation:
                            r, "host", -1, f"rank {r} host"))
         blocked = sched.run()
         if blocked:
-            checker.deadlock([(c.rank, c.name, c.epoch, c.waiting) for c in blocked])
+            # the flag waits are the cause; hosts waiting for their launch only follow from them
+            roots = [c for c in blocked if isinstance(c.waiting, WaitFlag)] or blocked
+            checker.deadlock([(c.rank, c.name, c.epoch, c.waiting) for c in roots])
         result.races.extend(checker.races)
         self._compare(snapshots, seed, policy, result, complete=not blocked)
         result.outputs[policy] = {r: {p: b.data.copy() for p, b in world.bufs[r].items()}
