@@ -98,11 +98,25 @@ class Checker:
                 return c.id
         return None
 
+    def _extent(self, buf, offs, loc) -> None:
+        """Accesses beyond the schedule tensor's extent mean the schedule does not describe
+        the buffer the kernel indexes (a shape the compiler should have refused)."""
+        size = int(np.prod(self.plan.tensors[buf.tensor].shape)) if buf.tensor in \
+            self.plan.tensors else buf.data.size
+        if offs.size and int(offs.max()) >= size:
+            from ..errors import EmulationError
+            raise EmulationError(
+                f"rank {buf.rank} accesses element {int(offs.max())} of {buf.name}, beyond the "
+                f"{size} elements of the schedule's tensor {buf.tensor} "
+                f"{self.plan.tensors[buf.tensor].shape if buf.tensor in self.plan.tensors else ''}"
+                f": the schedule's shape does not match what the kernel indexes", loc)
+
     # ----------------------------------------------------------------------------- loads
     def compute_load(self, pc, buf, offs, loc) -> None:
         """A compute program read ``offs`` of a tracked buffer in its launch ``pc.epoch``."""
         if offs.size == 0:
             return
+        self._extent(buf, offs, loc)
         ep = buf.epoch_of[offs]
         if (ep == pc.epoch).all():
             return
@@ -174,6 +188,7 @@ class Checker:
         buf.epoch_of[offs] = epoch
 
     def compute_store(self, pc, buf, offs, loc) -> None:
+        self._extent(buf, offs, loc)
         self.write(pc.name, pc.rank, buf, offs, pc.epoch, loc)
         chunks = self.produced_chunks.get((pc.rank, buf.tensor))
         if chunks and offs.size:
