@@ -125,3 +125,27 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     text = xdsl_to_text(module)
     times["print"] = (time.perf_counter() - t0) * 1e3
     return PipelineResult(text, abi, ir_after, times)
+
+
+def run_pipeline_until(ttir_text: str, request: FuseRequest, until: str = "resolve-chunks"):
+    """Run the passes of ``pass_names(request.backend, request.reduce)`` up to and including
+    ``until`` and return ``(module, ctx)``: the xDSL module itself, with its ``syncopate.*``
+    attributes (schedule, backend, ABI state) kept, for tools that read the module at a
+    backend-independent level -- the CPU emulator (``syncopate.emulate``) executes it after
+    ``resolve-chunks``, before any ``lower-*`` pass turns flags into inline PTX."""
+    from syncopate_mlir.bridge import ttir_to_xdsl
+    from syncopate_mlir.context import make_context
+    from syncopate_mlir.passes import registry
+    from syncopate.errors import CompileError
+
+    names = pass_names(request.backend, request.reduce)
+    if until not in names:
+        raise CompileError(f"no pass {until!r} in the {request.backend} pipeline "
+                           f"({', '.join(names)})")
+    ctx = make_context()
+    module = ttir_to_xdsl(ttir_text, ctx)
+    attach_request(module, request)
+    passes = registry()
+    for name in names[:names.index(until) + 1]:
+        passes[name]().apply(ctx, module)
+    return module, ctx

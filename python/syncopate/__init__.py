@@ -6,15 +6,16 @@ The public surface:
 * :mod:`syncopate.schedule` -- chunk schedules (model, templates, JSON, verifier, cost model)
 * :func:`syncopate.compile` -- CPU-only compile of a fused kernel to TTIR/TTGIR/LLIR/PTX/cubin
 * :func:`syncopate.fuse` -- a launchable fused kernel on GPUs (runtime)
+* :func:`syncopate.emulate` -- the fused kernel on W emulated ranks on numpy, race-checked
 """
 
-from .errors import (CommTimeout, CompileError, LaunchError, ScheduleError, SyncopateError,
+from .errors import (CommTimeout, CompileError, EmulationError, LaunchError, ScheduleError, SyncopateError,
                      TimeoutRecord, UnknownOpError)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CommTimeout", "CompileError", "LaunchError", "ScheduleError", "SyncopateError",
+    "CommTimeout", "CompileError", "EmulationError", "LaunchError", "ScheduleError", "SyncopateError",
     "TimeoutRecord", "UnknownOpError", "__version__",
 ]
 
@@ -37,6 +38,12 @@ def __getattr__(name):
     if name in ("compile", "FusedCompile"):
         from . import compiler
         return getattr(compiler, name)
+    if name in ("emulate", "EmulationResult"):
+        # the package syncopate.emulate is itself callable (it forwards to emulate.emulate), so
+        # `syncopate.emulate(...)` works whether or not the subpackage was imported before
+        import importlib
+        pkg = importlib.import_module(".emulate", __name__)
+        return pkg if name == "emulate" else getattr(pkg, name)
     if name in ("fuse", "FusedKernel"):
         from .runtime import fused
         return getattr(fused, name)

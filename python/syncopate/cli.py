@@ -23,6 +23,7 @@ from typing import Sequence
 COMMAND_MODULES: list[str] = [
     "syncopate.schedule.cli",
     "syncopate.compile_cli",
+    "syncopate.emulate.cli",
 ]
 
 

@@ -90,3 +90,17 @@ class CoResidencyError(LaunchError):
     at once. A spinning program of one rank could then hold the SM that another rank's
     program needs to make the progress it waits for (a deadlock the watchdog would end). The
     message gives the numbers and what to change (fewer programs per rank, fewer ranks)."""
+
+
+class EmulationError(SyncopateError):
+    """The CPU emulator (``syncopate.emulate``) cannot run a module (an op it does not know, an
+    out-of-bounds access, bad arguments), or the emulation found races or wrong results.
+
+    ``location`` is the MLIR location of the op when known; ``result`` is the
+    :class:`~syncopate.emulate.api.EmulationResult` when the error reports races or mismatches."""
+
+    def __init__(self, message: str, location: str | None = None, result=None):
+        self.location = location
+        self.message = message
+        self.result = result
+        super().__init__(f"{location}: {message}" if location else message)

@@ -1,0 +1,377 @@
+"""The emulated machine: W ranks with their buffers and flag arrays, what the comm steps of
+the ``sm``/``nvshmem`` backends do, the ``ce`` backend's host side stream, and each rank's host
+(staging fresh inputs, launching, waiting) over several launches.
+
+The semantics are those the lowering passes and the runtime implement (so that the emulator
+checks the module the compiler produced against what the hardware will do with it):
+
+* ``syncopate.enter`` (``lower-sm``): comm program 0 sets ``ENTRY[rank] = epoch`` on every peer.
+* ``syncopate.transfer`` of chunk ``c`` (``lower-sm``; ``nvshmem`` moves the same data with a
+  put-with-signal, which orders data before flag exactly like a copy then a release): on the
+  executing rank (the source for ``push`` copies, the destination for ``pull`` and ``sum``)
+  every comm program waits for ``ENTRY`` of the other side, for the ``after`` chunks the source
+  received, for ``PRODUCED[c]`` on the source (and the destination for ``sum``) when the tensor
+  is produced by the kernel, then copies its share of the chunk's tiles (tile ``t`` to comm
+  program ``t % count``, the geometry of ``lower_sm.copy_tiles``), accumulating in fp32 for
+  ``sum``, then adds 1 to ``CHUNK[c]`` on the destination and, when it read a peer's buffer,
+  to ``CONSUMED`` on the source.
+* ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
+* ``ce`` (``runtime/fused.py`` ``_launch_ce`` with ``runtime/plan.py``'s plan): the side stream
+  signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the kernel is
+  released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the chunk
+  (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
+  destination; then adds the pull reads to the sources' ``CONSUMED``; after the kernel the host
+  adds the slots into its own partial (own first, then sources in rank order, fp32); before
+  staging the next launch it waits ``CONSUMED >= e * reads_of_me``.
+
+:class:`Faults` switches off single pieces of that protocol for the mutation tests (an ENTRY
+wait, the ce CONSUMED wait, a chunk's region shifted in the transfers): each must make the
+checker report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from syncopate.abi import FlagLayout
+
+from ..errors import EmulationError
+from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
+from .memory import round_bf16, to_etype
+
+TILE_ELEMS = 32768
+SUM_TILE_ELEMS = 16384
+MAX_COLS = 1024
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def executor(chunk) -> str:
+    """Which side runs a chunk's transfer (``partition_sms.executor``)."""
+    return "src" if (chunk.mode == "push" and chunk.reduce == "none") else "dst"
+
+
+def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]``."""
+    if len(shape) == 1:
+        shape, lo, hi = (1, shape[0]), (0, lo[0]), (1, hi[0])
+    elif len(shape) != 2:
+        raise EmulationError(f"the sm backend copies 1-d and 2-d tensors, not {len(shape)}-d")
+    rows, cols = hi[0] - lo[0], hi[1] - lo[1]
+    bc = min(MAX_COLS, _pow2_at_least(cols))
+    tile = SUM_TILE_ELEMS if accumulate else TILE_ELEMS
+    br = max(1, min(_pow2_at_least(rows), tile // bc))
+    ntc = -(-cols // bc)
+    ntiles = -(-rows // br) * ntc
+    out = []
+    for t in range(ntiles):
+        tr, tc = divmod(t, ntc)
+        r0, c0 = lo[0] + tr * br, lo[1] + tc * bc
+        out.append(((r0, min(r0 + br, hi[0])), (c0, min(c0 + bc, hi[1]))))
+    return out
+
+
+def region_offsets(shape, lo, hi) -> np.ndarray:
+    """Flat row-major offsets of the box ``[lo, hi)`` of a tensor of ``shape``."""
+    idx = np.ix_(*[np.arange(a, b, dtype=np.int64) for a, b in zip(lo, hi)])
+    strides = np.cumprod((list(shape[1:]) + [1])[::-1])[::-1]
+    off = np.zeros([b - a for a, b in zip(lo, hi)], dtype=np.int64)
+    for d, ix in enumerate(idx):
+        off = off + ix * int(strides[d])
+    return off.reshape(-1)
+
+
+@dataclass
+class Faults:
+    """Pieces of the comm protocol to leave out (mutation tests; never in real use)."""
+
+    skip_entry_wait: bool = False       # transfers / the ce stream do not wait for ENTRY
+    skip_consumed_wait: bool = False    # ce: the host stages the next launch without waiting
+    shift_chunk: dict = field(default_factory=dict)  # chunk id -> (dim, delta): moved region
+
+
+class World(Machine):
+    """Every rank's buffers and flags, the checker, and the comm semantics."""
+
+    def __init__(self, plan, backend: str, comm_programs: int, abi_state: dict, checker,
+                 faults: Faults | None = None, fine: bool = False, schedule=None):
+        self.plan = plan
+        self.backend = backend
+        self.comm_programs = comm_programs
+        self.W = plan.world_size
+        self.layout = FlagLayout(plan.num_chunks, plan.world_size)
+        self.writers = 1 if backend == "ce" else max(1, comm_programs)
+        self.state = abi_state
+        self.checker = checker
+        self.faults = faults or Faults()
+        self.fine = fine
+        self.schedule = schedule
+        self.bufs: list[dict] = [dict() for _ in range(self.W)]  # rank -> param -> Buffer
+        self.flags: list = []
+        self.slots: list[dict] = [dict() for _ in range(self.W)]  # ce sum slots
+        self.param_of_tensor: dict[str, str] = {}
+        self.addr_map = None
+        self.sched = None
+        #: chunks the module withholds (``syncopate.test_withhold``, fault injection)
+        self.withheld: frozenset = frozenset()
+        self.stats = {"transfers": 0, "copied_elements": 0, "waits": 0, "signals": 0}
+
+    # ------------------------------------------------------------------ Machine hooks
+    def on_load(self, pc, buf, offs, loc):
+        if buf.tracked:
+            self.checker.compute_load(pc, buf, offs, loc)
+
+    def on_store(self, pc, buf, offs, loc):
+        if buf.tracked:
+            self.checker.compute_store(pc, buf, offs, loc)
+
+    def peer(self, buf, rank, loc):
+        if buf.is_flags:
+            return self.flags[rank]
+        try:
+            return self.bufs[rank][buf.name]
+        except (KeyError, IndexError):
+            raise EmulationError(f"syncopate.peer_ptr: no buffer {buf.name} on rank {rank}",
+                                 loc) from None
+
+    def resolve_addr(self, addr, loc):
+        return self.addr_map.resolve(addr, loc)
+
+    def on_wait_done(self, pc, wait):
+        self.stats["waits"] += 1
+
+    def on_signal(self, pc, buf, index, value, op, kind, loc):
+        self.stats["signals"] += 1
+        old = int(buf.data[index])
+        new = old + value if op == "add" else value
+        buf.data[index] = wrap_int(new, buf.et.bits)
+        if kind == "produced":
+            chunk = index - self.layout.produced(0)
+            if 0 <= chunk < self.plan.num_chunks:
+                t = self.plan.chunks[chunk].tensor
+                tbuf = self.bufs[buf.rank].get(self.param_of_tensor.get(t))
+                self.checker.produced_signal(pc, chunk, value, int(buf.data[index]),
+                                             buf.et.bits, tbuf, loc)
+
+    # ------------------------------------------------------------------ flag helpers
+    def _set(self, rank, index, value):
+        b = self.flags[rank]
+        b.data[index] = wrap_int(int(value), b.et.bits)
+
+    def _add(self, rank, index, value):
+        b = self.flags[rank]
+        b.data[index] = wrap_int(int(b.data[index]) + int(value), b.et.bits)
+
+    def _wait(self, rank, index, target, kind, chunk, loc, pc=None):
+        w = WaitFlag(self.flags[rank], index, target, kind, chunk, loc, pc)
+        if not w.ready():
+            yield w
+
+    # ------------------------------------------------------------------ comm steps
+    def comm_step(self, pc, kind, info, loc):
+        rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
+        if kind == "enter":
+            if pid == 0:
+                for q in range(self.W):
+                    if q != rank:
+                        yield POINT
+                        self._set(q, self.layout.entry(rank), epoch)
+            return
+        if kind == "drain":
+            reads = int(self.state.get("reads_per_src", {}).get(str(rank), 0))
+            if pid == 0 and reads:
+                yield from self._wait(rank, self.layout.consumed, epoch * reads, "consumed",
+                                      None, loc, pc)
+            return
+        yield from self._transfer(pc, info, loc)
+
+    def chunk_box(self, c):
+        shift = self.faults.shift_chunk.get(c.id)
+        if not shift:
+            return c.lo, c.hi
+        dim, delta = shift
+        lo, hi = list(c.lo), list(c.hi)
+        shape = self.plan.tensors[c.tensor].shape
+        lo[dim] = min(max(lo[dim] + delta, 0), shape[dim])
+        hi[dim] = min(max(hi[dim] + delta, 0), shape[dim])
+        return tuple(lo), tuple(hi)
+
+    def _transfer(self, pc, info, loc):
+        c = self.plan.chunks[info["chunk"]]
+        rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
+        side = executor(c)
+        if rank != (c.src if side == "src" else c.dst):
+            return
+        lay = self.layout
+        by_id = {x.id: x for x in self.plan.chunks}
+        produced = self.plan.is_produced(c.tensor)
+        if side == "src":
+            if not self.faults.skip_entry_wait:
+                yield from self._wait(rank, lay.entry(c.dst), epoch, "entry", c.id, loc, pc)
+            for a in c.after:
+                if by_id[a].dst == c.src:
+                    yield from self._wait(rank, a, epoch * self.writers, "chunk", a, loc, pc)
+            if produced:
+                yield from self._wait(rank, lay.produced(c.id), epoch * c.volume, "produced",
+                                      c.id, loc, pc)
+        else:
+            if not self.faults.skip_entry_wait:
+                yield from self._wait(rank, lay.entry(c.src), epoch, "entry", c.id, loc, pc)
+            for a in c.after:
+                if by_id[a].dst == c.src:
+                    yield from self._wait(c.src, a, epoch * self.writers, "chunk", a, loc, pc)
+            if produced:
+                yield from self._wait(c.src, lay.produced(c.id), epoch * c.volume, "produced",
+                                      c.id, loc, pc)
+                if c.reduce == "sum":
+                    yield from self._wait(rank, lay.produced(c.id), epoch * c.volume,
+                                          "produced", c.id, loc, pc)
+        param = info["base"].buf.name
+        src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
+        shape = self.plan.tensors[c.tensor].shape
+        lo, hi = self.chunk_box(c)
+        acc = c.reduce == "sum"
+        tiles = copy_tiles(shape, lo, hi, acc) if all(b > a for a, b in zip(lo, hi)) else []
+        for t in range(pid, len(tiles), count):
+            (r0, r1), (c0, c1) = tiles[t]
+            if len(shape) == 1:
+                offs = np.arange(c0, c1, dtype=np.int64)
+            else:
+                offs = region_offsets(shape, (r0, c0), (r1, c1))
+            yield POINT
+            self._move(pc.name, rank, src_buf, dst_buf, offs, epoch, c.id, loc, acc)
+        self.stats["transfers"] += 1
+        yield POINT
+        withheld = c.id in self.withheld  # fault injection: moved, never released
+        if side == "src":
+            if not withheld:
+                self._add(c.dst, c.id, 1)
+        else:
+            if not withheld:
+                self._add(rank, c.id, 1)
+            yield POINT
+            self._add(c.src, lay.consumed, 1)
+
+    def _move(self, who, rank, src_buf, dst_buf, offs, epoch, chunk, loc, accumulate,
+              dst_offs=None):
+        dst_offs = offs if dst_offs is None else dst_offs
+        self.checker.transfer_read(who, rank, src_buf, offs, epoch, chunk, loc)
+        vals = src_buf.data[offs]
+        if accumulate:
+            self.checker.transfer_read(who, rank, dst_buf, dst_offs, epoch, chunk, loc)
+            s = vals.astype(np.float32) + dst_buf.data[dst_offs].astype(np.float32) \
+                if dst_buf.et.kind == "float" else vals + dst_buf.data[dst_offs]
+            vals = to_etype(s, dst_buf.et)
+        self.checker.write(who, rank, dst_buf, dst_offs, epoch, loc, chunk)
+        dst_buf.data[dst_offs] = vals
+        self.stats["copied_elements"] += int(offs.size)
+
+    # ------------------------------------------------------------------ ce side stream
+    def ce_plan(self, rank):
+        from syncopate.runtime.plan import build_ce_plan
+
+        produced = {int(k): v for k, v in self.state.get("produced", {}).items()}
+        return build_ce_plan(self.schedule, rank, produced)
+
+    def ce_stream(self, rank: int, epoch: int, plan, launch) -> object:
+        """The side stream of one ``ce`` launch (docs/fused-abi.md "ce host protocol")."""
+        lay = self.layout
+        who = f"rank {rank} copy-engine stream"
+        loc = "<ce side stream>"
+        for q in range(self.W):
+            yield POINT
+            self._set(q, lay.entry(rank), epoch)
+        if not self.faults.skip_entry_wait:
+            for p in range(self.W):
+                yield from self._wait(rank, lay.entry(p), epoch, "entry", None, loc)
+        launch.entered = True
+        for st in plan.steps:
+            c = self.plan.chunks[st.chunk]
+            if st.wait_produced:
+                yield from self._wait(rank, lay.produced(st.chunk), epoch * st.wait_produced,
+                                      "produced", st.chunk, loc)
+            if st.wait_kernel:
+                yield WaitCond(lambda: launch.kernel_done(), f"rank {rank} launch {epoch}'s kernel")
+            if st.src != st.dst:
+                param = self.param_of_tensor[c.tensor]
+                shape = self.plan.tensors[c.tensor].shape
+                lo, hi = self.chunk_box(c)
+                offs = region_offsets(shape, lo, hi)
+                src_buf = self.bufs[st.src][param]
+                yield POINT
+                if st.reduce:
+                    slot = self.slots[st.dst][c.tensor]
+                    size = int(np.prod(shape))
+                    self._move(who, rank, src_buf, slot, offs, epoch, st.chunk, loc, False,
+                               dst_offs=offs + st.src * size)
+                else:
+                    self._move(who, rank, src_buf, self.bufs[st.dst][param], offs, epoch,
+                               st.chunk, loc, False)
+                self.stats["transfers"] += 1
+            yield POINT
+            self._set(st.dst, lay.chunk(st.chunk), epoch)
+        for src, n in sorted(plan.consumed_adds.items()):
+            yield POINT
+            self._add(src, lay.consumed, n)
+
+    def ce_reduce(self, rank: int, epoch: int, plan):
+        """After the kernel: add the partials pushed into this rank's slots (own first)."""
+        lay = self.layout
+        loc = "<ce host reduction>"
+        who = f"rank {rank} host"
+        for st in plan.reduce_in:
+            yield from self._wait(rank, lay.chunk(st.chunk), epoch, "chunk", st.chunk, loc)
+        groups: dict = {}
+        for st in plan.reduce_in:
+            c = self.plan.chunks[st.chunk]
+            key = (c.tensor, c.lo, c.hi)
+            groups.setdefault(key, []).append((st.src, st.chunk))
+        for (tname, lo, hi), srcs in groups.items():
+            shape = self.plan.tensors[tname].shape
+            size = int(np.prod(shape))
+            offs = region_offsets(shape, lo, hi)
+            own = self.bufs[rank][self.param_of_tensor[tname]]
+            slot = self.slots[rank][tname]
+            yield POINT
+            self.checker.transfer_read(who, rank, own, offs, epoch, srcs[0][1], loc)
+            acc = own.data[offs].astype(np.float32)
+            for s, ch in sorted(srcs):
+                self.checker.transfer_read(who, rank, slot, offs + s * size, epoch, ch, loc)
+                acc = acc + slot.data[offs + s * size].astype(np.float32)
+            self.checker.write(who, rank, own, offs, epoch, loc, srcs[0][1])
+            own.data[offs] = to_etype(acc, own.et)
+
+
+class Launch:
+    """One launch of the fused kernel on one rank: its coroutines' progress."""
+
+    def __init__(self, rank: int, epoch: int):
+        self.rank, self.epoch = rank, epoch
+        self.programs: list = []
+        self.stream = None
+        self.entered = False
+
+    def kernel_done(self) -> bool:
+        return all(c.done for c in self.programs)
+
+    def done(self) -> bool:
+        return self.kernel_done() and (self.stream is None or self.stream.done)
+
+
+def program_gen(code, args, pc: ProgramCtx):
+    """A program instance as a generator over the compiled kernel."""
+    env = code.new_env()
+    for s, v in zip(code.arg_slots, args):
+        env[s] = v
+    if code.body_yields:
+        yield from code.body(env, pc)
+    else:
+        code.body(env, pc)
+    pc.done = True

@@ -1,0 +1,262 @@
+"""Buffers, pointers and the shadow state of the CPU emulator.
+
+A buffer is one rank's copy of one kernel argument (or of its flag array), flattened into a
+numpy array of the element type's *storage* dtype.  numpy has no bfloat16, so bf16 data lives in
+float32 arrays holding values already rounded to bf16 (round to nearest even on every store
+and every arithmetic result), which reproduces bf16 arithmetic bit for bit while keeping numpy's
+vectorised float32 kernels.
+
+A pointer is ``(buffer, element offset)``; a tensor of pointers is ``(buffer, offsets array)``.
+Pointer values never become integers unless the kernel asks (``tt.ptr_to_int``): then a buffer
+gets a fake, unique, 4 KiB-aligned base address so that address arithmetic (the lowered form
+of ``syncopate.peer_ptr``: ``ptr - mine + theirs``) and ``tt.int_to_ptr`` resolve back to a
+buffer of the right rank.
+
+Shadow state (per element of a *tracked* buffer, i.e. a communicated tensor or an epilogue
+slot): ``epoch_of`` -- which launch's data the element holds (0: none yet); ``remote_read`` --
+the last epoch for which a peer (a pull transfer, a ``sum`` chunk's destination) finished
+reading it.  The race checker (``checker.py``) reads and updates both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import EmulationError
+
+# ----------------------------------------------------------------------------- element types
+
+
+@dataclass(frozen=True)
+class EType:
+    """What the interpreter needs of an MLIR element type."""
+
+    kind: str          # "int" | "float" | "ptr" | "other"
+    bits: int
+    np: np.dtype       # storage dtype
+    name: str          # "bf16", "f16", "f32", "i32", ...
+
+    @property
+    def is_bf16(self) -> bool:
+        return self.name == "bf16"
+
+
+_FLOATS = {"bf16": (16, np.float32), "f16": (16, np.float16), "f32": (32, np.float32),
+           "f64": (64, np.float64), "tf32": (32, np.float32)}
+_INTS = {1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def etype_of(t) -> EType:
+    """The element type of an xDSL type (a scalar or the element type of a tensor)."""
+    from xdsl.dialects.builtin import IntegerType, TensorType
+
+    if isinstance(t, TensorType):
+        t = t.element_type
+    if isinstance(t, IntegerType):
+        bits = t.width.data
+        if bits not in _INTS:
+            raise EmulationError(f"the emulator has no storage for i{bits}")
+        return EType("int", bits, np.dtype(_INTS[bits]), f"i{bits}")
+    name = t.name if hasattr(t, "name") else str(t)
+    text = str(t)
+    if text in ("bf16", "f16", "f32", "f64", "tf32"):
+        bits, dt = _FLOATS[text]
+        return EType("float", bits, np.dtype(dt), text)
+    if text in ("index",):
+        return EType("int", 64, np.dtype(np.int64), "index")
+    if "tt.ptr" in text or name == "tt.ptr":
+        return EType("ptr", 64, np.dtype(np.int64), "ptr")
+    return EType("other", 0, np.dtype(np.float32), text)
+
+
+def etype_named(name: str) -> EType:
+    """An element type from a schedule / signature dtype name (``bf16``, ``fp16``, ``*i32``)."""
+    n = name.lstrip("*")
+    n = {"fp16": "f16", "fp32": "f32", "fp64": "f64", "float16": "f16", "float32": "f32",
+         "bfloat16": "bf16", "int32": "i32", "int64": "i64", "int8": "i8", "int16": "i16"}.get(n, n)
+    if n in _FLOATS:
+        bits, dt = _FLOATS[n]
+        return EType("float", bits, np.dtype(dt), n)
+    if n.startswith("i") and n[1:].isdigit() and int(n[1:]) in _INTS:
+        bits = int(n[1:])
+        return EType("int", bits, np.dtype(_INTS[bits]), n)
+    raise EmulationError(f"the emulator does not support element type {name!r}")
+
+
+# ----------------------------------------------------------------------------- rounding
+
+def round_bf16(x):
+    """Round float32 values to bfloat16 (nearest even), kept in float32 storage."""
+    a = np.asarray(x, dtype=np.float32)
+    u = a.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+    r = np.where(np.isnan(a), a, r)
+    return r if isinstance(x, np.ndarray) else np.float32(r)
+
+
+def round_tf32(x):
+    """Round float32 values to tf32 (10-bit mantissa, nearest even): ``inputPrecision=tf32``."""
+    a = np.asarray(x, dtype=np.float32)
+    u = a.view(np.uint32).astype(np.uint64)
+    r = ((u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(a), a, r)
+
+
+def to_etype(x, et: EType):
+    """Convert a value (numpy array or scalar) to ``et``'s storage, rounding floats."""
+    if et.kind == "float":
+        if isinstance(x, np.ndarray):
+            y = x.astype(et.np, copy=False)
+            return round_bf16(y) if et.is_bf16 else y
+        y = et.np.type(x)
+        return round_bf16(y) if et.is_bf16 else y
+    if et.kind == "int":
+        if isinstance(x, np.ndarray):
+            if et.bits == 1:
+                return x.astype(np.bool_)
+            return x.astype(et.np)
+        return wrap_int(int(x), et.bits)
+    return x
+
+
+def wrap_int(v: int, bits: int) -> int:
+    """``v`` as a signed ``bits``-bit integer (two's complement wrap), i1 as 0/1."""
+    if bits == 1:
+        return v & 1
+    m = 1 << bits
+    v &= m - 1
+    return v - m if v >= (m >> 1) else v
+
+
+# ----------------------------------------------------------------------------- buffers
+
+_NEXT_ADDR = [1 << 32]
+
+
+@dataclass(eq=False)
+class Buffer:
+    """One rank's copy of a kernel argument (or flag array), flattened."""
+
+    name: str
+    rank: int
+    et: EType
+    data: np.ndarray
+    shape: tuple[int, ...] = ()
+    #: the schedule tensor this buffer holds (communicated operand), or None
+    tensor: str | None = None
+    #: shadow: epoch whose data each element holds (tracked buffers only)
+    epoch_of: np.ndarray | None = None
+    #: shadow: last epoch a peer finished reading each element (tracked buffers only)
+    remote_read: np.ndarray | None = None
+    addr: int = 0
+    is_flags: bool = False
+
+    def __post_init__(self):
+        if not self.shape:
+            self.shape = (int(self.data.size),)
+        esize = max(1, self.et.bits // 8)
+        self.addr = _NEXT_ADDR[0]
+        _NEXT_ADDR[0] += (self.data.size * esize + 4095) // 4096 * 4096 + 4096
+
+    @property
+    def esize(self) -> int:
+        return max(1, self.et.bits // 8)
+
+    def track(self, tensor: str | None) -> None:
+        self.tensor = tensor
+        self.epoch_of = np.zeros(self.data.size, dtype=np.int32)
+        self.remote_read = np.zeros(self.data.size, dtype=np.int32)
+
+    @property
+    def tracked(self) -> bool:
+        return self.epoch_of is not None
+
+    def check_bounds(self, offs: np.ndarray, where: str) -> None:
+        if offs.size and (offs.min() < 0 or offs.max() >= self.data.size):
+            bad = offs[(offs < 0) | (offs >= self.data.size)][0]
+            raise EmulationError(f"{where}: out-of-bounds access to {self.name} on rank "
+                                 f"{self.rank}: element {int(bad)} of {self.data.size}")
+
+
+@dataclass(frozen=True)
+class Ptr:
+    """A scalar pointer: ``buf`` plus an element offset."""
+
+    buf: Buffer
+    off: int
+
+
+@dataclass(frozen=True)
+class PtrTensor:
+    """A tensor of pointers into one buffer."""
+
+    buf: Buffer
+    offs: np.ndarray  # int64
+
+    @property
+    def shape(self):
+        return self.offs.shape
+
+
+@dataclass(frozen=True)
+class BlockPtr:
+    """``tt.make_tensor_ptr``: a block of a strided tensor view of ``buf``."""
+
+    buf: Buffer
+    base: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offsets: tuple[int, ...]
+    block: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """``tt.make_tensor_descriptor``: a TMA descriptor (zero fill on loads, clipped stores)."""
+
+    buf: Buffer
+    base: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    block: tuple[int, ...]
+    pad_nan: bool = False
+
+
+def block_offsets(base: int, shape, strides, start, block, check_dims) -> tuple[np.ndarray, np.ndarray]:
+    """Element offsets of a block and the in-bounds mask over ``check_dims`` (all dims when
+    ``check_dims`` is None)."""
+    nd = len(block)
+    offs = np.full(tuple(block), base, dtype=np.int64)
+    mask = np.ones(tuple(block), dtype=bool)
+    for d in range(nd):
+        idx = int(start[d]) + np.arange(block[d], dtype=np.int64)
+        sh = [1] * nd
+        sh[d] = block[d]
+        idx = idx.reshape(sh)
+        offs = offs + idx * int(strides[d])
+        if check_dims is None or d in check_dims:
+            mask = mask & (idx >= 0) & (idx < int(shape[d]))
+    return offs, mask
+
+
+@dataclass
+class AddressMap:
+    """Fake addresses of every buffer of the emulated world (``tt.int_to_ptr``)."""
+
+    buffers: list[Buffer] = field(default_factory=list)
+
+    def add(self, b: Buffer) -> None:
+        self.buffers.append(b)
+
+    def resolve(self, addr: int, where: str) -> tuple[Buffer, int]:
+        for b in self.buffers:
+            end = b.addr + b.data.size * b.esize
+            if b.addr <= addr < end or addr == end:
+                off, rem = divmod(addr - b.addr, b.esize)
+                if rem:
+                    raise EmulationError(f"{where}: address {addr:#x} is not aligned to an "
+                                         f"element of {b.name}")
+                return b, off
+        raise EmulationError(f"{where}: address {addr:#x} points into no emulated buffer")

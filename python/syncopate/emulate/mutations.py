@@ -1,0 +1,134 @@
+"""IR mutations of a correct fused module (after ``resolve-chunks``), each a bug the race
+checker must catch: the mutation tests apply one and assert the emulation reports it, so the
+checker cannot silently stop catching a class of bug.  Every function returns a mutated
+*clone* and leaves its input alone.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i32
+
+from ..errors import EmulationError
+
+
+def _clone(module):
+    return module.clone()
+
+
+def _ops(module, name):
+    return [o for o in module.walk() if o.name == name]
+
+
+def drop_wait(module, index: int = 0, chunk: int | None = None):
+    """Erase one ``syncopate.wait`` (the ``index``-th, or the first waiting for ``chunk``);
+    its token becomes a constant zero."""
+    m = _clone(module)
+    waits = _ops(m, "syncopate.wait")
+    if chunk is not None:
+        waits = [w for w in waits if w.chunk is not None and w.chunk.value.data == chunk]
+    if len(waits) <= index:
+        raise EmulationError(f"drop_wait: the module has no wait #{index}"
+                             + (f" for chunk {chunk}" if chunk is not None else ""))
+    w = waits[index]
+    zero = arith.ConstantOp(IntegerAttr(0, i32))
+    w.parent_block().insert_op_before(zero, w)
+    w.token.replace_all_uses_with(zero.result)
+    w.detach()
+    w.erase()
+    return m
+
+
+def early_signal(module, index: int = 0):
+    """Move the stores before the ``index``-th block of ``PRODUCED`` signals to after them:
+    the tile releases its chunk before it has written it."""
+    m = _clone(module)
+    sigs = [s for s in _ops(m, "syncopate.signal") if s.kind.data == "produced"]
+    blocks = []
+    for s in sigs:
+        b = s.parent_block()
+        if b not in blocks:
+            blocks.append(b)
+    if len(blocks) <= index:
+        raise EmulationError("early_signal: the module has no produced signal")
+    block = blocks[index]
+    ops = list(block.ops)
+    last_sig = max(i for i, o in enumerate(ops) if o.name == "syncopate.signal")
+    first_sig = min(i for i, o in enumerate(ops) if o.name == "syncopate.signal")
+    stores = [o for o in ops[:first_sig] if o.name in ("tt.store", "tt.descriptor_store")]
+    if not stores:
+        raise EmulationError("early_signal: no store precedes the signals in their block")
+    anchor = ops[last_sig]
+    for st in reversed(stores):
+        st.detach()
+        block.insert_op_after(st, anchor)
+    return m
+
+
+def remap_table(module, rank: int = 0, duplicate: bool = True):
+    """Change rank ``rank``'s row of the first ``syncopate.remap`` table: with ``duplicate``
+    two coordinates map to the same tile (one tile computed twice, one never), otherwise the
+    row is rotated (a different, still bijective order)."""
+    m = _clone(module)
+    remaps = _ops(m, "syncopate.remap")
+    if not remaps:
+        raise EmulationError("remap_table: the module has no syncopate.remap")
+    r = remaps[0]
+    tiles = r.tiles.value.data
+    table = [int(x) for x in r.table.get_values()]
+    row = table[rank * tiles:(rank + 1) * tiles]
+    if tiles < 2:
+        raise EmulationError("remap_table: a one-tile table cannot be permuted")
+    row = [row[0]] + row[:-1] if duplicate else row[1:] + row[:1]
+    table[rank * tiles:(rank + 1) * tiles] = row
+    r.properties["table"] = DenseArrayBase.from_list(i32, table)
+    return m
+
+
+def shift_wait_region(module, chunk: int, delta: int):
+    """Shift the interval test that guards the wait for ``chunk`` by ``delta`` elements along
+    its chunked dim (a chunk region off by one tile in ``resolve-chunks``'s tests): tiles of
+    the real band no longer wait for it."""
+    m = _clone(module)
+    waits = [w for w in _ops(m, "syncopate.wait")
+             if w.chunk is not None and w.chunk.value.data == chunk]
+    if not waits:
+        raise EmulationError(f"shift_wait_region: no wait for chunk {chunk}")
+    shifted = 0
+    for w in waits:
+        guard = w.parent_op()
+        if guard is None or guard.name != "scf.if":
+            continue
+        todo, seen = [guard.operands[0]], set()
+        while todo:
+            v = todo.pop()
+            op = getattr(v, "op", None)
+            if op is None or id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.name == "arith.andi":
+                todo.extend(op.operands)
+            elif op.name == "arith.cmpi":
+                for i, x in enumerate(op.operands):
+                    d = getattr(x, "op", None)
+                    if d is not None and d.name == "arith.constant":
+                        new = arith.ConstantOp(IntegerAttr(d.value.value.data + delta, i32))
+                        op.parent_block().insert_op_before(new, op)
+                        op.operands[i] = new.result
+                        shifted += 1
+    if not shifted:
+        raise EmulationError(f"shift_wait_region: found no interval test for chunk {chunk}")
+    return m
+
+
+def drop_drain(module):
+    """Erase ``syncopate.drain``: a pull source may finish its launch (and be restaged)
+    before its readers read."""
+    m = _clone(module)
+    drains = _ops(m, "syncopate.drain")
+    if not drains:
+        raise EmulationError("drop_drain: the module has no syncopate.drain (no pull chunks)")
+    for d in drains:
+        d.detach()
+        d.erase()
+    return m
