@@ -26,9 +26,14 @@
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 2 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 1 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
 // CHECK-NEXT:        syncopate.transfer %a_ptr, %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {chunk = 3 : i32, operand = 1 : i32} : !tt.ptr<bf16>, !tt.ptr<i32>
-// CHECK-NEXT:      }
-// CHECK-NEXT:      }
-// CHECK-NEXT:    } else {
+// Then comm program 0 of each destination waits for the chunks pushed to it: the launch ends
+// only with all of its data in place (rank 0 receives chunks 0 and 1, rank 1 chunks 2 and 3).
+// CHECK:             %[[T:.+]] = arith.muli %syn_epoch, %{{.+}} : i32
+// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 0 : i32}
+// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 1 : i32}
+// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 2 : i32}
+// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 3 : i32}
+// CHECK:         } else {
 // CHECK:           %start = tt.get_program_id x : i32
 // CHECK-NEXT:      %[[START:.+]] = arith.subi %start, %[[N]] : i32
 // CHECK-NEXT:      %nprog = tt.get_num_programs x : i32

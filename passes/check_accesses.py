@@ -3,6 +3,8 @@
 Runs first, before any pass changes the kernel, and changes nothing but the ``syncopate.abi``
 state: it is the compiler's soundness gate.  For every communicated tensor it checks
 
+* **coverage**: every rank ends the schedule holding the whole of each consumed tensor the
+  kernel reads (its boxes do not depend on the rank);
 * **roles**: a tensor the schedule delivers to the kernel (consumed: all-gather, all-to-all,
   ring pass) is only read -- a store into it would race with the comm programs copying it;
   a tensor the kernel produces for the schedule (reduce-scatter partials) is only written --
@@ -120,6 +122,7 @@ class CheckAccesses(ModulePass):
                     f"to the schedule's tensor {tensor!r}: bind the parameter that holds that "
                     f"tensor")
             self._check_role(plan, param, tensor, mine)
+            self._check_coverage(plan, param, tensor, mine)
             shape = list(plan.tensors[tensor].shape)
             for a in mine:
                 for d, size in enumerate(shape):
@@ -147,6 +150,36 @@ class CheckAccesses(ModulePass):
                 f"them, while the kernel runs), so the read could see another rank's data. "
                 f"Read the values from a separate buffer, or bind operand= to the tensor the "
                 f"kernel only writes", loc_str(reads[0].op))
+
+    @staticmethod
+    def _check_coverage(plan, param: str, tensor: str, accesses: list[Access]) -> None:
+        """A kernel reads a consumed tensor with the same boxes on every rank (the boxes are
+        functions of program ids, not of the rank): every rank must end the schedule holding
+        the whole tensor, or some read would see rows no chunk delivers (an all-to-all's
+        output read by a GEMM over all rows: found by the CPU emulator)."""
+        reads = [a for a in accesses if a.kind == "read"]
+        if not reads or plan.is_produced(tensor):
+            return
+        t = plan.tensors[tensor]
+        whole = 1
+        for n in t.shape:
+            whole *= n
+        for r in range(plan.world_size):
+            held = 0
+            for rank, lo, hi in t.final:
+                if rank == r:
+                    v = 1
+                    for a, b in zip(lo, hi):
+                        v *= b - a
+                    held += v
+            if held < whole:
+                raise CompileError(
+                    f"the kernel reads {param!r} (tensor {tensor!r}) with the same boxes on "
+                    f"every rank, but rank {r} ends the schedule holding {held} of its {whole} "
+                    f"elements: the reads outside that part would see data no chunk delivers. "
+                    f"Use a schedule after which every rank holds the whole tensor it reads "
+                    f"(all_gather, ring_pass), or bind operand= to the part each rank holds",
+                    loc_str(reads[0].op))
 
     @staticmethod
     def _check_dim(a: Access, d: int, size: int, ev: Evaluator, names: dict,

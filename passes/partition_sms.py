@@ -132,6 +132,7 @@ class PartitionSms(ModulePass):
                                  1 + tensors.index(c.tensor)))
             if executor(c) == "dst":
                 reads_per_src[c.src] += writers
+        self._await_pushes(cb, plan, order, pid_raw, epoch, rank, flags, writers)
         if any(reads_per_src.values()):
             # reads is per source rank; the lowering selects this rank's
             cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
@@ -139,3 +140,27 @@ class PartitionSms(ModulePass):
         update_state(op,
                      reads_per_src={str(k): v for k, v in reads_per_src.items()},
                      mode=modes.pop() if len(modes) == 1 else "mixed")
+
+    @staticmethod
+    def _await_pushes(cb: Builder, plan: Plan, order, pid, epoch, rank, flags, writers) -> None:
+        """Comm program 0 of each destination waits until every chunk pushed to it has
+        arrived, so that a launch completes only with all of its data in place.
+
+        Tiles wait for the chunks they read; but a chunk that no tile reads (the all-gather
+        phase of an all-reduce lands in the output after the tiles are done) would otherwise
+        arrive after the launch returned: the host would read an incomplete result, and the
+        late copy would land on the next launch's data (found by the CPU emulator)."""
+        from syncopate_mlir.dialects.syncopate import WaitOp
+
+        pushed = [c for c in order if executor(c) == "src"]
+        if not pushed:
+            return
+        first = cb.if_(cb.cmp("eq", pid, cb.const(0)))
+        fb = Builder(first.true_region.blocks[0].last_op)
+        target = fb.mul(epoch, fb.const(writers))
+        for d in sorted({c.dst for c in pushed}):
+            on_dst = fb.if_(fb.cmp("eq", rank, fb.const(d)))
+            db = Builder(on_dst.true_region.blocks[0].last_op)
+            for c in pushed:
+                if c.dst == d:
+                    db.insert(WaitOp(flags, db.const(c.id), target, "chunk", c.id))

@@ -432,3 +432,170 @@ def fault_missing_rank(rank, W, backend, timeout_s):
         problems.append("all_reduce after the fault gave a wrong result")
     comm.close()
     return problems
+
+
+# --------------------------------------------------------------------------- unseen kernels
+
+def _unseen_case(comm, case, launches):
+    """Fuse a kernel written in another style than ours (tests/corpus/unseen.py) with an
+    all-gather of one operand; run ``launches`` epochs with fresh inputs and a NaN-poisoned
+    output each; compare every epoch with the same kernel run unfused on the gathered tensor
+    (bitwise, or within ``tol`` where the fused kernel visits K tiles in arrival order)."""
+    import torch
+
+    import syncopate
+    from syncopate.runtime import collectives as dist
+    from syncopate.schedule import all_gather
+
+    sys_path_unseen()
+    from corpus import unseen as U
+
+    name, backend, mode = case
+    W, me, dev = comm.world_size, comm.rank, comm.device
+    bf = torch.bfloat16
+    spec = _UNSEEN[name]
+    fn = getattr(U, name)
+    shape = spec["gathered"]
+    rows = shape[0] // W
+    sched = all_gather(list(shape), "bf16", W, mode=mode, split=2)
+    fk = syncopate.fuse(fn, sched, operand=spec["operand"], backend=backend, comm=comm,
+                        comm_programs=4 if backend != "ce" else None)
+    G = comm.empty(shape, bf)
+    problems = []
+    for e in range(launches):
+        seed = 1000 * e + 17
+        shard = _rand((rows, shape[1]), bf, seed + me, dev)
+        fk.before_staging()
+        G[me * rows:(me + 1) * rows].copy_(shard)
+        args, grid, out_index = spec["args"](G, seed, dev)
+        args[out_index].fill_(float("nan"))
+        fk[grid](*args, **spec["constexprs"])
+        torch.cuda.synchronize()
+        comm.check()
+        gathered = torch.empty(shape, device=dev, dtype=bf)
+        dist.all_gather_into_tensor(gathered, shard.contiguous(), group=comm.group)
+        ref_args, _, _ = spec["args"](gathered, seed, dev)
+        ref_args[out_index].fill_(float("nan"))
+        fn[grid](*ref_args, **spec["constexprs"])
+        torch.cuda.synchronize()
+        out, ref = args[out_index], ref_args[out_index]
+        if not torch.isfinite(out).all():
+            problems.append(f"{case} epoch {e + 1}: {int((~torch.isfinite(out)).sum())} "
+                            f"elements never written (poison left)")
+            break
+        tol = spec.get("tol")
+        if tol is None and not torch.equal(out, ref):
+            problems.append(f"{case} epoch {e + 1}: {int((out != ref).sum())} elements differ "
+                            f"from the unfused kernel on the gathered tensor")
+            break
+        if tol is not None and _rel(out, ref) > tol:
+            problems.append(f"{case} epoch {e + 1}: relative error {_rel(out, ref):.3g}")
+            break
+    return problems
+
+
+def _gemm_args(kind):
+    def make(A, seed, dev):
+        import torch
+        bf = torch.bfloat16
+        if kind == "bp":
+            M, K = A.shape
+            N = 192
+            b = _rand((K, N), bf, seed + 99, dev)
+            c = torch.empty((M, N), device=dev, dtype=bf)
+            return ([A, b, c, M, N, K, A.stride(0), 1, b.stride(0), 1, c.stride(0), 1],
+                    (-(-M // 64) * -(-N // 64),), 2)
+        if kind == "persistent":
+            M, K = A.shape
+            N = 192
+            b = _rand((K, N), bf, seed + 99, dev)
+            c = torch.empty((M, N), device=dev, dtype=bf)
+            return ([A, b, c, M, N, K, A.stride(0), b.stride(0), c.stride(0)], (8,), 2)
+        K, M = A.shape  # xt: X is [K, M]
+        N = 128
+        y = _rand((K, N), bf, seed + 99, dev)
+        c = torch.empty((M, N), device=dev, dtype=bf)
+        return ([A, y, c, M, N, K, A.stride(0), 1, y.stride(0), 1, c.stride(0), 1],
+                (-(-M // 64), -(-N // 64)), 2)
+    return make
+
+
+def _gather_args(A, seed, dev):
+    import torch
+    g = torch.Generator(device=dev)
+    g.manual_seed(seed + 5)
+    idx = torch.randperm(A.shape[0], generator=g, device=dev).to(torch.int32)
+    out = torch.empty_like(A)
+    return [A, idx, out, A.shape[1], A.stride(0), out.stride(0)], (A.shape[0],), 2
+
+
+def _rows_args(A, seed, dev):
+    import torch
+    out = torch.empty_like(A)
+    return [A, out, A.shape[1], A.stride(0)], (A.shape[0],), 1
+
+
+_UNSEEN = {
+    # class 1: j derived from i (the remap is refused; waits keep it correct)
+    "bp_gemm_derived": dict(gathered=(256, 128), operand="a_ptr", args=_gemm_args("bp"),
+                            constexprs=dict(BM=64, BN=64, BK=32)),
+    # class 2: a 2-D grid, X all-gathered along K (waits inside the K loop; K tiles remapped,
+    # so the fp32 sums run in another order than unfused: compared within a tolerance)
+    "xt_gemm_2d": dict(gathered=(256, 128), operand="x_ptr", args=_gemm_args("xt"),
+                       constexprs=dict(BM=64, BN=64, BK=32), tol=1e-2),
+    # class 3: the row read is a loaded index (never remapped; waits resolved at run time)
+    "row_gather": dict(gathered=(512, 64), operand="inp_ptr", args=_gather_args,
+                       constexprs=dict(BLOCK=64)),
+    "row_gather_hinted": dict(gathered=(512, 64), operand="inp_ptr", args=_gather_args,
+                              constexprs=dict(BLOCK=64)),
+    # class 5's sound neighbour: a mask bound that becomes a launch check
+    "masked_rows": dict(gathered=(512, 64), operand="inp_ptr", args=_rows_args,
+                        constexprs=dict(BLOCK=64)),
+    # a persistent loop with another tile order (remapped)
+    "persistent_rowmajor_gemm": dict(gathered=(256, 128), operand="a_ptr",
+                                     args=_gemm_args("persistent"),
+                                     constexprs=dict(BM=64, BN=64, BK=32, NUM_PROGS=8)),
+}
+
+
+def unseen_kernels(rank, W, cases, launches=5):
+    """Every case of :data:`_UNSEEN` x backend x mode; returns the problems."""
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    problems = []
+    for case in cases:
+        try:
+            problems += _unseen_case(comm, case, launches)
+        except Exception as e:  # noqa: BLE001 - report every case
+            import traceback
+            problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
+    # a launch that breaks the mask bound the compiler derived is refused before it runs
+    try:
+        import torch
+        import syncopate
+        from syncopate.errors import LaunchError
+        from syncopate.schedule import all_gather
+        sys_path_unseen()
+        from corpus import unseen as U
+        fk = syncopate.fuse(U.masked_rows, all_gather([512, 64], "bf16", W, split=2),
+                            operand="inp_ptr", comm=comm, comm_programs=4)
+        G = comm.empty((512, 64), torch.bfloat16)
+        out = torch.empty_like(G)
+        try:
+            fk[(512,)](G, out, 128, 64, BLOCK=128)
+            problems.append("masked_rows with n_cols=128 > 64 was launched (expected LaunchError)")
+        except LaunchError as e:
+            if "n_cols=128" not in str(e):
+                problems.append(f"masked_rows LaunchError does not name n_cols: {e}")
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"launch-check case: {type(e).__name__}: {e}")
+    comm.close()
+    return problems
+
+
+def sys_path_unseen():
+    import os
+    import sys
+    root = os.path.join(os.path.dirname(__file__), "..")
+    if root not in sys.path:
+        sys.path.insert(0, root)

@@ -161,3 +161,14 @@ def test_fault_missing_rank_raises_comm_timeout(backend):
     t = 2.0
     _assert_clean(run_ranks(w.fault_missing_rank, backend, t, world_size=W, timeout=90,
                             env={"SYNCOPATE_TIMEOUT_S": str(t)}))
+
+
+def test_unseen_kernels_fused_correct_over_launches():
+    """Kernels written in other styles than ours (issue 8's classes: a coordinate derived from
+    another, a 2-D grid, loaded row indices, a mask bound, a row-major persistent loop), fused
+    with an all-gather on sm (pull and push) and ce; 5 launches each with fresh inputs, every
+    output poisoned first and compared with the unfused kernel on the gathered tensor."""
+    names = ["bp_gemm_derived", "xt_gemm_2d", "row_gather", "row_gather_hinted", "masked_rows",
+             "persistent_rowmajor_gemm"]
+    cases = [(n, b, m) for n in names for b, m in (("sm", "pull"), ("sm", "push"), ("ce", "pull"))]
+    _assert_clean(run_ranks(w.unseen_kernels, cases, world_size=W, timeout=420))
