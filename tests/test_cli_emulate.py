@@ -31,7 +31,8 @@ def test_mismatched_operand_exits_1_with_typed_message(ag_json, capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert err.startswith("error: ") and "Traceback" not in err
-    assert "schedule's tensor A" in err
+    # the compiler's soundness gate refuses it before the emulator runs (docs/soundness.md)
+    assert "the kernel writes 'c_ptr', but the schedule delivers tensor 'A'" in err
 
 
 def test_wrong_world_size_exits_1(ag_json, capsys):

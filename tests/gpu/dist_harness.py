@@ -86,6 +86,10 @@ def loopback_world(env=None) -> int:
 
 def _loopback_child(fn, world_size, args, env, result_path, pg_backend="nccl"):
     os.environ.update(NVLS_OFF)
+    # load every function of a module when the module loads: a kernel loaded lazily at its
+    # first launch may need a context synchronisation, which waits for another virtual rank's
+    # spinning kernel (docs/loopback.md, "Module loading")
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     os.environ.update(env or {})
     try:
         import sys

@@ -171,4 +171,4 @@ def test_unseen_kernels_fused_correct_over_launches():
     names = ["bp_gemm_derived", "xt_gemm_2d", "row_gather", "row_gather_hinted", "masked_rows",
              "persistent_rowmajor_gemm"]
     cases = [(n, b, m) for n in names for b, m in (("sm", "pull"), ("sm", "push"), ("ce", "pull"))]
-    _assert_clean(run_ranks(w.unseen_kernels, cases, world_size=W, timeout=420))
+    _assert_clean(run_ranks(w.unseen_kernels, cases, world_size=W, timeout=240))

@@ -132,6 +132,11 @@ class Communicator:
         if self.device.type != "cuda" or self.device.index is None:
             raise LaunchError(f"device must be a CUDA device with an index, got {device!r}")
         torch.cuda.set_device(self.device)
+        if self.loopback:
+            # every module this communicator launches is loaded before any rank can spin
+            # (sync_kernels.preload says why)
+            from . import sync_kernels
+            sync_kernels.preload(self.device)
         self.symm_backend = symm_backend
         self._closed = False
         self._allocs: dict[int, SymmetricAllocation] = {}  # storage address -> allocation
@@ -349,7 +354,9 @@ class Communicator:
 
         t = self.empty((int(words),), torch_dtype(dtype))
         t.zero_()
-        torch.cuda.synchronize(self.device)
+        # this stream only: in loopback a device-wide sync would also wait for other virtual
+        # ranks' kernels, which may spin until this rank launches its own
+        torch.cuda.current_stream(self.device).synchronize()
         collectives.barrier(group=self.group, device_ids=[self.device.index])
         return t
 

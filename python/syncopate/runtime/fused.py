@@ -429,6 +429,12 @@ class FusedKernel:
             fc = self._compile(spec, options)
         a = fc.abi
         self._check_abi(a)
+        # load the module now, before the flags' barrier: loading may need a context
+        # synchronisation, which in loopback would wait for a peer's kernel that spins until
+        # this rank launches (sync_kernels.preload says why)
+        init = getattr(fc.kernel, "_init_handles", None)
+        if init is not None and getattr(self.comm, "loopback", False):
+            init()
         cfg = _Config(compiled=fc, abi=a)
         comm = self.comm
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)

@@ -150,6 +150,37 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
 
 
 
+def preload(device=None) -> None:
+    """Compile and load every sync kernel (each constexpr variant) on ``device`` now.
+
+    Why: loading a module can require a context synchronisation (CUDA's lazy-loading notes):
+    when W virtual ranks share one GPU (loopback), a rank that loads a kernel while another
+    rank's kernel spins waiting for it would wait for that spin, which waits for it -- a
+    deadlock until the watchdog fires. Loading everything before any rank can spin removes
+    the case. Harmless (and cheap) with one process per GPU."""
+    import torch
+
+    dev = torch.device(device) if device is not None else torch.device(
+        "cuda", torch.cuda.current_device())
+    with torch.cuda.device(dev):
+        for flag64 in (False, True):
+            variants = [(_add_kernel, (0, 0), {"FLAG64": flag64}),
+                        (_signal_all_kernel, (0, 0, 0, 0), {"FLAG64": flag64})]
+            variants += [(_wait_kernel, (0, 0, 0, 0, 0, 0, 0, 0), {"FLAG64": flag64, "TRAP": trap})
+                         for trap in (False, True)]
+            for fn, args, constexprs in variants:
+                key = (fn, dev.index, tuple(constexprs.items()))
+                ck = _COMPILED.get(key)
+                if ck is None:
+                    ck = fn.warmup(*args, grid=(1,), num_warps=1, num_stages=1, **constexprs)
+                    if hasattr(ck, "result"):
+                        ck = ck.result()
+                    if ck is None:
+                        continue
+                    _COMPILED[key] = ck
+                ck._init_handles()
+
+
 def wait_flag(flag_addr: int, index: int, target: int, diag_addr: int, *, rank: int, kind: int,
               epoch: int, timeout_ns: int, count: int = 1, flag64: bool = False, trap: bool = False,
               stream=None) -> None:
