@@ -566,9 +566,13 @@ def unseen_kernels(rank, W, cases, launches=5):
     for case in cases:
         try:
             problems += _unseen_case(comm, case, launches)
-        except Exception as e:  # noqa: BLE001 - report every case
+        except Exception as e:  # noqa: BLE001 - report the first failing case
             import traceback
             problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
+            # this rank left the case midway: its collectives no longer line up with the
+            # other ranks', so later cases would only report that
+            comm.close()
+            return problems
     # a launch that breaks the mask bound the compiler derived is refused before it runs
     try:
         import torch
