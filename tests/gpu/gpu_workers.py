@@ -564,8 +564,11 @@ def unseen_kernels(rank, W, cases, launches=5):
     comm = Communicator()
     problems = []
     for case in cases:
+        t0 = time.monotonic()
         try:
             problems += _unseen_case(comm, case, launches)
+            if rank == 0:
+                print(f"unseen {case}: {time.monotonic() - t0:.1f} s", flush=True)
         except Exception as e:  # noqa: BLE001 - report the first failing case
             import traceback
             problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
