@@ -171,6 +171,16 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
         if len(msg) < MIN_MESSAGE:
             return done("failure", f"refusal without a useful message: "
                                    f"{type(refusal).__name__}: {msg!r}", "terse-refusal")
+        hinted = {"hint": {t.name for t in case.tensors},
+                  "gather_hint": {"x_ptr"}}.get(case.styles["addressing"], set())
+        if case.operand in hinted and "hint_region" in msg and "hint_region:" not in msg:
+            # the refusal tells the user to add the hint the kernel already has
+            done("failure", f"refused with advice the kernel already follows: "
+                            f"{type(refusal).__name__}: {msg}", "advice-already-followed")
+            k = match_known(case, v)
+            if k is not None:
+                v.outcome, v.known = "known", k
+            return v
         return done("refused", f"{type(refusal).__name__}: {msg}")
     t1 = time.perf_counter()
     rng = np.random.default_rng(case.seed + 1)
