@@ -45,6 +45,9 @@ class Verdict:
     seconds: float = 0.0
     phases: dict = field(default_factory=dict)
     report: str = ""          # the emulator's summary or the traceback
+    #: mismatches: the largest |fused - unfused| / (|unfused| + 1) over the outputs no chunk
+    #: moves (last launch, every policy and rank); rounding-sized differences say "reordered"
+    max_rel: float | None = None
 
     def line(self, case: Case) -> str:
         extra = f" [{self.known}]" if self.known else (f" [{self.kind}]" if self.kind else "")
@@ -206,11 +209,28 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
     if res.ok:
         return done("clean", f"{len(res.policies)} policies x {res.launches} launches")
     kinds = sorted({r.kind for r in res.races} | ({"mismatch"} if res.mismatches else set()))
+    if res.mismatches:
+        v.max_rel = _max_rel(emu, res, case)
     done("failure", res.summary(limit=3).splitlines()[0], ",".join(kinds), res.summary(20))
     k = match_known(case, v)
     if k is not None:
         v.outcome, v.known = "known", k
     return v
+
+
+def _max_rel(emu, res, case: Case) -> float | None:
+    worst = None
+    for pol, ranks in res.outputs.items():
+        ref = emu.reference(res.launches, case.seed)
+        for r, bufs in ranks.items():
+            for t in case.tensors:
+                if t.role != "out" or t.name in emu.operands:
+                    continue
+                a = bufs[t.name].astype(np.float64)
+                b = ref[r][t.name].astype(np.float64)
+                rel = float(np.nanmax(np.abs(a - b) / (np.abs(b) + 1.0)))
+                worst = rel if worst is None else max(worst, rel)
+    return worst
 
 
 _ = EmulationError  # re-exported for callers that catch it
