@@ -40,6 +40,14 @@ def write_case(out: str, case, verdict) -> str:
     return d
 
 
+def refusal_reason(detail: str) -> str:
+    """A refusal message without its location and numbers: what the refusals are about."""
+    import re
+    text = re.sub(r"^(\w+Error): (/\S+?:\d+:\d+: )?", r"\1: ", detail.splitlines()[0])
+    text = re.sub(r"'[^']*'|\d+|%\w+", "_", text)
+    return text[:90]
+
+
 def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
              verbose: bool = False, echo=print) -> dict:
     """Run the cases of ``seeds`` (stopping when ``time_budget`` seconds are spent) and return
@@ -48,6 +56,7 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
     counts: Counter = Counter()
     per_style: dict = defaultdict(lambda: defaultdict(Counter))
     notable: dict = defaultdict(list)
+    reasons: Counter = Counter()
     n = 0
     for seed in seeds:
         if time_budget is not None and time.perf_counter() - t0 > time_budget:
@@ -59,6 +68,8 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
         counts[v.outcome] += 1
         for k in STYLE_KEYS:
             per_style[k][str(case.styles.get(k))][v.outcome] += 1
+        if v.outcome == "refused":
+            reasons[refusal_reason(v.detail)] += 1
         if v.outcome in ("failure", "known", "invalid"):
             notable[v.outcome].append(dict(seed=seed, kind=v.kind, known=v.known,
                                            styles=case.style_line, detail=v.detail[:300]))
@@ -73,7 +84,7 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
                    counts={o: counts.get(o, 0) for o in OUTCOMES},
                    per_style={k: {val: dict(c) for val, c in sorted(vals.items())}
                               for k, vals in per_style.items()},
-                   notable=dict(notable))
+                   refusals=dict(reasons.most_common()), notable=dict(notable))
     if out:
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "summary.json"), "w") as f:
@@ -91,6 +102,9 @@ def format_summary(summary: dict) -> str:
                  for val, cnt in vals.items()]
         lines.append(f"  {k:11s} " + "  ".join(parts))
     lines.append("  (c=clean r=refused k=known i=invalid f=failure)")
+    if summary.get("refusals"):
+        lines.append("  refusals:")
+        lines += [f"    {n:5d}  {r}" for r, n in list(summary["refusals"].items())[:12]]
     return "\n".join(lines)
 
 
