@@ -54,7 +54,7 @@ KNOWN: list[Known] = [
           "all_reduce on sm/nvshmem: the all-gather phase is pushed by the owner and nothing on "
           "the receiving rank waits for it, so a launch returns before its output is complete "
           "(also in docs/emulator.md)",
-          237,
+          624,
           lambda c, v: c.styles.get("template") == "all_reduce"
           and c.backend in ("sm", "nvshmem")
           and _kinds(v) <= {"read-before-arrival", "write-after-read", "mismatch",
