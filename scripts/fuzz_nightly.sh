@@ -26,7 +26,7 @@ while [ "$seed" -lt "$end_seed" ]; do
   timeout "$CHUNK_TIMEOUT" python -m syncopate.fuzz --count "$n" --seed "$seed" \
       --out "$OUT/chunk-$seed" --time-budget "$left" > "$OUT/chunk-$seed.log" 2>&1
   rc=$?
-  tail -n 12 "$OUT/chunk-$seed.log" | head -n 1
+  grep -E "^[0-9]+ cases in|^time budget" "$OUT/chunk-$seed.log" || tail -n 3 "$OUT/chunk-$seed.log"
   if [ "$rc" -ne 0 ]; then
     status=1
     echo "   chunk $seed: exit $rc (see $OUT/chunk-$seed.log)"
