@@ -583,7 +583,11 @@ class AccessAnalysis:
                 ptr = self.ev.pointer(op.operands[0])
                 axis_lens = shape_of(op.operands[0].type)
                 dims, req = pointer_region(ptr, axis_lens, shape, self.arg_name, op)
-            return Access(op, kind, self.arg_name[base], tensor, dims, req)
+            # a hint before the access still asserts that its box lies inside the tensor
+            # (docs/soundness.md), also when the box itself could be derived: the bound check
+            # must take it, or the refusal that asks for a hint could never be answered
+            hinted = self._hint_for(op, base) is not None
+            return Access(op, kind, self.arg_name[base], tensor, dims, req, hinted=hinted)
         except AnalysisFailure as failure:
             hint = self._hint_for(op, base)
             if hint is not None:

@@ -1,0 +1,605 @@
+"""Random small ``@triton.jit`` kernels in the styles users write, each paired with a random
+verified chunk schedule on one of its tensors.
+
+Why generate *source*: the compiler's input is whatever Triton's frontend makes of real kernel
+text, and the styles that break an access analysis (a mask here, a block pointer there, a
+coordinate derived from another, a loop over tiles) only exist as source.  Triton's JIT reads
+the source with ``inspect``, so each kernel is written to a real ``.py`` file and imported
+(:func:`load_kernel`).
+
+A :class:`Case` is fully determined by its seed: :func:`generate` draws independent style
+choices from ``random.Random(seed)`` --
+
+* ``body``: ``copy``, ``scale`` (elementwise), ``rowsum`` (``tl.sum`` along a row, looping over
+  column tiles), ``gemm`` (``tl.dot`` over a K loop);
+* ``addressing``: ``ptr_mask`` (pointer arithmetic, masks, runtime strides), ``ptr_nomask``,
+  ``ptr_stride`` (a runtime inner stride as well), ``block_ptr`` (``boundary_check``),
+  ``tensor_desc`` (device-side ``tl.make_tensor_descriptor``), ``hint`` (pointer arithmetic
+  plus ``syncopate.language.hint_region*``), ``gather`` (rows read through loaded indices, one
+  row per program), ``gather_hint`` (the same with a hint whose bounds are the loaded row),
+  ``gather_vec`` (a whole block of loaded row indices: no box can be derived);
+* ``tiling``: ``row1d`` (row-major linear pid), ``colmajor``, ``grouped`` (GROUP_M swizzle),
+  ``grid2d``, ``derived`` (``j = pid - i * n``), ``persistent`` (a loop over tiles with a
+  constexpr stride) and ``persistent_np`` (stride ``tl.num_programs(0)``);
+* the communicated tensor (an input the kernel reads, or the output it writes) and a schedule
+  template that fits it (``all_gather`` on rows or columns, split 1-2, pull/push, swizzle/ring;
+  ``reduce_scatter`` for outputs; ``ring_pass``, ``all_to_all``, ``all_reduce`` occasionally; a
+  small share of deliberate role mismatches that must be refused);
+* world size (2, sometimes 3 or 4), backend (``sm``/``ce``/``nvshmem``), comm programs.
+
+Shapes are small (rows 64-256, columns 32-128) so a case emulates in about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import random
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+BODIES = ("copy", "scale", "rowsum", "gemm")
+ADDRESSING = ("ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc", "hint",
+              "gather", "gather_hint", "gather_vec")
+TILINGS = ("row1d", "colmajor", "grouped", "grid2d", "derived", "persistent", "persistent_np")
+BACKENDS = ("sm", "ce", "nvshmem")
+TEMPLATE_NAMES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass")
+#: the style axes reported per outcome by the CLI
+STYLE_KEYS = ("body", "addressing", "tiling", "role", "template", "backend", "world_size",
+              "dtype")
+
+_TL = {"bf16": "tl.bfloat16", "fp32": "tl.float32"}
+_NP = {"bf16": np.float32, "fp32": np.float32, "int32": np.int32}
+
+
+@dataclass
+class Tensor:
+    """A pointer parameter: its shape, element type and whether the kernel reads or writes it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str          # schedule spelling: bf16 / fp32 / int32
+    role: str           # "in" or "out"
+    stride: str | None = None   # the runtime row-stride parameter, if any
+
+    @property
+    def sig(self) -> str:
+        return "*" + {"bf16": "bf16", "fp32": "fp32", "int32": "i32"}[self.dtype]
+
+
+@dataclass
+class Case:
+    """One generated kernel x schedule, everything needed to compile, emulate and replay it."""
+
+    seed: int
+    styles: dict[str, Any]
+    source: str
+    kernel_name: str
+    tensors: list[Tensor]
+    scalars: dict[str, int]
+    constexprs: dict[str, int]
+    grid: tuple[int, ...]
+    operand: str
+    schedule: Any                      # syncopate.schedule.Schedule
+    backend: str
+    comm_programs: int
+    policies: tuple[str, ...]
+    launches: int = 2
+    attrs: dict = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def signature(self) -> dict[str, str]:
+        sig = {t.name: t.sig for t in self.tensors}
+        sig.update({n: "i32" for n in self.scalars})
+        sig.update({n: "constexpr" for n in self.constexprs})
+        return sig
+
+    @property
+    def style_line(self) -> str:
+        return " ".join(f"{k}={self.styles[k]}" for k in STYLE_KEYS if k in self.styles)
+
+    def schedule_json(self) -> str:
+        from syncopate.schedule import dumps
+        return dumps(self.schedule)
+
+    def inputs(self, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+        """Full (unsharded) input tensors for one rank: random floats, a row permutation for
+        index tensors."""
+        rng = rng or np.random.default_rng(self.seed)
+        out = {}
+        for t in self.tensors:
+            if t.role != "in":
+                continue
+            if t.dtype == "int32":
+                rows = self.tensors[0].shape[0]
+                out[t.name] = rng.integers(0, rows, size=t.shape).astype(np.int32)
+            else:
+                out[t.name] = rng.standard_normal(t.shape).astype(np.float32)
+        return out
+
+    def expected(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What a correct single-GPU kernel writes into its output, computed with numpy: the
+        generator's own check that it wrote the kernel it meant to (see ``oracle.invalid``)."""
+        body = self.styles["body"]
+        scale = self.constexprs.get("SCALE_NUM", 0)
+        if body == "gemm":
+            a, b = inputs["a_ptr"].astype(np.float64), inputs["b_ptr"].astype(np.float64)
+            return {"c_ptr": a @ b}
+        x = inputs["x_ptr"].astype(np.float64)
+        if "idx_ptr" in inputs:
+            x = x[inputs["idx_ptr"]]
+        if body == "rowsum":
+            return {"y_ptr": x.sum(axis=1)}
+        if body == "scale":
+            return {"y_ptr": x * (scale / 4.0) + 1.0}
+        return {"y_ptr": x}
+
+    def to_json(self) -> dict:
+        return dict(seed=self.seed, styles=self.styles, kernel=self.kernel_name,
+                    signature=self.signature, constexprs=self.constexprs,
+                    scalars=self.scalars, grid=list(self.grid), operand=self.operand,
+                    backend=self.backend, comm_programs=self.comm_programs,
+                    policies=list(self.policies), launches=self.launches,
+                    schedule=json.loads(self.schedule_json()))
+
+
+# ------------------------------------------------------------------------------ source text
+
+class _Src:
+    """Lines of kernel source at an indentation level."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.ind = 1
+
+    def __call__(self, *lines: str):
+        for ln in lines:
+            self.lines.append("    " * self.ind + ln)
+
+    def push(self):
+        self.ind += 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+class _Gen:
+    """Draws style choices and writes the kernel; one instance per case."""
+
+    def __init__(self, seed: int, force: dict | None = None):
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.force = dict(force or {})
+        self.src = _Src()
+        self.descs: dict[str, str] = {}
+
+    def pick(self, key: str, options, weights=None):
+        if key in self.force:
+            v = self.force[key]
+            if v not in options:
+                raise ValueError(f"{key}={v!r} is not one of {options}")
+            return v
+        return self.rng.choices(list(options), weights=weights)[0]
+
+    # ------------------------------------------------------------- choices
+    def choose(self) -> dict:
+        s: dict[str, Any] = {}
+        s["body"] = self.pick("body", BODIES, [2, 2, 2, 3])
+        body = s["body"]
+        addr = list(ADDRESSING)
+        if body == "gemm":
+            addr = ["ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc", "hint"]
+        if body == "rowsum":
+            addr = [a for a in addr if a not in ("gather_hint", "gather")]
+        s["addressing"] = self.pick("addressing", addr)
+        gather = s["addressing"].startswith("gather") and s["addressing"] != "gather_vec"
+        if gather:
+            tilings = ["row1d", "grid2d", "persistent", "persistent_np"]
+        elif body == "rowsum":
+            tilings = ["row1d", "persistent", "persistent_np"]
+        else:
+            tilings = list(TILINGS)
+        s["tiling"] = self.pick("tiling", tilings)
+        s["dtype"] = "bf16" if body == "gemm" else self.pick("dtype", ("bf16", "fp32"), [3, 1])
+        s["world_size"] = self.pick("world_size", (2, 3, 4), [7, 2, 1])
+        s["backend"] = self.pick("backend", BACKENDS, [2, 1, 1])
+        return s
+
+    def shapes(self, s) -> tuple[dict, dict]:
+        """Tensor sizes and tile sizes.  Styles without bounds checks get whole tiles."""
+        r = self.rng
+        exact = s["addressing"] in ("ptr_nomask", "hint", "gather_hint")
+        if s["body"] == "gemm":
+            BM, BN, BK = r.choice((16, 32, 64)), r.choice((16, 32, 64)), r.choice((16, 32))
+            M = BM * r.randint(max(1, 64 // BM), 128 // BM)
+            N = BN * r.randint(max(1, 32 // BN), 64 // BN)
+            K = BK * r.randint(max(1, 32 // BK), 64 // BK)
+            if not exact and s["addressing"] != "tensor_desc" and r.random() < 0.4:
+                M -= r.choice((8, 16)) if M > 32 else 0
+            return dict(M=M, N=N, K=K), dict(BM=BM, BN=BN, BK=BK)
+        gather = s["addressing"].startswith("gather") and s["addressing"] != "gather_vec"
+        M = r.choice((64, 96, 128) if gather else (64, 96, 128, 160, 192, 256))
+        N = r.choice((32, 48, 64, 96, 128))
+        BN = r.choice((16, 32, 64, 128))
+        BM = 1 if gather else r.choice((16, 32, 64))
+        if exact:
+            BN = max(d for d in (16, 32, 64, 128) if d <= BN and N % d == 0)
+            if not gather:
+                BM = max(d for d in (16, 32, 64) if d <= BM and M % d == 0)
+        if s["tiling"] == "row1d" and s["addressing"] == "gather" and r.random() < 0.5:
+            BN = 1 << (N - 1).bit_length()          # one program per row, the whole row
+        if s["body"] == "rowsum" and s["addressing"] in ("ptr_mask", "block_ptr",
+                                                         "tensor_desc", "ptr_stride") \
+                and r.random() < 0.3:
+            M -= 8                                   # a ragged last row tile
+        if s["addressing"] in ("ptr_mask", "block_ptr", "ptr_stride", "gather", "tensor_desc") \
+                and r.random() < 0.3 and N > 32:
+            N -= 16                                  # a ragged last column tile
+        return dict(M=M, N=N), dict(BM=BM, BN=BN)
+
+    # ------------------------------------------------------------- tensors and roles
+    def tensors(self, s, dims) -> list[Tensor]:
+        dt = s["dtype"]
+        M, N = dims["M"], dims["N"]
+        if s["body"] == "gemm":
+            K = dims["K"]
+            return [Tensor("a_ptr", (M, K), dt, "in", "stride_am"),
+                    Tensor("b_ptr", (K, N), dt, "in", "stride_bk"),
+                    Tensor("c_ptr", (M, N), dt, "out", "stride_cm")]
+        ts = [Tensor("x_ptr", (M, N), dt, "in", "stride_xm")]
+        if s["addressing"].startswith("gather"):
+            ts.append(Tensor("idx_ptr", (M,), "int32", "in"))
+        if s["body"] == "rowsum":
+            ts.append(Tensor("y_ptr", (M,), dt, "out"))
+        else:
+            ts.append(Tensor("y_ptr", (M, N), dt, "out", "stride_ym"))
+        return ts
+
+    def schedule(self, s, tensors):
+        from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatter, \
+            ring_pass
+        r = self.rng
+        W = s["world_size"]
+        ins = [t for t in tensors if t.role == "in" and (t.dtype != "int32" or r.random() < 0.3)]
+        outs = [t for t in tensors if t.role == "out"]
+        role = self.pick("role", ("in", "out"), [3, 2])
+        t = r.choice(ins if role == "in" else outs)
+        dims = (0,) if len(t.shape) == 1 else (0, 1)
+        dim = r.choice(dims)
+        split = r.choice((1, 1, 2))
+        mode = r.choice(("pull", "push"))
+        order = r.choice(("swizzle", "swizzle", "ring"))
+        if role == "in":
+            tmpl = self.pick("template", ("all_gather", "ring_pass", "all_to_all",
+                                          "reduce_scatter"), [16, 2, 1, 1])
+        else:
+            tmpl = self.pick("template", ("reduce_scatter", "all_reduce", "all_gather"),
+                             [16, 2, 1])
+        if tmpl == "all_to_all" and len(t.shape) == 1:
+            tmpl = "all_gather"
+        shape, dtype, name = list(t.shape), t.dtype, t.name.split("_")[0].upper()
+        if tmpl == "all_gather":
+            sched = all_gather(shape, dtype, W, dim=dim, order=order, mode=mode, split=split,
+                               tensor=name)
+        elif tmpl == "ring_pass":
+            sched = ring_pass(shape, dtype, W, dim=dim, mode=mode, split=split, tensor=name)
+        elif tmpl == "all_to_all":
+            sched = all_to_all(shape, dtype, W, split_dim=dim, concat_dim=1 - dim, mode=mode,
+                               split=split, tensor=name)
+        elif tmpl == "reduce_scatter":
+            sched = reduce_scatter(shape, dtype, W, dim=dim, order=order, mode=mode,
+                                   split=split, tensor=name)
+        else:
+            sched = all_reduce(shape, dtype, W, dim=dim, order=order, mode=mode, split=split,
+                               tensor=name)
+        s.update(role=role, template=tmpl, operand=t.name, dim=dim, split=split, mode=mode,
+                 order=order)
+        return sched, t.name
+
+    # ------------------------------------------------------------- access emitters
+    def access2(self, style: str, t: Tensor, r0: str, c0: str, BR: str, BC: str, R: str,
+                C: str, kind: str, value: str | None = None, tag: str = "") -> str:
+        """Emit one 2-D tile access of ``t`` at ``(r0, c0)``; return the loaded value's name."""
+        e = self.src
+        p = t.name[0] + tag
+        if style == "block_ptr":
+            e(f"{p}_bp = tl.make_block_ptr({t.name}, ({R}, {C}), ({t.stride}, 1), ({r0}, {c0}), "
+              f"({BR}, {BC}), (1, 0))")
+            if kind == "load":
+                e(f"{p}_v = tl.load({p}_bp, boundary_check=(0, 1), padding_option=\"zero\")")
+            else:
+                e(f"tl.store({p}_bp, {value}.to({t.name}.dtype.element_ty), "
+                  f"boundary_check=(0, 1))")
+            return f"{p}_v"
+        if style == "tensor_desc":
+            d = self.descs[t.name]
+            if kind == "load":
+                e(f"{p}_v = {d}.load([{r0}, {c0}])")
+            else:
+                e(f"{d}.store([{r0}, {c0}], {value}.to({t.name}.dtype.element_ty))")
+            return f"{p}_v"
+        e(f"{p}_r = {r0} + tl.arange(0, {BR})", f"{p}_c = {c0} + tl.arange(0, {BC})")
+        inner = f"{p}_c[None, :] * {t.name[0]}_sn" if style == "ptr_stride" else f"{p}_c[None, :]"
+        e(f"{p}_ptrs = {t.name} + {p}_r[:, None] * {t.stride} + {inner}")
+        mask = ""
+        if style in ("ptr_mask", "ptr_stride"):
+            e(f"{p}_m = ({p}_r[:, None] < {R}) & ({p}_c[None, :] < {C})")
+            mask = f", mask={p}_m"
+        if style == "hint":
+            e(f"sl.hint_region2({t.name}, {r0}, {r0} + {BR}, {c0}, {c0} + {BC})")
+        if kind == "load":
+            e(f"{p}_v = tl.load({p}_ptrs{mask}{', other=0.0' if mask else ''})")
+        else:
+            e(f"tl.store({p}_ptrs, {value}.to({t.name}.dtype.element_ty){mask})")
+        return f"{p}_v"
+
+    def store1(self, style: str, t: Tensor, r0: str, BR: str, R: str, value: str):
+        """Emit a 1-D tile store of ``t`` (a row-sum output) in the kernel's style."""
+        e = self.src
+        v = f"{value}.to({t.name}.dtype.element_ty)"
+        if style == "block_ptr":
+            e(f"y_bp = tl.make_block_ptr({t.name}, ({R},), (1,), ({r0},), ({BR},), (0,))",
+              f"tl.store(y_bp, {v}, boundary_check=(0,))")
+            return
+        if style == "tensor_desc":
+            e(f"{self.descs[t.name]}.store([{r0}], {v})")
+            return
+        e(f"y_r = {r0} + tl.arange(0, {BR})")
+        if style == "hint":
+            e(f"sl.hint_region1({t.name}, {r0}, {r0} + {BR})")
+        if style in ("ptr_nomask", "hint"):
+            e(f"tl.store({t.name} + y_r, {v})")
+        else:
+            e(f"tl.store({t.name} + y_r, {v}, mask=y_r < {R})")
+
+    # ------------------------------------------------------------- tiling
+    def tiling(self, s, n_m: str, n_n: str | None, cx: dict) -> tuple[str, str | None]:
+        """Emit the code that picks this program's tile; return the row-tile and column-tile
+        coordinate expressions (the column one is None for one-dimensional tilings)."""
+        e = self.src
+        t = s["tiling"]
+        e(f"n_m = {n_m}")
+        if n_n:
+            e(f"n_n = {n_n}")
+        if t == "grid2d":
+            e("pm = tl.program_id(0)")
+            if n_n:
+                e("pn = tl.program_id(1)")
+            return "pm", ("pn" if n_n else None)
+        e("pid = tl.program_id(0)")
+        if t in ("persistent", "persistent_np"):
+            step = "NUM_PROGS" if t == "persistent" else "tl.num_programs(0)"
+            total = "n_m * n_n" if n_n else "n_m"
+            e(f"for tile in range(pid, {total}, {step}):")
+            self.src.push()
+            if not n_n:
+                return "tile", None
+            e("pm = tile // n_n", "pn = tile % n_n")
+            return "pm", "pn"
+        if not n_n:
+            return "pid", None
+        if t == "row1d":
+            e("pm = pid // n_n", "pn = pid % n_n")
+        elif t == "colmajor":
+            e("pn = pid // n_m", "pm = pid % n_m")
+        elif t == "derived":
+            e("pm = pid // n_n", "pn = pid - pm * n_n")
+        elif t == "grouped":
+            e("group = pid // (GROUP_M * n_n)", "first_m = group * GROUP_M",
+              "gsize = tl.minimum(n_m - first_m, GROUP_M)",
+              "pm = first_m + (pid % (GROUP_M * n_n)) % gsize",
+              "pn = (pid % (GROUP_M * n_n)) // gsize")
+        return "pm", "pn"
+
+    def grid(self, s, n_m: int, n_n: int | None, cx: dict) -> tuple[int, ...]:
+        t = s["tiling"]
+        if t in ("persistent", "persistent_np"):
+            total = n_m * (n_n or 1)
+            np_ = self.rng.randint(2, max(2, min(6, total)))
+            if t == "persistent":
+                cx["NUM_PROGS"] = np_
+            return (np_,)
+        if t == "grid2d":
+            return (n_m, n_n) if n_n else (n_m,)
+        if t == "grouped":
+            cx["GROUP_M"] = self.rng.choice((2, 4))
+        return (n_m * (n_n or 1),)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def generate(seed: int, **force) -> Case:
+    """The case of ``seed``.  ``force`` pins style choices (``body="gemm"``,
+    ``addressing="block_ptr"``, ``tiling=...``, ``role=...``, ``template=...``,
+    ``backend=...``, ``world_size=...``, ``dtype=...``); the rest is drawn from the seed."""
+    g = _Gen(seed, force)
+    s = g.choose()
+    dims, tiles = g.shapes(s)
+    tensors = g.tensors(s, dims)
+    sched, operand = g.schedule(s, tensors)
+    cx: dict[str, int] = dict(tiles)
+    e = g.src
+    body, addr = s["body"], s["addressing"]
+    by = {t.name: t for t in tensors}
+    scalars: dict[str, int] = {"M": dims["M"], "N": dims["N"]}
+    if "K" in dims:
+        scalars["K"] = dims["K"]
+    for t in tensors:
+        if t.stride:
+            scalars[t.stride] = t.shape[1]
+    # access style of the plain tile accesses (gathers write their output by pointers)
+    style = addr if not addr.startswith("gather") else "ptr_mask"
+    if addr == "ptr_stride":
+        for t in tensors:
+            if len(t.shape) == 2:
+                scalars[f"{t.name[0]}_sn"] = 1
+    if body == "scale":
+        cx["SCALE_NUM"] = g.rng.choice((2, 3, 6))
+    M, N = dims["M"], dims["N"]
+    if style == "tensor_desc":
+        for t in tensors:
+            if t.role == "in" and t.dtype == "int32":
+                continue
+            if len(t.shape) == 2:
+                R, C = ("M", "K") if t.name == "a_ptr" else ("K", "N") if t.name == "b_ptr" \
+                    else ("M", "N")
+                blk = {"a_ptr": "[BM, BK]", "b_ptr": "[BK, BN]"}.get(t.name, "[BM, BN]")
+                e(f"{t.name[0]}_desc = tl.make_tensor_descriptor({t.name}, shape=[{R}, {C}], "
+                  f"strides=[{t.stride}, 1], block_shape={blk})")
+            else:
+                e(f"{t.name[0]}_desc = tl.make_tensor_descriptor({t.name}, shape=[M], "
+                  f"strides=[1], block_shape=[BM])")
+            g.descs[t.name] = f"{t.name[0]}_desc"
+
+    n_m_val = _cdiv(M, cx["BM"])
+    if body == "gemm":
+        n_n_val = _cdiv(N, cx["BN"])
+        pm, pn = g.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
+        a, b, c = by["a_ptr"], by["b_ptr"], by["c_ptr"]
+        e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+        if style == "block_ptr":
+            e(f"a_bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, 1), ({pm} * BM, 0), "
+              f"(BM, BK), (1, 0))",
+              f"b_bp = tl.make_block_ptr(b_ptr, (K, N), (stride_bk, 1), (0, {pn} * BN), "
+              f"(BK, BN), (1, 0))",
+              "for k in range(0, tl.cdiv(K, BK)):")
+            e.push()
+            e("a_v = tl.load(a_bp, boundary_check=(0, 1), padding_option=\"zero\")",
+              "b_v = tl.load(b_bp, boundary_check=(0, 1), padding_option=\"zero\")",
+              "acc = tl.dot(a_v, b_v, acc)",
+              "a_bp = tl.advance(a_bp, (0, BK))", "b_bp = tl.advance(b_bp, (BK, 0))")
+        else:
+            e("for k in range(0, tl.cdiv(K, BK)):")
+            e.push()
+            av = g.access2(style, a, f"{pm} * BM", "k * BK", "BM", "BK", "M", "K", "load")
+            bv = g.access2(style, b, "k * BK", f"{pn} * BN", "BK", "BN", "K", "N", "load")
+            e(f"acc = tl.dot({av}, {bv}, acc)")
+        e.ind -= 1
+        g.access2(style, c, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store", "acc")
+    elif body == "rowsum":
+        n_n_val = None
+        pm, _ = g.tiling(s, "tl.cdiv(M, BM)", None, cx)
+        x, y = by["x_ptr"], by["y_ptr"]
+        e("acc = tl.zeros((BM,), dtype=tl.float32)")
+        if addr == "gather_vec":
+            e("g_r = %s * BM + tl.arange(0, BM)" % pm,
+              "src = tl.load(idx_ptr + g_r, mask=g_r < M, other=0)",
+              "for c in range(0, tl.cdiv(N, BN)):")
+            e.push()
+            e("g_c = c * BN + tl.arange(0, BN)",
+              "x_v = tl.load(x_ptr + src[:, None] * stride_xm + g_c[None, :], "
+              "mask=(g_r[:, None] < M) & (g_c[None, :] < N), other=0.0)")
+            xv = "x_v"
+        else:
+            e("for c in range(0, tl.cdiv(N, BN)):")
+            e.push()
+            xv = g.access2(style, x, f"{pm} * BM", "c * BN", "BM", "BN", "M", "N", "load")
+        e(f"acc += tl.sum({xv}.to(tl.float32), axis=1)")
+        e.ind -= 1
+        g.store1(style, y, f"{pm} * BM", "BM", "M", "acc")
+    else:
+        x, y = by["x_ptr"], by["y_ptr"]
+        gather = addr in ("gather", "gather_hint")
+        if gather:
+            # one row per program; column tiles on axis 1 of a 2-D grid (or the whole row)
+            n_n_val = _cdiv(N, cx["BN"]) if s["tiling"] == "grid2d" else None
+            if s["tiling"] != "grid2d":
+                cx["BN"] = max(cx["BN"], 1 << (N - 1).bit_length()) if addr == "gather" \
+                    else cx["BN"]
+            pm, pn = g.tiling(s, "M", "tl.cdiv(N, BN)" if n_n_val else None, cx)
+            if pn is None and addr == "gather_hint" and cx["BN"] < N:
+                # the hint names one column tile: loop over them
+                e("for pn in range(0, tl.cdiv(N, BN)):")
+                e.push()
+                pn = "pn"
+            c0 = f"{pn} * BN" if pn else "0"
+            e(f"src = tl.load(idx_ptr + {pm})", f"cols = {c0} + tl.arange(0, BN)")
+            if addr == "gather_hint":
+                e(f"sl.hint_region2(x_ptr, src, src + 1, {c0}, {c0} + BN)")
+                e("x_v = tl.load(x_ptr + src * stride_xm + cols)")
+            else:
+                e("x_v = tl.load(x_ptr + src * stride_xm + cols, mask=cols < N, other=0.0)")
+            val = _scaled(body, "x_v")
+            e(f"tl.store(y_ptr + {pm} * stride_ym + cols, ({val}).to(y_ptr.dtype.element_ty)"
+              + (")" if addr == "gather_hint" else ", mask=cols < N)"))
+            n_m_val = M
+            cx.pop("BM")
+        else:
+            n_n_val = _cdiv(N, cx["BN"])
+            pm, pn = g.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
+            if addr == "gather_vec":
+                e(f"g_r = {pm} * BM + tl.arange(0, BM)", f"g_c = {pn} * BN + tl.arange(0, BN)",
+                  "src = tl.load(idx_ptr + g_r, mask=g_r < M, other=0)",
+                  "g_m = (g_r[:, None] < M) & (g_c[None, :] < N)",
+                  "x_v = tl.load(x_ptr + src[:, None] * stride_xm + g_c[None, :], mask=g_m, "
+                  "other=0.0)")
+                xv = "x_v"
+            else:
+                xv = g.access2(style, x, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N",
+                               "load")
+            e(f"o_v = {_scaled(body, xv)}")
+            g.access2(style, y, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store",
+                      "o_v", tag="o")
+    grid = g.grid(s, n_m_val, n_n_val, cx)
+    if s["tiling"] == "persistent" and "NUM_PROGS" not in cx:
+        cx["NUM_PROGS"] = grid[0]
+    names = [t.name for t in tensors] + list(scalars)
+    params = ", ".join(names + [f"{k}: tl.constexpr" for k in cx])
+    kname = f"fuzz_{seed}"
+    header = ["import triton", "import triton.language as tl", "import syncopate.language as sl",
+              "", "", "@triton.jit", f"def {kname}({params}):",
+              f'    """seed {seed}: {" ".join(f"{k}={v}" for k, v in s.items())}"""']
+    source = "\n".join(header) + "\n" + e.text() + "\n"
+    # Triton's JIT adds tt.divisibility=16 to pointers and to ints that are multiples of 16
+    idx = {n: i for i, n in enumerate(names)}
+    attrs = {(idx[t.name],): [["tt.divisibility", 16]] for t in tensors}
+    for n, v in scalars.items():
+        if v % 16 == 0:
+            attrs[(idx[n],)] = [["tt.divisibility", 16]]
+    W = s["world_size"]
+    rng = g.rng
+    policies = ("in-order", "late", f"behind:{rng.randrange(W)}", f"random:{seed % 9973}")
+    s["tiles"] = "x".join(f"{k}{v}" for k, v in cx.items() if k in ("BM", "BN", "BK"))
+    s["shape"] = "x".join(str(v) for v in dims.values())
+    return Case(seed=seed, styles=s, source=source, kernel_name=kname, tensors=tensors,
+                scalars=scalars, constexprs=cx, grid=grid, operand=operand, schedule=sched,
+                backend=s["backend"], comm_programs=rng.randint(1, 4), policies=policies,
+                attrs=attrs)
+
+
+def _scaled(body: str, v: str) -> str:
+    if body == "scale":
+        return f"{v} * (SCALE_NUM / 4.0) + 1.0"
+    return v
+
+
+# ------------------------------------------------------------------------------ loading
+
+_DIR: str | None = None
+
+
+def load_kernel(case: Case, directory: str | None = None):
+    """Write ``case.source`` to a real file and import it: Triton's JIT reads the kernel's
+    source with ``inspect`` (``exec`` of a string leaves it nothing to read), and the TTIR
+    locations then name that file, so refusals point into it."""
+    global _DIR
+    if directory is None:
+        if _DIR is None:
+            _DIR = tempfile.mkdtemp(prefix="syncopate-fuzz-")
+        directory = _DIR
+    digest = hashlib.sha1(case.source.encode()).hexdigest()[:10]
+    path = os.path.join(directory, f"fuzz_{case.seed}_{digest}.py")
+    with open(path, "w") as f:
+        f.write(case.source)
+    spec = importlib.util.spec_from_file_location(f"syncopate_fuzz_{case.seed}_{digest}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, case.kernel_name)
