@@ -461,6 +461,12 @@ def _unseen_case(comm, case, launches):
     fk = syncopate.fuse(fn, sched, operand=spec["operand"], backend=backend, comm=comm,
                         comm_programs=4 if backend != "ce" else None)
     G = comm.empty(shape, bf)
+    # load every module before any rank launches a kernel that may wait for a peer: in
+    # loopback a module load can wait for another rank's spinning kernel (docs/loopback.md)
+    warm_args, grid, out_index = spec["args"](torch.zeros(shape, device=dev, dtype=bf), 0, dev)
+    fn[grid](*warm_args, **spec["constexprs"])
+    torch.cuda.current_stream().synchronize()
+    dist.barrier(group=comm.group)
     problems = []
     for e in range(launches):
         seed = 1000 * e + 17
@@ -470,14 +476,14 @@ def _unseen_case(comm, case, launches):
         args, grid, out_index = spec["args"](G, seed, dev)
         args[out_index].fill_(float("nan"))
         fk[grid](*args, **spec["constexprs"])
-        torch.cuda.synchronize()
+        torch.cuda.current_stream().synchronize()
         comm.check()
         gathered = torch.empty(shape, device=dev, dtype=bf)
         dist.all_gather_into_tensor(gathered, shard.contiguous(), group=comm.group)
         ref_args, _, _ = spec["args"](gathered, seed, dev)
         ref_args[out_index].fill_(float("nan"))
         fn[grid](*ref_args, **spec["constexprs"])
-        torch.cuda.synchronize()
+        torch.cuda.current_stream().synchronize()
         out, ref = args[out_index], ref_args[out_index]
         if not torch.isfinite(out).all():
             problems.append(f"{case} epoch {e + 1}: {int((~torch.isfinite(out)).sum())} "
