@@ -275,8 +275,9 @@ def ag_gemm_stress(rank, W, backend, iters, shape=(192, 320, 256), kernel="tma",
 
 
 def gemm_rs_stress(rank, W, backend, iters, shape=(256, 320, 192), kernel="tma", split=2):
-    """``iters`` back-to-back GEMM+RS launches, new A each time, every output compared bitwise
-    with the NCCL fallback computed right after it (mismatches counted on the device). The
+    """``iters`` back-to-back GEMM+RS launches, new A each time, every output compared with the
+    NCCL fallback computed right after it (bitwise at W = 2, within rounding of the partials'
+    magnitude above: mismatches counted on the device). The
     symmetric partial-C buffer is rewritten every launch while peers may still read the previous
     one: the epoch handshake is what keeps this exact."""
     import torch
@@ -303,7 +304,15 @@ def gemm_rs_stress(rank, W, backend, iters, shape=(256, 320, 192), kernel="tma",
         gemm_rs(a, b, comm, backend=be, split=split, kernel=kernel, config=cfg, out=out,
                 reduce=red or "comm")
         ref = gemm_rs(a, b, comm, kernel=kernel, config=cfg, fused=False)
-        bad += (out != ref).sum()
+        if W == 2:
+            bad += (out != ref).sum()
+        else:
+            # W > 2: the owner adds W - 1 partials one at a time in the output's dtype, the
+            # fallback sums them in fp32 and rounds once, so the last bits differ (the CPU
+            # emulator checks the same schedule race-free at W = 4). Stale or missing data
+            # is off by the partials' magnitude; rounding by a few ulps of it.
+            tol = (W - 1) * 2.0 ** -7 * ref.float().abs().amax()
+            bad += ((out.float() - ref.float()).abs() > tol).sum() + (~torch.isfinite(out)).sum()
         if i % 100 == 99:
             comm.check()
     torch.cuda.synchronize()
