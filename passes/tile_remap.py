@@ -112,6 +112,15 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
             return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
                     f"pure functions of program ids and tile loops are remapped)")
     ids = {id(x) for x in values}
+    loops = {id(o): o for o in func.walk() if o.name == "scf.for"}
+    for x in values:
+        for root in _roots(x):
+            loop = loops.get(root) if isinstance(root, int) else None
+            if loop is not None and _accumulates_floats(loop):
+                return (f"the tile coordinate{_where(x)} counts the iterations of a loop that "
+                        f"accumulates floating-point values{_where(loop)}: visiting them in "
+                        f"another order would change the rounding (the fused kernel must give "
+                        f"the unfused kernel's bits)")
 
     def uniform(v) -> bool:  # the same in every program: kernel scalars and constants
         return isinstance(v, SSAValue) and purity.is_pure(v) and not _roots(v)
@@ -160,6 +169,18 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
                 return (f"the {op.name}{_where(op)} computes its tile from the program id "
                         f"without the remapped coordinate (a second tile counter?)")
     return None
+
+
+def _accumulates_floats(loop) -> bool:
+    """Whether an ``scf.for`` carries a floating-point value from one iteration to the next
+    (a GEMM's K loop, a row sum over column tiles): its iteration order is its rounding."""
+    for arg in loop.regions[0].blocks[0].args[1:]:
+        t = arg.type
+        elem = getattr(t, "element_type", t)
+        if type(elem).__name__ in ("Float16Type", "Float32Type", "Float64Type", "BFloat16Type") \
+                or str(elem) in ("f16", "f32", "f64", "bf16"):
+            return True
+    return False
 
 
 def _moves_with(p: Poly, ids: set[int], uniform) -> bool:

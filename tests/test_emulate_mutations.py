@@ -73,6 +73,17 @@ def test_transfer_region_off_by_one_tile(backend, mode):
     assert res.races_of("read-before-arrival") and res.mismatches, res.summary()
 
 
+@pytest.mark.parametrize("backend", ["sm", "nvshmem"])
+def test_missing_wait_for_pushed_chunks_on_all_reduce(backend):
+    """The all-reduce's all-gather phase is pushed and no tile reads it: without the comm
+    programs' wait for pushed chunks (the bug the emulator found) a launch ends before its
+    output has arrived."""
+    mod, local = fused(PTR, "all_reduce", backend)
+    assert run(mod, local).ok
+    res = run(mu.drop_push_waits(mod), local)
+    assert not res.ok and (res.races or res.mismatches), res.summary()
+
+
 def test_missing_drain_is_write_after_read():
     mod, local = fused(PTR, "all_gather", "sm", "pull")
     res = run(mu.drop_drain(mod), local)

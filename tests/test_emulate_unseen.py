@@ -108,3 +108,21 @@ def test_emulator_catches_the_old_remap(name, monkeypatch):
     res = _emulate(name, "sm", "pull", policies=("in-order",))
     assert not res.ok
     assert any(m.startswith("rank 1") for m in res.mismatches), res.summary()
+
+
+def test_emulator_catches_the_comm_plan_on_every_row():
+    """Class 2: on a 2-D grid, comm programs used to be selected by program_id(0) alone, so
+    every row of axis 1 ran the whole comm plan. Re-create that (undo the leader guard) and the
+    emulator must report it; the module as compiled is clean (test above)."""
+    from syncopate.emulate import emulate_module, fuse_module
+    from syncopate.emulate import mutations as mu
+
+    fn, cx, shape, operand, args, grid = CASES["xt_gemm_2d"]()
+    module, local = fuse_module(fn, signature=_sig(fn, cx), constexprs=cx,
+                                schedule=all_gather(shape, "bf16", 2, mode="push", split=2),
+                                operand=operand, backend="sm", comm_programs=2)
+    res = emulate_module(mu.comm_on_every_row(module), local, grid=grid, args=args,
+                         policies=("in-order", "late", "behind:1"), launches=3)
+    # the surplus signals of launch 1 satisfy launch 2's waits before its rows arrive
+    assert any(r.kind == "read-before-arrival" and "compute" in r.program and r.epoch >= 2
+               for r in res.races), res.summary()

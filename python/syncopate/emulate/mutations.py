@@ -7,7 +7,7 @@ checker cannot silently stop catching a class of bug.  Every function returns a 
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i32
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, IntegerType, i32
 
 from ..errors import EmulationError
 
@@ -20,11 +20,58 @@ def _ops(module, name):
     return [o for o in module.walk() if o.name == name]
 
 
-def drop_wait(module, index: int = 0, chunk: int | None = None):
-    """Erase one ``syncopate.wait`` (the ``index``-th, or the first waiting for ``chunk``);
-    its token becomes a constant zero."""
+def _in_comm(op) -> bool:
+    cur = op.parent_op()
+    while cur is not None:
+        if cur.name == "syncopate.comm":
+            return True
+        cur = cur.parent_op()
+    return False
+
+
+def comm_on_every_row(module):
+    """Undo partition-sms's leader guard: every program ``(p, y, z)`` with ``p <
+    comm_programs`` runs the comm plan, as before issue 8 -- on a 2-D grid the chunks are then
+    signalled once per row of axis 1, and from launch 2 on waits pass before data arrives."""
     m = _clone(module)
-    waits = _ops(m, "syncopate.wait")
+    comms = _ops(m, "syncopate.comm")
+    if not comms:
+        raise EmulationError("comm_on_every_row: the module has no comm region (sm/nvshmem only)")
+    for c in comms:
+        guard = c.parent_op()
+        if guard is None or guard.name != "scf.if":
+            raise EmulationError("comm_on_every_row: the comm region is not under the leader "
+                                 "guard partition-sms emits")
+        true = arith.ConstantOp(IntegerAttr(1, IntegerType(1)))
+        guard.parent_block().insert_op_before(true, guard)
+        guard.operands[0] = true.result
+    return m
+
+
+def drop_push_waits(module):
+    """Erase the comm programs' waits for the chunks pushed to their rank (partition-sms's
+    end-of-launch wait): a launch can then end before its data has arrived."""
+    m = _clone(module)
+    waits = [w for w in _ops(m, "syncopate.wait") if _in_comm(w)]
+    if not waits:
+        raise EmulationError("drop_push_waits: the module has no comm-program wait (no chunk is "
+                             "pushed)")
+    for w in waits:
+        zero = arith.ConstantOp(IntegerAttr(0, i32))
+        w.parent_block().insert_op_before(zero, w)
+        w.token.replace_all_uses_with(zero.result)
+        w.detach()
+        w.erase()
+    return m
+
+
+def drop_wait(module, index: int = 0, chunk: int | None = None):
+    """Erase one ``syncopate.wait`` of a compute program (the ``index``-th, or the first
+    waiting for ``chunk``); its token becomes a constant zero.  The comm programs' own waits
+    (partition-sms's wait for pushed chunks) are not candidates: dropping one of those only
+    lets a launch end early, which is another mutation."""
+    m = _clone(module)
+    waits = [w for w in _ops(m, "syncopate.wait") if not _in_comm(w)]
     if chunk is not None:
         waits = [w for w in waits if w.chunk is not None and w.chunk.value.data == chunk]
     if len(waits) <= index:
