@@ -141,8 +141,22 @@ def run_compile(args) -> int:
           f"launch requirements {fc.abi.requirements}")
     if args.output:
         _write_stages(Path(args.output), fc)
+        _write_request(Path(args.output), args)
         print(f"wrote every stage to {args.output}/")
     return 0
+
+
+def _write_request(out: Path, args) -> None:
+    """``request.json``: what was fused, so that ``syncopate emulate DIR`` can run it again."""
+    import json
+
+    from .schedule import as_schedule, dumps
+
+    req = {"kernel": args.kernel, "schedule": dumps(as_schedule(args.schedule)),
+           "operand": args.operand, "backend": args.backend, "shape": args.shape,
+           "dtype": args.dtype, "signature": args.signature or "",
+           "constexpr": list(args.constexpr or [])}
+    (out / "request.json").write_text(json.dumps(req, indent=2))
 
 
 # ----------------------------------------------------------------------------------- demo

@@ -1,14 +1,26 @@
 """``syncopate emulate``: the CPU emulator from the command line.
 
-Takes what ``syncopate compile`` takes for the project's GEMMs (``gemm-tma`` / ``gemm-ptr``,
-``--shape M,N,K``, ``--schedule``, ``--operand``, ``--backend``) plus the emulation's knobs;
-the arguments (random bf16/fp16 matrices, shapes and strides) are built from the shape.
+Three ways to name what to emulate:
+
+* the project's GEMMs (``gemm-tma`` / ``gemm-ptr``, ``--shape M,N,K``): the arguments (random
+  matrices, sizes, strides) are built from the shape;
+* any ``@triton.jit`` kernel, ``module:function`` with ``--signature`` and ``--constexpr`` as
+  for ``syncopate compile``, plus ``--grid`` and one ``--arg`` per parameter:
+  ``name=RxC`` (a random tensor of that shape; the schedule's operand gets one per rank),
+  ``name=zeros:RxC``, ``name=perm:N`` (a random permutation of ``0..N-1``, e.g. gather
+  indices) or ``name=INT``;
+* a directory written by ``syncopate compile -o``: its ``request.json`` records the kernel,
+  schedule, operand, backend and shape, and the emulator fuses the same request again
+  (``--arg``/``--grid`` are needed for a ``module:function`` kernel).
+
 Exit status: 0 clean, 1 a race, a mismatch or a refused combination (typed message), 2 bad
 usage.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 
@@ -18,10 +30,16 @@ def register_commands(subparsers) -> None:
         description="Fuse a GEMM with a schedule (passes through resolve-chunks), emulate every "
                     "rank on this CPU under several interleavings and launches, report races "
                     "and mismatches against the unfused kernel.")
-    p.add_argument("kernel", choices=["gemm-tma", "gemm-ptr"])
-    p.add_argument("--schedule", required=True, help="schedule JSON file")
-    p.add_argument("--operand", required=True, help="kernel parameter holding the tensor")
-    p.add_argument("--shape", required=True, help="M,N,K of the local GEMM")
+    p.add_argument("kernel", help="gemm-tma, gemm-ptr, module:function, or a directory written "
+                                  "by `syncopate compile -o`")
+    p.add_argument("--schedule", default=None, help="schedule JSON file")
+    p.add_argument("--operand", default=None, help="kernel parameter holding the tensor")
+    p.add_argument("--shape", default=None, help="M,N,K of the local GEMM (gemm-tma/gemm-ptr)")
+    p.add_argument("--signature", default="", help="module:function kernels: name=type,...")
+    p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
+    p.add_argument("--arg", action="append", default=[],
+                   help="module:function kernels: NAME=RxC | zeros:RxC | perm:N | INT")
+    p.add_argument("--grid", default=None, help="module:function kernels: the launch grid")
     p.add_argument("--backend", default="sm", choices=["sm", "ce", "nvshmem"])
     p.add_argument("--comm-programs", type=int, default=2)
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
@@ -39,13 +57,143 @@ def register_commands(subparsers) -> None:
 
 
 def run_emulate(args) -> int:
+    from ..errors import CompileError
+
+    if os.path.isdir(args.kernel):
+        _from_directory(args)
+    if args.schedule is None or args.operand is None:
+        import sys
+        # bad usage (exit 2, as argparse's own errors), not a compile error
+        print("syncopate emulate: error: the arguments --schedule and --operand are required "
+              "(or name a directory written by `syncopate compile -o`)", file=sys.stderr)
+        raise SystemExit(2)
+    if args.kernel in ("gemm-tma", "gemm-ptr"):
+        return _run_gemm(args)
+    if ":" not in args.kernel:
+        raise CompileError(f"unknown kernel {args.kernel!r}: use gemm-tma, gemm-ptr, "
+                           f"module:function or a directory written by `syncopate compile -o`")
+    return _run_kernel(args)
+
+
+def _from_directory(args) -> None:
+    """Fill ``args`` from ``DIR/request.json`` (what ``syncopate compile -o`` recorded)."""
+    from ..errors import CompileError
+
+    path = os.path.join(args.kernel, "request.json")
+    if not os.path.exists(path):
+        raise CompileError(f"{args.kernel} has no request.json: it was not written by "
+                           f"`syncopate compile -o` (or by an older version); compile again")
+    try:
+        req = json.loads(open(path).read())
+    except ValueError as e:
+        raise CompileError(f"{path} is not valid JSON: {e}") from None
+    sched_path = os.path.join(args.kernel, "schedule.json")
+    with open(sched_path, "w") as f:
+        f.write(req["schedule"])
+    args.kernel = req["kernel"]
+    args.schedule = sched_path
+    args.operand = args.operand or req["operand"]
+    args.backend = req.get("backend", args.backend)
+    args.shape = args.shape or req.get("shape")
+    args.dtype = req.get("dtype", args.dtype)
+    args.signature = args.signature or req.get("signature", "")
+    args.constexpr = args.constexpr or list(req.get("constexpr", []))
+
+
+def _policies(args):
+    from .api import DEFAULT_POLICIES
+    return [p.strip() for p in args.policies.split(",")] if args.policies else DEFAULT_POLICIES
+
+
+def _report(res, t0) -> int:
+    print(res.summary())
+    steps = sum(s["steps"] for s in res.stats.values())
+    print(f"{len(res.policies)} interleavings, {steps} scheduling steps, "
+          f"{time.perf_counter() - t0:.2f} s in all (fuse + emulate + reference)")
+    return 0 if res.ok else 1
+
+
+def _run_kernel(args) -> int:
+    """A ``module:function`` kernel with ``--arg``s and ``--grid``."""
+    import numpy as np
+
+    from ..compile_cli import _load_kernel
+    from ..errors import CompileError
+    from ..schedule import as_schedule
+    from .api import PerRank, emulate
+
+    fn, sig, cx, attrs, options = _load_kernel(args.kernel, args)
+    if not args.grid:
+        raise CompileError(f"kernel {args.kernel} needs --grid (the grid it is launched with)")
+    try:
+        grid = tuple(int(x) for x in args.grid.split(","))
+    except ValueError:
+        raise CompileError(f"--grid takes integers, got {args.grid!r}") from None
+    sched = as_schedule(args.schedule)
+    rng = np.random.default_rng(args.seed)
+    vals = {}
+    for item in args.arg:
+        if "=" not in item:
+            raise CompileError(f"--arg {item!r}: write NAME=RxC, NAME=zeros:RxC, NAME=perm:N or "
+                               f"NAME=INT")
+        name, spec = item.split("=", 1)
+        vals[name] = _arg_value(name, spec, rng, sched.world_size,
+                                per_rank=(name == args.operand), np=np, PerRank=PerRank)
+    missing = [n for n in fn.arg_names if n not in cx and sig.get(n) != "constexpr"
+               and n not in vals]
+    if missing:
+        raise CompileError(f"give a value for every parameter with --arg: missing "
+                           f"{', '.join(missing)}")
+    t0 = time.perf_counter()
+    res = emulate(fn, signature=sig, constexprs=cx, attrs=attrs, schedule=sched,
+                  operand=args.operand, grid=grid, args=vals, backend=args.backend,
+                  comm_programs=args.comm_programs, policies=_policies(args),
+                  launches=args.launches, seed=args.seed, fine=args.fine, check=False,
+                  options=options or None)
+    return _report(res, t0)
+
+
+def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
+    from ..errors import CompileError
+
+    def shape_of(text):
+        try:
+            return tuple(int(x) for x in text.lower().split("x"))
+        except ValueError:
+            raise CompileError(f"--arg {name}={spec}: {text!r} is not a shape like 512x64") \
+                from None
+
+    if spec.startswith("perm:"):
+        n = shape_of(spec[5:])
+        return rng.permutation(n[0]).astype(np.int32)
+    if spec.startswith("zeros:"):
+        return np.zeros(shape_of(spec[6:]), np.float32)
+    if "x" in spec.lower():
+        shape = shape_of(spec)
+        if per_rank:
+            return PerRank([rng.standard_normal(shape).astype(np.float32)
+                            for _ in range(world_size)])
+        return rng.standard_normal(shape).astype(np.float32)
+    try:
+        return int(spec)
+    except ValueError:
+        try:
+            return float(spec)
+        except ValueError:
+            raise CompileError(f"--arg {name}={spec}: write RxC, zeros:RxC, perm:N, an "
+                               f"integer or a float") from None
+
+
+def _run_gemm(args) -> int:
     import numpy as np
 
     from ..errors import CompileError, EmulationError
     from ..kernels import GemmConfig, compile_args, compile_attrs, kernel_fn
     from ..schedule import as_schedule
-    from .api import DEFAULT_POLICIES, PerRank, emulate
+    from .api import PerRank, emulate
 
+    if not args.shape:
+        raise CompileError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
     name = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}[args.kernel]
     try:
         m, n, k = (int(x) for x in args.shape.split(","))
@@ -70,15 +218,11 @@ def run_emulate(args) -> int:
         grid = (-(-m // bm) * -(-n // bn),)
     else:
         grid = (min(sms, -(-m // bm) * -(-n // bn)),)
-    policies = [p.strip() for p in args.policies.split(",")] if args.policies else DEFAULT_POLICIES
+    policies = _policies(args)
     t0 = time.perf_counter()
     res = emulate(kernel_fn(name), signature=sig, constexprs=cx, attrs=compile_attrs(name),
                   schedule=sched, operand=args.operand, grid=grid, args=vals,
                   backend=args.backend, comm_programs=args.comm_programs, policies=policies,
                   launches=args.launches, seed=args.seed, fine=args.fine, check=False,
                   options=cfg.options())
-    print(res.summary())
-    steps = sum(s["steps"] for s in res.stats.values())
-    print(f"{len(res.policies)} interleavings, {steps} scheduling steps, "
-          f"{time.perf_counter() - t0:.2f} s in all (fuse + emulate + reference)")
-    return 0 if res.ok else 1
+    return _report(res, t0)
