@@ -267,6 +267,11 @@ class TileRemap(ModulePass):
         plan, analysis, accesses = analyze_module(op)
         rank = abi_args(analysis.func)["syn_rank"]
         remarks = list(get_state(op).get("remarks", []))
+        off = op.attributes.get("syncopate.remap")
+        if off is not None and getattr(off, "data", None) == "off":
+            remarks.append("tile-remap: off (remap=False); tile order left as written")
+            update_state(op, remap={}, remarks=remarks)
+            return
         remapped: dict[str, dict] = {}
         done: set[int] = set()
         for tensor in sorted({a.tensor for a in accesses}):

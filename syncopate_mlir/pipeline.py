@@ -53,12 +53,14 @@ class FuseRequest:
     keep_ir: bool = True             # print the IR after each pass (costs a print per pass)
     reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
     withhold: str = ""               # fault injection: "c,c" chunks never signalled (tests)
+    remap: bool = True               # False: tile-remap keeps the kernel's tile order
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
                            "backend": self.backend, "comm_programs": self.comm_programs,
                            "keep_ir": self.keep_ir, "reduce": self.reduce,
-                           "withhold": self.withhold, "pipeline": PIPELINE_VERSION},
+                           "withhold": self.withhold, "remap": self.remap,
+                           "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -94,6 +96,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
         module.attributes["syncopate.reduce"] = StringAttr(request.reduce)
     if request.withhold:
         module.attributes["syncopate.test_withhold"] = StringAttr(request.withhold)
+    if not request.remap:
+        module.attributes["syncopate.remap"] = StringAttr("off")
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:

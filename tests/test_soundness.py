@@ -161,3 +161,17 @@ def test_project_gemm_bounds_are_launch_checks():
                            backend="sm", comm_programs=4, attrs=compile_attrs(name),
                            **cfg.options())
     assert fc.abi.upper_bounds == {"M": 1024, "K": 256}
+
+
+def test_remap_can_be_switched_off():
+    """The escape hatch for a tiling the rules accept but that is not a grid."""
+    sched = all_gather([256, 128], "bf16", 2, mode="pull")
+    sig = {n: ("constexpr" if n in ("BM", "BN", "BK", "NUM_PROGS") else PTRS.get(n, "i32"))
+           for n in U.persistent_rowmajor_gemm.arg_names}
+    cx = dict(BM=64, BN=64, BK=32, NUM_PROGS=8)
+    fc = syncopate.compile(U.persistent_rowmajor_gemm, signature=sig, constexprs=cx,
+                           schedule=sched, operand="a_ptr", backend="sm", comm_programs=4,
+                           remap=False)
+    assert "= syncopate.remap " not in fc.ir_after["tile-remap"]
+    assert "tile-remap: off (remap=False)" in fc.ir_after["tile-remap"]
+    assert "syncopate.wait_region" in fc.ir_after["insert-waits"]

@@ -120,7 +120,7 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
-            withhold_chunks=(), **options) -> FusedCompile:
+            withhold_chunks=(), remap: bool = True, **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
@@ -133,7 +133,9 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     their store, see ``passes/insert_epilogue_reduce.py``). ``withhold_chunks`` (fault
     injection for tests and for rehearsing a hang; ``sm``/``nvshmem``): the rank executing each
     of these chunks moves its data but never signals it, so its readers' watchdog fires and
-    names it (``ce`` withholds at run time: ``FusedKernel.test_skip_chunks``)."""
+    names it (``ce`` withholds at run time: ``FusedKernel.test_skip_chunks``). ``remap=False``
+    keeps the kernel's own tile order (tile-remap does nothing): the escape hatch for a tiling
+    the remap's rules accept but that is not a grid (docs/soundness.md, "Known limits")."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -176,7 +178,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
                           operands=tuple(sorted(operands.items())), backend=backend,
                           comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
-                          reduce=reduce, withhold=withhold)
+                          reduce=reduce, withhold=withhold, remap=bool(remap))
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()
