@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import json
 
+from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
+from syncopate.errors import CompileError
+from syncopate.schedule.model import Schedule
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation
 
-from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
-from syncopate.errors import CompileError
-
 from .access import func_body
-from .plan import (ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_WITHHOLD,
-                   Plan)
+from .schedule_attr import (
+    ATTR_BACKEND,
+    ATTR_COMM_PROGRAMS,
+    ATTR_OPERANDS,
+    ATTR_REDUCE,
+    ATTR_WITHHOLD,
+    schedule_of,
+)
 
 ATTR_ABI = "syncopate.abi"
 
@@ -59,7 +65,7 @@ def reduce_of(module: ModuleOp) -> str:
 
 def withheld_of(module: ModuleOp) -> frozenset[int]:
     """Chunks whose ``CHUNK`` signal the comm programs leave out (fault injection, see
-    :data:`passes.plan.ATTR_WITHHOLD`); empty without the attribute."""
+    :data:`passes.schedule_attr.ATTR_WITHHOLD`); empty without the attribute."""
     attr = module.attributes.get(ATTR_WITHHOLD)
     if not isinstance(attr, StringAttr) or not attr.data:
         return frozenset()
@@ -81,7 +87,7 @@ def operands_of(module: ModuleOp) -> dict[str, str]:
     return {k: v.data for k, v in attr.data.items()}
 
 
-def chunk_writers(plan: Plan, backend: str, comm_programs: int) -> int:
+def chunk_writers(sched: Schedule, backend: str, comm_programs: int) -> int:
     """How many writers each add 1 to a chunk's flag in one epoch (docs/fused-abi.md)."""
     return 1 if backend == "ce" else max(1, comm_programs)
 
@@ -107,17 +113,17 @@ def update_state(module: ModuleOp, **kv) -> dict:
 
 
 def read_abi(module: ModuleOp) -> FusedABI:
-    plan = Plan.from_module(module)
+    sched = schedule_of(module)
     backend = backend_of(module)
     comm = comm_programs_of(module) if backend != "ce" else 0
     state = get_state(module)
-    writers = chunk_writers(plan, backend, comm)
+    writers = chunk_writers(sched, backend, comm)
     operands = list(operands_of(module))
     abi = FusedABI(
-        backend=backend, world_size=plan.world_size, num_chunks=plan.num_chunks,
+        backend=backend, world_size=sched.world_size, num_chunks=sched.num_chunks,
         comm_programs=comm, mode=state.get("mode", "none" if backend == "ce" else "pull"),
         operands=operands,
-        chunk_count={c.id: writers for c in plan.chunks},
+        chunk_count={c.id: writers for c in sched.chunks},
         produced_count={int(k): v for k, v in state.get("produced", {}).items()},
         reads_per_src={int(k): v for k, v in state.get("reads_per_src", {}).items()},
         requirements=dict(state.get("requirements", {})),

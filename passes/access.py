@@ -388,16 +388,16 @@ class Access:
 
 
 def analyze_module(module: ModuleOp):
-    """``(plan, analysis, accesses)`` of a module carrying a schedule and operand bindings: the
+    """``(sched, analysis, accesses)`` of a module carrying a schedule and operand bindings: the
     common start of every pass that reasons about accesses."""
     from .abi_info import operands_of
-    from .plan import Plan
+    from .schedule_attr import schedule_of
 
-    plan = Plan.from_module(module)
+    sched = schedule_of(module)
     operands = operands_of(module)
-    shapes = {t: list(plan.tensors[t].shape) for t in operands.values()}
+    shapes = {t: list(sched.tensors[t].shape) for t in operands.values()}
     analysis = AccessAnalysis(module, operands, shapes)
-    return plan, analysis, analysis.run()
+    return sched, analysis, analysis.run()
 
 
 def _row_major_strides(shape: list[int]) -> list[int]:

@@ -18,7 +18,7 @@ from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
 
-from .plan import (ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_SCHEDULE,
+from .schedule_attr import (ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_SCHEDULE,
                    ATTR_WITHHOLD)
 
 

@@ -109,7 +109,7 @@ class CheckAccesses(ModulePass):
     name: ClassVar[str] = "check-accesses"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        plan, analysis, accesses = analyze_module(op)
+        sched, analysis, accesses = analyze_module(op)
         names = analysis.arg_name
         axes = sorted({int_prop(o, "axis") or 0 for o in analysis.func.walk()
                        if o.name in ("tt.get_program_id", "tt.get_num_programs")})
@@ -121,17 +121,17 @@ class CheckAccesses(ModulePass):
                     f"the kernel never loads or stores through {param!r}, which operand= binds "
                     f"to the schedule's tensor {tensor!r}: bind the parameter that holds that "
                     f"tensor")
-            self._check_role(plan, param, tensor, mine)
-            self._check_coverage(plan, param, tensor, mine)
-            shape = list(plan.tensors[tensor].shape)
+            self._check_role(sched, param, tensor, mine)
+            self._check_coverage(sched, param, tensor, mine)
+            shape = list(sched.tensors[tensor].shape)
             for a in mine:
                 for d, size in enumerate(shape):
                     self._check_dim(a, d, size, analysis.ev, names, bounds)
         update_state(op, grid_axes=axes, upper_bounds=bounds)
 
     @staticmethod
-    def _check_role(plan, param: str, tensor: str, accesses: list[Access]) -> None:
-        produced = plan.is_produced(tensor)
+    def _check_role(sched, param: str, tensor: str, accesses: list[Access]) -> None:
+        produced = sched.is_produced(tensor)
         if not produced:
             writes = [a for a in accesses if a.kind == "write"]
             if writes:
@@ -152,26 +152,21 @@ class CheckAccesses(ModulePass):
                 f"kernel only writes", loc_str(reads[0].op))
 
     @staticmethod
-    def _check_coverage(plan, param: str, tensor: str, accesses: list[Access]) -> None:
+    def _check_coverage(sched, param: str, tensor: str, accesses: list[Access]) -> None:
         """A kernel reads a consumed tensor with the same boxes on every rank (the boxes are
         functions of program ids, not of the rank): every rank must end the schedule holding
         the whole tensor, or some read would see rows no chunk delivers (an all-to-all's
         output read by a GEMM over all rows: found by the CPU emulator)."""
         reads = [a for a in accesses if a.kind == "read"]
-        if not reads or plan.is_produced(tensor):
+        if not reads or sched.is_produced(tensor):
             return
-        t = plan.tensors[tensor]
+        t = sched.tensors[tensor]
         whole = 1
         for n in t.shape:
             whole *= n
-        for r in range(plan.world_size):
+        for r in range(sched.world_size):
             held = 0
-            for rank, lo, hi in t.final:
-                if rank == r:
-                    v = 1
-                    for a, b in zip(lo, hi):
-                        v *= b - a
-                    held += v
+            held += sum(p.region.volume for p in t.final if p.rank == r)
             if held < whole:
                 raise CompileError(
                     f"the kernel reads {param!r} (tensor {tensor!r}) with the same boxes on "

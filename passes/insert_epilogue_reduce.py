@@ -66,20 +66,20 @@ class InsertEpilogueReduce(ModulePass):
         if backend_of(op) != "ce":
             raise CompileError("the epilogue reduction needs backend 'ce' (the copy engine moves "
                                "the partials into the owner's slots)")
-        plan, analysis, accesses = analyze_module(op)
+        sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
-        W = plan.world_size
+        W = sched.world_size
         slotted: list[str] = []
         for a in accesses:
-            if a.kind != "write" or not plan.is_produced(a.tensor):
+            if a.kind != "write" or not sched.is_produced(a.tensor):
                 continue
-            if not any(c.tensor == a.tensor and c.reduce == "sum" for c in plan.chunks):
+            if not any(c.tensor == a.tensor and c.reduce == "sum" for c in sched.chunks):
                 continue
             if a.tensor not in slotted:
                 slotted.append(a.tensor)
             row = 1 + len(operands_of(op)) + slotted.index(a.tensor)
             _refuse_warp_specialized(a.op)
-            shape = list(plan.tensors[a.tensor].shape)
+            shape = list(sched.tensors[a.tensor].shape)
             if len(shape) != 2:
                 raise CompileError(f"the epilogue reduction handles 2-d tensors (GEMM outputs); "
                                    f"{a.tensor!r} has {len(shape)} dims", loc_str(a.op))
@@ -91,7 +91,7 @@ class InsertEpilogueReduce(ModulePass):
                 raise CompileError(f"the store of {a.tensor!r} writes a value of shape {vshape} but "
                                    f"the analysed box is {extents}: the epilogue reduction needs "
                                    f"the stored tile to be the box", loc_str(a.op))
-            _refuse_straddling_tiles(plan, a, extents)
+            _refuse_straddling_tiles(sched, a, extents)
             b = Builder(a.op)
             if vshape != extents:  # e.g. a row [N] stored as the box [1, N]
                 value = b.tt("tt.reshape", [value],
@@ -102,7 +102,7 @@ class InsertEpilogueReduce(ModulePass):
             wait = b.insert(WaitRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
                                          lo, hi, a.tensor))
             anchor = _aligned_param(analysis.func, a.param, value.type.element_type)
-            new = _add_slots(b, plan, a.tensor, shape, lo, extents, value, wait.token,
+            new = _add_slots(b, sched, a.tensor, shape, lo, extents, value, wait.token,
                              args["syn_peers"], args["syn_rank"], row, W, anchor)
             if vshape != extents:
                 new = b.tt("tt.reshape", [new], [a.op.operands[1].type]).results[0]
@@ -110,12 +110,13 @@ class InsertEpilogueReduce(ModulePass):
         update_state(op, epilogue_slots=slotted)
 
 
-def _refuse_straddling_tiles(plan, a, extents) -> None:
+def _refuse_straddling_tiles(sched, a, extents) -> None:
     """A tile holding rows of two owners would both send (the other owner's rows) and wait (its
     own rows) -- and the other owner's tile of the same rows would wait for it in turn. Tiles
     start at multiples of their extent, so every owner boundary must be one."""
-    shape = plan.tensors[a.tensor].shape
-    for rank, lo, hi in plan.tensors[a.tensor].final:
+    shape = sched.tensors[a.tensor].shape
+    for rank, lo, hi in ((p.rank, p.region.offsets, p.region.stops)
+                         for p in sched.tensors[a.tensor].final):
         for d, e in enumerate(extents):
             for x in (lo[d], hi[d]):
                 if 0 < x < shape[d] and x % e:
@@ -126,12 +127,12 @@ def _refuse_straddling_tiles(plan, a, extents) -> None:
                         f"Use a block size dividing {x}, or reduce='comm'", loc_str(a.op))
 
 
-def _boxes_by_source(plan, tensor: str, rank: int) -> dict[int, tuple[tuple, tuple]]:
+def _boxes_by_source(sched, tensor: str, rank: int) -> dict[int, tuple[tuple, tuple]]:
     """Per source rank, the box its ``sum`` chunks into ``rank`` cover (their union must be a
     box: the chunks of a source into one rank are contiguous in every template)."""
     out: dict[int, tuple[tuple, tuple]] = {}
     vols: dict[int, int] = {}
-    for c in plan.chunks:
+    for c in sched.chunks:
         if c.tensor != tensor or c.reduce != "sum" or c.dst != rank or c.src == rank:
             continue
         if c.src in out:
@@ -179,7 +180,7 @@ def _slot_base(b: Builder, base_addr, anchor, ety, es: int):
     return addptr(b, anchor, delta)
 
 
-def _add_slots(b: Builder, plan, tensor, shape, lo, extents, value, token, peers, rank, row, W,
+def _add_slots(b: Builder, sched, tensor, shape, lo, extents, value, token, peers, rank, row, W,
                anchor=None):
     """``round(f32(value) + sum_s f32(slot[s][box] masked to what s sent here))``."""
     ety = value.type.element_type
@@ -190,7 +191,7 @@ def _add_slots(b: Builder, plan, tensor, shape, lo, extents, value, token, peers
     cols2 = broadcast_to(b, expand_dims(b, vec(b, lo[1], extents[1]), 0), vshape)
     # this rank's slot buffer [W, *shape] (row-major, ours): element (s, i, j)
     base_i = scalar_load(b, addptr(b, peers, b.add(b.const(row * W), rank)))
-    es = plan.element_bytes(tensor)
+    es = sched.element_bytes(tensor)
     base = _slot_base(b, base_i, anchor, ety, es)
     offs = b.add(b.mul(_wide(b, rows2, wide), splat(b, b.const(shape[1], ity), vshape)),
                  _wide(b, cols2, wide))
@@ -200,7 +201,7 @@ def _add_slots(b: Builder, plan, tensor, shape, lo, extents, value, token, peers
     f32t = TensorType(f32, vshape)
     acc = b.insert(arith.ExtFOp(value, f32t)).result
     zero = None
-    into = {r: _boxes_by_source(plan, tensor, r) for r in range(W)}
+    into = {r: _boxes_by_source(sched, tensor, r) for r in range(W)}
     for s in range(W):
         # the box source s sent to each rank, selected by this rank (empty when none)
         boxes = {r: into[r].get(s) for r in range(W)}

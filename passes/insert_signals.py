@@ -34,19 +34,19 @@ class InsertSignals(ModulePass):
         set_default_location(op)
         from syncopate_mlir.dialects.syncopate import SignalRegionOp
 
-        plan, analysis, accesses = analyze_module(op)
+        sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         produced: dict[str, int] = {}
         signals = 0
         unflattened = 0
         for a in accesses:
-            if a.kind != "write" or not plan.is_produced(a.tensor):
+            if a.kind != "write" or not sched.is_produced(a.tensor):
                 continue
             nxt = a.op.next_op
             b = Builder(nxt) if nxt is not None else Builder(None, a.op.parent_block())
             cache: dict = {}
             lo, hi = [], []
-            for d in range(len(plan.tensors[a.tensor].shape)):
+            for d in range(len(sched.tensors[a.tensor].shape)):
                 lo_v = b.poly(a.dims[d].lo, cache)
                 lo.append(lo_v)
                 hi.append(b.add(lo_v, b.const(a.dims[d].extent)))
@@ -54,7 +54,7 @@ class InsertSignals(ModulePass):
                                     lo, hi, a.tensor))
             signals += 1
             unflattened += _unflatten_enclosing_loops(a.op)
-            for c in plan.chunks:
+            for c in sched.chunks:
                 if c.tensor == a.tensor:
                     produced[str(c.id)] = c.volume
         update_state(op, produced=produced, signals=signals)

@@ -89,16 +89,16 @@ class InsertWaits(ModulePass):
         set_default_location(op)
         from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
-        plan, analysis, accesses = analyze_module(op)
+        sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         requirements: dict[str, int] = {}
         groups: dict[tuple, list[Access]] = {}
         order: list[tuple] = []
         for a in accesses:
             requirements.update(a.requirements)
-            if a.kind != "read" or not plan.is_received(a.tensor):
+            if a.kind != "read" or not sched.is_received(a.tensor):
                 continue
-            chunked = plan.chunked_dims(a.tensor)
+            chunked = sched.chunked_dims(a.tensor)
             anchor = wait_anchor(a, chunked, analysis.func)
             key = (id(anchor), a.tensor, tuple((d, a.dims[d].lo, a.dims[d].extent) for d in chunked))
             if key not in groups:
@@ -109,13 +109,13 @@ class InsertWaits(ModulePass):
         for key in order:
             group = groups[key]
             a = group[0]
-            chunked = plan.chunked_dims(a.tensor)
+            chunked = sched.chunked_dims(a.tensor)
             anchor = wait_anchor(a, chunked, analysis.func)
             _refuse_warp_specialized(anchor)
             b = Builder(anchor)
             cache: dict = {}
             lo, hi = [], []
-            for d, size in enumerate(plan.tensors[a.tensor].shape):
+            for d, size in enumerate(sched.tensors[a.tensor].shape):
                 if d in chunked:
                     lo_v = b.poly(a.dims[d].lo, cache)
                     lo.append(lo_v)

@@ -27,7 +27,7 @@ from syncopate.errors import CompileError
 
 from .lower_sm import _check_lowered
 from .lowering import Lowering
-from .plan import Plan
+from .schedule_attr import schedule_of
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class LowerCe(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .builder import set_default_location
         set_default_location(op)
-        Plan.from_module(op)  # a typed error when the module carries no schedule
+        schedule_of(op)  # a typed error when the module carries no schedule
         if any(o.name == "syncopate.comm" for o in op.walk()):
             raise CompileError("the ce backend has no comm programs: do not run partition-sms "
                                "before lower-ce")

@@ -42,18 +42,18 @@ class NvshmemLowering(CommLowering):
         self._call(b, "nvshmemx_signal_op", [sig, b.i64(value), b.const(code), peer])
 
     def _contiguous(self, c) -> bool:
-        shape = self.plan.tensors[c.tensor].shape
+        shape = self.sched.tensors[c.tensor].shape
         return all(lo == 0 and hi == n for lo, hi, n in zip(c.lo[1:], c.hi[1:], shape[1:]))
 
     def move(self, b: Builder, o, c, side, src, dst) -> bool:
         if c.reduce == "sum" or not self._contiguous(c) or c.id in self.withheld:
             # (a withheld chunk: P2P tiles, since a put-with-signal would signal it)
             return super().move(b, o, c, side, src, dst)
-        shape = self.plan.tensors[c.tensor].shape
+        shape = self.sched.tensors[c.tensor].shape
         row = 1
         for n in shape[1:]:
             row *= n
-        esize = self.plan.element_bytes(c.tensor)
+        esize = self.sched.element_bytes(c.tensor)
         rows = c.hi[0] - c.lo[0]
         # rows of this comm program: [lo + pid * per, min(hi, lo + (pid + 1) * per))
         per = b.divsi(b.add(b.const(rows), b.sub(o.count, b.const(1))), o.count)

@@ -38,7 +38,7 @@ from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state, wi
 from .builder import Builder
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
-from .plan import Plan
+from .schedule_attr import schedule_of
 
 TILE_ELEMS = 32768       # elements per copy tile: 64 KB of bf16 in flight per program
 SUM_TILE_ELEMS = 16384   # sums hold two tiles and an fp32 accumulator per tile
@@ -57,9 +57,9 @@ class CommLowering(Lowering):
 
     def __init__(self, module: ModuleOp):
         super().__init__(module)
-        self.plan = Plan.from_module(module)
-        self.layout = FlagLayout(self.plan.num_chunks, self.plan.world_size)
-        self.writers = chunk_writers(self.plan, backend_of(module), comm_programs_of(module))
+        self.sched = schedule_of(module)
+        self.layout = FlagLayout(self.sched.num_chunks, self.sched.world_size)
+        self.writers = chunk_writers(self.sched, backend_of(module), comm_programs_of(module))
         self.state = get_state(module)
         #: chunks whose CHUNK signal is left out (fault injection, ``syncopate.test_withhold``)
         self.withheld = withheld_of(module)
@@ -107,7 +107,7 @@ class CommLowering(Lowering):
         fi = b.if_(first)
         fb = Builder(fi.true_region.blocks[0].last_op)
         index = fb.add(fb.const(self.layout.entry(0)), o.rank)
-        for q in range(self.plan.world_size):
+        for q in range(self.sched.world_size):
             other = fb.cmp("ne", o.rank, fb.const(q))
             qi = fb.if_(other)
             qb = Builder(qi.true_region.blocks[0].last_op)
@@ -135,7 +135,7 @@ class CommLowering(Lowering):
         o.erase()
 
     def transfer(self, o) -> None:
-        c = self.plan.chunks[o.chunk.value.data]
+        c = self.sched.chunk(o.chunk.value.data)
         side = executor(c)
         b = Builder(o)
         runs_here = b.cmp("eq", o.rank, b.const(c.dst if side == "dst" else c.src))
@@ -143,8 +143,8 @@ class CommLowering(Lowering):
         tb = Builder(ti.true_region.blocks[0].last_op)
         src, dst = tb.const(c.src), tb.const(c.dst)
         entry_target = o.epoch
-        produced = self.plan.is_produced(c.tensor)
-        by_id = {x.id: x for x in self.plan.chunks}
+        produced = self.sched.is_produced(c.tensor)
+        by_id = {x.id: x for x in self.sched.chunks}
         if side == "src":
             self.wait_flag(tb, tb.const(self.layout.entry(c.dst)), entry_target, KIND_ENTRY)
             for a in c.after:
@@ -189,7 +189,7 @@ class CommLowering(Lowering):
         return False
 
     def copy_tiles(self, b: Builder, o, c, src_base, dst_base, accumulate: bool) -> None:
-        shape = self.plan.tensors[c.tensor].shape
+        shape = self.sched.tensors[c.tensor].shape
         if len(shape) == 1:
             shape2, lo, hi = (1, shape[0]), (0, c.lo[0]), (1, c.hi[0])
         elif len(shape) == 2:

@@ -21,23 +21,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from syncopate.errors import CompileError
+from syncopate.schedule.execution import executor as run_by
+from syncopate.schedule.model import Schedule
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 
-from syncopate.errors import CompileError
-
-from .abi_info import abi_args, chunk_writers, comm_programs_of, backend_of, operands_of, update_state
+from .abi_info import (
+    abi_args,
+    backend_of,
+    chunk_writers,
+    comm_programs_of,
+    operands_of,
+    update_state,
+)
 from .access import _get_attr, func_body, int_prop, kernel_func
 from .builder import Builder
-from .plan import Plan
+from .schedule_attr import schedule_of
 
 
 def executor(chunk) -> str:
-    """Which side runs a chunk's transfer: reads of a peer's buffer run on the destination."""
-    return "src" if (chunk.mode == "push" and chunk.reduce == "none") else "dst"
+    """Which side runs a chunk's transfer on the comm programs: ``"src"`` or ``"dst"`` (the
+    one definition is :func:`syncopate.schedule.execution.executor`)."""
+    return "src" if run_by(chunk, "sm") == chunk.src else "dst"
 
 
 def _axis(op) -> int:
@@ -56,9 +65,14 @@ class PartitionSms(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .builder import set_default_location
         set_default_location(op)
-        from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
+        from syncopate_mlir.dialects.syncopate import (
+            CommOp,
+            DrainOp,
+            EnterOp,
+            TransferOp,
+        )
 
-        plan = Plan.from_module(op)
+        sched = schedule_of(op)
         backend = backend_of(op)
         comm = comm_programs_of(op)
         if comm <= 0:
@@ -119,10 +133,10 @@ class PartitionSms(ModulePass):
         cb = Builder(None, comm_op.body.blocks[0])
         flags, epoch, rank = args["syn_flags"], args["syn_epoch"], args["syn_rank"]
         cb.insert(EnterOp(pid_raw, count, epoch, rank, flags))
-        order = sorted(plan.chunks, key=lambda c: (c.step, c.id))
+        order = sorted(sched.chunks, key=lambda c: (c.step, c.id))
         tensors = list(operands.values())
-        reads_per_src = {r: 0 for r in range(plan.world_size)}
-        writers = chunk_writers(plan, backend, comm)
+        reads_per_src = {r: 0 for r in range(sched.world_size)}
+        writers = chunk_writers(sched, backend, comm)
         for c in order:
             if c.tensor not in param_of_tensor:
                 raise CompileError(f"chunk {c.id} moves tensor {c.tensor!r}, which no kernel "
@@ -132,17 +146,17 @@ class PartitionSms(ModulePass):
                                  1 + tensors.index(c.tensor)))
             if executor(c) == "dst":
                 reads_per_src[c.src] += writers
-        self._await_pushes(cb, plan, order, pid_raw, epoch, rank, flags, writers)
+        self._await_pushes(cb, sched, order, pid_raw, epoch, rank, flags, writers)
         if any(reads_per_src.values()):
             # reads is per source rank; the lowering selects this rank's
             cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
-        modes = {("push" if executor(c) == "src" else "pull") for c in plan.chunks}
+        modes = {("push" if executor(c) == "src" else "pull") for c in sched.chunks}
         update_state(op,
                      reads_per_src={str(k): v for k, v in reads_per_src.items()},
                      mode=modes.pop() if len(modes) == 1 else "mixed")
 
     @staticmethod
-    def _await_pushes(cb: Builder, plan: Plan, order, pid, epoch, rank, flags, writers) -> None:
+    def _await_pushes(cb: Builder, sched: Schedule, order, pid, epoch, rank, flags, writers) -> None:
         """Comm program 0 of each destination waits until every chunk pushed to it has
         arrived, so that a launch completes only with all of its data in place.
 

@@ -22,16 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from syncopate.abi import FlagLayout
+from syncopate.schedule.model import Schedule
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp, i32
 from xdsl.passes import ModulePass
 
-from syncopate.abi import FlagLayout
-
 from .abi_info import backend_of, chunk_writers, comm_programs_of
 from .builder import Builder
-from .plan import Plan
+from .schedule_attr import schedule_of
 
 
 @dataclass(frozen=True)
@@ -43,26 +43,26 @@ class ResolveChunks(ModulePass):
         set_default_location(op)
         from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitRegionOp
 
-        plan = Plan.from_module(op)
-        writers = chunk_writers(plan, backend_of(op), comm_programs_of(op))
-        layout = FlagLayout(plan.num_chunks, plan.world_size)
+        sched = schedule_of(op)
+        writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))
+        layout = FlagLayout(sched.num_chunks, sched.world_size)
         for o in list(op.walk()):
             if isinstance(o, WaitRegionOp):
-                self._wait(o, plan, writers)
+                self._wait(o, sched, writers)
             elif isinstance(o, SignalRegionOp):
-                self._signal(o, plan, layout)
+                self._signal(o, sched, layout)
 
     @staticmethod
-    def _wait(o, plan: Plan, writers: int) -> None:
+    def _wait(o, sched: Schedule, writers: int) -> None:
         from syncopate_mlir.dialects.syncopate import WaitOp
 
         tensor = o.tensor.data
-        chunked = plan.chunked_dims(tensor)
+        chunked = sched.chunked_dims(tensor)
         b = Builder(o)
         target = b.mul(o.epoch, b.const(writers))
         total = b.const(0)
-        for d in range(plan.world_size):
-            chunks = plan.chunks_to(d, tensor)
+        for d in range(sched.world_size):
+            chunks = sched.chunks_to(d, tensor)
             if not chunks:
                 continue
             is_d = b.cmp("eq", o.rank, b.const(d))
@@ -91,7 +91,7 @@ class ResolveChunks(ModulePass):
         o.erase()
 
     @staticmethod
-    def _signal(o, plan: Plan, layout: FlagLayout) -> None:
+    def _signal(o, sched: Schedule, layout: FlagLayout) -> None:
         """Predicated, not branched: Triton's fusion of nested loops (``tl.range(flatten=True)``)
         cannot yet carry ``scf.if`` ops in the epilogue of a fused loop, and a masked atomic
         costs the same.  Volumes first, then the signals back to back (one barrier for all)."""
@@ -100,7 +100,7 @@ class ResolveChunks(ModulePass):
         tensor = o.tensor.data
         b = Builder(o)
         pending = []
-        for c in plan.chunks:
+        for c in sched.chunks:
             if c.tensor != tensor:
                 continue
             ranks = [c.src] + ([c.dst] if c.reduce == "sum" else [])

@@ -21,17 +21,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from syncopate.schedule.model import Schedule
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from .abi_info import abi_args, get_state, reduce_of, update_state
-from .access import (analyze_module, AnalysisFailure, Evaluator, is_int_type,
-                     is_tensor)
-from .poly import IterCount, Poly
+from .access import AnalysisFailure, Evaluator, analyze_module, is_int_type, is_tensor
 from .builder import Builder
-from .plan import Plan
+from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
 
 #: ops that address memory through a pointer operand (operand 0) or a descriptor
@@ -77,17 +76,17 @@ def coordinate_values(func, ev: Evaluator, coord: Poly) -> list[SSAValue]:
     return [v for v in found if not derived(v)]
 
 
-def remap_table(plan: Plan, tensor: str, dim: int, block: int, role: str,
+def remap_table(sched: Schedule, tensor: str, dim: int, block: int, role: str,
                 sends_only: bool = False) -> tuple[int, list[int]]:
-    size = plan.tensors[tensor].shape[dim]
+    size = sched.tensors[tensor].shape[dim]
     tiles = -(-size // block)
     table: list[int] = []
-    for r in range(plan.world_size):
+    for r in range(sched.world_size):
         def key(t: int) -> int:
             lo, hi = t * block, min((t + 1) * block, size)
             if role == "consumer":
-                return plan.arrival_key(r, tensor, dim, lo, hi)
-            return plan.departure_key(r, tensor, dim, lo, hi, sends_only)
+                return sched.arrival_key(r, tensor, dim, lo, hi)
+            return sched.departure_key(r, tensor, dim, lo, hi, sends_only)
         table.extend(sorted(range(tiles), key=lambda t: (key(t), t)))
     return tiles, table
 
@@ -264,7 +263,7 @@ class TileRemap(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from .builder import set_default_location
         set_default_location(op)
-        plan, analysis, accesses = analyze_module(op)
+        sched, analysis, accesses = analyze_module(op)
         rank = abi_args(analysis.func)["syn_rank"]
         remarks = list(get_state(op).get("remarks", []))
         off = op.attributes.get("syncopate.remap")
@@ -275,13 +274,13 @@ class TileRemap(ModulePass):
         remapped: dict[str, dict] = {}
         done: set[int] = set()
         for tensor in sorted({a.tensor for a in accesses}):
-            dims = plan.chunked_dims(tensor)
+            dims = sched.chunked_dims(tensor)
             if not dims:
                 continue
             reads = [a for a in accesses if a.tensor == tensor and a.kind == "read"]
             writes = [a for a in accesses if a.tensor == tensor and a.kind == "write"]
             role, group = ("consumer", reads) if reads else ("producer", writes)
-            if role == "producer" and not plan.is_produced(tensor):
+            if role == "producer" and not sched.is_produced(tensor):
                 continue
             for dim in dims:
                 polys = {(coordinate_poly(a.dims[dim].lo, a.dims[dim].extent), a.dims[dim].extent)
@@ -298,9 +297,9 @@ class TileRemap(ModulePass):
                     remarks.append(f"tile-remap: {tensor} dim {dim} not remapped: {why}; tile "
                                    f"order left as written")
                     continue
-                tiles, table = remap_table(plan, tensor, dim, block, role,
+                tiles, table = remap_table(sched, tensor, dim, block, role,
                                            sends_only=reduce_of(op) == "epilogue")
-                if table == list(range(tiles)) * plan.world_size:
+                if table == list(range(tiles)) * sched.world_size:
                     remarks.append(f"tile-remap: tiles of {tensor} dim {dim} already run in chunk "
                                    f"order on every rank; tile order left as written")
                     break

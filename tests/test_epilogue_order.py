@@ -16,11 +16,9 @@ tiles are done), and checks:
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
 
-from passes.plan import Plan
 from passes.tile_remap import remap_table
 from syncopate.errors import LaunchError
 from syncopate.schedule.templates import reduce_scatter
@@ -43,8 +41,7 @@ class _Cfg:
 def _setup(W, rows, bm, gm, num_n, split):
     M = W * rows
     sched = reduce_scatter((M, 8 * num_n), "bf16", W, dim=0, split=split)
-    plan = Plan(json.loads(sched.to_json()))
-    tiles, table = remap_table(plan, "C", 0, bm, "producer", sends_only=True)
+    tiles, table = remap_table(sched, "C", 0, bm, "producer", sends_only=True)
     num_m = tiles
 
     def rows_of(pid_m):
@@ -58,7 +55,7 @@ def _setup(W, rows, bm, gm, num_n, split):
             out.append((table[rank * tiles + pm], pn))
         return out
 
-    chunks = [c for c in plan.chunks if c.reduce == "sum"]
+    chunks = [c for c in sched.chunks if c.reduce == "sum"]
 
     def needs(rank, tile):
         lo, hi = rows_of(tile[0])

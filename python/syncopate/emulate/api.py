@@ -19,7 +19,6 @@ rounding bound (the fused sum rounds after each added partial when more than two
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -30,7 +29,7 @@ from ..errors import CompileError, EmulationError
 from .checker import Checker, Race
 from .comm import Faults, Launch, World, program_gen, region_offsets
 from .interpreter import ModuleCode, ProgramCtx, WaitCond, WaitFlag
-from .memory import AddressMap, Buffer, Ptr, etype_named, etype_of, round_bf16, to_etype
+from .memory import AddressMap, Buffer, Ptr, etype_named, etype_of, to_etype
 from .scheduler import Co, Scheduler, parse_policy
 
 DEFAULT_POLICIES = ("in-order", "reverse", "late", "behind:0", "behind:-1", "random:1",
@@ -214,10 +213,10 @@ class Emulation:
     def __init__(self, fused_module, local, *, grid, args, fine: bool = False):
         from syncopate_mlir.passes.abi_info import (backend_of, comm_programs_of, get_state,
                                                     operands_of, withheld_of)
-        from syncopate_mlir.passes.plan import Plan
+        from syncopate_mlir.passes.schedule_attr import schedule_of
 
         self.module = fused_module
-        self.plan = Plan.from_module(fused_module)
+        self.schedule = schedule_of(fused_module)
         self.backend = backend_of(fused_module)
         self.comm = comm_programs_of(fused_module) if self.backend != "ce" else 0
         self.state = get_state(fused_module)
@@ -225,9 +224,7 @@ class Emulation:
         self.withheld = withheld_of(fused_module)
         from syncopate_mlir.passes.abi_info import reduce_of
         self.reduce = reduce_of(fused_module)
-        self.W = self.plan.world_size
-        from syncopate.schedule import loads
-        self.schedule = loads(json.dumps(self.plan.data))
+        self.W = self.schedule.world_size
         self.fine = fine
         self.code = ModuleCode(fused_module, fine=fine).kernel
         self.ref_code = ModuleCode(_local_module(local)).kernel
@@ -269,12 +266,12 @@ class Emulation:
                 out[n] = [to_etype(_to_numpy(x).reshape(-1), et) for x in per]
                 t = self.operands.get(n)
                 if t is not None:
-                    need = int(np.prod(self.plan.tensors[t].shape))
+                    need = int(np.prod(self.schedule.tensors[t].shape))
                     for r, a in enumerate(out[n]):
                         if a.size < need:
                             raise EmulationError(
                                 f"argument {n} on rank {r} has {a.size} elements; the schedule's "
-                                f"tensor {t} needs {need} (shape {self.plan.tensors[t].shape})")
+                                f"tensor {t} needs {need} (shape {self.schedule.tensors[t].shape})")
             else:
                 out[n] = [int(x) if not isinstance(x, float) else x for x in per]
         return out
@@ -299,11 +296,11 @@ class Emulation:
 
     def _consumer(self, param) -> bool:
         t = self.operands.get(param)
-        return t is not None and not self.plan.is_produced(t)
+        return t is not None and not self.schedule.is_produced(t)
 
     def _produced(self, param) -> bool:
         t = self.operands.get(param)
-        return t is not None and self.plan.is_produced(t)
+        return t is not None and self.schedule.is_produced(t)
 
     # ---------------------------------------------------------------- reference
     def reference(self, epoch: int, seed: int) -> dict:
@@ -313,13 +310,13 @@ class Emulation:
             return self._ref[key]
         gathered = {}
         for p, t in self.operands.items():
-            if self.plan.is_produced(t):
+            if self.schedule.is_produced(t):
                 continue
-            shape = self.plan.tensors[t].shape
+            shape = self.schedule.tensors[t].shape
             size = int(np.prod(shape))
             g = np.full(size, np.nan, dtype=self.spec.ptr[p].np) if self.spec.ptr[p].kind == "float" \
                 else np.zeros(size, dtype=self.spec.ptr[p].np)
-            for (r, lo, hi, partial) in self.plan.tensors[t].initial:
+            for r, lo, hi, partial in _initial(self.schedule, t):
                 offs = region_offsets(shape, lo, hi)
                 g[offs] = self.inputs(r, epoch, seed)[p][offs]
             gathered[p] = g
@@ -330,14 +327,14 @@ class Emulation:
                 data = self.inputs(r, epoch, seed)[p].copy()
                 t = self.operands.get(p)
                 if t is not None:
-                    shape = self.plan.tensors[t].shape
+                    shape = self.schedule.tensors[t].shape
                     if p in gathered:
                         data[:] = np.nan if et.kind == "float" else 0
-                        for (rr, lo, hi) in self.plan.tensors[t].final:
+                        for rr, lo, hi in _final(self.schedule, t):
                             if rr == r:
                                 offs = region_offsets(shape, lo, hi)
                                 data[offs] = gathered[p][offs]
-                        for (rr, lo, hi, partial) in self.plan.tensors[t].initial:
+                        for rr, lo, hi, partial in _initial(self.schedule, t):
                             if rr == r:
                                 offs = region_offsets(shape, lo, hi)
                                 data[offs] = gathered[p][offs]
@@ -355,7 +352,7 @@ class Emulation:
             out[r]["__gathered__"] = gathered
         # reduced tensors: fp32 sum over ranks of the partials
         for p, t in self.operands.items():
-            if not self.plan.is_produced(t):
+            if not self.schedule.is_produced(t):
                 continue
             et = self.spec.ptr[p]
             total = sum(out[r][p].astype(np.float32) for r in range(self.W))
@@ -374,9 +371,9 @@ class Emulation:
             policy = f"behind:{self.W + arg}"
         t0 = time.perf_counter()
         remote = self._remote_readers()
-        checker = Checker(self.plan, self.W, remote)
+        checker = Checker(self.schedule, self.W, remote)
         checker.policy = policy
-        world = World(self.plan, self.backend, self.comm, self.state, checker, faults,
+        world = World(self.schedule, self.backend, self.comm, self.state, checker, faults,
                       self.fine, self.schedule)
         world.withheld = self.withheld
         world.param_of_tensor = {t: p for p, t in self.operands.items()}
@@ -384,7 +381,7 @@ class Emulation:
         world.addr_map = amap
         flag_et = etype_named("i64" if self.backend == "nvshmem" else "i32")
         from syncopate.abi import FlagLayout
-        lay = FlagLayout(self.plan.num_chunks, self.W)
+        lay = FlagLayout(self.schedule.num_chunks, self.W)
         for r in range(self.W):
             f = Buffer("syn_flags", r, flag_et, np.zeros(lay.words, dtype=flag_et.np), is_flags=True)
             world.flags.append(f)
@@ -394,16 +391,16 @@ class Emulation:
                 b = Buffer(p, r, et, data)
                 t = self.operands.get(p)
                 if t is not None:
-                    b.shape = self.plan.tensors[t].shape
+                    b.shape = self.schedule.tensors[t].shape
                     b.track(t)
                     if et.kind == "float":  # poison what the schedule has not delivered yet
                         b.data[:] = np.nan
                 world.bufs[r][p] = b
                 amap.add(b)
-            for t in {c.tensor for c in self.plan.chunks if c.reduce == "sum"} if \
+            for t in {c.tensor for c in self.schedule.chunks if c.reduce == "sum"} if \
                     self.backend == "ce" else ():
                 p = world.param_of_tensor[t]
-                shape = self.plan.tensors[t].shape
+                shape = self.schedule.tensors[t].shape
                 s = Buffer(f"{p}#slots", r, self.spec.ptr[p], np.full(
                     self.W * int(np.prod(shape)), np.nan, dtype=self.spec.ptr[p].np),
                     shape=(self.W,) + tuple(shape))
@@ -435,7 +432,7 @@ class Emulation:
     def _remote_readers(self) -> dict:
         """(rank, tensor) -> mask of the elements a peer reads from that rank each launch."""
         out: dict = {}
-        for c in self.plan.chunks:
+        for c in self.schedule.chunks:
             if c.src == c.dst:
                 continue
             if self.backend == "ce":
@@ -444,7 +441,7 @@ class Emulation:
                 remote = not (c.mode == "push" and c.reduce == "none")
             if not remote:
                 continue
-            shape = self.plan.tensors[c.tensor].shape
+            shape = self.schedule.tensors[c.tensor].shape
             m = out.setdefault((c.src, c.tensor), np.zeros(int(np.prod(shape)), dtype=bool))
             m[region_offsets(shape, c.lo, c.hi)] = True
         return out
@@ -507,7 +504,7 @@ class Emulation:
                     continue
                 if self._consumer(p):
                     t = self.operands[p]
-                    for (rr, lo, hi, partial) in self.plan.tensors[t].initial:
+                    for rr, lo, hi, partial in _initial(self.schedule, t):
                         if rr == r and not partial:
                             offs = region_offsets(b.shape, lo, hi)
                             checker.write(f"rank {r} host (staging)", r, b, offs, e,
@@ -547,8 +544,8 @@ class Emulation:
                 if self._produced(p):
                     exp = ref["sum", p]
                     t = self.operands[p]
-                    shape = self.plan.tensors[t].shape
-                    for (rr, lo, hi) in self.plan.tensors[t].final:
+                    shape = self.schedule.tensors[t].shape
+                    for rr, lo, hi in _final(self.schedule, t):
                         if rr != r:
                             continue
                         offs = region_offsets(shape, lo, hi)
@@ -583,8 +580,8 @@ class Emulation:
                 if not self._consumer(p):
                     continue
                 t = self.operands[p]
-                shape = self.plan.tensors[t].shape
-                for (rr, lo, hi) in self.plan.tensors[t].final:
+                shape = self.schedule.tensors[t].shape
+                for rr, lo, hi in _final(self.schedule, t):
                     if rr != r:
                         continue
                     offs = region_offsets(shape, lo, hi)
@@ -663,3 +660,14 @@ def emulate_module(fused_module, local, *, grid, args, policies=DEFAULT_POLICIES
     res = Emulation(fused_module, local, grid=grid, args=args, fine=fine).run(
         policies, launches, seed, faults)
     return res.raise_for_problems() if check else res
+
+
+def _initial(sched, tensor):
+    """``(rank, lo, hi, partial)`` of each initial placement of ``tensor``."""
+    return [(p.rank, p.region.offsets, p.region.stops, p.partial)
+            for p in sched.tensors[tensor].initial]
+
+
+def _final(sched, tensor):
+    """``(rank, lo, hi)`` of each final placement of ``tensor``."""
+    return [(p.rank, p.region.offsets, p.region.stops) for p in sched.tensors[tensor].final]

@@ -56,8 +56,8 @@ class Race:
 class Checker:
     """Shadow-state checks over one emulated world (see the module docstring)."""
 
-    def __init__(self, plan, world_size: int, remote_readers: dict):
-        self.plan = plan
+    def __init__(self, sched, world_size: int, remote_readers: dict):
+        self.schedule = sched
         self.W = world_size
         self.races: list[Race] = []
         self._seen: set = set()
@@ -66,8 +66,8 @@ class Checker:
         self.remote_readers = remote_readers
         #: (rank, tensor) -> chunks whose PRODUCED count this rank's stores feed
         self.produced_chunks: dict[tuple[int, str], list] = {}
-        for c in plan.chunks:
-            if plan.is_produced(c.tensor):
+        for c in sched.chunks:
+            if sched.is_produced(c.tensor):
                 ranks = {c.src} | ({c.dst} if c.reduce == "sum" else set())
                 for r in ranks:
                     self.produced_chunks.setdefault((r, c.tensor), []).append(c)
@@ -82,16 +82,16 @@ class Checker:
         self.races.append(Race(kind, rank, program, loc, chunk, epoch, detail, self.policy))
 
     def _coords(self, buf, offs):
-        shape = self.plan.tensors[buf.tensor].shape if buf.tensor in self.plan.tensors \
+        shape = self.schedule.tensors[buf.tensor].shape if buf.tensor in self.schedule.tensors \
             else buf.shape
         return np.unravel_index(np.asarray(offs, dtype=np.int64), shape)
 
     def chunk_of(self, buf, off: int, to_rank: int | None = None):
         """The chunk delivering element ``off`` of ``buf`` to ``to_rank`` (or any chunk)."""
-        if buf.tensor not in self.plan.tensors:
+        if buf.tensor not in self.schedule.tensors:
             return None
         idx = [int(i[0]) for i in self._coords(buf, [off])]
-        for c in self.plan.chunks:
+        for c in self.schedule.chunks:
             if c.tensor != buf.tensor or (to_rank is not None and c.dst != to_rank):
                 continue
             if all(lo <= i < hi for i, lo, hi in zip(idx, c.lo, c.hi)):
@@ -101,14 +101,14 @@ class Checker:
     def _extent(self, buf, offs, loc) -> None:
         """Accesses beyond the schedule tensor's extent mean the schedule does not describe
         the buffer the kernel indexes (a shape the compiler should have refused)."""
-        size = int(np.prod(self.plan.tensors[buf.tensor].shape)) if buf.tensor in \
-            self.plan.tensors else buf.data.size
+        size = int(np.prod(self.schedule.tensors[buf.tensor].shape)) if buf.tensor in \
+            self.schedule.tensors else buf.data.size
         if offs.size and int(offs.max()) >= size:
             from ..errors import EmulationError
             raise EmulationError(
                 f"rank {buf.rank} accesses element {int(offs.max())} of {buf.name}, beyond the "
                 f"{size} elements of the schedule's tensor {buf.tensor} "
-                f"{self.plan.tensors[buf.tensor].shape if buf.tensor in self.plan.tensors else ''}"
+                f"{self.schedule.tensors[buf.tensor].shape if buf.tensor in self.schedule.tensors else ''}"
                 f": the schedule's shape does not match what the kernel indexes", loc)
 
     # ----------------------------------------------------------------------------- loads
@@ -147,7 +147,7 @@ class Checker:
         bad = ep != epoch
         if bad.any():
             first = int(offs[np.argmax(bad)])
-            produced = buf.tensor not in self.plan.tensors or self.plan.is_produced(buf.tensor)
+            produced = buf.tensor not in self.schedule.tensors or self.schedule.is_produced(buf.tensor)
             kind = "early-signal" if produced and ep[np.argmax(bad)] < epoch else (
                 "read-before-arrival" if ep[np.argmax(bad)] < epoch else "write-after-read")
             self.report(kind, reader_rank, who, loc, chunk, epoch,
@@ -206,7 +206,7 @@ class Checker:
         """``PRODUCED[chunk] += value`` by ``pc``; ``buf`` is this rank's buffer of the tensor."""
         if value <= 0:
             return
-        c = self.plan.chunks[chunk]
+        c = self.schedule.chunk(chunk)
         done = pc.signalled.get(chunk, 0) + value
         pc.signalled[chunk] = done
         stored = pc.stored.get(chunk, 0)
@@ -218,7 +218,7 @@ class Checker:
         from .interpreter import serial_ge
         if buf is not None and buf.tracked and serial_ge(flag_after, target, bits) and \
                 not serial_ge(flag_after - value, target, bits):
-            shape = self.plan.tensors[c.tensor].shape
+            shape = self.schedule.tensors[c.tensor].shape
             sl = tuple(slice(lo, hi) for lo, hi in zip(c.lo, c.hi))
             region = buf.epoch_of.reshape(shape)[sl]
             stale = region != pc.epoch

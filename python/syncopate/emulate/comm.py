@@ -38,8 +38,9 @@ import numpy as np
 from syncopate.abi import FlagLayout
 
 from ..errors import EmulationError
+from ..schedule.execution import executor as run_by
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
-from .memory import round_bf16, to_etype
+from .memory import to_etype
 
 TILE_ELEMS = 32768
 SUM_TILE_ELEMS = 16384
@@ -54,8 +55,9 @@ def _pow2_at_least(n: int) -> int:
 
 
 def executor(chunk) -> str:
-    """Which side runs a chunk's transfer (``partition_sms.executor``)."""
-    return "src" if (chunk.mode == "push" and chunk.reduce == "none") else "dst"
+    """Which side runs a chunk's transfer on the comm programs (``sm``/``nvshmem``): the one
+    definition, :func:`syncopate.schedule.execution.executor`, as ``"src"`` or ``"dst"``."""
+    return "src" if run_by(chunk, "sm") == chunk.src else "dst"
 
 
 def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -100,13 +102,13 @@ class Faults:
 class World(Machine):
     """Every rank's buffers and flags, the checker, and the comm semantics."""
 
-    def __init__(self, plan, backend: str, comm_programs: int, abi_state: dict, checker,
+    def __init__(self, sched, backend: str, comm_programs: int, abi_state: dict, checker,
                  faults: Faults | None = None, fine: bool = False, schedule=None):
-        self.plan = plan
+        self.schedule = sched
         self.backend = backend
         self.comm_programs = comm_programs
-        self.W = plan.world_size
-        self.layout = FlagLayout(plan.num_chunks, plan.world_size)
+        self.W = sched.world_size
+        self.layout = FlagLayout(sched.num_chunks, sched.world_size)
         self.writers = 1 if backend == "ce" else max(1, comm_programs)
         self.state = abi_state
         self.checker = checker
@@ -154,8 +156,8 @@ class World(Machine):
         buf.data[index] = wrap_int(new, buf.et.bits)
         if kind == "produced":
             chunk = index - self.layout.produced(0)
-            if 0 <= chunk < self.plan.num_chunks:
-                t = self.plan.chunks[chunk].tensor
+            if 0 <= chunk < self.schedule.num_chunks:
+                t = self.schedule.chunk(chunk).tensor
                 tbuf = self.bufs[buf.rank].get(self.param_of_tensor.get(t))
                 self.checker.produced_signal(pc, chunk, value, int(buf.data[index]),
                                              buf.et.bits, tbuf, loc)
@@ -198,20 +200,20 @@ class World(Machine):
             return c.lo, c.hi
         dim, delta = shift
         lo, hi = list(c.lo), list(c.hi)
-        shape = self.plan.tensors[c.tensor].shape
+        shape = self.schedule.tensors[c.tensor].shape
         lo[dim] = min(max(lo[dim] + delta, 0), shape[dim])
         hi[dim] = min(max(hi[dim] + delta, 0), shape[dim])
         return tuple(lo), tuple(hi)
 
     def _transfer(self, pc, info, loc):
-        c = self.plan.chunks[info["chunk"]]
+        c = self.schedule.chunk(info["chunk"])
         rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
         side = executor(c)
         if rank != (c.src if side == "src" else c.dst):
             return
         lay = self.layout
-        by_id = {x.id: x for x in self.plan.chunks}
-        produced = self.plan.is_produced(c.tensor)
+        by_id = {x.id: x for x in self.schedule.chunks}
+        produced = self.schedule.is_produced(c.tensor)
         if side == "src":
             if not self.faults.skip_entry_wait:
                 yield from self._wait(rank, lay.entry(c.dst), epoch, "entry", c.id, loc, pc)
@@ -235,7 +237,7 @@ class World(Machine):
                                           "produced", c.id, loc, pc)
         param = info["base"].buf.name
         src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
-        shape = self.plan.tensors[c.tensor].shape
+        shape = self.schedule.tensors[c.tensor].shape
         lo, hi = self.chunk_box(c)
         acc = c.reduce == "sum"
         tiles = copy_tiles(shape, lo, hi, acc) if all(b > a for a, b in zip(lo, hi)) else []
@@ -293,7 +295,7 @@ class World(Machine):
                 yield from self._wait(rank, lay.entry(p), epoch, "entry", None, loc)
         launch.entered = True
         for st in plan.steps:
-            c = self.plan.chunks[st.chunk]
+            c = self.schedule.chunk(st.chunk)
             if st.wait_produced:
                 yield from self._wait(rank, lay.produced(st.chunk), epoch * st.wait_produced,
                                       "produced", st.chunk, loc)
@@ -301,7 +303,7 @@ class World(Machine):
                 yield WaitCond(lambda: launch.kernel_done(), f"rank {rank} launch {epoch}'s kernel")
             if st.src != st.dst:
                 param = self.param_of_tensor[c.tensor]
-                shape = self.plan.tensors[c.tensor].shape
+                shape = self.schedule.tensors[c.tensor].shape
                 lo, hi = self.chunk_box(c)
                 offs = region_offsets(shape, lo, hi)
                 src_buf = self.bufs[st.src][param]
@@ -330,11 +332,11 @@ class World(Machine):
             yield from self._wait(rank, lay.chunk(st.chunk), epoch, "chunk", st.chunk, loc)
         groups: dict = {}
         for st in plan.reduce_in:
-            c = self.plan.chunks[st.chunk]
+            c = self.schedule.chunk(st.chunk)
             key = (c.tensor, c.lo, c.hi)
             groups.setdefault(key, []).append((st.src, st.chunk))
         for (tname, lo, hi), srcs in groups.items():
-            shape = self.plan.tensors[tname].shape
+            shape = self.schedule.tensors[tname].shape
             size = int(np.prod(shape))
             offs = region_offsets(shape, lo, hi)
             own = self.bufs[rank][self.param_of_tensor[tname]]

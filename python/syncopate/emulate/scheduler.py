@@ -28,7 +28,7 @@ coroutine with what it waits for.
 from __future__ import annotations
 
 import random as _random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import EmulationError
 

@@ -3,7 +3,8 @@
 Pure Python (no torch, no CUDA): unit-tested on CPU with real schedules.
 
 The ``ce`` plan of a rank lists, in ``(step, id)`` order, the chunks this rank's side stream
-executes (pull: it is the destination; push: it is the source), and for each what must be
+executes (``syncopate.schedule.execution.executor(c, "ce")``: pull: it is the destination;
+push: it is the source), and for each what must be
 waited for first:
 
 * ``ENTRY[peer] >= e`` -- always, and up front for every rank (one launch), *before* the fused
@@ -29,37 +30,25 @@ before any compute program spins.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 
 from ..errors import LaunchError
+from ..schedule.execution import executor
+from ..schedule.model import Schedule
 
 
-def schedule_key(schedule) -> str:
-    """A stable digest of a schedule (its ``content_hash`` when it has one)."""
-    h = getattr(schedule, "content_hash", None)
-    if callable(h):
-        return h()
-    to_json = getattr(schedule, "to_json", None)
-    if callable(to_json):
-        j = to_json()
-        if not isinstance(j, str):
-            j = json.dumps(j, sort_keys=True)
-        return hashlib.sha256(j.encode()).hexdigest()
-    return hashlib.sha256(repr(schedule).encode()).hexdigest()
+def schedule_key(schedule: Schedule) -> str:
+    """A stable digest of a schedule (keys the compiled configurations)."""
+    return schedule.content_hash()
 
 
-def tensors(schedule) -> dict:
-    t = schedule.tensors
-    if isinstance(t, dict):
-        return dict(t)
-    return {x.name: x for x in t}
+def tensors(schedule: Schedule) -> dict:
+    return dict(schedule.tensors)
 
 
-def tensor_spec(schedule, name: str | None = None):
+def tensor_spec(schedule: Schedule, name: str | None = None):
     """The schedule's tensor ``name`` (or its only tensor when ``name`` is None)."""
-    ts = tensors(schedule)
+    ts = schedule.tensors
     if name is None:
         if len(ts) != 1:
             raise LaunchError(f"the schedule moves {len(ts)} tensors ({', '.join(ts)}); say which "
@@ -70,21 +59,17 @@ def tensor_spec(schedule, name: str | None = None):
     return ts[name]
 
 
-def chunks(schedule) -> list:
+def chunks(schedule: Schedule) -> list:
     """All chunks sorted by ``(step, id)``."""
-    return sorted(schedule.chunks, key=lambda c: (c.step, c.id))
+    return schedule.ordered_chunks()
 
 
-def num_chunks(schedule) -> int:
-    n = getattr(schedule, "num_chunks", None)
-    return int(n) if n is not None else len(schedule.chunks)
+def num_chunks(schedule: Schedule) -> int:
+    return schedule.num_chunks
 
 
-def dependencies(schedule, chunk) -> tuple[int, ...]:
-    deps = getattr(schedule, "dependencies", None)
-    if callable(deps):
-        return tuple(deps(chunk.id))
-    return tuple(chunk.after)
+def dependencies(schedule: Schedule, chunk) -> tuple[int, ...]:
+    return tuple(schedule.dependencies(chunk.id))
 
 
 def region_slices(region) -> tuple[slice, ...]:
@@ -143,7 +128,7 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
                               f"backend (only 'sum')")
         if c.mode == "pull" and c.src != c.dst and c.src == rank:
             plan.reads_of_me += 1
-        mine = (c.mode == "pull" and c.dst == rank) or (c.mode == "push" and c.src == rank)
+        mine = executor(c, "ce") == rank
         produced = int(produced_count.get(c.id, 0)) if c.src == rank else 0
         step = CopyStep(chunk=c.id, tensor=c.tensor, slices=region_slices(c.region), src=c.src,
                         dst=c.dst, mode=c.mode, reduce=red, wait_produced=produced,
@@ -184,7 +169,7 @@ def _written_by_kernel(schedule, tensor: str, rank: int) -> bool:
         spec = tensor_spec(schedule, tensor)
     except LaunchError:
         return False
-    return any(getattr(p, "partial", False) and p.rank == rank for p in getattr(spec, "initial", ()))
+    return any(p.partial and p.rank == rank for p in spec.initial)
 
 
 def reads_per_src(schedule) -> dict[int, int]:

@@ -574,8 +574,29 @@ class Chunk:
 
     @property
     def executor(self) -> int:
-        """The rank whose comm programs (or copy stream) run this chunk."""
+        """The rank that starts this chunk's copy by its ``mode`` (push: the source, pull: the
+        destination). Which rank *runs* it depends on the backend as well -- on ``sm`` a
+        ``sum`` chunk runs on its destination whatever its mode: ask
+        :func:`syncopate.schedule.execution.executor`, the one definition the verifier, the
+        passes and the runtime share."""
         return self.src if self.mode == "push" else self.dst
+
+    # box accessors the compiler passes use: [lo, hi) per dim
+    @property
+    def lo(self) -> tuple[int, ...]:
+        return self.region.offsets
+
+    @property
+    def hi(self) -> tuple[int, ...]:
+        return self.region.stops
+
+    @property
+    def volume(self) -> int:
+        return self.region.volume
+
+    def intersects(self, lo: Sequence[int], hi: Sequence[int]) -> bool:
+        """Whether the box ``[lo, hi)`` overlaps this chunk's region."""
+        return all(a < d and c < b for a, b, c, d in zip(lo, hi, self.lo, self.hi))
 
     def peer(self, rank: int) -> int:
         """The other end of the chunk seen from ``rank`` (which must be ``src`` or ``dst``)."""
@@ -720,6 +741,62 @@ class Schedule:
         order it runs them, ``(step, id)``."""
         return [c for c in self.ordered_chunks() if c.executor == rank]
 
+    # -- what the compiler passes ask ----------------------------------------------------------
+
+    def chunked_dims(self, tensor: str) -> list[int]:
+        """Dims along which some chunk of ``tensor`` does not span the whole tensor."""
+        shape = self.tensor(tensor).shape
+        dims = set()
+        for c in self.chunks:
+            if c.tensor == tensor:
+                for d, (a, b) in enumerate(zip(c.lo, c.hi)):
+                    if a != 0 or b != shape[d]:
+                        dims.add(d)
+        return sorted(dims)
+
+    def is_received(self, tensor: str) -> bool:
+        """Whether any chunk moves ``tensor``."""
+        return any(c.tensor == tensor for c in self.chunks)
+
+    def is_produced(self, tensor: str) -> bool:
+        """Whether ranks compute ``tensor`` and then send (partial) chunks of it."""
+        return any(c.tensor == tensor and c.reduce == "sum" for c in self.chunks) or any(
+            p.partial for p in self.tensor(tensor).initial)
+
+    def arrival_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int) -> int:
+        """When the band ``[lo, hi)`` along ``dim`` is complete on ``rank``: 0 if held initially
+        (non-partial), else 1 + the position of the last chunk that delivers part of it."""
+        key = 0
+        for i, c in enumerate(self.chunks_to(rank, tensor)):
+            if c.lo[dim] < hi and lo < c.hi[dim]:
+                key = max(key, i + 1)
+        return key
+
+    def departure_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int,
+                      sends_only: bool = False) -> int:
+        """How early the band ``[lo, hi)`` is needed (smaller is earlier) on a rank that
+        computes ``tensor`` and sends it: the step of the first chunk that reads the band from
+        this rank, or, for ``sum`` chunks, that reduces into this rank (the destination adds
+        its own partial, so it must compute those rows as early as the source does: every rank
+        then computes the bands of step 0 first, and the reductions of step 0 overlap the rest
+        of the GEMM).  Bands no chunk touches come last.
+
+        ``sends_only`` (the ``epilogue`` reduction): only chunks leaving this rank count, so a
+        rank computes every band it sends before the bands it owns -- its own tiles then wait
+        for the other ranks' partials, which those ranks computed first, and since no rank waits
+        before it has produced everything it sends, the waits cannot form a cycle."""
+        key = None
+        for c in self.chunks:
+            into_me = c.reduce == "sum" and c.dst == rank and not sends_only
+            if c.tensor != tensor or not (c.src == rank or into_me):
+                continue
+            if c.lo[dim] < hi and lo < c.hi[dim]:
+                key = c.step if key is None else min(key, c.step)
+        return key if key is not None else 1 << 30
+
+    def element_bytes(self, tensor: str) -> int:
+        return self.tensor(tensor).elem_size
+
     def chunk_bytes(self, chunk: Chunk | int) -> int:
         """Bytes a chunk moves."""
         c = chunk if isinstance(chunk, Chunk) else self.chunk(chunk)
@@ -797,7 +874,7 @@ class Schedule:
         order: regions of chunks leaving ``rank``, and regions of ``sum`` chunks reducing into
         it (the destination adds its own partial, so it needs those rows as early as the source
         does).  A producer kernel (GEMM + reduce-scatter) computes its tiles in this order --
-        the compiler's ``tile-remap`` uses the same rule (``passes/plan.py``,
+        the compiler's ``tile-remap`` uses the same rule (``Schedule.arrival_key``,
         ``departure_key``) -- so the first chunks can leave, and be reduced, early."""
         self.tensor(tensor)
         seen: list[Region] = []

@@ -29,10 +29,13 @@ Each chunk has a ``step`` and lives in the plans of two ranks, its source and it
   runtime wait on exactly those chunks.
 * **Happens-before** is the transitive closure of both.  :meth:`Schedule.dependencies` gives
   the direct edges of a chunk; the runtime waits on their flags.
-* **Program order.**  A rank runs the chunks it executes (push: the source, pull: the
-  destination) in step order.  Program order only orders when chunks *start*, so it gives no
-  happens-before, but a dependency that points against it can deadlock a sequential executor;
-  a cycle through dependencies and program order is reported like any dependency cycle.
+* **Program order.**  A rank runs the chunks it executes in step order; which rank executes a
+  chunk is :func:`.execution.executor` (push: the source, pull: the destination, except that
+  the ``sm``/``nvshmem`` comm programs run ``sum`` chunks on the destination), and the order
+  is checked for each backend's execution model.  Program order only orders when chunks
+  *start*, so it gives no happens-before, but a dependency that points against it can
+  deadlock a sequential executor; a cycle through dependencies and program order is reported
+  like any dependency cycle.
 
 Reading and writing
 -------------------
@@ -73,6 +76,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..errors import ScheduleError
+from .execution import program_order
 from .model import (Chunk, Region, Schedule, box_difference, box_intersection, box_subtract,
                     boxes_overlap, coalesce_boxes, format_ranks)
 
@@ -315,34 +319,31 @@ def analyze(schedule: Schedule) -> Analysis:
         for a in d:
             succ[a].add(cid)
     # Program order of each executing rank: every chunk of one step before those of the next.
-    by_exec: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for cid, c in chunks.items():
-        by_exec[c.executor][c.step].append(cid)
-    for rank, steps in by_exec.items():
-        keys = sorted(steps)
-        for s0, s1 in zip(keys, keys[1:]):
-            for a in steps[s0]:
-                for b in steps[s1]:
-                    if b not in succ[a]:
-                        succ[a].add(b)
-                        edge_reason[(a, b)] = (f"rank {rank} runs chunk {a} (step {s0}) before "
-                                               f"chunk {b} (step {s1})")
-    indeg = {cid: 0 for cid in chunks}
-    for a, ss in succ.items():
-        for b in ss:
-            indeg[b] += 1
-    heap = [(chunks[cid].step, cid) for cid, n in indeg.items() if n == 0]
-    heapq.heapify(heap)
+    # Who executes a chunk depends on the backend (execution.py: sm runs sum chunks on their
+    # destination, ce on the side their mode names), so the order is checked for each
+    # execution model: a schedule must be deadlock-free on every backend it may run on.
     order: list[int] = []
-    while heap:
-        _, cid = heapq.heappop(heap)
-        order.append(cid)
-        for b in succ[cid]:
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                heapq.heappush(heap, (chunks[b].step, b))
-    if len(order) < len(chunks):
-        return Analysis(_cycles(chunks, succ, set(chunks) - set(order), edge_reason), deps=deps)
+    for backend in _ORDER_MODELS:
+        succ_b: dict[int, set[int]] = defaultdict(set, {a: set(ss) for a, ss in succ.items()})
+        reasons = dict(edge_reason)
+        for rank, run in program_order(schedule, backend).items():
+            by_step: dict[int, list[int]] = defaultdict(list)
+            for c in run:
+                by_step[c.step].append(c.id)
+            keys = sorted(by_step)
+            for s0, s1 in zip(keys, keys[1:]):
+                for a in by_step[s0]:
+                    for b in by_step[s1]:
+                        if b not in succ_b[a]:
+                            succ_b[a].add(b)
+                            reasons[(a, b)] = (f"on the {backend} backend rank {rank} runs "
+                                               f"chunk {a} (step {s0}) before chunk {b} "
+                                               f"(step {s1})")
+        order_b = _topological(chunks, succ_b)
+        if len(order_b) < len(chunks):
+            return Analysis(_cycles(chunks, succ_b, set(chunks) - set(order_b), reasons),
+                            deps=deps)
+        order = order or order_b
 
     hb: dict[int, int] = {}
     for cid in order:
@@ -535,6 +536,30 @@ def _read_problems(c: Chunk, bad, FULL, chunks, writers, before) -> list[str]:
                     f"{c.src} first")
         out.append(msg)
     return out
+
+
+#: execution models whose program order the verifier checks (nvshmem runs as sm does)
+_ORDER_MODELS = ("sm", "ce")
+
+
+def _topological(chunks, succ) -> list[int]:
+    """Chunk ids in an order compatible with ``succ`` (lowest step first among the ready);
+    shorter than ``chunks`` when ``succ`` has a cycle."""
+    indeg = {cid: 0 for cid in chunks}
+    for ss in succ.values():
+        for b in ss:
+            indeg[b] += 1
+    heap = [(chunks[cid].step, cid) for cid, n in indeg.items() if n == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _, cid = heapq.heappop(heap)
+        order.append(cid)
+        for b in succ.get(cid, ()):
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                heapq.heappush(heap, (chunks[b].step, b))
+    return order
 
 
 def _cycles(chunks, succ, remaining: set[int], edge_reason) -> list[str]:
