@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 
-from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
-from syncopate.errors import CompileError
-from syncopate.schedule.model import Schedule
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation
 
-from .access import func_body
+from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
+from syncopate.errors import CompileError
+from syncopate.schedule.model import Schedule
+
+from .ir_utils import func_body
 from .schedule_attr import (
     ATTR_BACKEND,
     ATTR_COMM_PROGRAMS,

@@ -13,18 +13,26 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import (ArrayAttr, DictionaryAttr, FunctionType, IntegerAttr,
-                                   ModuleOp, i32, i64)
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IntegerAttr,
+    ModuleOp,
+    i32,
+    i64,
+)
 from xdsl.passes import ModulePass
 
 from syncopate.abi import extra_params
+from syncopate_mlir.dialects.tt import PointerType
 
 from .abi_info import backend_of, has_abi_args
-from .access import func_body, kernel_func
+from .builder import set_default_location
+from .ir_utils import func_body, kernel_func
 
 
 def _type_of(sig: str):
-    from syncopate_mlir.dialects.tt import PointerType
 
     if sig.startswith("*"):
         return PointerType(i64 if sig == "*i64" else i32)
@@ -36,7 +44,6 @@ class AppendAbiParams(ModulePass):
     name: ClassVar[str] = "append-abi-params"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
         func = kernel_func(op)
         if has_abi_args(func):

@@ -16,10 +16,18 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
 from xdsl.passes import ModulePass
 
+from syncopate.abi import BACKENDS
 from syncopate.errors import CompileError
+from syncopate.schedule import as_schedule, dumps, verify
 
-from .schedule_attr import (ATTR_BACKEND, ATTR_COMM_PROGRAMS, ATTR_OPERANDS, ATTR_REDUCE, ATTR_SCHEDULE,
-                   ATTR_WITHHOLD)
+from .schedule_attr import (
+    ATTR_BACKEND,
+    ATTR_COMM_PROGRAMS,
+    ATTR_OPERANDS,
+    ATTR_REDUCE,
+    ATTR_SCHEDULE,
+    ATTR_WITHHOLD,
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,6 @@ class AttachSchedule(ModulePass):
     withhold: str = ""          # "c[,c...]": chunks never signalled (fault injection)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from syncopate.abi import BACKENDS
-        from syncopate.schedule import as_schedule, dumps, verify
 
         if not self.file:
             raise CompileError("attach-schedule needs file=PATH of a schedule JSON")

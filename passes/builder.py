@@ -15,13 +15,15 @@ from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects import tt as tt_dialect
+from syncopate_mlir.dialects.tt import CmpiOp
 
+from .ir_utils import const_int, kernel_func
 from .poly import Axis, IterCount, Poly
 
 
 def set_default_location(module) -> None:
     """Use the kernel function's location for ops created without a located anchor."""
-    from .access import kernel_func
 
     try:
         Builder.default_location = kernel_func(module).location
@@ -30,7 +32,6 @@ def set_default_location(module) -> None:
 
 
 def _tt_op_class(name: str):
-    from syncopate_mlir.dialects import tt as tt_dialect
 
     for op in tt_dialect.TT.operations:
         if op.name == name:
@@ -118,7 +119,6 @@ class Builder:
         # the mirror's arith.cmpi (the one the context loads): xDSL's own class only allows an
         # i1 result, so a tensor compare built with it fails verification (syncopate-opt
         # verifies after each pass) although it prints the same text
-        from syncopate_mlir.dialects.tt import CmpiOp
         return self.insert(CmpiOp(a, b, pred)).result
 
     def select(self, c: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
@@ -185,7 +185,6 @@ class Builder:
             iv = loop.regions[0].blocks[0].args[0]
             lb, step = loop.operands[0], loop.operands[2]
             n = self.sub(self.i32(iv), self.i32(lb))
-            from .access import const_int
             if const_int(step) != 1:
                 n = self.divsi(n, self.i32(step))
             value = n

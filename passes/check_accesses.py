@@ -36,8 +36,8 @@ from xdsl.passes import ModulePass
 from syncopate.errors import CompileError
 
 from .abi_info import operands_of, update_state
-from .access import (Access, AnalysisFailure, Evaluator, analyze_module, int_array_prop, int_prop,
-                     loc_str)
+from .access import Access, AnalysisFailure, Evaluator, analyze_module
+from .ir_utils import int_array_prop, int_prop, loc_str
 from .poly import Axis, Poly
 
 _CMP_UPPER = {"slt": 0, "ult": 0, "sle": -1, "ule": -1}    # l < r (+1 for <=)

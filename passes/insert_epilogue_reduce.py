@@ -44,11 +44,13 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
 from .abi_info import abi_args, backend_of, operands_of, reduce_of, update_state
-from .access import analyze_module, loc_str
-from .builder import Builder
+from .access import analyze_module
+from .builder import Builder, set_default_location
 from .insert_waits import _refuse_warp_specialized
+from .ir_utils import func_body, loc_str
 from .lowering import addptr, broadcast_to, expand_dims, scalar_load, splat, tt, vec
 
 
@@ -57,9 +59,7 @@ class InsertEpilogueReduce(ModulePass):
     name: ClassVar[str] = "insert-epilogue-reduce"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
-        from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
         if reduce_of(op) != "epilogue":
             return
@@ -154,7 +154,6 @@ def _boxes_by_source(sched, tensor: str, rank: int) -> dict[int, tuple[tuple, tu
 def _aligned_param(func, name: str, ety):
     """The kernel parameter ``name`` if it is a ``!tt.ptr<ety>`` Triton knows to be 16-byte
     aligned (``tt.divisibility = 16``), else None."""
-    from .access import func_body
     body = func_body(func)
     attrs = func.properties.get("arg_attrs")
     for i, arg in enumerate(body.args):

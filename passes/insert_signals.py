@@ -20,9 +20,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from syncopate_mlir.dialects.syncopate import SignalRegionOp
+
 from .abi_info import abi_args, get_state, update_state
 from .access import analyze_module
-from .builder import Builder
+from .builder import Builder, set_default_location
 
 
 @dataclass(frozen=True)
@@ -30,9 +32,7 @@ class InsertSignals(ModulePass):
     name: ClassVar[str] = "insert-signals"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
-        from syncopate_mlir.dialects.syncopate import SignalRegionOp
 
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)

@@ -27,9 +27,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import WaitRegionOp
+
 from .abi_info import abi_args, update_state
-from .access import Access, analyze_module, defined_inside
-from .builder import Builder
+from .access import Access, analyze_module
+from .builder import Builder, set_default_location
+from .ir_utils import defined_inside, loc_str, shape_of
 from .poly import IterCount
 
 _LOOPS = ("scf.for", "scf.while")
@@ -57,9 +61,7 @@ def wait_anchor(access: Access, chunked: list[int], func: Operation) -> Operatio
 def _refuse_warp_specialized(anchor: Operation) -> None:
     """A wait ends in a CTA barrier (thread 0 polls, all threads meet it); inside a loop that
     Triton splits into warp-specialised partitions only some warps would reach it."""
-    from syncopate.errors import CompileError
 
-    from .access import loc_str
     cur = anchor
     while cur is not None:
         if cur.name == "scf.for" and "tt.warp_specialize" in cur.attributes:
@@ -85,9 +87,7 @@ class InsertWaits(ModulePass):
     name: ClassVar[str] = "insert-waits"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
-        from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
@@ -148,7 +148,6 @@ class InsertWaits(ModulePass):
             anchor.operands[1] = b.add(idx, b.cast(token, idx.type))
             return
         if anchor.name == "tt.load":
-            from .access import shape_of
             from xdsl.dialects.builtin import i1
             ptr_ty = anchor.operands[0].type
             ok = b.cmp("eq", token, b.const(0))

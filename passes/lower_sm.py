@@ -31,11 +31,12 @@ from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType, i32, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from syncopate.abi import FlagLayout, KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
+from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, FlagLayout
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
 
 from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state, withheld_of
-from .builder import Builder
+from .builder import Builder, set_default_location
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
 from .schedule_attr import schedule_of
@@ -65,7 +66,6 @@ class CommLowering(Lowering):
         self.withheld = withheld_of(module)
 
     def lower_comm(self) -> None:
-        from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
 
         for comm in [o for o in self.module.walk() if isinstance(o, CommOp)]:
             for o in list(comm.body.blocks[0].ops):
@@ -255,7 +255,6 @@ class LowerSm(ModulePass):
     name: ClassVar[str] = "lower-sm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
         low = CommLowering(op)
         low.lower_comm()

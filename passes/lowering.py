@@ -28,17 +28,19 @@ from xdsl.ir import Operation, SSAValue
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
+from syncopate_mlir.dialects import tt as tt_dialect
+from syncopate_mlir.dialects.syncopate import PeerPtrOp, RemapOp, SignalOp, WaitOp
 
 from .abi_info import abi_args
-from .access import kernel_func
+from .access import erase_hints
 from .builder import Builder
+from .ir_utils import kernel_func
 
 KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUMED,
               "produced": KIND_PRODUCED}
 
 
 def tt():
-    from syncopate_mlir.dialects import tt as tt_dialect
     return tt_dialect
 
 
@@ -115,9 +117,7 @@ class Lowering:
 
     # -------------------------------------------------------------------------- per op kind
     def lower_common(self) -> None:
-        from syncopate_mlir.dialects.syncopate import PeerPtrOp, RemapOp, SignalOp, WaitOp
 
-        from .access import erase_hints
         erase_hints(self.module)
         for o in list(self.module.walk()):
             if isinstance(o, RemapOp):

@@ -21,14 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from syncopate.errors import CompileError
-from syncopate.schedule.execution import executor as run_by
-from syncopate.schedule.model import Schedule
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
+
+from syncopate.errors import CompileError
+from syncopate.schedule.execution import executor as run_by
+from syncopate.schedule.model import Schedule
+from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp, WaitOp
+from syncopate_mlir.dialects.tt import GetProgramIdOp
 
 from .abi_info import (
     abi_args,
@@ -38,8 +41,8 @@ from .abi_info import (
     operands_of,
     update_state,
 )
-from .access import _get_attr, func_body, int_prop, kernel_func
-from .builder import Builder
+from .builder import Builder, set_default_location
+from .ir_utils import _get_attr, func_body, int_prop, kernel_func, param_names
 from .schedule_attr import schedule_of
 
 
@@ -63,14 +66,7 @@ class PartitionSms(ModulePass):
     name: ClassVar[str] = "partition-sms"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
-        from syncopate_mlir.dialects.syncopate import (
-            CommOp,
-            DrainOp,
-            EnterOp,
-            TransferOp,
-        )
 
         sched = schedule_of(op)
         backend = backend_of(op)
@@ -83,14 +79,12 @@ class PartitionSms(ModulePass):
         body = func_body(func)
         operands = operands_of(op)
         param_of_tensor = {t: p for p, t in operands.items()}
-        from .access import param_names
         names = param_names(op, func)
         arg_of = {names[i]: a for i, a in enumerate(body.args) if i < len(names)}
 
         ret = body.last_op
         if ret is None or ret.name != "tt.return" or ret.operands:
             raise CompileError("the kernel must end with a plain tt.return")
-        from syncopate_mlir.dialects.tt import GetProgramIdOp
 
         keep = set(body.ops)  # ops of the original body (moved into the compute branch)
         b = Builder(body.first_op)
@@ -164,7 +158,6 @@ class PartitionSms(ModulePass):
         phase of an all-reduce lands in the output after the tiles are done) would otherwise
         arrive after the launch returned: the host would read an incomplete result, and the
         late copy would land on the next launch's data (found by the CPU emulator)."""
-        from syncopate_mlir.dialects.syncopate import WaitOp
 
         pushed = [c for c in order if executor(c) == "src"]
         if not pushed:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
+from .ir_utils import is_int_type, is_tensor
+
 #: ops whose result is a pure function of pure operands (scalar integer arithmetic)
 PURE_OPS = frozenset({
     "arith.constant", "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui",
@@ -111,7 +113,6 @@ class Purity:
 def forward_scalar_slice(v: SSAValue) -> list[OpResult]:
     """Scalar integer values computed from ``v`` through :data:`PURE_OPS` (excluding ``v``),
     in discovery order.  Tile coordinates derived from ``v`` (``j = pid - i * n``) are here."""
-    from .access import is_int_type, is_tensor
 
     out: list[OpResult] = []
     seen: set[int] = {id(v)}

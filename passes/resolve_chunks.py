@@ -22,15 +22,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from syncopate.abi import FlagLayout
-from syncopate.schedule.model import Schedule
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp, i32
 from xdsl.passes import ModulePass
 
+from syncopate.abi import FlagLayout
+from syncopate.schedule.model import Schedule
+from syncopate_mlir.dialects.syncopate import SignalOp, SignalRegionOp, WaitOp, WaitRegionOp
+
 from .abi_info import backend_of, chunk_writers, comm_programs_of
-from .builder import Builder
+from .builder import Builder, set_default_location
 from .schedule_attr import schedule_of
 
 
@@ -39,9 +41,7 @@ class ResolveChunks(ModulePass):
     name: ClassVar[str] = "resolve-chunks"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
-        from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitRegionOp
 
         sched = schedule_of(op)
         writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))
@@ -54,7 +54,6 @@ class ResolveChunks(ModulePass):
 
     @staticmethod
     def _wait(o, sched: Schedule, writers: int) -> None:
-        from syncopate_mlir.dialects.syncopate import WaitOp
 
         tensor = o.tensor.data
         chunked = sched.chunked_dims(tensor)
@@ -95,7 +94,6 @@ class ResolveChunks(ModulePass):
         """Predicated, not branched: Triton's fusion of nested loops (``tl.range(flatten=True)``)
         cannot yet carry ``scf.if`` ops in the epilogue of a fused loop, and a masked atomic
         costs the same.  Volumes first, then the signals back to back (one barrier for all)."""
-        from syncopate_mlir.dialects.syncopate import SignalOp
 
         tensor = o.tensor.data
         b = Builder(o)

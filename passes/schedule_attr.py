@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
 from syncopate.errors import CompileError, ScheduleError
 from syncopate.schedule.json_io import loads
 from syncopate.schedule.model import Schedule
-from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 ATTR_SCHEDULE = "syncopate.schedule"
 ATTR_OPERANDS = "syncopate.operands"

@@ -21,15 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from syncopate.schedule.model import Schedule
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
+from syncopate.schedule.model import Schedule
+from syncopate_mlir.dialects.syncopate import RemapOp
+
 from .abi_info import abi_args, get_state, reduce_of, update_state
-from .access import AnalysisFailure, Evaluator, analyze_module, is_int_type, is_tensor
-from .builder import Builder
+from .access import AnalysisFailure, Evaluator, analyze_module
+from .builder import Builder, set_default_location
+from .ir_utils import is_int_type, is_tensor, loc_str
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
 
@@ -192,7 +195,6 @@ def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
 
 
 def _where(x) -> str:
-    from .access import loc_str
     op = x if not isinstance(x, SSAValue) else (x.op if isinstance(x, OpResult) else None)
     loc = loc_str(op) if op is not None else None
     return f" at {loc}" if loc else ""
@@ -261,7 +263,6 @@ class TileRemap(ModulePass):
     name: ClassVar[str] = "tile-remap"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from .builder import set_default_location
         set_default_location(op)
         sched, analysis, accesses = analyze_module(op)
         rank = abi_args(analysis.func)["syn_rank"]
@@ -313,7 +314,6 @@ class TileRemap(ModulePass):
 
     @staticmethod
     def _remap(x: SSAValue, rank, tensor, dim, block, tiles, table) -> None:
-        from syncopate_mlir.dialects.syncopate import RemapOp
 
         if isinstance(x, BlockArgument):
             b = Builder.at_start(x.block)

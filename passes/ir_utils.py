@@ -1,0 +1,182 @@
+"""Small helpers over xDSL IR that every pass uses: op properties, constants, types, the
+kernel function and its parameters, locations.  By op name and type class name, so they do
+not depend on how the ``tt`` mirror names its Python classes.  Imports nothing from the other
+passes (the bottom of the passes' import graph)."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+)
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+
+from syncopate.errors import CompileError
+
+
+def loc_str(op: Operation | None) -> str | None:
+    """``file:line:col`` of the first file location inside an op's location, if any."""
+    if op is None:
+        return None
+    return _loc_of_attr(getattr(op, "location", None))
+
+
+def _loc_of_attr(loc) -> str | None:
+    if loc is None:
+        return None
+    name = type(loc).__name__
+    if name == "FileLineColLoc":
+        fname = loc.filename.data if hasattr(loc.filename, "data") else str(loc.filename)
+        line = getattr(loc, "line", None)
+        col = getattr(loc, "column", None)
+        line = getattr(line, "data", line)
+        col = getattr(col, "data", col)
+        return f"{fname}:{line}:{col}"
+    # NameLoc keeps its child in ``location`` (Triton names most ops' locations after the
+    # Python variable: loc("a"("k.py":12:8)))
+    for attr in ("child_loc", "location", "caller", "callee", "child"):
+        sub = getattr(loc, attr, None)
+        if sub is not None:
+            found = _loc_of_attr(sub)
+            if found:
+                return found
+    locs = getattr(loc, "locations", None)
+    if locs is not None:
+        for sub in getattr(locs, "data", locs):
+            found = _loc_of_attr(sub)
+            if found:
+                return found
+    return None
+
+
+def _get_attr(op: Operation, name: str):
+    """A property, else an attribute, of ``op`` (None if absent).  Explicit ``is None`` tests:
+    some attributes (``IntegerAttr(0)``) are falsy."""
+    attr = op.properties.get(name)
+    return attr if attr is not None else op.attributes.get(name)
+
+
+def int_prop(op: Operation, name: str) -> int | None:
+    attr = _get_attr(op, name)
+    if attr is None:
+        return None
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    value = getattr(attr, "value", None)
+    if value is not None:
+        return getattr(value, "data", value)
+    data = getattr(attr, "data", None)
+    return data if isinstance(data, int) else None
+
+
+def int_array_prop(op: Operation, name: str) -> list[int] | None:
+    attr = _get_attr(op, name)
+    if attr is None:
+        return None
+    if isinstance(attr, DenseArrayBase):
+        return list(attr.get_values())
+    return None
+
+
+def const_int(v: SSAValue) -> int | None:
+    """The integer value of an ``arith.constant`` (scalar or splat tensor), else None."""
+    if not isinstance(v, OpResult) or v.op.name != "arith.constant":
+        return None
+    attr = v.op.properties.get("value") or v.op.attributes.get("value")
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    if isinstance(attr, DenseIntOrFPElementsAttr):
+        try:
+            vals = attr.get_values()
+        except Exception:  # pragma: no cover - defensive for float splats
+            return None
+        vals = list(vals)
+        if vals and all(isinstance(x, int) for x in vals) and len(set(vals)) == 1:
+            return vals[0]
+    return None
+
+
+def is_int_type(t) -> bool:
+    return isinstance(t, IntegerType) or type(t).__name__ == "IndexType"
+
+
+def is_tensor(t) -> bool:
+    return type(t).__name__ in ("TensorType", "RankedTensorType")
+
+
+def shape_of(t) -> list[int]:
+    return [d for d in t.get_shape()] if is_tensor(t) else []
+
+
+def is_ptr_type(t) -> bool:
+    return str(t).startswith("!tt.ptr<")
+
+
+def is_desc_type(t) -> bool:
+    return str(t).startswith("!tt.tensordesc<")
+
+
+def element_type(t):
+    return t.element_type if is_tensor(t) else t
+
+
+def kernel_func(module: ModuleOp) -> Operation:
+    """The public ``tt.func`` of the module (the kernel)."""
+    funcs = [op for op in module.ops if op.name == "tt.func"]
+    public = [f for f in funcs if _visibility(f) in (None, "public")]
+    if len(public) != 1:
+        raise CompileError(f"expected exactly one public tt.func in the module, found {len(public)}")
+    return public[0]
+
+
+def _visibility(func: Operation) -> str | None:
+    v = _get_attr(func, "sym_visibility")
+    return getattr(v, "data", None)
+
+
+def func_body(func: Operation) -> Block:
+    return func.regions[0].blocks[0]
+
+
+def param_names(module: ModuleOp, func: Operation) -> list[str]:
+    """Names of the kernel's (non-constexpr) parameters, in order.
+
+    From the module attribute ``syncopate.params`` when the compile hook set it, else from the
+    SSA names of the entry block arguments (Triton prints parameters under their Python names)."""
+    attr = module.attributes.get("syncopate.params")
+    args = func_body(func).args
+    if attr is not None:
+        names = [a.data for a in attr.data]
+        if len(names) >= len(args):
+            return names[:len(args)]
+    out = []
+    for i, a in enumerate(args):
+        out.append(a.name_hint or f"arg{i}")
+    return out
+
+
+def ancestors(op: Operation, stop: Operation) -> list[Operation]:
+    """Ops enclosing ``op`` (innermost first) up to, excluding, ``stop``."""
+    out = []
+    cur = op.parent_op()
+    while cur is not None and cur is not stop:
+        out.append(cur)
+        cur = cur.parent_op()
+    return out
+
+
+def defined_inside(v: SSAValue, op: Operation) -> bool:
+    """Whether ``v`` is defined inside ``op`` (a result of a nested op or a block argument of
+    one of its regions)."""
+    if isinstance(v, BlockArgument):
+        owner = v.block.parent_op()
+    else:
+        owner = v.op
+    while owner is not None:
+        if owner is op:
+            return not (isinstance(v, OpResult) and v.op is op)
+        owner = owner.parent_op()
+    return False
