@@ -28,7 +28,6 @@ from syncopate.abi import extra_params
 from syncopate_mlir.dialects.tt import PointerType
 
 from .abi_info import backend_of, has_abi_args
-from .builder import set_default_location
 from .ir_utils import func_body, kernel_func
 
 
@@ -44,7 +43,6 @@ class AppendAbiParams(ModulePass):
     name: ClassVar[str] = "append-abi-params"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
         func = kernel_func(op)
         if has_abi_args(func):
             return

@@ -22,13 +22,27 @@ from .ir_utils import const_int, kernel_func
 from .poly import Axis, IterCount, Poly
 
 
-def set_default_location(module) -> None:
-    """Use the kernel function's location for ops created without a located anchor."""
-
-    try:
-        Builder.default_location = kernel_func(module).location
-    except Exception:  # no kernel yet (e.g. a dialect-only lit test)
-        Builder.default_location = None
+def _enclosing_function_location(block: Block):
+    """A located op to attribute new code to: the ``tt.func`` around ``block`` when it has a
+    location, else the module's kernel (a private helper function the lowering created has
+    none). None outside a function."""
+    op = block.parent_op() if block is not None else None
+    func = None
+    while op is not None:
+        if op.name == "tt.func" and func is None:
+            func = op
+        if op.name == "builtin.module":
+            break
+        op = op.parent_op()
+    loc = getattr(func, "location", None)
+    if loc is not None and type(loc).__name__ != "UnknownLoc":
+        return loc
+    if op is not None and op.name == "builtin.module":
+        try:
+            return kernel_func(op).location
+        except CompileError:  # not exactly one public function (dialect-only lit tests)
+            return None
+    return None
 
 
 def _tt_op_class(name: str):
@@ -44,9 +58,8 @@ class Builder:
 
     New ops take the anchor's source location, or the kernel's when the anchor has none:
     Triton's debug-info pass rejects calls without a file location, and profilers then still
-    attribute the inserted code to the kernel."""
-
-    default_location = None  # set per module by :func:`set_default_location`
+    attribute the inserted code to the kernel. (Derived from the insertion point, not kept in
+    shared state: passes do not have to set anything up first.)"""
 
     def __init__(self, anchor: Operation | None = None, block: Block | None = None):
         if anchor is None and block is None:
@@ -69,7 +82,7 @@ class Builder:
     def insert(self, op: Operation) -> Operation:
         loc = self.location
         if loc is None or type(loc).__name__ == "UnknownLoc":
-            loc = Builder.default_location
+            loc = _enclosing_function_location(self.block)
         if loc is not None:
             op.location = loc
         if self.anchor is not None:

@@ -48,7 +48,7 @@ from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
 from .abi_info import abi_args, backend_of, operands_of, reduce_of, update_state
 from .access import analyze_module
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .insert_waits import _refuse_warp_specialized
 from .ir_utils import func_body, loc_str
 from .lowering import addptr, broadcast_to, expand_dims, scalar_load, splat, tt, vec
@@ -59,7 +59,6 @@ class InsertEpilogueReduce(ModulePass):
     name: ClassVar[str] = "insert-epilogue-reduce"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
 
         if reduce_of(op) != "epilogue":
             return

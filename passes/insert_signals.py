@@ -24,7 +24,7 @@ from syncopate_mlir.dialects.syncopate import SignalRegionOp
 
 from .abi_info import abi_args, get_state, update_state
 from .access import analyze_module
-from .builder import Builder, set_default_location
+from .builder import Builder
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,6 @@ class InsertSignals(ModulePass):
     name: ClassVar[str] = "insert-signals"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
 
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)

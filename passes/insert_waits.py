@@ -32,7 +32,7 @@ from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
 from .abi_info import abi_args, update_state
 from .access import Access, analyze_module
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .ir_utils import defined_inside, loc_str, shape_of
 from .poly import IterCount
 
@@ -87,7 +87,6 @@ class InsertWaits(ModulePass):
     name: ClassVar[str] = "insert-waits"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
 
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)

@@ -25,7 +25,6 @@ from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
 
-from .builder import set_default_location
 from .lower_sm import _check_lowered
 from .lowering import Lowering
 from .schedule_attr import schedule_of
@@ -36,7 +35,6 @@ class LowerCe(ModulePass):
     name: ClassVar[str] = "lower-ce"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
         schedule_of(op)  # a typed error when the module carries no schedule
         if any(o.name == "syncopate.comm" for o in op.walk()):
             raise CompileError("the ce backend has no comm programs: do not run partition-sms "

@@ -21,7 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, i32, i64
 from xdsl.passes import ModulePass
 
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .lower_sm import CommLowering, _check_lowered
 from .lowering import addptr, tt
 
@@ -76,7 +76,6 @@ class LowerNvshmem(ModulePass):
     name: ClassVar[str] = "lower-nvshmem"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
         low = NvshmemLowering(op)
         low.lower_comm()
         low.lower_common()

@@ -36,7 +36,7 @@ from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
 
 from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state, withheld_of
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
 from .schedule_attr import schedule_of
@@ -255,7 +255,6 @@ class LowerSm(ModulePass):
     name: ClassVar[str] = "lower-sm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
         low = CommLowering(op)
         low.lower_comm()
         low.lower_common()

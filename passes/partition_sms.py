@@ -41,7 +41,7 @@ from .abi_info import (
     operands_of,
     update_state,
 )
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .ir_utils import _get_attr, func_body, int_prop, kernel_func, param_names
 from .schedule_attr import schedule_of
 
@@ -66,7 +66,6 @@ class PartitionSms(ModulePass):
     name: ClassVar[str] = "partition-sms"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
 
         sched = schedule_of(op)
         backend = backend_of(op)

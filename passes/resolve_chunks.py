@@ -32,7 +32,7 @@ from syncopate.schedule.model import Schedule
 from syncopate_mlir.dialects.syncopate import SignalOp, SignalRegionOp, WaitOp, WaitRegionOp
 
 from .abi_info import backend_of, chunk_writers, comm_programs_of
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .schedule_attr import schedule_of
 
 
@@ -41,7 +41,6 @@ class ResolveChunks(ModulePass):
     name: ClassVar[str] = "resolve-chunks"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
 
         sched = schedule_of(op)
         writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))

@@ -31,7 +31,7 @@ from syncopate_mlir.dialects.syncopate import RemapOp
 
 from .abi_info import abi_args, get_state, reduce_of, update_state
 from .access import AnalysisFailure, Evaluator, analyze_module
-from .builder import Builder, set_default_location
+from .builder import Builder
 from .ir_utils import is_int_type, is_tensor, loc_str
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
@@ -263,7 +263,6 @@ class TileRemap(ModulePass):
     name: ClassVar[str] = "tile-remap"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        set_default_location(op)
         sched, analysis, accesses = analyze_module(op)
         rank = abi_args(analysis.func)["syn_rank"]
         remarks = list(get_state(op).get("remarks", []))
