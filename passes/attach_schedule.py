@@ -34,7 +34,7 @@ class AttachSchedule(ModulePass):
     withhold: str = ""          # "c[,c...]": chunks never signalled (fault injection)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from syncopate.abi import BACKENDS
+        from syncopate import backends
         from syncopate.schedule import as_schedule, dumps, verify
 
         if not self.file:
@@ -44,9 +44,7 @@ class AttachSchedule(ModulePass):
             raise CompileError(f"attach-schedule: no schedule file {self.file!r}")
         schedule = as_schedule(path)
         verify(schedule)
-        if self.backend not in BACKENDS:
-            raise CompileError(f"attach-schedule: unknown backend {self.backend!r}; choose one of "
-                               f"{', '.join(BACKENDS)}")
+        backends.get(self.backend, context="attach-schedule: ")
         bindings = {}
         for item in filter(None, self.operands.replace(";", ",").split(",")):
             if ":" not in item:
