@@ -14,6 +14,7 @@ import json
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation
 
+from syncopate import backends
 from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
 from syncopate.errors import CompileError
 from syncopate.schedule.model import Schedule
@@ -76,7 +77,7 @@ def withheld_of(module: ModuleOp) -> frozenset[int]:
 def comm_programs_of(module: ModuleOp) -> int:
     attr = module.attributes.get(ATTR_COMM_PROGRAMS)
     if attr is None:
-        return 0 if backend_of(module) == "ce" else 16
+        return backends.get(backend_of(module)).default_comm_programs
     return attr.value.data
 
 
@@ -90,7 +91,7 @@ def operands_of(module: ModuleOp) -> dict[str, str]:
 
 def chunk_writers(sched: Schedule, backend: str, comm_programs: int) -> int:
     """How many writers each add 1 to a chunk's flag in one epoch (docs/fused-abi.md)."""
-    return 1 if backend == "ce" else max(1, comm_programs)
+    return backends.get(backend).chunk_writers(comm_programs)
 
 
 def get_state(module: ModuleOp) -> dict:
@@ -116,7 +117,7 @@ def update_state(module: ModuleOp, **kv) -> dict:
 def read_abi(module: ModuleOp) -> FusedABI:
     sched = schedule_of(module)
     backend = backend_of(module)
-    comm = comm_programs_of(module) if backend != "ce" else 0
+    comm = comm_programs_of(module) if backends.get(backend).has_comm_programs else 0
     state = get_state(module)
     writers = chunk_writers(sched, backend, comm)
     operands = list(operands_of(module))
@@ -130,7 +131,7 @@ def read_abi(module: ModuleOp) -> FusedABI:
         requirements=dict(state.get("requirements", {})),
         tensors=operands_of(module),
         # sm/nvshmem: comm program 0 publishes ENTRY itself (partition-sms's syncopate.enter)
-        signals_entry=backend in ("sm", "nvshmem"),
+        signals_entry=backends.get(backend).signals_entry,
         epilogue_slots=list(state.get("epilogue_slots", [])),
         upper_bounds=dict(state.get("upper_bounds", {})),
         grid_axes=list(state["grid_axes"]) if "grid_axes" in state else None,

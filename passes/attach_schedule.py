@@ -16,7 +16,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
 from xdsl.passes import ModulePass
 
-from syncopate.abi import BACKENDS
+from syncopate import backends
 from syncopate.errors import CompileError
 from syncopate.schedule import as_schedule, dumps, verify
 
@@ -50,9 +50,7 @@ class AttachSchedule(ModulePass):
             raise CompileError(f"attach-schedule: no schedule file {self.file!r}")
         schedule = as_schedule(path)
         verify(schedule)
-        if self.backend not in BACKENDS:
-            raise CompileError(f"attach-schedule: unknown backend {self.backend!r}; choose one of "
-                               f"{', '.join(BACKENDS)}")
+        backends.get(self.backend, context="attach-schedule: ")
         bindings = {}
         for item in filter(None, self.operands.replace(";", ",").split(",")):
             if ":" not in item:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
 
+from syncopate import backends
 from syncopate.abi import ABI_VERSION, FusedABI
 
 def _source_digest() -> str:
@@ -29,7 +30,9 @@ def _source_digest() -> str:
     import syncopate_mlir.passes
 
     h = hashlib.sha256()
-    roots = [Path(syncopate_mlir.__file__).parent, Path(syncopate_mlir.passes.__file__).parent]
+    # the backends too: each names its passes and checks its options
+    roots = [Path(syncopate_mlir.__file__).parent, Path(syncopate_mlir.passes.__file__).parent,
+             Path(backends.__file__).parent]
     files = sorted({p for r in roots for p in r.rglob("*.py")}) + [Path(syncopate.abi.__file__)]
     for f in files:
         h.update(f.name.encode())
@@ -75,13 +78,13 @@ class PipelineResult:
 
 
 def pass_names(backend: str, reduce: str = "comm") -> list[str]:
+    """The passes of a fused compile, in order: the backend-independent ones, then the
+    backend's tail (``Backend.pipeline_tail``: ``partition-sms`` for comm programs,
+    ``resolve-chunks``, ``lower-<name>``)."""
     names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
-    if backend in ("sm", "nvshmem"):
-        names.append("partition-sms")
-    names += ["resolve-chunks", f"lower-{backend}"]
-    return names
+    return names + backends.get(backend).pipeline_tail()
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:

@@ -657,8 +657,8 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
     monkeypatch.setattr(fmod, "specialize", spec)
     monkeypatch.setattr(fk, "_config", config)
     monkeypatch.setattr(fk, "_peers_table", lambda cfg, ops: ("peers", ops["a_ptr"].data_ptr()))
-    monkeypatch.setattr(fk, "_launch_sm",
-                        lambda cfg, g, args, S, e, peers: calls["launched"].append((g, args, e, peers)))
+    monkeypatch.setattr(fk.launcher, "launch", lambda cfg, g, args, S, e, peers, ops:
+                        calls["launched"].append((g, args, e, peers)))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "S")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: c.device.index)
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
@@ -794,11 +794,11 @@ def test_ce_prepared_pull_copies_the_peer_rows():
     A = c.empty((8, 4), torch.float32)
     peer = c.allocation(A).handle.bufs[1].view(torch.float32).view(8, 4)
     peer.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
-    prep = fk._ce_prepare(cfg, {"a_ptr": A})
-    assert fk._ce_prepare(cfg, {"a_ptr": A}) is prep  # once per buffer set
+    prep = fk.launcher.prepare(cfg, {"a_ptr": A})
+    assert fk.launcher.prepare(cfg, {"a_ptr": A}) is prep  # once per buffer set
     c.empty((4,), torch.float32)  # the registry changed (a reallocation could alias addresses)
-    assert fk._ce_prepare(cfg, {"a_ptr": A}) is not prep
-    prep = fk._ce_prepare(cfg, {"a_ptr": A})
+    assert fk.launcher.prepare(cfg, {"a_ptr": A}) is not prep
+    prep = fk.launcher.prepare(cfg, {"a_ptr": A})
     assert [st.src for st, _, _ in prep.steps] == [1, 1] and prep.reductions == []
     for st, copy, flag_view in prep.steps:
         assert flag_view.dtype == torch.uint32 and flag_view.numel() == cfg.abi.layout.words
@@ -813,7 +813,7 @@ def test_ce_prepared_reduce_scatter_pushes_into_the_owner_slot_and_sums():
     cfg = _ce_config(c, sched, fk, produced=True)
     C = c.empty((8, 4), torch.float32)
     C.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
-    prep = fk._ce_prepare(cfg, {"c_ptr": C})
+    prep = fk.launcher.prepare(cfg, {"c_ptr": C})
     (st, copy, _), = prep.steps
     assert (st.src, st.dst) == (0, 1)
     copy(None)

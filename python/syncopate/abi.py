@@ -1,11 +1,15 @@
 """The fused-kernel ABI shared by the compiler and the runtime (docs/fused-abi.md says why).
 
-Kept free of Triton and torch imports so both the passes and the runtime can use it.
+Kept free of Triton and torch imports so both the passes and the runtime can use it. What
+differs per backend (flag type, launch grid) the backend objects say (:mod:`syncopate.backends`,
+which imports nothing of the project but errors).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from . import backends
 
 ABI_VERSION = 1
 
@@ -21,7 +25,8 @@ EXTRA_PARAMS = (
 )
 EXTRA_PARAM_NAMES = tuple(n for n, _ in EXTRA_PARAMS)
 
-BACKENDS = ("sm", "ce", "nvshmem")
+#: the registered backends' names (:func:`syncopate.backends.names`)
+BACKENDS = backends.names()
 
 # Watchdog record words.
 DIAG_WORDS = 16
@@ -33,9 +38,7 @@ KIND_NAMES = {KIND_CHUNK: "chunk", KIND_ENTRY: "entry", KIND_CONSUMED: "consumed
 
 def extra_params(backend: str) -> tuple[tuple[str, str], ...]:
     """The appended parameters with the flag type of ``backend``."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    flag_ty = "*i64" if backend == "nvshmem" else "*i32"
+    flag_ty = backends.get(backend, ValueError).flag_type
     return ((EXTRA_PARAMS[0][0], flag_ty),) + EXTRA_PARAMS[1:]
 
 
@@ -70,10 +73,10 @@ def contradictions(a: "FusedABI", values: dict) -> list[str]:
     baked into the fused kernel: its ``requirements`` (equalities) and ``upper_bounds``.
     Shared by the runtime (before every launch) and the CLI (at compile time, from --shape)."""
     bad = []
-    for name, want in (getattr(a, "requirements", None) or {}).items():
+    for name, want in a.requirements.items():
         if name in values and values[name] != want:
             bad.append(f"{name}={values[name]!r} (the kernel was compiled for {name}={want!r})")
-    for name, limit in (getattr(a, "upper_bounds", None) or {}).items():
+    for name, limit in a.upper_bounds.items():
         got = values.get(name)
         if isinstance(got, int) and not isinstance(got, bool) and got > limit:
             bad.append(f"{name}={got!r} (a mask `index < {name}` bounds an access of a "
@@ -125,7 +128,7 @@ class FusedABI:
 
     @property
     def flag_dtype(self) -> str:
-        return "int64" if self.backend == "nvshmem" else "int32"
+        return backends.get(self.backend).flag_dtype
 
     def grid(self, grid: tuple[int, ...]) -> tuple[int, int, int]:
         """The launch grid of the fused kernel for the user's grid."""
@@ -139,8 +142,7 @@ class FusedABI:
                         f"never reads (tl.program_id({axis})): every tile would run "
                         f"{g[axis]} times and signal its chunks as often. Launch a grid of 1 "
                         f"along that axis")
-        extra = self.comm_programs if self.backend in ("sm", "nvshmem") else 0
-        return (g[0] + extra, g[1], g[2])
+        return backends.get(self.backend).launch_grid(g, self.comm_programs)
 
     def to_json(self) -> dict:
         return {

@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+from . import backends
 from .abi import contradictions as abi_contradictions
 
 KERNEL_ALIASES = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}
@@ -28,7 +29,7 @@ def register_commands(subparsers) -> None:
     p.add_argument("--schedule", required=True, help="schedule JSON file")
     p.add_argument("--operand", required=True,
                    help="kernel parameter holding the communicated tensor (param or param:tensor,...)")
-    p.add_argument("--backend", default="sm", choices=["sm", "ce", "nvshmem"])
+    p.add_argument("--backend", default="sm", choices=backends.names())
     p.add_argument("--comm-programs", type=int, default=None)
     p.add_argument("--shape", default=None, help="M,N,K of the local GEMM (gemm-* kernels)")
     p.add_argument("--dtype", default="bf16")
@@ -41,7 +42,7 @@ def register_commands(subparsers) -> None:
         "demo", help="compile a fused all-gather+GEMM for sm_90 and show what each pass did",
         description="The main job: fuse our persistent TMA GEMM with an all-gather of A "
                     "(8192x4096 bf16 over 2 ranks, 2 chunks per shard) and walk through the passes.")
-    d.add_argument("--backend", default="sm", choices=["sm", "ce", "nvshmem"])
+    d.add_argument("--backend", default="sm", choices=backends.names())
     d.add_argument("--split", type=int, default=2)
     d.add_argument("--comm-programs", type=int, default=16)
     d.add_argument("-o", "--output", default=None, help="also write every stage's IR here")
@@ -190,12 +191,13 @@ def run_demo(args) -> int:
     name = "matmul_tma_persistent_kernel"
     cfg = default_config(M, N, K, "bf16", "tma")
     sig, cx = compile_args(name, "bf16", cfg)
-    mode = "pull" if args.backend == "ce" else "push"
+    be = backends.get(args.backend)
+    mode = be.op_modes["ag"]
     sched = all_gather([M, K], "bf16", W, mode=mode, split=args.split)
     print(f"Fusing {name} (C[{M},{N}] = A[{M},{K}] @ B[{K},{N}], bf16) with an all-gather of A")
     print(f"  schedule: {W} ranks, A sharded on M, {args.split} chunk(s) per shard, {mode}, "
           f"{len(sched.chunks)} chunks; backend {args.backend}, "
-          f"{0 if args.backend == 'ce' else args.comm_programs} comm programs")
+          f"{args.comm_programs if be.has_comm_programs else 0} comm programs")
     try:
         est = estimate(sched, backend=args.backend, comm_programs=args.comm_programs)
         print(f"  cost model: communication {est.comm_s * 1e6:.0f} us per rank")
@@ -204,7 +206,7 @@ def run_demo(args) -> int:
     t0 = time.perf_counter()
     fc = syncopate.compile(kernel_fn(name), signature=sig, constexprs=cx, schedule=sched,
                            operand="a_ptr", backend=args.backend,
-                           comm_programs=args.comm_programs if args.backend != "ce" else None,
+                           comm_programs=args.comm_programs if be.has_comm_programs else None,
                            attrs=compile_attrs(name), **cfg.options())
     dt = time.perf_counter() - t0
     print(f"\nCompiled to cubin for sm_90 on this CPU in {dt:.2f} s "

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
-from .abi import BACKENDS, FusedABI, extra_params
+from . import backends
+from .abi import FusedABI, extra_params
+from .backends.nvshmem import nvshmem_device_library  # noqa: F401  (its home until the backends)
 from .errors import CompileError
 
-DEFAULT_COMM_PROGRAMS = {"sm": 16, "nvshmem": 16, "ce": 0}
+#: comm programs when the caller gives none, per backend (each backend's ``default_comm_programs``)
+DEFAULT_COMM_PROGRAMS = {n: backends.get(n).default_comm_programs for n in backends.names()}
 _DTYPE_OF_SIG = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp32": "fp32", "f32": "fp32",
                  "fp8e4nv": "fp8e4m3", "fp8e5": "fp8e5m2", "i32": "int32", "i8": "int8",
                  "i16": "int16", "i64": "int64", "fp64": "fp64"}
@@ -143,8 +145,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     from syncopate_mlir import hook
     from syncopate_mlir.pipeline import FuseRequest
 
-    if backend not in BACKENDS:
-        raise CompileError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    be = backends.get(backend)
     sched = as_schedule(schedule)
     verify(sched)
     constexprs = dict(constexprs or {})
@@ -154,23 +155,10 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
         raise CompileError(f"signature misses parameters {', '.join(missing)} of kernel "
                            f"{kernel.__name__} (give constexprs the type 'constexpr')")
     operands = resolve_operands(kernel, signature, constexprs, sched, operand)
-    if comm_programs is None:
-        comm_programs = DEFAULT_COMM_PROGRAMS[backend]
-    if reduce not in ("comm", "epilogue"):
-        raise CompileError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
-    if reduce == "epilogue" and backend != "ce":
-        raise CompileError("reduce='epilogue' is implemented for backend='ce' (the copy engine "
-                           "moves the partials, the owner's tiles add them); use reduce='comm' "
-                           f"with backend={backend!r}")
-    if backend == "ce":
-        comm_programs = 0
-    elif comm_programs < 1:
-        raise CompileError(f"backend {backend!r} needs comm_programs >= 1")
+    comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce,
+                                     withhold_chunks=withhold_chunks)
     withhold = ""
     if withhold_chunks:
-        if backend == "ce":
-            raise CompileError("withhold_chunks is compiled into the sm/nvshmem comm programs; "
-                               "the ce backend withholds at run time (FusedKernel.test_skip_chunks)")
         from syncopate_mlir.passes.attach_schedule import withhold_text
         withhold = withhold_text(withhold_chunks, sched)
     params = tuple(n for n in kernel.arg_names
@@ -183,8 +171,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
         signature.setdefault(n, "constexpr")
     hook.install()
     source = _source_class()(kernel, signature, constexprs, attrs, request)
-    if backend == "nvshmem":
-        options.setdefault("extern_libs", {"libnvshmem_device": nvshmem_device_library()})
+    be.compile_options(options)
     if isinstance(target, tuple):
         target = GPUTarget(target[0], target[1], 32)
     compiled = triton.compile(source, target=target, options=options)
@@ -203,24 +190,3 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     return FusedCompile(compiled, abi, ir_after,
                         dict(getattr(meta, "syncopate_times_ms", {}) or {}))
 
-
-def nvshmem_device_library() -> str:
-    """Path of ``libnvshmem_device.bc`` (the ``nvshmem`` extra installs it)."""
-    import os
-    import sysconfig
-
-    env = os.environ.get("NVSHMEM_LIB_DIR")
-    candidates = [Path(env) / "libnvshmem_device.bc"] if env else []
-    candidates.append(Path(sysconfig.get_path("purelib")) / "nvidia/nvshmem/lib/libnvshmem_device.bc")
-    try:
-        import nvidia.nvshmem  # type: ignore
-
-        for p in getattr(nvidia.nvshmem, "__path__", []):
-            candidates.append(Path(p) / "lib/libnvshmem_device.bc")
-    except ImportError:
-        pass
-    for c in candidates:
-        if c.exists():
-            return str(c)
-    raise CompileError("the nvshmem backend needs libnvshmem_device.bc: pip install "
-                       "'syncopate[nvshmem]' (nvidia-nvshmem-cu13==3.4.5) or set NVSHMEM_LIB_DIR")

@@ -7,8 +7,16 @@ write-after-read across launches, deadlocks) and compares each rank's outputs wi
 kernel emulated by the same interpreter.
 """
 
-from .api import (DEFAULT_POLICIES, Emulation, EmulationResult, PerRank, emulate, emulate_module,
-                  fuse_module, kernel_ttir)
+from .api import (
+    DEFAULT_POLICIES,
+    Emulation,
+    EmulationResult,
+    PerRank,
+    emulate,
+    emulate_module,
+    fuse_module,
+    kernel_ttir,
+)
 from .checker import Race
 from .comm import Faults
 

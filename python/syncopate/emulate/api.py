@@ -133,27 +133,18 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
                 options=None, withhold_chunks=()):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
     :func:`syncopate.compile` (the same typed refusals)."""
-    from syncopate.abi import BACKENDS
-    from syncopate.compiler import DEFAULT_COMM_PROGRAMS, resolve_operands
+    from syncopate import backends
+    from syncopate.compiler import resolve_operands
     from syncopate.schedule import as_schedule, dumps, verify
     from syncopate_mlir.pipeline import FuseRequest, run_pipeline_until
 
-    if backend not in BACKENDS:
-        raise CompileError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    be = backends.get(backend)
     sched = as_schedule(schedule)
     verify(sched)
     constexprs = dict(constexprs or {})
     operands = resolve_operands(kernel, signature, constexprs, sched, operand)
-    if reduce not in ("comm", "epilogue"):
-        raise CompileError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
-    if reduce == "epilogue" and backend != "ce":
-        raise CompileError("reduce='epilogue' is implemented for backend='ce'")
-    if comm_programs is None:
-        comm_programs = DEFAULT_COMM_PROGRAMS[backend]
-    if backend == "ce":
-        comm_programs = 0
-    elif comm_programs < 1:
-        raise CompileError(f"backend {backend!r} needs comm_programs >= 1")
+    # the compiler's checks; withheld chunks are emulated on every backend
+    comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce)
     withhold = ""
     if withhold_chunks:
         from syncopate_mlir.passes.attach_schedule import withhold_text
@@ -211,8 +202,13 @@ class Emulation:
     """A fused module prepared for emulation with one set of arguments."""
 
     def __init__(self, fused_module, local, *, grid, args, fine: bool = False):
-        from syncopate_mlir.passes.abi_info import (backend_of, comm_programs_of, get_state,
-                                                    operands_of, withheld_of)
+        from syncopate_mlir.passes.abi_info import (
+            backend_of,
+            comm_programs_of,
+            get_state,
+            operands_of,
+            withheld_of,
+        )
         from syncopate_mlir.passes.schedule_attr import schedule_of
 
         self.module = fused_module

@@ -23,6 +23,8 @@ import json
 import os
 import time
 
+from .. import backends
+
 
 def register_commands(subparsers) -> None:
     p = subparsers.add_parser(
@@ -40,7 +42,7 @@ def register_commands(subparsers) -> None:
     p.add_argument("--arg", action="append", default=[],
                    help="module:function kernels: NAME=RxC | zeros:RxC | perm:N | INT")
     p.add_argument("--grid", default=None, help="module:function kernels: the launch grid")
-    p.add_argument("--backend", default="sm", choices=["sm", "ce", "nvshmem"])
+    p.add_argument("--backend", default="sm", choices=backends.names())
     p.add_argument("--comm-programs", type=int, default=2)
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--block", default="64,64,32", help="BLOCK_M,BLOCK_N,BLOCK_K (default 64,64,32)")

@@ -16,7 +16,7 @@ checks the module the compiler produced against what the hardware will do with i
   ``sum``, then adds 1 to ``CHUNK[c]`` on the destination and, when it read a peer's buffer,
   to ``CONSUMED`` on the source.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
-* ``ce`` (``runtime/fused.py`` ``_launch_ce`` with ``runtime/plan.py``'s plan): the side stream
+* ``ce`` (``backends/ce.py`` ``CELauncher.launch`` with ``runtime/plan.py``'s plan): the side stream
   signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the kernel is
   released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the chunk
   (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the

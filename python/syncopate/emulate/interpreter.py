@@ -31,8 +31,19 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import EmulationError
-from .memory import (BlockPtr, EType, Ptr, PtrTensor, TensorDesc, block_offsets, etype_of,
-                     round_bf16, round_tf32, to_etype, wrap_int)
+from .memory import (
+    BlockPtr,
+    EType,
+    Ptr,
+    PtrTensor,
+    TensorDesc,
+    block_offsets,
+    etype_of,
+    round_bf16,
+    round_tf32,
+    to_etype,
+    wrap_int,
+)
 
 # ----------------------------------------------------------------------------- yields
 

@@ -12,6 +12,7 @@ import functools
 
 from dataclasses import dataclass
 
+from .. import backends
 from ..errors import LaunchError
 
 
@@ -90,17 +91,13 @@ def run_local(call: GemmCall) -> None:
     call.fn[call.grid](*call.args, **call.options)
 
 
-DEFAULT_MODE = {"ag": {"ce": "pull", "sm": "push", "nvshmem": "push"},
-                "rs": {"ce": "push", "sm": "push", "nvshmem": "push"}}
-
-
 def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype, split,
            comm_programs):
     """``(split, comm_programs)``: the caller's, else the cost model's
     (``syncopate.schedule.cost.choose_gemm_plan``: ``op`` 'ag_gemm' takes this rank's GEMM
     ``N``/``K`` and the global ``M``; 'gemm_rs' this rank's sharded ``K``)."""
-    if backend == "ce":
-        comm_programs = 0  # the copy engine needs no programs in the kernel
+    if not backends.get(backend, LaunchError).has_comm_programs:
+        comm_programs = 0  # e.g. the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
         return int(split), int(comm_programs)
     return _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs)
@@ -129,6 +126,11 @@ def compute_programs(comm, comm_programs: int) -> int:
     return max(1, share - int(comm_programs))
 
 
+def kernel_comm_programs(backend: str, comm_programs: int) -> int:
+    """The programs ``backend`` adds to the kernel's grid (0 for a backend without comm programs)."""
+    return int(comm_programs) if backends.get(backend, LaunchError).has_comm_programs else 0
+
+
 def loopback_comm_programs(comm, chosen: int, requested) -> int:
     """The cost model's comm-program count assumes a whole GPU per rank; in loopback a rank
     has ``sm_share`` SMs, so a count the caller did not fix is capped at half of them (the
@@ -149,14 +151,9 @@ def check_comm_device(comm, *tensors):
 
 
 def template(name: str):
-    """A schedule template by name (``syncopate.schedule`` re-exports them; the module is
-    read directly if it does not)."""
-    from .. import schedule
-    fn = getattr(schedule, name, None)
-    if fn is None:
-        from ..schedule import templates
-        fn = getattr(templates, name)
-    return fn
+    """A schedule template by name."""
+    from ..schedule.templates import TEMPLATES
+    return TEMPLATES[name]
 
 
 def schedule_dtype(dtype) -> str:
@@ -181,7 +178,8 @@ def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, 
     from ..runtime.fused import fuse
 
     k = short_kernel(kernel)
-    mode = mode or DEFAULT_MODE[op][backend]
+    be = backends.get(backend, LaunchError)
+    mode = mode or be.op_modes[op]
     key = (f"{op}.fk", *shape, str(dtype), backend, split, order, mode, comm_programs, k,
            repr(config), reduce)
     fk = comm.cache.get(key)
@@ -194,7 +192,7 @@ def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, 
         if reduce != "comm":
             opts["reduce"] = reduce
         fk = fuse(kernel_fn(k), sched, operand=operand, backend=backend,
-                  comm_programs=comm_programs if backend != "ce" else 0, comm=comm,
+                  comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
                   **fuse_options, **opts)
         comm.cache[key] = fk
     return fk

@@ -110,7 +110,7 @@ def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "
     nprog = None
     if _gemm.short_kernel(kernel) == "tma":
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
-        nprog = _gemm.compute_programs(comm, cp if backend in ("sm", "nvshmem") else 0)
+        nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
     call = _gemm.gemm_call(kernel, A, b, out, cfg, num_programs=nprog)
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
                               out_index=call.fn.arg_names.index("c_ptr"), slot=slot)

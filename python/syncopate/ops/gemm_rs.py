@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from .. import backends
 from ..errors import LaunchError
 from . import _gemm
 
@@ -188,7 +189,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     C = gemm_rs_buffer(comm, M, N, a.dtype)
     nprog = None
     if _gemm.short_kernel(kernel) == "tma":
-        nprog = _gemm.compute_programs(comm, cp if backend in ("sm", "nvshmem") else 0)
+        nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
     call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
     rows = M // W
     if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):
@@ -207,9 +208,10 @@ def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
     before any row it owns (its own rows wait for the other ranks' partials). The compiler puts
     the sent M-tiles first; the kernels walk tiles in groups of ``GROUP_M`` M-tiles, so the
     sent tiles must fill whole groups, and no tile may hold rows of two owners."""
-    if backend != "ce":
-        raise LaunchError("reduce='epilogue' needs backend='ce' (the copy engine moves the partials "
-                          "into the owner's slots)")
+    if "epilogue" not in backends.get(backend, LaunchError).reduce_modes:
+        able = [n for n in backends.names() if "epilogue" in backends.get(n).reduce_modes]
+        raise LaunchError(f"reduce='epilogue' needs backend={' or '.join(map(repr, able))}, "
+                          f"whose launcher moves the partials into the owner's slots")
     bm, gm = int(cfg.BLOCK_M), int(cfg.GROUP_M)
     rows = M // W
     if rows % bm or ((W - 1) * (rows // bm)) % gm:

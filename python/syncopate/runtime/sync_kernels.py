@@ -43,6 +43,7 @@ import triton.language as tl
 
 from ..ptx import spin_asm
 
+
 def _spin_asm(bits: int, trap: bool) -> str:
     """The watchdog spin (every thread of the one-warp kernel polls): :func:`syncopate.ptx.spin_asm`."""
     return spin_asm(bits, trap)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import backends
+
 __all__ = ["register_commands"]
 
 # (command, template function name, help)
@@ -100,7 +102,7 @@ def register_commands(subparsers) -> None:
         description="Print each rank's plan (step, chunk, direction, peer, region, bytes) and "
                     "the cost model's estimate; exit 1 with the problems if it does not verify.")
     sp.add_argument("file", help="schedule JSON file")
-    sp.add_argument("--backend", choices=("sm", "ce", "nvshmem"), default="sm",
+    sp.add_argument("--backend", choices=backends.names(), default="sm",
                     help="communication backend for the estimate (default sm)")
     sp.add_argument("--comm-programs", type=_positive, default=16,
                     help="comm programs (CTAs) of the sm/nvshmem backends (default 16)")

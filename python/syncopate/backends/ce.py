@@ -1,0 +1,277 @@
+"""``ce``: the copy engine moves the data; the fused kernel only waits and signals (``lower-ce``),
+and the host side of the protocol runs on a side stream (:mod:`syncopate.runtime.plan` says
+why the ENTRY wait comes before the kernel is released)::
+
+    main:  [staged]──────────────(wait entered)[ fused kernel ]──(wait side)[reduce][CONSUMED wait]
+    side:   (wait staged)[signal ENTRY][wait ENTRY*](entered)[copy c0][flag c0][copy c1]...[CONSUMED += n]
+
+Each chunk: peer -> local copy of the region (copy engine), then
+``stream_write_value32(flags, chunk, e)`` (the driver fences before the write, so the data is
+visible first); pull reads add to the source's CONSUMED after the copies. Reduce chunks
+(``sum``) are pushed into per-source slots ``[W, *shape]`` of the owner and summed after the
+kernel, unless the kernel's epilogue adds them (``reduce="epilogue"``, ``abi.epilogue_slots``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from ..errors import LaunchError
+from ..runtime import _cuda
+from ..runtime import plan as planmod
+from .base import Backend, Launcher
+
+
+def check_epilogue_plan(plan: planmod.CEPlan, stream_waits: bool) -> None:
+    """The epilogue reduction's kernel waits for chunks the side stream copies *while it runs*:
+    every copy must start on its own PRODUCED flag (``cuStreamWaitValue32``), never on the end
+    of the kernel, or the two would wait for each other until the watchdog fires."""
+    if not stream_waits:
+        raise LaunchError("reduce='epilogue' needs cuStreamWaitValue32 (CUDA stream memory "
+                          "operations), which this driver does not expose; use reduce='comm'")
+    late = [st.chunk for st in plan.steps if st.wait_kernel]
+    if late:
+        raise LaunchError(f"reduce='epilogue': chunks {late[:8]} would be copied only after the "
+                          f"kernel ends (no PRODUCED count), while the kernel waits for them; use "
+                          f"reduce='comm' for this schedule")
+
+
+@dataclass
+class _CEPrepared:
+    """One rank's ``ce`` steps for one set of operand buffers: ``(step, copy(stream) or None,
+    uint32 view of the destination's flags)``, and the reductions ``(own region, [slot
+    regions in source order])``."""
+
+    steps: list
+    reductions: list
+
+
+class CELauncher(Launcher):
+    """The side-stream host protocol (module docstring)."""
+
+    needs_stream_context = True
+
+    def configure(self, cfg) -> None:
+        """This rank's copy plan, and the owner-side slots of reduced tensors."""
+        fk = self.fk
+        cfg.ce_plan = planmod.build_ce_plan(fk.schedule, fk.comm.rank, cfg.abi.produced_count)
+        if cfg.abi.epilogue_slots:
+            check_epilogue_plan(cfg.ce_plan, _cuda.stream_wait_available())
+        for tname in cfg.ce_plan.reduce_tensors:
+            cfg.slots[tname] = fk.schedule_buffer(tname, leading=(fk.comm.world_size,))
+
+    def reads_of_me(self, cfg) -> int:
+        return cfg.ce_plan.reads_of_me
+
+    def _event(self, cfg, name: str):
+        import torch
+
+        events = cfg.host.setdefault("events", {})
+        ev = events.get(name)
+        if ev is None:
+            ev = events[name] = torch.cuda.Event()
+        return ev
+
+    def prepare(self, cfg, operand_tensors: dict) -> _CEPrepared:
+        """Views, copy geometry and flag views of every step of this rank's plan, for these
+        operand buffers (cached: the plan and the buffers fix all of it)."""
+        fk = self.fk
+        comm, me, p = fk.comm, fk.comm.rank, cfg.ce_plan
+        key = (comm.generation,) + tuple(operand_tensors[q].data_ptr()
+                                         for q in sorted(operand_tensors))
+        cache = cfg.host.setdefault("prepared", {})
+        prep = cache.get(key)
+        if prep is not None:
+            return prep
+        param_of = {t: prm for prm, t in fk.operands.items()}
+        steps = []
+        for st in p.steps:
+            t = operand_tensors[param_of[st.tensor]]
+            copy = None
+            if st.src != st.dst:
+                if st.reduce:
+                    slot_local = cfg.slots[st.tensor]
+                    dst_t = comm.peer_view(slot_local, st.dst)[st.src][st.slices]
+                    src_t = t[st.slices] if st.src == me else comm.peer_view(t, st.src)[st.slices]
+                elif st.mode == "pull":
+                    dst_t = t[st.slices]
+                    src_t = comm.peer_view(t, st.src)[st.slices]
+                else:
+                    dst_t = comm.peer_view(t, st.dst)[st.slices]
+                    src_t = t[st.slices]
+                copy = region_copier(dst_t, src_t)
+            steps.append((st, copy, comm.flag_view_u32(cfg.flags, st.dst)))
+        groups: dict = {}
+        for st in p.reduce_in:
+            groups.setdefault((st.tensor, _slices_key(st.slices)), (st.slices, []))[1].append(st.src)
+        reductions = []
+        for (tname, _), (sl, srcs) in groups.items():
+            t = operand_tensors[param_of[tname]]
+            slots = cfg.slots[tname]
+            reductions.append((t[sl], [slots[s][sl] for s in sorted(srcs)]))
+        prep = _CEPrepared(steps, reductions)
+        if len(cache) > 16:  # callers cycling through buffers: bound the cache
+            cache.clear()
+        cache[key] = prep
+        return prep
+
+    def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors) -> None:
+        import torch
+
+        from ..runtime import sync_kernels as sk  # Triton kernels: imported on first use
+
+        fk, S, e = self.fk, stream, epoch
+        comm = fk.comm
+        lay = cfg.abi.layout
+        me, W = comm.rank, comm.world_size
+        X = comm.stream("syncopate-ce")
+        p = cfg.ce_plan
+
+        # 1. Entry: after the staged inputs (and launch e-1, by stream order) on the main stream.
+        staged = self._event(cfg, "staged")
+        staged.record(S)
+        X.wait_event(staged)
+        if not fk.test_skip_entry:
+            sk.signal_entry(peers, lay.entry(me), e, W, stream=X)
+        fk.wait_flag(cfg, lay.entry(0), e, "entry", e, X, count=W)
+        entered = self._event(cfg, "entered")
+        entered.record(X)
+        S.wait_event(entered)
+
+        # 2. The fused kernel.
+        self.run_kernel(cfg, grid, args, S)
+        kernel_done = None
+
+        # 3. Copies and flags on the side stream (no SM needed from here on). The views,
+        #    copy geometry and flag views of every step are prepared once per set of operand
+        #    buffers: per launch only the enqueueing is left (host time at M = 1024 matters).
+        prep = self.prepare(cfg, operand_tensors)
+        skip = fk.test_skip_chunks
+        with torch.cuda.stream(X):
+            for st, copy, flag_view in prep.steps:
+                if st.chunk in skip:
+                    continue
+                need_kernel = st.wait_kernel
+                if st.wait_produced:
+                    addr = cfg.flags.data_ptr() + lay.produced(st.chunk) * 4
+                    need_kernel = not _cuda.stream_wait_value32(X.cuda_stream, addr,
+                                                                (e * st.wait_produced) & 0xFFFFFFFF)
+                if need_kernel and kernel_done is None:
+                    # no PRODUCED count (or no stream memory ops): wait for the whole kernel
+                    kernel_done = self._event(cfg, "kernel_done")
+                    kernel_done.record(S)
+                    X.wait_event(kernel_done)
+                if copy is not None:
+                    copy(X)
+                torch.ops.symm_mem.stream_write_value32_(flag_view, lay.chunk(st.chunk), e)
+            for src, n in sorted(p.consumed_adds.items()):
+                sk.add_flag(cfg.flag_addrs[src], lay.consumed, n, stream=X)
+        done = self._event(cfg, "comm_done")
+        done.record(X)
+        S.wait_event(done)
+
+        # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S), unless
+        #    the kernel's epilogue already added them (reduce="epilogue": it waited for them).
+        if p.reduce_in and not cfg.abi.epilogue_slots:
+            for st in p.reduce_in:
+                fk.wait_flag(cfg, lay.chunk(st.chunk), e, "chunk", e, S)
+            for own, parts in prep.reductions:
+                acc = own.float()
+                for part in parts:
+                    acc += part.float()
+                own.copy_(acc)
+
+        # 5. CONSUMED: nobody may overwrite this rank's buffers before peers finished reading.
+        if fk.defer_consumed_wait:
+            cfg.consumed_pending = e
+        else:
+            fk.consumed_wait(cfg, e, S)
+
+
+class CE(Backend):
+    name = "ce"
+    flag_dtype = "int32"
+    has_comm_programs = False
+    default_comm_programs = 0
+    signals_entry = False
+    reduce_modes = ("comm", "epilogue")
+    compiles_withheld = False  # withheld at run time: CELauncher skips the chunk's copy and flag
+    op_modes = {"ag": "pull", "rs": "push"}
+    launcher_class = CELauncher
+
+
+# ------------------------------------------------------------------------------------------
+# Region copies with the copy engine
+# ------------------------------------------------------------------------------------------
+
+def _slices_key(sl):
+    return tuple((s.start, s.stop) for s in sl)
+
+
+_COPY_WARNED = False
+
+
+def copy_region(dst, src, stream) -> None:
+    """Copy a region between two views (one may be a peer's) with the copy engine.
+
+    Contiguous views: ``Tensor.copy_`` (``cudaMemcpyAsync``). Views with one strided level
+    (a column block of a row-major matrix): ``cuMemcpy2DAsync``. Anything else falls back to
+    ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the fused kernel)."""
+    global _COPY_WARNED
+    if dst.is_contiguous() and src.is_contiguous():
+        dst.copy_(src, non_blocking=True)
+        return
+    shp = _rows_cols(dst, src)
+    if shp is not None:
+        rows, width, dpitch, spitch = shp
+        if _cuda.memcpy2d_async(dst.data_ptr(), dpitch, src.data_ptr(), spitch, width, rows,
+                                stream.cuda_stream):
+            return
+    if not _COPY_WARNED:
+        warnings.warn("syncopate ce backend: a chunk region is not a 2-D block; copying it with "
+                      "an SM kernel (slower, and it competes with the fused kernel for SMs)")
+        _COPY_WARNED = True
+    dst.copy_(src, non_blocking=True)
+
+
+def region_copier(dst, src):
+    """``copy(stream)`` doing :func:`copy_region` (dst <- src) with its geometry worked out once:
+    contiguous views copy with ``Tensor.copy_``, one strided level with ``cuMemcpy2DAsync``
+    (falling back to :func:`copy_region` if the driver call is unavailable)."""
+    if dst.is_contiguous() and src.is_contiguous():
+        return lambda stream: dst.copy_(src, non_blocking=True)
+    shp = _rows_cols(dst, src)
+    if shp is not None:
+        rows, width, dpitch, spitch = shp
+        dptr, sptr = dst.data_ptr(), src.data_ptr()
+
+        def copy2d(stream):
+            if not _cuda.memcpy2d_async(dptr, dpitch, sptr, spitch, width, rows, stream.cuda_stream):
+                copy_region(dst, src, stream)
+        return copy2d
+    return lambda stream: copy_region(dst, src, stream)
+
+
+def _rows_cols(dst, src):
+    """``(rows, width_bytes, dst_pitch, src_pitch)`` if both views are ``rows`` blocks of
+    contiguous bytes at a constant pitch; else None."""
+    def collapse(t):
+        es = t.element_size()
+        dims = [(s, st) for s, st in zip(t.shape, t.stride()) if s != 1]
+        if not dims:
+            return 1, es, es
+        # merge contiguous trailing dims
+        inner = 1
+        while dims and dims[-1][1] == inner:
+            inner *= dims[-1][0]
+            dims.pop()
+        if len(dims) > 1:
+            return None
+        if not dims:
+            return 1, inner * es, inner * es
+        return dims[0][0], inner * es, dims[0][1] * es
+    a, b = collapse(dst), collapse(src)
+    if a is None or b is None or a[0] != b[0] or a[1] != b[1]:
+        return None
+    return a[0], a[1], a[2], b[2]

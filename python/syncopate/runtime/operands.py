@@ -1,0 +1,94 @@
+"""What a call of a fused kernel must satisfy: operands bound to schedule tensors, operands in
+this communicator's symmetric memory with the schedule's shape and dtype, and the compiler's
+launch-time requirements."""
+
+from __future__ import annotations
+
+import weakref
+
+from .. import abi
+from ..errors import LaunchError
+from . import plan as planmod
+from .communicator import dtype_name
+
+
+def operand_map(schedule, operand) -> dict[str, str]:
+    """``{kernel parameter: schedule tensor}``."""
+    names = list(planmod.tensors(schedule))
+    if isinstance(operand, str):
+        if len(names) != 1:
+            raise LaunchError(f"the schedule moves tensors {names}; map each operand: "
+                              f"operand={{'{operand}': '<tensor name>'}}")
+        return {operand: names[0]}
+    if isinstance(operand, dict):
+        for p, t in operand.items():
+            planmod.tensor_spec(schedule, t)
+        return dict(operand)
+    if isinstance(operand, (list, tuple)) and len(operand) == len(names):
+        return dict(zip(operand, names))
+    raise LaunchError("operand must be a parameter name, a list of them (one per schedule "
+                      "tensor, in order) or a {parameter: tensor} dict")
+
+
+def validate_operands(schedule, operands: dict, names: list, comm, values) -> dict:
+    """Check a call's operands against the schedule (``operands``: ``{param: tensor name}``,
+    ``names``: the kernel's parameters); returns ``{param: tensor}``."""
+    import torch
+
+    out = {}
+    for p, tname in operands.items():
+        t = values[names.index(p)]
+        spec = planmod.tensor_spec(schedule, tname)
+        if not isinstance(t, torch.Tensor):
+            raise LaunchError(f"operand {p} must be a torch.Tensor (the symmetric buffer of "
+                              f"schedule tensor {tname!r}), got {type(t).__name__}")
+        if tuple(t.shape) != tuple(spec.shape):
+            raise LaunchError(f"operand {p} has shape {tuple(t.shape)} but schedule tensor "
+                              f"{tname!r} is {tuple(spec.shape)}: pass the whole (global-shape) "
+                              f"symmetric buffer, or build the schedule for shape {tuple(t.shape)}")
+        if dtype_name(t.dtype) != dtype_name(torch_name(spec.dtype)):
+            raise LaunchError(f"operand {p} is {t.dtype} but schedule tensor {tname!r} is "
+                              f"{spec.dtype}: cast the operand or rebuild the schedule")
+        if t.device != comm.device:
+            raise LaunchError(f"operand {p} is on {t.device}, the communicator on {comm.device}")
+        if comm.allocation(t) is None:
+            other = owner_elsewhere(t, comm)
+            if other is not None:
+                raise LaunchError(
+                    f"operand {p} lives in symmetric memory of another Communicator (group "
+                    f"{other.group_name!r}, {other.world_size} ranks) but this fused kernel "
+                    f"communicates over group {comm.group_name!r}: use the same Communicator for "
+                    f"the buffer and fuse(..., comm=...)")
+        comm.require_symmetric(t, f"operand {p}", contiguous=True)
+        out[p] = t
+    return out
+
+
+def check_requirements(a: abi.FusedABI, names, values) -> None:
+    """The compiler's launch-time requirements (``abi.requirements``, e.g. ``{"stride_am":
+    4096}``: facts its analysis baked into the kernel) must hold for this call."""
+    bad = abi.contradictions(a, dict(zip(names, values)))
+    if bad:
+        raise LaunchError("arguments break what the fused kernel was compiled for: " + "; ".join(bad)
+                          + ". Pass operands with the layout the schedule describes (e.g. a "
+                            "contiguous row-major buffer of the schedule tensor's shape)")
+
+
+def torch_name(dtype_str):
+    """The torch dtype name of a schedule dtype."""
+    return dtype_name({"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(str(dtype_str),
+                                                                                   dtype_str))
+
+
+_LIVE_COMMS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def owner_elsewhere(t, comm):
+    for other in list(_LIVE_COMMS):
+        if other is not comm and not other._closed and other.allocation(t) is not None:
+            return other
+    return None
+
+
+def register_comm(comm) -> None:
+    _LIVE_COMMS.add(comm)
