@@ -10,7 +10,7 @@ The passes work in two levels so that each lit test shows one idea at a time:
   ``flags[index] >= target``; ``signal`` releases ``flags[index] += value`` (or ``= value``).
 
 ``lower-<backend>`` turns both levels into ``tt``/``arith``/``scf`` plus inline PTX, so Triton
-never sees a ``syncopate`` op.  The semantics are those of DESIGN.md and docs/fused-abi.md:
+never sees a ``syncopate`` op.  The semantics are those of docs/architecture.md and docs/fused-abi.md:
 waits acquire at system scope and return a token (an ``i32`` zero at run time) that the guarded
 loads depend on, so nothing that reads a chunk can be scheduled above its wait.
 """

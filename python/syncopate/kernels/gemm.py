@@ -9,8 +9,8 @@
 * :func:`matmul_tma_persistent_kernel` -- persistent (one program per SM) with a tile loop and
   TMA (tensor-descriptor) loads and stores. The fast one on Hopper.
 
-Both are written the way Syncopate's passes expect (see docs/DESIGN.md, "tile-remap",
-"insert-waits"):
+Both are written the way Syncopate's passes expect (docs/soundness.md; passes/tile_remap.py,
+passes/insert_waits.py):
 
 * The tile's M coordinate is computed **once** per tile (``pid_m``) and the very same SSA value
   feeds the A loads and the C store, so "which rows of A does this tile read" and "which rows of

@@ -2,7 +2,7 @@
 
 Every chunk costs ``alpha + bytes / beta``: ``alpha`` is its fixed cost (flag release and
 acquire across NVLink, a copy launch) and ``beta`` the bandwidth its backend reaches.  The
-figures come from DESIGN.md ("Measured on the lent machine", 2 x H200 NV18):
+figures were measured on the lent machine (2 x H200 NV18, 2026-11-30):
 
 * copy engine peer copy: 77-87 GB/s at 1 MB, 290-318 at 16 MB, ~390 at 256 MB.  ``alpha =
   10 us`` and ``beta = 400 GB/s`` reproduce all three (80, 320, 394 GB/s).
@@ -61,7 +61,7 @@ H200_SMS = 132
 #: with 1.0 the model was 9-10% optimistic at 8 comm programs, exact at 16).
 SUM_TRAFFIC = 1.5
 
-#: NCCL all-gather bus bandwidth on 2 x H200 at 64 MB (DESIGN.md), for serial baselines.
+#: NCCL all-gather bus bandwidth on 2 x H200 at 64 MB (measured 2026-11-30), for serial baselines.
 NCCL_AG_BUS_BPS = 160e9
 
 #: Dense GEMM throughput by input dtype (bf16 measured with cuBLAS at 8192^3; fp8 twice that;
