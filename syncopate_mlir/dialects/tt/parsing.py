@@ -174,32 +174,13 @@ class TTOp(IRDLOperation):
 
 class _UnaryCastOp(TTOp):
     """``$src attr-dict : type($src) -> type($result)``."""
+    assembly_format = '$src attr-dict `:` type($src) `->` type($result)'
 
     src = operand_def()
     result = result_def()
 
     def __init__(self, src: SSAValue | Operation, result_type: Attribute, **attrs: Attribute):
         super().__init__(operands=[src], result_types=[result_type], attributes=attrs or None)
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        src = parser.parse_unresolved_operand()
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        src_t = parser.parse_type()
-        parser.parse_punctuation("->")
-        res_t = parser.parse_type()
-        return cls.create(operands=[parser.resolve_operand(src, src_t)], result_types=[res_t],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.src)
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
 
 
 def _print_cache_evict(printer: Printer, op) -> None:

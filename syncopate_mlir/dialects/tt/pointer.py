@@ -19,6 +19,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from .formats import tt_op_definition
 from .types import PointerType, element_type, is_ptr_like, shape_of
 from .parsing import (
     TTOp,
@@ -33,7 +34,7 @@ from .parsing import (
 )
 
 
-@irdl_op_definition
+@tt_op_definition
 class IntToPtrOp(_UnaryCastOp):
     """``tt.int_to_ptr``: cast ``i64`` (or a tensor of) to a pointer (or a tensor of)."""
 
@@ -45,7 +46,7 @@ class IntToPtrOp(_UnaryCastOp):
             raise VerifyException("tt.int_to_ptr casts i64 (or a tensor of i64) to a pointer type")
 
 
-@irdl_op_definition
+@tt_op_definition
 class PtrToIntOp(_UnaryCastOp):
     """``tt.ptr_to_int``: cast a pointer (or a tensor of) to ``i64`` (or a tensor of)."""
 
@@ -57,7 +58,7 @@ class PtrToIntOp(_UnaryCastOp):
             raise VerifyException("tt.ptr_to_int casts a pointer type to i64 (or a tensor of i64)")
 
 
-@irdl_op_definition
+@tt_op_definition
 class BitcastOp(_UnaryCastOp):
     """``tt.bitcast``: reinterpret bits between types of the same width (pointers included)."""
 

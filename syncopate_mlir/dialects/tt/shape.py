@@ -9,6 +9,8 @@ import math
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, TensorType, UnitAttr, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
+    AnyAttr,
+    VarConstraint,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
@@ -22,11 +24,14 @@ from xdsl.printer import Printer
 from xdsl.traits import NoMemoryEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from .formats import tt_op_definition
 from .types import _i32, element_type, like, shape_of
-from .parsing import TTOp, _UnaryCastOp, _parse_attr_dict, _print_operands, _resolve, _value
+from .parsing import TTOp, _UnaryCastOp, _parse_attr_dict, _value
+
+_T = VarConstraint("T", AnyAttr())  # operands (results) of one type
 
 
-@irdl_op_definition
+@tt_op_definition
 class SplatOp(_UnaryCastOp):
     """``tt.splat``: broadcast a scalar to a tensor."""
 
@@ -44,7 +49,7 @@ class SplatOp(_UnaryCastOp):
             raise VerifyException("tt.splat result must be a tensor of the source's element type")
 
 
-@irdl_op_definition
+@tt_op_definition
 class BroadcastOp(_UnaryCastOp):
     """``tt.broadcast``: grow size-1 dimensions of a tensor."""
 
@@ -60,7 +65,7 @@ class BroadcastOp(_UnaryCastOp):
             raise VerifyException(f"tt.broadcast cannot broadcast {s} to {r}")
 
 
-@irdl_op_definition
+@tt_op_definition
 class ExpandDimsOp(_UnaryCastOp):
     """``tt.expand_dims``: insert a size-1 dimension at ``axis``."""
 
@@ -85,39 +90,18 @@ class ExpandDimsOp(_UnaryCastOp):
 
 
 class _LhsRhsOp(TTOp):
-    """``$lhs, $rhs attr-dict : type($lhs) -> type($result)``."""
+    """``$lhs, $rhs attr-dict : type($lhs) -> type($result)`` (both operands of one type)."""
+    assembly_format = '$lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)'
 
-    lhs = operand_def()
-    rhs = operand_def()
+    lhs = operand_def(_T)
+    rhs = operand_def(_T)
     result = result_def()
 
     def __init__(self, lhs, rhs, result_type: Attribute):
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        lhs = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        rhs = parser.parse_unresolved_operand()
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        parser.parse_punctuation("->")
-        rt = parser.parse_type()
-        return cls.create(operands=_resolve(parser, [lhs, rhs], [t, t]), result_types=[rt],
-                          properties=props, attributes=attrs)
 
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, [self.lhs, self.rhs])
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.lhs.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
-
-@irdl_op_definition
+@tt_op_definition
 class CatOp(_LhsRhsOp):
     """``tt.cat``: concatenate two tensors (may reorder elements)."""
 
@@ -125,7 +109,7 @@ class CatOp(_LhsRhsOp):
     traits = traits_def(NoMemoryEffect())
 
 
-@irdl_op_definition
+@tt_op_definition
 class JoinOp(_LhsRhsOp):
     """``tt.join``: join two tensors along a new minor dimension of size 2."""
 
@@ -139,16 +123,17 @@ class JoinOp(_LhsRhsOp):
         super().__init__(lhs, rhs, result_type)
 
 
-@irdl_op_definition
+@tt_op_definition
 class SplitOp(TTOp):
     """``tt.split``: split a tensor along its last dimension (of size 2) into two."""
 
     name = "tt.split"
+    assembly_format = '$src attr-dict `:` type($src) `->` type($outLHS)'
     traits = traits_def(NoMemoryEffect())
     ASM_RESULT_NAMES: ClassVar[tuple[str, ...]] = ("outLHS", "outRHS")
     src = operand_def()
-    outLHS = result_def()
-    outRHS = result_def()
+    outLHS = result_def(_T)
+    outRHS = result_def(_T)
 
     def __init__(self, src, result_type: Attribute | None = None):
         src = _value(src)
@@ -156,28 +141,8 @@ class SplitOp(TTOp):
             result_type = TensorType(element_type(src.type), list(shape_of(src.type))[:-1])
         super().__init__(operands=[src], result_types=[result_type, result_type])
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        src = parser.parse_unresolved_operand()
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        st = parser.parse_type()
-        parser.parse_punctuation("->")
-        rt = parser.parse_type()
-        return cls.create(operands=[parser.resolve_operand(src, st)], result_types=[rt, rt],
-                          properties=props, attributes=attrs)
 
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.src)
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.outLHS.type)
-
-
-@irdl_op_definition
+@tt_op_definition
 class TransOp(_UnaryCastOp):
     """``tt.trans``: permute the dimensions of a tensor by ``order``."""
 
@@ -194,12 +159,13 @@ class TransOp(_UnaryCastOp):
                                properties={"order": DenseArrayBase.from_list(i32, list(order))})
 
 
-@irdl_op_definition
+@tt_op_definition
 class ReshapeOp(TTOp):
     """``tt.reshape``: reinterpret a tensor with another shape (``allow_reorder`` lets the
     compiler reorder elements)."""
 
     name = "tt.reshape"
+    assembly_format = '$src (`allow_reorder` $allow_reorder^)? (`efficient_layout` $efficient_layout^)? attr-dict `:` type($src) `->` type($result)'
     traits = traits_def(Pure())
     src = operand_def()
     result = result_def()
@@ -217,36 +183,6 @@ class ReshapeOp(TTOp):
         if efficient_layout:
             props["efficient_layout"] = UnitAttr()
         super().__init__(operands=[src], result_types=[result_type], properties=props)
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        src = parser.parse_unresolved_operand()
-        props = {}
-        if parser.parse_optional_keyword("allow_reorder") is not None:
-            props["allow_reorder"] = UnitAttr()
-        if parser.parse_optional_keyword("efficient_layout") is not None:
-            props["efficient_layout"] = UnitAttr()
-        p2, attrs = _parse_attr_dict(parser, cls)
-        props.update(p2)
-        parser.parse_punctuation(":")
-        st = parser.parse_type()
-        parser.parse_punctuation("->")
-        rt = parser.parse_type()
-        return cls.create(operands=[parser.resolve_operand(src, st)], result_types=[rt],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.src)
-        if self.allow_reorder is not None:
-            printer.print_string(" allow_reorder")
-        if self.efficient_layout is not None:
-            printer.print_string(" efficient_layout")
-        self._print_dict(printer, ("allow_reorder", "efficient_layout"))
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
 
     def verify_(self):
         n = lambda t: math.prod(shape_of(t))  # noqa: E731
@@ -288,11 +224,12 @@ class UnsplatOp(TTOp):
             raise VerifyException("tt.unsplat needs a tensor with exactly one element")
 
 
-@irdl_op_definition
+@tt_op_definition
 class MakeRangeOp(TTOp):
     """``tt.make_range {end, start} : tensor<Nxi32>``: ``[start, end)``."""
 
     name = "tt.make_range"
+    assembly_format = 'attr-dict `:` type($result)'
     traits = traits_def(Pure())
     start = prop_def(IntegerAttr)
     end = prop_def(IntegerAttr)
@@ -302,29 +239,18 @@ class MakeRangeOp(TTOp):
         super().__init__(result_types=[TensorType(i32, [end - start])],
                          properties={"start": _i32(start), "end": _i32(end)})
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        return cls.create(result_types=[t], properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
     def verify_(self):
         s, e = self.start.value.data, self.end.value.data
         if e <= s or shape_of(self.result.type) != (e - s,):
             raise VerifyException(f"tt.make_range [{s}, {e}) does not match {self.result.type}")
 
 
-@irdl_op_definition
+@tt_op_definition
 class GatherOp(TTOp):
     """``tt.gather %src[%indices] {axis} : (Ts, Ti) -> Tr``."""
 
     name = "tt.gather"
+    assembly_format = '$src `[` $indices `]` attr-dict `:` functional-type(operands, results)'
     traits = traits_def(Pure())
     src = operand_def()
     indices = operand_def()
@@ -338,24 +264,3 @@ class GatherOp(TTOp):
                          result_types=[like(indices.type, element_type(src.type))],
                          properties={"axis": _i32(axis)})
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        src = parser.parse_unresolved_operand()
-        parser.parse_punctuation("[")
-        idx = parser.parse_unresolved_operand()
-        parser.parse_punctuation("]")
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        ft = parser.parse_function_type()
-        return cls.create(operands=_resolve(parser, [src, idx], ft.inputs.data),
-                          result_types=ft.outputs.data, properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.src)
-        printer.print_string("[")
-        printer.print_operand(self.indices)
-        printer.print_string("]")
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_function_type(self.operand_types, self.result_types)
