@@ -8,7 +8,6 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     BoolAttr,
-    DenseArrayBase,
     IntegerAttr,
     StringAttr,
     TensorType,
@@ -16,6 +15,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 from xdsl.irdl import (
+    AnyAttr,
+    VarConstraint,
     AttrSizedOperandSegments,
     SameVariadicOperandSize,
     irdl_op_definition,
@@ -33,6 +34,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from .formats import enums, tt_op_definition
 from .types import (
     InputPrecision,
     PropagateNan,
@@ -46,24 +48,22 @@ from .types import (
 from .parsing import (
     PureIfPureProperty,
     TTOp,
-    _SEGMENTS,
     _enum_prop,
     _parse_attr_dict,
-    _parse_enum,
-    _parse_operands,
-    _parse_types,
     _print_operands,
-    _print_types,
-    _resolve,
     _value,
 )
 
+_T = VarConstraint("T", AnyAttr())  # operands (and results) of one type
 
-@irdl_op_definition
+
+@tt_op_definition
 class FpToFpOp(TTOp):
     """``tt.fp_to_fp``: float conversion with custom types (fp8) and rounding modes."""
 
     name = "tt.fp_to_fp"
+    assembly_format = '$src attr-dict (`,` `rounding` `=` custom<RoundingMode>($rounding)^)? `:` type($src) `->` type($result)'
+    custom_directives = enums(RoundingMode)
     traits = traits_def(Pure())
     src = operand_def()
     result = result_def()
@@ -79,67 +79,26 @@ class FpToFpOp(TTOp):
     def rounding_mode(self) -> RoundingMode | None:
         return _enum_prop(self, "rounding", RoundingMode)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        src = parser.parse_unresolved_operand()
-        props, attrs = _parse_attr_dict(parser, cls)
-        if parser.parse_optional_punctuation(",") is not None:
-            parser.parse_keyword("rounding")
-            parser.parse_punctuation("=")
-            props["rounding"] = _parse_enum(parser, RoundingMode).attr()
-        parser.parse_punctuation(":")
-        st = parser.parse_type()
-        parser.parse_punctuation("->")
-        rt = parser.parse_type()
-        return cls.create(operands=[parser.resolve_operand(src, st)], result_types=[rt],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.src)
-        self._print_dict(printer, ("rounding",))
-        if self.rounding is not None:
-            printer.print_string(f", rounding = {self.rounding_mode.keyword}")
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
-
 
 class _SameTypeOp(TTOp):
     """Ops whose operands and result share one type: ``$x (, $y)* attr-dict : type($x)``."""
+    assembly_format = 'operands attr-dict `:` type($result)'
 
-    result = result_def()
+    result = result_def(_T)
     _OPERANDS: ClassVar[tuple[str, ...]] = ()
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        ops = _parse_operands(parser)
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        return cls.create(operands=_resolve(parser, ops, [t] * len(ops)), result_types=[t],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, self.operands)
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
 
     def verify_(self):
         if any(o.type != self.result.type for o in self.operands):
             raise VerifyException(f"{self.name} needs operands and result of one type")
 
 
-@irdl_op_definition
+@tt_op_definition
 class PreciseSqrtOp(_SameTypeOp):
     """``tt.precise_sqrt``: IEEE-rounded square root."""
 
     name = "tt.precise_sqrt"
     traits = traits_def(Pure())
-    x = operand_def()
+    x = operand_def(_T)
 
     def __init__(self, x):
         x = _value(x)
@@ -147,15 +106,15 @@ class PreciseSqrtOp(_SameTypeOp):
 
 
 class _BinarySameTypeOp(_SameTypeOp):
-    x = operand_def()
-    y = operand_def()
+    x = operand_def(_T)
+    y = operand_def(_T)
 
     def __init__(self, x, y):
         x = _value(x)
         super().__init__(operands=[x, y], result_types=[x.type])
 
 
-@irdl_op_definition
+@tt_op_definition
 class PreciseDivFOp(_BinarySameTypeOp):
     """``tt.precise_divf``: IEEE-rounded division."""
 
@@ -163,7 +122,7 @@ class PreciseDivFOp(_BinarySameTypeOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@tt_op_definition
 class MulhiUIOp(_BinarySameTypeOp):
     """``tt.mulhiui``: high half of the unsigned 2N-bit product."""
 
@@ -171,16 +130,18 @@ class MulhiUIOp(_BinarySameTypeOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@tt_op_definition
 class ClampFOp(TTOp):
     """``tt.clampf``: clamp ``x`` to ``[min, max]`` (``propagateNan``: none | all)."""
 
     name = "tt.clampf"
+    assembly_format = '$x `,` $min `,` $max `,` `propagateNan` `=` custom<PropagateNan>($propagateNan) attr-dict `:` type($result)'
+    custom_directives = enums(PropagateNan)
     traits = traits_def(Pure())
-    x = operand_def()
-    min = operand_def()
-    max = operand_def()
-    result = result_def()
+    x = operand_def(_T)
+    min = operand_def(_T)
+    max = operand_def(_T)
+    result = result_def(_T)
     propagateNan = prop_def(IntegerAttr)
 
     def __init__(self, x, min, max, propagate_nan: PropagateNan | str = PropagateNan.NONE):
@@ -192,44 +153,21 @@ class ClampFOp(TTOp):
     def propagate_nan(self) -> PropagateNan:
         return PropagateNan(self.propagateNan.value.data)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        ops = [parser.parse_unresolved_operand()]
-        for _ in range(2):
-            parser.parse_punctuation(",")
-            ops.append(parser.parse_unresolved_operand())
-        parser.parse_punctuation(",")
-        parser.parse_keyword("propagateNan")
-        parser.parse_punctuation("=")
-        pn = _parse_enum(parser, PropagateNan)
-        props, attrs = _parse_attr_dict(parser, cls)
-        props["propagateNan"] = pn.attr()
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        return cls.create(operands=_resolve(parser, ops, [t] * 3), result_types=[t],
-                          properties=props, attributes=attrs)
 
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, self.operands)
-        printer.print_string(f", propagateNan = {self.propagate_nan.keyword}")
-        self._print_dict(printer, ("propagateNan",))
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
-
-@irdl_op_definition
+@tt_op_definition
 class DotOp(TTOp):
     """``tt.dot %a, %b, %c (, inputPrecision = p)? : ta * tb -> td``: ``d = a @ b + c``.
 
     Properties: ``inputPrecision`` (default ieee), ``maxNumImpreciseAcc`` (default 0)."""
 
     name = "tt.dot"
+    assembly_format = '$a `,` $b `,` $c (`,` `inputPrecision` `=` custom<InputPrecision>($inputPrecision)^)? attr-dict `:` type($a) `*` type($b) `->` type($d)'
+    custom_directives = enums(InputPrecision)
     traits = traits_def(Pure())
     a = operand_def()
     b = operand_def()
-    c = operand_def()
-    d = result_def()
+    c = operand_def(_T)
+    d = result_def(_T)
     input_precision = prop_def(IntegerAttr, InputPrecision.IEEE.attr(), prop_name="inputPrecision")
     max_num_imprecise_acc = prop_def(IntegerAttr, _i32(0), prop_name="maxNumImpreciseAcc")
 
@@ -244,41 +182,6 @@ class DotOp(TTOp):
     def precision(self) -> InputPrecision:
         return InputPrecision(self.input_precision.value.data)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        ops = [parser.parse_unresolved_operand()]
-        for _ in range(2):
-            parser.parse_punctuation(",")
-            ops.append(parser.parse_unresolved_operand())
-        props = {}
-        if parser.parse_optional_punctuation(",") is not None:
-            parser.parse_keyword("inputPrecision")
-            parser.parse_punctuation("=")
-            props["inputPrecision"] = _parse_enum(parser, InputPrecision).attr()
-        p2, attrs = _parse_attr_dict(parser, cls)
-        props.update(p2)
-        parser.parse_punctuation(":")
-        ta = parser.parse_type()
-        parser.parse_punctuation("*")
-        tb = parser.parse_type()
-        parser.parse_punctuation("->")
-        td = parser.parse_type()
-        return cls.create(operands=_resolve(parser, ops, [ta, tb, td]), result_types=[td],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, self.operands)
-        if self.precision != InputPrecision.IEEE:
-            printer.print_string(f", inputPrecision = {self.precision.keyword}")
-        self._print_dict(printer, ("inputPrecision",))
-        printer.print_string(" : ")
-        printer.print_attribute(self.a.type)
-        printer.print_string(" * ")
-        printer.print_attribute(self.b.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.d.type)
-
     def verify_(self):
         sa, sb, sc = shape_of(self.a.type), shape_of(self.b.type), shape_of(self.c.type)
         if self.d.type != self.c.type:
@@ -288,7 +191,7 @@ class DotOp(TTOp):
             raise VerifyException(f"tt.dot shapes do not match: {self.a.type} * {self.b.type} -> {self.c.type}")
 
 
-@irdl_op_definition
+@tt_op_definition
 class DotScaledOp(TTOp):
     """``tt.dot_scaled``: microscaled matmul ``d = scale(a, a_scale) @ scale(b, b_scale) + c``.
 
@@ -296,14 +199,16 @@ class DotScaledOp(TTOp):
     ``lhs_k_pack``, ``rhs_k_pack``."""
 
     name = "tt.dot_scaled"
+    assembly_format = '$a (`scale` $a_scale^)? `,` $b (`scale` $b_scale^)? `,` $c `lhs` `=` custom<ScaleDotElemType>($a_elem_type) `rhs` `=` custom<ScaleDotElemType>($b_elem_type) attr-dict `:` type($a) (`,` type($a_scale)^)? `*` type($b) (`,` type($b_scale)^)? `->` type($d)'
+    custom_directives = enums(ScaleDotElemType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     a = operand_def()
     b = operand_def()
-    c = operand_def()
+    c = operand_def(_T)
     a_scale = opt_operand_def()
     b_scale = opt_operand_def()
-    d = result_def()
+    d = result_def(_T)
     a_elem_type = prop_def(IntegerAttr)
     b_elem_type = prop_def(IntegerAttr)
     fast_math = prop_def(BoolAttr, prop_name="fastMath")
@@ -323,73 +228,14 @@ class DotScaledOp(TTOp):
                         "fastMath": _bool(fast_math), "lhs_k_pack": _bool(lhs_k_pack),
                         "rhs_k_pack": _bool(rhs_k_pack)})
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        a = parser.parse_unresolved_operand()
-        a_s = parser.parse_unresolved_operand() if parser.parse_optional_keyword("scale") is not None else None
-        parser.parse_punctuation(",")
-        b = parser.parse_unresolved_operand()
-        b_s = parser.parse_unresolved_operand() if parser.parse_optional_keyword("scale") is not None else None
-        parser.parse_punctuation(",")
-        c = parser.parse_unresolved_operand()
-        parser.parse_keyword("lhs")
-        parser.parse_punctuation("=")
-        ae = _parse_enum(parser, ScaleDotElemType)
-        parser.parse_keyword("rhs")
-        parser.parse_punctuation("=")
-        be = _parse_enum(parser, ScaleDotElemType)
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        ta = parser.parse_type()
-        tas = parser.parse_type() if parser.parse_optional_punctuation(",") is not None else None
-        parser.parse_punctuation("*")
-        tb = parser.parse_type()
-        tbs = parser.parse_type() if parser.parse_optional_punctuation(",") is not None else None
-        parser.parse_punctuation("->")
-        td = parser.parse_type()
-        ops = _resolve(parser, [a, b, c], [ta, tb, td])
-        sa = [parser.resolve_operand(a_s, tas)] if a_s is not None else []
-        sb = [parser.resolve_operand(b_s, tbs)] if b_s is not None else []
-        props.update(a_elem_type=ae.attr(), b_elem_type=be.attr())
-        props[_SEGMENTS] = DenseArrayBase.from_list(i32, [1, 1, 1, len(sa), len(sb)])
-        return cls.create(operands=ops + sa + sb, result_types=[td], properties=props, attributes=attrs)
 
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.a)
-        if self.a_scale is not None:
-            printer.print_string(" scale ")
-            printer.print_operand(self.a_scale)
-        printer.print_string(", ")
-        printer.print_operand(self.b)
-        if self.b_scale is not None:
-            printer.print_string(" scale ")
-            printer.print_operand(self.b_scale)
-        printer.print_string(", ")
-        printer.print_operand(self.c)
-        printer.print_string(f" lhs = {ScaleDotElemType(self.a_elem_type.value.data).keyword}"
-                             f" rhs = {ScaleDotElemType(self.b_elem_type.value.data).keyword}")
-        self._print_dict(printer, ("a_elem_type", "b_elem_type"))
-        printer.print_string(" : ")
-        printer.print_attribute(self.a.type)
-        if self.a_scale is not None:
-            printer.print_string(", ")
-            printer.print_attribute(self.a_scale.type)
-        printer.print_string(" * ")
-        printer.print_attribute(self.b.type)
-        if self.b_scale is not None:
-            printer.print_string(", ")
-            printer.print_attribute(self.b_scale.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.d.type)
-
-
-@irdl_op_definition
+@tt_op_definition
 class ExternElementwiseOp(TTOp):
     """``tt.extern_elementwise %srcs {libname, libpath, pure, symbol} : (T...) -> T``: call a
     device library function (libdevice, NVSHMEM device bitcode ...) elementwise."""
 
     name = "tt.extern_elementwise"
+    assembly_format = 'operands attr-dict `:` functional-type(operands, $result)'
     traits = traits_def(PureIfPureProperty())
     irdl_options = (SameVariadicOperandSize(),)
     srcs = var_operand_def()
@@ -409,25 +255,8 @@ class ExternElementwiseOp(TTOp):
     def is_pure(self) -> bool:
         return bool(self.pure.value.data)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        ops = _parse_operands(parser)
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        ft = parser.parse_function_type()
-        return cls.create(operands=_resolve(parser, ops, ft.inputs.data), result_types=ft.outputs.data,
-                          properties=props, attributes=attrs)
 
-    def print(self, printer: Printer):
-        if self.operands:
-            printer.print_string(" ")
-            _print_operands(printer, self.operands)
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_function_type(self.operand_types, self.result_types)
-
-
-@irdl_op_definition
+@tt_op_definition
 class ElementwiseInlineAsmOp(TTOp):
     """``tt.elementwise_inline_asm "asm" {constraints, packed_element, pure} %args : T... -> R...``.
 
@@ -436,6 +265,7 @@ class ElementwiseInlineAsmOp(TTOp):
     ``pure``, ``packed_element``."""
 
     name = "tt.elementwise_inline_asm"
+    assembly_format = '$asm_string attr-dict ($args^ `:` type($args))? `->` type($result)'
     traits = traits_def(PureIfPureProperty())
     args = var_operand_def()
     result = var_result_def()
@@ -454,33 +284,6 @@ class ElementwiseInlineAsmOp(TTOp):
     @property
     def is_pure(self) -> bool:
         return bool(self.pure.value.data)
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        asm = parser.parse_str_literal()
-        props, attrs = _parse_attr_dict(parser, cls)
-        ops = _parse_operands(parser)
-        types = []
-        if ops:
-            parser.parse_punctuation(":")
-            types = _parse_types(parser)
-        parser.parse_punctuation("->")
-        rtypes = _parse_types(parser)
-        props["asm_string"] = StringAttr(asm)
-        return cls.create(operands=_resolve(parser, ops, types), result_types=rtypes,
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_string_literal(self.asm_string.data)
-        self._print_dict(printer, ("asm_string",))
-        if self.operands:
-            printer.print_string(" ")
-            _print_operands(printer, self.operands)
-            printer.print_string(" : ")
-            _print_types(printer, self.operand_types)
-        printer.print_string(" -> ")
-        _print_types(printer, self.result_types)
 
 
 @irdl_op_definition

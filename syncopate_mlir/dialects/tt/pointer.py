@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerType, TensorType, i32, i64
 from xdsl.irdl import (
+    AnyAttr,
+    VarConstraint,
     SameVariadicOperandSize,
     irdl_op_definition,
     operand_def,
@@ -19,7 +21,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from .formats import tt_op_definition
+from .formats import PtrType, tt_op_definition
 from .types import PointerType, element_type, is_ptr_like, shape_of
 from .parsing import (
     TTOp,
@@ -32,6 +34,7 @@ from .parsing import (
     _resolve,
     _value,
 )
+_T = VarConstraint("T", AnyAttr())  # the pointer operand and the result
 
 
 @tt_op_definition
@@ -66,41 +69,20 @@ class BitcastOp(_UnaryCastOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@tt_op_definition
 class AddPtrOp(TTOp):
     """``tt.addptr %ptr, %offset : ptr-type, offset-type``: pointer arithmetic in elements."""
 
     name = "tt.addptr"
+    assembly_format = '$ptr `,` $offset attr-dict `:` type($result) `,` type($offset)'
     traits = traits_def(Pure())
-    ptr = operand_def()
+    ptr = operand_def(_T)
     offset = operand_def()
-    result = result_def()
+    result = result_def(_T)
 
     def __init__(self, ptr, offset):
         ptr = _value(ptr)
         super().__init__(operands=[ptr, offset], result_types=[ptr.type])
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        ptr = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        off = parser.parse_unresolved_operand()
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        rt = parser.parse_type()
-        parser.parse_punctuation(",")
-        ot = parser.parse_type()
-        return cls.create(operands=_resolve(parser, [ptr, off], [rt, ot]), result_types=[rt],
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, [self.ptr, self.offset])
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-        printer.print_string(", ")
-        printer.print_attribute(self.offset.type)
 
     def verify_(self):
         if self.result.type != self.ptr.type or not is_ptr_like(self.ptr.type):
@@ -110,40 +92,21 @@ class AddPtrOp(TTOp):
             raise VerifyException("tt.addptr offset must be an integer of the pointer's shape")
 
 
-@irdl_op_definition
+@tt_op_definition
 class AdvanceOp(TTOp):
     """``tt.advance %ptr, [%offsets] : <tensor<..>>``: move a block pointer."""
 
     name = "tt.advance"
+    assembly_format = '$ptr `,` `[` $offsets `]` attr-dict `:` custom<PtrType>(type($result))'
+    custom_directives = (PtrType,)
     traits = traits_def(Pure())
-    ptr = operand_def()
-    offsets = var_operand_def()
-    result = result_def()
+    ptr = operand_def(_T)
+    offsets = var_operand_def(i32)
+    result = result_def(_T)
 
     def __init__(self, ptr, offsets: Sequence):
         ptr = _value(ptr)
         super().__init__(operands=[ptr, list(offsets)], result_types=[ptr.type])
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        ptr = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        offs = _parse_bracket_operands(parser)
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        rt = _parse_stripped(parser, PointerType)
-        return cls.create(operands=_resolve(parser, [ptr] + offs, [rt] + [i32] * len(offs)),
-                          result_types=[rt], properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.ptr)
-        printer.print_string(", [")
-        _print_operands(printer, self.offsets)
-        printer.print_string("]")
-        self._print_dict(printer)
-        printer.print_string(" : ")
-        _print_stripped(printer, self.result.type)
 
 
 @irdl_op_definition
