@@ -21,6 +21,7 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
+from .formats import enums, tt_op_definition
 from .types import (
     CacheModifier,
     EvictionPolicy,
@@ -44,8 +45,6 @@ from .parsing import (
     _enum_prop,
     _parse_attr_dict,
     _parse_cache_evict,
-    _parse_enum,
-    _parse_operands,
     _print_cache_evict,
     _print_operands,
     _resolve,
@@ -219,13 +218,15 @@ class StoreOp(TTOp):
             raise VerifyException("tt.store mask must be i1 of the value's shape")
 
 
-@irdl_op_definition
+@tt_op_definition
 class AtomicRMWOp(TTOp):
     """``tt.atomic_rmw <op>, <sem>, <scope>, %ptr, %val (, %mask)? : (types) -> type``.
 
     Returns the old value.  Properties: ``atomic_rmw_op``, ``sem``, ``scope``."""
 
     name = "tt.atomic_rmw"
+    assembly_format = 'custom<RMWOp>($atomic_rmw_op) `,` custom<MemSemantic>($sem) `,` custom<MemSyncScope>($scope) `,` $ptr `,` $val (`,` $mask^)? attr-dict `:` functional-type(operands, $result)'
+    custom_directives = enums(RMWOp, MemSemantic, MemSyncScope)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
 
     ptr = operand_def()
@@ -260,29 +261,6 @@ class AtomicRMWOp(TTOp):
     def mem_scope(self) -> MemSyncScope:
         return MemSyncScope(self.scope.value.data)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        op = _parse_enum(parser, RMWOp)
-        parser.parse_punctuation(",")
-        sem = _parse_enum(parser, MemSemantic)
-        parser.parse_punctuation(",")
-        scope = _parse_enum(parser, MemSyncScope)
-        parser.parse_punctuation(",")
-        ops = _parse_operands(parser)
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        ft = parser.parse_function_type()
-        props.update(atomic_rmw_op=op.attr(), sem=sem.attr(), scope=scope.attr())
-        return cls.create(operands=_resolve(parser, ops, ft.inputs.data), result_types=ft.outputs.data,
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(f" {self.rmw_op.keyword}, {self.mem_semantic.keyword}, {self.mem_scope.keyword}, ")
-        _print_operands(printer, self.operands)
-        self._print_dict(printer, ("atomic_rmw_op", "sem", "scope"))
-        printer.print_string(" : ")
-        printer.print_function_type(self.operand_types, self.result_types)
-
     def verify_(self):
         if self.ptr.type != pointer_type_like(self.val.type, _addr_space(self.ptr.type)):
             raise VerifyException("tt.atomic_rmw pointer type must match the value type")
@@ -290,12 +268,14 @@ class AtomicRMWOp(TTOp):
             raise VerifyException("tt.atomic_rmw mask must be i1 of the value's shape")
 
 
-@irdl_op_definition
+@tt_op_definition
 class AtomicCASOp(TTOp):
     """``tt.atomic_cas <sem>, <scope>, %ptr, %cmp, %val : (types) -> type``: compare and swap,
     returns the old value.  Properties: ``sem``, ``scope``."""
 
     name = "tt.atomic_cas"
+    assembly_format = 'custom<MemSemantic>($sem) `,` custom<MemSyncScope>($scope) `,` $ptr `,` $cmp `,` $val attr-dict `:` functional-type(operands, $result)'
+    custom_directives = enums(MemSemantic, MemSyncScope)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
 
     ptr = operand_def()
@@ -321,27 +301,7 @@ class AtomicCASOp(TTOp):
     def mem_scope(self) -> MemSyncScope:
         return MemSyncScope(self.scope.value.data)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        sem = _parse_enum(parser, MemSemantic)
-        parser.parse_punctuation(",")
-        scope = _parse_enum(parser, MemSyncScope)
-        parser.parse_punctuation(",")
-        ops = _parse_operands(parser)
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        ft = parser.parse_function_type()
-        props.update(sem=sem.attr(), scope=scope.attr())
-        return cls.create(operands=_resolve(parser, ops, ft.inputs.data), result_types=ft.outputs.data,
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(f" {self.mem_semantic.keyword}, {self.mem_scope.keyword}, ")
-        _print_operands(printer, self.operands)
-        self._print_dict(printer, ("sem", "scope"))
-        printer.print_string(" : ")
-        printer.print_function_type(self.operand_types, self.result_types)
-
     def verify_(self):
         if self.cmp.type != self.val.type or self.result.type != self.val.type:
             raise VerifyException("tt.atomic_cas cmp, val and result must have one type")
+
