@@ -42,23 +42,19 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from .formats import enums, tt_op_definition
 from .types import ProgramIDDim, _bool
 from .parsing import (
     TTOp,
     _ReturnLikeOp,
-    _parse_attr_dict,
-    _parse_enum,
-    _parse_operands,
-    _parse_types,
-    _print_operands,
-    _print_types,
-    _resolve,
     _value,
 )
 
 
 class _ProgramDimOp(TTOp):
     axis = prop_def(IntegerAttr)
+    assembly_format = 'custom<ProgramIDDim>($axis) attr-dict `:` type($result)'
+    custom_directives = enums(ProgramIDDim)
     result = result_def()
 
     def __init__(self, axis: int | ProgramIDDim | str = 0):
@@ -72,27 +68,12 @@ class _ProgramDimOp(TTOp):
     def axis_int(self) -> int:
         return int(self.axis.value.data)
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        axis = _parse_enum(parser, ProgramIDDim)
-        props, attrs = _parse_attr_dict(parser, cls)
-        props["axis"] = axis.attr()
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        return cls.create(result_types=[t], properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(f" {self.axis_dim.keyword}")
-        self._print_dict(printer, ("axis",))
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
-
     def verify_(self):
         if self.axis.value.data not in (0, 1, 2) or self.result.type != i32:
             raise VerifyException(f"{self.name} takes axis x, y or z and returns i32")
 
 
-@irdl_op_definition
+@tt_op_definition
 class GetProgramIdOp(_ProgramDimOp):
     """``tt.get_program_id x|y|z : i32``."""
 
@@ -100,7 +81,7 @@ class GetProgramIdOp(_ProgramDimOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@tt_op_definition
 class GetNumProgramsOp(_ProgramDimOp):
     """``tt.get_num_programs x|y|z : i32``."""
 
@@ -108,11 +89,12 @@ class GetNumProgramsOp(_ProgramDimOp):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@tt_op_definition
 class PrintOp(TTOp):
     """``tt.print "prefix" {hex, isSigned} (: %args : types)?``: device-side printf."""
 
     name = "tt.print"
+    assembly_format = '$prefix attr-dict (`:` $args^ `:` type($args))?'
     traits = traits_def(MemoryWriteEffect())
     irdl_options = (SameVariadicOperandSize(),)
     args = var_operand_def()
@@ -129,60 +111,19 @@ class PrintOp(TTOp):
             "prefix": StringAttr(prefix), "hex": _bool(hex),
             "isSigned": DenseArrayBase.from_list(i32, list(is_signed))})
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        prefix = parser.parse_str_literal()
-        props, attrs = _parse_attr_dict(parser, cls)
-        ops, types = [], []
-        if parser.parse_optional_punctuation(":") is not None:
-            ops = _parse_operands(parser)
-            parser.parse_punctuation(":")
-            types = _parse_types(parser)
-        props["prefix"] = StringAttr(prefix)
-        return cls.create(operands=_resolve(parser, ops, types), properties=props, attributes=attrs)
 
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_string_literal(self.prefix.data)
-        self._print_dict(printer, ("prefix",))
-        if self.operands:
-            printer.print_string(" : ")
-            _print_operands(printer, self.operands)
-            printer.print_string(" : ")
-            _print_types(printer, self.operand_types)
-
-
-@irdl_op_definition
+@tt_op_definition
 class AssertOp(TTOp):
     """``tt.assert %cond, "message" : type``: device-side assert."""
 
     name = "tt.assert"
+    assembly_format = '$condition `,` $message attr-dict `:` type($condition)'
     traits = traits_def(MemoryWriteEffect())
     condition = operand_def()
     message = prop_def(StringAttr)
 
     def __init__(self, condition, message: str):
         super().__init__(operands=[condition], properties={"message": StringAttr(message)})
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        cond = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        msg = parser.parse_str_literal()
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        props["message"] = StringAttr(msg)
-        return cls.create(operands=[parser.resolve_operand(cond, t)], properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_operand(self.condition)
-        printer.print_string(", ")
-        printer.print_string_literal(self.message.data)
-        self._print_dict(printer, ("message",))
-        printer.print_string(" : ")
-        printer.print_attribute(self.condition.type)
 
 
 class FuncOpCallableInterface(CallableOpInterface):
@@ -401,12 +342,13 @@ class ReturnOp(_ReturnLikeOp):
                                       f"results {want} of @{func.sym_name.data}")
 
 
-@irdl_op_definition
+@tt_op_definition
 class CallOp(TTOp):
     """``tt.call @callee(%args) : (T...) -> R...``.  Properties: ``callee``, ``arg_attrs``,
     ``res_attrs``."""
 
     name = "tt.call"
+    assembly_format = '$callee `(` $args `)` attr-dict `:` functional-type($args, results)'
     args = var_operand_def()
     result = var_result_def()
     callee = prop_def(SymbolRefAttr)
@@ -419,25 +361,3 @@ class CallOp(TTOp):
         super().__init__(operands=[list(args)], result_types=[list(result_types)],
                          properties={"callee": callee})
 
-    @classmethod
-    def parse(cls, parser: Parser):
-        callee = parser.parse_attribute()
-        parser.parse_punctuation("(")
-        ops = _parse_operands(parser)
-        parser.parse_punctuation(")")
-        props, attrs = _parse_attr_dict(parser, cls)
-        parser.parse_punctuation(":")
-        ft = parser.parse_function_type()
-        props["callee"] = callee
-        return cls.create(operands=_resolve(parser, ops, ft.inputs.data), result_types=ft.outputs.data,
-                          properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        printer.print_attribute(self.callee)
-        printer.print_string("(")
-        _print_operands(printer, self.operands)
-        printer.print_string(")")
-        self._print_dict(printer, ("callee",))
-        printer.print_string(" : ")
-        printer.print_function_type(self.operand_types, self.result_types)
