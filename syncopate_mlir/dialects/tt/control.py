@@ -325,11 +325,12 @@ def _loc_name(loc: Attribute) -> str | None:
     return loc.desc.data if isinstance(loc, NameLoc) else None
 
 
-@irdl_op_definition
+@tt_op_definition
 class ReturnOp(_ReturnLikeOp):
     """``tt.return (%srcs : types)?``."""
 
     name = "tt.return"
+    assembly_format = "$srcs attr-dict (`:` type($srcs)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(FuncOp))
     srcs = var_operand_def()
 

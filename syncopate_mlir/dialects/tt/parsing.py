@@ -221,30 +221,11 @@ def _addr_space(ptr_like: Attribute) -> int:
 
 
 class _ReturnLikeOp(TTOp):
-    """``$result attr-dict : type($result)`` terminators (the operand group is defined by each
-    subclass with its ODS name)."""
+    """``$values attr-dict (: type($values))?`` terminators (the operand group is defined by
+    each subclass with its ODS name, and so is its format)."""
 
     def __init__(self, values: Sequence = ()):
         super().__init__(operands=[list(values)])
-
-    @classmethod
-    def parse(cls, parser: Parser):
-        ops = _parse_operands(parser)
-        props, attrs = _parse_attr_dict(parser, cls)
-        types = []
-        if ops:
-            parser.parse_punctuation(":")
-            types = _parse_types(parser)
-        return cls.create(operands=_resolve(parser, ops, types), properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        if self.operands:
-            printer.print_string(" ")
-            _print_operands(printer, self.operands)
-        self._print_dict(printer)
-        if self.operands:
-            printer.print_string(" : ")
-            _print_types(printer, self.operand_types)
 
 
 def _signless(t: Attribute) -> Attribute:

@@ -18,6 +18,7 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsTerminator, Pure, RecursiveMemoryEffect, ReturnLike
 from xdsl.utils.exceptions import VerifyException
 
+from .formats import tt_op_definition
 from .types import _bool, _i32, element_type, shape_of
 from .parsing import TTOp, _ReturnLikeOp, _value
 
@@ -107,28 +108,31 @@ class MapElementwiseOp(TTOp):
                          properties={"pack": _i32(pack)}, regions=[region])
 
 
-@irdl_op_definition
+@tt_op_definition
 class ReduceReturnOp(_ReturnLikeOp):
     """``tt.reduce.return %v : T``: terminator of a reduce combine region."""
 
     name = "tt.reduce.return"
+    assembly_format = "$result attr-dict (`:` type($result)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(ReduceOp))
     result = var_operand_def()
 
 
-@irdl_op_definition
+@tt_op_definition
 class ScanReturnOp(_ReturnLikeOp):
     """``tt.scan.return %v : T``: terminator of a scan combine region."""
 
     name = "tt.scan.return"
+    assembly_format = "$result attr-dict (`:` type($result)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(ScanOp))
     result = var_operand_def()
 
 
-@irdl_op_definition
+@tt_op_definition
 class MapElementwiseReturnOp(_ReturnLikeOp):
     """``tt.map_elementwise.return %v : T``."""
 
     name = "tt.map_elementwise.return"
+    assembly_format = "$result attr-dict (`:` type($result)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(MapElementwiseOp))
     result = var_operand_def()
