@@ -8,7 +8,12 @@ Every op here has
   ``evict``, ``isVolatile``, ``boundaryCheck``, ``inputPrecision``, ``sem``, ``scope`` ...);
 * a parser and printer for Triton's *custom* assembly syntax (the declarative
   ``assemblyFormat`` of the ``.td`` file, or the C++ printer for ``tt.func``), so that the text
-  Triton prints for a TTIR module parses here and the text printed here parses in Triton;
+  Triton prints for a TTIR module parses here and the text printed here parses in Triton.
+  Where xDSL's declarative format reproduces Triton's syntax byte for byte, the op has an
+  ``assembly_format`` (ODS's, with the directives of :mod:`.formats` for enum keywords,
+  ``oilist`` and prefix-less ``tt`` types); the others (``tt.load``/``tt.store``,
+  ``tt.histogram``, ``tt.unsplat``, ``tt.make_tensor_ptr``, ``tt.func``, the arith/scf/llvm
+  overrides) keep hand-written ``parse``/``print``, each saying why;
 * Python accessors with Triton's operand names (``LoadOp.ptr``, ``.mask``, ``.other``;
   ``DotOp.a/.b/.c``; ``FuncOp.sym_name`` ...) and a builder-friendly ``__init__``.
 
@@ -32,8 +37,9 @@ The package is split by op family; every name is re-exported here, so
 ``from syncopate_mlir.dialects.tt import LoadOp`` works as before:
 
 * :mod:`.types` -- enums, ``!tt.ptr`` / ``!tt.tensordesc`` and type helpers;
-* :mod:`.parsing` -- the op base class, shared parse/print helpers and directives of the
-  declarative formats, memory-effect traits;
+* :mod:`.formats` -- what the declarative formats need beyond xDSL's directives;
+* :mod:`.parsing` -- the op base class, helpers of the hand-written parsers/printers,
+  memory-effect traits;
 * :mod:`.pointer`, :mod:`.shape`, :mod:`.memory`, :mod:`.descriptor`, :mod:`.compute`,
   :mod:`.reduction`, :mod:`.control` -- the ``tt`` ops by family;
 * :mod:`.arith`, :mod:`.upstream` -- overrides of xDSL's ``arith``/``scf``/``gpu`` ops and

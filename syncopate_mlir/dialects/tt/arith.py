@@ -52,6 +52,8 @@ class SelectOp(_arith.SelectOp):
         IRDLOperation.__init__(self, operands=[condition, true_value, false_value],
                                result_types=[true_value.type])
 
+    # Hand-written: MLIR's arith.select has a C++ parser (one type, or the condition's tensor
+    # type then the value type).
     @classmethod
     def parse(cls, parser: Parser):
         ops = _parse_operands(parser)
@@ -83,6 +85,8 @@ class SelectOp(_arith.SelectOp):
             raise VerifyException("arith.select condition must be i1 or an i1 tensor of the result's shape")
 
 
+# Hand-written: the result type (i1 of the operands' shape) is not inferable by xDSL's format,
+# and xDSL's own cmpi/cmpf formats print an i1 result only.
 def _cmp_parse(cls, parser: Parser, predicates: Sequence[str], with_fastmath: bool):
     kw = parser.parse_identifier()
     if kw not in predicates:

@@ -300,6 +300,7 @@ class HistogramOp(TTOp):
         super().__init__(operands=[src, [mask] if mask is not None else []],
                          result_types=[TensorType(result_elem, [num_bins])])
 
+    # Hand-written: the mask type is i1 of the source's shape, not inferable by xDSL's format.
     @classmethod
     def parse(cls, parser: Parser):
         src = parser.parse_unresolved_operand()

@@ -244,6 +244,8 @@ class FuncOp(TTOp):
 
     # ----- syntax ----------------------------------------------------------------------------
 
+    # Hand-written: Triton prints tt.func with MLIR's C++ function printer (argument names,
+    # attributes and locations inline), which has no declarative form.
     @classmethod
     def parse(cls, parser: Parser):
         from xdsl.dialects.utils import parse_func_op_like

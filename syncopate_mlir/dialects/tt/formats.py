@@ -73,7 +73,10 @@ def tt_op_definition(cls):
     if not any(isinstance(o, ParsePropInAttrDict) for o in options):
         cls.irdl_options = (*options, ParsePropInAttrDict())  # properties outside the format
     cls = irdl_op_definition(cls)
-    program = FormatProgram.from_str(cls.assembly_format, cls.get_irdl_definition())
+    # the program irdl_op_definition compiled (a closure cell of its print), else compile again
+    cells = [c.cell_contents for c in cls.print.__closure__ or ()]
+    program = next((c for c in cells if isinstance(c, FormatProgram)), None) or \
+        FormatProgram.from_str(cls.assembly_format, cls.get_irdl_definition())
     program = FormatProgram(tuple(
         _SortedAttrDict(s.with_keyword, s.reserved_attr_names, s.expected_properties)
         if type(s) is AttrDictDirective else s for s in program.stmts))

@@ -110,6 +110,8 @@ class LoadOp(TTOp):
     def volatile(self) -> bool:
         return bool(self.is_volatile.value.data)
 
+    # Hand-written: the mask and other types are derived from the pointer type (i1 of its
+    # shape, its pointee), which xDSL's format can only infer through equal-type variables.
     @classmethod
     def parse(cls, parser: Parser):
         ptr = parser.parse_unresolved_operand()
@@ -184,6 +186,7 @@ class StoreOp(TTOp):
     def eviction_policy(self) -> EvictionPolicy:
         return EvictionPolicy(self.evict.value.data)
 
+    # Hand-written: the value and mask types are derived from the pointer type (see LoadOp).
     @classmethod
     def parse(cls, parser: Parser):
         ptr = parser.parse_unresolved_operand()

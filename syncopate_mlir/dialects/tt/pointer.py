@@ -131,6 +131,8 @@ class MakeTensorPtrOp(TTOp):
         super().__init__(operands=[base, list(shape), list(strides), list(offsets)], result_types=[rt],
                          properties={"order": DenseArrayBase.from_list(i32, list(order))})
 
+    # Hand-written: the base pointer type (`!tt.ptr<elem>`) is derived from the result's block
+    # type (`<tensor<..xelem>>`), which xDSL's format cannot infer.
     @classmethod
     def parse(cls, parser: Parser):
         base = parser.parse_unresolved_operand()

@@ -203,6 +203,8 @@ class UnsplatOp(TTOp):
         src = _value(src)
         super().__init__(operands=[src], result_types=[element_type(src.type)])
 
+    # Hand-written: the result type is the operand's element type (Triton's InferTypeOpInterface),
+    # not inferable by xDSL's format.
     @classmethod
     def parse(cls, parser: Parser):
         src = parser.parse_unresolved_operand()

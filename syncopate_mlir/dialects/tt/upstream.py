@@ -52,6 +52,7 @@ class WhileOp(_scf.WhileOp):
         if self.attributes:
             printer.print_op_attributes(dict(sorted(self.attributes.items())), print_keyword=True)
 
+    # Hand-written: MLIR's scf.while has a C++ parser/printer (`(%a = %init) : ... do {..}`).
     @classmethod
     def parse(cls, parser: Parser):
         pairs = []
@@ -107,6 +108,7 @@ class LLVMAssumeOp(IRDLOperation):
             props["op_bundle_tags"] = ArrayAttr([StringAttr(tag) for tag, _ in bundles])
         super().__init__(operands=[cond, [o for _, ops in bundles for o in ops]], properties=props)
 
+    # Hand-written: operand bundles (`["tag"(%ops : types), ...]`) have no declarative form.
     @classmethod
     def parse(cls, parser: Parser):
         cond = parser.parse_unresolved_operand()
