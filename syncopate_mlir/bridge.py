@@ -365,12 +365,12 @@ def parse_ttir_text(text: str, ctx: Context | None = None, name: str = "ttir") -
         src = _source_of_line(prepared, e.offset, _alias_table(text))
         where = f" (kernel source {src})" if src else ""
         if e.name.startswith("tt."):
-            fix = ("the tt mirror dialect (syncopate_mlir/dialects/tt.py) does not define it; add it "
+            fix = ("the tt mirror dialect (syncopate_mlir/dialects/tt/) does not define it; add it "
                    "there with Triton's ODS properties and syntax")
         else:
             fix = ("no dialect of the mirror context (syncopate_mlir/context.py: builtin, arith, scf, "
                    "math, cf, ub, gpu, llvm, tt, syncopate) defines it; add the op (or an xDSL "
-                   "override, see OVERRIDE_OPS in syncopate_mlir/dialects/tt.py)")
+                   "override, see OVERRIDE_OPS in syncopate_mlir/dialects/tt/__init__.py)")
         raise UnknownOpError(f"unknown op '{e.name}'{where}: {fix}", location=f"{name}:{line}:{col}") from None
     except ParseError as e:
         loc = e.span.get_location()

@@ -1,0 +1,310 @@
+"""Loads, stores and atomics through pointers (and block pointers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, i1, i32
+from xdsl.ir import Attribute
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
+from xdsl.utils.exceptions import VerifyException
+
+from .formats import enums, tt_op_definition
+from .types import (
+    CacheModifier,
+    EvictionPolicy,
+    MemSemantic,
+    MemSyncScope,
+    PaddingOption,
+    RMWOp,
+    i1_like,
+    pointee_type,
+    pointer_type_like,
+)
+from .parsing import (
+    LoadEffects,
+    TTOp,
+    _CACHE_NONE,
+    _EMPTY_I32_ARRAY,
+    _EVICT_NORMAL,
+    _FALSE,
+    _SEGMENTS,
+    _addr_space,
+    _enum_prop,
+    _parse_attr_dict,
+    _parse_cache_evict,
+    _print_cache_evict,
+    _print_operands,
+    _resolve,
+    _value,
+)
+
+
+@irdl_op_definition
+class LoadOp(TTOp):
+    """``tt.load``: load from a pointer, a tensor of pointers, or a block pointer.
+
+    Operands: ``ptr``, optional ``mask`` and ``other``.  Properties (ODS names):
+    ``boundaryCheck`` (block pointers), ``padding``, ``cache``, ``evict``, ``isVolatile``."""
+
+    name = "tt.load"
+    traits = traits_def(LoadEffects())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    ptr = operand_def()
+    mask = opt_operand_def()
+    other = opt_operand_def()
+    result = result_def()
+
+    boundary_check = prop_def(DenseArrayBase, _EMPTY_I32_ARRAY, prop_name="boundaryCheck")
+    padding = opt_prop_def(IntegerAttr)
+    cache = prop_def(IntegerAttr, _CACHE_NONE)
+    evict = prop_def(IntegerAttr, _EVICT_NORMAL)
+    is_volatile = prop_def(BoolAttr, _FALSE, prop_name="isVolatile")
+
+    def __init__(self, ptr, mask=None, other=None, *, boundary_check: Sequence[int] = (),
+                 padding: PaddingOption | str | None = None,
+                 cache: CacheModifier | str = CacheModifier.NONE,
+                 evict: EvictionPolicy | str = EvictionPolicy.NORMAL, is_volatile: bool = False,
+                 result_type: Attribute | None = None):
+        ptr = _value(ptr)
+        if result_type is None:
+            result_type = pointee_type(ptr.type)
+        props = {
+            "boundaryCheck": DenseArrayBase.from_list(i32, list(boundary_check)),
+            "cache": CacheModifier.coerce(cache).attr(),
+            "evict": EvictionPolicy.coerce(evict).attr(),
+            "isVolatile": BoolAttr(bool(is_volatile), i1),
+        }
+        if padding is not None:
+            props["padding"] = PaddingOption.coerce(padding).attr()
+        super().__init__(operands=[ptr, [mask] if mask is not None else [],
+                                   [other] if other is not None else []],
+                         result_types=[result_type], properties=props)
+
+    @property
+    def cache_modifier(self) -> CacheModifier:
+        return CacheModifier(self.cache.value.data)
+
+    @property
+    def eviction_policy(self) -> EvictionPolicy:
+        return EvictionPolicy(self.evict.value.data)
+
+    @property
+    def padding_option(self) -> PaddingOption | None:
+        return _enum_prop(self, "padding", PaddingOption)
+
+    @property
+    def volatile(self) -> bool:
+        return bool(self.is_volatile.value.data)
+
+    # Hand-written: the mask and other types are derived from the pointer type (i1 of its
+    # shape, its pointee), which xDSL's format can only infer through equal-type variables.
+    @classmethod
+    def parse(cls, parser: Parser):
+        ptr = parser.parse_unresolved_operand()
+        rest = []
+        while parser.parse_optional_punctuation(",") is not None:
+            rest.append(parser.parse_unresolved_operand())
+        if len(rest) > 2:
+            parser.raise_error("tt.load takes at most a mask and an other value")
+        props: dict = {}
+        _parse_cache_evict(parser, props)
+        p2, attrs = _parse_attr_dict(parser, cls)
+        props.update(p2)
+        parser.parse_punctuation(":")
+        pt = parser.parse_type()
+        val_t = pointee_type(pt)
+        types = [pt, i1_like(val_t), val_t][: 1 + len(rest)]
+        ops = _resolve(parser, [ptr] + rest, types)
+        segs = [1, 1 if len(rest) > 0 else 0, 1 if len(rest) > 1 else 0]
+        props[_SEGMENTS] = DenseArrayBase.from_list(i32, segs)
+        return cls.create(operands=ops, result_types=[val_t], properties=props, attributes=attrs)
+
+    def print(self, printer: Printer):
+        printer.print_string(" ")
+        _print_operands(printer, self.operands)
+        _print_cache_evict(printer, self)
+        self._print_dict(printer, ("cache", "evict"))
+        printer.print_string(" : ")
+        printer.print_attribute(self.ptr.type)
+
+    def verify_(self):
+        if self.result.type != pointee_type(self.ptr.type):
+            raise VerifyException(f"tt.load result type {self.result.type} does not match the "
+                                  f"pointer type {self.ptr.type}")
+        if self.mask is not None and self.mask.type != i1_like(self.result.type):
+            raise VerifyException("tt.load mask must be i1 of the result's shape")
+        if self.other is not None and self.other.type != self.result.type:
+            raise VerifyException("tt.load other must have the result type")
+
+
+@irdl_op_definition
+class StoreOp(TTOp):
+    """``tt.store``: store ``value`` through ``ptr`` under an optional ``mask``.
+
+    Properties (ODS names): ``boundaryCheck``, ``cache``, ``evict``."""
+
+    name = "tt.store"
+    traits = traits_def(MemoryWriteEffect())
+
+    ptr = operand_def()
+    value = operand_def()
+    mask = opt_operand_def()
+
+    boundary_check = prop_def(DenseArrayBase, _EMPTY_I32_ARRAY, prop_name="boundaryCheck")
+    cache = prop_def(IntegerAttr, _CACHE_NONE)
+    evict = prop_def(IntegerAttr, _EVICT_NORMAL)
+
+    def __init__(self, ptr, value, mask=None, *, boundary_check: Sequence[int] = (),
+                 cache: CacheModifier | str = CacheModifier.NONE,
+                 evict: EvictionPolicy | str = EvictionPolicy.NORMAL):
+        props = {
+            "boundaryCheck": DenseArrayBase.from_list(i32, list(boundary_check)),
+            "cache": CacheModifier.coerce(cache).attr(),
+            "evict": EvictionPolicy.coerce(evict).attr(),
+        }
+        super().__init__(operands=[ptr, value, [mask] if mask is not None else []], properties=props)
+
+    @property
+    def cache_modifier(self) -> CacheModifier:
+        return CacheModifier(self.cache.value.data)
+
+    @property
+    def eviction_policy(self) -> EvictionPolicy:
+        return EvictionPolicy(self.evict.value.data)
+
+    # Hand-written: the value and mask types are derived from the pointer type (see LoadOp).
+    @classmethod
+    def parse(cls, parser: Parser):
+        ptr = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        val = parser.parse_unresolved_operand()
+        rest = []
+        if parser.parse_optional_punctuation(",") is not None:
+            rest.append(parser.parse_unresolved_operand())
+        props: dict = {}
+        _parse_cache_evict(parser, props)
+        p2, attrs = _parse_attr_dict(parser, cls)
+        props.update(p2)
+        parser.parse_punctuation(":")
+        pt = parser.parse_type()
+        val_t = pointee_type(pt)
+        ops = _resolve(parser, [ptr, val] + rest, [pt, val_t, i1_like(val_t)][: 2 + len(rest)])
+        return cls.create(operands=ops, properties=props, attributes=attrs)
+
+    def print(self, printer: Printer):
+        printer.print_string(" ")
+        _print_operands(printer, self.operands)
+        _print_cache_evict(printer, self)
+        self._print_dict(printer, ("cache", "evict"))
+        printer.print_string(" : ")
+        printer.print_attribute(self.ptr.type)
+
+    def verify_(self):
+        if self.value.type != pointee_type(self.ptr.type):
+            raise VerifyException(f"tt.store value type {self.value.type} does not match the "
+                                  f"pointer type {self.ptr.type}")
+        if self.mask is not None and self.mask.type != i1_like(self.value.type):
+            raise VerifyException("tt.store mask must be i1 of the value's shape")
+
+
+@tt_op_definition
+class AtomicRMWOp(TTOp):
+    """``tt.atomic_rmw <op>, <sem>, <scope>, %ptr, %val (, %mask)? : (types) -> type``.
+
+    Returns the old value.  Properties: ``atomic_rmw_op``, ``sem``, ``scope``."""
+
+    name = "tt.atomic_rmw"
+    assembly_format = 'custom<RMWOp>($atomic_rmw_op) `,` custom<MemSemantic>($sem) `,` custom<MemSyncScope>($scope) `,` $ptr `,` $val (`,` $mask^)? attr-dict `:` functional-type(operands, $result)'
+    custom_directives = enums(RMWOp, MemSemantic, MemSyncScope)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    ptr = operand_def()
+    val = operand_def()
+    mask = opt_operand_def()
+    result = result_def()
+
+    atomic_rmw_op = prop_def(IntegerAttr)
+    sem = prop_def(IntegerAttr)
+    scope = prop_def(IntegerAttr)
+
+    def __init__(self, rmw_op: RMWOp | str, ptr, val, mask=None, *,
+                 sem: MemSemantic | str = MemSemantic.ACQUIRE_RELEASE,
+                 scope: MemSyncScope | str = MemSyncScope.GPU, result_type: Attribute | None = None):
+        val = _value(val)
+        super().__init__(
+            operands=[ptr, val, [mask] if mask is not None else []],
+            result_types=[result_type or val.type],
+            properties={"atomic_rmw_op": RMWOp.coerce(rmw_op).attr(),
+                        "sem": MemSemantic.coerce(sem).attr(),
+                        "scope": MemSyncScope.coerce(scope).attr()})
+
+    @property
+    def rmw_op(self) -> RMWOp:
+        return RMWOp(self.atomic_rmw_op.value.data)
+
+    @property
+    def mem_semantic(self) -> MemSemantic:
+        return MemSemantic(self.sem.value.data)
+
+    @property
+    def mem_scope(self) -> MemSyncScope:
+        return MemSyncScope(self.scope.value.data)
+
+    def verify_(self):
+        if self.ptr.type != pointer_type_like(self.val.type, _addr_space(self.ptr.type)):
+            raise VerifyException("tt.atomic_rmw pointer type must match the value type")
+        if self.mask is not None and self.mask.type != i1_like(self.val.type):
+            raise VerifyException("tt.atomic_rmw mask must be i1 of the value's shape")
+
+
+@tt_op_definition
+class AtomicCASOp(TTOp):
+    """``tt.atomic_cas <sem>, <scope>, %ptr, %cmp, %val : (types) -> type``: compare and swap,
+    returns the old value.  Properties: ``sem``, ``scope``."""
+
+    name = "tt.atomic_cas"
+    assembly_format = 'custom<MemSemantic>($sem) `,` custom<MemSyncScope>($scope) `,` $ptr `,` $cmp `,` $val attr-dict `:` functional-type(operands, $result)'
+    custom_directives = enums(MemSemantic, MemSyncScope)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    ptr = operand_def()
+    cmp = operand_def()
+    val = operand_def()
+    result = result_def()
+
+    sem = prop_def(IntegerAttr)
+    scope = prop_def(IntegerAttr)
+
+    def __init__(self, ptr, cmp, val, *, sem: MemSemantic | str = MemSemantic.ACQUIRE_RELEASE,
+                 scope: MemSyncScope | str = MemSyncScope.GPU, result_type: Attribute | None = None):
+        val = _value(val)
+        super().__init__(operands=[ptr, cmp, val], result_types=[result_type or val.type],
+                         properties={"sem": MemSemantic.coerce(sem).attr(),
+                                     "scope": MemSyncScope.coerce(scope).attr()})
+
+    @property
+    def mem_semantic(self) -> MemSemantic:
+        return MemSemantic(self.sem.value.data)
+
+    @property
+    def mem_scope(self) -> MemSyncScope:
+        return MemSyncScope(self.scope.value.data)
+
+    def verify_(self):
+        if self.cmp.type != self.val.type or self.result.type != self.val.type:
+            raise VerifyException("tt.atomic_cas cmp, val and result must have one type")
+
