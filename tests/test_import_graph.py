@@ -32,3 +32,15 @@ def test_passes_need_no_function_local_imports_to_stay_acyclic():
              for m, ts in full.items() if m.startswith("syncopate_mlir.passes")}
     g.mods = {m: p for m, p in g.mods.items() if m.startswith("syncopate_mlir.passes")}
     assert g.sccs(inner) == []
+
+
+def test_every_package_is_installed():
+    """A package folder missing from pyproject.toml's ``packages`` works in an editable install
+    and is missing from a wheel: every folder with an ``__init__.py`` must be listed."""
+    import tomllib
+
+    conf = tomllib.loads(open(os.path.join(ROOT, "pyproject.toml")).read())
+    listed = set(conf["tool"]["setuptools"]["packages"])
+    g = _load()
+    packages = {m for m, path in g.mods.items() if path.endswith("__init__.py")}
+    assert packages <= listed, sorted(packages - listed)
