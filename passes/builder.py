@@ -61,12 +61,23 @@ class Builder:
     attribute the inserted code to the kernel. (Derived from the insertion point, not kept in
     shared state: passes do not have to set anything up first.)"""
 
-    def __init__(self, anchor: Operation | None = None, block: Block | None = None):
+    def __init__(self, anchor: Operation | None = None, block: Block | None = None,
+                 location=None):
         if anchor is None and block is None:
             raise ValueError("Builder needs an anchor op or a block")
         self.anchor = anchor
         self.block = block if block is not None else anchor.parent_block()
-        self.location = getattr(anchor, "location", None) if anchor is not None else None
+        self.location = location if location is not None else (
+            anchor.location if anchor is not None else None)
+
+    def effective_location(self):
+        """The location new ops get: the anchor's, else the enclosing function's. A builder for
+        a block not yet inside a function (a loop body being built) takes it from the builder
+        that will insert the loop: ``Builder(None, body, location=b.effective_location())``."""
+        loc = self.location
+        if loc is None or type(loc).__name__ == "UnknownLoc":
+            loc = _enclosing_function_location(self.block)
+        return loc
 
     @classmethod
     def at_start(cls, block: Block) -> "Builder":
@@ -80,9 +91,7 @@ class Builder:
         return cls(None, block)
 
     def insert(self, op: Operation) -> Operation:
-        loc = self.location
-        if loc is None or type(loc).__name__ == "UnknownLoc":
-            loc = _enclosing_function_location(self.block)
+        loc = self.effective_location()
         if loc is not None:
             op.location = loc
         if self.anchor is not None:

@@ -208,7 +208,7 @@ class CommLowering(Lowering):
 
         body = Block(arg_types=[i32])
         t = body.args[0]
-        lb = Builder(None, body)
+        lb = Builder(None, body, location=b.effective_location())
         tr = lb.divsi(t, lb.const(ntc))
         tcol = lb.sub(t, lb.mul(tr, lb.const(ntc)))
         r0 = lb.add(lb.const(lo[0]), lb.mul(tr, lb.const(br)))
