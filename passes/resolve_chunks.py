@@ -26,6 +26,13 @@ from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp, i32
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from syncopate.abi import FlagLayout
 from syncopate.schedule.model import Schedule
@@ -36,23 +43,17 @@ from .builder import Builder
 from .schedule_attr import schedule_of
 
 
-@dataclass(frozen=True)
-class ResolveChunks(ModulePass):
-    name: ClassVar[str] = "resolve-chunks"
+@dataclass
+class ResolveWaitRegion(RewritePattern):
+    """``wait_region`` -> per destination rank, per chunk that can intersect the box: an
+    interval test around a chunk ``wait``; the tokens are summed into the region's token."""
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
+    sched: Schedule
+    writers: int
 
-        sched = schedule_of(op)
-        writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))
-        layout = FlagLayout(sched.num_chunks, sched.world_size)
-        for o in list(op.walk()):
-            if isinstance(o, WaitRegionOp):
-                self._wait(o, sched, writers)
-            elif isinstance(o, SignalRegionOp):
-                self._signal(o, sched, layout)
-
-    @staticmethod
-    def _wait(o, sched: Schedule, writers: int) -> None:
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, o: WaitRegionOp, rewriter: PatternRewriter) -> None:
+        sched, writers = self.sched, self.writers
 
         tensor = o.tensor.data
         chunked = sched.chunked_dims(tensor)
@@ -84,16 +85,23 @@ class ResolveChunks(ModulePass):
             fb = Builder(None, rank_if.false_region.blocks[0])
             fb.insert(scf.YieldOp(fb.const(0)))
             total = b.add(total, rank_if.results[0])
-        o.token.replace_all_uses_with(total)
-        o.detach()
-        o.erase()
+        rewriter.replace_matched_op([], [total])
 
-    @staticmethod
-    def _signal(o, sched: Schedule, layout: FlagLayout) -> None:
+
+@dataclass
+class ResolveSignalRegion(RewritePattern):
+    """``signal_region`` -> per chunk of the tensor leaving (or reducing into) this rank: the
+    number of the box's elements inside the chunk, added to ``PRODUCED[c]``."""
+
+    sched: Schedule
+    layout: FlagLayout
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, o: SignalRegionOp, rewriter: PatternRewriter) -> None:
         """Predicated, not branched: Triton's fusion of nested loops (``tl.range(flatten=True)``)
         cannot yet carry ``scf.if`` ops in the epilogue of a fused loop, and a masked atomic
         costs the same.  Volumes first, then the signals back to back (one barrier for all)."""
-
+        sched, layout = self.sched, self.layout
         tensor = o.tensor.data
         b = Builder(o)
         pending = []
@@ -112,5 +120,17 @@ class ResolveChunks(ModulePass):
             pending.append((c, b.select(on_rank, vol, b.const(0))))
         for c, vol in pending:
             b.insert(SignalOp(o.flags, b.const(layout.produced(c.id)), vol, "add", "produced"))
-        o.detach()
-        o.erase()
+        rewriter.erase_op(o)
+
+
+@dataclass(frozen=True)
+class ResolveChunks(ModulePass):
+    name: ClassVar[str] = "resolve-chunks"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        sched = schedule_of(op)
+        writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))
+        layout = FlagLayout(sched.num_chunks, sched.world_size)
+        PatternRewriteWalker(GreedyRewritePatternApplier([
+            ResolveWaitRegion(sched, writers), ResolveSignalRegion(sched, layout)]),
+            apply_recursively=False).rewrite_module(op)
