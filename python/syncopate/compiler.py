@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import dtypes
 from .abi import BACKENDS, FusedABI, extra_params
 from .errors import CompileError
 
 DEFAULT_COMM_PROGRAMS = {"sm": 16, "nvshmem": 16, "ce": 0}
-_DTYPE_OF_SIG = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp32": "fp32", "f32": "fp32",
-                 "fp8e4nv": "fp8e4m3", "fp8e5": "fp8e5m2", "i32": "int32", "i8": "int8",
-                 "i16": "int16", "i64": "int64", "fp64": "fp64"}
 
 
 @dataclass
@@ -109,8 +107,10 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
         spec = schedule.tensors[tensor]
         if sig.startswith("*"):
             elem = sig[1:]
-            want = _DTYPE_OF_SIG.get(elem, elem)
-            if want != spec.dtype:
+            if not dtypes.is_known(elem):
+                raise CompileError(f"operand {param!r} points to {elem}, a dtype Syncopate does "
+                                   f"not know; use one of {', '.join(dtypes.DTYPES)}")
+            if dtypes.canonical(elem) != spec.dtype:
                 raise CompileError(f"operand {param!r} points to {elem} but the schedule's tensor "
                                    f"{tensor!r} is {spec.dtype}: make the dtypes agree")
         out[param] = tensor

@@ -912,9 +912,8 @@ def _rows_cols(dst, src):
 
 
 def _torch_name(dtype_str):
-    from .communicator import dtype_name
-    return dtype_name({"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(str(dtype_str),
-                                                                                   dtype_str))
+    from ..dtypes import torch_name
+    return torch_name(dtype_str)
 
 
 def _owner_elsewhere(t, comm):
