@@ -11,7 +11,8 @@ is the epilogue variant, the op's default there).  For each it reports, as media
 * the syncopate stage on the kernel's TTIR, by step: ``parse`` (TTIR text -> xDSL), each pass,
   ``print`` (xDSL -> TTIR text) -- the times ``run_pipeline`` records -- and ``stage``, the
   wall time of the whole ``run_pipeline`` call;
-* ``compile``: the whole ``syncopate.compile`` to a cubin (Triton's stages, ours, ptxas),
+* ``compile`` (median of ``--compile-runs``, default 1: seconds each, Triton and ptxas
+  dominate): the whole ``syncopate.compile`` to a cubin (Triton's stages, ours, ptxas),
   with Triton's cache bypassed (``always_compile``), and ``triton``: the same kernel compiled
   unfused, so ``compile - triton`` is what fusing adds end to end.
 
@@ -113,9 +114,9 @@ def _fused_compile(b: dict, case: Case):
                        attrs=b["attrs"], keep_ir=False, reduce=b["reduce"], **b["options"])
 
 
-def measure(case: Case, runs: int, whole: bool = True) -> dict:
-    """Medians over ``runs`` of the syncopate stage's steps and, if ``whole``, of the whole
-    fused and unfused compiles."""
+def measure(case: Case, runs: int, compile_runs: int = 1) -> dict:
+    """Medians over ``runs`` of the syncopate stage's steps and over ``compile_runs`` (0: skip)
+    of the whole fused and unfused compiles."""
     import triton
 
     from ..compiler import resolve_operands
@@ -143,13 +144,13 @@ def measure(case: Case, runs: int, whole: bool = True) -> dict:
            "comm_programs": b["comm_programs"], "gemm_shape_per_rank": list(b["shape"]),
            "steps_ms": {k: statistics.median(v) for k, v in steps.items()},
            "stage_ms": statistics.median(stage)}
-    if whole:
+    if compile_runs > 0:
         knobs = triton.knobs.compilation
         saved = knobs.__dict__.get("always_compile")
         knobs.always_compile = True   # bypass Triton's on-disk cache: time the real compile
         try:
             fused, plain = [], []
-            for _ in range(runs):
+            for _ in range(compile_runs):
                 t0 = time.perf_counter()
                 _fused_compile(b, case)
                 fused.append((time.perf_counter() - t0) * 1e3)
@@ -188,11 +189,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="time the compile of the fused GEMMs instead of running them (no GPU, "
                         "no torch.distributed); writes compile.json under --out")
-    g.add_argument("--runs", type=int, default=3, help="runs per case (medians); default 3")
+    g.add_argument("--runs", type=int, default=5,
+                   help="runs of the syncopate stage per case (medians); default 5")
+    g.add_argument("--compile-runs", type=int, default=1,
+                   help="whole compiles (fused and unfused) per case, medians; default 1 (each "
+                        "takes seconds, up to a minute at W = 8: Triton and ptxas); 0 skips them")
     g.add_argument("--world-sizes", default="2,8", help="W values to compile for")
     g.add_argument("--kernels", default="tma,ptr", help="local GEMMs: tma, ptr")
-    g.add_argument("--stage-only", action="store_true",
-                   help="time only the syncopate stage (skip the whole compiles: much faster)")
 
 
 def main(args, argv_text: str) -> int:
@@ -205,10 +208,11 @@ def main(args, argv_text: str) -> int:
     t_start = time.monotonic()
     for case in todo:
         print(f"{case.label} ...", flush=True)
-        results.append(measure(case, max(1, args.runs), whole=not args.stage_only))
+        results.append(measure(case, max(1, args.runs), max(0, args.compile_runs)))
     import triton
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "git_commit": cli.git_commit(), "command": argv_text, "runs": args.runs,
+            "compile_runs": args.compile_runs,
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs "
                        f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})",
             "python": platform.python_version(), "triton": triton.__version__,
@@ -216,9 +220,9 @@ def main(args, argv_text: str) -> int:
             "rs_K_N": list(RS_KN), "keep_ir": False, "seconds": round(time.monotonic() - t_start, 1)}
     table = format_table(results)
     print(table)
-    print("ms, medians of %d runs; stage = the whole run_pipeline call (parse + passes + print); "
-          "compile = syncopate.compile to a cubin, triton = the same kernel unfused "
-          "(Triton's cache bypassed)" % args.runs)
+    print(f"ms; steps and stage: medians of {args.runs} runs (stage = the whole run_pipeline "
+          f"call: parse + passes + print); compile = syncopate.compile to a cubin, triton = the "
+          f"same kernel unfused, Triton's cache bypassed (median of {args.compile_runs})")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         path = os.path.join(args.out, "compile.json")
