@@ -240,3 +240,24 @@ def test_fused_default_is_checked_before_it_is_timed(monkeypatch):
     bench._time_default(r, Comm(), Timer(), lambda: 1, lambda res: True, "differs", lambda: "sm")
     assert (r["fused default"], r["fused default host"], r["fused default is"]) == (1.5, 0.05, "sm")
     assert Comm.checks == 3  # after the mismatching run; after the good run and its timing
+
+
+def test_compile_mode_reports_the_stage_per_pass_without_a_gpu(tmp_path, capsys):
+    """``--compile``: no torchrun, no GPU; a table and compile.json with every step's median
+    (``--compile-runs 0`` skips the whole compiles, which take seconds each)."""
+    pytest.importorskip("triton")
+    pytest.importorskip("xdsl")
+    import json
+    rc = bench.main(["--compile", "--compile-runs", "0", "--runs", "2", "--kernels", "tma",
+                     "--world-sizes", "2", "--ops", "ag", "--backends", "sm",
+                     "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "| tma AG+GEMM W=2 sm |" in out and "stage" in out
+    data = json.loads((tmp_path / "compile.json").read_text())
+    (r,), meta = data["results"], data["meta"]
+    from syncopate_mlir.pipeline import pass_names
+    want = ["parse", *(("lower" if n.startswith("lower-") else n) for n in pass_names("sm")), "print"]
+    assert list(r["steps_ms"]) == want and r["stage_ms"] > 0 and "compile_ms" not in r
+    assert (r["world_size"], r["backend"], r["reduce"]) == (2, "sm", "comm") and r["comm_programs"] > 0
+    assert meta["runs"] == 2 and meta["keep_ir"] is False and "--compile" in meta["command"]

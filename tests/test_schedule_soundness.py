@@ -125,15 +125,37 @@ def test_templates_run_correctly_in_any_order(s, seed):
         concrete_run(s, seed + k)
 
 
-@SETTINGS
-@given(cases(), st.data(), st.integers(0, 2**16))
-def test_accepted_edits_run_correctly(s, data, seed):
-    edited = _edit(s, data)
-    try:
-        problems = analyze(edited).problems
-    except ScheduleError:  # construction-level problems surface as ScheduleError too
-        return
-    if problems:
-        return
-    for k in range(3):
-        concrete_run(edited, seed + k)
+#: Floor on the share of edited schedules the verifier accepts. Without it the property
+#: below would pass vacuously if the verifier rejected everything (nothing would be run).
+#: Measured: 94 of 120 (78%) with ``derandomize=True``; 66-82% over hypothesis seeds 0-5
+#: (max_examples = 120; many edits -- a later step, a dropped ``after`` that the step order
+#: still implies -- keep a schedule sound). 50% is > 6 standard deviations below that.
+MIN_ACCEPTANCE = 0.5
+
+
+def test_accepted_edits_run_correctly():
+    """Edited templates that the verifier accepts run correctly in any order -- and it accepts
+    at least :data:`MIN_ACCEPTANCE` of them, so the property is exercised, not vacuous."""
+    seen = {"generated": 0, "accepted": 0}
+
+    @SETTINGS
+    @given(cases(), st.data(), st.integers(0, 2**16))
+    def check(s, data, seed):
+        edited = _edit(s, data)
+        seen["generated"] += 1
+        try:
+            problems = analyze(edited).problems
+        except ScheduleError:  # construction-level problems surface as ScheduleError too
+            return
+        if problems:
+            return
+        seen["accepted"] += 1
+        for k in range(3):
+            concrete_run(edited, seed + k)
+
+    check()
+    rate = seen["accepted"] / max(1, seen["generated"])
+    assert rate >= MIN_ACCEPTANCE, (
+        f"the verifier accepted {seen['accepted']} of {seen['generated']} edited schedules "
+        f"({rate:.0%} < {MIN_ACCEPTANCE:.0%}): it rejects (nearly) everything, so the soundness "
+        f"property above is not being exercised")

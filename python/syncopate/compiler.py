@@ -13,16 +13,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import backends
+from . import backends, dtypes
 from .abi import FusedABI, extra_params
 from .backends.nvshmem import nvshmem_device_library  # noqa: F401  (its home until the backends)
 from .errors import CompileError
 
 #: comm programs when the caller gives none, per backend (each backend's ``default_comm_programs``)
 DEFAULT_COMM_PROGRAMS = {n: backends.get(n).default_comm_programs for n in backends.names()}
-_DTYPE_OF_SIG = {"bf16": "bf16", "fp16": "fp16", "f16": "fp16", "fp32": "fp32", "f32": "fp32",
-                 "fp8e4nv": "fp8e4m3", "fp8e5": "fp8e5m2", "i32": "int32", "i8": "int8",
-                 "i16": "int16", "i64": "int64", "fp64": "fp64"}
 
 
 @dataclass
@@ -111,8 +108,10 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
         spec = schedule.tensors[tensor]
         if sig.startswith("*"):
             elem = sig[1:]
-            want = _DTYPE_OF_SIG.get(elem, elem)
-            if want != spec.dtype:
+            if not dtypes.is_known(elem):
+                raise CompileError(f"operand {param!r} points to {elem}, a dtype Syncopate does "
+                                   f"not know; use one of {', '.join(dtypes.DTYPES)}")
+            if dtypes.canonical(elem) != spec.dtype:
                 raise CompileError(f"operand {param!r} points to {elem} but the schedule's tensor "
                                    f"{tensor!r} is {spec.dtype}: make the dtypes agree")
         out[param] = tensor

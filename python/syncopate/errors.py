@@ -104,3 +104,18 @@ class EmulationError(SyncopateError):
         self.message = message
         self.result = result
         super().__init__(f"{location}: {message}" if location else message)
+
+
+class DtypeError(ScheduleError, LaunchError):
+    """A dtype name that :mod:`syncopate.dtypes` does not know (``"bf17"``, ``"complex64"``).
+
+    Raised by the one dtype table wherever a dtype enters -- a schedule's tensor, a Triton
+    signature, a torch tensor at launch -- so it derives from both :class:`ScheduleError` and
+    :class:`LaunchError` (and through them from ``SyncopateError`` and ``ValueError``): code
+    that catches the error family of its layer keeps catching it.  ``name`` is what was given,
+    ``known`` the canonical names; the message lists them."""
+
+    def __init__(self, name, known: tuple[str, ...] = ()):
+        self.name = name
+        self.known = tuple(known)
+        super().__init__(f"unknown dtype {name!r}; use one of {', '.join(self.known)}")

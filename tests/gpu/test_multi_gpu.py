@@ -27,7 +27,7 @@ LOOPBACK = loopback_world()
 if not torch.cuda.is_available():
     pytest.skip("needs 2 CUDA GPUs (or 1 with SYNCOPATE_GPU_LOOPBACK=2); this torch sees none "
                 "(CPU-only build or no driver). The CPU-side runtime tests are "
-                "tests/test_runtime_cpu.py and tests/test_loopback_cpu.py", allow_module_level=True)
+                "tests/runtime/ and tests/test_loopback_cpu.py", allow_module_level=True)
 if not LOOPBACK and torch.cuda.device_count() < 2:
     pytest.skip(f"needs 2 CUDA GPUs, found {torch.cuda.device_count()}; on one GPU run the same "
                 f"tests in loopback: SYNCOPATE_GPU_LOOPBACK=2 (docs/loopback.md)",

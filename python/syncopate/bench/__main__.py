@@ -17,6 +17,10 @@ slowest rank):
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
 
+``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
+the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
+(:mod:`syncopate.bench.compile_time`).
+
 Every fused configuration is checked against the reference before it is timed (AG+GEMM:
 bitwise equal to the local kernel on the gathered A; GEMM+RS: relative error vs the NCCL
 path); a configuration that fails its check is reported and not timed. Writes
@@ -59,6 +63,8 @@ def parse_args(argv=None):
                         "the slowest row so far (default 150, quick 60)")
     p.add_argument("--m", default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
+    from .compile_time import add_arguments
+    add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -540,6 +546,10 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
+        from . import compile_time
+        return compile_time.main(args, " ".join([sys.executable, "-m", "syncopate.bench"]
+                                                + (argv if argv is not None else sys.argv[1:])))
     why = loopback_refusal()
     if why is not None:
         print(f"syncopate.bench: {why}", file=sys.stderr)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import EmulationError
 
 # ----------------------------------------------------------------------------- element types
@@ -74,8 +75,8 @@ def etype_of(t) -> EType:
 def etype_named(name: str) -> EType:
     """An element type from a schedule / signature dtype name (``bf16``, ``fp16``, ``*i32``)."""
     n = name.lstrip("*")
-    n = {"fp16": "f16", "fp32": "f32", "fp64": "f64", "float16": "f16", "float32": "f32",
-         "bfloat16": "bf16", "int32": "i32", "int64": "i64", "int8": "i8", "int16": "i16"}.get(n, n)
+    if n not in _FLOATS and dtypes.is_known(n):
+        n = dtypes.mlir_name(n)      # schedule / torch / Triton spelling -> MLIR element type
     if n in _FLOATS:
         bits, dt = _FLOATS[n]
         return EType("float", bits, np.dtype(dt), n)

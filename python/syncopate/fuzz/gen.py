@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes
+
 BODIES = ("copy", "scale", "rowsum", "gemm")
 ADDRESSING = ("ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc", "hint",
               "gather", "gather_hint", "gather_vec")
@@ -53,8 +55,6 @@ TEMPLATE_NAMES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "r
 STYLE_KEYS = ("body", "addressing", "tiling", "role", "template", "backend", "world_size",
               "dtype")
 
-_TL = {"bf16": "tl.bfloat16", "fp32": "tl.float32"}
-_NP = {"bf16": np.float32, "fp32": np.float32, "int32": np.int32}
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Tensor:
 
     @property
     def sig(self) -> str:
-        return "*" + {"bf16": "bf16", "fp32": "fp32", "int32": "i32"}[self.dtype]
+        return dtypes.triton_sig(self.dtype)
 
 
 @dataclass

@@ -31,6 +31,8 @@ import threading
 import time
 import warnings
 
+from .. import dtypes
+
 SHAPES = [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 7168, 4096), (8192, 14336, 8192),
           (4096, 14336, 8192), (1024, 14336, 4096)]
 TOL = 1e-2
@@ -197,7 +199,7 @@ def main(argv=None, backend=None) -> int:
 
     shapes = ([tuple(int(x) for x in s.lower().split("x")) for s in args.shapes]
               if args.shapes else SHAPES)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    dtype = dtypes.torch_dtype(args.dtype)
     report.update(backend.info())
     if report["capability"][0] < 9 and "tma" in args.kernels:
         print("bench_local: TMA kernel needs sm_90+; timing kernel='ptr' only", file=sys.stderr)

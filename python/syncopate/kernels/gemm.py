@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, replace
 import triton
 import triton.language as tl
 
+from .. import dtypes
 from ..errors import LaunchError
 
 
@@ -213,11 +214,9 @@ def _short(kernel: str) -> str:
 
 
 def _dtype_name(dtype) -> str:
-    """``'bf16'`` or ``'fp16'`` from a torch dtype, a Triton dtype or a string."""
-    s = str(dtype).lower().lstrip("*")
-    for prefix in ("torch.", "triton.language."):
-        s = s.removeprefix(prefix)
-    s = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16"}.get(s, s)
+    """``'bf16'`` or ``'fp16'`` from a torch dtype, a Triton dtype or a string (any spelling
+    :func:`syncopate.dtypes.canonical` takes; an unknown name raises its ``DtypeError``)."""
+    s = dtypes.canonical(dtype)
     if s not in _SUPPORTED_DTYPES:
         raise ValueError(f"unsupported GEMM dtype {dtype!r}; the local GEMMs take bfloat16 or "
                          f"float16 operands (fp32 accumulation)")
@@ -436,8 +435,9 @@ def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
 # ----------------------------------------------------------------------------------------------
 
 def _torch_dtype_name(t) -> str | None:
-    import torch
-    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(t.dtype)
+    """``'bf16'``/``'fp16'`` for a tensor the local GEMMs take, None for any other dtype."""
+    name = dtypes.canonical(t.dtype) if dtypes.is_known(t.dtype) else None
+    return name if name in _SUPPORTED_DTYPES else None
 
 
 def _tma_alloc(size: int, alignment: int, stream):

@@ -157,7 +157,9 @@ def template(name: str):
 
 
 def schedule_dtype(dtype) -> str:
-    return str(dtype).replace("torch.", "")
+    """The schedule's (canonical) name of a torch dtype or any other spelling."""
+    from ..dtypes import canonical
+    return canonical(dtype)
 
 
 def gemm_seconds(M: int, N: int, K: int, dtype) -> float:

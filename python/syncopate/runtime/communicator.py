@@ -37,41 +37,23 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from .. import abi
+from .. import abi, dtypes
 from ..errors import LaunchError
 from . import diag
 
 SYMM_BACKENDS = ("cuda", "nvshmem")
 
-_DTYPE_ALIASES = {
-    "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "f16": "float16",
-    "float16": "float16", "half": "float16", "fp32": "float32", "f32": "float32",
-    "float32": "float32", "float": "float32", "int32": "int32", "i32": "int32",
-    "int64": "int64", "i64": "int64", "uint32": "uint32", "u32": "uint32", "int8": "int8",
-    "uint8": "uint8", "fp8e4nv": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn",
-    "fp8e5": "float8_e5m2", "float8_e5m2": "float8_e5m2",
-}
-
-
 def dtype_name(dtype) -> str:
-    """Canonical name (torch spelling without ``torch.``) of a torch dtype or a string alias."""
-    s = str(dtype).lower()
-    for prefix in ("torch.", "triton.language.", "tl."):
-        if s.startswith(prefix):
-            s = s[len(prefix):]
-    s = s.lstrip("*")
-    return _DTYPE_ALIASES.get(s, s)
+    """The torch spelling (no ``torch.``) of a torch dtype or any alias; :mod:`syncopate.dtypes`
+    holds the table. Kept under this name because the fused-kernel runtime compares operand
+    and schedule dtypes with it."""
+    return dtypes.torch_name(dtype)
 
 
 def torch_dtype(dtype):
-    import torch
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = dtype_name(dtype)
-    t = getattr(torch, name, None)
-    if not isinstance(t, torch.dtype):
-        raise LaunchError(f"unknown dtype {dtype!r}")
-    return t
+    """The ``torch.dtype`` of ``dtype`` (any spelling); an unknown name raises
+    :class:`~syncopate.errors.DtypeError` (a :class:`LaunchError`)."""
+    return dtypes.torch_dtype(dtype)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import weakref
 
-from .. import abi
+from .. import abi, dtypes
 from ..errors import LaunchError
 from . import plan as planmod
 from .communicator import dtype_name
@@ -75,9 +75,8 @@ def check_requirements(a: abi.FusedABI, names, values) -> None:
 
 
 def torch_name(dtype_str):
-    """The torch dtype name of a schedule dtype."""
-    return dtype_name({"fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}.get(str(dtype_str),
-                                                                                   dtype_str))
+    """The torch dtype name of a schedule dtype (one table: :mod:`syncopate.dtypes`)."""
+    return dtypes.torch_name(dtype_str)
 
 
 _LIVE_COMMS: "weakref.WeakSet" = weakref.WeakSet()

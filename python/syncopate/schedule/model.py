@@ -24,50 +24,30 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Mapping, Sequence
 
+from .. import dtypes as _dtypes
 from ..errors import ScheduleError
 
 # --------------------------------------------------------------------------------------------
 # dtypes
 # --------------------------------------------------------------------------------------------
 
-#: Canonical dtype names (as written in schedule JSON) and their element sizes in bytes.
-DTYPE_SIZES: dict[str, int] = {
-    "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8,
-    "fp8e4m3": 1, "fp8e5m2": 1,
-    "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "uint32": 4,
-    "bool": 1,
-}
+# The table lives in :mod:`syncopate.dtypes` (one table for the schedule, the compiler and the
+# runtime); these names stay because schedule code and users import them from here.
 
-# Spellings of torch (``torch.bfloat16`` -> "bfloat16") and Triton (``*bf16``, "fp8e4nv", "i32")
-# map to the canonical names, so the runtime and the compiler can pass what they have.
-_DTYPE_ALIASES: dict[str, str] = {
-    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-    "f32": "fp32", "f16": "fp16", "float64": "fp64", "double": "fp64", "f64": "fp64",
-    "float8_e4m3fn": "fp8e4m3", "float8e4m3fn": "fp8e4m3", "fp8e4nv": "fp8e4m3", "e4m3": "fp8e4m3",
-    "float8_e5m2": "fp8e5m2", "fp8e5": "fp8e5m2", "e5m2": "fp8e5m2",
-    "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "i64": "int64", "u32": "uint32",
-    "i1": "bool", "int1": "bool",
-}
+#: Canonical dtype names (as written in schedule JSON) and their element sizes in bytes.
+DTYPE_SIZES: dict[str, int] = _dtypes.SIZES
 
 
 def normalize_dtype(name: Any) -> str:
     """The canonical name of a dtype given as a canonical name, a torch/Triton spelling
-    (``"bfloat16"``, ``"torch.bfloat16"``, ``"*bf16"``, ``"fp8e4nv"``) or a torch dtype."""
-    text = str(name).strip()
-    for prefix in ("torch.", "tl.", "*"):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    text = text.lower()
-    if text in DTYPE_SIZES:
-        return text
-    if text in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[text]
-    raise ScheduleError(f"unknown dtype {name!r}; use one of {', '.join(DTYPE_SIZES)}")
+    (``"bfloat16"``, ``"torch.bfloat16"``, ``"*bf16"``, ``"fp8e4nv"``) or a torch dtype.
+    An unknown name raises :class:`~syncopate.errors.DtypeError` (a :class:`ScheduleError`)."""
+    return _dtypes.canonical(name)
 
 
 def dtype_size(name: Any) -> int:
     """Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts)."""
-    return DTYPE_SIZES[normalize_dtype(name)]
+    return _dtypes.element_bytes(name)
 
 
 # --------------------------------------------------------------------------------------------

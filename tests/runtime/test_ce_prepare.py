@@ -1,0 +1,102 @@
+"""The copy-engine backend's host preparation on the fake communicator: region copy geometry
+(rows x contiguous bytes), prepared pull and reduce-scatter steps that really copy between
+the fake ranks' buffers, and the peers table's epilogue slot rows.
+
+CPU only (split from tests/test_runtime_cpu.py; shared fakes in runtime_fakes.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from syncopate import abi  # noqa: E402
+from syncopate.errors import CompileError  # noqa: E402
+from syncopate.runtime import plan as planmod  # noqa: E402
+from syncopate.runtime.fused import FusedKernel, _rows_cols  # noqa: E402
+from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, rs_schedule  # noqa: E402
+
+
+def test_rows_cols_contiguous_and_column_block():
+    m = torch.empty(8, 16, dtype=torch.bfloat16)
+    n = torch.empty(8, 16, dtype=torch.bfloat16)
+    assert _rows_cols(m[2:4], n[4:6]) == (1, 2 * 16 * 2, 2 * 16 * 2, 2 * 16 * 2)
+    assert _rows_cols(m[:, 4:8], n[:, 0:4]) == (8, 8, 32, 32)
+    assert _rows_cols(m[:, 4:8], n[:, 0:5]) is None
+    t = torch.empty(2, 8, 16)
+    assert _rows_cols(t[:, :, 0:4], torch.empty(2, 8, 4)) is None  # two strided levels
+
+
+def _ce_config(c, sched, fk, produced):
+    from syncopate.runtime import fused as fmod
+    a = abi.FusedABI("ce", 2, planmod.num_chunks(sched), 0, "none", operands=list(fk.operands))
+    cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32))
+    cfg.ce_plan = planmod.build_ce_plan(sched, c.rank,
+                                        {i: 1 for i in range(a.num_chunks)} if produced else {})
+    for tname in cfg.ce_plan.reduce_tensors:
+        spec = planmod.tensor_spec(sched, tname)
+        cfg.slots[tname] = c.empty((2,) + tuple(spec.shape), torch.float32)
+    return cfg
+
+
+def test_ce_prepared_pull_copies_the_peer_rows():
+    c = fake_comm(rank=0)
+    sched = ag_schedule(shape=(8, 4), split=2, mode="pull")
+    fk = FusedKernel(ptr_kernel(), sched, operand="a_ptr", backend="ce", comm=c)
+    cfg = _ce_config(c, sched, fk, produced=False)
+    A = c.empty((8, 4), torch.float32)
+    peer = c.allocation(A).handle.bufs[1].view(torch.float32).view(8, 4)
+    peer.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
+    prep = fk.launcher.prepare(cfg, {"a_ptr": A})
+    assert fk.launcher.prepare(cfg, {"a_ptr": A}) is prep  # once per buffer set
+    c.empty((4,), torch.float32)  # the registry changed (a reallocation could alias addresses)
+    assert fk.launcher.prepare(cfg, {"a_ptr": A}) is not prep
+    prep = fk.launcher.prepare(cfg, {"a_ptr": A})
+    assert [st.src for st, _, _ in prep.steps] == [1, 1] and prep.reductions == []
+    for st, copy, flag_view in prep.steps:
+        assert flag_view.dtype == torch.uint32 and flag_view.numel() == cfg.abi.layout.words
+        copy(None)
+    assert torch.equal(A[4:], peer[4:]) and torch.all(A[:4] == 0)
+
+
+def test_ce_prepared_reduce_scatter_pushes_into_the_owner_slot_and_sums():
+    c = fake_comm(rank=0)
+    sched = rs_schedule(shape=(8, 4), split=1, mode="push")
+    fk = FusedKernel(ptr_kernel(), sched, operand="c_ptr", backend="ce", comm=c)
+    cfg = _ce_config(c, sched, fk, produced=True)
+    C = c.empty((8, 4), torch.float32)
+    C.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
+    prep = fk.launcher.prepare(cfg, {"c_ptr": C})
+    (st, copy, _), = prep.steps
+    assert (st.src, st.dst) == (0, 1)
+    copy(None)
+    peer_slots = c.allocation(cfg.slots["C"]).handle.bufs[1].view(torch.float32).view(2, 8, 4)
+    assert torch.equal(peer_slots[0][4:], C[4:])  # rank 1's slot for source 0 holds our rows
+    (own, parts), = prep.reductions
+    assert own.data_ptr() == C.data_ptr() and len(parts) == 1
+    parts[0].fill_(1.0)  # what rank 1 pushed into our slot[1]
+    acc = own.float()
+    acc += parts[0].float()
+    own.copy_(acc)
+    assert torch.equal(C[:4], torch.arange(16, dtype=torch.float32).view(4, 4) + 1)
+
+
+def test_peers_table_appends_the_epilogue_slot_rows():
+    """reduce='epilogue': syn_peers gets one row per slotted tensor after the operands, holding
+    every rank's slot base (the kernel reads its own)."""
+    c = fake_comm(rank=1)
+    sched = rs_schedule(shape=(8, 4), split=1, mode="push")
+    fk = FusedKernel(ptr_kernel(), sched, operand="c_ptr", backend="ce", comm=c)
+    cfg = _ce_config(c, sched, fk, produced=True)
+    cfg.abi.epilogue_slots = ["C"]
+    cfg.flag_addrs = c.peer_ptrs(cfg.flags)
+    C = c.empty((8, 4), torch.float32)
+    table = fk._peers_table(cfg, {"c_ptr": C})
+    assert table.shape == (3, 2)
+    assert table[2].tolist() == c.peer_ptrs(cfg.slots["C"])
+    assert table[1].tolist() == c.peer_ptrs(C)
+    cfg.abi.epilogue_slots = ["D"]
+    cfg.peers_tables.clear()
+    with pytest.raises(CompileError, match="slots of 'D'"):
+        fk._peers_table(cfg, {"c_ptr": C})

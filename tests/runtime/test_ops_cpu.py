@@ -1,0 +1,245 @@
+"""The ops (ag_gemm, gemm_rs) on the fake communicator: fallback selection, argument errors,
+the cost model's defaults, prepared calls reused per layout, and the choice between the sm
+and the ce + epilogue variants of gemm_rs.
+
+CPU only (split from tests/test_runtime_cpu.py; shared fakes in runtime_fakes.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from syncopate.errors import LaunchError  # noqa: E402
+from runtime_fakes import fake_comm  # noqa: E402
+
+
+def test_ag_gemm_fallback_selection(monkeypatch):
+    import importlib
+    mod = importlib.import_module("syncopate.ops.ag_gemm")
+    c = fake_comm()
+    calls = []
+    monkeypatch.setattr(mod, "ag_gemm_reference", lambda *a, **k: calls.append("ref") or "ref")
+    monkeypatch.setattr(mod, "ag_gemm_fused_kernel",
+                        lambda *a, **k: calls.append(("fused", k["backend"], k["split"],
+                                                      k["comm_programs"])) or (_ for _ in ()).throw(
+                            RuntimeError("stop")))
+    a = torch.empty(32, 64, dtype=torch.bfloat16)
+    b = torch.empty(64, 48, dtype=torch.bfloat16)
+    monkeypatch.setenv("SYNCOPATE", "0")
+    assert mod.ag_gemm(a, b, c) == "ref"
+    monkeypatch.setenv("SYNCOPATE", "1")
+    assert mod.ag_gemm(a, b, c, fused=False) == "ref"
+    with pytest.raises(RuntimeError, match="stop"):
+        mod.ag_gemm(a, b, c, backend="sm", split=4)
+    assert calls[-1][:3] == ("fused", "sm", 4) and calls[-1][3] > 0  # cost model picks programs
+    with pytest.raises(RuntimeError, match="stop"):
+        mod.ag_gemm(a, b, c, backend="ce", comm_programs=8)
+    assert calls[-1][1] == "ce" and calls[-1][3] == 0  # ce has no comm programs
+
+
+def test_gemm_rs_fallback_selection(monkeypatch):
+    import importlib
+    mod = importlib.import_module("syncopate.ops.gemm_rs")
+    c = fake_comm()
+    monkeypatch.setattr(mod, "gemm_rs_reference", lambda *a, **k: "ref")
+    monkeypatch.setenv("SYNCOPATE", "0")
+    a = torch.empty(64, 32, dtype=torch.bfloat16)
+    b = torch.empty(32, 48, dtype=torch.bfloat16)
+    assert mod.gemm_rs(a, b, c) == "ref"
+
+
+def test_op_argument_errors():
+    from syncopate.ops import ag_gemm, gemm_rs
+    c = fake_comm()
+    bf = torch.bfloat16
+    with pytest.raises(LaunchError, match="b.shape\\[0\\] must be 64"):
+        ag_gemm(torch.empty(8, 64, dtype=bf), torch.empty(32, 8, dtype=bf), c)
+    with pytest.raises(LaunchError, match="cast one of them"):
+        ag_gemm(torch.empty(8, 64, dtype=bf), torch.empty(64, 8, dtype=torch.float16), c)
+    with pytest.raises(LaunchError, match="multiple of the world size"):
+        gemm_rs(torch.empty(7, 64, dtype=bf), torch.empty(64, 8, dtype=bf), c)
+    d = fake_comm()
+    d.device = torch.device("cuda", 1)
+    with pytest.raises(LaunchError, match="move it"):
+        ag_gemm(torch.empty(8, 64, dtype=bf), torch.empty(64, 8, dtype=bf), d)
+
+
+def test_choose_defaults_and_overrides():
+    from syncopate.ops import _gemm
+    assert _gemm.choose("ag_gemm", "sm", 8192, 4096, 4096, 2, "bf16", 4, 8) == (4, 8)
+    s, cp = _gemm.choose("ag_gemm", "ce", 8192, 4096, 4096, 2, "bf16", None, None)
+    assert cp == 0 and s >= 1
+    s, cp = _gemm.choose("ag_gemm", "sm", 8192, 4096, 4096, 2, "bf16", None, None)
+    assert cp > 0
+
+
+def _op_fixture(monkeypatch, mod_name):
+    """The op module with its GPU-only pieces replaced: gemm_call builds the argument list from
+    the real kernel's parameter names, the FusedKernel records its launches."""
+    import importlib
+
+    from syncopate.kernels import kernel_fn
+    from syncopate.ops import _gemm
+    mod = importlib.import_module(mod_name)
+    calls = {"gemm_call": 0, "launches": []}
+
+    class FakeFK:
+        _poisoned = None
+        staged = 0
+
+        def before_staging(self):
+            FakeFK.staged += 1
+
+        def __getitem__(self, grid):
+            return lambda *args: calls["launches"].append((grid, list(args)))
+
+    fk = FakeFK()
+
+    def gemm_call(kernel, a, b, c, cfg, *, num_programs=None):
+        calls["gemm_call"] += 1
+        fn = kernel_fn("tma")
+        vals = {n: None for n in fn.arg_names}
+        vals.update(a_ptr=a, b_ptr=b, c_ptr=c, M=a.shape[0], N=b.shape[1], K=a.shape[1])
+        return _gemm.GemmCall(fn=fn, args=[vals[n] for n in fn.arg_names], grid=(7,), options={},
+                              config=cfg, kernel="tma")
+    monkeypatch.setattr(_gemm, "gemm_call", gemm_call)
+    monkeypatch.setattr(mod, mod.__name__.rsplit(".", 1)[1] + "_fused_kernel", lambda *a, **k: fk)
+    import syncopate.kernels as kmod
+    monkeypatch.setattr(kmod, "num_sms", lambda device=None: 132)
+    monkeypatch.setenv("SYNCOPATE", "1")
+    return mod, calls, fk
+
+
+def test_ag_gemm_prepares_a_call_once_per_layout(monkeypatch):
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.ag_gemm")
+    c = fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(64, 48).to(bf)
+    a1, a2 = torch.randn(32, 64).to(bf), torch.randn(32, 64).to(bf)
+    out1 = mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8)
+    out2 = mod.ag_gemm(a2, b, c, backend="sm", split=2, comm_programs=8)  # new A, same layout
+    assert calls["gemm_call"] == 1 and len(calls["launches"]) == 2 and fk.staged == 2
+    A = mod.ag_gemm_buffer(c, 32, 64, bf)
+    assert torch.equal(A[:32], a2)  # rank 0's rows hold the latest shard
+    (_, args1), (_, args2) = calls["launches"]
+    c_idx = list(__import__("syncopate.kernels", fromlist=["kernel_fn"]).kernel_fn("tma").arg_names).index("c_ptr")
+    assert args1[c_idx] is out1 and args2[c_idx] is out2 and out1 is not out2  # fresh outputs
+    out = torch.empty(64, 48, dtype=bf)
+    assert mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8, out=out) is out
+    assert mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8, out=out) is out
+    assert calls["gemm_call"] == 2  # a given out is part of the layout (checked once)
+    mod.ag_gemm(a1, torch.randn(64, 48).to(bf), c, backend="sm", split=2, comm_programs=8)
+    mod.ag_gemm(a1, b, c, backend="sm", split=4, comm_programs=8)
+    assert calls["gemm_call"] == 4  # another weight, another split: prepared anew
+    c.empty((4,), torch.float32)  # the symmetric registry changed
+    mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8)
+    assert calls["gemm_call"] == 5
+    with pytest.raises(LaunchError, match="2-D torch.Tensor"):
+        mod.ag_gemm([1, 2], b, c)
+
+
+def test_gemm_rs_prepared_call_swaps_in_a_and_copies_the_result(monkeypatch):
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    c = fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(32, 48).to(bf)
+    a1, a2 = torch.randn(64, 32).to(bf), torch.randn(64, 32).to(bf)
+    C = mod.gemm_rs_buffer(c, 64, 48, bf)
+    C.copy_(torch.randn(64, 48).to(bf))
+    r1 = mod.gemm_rs(a1, b, c, backend="sm", split=4, comm_programs=16)
+    r2 = mod.gemm_rs(a2, b, c, backend="sm", split=4, comm_programs=16)
+    assert calls["gemm_call"] == 1
+    a_idx = list(__import__("syncopate.kernels", fromlist=["kernel_fn"]).kernel_fn("tma").arg_names).index("a_ptr")
+    assert calls["launches"][0][1][a_idx] is a1 and calls["launches"][1][1][a_idx] is a2
+    assert torch.equal(r1, C[:32]) and torch.equal(r2, C[:32]) and r1 is not r2
+    with pytest.raises(LaunchError, match=r"\[M/W, N\]"):
+        mod.gemm_rs(a1, b, c, backend="sm", split=4, comm_programs=16,
+                    out=torch.empty(64, 48, dtype=bf))
+
+
+def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
+    """reduce='epilogue' only where every program computes what it sends before what it owns:
+    M/W whole BLOCK_M tiles filling whole GROUP_M groups; ce only. Refused before any launch."""
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    from syncopate.ops._gemm import resolve_config
+    c = fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(32, 48).to(bf)
+    with pytest.raises(LaunchError, match="needs backend='ce'"):
+        mod.gemm_rs(torch.randn(2048, 32).to(bf), b, c, backend="sm", reduce="epilogue")
+    with pytest.raises(LaunchError, match="M/W = 200"):
+        mod.gemm_rs(torch.randn(400, 32).to(bf), b, c, backend="ce", reduce="epilogue")
+    cfg = resolve_config("tma", 2048, 48, 32, bf)
+    M = 2 * cfg.BLOCK_M * cfg.GROUP_M
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="epilogue", split=2)
+    assert calls["gemm_call"] == 1 and len(calls["launches"]) == 1
+    # two tiles per rank: the default config's GROUP_M is lowered to fill whole groups ...
+    small = 2 * 2 * cfg.BLOCK_M
+    mod.gemm_rs(torch.randn(small, 32).to(bf), b, c, backend="ce", reduce="epilogue", split=2)
+    assert calls["gemm_call"] == 2
+    # ... but an explicit config is the caller's: refused with what to change
+    with pytest.raises(LaunchError, match="GROUP_M = 8"):
+        mod.gemm_rs(torch.randn(small, 32).to(bf), b, c, backend="ce", reduce="epilogue",
+                    config=dict(BLOCK_M=cfg.BLOCK_M, GROUP_M=8))
+    with pytest.raises(LaunchError, match="choose 'comm' or 'epilogue'"):
+        mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="sum")
+
+
+def test_gemm_rs_default_is_the_epilogue_variant_where_it_applies(monkeypatch):
+    """No backend/reduce: ce + epilogue (split EPILOGUE_SPLIT, no comm programs) when the driver
+    has stream waits, the tiles fit and the GEMM hides the host time; sm with the cost model's
+    plan otherwise, never a refusal. An explicit backend keeps reduce='comm'."""
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
+    assert mod.default_variant(2048, 2, None, gemm_s=0.1e-3) == ("sm", "comm")  # host-bound
+    monkeypatch.setattr(mod, "EPILOGUE_MIN_GEMM_S", 0.0)  # the shapes below are tiny
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import _cuda
+    built = []
+    monkeypatch.setattr(mod, "gemm_rs_fused_kernel", lambda *a, **k: built.append(k) or fk)
+    c = fake_comm()
+    bf = torch.bfloat16
+    b = torch.randn(32, 48).to(bf)
+    cfg = resolve_config("tma", 2048, 48, 32, bf)
+    M = 2 * cfg.BLOCK_M * cfg.GROUP_M
+
+    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: True)
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c)
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue")
+    assert (built[-1]["split"], built[-1]["comm_programs"]) == (mod.EPILOGUE_SPLIT, 0)
+    mod.gemm_rs(torch.randn(400, 32).to(bf), b, c)  # M/W = 200: not whole tiles -> sm
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
+    assert built[-1]["comm_programs"] > 0
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce")
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "comm")
+    mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, reduce="epilogue")
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue")
+    assert mod.default_variant(M, 2, cfg) == ("ce", "epilogue")
+
+    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: False)
+    M2 = M + 2 * cfg.BLOCK_M  # a new layout: chosen anew; the epilogue would lower GROUP_M
+    mod.gemm_rs(torch.randn(M2, 32).to(bf), b, c)
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
+    # sm keeps the default config's grouping
+    assert built[-1]["config"].GROUP_M == resolve_config("tma", M2, 48, 32, bf).GROUP_M > 1
+
+
+def test_gemm_rs_default_by_gemm_length(monkeypatch):
+    """The standard shapes (run 6): the epilogue variant at M = 8192 and 4096 and for the long
+    M = 1024 GEMM; sm for M = 1024 x 4096 x 14336 (~0.08 ms of GEMM, shorter than the epilogue
+    variant's host time)."""
+    import importlib
+
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import _cuda
+    mod = importlib.import_module("syncopate.ops.gemm_rs")
+    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: True)
+    bf = torch.bfloat16
+    for (M, N, K), want in (((8192, 4096, 14336), "ce"), ((8192, 8192, 28672), "ce"),
+                            ((4096, 4096, 14336), "ce"), ((1024, 8192, 28672), "ce"),
+                            ((1024, 4096, 14336), "sm")):
+        Kl = K // 2
+        cfg = resolve_config("tma", M, N, Kl, bf)
+        be, red, cfg2 = mod.resolve_variant(M, N, Kl, 2, bf, cfg, False)
+        assert be == want and red == ("epilogue" if want == "ce" else "comm"), (M, N, K)

@@ -1,0 +1,106 @@
+"""The sync kernels (wait / signal / add, syncopate.runtime.sync_kernels): their PTX through
+ptxas (acquire/release widths, watchdog, trap), and launches of the compiled kernels with
+every parameter in position.
+
+CPU only (split from tests/test_runtime_cpu.py; shared fakes in runtime_fakes.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+
+
+def _compile(fn, sig, cx):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx),
+                          target=GPUTarget("cuda", 90, 32), options=dict(num_warps=1, num_stages=1))
+
+
+_WAIT_SIG = {"base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
+             "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
+             "FLAG64": "constexpr", "TRAP": "constexpr"}
+
+
+@pytest.mark.parametrize("flag64", [False, True])
+@pytest.mark.parametrize("trap", [False, True])
+def test_wait_kernel_compiles_with_watchdog(flag64, trap):
+    from syncopate.runtime import sync_kernels as sk
+    ck = _compile(sk._wait_kernel, _WAIT_SIG, {"FLAG64": flag64, "TRAP": trap})
+    ptx = ck.asm["ptx"]
+    width = "b64" if flag64 else "b32"
+    assert f"ld.acquire.sys.global.{width}" in ptx and "%globaltimer" in ptx
+    assert f"sub.s{width[1:]}" in ptx  # serial-number compare (flags may wrap)
+    assert "atom.acq_rel.sys.global.cas.b32" in ptx and "fence.sc.sys" in ptx
+    # the epoch word (offset 28) is written last, with release
+    assert ptx.index("fence.sc.sys") < ptx.index("st.release.sys.global.b32")
+    assert ("trap;" in ptx) == trap
+    assert len(ck.asm["cubin"]) > 0
+
+
+@pytest.mark.parametrize("flag64", [False, True])
+def test_signal_and_add_kernels_compile(flag64):
+    from syncopate.runtime import sync_kernels as sk
+    w = "b64" if flag64 else "b32"
+    ck = _compile(sk._signal_all_kernel, {"peers_addr": "i64", "index": "i32", "value": "i64",
+                                          "world_size": "i32", "FLAG64": "constexpr"},
+                  {"FLAG64": flag64})
+    assert f"st.release.sys.global.{w}" in ck.asm["ptx"] and "%tid.x" in ck.asm["ptx"]
+    ck = _compile(sk._add_kernel, {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
+                  {"FLAG64": flag64})
+    assert "red.release.sys.global.add" in ck.asm["ptx"]
+
+
+def test_sync_kernels_launch_compiled_kernels_directly(monkeypatch):
+    """Each sync kernel compiles once per device and constexpr set (through the JIT's warmup)
+    and is then launched as a CompiledKernel with every parameter in position, on the given
+    stream (no JIT binding per launch)."""
+    from syncopate.runtime import sync_kernels as sk
+    launches, warmups = [], []
+
+    class FakeCompiled:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            def run(*args, stream=None):
+                launches.append((self.name, grid, args, stream))
+            return run
+
+    class FakeJit:
+        def __init__(self, name):
+            self.name = name
+
+        def warmup(self, *args, grid, **kw):
+            warmups.append((self.name, grid, kw))
+            return FakeCompiled(self.name)
+
+    class Stream:
+        cuda_stream = 1234
+
+    monkeypatch.setattr(sk, "_COMPILED", {})
+    for n in ("_wait_kernel", "_signal_all_kernel", "_add_kernel"):
+        monkeypatch.setattr(sk, n, FakeJit(n))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    for e in (1, 2):
+        sk.wait_flag(4096, 3, e, 8192, rank=1, kind=2, epoch=e, timeout_ns=10, count=2)
+    sk.wait_flag(4096, 3, 1, 8192, rank=1, kind=2, epoch=1, timeout_ns=10, trap=True)
+    sk.add_flag(1 << 40, 5, 7, flag64=True, stream=Stream())
+    peers = torch.zeros(2, dtype=torch.int64)
+    sk.signal_entry(peers, 4, 9, 2)
+    assert [w[0] for w in warmups] == ["_wait_kernel", "_wait_kernel", "_add_kernel",
+                                       "_signal_all_kernel"]  # once per constexpr set
+    assert warmups[0][2] == {"num_warps": 1, "num_stages": 1, "FLAG64": False, "TRAP": False}
+    name, grid, args, stream = launches[1]
+    assert (name, grid, stream) == ("_wait_kernel", (2, 1, 1), 1234)
+    assert args == (4096, 3, 2, 8192, 1, 2, 2, 10, False, False)  # constexprs last, in order
+    assert launches[3][2] == ((1 << 40) + 5 * 8, 7, True)
+    assert launches[4][2] == (peers.data_ptr(), 4, 9, 2, False) and launches[4][1] == (1, 1, 1)
+    sk.wait_flag(0, 0, 1, 0, rank=0, kind=0, epoch=1, timeout_ns=1, count=0)  # nothing to wait
+    assert len(launches) == 5
