@@ -85,7 +85,7 @@ class ResolveWaitRegion(RewritePattern):
             fb = Builder(None, rank_if.false_region.blocks[0])
             fb.insert(scf.YieldOp(fb.const(0)))
             total = b.add(total, rank_if.results[0])
-        rewriter.replace_op(o, [], [total])
+        rewriter.replace(o, [], [total])
 
 
 @dataclass

@@ -67,7 +67,8 @@ def cases(kernels=("tma", "ptr"), ops=("ag", "rs"), world_sizes=(2, 8), backends
 def build(case: Case) -> dict:
     """Everything one compile of ``case`` needs, chosen as the ops choose it."""
     from ..kernels import compile_args, compile_attrs, default_config, kernel_fn
-    from ..ops._gemm import DEFAULT_MODE, choose
+    from .. import backends
+    from ..ops._gemm import choose
     from ..schedule import all_gather, reduce_scatter
 
     W = case.world_size
@@ -76,7 +77,7 @@ def build(case: Case) -> dict:
         N, K = AG_NK[0] // W, AG_NK[1]
         split, cp = choose("ag_gemm", case.backend, M, N, K, W, DTYPE, None, None)
         sched = all_gather([M, K], DTYPE, W, dim=0, order="swizzle",
-                           mode=DEFAULT_MODE["ag"][case.backend], split=split)
+                           mode=backends.get(case.backend).op_modes["ag"], split=split)
         operand, reduce = "a_ptr", "comm"
     else:
         K, N = RS_KN[0] // W, RS_KN[1]
@@ -88,7 +89,7 @@ def build(case: Case) -> dict:
             _check_epilogue_order("ce", M, W, cfg)
             split, reduce = EPILOGUE_SPLIT, "epilogue"
         sched = reduce_scatter([M, N], DTYPE, W, dim=0, order="swizzle",
-                               mode=DEFAULT_MODE["rs"][case.backend], split=split)
+                               mode=backends.get(case.backend).op_modes["rs"], split=split)
         operand = "c_ptr"
     if reduce != "epilogue":
         cfg = default_config(M, N, K, DTYPE, case.kernel)
