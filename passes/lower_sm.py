@@ -32,6 +32,7 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, FlagLayout
+from syncopate.backends.sm import CopyTiling
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
 
@@ -40,17 +41,6 @@ from .builder import Builder
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
 from .schedule_attr import schedule_of
-
-TILE_ELEMS = 32768       # elements per copy tile: 64 KB of bf16 in flight per program
-SUM_TILE_ELEMS = 16384   # sums hold two tiles and an fp32 accumulator per tile
-MAX_COLS = 1024
-
-
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 class CommLowering(Lowering):
@@ -197,12 +187,8 @@ class CommLowering(Lowering):
         else:
             raise CompileError(f"chunk {c.id}: the sm backend copies 1-d and 2-d tensors; "
                                f"tensor {c.tensor!r} has {len(shape)} dims (flatten it)")
-        rows, cols = hi[0] - lo[0], hi[1] - lo[1]
-        bc = min(MAX_COLS, _pow2_at_least(cols))
-        tile = SUM_TILE_ELEMS if accumulate else TILE_ELEMS
-        br = max(1, min(_pow2_at_least(rows), tile // bc))
-        ntc = -(-cols // bc)
-        ntiles = -(-rows // br) * ntc
+        tiling = CopyTiling.of(lo, hi, accumulate)
+        br, bc, ntc, ntiles = tiling.br, tiling.bc, tiling.ntc, tiling.ntiles
         wide = shape2[0] * shape2[1] >= 2 ** 31
         ity = i64 if wide else i32
 

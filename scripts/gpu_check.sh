@@ -22,40 +22,8 @@
 # (install and env logs only when they fail: their tails are in gpu_check.log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-START=$(date +%s)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 SYNCOPATE_TIMEOUT_S=${SYNCOPATE_TIMEOUT_S:-10}
-export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/syncopate-triton-cache}
-
-declare -A STATUS
-step() {  # step NAME TIMEOUT_S CMD... : run with a hard timeout, log to $OUT/NAME.log
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  echo "=== $name (limit ${limit}s): $*" | tee -a "$OUT/gpu_check.log"
-  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  local dt=$(( $(date +%s) - t0 ))
-  case $rc in
-    0) STATUS[$name]="ok (${dt}s)";;
-    124|137) STATUS[$name]="TIMEOUT after ${dt}s";;
-    5) STATUS[$name]="NO TESTS RAN (all skipped? see $name.log) (${dt}s)";;
-    *) STATUS[$name]="FAILED rc=$rc (${dt}s)";;
-  esac
-  tail -n 25 "$OUT/$name.log" | tee -a "$OUT/gpu_check.log"
-  echo "--- $name: ${STATUS[$name]}" | tee -a "$OUT/gpu_check.log"
-}
-
-# 1. wheels (pure-Python deps the GPU machine lacks: xdsl, ...)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  step install 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target /tmp/site .whl/*.whl
-  case ${STATUS[install]} in ok*) rm -f "$OUT/install.log";; esac
-else
-  STATUS[install]="no .whl/ carried (skipped)"
-fi
-export PYTHONPATH=/tmp/site:$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}
+LOG=gpu_check.log
+. scripts/gpu_lib.sh
 
 # 2. environment facts
 step env 60 python3 - <<'PY'

@@ -118,6 +118,39 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
     return out
 
 
+def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any],
+                 schedule, operand, backend: str, comm_programs: int | None, reduce: str = "comm",
+                 withhold_chunks=(), remap: bool = True, keep_ir: bool = True,
+                 check_withhold: bool = True):
+    """The validated :class:`~syncopate_mlir.pipeline.FuseRequest` for fusing ``kernel`` with
+    ``schedule``: the one place the compile API and the emulator check their inputs (schedule
+    verified, signature complete, operands bound, backend options). ``check_withhold=False``
+    lets the emulator withhold chunks on any backend."""
+    from syncopate.schedule import as_schedule, dumps, verify
+    from syncopate_mlir.pipeline import FuseRequest
+
+    be = backends.get(backend)
+    sched = as_schedule(schedule)
+    verify(sched)
+    missing = [n for n in kernel.arg_names if n not in signature]
+    if missing:
+        raise CompileError(f"signature misses parameters {', '.join(missing)} of kernel "
+                           f"{kernel.__name__} (give constexprs the type 'constexpr')")
+    operands = resolve_operands(kernel, signature, constexprs, sched, operand)
+    comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce,
+                                     withhold_chunks=withhold_chunks if check_withhold else ())
+    withhold = ""
+    if withhold_chunks:
+        from syncopate_mlir.passes.attach_schedule import withhold_text
+        withhold = withhold_text(withhold_chunks, sched)
+    params = tuple(n for n in kernel.arg_names
+                   if signature.get(n) != "constexpr" and n not in constexprs)
+    return FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
+                       operands=tuple(sorted(operands.items())), backend=backend,
+                       comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
+                       reduce=reduce, withhold=withhold, remap=bool(remap))
+
+
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
@@ -140,32 +173,15 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from syncopate.schedule import as_schedule, dumps, verify
     from syncopate_mlir import hook
-    from syncopate_mlir.pipeline import FuseRequest
 
     be = backends.get(backend)
-    sched = as_schedule(schedule)
-    verify(sched)
-    constexprs = dict(constexprs or {})
     signature = dict(signature)
-    missing = [n for n in kernel.arg_names if n not in signature]
-    if missing:
-        raise CompileError(f"signature misses parameters {', '.join(missing)} of kernel "
-                           f"{kernel.__name__} (give constexprs the type 'constexpr')")
-    operands = resolve_operands(kernel, signature, constexprs, sched, operand)
-    comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce,
-                                     withhold_chunks=withhold_chunks)
-    withhold = ""
-    if withhold_chunks:
-        from syncopate_mlir.passes.attach_schedule import withhold_text
-        withhold = withhold_text(withhold_chunks, sched)
-    params = tuple(n for n in kernel.arg_names
-                   if signature.get(n) != "constexpr" and n not in constexprs)
-    request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
-                          operands=tuple(sorted(operands.items())), backend=backend,
-                          comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
-                          reduce=reduce, withhold=withhold, remap=bool(remap))
+    constexprs = dict(constexprs or {})
+    request = fuse_request(kernel, signature=signature, constexprs=constexprs, schedule=schedule,
+                           operand=operand, backend=backend, comm_programs=comm_programs,
+                           reduce=reduce, withhold_chunks=withhold_chunks, remap=remap,
+                           keep_ir=keep_ir)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()

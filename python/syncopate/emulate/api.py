@@ -133,28 +133,15 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
                 options=None, withhold_chunks=()):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
     :func:`syncopate.compile` (the same typed refusals)."""
-    from syncopate import backends
-    from syncopate.compiler import resolve_operands
-    from syncopate.schedule import as_schedule, dumps, verify
-    from syncopate_mlir.pipeline import FuseRequest, run_pipeline_until
+    from syncopate.compiler import fuse_request
+    from syncopate_mlir.pipeline import run_pipeline_until
 
-    be = backends.get(backend)
-    sched = as_schedule(schedule)
-    verify(sched)
     constexprs = dict(constexprs or {})
-    operands = resolve_operands(kernel, signature, constexprs, sched, operand)
     # the compiler's checks; withheld chunks are emulated on every backend
-    comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce)
-    withhold = ""
-    if withhold_chunks:
-        from syncopate_mlir.passes.attach_schedule import withhold_text
-        withhold = withhold_text(withhold_chunks, sched)
-    params = tuple(n for n in kernel.arg_names
-                   if signature.get(n) != "constexpr" and n not in constexprs)
-    request = FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
-                          operands=tuple(sorted(operands.items())), backend=backend,
-                          comm_programs=int(comm_programs), params=params, keep_ir=False,
-                          reduce=reduce, withhold=withhold)
+    request = fuse_request(kernel, signature=dict(signature), constexprs=constexprs,
+                           schedule=schedule, operand=operand, backend=backend,
+                           comm_programs=comm_programs, reduce=reduce,
+                           withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False)
     ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
     module, _ = run_pipeline_until(ttir, request, "resolve-chunks")
     return module, ttir

@@ -37,21 +37,11 @@ import numpy as np
 
 from syncopate.abi import FlagLayout
 
+from ..backends.sm import CopyTiling
 from ..errors import EmulationError
 from ..schedule.execution import executor as run_by
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
-
-TILE_ELEMS = 32768
-SUM_TILE_ELEMS = 16384
-MAX_COLS = 1024
-
-
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 def executor(chunk) -> str:
@@ -66,18 +56,7 @@ def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], t
         shape, lo, hi = (1, shape[0]), (0, lo[0]), (1, hi[0])
     elif len(shape) != 2:
         raise EmulationError(f"the sm backend copies 1-d and 2-d tensors, not {len(shape)}-d")
-    rows, cols = hi[0] - lo[0], hi[1] - lo[1]
-    bc = min(MAX_COLS, _pow2_at_least(cols))
-    tile = SUM_TILE_ELEMS if accumulate else TILE_ELEMS
-    br = max(1, min(_pow2_at_least(rows), tile // bc))
-    ntc = -(-cols // bc)
-    ntiles = -(-rows // br) * ntc
-    out = []
-    for t in range(ntiles):
-        tr, tc = divmod(t, ntc)
-        r0, c0 = lo[0] + tr * br, lo[1] + tc * bc
-        out.append(((r0, min(r0 + br, hi[0])), (c0, min(c0 + bc, hi[1]))))
-    return out
+    return CopyTiling.of(lo, hi, accumulate).tiles(lo, hi)
 
 
 def region_offsets(shape, lo, hi) -> np.ndarray:
@@ -178,7 +157,7 @@ class World(Machine):
 
     # ------------------------------------------------------------------ comm steps
     def comm_step(self, pc, kind, info, loc):
-        rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
+        rank, epoch, pid = info["rank"], info["epoch"], info["pid"]
         if kind == "enter":
             if pid == 0:
                 for q in range(self.W):

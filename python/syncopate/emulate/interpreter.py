@@ -894,7 +894,6 @@ def _load(fc, op, tm):
     where = loc_of(op)
     bcheck = _array_prop(op, "boundaryCheck")
     pad_nan = _int_prop(op, "padding", 1) == 2
-    tensor = _is_tensor(op.results[0].type)
 
     def do(env, pc):
         x = env[p]
