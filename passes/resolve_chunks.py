@@ -120,7 +120,7 @@ class ResolveSignalRegion(RewritePattern):
             pending.append((c, b.select(on_rank, vol, b.const(0))))
         for c, vol in pending:
             b.insert(SignalOp(o.flags, b.const(layout.produced(c.id)), vol, "add", "produced"))
-        rewriter.erase_op(o)
+        rewriter.erase(o)
 
 
 @dataclass(frozen=True)
