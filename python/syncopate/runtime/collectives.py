@@ -14,25 +14,7 @@ one code path -- the NCCL fallback (``SYNCOPATE=0``), the flags' barrier, the te
 
 from __future__ import annotations
 
-import threading
-
-from .loopback import LoopbackGroup
-
-_local = threading.local()
-
-
-def bind(group: LoopbackGroup) -> None:
-    """Make ``group`` the calling thread's default group (done by :func:`.loopback.run_loopback`)."""
-    _local.group = group
-
-
-def unbind() -> None:
-    _local.group = None
-
-
-def current_loopback() -> LoopbackGroup | None:
-    """The calling thread's loopback group, or None (a normal process)."""
-    return getattr(_local, "group", None)
+from .loopback import LoopbackGroup, bind, current_loopback, unbind  # noqa: F401  (re-exported)
 
 
 def _lb(group):

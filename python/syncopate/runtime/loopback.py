@@ -48,6 +48,25 @@ def collective_timeout_s(env=None) -> float:
         return DEFAULT_TIMEOUT_S
 
 
+#: the calling thread's virtual rank: its LoopbackGroup (set by run_loopback; the collectives
+#: module and Communicator() find it here)
+_local = threading.local()
+
+
+def bind(group: "LoopbackGroup") -> None:
+    """Make ``group`` the calling thread's default group (done by :func:`run_loopback`)."""
+    _local.group = group
+
+
+def unbind() -> None:
+    _local.group = None
+
+
+def current_loopback() -> "LoopbackGroup | None":
+    """The calling thread's loopback group, or None (a normal process)."""
+    return getattr(_local, "group", None)
+
+
 class _Round:
     __slots__ = ("kind", "first", "values", "arrived", "left", "done", "result", "error")
 
@@ -400,15 +419,13 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
     does, when a hang must not outlive the caller."""
     import torch
 
-    from . import collectives
-
     W = int(world_size)
     dev = torch.device(device) if device is not None else None
     world = LoopbackWorld(W, dev)
     results: list = [("err", "did not start")] * W
 
     def body(rank):
-        collectives.bind(world.groups[rank])
+        bind(world.groups[rank])
         try:
             if dev is not None and dev.type == "cuda":
                 torch.cuda.set_device(dev)
@@ -423,7 +440,7 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
             results[rank] = ("err", traceback.format_exc())
             world.abort(f"rank {rank} failed: {type(e).__name__}: {e}")
         finally:
-            collectives.unbind()
+            unbind()
 
     threads = [threading.Thread(target=body, args=(r,), name=f"syncopate-loopback-rank{r}",
                                 daemon=True) for r in range(W)]
