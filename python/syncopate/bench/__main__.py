@@ -549,7 +549,8 @@ def main(argv=None) -> int:
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
         from . import compile_time
         return compile_time.main(args, " ".join([sys.executable, "-m", "syncopate.bench"]
-                                                + (argv if argv is not None else sys.argv[1:])))
+                                                + (argv if argv is not None else sys.argv[1:])),
+                                 git_commit())
     why = loopback_refusal()
     if why is not None:
         print(f"syncopate.bench: {why}", file=sys.stderr)

@@ -199,8 +199,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kernels", default="tma,ptr", help="local GEMMs: tma, ptr")
 
 
-def main(args, argv_text: str) -> int:
-    from . import __main__ as cli
+def main(args, argv_text: str, git_commit: str | None = None) -> int:
+    """Run the compile-time benchmark; ``git_commit`` is recorded with the results (the bench's
+    entry point passes its own)."""
     backends = [b for b in args.backends.split(",") if b in ("sm", "ce")]
     ops = [o for o in args.ops.split(",") if o in ("ag", "rs")]
     todo = cases(tuple(k for k in args.kernels.split(",") if k), tuple(ops),
@@ -212,7 +213,7 @@ def main(args, argv_text: str) -> int:
         results.append(measure(case, max(1, args.runs), max(0, args.compile_runs)))
     import triton
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "git_commit": cli.git_commit(), "command": argv_text, "runs": args.runs,
+            "git_commit": git_commit, "command": argv_text, "runs": args.runs,
             "compile_runs": args.compile_runs,
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs "
                        f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})",
