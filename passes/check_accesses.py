@@ -29,11 +29,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
+from xdsl.dialects.arith import CMPI_COMPARISON_OPERATIONS
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.tt import CmpiOp
 
 from .abi_info import operands_of, update_state
 from .access import Access, AnalysisFailure, Evaluator, analyze_module
@@ -78,7 +80,7 @@ def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
         order = int_array_prop(op, "order")
         inv = {src: dst for dst, src in enumerate(order)}
         return [d.map_axes(lambda i: inv[i]) for d in conjuncts(op.operands[0], ev, depth + 1)]
-    if name == "arith.cmpi":
+    if isinstance(op, CmpiOp):
         pred = _predicate(op)
         try:
             lhs, rhs = ev.value(op.operands[0]), ev.value(op.operands[1])
@@ -91,13 +93,9 @@ def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
     return []
 
 
-def _predicate(op) -> str:
-    attr = op.properties.get("predicate") or op.attributes.get("predicate")
-    value = int_prop(op, "predicate")
-    names = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
-    if value is not None and 0 <= value < len(names):
-        return names[value]
-    return str(attr)
+def _predicate(op: CmpiOp) -> str:
+    """The comparison's keyword (``slt``, ``ule``, ...) from its typed predicate property."""
+    return CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
 
 
 def has_axes(p: Poly) -> bool:
