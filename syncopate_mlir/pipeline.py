@@ -10,24 +10,30 @@ and lit tests can set the same attributes by hand.
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
 
+import syncopate.abi
+import syncopate_mlir
+import syncopate_mlir.passes
 from syncopate import backends
 from syncopate.abi import ABI_VERSION, FusedABI
+from syncopate.errors import CompileError
+from syncopate_mlir.bridge import ttir_to_xdsl, xdsl_to_text
+from syncopate_mlir.context import make_context
+from syncopate_mlir.passes import registry
+from syncopate_mlir.passes.abi_info import read_abi, strip_syncopate_attrs
+
 
 def _source_digest() -> str:
     """Hash of the compiler's own sources (passes, dialects, bridge), like Triton hashes its
     own: a changed pass never serves a stale fused binary from the cache."""
-    from pathlib import Path
 
-    import syncopate.abi
-    import syncopate_mlir
-    import syncopate_mlir.passes
 
     h = hashlib.sha256()
     # the backends too: each names its passes and checks its options
@@ -105,10 +111,6 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     """Run the syncopate passes over a kernel's TTIR; return the fused TTIR and its ABI."""
-    from syncopate_mlir.bridge import ttir_to_xdsl, xdsl_to_text
-    from syncopate_mlir.context import make_context
-    from syncopate_mlir.passes import registry
-    from syncopate_mlir.passes.abi_info import read_abi, strip_syncopate_attrs
 
     ctx = make_context()
     times: dict[str, float] = {}
@@ -140,10 +142,6 @@ def run_pipeline_until(ttir_text: str, request: FuseRequest, until: str = "resol
     attributes (schedule, backend, ABI state) kept, for tools that read the module at a
     backend-independent level -- the CPU emulator (``syncopate.emulate``) executes it after
     ``resolve-chunks``, before any ``lower-*`` pass turns flags into inline PTX."""
-    from syncopate_mlir.bridge import ttir_to_xdsl
-    from syncopate_mlir.context import make_context
-    from syncopate_mlir.passes import registry
-    from syncopate.errors import CompileError
 
     names = pass_names(request.backend, request.reduce)
     if until not in names:
