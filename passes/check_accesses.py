@@ -42,8 +42,11 @@ from .access import Access, AnalysisFailure, Evaluator, analyze_module
 from .ir_utils import int_array_prop, int_prop, loc_str
 from .poly import Axis, Poly
 
-_CMP_UPPER = {"slt": 0, "ult": 0, "sle": -1, "ule": -1}    # l < r (+1 for <=)
-_CMP_LOWER = {"sgt": 0, "ugt": 0, "sge": -1, "uge": -1}    # r < l
+#: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
+#: a launch argument need not be (an unsigned mask yields no bound; the access is refused or
+#: hinted instead)
+_CMP_UPPER = {"slt": 0, "sle": -1}    # l < r (+1 for <=)
+_CMP_LOWER = {"sgt": 0, "sge": -1}    # r < l
 
 
 def mask_of(op) -> SSAValue | None:
