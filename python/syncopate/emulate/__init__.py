@@ -7,6 +7,8 @@ write-after-read across launches, deadlocks) and compares each rank's outputs wi
 kernel emulated by the same interpreter.
 """
 
+# the interpreter's op handlers, by family (each module registers its ops on import)
+from . import ops_arith, ops_control, ops_memory, ops_tensor  # noqa: F401
 from .api import (
     DEFAULT_POLICIES,
     Emulation,

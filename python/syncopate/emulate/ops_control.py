@@ -1,0 +1,346 @@
+"""The interpreter's dot and reductions, structured control flow (scf.for/if/while), calls, and
+the syncopate ops (waits, signals, remap, peer pointers, the comm region's steps)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import EmulationError
+from .interpreter import (
+    _HANDLERS,
+    POINT,
+    WaitFlag,
+    _as_gen,
+    _int_prop,
+    _is_tensor,
+    _prop,
+    _res,
+    handler,
+    loc_of,
+)
+from .memory import Ptr, PtrTensor, etype_of, round_tf32, to_etype, wrap_int
+
+# ---- dot, reduce
+
+
+@handler("tt.dot")
+def _dot(fc, op, tm):
+    a, b, c = fc.slot(op.a), fc.slot(op.b), fc.slot(op.c)
+    r = _res(fc, op)
+    ea, eb = etype_of(op.a.type), etype_of(op.b.type)
+    ed = etype_of(op.results[0].type)
+    tf32 = _int_prop(op, "inputPrecision", 2) in (0, 1) and ea.name == "f32"
+
+    def f(env, pc):
+        x, y, acc = env[a], env[b], env[c]
+        if ed.kind == "int":
+            env[r] = (np.matmul(x.astype(np.int64), y.astype(np.int64)) + acc).astype(ed.np)
+            return
+        x32 = np.asarray(x, dtype=np.float32)
+        y32 = np.asarray(y, dtype=np.float32)
+        if tf32:
+            x32, y32 = round_tf32(x32), round_tf32(y32)
+        out = np.matmul(x32, y32) + np.asarray(acc, dtype=np.float32)
+        env[r] = to_etype(out, ed)
+    return f, False
+
+
+def _fold(fc, op, tm):
+    """``tt.reduce`` / ``tt.scan``: the combine region compiled in tensor mode, folded
+    sequentially along the axis (vectorised over every other dim)."""
+    srcs = [fc.slot(v) for v in op.operands]
+    rs = [fc.slot(v) for v in op.results]
+    axis = _int_prop(op, "axis", 0)
+    reverse = bool(_int_prop(op, "reverse", 0))
+    block = op.regions[0].blocks[0]
+    n = len(srcs)
+    arg_slots = [fc.slot(a) for a in block.args]
+    run, yields = fc.block(block, tensor_mode=True)
+    if yields:
+        raise EmulationError("a reduce region that synchronises", loc_of(op))
+    scan = op.name == "tt.scan"
+    ets = [etype_of(v.type) for v in op.results]
+
+    def f(env, pc):
+        xs = [np.asarray(env[s]) for s in srcs]
+        length = xs[0].shape[axis]
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        acc = None
+        outs = []
+        for i in order:
+            cur = [np.take(x, i, axis=axis) for x in xs]
+            if acc is None:
+                acc = cur
+            else:
+                for s, v in zip(arg_slots[:n], acc):
+                    env[s] = v
+                for s, v in zip(arg_slots[n:], cur):
+                    env[s] = v
+                acc = [np.asarray(v) for v in run(env, pc)]
+            if scan:
+                outs.append(acc)
+        if scan:
+            if reverse:
+                outs = outs[::-1]
+            for k, s in enumerate(rs):
+                env[s] = np.stack([o[k] for o in outs], axis=axis).astype(ets[k].np)
+        else:
+            for k, s in enumerate(rs):
+                v = acc[k]
+                if v.ndim == 0 and not _is_tensor(op.results[k].type):
+                    v = wrap_int(int(v), ets[k].bits) if ets[k].kind == "int" else ets[k].np.type(v)
+                else:
+                    v = np.asarray(v).astype(ets[k].np)
+                env[s] = v
+    return f, False
+
+
+_HANDLERS["tt.reduce"] = _fold
+_HANDLERS["tt.scan"] = _fold
+
+
+# ---- control flow
+
+
+def _signed(v, t):
+    et = etype_of(t)
+    return wrap_int(int(v), et.bits) if et.kind == "int" else int(v)
+
+
+@handler("scf.for")
+def _for(fc, op, tm):
+    lb, ub, st = fc.slot(op.lb), fc.slot(op.ub), fc.slot(op.step)
+    inits = [fc.slot(v) for v in op.iter_args]
+    res = [fc.slot(v) for v in op.results]
+    block = op.body.blocks[0]
+    iv = fc.slot(block.args[0])
+    args = [fc.slot(a) for a in block.args[1:]]
+    body, yields = fc.block(block, tm)
+
+    if yields:
+        def g(env, pc):
+            i, end, step = env[lb], env[ub], env[st]
+            vals = [env[s] for s in inits]
+            while i < end:
+                env[iv] = i
+                for s, v in zip(args, vals):
+                    env[s] = v
+                vals = yield from body(env, pc)
+                i += step
+            for s, v in zip(res, vals):
+                env[s] = v
+        return g, True
+
+    def f(env, pc):
+        i, end, step = env[lb], env[ub], env[st]
+        vals = [env[s] for s in inits]
+        while i < end:
+            env[iv] = i
+            for s, v in zip(args, vals):
+                env[s] = v
+            vals = body(env, pc)
+            i += step
+        for s, v in zip(res, vals):
+            env[s] = v
+    return f, False
+
+
+@handler("scf.if")
+def _if(fc, op, tm):
+    c = fc.slot(op.cond)
+    res = [fc.slot(v) for v in op.results]
+    tb, ty = fc.block(op.true_region.blocks[0], tm)
+    if op.false_region.blocks:
+        fb, fy = fc.block(op.false_region.blocks[0], tm)
+    else:
+        fb, fy = (lambda env, pc: []), False
+
+    if ty or fy:
+        def g(env, pc):
+            branch, y = (tb, ty) if env[c] else (fb, fy)
+            vals = (yield from branch(env, pc)) if y else branch(env, pc)
+            for s, v in zip(res, vals):
+                env[s] = v
+        return g, True
+
+    def f(env, pc):
+        vals = tb(env, pc) if env[c] else fb(env, pc)
+        for s, v in zip(res, vals):
+            env[s] = v
+    return f, False
+
+
+@handler("scf.while")
+def _while(fc, op, tm):
+    inits = [fc.slot(v) for v in op.operands]
+    res = [fc.slot(v) for v in op.results]
+    before = op.regions[0].blocks[0]
+    after = op.regions[1].blocks[0]
+    bargs = [fc.slot(a) for a in before.args]
+    aargs = [fc.slot(a) for a in after.args]
+    cond_op = before.last_op
+    brun, by = fc.block(before, tm)
+    arun, ay = fc.block(after, tm)
+    # the terminator scf.condition: first operand the condition, the rest forwarded
+    if cond_op is None or cond_op.name != "scf.condition":
+        raise EmulationError("scf.while without scf.condition", loc_of(op))
+
+    def g(env, pc):
+        vals = [env[s] for s in inits]
+        while True:
+            for s, v in zip(bargs, vals):
+                env[s] = v
+            out = (yield from brun(env, pc)) if by else brun(env, pc)
+            if not out[0]:
+                for s, v in zip(res, out[1:]):
+                    env[s] = v
+                return
+            for s, v in zip(aargs, out[1:]):
+                env[s] = v
+            vals = (yield from arun(env, pc)) if ay else arun(env, pc)
+
+    if by or ay:
+        return g, True
+
+    def f(env, pc):
+        it = g(env, pc)
+        try:
+            next(it)
+        except StopIteration:
+            return
+        raise EmulationError("internal: a plain while yielded", loc_of(op))
+    return f, False
+
+
+@handler("tt.call")
+def _call(fc, op, tm):
+    callee = op.callee.root_reference.data if hasattr(op.callee, "root_reference") else str(op.callee)
+    args = [fc.slot(v) for v in op.operands]
+    res = [fc.slot(v) for v in op.results]
+    mc = fc.module_code
+
+    def g(env, pc):
+        code = mc.get(callee)
+        cenv = code.new_env()
+        for s, a in zip(code.arg_slots, args):
+            cenv[s] = env[a]
+        vals = yield from _as_gen(code.body, code.body_yields, cenv, pc)
+        for s, v in zip(res, vals):
+            env[s] = v
+    return g, True
+
+
+@handler("gpu.barrier", "llvm.intr.assume", "tt.print")
+def _noop(fc, op, tm):
+    """A program instance is one thread of control in the emulator, so a CTA barrier orders
+    nothing further; ``tt.print`` output is not reproduced."""
+    return None, False
+
+
+@handler("tt.assert")
+def _assert(fc, op, tm):
+    c = fc.slot(op.operands[0])
+    msg = str(_prop(op, "message", ""))
+    where = loc_of(op)
+
+    def f(env, pc):
+        if not np.all(env[c]):
+            raise EmulationError(f"device assertion failed in {pc.name}: {msg}", where)
+    return f, False
+
+
+# ---- syncopate ops (after resolve-chunks)
+
+
+@handler("syncopate.wait")
+def _sy_wait(fc, op, tm):
+    fl, ix, tg = fc.slot(op.flags), fc.slot(op.index), fc.slot(op.target)
+    r = _res(fc, op)
+    kind = op.kind.data
+    chunk = int(op.chunk.value.data) if op.chunk is not None else None
+    where = loc_of(op)
+
+    def g(env, pc):
+        p = env[fl]
+        w = WaitFlag(p.buf, p.off + env[ix], env[tg], kind, chunk, where, pc)
+        if not w.ready():
+            yield w
+        pc.machine.on_wait_done(pc, w)
+        env[r] = 0
+    return g, True
+
+
+@handler("syncopate.signal")
+def _sy_signal(fc, op, tm):
+    fl, ix, vl = fc.slot(op.flags), fc.slot(op.index), fc.slot(op.value)
+    sop, kind = op.op.data, op.kind.data
+    where = loc_of(op)
+
+    def g(env, pc):
+        yield POINT
+        p = env[fl]
+        pc.machine.on_signal(pc, p.buf, p.off + env[ix], int(env[vl]), sop, kind, where)
+    return g, True
+
+
+@handler("syncopate.remap")
+def _sy_remap(fc, op, tm):
+    c, rk = fc.slot(op.coord), fc.slot(op.rank)
+    r = _res(fc, op)
+    tiles = int(op.tiles.value.data)
+    table = [int(x) for x in op.table.get_values()]
+
+    def f(env, pc):
+        coord, rank = env[c], env[rk]
+        idx = rank * tiles + coord
+        env[r] = table[idx] if 0 <= coord < tiles and 0 <= idx < len(table) else coord
+    return f, False
+
+
+@handler("syncopate.peer_ptr")
+def _sy_peer(fc, op, tm):
+    p, rk = fc.slot(op.ptr), fc.slot(op.rank)
+    r = _res(fc, op)
+    where = loc_of(op)
+
+    def f(env, pc):
+        x = env[p]
+        buf = pc.machine.peer(x.buf, env[rk], where)
+        env[r] = PtrTensor(buf, x.offs) if isinstance(x, PtrTensor) else Ptr(buf, x.off)
+    return f, False
+
+
+@handler("syncopate.comm")
+def _sy_comm(fc, op, tm):
+    run, yields = fc.block(op.body.blocks[0], tm)
+
+    def g(env, pc):
+        yield from _as_gen(run, yields, env, pc)
+    return g, True
+
+
+def _comm_step(kind):
+    def make(fc, op, tm):
+        slots = {n: fc.slot(getattr(op, n)) for n in ("pid", "count", "epoch", "rank", "flags")}
+        base = fc.slot(op.base) if kind == "transfer" else None
+        chunk = int(op.chunk.value.data) if kind == "transfer" else None
+        where = loc_of(op)
+
+        def g(env, pc):
+            info = {n: env[s] for n, s in slots.items()}
+            info["chunk"] = chunk
+            if base is not None:
+                info["base"] = env[base]
+            yield from pc.machine.comm_step(pc, kind, info, where)
+        return g, True
+    return make
+
+
+for _k in ("enter", "transfer", "drain"):
+    _HANDLERS[f"syncopate.{_k}"] = _comm_step(_k)
+
+
+@handler("syncopate.wait_region", "syncopate.signal_region")
+def _sy_region(fc, op, tm):
+    raise EmulationError(f"{op.name} is region-level: run the pipeline through resolve-chunks "
+                         f"before emulating", loc_of(op))
