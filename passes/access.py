@@ -29,10 +29,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.tt import (
+    AddPtrOp,
+    BroadcastOp,
+    ExpandDimsOp,
+    MakeRangeOp,
+    SplatOp,
+    TransOp,
+)
 
 from .abi_info import operands_of
 from .ir_utils import (
@@ -58,8 +67,8 @@ from .schedule_attr import schedule_of
 HINT_PREFIX = "syncopate_hint_region"
 READ_OPS = ("tt.load", "tt.descriptor_load")
 WRITE_OPS = ("tt.store", "tt.descriptor_store")
-_PASS_THROUGH = ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast",
-                 "arith.index_castui")
+#: integer casts the index analysis looks through (a widened or narrowed index is the same index)
+_PASS_THROUGH = (arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp, arith.IndexCastOp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,27 +120,27 @@ class Evaluator:
             return self._loop_carried(v, tensor=True)
         op = v.op
         name = op.name
-        if name == "tt.make_range":
+        if isinstance(op, MakeRangeOp):
             start = int_prop(op, "start") or 0
             return Poly.const(start) + Poly.var(Axis(0))
-        if name in ("tt.splat", "tt.broadcast"):
+        if isinstance(op, (SplatOp, BroadcastOp)):
             return self.value(op.operands[0])
-        if name == "tt.expand_dims":
+        if isinstance(op, ExpandDimsOp):
             k = int_prop(op, "axis")
             return self.value(op.operands[0]).map_axes(lambda i: i + 1 if i >= k else i)
-        if name == "tt.trans":
+        if isinstance(op, TransOp):
             order = int_array_prop(op, "order")
             inv = {src: dst for dst, src in enumerate(order)}
             return self.value(op.operands[0]).map_axes(lambda i: inv[i])
-        if name == "arith.addi":
-            return self.value(op.operands[0]) + self.value(op.operands[1])
-        if name == "arith.subi":
-            return self.value(op.operands[0]) - self.value(op.operands[1])
-        if name == "arith.muli":
-            return self.value(op.operands[0]) * self.value(op.operands[1])
-        if name in _PASS_THROUGH:
+        if isinstance(op, arith.AddiOp):
+            return self.value(op.lhs) + self.value(op.rhs)
+        if isinstance(op, arith.SubiOp):
+            return self.value(op.lhs) - self.value(op.rhs)
+        if isinstance(op, arith.MuliOp):
+            return self.value(op.lhs) * self.value(op.rhs)
+        if isinstance(op, _PASS_THROUGH):
             return self.value(op.operands[0])
-        if name in ("arith.remsi", "arith.remui") and is_tensor(t):
+        if isinstance(op, (arith.RemSIOp, arith.RemUIOp)) and is_tensor(t):
             # (offs % M): the wrapped lanes only feed masked-out outputs (module docstring)
             return self.value(op.operands[0])
         if not is_tensor(t) and is_int_type(t):
@@ -155,18 +164,18 @@ class Evaluator:
             return self._loop_carried(v, tensor=False)
         op = v.op
         name = op.name
-        if name in ("tt.splat", "tt.broadcast"):
+        if isinstance(op, (SplatOp, BroadcastOp)):
             return self.pointer(op.operands[0])
-        if name == "tt.expand_dims":
+        if isinstance(op, ExpandDimsOp):
             k = int_prop(op, "axis")
             p = self.pointer(op.operands[0])
             return PtrVal(p.base, p.off.map_axes(lambda i: i + 1 if i >= k else i))
-        if name == "tt.trans":
+        if isinstance(op, TransOp):
             order = int_array_prop(op, "order")
             inv = {src: dst for dst, src in enumerate(order)}
             p = self.pointer(op.operands[0])
             return PtrVal(p.base, p.off.map_axes(lambda i: inv[i]))
-        if name == "tt.addptr":
+        if isinstance(op, AddPtrOp):
             p = self.pointer(op.operands[0])
             return PtrVal(p.base, p.off + self.value(op.operands[1]))
         raise AnalysisFailure(op, f"cannot follow pointer arithmetic through '{name}'")
