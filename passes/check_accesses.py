@@ -35,7 +35,7 @@ from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.tt import CmpiOp
+from syncopate_mlir.dialects.tt import CmpiOp, GetNumProgramsOp, GetProgramIdOp, LoadOp, StoreOp
 
 from .abi_info import operands_of, update_state
 from .access import Access, AnalysisFailure, Evaluator, analyze_module
@@ -50,16 +50,9 @@ _CMP_LOWER = {"sgt": 0, "sge": -1}    # r < l
 
 
 def mask_of(op) -> SSAValue | None:
-    """The mask operand of a ``tt.load`` / ``tt.store`` (None when it has none)."""
-    segs = op.properties.get("operandSegmentSizes")
-    sizes = list(segs.get_values()) if segs is not None else None
-    if op.name == "tt.load":
-        if sizes is not None and len(sizes) >= 2:
-            return op.operands[1] if sizes[1] == 1 else None
-        return op.operands[1] if len(op.operands) > 1 else None
-    if op.name == "tt.store":
-        return op.operands[2] if len(op.operands) > 2 else None
-    return None
+    """The mask operand of a ``tt.load`` / ``tt.store`` (None when it has none or the access
+    is a descriptor op, which TMA clips instead)."""
+    return op.mask if isinstance(op, (LoadOp, StoreOp)) else None
 
 
 def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
@@ -112,8 +105,8 @@ class CheckAccesses(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sched, analysis, accesses = analyze_module(op)
         names = analysis.arg_name
-        axes = sorted({int_prop(o, "axis") or 0 for o in analysis.func.walk()
-                       if o.name in ("tt.get_program_id", "tt.get_num_programs")})
+        axes = sorted({o.axis_int for o in analysis.func.walk()
+                       if isinstance(o, (GetProgramIdOp, GetNumProgramsOp))})
         bounds: dict[str, int] = {}
         for param, tensor in operands_of(op).items():
             mine = [a for a in accesses if a.tensor == tensor]

@@ -28,7 +28,7 @@ from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
-from syncopate.schedule.execution import executor as run_by
+from syncopate.schedule.execution import side
 from syncopate.schedule.model import Schedule
 from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp, WaitOp
 from syncopate_mlir.dialects.tt import GetProgramIdOp
@@ -47,9 +47,8 @@ from .schedule_attr import schedule_of
 
 
 def executor(chunk) -> str:
-    """Which side runs a chunk's transfer on the comm programs: ``"src"`` or ``"dst"`` (the
-    one definition is :func:`syncopate.schedule.execution.executor`)."""
-    return "src" if run_by(chunk, "sm") == chunk.src else "dst"
+    """Which side runs a chunk's transfer on the comm programs, ``"src"`` or ``"dst"``."""
+    return side(chunk, "sm")
 
 
 def _axis(op) -> int:
@@ -149,7 +148,8 @@ class PartitionSms(ModulePass):
                      mode=modes.pop() if len(modes) == 1 else "mixed")
 
     @staticmethod
-    def _await_pushes(cb: Builder, sched: Schedule, order, pid, epoch, rank, flags, writers) -> None:
+    def _await_pushes(cb: Builder, sched: Schedule, order, pid, epoch, rank, flags,
+                      writers) -> None:
         """Comm program 0 of each destination waits until every chunk pushed to it has
         arrived, so that a launch completes only with all of its data in place.
 

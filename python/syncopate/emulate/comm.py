@@ -39,15 +39,14 @@ from syncopate.abi import FlagLayout
 
 from ..backends.sm import CopyTiling
 from ..errors import EmulationError
-from ..schedule.execution import executor as run_by
+from ..schedule.execution import side
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
 
 
 def executor(chunk) -> str:
-    """Which side runs a chunk's transfer on the comm programs (``sm``/``nvshmem``): the one
-    definition, :func:`syncopate.schedule.execution.executor`, as ``"src"`` or ``"dst"``."""
-    return "src" if run_by(chunk, "sm") == chunk.src else "dst"
+    """Which side runs a chunk's transfer on the comm programs (``sm``/``nvshmem``)."""
+    return side(chunk, "sm")
 
 
 def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:

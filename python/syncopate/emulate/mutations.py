@@ -29,6 +29,15 @@ def _in_comm(op) -> bool:
     return False
 
 
+def _erase_wait(w) -> None:
+    """Erase ``syncopate.wait`` ``w``; its token becomes a constant zero."""
+    zero = arith.ConstantOp(IntegerAttr(0, i32))
+    w.parent_block().insert_op_before(zero, w)
+    w.token.replace_all_uses_with(zero.result)
+    w.detach()
+    w.erase()
+
+
 def comm_on_every_row(module):
     """Undo partition-sms's leader guard: every program ``(p, y, z)`` with ``p <
     comm_programs`` runs the comm plan, as before issue 8 -- on a 2-D grid the chunks are then
@@ -57,11 +66,7 @@ def drop_push_waits(module):
         raise EmulationError("drop_push_waits: the module has no comm-program wait (no chunk is "
                              "pushed)")
     for w in waits:
-        zero = arith.ConstantOp(IntegerAttr(0, i32))
-        w.parent_block().insert_op_before(zero, w)
-        w.token.replace_all_uses_with(zero.result)
-        w.detach()
-        w.erase()
+        _erase_wait(w)
     return m
 
 
@@ -77,12 +82,7 @@ def drop_wait(module, index: int = 0, chunk: int | None = None):
     if len(waits) <= index:
         raise EmulationError(f"drop_wait: the module has no wait #{index}"
                              + (f" for chunk {chunk}" if chunk is not None else ""))
-    w = waits[index]
-    zero = arith.ConstantOp(IntegerAttr(0, i32))
-    w.parent_block().insert_op_before(zero, w)
-    w.token.replace_all_uses_with(zero.result)
-    w.detach()
-    w.erase()
+    _erase_wait(waits[index])
     return m
 
 

@@ -38,6 +38,12 @@ def executor(chunk: Chunk, backend: str) -> int:
     return chunk.src if chunk.mode == "push" else chunk.dst
 
 
+def side(chunk: Chunk, backend: str) -> str:
+    """``"src"`` or ``"dst"``: which end of ``chunk`` runs it on ``backend`` (what the comm
+    programs' lowering and the emulator branch on)."""
+    return "src" if executor(chunk, backend) == chunk.src else "dst"
+
+
 def reads_peer(chunk: Chunk, backend: str) -> bool:
     """Whether running ``chunk`` reads a *peer's* buffer (so the source must not overwrite it
     before the reader is done: the CONSUMED handshake of docs/fused-abi.md)."""
