@@ -4,7 +4,7 @@
 // Every pass after append-abi-params finds the fused ABI's parameters by name; without them it
 // says which pass to run first instead of failing somewhere inside.
 
-// CHECK: syncopate-opt: error: the kernel's last parameters are not the syncopate ABI parameters (syn_flags, syn_peers, syn_diag, syn_rank, syn_epoch, syn_timeout_ns): run append-abi-params first
+// CHECK: syncopate-opt: error: the kernel's last parameters are not the syncopate ABI parameters (syn_flags, syn_peers, syn_table, syn_diag, syn_rank, syn_epoch, syn_timeout_ns): run append-abi-params first
 
 module {
   tt.func public @copy(%a_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %n0: i32, %n1: i32, %n2: i32, %n3: i32, %n4: i32) attributes {noinline = false} {

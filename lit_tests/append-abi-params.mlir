@@ -1,7 +1,7 @@
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm},append-abi-params' | filecheck %s
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=nvshmem},append-abi-params,append-abi-params' | filecheck %s --check-prefix=NVSHMEM
 
-// append-abi-params appends the six parameters of the fused ABI (docs/fused-abi.md), in order,
+// append-abi-params appends the seven parameters of the fused ABI (docs/fused-abi.md), in order,
 // after the user's parameters; pointers are 16-byte aligned like Triton marks them.  The
 // function type grows with them; the body is unchanged.
 
@@ -9,6 +9,7 @@
 // CHECK-SAME:    %a_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32},
 // CHECK-SAME:    %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32},
 // CHECK-SAME:    %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32},
+// CHECK-SAME:    %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32},
 // CHECK-SAME:    %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32},
 // CHECK-SAME:    %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
 // CHECK-SAME:    attributes {noinline = false} {
@@ -20,7 +21,7 @@
 // NVSHMEM signals are 64-bit, so the flag array is *i64 there; running the pass twice adds
 // nothing (it recognises the parameters by name).
 // NVSHMEM-LABEL: tt.func public @copy(
-// NVSHMEM-SAME:    %syn_flags: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
+// NVSHMEM-SAME:    %syn_flags: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
 // NVSHMEM-NOT:     %syn_flags_
 
 module {

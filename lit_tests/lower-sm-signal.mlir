@@ -28,7 +28,7 @@
 // CHECK:         tt.return
 
 module {
-  tt.func public @tile(%c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %vol0: i32, %vol1: i32, %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64) attributes {noinline = false} {
+  tt.func public @tile(%c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %vol0: i32, %vol1: i32, %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64) attributes {noinline = false} {
     %c1_i64 = arith.constant 1 : i64
     %c128_i64 = arith.constant 128 : i64
     %c128_i32 = arith.constant 128 : i32

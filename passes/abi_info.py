@@ -14,7 +14,7 @@ import json
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, Operation
 
-from syncopate import backends
+from syncopate import backends, chunk_table
 from syncopate.abi import EXTRA_PARAM_NAMES, FusedABI
 from syncopate.errors import CompileError
 from syncopate.schedule.model import Schedule
@@ -23,6 +23,7 @@ from .ir_utils import func_body
 from .schedule_attr import (
     ATTR_BACKEND,
     ATTR_COMM_PROGRAMS,
+    ATTR_LOWERING,
     ATTR_OPERANDS,
     ATTR_REDUCE,
     ATTR_WITHHOLD,
@@ -81,6 +82,47 @@ def comm_programs_of(module: ModuleOp) -> int:
     return attr.value.data
 
 
+def lowering_of(module: ModuleOp) -> str:
+    """``"unrolled"`` or ``"table"``: the request's choice, ``auto`` resolved by the schedule's
+    chunk count (:func:`syncopate.chunk_table.choose_lowering`)."""
+    attr = module.attributes.get(ATTR_LOWERING)
+    requested = attr.data if isinstance(attr, StringAttr) else "auto"
+    try:
+        return chunk_table.choose_lowering(requested, schedule_of(module).num_chunks)
+    except CompileError as e:
+        raise CompileError(f"module attribute {ATTR_LOWERING}: {e}") from None
+
+
+def _launch_comm_programs(module: ModuleOp) -> int:
+    backend = backend_of(module)
+    return comm_programs_of(module) if backends.get(backend).has_comm_programs else 0
+
+
+def table_words(module: ModuleOp) -> list[int]:
+    """The chunk table the kernel reads through ``syn_table`` (:mod:`syncopate.chunk_table`):
+    built from the schedule on first use, then kept (with the sections the lowering appends)
+    in the ABI state."""
+    state = get_state(module)
+    if "table" in state:
+        return list(state["table"])
+    sched = schedule_of(module)
+    backend = backend_of(module)
+    words = chunk_table.build(sched, backend,
+                              chunk_writers(sched, backend, _launch_comm_programs(module)))
+    update_state(module, table=words)
+    return words
+
+
+def append_table_section(module: ModuleOp, words: list[int], what: tuple[int, int]) -> int:
+    """Append a remap section (``what`` = ``(rows, tiles)``) to the module's chunk table;
+    returns its first word's index."""
+    table, start = chunk_table.append_remap(table_words(module), words)
+    remaps = list(get_state(module).get("table_remaps", []))
+    remaps.append([start, what[1]])
+    update_state(module, table=table, table_remaps=remaps)
+    return start
+
+
 def operands_of(module: ModuleOp) -> dict[str, str]:
     attr = module.attributes.get(ATTR_OPERANDS)
     if attr is None:
@@ -117,7 +159,8 @@ def update_state(module: ModuleOp, **kv) -> dict:
 def read_abi(module: ModuleOp) -> FusedABI:
     sched = schedule_of(module)
     backend = backend_of(module)
-    comm = comm_programs_of(module) if backends.get(backend).has_comm_programs else 0
+    comm = _launch_comm_programs(module)
+    table = table_words(module)
     state = get_state(module)
     writers = chunk_writers(sched, backend, comm)
     operands = list(operands_of(module))
@@ -135,6 +178,8 @@ def read_abi(module: ModuleOp) -> FusedABI:
         epilogue_slots=list(state.get("epilogue_slots", [])),
         upper_bounds=dict(state.get("upper_bounds", {})),
         grid_axes=list(state["grid_axes"]) if "grid_axes" in state else None,
+        table=table, table_remaps=[tuple(x) for x in state.get("table_remaps", [])],
+        lowering=lowering_of(module),
     )
     return abi
 

@@ -229,6 +229,16 @@ class Builder:
         return self.insert(op)
 
     # scf ------------------------------------------------------------------------------------
+    def for_(self, lb: SSAValue, ub: SSAValue, step: SSAValue,
+             inits: Sequence[SSAValue] = ()) -> tuple[scf.ForOp, "Builder", SSAValue, list]:
+        """An ``scf.for`` over ``[lb, ub)`` by ``step`` carrying ``inits``; returns the loop, a
+        builder at the end of its (empty) body, the induction variable and the carried values.
+        The caller ends the body with ``scf.yield`` of the next carried values."""
+        body = Block(arg_types=[lb.type] + [v.type for v in inits])
+        loop = self.insert(scf.ForOp(lb, ub, step, list(inits), Region(body)))
+        inner = Builder(None, body, location=self.effective_location())
+        return loop, inner, body.args[0], list(body.args[1:])
+
     def if_(self, cond: SSAValue, result_types: Sequence[Attribute] = (),
             with_else: bool | None = None) -> scf.IfOp:
         """An ``scf.if`` with empty then (and else) blocks, each ending in ``scf.yield``

@@ -34,17 +34,33 @@ from xdsl.passes import ModulePass
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, FlagLayout
 from syncopate.backends.sm import CopyTiling
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp
+from syncopate_mlir.dialects.syncopate import (
+    CommOp,
+    DrainOp,
+    EnterOp,
+    TransferChunkOp,
+    TransferOp,
+)
 
-from .abi_info import backend_of, chunk_writers, comm_programs_of, get_state, withheld_of
+from .abi_info import (
+    backend_of,
+    chunk_writers,
+    comm_programs_of,
+    get_state,
+    lowering_of,
+    operands_of,
+    withheld_of,
+)
 from .builder import Builder
+from .comm_table import TableTransfers
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
 from .schedule_attr import schedule_of
 
 
-class CommLowering(Lowering):
-    """Comm-program lowering shared by the P2P (``sm``) and NVSHMEM backends."""
+class CommLowering(TableTransfers, Lowering):
+    """Comm-program lowering shared by the P2P (``sm``) and NVSHMEM backends; the table forms
+    of its steps are in :mod:`passes.comm_table`."""
 
     def __init__(self, module: ModuleOp):
         super().__init__(module)
@@ -54,17 +70,24 @@ class CommLowering(Lowering):
         self.state = get_state(module)
         #: chunks whose CHUNK signal is left out (fault injection, ``syncopate.test_withhold``)
         self.withheld = withheld_of(module)
+        self.operands = operands_of(module)
+        self.table_mode = lowering_of(module) == "table"
 
     def lower_comm(self) -> None:
 
         for comm in [o for o in self.module.walk() if isinstance(o, CommOp)]:
             for o in list(comm.body.blocks[0].ops):
                 if isinstance(o, EnterOp):
-                    self.enter(o)
+                    self.table_enter(o) if self.table_mode else self.enter(o)
                 elif isinstance(o, TransferOp):
                     self.transfer(o)
                 elif isinstance(o, DrainOp):
-                    self.drain(o)
+                    if self.table_mode:
+                        self.table_drain(o, self.args["syn_table"])
+                    else:
+                        self.drain(o)
+            for o in [x for x in comm.walk() if isinstance(x, TransferChunkOp)]:
+                self.transfer_chunk(o)
             # inline the comm body in place of the region op
             block = comm.body.blocks[0]
             parent = comm.parent_block()
@@ -179,30 +202,45 @@ class CommLowering(Lowering):
         return False
 
     def copy_tiles(self, b: Builder, o, c, src_base, dst_base, accumulate: bool) -> None:
-        shape = self.sched.tensors[c.tensor].shape
-        if len(shape) == 1:
-            shape2, lo, hi = (1, shape[0]), (0, c.lo[0]), (1, c.hi[0])
-        elif len(shape) == 2:
-            shape2, lo, hi = shape, c.lo, c.hi
-        else:
-            raise CompileError(f"chunk {c.id}: the sm backend copies 1-d and 2-d tensors; "
-                               f"tensor {c.tensor!r} has {len(shape)} dims (flatten it)")
+        shape2, lo, hi = self.box2(c.tensor, c.lo, c.hi, f"chunk {c.id}")
         tiling = CopyTiling.of(lo, hi, accumulate)
-        br, bc, ntc, ntiles = tiling.br, tiling.bc, tiling.ntc, tiling.ntiles
+        self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, tiling.ntc,
+                       b.const(tiling.ntiles), src_base, dst_base, accumulate)
+
+    def box2(self, tensor: str, lo, hi, what: str):
+        """``(shape, lo, hi)`` of a 1-d or 2-d box as a 2-d one (a 1-d tensor is one row)."""
+        shape = self.sched.tensors[tensor].shape
+        if len(shape) == 1:
+            return (1, shape[0]), (0, lo[0]), (1, hi[0])
+        if len(shape) == 2:
+            return tuple(shape), tuple(lo), tuple(hi)
+        raise CompileError(f"{what}: the sm backend copies 1-d and 2-d tensors; "
+                           f"tensor {tensor!r} has {len(shape)} dims (flatten it)")
+
+    def copy_loop(self, b: Builder, pid, count, shape2, lo, hi, br: int, bc: int, ntc, ntiles,
+                  src_base, dst_base, accumulate: bool) -> None:
+        """Comm program ``pid`` of ``count`` copies tiles ``pid, pid + count, ...`` of the box
+        ``[lo, hi)`` (``br x bc`` elements each, ``ntc`` per row band, ``ntiles`` in all).
+        Bounds are ints (the unrolled lowering: constants in the loop body) or i32 values
+        defined before the loop (the table lowering: read from the chunk's record)."""
         wide = shape2[0] * shape2[1] >= 2 ** 31
         ity = i64 if wide else i32
 
         body = Block(arg_types=[i32])
         t = body.args[0]
         lb = Builder(None, body, location=b.effective_location())
-        tr = lb.divsi(t, lb.const(ntc))
-        tcol = lb.sub(t, lb.mul(tr, lb.const(ntc)))
-        r0 = lb.add(lb.const(lo[0]), lb.mul(tr, lb.const(br)))
-        c0 = lb.add(lb.const(lo[1]), lb.mul(tcol, lb.const(bc)))
+
+        def v(x):
+            return lb.const(x) if isinstance(x, int) else x
+
+        tr = lb.divsi(t, v(ntc))
+        tcol = lb.sub(t, lb.mul(tr, v(ntc)))
+        r0 = lb.add(v(lo[0]), lb.mul(tr, lb.const(br)))
+        c0 = lb.add(v(lo[1]), lb.mul(tcol, lb.const(bc)))
         rvec = vec(lb, r0, br)
         cvec = vec(lb, c0, bc)
-        rmask = lb.cmp("slt", rvec, splat(lb, lb.const(hi[0]), [br]))
-        cmask = lb.cmp("slt", cvec, splat(lb, lb.const(hi[1]), [bc]))
+        rmask = lb.cmp("slt", rvec, splat(lb, v(hi[0]), [br]))
+        cmask = lb.cmp("slt", cvec, splat(lb, v(hi[1]), [bc]))
         shape_t = [br, bc]
         rows2 = broadcast_to(lb, expand_dims(lb, rvec, 1), shape_t)
         cols2 = broadcast_to(lb, expand_dims(lb, cvec, 0), shape_t)
@@ -220,7 +258,7 @@ class CommLowering(Lowering):
             value = self._add(lb, value, mine)
         lb.insert(tt().StoreOp(dp, value, mask))
         lb.insert(scf.YieldOp())
-        b.insert(scf.ForOp(o.pid, b.const(ntiles), o.count, [], Region(body)))
+        b.insert(scf.ForOp(pid, ntiles, count, [], Region(body)))
 
     def _add(self, b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
         ety = x.type.element_type

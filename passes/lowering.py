@@ -22,6 +22,8 @@ lowering (``enter``/``transfer``/``drain``) on top.
 
 from __future__ import annotations
 
+import json
+
 from xdsl.dialects import gpu, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
@@ -29,9 +31,15 @@ from xdsl.ir import Operation, SSAValue
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
 from syncopate_mlir.dialects import tt as tt_dialect
-from syncopate_mlir.dialects.syncopate import PeerPtrOp, RemapOp, SignalOp, WaitOp
+from syncopate_mlir.dialects.syncopate import (
+    PeerPtrOp,
+    ReleaseFenceOp,
+    RemapOp,
+    SignalOp,
+    WaitOp,
+)
 
-from .abi_info import abi_args
+from .abi_info import abi_args, append_table_section, lowering_of
 from .access import erase_hints
 from .builder import Builder
 from .ir_utils import kernel_func
@@ -112,8 +120,8 @@ class Lowering:
         self._released: set[int] = set()
         self._funcs: dict[str, Operation] = {}
         ws = module.attributes.get("syncopate.schedule")
-        import json
         self.world_size = int(json.loads(ws.data)["world_size"]) if ws is not None else 1
+        self.table_mode = ws is not None and lowering_of(module) == "table"
 
     # -------------------------------------------------------------------------- per op kind
     def lower_common(self) -> None:
@@ -130,11 +138,19 @@ class Lowering:
                 self.wait(o)
             elif isinstance(o, SignalOp):
                 self.signal(o)
+            elif isinstance(o, ReleaseFenceOp):
+                self.release_fence(o)
 
     def remap(self, o) -> None:
         tiles = o.tiles.value.data
         table = list(o.table.get_values())
         b = Builder(o)
+        if self.table_mode:
+            result = self._remap_from_table(b, o, tiles, table)
+            o.result.replace_all_uses_with(result)
+            o.detach()
+            o.erase()
+            return
         result = o.coord
         for r in range(len(table) // tiles):
             row = table[r * tiles:(r + 1) * tiles]
@@ -152,6 +168,18 @@ class Lowering:
         o.result.replace_all_uses_with(result)
         o.detach()
         o.erase()
+
+    def _remap_from_table(self, b: Builder, o, tiles: int, table: list[int]) -> SSAValue:
+        """``table[rank][coord]`` loaded from a remap section appended to the chunk table (one
+        load instead of a select chain over the table's segments); coordinates outside
+        ``[0, tiles)`` stay unchanged, as in the select-chain form."""
+        start = append_table_section(self.module, table, (len(table) // tiles, tiles))
+        x = o.coord
+        inside = b.andi(b.cmp("sge", x, b.const(0)), b.cmp("slt", x, b.const(tiles)))
+        safe = b.select(inside, x, b.const(0))
+        at = b.add(b.add(b.const(start), b.mul(o.rank, b.const(tiles))), safe)
+        moved = scalar_load(b, addptr(b, self.args["syn_table"], at))
+        return b.select(inside, moved, x)
 
     def peer_ptr(self, o) -> None:
         b = Builder(o)
@@ -251,12 +279,21 @@ class Lowering:
         prev = o.prev_op
         while prev is not None and prev.name == "arith.constant":
             prev = prev.prev_op  # the flag index resolve-chunks materialises before each signal
-        fenced = prev is not None and id(prev) in self._released
+        fenced = (prev is not None and id(prev) in self._released) or o.fenced is not None
         b = Builder(o)
         ptr = addptr(b, o.flags, o.index)
         mask = b.cmp("ne", o.value, b.const(0)) if o.op.data == "add" else None
         last = self.release(b, ptr, o.value, o.op.data, mask=mask, barrier=not fenced)
         self._released.add(id(last.op))
+        o.detach()
+        o.erase()
+
+    def release_fence(self, o) -> None:
+        """Every prior store of this program complete before the ``fenced`` signals after it."""
+        b = Builder(o)
+        if self.has_bulk_stores:
+            _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
+        b.insert(gpu.BarrierOp())
         o.detach()
         o.erase()
 

@@ -14,6 +14,11 @@ and ``sum`` chunks, the source for ``push`` chunks), so one binary serves every 
 starts with ``syncopate.enter`` (publish ENTRY to peers) and, when some chunk is read from a
 peer's buffer, ends with ``syncopate.drain`` (wait until peers have read ours), the handshake
 of docs/fused-abi.md.
+
+With ``lowering="table"`` the region holds one loop over this rank's EXEC list of the chunk
+table instead (``syncopate.transfer_chunk`` of the chunk id read from the list), and comm
+program 0 awaits the chunks pushed to it by a loop over its PUSHED list: the comm plan's code
+does not grow with the chunk count.
 """
 
 from __future__ import annotations
@@ -27,10 +32,18 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 
+from syncopate import chunk_table as ct
 from syncopate.errors import CompileError
 from syncopate.schedule.execution import side
 from syncopate.schedule.model import Schedule
-from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, EnterOp, TransferOp, WaitOp
+from syncopate_mlir.dialects.syncopate import (
+    CommOp,
+    DrainOp,
+    EnterOp,
+    TransferChunkOp,
+    TransferOp,
+    WaitOp,
+)
 from syncopate_mlir.dialects.tt import GetProgramIdOp
 
 from .abi_info import (
@@ -38,12 +51,14 @@ from .abi_info import (
     backend_of,
     chunk_writers,
     comm_programs_of,
+    lowering_of,
     operands_of,
     update_state,
 )
 from .builder import Builder
 from .ir_utils import _get_attr, func_body, int_prop, kernel_func, param_names
 from .schedule_attr import schedule_of
+from .table_reader import TableReader, longest
 
 
 def executor(chunk) -> str:
@@ -127,18 +142,23 @@ class PartitionSms(ModulePass):
         cb.insert(EnterOp(pid_raw, count, epoch, rank, flags))
         order = sorted(sched.chunks, key=lambda c: (c.step, c.id))
         tensors = list(operands.values())
-        reads_per_src = {r: 0 for r in range(sched.world_size)}
         writers = chunk_writers(sched, backend, comm)
+        reads_per_src = ct.reads_per_src(sched, "sm", writers)
         for c in order:
             if c.tensor not in param_of_tensor:
                 raise CompileError(f"chunk {c.id} moves tensor {c.tensor!r}, which no kernel "
                                    f"operand holds; pass operand={{param: {c.tensor!r}}}")
-            base = arg_of[param_of_tensor[c.tensor]]
-            cb.insert(TransferOp(base, pid_raw, count, epoch, rank, flags, c.id,
-                                 1 + tensors.index(c.tensor)))
-            if executor(c) == "dst":
-                reads_per_src[c.src] += writers
-        self._await_pushes(cb, sched, order, pid_raw, epoch, rank, flags, writers)
+        if lowering_of(op) == "table":
+            reader = TableReader(args["syn_table"], ct.layout_of(sched))
+            bases = [arg_of[p] for p in operands]
+            self._table_plan(cb, sched, reader, bases, pid_raw, count, epoch, rank, flags,
+                             writers)
+        else:
+            for c in order:
+                base = arg_of[param_of_tensor[c.tensor]]
+                cb.insert(TransferOp(base, pid_raw, count, epoch, rank, flags, c.id,
+                                     1 + tensors.index(c.tensor)))
+            self._await_pushes(cb, sched, order, pid_raw, epoch, rank, flags, writers)
         if any(reads_per_src.values()):
             # reads is per source rank; the lowering selects this rank's
             cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
@@ -146,6 +166,28 @@ class PartitionSms(ModulePass):
         update_state(op,
                      reads_per_src={str(k): v for k, v in reads_per_src.items()},
                      mode=modes.pop() if len(modes) == 1 else "mixed")
+
+    @staticmethod
+    def _table_plan(cb: Builder, sched: Schedule, rd: TableReader, bases, pid, count, epoch,
+                    rank, flags, writers) -> None:
+        """The table form of the comm plan: every comm program runs this rank's EXEC list in
+        order; comm program 0 then awaits this rank's PUSHED list (see :meth:`_await_pushes`)."""
+        W = sched.world_size
+        n_exec = longest(ct.exec_list(sched, r, "sm") for r in range(W))
+        start, n = rd.rank_list(cb, rank, rd.layout.exec, n_exec)
+        _, lb, cid, _ = rd.each(cb, start, n)
+        lb.insert(TransferChunkOp(pid, count, epoch, rank, flags, rd.table, cid, bases))
+        lb.insert(scf.YieldOp())
+        n_pushed = longest(ct.pushed_list(sched, r, "sm") for r in range(W))
+        if not n_pushed:
+            return
+        first = cb.if_(cb.cmp("eq", pid, cb.const(0)))
+        fb = Builder(first.true_region.blocks[0].last_op)
+        target = fb.mul(epoch, fb.const(writers))
+        start, n = rd.rank_list(fb, rank, rd.layout.pushed, n_pushed)
+        _, pb, cid, _ = rd.each(fb, start, n)
+        pb.insert(WaitOp(flags, cid, target, "chunk"))
+        pb.insert(scf.YieldOp())
 
     @staticmethod
     def _await_pushes(cb: Builder, sched: Schedule, order, pid, epoch, rank, flags,

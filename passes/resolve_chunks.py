@@ -13,8 +13,11 @@ leaves this rank, or that reduces into it, a ``syncopate.signal`` adding the num
 elements of the box inside the chunk to ``PRODUCED[c]``, guarded by ``rank`` and a non-empty
 intersection.  Comm programs wait for ``PRODUCED[c] >= epoch * |c|``.
 
-Both unroll over the schedule's chunks, so the code a tile runs is ``O(chunks to one rank)``
-integer compares plus one spin per chunk it really reads.
+With ``lowering="unrolled"`` both unroll over the schedule's chunks, so the code a tile runs
+is ``O(chunks to one rank)`` integer compares plus one spin per chunk it really reads.  With
+``lowering="table"`` (docs/fused-abi.md "The chunk table") they become loops over this rank's
+RECV / SEND list of the chunk table: the same tests and spins at run time, code size O(1) in
+the number of chunks; the signals of one store share one :class:`ReleaseFenceOp`.
 """
 
 from __future__ import annotations
@@ -34,13 +37,22 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from syncopate import chunk_table as ct
 from syncopate.abi import FlagLayout
 from syncopate.schedule.model import Schedule
-from syncopate_mlir.dialects.syncopate import SignalOp, SignalRegionOp, WaitOp, WaitRegionOp
+from syncopate_mlir.dialects.syncopate import (
+    ReleaseFenceOp,
+    SignalOp,
+    SignalRegionOp,
+    WaitOp,
+    WaitRegionOp,
+)
 
-from .abi_info import backend_of, chunk_writers, comm_programs_of
+from .abi_info import abi_args, backend_of, chunk_writers, comm_programs_of, lowering_of
 from .builder import Builder
+from .ir_utils import kernel_func
 from .schedule_attr import schedule_of
+from .table_reader import TableReader, longest
 
 
 @dataclass
@@ -123,6 +135,73 @@ class ResolveSignalRegion(RewritePattern):
         rewriter.erase(o)
 
 
+@dataclass
+class TableWaitRegion(RewritePattern):
+    """``wait_region`` -> a loop over this rank's RECV list of the tensor: for each chunk whose
+    box meets the region along the chunked dims, a chunk ``wait``; the tokens are summed."""
+
+    sched: Schedule
+    writers: int
+    reader: TableReader
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, o: WaitRegionOp, rewriter: PatternRewriter) -> None:
+        sched, rd = self.sched, self.reader
+        tensor = o.tensor.data
+        slot = ct.tensor_slots(sched)[tensor]
+        n_max = longest(ct.recv_list(sched, r, tensor) for r in range(sched.world_size))
+        b = Builder(o)
+        target = b.mul(o.epoch, b.const(self.writers))
+        start, count = rd.rank_list(b, o.rank, rd.layout.recv(slot), n_max)
+        loop, lb, cid, (tok,) = rd.each(b, start, count, [b.const(0)])
+        rec = rd.record(lb, cid)
+        conds = []
+        for d in sched.chunked_dims(tensor):
+            conds.append(lb.cmp("slt", o.lo[d], rd.field(lb, rec, ct.R_HI + d)))
+            conds.append(lb.cmp("slt", rd.field(lb, rec, ct.R_LO + d), o.hi[d]))
+        cif = lb.if_(lb.all_of(conds), [i32])
+        cb = Builder(None, cif.true_region.blocks[0])
+        w = cb.insert(WaitOp(o.flags, cid, target, "chunk"))
+        cb.insert(scf.YieldOp(w.token))
+        eb = Builder(None, cif.false_region.blocks[0])
+        eb.insert(scf.YieldOp(eb.const(0)))
+        lb.insert(scf.YieldOp(lb.add(tok, cif.results[0])))
+        rewriter.replace(o, [], [loop.results[0]])
+
+
+@dataclass
+class TableSignalRegion(RewritePattern):
+    """``signal_region`` -> one release fence, then a loop over this rank's SEND list of the
+    tensor adding the box's elements inside each chunk to ``PRODUCED[c]`` (masked: a chunk the
+    box misses adds nothing)."""
+
+    sched: Schedule
+    layout: FlagLayout
+    reader: TableReader
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, o: SignalRegionOp, rewriter: PatternRewriter) -> None:
+        sched, rd = self.sched, self.reader
+        tensor = o.tensor.data
+        slot = ct.tensor_slots(sched)[tensor]
+        n_max = longest(ct.send_list(sched, r, tensor) for r in range(sched.world_size))
+        b = Builder(o)
+        b.insert(ReleaseFenceOp())
+        start, count = rd.rank_list(b, o.rank, rd.layout.send(slot), n_max)
+        _, lb, cid, _ = rd.each(b, start, count)
+        rec = rd.record(lb, cid)
+        vol = None
+        for dim in range(len(o.lo)):
+            hi = lb.minsi(o.hi[dim], rd.field(lb, rec, ct.R_HI + dim))
+            lo = lb.maxsi(o.lo[dim], rd.field(lb, rec, ct.R_LO + dim))
+            ext = lb.maxsi(lb.sub(hi, lo), lb.const(0))
+            vol = ext if vol is None else lb.mul(vol, ext)
+        index = lb.add(lb.const(self.layout.produced(0)), cid)
+        lb.insert(SignalOp(o.flags, index, vol, "add", "produced", fenced=True))
+        lb.insert(scf.YieldOp())
+        rewriter.erase(o)
+
+
 @dataclass(frozen=True)
 class ResolveChunks(ModulePass):
     name: ClassVar[str] = "resolve-chunks"
@@ -131,6 +210,11 @@ class ResolveChunks(ModulePass):
         sched = schedule_of(op)
         writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))
         layout = FlagLayout(sched.num_chunks, sched.world_size)
-        PatternRewriteWalker(GreedyRewritePatternApplier([
-            ResolveWaitRegion(sched, writers), ResolveSignalRegion(sched, layout)]),
-            apply_recursively=False).rewrite_module(op)
+        if lowering_of(op) == "table":
+            reader = TableReader(abi_args(kernel_func(op))["syn_table"], ct.layout_of(sched))
+            patterns = [TableWaitRegion(sched, writers, reader),
+                        TableSignalRegion(sched, layout, reader)]
+        else:
+            patterns = [ResolveWaitRegion(sched, writers), ResolveSignalRegion(sched, layout)]
+        PatternRewriteWalker(GreedyRewritePatternApplier(patterns),
+                             apply_recursively=False).rewrite_module(op)

@@ -23,6 +23,8 @@ ATTR_OPERANDS = "syncopate.operands"
 ATTR_BACKEND = "syncopate.backend"
 ATTR_COMM_PROGRAMS = "syncopate.comm_programs"
 ATTR_REDUCE = "syncopate.reduce"  # "comm" (default) | "epilogue"
+#: "unrolled" | "table" | "auto" (default, absent): how chunk-level code is lowered
+ATTR_LOWERING = "syncopate.lowering"
 #: fault injection (tests, debugging a hang): "1,5" -- chunks whose executing rank moves the
 #: data but never signals CHUNK[c]; their readers' watchdog must fire and name them
 ATTR_WITHHOLD = "syncopate.test_withhold"

@@ -63,12 +63,14 @@ class FuseRequest:
     reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
     withhold: str = ""               # fault injection: "c,c" chunks never signalled (tests)
     remap: bool = True               # False: tile-remap keeps the kernel's tile order
+    lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
                            "backend": self.backend, "comm_programs": self.comm_programs,
                            "keep_ir": self.keep_ir, "reduce": self.reduce,
                            "withhold": self.withhold, "remap": self.remap,
+                           "lowering": self.lowering,
                            "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -107,6 +109,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
         module.attributes["syncopate.test_withhold"] = StringAttr(request.withhold)
     if not request.remap:
         module.attributes["syncopate.remap"] = StringAttr("off")
+    if request.lowering != "auto":  # absent means "auto"
+        module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:

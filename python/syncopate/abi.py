@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 
 from . import backends
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 #: Parameters appended to the user's kernel, in order: (name, Triton signature type).
 #: ``syn_flags`` is ``*i64`` for the nvshmem backend (NVSHMEM signals are 64-bit).
 EXTRA_PARAMS = (
     ("syn_flags", "*i32"),
     ("syn_peers", "*i64"),
+    ("syn_table", "*i32"),
     ("syn_diag", "*i32"),
     ("syn_rank", "i32"),
     ("syn_epoch", "i32"),
@@ -121,6 +122,14 @@ class FusedABI:
     #: program-id axes the kernel reads; None = unknown (an ABI written before this field).
     #: A grid larger than 1 along another axis would run every tile more than once.
     grid_axes: list[int] | None = None
+    #: the chunk table (:mod:`syncopate.chunk_table`) the kernel reads through ``syn_table``:
+    #: int32 words, built from the schedule; the runtime validates it before its first upload
+    table: list[int] = field(default_factory=list)
+    #: ``(start, tiles)`` of each remap section appended to the table by the lowering
+    table_remaps: list[tuple[int, int]] = field(default_factory=list)
+    #: how the chunk-level code was lowered: "unrolled" (code per chunk) | "table" (loops over
+    #: the chunk table, code size independent of the chunk count)
+    lowering: str = "unrolled"
 
     @property
     def layout(self) -> FlagLayout:
@@ -158,6 +167,9 @@ class FusedABI:
             "epilogue_slots": list(self.epilogue_slots),
             "upper_bounds": dict(self.upper_bounds),
             "grid_axes": None if self.grid_axes is None else list(self.grid_axes),
+            "table": list(self.table),
+            "table_remaps": [list(x) for x in self.table_remaps],
+            "lowering": self.lowering,
         }
 
     @classmethod
@@ -174,4 +186,7 @@ class FusedABI:
             epilogue_slots=list(d.get("epilogue_slots", [])),
             upper_bounds=dict(d.get("upper_bounds", {})),
             grid_axes=None if d.get("grid_axes") is None else list(d["grid_axes"]),
+            table=list(d.get("table", [])),
+            table_remaps=[tuple(x) for x in d.get("table_remaps", [])],
+            lowering=d.get("lowering", "unrolled"),
         )

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from . import backends, dtypes
 from .abi import FusedABI, extra_params
+from .chunk_table import LOWERINGS, TABLE_MIN_CHUNKS
 from .backends.nvshmem import nvshmem_device_library  # noqa: F401  (its home until the backends)
 from .errors import CompileError
 
@@ -121,7 +122,7 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
 def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any],
                  schedule, operand, backend: str, comm_programs: int | None, reduce: str = "comm",
                  withhold_chunks=(), remap: bool = True, keep_ir: bool = True,
-                 check_withhold: bool = True):
+                 check_withhold: bool = True, lowering: str = "auto"):
     """The validated :class:`~syncopate_mlir.pipeline.FuseRequest` for fusing ``kernel`` with
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
@@ -139,6 +140,11 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     operands = resolve_operands(kernel, signature, constexprs, sched, operand)
     comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce,
                                      withhold_chunks=withhold_chunks if check_withhold else ())
+    if lowering not in LOWERINGS:
+        raise CompileError(f"lowering={lowering!r}: choose one of {', '.join(LOWERINGS)} "
+                           f"('table': code size independent of the chunk count; 'unrolled': "
+                           f"code per chunk; 'auto': unrolled up to "
+                           f"{TABLE_MIN_CHUNKS - 1} chunks)")
     withhold = ""
     if withhold_chunks:
         from syncopate_mlir.passes.attach_schedule import withhold_text
@@ -148,13 +154,15 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     return FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
                        operands=tuple(sorted(operands.items())), backend=backend,
                        comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
-                       reduce=reduce, withhold=withhold, remap=bool(remap))
+                       reduce=reduce, withhold=withhold, remap=bool(remap),
+                       lowering=lowering)
 
 
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
-            withhold_chunks=(), remap: bool = True, **options) -> FusedCompile:
+            withhold_chunks=(), remap: bool = True, lowering: str = "auto",
+            **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
@@ -169,7 +177,11 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     of these chunks moves its data but never signals it, so its readers' watchdog fires and
     names it (``ce`` withholds at run time: ``FusedKernel.test_skip_chunks``). ``remap=False``
     keeps the kernel's own tile order (tile-remap does nothing): the escape hatch for a tiling
-    the remap's rules accept but that is not a grid (docs/soundness.md, "Known limits")."""
+    the remap's rules accept but that is not a grid (docs/soundness.md, "Known limits").
+    ``lowering``: ``"table"`` makes the chunk-level code (waits, signals, the comm programs'
+    transfers) loops over a chunk table in device memory, so code size and compile time do not
+    grow with the chunk count; ``"unrolled"`` emits code per chunk; ``"auto"`` (default) picks
+    unrolled for schedules of fewer than ``TABLE_MIN_CHUNKS`` chunks (docs/fused-abi.md)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -181,7 +193,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     request = fuse_request(kernel, signature=signature, constexprs=constexprs, schedule=schedule,
                            operand=operand, backend=backend, comm_programs=comm_programs,
                            reduce=reduce, withhold_chunks=withhold_chunks, remap=remap,
-                           keep_ir=keep_ir)
+                           keep_ir=keep_ir, lowering=lowering)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()

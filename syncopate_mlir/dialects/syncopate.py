@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     StringAttr,
+    UnitAttr,
     i32,
 )
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
@@ -151,7 +152,9 @@ class WaitOp(IRDLOperation):
 @irdl_op_definition
 class SignalOp(IRDLOperation):
     """After every prior store of this program is complete, release ``flags[index] op= value``
-    at system scope from one thread (``op`` is ``add`` or ``set``)."""
+    at system scope from one thread (``op`` is ``add`` or ``set``).  ``fenced``: a
+    :class:`ReleaseFenceOp` before it already completed the stores (a loop of signals, the
+    table lowering, pays one barrier for all)."""
 
     name = "syncopate.signal"
     irdl_options = (ParsePropInAttrDict(),)
@@ -160,13 +163,16 @@ class SignalOp(IRDLOperation):
     value = operand_def(I32)
     op = prop_def(StringAttr)
     kind = prop_def(StringAttr)
+    fenced = opt_prop_def(UnitAttr)
 
     assembly_format = "$flags `[` $index `]` `,` $value attr-dict `:` type($flags)"
 
     def __init__(self, flags: SSAValue, index: SSAValue, value: SSAValue, op: str = "add",
-                 kind: str = "chunk"):
-        super().__init__(operands=[flags, index, value],
-                         properties={"op": StringAttr(op), "kind": StringAttr(kind)})
+                 kind: str = "chunk", fenced: bool = False):
+        props: dict[str, Attribute] = {"op": StringAttr(op), "kind": StringAttr(kind)}
+        if fenced:
+            props["fenced"] = UnitAttr()
+        super().__init__(operands=[flags, index, value], properties=props)
 
     def verify_(self) -> None:
         _check_ptr(self, "flags")
@@ -174,6 +180,18 @@ class SignalOp(IRDLOperation):
             raise VerifyException(f"'syncopate.signal' op must be one of {SIGNAL_OPS}")
         if self.kind.data not in WAIT_KINDS:
             raise VerifyException(f"'syncopate.signal' kind must be one of {WAIT_KINDS}")
+
+
+@irdl_op_definition
+class ReleaseFenceOp(IRDLOperation):
+    """Make every prior store of this program complete (bulk stores included) before the
+    ``fenced`` signals that follow: one CTA barrier for a loop of signals."""
+
+    name = "syncopate.release_fence"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
 
 
 @irdl_op_definition
@@ -305,6 +323,34 @@ class TransferOp(_CommStep):
 
 
 @irdl_op_definition
+class TransferChunkOp(_CommStep):
+    """The table form of :class:`TransferOp` (``lowering="table"``): this comm program's share
+    of chunk ``chunk``, an id read at run time from this rank's EXEC list of the chunk table
+    ``table`` (docs/fused-abi.md "The chunk table"); the chunk's box, ends, kind and
+    ``after`` list come from its record.  ``bases`` are the communicated operands' base
+    pointers in operand order (peer-table row ``1 + i`` for ``bases[i]``).  The lowering emits
+    one body per kind of chunk the schedule has (tensor, side, sum), not one per chunk."""
+
+    name = "syncopate.transfer_chunk"
+    table = operand_def()
+    chunk = operand_def(I32)
+    bases = var_operand_def()
+
+    assembly_format = ("$pid `,` $count `,` $epoch `,` $rank `,` $flags `,` $table `,` $chunk "
+                       "`bases` `(` $bases `)` attr-dict `:` type($flags) `,` type($table) "
+                       "`,` type($bases)")
+
+    def __init__(self, pid, count, epoch, rank, flags, table, chunk, bases):
+        super().__init__(operands=[table, chunk, list(bases), pid, count, epoch, rank, flags])
+
+    def verify_(self) -> None:
+        _check_ptr(self, "table")
+        for b in self.bases:
+            if not str(b.type).startswith("!tt.ptr<"):
+                raise VerifyException(f"'{self.name}' bases must be !tt.ptr, got {b.type}")
+
+
+@irdl_op_definition
 class DrainOp(_CommStep):
     """Pull mode: before the launch may complete, wait until every reader has consumed this
     rank's chunks of the epoch (``CONSUMED >= epoch * reads``), so the next launch can
@@ -322,8 +368,8 @@ class DrainOp(_CommStep):
 
 SYNCOPATE = Dialect(
     "syncopate",
-    [WaitRegionOp, SignalRegionOp, WaitOp, SignalOp, PeerPtrOp, RemapOp, CommOp, EnterOp,
-     TransferOp, DrainOp],
+    [WaitRegionOp, SignalRegionOp, WaitOp, SignalOp, ReleaseFenceOp, PeerPtrOp, RemapOp, CommOp,
+     EnterOp, TransferOp, TransferChunkOp, DrainOp],
     [],
 )
 

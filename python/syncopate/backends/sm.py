@@ -39,6 +39,22 @@ class CopyTiling:
         ntc = -(-cols // bc)
         return cls(br, bc, ntc, -(-rows // br) * ntc)
 
+    @classmethod
+    def covering(cls, boxes, accumulate: bool) -> "CopyTiling":
+        """One tile shape for chunks of several sizes (the table lowering emits one copy loop
+        per kind of chunk): the shape :meth:`of` picks for the largest rows and columns; for
+        equal chunks, the shape :meth:`of` gives each.  ``ntc``/``ntiles`` are those of the
+        largest box; :meth:`fit` gives a box's own."""
+        rows = max(hi[0] - lo[0] for lo, hi in boxes)
+        cols = max(hi[1] - lo[1] for lo, hi in boxes)
+        return cls.of((0, 0), (rows, cols), accumulate)
+
+    def fit(self, lo, hi) -> "CopyTiling":
+        """This tile shape over the box ``[lo, hi)``: its own ``ntc`` and ``ntiles``."""
+        rows, cols = hi[0] - lo[0], hi[1] - lo[1]
+        ntc = -(-cols // self.bc)
+        return CopyTiling(self.br, self.bc, ntc, -(-rows // self.br) * ntc)
+
     def tiles(self, lo, hi) -> list[tuple[tuple[int, int], tuple[int, int]]]:
         """``[(row range, col range)]`` of every tile, in tile order."""
         out = []

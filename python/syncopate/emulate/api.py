@@ -130,7 +130,7 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
 
 def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, operand,
                 backend: str = "sm", comm_programs: int | None = None, reduce: str = "comm",
-                options=None, withhold_chunks=()):
+                options=None, withhold_chunks=(), lowering: str = "auto"):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
     :func:`syncopate.compile` (the same typed refusals)."""
     from syncopate.compiler import fuse_request
@@ -141,7 +141,8 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
     request = fuse_request(kernel, signature=dict(signature), constexprs=constexprs,
                            schedule=schedule, operand=operand, backend=backend,
                            comm_programs=comm_programs, reduce=reduce,
-                           withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False)
+                           withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False,
+                           lowering=lowering)
     ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
     module, _ = run_pipeline_until(ttir, request, "resolve-chunks")
     return module, ttir
@@ -202,6 +203,10 @@ class Emulation:
         self.schedule = schedule_of(fused_module)
         self.backend = backend_of(fused_module)
         self.comm = comm_programs_of(fused_module) if self.backend != "ce" else 0
+        from syncopate_mlir.passes.abi_info import table_words
+        #: the chunk table the kernel reads through ``syn_table`` (built from the schedule;
+        #: the table lowering's loops read their lists and records from it)
+        self.table = table_words(fused_module)
         self.state = get_state(fused_module)
         self.operands = operands_of(fused_module)           # param -> tensor
         self.withheld = withheld_of(fused_module)
@@ -451,8 +456,10 @@ class Emulation:
         for n in self.spec.names:
             vals[n] = Ptr(world.bufs[r][n], 0) if n in self.spec.ptr else self.args[n][r]
         diag = Buffer("syn_diag", r, etype_named("i32"), np.zeros(16, dtype=np.int32))
+        table = Buffer("syn_table", r, etype_named("i32"), np.array(self.table, dtype=np.int32))
         vals.update(syn_flags=Ptr(world.flags[r], 0), syn_peers=Ptr(peers, 0),
-                    syn_diag=Ptr(diag, 0), syn_rank=r, syn_epoch=e, syn_timeout_ns=0)
+                    syn_table=Ptr(table, 0), syn_diag=Ptr(diag, 0), syn_rank=r, syn_epoch=e,
+                    syn_timeout_ns=0)
         out = []
         for n in self.code.arg_names:
             if n not in vals:
@@ -614,7 +621,7 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
             reduce: str = "comm", attrs=None, options=None,
             policies: Sequence[str] = DEFAULT_POLICIES, launches: int = 2, seed: int = 0,
             fine: bool = False, check: bool = True, faults: Faults | None = None,
-            withhold_chunks=()) -> EmulationResult:
+            withhold_chunks=(), lowering: str = "auto") -> EmulationResult:
     """Fuse ``kernel`` with ``schedule`` (the pipeline through ``resolve-chunks``), emulate it
     for the schedule's world size on numpy under every policy for ``launches`` launches, and
     compare each rank's outputs with the unfused kernel emulated on the collected inputs.
@@ -625,11 +632,12 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     own.  ``grid`` is the grid the kernel was written for.  Launch 1 uses ``args``; later
     launches stage fresh random inputs (seeded by ``seed``).  ``check=True`` raises
     :class:`~syncopate.errors.EmulationError` (carrying the result) on any race or mismatch.
-    A combination the compiler refuses raises its :class:`~syncopate.errors.CompileError`."""
+    A combination the compiler refuses raises its :class:`~syncopate.errors.CompileError`.
+    ``lowering`` is the compiler's (``"table"`` emulates the chunk-table loops)."""
     module, ttir = fuse_module(kernel, signature=signature, constexprs=constexprs, attrs=attrs,
                                schedule=schedule, operand=operand, backend=backend,
                                comm_programs=comm_programs, reduce=reduce, options=options,
-                               withhold_chunks=withhold_chunks)
+                               withhold_chunks=withhold_chunks, lowering=lowering)
     res = Emulation(module, ttir, grid=grid, args=args, fine=fine).run(policies, launches, seed,
                                                                         faults)
     return res.raise_for_problems() if check else res

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from syncopate import chunk_table as ct
 from syncopate.abi import FlagLayout
 
 from ..backends.sm import CopyTiling
@@ -56,6 +57,28 @@ def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], t
     elif len(shape) != 2:
         raise EmulationError(f"the sm backend copies 1-d and 2-d tensors, not {len(shape)}-d")
     return CopyTiling.of(lo, hi, accumulate).tiles(lo, hi)
+
+
+def _box2(shape, lo, hi):
+    """A 1-d box as the one-row 2-d box the comm programs copy."""
+    return ((0, lo[0]), (1, hi[0])) if len(shape) == 1 else (tuple(lo), tuple(hi))
+
+
+@dataclass(frozen=True)
+class TableChunk:
+    """A chunk as a record of the chunk table gives it (the fields ``_transfer`` reads)."""
+
+    id: int
+    tensor: str
+    src: int
+    dst: int
+    reduce: str
+    after: tuple
+    volume: int
+    lo: tuple
+    hi: tuple
+    side: str
+    tiling: object
 
 
 def region_offsets(shape, lo, hi) -> np.ndarray:
@@ -183,42 +206,71 @@ class World(Machine):
         hi[dim] = min(max(hi[dim] + delta, 0), shape[dim])
         return tuple(lo), tuple(hi)
 
+    def _table_chunk(self, info, loc) -> "TableChunk":
+        """The chunk a ``transfer_chunk`` names, as the table's record says it."""
+        words = info["table"].buf.data
+        cid = info["chunk"]
+        if not 0 <= cid < int(words[ct.H_CHUNKS]):
+            raise EmulationError(f"syncopate.transfer_chunk: chunk id {cid} read from the chunk "
+                                 f"table is out of range", loc)
+        rec = ct.record([int(x) for x in words], cid)
+        names = list(self.schedule.tensors)
+        tensor = names[rec.tensor]
+        kind = ct.ChunkKind(tensor, rec.on_dst, rec.sum)
+        chunks = ct.chunk_kinds(self.schedule, "sm").get(kind)
+        if not chunks:
+            raise EmulationError(f"syncopate.transfer_chunk: the table's record of chunk {cid} "
+                                 f"has a kind no chunk of the schedule has ({kind})", loc)
+        boxes = [_box2(self.schedule.tensors[tensor].shape, c.lo, c.hi) for c in chunks]
+        tiling = CopyTiling.covering(boxes, rec.sum)
+        return TableChunk(cid, tensor, rec.src, rec.dst, "sum" if rec.sum else "none",
+                          rec.after, rec.volume, rec.lo, rec.hi,
+                          "dst" if rec.on_dst else "src", tiling)
+
     def _transfer(self, pc, info, loc):
-        c = self.schedule.chunk(info["chunk"])
+        if "table" in info:
+            c = self._table_chunk(info, loc)
+            side, after = c.side, c.after
+        else:
+            c = self.schedule.chunk(info["chunk"])
+            side = executor(c)
+            after = [a for a in c.after if self.schedule.chunk(a).dst == c.src]
         rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
-        side = executor(c)
         if rank != (c.src if side == "src" else c.dst):
             return
         lay = self.layout
-        by_id = {x.id: x for x in self.schedule.chunks}
         produced = self.schedule.is_produced(c.tensor)
         if side == "src":
             if not self.faults.skip_entry_wait:
                 yield from self._wait(rank, lay.entry(c.dst), epoch, "entry", c.id, loc, pc)
-            for a in c.after:
-                if by_id[a].dst == c.src:
-                    yield from self._wait(rank, a, epoch * self.writers, "chunk", a, loc, pc)
+            for a in after:
+                yield from self._wait(rank, a, epoch * self.writers, "chunk", a, loc, pc)
             if produced:
                 yield from self._wait(rank, lay.produced(c.id), epoch * c.volume, "produced",
                                       c.id, loc, pc)
         else:
             if not self.faults.skip_entry_wait:
                 yield from self._wait(rank, lay.entry(c.src), epoch, "entry", c.id, loc, pc)
-            for a in c.after:
-                if by_id[a].dst == c.src:
-                    yield from self._wait(c.src, a, epoch * self.writers, "chunk", a, loc, pc)
+            for a in after:
+                yield from self._wait(c.src, a, epoch * self.writers, "chunk", a, loc, pc)
             if produced:
                 yield from self._wait(c.src, lay.produced(c.id), epoch * c.volume, "produced",
                                       c.id, loc, pc)
                 if c.reduce == "sum":
                     yield from self._wait(rank, lay.produced(c.id), epoch * c.volume,
                                           "produced", c.id, loc, pc)
-        param = info["base"].buf.name
+        param = self.param_of_tensor[c.tensor] if "table" in info else info["base"].buf.name
         src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
         shape = self.schedule.tensors[c.tensor].shape
         lo, hi = self.chunk_box(c)
         acc = c.reduce == "sum"
-        tiles = copy_tiles(shape, lo, hi, acc) if all(b > a for a, b in zip(lo, hi)) else []
+        if not all(b > a for a, b in zip(lo, hi)):
+            tiles = []
+        elif "table" in info:  # the kind's tile shape over this chunk's box
+            blo, bhi = _box2(shape, lo, hi)
+            tiles = c.tiling.fit(blo, bhi).tiles(blo, bhi)
+        else:
+            tiles = copy_tiles(shape, lo, hi, acc)
         for t in range(pid, len(tiles), count):
             (r0, r1), (c0, c1) = tiles[t]
             if len(shape) == 1:

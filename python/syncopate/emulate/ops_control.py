@@ -230,7 +230,7 @@ def _call(fc, op, tm):
     return g, True
 
 
-@handler("gpu.barrier", "llvm.intr.assume", "tt.print")
+@handler("gpu.barrier", "llvm.intr.assume", "tt.print", "syncopate.release_fence")
 def _noop(fc, op, tm):
     """A program instance is one thread of control in the emulator, so a CTA barrier orders
     nothing further; ``tt.print`` output is not reproduced."""
@@ -338,6 +338,25 @@ def _comm_step(kind):
 
 for _k in ("enter", "transfer", "drain"):
     _HANDLERS[f"syncopate.{_k}"] = _comm_step(_k)
+
+
+@handler("syncopate.transfer_chunk")
+def _sy_transfer_chunk(fc, op, tm):
+    """The table form of a transfer: the chunk id is a value read from the chunk table, and
+    the machine takes the chunk's box, ends and kind from the table's record (so a table that
+    disagrees with the schedule shows up as a wrong result or a race)."""
+    slots = {n: fc.slot(getattr(op, n)) for n in ("pid", "count", "epoch", "rank", "flags")}
+    table, chunk = fc.slot(op.table), fc.slot(op.chunk)
+    bases = [fc.slot(v) for v in op.bases]
+    where = loc_of(op)
+
+    def g(env, pc):
+        info = {n: env[s] for n, s in slots.items()}
+        info["chunk"] = int(env[chunk])
+        info["table"] = env[table]
+        info["bases"] = [env[b] for b in bases]
+        yield from pc.machine.comm_step(pc, "transfer", info, where)
+    return g, True
 
 
 @handler("syncopate.wait_region", "syncopate.signal_region")

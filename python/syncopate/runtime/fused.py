@@ -45,7 +45,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from .. import abi, backends, compiler
+from .. import abi, backends, chunk_table, compiler
 from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
 from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
 from ..errors import CompileError, LaunchError
@@ -114,6 +114,8 @@ class _Config:
     host: dict = field(default_factory=dict)
     #: launch grids checked co-resident for loopback (residency.py)
     resident: set = field(default_factory=set)
+    #: the chunk table on this rank's device (int32; ``syn_table``), validated before upload
+    table: object = None
 
 
 class FusedKernel:
@@ -252,6 +254,7 @@ class FusedKernel:
         comm = self.comm
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
+        cfg.table = self._upload_table(a)
         self.launcher.configure(cfg)
         self._configs[key] = cfg
         return cfg
@@ -279,6 +282,18 @@ class FusedKernel:
             missing = [p for p in a.operands if p not in param_names(self.kernel)]
             if missing:
                 raise CompileError(f"ABI operands {missing} are not kernel parameters")
+
+    def _upload_table(self, a: abi.FusedABI):
+        """The chunk table of a configuration on the device, after checking that it is the
+        schedule's (``chunk_table.validate``: a table that disagrees would make tiles wait for
+        flags nobody raises -- refused with a LaunchError before any launch)."""
+        import torch
+
+        if a.table or a.lowering == "table":
+            writers = backends.get(a.backend).chunk_writers(a.comm_programs)
+            chunk_table.validate(a.table, self.schedule, a.backend, writers, a.table_remaps)
+        words = a.table or [0]  # an unrolled kernel never reads it
+        return torch.tensor(words, dtype=torch.int32).to(self.comm.device)
 
     def _peers_table(self, cfg: _Config, operand_tensors: dict):
         import torch
@@ -444,7 +459,8 @@ class FusedKernel:
                 self.consumed_wait(cfg, cfg.consumed_pending, S)
                 cfg.consumed_pending = 0
             e = cfg.epochs.next()
-            all_args = values + [cfg.flags, peers, self.diag_addr, comm.rank, e, kernel_timeout_ns()]
+            all_args = values + [cfg.flags, peers, cfg.table, self.diag_addr, comm.rank, e,
+                                 kernel_timeout_ns()]
             L = self.launcher
             if not L.needs_stream_context and torch.cuda.current_device() == comm.device.index:
                 # the launch only enqueues on S, passed explicitly: no device/stream switch

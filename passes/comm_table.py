@@ -1,0 +1,155 @@
+"""The table form of the comm programs' steps (``lowering="table"``, ``lower-sm`` and
+``lower-nvshmem``): code size independent of the chunk count.
+
+``partition-sms`` emits, in table mode, a loop over this rank's EXEC list of the chunk table
+with one ``syncopate.transfer_chunk`` of the id it reads.  Here that op becomes: read the
+chunk's record (tensor slot, ends, kind bits, volume, box, ``after`` list), then one branch per
+:class:`~syncopate.chunk_table.ChunkKind` the schedule has, each holding the same steps the
+unrolled ``transfer`` emits for one chunk (docs/fused-abi.md): wait for ENTRY of the other end,
+for the ``after`` chunks on the source, for PRODUCED (source, and destination for ``sum``);
+copy this comm program's share of the box's tiles; release CHUNK on the destination and, for a
+read of a peer's buffer, CONSUMED on the source.  The copy's tile shape is fixed per kind
+(``CopyTiling.covering``: the shape the unrolled lowering picks for equal chunks); the number
+of tiles follows each chunk's box at run time.  ``enter`` becomes a loop over the ranks and
+``drain`` reads this rank's CONSUMED target from the table.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import scf
+from xdsl.ir import SSAValue
+
+from syncopate import chunk_table as ct
+from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
+from syncopate.backends.sm import CopyTiling
+
+from .builder import Builder
+from .table_reader import TableReader
+
+
+class TableTransfers:
+    """Mixed into :class:`passes.lower_sm.CommLowering` (which provides ``sched``, ``layout``,
+    ``writers``, ``withheld``, ``args``, ``wait_flag``, ``release_flag``, ``peer_address``,
+    ``signal_remote``, ``box2``, ``copy_loop`` and the backend's ``move_kind``)."""
+
+    def reader(self, table: SSAValue) -> TableReader:
+        return TableReader(table, ct.layout_of(self.sched))
+
+    # ------------------------------------------------------------------------ enter, drain
+    def table_enter(self, o) -> None:
+        """Comm program 0 sets ``ENTRY[rank] = epoch`` on every peer: a loop over the ranks."""
+        b = Builder(o)
+        fi = b.if_(b.cmp("eq", o.pid, b.const(0)))
+        fb = Builder(fi.true_region.blocks[0].last_op)
+        index = fb.add(fb.const(self.layout.entry(0)), o.rank)
+        _, lb, q, _ = fb.for_(fb.const(0), fb.const(self.sched.world_size), fb.const(1))
+        qi = lb.if_(lb.cmp("ne", o.rank, q))
+        qb = Builder(qi.true_region.blocks[0].last_op)
+        self.signal_remote(qb, index, o.epoch, "set", q)
+        lb.insert(scf.YieldOp())
+        o.detach()
+        o.erase()
+
+    def table_drain(self, o, table: SSAValue) -> None:
+        """Comm program 0 waits ``CONSUMED >= epoch * reads(rank)``, the target read from the
+        table's reads section."""
+        b = Builder(o)
+        if any(ct.reads_per_src(self.sched, "sm", self.writers).values()):
+            fi = b.if_(b.cmp("eq", o.pid, b.const(0)))
+            fb = Builder(fi.true_region.blocks[0].last_op)
+            rd = self.reader(table)
+            n = rd.word(fb, fb.add(fb.const(rd.layout.reads), o.rank))
+            self.wait_flag(fb, fb.const(self.layout.consumed), fb.mul(o.epoch, n), KIND_CONSUMED)
+        o.detach()
+        o.erase()
+
+    # ------------------------------------------------------------------------ transfers
+    def transfer_chunk(self, o) -> None:
+        rd = self.reader(o.table)
+        b = Builder(o)
+        cid = o.chunk
+        rec = rd.record(b, cid)
+        slot = rd.field(b, rec, ct.R_TENSOR)
+        bits = b.andi(rd.field(b, rec, ct.R_FLAGS), b.const(ct.FLAG_SUM | ct.FLAG_ON_DST))
+        slots = ct.tensor_slots(self.sched)
+        for kind, chunks in ct.chunk_kinds(self.sched, "sm").items():
+            is_kind = b.andi(b.cmp("eq", slot, b.const(slots[kind.tensor])),
+                             b.cmp("eq", bits, b.const(kind.flags())))
+            ki = b.if_(is_kind)
+            kb = Builder(ki.true_region.blocks[0].last_op)
+            self._transfer_kind(kb, o, rd, rec, cid, kind, chunks)
+        o.detach()
+        o.erase()
+
+    def _transfer_kind(self, b: Builder, o, rd: TableReader, rec, cid, kind: ct.ChunkKind,
+                       chunks) -> None:
+        src = rd.field(b, rec, ct.R_SRC)
+        dst = rd.field(b, rec, ct.R_DST)
+        produced = self.sched.is_produced(kind.tensor)
+        chunk_target = b.mul(o.epoch, b.const(self.writers))
+        other = src if kind.on_dst else dst
+        self.wait_flag(b, b.add(b.const(self.layout.entry(0)), other), o.epoch, KIND_ENTRY)
+        n_after = max([len(ct.after_waits(self.sched, c)) for c in chunks] + [0])
+        if n_after:
+            start = rd.field(b, rec, ct.R_AFTER_START)
+            count = b.minsi(rd.field(b, rec, ct.R_AFTER_COUNT), b.const(n_after))
+            _, ab, a, _ = rd.each(b, start, count)
+            self.wait_flag(ab, a, chunk_target, KIND_CHUNK, peer=src if kind.on_dst else None)
+            ab.insert(scf.YieldOp())
+        if produced:
+            vol = b.mul(o.epoch, rd.field(b, rec, ct.R_VOLUME))
+            index = b.add(b.const(self.layout.produced(0)), cid)
+            self.wait_flag(b, index, vol, KIND_PRODUCED, peer=src if kind.on_dst else None)
+            if kind.on_dst and kind.sum:
+                self.wait_flag(b, index, vol, KIND_PRODUCED)
+        signalled = self.move_kind(b, o, rd, rec, kind, chunks, src, dst)
+        one = b.const(1)
+        withheld = sorted(c.id for c in chunks if c.id in self.withheld)
+        release = b
+        if withheld:  # fault injection: the data moves, CHUNK[c] never rises
+            keep = b.all_of([b.cmp("ne", cid, b.const(w)) for w in withheld])
+            release = Builder(b.if_(keep).true_region.blocks[0].last_op)
+        if not kind.on_dst:
+            if not signalled:
+                self.release_flag(release, cid, one, "add", peer=dst)
+        else:
+            self.release_flag(release, cid, one, "add")
+            self.release_flag(b, b.const(self.layout.consumed), one, "add", peer=src)
+
+    def box_of(self, b: Builder, rd: TableReader, rec, tensor: str):
+        """The record's box as 2-d ``(shape, lo, hi)`` of i32 values (``box2``'s form)."""
+        nd = len(self.sched.tensors[tensor].shape)
+        lo = [rd.field(b, rec, ct.R_LO + d) for d in range(nd)]
+        hi = [rd.field(b, rec, ct.R_HI + d) for d in range(nd)]
+        shape = self.sched.tensors[tensor].shape
+        if nd == 1:
+            return (1, shape[0]), (b.const(0), lo[0]), (b.const(1), hi[0])
+        return self.box2(tensor, lo, hi, f"tensor {tensor!r}")
+
+    def copy_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks,
+                  src_base, dst_base) -> None:
+        """This comm program's tiles of the record's box, in the kind's tile shape."""
+        shape2, lo, hi = self.box_of(b, rd, rec, kind.tensor)
+        boxes = [self.box2(kind.tensor, c.lo, c.hi, f"chunk {c.id}")[1:] for c in chunks]
+        tiling = CopyTiling.covering(boxes, kind.sum)
+        ntc = b.divsi(b.add(b.sub(hi[1], lo[1]), b.const(tiling.bc - 1)), b.const(tiling.bc))
+        nrows = b.divsi(b.add(b.sub(hi[0], lo[0]), b.const(tiling.br - 1)), b.const(tiling.br))
+        self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, ntc,
+                       b.mul(nrows, ntc), src_base, dst_base, kind.sum)
+
+    def kind_bases(self, b: Builder, o, kind: ct.ChunkKind, src, dst):
+        """``(row, base, src_base, dst_base)`` of the kind's tensor: its operand's peer-table
+        row and the local, source and destination base pointers."""
+        tensors = list(self.operands.values())
+        i = tensors.index(kind.tensor)
+        base = o.bases[i]
+        src_base = self.peer_address(b, base, src, 1 + i) if kind.on_dst else base
+        dst_base = self.peer_address(b, base, dst, 1 + i) if not kind.on_dst else base
+        return 1 + i, base, src_base, dst_base
+
+    def move_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks, src,
+                  dst) -> bool:
+        """P2P tile copies (``sm``); returns whether the move signalled CHUNK itself."""
+        _, _, src_base, dst_base = self.kind_bases(b, o, kind, src, dst)
+        self.copy_kind(b, o, rd, rec, kind, chunks, src_base, dst_base)
+        return False
