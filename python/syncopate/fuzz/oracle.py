@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, SyncopateError
-from .gen import Case, load_kernel
+from .case import Case, load_kernel
 
 OUTCOMES = ("clean", "refused", "known", "invalid", "failure")
 #: a refusal message shorter than this cannot name the op and say what to change
