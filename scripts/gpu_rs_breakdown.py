@@ -25,7 +25,8 @@ import sys
 
 
 def main(argv) -> int:
-    from syncopate.bench.__main__ import Timer, init_distributed
+    from syncopate.bench.__main__ import init_distributed
+    from syncopate.bench.timer import Timer
     init_distributed()
     import torch
     import torch.distributed as dist

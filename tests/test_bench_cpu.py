@@ -213,6 +213,8 @@ def test_fused_default_is_checked_before_it_is_timed(monkeypatch):
     reported with its error; a correct one gets its device and host times and its description."""
     torch = pytest.importorskip("torch")
     import torch.distributed as dist
+
+    from syncopate.bench import fused
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(dist, "all_reduce", lambda t, op=None: None)
 
@@ -231,13 +233,13 @@ def test_fused_default_is_checked_before_it_is_timed(monkeypatch):
             return 1.5
 
     r = {}
-    bench._time_default(r, Comm(), Timer(), lambda: 1, lambda res: False, "differs", lambda: "x")
+    fused.time_default(r, Comm(), Timer(), lambda: 1, lambda res: False, "differs", lambda: "x")
     assert "fused default" not in r and r["errors"]["fused default"] == "differs"
     r = {}
-    bench._time_default(r, Comm(), Timer(), lambda: 1 / 0, lambda res: True, "differs", lambda: "x")
+    fused.time_default(r, Comm(), Timer(), lambda: 1 / 0, lambda res: True, "differs", lambda: "x")
     assert r["errors"]["fused default"].startswith("ZeroDivisionError")
     r = {}
-    bench._time_default(r, Comm(), Timer(), lambda: 1, lambda res: True, "differs", lambda: "sm")
+    fused.time_default(r, Comm(), Timer(), lambda: 1, lambda res: True, "differs", lambda: "sm")
     assert (r["fused default"], r["fused default host"], r["fused default is"]) == (1.5, 0.05, "sm")
     assert Comm.checks == 3  # after the mismatching run; after the good run and its timing
 

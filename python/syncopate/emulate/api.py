@@ -2,189 +2,46 @@
 interleaving policies and several launches, check it for races and compare every rank's
 outputs with the unfused kernel emulated by the same interpreter.
 
-Where the module comes from: the pass pipeline (``syncopate_mlir/pipeline.py``) run through
-``resolve-chunks``, the last backend-independent stage -- tt ops plus chunk-level syncopate
-waits/signals, remaps, peer pointers and the comm region.  The ``lower-*`` passes only turn
-those into inline PTX and atomics whose semantics the emulator implements directly
-(``comm.py``), so what is checked is exactly what the backends lower.
-
-The reference, per launch, uses the *collected* inputs: for a tensor the schedule gathers
-(all-gather, ring pass, all-to-all), the global tensor assembled from what every rank staged,
-placed where the schedule says each rank ends up holding it; for a tensor the kernel produces
-and the schedule reduces (reduce-scatter, all-reduce), each rank's unfused partial, summed in
-fp32 over ranks on the regions each rank ends up owning.  Outputs that no chunk moves must
-match the reference bit for bit (same interpreter, same tiles); reduced regions within a
-rounding bound (the fused sum rounds after each added partial when more than two ranks add).
+This module is the emulator's interface: :func:`emulate`, :func:`emulate_module` and
+:class:`Emulation`, which builds one emulated world per policy (flags, symmetric buffers, peer
+tables, the ``ce`` protocol's slots) and runs every rank's host (staging, launches, waits) and
+programs under the policy's scheduler.  The parts it puts together live beside it: where the
+fused and the reference modules come from (``modules.py``: the pipeline through
+``resolve-chunks``), the arguments per rank and launch (``arguments.py``), the expected
+outputs and the comparison with them (``reference.py``), what a run reports (``result.py``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import CompileError, EmulationError
-from .checker import Checker, Race
+from ..errors import EmulationError
+from .arguments import (
+    LaunchInputs,
+    ParamSpec,
+    PerRank,
+    is_consumed_operand,
+    is_produced_operand,
+    normalise_args,
+)
+from .checker import Checker
 from .comm import Faults, Launch, World, program_gen, region_offsets
 from .interpreter import ModuleCode, ProgramCtx, WaitCond, WaitFlag
-from .memory import AddressMap, Buffer, Ptr, etype_named, etype_of, to_etype
+from .memory import AddressMap, Buffer, Ptr, etype_named
+from .modules import fuse_module, kernel_ttir, local_module
+from .reference import Reference, initial_regions, program_ids
+from .result import EmulationResult
 from .scheduler import Co, Scheduler, parse_policy
+
+__all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "PerRank", "emulate",
+           "emulate_module", "fuse_module", "kernel_ttir"]
 
 DEFAULT_POLICIES = ("in-order", "reverse", "late", "behind:0", "behind:-1", "random:1",
                     "random:2", "random:3")
 
-
-class PerRank(list):
-    """An argument with one value per rank (``PerRank([a0, a1])``); a plain value is the same
-    on every rank (tensors are copied per rank)."""
-
-
-@dataclass
-class EmulationResult:
-    """What an emulation found.  ``ok`` is False when the checker reported a race, or an
-    output differed from the reference."""
-
-    world_size: int
-    backend: str
-    policies: list[str]
-    launches: int
-    races: list[Race] = field(default_factory=list)
-    mismatches: list[str] = field(default_factory=list)
-    #: policy -> rank -> parameter -> the buffer after that rank's last launch
-    outputs: dict = field(default_factory=dict)
-    #: policy -> {"seconds", "steps", "coroutines", "transfers", ...}
-    stats: dict = field(default_factory=dict)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.races and not self.mismatches
-
-    def races_of(self, kind: str) -> list[Race]:
-        return [r for r in self.races if r.kind == kind]
-
-    def summary(self, limit: int = 20) -> str:
-        lines = [f"emulated {self.world_size} ranks ({self.backend}), {self.launches} launches "
-                 f"x {len(self.policies)} policies in {self.seconds:.2f} s: "
-                 + ("clean" if self.ok else f"{len(self.races)} race(s), "
-                    f"{len(self.mismatches)} mismatch(es)")]
-        for r in self.races[:limit]:
-            lines.append(f"  {r}")
-        for m in self.mismatches[:limit]:
-            lines.append(f"  mismatch: {m}")
-        more = len(self.races) + len(self.mismatches) - 2 * limit
-        if more > 0:
-            lines.append(f"  ... and more ({len(self.races)} races, {len(self.mismatches)} "
-                         f"mismatches in all)")
-        return "\n".join(lines)
-
-    def raise_for_problems(self) -> "EmulationResult":
-        if not self.ok:
-            raise EmulationError(self.summary(), result=self)
-        return self
-
-
-# ------------------------------------------------------------------------------ modules
-
-class _StopAfterTtir(Exception):
-    pass
-
-
-def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None,
-                attrs=None, options: Mapping | None = None, target=("cuda", 90)) -> str:
-    """The TTIR of a ``@triton.jit`` kernel on this CPU: Triton's frontend and ``make_ttir``
-    only (a stage hook stops the compile there, nothing is cached)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    box: dict = {}
-
-    def hook(backend, stages, options_, language, capability):
-        make_ttir = stages["ttir"]
-
-        def stage(src, metadata):
-            box["ttir"] = make_ttir(src, metadata).str()
-            raise _StopAfterTtir()
-        stages["ttir"] = stage
-
-    sig = dict(signature)
-    for n in constexprs or {}:
-        sig.setdefault(n, "constexpr")
-    if isinstance(target, tuple):
-        target = GPUTarget(target[0], target[1], 32)
-    with triton.knobs.compilation.scope(), triton.knobs.runtime.scope():
-        triton.knobs.compilation.always_compile = True
-        triton.knobs.runtime.add_stages_inspection_hook = hook
-        try:
-            triton.compile(ASTSource(kernel, sig, dict(constexprs or {}), attrs),
-                           target=target, options=dict(options or {}))
-        except _StopAfterTtir:
-            pass
-    if "ttir" not in box:
-        raise CompileError(f"could not get the TTIR of {kernel.__name__}")
-    return box["ttir"]
-
-
-def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, operand,
-                backend: str = "sm", comm_programs: int | None = None, reduce: str = "comm",
-                options=None, withhold_chunks=(), lowering: str = "auto"):
-    """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
-    :func:`syncopate.compile` (the same typed refusals)."""
-    from syncopate.compiler import fuse_request
-    from syncopate_mlir.pipeline import run_pipeline_until
-
-    constexprs = dict(constexprs or {})
-    # the compiler's checks; withheld chunks are emulated on every backend
-    request = fuse_request(kernel, signature=dict(signature), constexprs=constexprs,
-                           schedule=schedule, operand=operand, backend=backend,
-                           comm_programs=comm_programs, reduce=reduce,
-                           withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False,
-                           lowering=lowering)
-    ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
-    module, _ = run_pipeline_until(ttir, request, "resolve-chunks")
-    return module, ttir
-
-
-def _local_module(local):
-    if isinstance(local, str):
-        from syncopate_mlir.bridge import ttir_to_xdsl
-        from syncopate_mlir.context import make_context
-        return ttir_to_xdsl(local, make_context())
-    return local
-
-
-# ------------------------------------------------------------------------------ arguments
-
-def _to_numpy(v):
-    try:
-        import torch
-        if isinstance(v, torch.Tensor):
-            return v.detach().cpu().float().numpy() if v.is_floating_point() else v.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover - torch is a prerequisite
-        pass
-    return np.asarray(v)
-
-
-class _Spec:
-    """The kernel's user parameters: names, which are pointers (with element types)."""
-
-    def __init__(self, code, names: Sequence[str]):
-        self.names = list(names)
-        self.types = dict(zip(code.arg_names, code.arg_types))
-        self.ptr = {}
-        for n in self.names:
-            t = self.types.get(n)
-            if t is None:
-                raise EmulationError(f"the kernel has no parameter {n!r} "
-                                     f"(it has {', '.join(code.arg_names)})")
-            if "tt.ptr" in str(t):
-                self.ptr[n] = etype_of(t.pointee_type)
-
-
-# ------------------------------------------------------------------------------ emulation
 
 class Emulation:
     """A fused module prepared for emulation with one set of arguments."""
@@ -195,6 +52,7 @@ class Emulation:
             comm_programs_of,
             get_state,
             operands_of,
+            reduce_of,
             withheld_of,
         )
         from syncopate_mlir.passes.schedule_attr import schedule_of
@@ -210,146 +68,33 @@ class Emulation:
         self.state = get_state(fused_module)
         self.operands = operands_of(fused_module)           # param -> tensor
         self.withheld = withheld_of(fused_module)
-        from syncopate_mlir.passes.abi_info import reduce_of
         self.reduce = reduce_of(fused_module)
         self.W = self.schedule.world_size
         self.fine = fine
         self.code = ModuleCode(fused_module, fine=fine).kernel
-        self.ref_code = ModuleCode(_local_module(local)).kernel
+        self.ref_code = ModuleCode(local_module(local)).kernel
         self.grid = tuple(int(g) for g in (tuple(grid) + (1, 1, 1))[:3])
         params_attr = fused_module.attributes.get("syncopate.params")
         names = [p.data for p in params_attr.data] if params_attr is not None else \
             [n for n in self.ref_code.arg_names]
-        self.spec = _Spec(self.ref_code, names)
-        self.args = self._normalise_args(args)
-        self._inputs: dict = {}
-        self._ref: dict = {}
-
-    # ---------------------------------------------------------------- arguments / inputs
-    def _normalise_args(self, args) -> dict:
-        names = self.spec.names
-        if isinstance(args, Mapping):
-            unknown = set(args) - set(names)
-            if unknown:
-                raise EmulationError(f"unknown argument(s) {sorted(unknown)}; the kernel takes "
-                                     f"{', '.join(names)}")
-            missing = [n for n in names if n not in args]
-            if missing:
-                raise EmulationError(f"missing argument(s) {', '.join(missing)}")
-            vals = dict(args)
-        else:
-            args = list(args)
-            if len(args) != len(names):
-                raise EmulationError(f"{len(args)} arguments for the {len(names)} non-constexpr "
-                                     f"parameters {', '.join(names)}")
-            vals = dict(zip(names, args))
-        out = {}
-        for n, v in vals.items():
-            per = list(v) if isinstance(v, PerRank) else [v] * self.W
-            if len(per) != self.W:
-                raise EmulationError(f"argument {n}: {len(per)} per-rank values for "
-                                     f"{self.W} ranks")
-            if n in self.spec.ptr:
-                et = self.spec.ptr[n]
-                out[n] = [to_etype(_to_numpy(x).reshape(-1), et) for x in per]
-                t = self.operands.get(n)
-                if t is not None:
-                    need = int(np.prod(self.schedule.tensors[t].shape))
-                    for r, a in enumerate(out[n]):
-                        if a.size < need:
-                            raise EmulationError(
-                                f"argument {n} on rank {r} has {a.size} elements; the schedule's "
-                                f"tensor {t} needs {need} (shape {self.schedule.tensors[t].shape})")
-            else:
-                out[n] = [int(x) if not isinstance(x, float) else x for x in per]
-        return out
-
-    def inputs(self, rank: int, epoch: int, seed: int) -> dict:
-        """Pointer arguments of ``rank`` for launch ``epoch``: the given ones for launch 1,
-        fresh random data (rounded to the element type) afterwards."""
-        key = (rank, epoch, seed)
-        got = self._inputs.get(key)
-        if got is None:
-            got = {}
-            for i, n in enumerate(self.spec.ptr):
-                base = self.args[n][rank]
-                et = self.spec.ptr[n]
-                if epoch == 1 or et.kind != "float":
-                    got[n] = base.copy()
-                else:
-                    rng = np.random.default_rng([seed, epoch, rank, i])
-                    got[n] = to_etype(rng.standard_normal(base.size).astype(np.float32), et)
-            self._inputs[key] = got
-        return got
+        self.spec = ParamSpec(self.ref_code, names)
+        self.args = normalise_args(self.spec, args, self.schedule, self.operands)
+        #: ``inputs(rank, epoch, seed)``: the pointer arguments of one rank's launch
+        self.inputs = LaunchInputs(self.spec, self.args)
+        self._reference = Reference(schedule=self.schedule, operands=self.operands,
+                                    spec=self.spec, args=self.args, inputs=self.inputs,
+                                    code=self.ref_code, grid=self.grid)
 
     def _consumer(self, param) -> bool:
-        t = self.operands.get(param)
-        return t is not None and not self.schedule.is_produced(t)
+        return is_consumed_operand(self.schedule, self.operands, param)
 
     def _produced(self, param) -> bool:
-        t = self.operands.get(param)
-        return t is not None and self.schedule.is_produced(t)
+        return is_produced_operand(self.schedule, self.operands, param)
 
-    # ---------------------------------------------------------------- reference
     def reference(self, epoch: int, seed: int) -> dict:
-        """rank -> param -> expected buffer (and ``(param, 'final')`` for reduced tensors)."""
-        key = (epoch, seed)
-        if key in self._ref:
-            return self._ref[key]
-        gathered = {}
-        for p, t in self.operands.items():
-            if self.schedule.is_produced(t):
-                continue
-            shape = self.schedule.tensors[t].shape
-            size = int(np.prod(shape))
-            g = np.full(size, np.nan, dtype=self.spec.ptr[p].np) if self.spec.ptr[p].kind == "float" \
-                else np.zeros(size, dtype=self.spec.ptr[p].np)
-            for r, lo, hi, partial in _initial(self.schedule, t):
-                offs = region_offsets(shape, lo, hi)
-                g[offs] = self.inputs(r, epoch, seed)[p][offs]
-            gathered[p] = g
-        out = {}
-        for r in range(self.W):
-            bufs = {}
-            for p, et in self.spec.ptr.items():
-                data = self.inputs(r, epoch, seed)[p].copy()
-                t = self.operands.get(p)
-                if t is not None:
-                    shape = self.schedule.tensors[t].shape
-                    if p in gathered:
-                        data[:] = np.nan if et.kind == "float" else 0
-                        for rr, lo, hi in _final(self.schedule, t):
-                            if rr == r:
-                                offs = region_offsets(shape, lo, hi)
-                                data[offs] = gathered[p][offs]
-                        for rr, lo, hi, partial in _initial(self.schedule, t):
-                            if rr == r:
-                                offs = region_offsets(shape, lo, hi)
-                                data[offs] = gathered[p][offs]
-                    else:
-                        data[:] = np.nan if et.kind == "float" else 0
-                bufs[p] = Buffer(p, r, et, data)
-            args = [Ptr(bufs[n], 0) if n in bufs else self.args[n][r] for n in self.spec.names]
-            from .interpreter import Machine
-            m = Machine()
-            for pid in _pids(self.grid):
-                pc = ProgramCtx(m, r, pid, self.grid, epoch, "compute")
-                for _ in program_gen(self.ref_code, args, pc):
-                    pass
-            out[r] = {p: b.data for p, b in bufs.items()}
-            out[r]["__gathered__"] = gathered
-        # reduced tensors: fp32 sum over ranks of the partials
-        for p, t in self.operands.items():
-            if not self.schedule.is_produced(t):
-                continue
-            et = self.spec.ptr[p]
-            total = sum(out[r][p].astype(np.float32) for r in range(self.W))
-            out["sum", p] = to_etype(total, et)
-            # the rounding error of a sum of partials scales with the partials, not with the
-            # sum: under cancellation (20 + 20 - 38) every intermediate rounds at 40's ulp
-            out["abs", p] = sum(np.abs(out[r][p].astype(np.float32)) for r in range(self.W))
-        self._ref[key] = out
-        return out
+        """rank -> param -> expected buffer, and ``("sum", param)`` / ``("abs", param)`` for
+        reduced tensors (:meth:`Reference.expected`)."""
+        return self._reference.expected(epoch, seed)
 
     # ---------------------------------------------------------------- one policy
     def run_policy(self, policy: str, launches: int, seed: int, faults: Faults | None,
@@ -371,7 +116,8 @@ class Emulation:
         from syncopate.abi import FlagLayout
         lay = FlagLayout(self.schedule.num_chunks, self.W)
         for r in range(self.W):
-            f = Buffer("syn_flags", r, flag_et, np.zeros(lay.words, dtype=flag_et.np), is_flags=True)
+            f = Buffer("syn_flags", r, flag_et, np.zeros(lay.words, dtype=flag_et.np),
+                       is_flags=True)
             world.flags.append(f)
             amap.add(f)
             for p, et in self.spec.ptr.items():
@@ -410,7 +156,7 @@ class Emulation:
             roots = [c for c in blocked if isinstance(c.waiting, WaitFlag)] or blocked
             checker.deadlock([(c.rank, c.name, c.epoch, c.waiting) for c in roots])
         result.races.extend(checker.races)
-        self._compare(snapshots, seed, policy, result, complete=not blocked)
+        self._reference.compare(snapshots, seed, policy, result, complete=not blocked)
         result.outputs[policy] = {r: {p: b.data.copy() for p, b in world.bufs[r].items()}
                                   for r in range(self.W)}
         result.stats[policy] = dict(seconds=round(time.perf_counter() - t0, 3),
@@ -494,7 +240,7 @@ class Emulation:
                     continue
                 if self._consumer(p):
                     t = self.operands[p]
-                    for rr, lo, hi, partial in _initial(self.schedule, t):
+                    for rr, lo, hi, partial in initial_regions(self.schedule, t):
                         if rr == r and not partial:
                             offs = region_offsets(b.shape, lo, hi)
                             checker.write(f"rank {r} host (staging)", r, b, offs, e,
@@ -511,7 +257,7 @@ class Emulation:
                 yield WaitCond(lambda launch=launch: launch.entered,
                                f"rank {r} ENTRY of every rank for launch {e}")
             g0 = self.grid[0] + (self.comm if self.backend != "ce" else 0)
-            for pid in _pids((g0,) + self.grid[1:]):
+            for pid in program_ids((g0,) + self.grid[1:]):
                 role = "comm" if self.backend != "ce" and pid[0] < self.comm else "compute"
                 pc = ProgramCtx(world, r, pid, (g0,) + self.grid[1:], e, role)
                 launch.programs.append(sched.spawn(
@@ -524,69 +270,6 @@ class Emulation:
         checker.launch_done(r, launches)
         snapshots[r, launches] = {p: b.data.copy() for p, b in world.bufs[r].items()}
 
-    # ---------------------------------------------------------------- comparison
-    def _compare(self, snapshots, seed, policy, result, complete: bool) -> None:
-        for (r, e), got in sorted(snapshots.items()):
-            ref = self.reference(e, seed)
-            for p, data in got.items():
-                if self._consumer(p):
-                    continue  # checked below, once every rank finished
-                if self._produced(p):
-                    exp = ref["sum", p]
-                    t = self.operands[p]
-                    shape = self.schedule.tensors[t].shape
-                    for rr, lo, hi in _final(self.schedule, t):
-                        if rr != r:
-                            continue
-                        offs = region_offsets(shape, lo, hi)
-                        a, b = data[offs].astype(np.float64), exp[offs].astype(np.float64)
-                        scale = ref["abs", p][offs].astype(np.float64)
-                        tol = self._tolerance(p) * (scale + 1.0)
-                        bad = ~(np.abs(a - b) <= tol)
-                        if bad.any():
-                            result.mismatches.append(
-                                f"rank {r}, launch {e}, {p} ({t}) rows {lo[0]}..{hi[0]}: "
-                                f"{int(bad.sum())} element(s) differ from the reduced reference "
-                                f"(max error {np.nanmax(np.abs(a - b)):.3g}) [{policy}]")
-                    continue
-                exp = ref[r][p]
-                if not np.array_equal(data, exp, equal_nan=True):
-                    diff = ~((data == exp) | (np.isnan(data) & np.isnan(exp))) \
-                        if data.dtype.kind == "f" else data != exp
-                    first = int(np.argmax(diff))
-                    result.mismatches.append(
-                        f"rank {r}, launch {e}, {p}: {int(diff.sum())} element(s) differ from "
-                        f"the unfused kernel (first: element {first}, {data[first]} vs "
-                        f"{exp[first]}) [{policy}]")
-        if not complete:
-            return
-        last = max((e for (_, e) in snapshots), default=0)
-        for r in range(self.W):
-            got = snapshots.get((r, last))
-            if got is None:
-                continue
-            ref = self.reference(last, seed)
-            for p in self.operands:
-                if not self._consumer(p):
-                    continue
-                t = self.operands[p]
-                shape = self.schedule.tensors[t].shape
-                for rr, lo, hi in _final(self.schedule, t):
-                    if rr != r:
-                        continue
-                    offs = region_offsets(shape, lo, hi)
-                    a = got[p][offs]
-                    b = ref[r]["__gathered__"][p][offs]
-                    if not np.array_equal(a, b, equal_nan=True):
-                        result.mismatches.append(
-                            f"rank {r}, launch {last}, {p} ({t}): "
-                            f"{int((a != b).sum())} element(s) of its final region differ from "
-                            f"the gathered inputs [{policy}]")
-
-    def _tolerance(self, p) -> float:
-        et = self.spec.ptr[p]
-        eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f32": 2.0 ** -23}.get(et.name, 0.0)
-        return eps * max(1, self.W - 1) * 2
 
     # ---------------------------------------------------------------- all policies
     def run(self, policies: Sequence[str] = DEFAULT_POLICIES, launches: int = 2, seed: int = 0,
@@ -604,14 +287,6 @@ class Emulation:
             self.run_policy(p, launches, seed, faults, res)
         res.seconds = time.perf_counter() - t0
         return res
-
-
-def _pids(grid):
-    g = tuple(grid) + (1, 1, 1)
-    for z in range(g[2]):
-        for y in range(g[1]):
-            for x in range(g[0]):
-                yield (x, y, z)
 
 
 # ------------------------------------------------------------------------------ public API
@@ -652,13 +327,3 @@ def emulate_module(fused_module, local, *, grid, args, policies=DEFAULT_POLICIES
         policies, launches, seed, faults)
     return res.raise_for_problems() if check else res
 
-
-def _initial(sched, tensor):
-    """``(rank, lo, hi, partial)`` of each initial placement of ``tensor``."""
-    return [(p.rank, p.region.offsets, p.region.stops, p.partial)
-            for p in sched.tensors[tensor].initial]
-
-
-def _final(sched, tensor):
-    """``(rank, lo, hi)`` of each final placement of ``tensor``."""
-    return [(p.rank, p.region.offsets, p.region.stops) for p in sched.tensors[tensor].final]

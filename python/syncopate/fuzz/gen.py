@@ -28,22 +28,21 @@ choices from ``random.Random(seed)`` --
 * world size (2, sometimes 3 or 4), backend (``sm``/``ce``/``nvshmem``), comm programs.
 
 Shapes are small (rows 64-256, columns 32-128) so a case emulates in about a second.
+
+This module draws the choices and writes each body; the case itself lives in ``case.py`` and
+the source emitters every body shares (tile accesses, tilings) in ``source.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
 import random
-import tempfile
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from .case import STYLE_KEYS, Case, Tensor, load_kernel
+from .source import KernelSource
 
-from .. import dtypes
+__all__ = ["ADDRESSING", "BACKENDS", "BODIES", "STYLE_KEYS", "TEMPLATE_NAMES", "TILINGS", "Case",
+           "Tensor", "generate", "load_kernel"]
 
 BODIES = ("copy", "scale", "rowsum", "gemm")
 ADDRESSING = ("ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc", "hint",
@@ -51,133 +50,17 @@ ADDRESSING = ("ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc"
 TILINGS = ("row1d", "colmajor", "grouped", "grid2d", "derived", "persistent", "persistent_np")
 BACKENDS = ("sm", "ce", "nvshmem")
 TEMPLATE_NAMES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass")
-#: the style axes reported per outcome by the CLI
-STYLE_KEYS = ("body", "addressing", "tiling", "role", "template", "backend", "world_size",
-              "dtype")
-
-
-
-@dataclass
-class Tensor:
-    """A pointer parameter: its shape, element type and whether the kernel reads or writes it."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str          # schedule spelling: bf16 / fp32 / int32
-    role: str           # "in" or "out"
-    stride: str | None = None   # the runtime row-stride parameter, if any
-
-    @property
-    def sig(self) -> str:
-        return dtypes.triton_sig(self.dtype)
-
-
-@dataclass
-class Case:
-    """One generated kernel x schedule, everything needed to compile, emulate and replay it."""
-
-    seed: int
-    styles: dict[str, Any]
-    source: str
-    kernel_name: str
-    tensors: list[Tensor]
-    scalars: dict[str, int]
-    constexprs: dict[str, int]
-    grid: tuple[int, ...]
-    operand: str
-    schedule: Any                      # syncopate.schedule.Schedule
-    backend: str
-    comm_programs: int
-    policies: tuple[str, ...]
-    launches: int = 2
-    attrs: dict = field(default_factory=dict)
-
-    # ---------------------------------------------------------------- derived
-    @property
-    def signature(self) -> dict[str, str]:
-        sig = {t.name: t.sig for t in self.tensors}
-        sig.update({n: "i32" for n in self.scalars})
-        sig.update({n: "constexpr" for n in self.constexprs})
-        return sig
-
-    @property
-    def style_line(self) -> str:
-        return " ".join(f"{k}={self.styles[k]}" for k in STYLE_KEYS if k in self.styles)
-
-    def schedule_json(self) -> str:
-        from syncopate.schedule import dumps
-        return dumps(self.schedule)
-
-    def inputs(self, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
-        """Full (unsharded) input tensors for one rank: random floats, a row permutation for
-        index tensors."""
-        rng = rng or np.random.default_rng(self.seed)
-        out = {}
-        for t in self.tensors:
-            if t.role != "in":
-                continue
-            if t.dtype == "int32":
-                rows = self.tensors[0].shape[0]
-                out[t.name] = rng.integers(0, rows, size=t.shape).astype(np.int32)
-            else:
-                out[t.name] = rng.standard_normal(t.shape).astype(np.float32)
-        return out
-
-    def expected(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """What a correct single-GPU kernel writes into its output, computed with numpy: the
-        generator's own check that it wrote the kernel it meant to (see ``oracle.invalid``)."""
-        body = self.styles["body"]
-        scale = self.constexprs.get("SCALE_NUM", 0)
-        if body == "gemm":
-            a, b = inputs["a_ptr"].astype(np.float64), inputs["b_ptr"].astype(np.float64)
-            return {"c_ptr": a @ b}
-        x = inputs["x_ptr"].astype(np.float64)
-        if "idx_ptr" in inputs:
-            x = x[inputs["idx_ptr"]]
-        if body == "rowsum":
-            return {"y_ptr": x.sum(axis=1)}
-        if body == "scale":
-            return {"y_ptr": x * (scale / 4.0) + 1.0}
-        return {"y_ptr": x}
-
-    def to_json(self) -> dict:
-        return dict(seed=self.seed, styles=self.styles, kernel=self.kernel_name,
-                    signature=self.signature, constexprs=self.constexprs,
-                    scalars=self.scalars, grid=list(self.grid), operand=self.operand,
-                    backend=self.backend, comm_programs=self.comm_programs,
-                    policies=list(self.policies), launches=self.launches,
-                    schedule=json.loads(self.schedule_json()))
-
-
-# ------------------------------------------------------------------------------ source text
-
-class _Src:
-    """Lines of kernel source at an indentation level."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.ind = 1
-
-    def __call__(self, *lines: str):
-        for ln in lines:
-            self.lines.append("    " * self.ind + ln)
-
-    def push(self):
-        self.ind += 1
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
 
 
 class _Gen:
-    """Draws style choices and writes the kernel; one instance per case."""
+    """Draws the style choices of one case (every draw from ``random.Random(seed)``, in a fixed
+    order: the case is a function of its seed); ``src`` is the kernel being written."""
 
     def __init__(self, seed: int, force: dict | None = None):
         self.seed = seed
         self.rng = random.Random(seed)
         self.force = dict(force or {})
-        self.src = _Src()
-        self.descs: dict[str, str] = {}
+        self.src = KernelSource()
 
     def pick(self, key: str, options, weights=None):
         if key in self.force:
@@ -262,8 +145,7 @@ class _Gen:
         return ts
 
     def schedule(self, s, tensors):
-        from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatter, \
-            ring_pass
+        from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatter, ring_pass
         r = self.rng
         W = s["world_size"]
         ins = [t for t in tensors if t.role == "in" and (t.dtype != "int32" or r.random() < 0.3)]
@@ -302,102 +184,10 @@ class _Gen:
                  order=order)
         return sched, t.name
 
-    # ------------------------------------------------------------- access emitters
-    def access2(self, style: str, t: Tensor, r0: str, c0: str, BR: str, BC: str, R: str,
-                C: str, kind: str, value: str | None = None, tag: str = "") -> str:
-        """Emit one 2-D tile access of ``t`` at ``(r0, c0)``; return the loaded value's name."""
-        e = self.src
-        p = t.name[0] + tag
-        if style == "block_ptr":
-            e(f"{p}_bp = tl.make_block_ptr({t.name}, ({R}, {C}), ({t.stride}, 1), ({r0}, {c0}), "
-              f"({BR}, {BC}), (1, 0))")
-            if kind == "load":
-                e(f"{p}_v = tl.load({p}_bp, boundary_check=(0, 1), padding_option=\"zero\")")
-            else:
-                e(f"tl.store({p}_bp, {value}.to({t.name}.dtype.element_ty), "
-                  f"boundary_check=(0, 1))")
-            return f"{p}_v"
-        if style == "tensor_desc":
-            d = self.descs[t.name]
-            if kind == "load":
-                e(f"{p}_v = {d}.load([{r0}, {c0}])")
-            else:
-                e(f"{d}.store([{r0}, {c0}], {value}.to({t.name}.dtype.element_ty))")
-            return f"{p}_v"
-        e(f"{p}_r = {r0} + tl.arange(0, {BR})", f"{p}_c = {c0} + tl.arange(0, {BC})")
-        inner = f"{p}_c[None, :] * {t.name[0]}_sn" if style == "ptr_stride" else f"{p}_c[None, :]"
-        e(f"{p}_ptrs = {t.name} + {p}_r[:, None] * {t.stride} + {inner}")
-        mask = ""
-        if style in ("ptr_mask", "ptr_stride"):
-            e(f"{p}_m = ({p}_r[:, None] < {R}) & ({p}_c[None, :] < {C})")
-            mask = f", mask={p}_m"
-        if style == "hint":
-            e(f"sl.hint_region2({t.name}, {r0}, {r0} + {BR}, {c0}, {c0} + {BC})")
-        if kind == "load":
-            e(f"{p}_v = tl.load({p}_ptrs{mask}{', other=0.0' if mask else ''})")
-        else:
-            e(f"tl.store({p}_ptrs, {value}.to({t.name}.dtype.element_ty){mask})")
-        return f"{p}_v"
-
-    def store1(self, style: str, t: Tensor, r0: str, BR: str, R: str, value: str):
-        """Emit a 1-D tile store of ``t`` (a row-sum output) in the kernel's style."""
-        e = self.src
-        v = f"{value}.to({t.name}.dtype.element_ty)"
-        if style == "block_ptr":
-            e(f"y_bp = tl.make_block_ptr({t.name}, ({R},), (1,), ({r0},), ({BR},), (0,))",
-              f"tl.store(y_bp, {v}, boundary_check=(0,))")
-            return
-        if style == "tensor_desc":
-            e(f"{self.descs[t.name]}.store([{r0}], {v})")
-            return
-        e(f"y_r = {r0} + tl.arange(0, {BR})")
-        if style == "hint":
-            e(f"sl.hint_region1({t.name}, {r0}, {r0} + {BR})")
-        if style in ("ptr_nomask", "hint"):
-            e(f"tl.store({t.name} + y_r, {v})")
-        else:
-            e(f"tl.store({t.name} + y_r, {v}, mask=y_r < {R})")
-
-    # ------------------------------------------------------------- tiling
-    def tiling(self, s, n_m: str, n_n: str | None, cx: dict) -> tuple[str, str | None]:
-        """Emit the code that picks this program's tile; return the row-tile and column-tile
-        coordinate expressions (the column one is None for one-dimensional tilings)."""
-        e = self.src
-        t = s["tiling"]
-        e(f"n_m = {n_m}")
-        if n_n:
-            e(f"n_n = {n_n}")
-        if t == "grid2d":
-            e("pm = tl.program_id(0)")
-            if n_n:
-                e("pn = tl.program_id(1)")
-            return "pm", ("pn" if n_n else None)
-        e("pid = tl.program_id(0)")
-        if t in ("persistent", "persistent_np"):
-            step = "NUM_PROGS" if t == "persistent" else "tl.num_programs(0)"
-            total = "n_m * n_n" if n_n else "n_m"
-            e(f"for tile in range(pid, {total}, {step}):")
-            self.src.push()
-            if not n_n:
-                return "tile", None
-            e("pm = tile // n_n", "pn = tile % n_n")
-            return "pm", "pn"
-        if not n_n:
-            return "pid", None
-        if t == "row1d":
-            e("pm = pid // n_n", "pn = pid % n_n")
-        elif t == "colmajor":
-            e("pn = pid // n_m", "pm = pid % n_m")
-        elif t == "derived":
-            e("pm = pid // n_n", "pn = pid - pm * n_n")
-        elif t == "grouped":
-            e("group = pid // (GROUP_M * n_n)", "first_m = group * GROUP_M",
-              "gsize = tl.minimum(n_m - first_m, GROUP_M)",
-              "pm = first_m + (pid % (GROUP_M * n_n)) % gsize",
-              "pn = (pid % (GROUP_M * n_n)) // gsize")
-        return "pm", "pn"
-
+    # ------------------------------------------------------------- grid
     def grid(self, s, n_m: int, n_n: int | None, cx: dict) -> tuple[int, ...]:
+        """The launch grid for ``n_m`` x ``n_n`` tiles; draws the program count of persistent
+        tilings and GROUP_M of grouped ones (into ``cx``)."""
         t = s["tiling"]
         if t in ("persistent", "persistent_np"):
             total = n_m * (n_n or 1)
@@ -457,12 +247,12 @@ def generate(seed: int, **force) -> Case:
             else:
                 e(f"{t.name[0]}_desc = tl.make_tensor_descriptor({t.name}, shape=[M], "
                   f"strides=[1], block_shape=[BM])")
-            g.descs[t.name] = f"{t.name[0]}_desc"
+            e.descs[t.name] = f"{t.name[0]}_desc"
 
     n_m_val = _cdiv(M, cx["BM"])
     if body == "gemm":
         n_n_val = _cdiv(N, cx["BN"])
-        pm, pn = g.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
+        pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
         a, b, c = by["a_ptr"], by["b_ptr"], by["c_ptr"]
         e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
         if style == "block_ptr":
@@ -479,14 +269,14 @@ def generate(seed: int, **force) -> Case:
         else:
             e("for k in range(0, tl.cdiv(K, BK)):")
             e.push()
-            av = g.access2(style, a, f"{pm} * BM", "k * BK", "BM", "BK", "M", "K", "load")
-            bv = g.access2(style, b, "k * BK", f"{pn} * BN", "BK", "BN", "K", "N", "load")
+            av = e.access2(style, a, f"{pm} * BM", "k * BK", "BM", "BK", "M", "K", "load")
+            bv = e.access2(style, b, "k * BK", f"{pn} * BN", "BK", "BN", "K", "N", "load")
             e(f"acc = tl.dot({av}, {bv}, acc)")
         e.ind -= 1
-        g.access2(style, c, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store", "acc")
+        e.access2(style, c, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store", "acc")
     elif body == "rowsum":
         n_n_val = None
-        pm, _ = g.tiling(s, "tl.cdiv(M, BM)", None, cx)
+        pm, _ = e.tiling(s, "tl.cdiv(M, BM)", None, cx)
         x, y = by["x_ptr"], by["y_ptr"]
         e("acc = tl.zeros((BM,), dtype=tl.float32)")
         if addr == "gather_vec":
@@ -501,10 +291,10 @@ def generate(seed: int, **force) -> Case:
         else:
             e("for c in range(0, tl.cdiv(N, BN)):")
             e.push()
-            xv = g.access2(style, x, f"{pm} * BM", "c * BN", "BM", "BN", "M", "N", "load")
+            xv = e.access2(style, x, f"{pm} * BM", "c * BN", "BM", "BN", "M", "N", "load")
         e(f"acc += tl.sum({xv}.to(tl.float32), axis=1)")
         e.ind -= 1
-        g.store1(style, y, f"{pm} * BM", "BM", "M", "acc")
+        e.store1(style, y, f"{pm} * BM", "BM", "M", "acc")
     else:
         x, y = by["x_ptr"], by["y_ptr"]
         gather = addr in ("gather", "gather_hint")
@@ -514,7 +304,7 @@ def generate(seed: int, **force) -> Case:
             if s["tiling"] != "grid2d":
                 cx["BN"] = max(cx["BN"], 1 << (N - 1).bit_length()) if addr == "gather" \
                     else cx["BN"]
-            pm, pn = g.tiling(s, "M", "tl.cdiv(N, BN)" if n_n_val else None, cx)
+            pm, pn = e.tiling(s, "M", "tl.cdiv(N, BN)" if n_n_val else None, cx)
             if pn is None and addr == "gather_hint" and cx["BN"] < N:
                 # the hint names one column tile: loop over them
                 e("for pn in range(0, tl.cdiv(N, BN)):")
@@ -534,7 +324,7 @@ def generate(seed: int, **force) -> Case:
             cx.pop("BM")
         else:
             n_n_val = _cdiv(N, cx["BN"])
-            pm, pn = g.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
+            pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
             if addr == "gather_vec":
                 e(f"g_r = {pm} * BM + tl.arange(0, BM)", f"g_c = {pn} * BN + tl.arange(0, BN)",
                   "src = tl.load(idx_ptr + g_r, mask=g_r < M, other=0)",
@@ -543,10 +333,10 @@ def generate(seed: int, **force) -> Case:
                   "other=0.0)")
                 xv = "x_v"
             else:
-                xv = g.access2(style, x, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N",
+                xv = e.access2(style, x, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N",
                                "load")
             e(f"o_v = {_scaled(body, xv)}")
-            g.access2(style, y, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store",
+            e.access2(style, y, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store",
                       "o_v", tag="o")
     grid = g.grid(s, n_m_val, n_n_val, cx)
     if s["tiling"] == "persistent" and "NUM_PROGS" not in cx:
@@ -580,26 +370,3 @@ def _scaled(body: str, v: str) -> str:
         return f"{v} * (SCALE_NUM / 4.0) + 1.0"
     return v
 
-
-# ------------------------------------------------------------------------------ loading
-
-_DIR: str | None = None
-
-
-def load_kernel(case: Case, directory: str | None = None):
-    """Write ``case.source`` to a real file and import it: Triton's JIT reads the kernel's
-    source with ``inspect`` (``exec`` of a string leaves it nothing to read), and the TTIR
-    locations then name that file, so refusals point into it."""
-    global _DIR
-    if directory is None:
-        if _DIR is None:
-            _DIR = tempfile.mkdtemp(prefix="syncopate-fuzz-")
-        directory = _DIR
-    digest = hashlib.sha1(case.source.encode()).hexdigest()[:10]
-    path = os.path.join(directory, f"fuzz_{case.seed}_{digest}.py")
-    with open(path, "w") as f:
-        f.write(case.source)
-    spec = importlib.util.spec_from_file_location(f"syncopate_fuzz_{case.seed}_{digest}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, case.kernel_name)

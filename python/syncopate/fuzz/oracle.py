@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmulationError, SyncopateError
-from .gen import Case, load_kernel
+from .case import Case, load_kernel
 
 OUTCOMES = ("clean", "refused", "known", "invalid", "failure")
 #: a refusal message shorter than this cannot name the op and say what to change
@@ -73,12 +73,13 @@ def run_unfused(ttir: str, case: Case, inputs: dict) -> dict[str, np.ndarray]:
     """Run the unfused kernel's TTIR on one GPU's data with the emulator's interpreter (the
     same one that runs the reference) and return the outputs.  Outputs start as NaN so a
     tile the kernel never writes shows."""
-    from ..emulate.api import _local_module, _pids
     from ..emulate.comm import program_gen
     from ..emulate.interpreter import Machine, ModuleCode, ProgramCtx
     from ..emulate.memory import Buffer, Ptr, to_etype
+    from ..emulate.modules import local_module
+    from ..emulate.reference import program_ids
 
-    code = ModuleCode(_local_module(ttir)).kernel
+    code = ModuleCode(local_module(ttir)).kernel
     types = dict(zip(code.arg_names, code.arg_types))
     from ..emulate.memory import etype_of
     bufs = {}
@@ -89,7 +90,7 @@ def run_unfused(ttir: str, case: Case, inputs: dict) -> dict[str, np.ndarray]:
     args = [Ptr(bufs[n], 0) if n in bufs else case.scalars[n] for n in code.arg_names]
     grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
     m = Machine()
-    for pid in _pids(grid):
+    for pid in program_ids(grid):
         pc = ProgramCtx(m, 0, pid, grid, 1, "compute")
         for _ in program_gen(code, args, pc):
             pass

@@ -1,0 +1,183 @@
+"""What a correct emulation produces, and the comparison of the fused outputs with it.
+
+The reference, per launch, uses the *collected* inputs: for a tensor the schedule gathers
+(all-gather, ring pass, all-to-all), the global tensor assembled from what every rank staged,
+placed where the schedule says each rank ends up holding it; for a tensor the kernel produces
+and the schedule reduces (reduce-scatter, all-reduce), each rank's unfused partial, summed in
+fp32 over ranks on the regions each rank ends up owning.  Outputs that no chunk moves must
+match the reference bit for bit (same interpreter, same tiles); reduced regions within a
+rounding bound (the fused sum rounds after each added partial when more than two ranks add).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .arguments import ParamSpec, is_consumed_operand, is_produced_operand
+from .comm import program_gen, region_offsets
+from .interpreter import Machine, ProgramCtx
+from .memory import Buffer, Ptr, to_etype
+
+__all__ = ["Reference", "final_regions", "initial_regions", "program_ids"]
+
+
+def program_ids(grid):
+    """Every program id ``(x, y, z)`` of ``grid``, x fastest."""
+    g = tuple(grid) + (1, 1, 1)
+    for z in range(g[2]):
+        for y in range(g[1]):
+            for x in range(g[0]):
+                yield (x, y, z)
+
+
+def initial_regions(sched, tensor):
+    """``(rank, lo, hi, partial)`` of each initial placement of ``tensor``."""
+    return [(p.rank, p.region.offsets, p.region.stops, p.partial)
+            for p in sched.tensors[tensor].initial]
+
+
+def final_regions(sched, tensor):
+    """``(rank, lo, hi)`` of each final placement of ``tensor``."""
+    return [(p.rank, p.region.offsets, p.region.stops) for p in sched.tensors[tensor].final]
+
+
+class Reference:
+    """The expected outputs of one emulation (the unfused kernel ``code`` run by the same
+    interpreter on the collected inputs), per launch, and their comparison with what the
+    fused module left in each rank's buffers."""
+
+    def __init__(self, *, schedule, operands: Mapping[str, str], spec: ParamSpec, args: dict,
+                 inputs: Callable[[int, int, int], dict], code, grid: tuple[int, ...]):
+        self.schedule, self.operands, self.spec, self.args = schedule, operands, spec, args
+        self.inputs = inputs      # (rank, epoch, seed) -> the pointer inputs of that launch
+        self.code = code
+        self.grid = grid
+        self.W = schedule.world_size
+        self._cache: dict = {}
+
+    def expected(self, epoch: int, seed: int) -> dict:
+        """rank -> param -> expected buffer (``"__gathered__"``: the collected inputs), and
+        ``("sum", param)`` / ``("abs", param)`` for reduced tensors: the fp32 sum of the
+        partials and the sum of their magnitudes (the scale of the rounding error)."""
+        key = (epoch, seed)
+        if key in self._cache:
+            return self._cache[key]
+        gathered = {}
+        for p, t in self.operands.items():
+            if self.schedule.is_produced(t):
+                continue
+            shape = self.schedule.tensors[t].shape
+            size = int(np.prod(shape))
+            et = self.spec.ptr[p]
+            g = np.full(size, np.nan, dtype=et.np) if et.kind == "float" \
+                else np.zeros(size, dtype=et.np)
+            for r, lo, hi, partial in initial_regions(self.schedule, t):
+                offs = region_offsets(shape, lo, hi)
+                g[offs] = self.inputs(r, epoch, seed)[p][offs]
+            gathered[p] = g
+        out = {}
+        for r in range(self.W):
+            bufs = {}
+            for p, et in self.spec.ptr.items():
+                data = self.inputs(r, epoch, seed)[p].copy()
+                t = self.operands.get(p)
+                if t is not None:
+                    shape = self.schedule.tensors[t].shape
+                    if p in gathered:
+                        data[:] = np.nan if et.kind == "float" else 0
+                        for rr, lo, hi in final_regions(self.schedule, t):
+                            if rr == r:
+                                offs = region_offsets(shape, lo, hi)
+                                data[offs] = gathered[p][offs]
+                        for rr, lo, hi, partial in initial_regions(self.schedule, t):
+                            if rr == r:
+                                offs = region_offsets(shape, lo, hi)
+                                data[offs] = gathered[p][offs]
+                    else:
+                        data[:] = np.nan if et.kind == "float" else 0
+                bufs[p] = Buffer(p, r, et, data)
+            args = [Ptr(bufs[n], 0) if n in bufs else self.args[n][r] for n in self.spec.names]
+            m = Machine()
+            for pid in program_ids(self.grid):
+                pc = ProgramCtx(m, r, pid, self.grid, epoch, "compute")
+                for _ in program_gen(self.code, args, pc):
+                    pass
+            out[r] = {p: b.data for p, b in bufs.items()}
+            out[r]["__gathered__"] = gathered
+        # reduced tensors: fp32 sum over ranks of the partials
+        for p, t in self.operands.items():
+            if not self.schedule.is_produced(t):
+                continue
+            et = self.spec.ptr[p]
+            total = sum(out[r][p].astype(np.float32) for r in range(self.W))
+            out["sum", p] = to_etype(total, et)
+            # the rounding error of a sum of partials scales with the partials, not with the
+            # sum: under cancellation (20 + 20 - 38) every intermediate rounds at 40's ulp
+            out["abs", p] = sum(np.abs(out[r][p].astype(np.float32)) for r in range(self.W))
+        self._cache[key] = out
+        return out
+
+    def compare(self, snapshots, seed, policy, result, complete: bool) -> None:
+        for (r, e), got in sorted(snapshots.items()):
+            ref = self.expected(e, seed)
+            for p, data in got.items():
+                if is_consumed_operand(self.schedule, self.operands, p):
+                    continue  # checked below, once every rank finished
+                if is_produced_operand(self.schedule, self.operands, p):
+                    exp = ref["sum", p]
+                    t = self.operands[p]
+                    shape = self.schedule.tensors[t].shape
+                    for rr, lo, hi in final_regions(self.schedule, t):
+                        if rr != r:
+                            continue
+                        offs = region_offsets(shape, lo, hi)
+                        a, b = data[offs].astype(np.float64), exp[offs].astype(np.float64)
+                        scale = ref["abs", p][offs].astype(np.float64)
+                        tol = self.tolerance(p) * (scale + 1.0)
+                        bad = ~(np.abs(a - b) <= tol)
+                        if bad.any():
+                            result.mismatches.append(
+                                f"rank {r}, launch {e}, {p} ({t}) rows {lo[0]}..{hi[0]}: "
+                                f"{int(bad.sum())} element(s) differ from the reduced reference "
+                                f"(max error {np.nanmax(np.abs(a - b)):.3g}) [{policy}]")
+                    continue
+                exp = ref[r][p]
+                if not np.array_equal(data, exp, equal_nan=True):
+                    diff = ~((data == exp) | (np.isnan(data) & np.isnan(exp))) \
+                        if data.dtype.kind == "f" else data != exp
+                    first = int(np.argmax(diff))
+                    result.mismatches.append(
+                        f"rank {r}, launch {e}, {p}: {int(diff.sum())} element(s) differ from "
+                        f"the unfused kernel (first: element {first}, {data[first]} vs "
+                        f"{exp[first]}) [{policy}]")
+        if not complete:
+            return
+        last = max((e for (_, e) in snapshots), default=0)
+        for r in range(self.W):
+            got = snapshots.get((r, last))
+            if got is None:
+                continue
+            ref = self.expected(last, seed)
+            for p in self.operands:
+                if not is_consumed_operand(self.schedule, self.operands, p):
+                    continue
+                t = self.operands[p]
+                shape = self.schedule.tensors[t].shape
+                for rr, lo, hi in final_regions(self.schedule, t):
+                    if rr != r:
+                        continue
+                    offs = region_offsets(shape, lo, hi)
+                    a = got[p][offs]
+                    b = ref[r]["__gathered__"][p][offs]
+                    if not np.array_equal(a, b, equal_nan=True):
+                        result.mismatches.append(
+                            f"rank {r}, launch {last}, {p} ({t}): "
+                            f"{int((a != b).sum())} element(s) of its final region differ from "
+                            f"the gathered inputs [{policy}]")
+
+    def tolerance(self, p) -> float:
+        et = self.spec.ptr[p]
+        eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f32": 2.0 ** -23}.get(et.name, 0.0)
+        return eps * max(1, self.W - 1) * 2

@@ -1,0 +1,143 @@
+"""A fuzz case: one generated kernel x schedule, with everything needed to compile, emulate
+and replay it (:class:`Case`, its pointer parameters :class:`Tensor`), and
+:func:`load_kernel`, which turns its source into a ``@triton.jit`` function.
+
+Its own module because the oracle, the CLI and the tests handle cases without generating them
+(``generate`` in ``gen.py`` is the one producer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+
+__all__ = ["STYLE_KEYS", "Case", "Tensor", "load_kernel"]
+
+#: the style axes reported per outcome by the CLI
+STYLE_KEYS = ("body", "addressing", "tiling", "role", "template", "backend", "world_size",
+              "dtype")
+
+
+@dataclass
+class Tensor:
+    """A pointer parameter: its shape, element type and whether the kernel reads or writes it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str          # schedule spelling: bf16 / fp32 / int32
+    role: str           # "in" or "out"
+    stride: str | None = None   # the runtime row-stride parameter, if any
+
+    @property
+    def sig(self) -> str:
+        return dtypes.triton_sig(self.dtype)
+
+
+@dataclass
+class Case:
+    """One generated kernel x schedule, everything needed to compile, emulate and replay it."""
+
+    seed: int
+    styles: dict[str, Any]
+    source: str
+    kernel_name: str
+    tensors: list[Tensor]
+    scalars: dict[str, int]
+    constexprs: dict[str, int]
+    grid: tuple[int, ...]
+    operand: str
+    schedule: Any                      # syncopate.schedule.Schedule
+    backend: str
+    comm_programs: int
+    policies: tuple[str, ...]
+    launches: int = 2
+    attrs: dict = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def signature(self) -> dict[str, str]:
+        sig = {t.name: t.sig for t in self.tensors}
+        sig.update({n: "i32" for n in self.scalars})
+        sig.update({n: "constexpr" for n in self.constexprs})
+        return sig
+
+    @property
+    def style_line(self) -> str:
+        return " ".join(f"{k}={self.styles[k]}" for k in STYLE_KEYS if k in self.styles)
+
+    def schedule_json(self) -> str:
+        from syncopate.schedule import dumps
+        return dumps(self.schedule)
+
+    def inputs(self, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+        """Full (unsharded) input tensors for one rank: random floats, a row permutation for
+        index tensors."""
+        rng = rng or np.random.default_rng(self.seed)
+        out = {}
+        for t in self.tensors:
+            if t.role != "in":
+                continue
+            if t.dtype == "int32":
+                rows = self.tensors[0].shape[0]
+                out[t.name] = rng.integers(0, rows, size=t.shape).astype(np.int32)
+            else:
+                out[t.name] = rng.standard_normal(t.shape).astype(np.float32)
+        return out
+
+    def expected(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What a correct single-GPU kernel writes into its output, computed with numpy: the
+        generator's own check that it wrote the kernel it meant to (see ``oracle.invalid``)."""
+        body = self.styles["body"]
+        scale = self.constexprs.get("SCALE_NUM", 0)
+        if body == "gemm":
+            a, b = inputs["a_ptr"].astype(np.float64), inputs["b_ptr"].astype(np.float64)
+            return {"c_ptr": a @ b}
+        x = inputs["x_ptr"].astype(np.float64)
+        if "idx_ptr" in inputs:
+            x = x[inputs["idx_ptr"]]
+        if body == "rowsum":
+            return {"y_ptr": x.sum(axis=1)}
+        if body == "scale":
+            return {"y_ptr": x * (scale / 4.0) + 1.0}
+        return {"y_ptr": x}
+
+    def to_json(self) -> dict:
+        return dict(seed=self.seed, styles=self.styles, kernel=self.kernel_name,
+                    signature=self.signature, constexprs=self.constexprs,
+                    scalars=self.scalars, grid=list(self.grid), operand=self.operand,
+                    backend=self.backend, comm_programs=self.comm_programs,
+                    policies=list(self.policies), launches=self.launches,
+                    schedule=json.loads(self.schedule_json()))
+
+
+# ------------------------------------------------------------------------------ loading
+
+_DIR: str | None = None
+
+
+def load_kernel(case: Case, directory: str | None = None):
+    """Write ``case.source`` to a real file and import it: Triton's JIT reads the kernel's
+    source with ``inspect`` (``exec`` of a string leaves it nothing to read), and the TTIR
+    locations then name that file, so refusals point into it."""
+    global _DIR
+    if directory is None:
+        if _DIR is None:
+            _DIR = tempfile.mkdtemp(prefix="syncopate-fuzz-")
+        directory = _DIR
+    digest = hashlib.sha1(case.source.encode()).hexdigest()[:10]
+    path = os.path.join(directory, f"fuzz_{case.seed}_{digest}.py")
+    with open(path, "w") as f:
+        f.write(case.source)
+    spec = importlib.util.spec_from_file_location(f"syncopate_fuzz_{case.seed}_{digest}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, case.kernel_name)
