@@ -140,6 +140,10 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     operands = resolve_operands(kernel, signature, constexprs, sched, operand)
     comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce,
                                      withhold_chunks=withhold_chunks if check_withhold else ())
+    if lowering == "auto":
+        # SYNCOPATE_LOWERING=table|unrolled forces a form for every fused compile (the GPU
+        # suites run with it to check both forms through the ops)
+        lowering = os.environ.get("SYNCOPATE_LOWERING", "auto") or "auto"
     if lowering not in LOWERINGS:
         raise CompileError(f"lowering={lowering!r}: choose one of {', '.join(LOWERINGS)} "
                            f"('table': code size independent of the chunk count; 'unrolled': "

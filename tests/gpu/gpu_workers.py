@@ -621,3 +621,79 @@ def sys_path_unseen():
     root = os.path.join(os.path.dirname(__file__), "..")
     if root not in sys.path:
         sys.path.insert(0, root)
+
+
+def lowering_timing(rank, W, op, shape, iters=50, kernel="ptr", split=2):
+    """Kernel time of one fused op (``ag``: AG+GEMM, ``rs``: GEMM+RS; sm backend) with the
+    lowering ``SYNCOPATE_LOWERING`` selects, plus the compiled kernel's registers and shared
+    memory: the unrolled and the table form compared in the same shape (issue 10). Every
+    launch's output is checked against the unfused path once at the end. Returns
+    ``["TIMING ..."]`` lines (not failures) on rank 0."""
+    import os
+
+    import torch
+    from syncopate.runtime import collectives as dist
+
+    from syncopate.kernels import matmul
+    from syncopate.ops import ag_gemm, gemm_rs
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    Ms, N, K = shape
+    dtype = torch.bfloat16
+    dev = comm.device
+    g = torch.Generator(device=dev)
+    g.manual_seed(5 + rank)
+    if op == "ag":
+        cfg = resolve_config(kernel, Ms * W, N, K, dtype)
+        a = torch.randn(Ms, K, generator=g, device=dev).to(dtype)
+        b = torch.randn(K, N, generator=g, device=dev).to(dtype)
+        out = torch.empty((Ms * W, N), device=dev, dtype=dtype)
+
+        def call():
+            ag_gemm(a, b, comm, backend="sm", split=split, kernel=kernel, config=cfg, out=out)
+    else:
+        cfg = resolve_config(kernel, Ms * W, N, K, dtype)
+        a = torch.randn(Ms * W, K, generator=g, device=dev).to(dtype)
+        b = torch.randn(K, N, generator=g, device=dev).to(dtype)
+        out = None
+
+        def call():
+            return gemm_rs(a, b, comm, backend="sm", split=split, kernel=kernel, config=cfg)
+    problems = []
+    res = call()
+    torch.cuda.synchronize()
+    comm.check()
+    if op == "ag":
+        gathered = torch.empty((Ms * W, K), device=dev, dtype=dtype)
+        dist.all_gather_into_tensor(gathered, a, group=comm.group)
+        ref = matmul(gathered, b, kernel=kernel, config=cfg)
+        if not torch.equal(out, ref):
+            problems.append(f"rank {rank}: ag output differs from the unfused kernel")
+    else:
+        full = matmul(a, b, kernel=kernel, config=cfg).float()
+        dist.all_reduce(full, group=comm.group)
+        mine = full[rank * Ms:(rank + 1) * Ms]
+        err = (res.float() - mine).abs().max().item()
+        if err > 0.05 * mine.abs().max().item() + 1e-2:
+            problems.append(f"rank {rank}: rs output off by {err}")
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dist.barrier(group=comm.group)
+        s.record()
+        call()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    comm.check()
+    fk = [v for k, v in comm.cache.items() if str(k[0]).endswith(".fk")][0]
+    ck = fk.last_config.compiled.kernel
+    lowering = fk.last_config.abi.lowering
+    times.sort()
+    med = times[len(times) // 2]
+    comm.close()
+    line = (f"TIMING op={op} shape={shape} W={W} lowering={lowering} "
+            f"env={os.environ.get('SYNCOPATE_LOWERING', '')} median_ms={med:.4f} "
+            f"min_ms={times[0]:.4f} n_regs={ck.n_regs} shared={ck.metadata.shared}")
+    return problems + ([line] if rank == 0 else [])
