@@ -38,7 +38,8 @@ from syncopate.errors import CompileError
 from syncopate_mlir.dialects.tt import CmpiOp, GetNumProgramsOp, GetProgramIdOp, LoadOp, StoreOp
 
 from .abi_info import operands_of, update_state
-from .access import Access, AnalysisFailure, Evaluator, analyze_module
+from .access import Access, analyze_module
+from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import int_array_prop, int_prop, loc_str
 from .poly import Axis, Poly
 

@@ -30,7 +30,8 @@ from syncopate.schedule.model import Schedule
 from syncopate_mlir.dialects.syncopate import RemapOp
 
 from .abi_info import abi_args, get_state, reduce_of, update_state
-from .access import AnalysisFailure, Evaluator, analyze_module
+from .access import analyze_module
+from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import is_int_type, is_tensor, loc_str
 from .poly import IterCount, Poly
