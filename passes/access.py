@@ -32,10 +32,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.tt import (
+    DescriptorLoadOp,
+    DescriptorStoreOp,
+    FuncOp,
+    LoadOp,
+    MakeTensorDescOp,
+    StoreOp,
+)
 
 from .abi_info import operands_of
 from .access_eval import AnalysisFailure, Evaluator, PtrVal
@@ -55,8 +64,10 @@ from .ir_utils import (
 from .poly import Poly
 from .schedule_attr import schedule_of
 
-READ_OPS = ("tt.load", "tt.descriptor_load")
-WRITE_OPS = ("tt.store", "tt.descriptor_store")
+#: the accesses the analysis describes (the ops a wait or a signal is placed around)
+READ_OPS = (LoadOp, DescriptorLoadOp)
+WRITE_OPS = (StoreOp, DescriptorStoreOp)
+_DESCRIPTOR_OPS = (DescriptorLoadOp, DescriptorStoreOp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,7 +245,7 @@ class AccessAnalysis:
     def run(self) -> list[Access]:
         self.accesses = []
         for op in self.func.walk():
-            if op.name in READ_OPS or op.name in WRITE_OPS:
+            if isinstance(op, READ_OPS + WRITE_OPS):
                 acc = self._analyze(op)
                 if acc is not None:
                     self.accesses.append(acc)
@@ -244,7 +255,7 @@ class AccessAnalysis:
         """The kernel parameter an access goes through, or None (not a pointer we track)."""
         v = op.operands[0]
         try:
-            if op.name.startswith("tt.descriptor_"):
+            if isinstance(op, _DESCRIPTOR_OPS):
                 d = self._descriptor(v)
                 return d[0]
             return self.ev.pointer(v).base
@@ -259,7 +270,7 @@ class AccessAnalysis:
             if v in self.bound:
                 return v
             loop = v.block.parent_op()
-            if loop is not None and loop.name == "scf.for" and v.index > 0:
+            if isinstance(loop, scf.ForOp) and v.index > 0:
                 return self._base_syntactic(loop.operands[3 + v.index - 1], depth + 1)
             return None
         ptrs = [o for o in v.op.operands
@@ -273,14 +284,14 @@ class AccessAnalysis:
         return None
 
     def _analyze(self, op: Operation) -> Access | None:
-        kind = "read" if op.name in READ_OPS else "write"
+        kind = "read" if isinstance(op, READ_OPS) else "write"
         base = self._base_of(op)
         if base is None or base not in self.bound:
             return None
         tensor = self.bound[base]
         shape = self.shapes[tensor]
         try:
-            if op.name.startswith("tt.descriptor_"):
+            if isinstance(op, _DESCRIPTOR_OPS):
                 dims, req = self._descriptor_region(op, shape)
             else:
                 ptr = self.ev.pointer(op.operands[0])
@@ -330,11 +341,11 @@ class AccessAnalysis:
         block = shape_of(_desc_block_type(v.type))
         if isinstance(v, BlockArgument):
             owner = v.block.parent_op()
-            if owner is not None and owner.name == "tt.func":
+            if isinstance(owner, FuncOp):
                 return v, None, None, block
             raise AnalysisFailure(owner, "a loop-carried tensor descriptor")
         op = v.op
-        if op.name != "tt.make_tensor_descriptor":
+        if not isinstance(op, MakeTensorDescOp):
             raise AnalysisFailure(op, f"cannot follow a descriptor through '{op.name}'")
         base = self.ev.pointer(op.operands[0])
         if not base.off.is_const or base.off.const_value != 0:
@@ -355,7 +366,7 @@ class AccessAnalysis:
             for d in range(nd):
                 self._require(op, shape_vals[d], shape[d], f"descriptor shape[{d}]", req)
                 self._require(op, stride_vals[d], strides[d], f"descriptor stride[{d}]", req)
-        indices = list(op.operands[1:1 + nd]) if op.name == "tt.descriptor_load" else \
+        indices = list(op.operands[1:1 + nd]) if isinstance(op, DescriptorLoadOp) else \
             list(op.operands[2:2 + nd])
         dims = [DimRange(self.ev.value(indices[d]), block[d]) for d in range(nd)]
         return dims, req

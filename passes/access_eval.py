@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate_mlir.dialects.tt import (
     AddPtrOp,
     BroadcastOp,
     ExpandDimsOp,
+    FuncOp,
     MakeRangeOp,
     SplatOp,
     TransOp,
@@ -128,7 +129,7 @@ class Evaluator:
     def _pointer(self, v: SSAValue) -> PtrVal:
         if isinstance(v, BlockArgument):
             owner = v.block.parent_op()
-            if owner is not None and owner.name == "tt.func":
+            if isinstance(owner, FuncOp):
                 return PtrVal(v, Poly.const(0))
             return self._loop_carried(v, tensor=False)
         op = v.op
@@ -152,7 +153,7 @@ class Evaluator:
     # loop-carried values ------------------------------------------------------------------
     def _loop_carried(self, arg: BlockArgument, tensor: bool) -> object:
         loop = arg.block.parent_op()
-        if loop is None or loop.name != "scf.for" or arg.index == 0:
+        if not isinstance(loop, scf.ForOp) or arg.index == 0:
             if tensor or is_ptr_type(element_type(arg.type)):
                 raise AnalysisFailure(loop, "a loop-carried pointer or index tensor that is not "
                                             "carried by an scf.for")

@@ -14,6 +14,8 @@ import re
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
+from syncopate_mlir.dialects.tt import CallOp, FuncOp
+
 from .access_eval import Evaluator
 from .ir_utils import _get_attr
 from .poly import Poly
@@ -25,7 +27,7 @@ HINT_PREFIX = "syncopate_hint_region"
 
 def is_hint(op: Operation) -> bool:
     """Whether ``op`` is a hint call."""
-    return op.name == "tt.call" and HINT_PREFIX in callee_name(op)
+    return isinstance(op, CallOp) and HINT_PREFIX in callee_name(op)
 
 
 def hint_bounds(hint: Operation, ev: Evaluator) -> list[Poly]:
@@ -55,7 +57,7 @@ def erase_hints(module: ModuleOp) -> None:
             op.detach()
             op.erase()
     for op in list(module.ops):
-        if op.name == "tt.func" and symbol_name(op) in callees:
+        if isinstance(op, FuncOp) and symbol_name(op) in callees:
             op.detach()
             op.erase()
 
