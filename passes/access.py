@@ -23,193 +23,51 @@ as ``x``: the wrapped rows only feed outputs the store masks out.
 Where it cannot derive a box, :class:`~syncopate.errors.CompileError` names the load and the
 annotation to add: ``syncopate.language.hint_region(ptr, lo0, hi0, ...)`` before the access,
 which survives into TTIR as a ``tt.call`` to a no-inline function and is erased here.
+
+The symbolic evaluator of index and pointer values lives in :mod:`.access_eval`, what a hint
+call looks like in :mod:`.access_hints`; this module turns their results into boxes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.tt import (
-    AddPtrOp,
-    BroadcastOp,
-    ExpandDimsOp,
-    MakeRangeOp,
-    SplatOp,
-    TransOp,
+    DescriptorLoadOp,
+    DescriptorStoreOp,
+    FuncOp,
+    LoadOp,
+    MakeTensorDescOp,
+    StoreOp,
 )
 
 from .abi_info import operands_of
+from .access_eval import AnalysisFailure, Evaluator, PtrVal
+from .access_hints import erase_hints, hint_bounds, is_hint, symbol_name
 from .ir_utils import (
-    _get_attr,
     const_int,
-    defined_inside,
     element_type,
     func_body,
-    int_array_prop,
-    int_prop,
     is_desc_type,
     is_int_type,
     is_ptr_type,
-    is_tensor,
     kernel_func,
     loc_str,
     param_names,
     shape_of,
 )
-from .poly import Axis, IterCount, Poly
+from .poly import Poly
 from .schedule_attr import schedule_of
 
-HINT_PREFIX = "syncopate_hint_region"
-READ_OPS = ("tt.load", "tt.descriptor_load")
-WRITE_OPS = ("tt.store", "tt.descriptor_store")
-#: integer casts the index analysis looks through (a widened or narrowed index is the same index)
-_PASS_THROUGH = (arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp, arith.IndexCastOp)
-
-
-# --------------------------------------------------------------------------------------------
-# symbolic evaluation
-# --------------------------------------------------------------------------------------------
-
-class AnalysisFailure(Exception):
-    def __init__(self, op: Operation | None, reason: str):
-        self.op = op
-        self.reason = reason
-        super().__init__(reason)
-
-
-@dataclass(frozen=True)
-class PtrVal:
-    """``base + off`` (elements): ``base`` is a kernel parameter (or a marker)."""
-
-    base: object
-    off: Poly
-
-
-_SELF = object()  # marker for the loop-carried value itself in an induction
-
-
-class Evaluator:
-    """Symbolic values of integer and pointer SSA values (memoised)."""
-
-    def __init__(self, overrides: dict | None = None):
-        self.overrides = overrides or {}
-        self.memo: dict[int, object] = {}
-
-    # integers -----------------------------------------------------------------------------
-    def value(self, v: SSAValue) -> Poly:
-        if v in self.overrides:
-            return self.overrides[v]
-        key = id(v)
-        if key not in self.memo:
-            self.memo[key] = self._value(v)
-        return self.memo[key]
-
-    def _value(self, v: SSAValue) -> Poly:
-        c = const_int(v)
-        if c is not None:
-            return Poly.const(c)
-        t = v.type
-        if isinstance(v, BlockArgument):
-            if not is_tensor(t):
-                return Poly.var(v)
-            return self._loop_carried(v, tensor=True)
-        op = v.op
-        name = op.name
-        if isinstance(op, MakeRangeOp):
-            start = int_prop(op, "start") or 0
-            return Poly.const(start) + Poly.var(Axis(0))
-        if isinstance(op, (SplatOp, BroadcastOp)):
-            return self.value(op.operands[0])
-        if isinstance(op, ExpandDimsOp):
-            k = int_prop(op, "axis")
-            return self.value(op.operands[0]).map_axes(lambda i: i + 1 if i >= k else i)
-        if isinstance(op, TransOp):
-            order = int_array_prop(op, "order")
-            inv = {src: dst for dst, src in enumerate(order)}
-            return self.value(op.operands[0]).map_axes(lambda i: inv[i])
-        if isinstance(op, arith.AddiOp):
-            return self.value(op.lhs) + self.value(op.rhs)
-        if isinstance(op, arith.SubiOp):
-            return self.value(op.lhs) - self.value(op.rhs)
-        if isinstance(op, arith.MuliOp):
-            return self.value(op.lhs) * self.value(op.rhs)
-        if isinstance(op, _PASS_THROUGH):
-            return self.value(op.operands[0])
-        if isinstance(op, (arith.RemSIOp, arith.RemUIOp)) and is_tensor(t):
-            # (offs % M): the wrapped lanes only feed masked-out outputs (module docstring)
-            return self.value(op.operands[0])
-        if not is_tensor(t) and is_int_type(t):
-            return Poly.var(v)  # an opaque scalar: a leaf
-        raise AnalysisFailure(op, f"cannot follow index arithmetic through '{name}'")
-
-    # pointers -----------------------------------------------------------------------------
-    def pointer(self, v: SSAValue) -> PtrVal:
-        if v in self.overrides:
-            return self.overrides[v]
-        key = id(v)
-        if key not in self.memo:
-            self.memo[key] = self._pointer(v)
-        return self.memo[key]
-
-    def _pointer(self, v: SSAValue) -> PtrVal:
-        if isinstance(v, BlockArgument):
-            owner = v.block.parent_op()
-            if owner is not None and owner.name == "tt.func":
-                return PtrVal(v, Poly.const(0))
-            return self._loop_carried(v, tensor=False)
-        op = v.op
-        name = op.name
-        if isinstance(op, (SplatOp, BroadcastOp)):
-            return self.pointer(op.operands[0])
-        if isinstance(op, ExpandDimsOp):
-            k = int_prop(op, "axis")
-            p = self.pointer(op.operands[0])
-            return PtrVal(p.base, p.off.map_axes(lambda i: i + 1 if i >= k else i))
-        if isinstance(op, TransOp):
-            order = int_array_prop(op, "order")
-            inv = {src: dst for dst, src in enumerate(order)}
-            p = self.pointer(op.operands[0])
-            return PtrVal(p.base, p.off.map_axes(lambda i: inv[i]))
-        if isinstance(op, AddPtrOp):
-            p = self.pointer(op.operands[0])
-            return PtrVal(p.base, p.off + self.value(op.operands[1]))
-        raise AnalysisFailure(op, f"cannot follow pointer arithmetic through '{name}'")
-
-    # loop-carried values ------------------------------------------------------------------
-    def _loop_carried(self, arg: BlockArgument, tensor: bool) -> object:
-        loop = arg.block.parent_op()
-        if loop is None or loop.name != "scf.for" or arg.index == 0:
-            if tensor or is_ptr_type(element_type(arg.type)):
-                raise AnalysisFailure(loop, "a loop-carried pointer or index tensor that is not "
-                                            "carried by an scf.for")
-            return Poly.var(arg)
-        init = loop.operands[3 + arg.index - 1]
-        yielded = arg.block.last_op.operands[arg.index - 1]
-        is_ptr = is_ptr_type(element_type(arg.type))
-        marker = PtrVal(_SELF, Poly.const(0)) if is_ptr else Poly.var(arg)
-        sub = Evaluator({**self.overrides, arg: marker})
-        if is_ptr:
-            start = self.pointer(init)
-            y = sub.pointer(yielded)
-            if y.base is not _SELF:
-                raise AnalysisFailure(loop, "a loop-carried pointer is not advanced from itself")
-            inc = y.off
-        else:
-            start = self.value(init)
-            inc = sub.value(yielded) - Poly.var(arg)
-        if any(isinstance(x, SSAValue) and defined_inside(x, loop) for x in inc.vars()) or \
-                arg in inc.vars():
-            raise AnalysisFailure(loop, "a loop-carried pointer advances by a step that changes "
-                                        "from one iteration to the next")
-        step = inc * Poly.var(IterCount(loop))
-        if is_ptr:
-            return PtrVal(start.base, start.off + step)
-        return start + step
+#: the accesses the analysis describes (the ops a wait or a signal is placed around)
+READ_OPS = (LoadOp, DescriptorLoadOp)
+WRITE_OPS = (StoreOp, DescriptorStoreOp)
+_DESCRIPTOR_OPS = (DescriptorLoadOp, DescriptorStoreOp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,7 +205,7 @@ class AccessAnalysis:
             if p not in self.by_name:
                 raise CompileError(
                     f"operand {p!r} is not a (non-constexpr) parameter of kernel "
-                    f"{_sym_name(self.func)}; its parameters are {', '.join(self.by_name)}")
+                    f"{symbol_name(self.func)}; its parameters are {', '.join(self.by_name)}")
         self.bound = {self.by_name[p]: operands[p] for p in operands}
         self.ev = Evaluator()
         self.hints = self._collect_hints()
@@ -357,7 +215,7 @@ class AccessAnalysis:
     def _collect_hints(self) -> list[Operation]:
         hints = []
         for op in self.func.walk():
-            if op.name == "tt.call" and HINT_PREFIX in _callee_name(op):
+            if is_hint(op):
                 hints.append(op)
         return hints
 
@@ -387,7 +245,7 @@ class AccessAnalysis:
     def run(self) -> list[Access]:
         self.accesses = []
         for op in self.func.walk():
-            if op.name in READ_OPS or op.name in WRITE_OPS:
+            if isinstance(op, READ_OPS + WRITE_OPS):
                 acc = self._analyze(op)
                 if acc is not None:
                     self.accesses.append(acc)
@@ -397,7 +255,7 @@ class AccessAnalysis:
         """The kernel parameter an access goes through, or None (not a pointer we track)."""
         v = op.operands[0]
         try:
-            if op.name.startswith("tt.descriptor_"):
+            if isinstance(op, _DESCRIPTOR_OPS):
                 d = self._descriptor(v)
                 return d[0]
             return self.ev.pointer(v).base
@@ -412,7 +270,7 @@ class AccessAnalysis:
             if v in self.bound:
                 return v
             loop = v.block.parent_op()
-            if loop is not None and loop.name == "scf.for" and v.index > 0:
+            if isinstance(loop, scf.ForOp) and v.index > 0:
                 return self._base_syntactic(loop.operands[3 + v.index - 1], depth + 1)
             return None
         ptrs = [o for o in v.op.operands
@@ -426,14 +284,14 @@ class AccessAnalysis:
         return None
 
     def _analyze(self, op: Operation) -> Access | None:
-        kind = "read" if op.name in READ_OPS else "write"
+        kind = "read" if isinstance(op, READ_OPS) else "write"
         base = self._base_of(op)
         if base is None or base not in self.bound:
             return None
         tensor = self.bound[base]
         shape = self.shapes[tensor]
         try:
-            if op.name.startswith("tt.descriptor_"):
+            if isinstance(op, _DESCRIPTOR_OPS):
                 dims, req = self._descriptor_region(op, shape)
             else:
                 ptr = self.ev.pointer(op.operands[0])
@@ -462,7 +320,7 @@ class AccessAnalysis:
                 where)
 
     def _from_hint(self, op, kind, base, tensor, shape, hint) -> Access:
-        bounds = self._hint_bounds(hint)
+        bounds = hint_bounds(hint, self.ev)
         if len(bounds) != 2 * len(shape):
             raise CompileError(
                 f"hint_region for {self.arg_name[base]} gives {len(bounds) // 2} dims but tensor "
@@ -477,36 +335,17 @@ class AccessAnalysis:
             dims.append(DimRange(lo, ext.const_value))
         return Access(op, kind, self.arg_name[base], tensor, dims, {}, hinted=True)
 
-    def _hint_bounds(self, hint: Operation) -> list[Poly]:
-        """The bounds a hint call passes: runtime operands, plus the constexpr ones Triton
-        specialised into the callee's mangled name (``(3,)cconstexpr_0_``: argument 3 is 0)."""
-        import re
-
-        name = _callee_name(hint)
-        consts = {int(i): int(v) for i, v in re.findall(r"\((\d+),\)cconstexpr_(-?\d+)_", name)}
-        n_args = len(hint.operands) + len(consts)
-        runtime = iter(hint.operands)
-        bounds: list[Poly] = []
-        for i in range(n_args):
-            if i in consts:
-                bounds.append(Poly.const(consts[i]))
-            else:
-                v = next(runtime)
-                if i > 0:
-                    bounds.append(self.ev.value(v))
-        return bounds
-
     # descriptors ----------------------------------------------------------------------------
     def _descriptor(self, v: SSAValue):
         """(base parameter, shape values, stride values, block shape) of a descriptor."""
         block = shape_of(_desc_block_type(v.type))
         if isinstance(v, BlockArgument):
             owner = v.block.parent_op()
-            if owner is not None and owner.name == "tt.func":
+            if isinstance(owner, FuncOp):
                 return v, None, None, block
             raise AnalysisFailure(owner, "a loop-carried tensor descriptor")
         op = v.op
-        if op.name != "tt.make_tensor_descriptor":
+        if not isinstance(op, MakeTensorDescOp):
             raise AnalysisFailure(op, f"cannot follow a descriptor through '{op.name}'")
         base = self.ev.pointer(op.operands[0])
         if not base.off.is_const or base.off.const_value != 0:
@@ -527,7 +366,7 @@ class AccessAnalysis:
             for d in range(nd):
                 self._require(op, shape_vals[d], shape[d], f"descriptor shape[{d}]", req)
                 self._require(op, stride_vals[d], strides[d], f"descriptor stride[{d}]", req)
-        indices = list(op.operands[1:1 + nd]) if op.name == "tt.descriptor_load" else \
+        indices = list(op.operands[1:1 + nd]) if isinstance(op, DescriptorLoadOp) else \
             list(op.operands[2:2 + nd])
         dims = [DimRange(self.ev.value(indices[d]), block[d]) for d in range(nd)]
         return dims, req
@@ -546,31 +385,6 @@ class AccessAnalysis:
         # otherwise: a computed value; checked by the runtime on the descriptor's operand args
 
 
-def erase_hints(module: ModuleOp) -> None:
-    """Remove every hint call and hint callee (the lowering does this: Triton never sees them)."""
-    callees = set()
-    for op in list(module.walk()):
-        if op.name == "tt.call" and HINT_PREFIX in _callee_name(op):
-            callees.add(_callee_name(op))
-            op.detach()
-            op.erase()
-    for op in list(module.ops):
-        if op.name == "tt.func" and _sym_name(op) in callees:
-            op.detach()
-            op.erase()
-
-
-def _callee_name(call: Operation) -> str:
-    callee = _get_attr(call, "callee")
-    if callee is None:
-        return ""
-    return callee.root_reference.data if hasattr(callee, "root_reference") else str(callee)
-
-
 def _desc_block_type(t):
     return t.parameters[0] if hasattr(t, "parameters") and t.parameters else t
 
-
-def _sym_name(func: Operation) -> str:
-    attr = _get_attr(func, "sym_name")
-    return getattr(attr, "data", str(attr))

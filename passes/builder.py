@@ -1,9 +1,9 @@
 """A small insertion-point builder for the ops the passes create.
 
 Passes build integer arithmetic (to re-materialise tile bounds), ``tt`` ops (loads, atomics,
-inline asm, pointer casts) and structured control flow.  ``arith`` ops are xDSL's own classes;
-``tt`` ops are looked up by name in the mirror dialect so that this module does not depend on
-how the mirror names its Python classes.
+inline asm, pointer casts) and structured control flow.  ``arith`` ops are xDSL's own classes
+(``arith.cmpi`` the mirror's override); :meth:`Builder.tt` builds a ``tt`` op from its name
+(the class is looked up in the mirror dialect), operands, result types and properties.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i32, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects import tt as tt_dialect
-from syncopate_mlir.dialects.tt import CmpiOp
+from syncopate_mlir.dialects.tt import CmpiOp, FuncOp
 
 from .ir_utils import const_int, kernel_func
 from .poly import Axis, IterCount, Poly
@@ -29,15 +29,15 @@ def _enclosing_function_location(block: Block):
     op = block.parent_op() if block is not None else None
     func = None
     while op is not None:
-        if op.name == "tt.func" and func is None:
+        if isinstance(op, FuncOp) and func is None:
             func = op
-        if op.name == "builtin.module":
+        if isinstance(op, ModuleOp):
             break
         op = op.parent_op()
     loc = getattr(func, "location", None)
     if loc is not None and type(loc).__name__ != "UnknownLoc":
         return loc
-    if op is not None and op.name == "builtin.module":
+    if isinstance(op, ModuleOp):
         try:
             return kernel_func(op).location
         except CompileError:  # not exactly one public function (dialect-only lit tests)
@@ -46,7 +46,8 @@ def _enclosing_function_location(block: Block):
 
 
 def _tt_op_class(name: str):
-
+    # a lookup by name, not a test on an op: Builder.tt() takes the op's name (its callers
+    # build tt ops generically from operands, result types and properties)
     for op in tt_dialect.TT.operations:
         if op.name == name:
             return op

@@ -29,16 +29,30 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.arith import CMPI_COMPARISON_OPERATIONS
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.tt import CmpiOp, GetNumProgramsOp, GetProgramIdOp, LoadOp, StoreOp
+from syncopate_mlir.dialects.tt import (
+    BroadcastOp,
+    CmpiOp,
+    DescriptorLoadOp,
+    DescriptorStoreOp,
+    ExpandDimsOp,
+    GetNumProgramsOp,
+    GetProgramIdOp,
+    LoadOp,
+    SplatOp,
+    StoreOp,
+    TransOp,
+)
 
 from .abi_info import operands_of, update_state
-from .access import Access, AnalysisFailure, Evaluator, analyze_module
+from .access import Access, analyze_module
+from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import int_array_prop, int_prop, loc_str
 from .poly import Axis, Poly
 
@@ -63,16 +77,15 @@ def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
     if depth > 32 or not isinstance(v, OpResult):
         return []
     op = v.op
-    name = op.name
-    if name == "arith.andi":
+    if isinstance(op, arith.AndIOp):
         return conjuncts(op.operands[0], ev, depth + 1) + conjuncts(op.operands[1], ev, depth + 1)
-    if name in ("tt.broadcast", "tt.splat"):
+    if isinstance(op, (BroadcastOp, SplatOp)):
         return conjuncts(op.operands[0], ev, depth + 1)
-    if name == "tt.expand_dims":
+    if isinstance(op, ExpandDimsOp):
         k = int_prop(op, "axis")
         return [d.map_axes(lambda i: i + 1 if i >= k else i)
                 for d in conjuncts(op.operands[0], ev, depth + 1)]
-    if name == "tt.trans":
+    if isinstance(op, TransOp):
         order = int_array_prop(op, "order")
         inv = {src: dst for dst, src in enumerate(order)}
         return [d.map_axes(lambda i: inv[i]) for d in conjuncts(op.operands[0], ev, depth + 1)]
@@ -179,7 +192,7 @@ class CheckAccesses(ModulePass):
         if dim.lo.is_const and dim.lo.const_value < 0:
             raise CompileError(f"{what} starts at index {dim.lo.const_value}, before the tensor",
                                where)
-        if a.hinted or a.op.name.startswith("tt.descriptor_"):
+        if a.hinted or isinstance(a.op, (DescriptorLoadOp, DescriptorStoreOp)):
             # a hint asserts its box; a TMA descriptor of the schedule's shape clips at it
             return
         upper = _mask_bound(a, d, ev)

@@ -1,10 +1,11 @@
 """Small helpers over xDSL IR that every pass uses: op properties, constants, types, the
-kernel function and its parameters, locations.  By op name and type class name, so they do
-not depend on how the ``tt`` mirror names its Python classes.  Imports nothing from the other
-passes (the bottom of the passes' import graph)."""
+kernel function and its parameters, locations.  Ops are recognised by their typed classes
+(xDSL's ``arith``, the ``tt`` mirror's); types and locations by class name or printed form.
+Imports nothing from the other passes (the bottom of the passes' import graph)."""
 
 from __future__ import annotations
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -15,6 +16,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.tt import FuncOp
 
 
 def loc_str(op: Operation | None) -> str | None:
@@ -83,7 +85,7 @@ def int_array_prop(op: Operation, name: str) -> list[int] | None:
 
 def const_int(v: SSAValue) -> int | None:
     """The integer value of an ``arith.constant`` (scalar or splat tensor), else None."""
-    if not isinstance(v, OpResult) or v.op.name != "arith.constant":
+    if not isinstance(v, OpResult) or not isinstance(v.op, arith.ConstantOp):
         return None
     attr = v.op.properties.get("value") or v.op.attributes.get("value")
     if isinstance(attr, IntegerAttr):
@@ -125,10 +127,11 @@ def element_type(t):
 
 def kernel_func(module: ModuleOp) -> Operation:
     """The public ``tt.func`` of the module (the kernel)."""
-    funcs = [op for op in module.ops if op.name == "tt.func"]
+    funcs = [op for op in module.ops if isinstance(op, FuncOp)]
     public = [f for f in funcs if _visibility(f) in (None, "public")]
     if len(public) != 1:
-        raise CompileError(f"expected exactly one public tt.func in the module, found {len(public)}")
+        raise CompileError(f"expected exactly one public tt.func in the module, found "
+                           f"{len(public)}")
     return public[0]
 
 

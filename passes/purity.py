@@ -12,29 +12,56 @@ pure).
 
 from __future__ import annotations
 
+from xdsl.dialects import arith, scf
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+
+from syncopate_mlir.dialects.tt import (
+    AtomicCASOp,
+    AtomicRMWOp,
+    CallOp,
+    DescriptorLoadOp,
+    ElementwiseInlineAsmOp,
+    GetNumProgramsOp,
+    GetProgramIdOp,
+    LoadOp,
+)
 
 from .ir_utils import is_int_type, is_tensor
 
-#: ops whose result is a pure function of pure operands (scalar integer arithmetic)
-PURE_OPS = frozenset({
-    "arith.constant", "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui",
-    "arith.remsi", "arith.remui", "arith.ceildivsi", "arith.ceildivui", "arith.floordivsi",
-    "arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui", "arith.extsi", "arith.extui",
-    "arith.trunci", "arith.index_cast", "arith.index_castui", "arith.cmpi", "arith.select",
-    "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi", "arith.shrui",
-    "tt.get_program_id", "tt.get_num_programs",
-})
+#: ops whose result is a pure function of pure operands (scalar integer arithmetic); the
+#: mirror's overrides of ``arith.cmpi``/``select``/``extsi``/``extui``/``trunci`` subclass
+#: these classes
+PURE_OPS = (
+    arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp, arith.DivUIOp,
+    arith.RemSIOp, arith.RemUIOp, arith.CeilDivSIOp, arith.CeilDivUIOp, arith.FloorDivSIOp,
+    arith.MinSIOp, arith.MaxSIOp, arith.MinUIOp, arith.MaxUIOp, arith.ExtSIOp, arith.ExtUIOp,
+    arith.TruncIOp, arith.IndexCastOp, arith.CmpiOp, arith.SelectOp,
+    arith.AndIOp, arith.OrIOp, arith.XOrIOp, arith.ShLIOp, arith.ShRSIOp, arith.ShRUIOp,
+    GetProgramIdOp, GetNumProgramsOp,
+)
+#: pure ops that have no class in xDSL 0.75 or the mirror, kept by name: the context refuses
+#: unregistered ops, so this matches only once one of them defines the op
+_PURE_BY_NAME = frozenset({"arith.index_castui"})
 
 #: ops whose result may differ between launches or ranks for the same program id
-_WHY = {
-    "tt.load": "a value loaded from memory",
-    "tt.descriptor_load": "a value loaded from memory",
-    "tt.atomic_rmw": "the result of an atomic",
-    "tt.atomic_cas": "the result of an atomic",
-    "tt.call": "the result of a function call",
-    "tt.elementwise_inline_asm": "the result of inline assembly",
-}
+_WHY = (
+    ((LoadOp, DescriptorLoadOp), "a value loaded from memory"),
+    ((AtomicRMWOp, AtomicCASOp), "the result of an atomic"),
+    (CallOp, "the result of a function call"),
+    (ElementwiseInlineAsmOp, "the result of inline assembly"),
+)
+
+
+def is_pure_op(op: Operation) -> bool:
+    """Whether ``op`` is one of :data:`PURE_OPS` (its results are pure when its operands are)."""
+    return isinstance(op, PURE_OPS) or op.name in _PURE_BY_NAME
+
+
+def _why(op: Operation) -> str:
+    for classes, why in _WHY:
+        if isinstance(op, classes):
+            return why
+    return f"the result of '{op.name}'"
 
 
 class Purity:
@@ -67,7 +94,7 @@ class Purity:
                 return True, ""  # a kernel scalar argument: the same for every program
             if owner is None:
                 return False, "an argument of an unknown block"
-            if owner.name == "scf.for":
+            if isinstance(owner, scf.ForOp):
                 if v.index == 0:  # the induction variable
                     ok = all(self._sub(owner.operands[i]) for i in range(3))
                     return ok, "" if ok else "a loop whose bounds are not pure"
@@ -75,7 +102,7 @@ class Purity:
                 yielded = v.block.last_op.operands[v.index - 1]
                 ok = self._sub(init) and self._sub(yielded)
                 return ok, "" if ok else "a loop-carried value that is not pure"
-            if owner.name == "scf.while":
+            if isinstance(owner, scf.WhileOp):
                 region_index = 0 if v.block is owner.regions[0].blocks[0] else 1
                 if region_index == 0:
                     init = owner.operands[v.index]
@@ -88,23 +115,23 @@ class Purity:
             return False, f"an argument of a '{owner.name}' region"
         assert isinstance(v, OpResult)
         op = v.op
-        if op.name in PURE_OPS:
+        if is_pure_op(op):
             for operand in op.operands:
                 if not self._sub(operand):
                     return False, self.why_impure(operand)
             return True, ""
-        if op.name == "scf.if":
+        if isinstance(op, scf.IfOp):
             idx = v.index
             ok = self._sub(op.operands[0]) and all(
                 self._sub(region.blocks[0].last_op.operands[idx]) for region in op.regions
                 if region.blocks and region.blocks[0].last_op is not None
                 and region.blocks[0].last_op.operands)
             return ok, "" if ok else "a branch whose condition or results are not pure"
-        if op.name == "scf.for":
+        if isinstance(op, scf.ForOp):
             arg = op.regions[0].blocks[0].args[1 + v.index]
             ok = self._sub(arg)
             return ok, "" if ok else "a loop result that is not pure"
-        return False, _WHY.get(op.name, f"the result of '{op.name}'")
+        return False, _why(op)
 
     def _sub(self, v: SSAValue) -> bool:
         return self.is_pure(v)
@@ -121,7 +148,7 @@ def forward_scalar_slice(v: SSAValue) -> list[OpResult]:
         cur = work.pop()
         for use in list(cur.uses):
             user = use.operation
-            if user.name not in PURE_OPS:
+            if not is_pure_op(user):
                 continue
             for res in user.results:
                 if id(res) in seen or is_tensor(res.type) or not is_int_type(res.type):

@@ -22,23 +22,34 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.schedule.model import Schedule
 from syncopate_mlir.dialects.syncopate import RemapOp
+from syncopate_mlir.dialects.tt import (
+    AtomicCASOp,
+    AtomicRMWOp,
+    DescriptorLoadOp,
+    DescriptorStoreOp,
+    GetProgramIdOp,
+    LoadOp,
+    StoreOp,
+)
 
 from .abi_info import abi_args, get_state, reduce_of, update_state
-from .access import AnalysisFailure, Evaluator, analyze_module
+from .access import analyze_module
+from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import is_int_type, is_tensor, loc_str
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
 
 #: ops that address memory through a pointer operand (operand 0) or a descriptor
-_POINTER_ACCESS = ("tt.load", "tt.store", "tt.atomic_rmw", "tt.atomic_cas")
-_WRITES = ("tt.store", "tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_store")
+_POINTER_ACCESS = (LoadOp, StoreOp, AtomicRMWOp, AtomicCASOp)
+_WRITES = (StoreOp, AtomicRMWOp, AtomicCASOp, DescriptorStoreOp)
 
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
@@ -114,7 +125,7 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
             return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
                     f"pure functions of program ids and tile loops are remapped)")
     ids = {id(x) for x in values}
-    loops = {id(o): o for o in func.walk() if o.name == "scf.for"}
+    loops = {id(o): o for o in func.walk() if isinstance(o, scf.ForOp)}
     for x in values:
         for root in _roots(x):
             loop = loops.get(root) if isinstance(root, int) else None
@@ -162,7 +173,7 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
                 if not all(uniform(v) for v in rest):
                     return (f"the {op.name}{_where(op)} multiplies the tile coordinate by a "
                             f"value that differs between programs")
-        if op.name in _WRITES and not mentions:
+        if isinstance(op, _WRITES) and not mentions:
             leaves = set()
             for poly in polys:
                 for v in poly.vars():
@@ -204,11 +215,11 @@ def _address_polys(op, ev: Evaluator) -> list[Poly] | None:
     """The index polynomials of a memory access (flat offset, or descriptor indices); ``[]``
     for ops that are not accesses, None when the analysis cannot follow them."""
     try:
-        if op.name in _POINTER_ACCESS:
+        if isinstance(op, _POINTER_ACCESS):
             return [ev.pointer(op.operands[0]).off]
-        if op.name == "tt.descriptor_load":
+        if isinstance(op, DescriptorLoadOp):
             return [ev.value(v) for v in op.operands[1:]]
-        if op.name == "tt.descriptor_store":
+        if isinstance(op, DescriptorStoreOp):
             return [ev.value(v) for v in op.operands[2:]]
     except AnalysisFailure:
         return None
@@ -246,12 +257,12 @@ def _roots(v) -> set:
         seen.add(id(cur))
         if isinstance(cur, BlockArgument):
             owner = cur.block.parent_op()
-            if owner is not None and owner.name == "scf.for":
+            if isinstance(owner, scf.ForOp):
                 out.add(id(owner))
                 if cur.index > 0:
                     work.append(owner.operands[3 + cur.index - 1])
             continue
-        if cur.op.name == "tt.get_program_id":
+        if isinstance(cur.op, GetProgramIdOp):
             out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))
             continue
         work.extend(cur.op.operands)
@@ -318,7 +329,8 @@ class TileRemap(ModulePass):
             b = Builder.at_start(x.block)
         else:
             nxt = x.op.next_op
-            b = Builder(nxt, x.op.parent_block()) if nxt is not None else Builder(None, x.op.parent_block())
+            parent = x.op.parent_block()
+            b = Builder(nxt, parent) if nxt is not None else Builder(None, parent)
         coord = b.i32(x)
         remap = b.insert(RemapOp(coord, rank, tensor, dim, block, tiles, table))
         out = remap.result

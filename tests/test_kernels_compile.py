@@ -18,7 +18,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import (CORPUS, SMEM_LIMIT_SM90, GemmConfig, compile_args,  # noqa: E402
                                compile_attrs, default_config, kernel_fn, matmul)
-from syncopate.kernels.gemm import check_operands  # noqa: E402
+from syncopate.kernels.gemm_launch import check_operands  # noqa: E402
 
 SM90 = GPUTarget("cuda", 90, 32)
 KERNEL_NAMES = ("matmul_ptr_kernel", "matmul_tma_persistent_kernel")

@@ -6,8 +6,11 @@ checker cannot silently stop catching a class of bug.  Every function returns a 
 
 from __future__ import annotations
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, IntegerType, i32
+
+from syncopate_mlir.dialects.syncopate import CommOp, DrainOp, RemapOp, SignalOp, WaitOp
+from syncopate_mlir.dialects.tt import DescriptorStoreOp, StoreOp
 
 from ..errors import EmulationError
 
@@ -16,14 +19,14 @@ def _clone(module):
     return module.clone()
 
 
-def _ops(module, name):
-    return [o for o in module.walk() if o.name == name]
+def _ops(module, cls):
+    return [o for o in module.walk() if isinstance(o, cls)]
 
 
 def _in_comm(op) -> bool:
     cur = op.parent_op()
     while cur is not None:
-        if cur.name == "syncopate.comm":
+        if isinstance(cur, CommOp):
             return True
         cur = cur.parent_op()
     return False
@@ -43,12 +46,12 @@ def comm_on_every_row(module):
     comm_programs`` runs the comm plan, as before issue 8 -- on a 2-D grid the chunks are then
     signalled once per row of axis 1, and from launch 2 on waits pass before data arrives."""
     m = _clone(module)
-    comms = _ops(m, "syncopate.comm")
+    comms = _ops(m, CommOp)
     if not comms:
         raise EmulationError("comm_on_every_row: the module has no comm region (sm/nvshmem only)")
     for c in comms:
         guard = c.parent_op()
-        if guard is None or guard.name != "scf.if":
+        if not isinstance(guard, scf.IfOp):
             raise EmulationError("comm_on_every_row: the comm region is not under the leader "
                                  "guard partition-sms emits")
         true = arith.ConstantOp(IntegerAttr(1, IntegerType(1)))
@@ -61,7 +64,7 @@ def drop_push_waits(module):
     """Erase the comm programs' waits for the chunks pushed to their rank (partition-sms's
     end-of-launch wait): a launch can then end before its data has arrived."""
     m = _clone(module)
-    waits = [w for w in _ops(m, "syncopate.wait") if _in_comm(w)]
+    waits = [w for w in _ops(m, WaitOp) if _in_comm(w)]
     if not waits:
         raise EmulationError("drop_push_waits: the module has no comm-program wait (no chunk is "
                              "pushed)")
@@ -76,7 +79,7 @@ def drop_wait(module, index: int = 0, chunk: int | None = None):
     (partition-sms's wait for pushed chunks) are not candidates: dropping one of those only
     lets a launch end early, which is another mutation."""
     m = _clone(module)
-    waits = [w for w in _ops(m, "syncopate.wait") if not _in_comm(w)]
+    waits = [w for w in _ops(m, WaitOp) if not _in_comm(w)]
     if chunk is not None:
         waits = [w for w in waits if w.chunk is not None and w.chunk.value.data == chunk]
     if len(waits) <= index:
@@ -90,7 +93,7 @@ def early_signal(module, index: int = 0):
     """Move the stores before the ``index``-th block of ``PRODUCED`` signals to after them:
     the tile releases its chunk before it has written it."""
     m = _clone(module)
-    sigs = [s for s in _ops(m, "syncopate.signal") if s.kind.data == "produced"]
+    sigs = [s for s in _ops(m, SignalOp) if s.kind.data == "produced"]
     blocks = []
     for s in sigs:
         b = s.parent_block()
@@ -100,9 +103,9 @@ def early_signal(module, index: int = 0):
         raise EmulationError("early_signal: the module has no produced signal")
     block = blocks[index]
     ops = list(block.ops)
-    last_sig = max(i for i, o in enumerate(ops) if o.name == "syncopate.signal")
-    first_sig = min(i for i, o in enumerate(ops) if o.name == "syncopate.signal")
-    stores = [o for o in ops[:first_sig] if o.name in ("tt.store", "tt.descriptor_store")]
+    last_sig = max(i for i, o in enumerate(ops) if isinstance(o, SignalOp))
+    first_sig = min(i for i, o in enumerate(ops) if isinstance(o, SignalOp))
+    stores = [o for o in ops[:first_sig] if isinstance(o, (StoreOp, DescriptorStoreOp))]
     if not stores:
         raise EmulationError("early_signal: no store precedes the signals in their block")
     anchor = ops[last_sig]
@@ -117,7 +120,7 @@ def remap_table(module, rank: int = 0, duplicate: bool = True):
     two coordinates map to the same tile (one tile computed twice, one never), otherwise the
     row is rotated (a different, still bijective order)."""
     m = _clone(module)
-    remaps = _ops(m, "syncopate.remap")
+    remaps = _ops(m, RemapOp)
     if not remaps:
         raise EmulationError("remap_table: the module has no syncopate.remap")
     r = remaps[0]
@@ -137,14 +140,14 @@ def shift_wait_region(module, chunk: int, delta: int):
     its chunked dim (a chunk region off by one tile in ``resolve-chunks``'s tests): tiles of
     the real band no longer wait for it."""
     m = _clone(module)
-    waits = [w for w in _ops(m, "syncopate.wait")
+    waits = [w for w in _ops(m, WaitOp)
              if w.chunk is not None and w.chunk.value.data == chunk]
     if not waits:
         raise EmulationError(f"shift_wait_region: no wait for chunk {chunk}")
     shifted = 0
     for w in waits:
         guard = w.parent_op()
-        if guard is None or guard.name != "scf.if":
+        if not isinstance(guard, scf.IfOp):
             continue
         todo, seen = [guard.operands[0]], set()
         while todo:
@@ -153,12 +156,12 @@ def shift_wait_region(module, chunk: int, delta: int):
             if op is None or id(op) in seen:
                 continue
             seen.add(id(op))
-            if op.name == "arith.andi":
+            if isinstance(op, arith.AndIOp):
                 todo.extend(op.operands)
-            elif op.name == "arith.cmpi":
+            elif isinstance(op, arith.CmpiOp):
                 for i, x in enumerate(op.operands):
                     d = getattr(x, "op", None)
-                    if d is not None and d.name == "arith.constant":
+                    if isinstance(d, arith.ConstantOp):
                         new = arith.ConstantOp(IntegerAttr(d.value.value.data + delta, i32))
                         op.parent_block().insert_op_before(new, op)
                         op.operands[i] = new.result
@@ -172,7 +175,7 @@ def drop_drain(module):
     """Erase ``syncopate.drain``: a pull source may finish its launch (and be restaged)
     before its readers read."""
     m = _clone(module)
-    drains = _ops(m, "syncopate.drain")
+    drains = _ops(m, DrainOp)
     if not drains:
         raise EmulationError("drop_drain: the module has no syncopate.drain (no pull chunks)")
     for d in drains:

@@ -9,9 +9,10 @@ plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"opt
     triton.compile(src, target=GPUTarget("cuda", 90, 32), options=e["options"])
 """
 
-from .gemm import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, check_operands,
-                   compile_args, compile_attrs, default_config, ensure_tma_allocator, kernel_fn,
-                   make_launcher, matmul, matmul_ptr_kernel, matmul_tma_persistent_kernel, num_sms)
+from .gemm import kernel_fn, matmul_ptr_kernel, matmul_tma_persistent_kernel
+from .gemm_config import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, compile_args,
+                          compile_attrs, default_config)
+from .gemm_launch import check_operands, ensure_tma_allocator, make_launcher, matmul, num_sms
 
 
 def _corpus() -> list[dict]:

@@ -40,7 +40,7 @@ TOL = 1e-2
 
 def candidate_configs(M: int, N: int, K: int, kernel: str, dtype="bf16") -> list:
     """Default config first, then a handful of Hopper alternatives (deduplicated, all valid)."""
-    from .gemm import GemmConfig, default_config
+    from .gemm_config import GemmConfig, default_config
     default = default_config(M, N, K, dtype, kernel)
     if kernel == "tma":
         alts = [
@@ -135,7 +135,7 @@ class CudaBackend:
         import torch
         import triton
 
-        from .gemm import num_sms
+        from .gemm_launch import num_sms
         props = torch.cuda.get_device_properties(0)
         return dict(device=props.name, sms=num_sms(0),
                     capability=list(torch.cuda.get_device_capability()),
@@ -150,7 +150,7 @@ class CudaBackend:
         return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
     def launcher(self, a, b, out, kernel, config):
-        from .gemm import make_launcher
+        from .gemm_launch import make_launcher
         return make_launcher(a, b, out, kernel=kernel, config=config)
 
 

@@ -29,7 +29,7 @@ class GemmCall:
 
 
 def short_kernel(kernel: str) -> str:
-    from ..kernels.gemm import _short
+    from ..kernels.gemm_config import _short
     try:
         return _short(kernel)
     except ValueError as e:

@@ -1,11 +1,14 @@
 """Chunk schedules: how tensors move between ranks, cut into chunks (pure Python).
 
 * :mod:`.model` -- :class:`Region`, :class:`Placement`, :class:`TensorSpec`, :class:`Chunk`,
-  :class:`Schedule` (frozen dataclasses) and dtype names;
+  :class:`Schedule` (frozen dataclasses) and dtype names (``Region`` and the box algebra are
+  defined in :mod:`.geometry`, ``Placement``, ``TensorSpec`` and the dtype names in
+  :mod:`.tensor_spec`; :mod:`.model` re-exports them);
 * :mod:`.json_io` -- the JSON interchange format, version 1 (:func:`loads`, :func:`dumps`,
   :func:`as_schedule`, ...);
 * :mod:`.verify` -- :func:`verify`, the symbolic execution that proves a schedule correct (its
-  docstring defines the ordering semantics of ``step`` and ``after``);
+  docstring defines the ordering semantics of ``step`` and ``after``), with
+  :mod:`.verify_structure` (structural checks) and :mod:`.verify_graph` (order, cycles);
 * :mod:`.templates` -- all-gather, reduce-scatter, all-reduce, all-to-all, ring pass;
 * :mod:`.cost` -- the alpha-beta cost model (:func:`estimate`, :func:`best_split`).
 

@@ -14,6 +14,11 @@ All classes are frozen dataclasses.  Construction checks what each object can ch
 chunk ids, dependencies that can be ordered, data that is where it is read) is the verifier's
 job: that way a broken schedule can still be built, shown and reported on in full, and
 :func:`~syncopate.schedule.verify` lists every problem at once instead of the first.
+
+:class:`Chunk` and :class:`Schedule` are defined here; :class:`Region` and the box algebra in
+:mod:`.geometry`, :class:`Placement`, :class:`TensorSpec` and the dtype names in
+:mod:`.tensor_spec`.  Every one of those names is re-exported here, so ``from
+syncopate.schedule.model import X`` works for all of them.
 """
 
 from __future__ import annotations
@@ -21,148 +26,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from .. import dtypes as _dtypes
 from ..errors import ScheduleError
 from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
                        _raise, box_difference, box_intersection, box_subtract, box_volume,
                        boxes_overlap, coalesce_boxes, even_split, format_ranks)
-
-# --------------------------------------------------------------------------------------------
-# dtypes
-# --------------------------------------------------------------------------------------------
-
-# The table lives in :mod:`syncopate.dtypes` (one table for the schedule, the compiler and the
-# runtime); these names stay because schedule code and users import them from here.
-
-#: Canonical dtype names (as written in schedule JSON) and their element sizes in bytes.
-DTYPE_SIZES: dict[str, int] = _dtypes.SIZES
-
-
-def normalize_dtype(name: Any) -> str:
-    """The canonical name of a dtype given as a canonical name, a torch/Triton spelling
-    (``"bfloat16"``, ``"torch.bfloat16"``, ``"*bf16"``, ``"fp8e4nv"``) or a torch dtype.
-    An unknown name raises :class:`~syncopate.errors.DtypeError` (a :class:`ScheduleError`)."""
-    return _dtypes.canonical(name)
-
-
-def dtype_size(name: Any) -> int:
-    """Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts)."""
-    return _dtypes.element_bytes(name)
-
-
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Rank ``rank`` holds ``region`` of a tensor.
-
-    ``partial=False``: the rank holds the complete value there.  ``partial=True``: it holds only
-    its own contribution to a sum over all ranks (each rank's partial result, as before a
-    reduce-scatter); the complete value is the sum of every rank's contribution.  ``extra``
-    keeps unknown JSON keys so that they survive a round trip.
-    """
-
-    rank: int
-    region: Region
-    partial: bool = False
-    extra: dict = field(default_factory=dict, hash=False)
-
-    def __post_init__(self):
-        problems: list[str] = []
-        rank = _as_int(self.rank, "rank", problems)
-        try:
-            region = _as_region(self.region, "region")
-        except ScheduleError as e:
-            problems.extend(e.problems)
-            region = None
-        if region is not None and region.is_empty:
-            problems.append(f"region {region} is empty; leave the placement out")
-        if not isinstance(self.partial, bool):
-            problems.append(f"partial must be true or false, got {self.partial!r}")
-        if not isinstance(self.extra, Mapping):
-            problems.append(f"extra must be a dict, got {self.extra!r}")
-        _raise(problems, "placement")
-        object.__setattr__(self, "rank", rank)
-        object.__setattr__(self, "region", region)
-        object.__setattr__(self, "extra", dict(self.extra))
-
-
-def _as_placements(value: Any, what: str, problems: list[str]) -> tuple[Placement, ...]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        problems.append(f"{what} must be a list of Placement, got {value!r}")
-        return ()
-    out = []
-    for i, p in enumerate(value):
-        if not isinstance(p, Placement):
-            problems.append(f"{what}[{i}] must be a Placement, got {p!r}")
-        else:
-            out.append(p)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A tensor that the schedule moves: its global shape and dtype, where its data is before
-    (``initial``) and where it must be after (``final``) the schedule runs.
-
-    ``final`` placements are never partial: the schedule's promise is that rank ``p`` holds the
-    complete value of every final region of ``p``.
-    """
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    initial: tuple[Placement, ...] = ()
-    final: tuple[Placement, ...] = ()
-    extra: dict = field(default_factory=dict, hash=False)
-
-    def __post_init__(self):
-        problems: list[str] = []
-        if not isinstance(self.name, str) or not self.name:
-            problems.append(f"name must be a non-empty string, got {self.name!r}")
-        shape = _as_int_tuple(self.shape, "shape", problems, minimum=1)
-        if not problems and not shape:
-            problems.append("shape needs at least one dim")
-        dtype = self.dtype
-        try:
-            dtype = normalize_dtype(self.dtype)
-        except ScheduleError as e:
-            problems.extend(e.problems)
-        initial = _as_placements(self.initial, "initial", problems)
-        final = _as_placements(self.final, "final", problems)
-        if not isinstance(self.extra, Mapping):
-            problems.append(f"extra must be a dict, got {self.extra!r}")
-        _raise(problems, f"tensor {self.name!r}" if isinstance(self.name, str) else "tensor")
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "initial", initial)
-        object.__setattr__(self, "final", final)
-        object.__setattr__(self, "extra", dict(self.extra))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def elem_size(self) -> int:
-        return DTYPE_SIZES[self.dtype]
-
-    @property
-    def nbytes(self) -> int:
-        return Region.full(self.shape).volume * self.elem_size
-
-    @property
-    def full_region(self) -> Region:
-        return Region.full(self.shape)
-
-    def initial_of(self, rank: int) -> tuple[Placement, ...]:
-        return tuple(p for p in self.initial if p.rank == rank)
-
-    def final_of(self, rank: int) -> tuple[Placement, ...]:
-        return tuple(p for p in self.final if p.rank == rank)
-
+from .tensor_spec import (DTYPE_SIZES, Placement, TensorSpec, dtype_size,  # noqa: F401
+                          normalize_dtype)
 
 # --------------------------------------------------------------------------------------------
 # Chunk

@@ -67,11 +67,12 @@ every later hop.
 
 The analysis is linear in the number of chunks times the number of boxes a rank holds, plus a
 pass over pairs of chunks that meet on a rank: 8 ranks x 64 chunks each take milliseconds.
+The structural checks live in :mod:`.verify_structure`, the ordering and cycle reports of the
+dependency graph in :mod:`.verify_graph`; this module runs them and does the rest.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -79,8 +80,13 @@ from ..errors import ScheduleError
 from .execution import program_order
 from .model import (Chunk, Region, Schedule, box_difference, box_intersection, box_subtract,
                     boxes_overlap, coalesce_boxes, format_ranks)
+from .verify_graph import cycle_problems, topological
+from .verify_structure import structure_problems
 
 __all__ = ["verify", "analyze", "Analysis"]
+
+#: execution models whose program order the verifier checks (nvshmem runs as sm does)
+_ORDER_MODELS = ("sm", "ce")
 
 
 @dataclass
@@ -132,94 +138,6 @@ def _fmt_regions(regions: list[Region], limit: int = 4) -> str:
     if len(regions) > limit:
         text += f"; and {len(regions) - limit} more"
     return text
-
-
-def _region_problems(region: Region, shape: tuple[int, ...], tensor: str) -> list[str]:
-    if region.ndim != len(shape):
-        return [f"region {region} has {region.ndim} dims but tensor {tensor} has {len(shape)} "
-                f"(shape {list(shape)}); give one offset and one size per dim"]
-    out = []
-    for d, (o, s, n) in enumerate(zip(region.offsets, region.sizes, shape)):
-        if o + s > n:
-            out.append(f"region {region} is out of bounds of tensor {tensor} (shape "
-                       f"{list(shape)}): dim {d} ends at {o + s} > {n}; make offsets[{d}] + "
-                       f"sizes[{d}] <= {n}")
-    return out
-
-
-def _structure(schedule: Schedule) -> list[str]:
-    W = schedule.world_size
-    problems: list[str] = []
-    for name, t in schedule.tensors.items():
-        for kind in ("initial", "final"):
-            placements = getattr(t, kind)
-            good: list[tuple[int, object]] = []
-            for i, p in enumerate(placements):
-                where = f"tensor {name}: {kind}[{i}] (rank {p.rank}, {p.region})"
-                ok = True
-                if p.rank >= W:
-                    problems.append(f"{where}: rank {p.rank} does not exist in a world of {W} "
-                                    f"ranks; use a rank in 0..{W - 1}")
-                    ok = False
-                for msg in _region_problems(p.region, t.shape, name):
-                    problems.append(f"{where}: {msg}")
-                    ok = False
-                if kind == "final" and p.partial:
-                    problems.append(f"{where}: a final placement cannot be partial (the schedule "
-                                    f"must leave complete values); drop \"partial\" or add the "
-                                    f"chunks that reduce it and keep the result")
-                    ok = False
-                if ok:
-                    good.append((i, p))
-            for a in range(len(good)):
-                for b in range(a + 1, len(good)):
-                    (i, p), (j, q) = good[a], good[b]
-                    if p.rank == q.rank:
-                        inter = p.region.intersection(q.region)
-                        if inter is not None:
-                            problems.append(
-                                f"tensor {name}: {kind}[{i}] and {kind}[{j}] of rank {p.rank} "
-                                f"overlap in {inter}; a rank holds each element once: make "
-                                f"the placements disjoint")
-    ids: dict[int, list[Chunk]] = defaultdict(list)
-    for c in schedule.chunks:
-        ids[c.id].append(c)
-    for cid, cs in sorted(ids.items()):
-        if len(cs) > 1:
-            problems.append(f"chunk id {cid} is used by {len(cs)} chunks ("
-                            + "; ".join(c.describe() for c in cs)
-                            + "): give every chunk its own id (ids are 0..C-1)")
-    n = len(schedule.chunks)
-    if all(len(cs) == 1 for cs in ids.values()) and set(ids) != set(range(n)):
-        missing = sorted(set(range(n)) - set(ids))
-        extra = sorted(set(ids) - set(range(n)))
-        problems.append(f"chunk ids must be exactly 0..{n - 1} (they index the flag array): "
-                        f"missing {missing[:8]}, out of range {extra[:8]}; renumber the chunks "
-                        f"and their after lists")
-    for c in schedule.chunks:
-        where = _where(c)
-        t = schedule.tensors.get(c.tensor)
-        if t is None:
-            problems.append(f"{where}: unknown tensor {c.tensor!r}; the schedule has "
-                            f"{', '.join(sorted(schedule.tensors)) or 'no tensors'}")
-        else:
-            for msg in _region_problems(c.region, t.shape, c.tensor):
-                problems.append(f"{where}: {msg}")
-        for role, r in (("src", c.src), ("dst", c.dst)):
-            if r >= W:
-                problems.append(f"{where}: {role} rank {r} does not exist in a world of {W} "
-                                f"ranks; use a rank in 0..{W - 1}")
-        if c.src == c.dst:
-            problems.append(f"{where}: src == dst == {c.src}; a chunk moves data between two "
-                            f"different ranks (drop it: the rank already has its own data)")
-        for a in c.after:
-            if a == c.id:
-                problems.append(f"{where}: dependency cycle: the chunk lists itself in after; "
-                                f"remove {a} from its after")
-            elif a not in ids:
-                problems.append(f"{where}: after lists unknown chunk id {a}; use ids of "
-                                f"chunks of this schedule")
-    return problems
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +193,7 @@ def _origin(writer) -> str:
 def analyze(schedule: Schedule) -> Analysis:
     """Run every check and return what was found (``verify`` raises on ``problems``; the
     compiler and the cost model read ``order``, ``deps``, ``hb`` and ``completed``)."""
-    problems = _structure(schedule)
+    problems = structure_problems(schedule)
     if problems:
         return Analysis(problems)
 
@@ -339,9 +257,9 @@ def analyze(schedule: Schedule) -> Analysis:
                             reasons[(a, b)] = (f"on the {backend} backend rank {rank} runs "
                                                f"chunk {a} (step {s0}) before chunk {b} "
                                                f"(step {s1})")
-        order_b = _topological(chunks, succ_b)
+        order_b = topological(chunks, succ_b)
         if len(order_b) < len(chunks):
-            return Analysis(_cycles(chunks, succ_b, set(chunks) - set(order_b), reasons),
+            return Analysis(cycle_problems(chunks, succ_b, set(chunks) - set(order_b), reasons),
                             deps=deps)
         order = order or order_b
 
@@ -537,112 +455,3 @@ def _read_problems(c: Chunk, bad, FULL, chunks, writers, before) -> list[str]:
         out.append(msg)
     return out
 
-
-#: execution models whose program order the verifier checks (nvshmem runs as sm does)
-_ORDER_MODELS = ("sm", "ce")
-
-
-def _topological(chunks, succ) -> list[int]:
-    """Chunk ids in an order compatible with ``succ`` (lowest step first among the ready);
-    shorter than ``chunks`` when ``succ`` has a cycle."""
-    indeg = {cid: 0 for cid in chunks}
-    for ss in succ.values():
-        for b in ss:
-            indeg[b] += 1
-    heap = [(chunks[cid].step, cid) for cid, n in indeg.items() if n == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        _, cid = heapq.heappop(heap)
-        order.append(cid)
-        for b in succ.get(cid, ()):
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                heapq.heappush(heap, (chunks[b].step, b))
-    return order
-
-
-def _cycles(chunks, succ, remaining: set[int], edge_reason) -> list[str]:
-    """One message per strongly connected component of the unorderable chunks, naming a cycle
-    and why each of its edges exists."""
-    # Tarjan's algorithm, iterative, on the subgraph of remaining nodes.
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    sccs: list[list[int]] = []
-    counter = 0
-    for root in sorted(remaining):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(b for b in succ[root] if b in remaining)))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, it = work[-1]
-            advanced = False
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(b for b in succ[w] if b in remaining))))
-                    advanced = True
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    x = stack.pop()
-                    on_stack.discard(x)
-                    comp.append(x)
-                    if x == v:
-                        break
-                if len(comp) > 1:
-                    sccs.append(sorted(comp))
-    problems = []
-    for comp in sccs:
-        members = set(comp)
-        # Shortest cycle through the smallest member: BFS back to it inside the component.
-        start = comp[0]
-        prev = {start: None}
-        queue = [start]
-        found = None
-        while queue and found is None:
-            nxt = []
-            for v in queue:
-                for w in sorted(succ[v]):
-                    if w not in members:
-                        continue
-                    if w == start:
-                        found = v
-                        break
-                    if w not in prev:
-                        prev[w] = v
-                        nxt.append(w)
-                if found is not None:
-                    break
-            queue = nxt
-        path = [found]
-        while path[-1] != start:
-            path.append(prev[path[-1]])
-        path.reverse()  # start ... found, then back to start
-        cycle = path + [start]
-        text = " -> ".join(f"chunk {x}" for x in cycle)
-        reasons = "; ".join(edge_reason.get((a, b), f"chunk {a} precedes chunk {b}")
-                            for a, b in zip(cycle, cycle[1:]))
-        c0 = chunks[start]
-        problems.append(
-            f"{_where(c0)}: dependency cycle {text} ({reasons}); no order can run these "
-            f"chunks: remove one of these after entries or change the steps so that they agree")
-    return problems

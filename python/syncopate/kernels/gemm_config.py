@@ -1,0 +1,256 @@
+"""Configurations and compile arguments of the local GEMM kernels (:mod:`.gemm`).
+
+:class:`GemmConfig` (tile sizes and compile options, with the checks that say what to change
+when a kernel cannot run one), :func:`default_config` (the H200 choice for a problem size), and
+the ``(signature, constexprs)`` / ``attrs`` that ``triton.compile(ASTSource(...))`` needs
+(:func:`compile_args`, :func:`compile_attrs`).  Split from :mod:`.gemm` so that the kernels'
+module holds the ``@triton.jit`` functions only; nothing here needs a GPU or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import triton
+
+from .. import dtypes
+from ..errors import LaunchError
+
+#: Kernel names as the compiler API and the CORPUS spell them, with the wrapper's short aliases.
+KERNELS = {"ptr": "matmul_ptr_kernel", "tma": "matmul_tma_persistent_kernel"}
+
+#: Largest dynamic shared memory one block may use on sm_90 (H100/H200): 227 KiB.
+SMEM_LIMIT_SM90 = 232448
+
+#: Streaming multiprocessors of an H200 (and H100 SXM); the default ``NUM_SMS`` for compiles
+#: that have no device to ask.
+H200_NUM_SMS = 132
+
+_SUPPORTED_DTYPES = ("bf16", "fp16")
+
+
+def _kernel_name(kernel: str) -> str:
+    if kernel in KERNELS:
+        return KERNELS[kernel]
+    if kernel in KERNELS.values():
+        return kernel
+    raise ValueError(f"unknown GEMM kernel {kernel!r}; choose one of "
+                     f"{', '.join(sorted(KERNELS) + sorted(KERNELS.values()))}")
+
+
+def _short(kernel: str) -> str:
+    name = _kernel_name(kernel)
+    return "ptr" if name == KERNELS["ptr"] else "tma"
+
+
+def _dtype_name(dtype) -> str:
+    """``'bf16'`` or ``'fp16'`` from a torch dtype, a Triton dtype or a string (any spelling
+    :func:`syncopate.dtypes.canonical` takes; an unknown name raises its ``DtypeError``)."""
+    s = dtypes.canonical(dtype)
+    if s not in _SUPPORTED_DTYPES:
+        raise ValueError(f"unsupported GEMM dtype {dtype!r}; the local GEMMs take bfloat16 or "
+                         f"float16 operands (fp32 accumulation)")
+    return s
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Tile sizes and compile options of one GEMM launch.
+
+    The upper-case fields are constexprs of the kernels; ``num_warps``/``num_stages`` are Triton
+    compile options. ``WARP_SPECIALIZE``, ``FLATTEN`` and ``EPILOGUE_SUBTILE`` only apply to the
+    TMA kernel (the pointer kernel ignores them).
+
+    ``num_warps`` is per partition: with ``WARP_SPECIALIZE`` Triton's Hopper warp
+    specialisation turns ``num_warps=4`` into one producer warp group plus two consumer warp
+    groups (12 warps in all, each consumer group owning ``BLOCK_M/2`` rows); it requires
+    ``num_warps == 4``, ``FLATTEN=False`` and no ``EPILOGUE_SUBTILE`` (Triton 3.6 crashes or
+    silently does not specialise otherwise), which :meth:`check` enforces.
+    """
+
+    BLOCK_M: int = 128
+    BLOCK_N: int = 256
+    BLOCK_K: int = 64
+    GROUP_M: int = 8
+    num_warps: int = 8
+    num_stages: int = 3
+    WARP_SPECIALIZE: bool = False
+    FLATTEN: bool = True
+    EPILOGUE_SUBTILE: bool = False
+
+    @classmethod
+    def of(cls, config) -> "GemmConfig":
+        """A config from a :class:`GemmConfig`, a dict of its fields, or None (defaults)."""
+        if config is None:
+            return cls()
+        if isinstance(config, GemmConfig):
+            return config
+        if isinstance(config, dict):
+            unknown = set(config) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise LaunchError(f"unknown GEMM config keys {sorted(unknown)}; valid keys are "
+                                  f"{sorted(cls.__dataclass_fields__)}")
+            return cls(**config)
+        raise LaunchError(f"config must be a GemmConfig, a dict or None, not "
+                          f"{type(config).__name__}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def replace(self, **changes) -> "GemmConfig":
+        return replace(self, **changes)
+
+    def constexprs(self, kernel: str, num_sms: int = H200_NUM_SMS) -> dict:
+        """The kernel's tile constexprs (without the unit strides :func:`compile_args` adds)."""
+        c = dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K,
+                 GROUP_M=self.GROUP_M)
+        if _short(kernel) == "tma":
+            c.update(NUM_SMS=int(num_sms), EPILOGUE_SUBTILE=bool(self.EPILOGUE_SUBTILE),
+                     FLATTEN=bool(self.FLATTEN), WARP_SPECIALIZE=bool(self.WARP_SPECIALIZE))
+        return c
+
+    def options(self) -> dict:
+        """Triton compile options (``triton.compile(..., options=...)`` or launch kwargs)."""
+        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
+
+    def smem_bytes(self, kernel: str, elem_bytes: int = 2) -> int:
+        """Shared memory the config needs (matches Triton 3.6's allocation within a few bytes):
+        ``num_stages`` A and B buffers, plus the C staging buffer of the TMA store."""
+        stage = (self.BLOCK_M * self.BLOCK_K + self.BLOCK_K * self.BLOCK_N) * elem_bytes
+        total = self.num_stages * stage
+        if _short(kernel) == "tma":
+            c_block_n = self.BLOCK_N // 2 if self.EPILOGUE_SUBTILE else self.BLOCK_N
+            total += self.BLOCK_M * c_block_n * elem_bytes + 1024  # + barriers, descriptors
+        return total
+
+    def check(self, kernel: str, smem_limit: int = SMEM_LIMIT_SM90) -> "GemmConfig":
+        """Raise :class:`LaunchError` saying what to change if ``kernel`` cannot run this config."""
+        k = _short(kernel)
+        problems = []
+        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                problems.append(f"{f}={v!r} must be a positive power of two")
+        if self.BLOCK_K < 16 or self.BLOCK_M < 16 or self.BLOCK_N < 16:
+            problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
+        if not isinstance(self.num_stages, int) or self.num_stages < 1:
+            problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
+        if k == "tma":
+            if max(self.BLOCK_M, self.BLOCK_N, self.BLOCK_K) > 256:
+                problems.append("TMA boxes are at most 256 elements per dimension: keep BLOCK_M, "
+                                "BLOCK_N, BLOCK_K <= 256")
+            if self.WARP_SPECIALIZE:
+                if self.num_warps != 4:
+                    problems.append("WARP_SPECIALIZE needs num_warps=4 on Hopper (Triton adds a "
+                                    "producer group and splits the tile over two consumer groups)")
+                if self.FLATTEN:
+                    problems.append("WARP_SPECIALIZE needs FLATTEN=False on Hopper")
+                if self.EPILOGUE_SUBTILE:
+                    problems.append("WARP_SPECIALIZE does not support EPILOGUE_SUBTILE in Triton "
+                                    "3.6: set EPILOGUE_SUBTILE=False")
+        smem = self.smem_bytes(k)
+        if smem > smem_limit:
+            problems.append(f"needs ~{smem} bytes of shared memory, more than the {smem_limit} a "
+                            f"block may use: lower num_stages" +
+                            (" or set EPILOGUE_SUBTILE=True" if k == "tma" and not
+                             self.EPILOGUE_SUBTILE and not self.WARP_SPECIALIZE else ""))
+        if problems:
+            raise LaunchError(f"GEMM config {self} is not valid for kernel {_kernel_name(k)!r}: "
+                              + "; ".join(problems))
+        return self
+
+
+def _waves(M: int, N: int, bm: int, bn: int, num_sms: int) -> int:
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    return triton.cdiv(tiles, num_sms)
+
+
+def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
+                   num_sms: int = H200_NUM_SMS) -> GemmConfig:
+    """The config to use on an H200 for this problem.
+
+    Starting point: Triton's tutorial 09 (persistent matmul) and Triton-bench Hopper settings:
+    ``128x256x64`` tiles, 8 warps (two wgmma warp groups, each 64x256), 3 stages for large
+    bf16/fp16 GEMMs -- 213 KiB of shared memory with the TMA kernel's C staging buffer, the most
+    that fits. Smaller problems use ``128x128x64`` (4 stages) when the big tile would leave the
+    last wave mostly empty: the choice minimises ``waves * tile_cost`` with a 128x128 tile
+    costing ~0.55 of a 128x256 one (half the MMA work, slightly worse operand reuse).
+    ``GROUP_M=8`` keeps 8 row panels of A in L2 per column sweep of B.
+
+    The TMA kernel defaults to the flattened software pipeline (``FLATTEN=True``) without warp
+    specialisation: that is the robust Hopper path in Triton 3.6 and keeps the TTIR free of
+    partitioning for Syncopate's passes. ``python -m syncopate.kernels.bench_local`` sweeps the
+    alternatives (warp specialisation, epilogue subtiling, 4 stages) on a GPU.
+    """
+    _dtype_name(dtype)
+    k = _short(kernel)
+    big = GemmConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+    small = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
+                       num_warps=8 if k == "tma" else 4, num_stages=4)
+    waves_big = _waves(M, N, 128, 256, num_sms)
+    waves_small = _waves(M, N, 128, 128, num_sms)
+    cfg = big if waves_big * 1.0 <= waves_small * 0.55 + 1e-9 else small
+    if K <= 64:  # one K step: stages beyond 2 only cost shared memory
+        cfg = cfg.replace(num_stages=2)
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------
+# Compile arguments (the compiler API compiles these kernels with triton.compile(ASTSource(...)))
+# ----------------------------------------------------------------------------------------------
+
+_PARAMS = {
+    "matmul_ptr_kernel": ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak",
+                          "stride_bk", "stride_bn", "stride_cm", "stride_cn"),
+    "matmul_tma_persistent_kernel": ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am",
+                                     "stride_bk", "stride_cm"),
+}
+_UNIT_STRIDES = ("stride_ak", "stride_bn", "stride_cn")
+
+
+def compile_args(kernel_name: str, dtype="bf16", config=None, *, num_sms: int = H200_NUM_SMS,
+                 unit_inner_strides: bool = True) -> tuple[dict, dict]:
+    """``(signature, constexprs)`` for ``triton.compile(ASTSource(fn, signature, constexprs))``.
+
+    The signature lists every parameter, constexprs included (typed ``"constexpr"``), exactly as
+    Triton's JIT builds it at launch. For the pointer kernel, ``unit_inner_strides`` makes
+    ``stride_ak``, ``stride_bn`` and ``stride_cn`` constexprs equal to 1 -- what the JIT does
+    for row-major operands (it specialises integer arguments equal to 1), and what makes the
+    loads contiguous and vectorisable; pass False for the fully general kernel. ``num_sms`` is
+    the persistent kernel's program count (``NUM_SMS``, the tile-loop step).
+
+    Pair with :func:`compile_attrs` (divisibility hints the JIT would add for aligned shapes)
+    and ``GemmConfig.options()`` (``num_warps``/``num_stages``) to get the kernel the launch
+    wrapper runs.
+    """
+    name = _kernel_name(kernel_name)
+    dt = _dtype_name(dtype)
+    cfg = GemmConfig.of(config)
+    signature = {}
+    constexprs = {}
+    for p in _PARAMS[name]:
+        if p.endswith("_ptr"):
+            signature[p] = f"*{dt}"
+        elif name == KERNELS["ptr"] and unit_inner_strides and p in _UNIT_STRIDES:
+            signature[p] = "constexpr"
+            constexprs[p] = 1
+        else:
+            signature[p] = "i32"
+    for k, v in cfg.constexprs(name, num_sms).items():
+        signature[k] = "constexpr"
+        constexprs[k] = v
+    return signature, constexprs
+
+
+def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
+                  aligned: bool = True) -> dict:
+    """``attrs`` for ``ASTSource``: ``tt.divisibility = 16`` on the pointers, the sizes and the
+    leading strides, as Triton's JIT adds them when every one of those values is a multiple of
+    16 (the case for the benchmark shapes and for 16-byte aligned torch allocations). Empty
+    when ``aligned`` is False."""
+    if not aligned:
+        return {}
+    name = _kernel_name(kernel_name)
+    params = [p for p in _PARAMS[name]
+              if not (name == KERNELS["ptr"] and unit_inner_strides and p in _UNIT_STRIDES)]
+    return {(_PARAMS[name].index(p),): [["tt.divisibility", 16]] for p in params}
