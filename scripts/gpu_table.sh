@@ -19,6 +19,10 @@ SUB="sync_kernels or ag_gemm_correct or (1000_launches and sm) or (fault_withhel
 if [ "${GPU_TABLE_SKIP_TIMING:-0}" != "1" ]; then
   SYNCOPATE_GPU_LOOPBACK=2 step timing 200 python3 scripts/gpu_lowering_timing.py
 fi
+if [ "${GPU_TABLE_CE_W8:-0}" = "1" ]; then
+  SYNCOPATE_GPU_LOOPBACK=8 SYNCOPATE_TIMEOUT_S=${GPU_TABLE_CE_TIMEOUT_S:-10} step cew8 300 \
+    python3 scripts/gpu_lowering_timing.py --ce-w8
+fi
 export SYNCOPATE_LOWERING=table
 for W in ${GPU_TABLE_WS:-8 4}; do
   LIM=$(( $(left) - 20 )); [ "$LIM" -gt 240 ] && LIM=240
@@ -41,8 +45,9 @@ fi
 
 echo
 echo "==================== gpu_table summary ($(( $(date +%s) - START ))s) ===================="
-for s in install timing lb8 lb4 lb2; do printf '%-8s %s\n' "$s" "${STATUS[$s]:-not run}"; done
+for s in install timing cew8 lb8 lb4 lb2; do printf '%-8s %s\n' "$s" "${STATUS[$s]:-not run}"; done
 [ -f "$OUT/timing.log" ] && grep TIMING "$OUT/timing.log" | sed 's/^/  /'
+[ -f "$OUT/cew8.log" ] && grep -A4 "^CE " "$OUT/cew8.log" | sed 's/^/  /'
 for x in lb8 lb4 lb2; do
   [ -f "$OUT/$x.log" ] && grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/$x.log" | tail -n 8 | sed "s/^/  [$x] /"
 done
