@@ -623,7 +623,7 @@ def sys_path_unseen():
         sys.path.insert(0, root)
 
 
-def lowering_timing(rank, W, op, shape, iters=50, kernel="ptr", split=2):
+def lowering_timing(rank, W, op, shape, iters=50, kernel="tma", split=2):
     """Kernel time of one fused op (``ag``: AG+GEMM, ``rs``: GEMM+RS; sm backend) with the
     lowering ``SYNCOPATE_LOWERING`` selects, plus the compiled kernel's registers and shared
     memory: the unrolled and the table form compared in the same shape (issue 10). Every
