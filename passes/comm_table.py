@@ -116,26 +116,49 @@ class TableTransfers:
             self.release_flag(release, cid, one, "add")
             self.release_flag(b, b.const(self.layout.consumed), one, "add", peer=src)
 
-    def box_of(self, b: Builder, rd: TableReader, rec, tensor: str):
-        """The record's box as 2-d ``(shape, lo, hi)`` of i32 values (``box2``'s form)."""
-        nd = len(self.sched.tensors[tensor].shape)
-        lo = [rd.field(b, rec, ct.R_LO + d) for d in range(nd)]
-        hi = [rd.field(b, rec, ct.R_HI + d) for d in range(nd)]
+    def box_of(self, b: Builder, rd: TableReader, rec, tensor: str, chunks):
+        """The record's box as 2-d ``(shape, lo, hi)`` (``box2``'s form): a bound every chunk
+        of the kind shares is a constant (row bands of an all-gather all span the whole row),
+        only the others are read from the record.  Constants matter: Triton's alignment
+        analysis then proves the copy's columns contiguous and 16-byte aligned and vectorises
+        the loads; a column start read from memory made every element a scalar load with its
+        own pointer (measured: 255 registers instead of 154 for the whole fused kernel)."""
         shape = self.sched.tensors[tensor].shape
+        nd = len(shape)
+
+        def bound(field: int, d: int, values):
+            vals = set(values)
+            return vals.pop() if len(vals) == 1 else rd.field(b, rec, field + d)
+
+        lo = [bound(ct.R_LO, d, (c.lo[d] for c in chunks)) for d in range(nd)]
+        hi = [bound(ct.R_HI, d, (c.hi[d] for c in chunks)) for d in range(nd)]
         if nd == 1:
-            return (1, shape[0]), (b.const(0), lo[0]), (b.const(1), hi[0])
+            return (1, shape[0]), (0, lo[0]), (1, hi[0])
         return self.box2(tensor, lo, hi, f"tensor {tensor!r}")
 
     def copy_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks,
                   src_base, dst_base) -> None:
         """This comm program's tiles of the record's box, in the kind's tile shape."""
-        shape2, lo, hi = self.box_of(b, rd, rec, kind.tensor)
+        shape2, lo, hi = self.box_of(b, rd, rec, kind.tensor, chunks)
         boxes = [self.box2(kind.tensor, c.lo, c.hi, f"chunk {c.id}")[1:] for c in chunks]
         tiling = CopyTiling.covering(boxes, kind.sum)
-        ntc = b.divsi(b.add(b.sub(hi[1], lo[1]), b.const(tiling.bc - 1)), b.const(tiling.bc))
-        nrows = b.divsi(b.add(b.sub(hi[0], lo[0]), b.const(tiling.br - 1)), b.const(tiling.br))
-        self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, ntc,
-                       b.mul(nrows, ntc), src_base, dst_base, kind.sum)
+
+        def blocks(first, last, size: int):  # ceil((last - first) / size), folded if constant
+            if isinstance(first, int) and isinstance(last, int):
+                return -(-(last - first) // size)
+            f = b.const(first) if isinstance(first, int) else first
+            t = b.const(last) if isinstance(last, int) else last
+            return b.divsi(b.add(b.sub(t, f), b.const(size - 1)), b.const(size))
+
+        ntc = blocks(lo[1], hi[1], tiling.bc)
+        nrows = blocks(lo[0], hi[0], tiling.br)
+        if isinstance(ntc, int) and isinstance(nrows, int):
+            ntiles = b.const(ntc * nrows)
+        else:
+            ntiles = b.mul(b.const(nrows) if isinstance(nrows, int) else nrows,
+                           b.const(ntc) if isinstance(ntc, int) else ntc)
+        self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, ntc, ntiles,
+                       src_base, dst_base, kind.sum)
 
     def kind_bases(self, b: Builder, o, kind: ct.ChunkKind, src, dst):
         """``(row, base, src_base, dst_base)`` of the kind's tensor: its operand's peer-table
