@@ -117,48 +117,62 @@ class TableTransfers:
             self.release_flag(b, b.const(self.layout.consumed), one, "add", peer=src)
 
     def box_of(self, b: Builder, rd: TableReader, rec, tensor: str, chunks):
-        """The record's box as 2-d ``(shape, lo, hi)`` (``box2``'s form): a bound every chunk
-        of the kind shares is a constant (row bands of an all-gather all span the whole row),
-        only the others are read from the record.  Constants matter: Triton's alignment
-        analysis then proves the copy's columns contiguous and 16-byte aligned and vectorises
-        the loads; a column start read from memory made every element a scalar load with its
-        own pointer (measured: 255 registers instead of 154 for the whole fused kernel)."""
+        """The record's box as 2-d ``(shape, lo, hi, extent)``: ``box2``'s form plus, per dim,
+        the extent every chunk of the kind shares (None where they differ).  A bound every
+        chunk shares is a constant (row bands of an all-gather all span the whole row), and a
+        shared extent makes ``hi = lo + extent`` and the copy's trip count constants; only the
+        rest is read from the record.  Constants matter: Triton's alignment analysis then
+        proves the copy's columns contiguous and vectorises the loads (a column start read
+        from memory made every element a scalar load with its own pointer: 255 registers
+        instead of 154 for a fused GEMM), and a loop whose trip count is read from memory is
+        software-pipelined with multi-buffered tiles (255 registers instead of 96 for a row
+        gather)."""
         shape = self.sched.tensors[tensor].shape
         nd = len(shape)
-
-        def bound(field: int, d: int, values):
-            vals = set(values)
-            return vals.pop() if len(vals) == 1 else rd.field(b, rec, field + d)
-
-        lo = [bound(ct.R_LO, d, (c.lo[d] for c in chunks)) for d in range(nd)]
-        hi = [bound(ct.R_HI, d, (c.hi[d] for c in chunks)) for d in range(nd)]
+        lo, hi, ext = [], [], []
+        for d in range(nd):
+            los = {c.lo[d] for c in chunks}
+            exts = {c.hi[d] - c.lo[d] for c in chunks}
+            first = los.pop() if len(los) == 1 else rd.field(b, rec, ct.R_LO + d)
+            e = exts.pop() if len(exts) == 1 else None
+            if e is not None:
+                last = first + e if isinstance(first, int) else b.add(first, b.const(e))
+            else:
+                last = rd.field(b, rec, ct.R_HI + d)
+            lo.append(first)
+            hi.append(last)
+            ext.append(e)
         if nd == 1:
-            return (1, shape[0]), (0, lo[0]), (1, hi[0])
-        return self.box2(tensor, lo, hi, f"tensor {tensor!r}")
+            return (1, shape[0]), (0, lo[0]), (1, hi[0]), (1, ext[0])
+        shape2, lo2, hi2 = self.box2(tensor, lo, hi, f"tensor {tensor!r}")
+        return shape2, lo2, hi2, tuple(ext)
 
     def copy_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks,
                   src_base, dst_base) -> None:
         """This comm program's tiles of the record's box, in the kind's tile shape."""
-        shape2, lo, hi = self.box_of(b, rd, rec, kind.tensor, chunks)
+        shape2, lo, hi, ext = self.box_of(b, rd, rec, kind.tensor, chunks)
         boxes = [self.box2(kind.tensor, c.lo, c.hi, f"chunk {c.id}")[1:] for c in chunks]
         tiling = CopyTiling.covering(boxes, kind.sum)
 
-        def blocks(first, last, size: int):  # ceil((last - first) / size), folded if constant
-            if isinstance(first, int) and isinstance(last, int):
-                return -(-(last - first) // size)
-            f = b.const(first) if isinstance(first, int) else first
-            t = b.const(last) if isinstance(last, int) else last
+        def blocks(d: int, size: int):  # ceil(extent / size), a constant when shared
+            if ext[d] is not None:
+                return -(-ext[d] // size)
+            f = b.const(lo[d]) if isinstance(lo[d], int) else lo[d]
+            t = b.const(hi[d]) if isinstance(hi[d], int) else hi[d]
             return b.divsi(b.add(b.sub(t, f), b.const(size - 1)), b.const(size))
 
-        ntc = blocks(lo[1], hi[1], tiling.bc)
-        nrows = blocks(lo[0], hi[0], tiling.br)
+        ntc = blocks(1, tiling.bc)
+        nrows = blocks(0, tiling.br)
         if isinstance(ntc, int) and isinstance(nrows, int):
             ntiles = b.const(ntc * nrows)
         else:
             ntiles = b.mul(b.const(nrows) if isinstance(nrows, int) else nrows,
                            b.const(ntc) if isinstance(ntc, int) else ntc)
+        # a dim whose shared extent is a multiple of the tile needs no mask: every tile is
+        # whole (per-element row masks of a dynamic bound cost a register each: 255 in all)
+        full = tuple(e is not None and e % t == 0 for e, t in zip(ext, (tiling.br, tiling.bc)))
         self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, ntc, ntiles,
-                       src_base, dst_base, kind.sum)
+                       src_base, dst_base, kind.sum, pipelined=False, full=full)
 
     def kind_bases(self, b: Builder, o, kind: ct.ChunkKind, src, dst):
         """``(row, base, src_base, dst_base)`` of the kind's tensor: its operand's peer-table

@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerType, ModuleOp, TensorType, i32, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, TensorType, i32, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
@@ -218,7 +218,8 @@ class CommLowering(TableTransfers, Lowering):
                            f"tensor {tensor!r} has {len(shape)} dims (flatten it)")
 
     def copy_loop(self, b: Builder, pid, count, shape2, lo, hi, br: int, bc: int, ntc, ntiles,
-                  src_base, dst_base, accumulate: bool) -> None:
+                  src_base, dst_base, accumulate: bool, pipelined: bool = True,
+                  full: tuple[bool, bool] = (False, False)) -> None:
         """Comm program ``pid`` of ``count`` copies tiles ``pid, pid + count, ...`` of the box
         ``[lo, hi)`` (``br x bc`` elements each, ``ntc`` per row band, ``ntiles`` in all).
         Bounds are ints (the unrolled lowering: constants in the loop body) or i32 values
@@ -244,21 +245,49 @@ class CommLowering(TableTransfers, Lowering):
         shape_t = [br, bc]
         rows2 = broadcast_to(lb, expand_dims(lb, rvec, 1), shape_t)
         cols2 = broadcast_to(lb, expand_dims(lb, cvec, 0), shape_t)
-        mask = lb.andi(broadcast_to(lb, expand_dims(lb, rmask, 1), shape_t),
-                       broadcast_to(lb, expand_dims(lb, cmask, 0), shape_t))
+        parts = [broadcast_to(lb, expand_dims(lb, m, axis), shape_t)
+                 for m, axis, whole in ((rmask, 1, full[0]), (cmask, 0, full[1])) if not whole]
+        mask = parts[0] if len(parts) == 1 else (lb.andi(*parts) if parts else None)
         if wide:
             rows2 = lb.insert(arith.ExtSIOp(rows2, TensorType(i64, shape_t))).result
             cols2 = lb.insert(arith.ExtSIOp(cols2, TensorType(i64, shape_t))).result
-        offs = lb.add(lb.mul(rows2, splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
-        sp = addptr(lb, splat(lb, src_base, shape_t), offs)
-        dp = addptr(lb, splat(lb, dst_base, shape_t), offs)
+        if pipelined:
+            offs = lb.add(lb.mul(rows2, splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
+            sp = addptr(lb, splat(lb, src_base, shape_t), offs)
+            dp = addptr(lb, splat(lb, dst_base, shape_t), offs)
+        else:
+            # the tile's corner as a scalar pointer, then offsets within the tile: a splat of
+            # the chunk's (loop-invariant) base pointer would be hoisted out of the loop as a
+            # [br, bc] tensor of pointers held in registers across it (255 registers)
+            corner = lb.add(lb.mul(lb.cast(r0, ity) if wide else r0, lb.const(shape2[1], ity)),
+                            lb.cast(c0, ity) if wide else c0)
+            local = lb.add(lb.mul(broadcast_to(lb, expand_dims(lb, vec(lb, lb.const(0), br), 1),
+                                               shape_t),
+                                  splat(lb, lb.const(shape2[1]), shape_t)),
+                           broadcast_to(lb, expand_dims(lb, vec(lb, lb.const(0), bc), 0),
+                                        shape_t))
+            sp = addptr(lb, splat(lb, addptr(lb, src_base, corner), shape_t), local)
+            dp = addptr(lb, splat(lb, addptr(lb, dst_base, corner), shape_t), local)
         value = lb.insert(tt().LoadOp(sp, mask)).results[0]
         if accumulate:
             mine = lb.insert(tt().LoadOp(dp, mask)).results[0]
             value = self._add(lb, value, mine)
         lb.insert(tt().StoreOp(dp, value, mask))
         lb.insert(scf.YieldOp())
-        b.insert(scf.ForOp(pid, ntiles, count, [], Region(body)))
+        loop = b.insert(scf.ForOp(pid, ntiles, count, [], Region(body)))
+        if not pipelined:
+            self.no_pipelining(loop)
+
+    @staticmethod
+    def no_pipelining(loop) -> None:
+        """Keep Triton from software-pipelining a copy loop (``tl.range(num_stages=1)``).
+
+        A loop whose trip count is read from the chunk table looks like any other loop to
+        Triton's pipeliner, which multi-buffers its tile loads: measured on the row-gather
+        kernel of the unseen corpus, 255 registers (from 96) for the whole fused kernel, and
+        too few co-resident programs in loopback.  The unrolled lowering's copy loops have
+        constant trip counts of a few tiles, which the pipeliner leaves as they are."""
+        loop.attributes["tt.num_stages"] = IntegerAttr(1, i32)
 
     def _add(self, b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
         ety = x.type.element_type
