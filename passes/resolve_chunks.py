@@ -52,7 +52,7 @@ from .abi_info import abi_args, backend_of, chunk_writers, comm_programs_of, low
 from .builder import Builder
 from .ir_utils import kernel_func
 from .schedule_attr import schedule_of
-from .table_reader import TableReader, longest
+from .table_reader import TableReader
 
 
 @dataclass
@@ -148,13 +148,10 @@ class TableWaitRegion(RewritePattern):
     def match_and_rewrite(self, o: WaitRegionOp, rewriter: PatternRewriter) -> None:
         sched, rd = self.sched, self.reader
         tensor = o.tensor.data
-        slot = ct.tensor_slots(sched)[tensor]
-        n_max = longest(ct.recv_list(sched, r, tensor) for r in range(sched.world_size))
         b = Builder(o)
         target = b.mul(o.epoch, b.const(self.writers))
-        start, count = rd.rank_list(b, o.rank, rd.layout.recv(slot), n_max)
-        loop, lb, cid, (tok,) = rd.each(b, start, count, [b.const(0)])
-        rec = rd.record(lb, cid)
+        loop, lb, cid, (tok,), rec = rd.over_tensor_list(b, sched, o.rank, tensor, "recv",
+                                                         [b.const(0)])
         conds = []
         for d in sched.chunked_dims(tensor):
             conds.append(lb.cmp("slt", o.lo[d], rd.field(lb, rec, ct.R_HI + d)))
@@ -181,15 +178,10 @@ class TableSignalRegion(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, o: SignalRegionOp, rewriter: PatternRewriter) -> None:
-        sched, rd = self.sched, self.reader
-        tensor = o.tensor.data
-        slot = ct.tensor_slots(sched)[tensor]
-        n_max = longest(ct.send_list(sched, r, tensor) for r in range(sched.world_size))
         b = Builder(o)
         b.insert(ReleaseFenceOp())
-        start, count = rd.rank_list(b, o.rank, rd.layout.send(slot), n_max)
-        _, lb, cid, _ = rd.each(b, start, count)
-        rec = rd.record(lb, cid)
+        rd = self.reader
+        _, lb, cid, _, rec = rd.over_tensor_list(b, self.sched, o.rank, o.tensor.data, "send")
         vol = None
         for dim in range(len(o.lo)):
             hi = lb.minsi(o.hi[dim], rd.field(lb, rec, ct.R_HI + dim))

@@ -53,6 +53,21 @@ class TableReader:
         return loop, lb, cid, carried
 
 
+    def over_tensor_list(self, b: Builder, sched, rank: SSAValue, tensor: str, which: str,
+                         inits=()):
+        """A loop over ``rank``'s RECV (``which="recv"``) or SEND list of ``tensor``:
+        ``(loop, body builder, chunk id, carried values, the chunk's record index)``."""
+        slot = ct.tensor_slots(sched)[tensor]
+        if which == "recv":
+            lists, lst = ct.recv_list, self.layout.recv(slot)
+        else:
+            lists, lst = ct.send_list, self.layout.send(slot)
+        n_max = longest(lists(sched, r, tensor) for r in range(sched.world_size))
+        start, count = self.rank_list(b, rank, lst, n_max)
+        loop, lb, cid, carried = self.each(b, start, count, inits)
+        return loop, lb, cid, carried, self.record(lb, cid)
+
+
 def longest(lists) -> int:
     """The length of the longest of ``lists`` (the clamp of a loop over one of them)."""
     return max([len(x) for x in lists] + [0])
