@@ -55,6 +55,19 @@ from .schedule_attr import schedule_of
 from .table_reader import TableReader
 
 
+def guarded_wait(b: Builder, cond, flags, index, target, chunk: int | None = None):
+    """``cond ? wait(flags[index] >= target) : 0`` as an ``scf.if`` yielding the token
+    (``index``: a chunk id, constant or read from the chunk table)."""
+    cif = b.if_(cond, [i32])
+    cb = Builder(None, cif.true_region.blocks[0])
+    idx = cb.const(index) if isinstance(index, int) else index
+    w = cb.insert(WaitOp(flags, idx, target, "chunk", chunk))
+    cb.insert(scf.YieldOp(w.token))
+    eb = Builder(None, cif.false_region.blocks[0])
+    eb.insert(scf.YieldOp(eb.const(0)))
+    return cif.results[0]
+
+
 @dataclass
 class ResolveWaitRegion(RewritePattern):
     """``wait_region`` -> per destination rank, per chunk that can intersect the box: an
@@ -85,14 +98,8 @@ class ResolveWaitRegion(RewritePattern):
                 for dim in chunked:
                     conds.append(tb.cmp("slt", o.lo[dim], tb.const(c.hi[dim])))
                     conds.append(tb.cmp("slt", tb.const(c.lo[dim]), o.hi[dim]))
-                cond = tb.all_of(conds)
-                cif = tb.if_(cond, [i32])
-                cb = Builder(None, cif.true_region.blocks[0])
-                w = cb.insert(WaitOp(o.flags, cb.const(c.id), target, "chunk", c.id))
-                cb.insert(scf.YieldOp(w.token))
-                eb = Builder(None, cif.false_region.blocks[0])
-                eb.insert(scf.YieldOp(eb.const(0)))
-                tok = tb.add(tok, cif.results[0])
+                tok = tb.add(tok, guarded_wait(tb, tb.all_of(conds), o.flags, c.id, target,
+                                               c.id))
             tb.insert(scf.YieldOp(tok))
             fb = Builder(None, rank_if.false_region.blocks[0])
             fb.insert(scf.YieldOp(fb.const(0)))
@@ -156,13 +163,8 @@ class TableWaitRegion(RewritePattern):
         for d in sched.chunked_dims(tensor):
             conds.append(lb.cmp("slt", o.lo[d], rd.field(lb, rec, ct.R_HI + d)))
             conds.append(lb.cmp("slt", rd.field(lb, rec, ct.R_LO + d), o.hi[d]))
-        cif = lb.if_(lb.all_of(conds), [i32])
-        cb = Builder(None, cif.true_region.blocks[0])
-        w = cb.insert(WaitOp(o.flags, cid, target, "chunk"))
-        cb.insert(scf.YieldOp(w.token))
-        eb = Builder(None, cif.false_region.blocks[0])
-        eb.insert(scf.YieldOp(eb.const(0)))
-        lb.insert(scf.YieldOp(lb.add(tok, cif.results[0])))
+        lb.insert(scf.YieldOp(lb.add(tok, guarded_wait(lb, lb.all_of(conds), o.flags, cid,
+                                                       target))))
         rewriter.replace(o, [], [loop.results[0]])
 
 
