@@ -9,7 +9,9 @@ ops resolved against ``libnvshmem_device.bc`` (Triton's ``extern_libs`` option);
 of the comm program calls them with the same arguments, as block-scoped NVSHMEM calls require.
 Chunks that are not contiguous, and ``sum`` chunks, use the P2P tile copies of ``lower-sm``
 (peers on one node are load/store reachable through the same symmetric heap).  After loading
-the module the runtime runs ``nvshmemx_cumodule_init`` on it.
+the module the runtime runs ``nvshmemx_cumodule_init`` on it.  With ``lowering="table"`` the
+same calls are made per kind of chunk, with the rows read from the chunk table
+(:meth:`NvshmemLowering.move_kind`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, i32, i64
 from xdsl.passes import ModulePass
+
+from syncopate import chunk_table as ct
 
 from .builder import Builder
 from .lower_sm import CommLowering, _check_lowered
@@ -67,6 +71,35 @@ class NvshmemLowering(CommLowering):
             self._call(b, "nvshmemx_putmem_signal_block",
                        [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
             return True  # the put carried the destination's CHUNK[c] += 1
+        self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
+        return False
+
+
+    def move_kind(self, b: Builder, o, rd, rec, kind, chunks, src, dst) -> bool:
+        """The table form of :meth:`move`: one NVSHMEM call per comm program for a kind whose
+        chunks are all contiguous copies (rows read from the chunk's record), P2P tiles
+        otherwise."""
+        if kind.sum or not all(self._contiguous(c) for c in chunks) or \
+                any(c.id in self.withheld for c in chunks):
+            return super().move_kind(b, o, rd, rec, kind, chunks, src, dst)
+        shape = self.sched.tensors[kind.tensor].shape
+        row = 1
+        for n in shape[1:]:
+            row *= n
+        esize = self.sched.element_bytes(kind.tensor)
+        base = o.bases[list(self.operands.values()).index(kind.tensor)]
+        lo = rd.field(b, rec, ct.R_LO)
+        hi = rd.field(b, rec, ct.R_HI)
+        per = b.divsi(b.add(b.sub(hi, lo), b.sub(o.count, b.const(1))), o.count)
+        first = b.minsi(b.add(lo, b.mul(o.pid, per)), hi)
+        last = b.minsi(b.add(first, per), hi)
+        nbytes = b.i64(b.mul(b.sub(last, first), b.const(row * esize)))
+        addr = self._addr(b, addptr(b, base, b.mul(first, b.const(row))))
+        if not kind.on_dst:
+            sig = self._addr(b, addptr(b, self.args["syn_flags"], o.chunk))
+            self._call(b, "nvshmemx_putmem_signal_block",
+                       [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
+            return True
         self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
         return False
 
