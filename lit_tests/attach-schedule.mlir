@@ -1,6 +1,8 @@
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4}' | filecheck %s
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/rs2.json" operands="c_ptr:C" backend=nvshmem comm-programs=8}' | filecheck %s --check-prefix=RS
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-two-tensors.json" operands="a_ptr:A;c_ptr:B" backend=ce}' | filecheck %s --check-prefix=TWO
+// RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" lowering=table}' | filecheck %s --check-prefix=TABLE
+// RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" lowering=auto}' | filecheck %s --check-prefix=AUTO
 
 // attach-schedule reads a JSON schedule, verifies it, and records it on the module with the
 // kernel-parameter -> tensor bindings, the backend and the number of comm programs.  The kernel
@@ -16,6 +18,12 @@
 
 // RS:      \22reduce\22: \22sum\22
 // RS-SAME: syncopate.operands = {c_ptr = "C"}, syncopate.backend = "nvshmem", syncopate.comm_programs = 8 : i32}
+
+// lowering=table|unrolled sets syncopate.lowering (how resolve-chunks, partition-sms and the
+// lower-* passes emit chunk-level code: loops over the chunk table, or code per chunk);
+// "auto", the default, leaves it absent (the passes then choose by the chunk count).
+// TABLE: syncopate.comm_programs = 4 : i32, syncopate.lowering = "table"} {
+// AUTO-NOT: syncopate.lowering
 
 // TWO: syncopate.operands = {a_ptr = "A", c_ptr = "B"}, syncopate.backend = "ce", syncopate.comm_programs = 4 : i32}
 

@@ -4,6 +4,13 @@ The compile hook attaches the request itself; this pass lets a lit test or a use
 ``syncopate-opt`` do the same from a JSON file:
 ``-p 'attach-schedule{file=ag.json operands=a_ptr:A backend=sm comm-programs=4}'``.
 The schedule is verified first, so every later pass can trust it.
+
+Options: ``file`` (the schedule JSON), ``operands`` (``param:tensor[;param:tensor]``),
+``backend`` (``sm``, ``ce``, ``nvshmem``), ``comm-programs``, ``reduce`` (``comm`` or
+``epilogue``), ``withhold`` (``c[,c...]``: chunks never signalled, fault injection) and
+``lowering`` (``auto``, ``unrolled`` or ``table``: sets ``syncopate.lowering``, how the
+chunk-level code is emitted, like ``syncopate.compile(lowering=...)``; ``auto``, the default,
+leaves the attribute absent, which the passes read as ``auto``).
 """
 
 from __future__ import annotations
@@ -17,12 +24,14 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringA
 from xdsl.passes import ModulePass
 
 from syncopate import backends
+from syncopate.chunk_table import LOWERINGS
 from syncopate.errors import CompileError
 from syncopate.schedule import as_schedule, dumps, verify
 
 from .schedule_attr import (
     ATTR_BACKEND,
     ATTR_COMM_PROGRAMS,
+    ATTR_LOWERING,
     ATTR_OPERANDS,
     ATTR_REDUCE,
     ATTR_SCHEDULE,
@@ -40,6 +49,7 @@ class AttachSchedule(ModulePass):
     comm_programs: int = 4
     reduce: str = "comm"
     withhold: str = ""          # "c[,c...]": chunks never signalled (fault injection)
+    lowering: str = "auto"      # "auto" | "unrolled" | "table": chunk-level code (see above)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
 
@@ -71,6 +81,11 @@ class AttachSchedule(ModulePass):
             raise CompileError(f"attach-schedule: reduce={self.reduce!r}; choose comm or epilogue")
         if self.reduce != "comm":  # absent means "comm"
             op.attributes[ATTR_REDUCE] = StringAttr(self.reduce)
+        if self.lowering not in LOWERINGS:
+            raise CompileError(f"attach-schedule: lowering={self.lowering!r}; choose one of "
+                               f"{', '.join(LOWERINGS)}")
+        if self.lowering != "auto":  # absent means "auto"
+            op.attributes[ATTR_LOWERING] = StringAttr(self.lowering)
         if self.withhold:
             op.attributes[ATTR_WITHHOLD] = StringAttr(
                 withhold_text(self.withhold.replace(";", ",").split(","), schedule))
