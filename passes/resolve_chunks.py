@@ -158,7 +158,7 @@ class TableWaitRegion(RewritePattern):
         b = Builder(o)
         target = b.mul(o.epoch, b.const(self.writers))
         loop, lb, cid, (tok,), rec = rd.over_tensor_list(b, sched, o.rank, tensor, "recv",
-                                                         [b.const(0)])
+                                                         carry_zero=True)
         conds = []
         for d in sched.chunked_dims(tensor):
             conds.append(lb.cmp("slt", o.lo[d], rd.field(lb, rec, ct.R_HI + d)))

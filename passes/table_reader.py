@@ -54,9 +54,10 @@ class TableReader:
 
 
     def over_tensor_list(self, b: Builder, sched, rank: SSAValue, tensor: str, which: str,
-                         inits=()):
+                         carry_zero: bool = False):
         """A loop over ``rank``'s RECV (``which="recv"``) or SEND list of ``tensor``:
-        ``(loop, body builder, chunk id, carried values, the chunk's record index)``."""
+        ``(loop, body builder, chunk id, carried values, the chunk's record index)``; with
+        ``carry_zero`` the loop carries one i32 that starts at 0 (a wait token)."""
         slot = ct.tensor_slots(sched)[tensor]
         if which == "recv":
             lists, lst = ct.recv_list, self.layout.recv(slot)
@@ -64,7 +65,7 @@ class TableReader:
             lists, lst = ct.send_list, self.layout.send(slot)
         n_max = longest(lists(sched, r, tensor) for r in range(sched.world_size))
         start, count = self.rank_list(b, rank, lst, n_max)
-        loop, lb, cid, carried = self.each(b, start, count, inits)
+        loop, lb, cid, carried = self.each(b, start, count, [b.const(0)] if carry_zero else [])
         return loop, lb, cid, carried, self.record(lb, cid)
 
 
