@@ -148,7 +148,8 @@ def test_chunks_to_from_sorted():
         assert [c.dst for c in to] == [r] * 6
         assert [(c.step, c.id) for c in to] == sorted((c.step, c.id) for c in to)
         assert all(c.src == r for c in s.chunks_from(r))
-        assert all(c.executor == r for c in s.chunks_executed_by(r))
+        # who runs a chunk depends on the backend too: schedule.execution, not the model
+        assert not hasattr(s, "chunks_executed_by")
     assert s.ordered_chunks() == sorted(s.chunks, key=lambda c: (c.step, c.id))
     assert s.num_chunks == 24 and s.chunk(5).id == 5
     with pytest.raises(ScheduleError, match="no chunk with id 99"):

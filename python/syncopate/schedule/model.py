@@ -266,11 +266,6 @@ class Schedule:
         """Chunks whose source is ``rank``, sorted by ``(step, id)``."""
         return [c for c in self.ordered_chunks(tensor) if c.src == rank]
 
-    def chunks_executed_by(self, rank: int) -> list[Chunk]:
-        """Chunks that ``rank`` runs (push: it is the source; pull: the destination), in the
-        order it runs them, ``(step, id)``."""
-        return [c for c in self.ordered_chunks() if c.executor == rank]
-
     # -- what the compiler passes ask ----------------------------------------------------------
 
     def chunked_dims(self, tensor: str) -> list[int]:
