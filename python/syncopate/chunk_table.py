@@ -323,7 +323,11 @@ def validate(words, sched, backend: str, writers: int, remaps=()) -> None:
     got[H_WORDS] = want[H_WORDS]
     got[H_CHECKSUM] = want[H_CHECKSUM]
     if got != want:
-        bad = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+        bad = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+        if bad is None:  # every word there is right: the table stops short
+            raise LaunchError(f"the chunk table has {len(words)} words, the schedule's takes "
+                              f"{n}: the table is truncated (the kernel's ABI is corrupt); "
+                              f"recompile it")
         raise LaunchError(f"the chunk table disagrees with the schedule at word {bad} "
                           f"({got[bad]} != {want[bad]}): the kernel was compiled for another "
                           f"schedule or its ABI is corrupt; recompile it")

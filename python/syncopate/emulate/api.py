@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import chunk_table
 from ..errors import EmulationError
 from .arguments import (
     LaunchInputs,
@@ -61,7 +62,9 @@ class Emulation:
         self.schedule = schedule_of(fused_module)
         self.backend = backend_of(fused_module)
         self.comm = comm_programs_of(fused_module) if self.backend != "ce" else 0
-        from syncopate_mlir.passes.abi_info import table_words
+        from syncopate_mlir.passes.abi_info import lowering_of, table_words
+        #: ``"table"`` or ``"unrolled"``: the form the lowering gives the chunk-level code
+        self.lowering = lowering_of(fused_module)
         #: the chunk table the kernel reads through ``syn_table`` (built from the schedule;
         #: the table lowering's loops read their lists and records from it)
         self.table = table_words(fused_module)
@@ -109,6 +112,9 @@ class Emulation:
         world = World(self.schedule, self.backend, self.comm, self.state, checker, faults,
                       self.fine, self.schedule)
         world.withheld = self.withheld
+        if self.lowering == "table":  # lower-sm's table drain reads its target from the table
+            reads = chunk_table.layout_of(self.schedule).reads
+            world.reads = {r: int(self.table[reads + r]) for r in range(self.W)}
         world.param_of_tensor = {t: p for p, t in self.operands.items()}
         amap = AddressMap()
         world.addr_map = amap

@@ -124,6 +124,10 @@ class World(Machine):
         self.sched = None
         #: chunks the module withholds (``syncopate.test_withhold``, fault injection)
         self.withheld: frozenset = frozenset()
+        #: rank -> CONSUMED increments per epoch its drain waits for, where the kernel reads
+        #: them from the chunk table's reads section (``lowering="table"``); None: the ABI
+        #: state's ``reads_per_src`` (the unrolled lowering bakes those in as constants)
+        self.reads: dict | None = None
         self.stats = {"transfers": 0, "copied_elements": 0, "waits": 0, "signals": 0}
 
     # ------------------------------------------------------------------ Machine hooks
@@ -188,7 +192,8 @@ class World(Machine):
                         self._set(q, self.layout.entry(rank), epoch)
             return
         if kind == "drain":
-            reads = int(self.state.get("reads_per_src", {}).get(str(rank), 0))
+            reads = self.reads[rank] if self.reads is not None else \
+                int(self.state.get("reads_per_src", {}).get(str(rank), 0))
             if pid == 0 and reads:
                 yield from self._wait(rank, self.layout.consumed, epoch * reads, "consumed",
                                       None, loc, pc)

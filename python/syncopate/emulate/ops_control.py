@@ -262,7 +262,11 @@ def _sy_wait(fc, op, tm):
 
     def g(env, pc):
         p = env[fl]
-        w = WaitFlag(p.buf, p.off + env[ix], env[tg], kind, chunk, where, pc)
+        index = p.off + env[ix]
+        # the table lowering's waits read their chunk id from the table and name none: a
+        # chunk flag's index is its chunk id (FlagLayout.chunk), so reports still name it
+        c = int(index) if chunk is None and kind == "chunk" else chunk
+        w = WaitFlag(p.buf, index, env[tg], kind, c, where, pc)
         if not w.ready():
             yield w
         pc.machine.on_wait_done(pc, w)
