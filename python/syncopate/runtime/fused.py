@@ -251,10 +251,12 @@ class FusedKernel:
         if self.comm.colocated > 1:
             fc.kernel._init_handles()
         cfg = _Config(compiled=fc, abi=a)
+        # the table's upload (a host-to-device copy) also before the barrier: after it a peer
+        # may already spin on this rank, and a copy ordered behind its kernel would never start
+        cfg.table = self._upload_table(a)
         comm = self.comm
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
-        cfg.table = self._upload_table(a)
         self.launcher.configure(cfg)
         self._configs[key] = cfg
         return cfg
