@@ -1,4 +1,5 @@
-"""Local (single-GPU) Triton kernels that Syncopate fuses with communication.
+"""Local (single-GPU) Triton kernels that Syncopate fuses with communication: the GEMMs and the
+flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``).
 
 ``CORPUS`` lists concrete compiles of them -- ``{"name", "fn", "signature", "constexprs"}``
 plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"options"``
@@ -9,6 +10,10 @@ plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"opt
     triton.compile(src, target=GPUTarget("cuda", 90, 32), options=e["options"])
 """
 
+from .attention import AttentionConfig, attention, attn_fwd_kernel
+from .attention import compile_args as attention_compile_args
+from .attention import compile_attrs as attention_compile_attrs
+from .attention import default_config as attention_default_config
 from .gemm import kernel_fn, matmul_ptr_kernel, matmul_tma_persistent_kernel
 from .gemm_config import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, compile_args,
                           compile_attrs, default_config)
@@ -36,6 +41,8 @@ def _corpus() -> list[dict]:
 CORPUS = _corpus()
 
 __all__ = [
+    "AttentionConfig", "attention", "attention_compile_args", "attention_compile_attrs",
+    "attention_default_config", "attn_fwd_kernel",
     "CORPUS", "GemmConfig", "H200_NUM_SMS", "KERNELS", "SMEM_LIMIT_SM90", "check_operands",
     "compile_args", "compile_attrs", "default_config", "ensure_tma_allocator", "kernel_fn",
     "make_launcher", "matmul", "matmul_ptr_kernel", "matmul_tma_persistent_kernel", "num_sms",

@@ -1,0 +1,116 @@
+"""Runs the local attention kernel under Triton's interpreter for tests/test_attention_local.py.
+
+Why a separate process: ``TRITON_INTERPRET=1`` is read when ``@triton.jit`` decorates, so it
+must be set before triton is first imported -- the test process has imported it already. Run
+as ``TRITON_INTERPRET=1 python attention_interp_worker.py CASES.json RESULTS.json``.
+
+Two shims for Triton 3.6's interpreter, applied here only (the kernel is not bent for them):
+  * NumPy >= 2.4 refuses ``int()`` of a 1-element 1-D array, which the interpreter uses for
+    ``__index__`` of a scalar (so ``range(0, SEQ_KV, BLOCK_N)`` fails); read element 0 instead.
+  * ``tl.dot`` of bf16 operands multiplies the uint16 bit patterns the interpreter stores bf16
+    as; widen them to fp32 first (exact).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
+
+import torch  # noqa: E402
+import triton.language as tl  # noqa: E402
+import triton.runtime.interpreter as interp  # noqa: E402
+
+_orig_patch_tensor = interp._patch_lang_tensor
+
+
+def _patch_lang_tensor(tensor, scope):
+    _orig_patch_tensor(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+
+def _widen_bf16(h):
+    if h.dtype.scalar == tl.bfloat16:
+        return interp.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+    return h
+
+
+_orig_dot = interp.InterpreterBuilder.create_dot
+
+
+def _create_dot(self, a, b, d, *args):
+    return _orig_dot(self, _widen_bf16(a), _widen_bf16(b), d, *args)
+
+
+interp._patch_lang_tensor = _patch_lang_tensor
+interp.InterpreterBuilder.create_dot = _create_dot
+
+from syncopate.kernels.attention import attention  # noqa: E402
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def reference(q, k, v, causal, sm_scale):
+    """SDPA in fp32 on the same (rounded) inputs, and the log-sum-exp of the scaled scores."""
+    group = q.shape[1] // k.shape[1]
+    qf, kf, vf = q.float(), k.float().repeat_interleave(group, 1), v.float().repeat_interleave(
+        group, 1)
+    o = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=causal,
+                                                         scale=sm_scale)
+    s = (qf @ kf.transpose(-1, -2)) * (sm_scale if sm_scale is not None
+                                       else 1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return o, torch.logsumexp(s, -1)
+
+
+def run_case(c):
+    torch.manual_seed(c["seed"])
+    dt = DTYPES[c["dtype"]]
+    B, Hq, Hkv, Sq, Skv, D = c["B"], c["Hq"], c["Hkv"], c["Sq"], c["Skv"], c["D"]
+    if c.get("bshd"):  # stored [B, S, H, D], passed as a strided [B, H, S, D] view
+        q = torch.randn(B, Sq, Hq, D, dtype=dt).transpose(1, 2)
+        k = torch.randn(B, Skv, Hkv, D, dtype=dt).transpose(1, 2)
+        v = torch.randn(B, Skv, Hkv, D, dtype=dt).transpose(1, 2)
+    else:
+        q = torch.randn(B, Hq, Sq, D, dtype=dt)
+        k = torch.randn(B, Hkv, Skv, D, dtype=dt)
+        v = torch.randn(B, Hkv, Skv, D, dtype=dt)
+    o = torch.full((B, Hq, Sq, D), float("nan"), dtype=dt)
+    lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
+    t0 = time.perf_counter()
+    attention(q, k, v, causal=c["causal"], sm_scale=c.get("sm_scale"), config=c.get("config"),
+              out=(o, lse))
+    secs = time.perf_counter() - t0
+    ref_o, ref_lse = reference(q, k, v, c["causal"], c.get("sm_scale"))
+    of = o.float()
+    return dict(name=c["name"], secs=secs, nan_o=int(torch.isnan(of).sum()),
+                nan_lse=int(torch.isnan(lse).sum()),
+                o_err=float((of - ref_o).abs().max()),
+                o_excess=float(((of - ref_o).abs() - c["tol"] * ref_o.abs()).max()),
+                ref_max=float(ref_o.abs().max()),
+                lse_err=float((lse - ref_lse).abs().max()))
+
+
+def main(cases_path, results_path):
+    with open(cases_path) as f:
+        cases = json.load(f)
+    results = {}
+    for c in cases:
+        try:
+            results[c["name"]] = run_case(c)
+        except Exception as e:  # reported per case; the test fails on it
+            results[c["name"]] = dict(name=c["name"], error=f"{type(e).__name__}: {e}")
+    with open(results_path, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

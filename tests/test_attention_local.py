@@ -1,0 +1,191 @@
+"""The local flash-attention kernel (syncopate.kernels.attention) on a CPU: correct under
+Triton's interpreter against SDPA in fp32, compiles for sm_90 with the KV loop the passes need,
+and its launcher rejects bad input with typed errors.
+
+Correctness runs every case in one subprocess (tests/attention_interp_worker.py) because
+``TRITON_INTERPRET=1`` must be set before triton is imported.  Tolerances, on
+``|o - ref| <= atol + rtol * |ref|`` with atol = rtol: 1e-2 for fp16, 2e-2 for bf16 (P is rounded
+to the input dtype before the P @ V dot, as in every flash kernel); the log-sum-exp (fp32
+throughout) within 1e-3 absolute of ``torch.logsumexp`` of the scaled fp32 scores.  Outputs are
+NaN-poisoned before the run, so a row or column the kernel skips shows up.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+from syncopate.errors import LaunchError  # noqa: E402
+from syncopate.kernels import (AttentionConfig, attention, attention_compile_args,  # noqa: E402
+                               attention_compile_attrs, attention_default_config,
+                               attn_fwd_kernel)
+from syncopate.kernels.attention import check_operands  # noqa: E402
+
+SM90 = GPUTarget("cuda", 90, 32)
+WORKER = Path(__file__).with_name("attention_interp_worker.py")
+TOL = {"fp16": 1e-2, "bf16": 2e-2}
+SMALL = dict(BLOCK_M=64, BLOCK_N=32)  # several KV blocks and ragged edges at these lengths
+
+
+def _case(name, dtype="fp16", B=1, Hq=4, Hkv=2, Sq=100, Skv=150, D=64, causal=False, **kw):
+    c = dict(name=name, dtype=dtype, B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Skv=Skv, D=D, causal=causal,
+             tol=TOL[dtype], seed=len(name) * 7919 + sum(map(ord, name)))
+    c.setdefault("config", SMALL)
+    c.update(kw)
+    return c
+
+
+CASES = [
+    _case("fp16_gqa_ragged", Sq=100, Skv=150),
+    _case("fp16_gqa_ragged_causal", Sq=100, Skv=150, causal=True),
+    _case("fp16_sq_gt_skv_causal", Sq=150, Skv=100, causal=True),
+    _case("fp16_mha_192_causal", Hkv=4, Sq=192, Skv=192, causal=True),
+    _case("bf16_gqa_ragged", dtype="bf16", Sq=100, Skv=150),
+    _case("bf16_gqa_ragged_causal", dtype="bf16", Sq=150, Skv=100, causal=True),
+    _case("bf16_b2_64", dtype="bf16", B=2, Hkv=4, Sq=64, Skv=64),
+    _case("bf16_b2_64_causal", dtype="bf16", B=2, Sq=64, Skv=64, causal=True),
+    _case("fp16_d128", D=128, Sq=130, Skv=130),
+    _case("bf16_d128_causal", dtype="bf16", D=128, Hkv=4, Sq=130, Skv=130, causal=True),
+    _case("bf16_d128_default_config", dtype="bf16", D=128, Sq=192, Skv=192, causal=True,
+          config=None),
+    _case("fp16_d64_default_config", D=64, Sq=160, Skv=160, config=None),
+    _case("bf16_scale_bshd", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3, bshd=True),
+    _case("fp16_one_query_causal", Sq=1, Skv=70, causal=True),
+]
+
+
+@functools.lru_cache(maxsize=None)
+def _interpreter_results(tmp: str) -> dict:
+    cases, results = os.path.join(tmp, "cases.json"), os.path.join(tmp, "results.json")
+    with open(cases, "w") as f:
+        json.dump(CASES, f)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
+        p for p in [os.environ.get("PYTHONPATH", "")] + sys.path if p))
+    proc = subprocess.run([sys.executable, str(WORKER), cases, results], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
+    with open(results) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def interp_results(tmp_path_factory):
+    return _interpreter_results(str(tmp_path_factory.mktemp("attn_interp")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_matches_sdpa_under_interpreter(interp_results, case):
+    r = interp_results[case["name"]]
+    assert "error" not in r, r.get("error")
+    assert r["nan_o"] == 0 and r["nan_lse"] == 0, f"outputs left unwritten (NaN): {r}"
+    assert r["o_excess"] <= case["tol"], (
+        f"|o - sdpa| = {r['o_err']:.3g} exceeds {case['tol']} + {case['tol']} * |sdpa|: {r}")
+    assert r["lse_err"] <= 1e-3, f"lse differs from logsumexp by {r['lse_err']:.3g}: {r}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Compile for sm_90 (no GPU needed)
+# ------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _compile(dtype: str, head_dim: int, causal: bool):
+    config = attention_default_config(head_dim)
+    signature, constexprs = attention_compile_args(dtype, head_dim, causal, config)
+    src = triton.compiler.ASTSource(fn=attn_fwd_kernel, signature=signature,
+                                    constexprs=constexprs, attrs=attention_compile_attrs())
+    return triton.compile(src, target=SM90, options=config.options())
+
+
+@pytest.mark.parametrize("dtype,head_dim,causal", [("bf16", 128, True), ("fp16", 64, False)])
+def test_compiles_to_cubin_for_sm90(dtype, head_dim, causal):
+    k = _compile(dtype, head_dim, causal)
+    assert k.asm["cubin"], "no cubin"
+    assert 0 < k.metadata.shared <= 232448
+    assert "wgmma.mma_async" in k.asm["ptx"], "QK^T and PV must lower to Hopper wgmma"
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(k.asm["ptx"])
+        f.flush()
+        res = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
+                             capture_output=True, text=True, check=True)
+    spills = int(re.search(r"(\d+) bytes spill stores", res.stderr).group(1))
+    assert spills == 0, f"the kernel spills {spills} bytes"
+
+
+def test_ttir_has_one_kv_loop_with_the_kv_loads():
+    """What the passes rely on: one scf.for (the KV loop) holding both K and V loads, their
+    addresses built from the loop counter; Q is loaded once before it."""
+    ttir = _compile("bf16", 128, True).asm["ttir"]
+    body = ttir[ttir.index("tt.func public @attn_fwd_kernel"):]
+    fors = re.findall(r"scf\.for (%[\w.]+) = ", body)
+    assert len(fors) == 1, f"expected one KV loop, got {fors}"
+    head, loop = body.split("scf.for", 1)
+    assert len(re.findall(r"tt\.load ", head)) == 1, "Q must be loaded once, before the KV loop"
+    assert len(re.findall(r"tt\.load ", loop)) == 2, "K and V must be loaded inside the KV loop"
+    assert len(re.findall(r"tt\.dot ", loop)) == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# Typed errors (host only)
+# ------------------------------------------------------------------------------------------------
+
+
+def _qkv(B=1, Hq=4, Hkv=2, Sq=8, Skv=8, D=64, dtype=torch.bfloat16):
+    return (torch.zeros(B, Hq, Sq, D, dtype=dtype), torch.zeros(B, Hkv, Skv, D, dtype=dtype),
+            torch.zeros(B, Hkv, Skv, D, dtype=dtype))
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda q, k, v: (q.float(), k.float(), v.float()), "bfloat16 or torch.float16"),
+    (lambda q, k, v: (q, k.half(), v), "one dtype"),
+    (lambda q, k, v: (q[0], k, v), "4-D"),
+    (lambda q, k, v: (q, k[:, :, :4], v), "same shape"),
+    (lambda q, k, v: (q[..., :32], k[..., :32], v[..., :32]), "head_dim 32"),
+    (lambda q, k, v: (q[:, :3], k, v), "multiple of KV heads"),
+    (lambda q, k, v: (q, k[:, :, :0], v[:, :, :0]), "empty sequence"),
+    (lambda q, k, v: (q, torch.cat([k, k]), torch.cat([v, v])), "batch and head_dim"),
+])
+def test_bad_operands_raise_launch_error(change, match):
+    q, k, v = change(*_qkv())
+    with pytest.raises(LaunchError, match=match):
+        check_operands(q, k, v)
+
+
+def test_bad_config_and_out_raise_launch_error():
+    q, k, v = _qkv()
+    with pytest.raises(LaunchError, match="power of two"):
+        attention(q, k, v, config=AttentionConfig(BLOCK_M=96))
+    with pytest.raises(LaunchError, match="unknown attention config keys"):
+        attention(q, k, v, config={"BLOCK_K": 64})
+    with pytest.raises(LaunchError, match="out lse"):
+        attention(q, k, v, out=(torch.empty(1, 4, 8, 64, dtype=q.dtype), torch.empty(1, 4, 8)
+                                .half()))
+
+
+@pytest.mark.skipif(triton.knobs.runtime.interpret, reason="this process runs the interpreter")
+def test_cpu_launch_without_interpreter_says_what_to_do():
+    with pytest.raises(LaunchError, match="TRITON_INTERPRET=1"):
+        attention(*_qkv())
+
+
+def test_default_configs_per_head_dim():
+    assert attention_default_config(64).BLOCK_N == 128
+    assert attention_default_config(128).BLOCK_N == 64
+    with pytest.raises(LaunchError, match="head dim 96"):
+        attention_default_config(96)
+    assert AttentionConfig.of({"BLOCK_N": 32}, 128) == attention_default_config(128).replace(
+        BLOCK_N=32)
