@@ -251,7 +251,7 @@ class CommLowering(TableTransfers, Lowering):
         if wide:
             rows2 = lb.insert(arith.ExtSIOp(rows2, TensorType(i64, shape_t))).result
             cols2 = lb.insert(arith.ExtSIOp(cols2, TensorType(i64, shape_t))).result
-        if pipelined:
+        if pipelined or br * shape2[1] >= 2 ** 31:  # (in-tile offsets must fit an i32)
             offs = lb.add(lb.mul(rows2, splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
             sp = addptr(lb, splat(lb, src_base, shape_t), offs)
             dp = addptr(lb, splat(lb, dst_base, shape_t), offs)
