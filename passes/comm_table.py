@@ -172,7 +172,7 @@ class TableTransfers:
         # whole (per-element row masks of a dynamic bound cost a register each: 255 in all)
         full = tuple(e is not None and e % t == 0 for e, t in zip(ext, (tiling.br, tiling.bc)))
         self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, ntc, ntiles,
-                       src_base, dst_base, kind.sum, pipelined=False, full=full)
+                       src_base, dst_base, kind.sum, from_table=True, full=full)
 
     def kind_bases(self, b: Builder, o, kind: ct.ChunkKind, src, dst):
         """``(row, base, src_base, dst_base)`` of the kind's tensor: its operand's peer-table

@@ -218,12 +218,14 @@ class CommLowering(TableTransfers, Lowering):
                            f"tensor {tensor!r} has {len(shape)} dims (flatten it)")
 
     def copy_loop(self, b: Builder, pid, count, shape2, lo, hi, br: int, bc: int, ntc, ntiles,
-                  src_base, dst_base, accumulate: bool, pipelined: bool = True,
+                  src_base, dst_base, accumulate: bool, from_table: bool = False,
                   full: tuple[bool, bool] = (False, False)) -> None:
         """Comm program ``pid`` of ``count`` copies tiles ``pid, pid + count, ...`` of the box
         ``[lo, hi)`` (``br x bc`` elements each, ``ntc`` per row band, ``ntiles`` in all).
         Bounds are ints (the unrolled lowering: constants in the loop body) or i32 values
-        defined before the loop (the table lowering: read from the chunk's record)."""
+        defined before the loop (the table lowering: read from the chunk's record).
+        ``from_table``: the table lowering's copy (not software-pipelined, addressed from the
+        tile's corner; ``full`` dims unmasked), see :mod:`passes.comm_table`."""
         wide = shape2[0] * shape2[1] >= 2 ** 31
         ity = i64 if wide else i32
 
@@ -251,7 +253,7 @@ class CommLowering(TableTransfers, Lowering):
         if wide:
             rows2 = lb.insert(arith.ExtSIOp(rows2, TensorType(i64, shape_t))).result
             cols2 = lb.insert(arith.ExtSIOp(cols2, TensorType(i64, shape_t))).result
-        if pipelined or br * shape2[1] >= 2 ** 31:  # (in-tile offsets must fit an i32)
+        if not from_table or br * shape2[1] >= 2 ** 31:  # (in-tile offsets must fit an i32)
             offs = lb.add(lb.mul(rows2, splat(lb, lb.const(shape2[1], ity), shape_t)), cols2)
             sp = addptr(lb, splat(lb, src_base, shape_t), offs)
             dp = addptr(lb, splat(lb, dst_base, shape_t), offs)
@@ -275,7 +277,7 @@ class CommLowering(TableTransfers, Lowering):
         lb.insert(tt().StoreOp(dp, value, mask))
         lb.insert(scf.YieldOp())
         loop = b.insert(scf.ForOp(pid, ntiles, count, [], Region(body)))
-        if not pipelined:
+        if from_table:
             self.no_pipelining(loop)
 
     @staticmethod
