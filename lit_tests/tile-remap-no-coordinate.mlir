@@ -2,10 +2,11 @@
 
 // Attention-like: every program reads all of K, 64 rows per iteration of its KV loop
 // (rows [start_n, start_n + 64)).  No tile coordinate selects the chunk a program reads (the
-// loop does), so tile-remap leaves the program order alone and records a remark; the waits
-// inside the loop keep the kernel correct.
+// loop does).  The loop's iterations are the blocks, but it accumulates floats, so without
+// reorder_reductions tile-remap leaves the order alone and records why (tile-remap-loop.mlir
+// renumbers it with the option); the waits inside the loop keep the kernel correct.
 
-// CHECK:     syncopate.abi = "{\22remap\22: {}, \22remarks\22: [\22tile-remap: no single tile coordinate for K dim 0; tile order left as written\22]}"
+// CHECK:     syncopate.abi = "{\22remap\22: {}, \22remarks\22: [\22tile-remap: K dim 0 not remapped: the tile coordinate counts the iterations of a loop that accumulates floating-point values: visiting them in another order would change the rounding (the fused kernel must give the unfused kernel's bits; reorder_reductions=True allows it); tile order left as written\22]}"
 // CHECK-NOT: syncopate.remap
 
 module {

@@ -50,6 +50,7 @@ class AttachSchedule(ModulePass):
     reduce: str = "comm"
     withhold: str = ""          # "c[,c...]": chunks never signalled (fault injection)
     lowering: str = "auto"      # "auto" | "unrolled" | "table": chunk-level code (see above)
+    reorder_reductions: bool = False  # tile-remap may renumber loops that accumulate floats
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
 
@@ -86,6 +87,8 @@ class AttachSchedule(ModulePass):
                                f"{', '.join(LOWERINGS)}")
         if self.lowering != "auto":  # absent means "auto"
             op.attributes[ATTR_LOWERING] = StringAttr(self.lowering)
+        if self.reorder_reductions:  # absent means off (docs/soundness.md, "Loops")
+            op.attributes["syncopate.reorder_reductions"] = StringAttr("on")
         if self.withhold:
             op.attributes[ATTR_WITHHOLD] = StringAttr(
                 withhold_text(self.withhold.replace(";", ",").split(","), schedule))

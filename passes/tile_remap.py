@@ -14,6 +14,10 @@ the same coordinate, so results land where they belong.  The rank is a runtime v
 binary serves every rank.  A tile that straddles two bands sorts by the later band (consumers)
 or the earlier one (producers).  Where no single coordinate exists the pass leaves the order
 alone and says so in the ``syncopate.abi`` remarks: waits keep the kernel correct regardless.
+
+A block index that is the iteration count of a loop (attention's KV loop reading all-gathered
+K/V) has no such value; there the loop itself is renumbered (:mod:`.loop_remap`), and a loop
+that accumulates floats only under the compile option ``reorder_reductions=True``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from .access import analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import is_int_type, is_tensor, loc_str
+from .loop_remap import LoopCoordinate, loop_coordinate, loop_refusal, remap_loop
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
 
@@ -282,8 +287,12 @@ class TileRemap(ModulePass):
             remarks.append("tile-remap: off (remap=False); tile order left as written")
             update_state(op, remap={}, remarks=remarks)
             return
+        flag = op.attributes.get("syncopate.reorder_reductions")
+        reorder = flag is not None and getattr(flag, "data", None) == "on"
         remapped: dict[str, dict] = {}
         done: set[int] = set()
+        loops_done: dict[int, list[int]] = {}   # id(loop) -> the table it was remapped with
+        reordered = False
         for tensor in sorted({a.tensor for a in accesses}):
             dims = sched.chunked_dims(tensor)
             if not dims:
@@ -298,11 +307,27 @@ class TileRemap(ModulePass):
                          for a in group}
                 (coord, block) = next(iter(polys))
                 values = coordinate_values(analysis.func, analysis.ev, coord) if coord else []
+                why = None
+                if len(polys) == 1 and coord is not None and values:
+                    why = remap_refusal(analysis.func, values)
+                extents = {a.dims[dim].extent for a in group}
+                lc = None
+                if (why is not None or not values or len(polys) != 1) and len(extents) == 1:
+                    lc = loop_coordinate([a.dims[dim].lo for a in group], next(iter(extents)),
+                                         coordinate_poly)
+                if lc is not None:
+                    floats, note = self._loop(op, analysis, sched, rank, tensor, dim,
+                                                 next(iter(extents)), role, lc, reorder,
+                                                 loops_done, remapped)
+                    remarks.append(note)
+                    reordered |= floats and tensor in remapped
+                    if tensor in remapped:
+                        break
+                    continue
                 if len(polys) != 1 or coord is None or not values:
                     remarks.append(f"tile-remap: no single tile coordinate for {tensor} dim {dim}; "
                                    f"tile order left as written")
                     continue
-                why = remap_refusal(analysis.func, values)
                 if why is not None:
                     # sound either way: the waits keep the kernel correct in any tile order
                     remarks.append(f"tile-remap: {tensor} dim {dim} not remapped: {why}; tile "
@@ -320,7 +345,56 @@ class TileRemap(ModulePass):
                         done.add(id(x))
                 remapped[tensor] = {"dim": dim, "block": block, "tiles": tiles, "role": role}
                 break
-        update_state(op, remap=remapped, remarks=remarks)
+        if reordered:
+            update_state(op, remap=remapped, remarks=remarks, reordered=True)
+        else:
+            update_state(op, remap=remapped, remarks=remarks)
+
+    def _loop(self, op, analysis, sched, rank, tensor, dim, block, role, lc, reorder,
+              loops_done, remapped) -> tuple[bool, str]:
+        """Renumber the iterations of the loop whose iterations are the blocks of ``tensor``
+        along ``dim`` (:mod:`.loop_remap`): ``(whether it reorders float reductions, the
+        remark)``; a refusal leaves the loop as written (``tensor`` not in ``remapped``)."""
+        head = f"tile-remap: {tensor} dim {dim}"
+        if isinstance(lc, str):
+            return False, f"{head} not remapped: {lc}; tile order left as written"
+        if role != "consumer":
+            return False, (f"{head} not remapped: the loop{_where(lc.loop)} writes the tensor "
+                           f"(only loops that read delivered blocks are renumbered); tile order "
+                           f"left as written")
+        size = sched.tensors[tensor].shape[dim]
+        tiles = -(-size // block)
+        why = loop_refusal(analysis.func, lc, tiles, reorder, analysis.ev, _address_polys,
+                           _WRITES)
+        if why is not None:
+            return False, f"{head} not remapped: {why}; tile order left as written"
+        _, table = remap_table(sched, tensor, dim, block, role)
+        entry = {"dim": dim, "block": block, "tiles": tiles, "role": role, "loop": True}
+        floats = any(str(getattr(a.type, "element_type", a.type)) in ("f16", "f32", "f64", "bf16")
+                     for a in lc.loop.body.block.args[1:])
+        if floats:
+            entry["reorders_reductions"] = True
+        prev = loops_done.get(id(lc.loop))
+        if prev is not None:
+            if prev != table:
+                return False, (f"{head} not remapped: the loop{_where(lc.loop)} already visits "
+                               f"another tensor's blocks in that tensor's (different) arrival "
+                               f"order; tile order left as written")
+            remapped[tensor] = entry
+            return floats, (f"tile-remap: {tensor} dim {dim} follows the same remapped loop"
+                           f"{_where(lc.loop)}")
+        if table == list(range(tiles)) * sched.world_size:
+            return False, (f"tile-remap: blocks of {tensor} dim {dim} already arrive in loop "
+                           f"order on every rank; tile order left as written")
+        remap_loop(lc, rank, tensor, dim, block, tiles, table)
+        loops_done[id(lc.loop)] = table
+        remapped[tensor] = entry
+        note = (f"tile-remap: the loop{_where(lc.loop)} visits the blocks of {tensor} dim {dim} "
+                f"in arrival order")
+        if floats:
+            note += (" (reorder_reductions=True: its floating-point reductions run in another "
+                     "order, so results are no longer bitwise the unfused kernel's)")
+        return floats, note
 
     @staticmethod
     def _remap(x: SSAValue, rank, tensor, dim, block, tiles, table) -> None:

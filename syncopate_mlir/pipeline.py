@@ -63,6 +63,7 @@ class FuseRequest:
     reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
     withhold: str = ""               # fault injection: "c,c" chunks never signalled (tests)
     remap: bool = True               # False: tile-remap keeps the kernel's tile order
+    reorder_reductions: bool = False  # True: loops accumulating floats may be renumbered
     lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
 
     def key(self) -> str:
@@ -70,6 +71,7 @@ class FuseRequest:
                            "backend": self.backend, "comm_programs": self.comm_programs,
                            "keep_ir": self.keep_ir, "reduce": self.reduce,
                            "withhold": self.withhold, "remap": self.remap,
+                           "reorder_reductions": self.reorder_reductions,
                            "lowering": self.lowering,
                            "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
@@ -109,6 +111,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
         module.attributes["syncopate.test_withhold"] = StringAttr(request.withhold)
     if not request.remap:
         module.attributes["syncopate.remap"] = StringAttr("off")
+    if request.reorder_reductions:  # absent means off: the unfused kernel's bits
+        module.attributes["syncopate.reorder_reductions"] = StringAttr("on")
     if request.lowering != "auto":  # absent means "auto"
         module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
 

@@ -122,7 +122,8 @@ def resolve_operands(kernel, signature: Mapping[str, str], constexprs: Mapping[s
 def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any],
                  schedule, operand, backend: str, comm_programs: int | None, reduce: str = "comm",
                  withhold_chunks=(), remap: bool = True, keep_ir: bool = True,
-                 check_withhold: bool = True, lowering: str = "auto"):
+                 check_withhold: bool = True, lowering: str = "auto",
+                 reorder_reductions: bool = False):
     """The validated :class:`~syncopate_mlir.pipeline.FuseRequest` for fusing ``kernel`` with
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
@@ -159,14 +160,14 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                        operands=tuple(sorted(operands.items())), backend=backend,
                        comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
                        reduce=reduce, withhold=withhold, remap=bool(remap),
-                       lowering=lowering)
+                       lowering=lowering, reorder_reductions=bool(reorder_reductions))
 
 
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
             withhold_chunks=(), remap: bool = True, lowering: str = "auto",
-            **options) -> FusedCompile:
+            reorder_reductions: bool = False, **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
@@ -182,6 +183,9 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     names it (``ce`` withholds at run time: ``FusedKernel.test_skip_chunks``). ``remap=False``
     keeps the kernel's own tile order (tile-remap does nothing): the escape hatch for a tiling
     the remap's rules accept but that is not a grid (docs/soundness.md, "Known limits").
+    ``reorder_reductions=True`` lets tile-remap renumber a loop that accumulates floats (the
+    KV loop of attention over all-gathered K/V visits local blocks first): the results are then
+    no longer bitwise the unfused kernel's (docs/soundness.md, "Loops"); off by default.
     ``lowering``: ``"table"`` makes the chunk-level code (waits, signals, the comm programs'
     transfers) loops over a chunk table in device memory, so code size and compile time do not
     grow with the chunk count; ``"unrolled"`` emits code per chunk; ``"auto"`` (default) picks
@@ -197,7 +201,8 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     request = fuse_request(kernel, signature=signature, constexprs=constexprs, schedule=schedule,
                            operand=operand, backend=backend, comm_programs=comm_programs,
                            reduce=reduce, withhold_chunks=withhold_chunks, remap=remap,
-                           keep_ir=keep_ir, lowering=lowering)
+                           keep_ir=keep_ir, lowering=lowering,
+                           reorder_reductions=reorder_reductions)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()

@@ -86,7 +86,8 @@ class Emulation:
         self.inputs = LaunchInputs(self.spec, self.args)
         self._reference = Reference(schedule=self.schedule, operands=self.operands,
                                     spec=self.spec, args=self.args, inputs=self.inputs,
-                                    code=self.ref_code, grid=self.grid)
+                                    code=self.ref_code, grid=self.grid,
+                                    reordered=bool(self.state.get("reordered")))
 
     def _consumer(self, param) -> bool:
         return is_consumed_operand(self.schedule, self.operands, param)
@@ -302,7 +303,8 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
             reduce: str = "comm", attrs=None, options=None,
             policies: Sequence[str] = DEFAULT_POLICIES, launches: int = 2, seed: int = 0,
             fine: bool = False, check: bool = True, faults: Faults | None = None,
-            withhold_chunks=(), lowering: str = "auto") -> EmulationResult:
+            withhold_chunks=(), lowering: str = "auto", remap: bool = True,
+            reorder_reductions: bool = False) -> EmulationResult:
     """Fuse ``kernel`` with ``schedule`` (the pipeline through ``resolve-chunks``), emulate it
     for the schedule's world size on numpy under every policy for ``launches`` launches, and
     compare each rank's outputs with the unfused kernel emulated on the collected inputs.
@@ -314,11 +316,14 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     launches stage fresh random inputs (seeded by ``seed``).  ``check=True`` raises
     :class:`~syncopate.errors.EmulationError` (carrying the result) on any race or mismatch.
     A combination the compiler refuses raises its :class:`~syncopate.errors.CompileError`.
-    ``lowering`` is the compiler's (``"table"`` emulates the chunk-table loops)."""
+    ``lowering`` is the compiler's (``"table"`` emulates the chunk-table loops); so are
+    ``remap`` and ``reorder_reductions`` (with the latter, a module whose loops were renumbered
+    is compared with the unfused kernel within :data:`~.reference.REORDER_ULPS`, not bitwise)."""
     module, ttir = fuse_module(kernel, signature=signature, constexprs=constexprs, attrs=attrs,
                                schedule=schedule, operand=operand, backend=backend,
                                comm_programs=comm_programs, reduce=reduce, options=options,
-                               withhold_chunks=withhold_chunks, lowering=lowering)
+                               withhold_chunks=withhold_chunks, lowering=lowering, remap=remap,
+                               reorder_reductions=reorder_reductions)
     res = Emulation(module, ttir, grid=grid, args=args, fine=fine).run(policies, launches, seed,
                                                                         faults)
     return res.raise_for_problems() if check else res

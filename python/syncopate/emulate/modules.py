@@ -58,9 +58,11 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
 
 def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, operand,
                 backend: str = "sm", comm_programs: int | None = None, reduce: str = "comm",
-                options=None, withhold_chunks=(), lowering: str = "auto"):
+                options=None, withhold_chunks=(), lowering: str = "auto", remap: bool = True,
+                reorder_reductions: bool = False):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
-    :func:`syncopate.compile` (the same typed refusals); ``lowering`` is the compiler's."""
+    :func:`syncopate.compile` (the same typed refusals); ``lowering``, ``remap`` and
+    ``reorder_reductions`` are the compiler's."""
     from syncopate.compiler import fuse_request
     from syncopate_mlir.pipeline import run_pipeline_until
 
@@ -70,7 +72,8 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
                            schedule=schedule, operand=operand, backend=backend,
                            comm_programs=comm_programs, reduce=reduce,
                            withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False,
-                           lowering=lowering)
+                           lowering=lowering, remap=remap,
+                           reorder_reductions=reorder_reductions)
     ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
     module, _ = run_pipeline_until(ttir, request, "resolve-chunks")
     return module, ttir

@@ -1,0 +1,230 @@
+"""The inner-loop remap: a loop over blocks of a communicated tensor visits them in arrival order.
+
+Why: in ring attention (issue 11) every program reads *all* K/V blocks inside its KV loop
+``for start_n in range(0, SEQ_KV, BLOCK_N)``.  The tile coordinate of those reads is not a
+program coordinate but the loop's iteration number ``start_n / BLOCK_N`` -- an ``IterCount``
+that no SSA value of the kernel equals, so ``tile-remap``'s search for a coordinate value found
+nothing.  Here the loop itself is renumbered: at the top of its body the induction variable is
+replaced, for every use, by ``remap(iv / step) * step``, so iteration ``t`` runs as iteration
+``table[rank][t]`` of the unfused kernel: addresses, masks (the causal mask) and waits all see
+the same remapped block.
+
+When this is a consistent renumbering of the iterations (docs/soundness.md, "Loops"):
+
+* the loop starts at 0 with a constant positive step and a constant trip count equal to the
+  number of blocks of the chunked dim (the table is a permutation of exactly those blocks);
+* it carries no integer or pointer value from one iteration to the next (a counter or an
+  advanced pointer would keep the written order while the induction variable moves), and no
+  address anywhere follows the loop's iteration count through such a value;
+* nothing in it writes memory or calls out (the order of writes would be its result);
+* the floating-point values it carries (a softmax's running max and sum, an accumulator) are
+  reductions whose order only changes rounding: the kernel then no longer gives the unfused
+  kernel's bits, so this needs the compile option ``reorder_reductions=True`` (an assertion by
+  the user, like a hint: a loop whose carried floats are not an order-independent reduction,
+  ``acc = acc * 2 + x``, is a wrong program under it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import BlockArgument, OpResult, SSAValue
+
+from syncopate_mlir.dialects.syncopate import RemapOp
+
+from .access_eval import AnalysisFailure
+from .builder import Builder
+from .ir_utils import const_int, loc_str
+from .poly import IterCount, Poly
+
+_FLOATS = ("f16", "f32", "f64", "bf16")
+#: ops with effects the order of a loop's iterations would change (besides writes)
+_OPAQUE = ("tt.call", "tt.elementwise_inline_asm", "tt.print", "tt.assert")
+
+
+@dataclass
+class LoopCoordinate:
+    """The chunked dim's blocks are the iterations of ``loop``: block ``iv / step``."""
+
+    loop: scf.ForOp
+    iv: BlockArgument
+    step: int
+
+
+def for_loop_of(v) -> scf.ForOp | None:
+    """The ``scf.for`` whose induction variable ``v`` is, else None."""
+    if isinstance(v, BlockArgument) and v.index == 0:
+        owner = v.block.parent_op()
+        if isinstance(owner, scf.ForOp):
+            return owner
+    return None
+
+
+def _substitute(lo: Poly, iv: SSAValue, step: int, loop) -> Poly:
+    """``lo`` with ``iv`` replaced by ``step * iter(loop)`` (a loop from 0)."""
+    out = Poly()
+    it = Poly.var(IterCount(loop))
+    for mono, c in lo.terms.items():
+        k = sum(1 for v in mono if v is iv)
+        term = Poly({tuple(v for v in mono if v is not iv): c * step ** k})
+        for _ in range(k):
+            term = term * it
+        out = out + term
+    return out
+
+
+def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordinate | str | None:
+    """The loop whose iterations are the blocks ``[u + lo, u + lo + extent)`` of every access,
+    ``lo = extent * iter(loop)`` and ``u`` loop-invariant (the same loop and block for all), a
+    refusal reason when they are a loop's iterations that cannot be renumbered, or None when no
+    loop's induction variable makes the start.
+
+    ``u`` (``b * stride_kb`` of a sequence-major K with one batch) is allowed because renumbering
+    *all* iterations of a loop is a consistent renumbering whatever the data each one reads: the
+    table only decides how well the order fits the arrival of the chunks (best when ``u = 0``),
+    and the waits, inserted after this pass from the remapped addresses, keep every read
+    correct."""
+    loops = set()
+    for lo in los:
+        for v in lo.vars():
+            if isinstance(v, IterCount):
+                return (f"the block index follows the iteration count of the loop"
+                        f"{_where(v.loop)} through a loop-carried value (an advanced pointer or "
+                        f"counter); write the address from the induction variable")
+            if for_loop_of(v) is not None:
+                loops.add(v)
+    if len(loops) != 1:
+        return None
+    iv = next(iter(loops))
+    loop = for_loop_of(iv)
+    lb, step = _const(loop.lb), _const(loop.step)
+    if lb is None or step is None:
+        return None
+    if lb != 0 or step <= 0:
+        return (f"the loop{_where(loop)} does not count up from 0 by a constant step (lb "
+                f"{lb}, step {step})")
+    target = Poly.var(IterCount(loop))
+    for lo in los:
+        sub = _substitute(lo, iv, step, loop)
+        moving = Poly({m: c for m, c in sub.terms.items() if any(v is not iv and
+                                                               isinstance(v, IterCount)
+                                                               for v in m)})
+        rest = sub - moving
+        if coordinate_poly(moving, extent) != target:
+            return None
+        # the rest must not change between iterations (only the table's fit depends on it)
+        if any(isinstance(v, SSAValue) and _inside(v, loop) for v in rest.vars()):
+            return None
+    return LoopCoordinate(loop, iv, step)
+
+
+def _const(v) -> int | None:
+    """``const_int``, but also for a zero (``const_int`` reads the value attribute with ``or``,
+    and an ``IntegerAttr`` of 0 is falsy, so it returns None for a scalar 0)."""
+    if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
+        attr = v.op.properties.get("value")
+        if attr is None:
+            attr = v.op.attributes.get("value")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return const_int(v)
+
+
+def _inside(v: SSAValue, loop) -> bool:
+    """Whether ``v`` is defined in ``loop``'s body (changes from one iteration to the next)."""
+    block = v.block if isinstance(v, BlockArgument) else v.op.parent_block()
+    while block is not None:
+        owner = block.parent_op()
+        if owner is loop:
+            return True
+        block = owner.parent_block() if owner is not None else None
+    return False
+
+
+def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev, address_polys,
+                 writes) -> str | None:
+    """Why renumbering the iterations of ``lc.loop`` by a per-rank permutation of the ``tiles``
+    blocks would not give the unfused kernel's results (up to rounding with ``reorder``), or
+    None.  ``address_polys(op, ev)`` and ``writes`` are tile-remap's."""
+    loop = lc.loop
+    ub = _const(loop.ub)
+    if ub is None:
+        return (f"the trip count of the loop{_where(loop)} is not a compile-time constant (the "
+                f"remap permutes all {tiles} blocks of the dim; a loop over a part of them, such "
+                f"as causal attention's, would visit other blocks)")
+    trips = max(0, -(-ub // lc.step))
+    if trips != tiles:
+        return (f"the loop{_where(loop)} runs {trips} iterations, not the {tiles} blocks of the "
+                f"dim (the remap would visit other blocks)")
+    floats = False
+    for arg in loop.body.block.args[1:]:
+        elem = getattr(arg.type, "element_type", arg.type)
+        if str(elem) in _FLOATS:
+            floats = True
+            continue
+        return (f"the loop{_where(loop)} carries a {arg.type} from one iteration to the next (a "
+                f"counter or pointer keeps the written order while the blocks move)")
+    if floats and not reorder:
+        return (f"the tile coordinate counts the iterations of a loop that accumulates "
+                f"floating-point values{_where(loop)}: visiting them in another order would "
+                f"change the rounding (the fused kernel must give the unfused kernel's bits; "
+                f"reorder_reductions=True allows it)")
+    for op in loop.walk():
+        if op is loop:
+            continue
+        if isinstance(op, writes):
+            return (f"the loop{_where(loop)} writes memory ({op.name}{_where(op)}): the order of "
+                    f"its iterations is the order of its writes")
+        if op.name in _OPAQUE:
+            return f"the loop{_where(loop)} contains a {op.name}{_where(op)}"
+    inside = {id(o) for o in loop.walk()}
+    it = IterCount(loop)
+    for op in func.walk():
+        polys = address_polys(op, ev)
+        if polys is None:
+            if id(op) in inside:
+                return f"cannot follow the address of the {op.name}{_where(op)} in the loop"
+            continue
+        if any(it in p.vars() for p in polys):
+            return (f"the {op.name}{_where(op)} advances its address with the loop's iteration "
+                    f"count (a loop-carried pointer), not with its induction variable")
+    return None
+
+
+def remap_loop(lc: LoopCoordinate, rank, tensor: str, dim: int, block: int, tiles: int,
+               table: list[int]) -> None:
+    """Replace every use of the induction variable by ``remap(iv / step) * step``."""
+    iv = lc.iv
+    b = Builder.at_start(iv.block)
+    made = []
+    t = iv
+    if lc.step != 1:
+        c = b.const(lc.step, iv.type)
+        made.append(c.op)
+        t = b.insert(arith.DivUIOp(iv, c)).result   # iv >= 0, a multiple of step
+        made.append(t.op)
+    coord = b.i32(t)
+    if coord is not t:
+        made.append(coord.op)
+    remap = b.insert(RemapOp(coord, rank, tensor, dim, block, tiles, table))
+    made.append(remap)
+    out = b.cast(remap.result, iv.type)
+    if out is not remap.result:
+        made.append(out.op)
+    if lc.step != 1:
+        c2 = b.const(lc.step, iv.type)
+        out = b.mul(out, c2)
+        made += [c2.op, out.op]
+    keep = set(map(id, made))
+    iv.replace_uses_with_if(out, lambda use: id(use.operation) not in keep)
+
+
+def _where(x) -> str:
+    op = x if not isinstance(x, SSAValue) else getattr(x, "op", None)
+    try:
+        loc = loc_str(op) if op is not None else None
+    except AnalysisFailure:
+        loc = None
+    return f" at {loc}" if loc else ""
