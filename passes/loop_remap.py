@@ -99,7 +99,7 @@ def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordi
         return None
     iv = next(iter(loops))
     loop = for_loop_of(iv)
-    lb, step = _const(loop.lb), _const(loop.step)
+    lb, step = const_int(loop.lb), const_int(loop.step)
     if lb is None or step is None:
         return None
     if lb != 0 or step <= 0:
@@ -120,18 +120,6 @@ def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordi
     return LoopCoordinate(loop, iv, step)
 
 
-def _const(v) -> int | None:
-    """``const_int``, but also for a zero (``const_int`` reads the value attribute with ``or``,
-    and an ``IntegerAttr`` of 0 is falsy, so it returns None for a scalar 0)."""
-    if isinstance(v, OpResult) and isinstance(v.op, arith.ConstantOp):
-        attr = v.op.properties.get("value")
-        if attr is None:
-            attr = v.op.attributes.get("value")
-        if isinstance(attr, IntegerAttr):
-            return attr.value.data
-    return const_int(v)
-
-
 def _inside(v: SSAValue, loop) -> bool:
     """Whether ``v`` is defined in ``loop``'s body (changes from one iteration to the next)."""
     block = v.block if isinstance(v, BlockArgument) else v.op.parent_block()
@@ -149,7 +137,7 @@ def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev, addres
     blocks would not give the unfused kernel's results (up to rounding with ``reorder``), or
     None.  ``address_polys(op, ev)`` and ``writes`` are tile-remap's."""
     loop = lc.loop
-    ub = _const(loop.ub)
+    ub = const_int(loop.ub)
     if ub is None:
         return (f"the trip count of the loop{_where(loop)} is not a compile-time constant (the "
                 f"remap permutes all {tiles} blocks of the dim; a loop over a part of them, such "
