@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import EmulationError
 from .interpreter import POINT, _array_prop, _int_prop, _ops, _res, _shape, _uns, handler, loc_of
 from .memory import (
     BlockPtr,
@@ -24,6 +25,7 @@ from .memory import (
 def _addptr(fc, op, tm):
     p, o = _ops(fc, op)
     r = _res(fc, op)
+    where = loc_of(op)
 
     def f(env, pc):
         x, d = env[p], env[o]
@@ -32,7 +34,18 @@ def _addptr(fc, op, tm):
         elif isinstance(d, np.ndarray):
             env[r] = PtrTensor(x.buf, x.off + d.astype(np.int64))
         else:
-            env[r] = Ptr(x.buf, x.off + int(d))
+            off = x.off + int(d)
+            if not 0 <= off <= x.buf.data.size:
+                # a scalar pointer moved past its allocation, as the epilogue reduction's slot
+                # base (an aligned parameter plus the distance to the slot buffer): on the GPU
+                # it is just an address, so follow it to the buffer it lands in
+                buf, boff = pc.machine.resolve_addr(x.buf.addr + off * x.buf.esize, where)
+                if buf.esize != x.buf.esize:
+                    raise EmulationError(f"{where}: a {x.buf.name} pointer moved into "
+                                         f"{buf.name}, whose elements have another size")
+                env[r] = Ptr(buf, boff)
+            else:
+                env[r] = Ptr(x.buf, off)
     return f, False
 
 
