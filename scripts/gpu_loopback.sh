@@ -7,7 +7,7 @@
 #
 #   bash scripts/gpu_loopback.sh          # from the repository root, $OUT set by the runner
 #
-# Carry .whl/ (../shared/tools/gpu-wheels fills it: xdsl & co., which the GPU machine lacks).
+# Carry .whl/ (the README says how to fill it: xdsl & co., which the GPU machine lacks).
 # Steps: install, env, lb2_runtime (sync kernels, W=2), lb2_ops (every op test, W=2: ag/rs
 # correctness + bitwise, NCCL-fallback (SYNCOPATE=0 path through the loopback group), 1000
 # launches, fault injection), lb4 (W=4 subset, only with the time left). Knobs:

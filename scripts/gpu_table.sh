@@ -5,7 +5,7 @@
 #   lb8/lb4  W = 8 / 4 virtual ranks, SYNCOPATE_LOWERING=table: sync kernels, AG+GEMM correct
 #            and bitwise, 1000 launches (sm), withheld-chunk fault
 #   lb2      W = 2, SYNCOPATE_LOWERING=table: every op test (GPU_TABLE_SKIP_W2=1 skips it)
-# Carry .whl/ (../shared/tools/gpu-wheels fills it).  Budget: GPU_TABLE_TOTAL_S (default 540).
+# Carry .whl/ (the README says how to fill it).  Budget: GPU_TABLE_TOTAL_S (default 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_table.log
