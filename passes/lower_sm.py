@@ -242,8 +242,9 @@ class CommLowering(TableTransfers, Lowering):
         c0 = lb.add(v(lo[1]), lb.mul(tcol, lb.const(bc)))
         rvec = vec(lb, r0, br)
         cvec = vec(lb, c0, bc)
-        rmask = lb.cmp("slt", rvec, splat(lb, v(hi[0]), [br]))
-        cmask = lb.cmp("slt", cvec, splat(lb, v(hi[1]), [bc]))
+        # a dim every tile fills (``full``) needs no bound test
+        rmask = None if full[0] else lb.cmp("slt", rvec, splat(lb, v(hi[0]), [br]))
+        cmask = None if full[1] else lb.cmp("slt", cvec, splat(lb, v(hi[1]), [bc]))
         shape_t = [br, bc]
         rows2 = broadcast_to(lb, expand_dims(lb, rvec, 1), shape_t)
         cols2 = broadcast_to(lb, expand_dims(lb, cvec, 0), shape_t)
