@@ -103,18 +103,16 @@ class TableTransfers:
             if kind.on_dst and kind.sum:
                 self.wait_flag(b, index, vol, KIND_PRODUCED)
         signalled = self.move_kind(b, o, rd, rec, kind, chunks, src, dst)
-        one = b.const(1)
         withheld = sorted(c.id for c in chunks if c.id in self.withheld)
-        release = b
-        if withheld:  # fault injection: the data moves, CHUNK[c] never rises
-            keep = b.all_of([b.cmp("ne", cid, b.const(w)) for w in withheld])
-            release = Builder(b.if_(keep).true_region.blocks[0].last_op)
-        if not kind.on_dst:
-            if not signalled:
-                self.release_flag(release, cid, one, "add", peer=dst)
-        else:
-            self.release_flag(release, cid, one, "add")
-            self.release_flag(b, b.const(self.layout.consumed), one, "add", peer=src)
+
+        def keep() -> Builder:
+            if not withheld:
+                return b
+            # fault injection: the data moves, CHUNK[c] never rises for these ids
+            kept = b.all_of([b.cmp("ne", cid, b.const(w)) for w in withheld])
+            return Builder(b.if_(kept).true_region.blocks[0].last_op)
+
+        self.release_chunk(b, keep, lambda _: cid, kind.on_dst, signalled, src, dst)
 
     def box_of(self, b: Builder, rd: TableReader, rec, tensor: str, chunks):
         """The record's box as 2-d ``(shape, lo, hi, extent)``: ``box2``'s form plus, per dim,

@@ -53,21 +53,33 @@ class NvshmemLowering(CommLowering):
         if c.reduce == "sum" or not self._contiguous(c) or c.id in self.withheld:
             # (a withheld chunk: P2P tiles, since a put-with-signal would signal it)
             return super().move(b, o, c, side, src, dst)
-        shape = self.sched.tensors[c.tensor].shape
+        return self._move_rows(b, o, o.base, c.tensor, c.lo[0], c.hi[0],
+                               c.id if side == "src" else None, src, dst)
+
+    def _move_rows(self, b: Builder, o, base, tensor: str, lo, hi, push_chunk, src,
+                   dst) -> bool:
+        """One block-scoped NVSHMEM call moving this comm program's share of the whole rows
+        ``[lo, hi)`` of ``tensor`` (ints: the unrolled form; i32 values: the table form):
+        a put-with-signal of ``CHUNK[push_chunk]`` on the destination when ``push_chunk`` is
+        given (returns True: the put signalled), else a get from ``src``."""
+        def v(x):
+            return b.const(x) if isinstance(x, int) else x
+
+        shape = self.sched.tensors[tensor].shape
         row = 1
         for n in shape[1:]:
             row *= n
-        esize = self.sched.element_bytes(c.tensor)
-        rows = c.hi[0] - c.lo[0]
+        esize = self.sched.element_bytes(tensor)
+        rows = b.const(hi - lo) if isinstance(lo, int) and isinstance(hi, int) else b.sub(hi, lo)
         # rows of this comm program: [lo + pid * per, min(hi, lo + (pid + 1) * per))
-        per = b.divsi(b.add(b.const(rows), b.sub(o.count, b.const(1))), o.count)
-        first = b.minsi(b.add(b.const(c.lo[0]), b.mul(o.pid, per)), b.const(c.hi[0]))
-        last = b.minsi(b.add(first, per), b.const(c.hi[0]))
+        per = b.divsi(b.add(rows, b.sub(o.count, b.const(1))), o.count)
+        first = b.minsi(b.add(v(lo), b.mul(o.pid, per)), v(hi))
+        last = b.minsi(b.add(first, per), v(hi))
         nbytes = b.i64(b.mul(b.sub(last, first), b.const(row * esize)))
-        ptr = addptr(b, o.base, b.mul(first, b.const(row)))
+        ptr = addptr(b, base, b.mul(first, b.const(row)))
         addr = self._addr(b, ptr)
-        if side == "src":
-            sig = self._addr(b, addptr(b, self.args["syn_flags"], b.const(c.id)))
+        if push_chunk is not None:
+            sig = self._addr(b, addptr(b, self.args["syn_flags"], v(push_chunk)))
             self._call(b, "nvshmemx_putmem_signal_block",
                        [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
             return True  # the put carried the destination's CHUNK[c] += 1
@@ -82,26 +94,11 @@ class NvshmemLowering(CommLowering):
         if kind.sum or not all(self._contiguous(c) for c in chunks) or \
                 any(c.id in self.withheld for c in chunks):
             return super().move_kind(b, o, rd, rec, kind, chunks, src, dst)
-        shape = self.sched.tensors[kind.tensor].shape
-        row = 1
-        for n in shape[1:]:
-            row *= n
-        esize = self.sched.element_bytes(kind.tensor)
         base = o.bases[list(self.operands.values()).index(kind.tensor)]
         lo = rd.field(b, rec, ct.R_LO)
         hi = rd.field(b, rec, ct.R_HI)
-        per = b.divsi(b.add(b.sub(hi, lo), b.sub(o.count, b.const(1))), o.count)
-        first = b.minsi(b.add(lo, b.mul(o.pid, per)), hi)
-        last = b.minsi(b.add(first, per), hi)
-        nbytes = b.i64(b.mul(b.sub(last, first), b.const(row * esize)))
-        addr = self._addr(b, addptr(b, base, b.mul(first, b.const(row))))
-        if not kind.on_dst:
-            sig = self._addr(b, addptr(b, self.args["syn_flags"], o.chunk))
-            self._call(b, "nvshmemx_putmem_signal_block",
-                       [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
-            return True
-        self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
-        return False
+        return self._move_rows(b, o, base, kind.tensor, lo, hi,
+                               None if kind.on_dst else o.chunk, src, dst)
 
 
 @dataclass(frozen=True)

@@ -179,17 +179,28 @@ class CommLowering(TableTransfers, Lowering):
                 if c.reduce == "sum":
                     self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED)
         signalled = self.move(tb, o, c, side, src, dst)
-        one = tb.const(1)
         withheld = c.id in self.withheld  # fault injection: the data moves, CHUNK[c] never rises
-        if side == "src":
-            if not signalled and not withheld:
-                self.release_flag(tb, tb.const(c.id), one, "add", peer=dst)
-        else:
-            if not withheld:
-                self.release_flag(tb, tb.const(c.id), one, "add")
-            self.release_flag(tb, tb.const(self.layout.consumed), one, "add", peer=src)
+        self.release_chunk(tb, lambda: None if withheld else tb, lambda rb: rb.const(c.id),
+                           side == "dst", signalled, src, dst)
         o.detach()
         o.erase()
+
+    def release_chunk(self, b: Builder, keep, index, on_dst: bool, signalled: bool,
+                      src: SSAValue, dst: SSAValue) -> None:
+        """After a transfer's move: ``CHUNK[c] += 1`` on the destination, unless the move
+        already signalled it (a put-with-signal) or ``keep()`` gives None (a withheld chunk:
+        fault injection; else the builder the release goes in), then, for a read of the
+        source's buffer, ``CONSUMED += 1`` on the source.  ``index(builder)`` builds the chunk's
+        flag index (a constant when unrolled, the table's chunk id otherwise)."""
+        one = b.const(1)
+        keep = keep()
+        if not on_dst:
+            if not signalled and keep is not None:
+                self.release_flag(keep, index(keep), one, "add", peer=dst)
+            return
+        if keep is not None:
+            self.release_flag(keep, index(keep), one, "add")
+        self.release_flag(b, b.const(self.layout.consumed), one, "add", peer=src)
 
     # ------------------------------------------------------------------------------ copies
     def move(self, b: Builder, o, c, side: str, src: SSAValue, dst: SSAValue) -> bool:

@@ -147,10 +147,15 @@ class Lowering:
         b = Builder(o)
         if self.table_mode:
             result = self._remap_from_table(b, o, tiles, table)
-            o.result.replace_all_uses_with(result)
-            o.detach()
-            o.erase()
-            return
+        else:
+            result = self._remap_select_chain(b, o, tiles, table)
+        o.result.replace_all_uses_with(result)
+        o.detach()
+        o.erase()
+
+    @staticmethod
+    def _remap_select_chain(b: Builder, o, tiles: int, table: list[int]) -> SSAValue:
+        """``table[rank][coord]`` as selects over the table's runs (the unrolled form)."""
         result = o.coord
         for r in range(len(table) // tiles):
             row = table[r * tiles:(r + 1) * tiles]
@@ -165,9 +170,7 @@ class Lowering:
                 cond = b.andi(is_r, inside)
                 moved = b.add(o.coord, b.const(dst - start))
                 result = b.select(cond, moved, result)
-        o.result.replace_all_uses_with(result)
-        o.detach()
-        o.erase()
+        return result
 
     def _remap_from_table(self, b: Builder, o, tiles: int, table: list[int]) -> SSAValue:
         """``table[rank][coord]`` loaded from a remap section appended to the chunk table (one

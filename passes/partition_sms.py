@@ -34,7 +34,7 @@ from xdsl.passes import ModulePass
 
 from syncopate import chunk_table as ct
 from syncopate.errors import CompileError
-from syncopate.schedule.execution import side
+from syncopate.schedule.execution import program_order, side
 from syncopate.schedule.model import Schedule
 from syncopate_mlir.dialects.syncopate import (
     CommOp,
@@ -173,7 +173,7 @@ class PartitionSms(ModulePass):
         """The table form of the comm plan: every comm program runs this rank's EXEC list in
         order; comm program 0 then awaits this rank's PUSHED list (see :meth:`_await_pushes`)."""
         W = sched.world_size
-        n_exec = longest(ct.exec_list(sched, r, "sm") for r in range(W))
+        n_exec = longest(program_order(sched, "sm").values())
         start, n = rd.rank_list(cb, rank, rd.layout.exec, n_exec)
         _, lb, cid, _ = rd.each(cb, start, n)
         lb.insert(TransferChunkOp(pid, count, epoch, rank, flags, rd.table, cid, bases))

@@ -28,6 +28,7 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp, i32
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -68,6 +69,28 @@ def guarded_wait(b: Builder, cond, flags, index, target, chunk: int | None = Non
     return cif.results[0]
 
 
+def meets(b: Builder, o, dims, chunk_lo, chunk_hi) -> list:
+    """The interval tests ``o.lo[d] < hi(d)`` and ``lo(d) < o.hi[d]`` of the region op ``o``
+    against a chunk whose bounds ``chunk_lo(d)``/``chunk_hi(d)`` build (constants in the
+    unrolled form, record loads in the table form)."""
+    conds = []
+    for d in dims:
+        conds.append(b.cmp("slt", o.lo[d], chunk_hi(d)))
+        conds.append(b.cmp("slt", chunk_lo(d), o.hi[d]))
+    return conds
+
+
+def overlap(b: Builder, o, dims, chunk_lo, chunk_hi) -> SSAValue:
+    """The number of elements of ``o``'s box inside the chunk (0 when they miss)."""
+    vol = None
+    for d in dims:
+        hi = b.minsi(o.hi[d], chunk_hi(d))
+        lo = b.maxsi(o.lo[d], chunk_lo(d))
+        ext = b.maxsi(b.sub(hi, lo), b.const(0))
+        vol = ext if vol is None else b.mul(vol, ext)
+    return vol
+
+
 @dataclass
 class ResolveWaitRegion(RewritePattern):
     """``wait_region`` -> per destination rank, per chunk that can intersect the box: an
@@ -94,10 +117,8 @@ class ResolveWaitRegion(RewritePattern):
             tb = Builder(None, rank_if.true_region.blocks[0])
             tok = tb.const(0)
             for c in chunks:
-                conds = []
-                for dim in chunked:
-                    conds.append(tb.cmp("slt", o.lo[dim], tb.const(c.hi[dim])))
-                    conds.append(tb.cmp("slt", tb.const(c.lo[dim]), o.hi[dim]))
+                conds = meets(tb, o, chunked, lambda d: tb.const(c.lo[d]),
+                              lambda d: tb.const(c.hi[d]))
                 tok = tb.add(tok, guarded_wait(tb, tb.all_of(conds), o.flags, c.id, target,
                                                c.id))
             tb.insert(scf.YieldOp(tok))
@@ -130,12 +151,8 @@ class ResolveSignalRegion(RewritePattern):
             ranks = [c.src] + ([c.dst] if c.reduce == "sum" else [])
             conds = [b.cmp("eq", o.rank, b.const(r)) for r in ranks]
             on_rank = conds[0] if len(conds) == 1 else b.ori(conds[0], conds[1])
-            vol = None
-            for dim in range(len(c.lo)):
-                hi = b.minsi(o.hi[dim], b.const(c.hi[dim]))
-                lo = b.maxsi(o.lo[dim], b.const(c.lo[dim]))
-                ext = b.maxsi(b.sub(hi, lo), b.const(0))
-                vol = ext if vol is None else b.mul(vol, ext)
+            vol = overlap(b, o, range(len(c.lo)), lambda d: b.const(c.lo[d]),
+                          lambda d: b.const(c.hi[d]))
             pending.append((c, b.select(on_rank, vol, b.const(0))))
         for c, vol in pending:
             b.insert(SignalOp(o.flags, b.const(layout.produced(c.id)), vol, "add", "produced"))
@@ -159,10 +176,9 @@ class TableWaitRegion(RewritePattern):
         target = b.mul(o.epoch, b.const(self.writers))
         loop, lb, cid, (tok,), rec = rd.over_tensor_list(b, sched, o.rank, tensor, "recv",
                                                          carry_zero=True)
-        conds = []
-        for d in sched.chunked_dims(tensor):
-            conds.append(lb.cmp("slt", o.lo[d], rd.field(lb, rec, ct.R_HI + d)))
-            conds.append(lb.cmp("slt", rd.field(lb, rec, ct.R_LO + d), o.hi[d]))
+        conds = meets(lb, o, sched.chunked_dims(tensor),
+                      lambda d: rd.field(lb, rec, ct.R_LO + d),
+                      lambda d: rd.field(lb, rec, ct.R_HI + d))
         lb.insert(scf.YieldOp(lb.add(tok, guarded_wait(lb, lb.all_of(conds), o.flags, cid,
                                                        target))))
         rewriter.replace(o, [], [loop.results[0]])
@@ -184,12 +200,8 @@ class TableSignalRegion(RewritePattern):
         b.insert(ReleaseFenceOp())
         rd = self.reader
         _, lb, cid, _, rec = rd.over_tensor_list(b, self.sched, o.rank, o.tensor.data, "send")
-        vol = None
-        for dim in range(len(o.lo)):
-            hi = lb.minsi(o.hi[dim], rd.field(lb, rec, ct.R_HI + dim))
-            lo = lb.maxsi(o.lo[dim], rd.field(lb, rec, ct.R_LO + dim))
-            ext = lb.maxsi(lb.sub(hi, lo), lb.const(0))
-            vol = ext if vol is None else lb.mul(vol, ext)
+        vol = overlap(lb, o, range(len(o.lo)), lambda d: rd.field(lb, rec, ct.R_LO + d),
+                      lambda d: rd.field(lb, rec, ct.R_HI + d))
         index = lb.add(lb.const(self.layout.produced(0)), cid)
         lb.insert(SignalOp(o.flags, index, vol, "add", "produced", fenced=True))
         lb.insert(scf.YieldOp())

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import CompileError, LaunchError
-from .schedule.execution import executor, side
+from .schedule.execution import program_order, side
 
 MAGIC = 0x53594E54  # "SYNT"
 VERSION = 1
@@ -142,7 +142,8 @@ def send_list(sched, rank: int, tensor: str) -> list:
 
 
 def exec_list(sched, rank: int, backend: str) -> list:
-    return [c for c in sched.ordered_chunks() if executor(c, backend) == rank]
+    """The chunks ``rank`` runs, in program order (:func:`schedule.execution.program_order`)."""
+    return program_order(sched, backend)[rank]
 
 
 def pushed_list(sched, rank: int, backend: str) -> list:
@@ -215,12 +216,13 @@ def build(sched, backend: str, writers: int) -> list[int]:
         pool.extend(ids)
         return start, len(ids)
 
+    order = program_order(sched, backend)
     for r in range(sched.world_size):
         lists = {}
         for name, s in slots.items():
             lists[lay.recv(s)] = [c.id for c in recv_list(sched, r, name)]
             lists[lay.send(s)] = [c.id for c in send_list(sched, r, name)]
-        lists[lay.exec] = [c.id for c in exec_list(sched, r, backend)]
+        lists[lay.exec] = [c.id for c in order[r]]
         lists[lay.pushed] = [c.id for c in pushed_list(sched, r, backend)]
         for lst in range(lay.lists_per_rank):
             start, count = put_list(lists[lst])
@@ -282,14 +284,19 @@ class Record:
 
 
 def record(words, chunk: int) -> Record:
-    lay = TableLayout(words[H_CHUNKS], words[H_TENSORS], words[H_WORLD])
+    """Chunk ``chunk``'s record in ``words`` (a list, or the emulator's int32 array as is)."""
+    def w(i: int) -> int:
+        return int(words[i])
+
+    lay = TableLayout(w(H_CHUNKS), w(H_TENSORS), w(H_WORLD))
     r = lay.record(chunk)
-    nd = words[r + R_NDIM]
-    s, n = words[r + R_AFTER_START], words[r + R_AFTER_COUNT]
-    return Record(chunk, words[r + R_TENSOR], words[r + R_SRC], words[r + R_DST],
-                  bool(words[r + R_FLAGS] & FLAG_SUM), bool(words[r + R_FLAGS] & FLAG_ON_DST),
-                  words[r + R_VOLUME], tuple(words[s:s + n]),
-                  tuple(words[r + R_LO:r + R_LO + nd]), tuple(words[r + R_HI:r + R_HI + nd]))
+    nd = w(r + R_NDIM)
+    s, n = w(r + R_AFTER_START), w(r + R_AFTER_COUNT)
+    return Record(chunk, w(r + R_TENSOR), w(r + R_SRC), w(r + R_DST),
+                  bool(w(r + R_FLAGS) & FLAG_SUM), bool(w(r + R_FLAGS) & FLAG_ON_DST),
+                  w(r + R_VOLUME), tuple(w(i) for i in range(s, s + n)),
+                  tuple(w(r + R_LO + d) for d in range(nd)),
+                  tuple(w(r + R_HI + d) for d in range(nd)))
 
 
 def rank_list(words, rank: int, lst: int) -> list[int]:

@@ -111,7 +111,7 @@ class Emulation:
         checker = Checker(self.schedule, self.W, remote)
         checker.policy = policy
         world = World(self.schedule, self.backend, self.comm, self.state, checker, faults,
-                      self.fine, self.schedule)
+                      self.fine)
         world.withheld = self.withheld
         if self.lowering == "table":  # lower-sm's table drain reads its target from the table
             reads = chunk_table.layout_of(self.schedule).reads

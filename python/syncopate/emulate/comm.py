@@ -104,7 +104,7 @@ class World(Machine):
     """Every rank's buffers and flags, the checker, and the comm semantics."""
 
     def __init__(self, sched, backend: str, comm_programs: int, abi_state: dict, checker,
-                 faults: Faults | None = None, fine: bool = False, schedule=None):
+                 faults: Faults | None = None, fine: bool = False):
         self.schedule = sched
         self.backend = backend
         self.comm_programs = comm_programs
@@ -115,7 +115,6 @@ class World(Machine):
         self.checker = checker
         self.faults = faults or Faults()
         self.fine = fine
-        self.schedule = schedule
         self.bufs: list[dict] = [dict() for _ in range(self.W)]  # rank -> param -> Buffer
         self.flags: list = []
         self.slots: list[dict] = [dict() for _ in range(self.W)]  # ce sum slots
@@ -129,6 +128,7 @@ class World(Machine):
         #: state's ``reads_per_src`` (the unrolled lowering bakes those in as constants)
         self.reads: dict | None = None
         self.stats = {"transfers": 0, "copied_elements": 0, "waits": 0, "signals": 0}
+        self._tilings: dict | None = None  # chunk kind -> CopyTiling (table lowering)
 
     # ------------------------------------------------------------------ Machine hooks
     def on_load(self, pc, buf, offs, loc):
@@ -211,6 +211,17 @@ class World(Machine):
         hi[dim] = min(max(hi[dim] + delta, 0), shape[dim])
         return tuple(lo), tuple(hi)
 
+    def _kind_tilings(self) -> dict:
+        """Chunk kind -> the copy tile shape the table lowering emits for it (computed once per
+        world: every transfer of every launch asks)."""
+        if self._tilings is None:
+            self._tilings = {}
+            for kind, chunks in ct.chunk_kinds(self.schedule, "sm").items():
+                shape = self.schedule.tensors[kind.tensor].shape
+                boxes = [_box2(shape, c.lo, c.hi) for c in chunks]
+                self._tilings[kind] = CopyTiling.covering(boxes, kind.sum)
+        return self._tilings
+
     def _table_chunk(self, info, loc) -> "TableChunk":
         """The chunk a ``transfer_chunk`` names, as the table's record says it."""
         words = info["table"].buf.data
@@ -218,16 +229,14 @@ class World(Machine):
         if not 0 <= cid < int(words[ct.H_CHUNKS]):
             raise EmulationError(f"syncopate.transfer_chunk: chunk id {cid} read from the chunk "
                                  f"table is out of range", loc)
-        rec = ct.record([int(x) for x in words], cid)
+        rec = ct.record(words, cid)
         names = list(self.schedule.tensors)
         tensor = names[rec.tensor]
         kind = ct.ChunkKind(tensor, rec.on_dst, rec.sum)
-        chunks = ct.chunk_kinds(self.schedule, "sm").get(kind)
-        if not chunks:
+        tiling = self._kind_tilings().get(kind)
+        if tiling is None:
             raise EmulationError(f"syncopate.transfer_chunk: the table's record of chunk {cid} "
                                  f"has a kind no chunk of the schedule has ({kind})", loc)
-        boxes = [_box2(self.schedule.tensors[tensor].shape, c.lo, c.hi) for c in chunks]
-        tiling = CopyTiling.covering(boxes, rec.sum)
         return TableChunk(cid, tensor, rec.src, rec.dst, "sum" if rec.sum else "none",
                           rec.after, rec.volume, rec.lo, rec.hi,
                           "dst" if rec.on_dst else "src", tiling)
