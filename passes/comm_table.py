@@ -142,8 +142,18 @@ class TableTransfers:
             ext.append(e)
         if nd == 1:
             return (1, shape[0]), (0, lo[0]), (1, hi[0]), (1, ext[0])
-        shape2, lo2, hi2 = self.box2(tensor, lo, hi, f"tensor {tensor!r}")
-        return shape2, lo2, hi2, tuple(ext)
+        shape2, lo2, hi2 = self.box2(tensor, lo, hi, f"tensor {tensor!r}", b)
+        if nd == 2:
+            return shape2, lo2, hi2, tuple(ext)
+        # an N-d box in the 2-d copy view: a group's extent is shared when every dim's is
+        cut = self.copy_view(tensor, f"tensor {tensor!r}").cut
+        ext2 = []
+        for group in (ext[:cut], ext[cut:]):
+            vol = 1
+            for e in group:
+                vol = None if vol is None or e is None else vol * e
+            ext2.append(vol)
+        return shape2, lo2, hi2, tuple(ext2)
 
     def copy_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks,
                   src_base, dst_base) -> None:

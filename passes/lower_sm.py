@@ -33,7 +33,8 @@ from xdsl.passes import ModulePass
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, FlagLayout
 from syncopate.backends.sm import CopyTiling
-from syncopate.errors import CompileError
+from syncopate.errors import CompileError, ScheduleError
+from syncopate.schedule.copy_view import schedule_copy_view
 from syncopate_mlir.dialects.syncopate import (
     CommOp,
     DrainOp,
@@ -218,15 +219,36 @@ class CommLowering(TableTransfers, Lowering):
         self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, tiling.ntc,
                        b.const(tiling.ntiles), src_base, dst_base, accumulate)
 
-    def box2(self, tensor: str, lo, hi, what: str):
-        """``(shape, lo, hi)`` of a 1-d or 2-d box as a 2-d one (a 1-d tensor is one row)."""
-        shape = self.sched.tensors[tensor].shape
-        if len(shape) == 1:
-            return (1, shape[0]), (0, lo[0]), (1, hi[0])
-        if len(shape) == 2:
-            return tuple(shape), tuple(lo), tuple(hi)
-        raise CompileError(f"{what}: the sm backend copies 1-d and 2-d tensors; "
-                           f"tensor {tensor!r} has {len(shape)} dims (flatten it)")
+    def box2(self, tensor: str, lo, hi, what: str, b: Builder | None = None):
+        """``(shape, lo, hi)`` of a chunk's box in the 2-d view the copies use
+        (:mod:`syncopate.schedule.copy_view`: a 1-d tensor is one row, an N-d one is cut into
+        leading dims as rows and trailing dims as columns).  Bounds that are IR values (the
+        table lowering's) are combined with ``b``."""
+        view = self.copy_view(tensor, what)
+        if b is None or len(view.shape) <= 2:
+            lo2, hi2 = view.box2(lo, hi)
+        else:
+            def c(x):
+                return b.const(x) if isinstance(x, int) else x
+
+            def both_int(x, y):
+                return isinstance(x, int) and isinstance(y, int)
+            lo2, hi2 = view.box2(
+                lo, hi,
+                add=lambda x, y: x + y if both_int(x, y) else b.add(c(x), c(y)),
+                mul=lambda x, y: x * y if both_int(x, y) else b.mul(c(x), c(y)),
+                sub=lambda x, y: x - y if both_int(x, y) else b.sub(c(x), c(y)))
+        return view.shape2, lo2, hi2
+
+    def copy_view(self, tensor: str, what: str):
+        """The tensor's :class:`~syncopate.schedule.copy_view.CopyView` (one per tensor)."""
+        cache = self.__dict__.setdefault("_copy_views", {})
+        if tensor not in cache:
+            try:
+                cache[tensor] = schedule_copy_view(self.sched, tensor)
+            except ScheduleError as e:
+                raise CompileError(f"{what}: {e}") from None
+        return cache[tensor]
 
     def copy_loop(self, b: Builder, pid, count, shape2, lo, hi, br: int, bc: int, ntc, ntiles,
                   src_base, dst_base, accumulate: bool, from_table: bool = False,

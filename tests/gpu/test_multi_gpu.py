@@ -172,3 +172,22 @@ def test_unseen_kernels_fused_correct_over_launches():
              "persistent_rowmajor_gemm"]
     cases = [(n, b, m) for n in names for b, m in (("sm", "pull"), ("sm", "push"), ("ce", "pull"))]
     _assert_clean(run_ranks(w.unseen_kernels, cases, world_size=W, timeout=240))
+
+
+def _ring_cases():
+    small = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
+    # (causal, dtype, B, Hq, Hkv, tokens per rank, D, order, config)
+    cases = [(False, "bfloat16", 2, 4, 2, 256, 64, "swizzle", small),
+             (True, "bfloat16", 1, 8, 2, 256, 128, "swizzle", None),
+             (True, "float16", 1, 4, 1, 128, 64, "ring", small)]
+    if not QUICK:
+        cases.append((False, "bfloat16", 1, 4, 1, 512, 128, "ring", None))
+    return cases
+
+
+def test_ring_attention_correct_over_launches():
+    """Ring attention (issue 11): K/V all-gathered inside the KV loop (inner-loop remap, waits
+    per block), non-causal and causal with the zigzag layout, GQA, both orders; 3 launches each
+    with fresh inputs, outputs poisoned; against SDPA (fp32) on the whole sequence and against
+    the unfused path (NCCL all-gather + the same local kernel)."""
+    _assert_clean(run_ranks(w.ring_attention_cases, _ring_cases(), world_size=W, timeout=300))

@@ -35,7 +35,7 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
         calls["validate"] += 1
         return real_validate(values)
 
-    def spec(kernel, values):
+    def spec(kernel, values, constants=frozenset()):
         calls["specialize"] += 1
         return real_specialize(kernel, values)
 

@@ -40,6 +40,7 @@ from syncopate.abi import FlagLayout
 
 from ..backends.sm import CopyTiling
 from ..errors import EmulationError
+from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
@@ -50,18 +51,11 @@ def executor(chunk) -> str:
     return side(chunk, "sm")
 
 
-def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]``."""
-    if len(shape) == 1:
-        shape, lo, hi = (1, shape[0]), (0, lo[0]), (1, hi[0])
-    elif len(shape) != 2:
-        raise EmulationError(f"the sm backend copies 1-d and 2-d tensors, not {len(shape)}-d")
-    return CopyTiling.of(lo, hi, accumulate).tiles(lo, hi)
-
-
-def _box2(shape, lo, hi):
-    """A 1-d box as the one-row 2-d box the comm programs copy."""
-    return ((0, lo[0]), (1, hi[0])) if len(shape) == 1 else (tuple(lo), tuple(hi))
+def copy_tiles(view, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]`` of the
+    tensor's 2-d copy view (:mod:`syncopate.schedule.copy_view`)."""
+    lo2, hi2 = view.box2(lo, hi)
+    return CopyTiling.of(lo2, hi2, accumulate).tiles(lo2, hi2)
 
 
 @dataclass(frozen=True)
@@ -200,6 +194,13 @@ class World(Machine):
             return
         yield from self._transfer(pc, info, loc)
 
+    def copy_view(self, tensor: str):
+        """The tensor's 2-d copy view, as the lowering computes it (one per tensor)."""
+        views = self.__dict__.setdefault("_copy_views", {})
+        if tensor not in views:
+            views[tensor] = schedule_copy_view(self.schedule, tensor)
+        return views[tensor]
+
     def chunk_box(self, c):
         shift = self.faults.shift_chunk.get(c.id)
         if not shift:
@@ -217,8 +218,8 @@ class World(Machine):
         if self._tilings is None:
             self._tilings = {}
             for kind, chunks in ct.chunk_kinds(self.schedule, "sm").items():
-                shape = self.schedule.tensors[kind.tensor].shape
-                boxes = [_box2(shape, c.lo, c.hi) for c in chunks]
+                view = self.copy_view(kind.tensor)
+                boxes = [view.box2(c.lo, c.hi) for c in chunks]
                 self._tilings[kind] = CopyTiling.covering(boxes, kind.sum)
         return self._tilings
 
@@ -275,22 +276,19 @@ class World(Machine):
                                           "produced", c.id, loc, pc)
         param = self.param_of_tensor[c.tensor] if "table" in info else info["base"].buf.name
         src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
-        shape = self.schedule.tensors[c.tensor].shape
+        view = self.copy_view(c.tensor)
         lo, hi = self.chunk_box(c)
         acc = c.reduce == "sum"
         if not all(b > a for a, b in zip(lo, hi)):
             tiles = []
         elif "table" in info:  # the kind's tile shape over this chunk's box
-            blo, bhi = _box2(shape, lo, hi)
+            blo, bhi = view.box2(lo, hi)
             tiles = c.tiling.fit(blo, bhi).tiles(blo, bhi)
         else:
-            tiles = copy_tiles(shape, lo, hi, acc)
+            tiles = copy_tiles(view, lo, hi, acc)
         for t in range(pid, len(tiles), count):
             (r0, r1), (c0, c1) = tiles[t]
-            if len(shape) == 1:
-                offs = np.arange(c0, c1, dtype=np.int64)
-            else:
-                offs = region_offsets(shape, (r0, c0), (r1, c1))
+            offs = region_offsets(view.shape2, (r0, c0), (r1, c1))
             yield POINT
             self._move(pc.name, rank, src_buf, dst_buf, offs, epoch, c.id, loc, acc)
         self.stats["transfers"] += 1

@@ -141,6 +141,8 @@ class FusedKernel:
         self.comm = comm
         self.defer_consumed_wait = defer_consumed_wait
         self.compile_options = dict(compile_options)
+        #: integer parameters compiled as constants of their values (see :func:`fuse`)
+        self.constant_args = frozenset(self.compile_options.pop("constant_args", ()) or ())
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
         self._compile_fn = compile_fn if compile_fn is not None else compiler.compile
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
@@ -148,6 +150,10 @@ class FusedKernel:
         self.operands = operand_map(schedule, operand)
         self.schedule_key = planmod.schedule_key(schedule)
         names = param_names(kernel)
+        for p in sorted(self.constant_args - set(names)):
+            raise LaunchError(f"constant_args names {p!r}, which is not a parameter of "
+                              f"{getattr(kernel, '__name__', kernel)}; its parameters are "
+                              f"{', '.join(names)}")
         for p in self.operands:
             if p not in names:
                 raise LaunchError(f"operand {p!r} is not a parameter of {getattr(kernel, '__name__', kernel)}"
@@ -424,7 +430,7 @@ class FusedKernel:
         options = dict(self.compile_options)
         options.update(launch_opts)
         operand_tensors = self.validate(values)
-        spec = specialize(self.kernel, values)
+        spec = specialize(self.kernel, values, self.constant_args)
         cfg = self._config(spec, options)
         check_requirements(cfg.abi, param_names(self.kernel), values)
         g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values))))
@@ -499,8 +505,12 @@ def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, 
     """A :class:`FusedKernel` for ``kernel`` (a ``@triton.jit`` function written for one GPU)
     and ``schedule`` (a :class:`syncopate.schedule.Schedule`). ``operand``: the kernel parameter
     that is the schedule's tensor (or a ``{parameter: tensor}`` dict). ``compile_options``:
-    ``num_warps``, ``num_stages``, ... as for Triton. Compilation happens at the first launch of
-    each configuration."""
+    ``num_warps``, ``num_stages``, ... as for Triton, plus ``constant_args=('stride_kn', ...)``:
+    integer parameters compiled as constants of their launch values (a new compile per value),
+    for a kernel whose strides or sizes are runtime arguments but whose communicated accesses
+    the analysis can bound only with them known (attention's K/V strides, its sequence length
+    as the KV loop's trip count). Compilation happens at the first launch of each
+    configuration."""
     if comm is not None:
         register_comm(comm)
     return FusedKernel(kernel, schedule, operand=operand, backend=backend,

@@ -326,3 +326,12 @@ TEMPLATES = {
     "all_to_all": all_to_all,
     "ring_pass": ring_pass,
 }
+
+
+def _register_kv_all_gather() -> None:
+    """``kv_all_gather`` lives in :mod:`.kv_gather` (it builds on the generators above)."""
+    from .kv_gather import kv_all_gather
+    TEMPLATES["kv_all_gather"] = kv_all_gather
+
+
+_register_kv_all_gather()
