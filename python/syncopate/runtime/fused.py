@@ -490,6 +490,12 @@ class FusedKernel:
         programs = 1
         for d in g:
             programs *= int(d)
+        # on a grid of more than one dimension the comm programs' column (p, y, z) with y or z
+        # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
+        # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
+        # comm_programs x rows
+        cp = int(cfg.abi.comm_programs or 0) if self._backend.has_comm_programs else 0
+        programs -= cp * (int(g[1]) * int(g[2]) - 1)
         ck = cfg.compiled.kernel
         limits = residency.DeviceLimits.of(self.comm.device)
         per_sm = residency.kernel_blocks_per_sm(ck, limits)
