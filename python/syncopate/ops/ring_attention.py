@@ -53,6 +53,9 @@ def _check(q, k, v, comm, causal: bool, cfg):
         raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
                           f"one sequence; every rank holds the same number of tokens of each")
     _gemm.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
+    if cfg is None and causal:
+        from ..kernels.attention_zigzag import default_config
+        cfg = default_config(D)
     cfg = AttentionConfig.of(cfg, D).check(D)
     W = comm.world_size
     if causal:
