@@ -116,6 +116,9 @@ class _Config:
     resident: set = field(default_factory=set)
     #: the chunk table on this rank's device (int32; ``syn_table``), validated before upload
     table: object = None
+    #: the trace buffer (int64; ``trace=True``: docs/tracing.md), its address the peers
+    #: table's last row
+    trace_buf: object = None
 
 
 class FusedKernel:
@@ -143,6 +146,13 @@ class FusedKernel:
         self.compile_options = dict(compile_options)
         #: integer parameters compiled as constants of their values (see :func:`fuse`)
         self.constant_args = frozenset(self.compile_options.pop("constant_args", ()) or ())
+        #: record a timeline (docs/tracing.md): ``trace=True``, or SYNCOPATE_TRACE=1 by default
+        trace = self.compile_options.pop("trace", None)
+        if trace is None:
+            trace = os.environ.get("SYNCOPATE_TRACE", "0") not in ("", "0")
+        self.trace = bool(trace)
+        if self.trace:
+            self.compile_options["trace"] = True
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
         self._compile_fn = compile_fn if compile_fn is not None else compiler.compile
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
@@ -261,6 +271,8 @@ class FusedKernel:
         # may already spin on this rank, and a copy ordered behind its kernel would never start
         cfg.table = self._upload_table(a)
         comm = self.comm
+        if a.trace:  # also before the barrier (its zero fill is a kernel)
+            cfg.trace_buf = new_trace_buffer(self.comm.device)
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
         self.launcher.configure(cfg)
@@ -320,11 +332,59 @@ class FusedKernel:
                     raise CompileError(f"the kernel reads slots of {tname!r} but the runtime has "
                                        f"none (backend {self.backend!r})")
                 rows.append(self.comm.peer_ptrs(cfg.slots[tname]))
+            if cfg.abi.trace:  # the last row: this rank's trace buffer (insert-trace)
+                rows.append([cfg.trace_buf.data_ptr()] * self.comm.world_size)
             t = torch.tensor(rows, dtype=torch.int64).to(self.comm.device)
             if len(cfg.peers_tables) > 16:  # callers cycling through buffers: bound the cache
                 cfg.peers_tables.clear()
             cfg.peers_tables[ptrs] = t
         return t
+
+    # -- trace ----------------------------------------------------------------------------
+
+    def trace_events(self, reset: bool = False):
+        """``(events, dropped)`` this rank's traced launches recorded (of the last launched
+        configuration; ``syncopate.trace.Event``). Synchronises this rank's current stream.
+        ``reset`` empties the buffer afterwards."""
+        import torch
+
+        from .. import trace as tr
+        cfg = self.last_config
+        if not self.trace or cfg is None or getattr(cfg, "trace_buf", None) is None:
+            raise LaunchError("no trace: create the kernel with fuse(..., trace=True) (or "
+                              "SYNCOPATE_TRACE=1) and launch it first")
+        torch.cuda.current_stream(self.comm.device).synchronize()
+        words = cfg.trace_buf.cpu().tolist()
+        if reset:
+            cfg.trace_buf[0] = 0
+        return tr.decode(words, self.comm.rank)
+
+    def gather_trace(self, path: str | None = None, reset: bool = False):
+        """Every rank's events on every rank (a collective: call it on all ranks), written as
+        a Chrome trace to ``path`` by rank 0 when given; returns ``(events, dropped)``."""
+        import torch
+
+        from .. import trace as tr
+        from . import collectives as dist
+        self.trace_events()  # checks there is a trace
+        buf = self.last_config.trace_buf
+        torch.cuda.current_stream(self.comm.device).synchronize()
+        out = torch.empty((self.comm.world_size, buf.numel()), dtype=buf.dtype, device=buf.device)
+        dist.all_gather_into_tensor(out, buf, group=self.comm.group)
+        rows = out.cpu().tolist()
+        if reset:
+            buf[0] = 0
+        events, dropped = [], 0
+        for r, words in enumerate(rows):
+            ev, d = tr.decode(words, r)
+            events += ev
+            dropped += d
+        if path is not None and self.comm.rank == 0:
+            a = self.last_config.abi
+            tr.save_chrome(path, events, num_chunks=a.num_chunks, world_size=a.world_size,
+                           comm_programs=a.comm_programs,
+                           title=getattr(self.kernel, "__name__", "fused kernel"))
+        return events, dropped
 
     # -- launch ---------------------------------------------------------------------------
 
@@ -504,6 +564,18 @@ class FusedKernel:
                              f"(backend {self.backend}, {getattr(ck.metadata, 'num_warps', '?')} warps, "
                              f"{getattr(ck.metadata, 'shared', '?')} B shared memory)")
         cfg.resident.add(tuple(g))
+
+
+def new_trace_buffer(device, events: int | None = None):
+    """A zeroed int64 trace buffer: counter, capacity (``SYNCOPATE_TRACE_EVENTS``, default
+    262144 events, 8 MiB), then 4 words per event (``passes/insert_trace.py``)."""
+    import torch
+
+    from ..trace import HEADER, WORDS
+    n = int(events or os.environ.get("SYNCOPATE_TRACE_EVENTS", 262144))
+    buf = torch.zeros(HEADER + WORDS * n, dtype=torch.int64, device=device)
+    buf[1] = n
+    return buf
 
 
 def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, comm=None,
