@@ -155,3 +155,18 @@ def test_trace_option_compiles_and_off_changes_nothing():
     assert n_on > n_off, "trace=True reads the clock at every event"
     assert "atom.global.gpu.relaxed.add.u64" in on.kernel.asm["ptx"]  # the slot claims
     assert "atom.global.gpu.relaxed.add.u64" not in off.kernel.asm["ptx"]
+
+
+def test_the_recorded_loopback_trace_in_docs_reads_back():
+    """docs/traces/ag_gemm.trace.json (a real GPU recording, docs/tracing.md): both ranks'
+    programs, every wait closed, rank 0's comm programs waiting on ENTRY[1]."""
+    from pathlib import Path
+    path = Path(__file__).parent.parent / "docs" / "traces" / "ag_gemm.trace.json"
+    events, meta = tr.load_events(str(path))
+    assert {e.rank for e in events} == {0, 1}
+    begins = sum(e.kind == tr.WAIT_BEGIN for e in events)
+    assert begins == sum(e.kind == tr.WAIT_END for e in events) > 0
+    entry1 = meta["num_chunks"] + 1
+    assert any(e.kind == tr.WAIT_BEGIN and e.rank == 0 and e.flag == entry1
+               and e.program < meta["comm_programs"] for e in events)
+    assert len(tr.summary(events, meta["comm_programs"])) == 2
