@@ -112,7 +112,10 @@ def _set_meta(node) -> None:
     if any(isinstance(a, torch.fx.Node) and _val(a) is None for a in node.args):
         return
     from torch._guards import detect_fake_mode
-    mode = detect_fake_mode([a for a in args if isinstance(a, torch.Tensor)])
+    try:
+        mode = detect_fake_mode([a for a in args if isinstance(a, torch.Tensor)])
+    except AssertionError:  # values from several fake modes (e.g. make_fx tracing_mode="real")
+        return
     if mode is None:
         return
     with mode:
