@@ -115,6 +115,26 @@ def test_fullgraph_trace_and_backward_uses_the_other_fused_op():
     assert not [t for t in fw + bw if getattr(t, "namespace", "") == "_c10d_functional"]
 
 
+def test_group_object_or_default_group_traces_to_the_name():
+    """Inside fullgraph compile the wrappers also take a ProcessGroup or None: Dynamo folds the
+    group to its name, a constant argument of the op node."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with process_group("fake", 2) as pg:
+        for group in (pg, None):
+            y = torch.compile(lambda x, w: sto.gemm_rs(x, w, group), fullgraph=True,
+                              backend=backend)(torch.randn(4, 3), torch.randn(3, 5))
+            assert tuple(y.shape) == (2, 5)
+        want = pg.group_name
+    for gm in graphs:
+        (node,) = [n for n in gm.graph.nodes if n.target in (OPS.gemm_rs, OPS.gemm_rs.default)]
+        assert node.args[2] == want
+
+
 # ------------------------------------------------------------------------------------------
 # the pass on traced graphs
 # ------------------------------------------------------------------------------------------

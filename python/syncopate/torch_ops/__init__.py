@@ -31,9 +31,10 @@ __all__ = ["FusionReport", "TorchOpError", "ag_gemm", "disable_fusion_pass", "en
 
 def ag_gemm(a_shard: torch.Tensor, b: torch.Tensor, group) -> torch.Tensor:
     """``all_gather(a_shard, dim=0) @ b`` (``[M/W, K]`` x ``[K, N]`` -> ``[M, N]``): the column-
-    parallel linear of tensor parallelism with sequence-sharded input. ``group``: a group name
-    (inside ``torch.compile``, pass the name -- computed once outside with :func:`group_name`
-    -- so that it is a constant of the graph), a process group, a Communicator or None.
+    parallel linear of tensor parallelism with sequence-sharded input. ``group``: a group name,
+    a torch process group, a Communicator or None (the default group). Under ``torch.compile``
+    a name, a torch process group or None becomes a constant of the graph; a loopback rank
+    passes the name (computed with :func:`group_name` outside the compiled code).
 
     The gathered ``A`` is kept for the backward (``return_a=True``) only when ``b`` needs a
     gradient: inference pays no copy."""
