@@ -197,6 +197,31 @@ def test_pass_leaves_unfusible_patterns_with_reasons():
     assert not [t for t in _targets(gm) if getattr(t, "namespace", "") == "syncopate"]
 
 
+def test_pass_rewrites_on_cuda_only_what_the_fused_kernels_take():
+    """Fake CUDA values (no GPU needed): bf16/fp16 with 16-byte rows pass; fp32 and ragged rows
+    are left alone, so enabling the pass cannot make a model fail at launch. On the CPU any
+    operands go (a symbolic-shape graph too)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        def t(*shape, dtype=torch.bfloat16, device="cuda"):
+            return torch.empty(*shape, dtype=dtype, device=device)
+        assert fx_pass.operands_problem(t(4, 64), t(64, 24)) is None
+        assert fx_pass.operands_problem(t(4, 64, dtype=torch.half), t(64, 8, dtype=torch.half)) is None
+        assert "float32 on CUDA" in fx_pass.operands_problem(t(4, 64, dtype=torch.float32),
+                                                             t(64, 24, dtype=torch.float32))
+        assert "K = 60" in fx_pass.operands_problem(t(4, 60), t(60, 24))
+        assert "N = 20" in fx_pass.operands_problem(t(4, 64), t(64, 20))
+        assert fx_pass.operands_problem(t(4, 60, device="cpu"), t(60, 20, device="cpu")) is None
+    with process_group("fake", 2) as pg:
+        def f(x, w):
+            return funcol.all_gather_single(x, 0, pg) @ w
+        gm = make_fx(f, tracing_mode="symbolic")(torch.randn(4, 64), torch.randn(64, 24))
+        # CPU values: dynamic dims are fine there (the unfused composition takes them)
+        assert sto.fuse_collective_matmuls(gm.graph).ag_gemm == 1
+
+
 def test_rewritten_graph_computes_what_the_original_did():
     """On a real (one-rank gloo) group: the original graph and the rewritten one give the same
     numbers, forward and backward (AOT autograd's joint graph, rewritten as a whole)."""

@@ -91,9 +91,18 @@ def _ancestors(node) -> set:
     return seen
 
 
-def _operands_problem(a, b) -> str | None:
-    """Why the fused op cannot take ``a @ b`` (by their traced values), or None."""
-    va, vb = _val(a), _val(b)
+#: dtypes the fused kernels take on CUDA (the TMA GEMM of syncopate.kernels)
+CUDA_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def operands_problem(va, vb) -> str | None:
+    """Why the fused op cannot take ``va @ vb`` (traced values of its operands), or None.
+
+    On CUDA the pass only rewrites what the fused kernels take -- bf16/fp16, rows of ``A``
+    (``K``) and of ``B`` and ``C`` (``N``) 16-byte aligned for TMA, ``K`` and ``N`` static (a
+    weight's dims) -- so that turning the pass on never turns a working model into one that
+    raises at its first launch. Elsewhere (CPU) the ops run their unfused composition, which
+    takes anything ``torch.mm`` takes."""
     if va is None or vb is None:
         return "no traced shape (meta['val']) on the operands"
     if va.dim() != 2 or vb.dim() != 2:
@@ -102,7 +111,20 @@ def _operands_problem(a, b) -> str | None:
         return f"operand dtypes differ ({va.dtype}, {vb.dtype})"
     if va.device != vb.device:
         return f"operands on different devices ({va.device}, {vb.device})"
+    if va.device.type == "cuda":
+        if va.dtype not in CUDA_DTYPES:
+            return f"{va.dtype} on CUDA; the fused kernels take bfloat16 or float16"
+        for what, n in (("K", va.shape[1]), ("N", vb.shape[1])):
+            if not isinstance(n, int):
+                return f"{what} is dynamic ({n}); the pass needs it static to check TMA alignment"
+            if (n * va.element_size()) % 16:
+                return (f"{what} = {n}: rows of {n * va.element_size()} bytes are not a multiple "
+                        f"of 16 (TMA)")
     return None
+
+
+def _operands_problem(a, b) -> str | None:
+    return operands_problem(_val(a), _val(b))
 
 
 def _set_meta(node) -> None:
