@@ -35,10 +35,20 @@ def _registry() -> dict:
     return dict(reg() or {})
 
 
+def _version() -> str:
+    """The version of the ``syncopate`` package this driver ships with."""
+    try:
+        from syncopate import __version__
+    except ImportError:  # pragma: no cover - syncopate_mlir used without the syncopate package
+        return "unknown"
+    return __version__
+
+
 def _arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="syncopate-opt",
         description="Read TTIR (Triton's syntax), run syncopate passes, print TTIR.")
+    ap.add_argument("--version", action="version", version=f"syncopate-opt {_version()}")
     ap.add_argument("input", nargs="?", default="-", help="input .mlir/.ttir file ('-' = stdin)")
     ap.add_argument("-p", "--passes", default="",
                     help="comma separated pass pipeline, e.g. 'tile-remap,insert-waits{backend=sm}'")
@@ -177,8 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output == "-":
         sys.stdout.write(result)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(result)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(result)
+        except OSError as e:
+            sys.stderr.write(f"syncopate-opt: error: -o {args.output}: {e.strerror or e}\n")
+            return 1
     return 1 if failed else 0
 
 

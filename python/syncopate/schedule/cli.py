@@ -18,6 +18,8 @@ import argparse
 import sys
 
 from .. import backends
+from ..cli_args import positive_int as _positive
+from ..cli_args import shape as _shape
 
 __all__ = ["register_commands"]
 
@@ -33,27 +35,6 @@ _TEMPLATE_COMMANDS = (
 )
 
 
-def _shape(text: str) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(x) for x in text.replace("x", ",").split(","))
-    except ValueError:
-        dims = ()
-    if not dims or any(d < 1 for d in dims):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a shape: give positive sizes separated by commas, e.g. 8192,4096")
-    return dims
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return v
-
-
 def register_commands(subparsers) -> None:
     """Add ``schedule`` and its actions to the top-level ``syncopate`` parser."""
     p = subparsers.add_parser(
@@ -66,7 +47,7 @@ def register_commands(subparsers) -> None:
     for command, template, help_text in _TEMPLATE_COMMANDS:
         tp = actions.add_parser(command, help=help_text, description=help_text + ".")
         tp.add_argument("--shape", type=_shape, required=True,
-                        help="global tensor shape, comma-separated (8192,4096)")
+                        help="global tensor shape: 8192,4096 or 8192x4096")
         tp.add_argument("--dtype", default="bf16", help="element type (default bf16)")
         tp.add_argument("--world-size", type=_positive, required=True, help="number of ranks")
         if template == "all_to_all":
@@ -94,14 +75,14 @@ def register_commands(subparsers) -> None:
         "check", help="verify a schedule file",
         description="Verify a schedule JSON file: print 'ok' and exit 0, or print every "
                     "problem on stderr (one per line, prefixed 'error:') and exit 1.")
-    cp.add_argument("file", help="schedule JSON file")
+    cp.add_argument("file", help="schedule JSON file ('-': read it from stdin)")
     cp.set_defaults(func=_check)
 
     sp = actions.add_parser(
         "show", help="per-rank plan and cost estimate",
         description="Print each rank's plan (step, chunk, direction, peer, region, bytes) and "
                     "the cost model's estimate; exit 1 with the problems if it does not verify.")
-    sp.add_argument("file", help="schedule JSON file")
+    sp.add_argument("file", help="schedule JSON file ('-': read it from stdin)")
     sp.add_argument("--backend", choices=backends.names(), default="sm",
                     help="communication backend for the estimate (default sm)")
     sp.add_argument("--comm-programs", type=_positive, default=16,
@@ -133,6 +114,7 @@ def _make(args) -> int:
     schedule = TEMPLATES[args.template](args.shape, **kwargs)
     schedule.verify()  # templates always verify; this guards the file we hand out
     if args.output:
+        _prepare_output(args.output)
         dump(schedule, args.output)
         print(f"wrote {args.output}: {schedule.num_chunks} chunks, world size "
               f"{schedule.world_size}")
@@ -141,9 +123,35 @@ def _make(args) -> int:
     return 0
 
 
+def _prepare_output(path: str) -> None:
+    """``-o FILE``: create missing folders (as ``syncopate compile -o`` does); refuse a folder."""
+    import os
+
+    from ..errors import ScheduleError
+    if os.path.isdir(path):
+        raise ScheduleError(f"-o {path} is a directory; give a file name, e.g. {path}/ag.json")
+    parent = os.path.dirname(path)
+    if parent:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            raise ScheduleError(f"-o {path}: cannot create {parent}: {e.strerror}") from None
+
+
+def _load(path: str):
+    """The schedule in ``path``; ``-`` reads it from stdin (``... | syncopate schedule check -``)."""
+    from ..errors import ScheduleError
+    from .json_io import load, loads
+    if path != "-":
+        return load(path)
+    try:
+        return loads(sys.stdin.read())
+    except ScheduleError as e:
+        raise ScheduleError([f"<stdin>: {p}" for p in e.problems]) from None
+
+
 def _check(args) -> int:
-    from .json_io import load
-    load(args.file).verify()
+    _load(args.file).verify()
     print("ok")
     return 0
 
@@ -161,8 +169,7 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
 def _show(args) -> int:
     from ..errors import ScheduleError
     from .cost import estimate
-    from .json_io import load
-    schedule = load(args.file)
+    schedule = _load(args.file)
     out: list[str] = []
     out.append(f"schedule {args.file}: world size {schedule.world_size}, "
                f"{schedule.num_chunks} chunks, {_fmt_bytes(schedule.total_bytes)}")
