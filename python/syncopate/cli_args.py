@@ -68,8 +68,9 @@ def nonnegative_int(text: str) -> int:
     return v
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    """``8192,1024`` -> ``(8192, 1024)``: positive integers separated by commas."""
+def csv_ints(text: str) -> str:
+    """``8192,1024``: positive integers separated by commas, returned as normalized text (the
+    benchmark's options are kept as text and split where they are used)."""
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -77,21 +78,33 @@ def int_list(text: str) -> tuple[int, ...]:
     if not vals or any(v < 1 for v in vals):
         raise argparse.ArgumentTypeError(
             f"{text!r}: give positive integers separated by commas, e.g. 8192,1024")
-    return vals
+    return ",".join(map(str, vals))
 
 
-def name_list(known: tuple[str, ...]):
-    """An argparse type for a comma-separated subset of ``known`` (``--ops ag,rs``)."""
-    def parse(text: str) -> tuple[str, ...]:
+def csv_names(known: tuple[str, ...]):
+    """An argparse type for a comma-separated subset of ``known`` (``--ops ag,rs``), returned as
+    normalized text."""
+    def parse(text: str) -> str:
         names = tuple(x.strip() for x in text.split(",") if x.strip())
         bad = [n for n in names if n not in known]
         if not names or bad:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: give a comma-separated subset of {', '.join(known)}"
                 + (f" ({', '.join(map(repr, bad))} unknown)" if bad else ""))
-        return names
+        return ",".join(names)
     parse.__name__ = "list"
     return parse
+
+
+def positive_float(text: str) -> float:
+    """A number > 0 (seconds, a budget)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = 0.0
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return v
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
