@@ -96,6 +96,17 @@ def csv_names(known: tuple[str, ...]):
     return parse
 
 
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (a budget where 0 means "none of the optional work")."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
+    return v
+
+
 def positive_float(text: str) -> float:
     """A number > 0 (seconds, a budget)."""
     try:

@@ -165,7 +165,7 @@ def _gemm_shape(text: str) -> tuple[int, int, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The arguments, every value checked at parse time (before a GPU is touched)."""
-    from ..cli_args import nonnegative_int, positive_float
+    from ..cli_args import nonnegative_float, nonnegative_int, positive_float
     p = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_local",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write results as JSON to this path")
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shapes to run (default: the six benchmark shapes)")
     p.add_argument("--kernels", nargs="*", default=["tma", "ptr"], choices=["tma", "ptr"])
     p.add_argument("--no-sweep", action="store_true", help="time the default configs only")
-    p.add_argument("--budget-s", type=positive_float, default=50.0,
+    p.add_argument("--budget-s", type=nonnegative_float, default=50.0,
                    help="soft time budget; the config sweep stops when it is spent (default 50)")
     p.add_argument("--step-timeout-s", type=positive_float, default=60.0)
     p.add_argument("--hard-timeout-s", type=positive_float, default=240.0)
