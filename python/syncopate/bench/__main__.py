@@ -169,10 +169,11 @@ def main(argv=None) -> int:
                            "python -m syncopate.bench")
     why = loopback_refusal()
     if why is not None:
-        print(f"syncopate.bench: {why}", file=sys.stderr)
+        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
         return 2
     if "RANK" not in os.environ:
-        print("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench ...",
+        print("python -m syncopate.bench: error: run under torchrun: torchrun "
+              "--nproc-per-node <GPUs> -m syncopate.bench ... (or --compile, CPU only)",
               file=sys.stderr)
         return 2
     import torch

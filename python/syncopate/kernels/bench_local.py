@@ -163,6 +163,17 @@ def _gemm_shape(text: str) -> tuple[int, int, int]:
     return dims
 
 
+def _check_out(path: str) -> None:
+    """``--out``: its folder must exist and the path must not be a folder; checked before the
+    run, whose partial results (watchdog, no GPU) are written there."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        print(f"python -m syncopate.kernels.bench_local: error: --out {path}: "
+              + ("is a directory; give a file name" if os.path.isdir(path)
+                 else f"no folder {folder}; create it first"), file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The arguments, every value checked at parse time (before a GPU is touched)."""
     from ..cli_args import nonnegative_float, nonnegative_int, positive_float
@@ -186,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None, backend=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.out:
+        _check_out(args.out)
 
     import torch
 
@@ -208,7 +221,8 @@ def main(argv=None, backend=None) -> int:
     why = backend.available()
     if why:
         report["error"] = why
-        print(f"bench_local: {why}; nothing to run", file=sys.stderr)
+        print(f"python -m syncopate.kernels.bench_local: error: {why}; nothing to run",
+              file=sys.stderr)
         write()
         return 2
 
