@@ -121,6 +121,15 @@ def positive_float(text: str) -> float:
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 
 
+def tensor_name(text: str) -> str:
+    """A schedule tensor's name: a letter or ``_`` then letters, digits, ``_``, ``.``, ``-``
+    (it is written into ``--operand param:TENSOR`` and into the fused IR's attributes)."""
+    if not re.fullmatch(r"[A-Za-z_][\w.-]*", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a tensor name: use letters, digits, '_', '.', '-' (e.g. A, kv)")
+    return text
+
+
 def signature(text: str) -> dict[str, str]:
     """``a_ptr=*bf16,K=i32`` -> ``{"a_ptr": "*bf16", "K": "i32"}``.
 

@@ -76,6 +76,8 @@ def load_kernel(ref: str, args):
     if is_gemm(ref):
         from .kernels import compile_args, compile_attrs, default_config, kernel_fn
 
+        _refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"),
+                       "its parameters come from --shape and --dtype")
         name = gemm_name(ref)
         if not args.shape:
             raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
@@ -85,6 +87,8 @@ def load_kernel(ref: str, args):
         return kernel_fn(name), sig, cx, compile_attrs(name), cfg.options()
     if ":" not in ref:
         raise CompileError(f"unknown kernel {ref!r}: use {FORMS}")
+    _refuse_unused(ref, args, ("shape",), "--shape configures the gemm-* kernels; give "
+                   "sizes with --constexpr (and --arg for syncopate emulate)")
     fn = load_user_kernel(ref)
     if not args.signature:
         raise UsageError(f"kernel {ref} needs --signature name=type,... for its parameters "
@@ -99,6 +103,17 @@ def load_kernel(ref: str, args):
         cx[name] = value
         sig.setdefault(name, "constexpr")
     return fn, sig, cx, None, {}
+
+
+def _refuse_unused(ref: str, args, options: tuple[str, ...], why: str) -> None:
+    """Refuse options that do not apply to this kind of kernel: silently ignoring one (as
+    ``--signature`` given to ``gemm-ptr`` once was) leaves the user believing it took effect."""
+    from .errors import UsageError
+    given = [o for o in options if getattr(args, o, None)]
+    if given:
+        flags = ", ".join("--" + o for o in given)
+        raise UsageError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to kernel "
+                         f"{ref}: {why}")
 
 
 def _write_stages(out: Path, fc) -> None:

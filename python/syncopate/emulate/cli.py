@@ -218,6 +218,9 @@ def _run_gemm(args) -> int:
     from ..schedule import as_schedule
     from .api import PerRank, emulate
 
+    from ..compile_cli import _refuse_unused
+    _refuse_unused(args.kernel, args, ("signature", "constexpr", "grid", "arg"),
+                   "its parameters come from --shape, --dtype and --block")
     if not args.shape:
         raise UsageError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
     name = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}[args.kernel]

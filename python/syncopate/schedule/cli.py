@@ -20,6 +20,7 @@ import sys
 from .. import backends
 from ..cli_args import positive_int as _positive
 from ..cli_args import shape as _shape
+from ..cli_args import tensor_name as _tensor_name
 
 __all__ = ["register_commands"]
 
@@ -66,7 +67,8 @@ def register_commands(subparsers) -> None:
                              "(default: the template's)")
         tp.add_argument("--split", type=_positive, default=1,
                         help="chunks per block (default 1)")
-        tp.add_argument("--tensor", default=None, help="tensor name (default: the template's)")
+        tp.add_argument("--tensor", type=_tensor_name, default=None,
+                        help="tensor name (default: the template's)")
         tp.add_argument("-o", "--output", default=None,
                         help="write the JSON here (default: stdout)")
         tp.set_defaults(func=_make, template=template)
@@ -90,7 +92,7 @@ def register_commands(subparsers) -> None:
     sp.add_argument("--compute-us", type=float, default=None,
                     help="compute time of the fused kernel on one rank, in microseconds: adds "
                          "the fused-time estimate")
-    sp.add_argument("--tensor", default=None,
+    sp.add_argument("--tensor", type=_tensor_name, default=None,
                     help="the tensor the compute reads or writes (default: the only one)")
     sp.set_defaults(func=_show)
 
@@ -170,6 +172,9 @@ def _show(args) -> int:
     from ..errors import ScheduleError
     from .cost import estimate
     schedule = _load(args.file)
+    if args.tensor is not None and args.tensor not in schedule.tensors:
+        raise ScheduleError(f"--tensor {args.tensor}: the schedule has no such tensor; it has "
+                            f"{', '.join(schedule.tensors)}")
     out: list[str] = []
     out.append(f"schedule {args.file}: world size {schedule.world_size}, "
                f"{schedule.num_chunks} chunks, {_fmt_bytes(schedule.total_bytes)}")
