@@ -285,3 +285,25 @@ def test_an_unreadable_file_is_one_line(capsys):
     assert run_handler(reads, None, "syncopate x") == 1
     assert capsys.readouterr().err == \
         "error: /nonexistent-dir-xyz/f.json: No such file or directory\n"
+
+
+EMULATE = ["emulate", "cli_case_kernels:kernel", "--schedule", "ag.json", "--operand", "a_ptr",
+           *SIG]
+
+
+@pytest.mark.parametrize("extra, expect", [
+    ([], "needs --grid"),                                             # was exit 1
+    (["--grid", "0"], "give 1 to 3 positive integers"),               # emulated 0 programs: "ok"
+    (["--grid", "4", "--arg", "K=64", "--arg", "K=3"], "--arg K is given twice"),  # K=3 won
+    (["--grid", "4", "--arg", "out_ptr=perm:-3"], "is not a shape"),  # out-of-bounds report
+])
+def test_emulate_grid_and_args_are_checked(workdir, capsys, extra, expect):
+    rc, _, err = run(EMULATE + extra, capsys)
+    assert rc == 2 and expect in err and err.count("\n") == 1
+
+
+def test_schedule_show_compute_time_must_be_a_number(workdir, capsys):
+    """Before: ``--compute-us nan`` printed nan estimates; ``-5`` a float-noise message."""
+    for bad in ("nan", "-5"):
+        rc, _, err = run(["schedule", "show", "ag.json", "--compute-us", bad], capsys)
+        assert rc == 2 and "must be a number >= 0" in err

@@ -143,25 +143,30 @@ def _run_kernel(args) -> int:
     import numpy as np
 
     from ..compile_cli import load_kernel
-    from ..errors import CompileError
+    from ..errors import CompileError, UsageError
     from ..schedule import as_schedule
     from .api import PerRank, emulate
 
     fn, sig, cx, attrs, options = load_kernel(args.kernel, args)
     if not args.grid:
-        raise CompileError(f"kernel {args.kernel} needs --grid (the grid it is launched with)")
+        raise UsageError(f"kernel {args.kernel} needs --grid (the grid it is launched with, "
+                         f"e.g. --grid 64 or --grid 8,4)")
     try:
         grid = tuple(int(x) for x in args.grid.split(","))
     except ValueError:
-        raise CompileError(f"--grid takes integers, got {args.grid!r}") from None
+        grid = ()
+    if not grid or len(grid) > 3 or any(g < 1 for g in grid):
+        raise UsageError(f"--grid {args.grid!r}: give 1 to 3 positive integers, e.g. 64 or 8,4")
     sched = as_schedule(args.schedule)
     rng = np.random.default_rng(args.seed)
     vals = {}
     for item in args.arg:
-        if "=" not in item:
-            raise CompileError(f"--arg {item!r}: write NAME=RxC, NAME=zeros:RxC, NAME=perm:N or "
-                               f"NAME=INT")
-        name, spec = item.split("=", 1)
+        name, eq, spec = item.partition("=")
+        if not eq or not name or not spec:
+            raise UsageError(f"--arg {item!r}: write NAME=RxC, NAME=zeros:RxC, NAME=perm:N or "
+                             f"NAME=INT")
+        if name in vals:
+            raise UsageError(f"--arg {name} is given twice")
         vals[name] = _arg_value(name, spec, rng, sched.world_size,
                                 per_rank=(name == args.operand), np=np, PerRank=PerRank)
     missing = [n for n in fn.arg_names if n not in cx and sig.get(n) != "constexpr"
@@ -179,13 +184,16 @@ def _run_kernel(args) -> int:
 
 
 def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
-    from ..errors import CompileError
+    import argparse
+
+    from ..cli_args import shape
+    from ..errors import UsageError
 
     def shape_of(text):
         try:
-            return tuple(int(x) for x in text.lower().split("x"))
-        except ValueError:
-            raise CompileError(f"--arg {name}={spec}: {text!r} is not a shape like 512x64") \
+            return shape(text)
+        except argparse.ArgumentTypeError:
+            raise UsageError(f"--arg {name}={spec}: {text!r} is not a shape like 512x64") \
                 from None
 
     if spec.startswith("perm:"):
@@ -205,8 +213,8 @@ def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
         try:
             return float(spec)
         except ValueError:
-            raise CompileError(f"--arg {name}={spec}: write RxC, zeros:RxC, perm:N, an "
-                               f"integer or a float") from None
+            raise UsageError(f"--arg {name}={spec}: write RxC, zeros:RxC, perm:N, an "
+                             f"integer or a float") from None
 
 
 def _run_gemm(args) -> int:

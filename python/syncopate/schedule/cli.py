@@ -18,6 +18,7 @@ import argparse
 import sys
 
 from .. import backends
+from ..cli_args import nonnegative_float as _nonnegative_float
 from ..cli_args import positive_int as _positive
 from ..cli_args import shape as _shape
 from ..cli_args import tensor_name as _tensor_name
@@ -89,7 +90,7 @@ def register_commands(subparsers) -> None:
                     help="communication backend for the estimate (default sm)")
     sp.add_argument("--comm-programs", type=_positive, default=16,
                     help="comm programs (CTAs) of the sm/nvshmem backends (default 16)")
-    sp.add_argument("--compute-us", type=float, default=None,
+    sp.add_argument("--compute-us", type=_nonnegative_float, default=None,
                     help="compute time of the fused kernel on one rank, in microseconds: adds "
                          "the fused-time estimate")
     sp.add_argument("--tensor", type=_tensor_name, default=None,
