@@ -307,3 +307,15 @@ def test_schedule_show_compute_time_must_be_a_number(workdir, capsys):
     for bad in ("nan", "-5"):
         rc, _, err = run(["schedule", "show", "ag.json", "--compute-us", bad], capsys)
         assert rc == 2 and "must be a number >= 0" in err
+
+
+def test_syncopate_opt_checks_the_pipeline_before_reading_input(monkeypatch, capsys):
+    """Before: an unknown pass with empty stdin exited 0 (nothing was parsed to run it on)."""
+    import io
+
+    from syncopate_mlir import opt
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert opt.main(["-p", "no-such-pass"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("syncopate-opt: error: Unrecognized passes: ['no-such-pass']")
+    assert "registered passes: " in err and "tile-remap" in err
