@@ -319,3 +319,17 @@ def test_syncopate_opt_checks_the_pipeline_before_reading_input(monkeypatch, cap
     err = capsys.readouterr().err
     assert err.startswith("syncopate-opt: error: Unrecognized passes: ['no-such-pass']")
     assert "registered passes: " in err and "tile-remap" in err
+
+
+def test_a_huge_world_size_is_refused_not_out_of_memory(workdir, capsys):
+    """Found by mutating schedule JSON: ``"world_size": 10**12`` ran the verifier out of
+    memory (an internal error); the template commands built W*(W-1) chunks first."""
+    import json
+    doc = json.loads((workdir / "ag.json").read_text())
+    doc["world_size"] = 10 ** 12
+    (workdir / "huge.json").write_text(json.dumps(doc))
+    rc, _, err = run(["schedule", "check", "huge.json"], capsys)
+    assert rc == 1 and "world_size 1000000000000 is more than 4096 ranks" in err
+    rc, _, err = run(["schedule", "all-gather", "--shape", "8,8", "--world-size", "100000000"],
+                     capsys)
+    assert rc == 1 and "world_size 100000000 is more than 4096 ranks" in err
