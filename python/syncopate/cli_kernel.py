@@ -78,7 +78,8 @@ def _import_file(path: Path, ref: str):
 
     if not path.is_file():
         raise CompileError(f"kernel {ref}: no file {str(path)!r}")
-    name = path.stem
+    # a private name: a file called json.py must not replace the json module
+    name = f"_syncopate_kernel_file_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path.resolve())
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # @triton.jit reads the source through the module
@@ -105,4 +106,5 @@ def _jit_functions(module) -> list[str]:
 
 def _where(module) -> str:
     path = getattr(module, "__file__", None)
-    return f"module {module.__name__!r}" + (f" ({path})" if path else "")
+    name = module.__name__.removeprefix("_syncopate_kernel_file_")
+    return f"module {name!r}" + (f" ({path})" if path else "")

@@ -17,7 +17,7 @@ from . import backends
 from .abi import contradictions as abi_contradictions
 
 from .cli_args import nonnegative_int, positive_int, shape
-from .cli_kernel import FORMS, KERNEL_ALIASES, gemm_name, is_gemm, load_user_kernel
+from .cli_kernel import FORMS, gemm_name, is_gemm, load_user_kernel
 
 #: element types of the project's GEMMs (``--dtype``)
 GEMM_DTYPES = ("bf16", "fp16")

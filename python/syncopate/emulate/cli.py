@@ -25,6 +25,7 @@ import time
 
 from .. import backends
 from ..cli_args import nonnegative_int, positive_int
+from ..cli_kernel import KERNEL_ALIASES, gemm_name
 from ..compile_cli import GEMM_DTYPES, shape_text
 
 
@@ -86,7 +87,7 @@ def run_emulate(args) -> int:
     if args.schedule is None or args.operand is None:
         raise UsageError("the arguments --schedule and --operand are required (or name a "
                          "directory written by `syncopate compile -o`)")
-    if args.kernel in ("gemm-tma", "gemm-ptr"):
+    if args.kernel in KERNEL_ALIASES:
         return _run_gemm(args)
     if ":" not in args.kernel:
         raise CompileError(f"unknown kernel {args.kernel!r}: use gemm-tma, gemm-ptr, "
@@ -231,7 +232,7 @@ def _run_gemm(args) -> int:
                    "its parameters come from --shape, --dtype and --block")
     if not args.shape:
         raise UsageError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
-    name = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}[args.kernel]
+    name = gemm_name(args.kernel)
     m, n, k = shape_of_rank(args.shape, 3, f"{args.kernel} (M,N,K of the local GEMM)")
     bm, bn, bk = args.block
     sched = as_schedule(args.schedule)

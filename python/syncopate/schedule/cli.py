@@ -14,7 +14,6 @@ to stdout.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .. import backends
