@@ -44,7 +44,8 @@ from .rows import bench_ag, bench_rs
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
-__all__ = ["Timer", "bench_ag", "bench_rs", "columns", "derive", "format_table", "git_commit",
+__all__ = ["Timer", "bench_ag", "bench_rs", "build_parser", "columns", "derive", "format_table",
+           "git_commit",
            "init_distributed", "loopback_refusal", "main", "parse_args", "plot", "rows_for",
            "start_row", "sweep_for", "write_results"]
 
@@ -54,19 +55,26 @@ M_MAIN = 8192
 M_EXTRA = (1024, 4096)
 
 
-def parse_args(argv=None):
+#: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
+BACKEND_CHOICES = ("sm", "ce", "nvshmem", "ce+epilogue")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's arguments, every value checked here (a typo in ``--m`` must not surface
+    as a traceback on every rank after torchrun started the GPUs)."""
+    from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
     p = argparse.ArgumentParser(prog="python -m syncopate.bench",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--out", default="bench_out", help="directory for bench.json and bench.png")
     p.add_argument("--quick", action="store_true", help="a small subset (for CI-style checks)")
-    p.add_argument("--iters", type=int, default=None, help="timed iterations per column")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--backends", default="sm,ce",
+    p.add_argument("--iters", type=positive_int, default=None, help="timed iterations per column")
+    p.add_argument("--warmup", type=nonnegative_int, default=3)
+    p.add_argument("--backends", type=csv_names(BACKEND_CHOICES), default="sm,ce",
                    help="fused backends (nvshmem needs --symm nvshmem; ce+epilogue: GEMM+RS with "
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", default="ag,rs",
+    p.add_argument("--ops", type=csv_names(("ag", "rs", "ring_attn")), default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ring_attn (ring attention)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
@@ -76,14 +84,18 @@ def parse_args(argv=None):
                         "to time loopback)")
     p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
-    p.add_argument("--budget-s", type=float, default=None,
+    p.add_argument("--budget-s", type=positive_float, default=None,
                    help="start a row only if it should end within this many seconds, judged by "
                         "the slowest row so far (default 150, quick 60)")
-    p.add_argument("--m", default=None,
+    p.add_argument("--m", type=csv_ints, default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
     from .compile_time import add_arguments
     add_arguments(p)
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    return build_parser().parse_args(argv)
 
 
 def rows_for(args, W):
@@ -156,18 +168,21 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
+        from ..cli import run_handler
         from . import compile_time
-        return compile_time.main(args, " ".join([sys.executable, "-m", "syncopate.bench"]
-                                                + (argv if argv is not None else sys.argv[1:])),
-                                 git_commit())
+        command = " ".join([sys.executable, "-m", "syncopate.bench"]
+                           + (argv if argv is not None else sys.argv[1:]))
+        return run_handler(lambda a: compile_time.main(a, command, git_commit()), args,
+                           "python -m syncopate.bench")
     if args.check:
         return check_main(args)
     why = loopback_refusal()
     if why is not None:
-        print(f"syncopate.bench: {why}", file=sys.stderr)
+        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
         return 2
     if "RANK" not in os.environ:
-        print("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench ...",
+        print("python -m syncopate.bench: error: run under torchrun: torchrun "
+              "--nproc-per-node <GPUs> -m syncopate.bench ... (or --compile, CPU only)",
               file=sys.stderr)
         return 2
     import torch
