@@ -127,6 +127,8 @@ def files(tmp_path_factory):
     (d / "list.json").write_text("[1, 2]")
     (d / "plain.txt").write_text("a regular file\n")
     (d / "k.mlir").write_text("module {\n  tt.func public @k() {\n    tt.return\n  }\n}\n")
+    from syncopate.trace import Event, save_chrome  # a valid timeline (syncopate trace ...)
+    save_chrome(str(d / "trace.json"), [Event(0, 1, 1, 0, -1, 0, 10), Event(0, 2, 1, 0, -1, 0, 20)])
     (d / "folder").mkdir()
     return d
 
@@ -135,7 +137,7 @@ def _fill(dest: str, f: Path, leaf: tuple) -> str:
     """A valid value for a required argument (so that one bad argument is tested at a time)."""
     valid = {"kernel": "gemm-ptr", "schedule": str(f / "ag.json"), "file": str(f / "ag.json"),
              "operand": "a_ptr", "shape": "256,128,64", "world_size": "2", "split_dim": "0",
-             "concat_dim": "1", "input": str(f / "k.mlir")}
+             "concat_dim": "1", "input": str(f / "k.mlir"), "trace": str(f / "trace.json")}
     assert dest in valid, (f"{' '.join(leaf)}: no valid value known for the required argument "
                            f"{dest!r}; add one to _fill")
     return valid[dest]
@@ -149,6 +151,7 @@ BAD_TEXT = {
     "schedule": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],
     "file": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],
     "input": ["{f}/missing.mlir", "{f}/bad.json", "{f}/folder"],
+    "trace": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],
     "operand": ["a_ptr:", "no_such_param", "a_ptr:A,b"],
     "signature": ["a_ptr", "a_ptr=int", "=*bf16"],
     "constexpr": ["BLOCK", "=3"],
