@@ -25,6 +25,7 @@ from .json_io import FORMAT, VERSION, as_schedule, dump, dumps, from_dict, load,
 from .model import (DTYPE_SIZES, Chunk, Placement, Region, Schedule, TensorSpec, dtype_size,
                     normalize_dtype)
 from .templates import TEMPLATES, all_gather, all_reduce, all_to_all, reduce_scatter, ring_pass
+from .kv_gather import kv_all_gather  # noqa: I001 (after .templates, which registers it)
 from .verify import Analysis, analyze, verify
 
 __all__ = [
@@ -32,7 +33,8 @@ __all__ = [
     "normalize_dtype",
     "FORMAT", "VERSION", "loads", "load", "dumps", "dump", "as_schedule", "from_dict", "to_dict",
     "verify", "analyze", "Analysis",
-    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass", "TEMPLATES",
+    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass", "kv_all_gather",
+    "TEMPLATES",
     "estimate", "best_split", "chunk_time", "link_model", "gemm_time", "CostEstimate",
     "LinkModel",
 ]
