@@ -264,3 +264,79 @@ def put_prepared(comm, key, prep: PreparedCall) -> None:
     if len(table) >= _PREPARED_MAX:  # callers cycling through output buffers: bound it
         table.clear()
     table[key] = prep
+
+
+# ------------------------------------------------------------------------------------------
+# The op's path: fused, unfused or (world size 1) the local GEMM alone -- ops/choice.py
+# ------------------------------------------------------------------------------------------
+
+#: the ``kernel`` name of cuBLAS (``torch.matmul``): unfused and local paths only
+CUBLAS = "cublas"
+
+
+def triton_kernel(kernel) -> str:
+    """Our local kernel of a call: ``kernel`` or, when the op may choose (None), ``tma``."""
+    return "tma" if kernel is None else kernel
+
+
+def check_kernel(kernel, config, fused_requested: bool) -> None:
+    if kernel == CUBLAS:
+        if config is not None:
+            raise LaunchError("config= selects a tile config of our Triton kernel; cuBLAS "
+                              "(kernel='cublas') takes none: drop config or use kernel='tma'")
+        if fused_requested:
+            raise LaunchError("kernel='cublas' cannot be fused (the compiler fuses Triton "
+                              "kernels): use kernel='tma' for the fused path, or fused=False")
+
+
+def local_gemm(kernel: str, a, b, out, config) -> None:
+    """``out = a @ b`` with our kernel (``config``) or cuBLAS (``kernel='cublas'``)."""
+    if kernel == CUBLAS:
+        import torch
+        torch.matmul(a, b, out=out)
+        return
+    run_local(gemm_call(kernel, a, b, out, config))
+
+
+def gpu_of(comm) -> str | None:
+    """The GPU type the op's decision is keyed on (from the device name: the same on every rank
+    of a node; None for a non-CUDA device, e.g. the CPU tests' fake communicator)."""
+    from ..calibration import device_gpu_type
+    return device_gpu_type(comm.device)
+
+
+def decide(op: str, comm, m: int, n: int, k: int, dtype, *, kernel, config, fused,
+           unavailable=()):
+    """The op's path (:func:`syncopate.ops.choice.decide`): cuBLAS is a candidate only when the
+    caller pinned neither our kernel nor its config."""
+    from .choice import decide as _decide
+    return _decide(op, m, n, k, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
+                   cublas=kernel is None and config is None, fused=fused,
+                   unavailable=unavailable)
+
+
+def world_size_one(op: str, comm, a, b, out, kernel, config):
+    """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
+    buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
+    says it is faster (and the caller pinned neither our kernel nor a config): the op then
+    costs what the best local GEMM costs. The result is ``a @ b`` (the all-gather and the
+    reduce-scatter of one rank are the identity)."""
+    import torch
+    M, K = a.shape
+    N = b.shape[1]
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    elif tuple(out.shape) != (M, N) or out.dtype != a.dtype:
+        raise LaunchError(f"out must be [M, N] = {(M, N)} in {a.dtype} at world size 1, got "
+                          f"{tuple(out.shape)} {out.dtype}")
+    if kernel == CUBLAS:
+        local = CUBLAS
+    else:
+        local = decide(op, comm, M, N, K, a.dtype, kernel=kernel, config=config,
+                       fused=None).choice.local
+    if local == CUBLAS:
+        local_gemm(CUBLAS, a, b, out, None)
+    else:
+        k = triton_kernel(kernel)
+        local_gemm(k, a, b, out, resolve_config(k, M, N, K, a.dtype, config))
+    return out

@@ -44,6 +44,8 @@ OPS = ("ag_gemm", "gemm_rs")
 FUSED_VARIANTS = {"ag_gemm": ("sm", "ce"), "gemm_rs": ("sm", "ce+epilogue", "ce")}
 #: the fused variant of an op without calibration (its default before calibration existed)
 UNCALIBRATED_VARIANT = "sm"
+#: variants whose side stream waits on flags with cuStreamWaitValue32
+_NEEDS_STREAM_WAIT = ("ce+epilogue",)
 _COLLECTIVE = {"ag_gemm": "all_gather", "gemm_rs": "reduce_scatter"}
 _NCCL_NOTE = "NCCL {coll} of {mib:.1f} MiB at W={w}{extra}"
 
@@ -222,6 +224,10 @@ def _decide(op, m, n, k, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
     cal = calibration.load(gpu)
     locals_ = ("triton", "cublas") if cublas else ("triton",)
     blocked = dict(unavailable)
+    if cal is not None and not cal.stream_wait:
+        for v in _NEEDS_STREAM_WAIT:
+            blocked.setdefault(v, "the calibrated machine's driver had no stream memory "
+                                  "operations (stream_wait in the calibration file)")
     cands: list[Candidate] = []
     if cal is None:
         how = (f"no calibration for GPU type {gpu!r} (shipped: "
