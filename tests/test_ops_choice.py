@@ -83,6 +83,7 @@ def test_decision_has_no_rank_input_and_is_the_same_for_every_rank(monkeypatch):
     out = []
     for rank in (0, 1):
         choice._decide.cache_clear()
+        choice._measured_over_model.cache_clear()
         calibration.load.cache_clear()
         monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", str(5 + rank))
         c = fake_comm(W=2, rank=rank)

@@ -15,14 +15,14 @@ type, this file's content): :mod:`syncopate.ops.choice`.
 What a file holds (``format`` 1), each section with the ``source`` it came from:
 
 * ``local_gemm``: per shape class (a measured per-rank GEMM ``m x n x k``), seconds of our
-  local Triton kernel (``triton_s``) and of cuBLAS (``cublas_s``); a query takes the class
-  nearest in log-shape space and scales by FLOPs.
+  local Triton kernel (``triton_s``) and of cuBLAS (``cublas_s``); a query interpolates time per FLOP
+  between the classes in log-shape space.
 * ``collectives``: NCCL ``all_gather`` / ``reduce_scatter`` per world size: ``alpha_s +
   bytes / beta_bps`` (bytes of the whole gathered / reduced tensor) fitted to measured points,
   kept beside the fit.
 * ``fused``: per op, world size and fused variant, measured device times of the op's own plan
   at calibrated shapes; the model (:func:`syncopate.schedule.cost.estimate` with the calibrated
-  local GEMM time as compute) is scaled by ``measured / model`` at the nearest class.
+  local GEMM time as compute) is scaled by ``measured / model`` interpolated between the classes.
 * ``host_s``: host time of one call per path (a loop of calls cannot run faster than its host).
 * ``stream_wait``: whether the calibrated machine's driver had stream memory operations
   (``cuStreamWaitValue32``), which the ``ce`` + epilogue variant of ``gemm_rs`` needs.

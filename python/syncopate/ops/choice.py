@@ -16,13 +16,15 @@ earlier candidate: fused variants first, then the unfused path, Triton before cu
 What a candidate costs (seconds; a loop of calls is as slow as the larger of its device and
 its host time, so a candidate's time is ``max(device_s, host_s)``):
 
-* local GEMM (``triton``: our TMA kernel, ``cublas``: ``torch.matmul``): the calibrated time of
-  the nearest measured shape class, scaled by FLOPs (and by peak FLOPs for another dtype);
+* local GEMM (``triton``: our TMA kernel, ``cublas``: ``torch.matmul``): the calibrated time per
+  FLOP of the measured shape classes, interpolated in log-shape space (inverse squared
+  distance; a calibrated shape gives its own measurement), times the FLOPs (scaled by peak
+  FLOPs for another dtype);
 * unfused: the NCCL collective (``alpha + bytes / beta`` of the calibrated world size; another
   world size scales the ring's ``W - 1`` steps) plus the local GEMM;
 * fused variant: :func:`syncopate.schedule.cost.estimate` of the op's own plan with the
-  calibrated Triton GEMM as its compute, times ``measured / model`` at the nearest calibrated
-  shape of that variant (so at a calibrated shape it predicts what was measured).
+  calibrated Triton GEMM as its compute, times ``measured / model`` of that variant
+  interpolated the same way (so at a calibrated shape it predicts what was measured).
 
 Without a calibration file for the GPU type the op keeps its defaults (fused ``sm`` for W > 1,
 our local kernel at W = 1) and :func:`decide` says how to calibrate.
@@ -111,19 +113,35 @@ def _flops(m, n, k) -> float:
     return 2.0 * m * n * k
 
 
-def _nearest(points, m, n, k):
-    """The point nearest to ``m x n x k`` in log-shape space (ties: the first in the file)."""
-    def dist(p):
-        return sum(math.log(a / b) ** 2 for a, b in ((m, p["m"]), (n, p["n"]), (k, p["k"])))
-    return min(points, key=dist)
+def _dist2(p, m, n, k) -> float:
+    return sum(math.log(a / b) ** 2 for a, b in ((m, p["m"]), (n, p["n"]), (k, p["k"])))
+
+
+def _interp(points, m, n, k, value) -> tuple[float, str]:
+    """``value(point)`` at ``m x n x k``: the geometric mean over the calibrated shapes
+    weighted by inverse squared distance in log-shape space (a calibrated shape gives its own
+    value exactly; between shape classes the value moves smoothly instead of jumping at the
+    midpoint). The note names the nearest class (ties: the first in the file)."""
+    near = min(points, key=lambda p: _dist2(p, m, n, k))
+    d0 = _dist2(near, m, n, k)
+    where = f"class {near['m']}x{near['n']}x{near['k']}"
+    if d0 == 0.0 or len(points) == 1:
+        return float(value(near)), where
+    num = den = 0.0
+    for p in points:
+        w = 1.0 / _dist2(p, m, n, k)
+        num += w * math.log(value(p))
+        den += w
+    return math.exp(num / den), f"{len(points)} classes, nearest {near['m']}x{near['n']}x{near['k']}"
 
 
 def _local_s(cal, kind: str, m, n, k, dtype) -> tuple[float, str]:
+    """Seconds of the local GEMM ``kind`` (time per FLOP interpolated over the classes)."""
     from ..schedule.cost import GEMM_PEAK_FLOPS
     cd, pts = cal.local_points(dtype)
-    p = _nearest(pts, m, n, k)
-    t = p[f"{kind}_s"] * _flops(m, n, k) / _flops(p["m"], p["n"], p["k"])
-    note = f"class {p['m']}x{p['n']}x{p['k']}"
+    per_flop, note = _interp(pts, m, n, k,
+                             lambda p: p[f"{kind}_s"] / _flops(p["m"], p["n"], p["k"]))
+    t = per_flop * _flops(m, n, k)
     if cd != dtype:
         t *= GEMM_PEAK_FLOPS.get(cd, 1.0) / GEMM_PEAK_FLOPS.get(dtype, GEMM_PEAK_FLOPS[cd])
         note += f" ({cd}, scaled by peak FLOPs)"
@@ -162,6 +180,22 @@ def _model_s(op, backend, m, n, k, W, dtype, split, cp, compute_s) -> float:
     return cost.estimate(sched, backend, max(int(cp), 1), compute_time_s=compute_s).time_s
 
 
+@functools.lru_cache(maxsize=64)
+def _measured_over_model(gpu, op, variant, wc, dtype) -> tuple:
+    """``measured / model`` at each calibrated shape of a fused variant (per file, memoised:
+    every decision on another shape reuses them)."""
+    from .. import calibration
+    cal = calibration.load(gpu)
+    backend, _, red = variant.partition("+")
+    out = []
+    for p in cal.fused(op, wc)[1][variant]:
+        split, cp = _plan(op, backend, red or "comm", p["m"], p["n"], p["k"], wc, dtype)
+        compute, _ = _local_s(cal, "triton", p["m"], p["n"], p["k"], dtype)
+        out.append(float(p["measured_s"]) / _model_s(op, backend, p["m"], p["n"], p["k"], wc,
+                                                     dtype, split, cp, compute))
+    return tuple(out)
+
+
 def _fused_candidate(cal, op, variant, m, n, k, W, dtype) -> Candidate:
     backend, _, red = variant.partition("+")
     reduce = red or "comm"
@@ -176,12 +210,10 @@ def _fused_candidate(cal, op, variant, m, n, k, W, dtype) -> Candidate:
                              f"--calibrate --backends {variant})")
     compute, _ = _local_s(cal, "triton", m, n, k, dtype)
     model = _model_s(op, backend, m, n, k, W, dtype, split, cp, compute)
-    p = _nearest(pts, m, n, k)
-    p_split, p_cp = _plan(op, backend, reduce, p["m"], p["n"], p["k"], wc, dtype)
-    p_compute, _ = _local_s(cal, "triton", p["m"], p["n"], p["k"], dtype)
-    p_model = _model_s(op, backend, p["m"], p["n"], p["k"], wc, dtype, p_split, p_cp, p_compute)
-    ratio = float(p["measured_s"]) / p_model
-    why = f"model x {ratio:.2f} (measured/model at {p['m']}x{p['n']}x{p['k']}, W={wc})"
+
+    ratios = _measured_over_model(cal.gpu, op, variant, wc, dtype)
+    ratio, where = _interp(pts, m, n, k, lambda p: ratios[pts.index(p)])
+    why = f"model x {ratio:.2f} (measured/model, {where}, W={wc})"
     return Candidate(name, "fused", backend=backend, reduce=reduce, split=split,
                      comm_programs=cp, device_s=model * ratio,
                      host_s=cal.host_s(f"{op}:{variant}"), why=why)
