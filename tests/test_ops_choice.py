@@ -284,3 +284,44 @@ def test_bench_calibrate_needs_torchrun_or_results(capsys, monkeypatch):
     monkeypatch.setattr(collectives, "current_loopback", lambda: None)
     assert main(["--calibrate"]) == 2
     assert "torchrun" in capsys.readouterr().err
+
+
+def test_a_calibration_at_another_world_size_is_merged_and_used(tmp_path, monkeypatch):
+    """What ``--calibrate`` writes on 4 GPUs (rows, an NCCL sweep, host times) is merged with the
+    W = 2 file (both kept) and a W = 4 decision then uses the W = 4 collectives as measured."""
+    from syncopate.bench.calibrate import write
+    from syncopate.calibration.fit import from_bench_rows
+    with open(calibration.calibration_path("h200")) as f:
+        shipped = f.read()
+    (tmp_path / "h200.json").write_text(shipped)
+    rows = [{"op": "ag_gemm", "M": 4096, "N": 16384, "K": 4096, "gemm": 0.3, "gemm cuBLAS": 0.29,
+             "comm": 0.1, "fused[sm] auto": 0.35, "fused[sm] auto pick": {"split": 1,
+                                                                          "comm_programs": 8}},
+            {"op": "gemm_rs", "M": 4096, "N": 4096, "K": 16384, "gemm": 0.3,
+             "gemm cuBLAS": 0.29, "comm": 0.08}]
+    host = {k: {"seconds": 20e-6, "source": "test"} for k in
+            ("local:triton", "local:cublas", "nccl", "ag_gemm:sm")}
+    sweep = {"all_gather": [(2**20, 20e-6, "sweep"), (2**28, 20e-6 + 2**28 / 3e11, "sweep")],
+             "reduce_scatter": [(2**20, 25e-6, "sweep"), (2**28, 25e-6 + 2**28 / 2e11, "sweep")]}
+    content = from_bench_rows(rows, {"world_size": 4, "dtype": "bfloat16", "gpu": "NVIDIA H200",
+                                     "backends": ["sm"]}, "--calibrate run", host=host,
+                              stream_wait=(True, "test"), gpu="h200", collective_points=sweep)
+    path = write(content, str(tmp_path))
+    data = json.loads(open(path).read())
+    assert set(data["collectives"]["all_gather"]) == {"2", "4"}
+    assert set(data["fused"]["ag_gemm"]) == {"2", "4"} and "gemm_rs" in data["fused"]
+    old_pts = json.loads(shipped)["local_gemm"]["points"]["bf16"]
+    new_pts = data["local_gemm"]["points"]["bf16"]
+    assert len(new_pts) == len(old_pts) + 1  # one new class (both rows are 4096^3 per rank)
+    assert [p for p in new_pts if (p["m"], p["n"], p["k"]) == (4096, 4096, 4096)][0][
+        "cublas_s"] == pytest.approx(0.29e-3)
+    monkeypatch.setattr(calibration, "calibration_dir", lambda: str(tmp_path))
+    calibration.load.cache_clear()
+    try:
+        d = decide("gemm_rs", 4096, 4096, 4096, 4, "bf16", "h200", fused=False)
+        assert "W=4" in d.choice.why and "scaled" not in d.choice.why
+    finally:
+        calibration.load.cache_clear()
+    with pytest.raises(CalibrationError, match="host times missing"):
+        from_bench_rows(rows, {"world_size": 4, "backends": ["sm"], "gpu": "x"}, "r",
+                        host={}, stream_wait=(True, ""), gpu="h200")

@@ -127,7 +127,7 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
     points = [{"m": e["m"], "n": e["n"], "k": e["k"],
                "triton_s": statistics.median(e["triton"]),
                "cublas_s": statistics.median(e["cublas"]),
-               "source": "; ".join(e["source"])} for e in local.values()]
+               "source": "; ".join(e["source"])} for _, e in sorted(local.items())]
     collectives = {}
     for name, pts in coll.items():
         if not pts:
@@ -159,13 +159,18 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
 
 
 def merge(old: dict | None, new: dict) -> dict:
-    """``new`` with the world sizes and dtypes of ``old`` that ``new`` did not measure kept (a
-    calibration on 2 GPUs does not erase one made on 8)."""
+    """``new`` with what ``old`` measured and ``new`` did not kept: other world sizes (a
+    calibration on 2 GPUs does not erase one made on 8), other dtypes, other local GEMM
+    shapes (a shape measured again takes the new times)."""
     if not old or old.get("format") != FORMAT or old.get("gpu") != new.get("gpu"):
         return new
     out = dict(new)
-    pts = dict(old["local_gemm"]["points"])
-    pts.update(new["local_gemm"]["points"])
+    pts = {}
+    for dt in set(old["local_gemm"]["points"]) | set(new["local_gemm"]["points"]):
+        by_shape = {(p["m"], p["n"], p["k"]): p for p in old["local_gemm"]["points"].get(dt, [])}
+        by_shape.update({(p["m"], p["n"], p["k"]): p for p in
+                         new["local_gemm"]["points"].get(dt, [])})  # a re-measured shape: new
+        pts[dt] = [by_shape[s] for s in sorted(by_shape)]
     out["local_gemm"] = {**new["local_gemm"], "points": pts}
     for section in ("collectives", "fused"):
         merged = {}
