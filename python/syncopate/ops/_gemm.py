@@ -315,12 +315,13 @@ def decide(op: str, comm, m: int, n: int, k: int, dtype, *, kernel, config, fuse
                    unavailable=unavailable)
 
 
-def world_size_one(op: str, comm, a, b, out, kernel, config):
+def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False):
     """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
     buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
-    says it is faster (and the caller pinned neither our kernel nor a config): the op then
-    costs what the best local GEMM costs. The result is ``a @ b`` (the all-gather and the
-    reduce-scatter of one rank are the identity)."""
+    says it is faster and the caller pinned neither our kernel, a config nor the unfused
+    reference (``ours``: ``fused=False`` / ``SYNCOPATE=0``, whose contract is our kernel's
+    bits): the op then costs what the best local GEMM costs. The result is ``a @ b`` (the
+    all-gather and the reduce-scatter of one rank are the identity)."""
     import torch
     M, K = a.shape
     N = b.shape[1]
@@ -332,8 +333,8 @@ def world_size_one(op: str, comm, a, b, out, kernel, config):
     if kernel == CUBLAS:
         local = CUBLAS
     else:
-        local = decide(op, comm, M, N, K, a.dtype, kernel=kernel, config=config,
-                       fused=None).choice.local
+        local = decide(op, comm, M, N, K, a.dtype, kernel=triton_kernel(kernel) if ours
+                       else kernel, config=config, fused=None).choice.local
     if local == CUBLAS:
         local_gemm(CUBLAS, a, b, out, None)
     else:

@@ -81,8 +81,9 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     all-gather + our local kernel or cuBLAS) -- the same on every rank. ``fused=True`` or any
     of ``backend``/``split``/``comm_programs``/``mode``: fused (the cost model picks what is
     not given). ``fused=False`` -- or ``SYNCOPATE=0`` when ``fused`` is None -- the unfused
-    path with our kernel. At world size 1 there is nothing to gather: the local GEMM alone,
-    no fused machinery, whatever the arguments (:func:`syncopate.ops._gemm.world_size_one`).
+    path with our kernel. At world size 1 there is nothing to gather: the local GEMM alone
+    (ours or cuBLAS, as for the unfused path), no fused machinery, whatever the fused arguments
+    (:func:`syncopate.ops._gemm.world_size_one`).
 
     ``backend``: ``'sm'`` (comm programs in the kernel), ``'ce'`` (copy engine on a side
     stream) or ``'nvshmem'`` (needs ``Communicator(symm_backend='nvshmem')``). ``kernel`` and
@@ -107,7 +108,8 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     _check(a_shard, b, comm)
     W, me = comm.world_size, comm.rank
     if W == 1:
-        return _gemm.world_size_one("ag_gemm", comm, a_shard, b, out, kernel, config)
+        return _gemm.world_size_one("ag_gemm", comm, a_shard, b, out, kernel, config,
+                                     ours=not use_fused)
     Ms, K = a_shard.shape
     M, N = Ms * W, b.shape[1]
     tk = _gemm.triton_kernel(kernel)

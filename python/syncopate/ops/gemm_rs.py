@@ -175,7 +175,8 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     _check(a, b_shard, comm)
     W, me = comm.world_size, comm.rank
     if W == 1:
-        return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config)
+        return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config,
+                                     ours=not use_fused)
     M, K = a.shape
     N = b_shard.shape[1]
     tk = _gemm.triton_kernel(kernel)
