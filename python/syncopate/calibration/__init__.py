@@ -15,8 +15,8 @@ type, this file's content): :mod:`syncopate.ops.choice`.
 What a file holds (``format`` 1), each section with the ``source`` it came from:
 
 * ``local_gemm``: per shape class (a measured per-rank GEMM ``m x n x k``), seconds of our
-  local Triton kernel (``triton_s``) and of cuBLAS (``cublas_s``); a query interpolates time per FLOP
-  between the classes in log-shape space.
+  local Triton kernel (``triton_s``) and of cuBLAS (``cublas_s``); a query interpolates time
+  per FLOP between the classes in log-shape space.
 * ``collectives``: NCCL ``all_gather`` / ``reduce_scatter`` per world size: ``alpha_s +
   bytes / beta_bps`` (bytes of the whole gathered / reduced tensor) fitted to measured points,
   kept beside the fit.

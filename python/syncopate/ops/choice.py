@@ -132,7 +132,8 @@ def _interp(points, m, n, k, value) -> tuple[float, str]:
         w = 1.0 / _dist2(p, m, n, k)
         num += w * math.log(value(p))
         den += w
-    return math.exp(num / den), f"{len(points)} classes, nearest {near['m']}x{near['n']}x{near['k']}"
+    return math.exp(num / den), (f"{len(points)} classes, nearest "
+                                 f"{near['m']}x{near['n']}x{near['k']}")
 
 
 def _local_s(cal, kind: str, m, n, k, dtype) -> tuple[float, str]:
