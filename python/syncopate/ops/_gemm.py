@@ -162,14 +162,6 @@ def schedule_dtype(dtype) -> str:
     return canonical(dtype)
 
 
-def gemm_seconds(M: int, N: int, K: int, dtype) -> float:
-    """The cost model's time of an ``M x N x K`` GEMM (measured peak; within 3% of our kernel
-    at M >= 1024 on H200, bench run 6)."""
-    from ..schedule.cost import gemm_time
-    from ..schedule.model import normalize_dtype
-    return gemm_time(M, N, K, normalize_dtype(schedule_dtype(dtype)))
-
-
 def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, *, backend,
                  split, order, mode, comm_programs, kernel, config, reduce: str = "comm",
                  **fuse_options):
