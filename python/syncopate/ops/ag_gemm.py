@@ -96,7 +96,8 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     import torch
 
     from ..runtime.fused import fused_enabled
-    fused_args = fused is True or any(x is not None for x in (backend, split, comm_programs, mode))
+    fused_args = (fused is True or backend is not None or split is not None
+                  or comm_programs is not None or mode is not None)
     _gemm.check_kernel(kernel, config, fused_args)
     use_fused = fused is not False and (fused is not None or fused_enabled())
     if use_fused and comm.world_size > 1:
@@ -105,11 +106,11 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a_shard, out)
+    if comm.world_size == 1:
+        return _gemm.world_size_one("ag_gemm", comm, a_shard, b, out, kernel, config,
+                                     ours=not use_fused, check=lambda: _check(a_shard, b, comm))
     _check(a_shard, b, comm)
     W, me = comm.world_size, comm.rank
-    if W == 1:
-        return _gemm.world_size_one("ag_gemm", comm, a_shard, b, out, kernel, config,
-                                     ours=not use_fused)
     Ms, K = a_shard.shape
     M, N = Ms * W, b.shape[1]
     tk = _gemm.triton_kernel(kernel)

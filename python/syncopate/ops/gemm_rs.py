@@ -161,8 +161,8 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     ``reduce="comm"``: the comm programs (sm, nvshmem) or the host after the kernel (ce) add.
     """
     from ..runtime.fused import fused_enabled
-    fused_args = fused is True or any(x is not None for x in (backend, reduce, split,
-                                                              comm_programs, mode))
+    fused_args = (fused is True or backend is not None or reduce is not None
+                  or split is not None or comm_programs is not None or mode is not None)
     _gemm.check_kernel(kernel, config, fused_args)
     use_fused = fused is not False and (fused is not None or fused_enabled())
     if use_fused and comm.world_size > 1:
@@ -172,11 +172,11 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a, out)
+    if comm.world_size == 1:
+        return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config,
+                                     ours=not use_fused, check=lambda: _check(a, b_shard, comm))
     _check(a, b_shard, comm)
     W, me = comm.world_size, comm.rank
-    if W == 1:
-        return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config,
-                                     ours=not use_fused)
     M, K = a.shape
     N = b_shard.shape[1]
     tk = _gemm.triton_kernel(kernel)
