@@ -290,11 +290,18 @@ def local_gemm(kernel: str, a, b, out, config) -> None:
     run_local(gemm_call(kernel, a, b, out, config))
 
 
+_GPU_BY_DEVICE: dict = {}
+
+
 def gpu_of(comm) -> str | None:
     """The GPU type the op's decision is keyed on (from the device name: the same on every rank
-    of a node; None for a non-CUDA device, e.g. the CPU tests' fake communicator)."""
-    from ..calibration import device_gpu_type
-    return device_gpu_type(comm.device)
+    of a node; None for a non-CUDA device, e.g. the CPU tests' fake communicator). Memoised
+    per device (a device's name does not change in a process)."""
+    dev = comm.device
+    if dev not in _GPU_BY_DEVICE:
+        from ..calibration import device_gpu_type
+        _GPU_BY_DEVICE[dev] = device_gpu_type(dev)
+    return _GPU_BY_DEVICE[dev]
 
 
 def decide(op: str, comm, m: int, n: int, k: int, dtype, *, kernel, config, fused,
@@ -325,8 +332,8 @@ def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False,
     import torch
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         check()
-    key = (op, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device, kernel,
-           repr(config), ours)
+    key = (op, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device, gpu_of(comm),
+           kernel, repr(config), ours)
     plan = _W1_PLANS.get(key)
     if plan is None:
         if check is not None:
