@@ -325,3 +325,31 @@ def test_a_calibration_at_another_world_size_is_merged_and_used(tmp_path, monkey
     with pytest.raises(CalibrationError, match="host times missing"):
         from_bench_rows(rows, {"world_size": 4, "backends": ["sm"], "gpu": "x"}, "r",
                         host={}, stream_wait=(True, ""), gpu="h200")
+
+
+def test_decide_reads_no_environment_and_no_device(monkeypatch):
+    """The decision's only inputs are its arguments and the calibration file: with every
+    environment read and every CUDA query made to fail, a fresh (un-memoised) decision still
+    comes out the same."""
+    from syncopate.ops import choice
+    args = ("gemm_rs", 4096, 4096, 7168, 2, "bf16", "h200")
+    want = decide(*args)
+
+    class NoEnv(dict):
+        def __getitem__(self, k):
+            raise AssertionError(f"the decision read the environment ({k})")
+        get = __getitem__
+        __contains__ = __getitem__
+    monkeypatch.setattr(os, "environ", NoEnv())
+    torch = pytest.importorskip("torch")
+    for name in ("is_available", "get_device_name", "current_device", "device_count"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, **k: (_ for _ in ()).throw(
+            AssertionError("the decision queried the device")))
+    choice._decide.cache_clear()
+    choice._measured_over_model.cache_clear()
+    calibration.load.cache_clear()
+    try:
+        assert decide(*args) == want
+    finally:
+        choice._decide.cache_clear()
+        calibration.load.cache_clear()
