@@ -27,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "syncopate.compile_cli",
     "syncopate.emulate.cli",
     "syncopate.trace_cli",
+    "syncopate.explain_cli",
 ]
 
 

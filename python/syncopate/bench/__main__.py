@@ -17,6 +17,9 @@ slowest rank):
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
 
+``--calibrate`` instead measures what the ops' cost model needs and writes the GPU type's
+calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits a past run).
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -91,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
     from .compile_time import add_arguments
     add_arguments(p)
+    from .calibrate import add_arguments as add_calibrate_arguments
+    add_calibrate_arguments(p)
     return p
 
 
@@ -176,10 +181,18 @@ def main(argv=None) -> int:
                            "python -m syncopate.bench")
     if args.check:
         return check_main(args)
+    command = " ".join([sys.executable, "-m", "syncopate.bench"]
+                       + (argv if argv is not None else sys.argv[1:]))
+    if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
+        from . import calibrate
+        return calibrate.main(args, command, git_commit())
     why = loopback_refusal()
     if why is not None:
         print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
         return 2
+    if args.calibrate:
+        from . import calibrate
+        return calibrate.main(args, command, git_commit())
     if "RANK" not in os.environ:
         print("python -m syncopate.bench: error: run under torchrun: torchrun "
               "--nproc-per-node <GPUs> -m syncopate.bench ... (or --compile, CPU only)",
@@ -202,8 +215,6 @@ def main(argv=None) -> int:
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
     t_start = time.monotonic()
     results, skipped, slowest = [], [], 0.0
-    command = " ".join([sys.executable, "-m", "syncopate.bench"]
-                       + (argv if argv is not None else sys.argv[1:]))
     for op, M, N, K in rows_for(args, comm.world_size):
         # rank 0 decides for all (each rank's clock differs a little: a rank that skipped a row
         # its peers started would hang them in the row's first collective)
