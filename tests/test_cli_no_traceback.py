@@ -137,7 +137,8 @@ def _fill(dest: str, f: Path, leaf: tuple) -> str:
     """A valid value for a required argument (so that one bad argument is tested at a time)."""
     valid = {"kernel": "gemm-ptr", "schedule": str(f / "ag.json"), "file": str(f / "ag.json"),
              "operand": "a_ptr", "shape": "256,128,64", "world_size": "2", "split_dim": "0",
-             "concat_dim": "1", "input": str(f / "k.mlir"), "trace": str(f / "trace.json")}
+             "concat_dim": "1", "input": str(f / "k.mlir"), "trace": str(f / "trace.json"),
+             "op": "gemm_rs"}
     assert dest in valid, (f"{' '.join(leaf)}: no valid value known for the required argument "
                            f"{dest!r}; add one to _fill")
     return valid[dest]
@@ -162,6 +163,9 @@ BAD_TEXT = {
     "out": ["{f}/plain.txt/sub"],
     "tensor": ["", "no such tensor"],
     "dtype": ["fp33"],
+    "gpu": ["../h200", "H 200"],
+    "from_results": ["{f}/missing", "{f}/folder", "{f}/plain.txt"],
+    "calibration_dir": ["{f}/plain.txt/sub"],
     "passes": ["no-such-pass", "tile-remap{"],
 }
 

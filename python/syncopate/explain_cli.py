@@ -81,8 +81,19 @@ def register_commands(subparsers) -> None:
                    help="the op's global GEMM (as in the benchmark table)")
     p.add_argument("--world-size", type=int, required=True, metavar="W")
     p.add_argument("--dtype", default="bf16", help="input dtype (default bf16)")
-    p.add_argument("--gpu", default="h200",
+    p.add_argument("--gpu", default="h200", type=_gpu_name,
                    help="GPU type: a calibration file stem (default h200)")
     p.add_argument("--no-cublas", action="store_true",
                    help="as when the caller pins our kernel (kernel= or config=): no cuBLAS")
     p.set_defaults(func=run_explain)
+
+
+def _gpu_name(text: str) -> str:
+    """A calibration file stem: lower-case letters, digits, '-', '_' (no path: the name picks a
+    file under the package's calibration folder)."""
+    import argparse
+    import re
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", text or ""):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a GPU type name: use lower-case "
+                                         f"letters, digits, '-' or '_' (e.g. h200)")
+    return text

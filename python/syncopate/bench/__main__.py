@@ -184,8 +184,10 @@ def main(argv=None) -> int:
     command = " ".join([sys.executable, "-m", "syncopate.bench"]
                        + (argv if argv is not None else sys.argv[1:]))
     if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
+        from ..cli import run_handler
         from . import calibrate
-        return calibrate.main(args, command, git_commit())
+        return run_handler(lambda a: calibrate.main(a, command, git_commit()), args,
+                           "python -m syncopate.bench")
     why = loopback_refusal()
     if why is not None:
         print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
