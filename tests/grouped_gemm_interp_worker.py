@@ -34,16 +34,16 @@ def run_case(c):
     w = (torch.randn(E, K, N) / K ** 0.5).to(dt)
     count = torch.tensor(c["counts"], dtype=torch.int32)
     out = torch.full((G, C, N), float("nan"), dtype=dt)
-    check_operands(a, w, count, out, groups_per_expert=gpe)
+    check_operands(a, w, count, out, segments=gpe)
     cfg = GroupedGemmConfig(**c["config"])
     grid = (G * triton.cdiv(C, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N),)
-    grouped_gemm_kernel[grid](a, w, out, count, C, N, K, 0, a.stride(1), a.stride(2),
+    grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, a.stride(1), a.stride(2),
                               w.stride(0), w.stride(1), w.stride(2), out.stride(1),
-                              out.stride(2), GROUPS_PER_EXPERT=gpe, **cfg.constexprs())
+                              out.stride(2), **cfg.constexprs())
     err, written_padding, unwritten = 0.0, 0, 0
     for g in range(G):
         n = max(0, min(c["counts"][g], C))
-        ref = a[g, :n].float() @ w[g // gpe].float()
+        ref = a[g, :n].float() @ w[g % E].float()
         got = out[g, :n].float()
         unwritten += int(torch.isnan(got).sum())
         if n:

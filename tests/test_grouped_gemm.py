@@ -87,8 +87,8 @@ def test_matches_per_expert_matmuls_under_interpreter(interp_results, case):
 
 
 @functools.lru_cache(maxsize=None)
-def _compile(dtype: str, gpe: int, config: GroupedGemmConfig):
-    signature, constexprs = compile_args(dtype, config, groups_per_expert=gpe)
+def _compile(dtype: str, config: GroupedGemmConfig):
+    signature, constexprs = compile_args(dtype, config)
     src = triton.compiler.ASTSource(fn=grouped_gemm_kernel, signature=signature,
                                     constexprs=constexprs, attrs=compile_attrs())
     return triton.compile(src, target=SM90, options=config.options())
@@ -98,9 +98,9 @@ CONFIGS = [GroupedGemmConfig(), default_config(32, 4096, 4096)]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["128x128", "small_capacity"])
-@pytest.mark.parametrize("dtype,gpe", [("bf16", 1), ("fp16", 2)])
-def test_compiles_to_wgmma_without_spills(dtype, gpe, config):
-    k = _compile(dtype, gpe, config)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_compiles_to_wgmma_without_spills(dtype, config):
+    k = _compile(dtype, config)
     assert k.asm["cubin"], "no cubin"
     assert 0 < k.metadata.shared <= 232448
     assert "wgmma.mma_async" in k.asm["ptx"], "the dot must lower to Hopper wgmma"
@@ -118,7 +118,7 @@ def test_ttir_loads_a_inside_the_count_branch():
     """What the fused dispatch relies on (docs/moe.md): the count is loaded first, and the K
     loop with the A loads sits inside the ``scf.if`` on it, so a tile past the count reaches no
     A load (``insert-waits`` never hoists a wait above an ``scf.if``)."""
-    ttir = _compile("bf16", 1, GroupedGemmConfig()).asm["ttir"]
+    ttir = _compile("bf16", GroupedGemmConfig()).asm["ttir"]
     body = ttir[ttir.index("tt.func public @grouped_gemm_kernel"):]
     i_count = body.index("tt.load")         # the first load: the count
     i_if = body.index("scf.if")
@@ -144,7 +144,7 @@ def _ops(G=4, C=8, K=16, E=4, N=24, dtype=torch.bfloat16):
     (lambda a, w, c: (a, w[:, :8], c), "K = 16"),
     (lambda a, w, c: (a, w, c.long()), "int32"),
     (lambda a, w, c: (a, w, c[:2]), r"shape \(4,\)"),
-    (lambda a, w, c: (a, w[:3], c), "groups_per_expert"),
+    (lambda a, w, c: (a, w[:3], c), "segments"),
     (lambda a, w, c: (a.transpose(1, 2).contiguous().transpose(1, 2), w, c), "unit inner"),
 ])
 def test_launcher_rejects_bad_operands(mutate, match):

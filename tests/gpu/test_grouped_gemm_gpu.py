@@ -37,10 +37,10 @@ def test_matches_per_expert_mm(name, counts, gpe, C, dtype, config):
     w = (torch.randn(E, K, N, device="cuda", generator=g) / K ** 0.5).to(dtype)
     count = torch.tensor(counts, dtype=torch.int32, device="cuda")
     out = torch.full((G, C, N), float("nan"), device="cuda", dtype=dtype)
-    grouped_gemm(a, w, count, out, groups_per_expert=gpe, config=config)
+    grouped_gemm(a, w, count, out, segments=gpe, config=config)
     for gi, n in enumerate(counts):
         n = max(0, min(n, C))
-        ref = a[gi, :n].float() @ w[gi // gpe].float()
+        ref = a[gi, :n].float() @ w[gi % E].float()
         assert not torch.isnan(out[gi, :n]).any(), f"group {gi}: valid rows unwritten"
         assert torch.isnan(out[gi, n:]).all(), f"group {gi}: rows past the count written"
         if n:

@@ -10,9 +10,9 @@ buffers must be static):
   routed the tokens (a packing kernel, or an all-to-all). No host ever reads it, so the GEMM
   launches without a device-to-host synchronisation; its grid covers the whole capacity.
 * ``B`` ``[E, K, N]``: the experts' weights (local to this GPU); group ``g`` uses expert
-  ``g // GROUPS_PER_EXPERT``. ``GROUPS_PER_EXPERT = 1`` is the plain ``[E, C, K]`` capacity
-  layout; the dispatch schedule (docs/moe.md) receives one capacity segment per (expert,
-  source rank), so there ``GROUPS_PER_EXPERT = W``.
+  ``g % E``: groups are numbered ``segment * E + expert``. One segment (``G = E``) is the plain
+  ``[E, C, K]`` capacity layout; the dispatch schedule (docs/moe.md) receives one segment per
+  source rank (``G = W * E``), each holding every local expert's capacity rows.
 * ``Out`` ``[G * C, N]``: rows past a group's count are **not written** (undefined).
 
 One program per ``BLOCK_M x BLOCK_N`` tile of the capacity grid (non-persistent). A tile whose
@@ -42,11 +42,10 @@ import triton.language as tl
 
 @triton.jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
-                        C, N, K, group_base,  #
+                        C, N, K, E, group_base,  #
                         stride_am, stride_ak,  #
                         stride_be, stride_bk, stride_bn,  #
                         stride_cm, stride_cn,  #
-                        GROUPS_PER_EXPERT: tl.constexpr,  #
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Launch ``G * cdiv(C, BLOCK_M) * cdiv(N, BLOCK_N)`` programs (see the module docstring).
 
@@ -65,7 +64,7 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
     pid_n = t % num_pid_n
     count = tl.minimum(tl.load(count_ptr + (group_base + g)), C)
     if pid_m * BLOCK_M < count:
-        expert = g // GROUPS_PER_EXPERT
+        expert = g % E
         row0 = (group_base + g) * C + pid_m * BLOCK_M
         offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # row inside the group
         offs_am = row0 + tl.arange(0, BLOCK_M)

@@ -1,7 +1,7 @@
 """Host side of the grouped GEMM (:mod:`.grouped_gemm`): config, checks, launch, reference.
 
 ``grouped_gemm(a, w, count)`` computes, for every group ``g`` of the capacity layout
-``a`` ``[G, C, K]``, ``out[g, :count[g]] = a[g, :count[g]] @ w[g // groups_per_expert]``;
+``a`` ``[G, C, K]``, ``out[g, :count[g]] = a[g, :count[g]] @ w[g % E]``;
 rows past the count are left as they were in ``out`` (undefined in a fresh tensor).
 ``count`` stays on the device: nothing here reads it on the host, so a launch never
 synchronises with the GPU (the counts are only clamped to ``C`` inside the kernel).
@@ -73,14 +73,13 @@ def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
 
 
 #: Parameter names of the kernel, in order (the compiler and the compile tests use them).
-PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "group_base",
+PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "group_base",
           "stride_am", "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm",
           "stride_cn")
 _UNIT = ("stride_ak", "stride_bn", "stride_cn")
 
 
-def compile_args(dtype="bf16", config=None, *, groups_per_expert: int = 1,
-                 unit_inner_strides: bool = True) -> tuple[dict, dict]:
+def compile_args(dtype="bf16", config=None, *, unit_inner_strides: bool = True) -> tuple[dict, dict]:
     """``(signature, constexprs)`` for ``triton.compile(ASTSource(grouped_gemm_kernel, ...))``,
     as the JIT builds them for row-major operands (inner strides specialised to 1)."""
     from .gemm_config import _dtype_name
@@ -96,7 +95,7 @@ def compile_args(dtype="bf16", config=None, *, groups_per_expert: int = 1,
             signature[p], constexprs[p] = "constexpr", 1
         else:
             signature[p] = "i32"
-    for k, v in dict(GROUPS_PER_EXPERT=int(groups_per_expert), **cfg.constexprs()).items():
+    for k, v in cfg.constexprs().items():
         signature[k], constexprs[k] = "constexpr", v
     return signature, constexprs
 
@@ -107,7 +106,7 @@ def compile_attrs(unit_inner_strides: bool = True) -> dict:
     return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params if p != "group_base"}
 
 
-def check_operands(a, w, count, out=None, *, groups_per_expert: int = 1):
+def check_operands(a, w, count, out=None, *, segments: int = 1):
     """Validate; return ``(G, C, K, E, N)``. Host-only (works on CPU tensors)."""
     import torch
     for name, t in (("a", a), ("w", w), ("count", count)) + ((("out", out),) if out is not None
@@ -128,10 +127,10 @@ def check_operands(a, w, count, out=None, *, groups_per_expert: int = 1):
     if K != K2:
         raise LaunchError(f"a is [G, C, K] = {tuple(a.shape)} and w must be [E, K, N] with "
                           f"K = {K}, got {tuple(w.shape)}")
-    gpe = groups_per_expert
-    if isinstance(gpe, bool) or not isinstance(gpe, int) or gpe < 1 or G != E * gpe:
-        raise LaunchError(f"a has {G} groups and w {E} experts: groups_per_expert must be a "
-                          f"positive integer with G == E * groups_per_expert, got {gpe!r}")
+    seg = segments
+    if isinstance(seg, bool) or not isinstance(seg, int) or seg < 1 or G != E * seg:
+        raise LaunchError(f"a has {G} groups and w {E} experts: segments must be a "
+                          f"positive integer with G == E * segments, got {seg!r}")
     if count.dtype != torch.int32 or tuple(count.shape) != (G,):
         raise LaunchError(f"count must be an int32 tensor of shape ({G},) (valid rows per "
                           f"group), got {count.dtype} {tuple(count.shape)}")
@@ -157,8 +156,9 @@ def check_operands(a, w, count, out=None, *, groups_per_expert: int = 1):
     return G, C, K, E, N
 
 
-def grouped_gemm(a, w, count, out=None, *, groups_per_expert: int = 1, config=None):
-    """``out[g, :count[g]] = a[g, :count[g]] @ w[g // groups_per_expert]`` on the GPU.
+def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
+    """``out[g, :count[g]] = a[g, :count[g]] @ w[g % E]`` on the GPU (groups numbered
+    ``segment * E + expert``; ``segments`` = the number of segments).
 
     ``a`` ``[G, C, K]``, ``w`` ``[E, K, N]``, ``count`` int32 ``[G]`` on the device (values are
     clamped to ``C`` in the kernel; a negative count means an empty group). Returns ``out``
@@ -167,7 +167,7 @@ def grouped_gemm(a, w, count, out=None, *, groups_per_expert: int = 1, config=No
     import torch
 
     from .grouped_gemm import grouped_gemm_kernel
-    G, C, K, E, N = check_operands(a, w, count, out, groups_per_expert=groups_per_expert)
+    G, C, K, E, N = check_operands(a, w, count, out, segments=segments)
     if a.device.type != "cuda":
         raise LaunchError(f"the grouped GEMM runs on a CUDA device; operands are on {a.device} "
                           f"(use grouped_gemm_reference on CPU)")
@@ -178,27 +178,27 @@ def grouped_gemm(a, w, count, out=None, *, groups_per_expert: int = 1, config=No
     cfg = (config or default_config(C, N, K)).check()
     grid = (G * triton.cdiv(C, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N),)
     with torch.cuda.device(a.device):
-        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, 0,
+        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0,
                                   a.stride(1), a.stride(2), w.stride(0), w.stride(1),
                                   w.stride(2), out.stride(1), out.stride(2),
-                                  GROUPS_PER_EXPERT=groups_per_expert, **cfg.constexprs(),
+                                  **cfg.constexprs(),
                                   **cfg.options())
     return out
 
 
-def grouped_gemm_reference(a, w, count, out=None, *, groups_per_expert: int = 1,
+def grouped_gemm_reference(a, w, count, out=None, *, segments: int = 1,
                            counts_host=None):
     """The cuBLAS baseline: one ``torch.mm`` per non-empty group on its valid rows.
 
     ``counts_host`` (a list of ints) avoids reading ``count`` back; without it the counts are
     copied to the host once (a synchronisation the Triton kernel does not need)."""
     import torch
-    G, C, K, E, N = check_operands(a, w, count, out, groups_per_expert=groups_per_expert)
+    G, C, K, E, N = check_operands(a, w, count, out, segments=segments)
     if out is None:
         out = torch.zeros((G, C, N), device=a.device, dtype=a.dtype)
     counts = counts_host if counts_host is not None else count.tolist()
     for g in range(G):
         n = max(0, min(int(counts[g]), C))
         if n:
-            torch.mm(a[g, :n], w[g // groups_per_expert], out=out[g, :n])
+            torch.mm(a[g, :n], w[g % E], out=out[g, :n])
     return out
