@@ -22,12 +22,15 @@ That branch is also what makes the fused dispatch sound and cheap (docs/moe.md):
 places a tile's wait for its rows of ``A`` inside the branch (``insert-waits`` never hoists a wait
 above an ``scf.if``), so a tile past the count waits for nothing but the count.
 
-``group_base`` offsets the groups of ``A`` and ``count`` (not of ``Out``): the fused dispatch
-kernel reads a rank's experts out of the all-to-all's global buffer (``group_base = rank *
-groups_per_rank``) while writing a local output; the plain grouped GEMM passes 0.
+Where a group's rows and count live is affine in (segment, expert) with per-launch offsets:
+group ``g = seg * E + e`` reads ``A`` group ``a_base + seg * a_seg + e`` and count
+``cnt_base + seg * cnt_seg + e``, and writes ``Out`` group ``g``. The plain layout passes
+``(0, E, 0, E)``; the fused dispatch (docs/moe.md) reads rank ``d``'s experts out of the
+gathered buffer of every source's groups (``a_base = d * E_local``, ``a_seg = E_total``, and the
+per-destination counts likewise), while writing a local output.
 
 Written the way the access analysis reads (docs/soundness.md, like
-:func:`~.gemm.matmul_ptr_kernel`): the row coordinate ``(group_base + g) * C + pid_m * BLOCK_M``
+:func:`~.gemm.matmul_ptr_kernel`): the row coordinate ``(a_base + seg * a_seg + e) * C + pid_m * BLOCK_M``
 is computed once and feeds the ``A`` loads; addresses are recomputed from the K-loop induction
 variable (no loop-carried pointer); ragged K and N are masked; the rows are masked with the
 count clamped to the capacity, so even a corrupt count cannot make a tile read another group's
@@ -42,7 +45,8 @@ import triton.language as tl
 
 @triton.jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
-                        C, N, K, E, group_base,  #
+                        C, N, K, E,  #
+                        a_base, a_seg, cnt_base, cnt_seg,  #
                         stride_am, stride_ak,  #
                         stride_be, stride_bk, stride_bn,  #
                         stride_cm, stride_cn,  #
@@ -54,6 +58,16 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
     a group the ``pid_n`` sweep is innermost, so the ``A`` rows of a tile row stay in L2 while
     its column tiles run.
     """
+    # Index scalars, not strides: the access analysis takes an integer kernel argument that
+    # multiplies an address for a stride (and checks it against the tensor's shape at launch).
+    # The capacity and the group offsets are indices, so they go through max(., 0), which makes
+    # them opaque index values to it (and keeps a negative argument from addressing before the
+    # buffer); the address stays exact: the wait's box is computed from these very values.
+    C = tl.maximum(C, 0)
+    a_base = tl.maximum(a_base, 0)
+    a_seg = tl.maximum(a_seg, 0)
+    cnt_base = tl.maximum(cnt_base, 0)
+    cnt_seg = tl.maximum(cnt_seg, 0)
     pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(C, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -62,10 +76,11 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
     t = pid % tiles_per_group
     pid_m = t // num_pid_n
     pid_n = t % num_pid_n
-    count = tl.minimum(tl.load(count_ptr + (group_base + g)), C)
+    seg = g // E
+    expert = g % E
+    count = tl.minimum(tl.load(count_ptr + (cnt_base + seg * cnt_seg + expert)), C)
     if pid_m * BLOCK_M < count:
-        expert = g % E
-        row0 = (group_base + g) * C + pid_m * BLOCK_M
+        row0 = (a_base + seg * a_seg + expert) * C + pid_m * BLOCK_M
         offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # row inside the group
         offs_am = row0 + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -73,7 +73,8 @@ def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
 
 
 #: Parameter names of the kernel, in order (the compiler and the compile tests use them).
-PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "group_base",
+PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "a_base",
+          "a_seg", "cnt_base", "cnt_seg",
           "stride_am", "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm",
           "stride_cn")
 _UNIT = ("stride_ak", "stride_bn", "stride_cn")
@@ -103,7 +104,8 @@ def compile_args(dtype="bf16", config=None, *, unit_inner_strides: bool = True) 
 def compile_attrs(unit_inner_strides: bool = True) -> dict:
     """``tt.divisibility = 16`` on pointers, sizes and leading strides (aligned shapes)."""
     params = [p for p in PARAMS if not (unit_inner_strides and p in _UNIT)]
-    return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params if p != "group_base"}
+    return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params 
+            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg")}
 
 
 def check_operands(a, w, count, out=None, *, segments: int = 1):
@@ -178,7 +180,7 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
     cfg = (config or default_config(C, N, K)).check()
     grid = (G * triton.cdiv(C, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N),)
     with torch.cuda.device(a.device):
-        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0,
+        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, E, 0, E,
                                   a.stride(1), a.stride(2), w.stride(0), w.stride(1),
                                   w.stride(2), out.stride(1), out.stride(2),
                                   **cfg.constexprs(),
