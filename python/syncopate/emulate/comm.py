@@ -285,7 +285,13 @@ class World(Machine):
             cbuf = self.bufs[c.src][self.param_of_tensor[vr[0]]]  # next to the data
             idx = np.array([vr[1]], dtype=np.int64)
             self.checker.transfer_read(pc.name, rank, cbuf, idx, epoch, c.id, loc)
-            lo, hi = clip_to_count(lo, hi, cbuf.data[vr[1]])
+            lo, vhi = clip_to_count(lo, hi, cbuf.data[vr[1]])
+            if vhi[0] < hi[0]:  # the padding is not read: this launch is done with it
+                shape = self.schedule.tensors[c.tensor].shape
+                self.checker.skipped_read(rank, src_buf,
+                                          region_offsets(shape, (vhi[0],) + tuple(lo[1:]), hi),
+                                          epoch)
+            hi = vhi
         acc = c.reduce == "sum"
         if not all(b > a for a, b in zip(lo, hi)):
             tiles = []
