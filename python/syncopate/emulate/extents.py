@@ -12,12 +12,10 @@ why the prefix copy is the stricter model of the two a runtime may implement (co
 static region is the other; it delivers a superset).
 
 The final-region comparison of a consumed tensor with the gathered inputs skips those rows
-(:func:`undefined_offsets`): they are padding by contract.
+(:func:`undefined_boxes`): they are padding by contract.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from ..schedule.verify_extent import valid_rows
 
@@ -28,12 +26,10 @@ def clip_to_count(lo, hi, count: int):
     return tuple(lo), (lo[0] + n,) + tuple(hi[1:])
 
 
-def undefined_offsets(schedule, tensor: str, rank: int, counts_of) -> np.ndarray:
-    """Flat offsets of ``tensor`` on ``rank`` that hold no data by contract: the rows past the
-    count of every ``valid_rows`` chunk delivered to ``rank``. ``counts_of(name)`` gives the
-    flat int array of the count tensor as the ranks hold it after the launch."""
-    from .comm import region_offsets
-    shape = schedule.tensors[tensor].shape
+def undefined_boxes(schedule, tensor: str, rank: int, counts_of) -> list[tuple]:
+    """``(lo, hi)`` boxes of ``tensor`` on ``rank`` that hold no data by contract: the rows past
+    the count of every ``valid_rows`` chunk delivered to ``rank``. ``counts_of(name)`` gives
+    the flat int array of the count tensor as the rank holds it after the launch."""
     out = []
     for c in schedule.chunks:
         vr = valid_rows(c)
@@ -41,5 +37,5 @@ def undefined_offsets(schedule, tensor: str, rank: int, counts_of) -> np.ndarray
             continue
         _, hi_valid = clip_to_count(c.lo, c.hi, counts_of(vr[0])[vr[1]])
         if hi_valid[0] < c.hi[0]:
-            out.append(region_offsets(shape, (hi_valid[0],) + tuple(c.lo[1:]), c.hi))
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+            out.append(((hi_valid[0],) + tuple(c.lo[1:]), tuple(c.hi)))
+    return out

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import triton
-
 from ..errors import LaunchError
 
 
@@ -178,7 +176,7 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
     if G == 0 or C == 0 or N == 0:
         return out
     cfg = (config or default_config(C, N, K)).check()
-    grid = (G * triton.cdiv(C, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N),)
+    grid = (G * -(-C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N),)
     with torch.cuda.device(a.device):
         grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, E, 0, E,
                                   a.stride(1), a.stride(2), w.stride(0), w.stride(1),

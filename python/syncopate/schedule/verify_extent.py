@@ -30,9 +30,10 @@ What this module proves in addition, so that copying only the prefix is well def
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
-from .model import Chunk, Schedule
+if TYPE_CHECKING:  # the verifier imports this module; the model imports the verifier lazily
+    from .model import Chunk, Schedule
 
 
 def valid_rows(chunk: Chunk) -> tuple[str, int] | None:
