@@ -65,7 +65,8 @@ def _reference(xs, ids, w_full, W, E, C):
     return ref
 
 
-def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", launches=1):
+def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", launches=1,
+         lowering="auto"):
     g = torch.Generator().manual_seed(seed)
     El = E // W
     xs = [torch.randn(T, H, generator=g).to(torch.bfloat16) for _ in range(W)]
@@ -88,7 +89,7 @@ def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", l
     res = emulate(grouped_gemm_kernel, signature=sig, constexprs=cx,
                   schedule=moe_dispatch(W, E, C, H, mode=mode), operand=OPERANDS, grid=grid,
                   args=args, backend="sm", comm_programs=2, options=CFG.options(), launches=launches,
-                  policies=policies, check=True)
+                  policies=policies, check=True, lowering=lowering)
     return res, _reference(xs, ids, w_full, W, E, C), packed
 
 
@@ -127,6 +128,16 @@ def test_second_launch_reuses_the_buffers_race_free():
     and the kernel clamp them to the capacity) into the buffers peers read in launch 1: no
     race, and the fused outputs equal the unfused kernel's (``check=True``)."""
     _run(2, 4, 32, 32, 32, 24, 2, "random", seed=5, launches=2, policies=("in-order", "late"))
+
+
+@pytest.mark.parametrize("lowering", ["unrolled", "table"])
+def test_both_lowerings(lowering):
+    """Per-chunk code and the chunk table (records read at run time) copy the same counted
+    prefixes: the emulator reads the count for the chunk the record names."""
+    W, E, C, H, N, T, k = 2, 4, 32, 32, 32, 24, 2
+    res, ref, packed = _run(W, E, C, H, N, T, k, "empty", seed=7, policies=("random:4",),
+                            lowering=lowering)
+    _check(res, ref, packed, W, E, C, N, ("random:4",))
 
 
 def test_dispatch_gemm_w2_push():
