@@ -202,3 +202,22 @@ def test_bad_sizes_are_typed_errors():
     with pytest.raises(LaunchError, match="multiple of the grouped GEMM's BLOCK_M"):
         kernel_args(X, torch.zeros(32, dtype=torch.int32), torch.zeros(2, 32, 32), X, 0, 2, 4,
                     24, CFG)
+
+
+@pytest.mark.parametrize("lowering", ["unrolled", "table"])
+def test_fused_kernel_compiles_for_sm90(lowering):
+    """The whole pipeline, lowering included (what the op's FusedKernel runs on a GPU): the
+    grouped GEMM fused with the dispatch schedule at the op's default tiles compiles to an
+    sm_90 cubin with wgmma and system-scope acquire loads (the waits)."""
+    import syncopate
+    from syncopate.kernels.grouped_gemm_launch import compile_attrs
+    cfg = GroupedGemmConfig()
+    sig, cx = compile_args("bf16", cfg)
+    fc = syncopate.compile(grouped_gemm_kernel, signature=sig, constexprs=cx,
+                           schedule=moe_dispatch(2, 8, 256, 1024), operand=OPERANDS,
+                           backend="sm", comm_programs=2, attrs=compile_attrs(),
+                           lowering=lowering, **cfg.options())
+    ptx = fc.asm["ptx"]
+    assert fc.asm["cubin"], "no cubin"
+    assert "wgmma.mma_async" in ptx
+    assert "ld.acquire.sys.global" in ptx
