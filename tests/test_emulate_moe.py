@@ -148,10 +148,15 @@ def test_dispatch_gemm_w2_push():
     _check(res, ref, packed, W, E, C, N, ("in-order", "random:1"))
 
 
-def test_dispatch_gemm_w4_skewed():
-    W, E, C, H, N, T, k = 4, 8, 16, 32, 32, 16, 2
-    res, ref, packed = _run(W, E, C, H, N, T, k, "hot", seed=1, policies=("in-order", "random:2"))
+@pytest.mark.parametrize("routing", ["random", "hot", "empty"])
+def test_dispatch_gemm_w4(routing):
+    W, E, C, H, N, k = 4, 8, 16, 32, 32, 2
+    T = 24 if routing == "hot" else 16  # hot: 24 first choices for 16 rows on expert 0
+    res, ref, packed = _run(W, E, C, H, N, T, k, routing, seed=1,
+                            policies=("in-order", "random:2"))
     _check(res, ref, packed, W, E, C, N, ("in-order", "random:2"))
+    if routing == "hot":
+        assert all(int(p.dropped[0]) == T - C for p in packed)
 
 
 def test_only_counted_rows_move():
