@@ -192,3 +192,12 @@ def test_ring_attention_correct_over_launches():
     with fresh inputs, outputs poisoned; against SDPA (fp32) on the whole sequence and against
     the unfused path (NCCL all-gather + the same local kernel)."""
     _assert_clean(run_ranks(w.ring_attention_cases, _ring_cases(), world_size=W, timeout=300))
+
+
+def test_moe_dispatch_gemm_correct_over_launches():
+    """MoE dispatch fused with the grouped GEMM (issue 12): random and hot-expert routings
+    (capacity overflow dropped and counted), 3 launches each; the fused op against the unfused
+    path (all-gather + the same grouped GEMM, bitwise) and per-expert fp32 matmuls."""
+    import moe_workers
+    cases = [("random", 2 * W, 128, 256, 128, 96, 2), ("hot", 2 * W, 64, 128, 128, 96, 2)]
+    _assert_clean(run_ranks(moe_workers.moe_dispatch_cases, cases, world_size=W, timeout=300))

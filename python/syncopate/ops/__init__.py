@@ -3,8 +3,12 @@
 
 from .ag_gemm import ag_gemm, ag_gemm_buffer, ag_gemm_fused_kernel, ag_gemm_reference
 from .gemm_rs import gemm_rs, gemm_rs_buffer, gemm_rs_fused_kernel, gemm_rs_reference
+from .moe_dispatch_gemm import (MoEDispatch, moe_dispatch_gemm, moe_dispatch_gemm_fused_kernel,
+                                moe_dispatch_gemm_reference)
 from .ring_attention import ring_attention, ring_attention_fused_kernel, ring_attention_reference
 
 __all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_reference", "gemm_rs",
-           "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference", "ring_attention",
+           "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference", "MoEDispatch",
+           "moe_dispatch_gemm", "moe_dispatch_gemm_fused_kernel", "moe_dispatch_gemm_reference",
+           "ring_attention",
            "ring_attention_fused_kernel", "ring_attention_reference"]
