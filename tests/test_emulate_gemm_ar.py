@@ -48,12 +48,12 @@ def _grid(kernel, M, N):
     return (-(-M // CFG.BLOCK_M) * -(-N // CFG.BLOCK_N),)
 
 
-def _emulation(kernel, M, N, K, W, order="swizzle", split=2, lowering="auto"):
+def _emulation(kernel, M, N, K, W, order="swizzle", split=2, lowering="auto", backend="sm"):
     sched = TEMPLATES["all_reduce"]([M, N], "bf16", W, split=split, order=order, mode="push")
     sig, cx = compile_args(kernel, "bf16", CFG, num_sms=NUM_SMS)
     module, ttir = fuse_module(kernel_fn(kernel), signature=sig, constexprs=cx,
                                attrs=compile_attrs(kernel), schedule=sched, operand="c_ptr",
-                               backend="sm", comm_programs=2, options=CFG.options(),
+                               backend=backend, comm_programs=2, options=CFG.options(),
                                lowering=lowering)
     return Emulation(module, ttir, grid=_grid(kernel, M, N), args=_args(M, N, K, W))
 
@@ -108,6 +108,17 @@ def test_gemm_ar_ragged_shapes(kernel, W, order, M, N, K, lowering):
     em = _emulation(kernel, M, N, K, W, order=order, split=2, lowering=lowering)
     if lowering != "auto":
         assert em.lowering == lowering
+    res = em.run(POLICIES[:4], LAUNCHES, SEED)
+    _check_results(em, res, M, N, W)
+
+
+@pytest.mark.parametrize("W,order", [(2, "swizzle"), (4, "ring")])
+def test_gemm_ar_nvshmem_emulates_clean(W, order):
+    """The nvshmem backend (puts from the same comm programs, 64-bit flags) runs the same
+    plan: clean, within rounding, identical on every rank."""
+    M, N, K = 200, 96, 40
+    em = _emulation("matmul_tma_persistent_kernel", M, N, K, W, order=order, backend="nvshmem")
+    assert em.backend == "nvshmem"
     res = em.run(POLICIES[:4], LAUNCHES, SEED)
     _check_results(em, res, M, N, W)
 
