@@ -48,8 +48,9 @@ def _grid(kernel, M, N):
     return (-(-M // CFG.BLOCK_M) * -(-N // CFG.BLOCK_N),)
 
 
-def _emulation(kernel, M, N, K, W, order="swizzle", split=2, lowering="auto", backend="sm"):
-    sched = TEMPLATES["all_reduce"]([M, N], "bf16", W, split=split, order=order, mode="push")
+def _emulation(kernel, M, N, K, W, order="swizzle", split=2, lowering="auto", backend="sm",
+               mode="push"):
+    sched = TEMPLATES["all_reduce"]([M, N], "bf16", W, split=split, order=order, mode=mode)
     sig, cx = compile_args(kernel, "bf16", CFG, num_sms=NUM_SMS)
     module, ttir = fuse_module(kernel_fn(kernel), signature=sig, constexprs=cx,
                                attrs=compile_attrs(kernel), schedule=sched, operand="c_ptr",
@@ -110,6 +111,15 @@ def test_gemm_ar_ragged_shapes(kernel, W, order, M, N, K, lowering):
         assert em.lowering == lowering
     res = em.run(POLICIES[:4], LAUNCHES, SEED)
     _check_results(em, res, M, N, W)
+
+
+def test_gemm_ar_pull_mode_emulates_clean():
+    """``mode="pull"`` (the op's option; push is its default): the destination fetches the
+    reduced pieces, the owner's drain waits until they were read. Clean and identical too."""
+    M, N, K = 200, 96, 40
+    em = _emulation("matmul_ptr_kernel", M, N, K, 4, mode="pull")
+    res = em.run(POLICIES[:4], LAUNCHES, SEED)
+    _check_results(em, res, M, N, 4)
 
 
 @pytest.mark.parametrize("W,order", [(2, "swizzle"), (4, "ring")])
