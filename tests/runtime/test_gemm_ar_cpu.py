@@ -47,6 +47,8 @@ def test_refused_backends_name_the_working_ones(monkeypatch):
         gemm_ar(a, b, c, backend="tcp")
     with pytest.raises(LaunchError, match="order='tree'"):
         gemm_ar(a, b, c, order="tree")
+    with pytest.raises(LaunchError, match="order='tree'"):  # also with the plan fixed
+        gemm_ar(a, b, c, order="tree", split=1, comm_programs=8)
 
 
 def test_unfused_path_when_asked(monkeypatch):

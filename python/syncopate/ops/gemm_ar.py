@@ -115,7 +115,9 @@ def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None
                  comm_programs=None) -> tuple[str, int, int]:
     """``(order, split, comm_programs)`` the op uses: the caller's, else the cost model's
     (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard)."""
-    from .gemm_ar_plan import choose_plan
+    from .gemm_ar_plan import ORDERS, choose_plan
+    if order is not None and order not in ORDERS:
+        raise LaunchError(f"order={order!r}; choose one of {', '.join(map(repr, ORDERS))}")
     if order is not None and split is not None and comm_programs is not None:
         return order, int(split), int(comm_programs)
     p = choose_plan(M, N, K, W, _gemm.schedule_dtype(dtype), backend, order, split,
