@@ -118,3 +118,29 @@ def test_choice_between_orders_and_splits():
     assert p.order == "swizzle"
     with pytest.raises(LaunchError, match="backend 'sm' or 'nvshmem'"):
         choose_plan(64, 256, 256, 2, backend="ce")
+
+
+def test_no_split_finer_than_a_tile():
+    """Pieces shorter than the GEMM's tile cannot leave earlier than a tile-high piece: with
+    ``block_m`` such splits are not tried (split 1 always is), and the op passes its config's
+    BLOCK_M."""
+    from syncopate.ops.gemm_ar_plan import choose_plan
+    free = choose_plan(512, 8192, 14336, 2)
+    assert free.split > 2  # the model alone would cut 256 rows per owner finer than 128
+    tiled = choose_plan(512, 8192, 14336, 2, block_m=128)
+    assert tiled.split <= 2 and 256 // tiled.split >= 128
+    assert choose_plan(64, 8192, 14336, 2, block_m=128).split == 1
+    assert choose_plan(512, 8192, 14336, 2, block_m=128, split=4).split == 4  # the caller's
+
+
+def test_the_op_plans_with_its_configs_tile_height(monkeypatch):
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_ar")
+    monkeypatch.setattr(mod, "gemm_ar_fused_kernel", lambda *a, **k: fk)
+    import syncopate.ops.gemm_ar_plan as plan
+    seen = []
+    real = plan.choose_plan
+    monkeypatch.setattr(plan, "choose_plan", lambda *a, **k: seen.append(k) or real(*a, **k))
+    from syncopate.ops._gemm import resolve_config
+    a, b = torch.randn(512, 64).to(bf), torch.randn(64, 256).to(bf)
+    mod.gemm_ar(a, b, fake_comm())
+    assert seen and seen[-1]["block_m"] == resolve_config("tma", 512, 256, 64, bf).BLOCK_M

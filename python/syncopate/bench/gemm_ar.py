@@ -102,7 +102,7 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     mismatch = "result differs from the NCCL path or between ranks"
 
     def describe():
-        order, split, cp = default_plan("sm", M, N, Kl, W, dtype)
+        order, split, cp = default_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
         return f"sm {order} split={split} cp={cp}"
     time_default(r, comm, timer, lambda: gemm_ar(a, b, comm, out=out), checked, mismatch,
                  describe)
@@ -113,7 +113,8 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     sweep_fused(r, comm, timer, [be for be in backends if be in AR_BACKENDS], args, log,
                 lambda **kw: gemm_ar(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
                 checked, mismatch,
-                auto=lambda be, red: default_plan(be, M, N, Kl, W, dtype)[1:])
+                auto=lambda be, red: default_plan(be, M, N, Kl, W, dtype,
+                                                  block_m=int(cfg.BLOCK_M))[1:])
     return r
 
 

@@ -112,16 +112,17 @@ def gemm_ar_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, 
 
 
 def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None, split=None,
-                 comm_programs=None) -> tuple[str, int, int]:
+                 comm_programs=None, block_m: int | None = None) -> tuple[str, int, int]:
     """``(order, split, comm_programs)`` the op uses: the caller's, else the cost model's
-    (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard)."""
+    (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard, ``block_m``
+    the GEMM config's tile height)."""
     from .gemm_ar_plan import ORDERS, choose_plan
     if order is not None and order not in ORDERS:
         raise LaunchError(f"order={order!r}; choose one of {', '.join(map(repr, ORDERS))}")
     if order is not None and split is not None and comm_programs is not None:
         return order, int(split), int(comm_programs)
     p = choose_plan(M, N, K, W, _gemm.schedule_dtype(dtype), backend, order, split,
-                    comm_programs)
+                    comm_programs, block_m=block_m)
     return p.order, p.split, p.comm_programs
 
 
@@ -156,7 +157,8 @@ def gemm_ar(a, b_shard, comm, *, backend: str = "sm", split=None, order: str | N
     if not use_fused or W == 1:  # one rank: the all-reduce is the identity
         return gemm_ar_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
     _check_backend(backend)
-    order, split, cp = default_plan(backend, M, N, K, W, a.dtype, order, split, comm_programs)
+    order, split, cp = default_plan(backend, M, N, K, W, a.dtype, order, split, comm_programs,
+                                    block_m=int(cfg.BLOCK_M))
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
     fk = gemm_ar_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
                               mode=mode or "push", comm_programs=cp, kernel=kernel, config=cfg)

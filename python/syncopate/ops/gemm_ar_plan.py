@@ -68,15 +68,23 @@ def gemm_seconds(M: int, N: int, K: int, dtype: str = "bf16") -> float:
 def choose_plan(M: int, N: int, K: int, world_size: int, dtype: str = "bf16",
                 backend: str = "sm", order: str | None = None, split: int | None = None,
                 comm_programs: int | None = None, splits=(1, 2, 4, 8),
-                programs=(8, 16, 32)) -> ArPlan:
+                programs=(8, 16, 32), block_m: int | None = None) -> ArPlan:
     """The fastest estimated plan for ``all_reduce(A[M, K] @ B[K, N])`` (``K``: this rank's
     shard) on ``world_size`` ranks with ``backend`` (``sm`` or ``nvshmem``: both move chunks
-    with comm programs). ``order``/``split``/``comm_programs`` given are kept."""
+    with comm programs). ``order``/``split``/``comm_programs`` given are kept.
+
+    ``block_m``: the GEMM's tile height. Splits whose pieces are shorter than a tile are not
+    tried (split 1 always is): one tile computes several such pieces at once, so they cannot
+    leave earlier than a tile-high piece would, and the model, which spreads the GEMM over the
+    rows evenly, would credit them with an overlap the kernel cannot give."""
     if backend not in ("sm", "nvshmem"):
         raise LaunchError(f"gemm_ar's plan has comm programs (backend 'sm' or 'nvshmem'), got "
                           f"backend={backend!r}")
     if order is not None and order not in ORDERS:
         raise LaunchError(f"order={order!r}; choose one of {', '.join(map(repr, ORDERS))}")
+    if split is None and block_m:
+        rows = -(-int(M) // int(world_size))  # the largest owner's rows
+        splits = tuple(s for s in splits if s == 1 or rows // s >= int(block_m)) or (1,)
     return _choose(int(M), int(N), int(K), int(world_size), str(dtype), backend, order,
                    None if split is None else int(split),
                    None if comm_programs is None else int(comm_programs), tuple(splits),
