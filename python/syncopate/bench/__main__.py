@@ -1,4 +1,4 @@
-"""``python -m syncopate.bench``: fused AG+GEMM and GEMM+RS against the alternatives.
+"""``python -m syncopate.bench``: fused AG+GEMM, GEMM+RS and GEMM+AR against the alternatives.
 
 Run under torchrun, one process per GPU::
 
@@ -14,6 +14,9 @@ slowest rank):
 * ``serial triton`` -- NCCL collective then our local Triton kernel (the unfused path);
 * ``torch async-TP`` -- ``torch.ops.symm_mem.fused_all_gather_matmul`` /
   ``fused_matmul_reduce_scatter``;
+* ``torch symm one-shot`` / ``two-shot`` (GEMM+AR, ``--ops ar``) -- cuBLAS, then
+  ``torch.ops.symm_mem.one_shot_all_reduce`` / ``two_shot_all_reduce_`` where torch has them
+  (``bench/gemm_ar.py``);
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
 
@@ -43,11 +46,13 @@ import time
 
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
+from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES, bench_ar
 from .rows import bench_ag, bench_rs
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
-__all__ = ["Timer", "bench_ag", "bench_rs", "build_parser", "columns", "derive", "format_table",
+__all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "columns", "derive",
+           "format_table",
            "git_commit",
            "init_distributed", "loopback_refusal", "main", "parse_args", "plot", "rows_for",
            "start_row", "sweep_for", "write_results"]
@@ -77,8 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", type=csv_names(("ag", "rs", "ring_attn")), default="ag,rs",
-                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ring_attn (ring attention)")
+    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ring_attn")),
+                   default="ag,rs",
+                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
+                        "M = 1..512 and 8192 unless --m), ring_attn (ring attention)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
                         "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
@@ -118,6 +125,9 @@ def rows_for(args, W):
                 rows.append(("gemm_rs", M, N, K))
     if args.quick and "ag" in ops and not args.m:
         rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
+    if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
+        ar_ms = ms if args.m else (AR_M_QUICK if args.quick else AR_M)
+        rows += [("gemm_ar", M, N, K) for M in ar_ms for N, K in AR_SHAPES]
     return rows
 
 
@@ -228,7 +238,7 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = bench_ag if op == "ag_gemm" else bench_rs
+        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}[op]
         r = fn(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
@@ -275,20 +285,30 @@ def _check_worker(rank, W, args):
     """One rank of a ``--check`` run: the fused ops once each against their unfused path."""
     from ..runtime import Communicator
     from . import attention as attn_bench
+    from . import gemm_ar as ar_bench
     comm = Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
+    ops = _check_ops(args)
     try:
-        return attn_bench.run(comm, args, log, check_only=True)
+        rows = attn_bench.run(comm, args, log, check_only=True) if "ring_attn" in ops else []
+        if "ar" in ops:
+            rows += ar_bench.check_rows(comm, args, log)
+        return rows
     finally:
         comm.close()
 
 
+def _check_ops(args) -> set[str]:
+    """The ops of a ``--check`` run (``gemm_ar`` is an alias of ``ar``)."""
+    return {"ar" if o == "gemm_ar" else o for o in args.ops.split(",") if o}
+
+
 def check_main(args) -> int:
     """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
-    ops = [o for o in args.ops.split(",") if o]
-    if ops != ["ring_attn"]:
-        print(f"syncopate.bench --check runs --ops ring_attn only (got {args.ops}); the GEMM "
-              f"ops are checked by tests/gpu", file=sys.stderr)
+    ops = _check_ops(args)
+    if not ops or not ops <= {"ring_attn", "ar"}:
+        print(f"syncopate.bench --check runs --ops ring_attn and/or ar (got {args.ops}); the "
+              f"other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
     lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
     if lb:
@@ -316,10 +336,19 @@ def check_main(args) -> int:
         print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
               file=sys.stderr)
         return 2
+    from .gemm_ar import check_problems
     for r in rows:
+        if r.get("op") == "gemm_ar":
+            print(f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
+                  f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
+                  f"{r['ranks_differ']}")
+            continue
         print(f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
               f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
-    return 0
+    problems = check_problems([r for r in rows if r.get("op") == "gemm_ar"])
+    for p in problems:
+        print(f"syncopate.bench --check: {p}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

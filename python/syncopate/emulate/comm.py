@@ -93,6 +93,7 @@ class Faults:
 
     skip_entry_wait: bool = False       # transfers / the ce stream do not wait for ENTRY
     skip_consumed_wait: bool = False    # ce: the host stages the next launch without waiting
+    skip_after_wait: bool = False       # transfers do not wait for their ``after`` chunks
     shift_chunk: dict = field(default_factory=dict)  # chunk id -> (dim, delta): moved region
 
 
@@ -252,6 +253,8 @@ class World(Machine):
             c = self.schedule.chunk(info["chunk"])
             side = executor(c)
             after = [a for a in c.after if self.schedule.chunk(a).dst == c.src]
+        if self.faults.skip_after_wait:
+            after = []
         rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
         if rank != (c.src if side == "src" else c.dst):
             return
