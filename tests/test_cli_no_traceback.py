@@ -57,6 +57,11 @@ def _bench_local():
     return bench_local.build_parser(), bench_local.main
 
 
+def _bench_grouped():
+    from syncopate.kernels import bench_grouped
+    return bench_grouped.build_parser(), bench_grouped.main
+
+
 #: entry point -> (its module, how to get (parser, main), arguments every run starts with).
 #: The fuzzer's ``--count 0`` keeps a run that gets past its arguments from fuzzing 50 cases.
 ENTRY_POINTS = {
@@ -65,6 +70,8 @@ ENTRY_POINTS = {
     "python -m syncopate.bench": ("syncopate.bench.__main__", _bench, []),
     "python -m syncopate.fuzz": ("syncopate.fuzz.__main__", _fuzz, ["--count", "0"]),
     "python -m syncopate.kernels.bench_local": ("syncopate.kernels.bench_local", _bench_local, []),
+    "python -m syncopate.kernels.bench_grouped": ("syncopate.kernels.bench_grouped",
+                                                  _bench_grouped, []),
 }
 
 

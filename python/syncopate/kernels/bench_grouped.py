@@ -20,6 +20,7 @@ estimates them on a CPU. Exit status: 0 ok, 1 a candidate was wrong, 2 no GPU.
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 
@@ -49,15 +50,29 @@ def counts_for(routing: str, E: int, tokens: int, gen):
     return counts, cap
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=None)
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_grouped",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=None, help="write the rows as JSON here")
     ap.add_argument("--quick", action="store_true", help="the first two shapes only")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    prog = "python -m syncopate.kernels.bench_grouped"
+    if args.out is not None:
+        folder = os.path.dirname(args.out) or "."
+        if os.path.isdir(args.out) or not os.path.isdir(folder):
+            print(f"{prog}: error: --out {args.out}: " + (
+                "is a directory; give a file name" if os.path.isdir(args.out)
+                else f"no folder {folder}; create it first"), file=sys.stderr)
+            return 1
     import torch
     if not torch.cuda.is_available():
-        print("no CUDA GPU: the grouped GEMM ratio must be measured on a GPU", file=sys.stderr)
-        return 2
+        print(f"{prog}: error: no CUDA GPU: the grouped GEMM ratio must be measured on a GPU",
+              file=sys.stderr)
+        return 1
     from triton.testing import do_bench
 
     from .grouped_gemm_launch import grouped_gemm, grouped_gemm_reference
