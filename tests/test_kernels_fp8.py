@@ -151,8 +151,8 @@ def _interpreter_results(tmp: str):
                               f"{c['N']}x{c['K']}" for c in CASES])
 def test_interpreter_matches_scaled_reference(tmp_path_factory, i):
     """Ragged sizes (not multiples of the tiles), both scale modes, both kernels: within one
-    bf16 rounding of ``((A @ B) * sa * sb).to(bf16)`` computed by torch in fp32 (the two fp32
-    sums differ only in order)."""
+    bf16 rounding of ``torch._scaled_mm`` (CPU) on the same operands (the two fp32 sums differ
+    only in order)."""
     r = _interpreter_results(str(tmp_path_factory.getbasetemp()))[i]
     out, ref, mag = (np.asarray(r[k]) for k in ("out", "ref", "acc_abs"))
     assert not np.isnan(out).any(), "every element must be written"
