@@ -31,9 +31,13 @@ def fp8_short(kernel: str) -> str:
 class Fp8GemmConfig(GemmConfig):
     """A :class:`GemmConfig` for the FP8 kernels. ``FAST_ACCUM`` (default False, as
     ``torch._scaled_mm``) keeps the whole K loop in Hopper's reduced-precision FP8 wgmma
-    accumulator instead of promoting to fp32 after every ``BLOCK_K`` step."""
+    accumulator instead of promoting to fp32 after every ``BLOCK_K`` step. The field defaults
+    are :func:`default_fp8_config`'s precise tile (128x128x128, 4 stages): the bf16 default
+    128x256 spills with the promoted accumulator."""
 
+    BLOCK_N: int = 128
     BLOCK_K: int = 128
+    num_stages: int = 4
     FAST_ACCUM: bool = False
 
     @classmethod
