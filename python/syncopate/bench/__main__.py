@@ -17,6 +17,10 @@ slowest rank):
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
 
+``--ops ag_fp8,rs_fp8`` adds FP8 rows (e4m3 in, bf16 out, ``--scales tensor|row``) with the
+same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and async-TP's
+``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -67,7 +71,8 @@ def parse_args(argv=None):
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
     p.add_argument("--ops", default="ag,rs",
-                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ring_attn (ring attention)")
+                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ag_fp8 / rs_fp8 (the same "
+                        "in FP8, --scales), ring_attn (ring attention)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
                         "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
@@ -75,6 +80,8 @@ def parse_args(argv=None):
                    help="W virtual ranks on one GPU, for --check only (the benchmark refuses "
                         "to time loopback)")
     p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
+    p.add_argument("--scales", default="row", choices=("tensor", "row"),
+                   help="FP8 rows (--ops ag_fp8,rs_fp8): tensor-wise or row-wise scales")
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     p.add_argument("--budget-s", type=float, default=None,
                    help="start a row only if it should end within this many seconds, judged by "
@@ -99,6 +106,12 @@ def rows_for(args, W):
         if "rs" in ops:
             for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
                 rows.append(("gemm_rs", M, N, K))
+        if "ag_fp8" in ops:  # FP8 (e4m3 in, bf16 out; --scales): bench/fp8.py
+            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
+                rows.append(("ag_gemm_fp8", M, N, K))
+        if "rs_fp8" in ops:
+            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
+                rows.append(("gemm_rs_fp8", M, N, K))
     if args.quick and "ag" in ops and not args.m:
         rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
     return rows
@@ -200,7 +213,10 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = bench_ag if op == "ag_gemm" else bench_rs
+        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs}.get(op)
+        if fn is None:
+            from . import fp8 as fp8_bench
+            fn = {"ag_gemm_fp8": fp8_bench.bench_ag_fp8, "gemm_rs_fp8": fp8_bench.bench_rs_fp8}[op]
         r = fn(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
