@@ -60,7 +60,7 @@ def _emulate(kernel, sched, operand, values, prob, per_rank=(), mutate=None, **k
         args[name] = PerRank(v) if name in per_rank else v
     scalars = tuple(n for n in ("scale_a_ptr", "scale_b_ptr")
                     if not (prob.sa_rows if n == "scale_a_ptr" else prob.sb_cols))
-    tiles = ((prob.M + CFG.BLOCK_M - 1) // CFG.BLOCK_M) * ((prob.N + CFG.BLOCK_N - 1) // CFG.BLOCK_N)
+    tiles = (-(-prob.M // CFG.BLOCK_M)) * (-(-prob.N // CFG.BLOCK_N))
     grid = (PROGRAMS,) if kernel == "tma" else (tiles,)
     attrs = fp8_compile_attrs(kernel, scalar_scales=scalars)
     if mutate is not None:

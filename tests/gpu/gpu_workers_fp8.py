@@ -57,7 +57,8 @@ def _ag_launch(comm, case, seed):
     rows = mode == "row"
     dev, W = comm.device, comm.world_size
     # each rank quantises its own shard: tensor-wise scales differ per rank
-    a, sa = _quant(_rand((Ms, K), seed * 10 + comm.rank, dev) * (1 + comm.rank), 1 if rows else None)
+    x = _rand((Ms, K), seed * 10 + comm.rank, dev) * (1 + comm.rank)  # amax differs per rank
+    a, sa = _quant(x, 1 if rows else None)
     bt, sbt = _quant(_rand((N, K), seed * 10 + 7, dev), 1 if rows else None)
     b, sb = bt.t(), (sbt.t().contiguous() if rows else sbt)
     out = torch.full((Ms * W, N), float("nan"), device=dev, dtype=torch.bfloat16)

@@ -364,8 +364,9 @@ def _bitcast(fc, op, tm):
         return fp, False
 
     if src.is_f8 or dst.is_f8:
-        raise EmulationError(f"{op.name}: a bitcast from or to {src.name if src.is_f8 else dst.name}"
-                             f" is not modelled (fp8 values are kept as float32)", where)
+        f8 = src.name if src.is_f8 else dst.name
+        raise EmulationError(f"{op.name}: a bitcast from or to {f8} is not modelled (fp8 values "
+                             f"are kept as float32)", where)
 
     def storage_bits(x, et):
         arr = np.asarray(x)

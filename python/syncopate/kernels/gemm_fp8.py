@@ -28,7 +28,8 @@ fp32 multiply per output element, as cuBLAS and CUTLASS do for ``torch._scaled_m
 chain. ``FAST_ACCUM=False`` (default, ``torch._scaled_mm``'s ``use_fast_accum=False``) makes
 Triton promote the partial sum into the fp32 accumulator after every ``BLOCK_K`` step
 (``max_num_imprecise_acc=BLOCK_K``: each K step's wgmma chain starts from zero and is added
-in fp32); True keeps the whole K loop in the wgmma accumulator (``use_fast_accum=True``), faster and less accurate.
+in fp32); True keeps the whole K loop in the wgmma accumulator (``use_fast_accum=True``),
+faster and less accurate.
 
 The structure is the bf16 kernels' (:mod:`.gemm`): ``offs_m`` computed once per tile feeds the A
 loads, the ``scale_a`` load and the C store, which is what Syncopate's access analysis reads to

@@ -75,7 +75,8 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     import torch
 
     from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..kernels.gemm_fp8_launch import Fp8Problem, fp8_args, resolve_fp8_config
+    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
+                                           resolve_fp8_config)
     from ..runtime import collectives as dist
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W = comm.world_size
@@ -89,6 +90,8 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     dist.all_gather_into_tensor(SA, _fp8.row_scales(scale_a, Ms).contiguous(), group=comm.group)
     if out is None:
         out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
+    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
+        check_fp8_operands(A, b, SA, scale_b, out, kernel)
     args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True,
                                                                        prob.sb_cols), cfg)
     from ..kernels.gemm_fp8_config import fp8_short
@@ -111,8 +114,8 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str = "sm", spli
     """
     import torch
 
-    from ..errors import LaunchError
-    from ..kernels.gemm_fp8_launch import Fp8Problem, fp8_args, resolve_fp8_config
+    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
+                                           resolve_fp8_config)
     from ..runtime.fused import fused_enabled
     use_fused = fused_enabled() if fused is None else bool(fused)
     if not use_fused:
@@ -122,9 +125,6 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str = "sm", spli
     W, me = comm.world_size, comm.rank
     Ms, K, N = prob.M, prob.K, prob.N
     M = Ms * W
-    if out is not None and (tuple(out.shape) != (M, N) or out.dtype != torch.bfloat16):
-        raise LaunchError(f"out must be [M, N] = {(M, N)} torch.bfloat16, got "
-                          f"{tuple(out.shape)} {out.dtype}")
     cfg = resolve_fp8_config(kernel, M, N, K, config)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, _fp8.FP8, split, comm_programs)
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
@@ -133,6 +133,8 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str = "sm", spli
     A, SA = ag_gemm_fp8_buffers(comm, Ms, K)
     if out is None:
         out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
+    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
+        check_fp8_operands(A, b, SA, scale_b, out, kernel)
     args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True, prob.sb_cols),
                           cfg, programs=_fp8.programs(comm, kernel, backend, cp))
     # stage this rank's rows of A and of SA once the peers finished reading the last launch's
