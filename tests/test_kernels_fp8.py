@@ -200,3 +200,24 @@ def test_checks_say_what_to_change():
     # the pointer kernel takes a row-major b (correct, not fast)
     with pytest.raises(LaunchError, match="CUDA device"):
         check_fp8_operands(a, b.contiguous(), sa, sb, kernel="ptr")
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("kernel", ["ptr", "tma"])
+def test_launch_arguments_specialise_to_the_compiled_signature(kernel, fast):
+    """What the ops launch (``fp8_args``, specialised as the fused runtime and Triton's JIT do:
+    the e4m3 tensors as ``*fp8e4nv``, unit strides and None as constexprs) is the kernel these
+    CPU tests compile and emulate (``fp8_compile_args``)."""
+    from syncopate.kernels.gemm_fp8_launch import Fp8Problem, fp8_args
+    from syncopate.runtime.specialize import specialize
+    M, N, K = 256, 128, 128
+    cfg = default_fp8_config(M, N, K, kernel, fast_accum=fast)
+    a = torch.zeros(M, K).to(torch.float8_e4m3fn)
+    b = torch.zeros(N, K).to(torch.float8_e4m3fn).t()
+    out = torch.zeros(M, N, dtype=torch.bfloat16)
+    vals, _ = fp8_args(kernel, a, b, out, torch.ones(M, 1), torch.tensor(1.0),
+                       Fp8Problem(M, N, K, True, False), cfg, programs=4)
+    spec = specialize(fp8_kernel_fn(kernel), vals, frozenset())
+    sig, cx = fp8_compile_args(kernel, cfg, sa_rows=True, sb_cols=False, num_sms=4)
+    assert spec.signature_dict() == sig
+    assert spec.constexpr_dict() == cx
