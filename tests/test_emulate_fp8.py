@@ -142,12 +142,13 @@ def test_ag_gemm_fp8_shared_tensor_scale_is_scaled_mm_of_the_gathered_a():
     _close(c, ref.float().numpy(), mag.numpy(), "late rank 1")
 
 
-@pytest.mark.parametrize("backend,lowering", [("ce", "auto"), ("nvshmem", "auto"),
-                                              ("sm", "table")])
-def test_ag_gemm_fp8_backends_and_table_two_launches(backend, lowering):
+@pytest.mark.parametrize("W,backend,lowering", [(2, "ce", "auto"), (4, "ce", "auto"),
+                                                (2, "nvshmem", "auto"), (2, "sm", "table"),
+                                                (4, "sm", "table")])
+def test_ag_gemm_fp8_backends_and_table_two_launches(W, backend, lowering):
     """Two launches (fresh inputs in the second: staging after the peers' reads), the other
     backends and the chunk-table lowering; clean and equal to the unfused kernel."""
-    res, *_ = _ag(2, "tma", True, False, backend=backend, launches=2, lowering=lowering,
+    res, *_ = _ag(W, "tma", True, False, backend=backend, launches=2, lowering=lowering,
                   policies=("in-order", "late", "behind:0", "random:4"), check=True)
     assert res.ok
 
@@ -218,6 +219,14 @@ def test_gemm_rs_fp8_matches_scaled_mm_sum(W, kernel, rows):
             sl = slice(r * rows_per, (r + 1) * rows_per)
             # each bf16 partial may differ from torch's by one rounding (2^-8 of its magnitude)
             _close(c[sl], ref[sl], mag[sl], f"{policy} rank {r}", mag_eps=2.0 ** -8)
+
+
+@pytest.mark.parametrize("W,backend", [(2, "ce"), (4, "ce"), (2, "nvshmem")])
+def test_gemm_rs_fp8_other_backends_two_launches(W, backend):
+    """The copy engine (the host sums the slots after the kernel) and nvshmem; two launches."""
+    res, ref, mag = _rs(W, "tma", False, backend=backend, launches=2,
+                        policies=("in-order", "late", "random:2"), check=True)
+    assert res.ok
 
 
 @pytest.mark.parametrize("W", [2, 4])
