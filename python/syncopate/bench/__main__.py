@@ -22,6 +22,9 @@ slowest rank):
 
 ``--calibrate`` instead measures what the ops' cost model needs and writes the GPU type's
 calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits a past run).
+``--ops ag_fp8,rs_fp8`` adds FP8 rows (e4m3 in, bf16 out, ``--scales tensor|row``) with the
+same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and async-TP's
+``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
 
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
@@ -82,10 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ring_attn")),
+    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
+                                            "ring_attn")),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
-                        "M = 1..512 and 8192 unless --m), ring_attn (ring attention)")
+                        "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
+                        "--scales), ring_attn (ring attention)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
                         "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
@@ -93,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="W virtual ranks on one GPU, for --check only (the benchmark refuses "
                         "to time loopback)")
     p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
+    p.add_argument("--scales", default="row", choices=("tensor", "row"),
+                   help="FP8 rows (--ops ag_fp8,rs_fp8): tensor-wise or row-wise scales")
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     p.add_argument("--budget-s", type=positive_float, default=None,
                    help="start a row only if it should end within this many seconds, judged by "
@@ -123,6 +130,12 @@ def rows_for(args, W):
         if "rs" in ops:
             for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
                 rows.append(("gemm_rs", M, N, K))
+        if "ag_fp8" in ops:  # FP8 (e4m3 in, bf16 out; --scales): bench/fp8.py
+            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
+                rows.append(("ag_gemm_fp8", M, N, K))
+        if "rs_fp8" in ops:
+            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
+                rows.append(("gemm_rs_fp8", M, N, K))
     if args.quick and "ag" in ops and not args.m:
         rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
     if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
@@ -238,7 +251,10 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}[op]
+        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}.get(op)
+        if fn is None:
+            from . import fp8 as fp8_bench
+            fn = {"ag_gemm_fp8": fp8_bench.bench_ag_fp8, "gemm_rs_fp8": fp8_bench.bench_rs_fp8}[op]
         r = fn(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))

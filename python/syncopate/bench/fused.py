@@ -79,14 +79,15 @@ def sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, aut
     candidate is checked with ``correct(result)`` on every rank before it is timed.
     ``auto(backend, reduce)``: the (split, comm_programs) the op would pick itself; its time
     is kept as ``fused[<backend>] auto`` (how good the default is)."""
+    op = r.get("base_op", r["op"])  # an FP8 row ("gemm_rs_fp8[row]") sweeps as its bf16 op
     for backend in backends:
         # "ce+epilogue": the ce backend with reduce="epilogue" (GEMM+RS only)
         be, _, red = backend.partition("+")
-        if red and r["op"] != "gemm_rs":
+        if red and op != "gemm_rs":
             continue
         best = None
         pick = auto(be, red) if auto is not None else None
-        for split, cp in sweep_for(be, args.quick, pick, r["op"], red):
+        for split, cp in sweep_for(be, args.quick, pick, op, red):
             label = f"{backend} split={split} cp={cp}"
             kw = dict(backend=be, split=split, comm_programs=cp)
             if red:

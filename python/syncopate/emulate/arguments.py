@@ -17,7 +17,7 @@ from ..errors import EmulationError
 from .memory import etype_of, to_etype
 
 __all__ = ["LaunchInputs", "ParamSpec", "PerRank", "is_consumed_operand", "is_produced_operand",
-           "normalise_args", "to_numpy"]
+           "memory_of", "normalise_args", "to_numpy"]
 
 
 class PerRank(list):
@@ -35,6 +35,24 @@ def to_numpy(v):
     except ImportError:  # pragma: no cover - torch is a prerequisite
         pass
     return np.asarray(v)
+
+
+def memory_of(v):
+    """The flat array a kernel's pointer argument sees: for a torch tensor, its memory from its
+    first element to its last in address order (a column-major ``w.t()`` as the ``[N, K]``
+    rows it is stored as, gaps of a strided view included), not its logical row-major
+    flattening; any other value as ``to_numpy(v).reshape(-1)``."""
+    try:
+        import torch
+        if isinstance(v, torch.Tensor) and not v.is_contiguous() and v.numel() > 0:
+            if any(st < 0 for st in v.stride()):
+                raise EmulationError("a tensor argument with a negative stride: pass a "
+                                     "contiguous copy")
+            span = 1 + sum((s - 1) * st for s, st in zip(v.shape, v.stride()))
+            v = torch.as_strided(v, (span,), (1,))
+    except ImportError:  # pragma: no cover - torch is a prerequisite
+        pass
+    return to_numpy(v).reshape(-1)
 
 
 class ParamSpec:
@@ -82,7 +100,7 @@ def normalise_args(spec: ParamSpec, args, schedule, operands: Mapping[str, str])
                                  f"{W} ranks")
         if n in spec.ptr:
             et = spec.ptr[n]
-            out[n] = [to_etype(to_numpy(x).reshape(-1), et) for x in per]
+            out[n] = [to_etype(memory_of(x), et) for x in per]
             t = operands.get(n)
             if t is not None:
                 need = int(np.prod(schedule.tensors[t].shape))

@@ -4,7 +4,12 @@ A buffer is one rank's copy of one kernel argument (or of its flag array), flatt
 numpy array of the element type's *storage* dtype.  numpy has no bfloat16, so bf16 data lives in
 float32 arrays holding values already rounded to bf16 (round to nearest even on every store
 and every arithmetic result), which reproduces bf16 arithmetic bit for bit while keeping numpy's
-vectorised float32 kernels.
+vectorised float32 kernels.  The float8 types (``f8E4M3FN``, ``f8E5M2``) are kept the same way:
+float32 values already rounded to the format (every fp8 value is exactly a float32), rounded by
+torch's ``float8_e4m3fn`` / ``float8_e5m2`` casts (round to nearest even) after clamping finite
+and infinite values to the format's largest finite value -- the ``cvt.rn.satfinite`` that
+Triton emits on sm_90 (torch's own cast would give NaN past the largest value).  A load of an
+fp8 element and ``tt.dot`` of fp8 operands are then exact in float32.
 
 A pointer is ``(buffer, element offset)``; a tensor of pointers is ``(buffer, offsets array)``.
 Pointer values never become integers unless the kernel asks (``tt.ptr_to_int``): then a buffer
@@ -43,9 +48,21 @@ class EType:
     def is_bf16(self) -> bool:
         return self.name == "bf16"
 
+    @property
+    def is_f8(self) -> bool:
+        return self.name in _F8
+
+    @property
+    def rounds(self) -> bool:
+        """Whether values of this type are float32 storage rounded to a narrower format."""
+        return self.name == "bf16" or self.name in _F8
+
 
 _FLOATS = {"bf16": (16, np.float32), "f16": (16, np.float16), "f32": (32, np.float32),
-           "f64": (64, np.float64), "tf32": (32, np.float32)}
+           "f64": (64, np.float64), "tf32": (32, np.float32),
+           "f8E4M3FN": (8, np.float32), "f8E5M2": (8, np.float32)}
+#: fp8 MLIR type -> (torch dtype name, largest finite value)
+_F8 = {"f8E4M3FN": ("float8_e4m3fn", 448.0), "f8E5M2": ("float8_e5m2", 57344.0)}
 _INTS = {1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
@@ -62,7 +79,7 @@ def etype_of(t) -> EType:
         return EType("int", bits, np.dtype(_INTS[bits]), f"i{bits}")
     name = t.name if hasattr(t, "name") else str(t)
     text = str(t)
-    if text in ("bf16", "f16", "f32", "f64", "tf32"):
+    if text in _FLOATS:
         bits, dt = _FLOATS[text]
         return EType("float", bits, np.dtype(dt), text)
     if text in ("index",):
@@ -97,6 +114,27 @@ def round_bf16(x):
     return r if isinstance(x, np.ndarray) else np.float32(r)
 
 
+def round_f8(x, name: str):
+    """Round float32 values to the fp8 format ``name`` (``f8E4M3FN``/``f8E5M2``) with sm_90's
+    ``cvt.rn.satfinite``: finite and infinite values clamped to the largest finite value, then
+    round to nearest even (torch's cast); NaN stays NaN. Kept in float32 storage."""
+    import torch
+    tname, top = _F8[name]
+    a = np.clip(np.asarray(x, dtype=np.float32), -top, top)
+    r = torch.from_numpy(np.ascontiguousarray(a)).to(getattr(torch, tname)).float().numpy()
+    r = np.where(np.isnan(a), a, r)
+    return r if isinstance(x, np.ndarray) else np.float32(r)
+
+
+def round_float(x, et: "EType"):
+    """``x`` (float32 storage) rounded to ``et`` when ``et`` is narrower than its storage."""
+    if et.is_bf16:
+        return round_bf16(x)
+    if et.name in _F8:
+        return round_f8(x, et.name)
+    return x
+
+
 def round_tf32(x):
     """Round float32 values to tf32 (10-bit mantissa, nearest even): ``inputPrecision=tf32``."""
     a = np.asarray(x, dtype=np.float32)
@@ -109,10 +147,8 @@ def to_etype(x, et: EType):
     """Convert a value (numpy array or scalar) to ``et``'s storage, rounding floats."""
     if et.kind == "float":
         if isinstance(x, np.ndarray):
-            y = x.astype(et.np, copy=False)
-            return round_bf16(y) if et.is_bf16 else y
-        y = et.np.type(x)
-        return round_bf16(y) if et.is_bf16 else y
+            return round_float(x.astype(et.np, copy=False), et)
+        return round_float(et.np.type(x), et)
     if et.kind == "int":
         if isinstance(x, np.ndarray):
             if et.bits == 1:

@@ -22,7 +22,7 @@ from .interpreter import (
     handler,
     loc_of,
 )
-from .memory import EType, PtrTensor, etype_of, round_bf16, to_etype, wrap_int
+from .memory import EType, PtrTensor, etype_of, round_float, to_etype, wrap_int
 
 
 @handler("arith.constant")
@@ -128,8 +128,7 @@ def _float_op(fn, nargs=2):
         args = _ops(fc, op)[:nargs]
         r = _res(fc, op)
         et = etype_of(op.results[0].type)
-        calc = np.float32 if et.name in ("bf16", "f16") else et.np.type
-        bf = et.is_bf16
+        calc = np.float32 if et.name == "f16" or et.rounds else et.np.type
         tensor = _is_tensor(op.results[0].type) or tm
 
         def f(env, pc):
@@ -139,10 +138,9 @@ def _float_op(fn, nargs=2):
                 out = fn(*vals)
             if tensor:
                 out = np.asarray(out).astype(et.np, copy=False)
-                env[r] = round_bf16(out) if bf else out
+                env[r] = round_float(out, et)
             else:
-                out = et.np.type(out)
-                env[r] = round_bf16(out) if bf else out
+                env[r] = round_float(et.np.type(out), et)
         return f, False
     return make
 
@@ -322,6 +320,9 @@ def _fcast(fc, op, tm):
     if dst.kind == "other" or src.kind == "other":
         raise EmulationError(f"{name}: the emulator does not support {src.name} -> {dst.name}",
                              loc_of(op))
+    if rtz and dst.is_f8:
+        raise EmulationError(f"{name}: round-toward-zero to {dst.name} is not modelled (sm_90 "
+                             f"converts to fp8 with round-to-nearest-even only)", loc_of(op))
 
     def f(env, pc):
         x = env[a]
@@ -361,6 +362,11 @@ def _bitcast(fc, op, tm):
             else:
                 raise EmulationError("bitcast between a pointer and a non-pointer", where)
         return fp, False
+
+    if src.is_f8 or dst.is_f8:
+        f8 = src.name if src.is_f8 else dst.name
+        raise EmulationError(f"{op.name}: a bitcast from or to {f8} is not modelled (fp8 values "
+                             f"are kept as float32)", where)
 
     def storage_bits(x, et):
         arr = np.asarray(x)

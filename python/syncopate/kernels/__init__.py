@@ -1,5 +1,6 @@
 """Local (single-GPU) Triton kernels that Syncopate fuses with communication: the GEMMs and the
-flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``).
+flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``), and
+the FP8 GEMMs (:mod:`.gemm_fp8`; ``scaled_mm`` with ``torch._scaled_mm``'s contract).
 
 ``CORPUS`` lists concrete compiles of them -- ``{"name", "fn", "signature", "constexprs"}``
 plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"options"``
@@ -17,6 +18,9 @@ from .attention import default_config as attention_default_config
 from .gemm import kernel_fn, matmul_ptr_kernel, matmul_tma_persistent_kernel
 from .gemm_config import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, compile_args,
                           compile_attrs, default_config)
+from .gemm_fp8 import fp8_kernel_fn, matmul_fp8_ptr_kernel, matmul_fp8_tma_persistent_kernel
+from .gemm_fp8_config import Fp8GemmConfig, default_fp8_config, fp8_compile_args, fp8_compile_attrs
+from .gemm_fp8_launch import check_fp8_operands, make_fp8_launcher, scaled_mm
 from .gemm_launch import check_operands, ensure_tma_allocator, make_launcher, matmul, num_sms
 
 
@@ -46,4 +50,7 @@ __all__ = [
     "CORPUS", "GemmConfig", "H200_NUM_SMS", "KERNELS", "SMEM_LIMIT_SM90", "check_operands",
     "compile_args", "compile_attrs", "default_config", "ensure_tma_allocator", "kernel_fn",
     "make_launcher", "matmul", "matmul_ptr_kernel", "matmul_tma_persistent_kernel", "num_sms",
+    "Fp8GemmConfig", "check_fp8_operands", "default_fp8_config", "fp8_compile_args",
+    "fp8_compile_attrs", "fp8_kernel_fn", "make_fp8_launcher", "matmul_fp8_ptr_kernel",
+    "matmul_fp8_tma_persistent_kernel", "scaled_mm",
 ]

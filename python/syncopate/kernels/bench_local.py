@@ -1,6 +1,7 @@
 """Validate and time the local GEMMs against cuBLAS on one GPU (meant for an H200).
 
     python -m syncopate.kernels.bench_local --out local_gemm.json
+    python -m syncopate.kernels.bench_local --fp8 --out local_fp8.json   # FP8 vs torch._scaled_mm
 
 For each shape (bf16 by default): fresh random A and B, an fp32 reference
 (``torch.matmul(a.float(), b.float())``, TF32 off), cuBLAS (``torch.matmul`` in bf16), then
@@ -192,10 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-ms", type=positive_float, default=10.0)
     p.add_argument("--rep-ms", type=positive_float, default=40.0)
     p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--fp8", action="store_true",
+                   help="time the FP8 GEMM against torch._scaled_mm instead (its own driver, "
+                        ":mod:`syncopate.kernels.bench_fp8`; its options follow --fp8)")
     return p
 
 
 def main(argv=None, backend=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--fp8" in argv:  # the FP8 GEMM against torch._scaled_mm: its own driver
+        from .bench_fp8 import main as fp8_main
+        return fp8_main([x for x in argv if x != "--fp8"], backend)
     args = build_parser().parse_args(argv)
     if args.out:
         _check_out(args.out)

@@ -331,9 +331,12 @@ TEMPLATES = {
 
 
 def _register_kv_all_gather() -> None:
-    """``kv_all_gather`` lives in :mod:`.kv_gather` (it builds on the generators above)."""
+    """``kv_all_gather`` lives in :mod:`.kv_gather` and ``scaled_all_gather`` (FP8: a tensor and
+    its row-wise scales) in :mod:`.scaled_gather` (they build on the generators above)."""
     from .kv_gather import kv_all_gather
+    from .scaled_gather import scaled_all_gather
     TEMPLATES["kv_all_gather"] = kv_all_gather
+    TEMPLATES["scaled_all_gather"] = scaled_all_gather
 
 
 _register_kv_all_gather()

@@ -1,0 +1,217 @@
+"""Validate and time the local FP8 GEMM against ``torch._scaled_mm`` on one GPU (an H200).
+
+    python -m syncopate.kernels.bench_local --fp8 --out local_fp8.json
+    python -m syncopate.kernels.bench_fp8 --out local_fp8.json        # the same
+
+Per shape and scale mode (``tensor``: one fp32 scale each; ``row``: ``scale_a`` ``[M, 1]``,
+``scale_b`` ``[1, N]``): A and B quantised to e4m3 from random fp32 with amax scales (B stored
+column-major, as ``torch._scaled_mm`` requires), then ``torch._scaled_mm`` (cuBLAS / CUTLASS,
+``use_fast_accum=False`` and True) and our kernels (``FAST_ACCUM`` False and True, both
+kernels at their default configs). Every candidate is checked before it is timed: its output is
+poisoned with NaN, its relative Frobenius error against the fp32 product of the dequantised
+operands must be < 1e-2 (NaN never passes), and it is compared with ``torch._scaled_mm`` of the
+same accumulation mode (reported as ``rel_vs_torch``). Times are ``do_bench`` medians; "vs torch"
+is ``kernel_ms / torch._scaled_mm_ms`` with the same ``use_fast_accum`` (below 1 is faster).
+
+Exit status: 0 all correct, 1 some candidate failed (listed), 2 no GPU (or not sm_90: the
+kernels use FP8 wgmma), 3 watchdog (``bench_local.Watchdog``: a hung kernel cannot hang the job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+SHAPES = [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 7168, 4096), (4096, 14336, 8192),
+          (1024, 14336, 4096), (1000, 4000, 1008)]
+TOL = 1e-2
+MODES = ("tensor", "row")
+
+
+def quantize(x, axis):
+    """``(q, scale)``: ``x`` (fp32) scaled into e4m3's range by its amax -- over the whole tensor
+    (``axis`` None) or per row / column (``axis`` 1: one per row, ``[R, 1]``; 0: ``[1, C]``)."""
+    import torch
+    amax = x.abs().amax() if axis is None else x.abs().amax(dim=axis, keepdim=True)
+    scale = (amax.float().clamp_min(1e-12) / 448.0)
+    return (x / scale).to(torch.float8_e4m3fn), scale
+
+
+def operands(M, N, K, mode, device, seed):
+    """e4m3 A ``[M, K]``, column-major e4m3 B ``[K, N]``, their scales, and the fp32 product of
+    the dequantised operands (the reference)."""
+    import torch
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    a32 = torch.randn(M, K, device=device, generator=g)
+    bt32 = torch.randn(N, K, device=device, generator=g)
+    rows = mode == "row"
+    a, sa = quantize(a32, 1 if rows else None)
+    bt, sbt = quantize(bt32, 1 if rows else None)     # per row of B^T = per column of B
+    b, sb = bt.t(), (sbt.t() if rows else sbt)
+    ref = (a.float() * sa) @ (b.float() * sb)
+    return a, b, sa.contiguous(), sb.contiguous(), ref
+
+
+class Fp8CudaBackend:
+    """What the driver asks of the device (tests substitute a CPU fake)."""
+
+    device = "cuda"
+
+    def available(self):
+        import torch
+        if not torch.cuda.is_available():
+            return "no CUDA device visible to torch"
+        if torch.cuda.get_device_capability()[0] < 9:
+            return "the FP8 kernels need sm_90+ (FP8 wgmma)"
+        return None
+
+    def info(self):
+        from .bench_local import CudaBackend
+        return CudaBackend().info()
+
+    def sync(self):
+        import torch
+        torch.cuda.synchronize()
+
+    def time_ms(self, fn, warmup_ms, rep_ms):
+        from triton.testing import do_bench
+        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+    def launcher(self, a, b, sa, sb, out, kernel, config):
+        from .gemm_fp8_launch import make_fp8_launcher
+        return make_fp8_launcher(a, b, sa, sb, out, kernel=kernel, config=config)
+
+    def torch_launcher(self, a, b, sa, sb, fast):
+        import torch
+
+        def launch():
+            return torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
+                                    use_fast_accum=fast)
+        return launch
+
+
+def main(argv=None, backend=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_fp8",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", help="write results as JSON to this path")
+    p.add_argument("--shapes", nargs="*", metavar="MxNxK")
+    p.add_argument("--kernels", nargs="*", default=["tma", "ptr"], choices=["tma", "ptr"])
+    p.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
+    p.add_argument("--step-timeout-s", type=float, default=60.0)
+    p.add_argument("--hard-timeout-s", type=float, default=300.0)
+    p.add_argument("--warmup-ms", type=float, default=10.0)
+    p.add_argument("--rep-ms", type=float, default=40.0)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from .bench_local import Watchdog
+    from .gemm_fp8_config import default_fp8_config
+
+    report = {"tool": "syncopate.kernels.bench_fp8", "tol": TOL, "results": [],
+              "complete": False}
+    lock = threading.Lock()
+
+    def write(reason=None):
+        with lock:
+            if reason:
+                report["aborted"] = reason
+            if args.out:
+                with open(args.out + ".tmp", "w") as f:
+                    json.dump(report, f, indent=2)
+                os.replace(args.out + ".tmp", args.out)
+
+    backend = backend or Fp8CudaBackend()
+    why = backend.available()
+    if why:
+        report["error"] = why
+        print(f"bench_fp8: {why}; nothing to run", file=sys.stderr)
+        write()
+        return 2
+    report.update(backend.info())
+    shapes = ([tuple(int(x) for x in s.lower().split("x")) for s in args.shapes]
+              if args.shapes else SHAPES)
+    dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, write)
+    t0 = time.monotonic()
+    rows, failures = [], []
+    for (M, N, K) in shapes:
+        for mode in args.modes:
+            dog.enter(f"setup {M}x{N}x{K} {mode}")
+            a, b, sa, sb, ref = operands(M, N, K, mode, backend.device,
+                                         args.seed + M * 7 + N * 13 + K * 17)
+            ref_norm = torch.linalg.norm(ref)
+            flop = 2.0 * M * N * K
+            rec = {"M": M, "N": N, "K": K, "mode": mode, "flop": flop, "torch": {},
+                   "kernels": {}}
+            report["results"].append(rec)
+            for fast in (False, True):
+                tag = "fast" if fast else "precise"
+                dog.enter(f"torch._scaled_mm {tag} {M}x{N}x{K} {mode}")
+                tl = backend.torch_launcher(a, b, sa, sb, fast)
+                try:
+                    tout = tl()
+                    backend.sync()
+                    tms = backend.time_ms(tl, args.warmup_ms, args.rep_ms)
+                    rec["torch"][tag] = {"ms": tms, "tflops": flop / tms / 1e9,
+                                         "rel_err": float(torch.linalg.norm(tout.float() - ref)
+                                                          / ref_norm)}
+                except Exception as ex:  # e.g. a torch build without this scale mode
+                    tout, tms = None, float("nan")
+                    rec["torch"][tag] = {"error": f"{type(ex).__name__}: {str(ex)[:300]}"}
+                for kernel in args.kernels:
+                    cfg = default_fp8_config(M, N, K, kernel, fast_accum=fast)
+                    name = f"{kernel}/{tag}"
+                    dog.enter(f"{name} {M}x{N}x{K} {mode}")
+                    e = {"config": cfg.as_dict()}
+                    try:
+                        out = torch.full((M, N), float("nan"), device=backend.device,
+                                         dtype=torch.bfloat16)
+                        launch, out = backend.launcher(a, b, sa, sb, out, kernel, cfg)
+                        launch()
+                        backend.sync()
+                        e["rel_err"] = float(torch.linalg.norm(out.float() - ref) / ref_norm)
+                        if tout is not None:
+                            e["rel_vs_torch"] = float(
+                                torch.linalg.norm(out.float() - tout.float())
+                                / torch.linalg.norm(tout.float()))
+                        e["correct"] = bool(e["rel_err"] < TOL)
+                        if e["correct"]:
+                            e["ms"] = backend.time_ms(launch, args.warmup_ms, args.rep_ms)
+                            e["tflops"] = flop / e["ms"] / 1e9
+                            e["vs_torch"] = e["ms"] / tms
+                    except Exception as ex:  # compile failure, out of resources, ...
+                        e["correct"] = False
+                        e["error"] = f"{type(ex).__name__}: {str(ex)[:300]}"
+                    rec["kernels"][name] = e
+                    if not e["correct"]:
+                        failures.append((M, N, K, mode, name, e.get("error") or e.get("rel_err")))
+                    rows.append((f"{M}x{N}x{K}", mode, name, e.get("ms", float("nan")),
+                                 tms, e.get("vs_torch", float("nan")),
+                                 e.get("rel_vs_torch", float("nan"))))
+            write()
+    report["elapsed_s"] = time.monotonic() - t0
+    report["failures"] = len(failures)
+    report["complete"] = True
+    dog.stop()
+    write()
+    print(f"{'shape':<18} {'scales':<7} {'kernel':<13} {'ms':>8} {'torch ms':>9} "
+          f"{'vs torch':>9} {'rel vs torch':>12}")
+    for r in rows:
+        print(f"{r[0]:<18} {r[1]:<7} {r[2]:<13} {r[3]:>8.3f} {r[4]:>9.3f} {r[5]:>8.3f}x "
+              f"{r[6]:>12.2e}")
+    print(f"\n{report['device']}, torch {report['torch']}, triton {report['triton']}; "
+          f"vs torch = kernel ms / torch._scaled_mm ms (same use_fast_accum); "
+          f"{report['elapsed_s']:.1f} s; {len(failures)} failing candidate(s)")
+    for f in failures:
+        print(f"  FAILED {f}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""FP8 all-gather + GEMM: ``C = (all_gather(A) @ B) * scale_a * scale_b`` in bf16, fused.
+
+Per rank: ``a_shard`` ``[M/W, K]`` float8 e4m3 (row-major), ``b`` ``[K, N]`` float8 e4m3
+**column-major** (``torch._scaled_mm``'s layout: pass ``w.t()`` of a row-major ``[N, K]``
+weight), ``scale_a`` the shard's fp32 scale -- tensor-wise (one element) or row-wise
+(``[M/W, 1]``) -- and ``scale_b`` tensor-wise or ``[1, N]``. Returns ``[M, N]`` bf16 with
+``C[rows of rank r] = (A_r @ B) * scale_a_r * scale_b``: ``torch._scaled_mm`` on the collected
+inputs (the gathered A and the gathered per-row scales).
+
+What travels with what: A's rows and their scales. Built from parts (no hand-written fused
+kernel): the local FP8 kernel, the :func:`~syncopate.schedule.scaled_gather.scaled_all_gather`
+schedule of A (``[M, K]`` fp8) **and** its per-row scale SA (``[M, 1]`` fp32), the same rows in
+the same chunks at the same steps, and :func:`syncopate.fuse` with
+``operand={"a_ptr": "A", "scale_a_ptr": "SA"}``: the compiler makes each tile wait for the
+chunks of A it loads and the chunk of SA its epilogue loads.
+
+Why a tensor-wise ``scale_a`` is gathered as rows too: every rank quantised its own shard, with
+its own amax, so a single scale for the gathered A would be wrong for the other ranks' rows.
+Each rank repeats its scale over its ``M/W`` rows (``4 M/W`` bytes next to ``K M/W`` of A) and
+the kernel reads per-row scales. When every rank has the same scale the result is
+``torch._scaled_mm(A, B, scale, scale_b)`` up to the order of the two fp32 multiplies.
+
+``fused=False`` (or ``SYNCOPATE=0``): NCCL all-gather of A and of the per-row scales, then the
+same local kernel with the same config -- bitwise the fused result.
+"""
+
+from __future__ import annotations
+
+from . import _fp8, _gemm
+
+
+def ag_gemm_fp8_buffers(comm, m_shard: int, K: int):
+    """The symmetric A ``[M, K]`` (fp8) and SA ``[M, 1]`` (fp32) buffers of this shape."""
+    import torch
+    M = int(m_shard) * comm.world_size
+    A = _fp8.symmetric(comm, ("ag_gemm_fp8.A", M, int(K)), (M, K), torch.float8_e4m3fn)
+    SA = _fp8.symmetric(comm, ("ag_gemm_fp8.SA", M), (M, 1), torch.float32)
+    return A, SA
+
+
+def ag_gemm_fp8_schedule(M: int, K: int, W: int, *, split: int = 1, order: str = "swizzle",
+                         mode: str = "pull"):
+    """The schedule the op fuses: A and its per-row scales gathered together."""
+    from ..schedule.scaled_gather import scaled_all_gather
+    return scaled_all_gather((M, K), _fp8.FP8, W, dim=0, order=order, mode=mode, split=split,
+                             tensors=("A", "SA"))
+
+
+#: the kernel parameters bound to the schedule's tensors
+OPERAND = {"a_ptr": "A", "scale_a_ptr": "SA"}
+
+
+def ag_gemm_fp8_fused_kernel(comm, M: int, K: int, *, backend="sm", split=1, order="swizzle",
+                             mode=None, comm_programs=0, kernel="tma", config=None):
+    """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
+    from .. import backends
+    from ..errors import LaunchError
+    from ..kernels.gemm_fp8 import fp8_kernel_fn
+    from ..kernels.gemm_fp8_config import fp8_short
+    k = fp8_short(kernel)
+    mode = mode or backends.get(backend, LaunchError).op_modes["ag"]
+    key = ("ag_gemm_fp8.fk", M, K, backend, split, order, mode, comm_programs, k, repr(config))
+    return _fp8.fused_kernel(comm, key, fp8_kernel_fn(k),
+                             lambda: ag_gemm_fp8_schedule(M, K, comm.world_size, split=split,
+                                                          order=order, mode=mode),
+                             OPERAND, backend=backend,
+                             comm_programs=comm_programs, config=config,
+                             defer_consumed_wait=True)
+
+
+def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "tma",
+                          config=None, out=None):
+    """The unfused path: NCCL all-gather of A (as bytes) and of its per-row scales, then the
+    local FP8 kernel with row-wise A scales."""
+    import torch
+
+    from ..kernels.gemm_fp8 import fp8_kernel_fn
+    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
+                                           resolve_fp8_config)
+    from ..runtime import collectives as dist
+    prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
+    W = comm.world_size
+    Ms, K, N = prob.M, prob.K, prob.N
+    M = Ms * W
+    cfg = resolve_fp8_config(kernel, M, N, K, config)
+    A = torch.empty((M, K), device=a_shard.device, dtype=torch.float8_e4m3fn)
+    dist.all_gather_into_tensor(A.view(torch.uint8), a_shard.contiguous().view(torch.uint8),
+                                group=comm.group)
+    SA = torch.empty((M, 1), device=a_shard.device, dtype=torch.float32)
+    dist.all_gather_into_tensor(SA, _fp8.row_scales(scale_a, Ms).contiguous(), group=comm.group)
+    if out is None:
+        out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
+    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
+        check_fp8_operands(A, b, SA, scale_b, out, kernel)
+    args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True,
+                                                                       prob.sb_cols), cfg)
+    from ..kernels.gemm_fp8_config import fp8_short
+    if fp8_short(kernel) == "tma":
+        from ..kernels import ensure_tma_allocator
+        ensure_tma_allocator()
+    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
+    return out
+
+
+def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str = "sm", split=None,
+                order: str = "swizzle", mode=None, comm_programs=None, kernel: str = "tma",
+                config=None, out=None, fused=None):
+    """``(all_gather(a_shard) @ b) * scale_a * scale_b`` -> ``[M, N]`` bf16 (module docstring).
+
+    ``backend``/``split``/``order``/``mode``/``comm_programs`` as :func:`syncopate.ops.ag_gemm`
+    (the cost model's choice unless given); ``kernel`` ('tma' or 'ptr') and ``config`` (an
+    :class:`~syncopate.kernels.Fp8GemmConfig`, e.g. ``FAST_ACCUM=True``) select the local FP8
+    GEMM. ``out``: an optional ``[M, N]`` bf16 tensor.
+    """
+    import torch
+
+    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
+                                           resolve_fp8_config)
+    from ..runtime.fused import fused_enabled
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if not use_fused:
+        return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
+                                     config=config, out=out)
+    prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
+    W, me = comm.world_size, comm.rank
+    Ms, K, N = prob.M, prob.K, prob.N
+    M = Ms * W
+    cfg = resolve_fp8_config(kernel, M, N, K, config)
+    split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, _fp8.FP8, split, comm_programs)
+    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
+    fk = ag_gemm_fp8_fused_kernel(comm, M, K, backend=backend, split=split, order=order,
+                                  mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
+    A, SA = ag_gemm_fp8_buffers(comm, Ms, K)
+    if out is None:
+        out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
+    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
+        check_fp8_operands(A, b, SA, scale_b, out, kernel)
+    args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True, prob.sb_cols),
+                          cfg, programs=_fp8.programs(comm, kernel, backend, cp))
+    # stage this rank's rows of A and of SA once the peers finished reading the last launch's
+    fk.before_staging()
+    rows = slice(me * Ms, (me + 1) * Ms)
+    if not (a_shard.data_ptr() == A[rows].data_ptr() and a_shard.stride() == A[rows].stride()):
+        A[rows].copy_(a_shard)
+    SA[rows].copy_(_fp8.row_scales(scale_a, Ms))
+    fk[grid](*args)
+    return out
+
+
+__all__ = ["OPERAND", "ag_gemm_fp8", "ag_gemm_fp8_buffers", "ag_gemm_fp8_fused_kernel",
+           "ag_gemm_fp8_reference", "ag_gemm_fp8_schedule"]
