@@ -57,6 +57,11 @@ def _bench_local():
     return bench_local.build_parser(), bench_local.main
 
 
+def _bench_fp8():
+    from syncopate.kernels import bench_fp8
+    return bench_fp8.build_parser(), bench_fp8.main
+
+
 def _bench_grouped():
     from syncopate.kernels import bench_grouped
     return bench_grouped.build_parser(), bench_grouped.main
@@ -70,6 +75,7 @@ ENTRY_POINTS = {
     "python -m syncopate.bench": ("syncopate.bench.__main__", _bench, []),
     "python -m syncopate.fuzz": ("syncopate.fuzz.__main__", _fuzz, ["--count", "0"]),
     "python -m syncopate.kernels.bench_local": ("syncopate.kernels.bench_local", _bench_local, []),
+    "python -m syncopate.kernels.bench_fp8": ("syncopate.kernels.bench_fp8", _bench_fp8, []),
     "python -m syncopate.kernels.bench_grouped": ("syncopate.kernels.bench_grouped",
                                                   _bench_grouped, []),
 }

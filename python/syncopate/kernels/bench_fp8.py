@@ -95,19 +95,29 @@ class Fp8CudaBackend:
         return launch
 
 
-def main(argv=None, backend=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments, every value checked at parse time (before a GPU is touched)."""
+    from ..cli_args import nonnegative_int, positive_float
+    from .bench_local import _gemm_shape
     p = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_fp8",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write results as JSON to this path")
-    p.add_argument("--shapes", nargs="*", metavar="MxNxK")
+    p.add_argument("--shapes", nargs="*", metavar="MxNxK", type=_gemm_shape)
     p.add_argument("--kernels", nargs="*", default=["tma", "ptr"], choices=["tma", "ptr"])
     p.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
-    p.add_argument("--step-timeout-s", type=float, default=60.0)
-    p.add_argument("--hard-timeout-s", type=float, default=300.0)
-    p.add_argument("--warmup-ms", type=float, default=10.0)
-    p.add_argument("--rep-ms", type=float, default=40.0)
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    p.add_argument("--step-timeout-s", type=positive_float, default=60.0)
+    p.add_argument("--hard-timeout-s", type=positive_float, default=300.0)
+    p.add_argument("--warmup-ms", type=positive_float, default=10.0)
+    p.add_argument("--rep-ms", type=positive_float, default=40.0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    return p
+
+
+def main(argv=None, backend=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.out:
+        from .bench_local import _check_out
+        _check_out(args.out)
 
     import torch
 
@@ -135,7 +145,7 @@ def main(argv=None, backend=None) -> int:
         write()
         return 2
     report.update(backend.info())
-    shapes = ([tuple(int(x) for x in s.lower().split("x")) for s in args.shapes]
+    shapes = ([tuple(s) for s in args.shapes]
               if args.shapes else SHAPES)
     dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, write)
     t0 = time.monotonic()
