@@ -27,7 +27,7 @@ from ..errors import ScheduleError
 from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
-           "shard_regions", "TEMPLATES"]
+           "ulysses_all_to_all", "shard_regions", "TEMPLATES", "PLANS"]
 
 ORDERS = ("swizzle", "ring")
 
@@ -318,6 +318,104 @@ def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
                           mode=mode, split=split, tensor=tensor))
 
 
+def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
+                       dtype: str, world_size: int, heads_per_chunk: int = 1,
+                       mode: str = "pull") -> Schedule:
+    """DeepSpeed-Ulysses around one attention kernel: Q, K, V go from sequence-sharded to
+    head-sharded, the attention output ``O`` goes back.
+
+    Tensors (global shapes, the attention kernel's ``[batch, heads, seq, head_dim]``):
+    ``Q`` and ``O`` ``[B, Hq, S, D]``, ``K`` and ``V`` ``[B, Hkv, S, D]``.  Rank ``r`` starts
+    with sequence block ``r`` of Q, K and V (all heads) and ends with head block ``r`` of them
+    (the whole sequence): what its attention reads.  ``O`` is ``produced``: rank ``r``'s kernel
+    computes head block ``r`` of it (the whole sequence) and ends with sequence block ``r``
+    (all heads).  All four are ``view="rank"``: the same kernel runs on every rank over "its"
+    heads, at coordinates relative to its part (the compiler offsets the operands).
+
+    Chunks are cut along heads so that a tile waits only for its own heads: a *head group* is
+    ``heads_per_chunk`` KV heads and their ``heads_per_chunk * Hq / Hkv`` query heads; each
+    chunk carries one head group of one source's sequence block.  Steps: head group ``g`` of
+    the inputs arrives at steps ``g * (W - 1) + s`` (K, V and Q of a group together, round
+    ``s`` from rank ``(r + s + 1) % W``), so the first heads' tiles can start while later
+    heads are in flight; the output chunks come after every input step, in the same group
+    order (a comm program never blocks on an output chunk, whose source's tiles wait for that
+    source's inputs, before it has run all of its input chunks: no cycle).
+    """
+    problems = []
+    ints = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
+                world_size=world_size, heads_per_chunk=heads_per_chunk)
+    for k, v in ints.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            problems.append(f"{k} must be a positive integer, got {v!r}")
+    if not problems:
+        W = world_size
+        if q_heads % kv_heads:
+            problems.append(f"q_heads ({q_heads}) must be a multiple of kv_heads ({kv_heads}) "
+                            f"(grouped-query attention)")
+        if kv_heads % W:
+            problems.append(f"kv_heads ({kv_heads}) must be divisible by world_size ({W}): "
+                            f"each rank attends with whole KV heads")
+        elif (kv_heads // W) % heads_per_chunk:
+            problems.append(f"heads_per_chunk ({heads_per_chunk}) must divide the KV heads of "
+                            f"one rank ({kv_heads // W})")
+        if seq % W:
+            problems.append(f"seq ({seq}) must be divisible by world_size ({W})")
+    if mode not in MODES:
+        problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
+    try:
+        dtype = normalize_dtype(dtype)
+    except ScheduleError as e:
+        problems.extend(e.problems)
+    if problems:
+        raise ScheduleError([f"ulysses_all_to_all: {p}" for p in problems])
+    W = world_size
+    group = q_heads // kv_heads
+    groups = kv_heads // W // heads_per_chunk
+    shapes = {"Q": (batch, q_heads, seq, head_dim), "K": (batch, kv_heads, seq, head_dim),
+              "V": (batch, kv_heads, seq, head_dim), "O": (batch, q_heads, seq, head_dim)}
+    per_chunk = {"Q": heads_per_chunk * group, "K": heads_per_chunk, "V": heads_per_chunk,
+                 "O": heads_per_chunk * group}
+    by_seq = {t: shard_regions(shp, 2, W) for t, shp in shapes.items()}
+    by_head = {t: shard_regions(shp, 1, W) for t, shp in shapes.items()}
+
+    def piece(t: str, src: int, dst: int, g: int) -> Region:
+        # head group g of the head block of the rank that attends (dst for the inputs, src
+        # for the output), sequence block of the other rank
+        heads = by_head[t][dst if t != "O" else src]
+        rows = by_seq[t][src if t != "O" else dst]
+        n = per_chunk[t]
+        off = list(heads.offsets)
+        size = list(heads.sizes)
+        off[1] += g * n
+        size[1] = n
+        return Region(off, size).intersection(rows)
+
+    b = _Builder()
+    for g in range(groups):
+        for s in range(W - 1):
+            for r in range(W):
+                q = (r + s + 1) % W
+                for t in ("K", "V", "Q"):
+                    b.add(t, piece(t, q, r, g), q, r, mode, g * (W - 1) + s)
+    base = groups * (W - 1)
+    for g in range(groups):
+        for s in range(W - 1):
+            for r in range(W):
+                q = (r + s + 1) % W   # r sends its output rows of q's sequence block
+                b.add("O", piece("O", r, q, g), r, q, mode, base + g * (W - 1) + s)
+    tensors = {}
+    for t, shp in shapes.items():
+        seqp = [Placement(r, x) for r, x in enumerate(by_seq[t])]
+        headp = [Placement(r, x) for r, x in enumerate(by_head[t])]
+        initial, final = (headp, seqp) if t == "O" else (seqp, headp)
+        tensors[t] = TensorSpec(t, shp, dtype, initial, final, produced=(t == "O"),
+                                view="rank")
+    return Schedule(W, tensors, b.chunks,
+                    _meta("ulysses_all_to_all", batch=batch, q_heads=q_heads,
+                          kv_heads=kv_heads, seq=seq, head_dim=head_dim, dtype=dtype,
+                          world_size=W, heads_per_chunk=heads_per_chunk, mode=mode))
+
+
 #: Template functions by the names the CLI and ``meta["template"]["name"]`` use.
 TEMPLATES = {
     "all_gather": all_gather,
@@ -325,4 +423,12 @@ TEMPLATES = {
     "all_reduce": all_reduce,
     "all_to_all": all_to_all,
     "ring_pass": ring_pass,
+}
+
+#: Plans of several tensors around one kernel (not single-tensor collectives: they take the
+#: kernel's problem sizes rather than ``(shape, dtype, world_size, dim/split...)``, so they are
+#: kept apart from :data:`TEMPLATES`, whose uniform signature the CLI and the property tests
+#: rely on).
+PLANS = {
+    "ulysses_all_to_all": ulysses_all_to_all,
 }
