@@ -32,7 +32,7 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, FlagLayout
-from syncopate.backends.sm import CopyTiling
+from syncopate.backends.sm import CopyTiling, copy_view, view_box, view_shape
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import (
     CommOp,
@@ -219,14 +219,28 @@ class CommLowering(TableTransfers, Lowering):
                        b.const(tiling.ntiles), src_base, dst_base, accumulate)
 
     def box2(self, tensor: str, lo, hi, what: str):
-        """``(shape, lo, hi)`` of a 1-d or 2-d box as a 2-d one (a 1-d tensor is one row)."""
+        """``(shape, lo, hi)`` of a chunk's box as a 2-d box of the tensor's copy view
+        (``backends.sm.copy_view``: a 1-d tensor is one row, a 2-d one itself, an N-d one
+        split into leading and trailing dims where every chunk of it is a 2-d box)."""
         shape = self.sched.tensors[tensor].shape
-        if len(shape) == 1:
-            return (1, shape[0]), (0, lo[0]), (1, hi[0])
-        if len(shape) == 2:
-            return tuple(shape), tuple(lo), tuple(hi)
-        raise CompileError(f"{what}: the sm backend copies 1-d and 2-d tensors; "
-                           f"tensor {tensor!r} has {len(shape)} dims (flatten it)")
+        k = self.view_of(tensor, what)
+        lo2, hi2 = view_box(shape, k, lo, hi)
+        return view_shape(shape, k), lo2, hi2
+
+    def view_of(self, tensor: str, what: str = "") -> int:
+        """The copy view ``k`` of ``tensor`` (one for all its chunks: the table lowering copies
+        every chunk of a kind with one loop)."""
+        shape = self.sched.tensors[tensor].shape
+        boxes = [(c.lo, c.hi) for c in self.sched.chunks if c.tensor == tensor]
+        k = copy_view(shape, boxes)
+        if k is None:
+            raise CompileError(
+                f"{what or 'tensor ' + repr(tensor)}: the sm backend copies chunks as 2-d tiles, "
+                f"and no split of tensor {tensor!r}'s {len(shape)} dims into rows and columns "
+                f"makes every one of its chunks a 2-d box (a box is one when, within the row "
+                f"dims and within the column dims, it spans whole dims after its first dim of "
+                f"extent > 1); cut the chunks so, or flatten the tensor")
+        return k
 
     def copy_loop(self, b: Builder, pid, count, shape2, lo, hi, br: int, bc: int, ntc, ntiles,
                   src_base, dst_base, accumulate: bool, from_table: bool = False,

@@ -1,10 +1,10 @@
 """The Ulysses plan (``ulysses_all_to_all``): Q/K/V sequence-sharded -> head-sharded, O back.
 
 Why these checks: the fused Ulysses attention relies on three properties of the plan beyond
-"it verifies": every chunk carries exactly one head group (so a tile waits only for its own
-heads), the inputs of a head group arrive before the next group's (so the first heads' tiles
-start early), and no output chunk comes before an input chunk in step order (a comm program
-blocked on an output chunk must not hold back the inputs its peers' tiles wait for).
+"it verifies": every chunk carries exactly one head (so a tile waits only for its own head),
+the inputs of a KV head (and its query heads) arrive before the next one's (so the first heads'
+tiles start early), and no output chunk comes before an input chunk in step order (a comm
+program blocked on an output chunk must not hold back the inputs its peers' tiles wait for).
 """
 
 from __future__ import annotations
@@ -12,29 +12,29 @@ from __future__ import annotations
 import pytest
 
 from syncopate import chunk_table
+from syncopate.backends.sm import copy_view
 from syncopate.errors import ScheduleError
 from syncopate.schedule import (PLANS, Placement, Region, TensorSpec, dumps, loads,
                                 ulysses_all_to_all, verify)
 
-CASES = [  # (B, Hq, Hkv, S, D, W, heads_per_chunk)
-    (1, 4, 2, 16, 64, 2, 1),
-    (2, 8, 4, 32, 64, 4, 1),
-    (2, 8, 8, 32, 64, 4, 2),
-    (1, 16, 8, 64, 128, 8, 1),
-    (1, 2, 1, 8, 64, 1, 1),
+CASES = [  # (B, Hq, Hkv, S, D, W)
+    (1, 4, 2, 16, 64, 2),
+    (2, 8, 4, 32, 64, 4),
+    (2, 8, 8, 32, 64, 4),
+    (1, 16, 8, 64, 128, 8),
+    (1, 2, 1, 8, 64, 1),
 ]
 
 
 @pytest.mark.parametrize("mode", ["pull", "push"])
 @pytest.mark.parametrize("case", CASES)
 def test_plan_verifies_and_delivers_head_blocks(case, mode):
-    B, Hq, Hkv, S, D, W, hpc = case
-    s = ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W, heads_per_chunk=hpc, mode=mode)
+    B, Hq, Hkv, S, D, W = case
+    s = ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W, mode=mode)
     verify(s)
     assert PLANS["ulysses_all_to_all"] is ulysses_all_to_all
     assert [c.id for c in s.chunks] == list(range(s.num_chunks))
     heads = {"Q": Hq, "K": Hkv, "V": Hkv, "O": Hq}
-    per_chunk = {"Q": hpc * Hq // Hkv, "K": hpc, "V": hpc, "O": hpc * Hq // Hkv}
     for t, spec in s.tensors.items():
         assert spec.view == "rank" and spec.produced == (t == "O")
         assert spec.shape == (B, heads[t], S, D)
@@ -48,11 +48,13 @@ def test_plan_verifies_and_delivers_head_blocks(case, mode):
                                                  else (seq_part, head_part))
         # the part a kernel addresses: head block r, at offset r * (heads / W) along dim 1
         assert s.rank_part(t) == ((B, hb, S, D), (0, hb if W > 1 else 0, 0, 0))
-    n_in = 3 * (W - 1) * W * (Hkv // W // hpc)
-    assert s.num_chunks == n_in + (W - 1) * W * (Hkv // W // hpc)
+    # one chunk per head and (source, destination) pair
+    assert s.num_chunks == (W - 1) * (2 * Hq + 2 * Hkv)
     for c in s.chunks:
         assert c.mode == mode and c.reduce == "none"
-        assert c.region.sizes[1] == per_chunk[c.tensor], "one head group per chunk"
+        assert c.region.sizes[1] == 1, "one head per chunk"
+        # a 2-d box of the [B, H * S * D] view the sm comm programs copy
+        assert copy_view(s.tensors[c.tensor].shape, [(c.lo, c.hi)]) is not None
         assert c.region.sizes[0] == B and c.region.sizes[3] == D
         assert c.region.sizes[2] == S // W, "one source's sequence block"
         head_owner = c.region.offsets[1] // (heads[c.tensor] // W)
@@ -66,8 +68,8 @@ def test_plan_verifies_and_delivers_head_blocks(case, mode):
 
 
 def test_head_groups_arrive_in_order():
-    """On every rank the chunks of KV head group g (and its query heads) all come before any
-    chunk of group g + 1: the tiles of the first heads can start while the rest travels."""
+    """On every rank the chunks of local KV head j (and its query heads) all come before any
+    chunk of KV head j + 1: the tiles of the first heads can start while the rest travels."""
     W, Hq, Hkv = 4, 16, 8
     s = ulysses_all_to_all(1, Hq, Hkv, 32, 64, "bf16", W)
     for r in range(W):
@@ -98,7 +100,6 @@ def test_chunk_table_builds(mode):
     (dict(kv_heads=3), "must be a multiple of kv_heads"),
     (dict(kv_heads=2, world_size=4), r"kv_heads \(2\) must be divisible by world_size \(4\)"),
     (dict(seq=30), r"seq \(30\) must be divisible by world_size"),
-    (dict(heads_per_chunk=3), "heads_per_chunk"),
     (dict(mode="send"), "mode must be 'push' or 'pull'"),
     (dict(batch=0), "batch must be a positive integer"),
 ])

@@ -38,7 +38,7 @@ import numpy as np
 from syncopate import chunk_table as ct
 from syncopate.abi import FlagLayout
 
-from ..backends.sm import CopyTiling
+from ..backends.sm import CopyTiling, copy_view, view_box, view_shape
 from ..errors import EmulationError
 from ..schedule.execution import side
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
@@ -50,18 +50,29 @@ def executor(chunk) -> str:
     return side(chunk, "sm")
 
 
-def copy_tiles(shape, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]``."""
-    if len(shape) == 1:
-        shape, lo, hi = (1, shape[0]), (0, lo[0]), (1, hi[0])
-    elif len(shape) != 2:
-        raise EmulationError(f"the sm backend copies 1-d and 2-d tensors, not {len(shape)}-d")
+def copy_tiles(shape, lo, hi, accumulate: bool, k: int | None = None
+               ) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]`` of
+    the tensor's 2-d copy view ``k`` (``backends.sm.copy_view``)."""
+    lo, hi = _box2(shape, lo, hi, k)
     return CopyTiling.of(lo, hi, accumulate).tiles(lo, hi)
 
 
-def _box2(shape, lo, hi):
-    """A 1-d box as the one-row 2-d box the comm programs copy."""
-    return ((0, lo[0]), (1, hi[0])) if len(shape) == 1 else (tuple(lo), tuple(hi))
+def _box2(shape, lo, hi, k: int | None = None):
+    """A box as the 2-d box of the copy view ``k`` the comm programs copy (a 1-d tensor is
+    one row; a 2-d tensor its own view)."""
+    if len(shape) <= 2:
+        return ((0, lo[0]), (1, hi[0])) if len(shape) == 1 else (tuple(lo), tuple(hi))
+    if k is None:
+        raise EmulationError(f"internal: a {len(shape)}-d chunk needs its tensor's copy view")
+    return view_box(shape, k, lo, hi)
+
+
+def _view_offsets(shape, k: int, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    """Flat offsets of a 2-d tile of the view ``k`` (rows ``[r0, r1)``, columns ``[c0, c1)``)."""
+    cols = view_shape(shape, k)[1]
+    return (np.arange(r0, r1, dtype=np.int64)[:, None] * cols
+            + np.arange(c0, c1, dtype=np.int64)[None, :]).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,19 @@ class World(Machine):
             return
         yield from self._transfer(pc, info, loc)
 
+    def view_of(self, tensor: str) -> int | None:
+        """The copy view of ``tensor`` (``lower_sm``'s ``view_of``: one for all its chunks)."""
+        views = self.__dict__.setdefault("_views", {})
+        if tensor not in views:
+            shape = self.schedule.tensors[tensor].shape
+            k = copy_view(shape, [(c.lo, c.hi) for c in self.schedule.chunks
+                                  if c.tensor == tensor])
+            if k is None:
+                raise EmulationError(f"tensor {tensor!r}: no 2-d copy view fits its chunks "
+                                     f"(the sm lowering refuses it)")
+            views[tensor] = k
+        return views[tensor]
+
     def chunk_box(self, c):
         shift = self.faults.shift_chunk.get(c.id)
         if not shift:
@@ -218,7 +242,8 @@ class World(Machine):
             self._tilings = {}
             for kind, chunks in ct.chunk_kinds(self.schedule, "sm").items():
                 shape = self.schedule.tensors[kind.tensor].shape
-                boxes = [_box2(shape, c.lo, c.hi) for c in chunks]
+                k = self.view_of(kind.tensor)
+                boxes = [_box2(shape, c.lo, c.hi, k) for c in chunks]
                 self._tilings[kind] = CopyTiling.covering(boxes, kind.sum)
         return self._tilings
 
@@ -278,19 +303,22 @@ class World(Machine):
         shape = self.schedule.tensors[c.tensor].shape
         lo, hi = self.chunk_box(c)
         acc = c.reduce == "sum"
+        k = self.view_of(c.tensor)
         if not all(b > a for a, b in zip(lo, hi)):
             tiles = []
         elif "table" in info:  # the kind's tile shape over this chunk's box
-            blo, bhi = _box2(shape, lo, hi)
+            blo, bhi = _box2(shape, lo, hi, k)
             tiles = c.tiling.fit(blo, bhi).tiles(blo, bhi)
         else:
-            tiles = copy_tiles(shape, lo, hi, acc)
+            tiles = copy_tiles(shape, lo, hi, acc, k)
         for t in range(pid, len(tiles), count):
             (r0, r1), (c0, c1) = tiles[t]
             if len(shape) == 1:
                 offs = np.arange(c0, c1, dtype=np.int64)
-            else:
+            elif len(shape) == 2:
                 offs = region_offsets(shape, (r0, c0), (r1, c1))
+            else:
+                offs = _view_offsets(shape, k, r0, r1, c0, c1)
             yield POINT
             self._move(pc.name, rank, src_buf, dst_buf, offs, epoch, c.id, loc, acc)
         self.stats["transfers"] += 1

@@ -319,8 +319,7 @@ def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
 
 
 def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
-                       dtype: str, world_size: int, heads_per_chunk: int = 1,
-                       mode: str = "pull") -> Schedule:
+                       dtype: str, world_size: int, mode: str = "pull") -> Schedule:
     """DeepSpeed-Ulysses around one attention kernel: Q, K, V go from sequence-sharded to
     head-sharded, the attention output ``O`` goes back.
 
@@ -332,18 +331,18 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
     (all heads).  All four are ``view="rank"``: the same kernel runs on every rank over "its"
     heads, at coordinates relative to its part (the compiler offsets the operands).
 
-    Chunks are cut along heads so that a tile waits only for its own heads: a *head group* is
-    ``heads_per_chunk`` KV heads and their ``heads_per_chunk * Hq / Hkv`` query heads; each
-    chunk carries one head group of one source's sequence block.  Steps: head group ``g`` of
-    the inputs arrives at steps ``g * (W - 1) + s`` (K, V and Q of a group together, round
-    ``s`` from rank ``(r + s + 1) % W``), so the first heads' tiles can start while later
-    heads are in flight; the output chunks come after every input step, in the same group
-    order (a comm program never blocks on an output chunk, whose source's tiles wait for that
-    source's inputs, before it has run all of its input chunks: no cycle).
+    Every chunk carries **one head** (all batches) of one source's sequence block, so a tile
+    waits only for the chunks of its own head (and its KV head), and every chunk is a 2-d box
+    of the ``[B, H * S * D]`` view the comm programs copy.  Steps: the chunks of local KV head
+    ``j`` -- K and V of head ``j`` and Q of its ``Hq / Hkv`` query heads -- arrive at steps
+    ``j * (W - 1) + s`` (round ``s`` from rank ``(r + s + 1) % W``), so the first heads'
+    tiles start while later heads are in flight; the output chunks come after every input
+    step, in the same head order (a comm program never blocks on an output chunk, whose
+    source's tiles wait for that source's inputs, before it has run all its input chunks).
     """
     problems = []
     ints = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
-                world_size=world_size, heads_per_chunk=heads_per_chunk)
+                world_size=world_size)
     for k, v in ints.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             problems.append(f"{k} must be a positive integer, got {v!r}")
@@ -355,9 +354,6 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
         if kv_heads % W:
             problems.append(f"kv_heads ({kv_heads}) must be divisible by world_size ({W}): "
                             f"each rank attends with whole KV heads")
-        elif (kv_heads // W) % heads_per_chunk:
-            problems.append(f"heads_per_chunk ({heads_per_chunk}) must divide the KV heads of "
-                            f"one rank ({kv_heads // W})")
         if seq % W:
             problems.append(f"seq ({seq}) must be divisible by world_size ({W})")
     if mode not in MODES:
@@ -370,39 +366,38 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
         raise ScheduleError([f"ulysses_all_to_all: {p}" for p in problems])
     W = world_size
     group = q_heads // kv_heads
-    groups = kv_heads // W // heads_per_chunk
     shapes = {"Q": (batch, q_heads, seq, head_dim), "K": (batch, kv_heads, seq, head_dim),
               "V": (batch, kv_heads, seq, head_dim), "O": (batch, q_heads, seq, head_dim)}
-    per_chunk = {"Q": heads_per_chunk * group, "K": heads_per_chunk, "V": heads_per_chunk,
-                 "O": heads_per_chunk * group}
     by_seq = {t: shard_regions(shp, 2, W) for t, shp in shapes.items()}
     by_head = {t: shard_regions(shp, 1, W) for t, shp in shapes.items()}
 
-    def piece(t: str, src: int, dst: int, g: int) -> Region:
-        # head group g of the head block of the rank that attends (dst for the inputs, src
-        # for the output), sequence block of the other rank
-        heads = by_head[t][dst if t != "O" else src]
-        rows = by_seq[t][src if t != "O" else dst]
-        n = per_chunk[t]
+    def piece(t: str, head_rank: int, seq_rank: int, h: int) -> Region:
+        # local head h of head_rank's block, sequence block of seq_rank
+        heads = by_head[t][head_rank]
         off = list(heads.offsets)
         size = list(heads.sizes)
-        off[1] += g * n
-        size[1] = n
-        return Region(off, size).intersection(rows)
+        off[1] += h
+        size[1] = 1
+        return Region(off, size).intersection(by_seq[t][seq_rank])
+
+    def heads_of(j: int) -> list[tuple[str, int]]:
+        return [("K", j), ("V", j)] + [("Q", j * group + i) for i in range(group)]
 
     b = _Builder()
-    for g in range(groups):
+    kv_local = kv_heads // W
+    for j in range(kv_local):
         for s in range(W - 1):
             for r in range(W):
                 q = (r + s + 1) % W
-                for t in ("K", "V", "Q"):
-                    b.add(t, piece(t, q, r, g), q, r, mode, g * (W - 1) + s)
-    base = groups * (W - 1)
-    for g in range(groups):
+                for t, h in heads_of(j):
+                    b.add(t, piece(t, r, q, h), q, r, mode, j * (W - 1) + s)
+    base = kv_local * (W - 1)
+    for j in range(kv_local):
         for s in range(W - 1):
             for r in range(W):
                 q = (r + s + 1) % W   # r sends its output rows of q's sequence block
-                b.add("O", piece("O", r, q, g), r, q, mode, base + g * (W - 1) + s)
+                for h in range(j * group, (j + 1) * group):
+                    b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
     tensors = {}
     for t, shp in shapes.items():
         seqp = [Placement(r, x) for r, x in enumerate(by_seq[t])]
@@ -413,7 +408,7 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
     return Schedule(W, tensors, b.chunks,
                     _meta("ulysses_all_to_all", batch=batch, q_heads=q_heads,
                           kv_heads=kv_heads, seq=seq, head_dim=head_dim, dtype=dtype,
-                          world_size=W, heads_per_chunk=heads_per_chunk, mode=mode))
+                          world_size=W, mode=mode))
 
 
 #: Template functions by the names the CLI and ``meta["template"]["name"]`` use.
