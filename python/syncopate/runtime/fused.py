@@ -123,7 +123,7 @@ class FusedKernel:
 
     def __init__(self, kernel, schedule, *, operand, backend: str = "sm", comm_programs=None,
                  comm=None, defer_consumed_wait: bool = False, compile_fn=None, target=None,
-                 **compile_options):
+                 constants=(), **compile_options):
         be = backends.get(backend, LaunchError)
         if comm is None:
             raise LaunchError("fuse(...) needs comm=Communicator(...): the process group and the "
@@ -146,6 +146,15 @@ class FusedKernel:
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
         self.target = target
         self.operands = operand_map(schedule, operand)
+        names = param_names(kernel)
+        unknown = [c for c in constants if c not in names]
+        if unknown:
+            raise LaunchError(f"constants {unknown} are not parameters of "
+                              f"{getattr(kernel, '__name__', kernel)}; its parameters are "
+                              f"{', '.join(names)}")
+        #: integer parameters compiled in as constexprs of their launch value (one
+        #: configuration per value; see :func:`.specialize.specialize`)
+        self.constants = frozenset(constants)
         self.schedule_key = planmod.schedule_key(schedule)
         names = param_names(kernel)
         for p in self.operands:
@@ -424,7 +433,7 @@ class FusedKernel:
         options = dict(self.compile_options)
         options.update(launch_opts)
         operand_tensors = self.validate(values)
-        spec = specialize(self.kernel, values)
+        spec = specialize(self.kernel, values, self.constants)
         cfg = self._config(spec, options)
         check_requirements(cfg.abi, param_names(self.kernel), values)
         g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values))))
@@ -495,14 +504,17 @@ class FusedKernel:
 
 
 def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, comm=None,
-         defer_consumed_wait: bool = False, **compile_options) -> FusedKernel:
+         defer_consumed_wait: bool = False, constants=(), **compile_options) -> FusedKernel:
     """A :class:`FusedKernel` for ``kernel`` (a ``@triton.jit`` function written for one GPU)
     and ``schedule`` (a :class:`syncopate.schedule.Schedule`). ``operand``: the kernel parameter
-    that is the schedule's tensor (or a ``{parameter: tensor}`` dict). ``compile_options``:
-    ``num_warps``, ``num_stages``, ... as for Triton. Compilation happens at the first launch of
-    each configuration."""
+    that is the schedule's tensor (or a ``{parameter: tensor}`` dict). ``constants``: integer
+    parameters compiled in as constexprs of their launch value (the analysis needs constant
+    sizes where a kernel takes an index modulo a size). ``compile_options``: ``num_warps``,
+    ``num_stages``, ... as for Triton. Compilation happens at the first launch of each
+    configuration."""
     if comm is not None:
         register_comm(comm)
     return FusedKernel(kernel, schedule, operand=operand, backend=backend,
                        comm_programs=comm_programs, comm=comm,
-                       defer_consumed_wait=defer_consumed_wait, **compile_options)
+                       defer_consumed_wait=defer_consumed_wait, constants=constants,
+                       **compile_options)

@@ -77,16 +77,20 @@ def bind_args(kernel, args, kwargs) -> tuple[list, dict]:
     return [ba.arguments[n] for n in names], options
 
 
-def specialize(kernel, values) -> Specialization:
+def specialize(kernel, values, constants=frozenset()) -> Specialization:
     """Signature/constexprs/attrs for ``values`` the way Triton 3.6's JIT specialises them
     (``native_specialize_impl``: pointers typed by dtype, ints as i32/i64, ``== 1`` and None as
-    constexprs, 16-divisibility as ``tt.divisibility``)."""
+    constexprs, 16-divisibility as ``tt.divisibility``).  Parameters named in ``constants``
+    are compiled in as constexprs of their value (``fuse(..., constants=...)``: sizes and
+    strides the access analysis needs as constants, e.g. a head count a head index is taken
+    modulo)."""
     from triton.backends.compiler import BaseBackend
     from triton.runtime.jit import native_specialize_impl
 
     sig, cx, attrs = [], [], []
     for i, (p, v) in enumerate(zip(_params(kernel), values)):
-        if p.is_constexpr:
+        if p.is_constexpr or (p.name in constants and isinstance(v, int)
+                              and not isinstance(v, bool)):
             sig.append((p.name, "constexpr"))
             cx.append((p.name, v))
             continue
