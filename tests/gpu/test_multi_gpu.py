@@ -172,3 +172,26 @@ def test_unseen_kernels_fused_correct_over_launches():
              "persistent_rowmajor_gemm"]
     cases = [(n, b, m) for n in names for b, m in (("sm", "pull"), ("sm", "push"), ("ce", "pull"))]
     _assert_clean(run_ranks(w.unseen_kernels, cases, world_size=W, timeout=240))
+
+
+def _ulysses_cases():
+    # (B, Hq, Hkv, S/W, D, dtype, causal, mode): heads divisible by W, GQA, ragged tiles
+    # (S not a multiple of BLOCK_M), both chunk modes
+    cases = [(1, 4 * W, 2 * W, 256, 128, "bfloat16", False, "push"),
+             (2, 2 * W, W, 200, 64, "float16", True, "pull"),
+             (1, 4 * W, W, 384, 128, "bfloat16", True, "push")]
+    if not QUICK:
+        cases.append((1, 8 * W, 2 * W, 2048, 128, "bfloat16", False, "pull"))
+    return cases
+
+
+@pytest.mark.skipif(not HOPPER, reason="the attention kernel is tuned for sm_90+")
+def test_ulysses_attention_against_sdpa_and_reference():
+    """Ulysses attention fused (both all-to-alls inside the attention kernel) against SDPA on
+    the gathered sequence (relative error <= 1e-2) and bitwise against the unfused path (NCCL
+    all_to_all_single + the same local kernel + all_to_all_single back), 3 launches each."""
+    results = run_ranks(w.ulysses_cases, _ulysses_cases(), world_size=W, timeout=300)
+    for line in results[0]:
+        if line.startswith("INFO"):
+            print(line)
+    _assert_clean([[p for p in r if not p.startswith("INFO")] for r in results])
