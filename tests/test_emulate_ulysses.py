@@ -26,7 +26,7 @@ import pytest
 
 from syncopate.emulate import PerRank, emulate
 from syncopate.emulate.modules import kernel_ttir
-from syncopate.errors import CompileError
+from syncopate.errors import CompileError, LaunchError
 from syncopate.kernels import AttentionConfig, attention_compile_args, attn_fwd_kernel
 from syncopate.schedule import ulysses_all_to_all
 from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitRegionOp
@@ -195,3 +195,37 @@ def test_a_global_view_of_a_head_sharded_tensor_is_refused():
     with pytest.raises(CompileError, match="with the same boxes on every rank"):
         fuse_module(attn_fwd_kernel, signature=sig, constexprs=cx, schedule=sched,
                     operand=OPERANDS, backend="sm", comm_programs=2, options=CFG.options())
+
+
+def test_nvshmem_lowering_is_clean_too():
+    """The nvshmem lowering copies the 4-d chunks through the same 2-d view (its row puts only
+    take chunks of whole trailing dims, which these are not)."""
+    sig, cx = _compile_args(1, 4, 2, 32, 2)
+    rng = np.random.default_rng(5)
+    args = dict(Q=PerRank([rng.standard_normal((1, 4, 32, D)).astype(np.float32)] * 2),
+                K=PerRank([rng.standard_normal((1, 2, 32, D)).astype(np.float32)] * 2),
+                V=PerRank([rng.standard_normal((1, 2, 32, D)).astype(np.float32)] * 2),
+                O=np.zeros((1, 4, 32, D), np.float32), LSE=np.zeros((1, 2, 32), np.float32),
+                qk_scale=float(LOG2E / np.sqrt(D)))
+    res = emulate(attn_fwd_kernel, signature=sig, constexprs=cx,
+                  schedule=ulysses_all_to_all(1, 4, 2, 32, D, "bf16", 2, mode="push"),
+                  operand=OPERANDS, grid=(32 // CFG.BLOCK_M, 2), args=args, backend="nvshmem",
+                  comm_programs=2, options=CFG.options(), launches=2, policies=POLICIES[:2],
+                  check=True)
+    assert res.ok, res.summary()
+
+
+def test_ce_backend_refuses_copied_outputs():
+    """On ce, nothing holds a rank's launch until a produced chunk copied *into* it arrived
+    (only reduce-scatter sums are awaited): the emulator showed the output read before the
+    copies landed; the plan now refuses such a schedule."""
+    sig, cx = _compile_args(1, 4, 2, 32, 2)
+    z = np.zeros
+    args = dict(Q=z((1, 4, 32, D), np.float32), K=z((1, 2, 32, D), np.float32),
+                V=z((1, 2, 32, D), np.float32), O=z((1, 4, 32, D), np.float32),
+                LSE=z((1, 2, 32), np.float32), qk_scale=1.0)
+    with pytest.raises(LaunchError, match="awaits chunks arriving on a rank only for"):
+        emulate(attn_fwd_kernel, signature=sig, constexprs=cx,
+                schedule=ulysses_all_to_all(1, 4, 2, 32, D, "bf16", 2, mode="push"),
+                operand=OPERANDS, grid=(2, 2), args=args, backend="ce", comm_programs=0,
+                options=CFG.options(), launches=1, policies=POLICIES[:1])
