@@ -181,7 +181,10 @@ def _ulysses_cases():
              (2, 2 * W, W, 200, 64, "float16", True, "pull"),
              (1, 4 * W, W, 384, 128, "bfloat16", True, "push")]
     if not QUICK:
-        cases.append((1, 8 * W, 2 * W, 2048, 128, "bfloat16", False, "pull"))
+        # longer rows; in loopback every program of every rank must be resident at once (a
+        # non-persistent grid: S/W rows of 128 x heads per rank, plus the comm programs)
+        cases.append((1, 4 * W, 2 * W, 512 if LOOPBACK else 2048, 128, "bfloat16", False,
+                      "pull"))
     return cases
 
 
