@@ -229,3 +229,43 @@ def test_ce_backend_refuses_copied_outputs():
                 schedule=ulysses_all_to_all(1, 4, 2, 32, D, "bf16", 2, mode="push"),
                 operand=OPERANDS, grid=(2, 2), args=args, backend="ce", comm_programs=0,
                 options=CFG.options(), launches=1, policies=POLICIES[:1])
+
+
+def _fuse_with(sched):
+    from syncopate.emulate import fuse_module
+    sig, cx = _compile_args(1, 4, 2, 32, 2)
+    return fuse_module(attn_fwd_kernel, signature=sig, constexprs=cx, schedule=sched,
+                       operand=OPERANDS, backend="sm", comm_programs=2, options=CFG.options())
+
+
+def _with_tensor(s, name, **changes):
+    from dataclasses import replace
+    from syncopate.schedule import Schedule
+    tensors = dict(s.tensors)
+    tensors[name] = replace(tensors[name], **changes)
+    return Schedule(s.world_size, tensors, s.chunks, s.meta)
+
+
+def test_a_produced_output_in_global_view_is_refused():
+    """The output written with the same boxes on every rank, but each rank computes only its
+    heads: its stores elsewhere would race with the chunks delivered there."""
+    s = _with_tensor(ulysses_all_to_all(1, 4, 2, 32, D, "bf16", 2), "O", view="global")
+    with pytest.raises(CompileError, match="computes only 4096 of its 8192 elements"):
+        _fuse_with(s)
+
+
+def test_a_kernel_reading_past_its_part_is_refused():
+    """A plan whose Q parts are sequence blocks (each rank would hold half the rows of every
+    head) while the kernel reads every row: the reads leave the part."""
+    from dataclasses import replace
+    from syncopate.schedule import Schedule
+    s = ulysses_all_to_all(1, 4, 2, 32, D, "bf16", 2)
+    q = s.tensors["Q"]
+    kept = [c for c in s.chunks if c.tensor != "Q"]   # Q stays where it is staged
+    chunks = [replace(c, id=i) for i, c in enumerate(kept)]
+    assert all(not c.after for c in chunks)
+    s = Schedule(2, {**s.tensors, "Q": replace(q, final=q.initial)}, chunks, s.meta)
+    s.verify()
+    with pytest.raises(CompileError, match=r"tensor 'Q', dim 2 of size 16 in the part each "
+                                           r"rank addresses\) is masked to indices < 32"):
+        _fuse_with(s)
