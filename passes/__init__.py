@@ -10,6 +10,7 @@ def registry() -> dict:
     from .check_accesses import CheckAccesses
     from .insert_epilogue_reduce import InsertEpilogueReduce
     from .insert_signals import InsertSignals
+    from .insert_trace import InsertTrace
     from .insert_waits import InsertWaits
     from .lower_ce import LowerCe
     from .lower_nvshmem import LowerNvshmem
@@ -19,5 +20,6 @@ def registry() -> dict:
     from .tile_remap import TileRemap
 
     passes = [AttachSchedule, CheckAccesses, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
-              InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem]
+              InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem,
+              InsertTrace]
     return {p.name: p for p in passes}

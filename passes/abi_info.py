@@ -180,8 +180,14 @@ def read_abi(module: ModuleOp) -> FusedABI:
         grid_axes=list(state["grid_axes"]) if "grid_axes" in state else None,
         table=table, table_remaps=[tuple(x) for x in state.get("table_remaps", [])],
         lowering=lowering_of(module),
+        trace=_trace_on(module),
     )
     return abi
+
+
+def _trace_on(module: ModuleOp) -> bool:
+    attr = module.attributes.get("syncopate.trace")
+    return getattr(attr, "data", None) == "on"
 
 
 def strip_syncopate_attrs(module: ModuleOp) -> None:

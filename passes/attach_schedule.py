@@ -51,6 +51,7 @@ class AttachSchedule(ModulePass):
     withhold: str = ""          # "c[,c...]": chunks never signalled (fault injection)
     lowering: str = "auto"      # "auto" | "unrolled" | "table": chunk-level code (see above)
     reorder_reductions: bool = False  # tile-remap may renumber loops that accumulate floats
+    trace: bool = False         # insert-trace adds timestamped events (docs/tracing.md)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
 
@@ -89,6 +90,8 @@ class AttachSchedule(ModulePass):
             op.attributes[ATTR_LOWERING] = StringAttr(self.lowering)
         if self.reorder_reductions:  # absent means off (docs/soundness.md, "Loops")
             op.attributes["syncopate.reorder_reductions"] = StringAttr("on")
+        if self.trace:  # absent means off
+            op.attributes["syncopate.trace"] = StringAttr("on")
         if self.withhold:
             op.attributes[ATTR_WITHHOLD] = StringAttr(
                 withhold_text(self.withhold.replace(";", ",").split(","), schedule))

@@ -54,6 +54,7 @@ from .abi_info import operands_of, update_state
 from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import const_int, int_array_prop, int_prop, loc_str
+from .loop_remap import for_loop_of
 from .poly import Axis, Poly
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
@@ -243,6 +244,15 @@ class CheckAccesses(ModulePass):
                                    f"make the schedule's shape match what the kernel indexes, "
                                    f"or mask the access", where)
             return
+        span = _loop_span(dim.lo)
+        if span is not None and span[0] >= 0:
+            last = span[1]
+            if last + dim.extent > size:
+                raise CompileError(f"{what} reads up to index {last + dim.extent} in the last "
+                                   f"iteration of its loop, past the end of the dim: make the "
+                                   f"loop's bound match the schedule's shape, or mask the access",
+                                   where)
+            return
         if dim.extent > size:
             raise CompileError(f"{what} spans {dim.extent} indices per access, more than the dim "
                                f"holds: the kernel indexes a tensor of another shape than the "
@@ -311,6 +321,31 @@ def _leaf_upper(v, depth: int) -> int | None:
         top = _leaf_upper(op.lhs, depth + 1)
         return None if top is None else max(top, 0) // c
     return None
+
+
+def _loop_span(lo: Poly) -> tuple[int, int] | None:
+    """The smallest and largest values of ``lo = k * iv + c`` over the iterations of ``iv``'s ``scf.for``, when
+    the loop's bounds and step are constants and ``k >= 0`` (a KV loop ``for start_n in
+    range(0, SEQ_KV, BLOCK_N)`` with a constexpr ``SEQ_KV`` reads rows ``start_n + [0,
+    BLOCK_N)``: in bounds without a mask when ``BLOCK_N`` divides ``SEQ_KV``), else None."""
+    const, coef, iv = 0, 0, None
+    for mono, c in lo.terms.items():
+        if mono == ():
+            const = c
+        elif len(mono) == 1 and for_loop_of(mono[0]) is not None and iv in (None, mono[0]):
+            iv, coef = mono[0], c
+        else:
+            return None
+    if iv is None or coef < 0:
+        return None
+    loop = for_loop_of(iv)
+    lb, ub, step = const_int(loop.lb), const_int(loop.ub), const_int(loop.step)
+    if lb is None or ub is None or step is None or step <= 0:
+        return None
+    if ub <= lb:
+        return None  # the loop never runs: nothing to bound
+    last = lb + (ub - 1 - lb) // step * step
+    return coef * lb + const, coef * last + const
 
 
 def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:

@@ -21,7 +21,7 @@ from xdsl.ir import SSAValue
 
 from syncopate import chunk_table as ct
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
-from syncopate.backends.sm import CopyTiling, view_shape
+from syncopate.backends.sm import CopyTiling
 
 from .builder import Builder
 from .table_reader import TableReader
@@ -142,43 +142,18 @@ class TableTransfers:
             ext.append(e)
         if nd == 1:
             return (1, shape[0]), (0, lo[0]), (1, hi[0]), (1, ext[0])
-        k = self.view_of(tensor, f"tensor {tensor!r}")
-        out = [self._flatten(b, shape, dims, lo, hi, ext) for dims in (range(k), range(k, nd))]
-        return view_shape(shape, k), tuple(o[0] for o in out), tuple(o[1] for o in out), \
-            tuple(o[2] for o in out)
-
-    @staticmethod
-    def _flatten(b: Builder, shape, dims, lo, hi, ext):
-        """``(lo, hi, extent)`` of the flattened index over ``dims`` (one dim: its own bounds;
-        several: ``lo = sum lo_d * stride_d``, ``extent = prod extent_d``, which is the
-        interval ``copy_view`` guarantees every chunk of the tensor is), constants where the
-        inputs are."""
-        dims = list(dims)
-        if len(dims) == 1:
-            d = dims[0]
-            return lo[d], hi[d], ext[d]
-
-        def v(x):
-            return b.const(x) if isinstance(x, int) else x
-
-        flat, stride = 0, 1
-        for d in reversed(dims):
-            if isinstance(lo[d], int) and isinstance(flat, int):
-                flat += lo[d] * stride
-            else:
-                flat = b.add(v(flat), b.mul(v(lo[d]), b.const(stride)))
-            stride *= shape[d]
-        size = 1
-        for d in dims:
-            if ext[d] is not None and isinstance(size, int):
-                size *= ext[d]
-            else:
-                e = b.const(ext[d]) if ext[d] is not None else b.sub(v(hi[d]), v(lo[d]))
-                size = b.mul(v(size), e)
-        shared = size if isinstance(size, int) else None
-        top = flat + size if isinstance(flat, int) and isinstance(size, int) \
-            else b.add(v(flat), v(size))
-        return flat, top, shared
+        shape2, lo2, hi2 = self.box2(tensor, lo, hi, f"tensor {tensor!r}", b)
+        if nd == 2:
+            return shape2, lo2, hi2, tuple(ext)
+        # an N-d box in the 2-d copy view: a group's extent is shared when every dim's is
+        cut = self.copy_view(tensor, f"tensor {tensor!r}").cut
+        ext2 = []
+        for group in (ext[:cut], ext[cut:]):
+            vol = 1
+            for e in group:
+                vol = None if vol is None or e is None else vol * e
+            ext2.append(vol)
+        return shape2, lo2, hi2, tuple(ext2)
 
     def copy_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks,
                   src_base, dst_base) -> None:

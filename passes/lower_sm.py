@@ -32,8 +32,9 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, FlagLayout
-from syncopate.backends.sm import CopyTiling, copy_view, view_box, view_shape
-from syncopate.errors import CompileError
+from syncopate.backends.sm import CopyTiling
+from syncopate.errors import CompileError, ScheduleError
+from syncopate.schedule.copy_view import schedule_copy_view
 from syncopate_mlir.dialects.syncopate import (
     CommOp,
     DrainOp,
@@ -218,29 +219,36 @@ class CommLowering(TableTransfers, Lowering):
         self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, tiling.ntc,
                        b.const(tiling.ntiles), src_base, dst_base, accumulate)
 
-    def box2(self, tensor: str, lo, hi, what: str):
-        """``(shape, lo, hi)`` of a chunk's box as a 2-d box of the tensor's copy view
-        (``backends.sm.copy_view``: a 1-d tensor is one row, a 2-d one itself, an N-d one
-        split into leading and trailing dims where every chunk of it is a 2-d box)."""
-        shape = self.sched.tensors[tensor].shape
-        k = self.view_of(tensor, what)
-        lo2, hi2 = view_box(shape, k, lo, hi)
-        return view_shape(shape, k), lo2, hi2
+    def box2(self, tensor: str, lo, hi, what: str, b: Builder | None = None):
+        """``(shape, lo, hi)`` of a chunk's box in the 2-d view the copies use
+        (:mod:`syncopate.schedule.copy_view`: a 1-d tensor is one row, an N-d one is cut into
+        leading dims as rows and trailing dims as columns).  Bounds that are IR values (the
+        table lowering's) are combined with ``b``."""
+        view = self.copy_view(tensor, what)
+        if b is None or len(view.shape) <= 2:
+            lo2, hi2 = view.box2(lo, hi)
+        else:
+            def c(x):
+                return b.const(x) if isinstance(x, int) else x
 
-    def view_of(self, tensor: str, what: str = "") -> int:
-        """The copy view ``k`` of ``tensor`` (one for all its chunks: the table lowering copies
-        every chunk of a kind with one loop)."""
-        shape = self.sched.tensors[tensor].shape
-        boxes = [(c.lo, c.hi) for c in self.sched.chunks if c.tensor == tensor]
-        k = copy_view(shape, boxes)
-        if k is None:
-            raise CompileError(
-                f"{what or 'tensor ' + repr(tensor)}: the sm backend copies chunks as 2-d tiles, "
-                f"and no split of tensor {tensor!r}'s {len(shape)} dims into rows and columns "
-                f"makes every one of its chunks a 2-d box (a box is one when, within the row "
-                f"dims and within the column dims, it spans whole dims after its first dim of "
-                f"extent > 1); cut the chunks so, or flatten the tensor")
-        return k
+            def both_int(x, y):
+                return isinstance(x, int) and isinstance(y, int)
+            lo2, hi2 = view.box2(
+                lo, hi,
+                add=lambda x, y: x + y if both_int(x, y) else b.add(c(x), c(y)),
+                mul=lambda x, y: x * y if both_int(x, y) else b.mul(c(x), c(y)),
+                sub=lambda x, y: x - y if both_int(x, y) else b.sub(c(x), c(y)))
+        return view.shape2, lo2, hi2
+
+    def copy_view(self, tensor: str, what: str):
+        """The tensor's :class:`~syncopate.schedule.copy_view.CopyView` (one per tensor)."""
+        cache = self.__dict__.setdefault("_copy_views", {})
+        if tensor not in cache:
+            try:
+                cache[tensor] = schedule_copy_view(self.sched, tensor)
+            except ScheduleError as e:
+                raise CompileError(f"{what}: {e}") from None
+        return cache[tensor]
 
     def copy_loop(self, b: Builder, pid, count, shape2, lo, hi, br: int, bc: int, ntc, ntiles,
                   src_base, dst_base, accumulate: bool, from_table: bool = False,

@@ -120,6 +120,21 @@ def bench_shape(B, Hq, Hkv, S, D, causal, dtype, sweep: bool) -> dict:
             best = (ms, cfg, err)
     row["ours_ms"], row["ours_config"], row["ours_max_err"] = (
         (best[0], best[1].as_dict(), best[2]) if best else (None, None, None))
+    row["zigzag_ms"] = row["zigzag_max_err"] = None
+    if causal and best:
+        # the zigzag-layout causal kernel ring attention fuses (8 segments: W = 4), on the whole
+        # sequence: what its in-loop skip of later segments costs against the prefix loop
+        from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,
+                                                        zigzag_unorder)
+        W = 4
+        qz, kz, vz = (zigzag_order(x, W) for x in (q, k, v))
+        try:
+            oz, _ = attention_zigzag(qz, kz, vz, 2 * W, 0, config=best[1])
+            row["zigzag_max_err"] = float((zigzag_unorder(oz, W).float() - ref.float()).abs().max())
+            row["zigzag_ms"] = time_ms(lambda: attention_zigzag(qz, kz, vz, 2 * W, 0,
+                                                                config=best[1]))
+        except Exception as e:  # reported, the row stays
+            print(f"  zigzag failed: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
     for key in ("ours", "flash", "cudnn"):
         ms = row[key + "_ms"]
         row[key + "_tflops"] = fl / (ms * 1e-3) / 1e12 if ms else None
@@ -146,6 +161,11 @@ def print_table(rows) -> None:
               f"{_fmt(r['cudnn_tflops']):>5} | {_fmt(r['ratio_vs_flash'], '.2f'):>10} "
               f"{_fmt(r['ratio_vs_cudnn'], '.2f'):>10} | {_fmt(r['ours_max_err'], '.2e'):>8}")
     print("ratio = SDPA time / our time (> 1: ours is faster); * = K/V expanded (no GQA)")
+    for r in rows:
+        if r.get("zigzag_ms"):
+            print(f"zigzag causal kernel (8 segments, whole sequence) S={r['S']}: "
+                  f"{r['zigzag_ms']:.3f} ms vs ours {r['ours_ms']:.3f} ms "
+                  f"({r['zigzag_ms'] / r['ours_ms']:.2f}x), max err {r['zigzag_max_err']:.2e}")
 
 
 def main(argv=None) -> int:

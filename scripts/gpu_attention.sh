@@ -21,6 +21,6 @@ for W in ${GPU_ATTN_RING_WS:-}; do
 done
 echo
 echo "==================== gpu_attention summary ($(( $(date +%s) - START ))s) ===================="
-for s in install local bench ring2 ring4; do printf '%-8s %s\n' "$s" "${STATUS[$s]:-not run}"; done
+for s in install local bench ring2 ring4 ring8; do printf '%-8s %s\n' "$s" "${STATUS[$s]:-not run}"; done
 [ -f "$OUT/local.log" ] && grep -E "passed|failed" "$OUT/local.log" | tail -n 3 | sed 's/^/  [local] /'
 [ -f "$OUT/bench.log" ] && sed -n '/^device:/,$p' "$OUT/bench.log" | sed 's/^/  /'

@@ -25,7 +25,7 @@ CE_CASES = [("ce", "bfloat16", 200, 328, 136, 1, "tma"), ("ce", "bfloat16", 200,
 def main() -> int:
     W = loopback_world() or 2
     bad = 0
-    for lowering in ("unrolled", "table"):
+    for lowering in os.environ.get("GPU_TIMING_LOWERINGS", "unrolled table").split():
         os.environ["SYNCOPATE_LOWERING"] = lowering
         if "--ce-w8" in sys.argv:
             res = run_ranks(w.ag_gemm_cases, CE_CASES, world_size=W, timeout=240)

@@ -65,6 +65,7 @@ class FuseRequest:
     remap: bool = True               # False: tile-remap keeps the kernel's tile order
     reorder_reductions: bool = False  # True: loops accumulating floats may be renumbered
     lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
+    trace: bool = False              # True: timestamped events into a buffer (insert-trace)
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
@@ -72,7 +73,7 @@ class FuseRequest:
                            "keep_ir": self.keep_ir, "reduce": self.reduce,
                            "withhold": self.withhold, "remap": self.remap,
                            "reorder_reductions": self.reorder_reductions,
-                           "lowering": self.lowering,
+                           "lowering": self.lowering, "trace": self.trace,
                            "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -94,7 +95,8 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
-    return names + backends.get(backend).pipeline_tail()
+    # insert-trace last: it changes nothing unless the module asks for tracing (trace=True)
+    return names + backends.get(backend).pipeline_tail() + ["insert-trace"]
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:
@@ -115,6 +117,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
         module.attributes["syncopate.reorder_reductions"] = StringAttr("on")
     if request.lowering != "auto":  # absent means "auto"
         module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
+    if request.trace:  # absent means off: insert-trace changes nothing
+        module.attributes["syncopate.trace"] = StringAttr("on")
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:

@@ -52,6 +52,8 @@ interp._patch_lang_tensor = _patch_lang_tensor
 interp.InterpreterBuilder.create_dot = _create_dot
 
 from syncopate.kernels.attention import attention  # noqa: E402
+from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,  # noqa: E402
+                                                zigzag_shard, zigzag_unorder)
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -86,8 +88,11 @@ def run_case(c):
     o = torch.full((B, Hq, Sq, D), float("nan"), dtype=dt)
     lse = torch.full((B, Hq, Sq), float("nan"), dtype=torch.float32)
     t0 = time.perf_counter()
-    attention(q, k, v, causal=c["causal"], sm_scale=c.get("sm_scale"), config=c.get("config"),
-              out=(o, lse))
+    if c.get("zigzag"):
+        _run_zigzag(c, q, k, v, o, lse)
+    else:
+        attention(q, k, v, causal=c["causal"], sm_scale=c.get("sm_scale"),
+                  config=c.get("config"), out=(o, lse))
     secs = time.perf_counter() - t0
     ref_o, ref_lse = reference(q, k, v, c["causal"], c.get("sm_scale"))
     of = o.float()
@@ -97,6 +102,25 @@ def run_case(c):
                 o_excess=float(((of - ref_o).abs() - c["tol"] * ref_o.abs()).max()),
                 ref_max=float(ref_o.abs().max()),
                 lse_err=float((lse - ref_lse).abs().max()))
+
+
+def _run_zigzag(c, q, k, v, o, lse):
+    """The zigzag kernel (causal) on the zigzag-stored sequence, the queries either all at once
+    (``zigzag["ranks"] == "all"``) or per rank shard as ring attention runs them; the results
+    are put back in original order into ``o``/``lse`` so they compare with SDPA."""
+    W = c["zigzag"]["W"]
+    kz, vz = zigzag_order(k, W), zigzag_order(v, W)
+    if c["zigzag"].get("ranks") == "all":
+        oz, lz = attention_zigzag(zigzag_order(q, W), kz, vz, 2 * W, 0, c.get("sm_scale"),
+                                  c.get("config"))
+    else:
+        shard = q.shape[2] // W
+        outs = [attention_zigzag(zigzag_shard(q, W, r), kz, vz, 2 * W, r * shard,
+                                 c.get("sm_scale"), c.get("config")) for r in range(W)]
+        oz = torch.cat([x[0] for x in outs], 2)
+        lz = torch.cat([x[1] for x in outs], 2)
+    o.copy_(zigzag_unorder(oz, W))
+    lse.copy_(zigzag_unorder(lz, W))
 
 
 def main(cases_path, results_path):

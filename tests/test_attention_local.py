@@ -64,6 +64,14 @@ CASES = [
     _case("fp16_d64_default_config", D=64, Sq=160, Skv=160, config=None),
     _case("bf16_scale_bshd", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3, bshd=True),
     _case("fp16_one_query_causal", Sq=1, Skv=70, causal=True),
+    # the zigzag-layout causal kernel (kernels/attention_zigzag.py): whole sequence, and per rank
+    # shard as ring attention runs it; compared in original order with SDPA's causal mask
+    _case("zigzag_fp16_w2_all", Sq=128, Skv=128, causal=True, zigzag=dict(W=2, ranks="all"),
+          config=dict(BLOCK_M=16, BLOCK_N=16)),
+    _case("zigzag_bf16_w2_shards", dtype="bf16", B=2, Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16)),
+    _case("zigzag_fp16_w4_shards_d128", Hkv=1, D=128, Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16)),
 ]
 
 

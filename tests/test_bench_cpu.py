@@ -263,3 +263,29 @@ def test_compile_mode_reports_the_stage_per_pass_without_a_gpu(tmp_path, capsys)
     assert list(r["steps_ms"]) == want and r["stage_ms"] > 0 and "compile_ms" not in r
     assert (r["world_size"], r["backend"], r["reduce"]) == (2, "sm", "comm") and r["comm_programs"] > 0
     assert meta["runs"] == 2 and meta["keep_ir"] is False and "--compile" in meta["command"]
+
+
+def test_check_mode_refuses_other_ops_and_needs_a_launcher(capsys, monkeypatch):
+    """``--check`` runs ring attention's correctness rows only, in loopback or under torchrun;
+    anything else is a usage error (exit 2) with one line saying what to do."""
+    from syncopate.bench.__main__ import main
+    monkeypatch.delenv("SYNCOPATE_GPU_LOOPBACK", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    assert main(["--check", "--ops", "ag"]) == 2
+    assert "ring_attn only" in capsys.readouterr().err
+    assert main(["--check", "--ops", "ring_attn"]) == 2
+    assert "--loopback W" in capsys.readouterr().err
+
+
+def test_ring_attention_rows_cover_the_issue_shapes():
+    """32k/64k/128k tokens, 32/8 heads, D = 128, causal and not; the quick shape fits W = 4
+    loopback (2 query blocks x 4 heads + 4 comm programs per rank)."""
+    import types
+
+    from syncopate.bench import attention as ab
+    full = ab.rows(types.SimpleNamespace(quick=False))
+    assert {(S, c) for S, _, _, _, c in full} == {(S, c) for S in (32768, 65536, 131072)
+                                                  for c in (False, True)}
+    assert all((Hq, Hkv, D) == (32, 8, 128) for _, Hq, Hkv, D, _ in full)
+    (S, Hq, Hkv, D, _), _ = ab.rows(types.SimpleNamespace(quick=True))
+    assert (S // 4 // 128) * Hq + 4 <= 32

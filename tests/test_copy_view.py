@@ -1,10 +1,6 @@
-"""The 2-d copy view of N-d chunks (``backends.sm.copy_view``).
-
-Why: the sm comm programs copy 2-d tiles, and the Ulysses plan's chunks are boxes of 4-d
-``[B, H, S, D]`` tensors.  A box is copied through a split of the dims into rows and columns in
-which it is a 2-d box; the lowering, the table lowering and the emulator all use this one
-definition, so the elements a tile copies must be exactly the box's.
-"""
+"""The 2-d copy view of N-d chunks (python/syncopate/schedule/copy_view.py): the cut, the box
+arithmetic on ints and on builder values, and the refusal of chunks no 2-d view makes
+rectangles of."""
 
 from __future__ import annotations
 
@@ -13,51 +9,81 @@ import itertools
 import numpy as np
 import pytest
 
-from syncopate.backends.sm import copy_view, view_box, view_shape
-from syncopate.emulate.comm import region_offsets
+from syncopate.errors import ScheduleError
+from syncopate.schedule import all_gather, all_to_all
+from syncopate.schedule.copy_view import copy_view, schedule_copy_view
+from syncopate.schedule.kv_gather import kv_all_gather
 
 
 def _elements(shape, lo, hi):
-    return set(int(x) for x in region_offsets(shape, lo, hi))
+    idx = np.arange(int(np.prod(shape))).reshape(shape)
+    return set(idx[tuple(slice(a, b) for a, b in zip(lo, hi))].ravel().tolist())
 
 
-def _view_elements(shape, k, lo, hi):
-    (r0, c0), (r1, c1) = view_box(shape, k, lo, hi)
-    cols = view_shape(shape, k)[1]
-    return {r * cols + c for r in range(r0, r1) for c in range(c0, c1)}
-
-
-def test_low_ranks_keep_their_views():
-    assert copy_view((16,), [((2,), (5,))]) == 0
-    assert copy_view((16, 8), [((2, 1), (5, 3))]) == 1
-
-
-@pytest.mark.parametrize("B", [1, 2])
-def test_one_head_of_all_batches(B):
-    shape = (B, 4, 16, 8)
-    boxes = [((0, h, s, 0), (B, h + 1, s + 4, 8)) for h in range(4) for s in (0, 4, 8, 12)]
-    k = copy_view(shape, boxes)
-    assert k == (3 if B == 1 else 1)
+def _check_view(shape, boxes):
+    view = copy_view(shape, boxes)
+    rows, cols = view.shape2
+    assert rows * cols == int(np.prod(shape))
     for lo, hi in boxes:
-        assert _view_elements(shape, k, lo, hi) == _elements(shape, lo, hi)
+        (r0, c0), (r1, c1) = view.box2(lo, hi)
+        rect = {r * cols + c for r in range(r0, r1) for c in range(c0, c1)}
+        assert rect == _elements(shape, lo, hi), (shape, lo, hi, view)
+    return view
 
 
-def test_boxes_no_view_fits_are_refused():
-    # two heads of two batches, a sequence block: no split makes it 2-d
-    assert copy_view((2, 4, 16, 8), [((0, 0, 4, 0), (2, 2, 8, 8))]) is None
+def test_sequence_chunks_of_a_3d_kv_tensor_are_rows_by_columns():
+    """K/V of ring attention [B*H, S, D] gathered along S: rows B*H, columns S*D."""
+    s = kv_all_gather((4, 256, 64), "bf16", 4, dim=1, split=2)
+    view = schedule_copy_view(s, "K")
+    assert view.cut == 1 and view.shape2 == (4, 256 * 64)
+    _check_view((4, 256, 64), [(c.lo, c.hi) for c in s.chunks if c.tensor == "K"])
 
 
-def test_every_view_box_is_its_elements():
-    rng = np.random.default_rng(0)
-    shape = (3, 2, 4, 5)
-    for _ in range(200):
-        lo = [int(rng.integers(0, n)) for n in shape]
-        hi = [int(rng.integers(a + 1, n + 1)) for a, n in zip(lo, shape)]
-        k = copy_view(shape, [(lo, hi)])
-        if k is None:
-            continue
-        assert _view_elements(shape, k, lo, hi) == _elements(shape, lo, hi)
-    # and a box that is one everywhere (the whole tensor) takes the largest split
-    assert copy_view(shape, [((0,) * 4, shape)]) == 3
-    assert all(copy_view(shape, [((i, j, 0, 0), (i + 1, j + 1, 4, 5))]) == 3
-               for i, j in itertools.product(range(3), range(2)))
+@pytest.mark.parametrize("shape,dim", [((6, 10, 8), 0), ((6, 10, 8), 1), ((6, 10, 8), 2),
+                                       ((3, 4, 5, 6), 2), ((8,), 0), ((12, 20), 1)])
+def test_every_all_gather_chunk_is_a_rectangle_of_its_view(shape, dim):
+    s = all_gather(shape, "bf16", 2, dim=dim, split=2)
+    _check_view(shape, [(c.lo, c.hi) for c in s.chunks])
+
+
+def test_all_to_all_pieces_of_a_3d_tensor():
+    """Head-wise all-to-all of [S, H, D] from sequence- to head-sharded: pieces [s0:s1, h0:h1,
+    0:D] are rectangles of the view rows S by columns H*D."""
+    shape = (16, 8, 4)
+    s = all_to_all(shape, "bf16", 2, split_dim=0, concat_dim=1)
+    view = _check_view(shape, [(c.lo, c.hi) for c in s.chunks])
+    assert view.cut == 1
+
+
+def test_box_arithmetic_on_builder_values_matches_ints():
+    """The table lowering combines bounds read from a chunk record: the same formula through
+    add/mul/sub callbacks gives what the int path gives."""
+    view = copy_view((4, 256, 64), [((0, 64, 0), (4, 128, 64))])
+    calls = []
+
+    def rec(name, f):
+        def g(a, b):
+            calls.append(name)
+            return f(a, b)
+        return g
+    got = view.box2((0, 64, 0), (4, 128, 64), add=rec("add", lambda a, b: a + b),
+                    mul=rec("mul", lambda a, b: a * b), sub=rec("sub", lambda a, b: a - b))
+    assert got == view.box2((0, 64, 0), (4, 128, 64)) == ((0, 64 * 64), (4, 128 * 64))
+    assert calls, "the callbacks are used for N-d boxes"
+
+
+def test_chunks_no_2d_view_can_copy_are_refused():
+    """[0:2, 0:2, 0:2] of a 4x4x4 tensor: partial in every dim, no cut makes it a rectangle."""
+    with pytest.raises(ScheduleError, match="not rectangles of any 2-d view"):
+        copy_view((4, 4, 4), [((0, 0, 0), (2, 2, 2))])
+
+
+def test_small_exhaustive_boxes():
+    """Every box of a 2x3x4 tensor that some cut accepts copies exactly its elements."""
+    shape = (2, 3, 4)
+    for lo in itertools.product(*(range(n) for n in shape)):
+        for hi in itertools.product(*(range(a + 1, n + 1) for a, n in zip(lo, shape))):
+            try:
+                _check_view(shape, [(lo, hi)])
+            except ScheduleError:
+                pass

@@ -186,7 +186,11 @@ def test_every_template_verifies(s: Schedule):
     verify(s)
     assert [c.id for c in s.chunks] == list(range(s.num_chunks))
     name = s.meta["template"]["name"]
-    (tname,) = s.tensors
+    for tname in s.tensors:  # kv_all_gather moves two tensors, every other template one
+        _check_template_tensor(s, name, tname)
+
+
+def _check_template_tensor(s: Schedule, name: str, tname: str) -> None:
     t = s.tensors[tname]
     total = t.full_region.volume
     for r in range(s.world_size):
@@ -196,14 +200,14 @@ def test_every_template_verifies(s: Schedule):
         # keeps the initial block outside its final placement).
         if name != "all_to_all":
             assert sum(x.volume for x in arrived) == final_volume
-        if name in ("all_gather", "ring_pass", "all_reduce"):
+        if name in ("all_gather", "ring_pass", "all_reduce", "kv_all_gather"):
             assert final_volume == total
-        if name in ("all_gather", "ring_pass", "all_to_all"):
+        if name in ("all_gather", "ring_pass", "all_to_all", "kv_all_gather"):
             # Copies: initial data first, then every incoming chunk's region by (step, id).
             n_init = sum(1 for p in t.initial if p.rank == r)
-            assert arrived[n_init:] == [c.region for c in s.chunks_to(r)]
+            assert arrived[n_init:] == [c.region for c in s.chunks_to(r) if c.tensor == tname]
     # Every split piece has sizes within one of its siblings: chunks as even as possible.
-    if name in ("all_gather", "ring_pass"):
+    if name in ("all_gather", "ring_pass", "kv_all_gather"):
         dim = s.meta["template"]["dim"]
         for r in range(s.world_size):
             sizes = [c.region.sizes[dim] for c in s.chunks_from(r) if c.dst == (r + 1) % s.world_size]

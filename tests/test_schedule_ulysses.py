@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from syncopate import chunk_table
-from syncopate.backends.sm import copy_view
+from syncopate.schedule.copy_view import copy_view
 from syncopate.errors import ScheduleError
 from syncopate.schedule import (PLANS, Placement, Region, TensorSpec, dumps, loads,
                                 ulysses_all_to_all, verify)
@@ -54,7 +54,7 @@ def test_plan_verifies_and_delivers_head_blocks(case, mode):
         assert c.mode == mode and c.reduce == "none"
         assert c.region.sizes[1] == 1, "one head per chunk"
         # a 2-d box of the [B, H * S * D] view the sm comm programs copy
-        assert copy_view(s.tensors[c.tensor].shape, [(c.lo, c.hi)]) is not None
+        assert copy_view(s.tensors[c.tensor].shape, [(c.lo, c.hi)]).cut == 1
         assert c.region.sizes[0] == B and c.region.sizes[3] == D
         assert c.region.sizes[2] == S // W, "one source's sequence block"
         head_owner = c.region.offsets[1] // (heads[c.tensor] // W)

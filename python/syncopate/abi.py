@@ -130,6 +130,9 @@ class FusedABI:
     #: how the chunk-level code was lowered: "unrolled" (code per chunk) | "table" (loops over
     #: the chunk table, code size independent of the chunk count)
     lowering: str = "unrolled"
+    #: the kernel records events into a trace buffer whose address is the peers table's last
+    #: row (``insert-trace``, docs/tracing.md); the runtime allocates it and appends the row
+    trace: bool = False
 
     @property
     def layout(self) -> FlagLayout:
@@ -170,6 +173,7 @@ class FusedABI:
             "table": list(self.table),
             "table_remaps": [list(x) for x in self.table_remaps],
             "lowering": self.lowering,
+            "trace": bool(self.trace),
         }
 
     @classmethod
@@ -189,4 +193,5 @@ class FusedABI:
             table=list(d.get("table", [])),
             table_remaps=[tuple(x) for x in d.get("table_remaps", [])],
             lowering=d.get("lowering", "unrolled"),
+            trace=bool(d.get("trace", False)),
         )

@@ -24,6 +24,7 @@ COMMAND_MODULES: list[str] = [
     "syncopate.schedule.cli",
     "syncopate.compile_cli",
     "syncopate.emulate.cli",
+    "syncopate.trace_cli",
 ]
 
 

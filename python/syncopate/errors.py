@@ -119,3 +119,7 @@ class DtypeError(ScheduleError, LaunchError):
         self.name = name
         self.known = tuple(known)
         super().__init__(f"unknown dtype {name!r}; use one of {', '.join(self.known)}")
+
+
+class TraceError(SyncopateError, ValueError):
+    """A trace buffer or file that cannot be read or drawn; the message says what is wrong."""

@@ -699,6 +699,69 @@ def lowering_timing(rank, W, op, shape, iters=50, kernel="tma", split=2):
     return problems + ([line] if rank == 0 else [])
 
 
+# --------------------------------------------------------------------------- ring attention
+
+def _ring_case(comm, case, launches):
+    """One ring-attention case over ``launches`` launches with fresh inputs: the fused op
+    (outputs NaN-poisoned first) against SDPA in fp32 on the whole sequence and against the
+    unfused path (NCCL all-gather + the same local kernel). Returns problem strings."""
+    import torch
+    import torch.nn.functional as F
+
+    from syncopate.kernels.attention_zigzag import zigzag_shard
+    from syncopate.ops import ring_attention, ring_attention_reference
+
+    causal, dtype_name, B, Hq, Hkv, Sl, D, order, config = case
+    dtype = getattr(torch, dtype_name)
+    W, r, dev = comm.world_size, comm.rank, comm.device
+    S = Sl * W
+    problems = []
+    for it in range(launches):
+        seed = 1000 + 17 * it  # the same global tensors on every rank
+        q, k, v = (_rand((B, h, S, D), dtype, seed + j, dev)
+                   for j, h in enumerate((Hq, Hkv, Hkv)))
+        if causal:
+            shard = lambda x: zigzag_shard(x, W, r).contiguous()  # noqa: E731
+        else:
+            shard = lambda x: x[:, :, r * Sl:(r + 1) * Sl].contiguous()  # noqa: E731
+        qs, ks, vs = shard(q), shard(k), shard(v)
+        g = Hq // Hkv
+        ref = shard(F.scaled_dot_product_attention(q.float(), k.float().repeat_interleave(g, 1),
+                                                   v.float().repeat_interleave(g, 1),
+                                                   is_causal=causal))
+        # the unfused path first: it loads its kernels before any fused kernel spins
+        o_ref, lse_ref = ring_attention_reference(qs, ks, vs, comm, causal=causal, config=config)
+        o = torch.full((B, Hq, Sl, D), float("nan"), device=dev, dtype=dtype)
+        lse = torch.full((B, Hq, Sl), float("nan"), device=dev, dtype=torch.float32)
+        ring_attention(qs, ks, vs, comm, causal=causal, order=order, config=config, out=(o, lse),
+                       comm_programs=4)
+        torch.cuda.synchronize(dev)
+        comm.check()
+        tag = f"{case} launch {it}"
+        if not torch.isfinite(o).all() or not torch.isfinite(lse).all():
+            problems.append(f"{tag}: output left unwritten (NaN)")
+            continue
+        err = float(((o.float() - ref).abs() - 2e-2 * ref.abs()).max())
+        if err > 2e-2:
+            problems.append(f"{tag}: |o - sdpa| exceeds 2e-2 + 2e-2 |sdpa| by {err:.3g}")
+        d_ref = float((o.float() - o_ref.float()).abs().max())
+        if d_ref > 1.6e-2:
+            problems.append(f"{tag}: fused vs unfused (same kernel) differ by {d_ref:.3g}")
+        d_lse = float((lse - lse_ref).abs().max())
+        if d_lse > 1e-3:
+            problems.append(f"{tag}: lse fused vs unfused differ by {d_lse:.3g}")
+    return problems
+
+
+def ring_attention_cases(rank, W, cases, launches=3):
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    problems = []
+    for case in cases:
+        try:
+            problems += _ring_case(comm, case, launches)
+
+
 # --------------------------------------------------------------------------- Ulysses attention
 
 def _ulysses_case(comm, case, seed, launches=3):

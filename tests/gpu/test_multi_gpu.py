@@ -174,6 +174,26 @@ def test_unseen_kernels_fused_correct_over_launches():
     _assert_clean(run_ranks(w.unseen_kernels, cases, world_size=W, timeout=240))
 
 
+def _ring_cases():
+    small = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)
+    # (causal, dtype, B, Hq, Hkv, tokens per rank, D, order, config)
+    # (sizes keep W x (tiles + 4 comm programs) co-resident in loopback with W = 4)
+    cases = [(False, "bfloat16", 2, 2, 1, 256, 64, "swizzle", small),
+             (True, "bfloat16", 1, 8, 2, 256, 128, "swizzle", None),
+             (True, "float16", 1, 4, 1, 128, 64, "ring", small)]
+    if not QUICK:
+        cases.append((False, "bfloat16", 1, 4, 1, 512, 128, "ring", None))
+    return cases
+
+
+def test_ring_attention_correct_over_launches():
+    """Ring attention (issue 11): K/V all-gathered inside the KV loop (inner-loop remap, waits
+    per block), non-causal and causal with the zigzag layout, GQA, both orders; 3 launches each
+    with fresh inputs, outputs poisoned; against SDPA (fp32) on the whole sequence and against
+    the unfused path (NCCL all-gather + the same local kernel)."""
+    _assert_clean(run_ranks(w.ring_attention_cases, _ring_cases(), world_size=W, timeout=300))
+
+
 def _ulysses_cases():
     # (B, Hq, Hkv, S/W, D, dtype, causal, mode): heads divisible by W, GQA, ragged tiles
     # (S not a multiple of BLOCK_M), both chunk modes

@@ -35,9 +35,9 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
         calls["validate"] += 1
         return real_validate(values)
 
-    def spec(kernel, values, *constants):
+    def spec(kernel, values, constants=frozenset()):
         calls["specialize"] += 1
-        return real_specialize(kernel, values, *constants)
+        return real_specialize(kernel, values)
 
     def config(spec_, options):
         calls["config"] += 1

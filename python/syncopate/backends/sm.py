@@ -19,62 +19,6 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
-def _group_interval(shape, dims, lo, hi) -> tuple[int, int] | None:
-    """``[lo, hi)`` of the flattened index over ``dims`` (consecutive, row-major) when the box
-    is one interval of it -- leading dims of extent 1, one dim of any extent, then full dims
-    -- else None."""
-    p = next((d for d in dims if hi[d] - lo[d] > 1), dims[-1] if dims else None)
-    if p is None:
-        return (0, 1)
-    if any(lo[d] != 0 or hi[d] != shape[d] for d in dims if d > p):
-        return None
-    flat, stride = 0, 1
-    for d in reversed(dims):
-        flat += lo[d] * stride
-        stride *= shape[d]
-    vol = 1
-    for d in dims:
-        vol *= hi[d] - lo[d]
-    return flat, flat + vol
-
-
-def copy_view(shape, boxes) -> int | None:
-    """The split ``k`` of a row-major tensor into a 2-d view -- rows the flattened dims
-    ``[0, k)``, columns the flattened dims ``[k, nd)`` -- in which every box ``(lo, hi)`` is a
-    2-d box; None when there is none.  The comm programs copy 2-d tiles, so an N-d chunk is
-    copied through this view (a head of a ``[B, H, S, D]`` tensor, all batches: rows ``B``,
-    columns ``H * S * D``).  1-d tensors are one row (``k = 0``), 2-d tensors their own view
-    (``k = 1``); for more dims the largest ``k`` that fits every box."""
-    nd = len(shape)
-    if nd <= 2:
-        return nd - 1
-    for k in range(nd - 1, 0, -1):
-        if all(_group_interval(shape, range(k), lo, hi) is not None
-               and _group_interval(shape, range(k, nd), lo, hi) is not None for lo, hi in boxes):
-            return k
-    return None
-
-
-def view_shape(shape, k: int) -> tuple[int, int]:
-    rows = 1
-    for n in shape[:k]:
-        rows *= n
-    cols = 1
-    for n in shape[k:]:
-        cols *= n
-    return rows, cols
-
-
-def view_box(shape, k: int, lo, hi) -> tuple[tuple[int, int], tuple[int, int]]:
-    """A box of the tensor as the 2-d box of the view ``k`` (:func:`copy_view` chose ``k``)."""
-    nd = len(shape)
-    r = _group_interval(shape, range(k), lo, hi)
-    c = _group_interval(shape, range(k, nd), lo, hi)
-    if r is None or c is None:
-        raise ValueError(f"box {list(lo)}..{list(hi)} is not a 2-d box of the view k={k}")
-    return (r[0], c[0]), (r[1], c[1])
-
-
 @dataclass(frozen=True)
 class CopyTiling:
     """How the comm programs cut a 2-d chunk ``[lo, hi)`` into tiles: ``br x bc`` elements,

@@ -66,7 +66,14 @@ def parse_args(argv=None):
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", default="ag,rs")
+    p.add_argument("--ops", default="ag,rs",
+                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ring_attn (ring attention)")
+    p.add_argument("--check", action="store_true",
+                   help="correctness only (fused vs unfused, no timing); with --loopback W (or "
+                        "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
+    p.add_argument("--loopback", type=int, default=None,
+                   help="W virtual ranks on one GPU, for --check only (the benchmark refuses "
+                        "to time loopback)")
     p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     p.add_argument("--budget-s", type=float, default=None,
@@ -153,6 +160,8 @@ def main(argv=None) -> int:
         return compile_time.main(args, " ".join([sys.executable, "-m", "syncopate.bench"]
                                                 + (argv if argv is not None else sys.argv[1:])),
                                  git_commit())
+    if args.check:
+        return check_main(args)
     why = loopback_refusal()
     if why is not None:
         print(f"syncopate.bench: {why}", file=sys.stderr)
@@ -200,6 +209,12 @@ def main(argv=None) -> int:
         log(f"  done in {time.monotonic() - t0:.1f} s")
         if rank0:  # after every row: a run killed by its time limit keeps the rows it finished
             write_results(args, results, backends, skipped, budget, iters, command, comm)
+    if "ring_attn" in args.ops.split(","):
+        from . import attention as attn_bench
+        attn_rows = attn_bench.run(comm, args, log, check_only=False, timer=timer)
+        if rank0:
+            print(attn_bench.format_rows(attn_rows))
+            _write_json(os.path.join(args.out, "bench_ring_attn.json"), attn_rows, command)
     if rank0:
         note = write_results(args, results, backends, skipped, budget, iters, command, comm,
                              final=True)
@@ -218,6 +233,64 @@ def main(argv=None) -> int:
         print(f"wrote {os.path.join(args.out, 'bench.json')}")
     comm.close()
     dist.destroy_process_group()
+    return 0
+
+
+def _write_json(path, rows, command) -> None:
+    import json
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"command": command, "commit": git_commit(), "rows": rows}, f, indent=1)
+
+
+def _check_worker(rank, W, args):
+    """One rank of a ``--check`` run: the fused ops once each against their unfused path."""
+    from ..runtime import Communicator
+    from . import attention as attn_bench
+    comm = Communicator()
+    log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
+    try:
+        return attn_bench.run(comm, args, log, check_only=True)
+    finally:
+        comm.close()
+
+
+def check_main(args) -> int:
+    """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
+    ops = [o for o in args.ops.split(",") if o]
+    if ops != ["ring_attn"]:
+        print(f"syncopate.bench --check runs --ops ring_attn only (got {args.ops}); the GEMM "
+              f"ops are checked by tests/gpu", file=sys.stderr)
+        return 2
+    lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
+    if lb:
+        import torch
+
+        from ..runtime.loopback import run_loopback
+        args.quick = True  # W kernels share one GPU: the small shapes stay co-resident
+        results = run_loopback(_check_worker, lb, args, device=torch.device("cuda", 0),
+                               timeout_s=float(os.environ.get("SYNCOPATE_BENCH_CHECK_S", 600)))
+        failed = [v for status, v in results if status != "ok"]
+        if failed:
+            print(f"syncopate.bench --check failed: {failed[0].strip().splitlines()[-1]}",
+                  file=sys.stderr)
+            return 1
+        rows = results[0][1]
+    elif "RANK" in os.environ:
+        import torch.distributed as dist
+        init_distributed()
+        rank = dist.get_rank()
+        rows = _check_worker(rank, dist.get_world_size(), args)
+        dist.destroy_process_group()
+        if rank != 0:
+            return 0
+    else:
+        print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
+              file=sys.stderr)
+        return 2
+    for r in rows:
+        print(f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
+              f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
     return 0
 
 

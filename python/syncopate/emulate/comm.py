@@ -38,8 +38,9 @@ import numpy as np
 from syncopate import chunk_table as ct
 from syncopate.abi import FlagLayout
 
-from ..backends.sm import CopyTiling, copy_view, view_box, view_shape
+from ..backends.sm import CopyTiling
 from ..errors import EmulationError
+from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
@@ -50,29 +51,11 @@ def executor(chunk) -> str:
     return side(chunk, "sm")
 
 
-def copy_tiles(shape, lo, hi, accumulate: bool, k: int | None = None
-               ) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]`` of
-    the tensor's 2-d copy view ``k`` (``backends.sm.copy_view``)."""
-    lo, hi = _box2(shape, lo, hi, k)
-    return CopyTiling.of(lo, hi, accumulate).tiles(lo, hi)
-
-
-def _box2(shape, lo, hi, k: int | None = None):
-    """A box as the 2-d box of the copy view ``k`` the comm programs copy (a 1-d tensor is
-    one row; a 2-d tensor its own view)."""
-    if len(shape) <= 2:
-        return ((0, lo[0]), (1, hi[0])) if len(shape) == 1 else (tuple(lo), tuple(hi))
-    if k is None:
-        raise EmulationError(f"internal: a {len(shape)}-d chunk needs its tensor's copy view")
-    return view_box(shape, k, lo, hi)
-
-
-def _view_offsets(shape, k: int, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
-    """Flat offsets of a 2-d tile of the view ``k`` (rows ``[r0, r1)``, columns ``[c0, c1)``)."""
-    cols = view_shape(shape, k)[1]
-    return (np.arange(r0, r1, dtype=np.int64)[:, None] * cols
-            + np.arange(c0, c1, dtype=np.int64)[None, :]).reshape(-1)
+def copy_tiles(view, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]`` of the
+    tensor's 2-d copy view (:mod:`syncopate.schedule.copy_view`)."""
+    lo2, hi2 = view.box2(lo, hi)
+    return CopyTiling.of(lo2, hi2, accumulate).tiles(lo2, hi2)
 
 
 @dataclass(frozen=True)
@@ -211,17 +194,11 @@ class World(Machine):
             return
         yield from self._transfer(pc, info, loc)
 
-    def view_of(self, tensor: str) -> int | None:
-        """The copy view of ``tensor`` (``lower_sm``'s ``view_of``: one for all its chunks)."""
-        views = self.__dict__.setdefault("_views", {})
+    def copy_view(self, tensor: str):
+        """The tensor's 2-d copy view, as the lowering computes it (one per tensor)."""
+        views = self.__dict__.setdefault("_copy_views", {})
         if tensor not in views:
-            shape = self.schedule.tensors[tensor].shape
-            k = copy_view(shape, [(c.lo, c.hi) for c in self.schedule.chunks
-                                  if c.tensor == tensor])
-            if k is None:
-                raise EmulationError(f"tensor {tensor!r}: no 2-d copy view fits its chunks "
-                                     f"(the sm lowering refuses it)")
-            views[tensor] = k
+            views[tensor] = schedule_copy_view(self.schedule, tensor)
         return views[tensor]
 
     def chunk_box(self, c):
@@ -241,9 +218,8 @@ class World(Machine):
         if self._tilings is None:
             self._tilings = {}
             for kind, chunks in ct.chunk_kinds(self.schedule, "sm").items():
-                shape = self.schedule.tensors[kind.tensor].shape
-                k = self.view_of(kind.tensor)
-                boxes = [_box2(shape, c.lo, c.hi, k) for c in chunks]
+                view = self.copy_view(kind.tensor)
+                boxes = [view.box2(c.lo, c.hi) for c in chunks]
                 self._tilings[kind] = CopyTiling.covering(boxes, kind.sum)
         return self._tilings
 
@@ -300,25 +276,19 @@ class World(Machine):
                                           "produced", c.id, loc, pc)
         param = self.param_of_tensor[c.tensor] if "table" in info else info["base"].buf.name
         src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
-        shape = self.schedule.tensors[c.tensor].shape
+        view = self.copy_view(c.tensor)
         lo, hi = self.chunk_box(c)
         acc = c.reduce == "sum"
-        k = self.view_of(c.tensor)
         if not all(b > a for a, b in zip(lo, hi)):
             tiles = []
         elif "table" in info:  # the kind's tile shape over this chunk's box
-            blo, bhi = _box2(shape, lo, hi, k)
+            blo, bhi = view.box2(lo, hi)
             tiles = c.tiling.fit(blo, bhi).tiles(blo, bhi)
         else:
-            tiles = copy_tiles(shape, lo, hi, acc, k)
+            tiles = copy_tiles(view, lo, hi, acc)
         for t in range(pid, len(tiles), count):
             (r0, r1), (c0, c1) = tiles[t]
-            if len(shape) == 1:
-                offs = np.arange(c0, c1, dtype=np.int64)
-            elif len(shape) == 2:
-                offs = region_offsets(shape, (r0, c0), (r1, c1))
-            else:
-                offs = _view_offsets(shape, k, r0, r1, c0, c1)
+            offs = region_offsets(view.shape2, (r0, c0), (r1, c1))
             yield POINT
             self._move(pc.name, rank, src_buf, dst_buf, offs, epoch, c.id, loc, acc)
         self.stats["transfers"] += 1

@@ -177,7 +177,7 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
         sched = ulysses_all_to_all(B, Hq, Hkv, S, D, schedule_dtype(dtype), comm.world_size,
                                    mode=mode)
         fk = fuse(attn_fwd_kernel, sched, operand=dict(_OPERANDS), backend=backend,
-                  comm_programs=comm_programs, comm=comm, constants=_CONSTANTS,
+                  comm_programs=comm_programs, comm=comm, constant_args=_CONSTANTS,
                   **cfg.options())
         comm.cache[key] = fk
     return fk

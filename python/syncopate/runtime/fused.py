@@ -116,6 +116,9 @@ class _Config:
     resident: set = field(default_factory=set)
     #: the chunk table on this rank's device (int32; ``syn_table``), validated before upload
     table: object = None
+    #: the trace buffer (int64; ``trace=True``: docs/tracing.md), its address the peers
+    #: table's last row
+    trace_buf: object = None
 
 
 class FusedKernel:
@@ -123,7 +126,7 @@ class FusedKernel:
 
     def __init__(self, kernel, schedule, *, operand, backend: str = "sm", comm_programs=None,
                  comm=None, defer_consumed_wait: bool = False, compile_fn=None, target=None,
-                 constants=(), **compile_options):
+                 **compile_options):
         be = backends.get(backend, LaunchError)
         if comm is None:
             raise LaunchError("fuse(...) needs comm=Communicator(...): the process group and the "
@@ -141,22 +144,26 @@ class FusedKernel:
         self.comm = comm
         self.defer_consumed_wait = defer_consumed_wait
         self.compile_options = dict(compile_options)
+        #: integer parameters compiled as constants of their values (see :func:`fuse`)
+        self.constant_args = frozenset(self.compile_options.pop("constant_args", ()) or ())
+        #: record a timeline (docs/tracing.md): ``trace=True``, or SYNCOPATE_TRACE=1 by default
+        trace = self.compile_options.pop("trace", None)
+        if trace is None:
+            trace = os.environ.get("SYNCOPATE_TRACE", "0") not in ("", "0")
+        self.trace = bool(trace)
+        if self.trace:
+            self.compile_options["trace"] = True
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
         self._compile_fn = compile_fn if compile_fn is not None else compiler.compile
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
         self.target = target
         self.operands = operand_map(schedule, operand)
-        names = param_names(kernel)
-        unknown = [c for c in constants if c not in names]
-        if unknown:
-            raise LaunchError(f"constants {unknown} are not parameters of "
-                              f"{getattr(kernel, '__name__', kernel)}; its parameters are "
-                              f"{', '.join(names)}")
-        #: integer parameters compiled in as constexprs of their launch value (one
-        #: configuration per value; see :func:`.specialize.specialize`)
-        self.constants = frozenset(constants)
         self.schedule_key = planmod.schedule_key(schedule)
         names = param_names(kernel)
+        for p in sorted(self.constant_args - set(names)):
+            raise LaunchError(f"constant_args names {p!r}, which is not a parameter of "
+                              f"{getattr(kernel, '__name__', kernel)}; its parameters are "
+                              f"{', '.join(names)}")
         for p in self.operands:
             if p not in names:
                 raise LaunchError(f"operand {p!r} is not a parameter of {getattr(kernel, '__name__', kernel)}"
@@ -264,6 +271,8 @@ class FusedKernel:
         # may already spin on this rank, and a copy ordered behind its kernel would never start
         cfg.table = self._upload_table(a)
         comm = self.comm
+        if a.trace:  # also before the barrier (its zero fill is a kernel)
+            cfg.trace_buf = new_trace_buffer(self.comm.device)
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
         self.launcher.configure(cfg)
@@ -323,11 +332,59 @@ class FusedKernel:
                     raise CompileError(f"the kernel reads slots of {tname!r} but the runtime has "
                                        f"none (backend {self.backend!r})")
                 rows.append(self.comm.peer_ptrs(cfg.slots[tname]))
+            if cfg.abi.trace:  # the last row: this rank's trace buffer (insert-trace)
+                rows.append([cfg.trace_buf.data_ptr()] * self.comm.world_size)
             t = torch.tensor(rows, dtype=torch.int64).to(self.comm.device)
             if len(cfg.peers_tables) > 16:  # callers cycling through buffers: bound the cache
                 cfg.peers_tables.clear()
             cfg.peers_tables[ptrs] = t
         return t
+
+    # -- trace ----------------------------------------------------------------------------
+
+    def trace_events(self, reset: bool = False):
+        """``(events, dropped)`` this rank's traced launches recorded (of the last launched
+        configuration; ``syncopate.trace.Event``). Synchronises this rank's current stream.
+        ``reset`` empties the buffer afterwards."""
+        import torch
+
+        from .. import trace as tr
+        cfg = self.last_config
+        if not self.trace or cfg is None or getattr(cfg, "trace_buf", None) is None:
+            raise LaunchError("no trace: create the kernel with fuse(..., trace=True) (or "
+                              "SYNCOPATE_TRACE=1) and launch it first")
+        torch.cuda.current_stream(self.comm.device).synchronize()
+        words = cfg.trace_buf.cpu().tolist()
+        if reset:
+            cfg.trace_buf[0] = 0
+        return tr.decode(words, self.comm.rank)
+
+    def gather_trace(self, path: str | None = None, reset: bool = False):
+        """Every rank's events on every rank (a collective: call it on all ranks), written as
+        a Chrome trace to ``path`` by rank 0 when given; returns ``(events, dropped)``."""
+        import torch
+
+        from .. import trace as tr
+        from . import collectives as dist
+        self.trace_events()  # checks there is a trace
+        buf = self.last_config.trace_buf
+        torch.cuda.current_stream(self.comm.device).synchronize()
+        out = torch.empty((self.comm.world_size, buf.numel()), dtype=buf.dtype, device=buf.device)
+        dist.all_gather_into_tensor(out, buf, group=self.comm.group)
+        rows = out.cpu().tolist()
+        if reset:
+            buf[0] = 0
+        events, dropped = [], 0
+        for r, words in enumerate(rows):
+            ev, d = tr.decode(words, r)
+            events += ev
+            dropped += d
+        if path is not None and self.comm.rank == 0:
+            a = self.last_config.abi
+            tr.save_chrome(path, events, num_chunks=a.num_chunks, world_size=a.world_size,
+                           comm_programs=a.comm_programs,
+                           title=getattr(self.kernel, "__name__", "fused kernel"))
+        return events, dropped
 
     # -- launch ---------------------------------------------------------------------------
 
@@ -433,7 +490,7 @@ class FusedKernel:
         options = dict(self.compile_options)
         options.update(launch_opts)
         operand_tensors = self.validate(values)
-        spec = specialize(self.kernel, values, self.constants)
+        spec = specialize(self.kernel, values, self.constant_args)
         cfg = self._config(spec, options)
         check_requirements(cfg.abi, param_names(self.kernel), values)
         g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values))))
@@ -493,6 +550,12 @@ class FusedKernel:
         programs = 1
         for d in g:
             programs *= int(d)
+        # on a grid of more than one dimension the comm programs' column (p, y, z) with y or z
+        # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
+        # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
+        # comm_programs x rows
+        cp = int(cfg.abi.comm_programs or 0) if self._backend.has_comm_programs else 0
+        programs -= cp * (int(g[1]) * int(g[2]) - 1)
         ck = cfg.compiled.kernel
         limits = residency.DeviceLimits.of(self.comm.device)
         per_sm = residency.kernel_blocks_per_sm(ck, limits)
@@ -503,18 +566,31 @@ class FusedKernel:
         cfg.resident.add(tuple(g))
 
 
+def new_trace_buffer(device, events: int | None = None):
+    """A zeroed int64 trace buffer: counter, capacity (``SYNCOPATE_TRACE_EVENTS``, default
+    262144 events, 8 MiB), then 4 words per event (``passes/insert_trace.py``)."""
+    import torch
+
+    from ..trace import HEADER, WORDS
+    n = int(events or os.environ.get("SYNCOPATE_TRACE_EVENTS", 262144))
+    buf = torch.zeros(HEADER + WORDS * n, dtype=torch.int64, device=device)
+    buf[1] = n
+    return buf
+
+
 def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, comm=None,
-         defer_consumed_wait: bool = False, constants=(), **compile_options) -> FusedKernel:
+         defer_consumed_wait: bool = False, **compile_options) -> FusedKernel:
     """A :class:`FusedKernel` for ``kernel`` (a ``@triton.jit`` function written for one GPU)
     and ``schedule`` (a :class:`syncopate.schedule.Schedule`). ``operand``: the kernel parameter
-    that is the schedule's tensor (or a ``{parameter: tensor}`` dict). ``constants``: integer
-    parameters compiled in as constexprs of their launch value (the analysis needs constant
-    sizes where a kernel takes an index modulo a size). ``compile_options``: ``num_warps``,
-    ``num_stages``, ... as for Triton. Compilation happens at the first launch of each
+    that is the schedule's tensor (or a ``{parameter: tensor}`` dict). ``compile_options``:
+    ``num_warps``, ``num_stages``, ... as for Triton, plus ``constant_args=('stride_kn', ...)``:
+    integer parameters compiled as constants of their launch values (a new compile per value),
+    for a kernel whose strides or sizes are runtime arguments but whose communicated accesses
+    the analysis can bound only with them known (attention's K/V strides, its sequence length
+    as the KV loop's trip count). Compilation happens at the first launch of each
     configuration."""
     if comm is not None:
         register_comm(comm)
     return FusedKernel(kernel, schedule, operand=operand, backend=backend,
                        comm_programs=comm_programs, comm=comm,
-                       defer_consumed_wait=defer_consumed_wait, constants=constants,
-                       **compile_options)
+                       defer_consumed_wait=defer_consumed_wait, **compile_options)

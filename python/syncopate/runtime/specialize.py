@@ -80,17 +80,15 @@ def bind_args(kernel, args, kwargs) -> tuple[list, dict]:
 def specialize(kernel, values, constants=frozenset()) -> Specialization:
     """Signature/constexprs/attrs for ``values`` the way Triton 3.6's JIT specialises them
     (``native_specialize_impl``: pointers typed by dtype, ints as i32/i64, ``== 1`` and None as
-    constexprs, 16-divisibility as ``tt.divisibility``).  Parameters named in ``constants``
-    are compiled in as constexprs of their value (``fuse(..., constants=...)``: sizes and
-    strides the access analysis needs as constants, e.g. a head count a head index is taken
-    modulo)."""
+    constexprs, 16-divisibility as ``tt.divisibility``).  Parameters named in ``constants`` are
+    compiled as constexprs of their values (``fuse(..., constant_args=...)``), as Triton's JIT
+    does with an int equal to 1: the launcher still receives them in position and ignores them."""
     from triton.backends.compiler import BaseBackend
     from triton.runtime.jit import native_specialize_impl
 
     sig, cx, attrs = [], [], []
     for i, (p, v) in enumerate(zip(_params(kernel), values)):
-        if p.is_constexpr or (p.name in constants and isinstance(v, int)
-                              and not isinstance(v, bool)):
+        if p.is_constexpr or p.name in constants:
             sig.append((p.name, "constexpr"))
             cx.append((p.name, v))
             continue

@@ -420,6 +420,16 @@ TEMPLATES = {
     "ring_pass": ring_pass,
 }
 
+
+def _register_kv_all_gather() -> None:
+    """``kv_all_gather`` lives in :mod:`.kv_gather` (it builds on the generators above)."""
+    from .kv_gather import kv_all_gather
+    TEMPLATES["kv_all_gather"] = kv_all_gather
+
+
+_register_kv_all_gather()
+
+
 #: Plans of several tensors around one kernel (not single-tensor collectives: they take the
 #: kernel's problem sizes rather than ``(shape, dtype, world_size, dim/split...)``, so they are
 #: kept apart from :data:`TEMPLATES`, whose uniform signature the CLI and the property tests

@@ -1,0 +1,175 @@
+"""``insert-trace``: timestamped events of a fused kernel into a device buffer (``trace=True``).
+
+Why: a fused kernel is one launch; profilers see it as one bar.  What a user debugging overlap
+needs is *when* each program started and ended, when it began and ended each wait (and on
+which flag), and when each chunk was signalled -- per rank and program, on one time axis.
+This pass, the last of the pipeline, adds those events to the lowered kernel when the module
+carries ``syncopate.trace`` (the compile option ``trace=True``); without it the pass changes
+nothing, so an untraced kernel's code is the one it always was (docs/tracing.md).
+
+Events (4 x i64 each, appended to the rank's trace buffer):
+
+* word 0: ``kind | epoch << 8`` -- kind 1/2 program begin/end, 3/4 wait begin/end, 5 signal;
+* word 1: the program's linear id ``pid_x + n_x * (pid_y + n_y * pid_z)`` (comm programs
+  first along x, as the fused grid has them);
+* word 2: the flag index (``abi.FlagLayout``: chunk, ENTRY, CONSUMED, PRODUCED) and, for a
+  wait, the watchdog kind code in bits 32..39; -1 for program events;
+* word 3: ``%globaltimer`` in nanoseconds (one clock for every SM of a GPU).
+
+The buffer: word 0 counts events (each claims a slot with ``atomic_rmw add``), word 1 is the
+capacity in events (written by the runtime), the records follow from word 2; an event past
+the capacity is counted but not written (the host reports the overflow).  Its address is the last row of the peers table (``syn_peers``, one row after the
+operands and epilogue slots, every column this rank's buffer), so tracing adds no kernel
+parameter: the ABI is the same with tracing on or off.
+
+What is traced: waits (every spin goes through the ``syncopate_wait_b*`` functions),
+releases of flags this rank or a peer holds (``tt.atomic_rmw`` with release semantics on an
+address derived from ``syn_flags``), program begin/end.  Not traced: NVSHMEM's
+put-with-signal (a library call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, StringAttr, i32, i64
+from xdsl.ir import BlockArgument, SSAValue
+from xdsl.passes import ModulePass
+
+from syncopate_mlir.dialects.tt import (
+    AddPtrOp,
+    AtomicRMWOp,
+    CallOp,
+    GetNumProgramsOp,
+    GetProgramIdOp,
+    IntToPtrOp,
+    MemSemantic,
+    PointerType,
+    PtrToIntOp,
+    ReturnOp,
+    StoreOp,
+)
+
+from .abi_info import abi_args, get_state, operands_of
+from .builder import Builder
+from .ir_utils import func_body, kernel_func
+from .lowering import _asm, addptr, scalar_load
+from .schedule_attr import schedule_of
+
+ATTR_TRACE = "syncopate.trace"
+#: event kinds (word 0's low byte)
+PROGRAM_BEGIN, PROGRAM_END, WAIT_BEGIN, WAIT_END, SIGNAL = 1, 2, 3, 4, 5
+#: i64 words per event
+WORDS = 4
+
+
+def trace_enabled(module: ModuleOp) -> bool:
+    attr = module.attributes.get(ATTR_TRACE)
+    return isinstance(attr, StringAttr) and attr.data == "on"
+
+
+def trace_row(module: ModuleOp) -> int:
+    """The peers-table row holding the trace buffer's address: after the flags row, one row
+    per operand, one per epilogue-slot tensor (``FusedKernel._peers_table``'s order)."""
+    return 1 + len(operands_of(module)) + len(get_state(module).get("epilogue_slots", []))
+
+
+@dataclass(frozen=True)
+class InsertTrace(ModulePass):
+    name: ClassVar[str] = "insert-trace"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not trace_enabled(op):
+            return
+        func = kernel_func(op)
+        args = abi_args(func)
+        body = func_body(func)
+        W = schedule_of(op).world_size
+        flags = args["syn_flags"]
+        waits = [o for o in func.walk() if isinstance(o, CallOp)
+                 and o.callee.string_value().startswith("syncopate_wait_b")]
+        signals = [(o, idx) for o in func.walk() if isinstance(o, AtomicRMWOp)
+                   and o.mem_semantic == MemSemantic.RELEASE
+                   and (idx := _flag_index(o.ptr, flags)) is not None]
+        rets = [o for o in body.ops if isinstance(o, ReturnOp)]
+
+        # the buffer and the program id, once at the top of the kernel
+        b = Builder.at_start(body)
+        row = b.const(trace_row(op) * W)
+        base_i = scalar_load(b, addptr(b, args["syn_peers"], b.add(row, args["syn_rank"])))
+        base = b.insert(IntToPtrOp(base_i, PointerType(i64))).results[0]
+        pid = b.const(0, i64)
+        stride = b.const(1, i64)
+        for axis in (0, 1, 2):
+            p = b.i64(b.insert(GetProgramIdOp(axis)).result)
+            pid = b.add(pid, b.mul(p, stride))
+            stride = b.mul(stride, b.i64(b.insert(GetNumProgramsOp(axis)).result))
+        epoch = b.i64(args["syn_epoch"])
+        ctx_ = _Ctx(base, pid, epoch)
+        _event(b, ctx_, PROGRAM_BEGIN, b.const(-1, i64))
+
+        for call in waits:
+            index, kind = call.args[1], call.args[3]
+            wb = Builder(call)
+            ident = wb.add(wb.i64(index), wb.mul(wb.i64(kind), wb.const(1 << 32, i64)))
+            _event(wb, ctx_, WAIT_BEGIN, ident)
+            after = Builder(call.next_op)
+            _event(after, ctx_, WAIT_END, ident)
+        for atom, index in signals:
+            sb = Builder(atom.next_op)
+            _event(sb, ctx_, SIGNAL, sb.i64(index))
+        for ret in rets:
+            _event(Builder(ret), ctx_, PROGRAM_END, Builder(ret).const(-1, i64))
+
+
+@dataclass
+class _Ctx:
+    base: SSAValue
+    pid: SSAValue
+    epoch: SSAValue
+
+
+def _event(b: Builder, c: _Ctx, kind: int, ident: SSAValue) -> None:
+    """Claim a slot (``atomic_rmw add`` on word 0) and write the event's four words there,
+    unless the buffer is full (word 1 holds its capacity)."""
+    now = _asm(b, "mov.u64 $0, %globaltimer;", "=l", [], [i64])[0]
+    one = b.const(1, i64)
+    slot = b.insert(AtomicRMWOp("add", c.base, one, sem="relaxed", scope="gpu")).results[0]
+    cap = scalar_load(b, addptr(b, c.base, b.const(1, i32)))
+    ok = b.cmp("slt", slot, cap)
+    at = b.add(b.const(2, i64), b.mul(slot, b.const(WORDS, i64)))
+    words = (b.add(b.const(kind, i64), b.mul(c.epoch, b.const(256, i64))), c.pid, ident, now)
+    for k, w in enumerate(words):
+        ptr = addptr(b, c.base, b.add(at, b.const(k, i64)))
+        b.insert(StoreOp(ptr, w, ok))
+
+
+def _flag_index(ptr: SSAValue, flags: SSAValue) -> SSAValue | None:
+    """The flag index of a pointer into this rank's flags (``addptr(syn_flags, i)``) or a
+    peer's (``inttoptr(ptrtoint(addptr(syn_flags, i)) - mine + theirs)``, ``peer_address``),
+    else None (an atomic of the user's kernel)."""
+    seen = 0
+    v = ptr
+    while seen < 8:
+        seen += 1
+        owner = v.op if not isinstance(v, BlockArgument) else None
+        if isinstance(owner, AddPtrOp):
+            if owner.ptr is flags:
+                return owner.offset
+            v = owner.ptr
+        elif isinstance(owner, IntToPtrOp):
+            v = owner.operands[0]
+        elif isinstance(owner, (arith.AddiOp, arith.SubiOp)):
+            v = owner.lhs
+        elif isinstance(owner, PtrToIntOp):
+            v = owner.operands[0]
+        else:
+            return None
+    return None
+
+
+__all__ = ["ATTR_TRACE", "InsertTrace", "PROGRAM_BEGIN", "PROGRAM_END", "SIGNAL", "WAIT_BEGIN",
+           "WAIT_END", "WORDS", "trace_enabled", "trace_row"]

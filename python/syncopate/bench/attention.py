@@ -1,0 +1,195 @@
+"""Ring attention in the benchmark: ``python -m syncopate.bench --ops ring_attn``.
+
+Columns, side by side in one run, every one timed by the same :class:`~.timer.Timer`:
+
+* ``fused`` -- :func:`syncopate.ops.ring_attention` (K/V gathered inside the KV loop);
+* ``serial`` -- NCCL all-gather of K and V, then the same local kernel (the unfused path);
+* ``stream`` -- the stream-level overlap ring-attention users run (ring-flash-attention): the
+  next rank's K/V block travels by P2P send/recv while the local kernel attends to the current
+  one, partial results merged with their log-sum-exp.  Non-causal only: the causal zigzag
+  variant needs per-block masks of the two segments, which our local kernels do not take
+  (reported as not measured, never as a number);
+* ``attn`` -- the local kernel on already gathered K/V (compute alone); ``comm`` -- the NCCL
+  all-gather of K and V alone; ``ideal`` = max(attn, comm).
+
+Shapes (issue 11): total sequence 32k, 64k, 128k tokens, 32 query heads, 8 KV heads, head dim
+128, bf16, causal and not.  ``--check`` (also the only mode in one-GPU loopback, where timings
+would be meaningless: the benchmark refuses to time there) runs each shape's fused op once
+against the unfused path and prints the difference.
+"""
+
+from __future__ import annotations
+
+
+#: (total tokens, Hq, Hkv, D)
+SHAPES = ((32768, 32, 8, 128), (65536, 32, 8, 128), (131072, 32, 8, 128))
+#: small shapes for ``--quick`` and loopback checks
+QUICK_SHAPES = ((1024, 4, 1, 128),)  # W x (tiles + comm programs) co-resident in loopback
+
+
+def _shards(comm, S, Hq, Hkv, D, causal, dtype, seed=0):
+    import torch
+
+    from ..kernels.attention_zigzag import zigzag_shard
+    W, r = comm.world_size, comm.rank
+    g = torch.Generator(device=comm.device)
+    g.manual_seed(seed)
+    full = [torch.randn(1, h, S, D, generator=g, device=comm.device, dtype=torch.float32)
+            .to(dtype) for h in (Hq, Hkv, Hkv)]
+    Sl = S // W
+    if causal:
+        return [zigzag_shard(x, W, r).contiguous() for x in full]
+    return [x[:, :, r * Sl:(r + 1) * Sl].contiguous() for x in full]
+
+
+def stream_ring_attention(q, k, v, comm):
+    """Ring-flash-attention style stream-level overlap (non-causal): at step ``s`` rank ``r``
+    attends to the block it holds while it sends that block to ``r + 1`` and receives the next
+    from ``r - 1`` (``batch_isend_irecv``); partial outputs merge by their log-sum-exp."""
+    import torch
+
+    from ..kernels.attention import attention
+    from ..runtime import collectives as dist
+    W, r = comm.world_size, comm.rank
+    cur_k, cur_v = k, v
+    o_acc = lse_acc = None
+    for s in range(W):
+        reqs = []
+        if s < W - 1:
+            nxt_k, nxt_v = torch.empty_like(cur_k), torch.empty_like(cur_v)
+            ops = [dist.P2POp(dist.isend, cur_k, (r + 1) % W, group=comm.group),
+                   dist.P2POp(dist.isend, cur_v, (r + 1) % W, group=comm.group),
+                   dist.P2POp(dist.irecv, nxt_k, (r - 1) % W, group=comm.group),
+                   dist.P2POp(dist.irecv, nxt_v, (r - 1) % W, group=comm.group)]
+            reqs = dist.batch_isend_irecv(ops)
+        o, lse = attention(q, cur_k, cur_v)
+        if o_acc is None:
+            o_acc, lse_acc = o.float(), lse
+        else:
+            new = torch.logaddexp(lse_acc, lse)
+            o_acc = (o_acc * torch.exp(lse_acc - new)[..., None]
+                     + o.float() * torch.exp(lse - new)[..., None])
+            lse_acc = new
+        for req in reqs:
+            req.wait()
+        if s < W - 1:
+            cur_k, cur_v = nxt_k, nxt_v
+    return o_acc.to(q.dtype), lse_acc
+
+
+def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
+    """The fused op once against the unfused path (correctness only: loopback, --check)."""
+    import torch
+
+    from ..ops import ring_attention, ring_attention_reference
+    q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
+    o_ref, lse_ref = ring_attention_reference(q, k, v, comm, causal=causal)
+    o, lse = ring_attention(q, k, v, comm, causal=causal)
+    torch.cuda.synchronize(comm.device)
+    comm.check()
+    row = dict(op="ring_attn", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal,
+               max_diff_o=float((o.float() - o_ref.float()).abs().max()),
+               max_diff_lse=float((lse - lse_ref).abs().max()))
+    log(f"  check: fused vs unfused max |o| diff {row['max_diff_o']:.3g}, "
+        f"|lse| diff {row['max_diff_lse']:.3g}")
+    return row
+
+
+def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
+    """Every column of one shape (see the module docstring)."""
+    import torch
+
+    from ..kernels.attention import attention
+    from ..kernels.attention_zigzag import attention_zigzag
+    from ..ops import ring_attention, ring_attention_reference
+    from ..runtime import collectives as dist
+    from ..schedule.attention_cost import attention_flops
+    W, r = comm.world_size, comm.rank
+    q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
+    Sl = S // W
+    row = dict(op="ring_attn", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal, W=W, errors={})
+    o, _ = ring_attention(q, k, v, comm, causal=causal)
+    o_ref, _ = ring_attention_reference(q, k, v, comm, causal=causal)
+    torch.cuda.synchronize(comm.device)
+    row["max_diff_vs_serial"] = float((o.float() - o_ref.float()).abs().max())
+    gk = torch.empty((W,) + tuple(k.shape), device=k.device, dtype=k.dtype)
+    gv = torch.empty_like(gk)
+
+    def comm_only():
+        dist.all_gather_into_tensor(gk, k, group=comm.group)
+        dist.all_gather_into_tensor(gv, v, group=comm.group)
+    comm_only()
+    kf = gk.permute(1, 2, 0, 3, 4).reshape(1, Hkv, S, D).contiguous()
+    vf = gv.permute(1, 2, 0, 3, 4).reshape(1, Hkv, S, D).contiguous()
+    if causal:
+        def attn_only():
+            attention_zigzag(q, kf, vf, 2 * W, r * Sl)
+    else:
+        def attn_only():
+            attention(q, kf, vf)
+    cols = {"fused": lambda: ring_attention(q, k, v, comm, causal=causal),
+            "serial": lambda: ring_attention_reference(q, k, v, comm, causal=causal),
+            "attn": attn_only, "comm": comm_only}
+    if not causal:
+        cols["stream"] = lambda: stream_ring_attention(q, k, v, comm)
+    else:
+        row["errors"]["stream"] = ("not measured: the causal zigzag ring needs per-segment "
+                                   "block masks the local kernels do not take")
+    for name, fn in cols.items():
+        try:
+            row[name] = timer(fn)
+        except Exception as e:  # a column that fails is reported, the row stays
+            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+    if "attn" in row and "comm" in row:
+        row["ideal"] = max(row["attn"], row["comm"])
+    if "fused" in row:
+        row["fused TF/s"] = attention_flops(1, Hq, Sl, S, D, causal) / (row["fused"] * 1e-3) / 1e12
+        for col in ("serial", "stream", "ideal"):
+            if col in row:
+                row[f"{col}/fused"] = row[col] / row["fused"]
+    log("  " + ", ".join(f"{c} {row[c]:.3f} ms" for c in ("fused", "serial", "stream", "attn",
+                                                           "comm", "ideal") if c in row))
+    return row
+
+
+def rows(args) -> list[tuple]:
+    """``(S, Hq, Hkv, D, causal)`` of the run."""
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    return [(S, Hq, Hkv, D, causal) for S, Hq, Hkv, D in shapes for causal in (False, True)]
+
+
+def format_rows(results) -> str:
+    head = ["S", "causal", "fused", "serial", "stream", "attn", "comm", "ideal", "serial/fused",
+            "fused/ideal"]
+    lines = [" | ".join(head)]
+    for r in results:
+        cells = [str(r["S"]), str(r["causal"])]
+        for c in head[2:8]:
+            cells.append(f"{r[c]:.3f}" if c in r else "-")
+        cells.append(f"{r['serial/fused']:.2f}" if "serial/fused" in r else "-")
+        cells.append(f"{r['fused'] / r['ideal']:.2f}" if "fused" in r and "ideal" in r else "-")
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
+    """The ring-attention rows: checks (loopback / --check) or the timed columns."""
+    import torch
+    dtype = getattr(torch, args.dtype)
+    out = []
+    for S, Hq, Hkv, D, causal in rows(args):
+        if S % (2 * comm.world_size * 128):
+            log(f"ring_attn S={S}: not a multiple of 2 x W x 128 tokens, skipped")
+            continue
+        log(f"ring_attn S={S} Hq={Hq} Hkv={Hkv} D={D} causal={causal} ...")
+        if check_only:
+            out.append(check_row(comm, S, Hq, Hkv, D, causal, dtype, log))
+        else:
+            out.append(bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log))
+        comm.clear_cache()
+    return out
+
+
+__all__ = ["SHAPES", "bench_row", "check_row", "format_rows", "rows", "run",
+           "stream_ring_attention"]
+

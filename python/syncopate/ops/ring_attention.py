@@ -1,0 +1,215 @@
+"""Ring attention: sequence-parallel attention with K/V gathered inside the attention kernel.
+
+``o, lse = ring_attention(q, k, v, comm, causal=...)``: the sequence is sharded across the W
+ranks; each rank holds its shard of Q, K and V (``[B, H, S/W, D]``) and gets attention of its
+queries over the **whole** sequence's keys.  Built from parts, no hand-written fused kernel:
+
+* the local kernel -- :func:`syncopate.kernels.attention.attn_fwd_kernel` (non-causal) or the
+  zigzag-layout causal kernel :func:`syncopate.kernels.attention_zigzag.attn_zigzag_fwd_kernel`;
+* the schedule -- :func:`syncopate.schedule.kv_gather.kv_all_gather` of K and V along the
+  sequence (``order='swizzle'``: every block from its owner; ``'ring'``: neighbour hops);
+* :func:`syncopate.fuse` with ``reorder_reductions=True``: the inner-loop remap makes every
+  program's KV loop visit its rank's own blocks first and the others in arrival order, with a
+  wait on each block's chunk inside the loop.  The softmax's reductions then run in another
+  order than the unfused kernel's (results agree to rounding, not bitwise).
+
+Layout (the op's contract)
+  * K/V live in symmetric buffers ``[B * Hkv, S, D]`` (one per configuration and shape); each
+    call copies this rank's ``k``/``v`` shards into its rows (after the peers finished reading
+    the previous call's: ``before_staging``).
+  * ``causal=False``: contiguous shards, rank ``r`` holds tokens ``[r S/W, (r+1) S/W)``.
+  * ``causal=True``: the **zigzag** layout (ring-flash-attention / Megatron context
+    parallelism): the sequence is cut into ``2W`` segments and rank ``r`` holds segments ``r``
+    and ``2W-1-r``, concatenated, for Q, K and V alike, so every rank has the same causal work.
+    :func:`syncopate.kernels.attention_zigzag.zigzag_shard` cuts a full tensor that way and
+    :func:`~syncopate.kernels.attention_zigzag.zigzag_unorder` undoes a gather of the outputs.
+    The segment length ``S / (2W)`` must be a multiple of the kernel's blocks.
+  * Returns ``(o, lse)`` for this rank's queries: ``o`` ``[B, Hq, S/W, D]``, ``lse``
+    ``[B, Hq, S/W]`` fp32, natural log (as the local kernel).
+
+``fused=False`` (or ``SYNCOPATE=0``) takes the unfused path: NCCL all-gather of K and V, then the
+same local kernel (:func:`ring_attention_reference`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import LaunchError
+from . import _gemm
+
+#: K/V strides and the sequence length are compiled in (``fuse(constant_args=...)``): the access
+#: analysis needs them to place the K/V boxes, and the remap needs the KV loop's trip count
+CONSTANT_ARGS = ("stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh", "stride_vn",
+                 "SEQ_KV")
+
+
+def _check(q, k, v, comm, causal: bool, cfg):
+    """Shapes, dtypes, device and the layout's divisibilities; ``(B, Hq, Hkv, Sl, D, cfg)``."""
+    from ..kernels.attention import AttentionConfig, check_operands
+    from ..kernels.attention_zigzag import check_zigzag
+    B, Hq, Hkv, Sl, Skl, D = check_operands(q, k, v)
+    if Skl != Sl:
+        raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
+                          f"one sequence; every rank holds the same number of tokens of each")
+    _gemm.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
+    if cfg is None and causal:
+        from ..kernels.attention_zigzag import default_config
+        cfg = default_config(D)
+    cfg = AttentionConfig.of(cfg, D).check(D)
+    W = comm.world_size
+    if causal:
+        if Sl % 2:
+            raise LaunchError(f"causal ring attention takes zigzag shards of two equal segments; "
+                              f"{Sl} tokens per rank is odd: pad the sequence to a multiple of "
+                              f"{2 * W}")
+        check_zigzag(Sl, Sl * W, 2 * W, comm.rank * Sl, cfg)
+    elif Sl % cfg.BLOCK_N:
+        raise LaunchError(f"{Sl} tokens per rank is not a multiple of the kernel's KV block "
+                          f"(BLOCK_N={cfg.BLOCK_N}): a block would straddle two ranks' chunks; "
+                          f"pad the sequence to a multiple of {cfg.BLOCK_N * W} or pick a "
+                          f"smaller BLOCK_N")
+    return B, Hq, Hkv, Sl, D, cfg
+
+
+def _kernel(causal: bool):
+    if causal:
+        from ..kernels.attention_zigzag import attn_zigzag_fwd_kernel
+        return attn_zigzag_fwd_kernel
+    from ..kernels.attention import attn_fwd_kernel
+    return attn_fwd_kernel
+
+
+def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
+    """The local kernel's arguments in parameter order (constexprs included, so repeated calls
+    take the FusedKernel's fast path), K/V the ``[B*Hkv, S, D]`` buffers seen as
+    ``[B, Hkv, S, D]``; and the grid."""
+    from ..kernels.attention import LOG2E
+    B, Hq, Sl, _ = q.shape
+    S = Sl * W
+    k4 = kbuf.view(B, Hkv, S, D)
+    v4 = vbuf.view(B, Hkv, S, D)
+    args = [q, kbuf, vbuf, o, lse, float(sm_scale) * LOG2E,
+            q.stride(0), q.stride(1), q.stride(2), k4.stride(0), k4.stride(1), k4.stride(2),
+            v4.stride(0), v4.stride(1), v4.stride(2), o.stride(0), o.stride(1), o.stride(2),
+            Hq, Hq // Hkv, Sl, S]
+    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N
+        args += [rank * Sl, 2 * W, D, cfg.BLOCK_M, cfg.BLOCK_N]
+    else:  # HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL
+        args += [D, cfg.BLOCK_M, cfg.BLOCK_N, False]
+    return args, (math.ceil(Sl / cfg.BLOCK_M), B * Hq)
+
+
+def kv_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
+    """The symmetric ``[B*Hkv, S, D]`` K and V buffers of this shape (allocated on first use, a
+    collective)."""
+    import torch
+    dt = torch.empty((), dtype=dtype).dtype
+    key = ("ring_attention.KV", B * Hkv, S, D, dt)
+    bufs = comm.cache.get(key)
+    if bufs is None:
+        bufs = (comm.empty((B * Hkv, S, D), dt), comm.empty((B * Hkv, S, D), dt))
+        comm.cache[key] = bufs
+    return bufs
+
+
+def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal=False,
+                                order="swizzle", split=1, comm_programs=4, backend="sm",
+                                cfg=None):
+    """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
+    from ..runtime.fused import fuse
+    from ..schedule.kv_gather import kv_all_gather
+    key = ("ring_attention.fk", B, Hkv, S, D, str(dtype), bool(causal), order, split,
+           comm_programs, backend, repr(cfg))
+    fk = comm.cache.get(key)
+    if fk is not None and getattr(fk, "_poisoned", None):
+        fk = None
+    if fk is None:
+        sched = kv_all_gather((B * Hkv, S, D), _gemm.schedule_dtype(dtype), comm.world_size,
+                              dim=1, order=order, split=split)
+        fk = fuse(_kernel(causal), sched, operand={"K": "K", "V": "V"}, backend=backend,
+                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
+                  reorder_reductions=True, constant_args=CONSTANT_ARGS, **cfg.options())
+        comm.cache[key] = fk
+    return fk
+
+
+def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
+                             config=None):
+    """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
+    import torch
+
+    from ..kernels.attention import attention
+    from ..kernels.attention_zigzag import attention_zigzag
+    from ..runtime import collectives as dist
+    B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
+    W = comm.world_size
+    gathered = []
+    for t in (k, v):
+        g = torch.empty((W,) + tuple(t.shape), device=t.device, dtype=t.dtype)
+        dist.all_gather_into_tensor(g, t.contiguous(), group=comm.group)
+        gathered.append(g.permute(1, 2, 0, 3, 4).reshape(B, Hkv, W * Sl, D))
+    if causal:
+        return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
+                                cfg)
+    return attention(q, gathered[0], gathered[1], False, sm_scale, cfg)
+
+
+def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order: str = "swizzle",
+                   split=None, comm_programs=None, backend: str = "sm", config=None, out=None,
+                   fused=None):
+    """Attention of this rank's queries over the whole sharded sequence; ``(o, lse)``.
+
+    See the module docstring for the layout (contiguous shards, or zigzag shards when
+    ``causal``).  ``order``: ``'swizzle'`` (all-gather order) or ``'ring'`` (neighbour hops).
+    ``split`` and ``comm_programs`` come from
+    :func:`syncopate.schedule.attention_cost.choose_ring_plan` unless given.  ``backend``:
+    ``'sm'`` (comm programs in the kernel) or ``'nvshmem'``.  ``out``: optional preallocated
+    contiguous ``(o, lse)``.
+    """
+    import torch
+
+    from ..kernels.attention import _check_out
+    from ..runtime.fused import fused_enabled
+    from ..schedule.attention_cost import choose_ring_plan
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if not use_fused:
+        o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
+                                          config=config)
+        if out is not None:
+            out[0].copy_(o)
+            out[1].copy_(lse)
+            return out
+        return o, lse
+    if backend == "ce":
+        raise LaunchError("ring attention needs comm programs in the kernel (backend 'sm' or "
+                          "'nvshmem'): its waits are inside the KV loop of every program, and "
+                          "the copy engine's side stream cannot be ordered with them")
+    B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
+    W, me = comm.world_size, comm.rank
+    S = Sl * W
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    plan = choose_ring_plan(B, Hq, Hkv, S, D, W, causal, q.element_size(), comm_programs)
+    split = plan["split"] if split is None else int(split)
+    cp = _gemm.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
+    if out is not None:
+        o, lse = _check_out(out, q, (B, Hq, Sl, D))
+    else:
+        o = torch.empty((B, Hq, Sl, D), dtype=q.dtype, device=q.device)
+        lse = torch.empty((B, Hq, Sl), dtype=torch.float32, device=q.device)
+    kbuf, vbuf = kv_buffers(comm, B, Hkv, S, D, q.dtype)
+    fk = ring_attention_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
+                                     split=split, comm_programs=cp, backend=backend, cfg=cfg)
+    fk.before_staging()
+    for buf, t in ((kbuf, k), (vbuf, v)):
+        buf.view(B, Hkv, S, D)[:, :, me * Sl:(me + 1) * Sl].copy_(t)
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    args, grid = _args(q, kbuf, vbuf, o, lse, sm_scale, causal, me, W, Hkv, D, cfg)
+    fk[grid](*args)
+    return o, lse
+
+
+__all__ = ["CONSTANT_ARGS", "kv_buffers", "ring_attention", "ring_attention_fused_kernel",
+           "ring_attention_reference"]

@@ -1,0 +1,88 @@
+"""Record one real timeline per op in one-GPU loopback (issue 14, section 3).
+
+    SYNCOPATE_TRACE=1 python scripts/gpu_trace.py OUT_DIR [W]
+
+Runs ag_gemm, gemm_rs and ring_attention once each (after a warm-up launch) on W virtual ranks
+(default 2) with tracing on, gathers every rank's events and writes, per op,
+``OUT_DIR/<op>.trace.json`` (Chrome / Perfetto) and ``OUT_DIR/<op>.png``, plus the summary
+lines.  Loopback shares one GPU between the ranks: the timeline shows the protocol (who waited
+for which chunk, when chunks were signalled), not multi-GPU timing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+
+
+def _fused_kernels(comm):
+    from syncopate.runtime.fused import FusedKernel
+    return [v for v in comm.cache.values() if isinstance(v, FusedKernel)
+            and v.last_config is not None]
+
+
+def worker(rank, W, out_dir):
+    import torch
+
+    from syncopate import trace as tr
+    from syncopate.ops import ag_gemm, gemm_rs, ring_attention
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    dev = comm.device
+    lines = []
+    torch.manual_seed(rank)
+    a = torch.randn(512, 1024, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
+    q = torch.randn(1, 4, 256, 128, device=dev, dtype=torch.bfloat16)
+    runs = {"ag_gemm": lambda: ag_gemm(a, b, comm, split=2),
+            "gemm_rs": lambda: gemm_rs(torch.randn(512 * W, 1024, device=dev,
+                                                   dtype=torch.bfloat16), b, comm),
+            "ring_attention": lambda: ring_attention(q, q[:, :1], q[:, :1], comm, causal=True)}
+    for name, fn in runs.items():
+        fn()  # compiles; the traced launch is the second
+        torch.cuda.current_stream().synchronize()
+        for fk in _fused_kernels(comm):
+            fk.trace_events(reset=True)
+        fn()
+        torch.cuda.current_stream().synchronize()
+        for fk in _fused_kernels(comm):
+            events, dropped = fk.gather_trace(os.path.join(out_dir, f"{name}.trace.json"),
+                                              reset=True)
+            if rank == 0:
+                a_ = fk.last_config.abi
+                with open(os.path.join(out_dir, f"{name}.png"), "wb") as f:
+                    f.write(tr.timeline_png(events, comm_programs=a_.comm_programs))
+                lines.append(f"{name}: {len(events)} events, {dropped} dropped")
+                lines += [f"  {s}" for s in tr.summary(events, a_.comm_programs)]
+        comm.clear_cache()
+    comm.close()
+    return lines
+
+
+def main() -> int:
+    import torch
+
+    from syncopate.runtime.loopback import run_loopback
+    out = sys.argv[1]
+    W = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    os.makedirs(out, exist_ok=True)
+    if os.environ.get("SYNCOPATE_TRACE", "0") in ("", "0"):
+        print("set SYNCOPATE_TRACE=1 (the ops' kernels are compiled with tracing then)",
+              file=sys.stderr)
+        return 2
+    res = run_loopback(worker, W, out, device=torch.device("cuda", 0), timeout_s=400)
+    bad = 0
+    for r, (status, value) in enumerate(res):
+        if status != "ok":
+            bad = 1
+            print(f"rank {r} failed:\n{value}", file=sys.stderr)
+        elif r == 0:
+            print("\n".join(value))
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())
