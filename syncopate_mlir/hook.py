@@ -54,7 +54,15 @@ def dump_ir(directory: str, name: str, key: str, ir_after: dict[str, str]) -> No
     """Write the IR after each pass to ``directory/<kernel>-<key>/NN-<pass>.mlir``."""
     out = Path(directory) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{key[:10]}"
     out.mkdir(parents=True, exist_ok=True)
-    for i, (pass_name, text) in enumerate(ir_after.items()):
+    write_stages(out, ir_after)
+
+
+def write_stages(out: Path, ir_after: dict[str, str]) -> None:
+    """``out/NN-<pass>.mlir``, the IR after each pass in order, numbered from 01 (the n-th pass).
+
+    The one naming of stage files: ``SYNCOPATE_DUMP_IR`` and ``syncopate compile -o`` both
+    write through here, so a file name means the same pass in either directory."""
+    for i, (pass_name, text) in enumerate(ir_after.items(), start=1):
         (out / f"{i:02d}-{pass_name}.mlir").write_text(text)
 
 

@@ -35,10 +35,20 @@ def _registry() -> dict:
     return dict(reg() or {})
 
 
+def _version() -> str:
+    """The version of the ``syncopate`` package this driver ships with."""
+    try:
+        from syncopate import __version__
+    except ImportError:  # pragma: no cover - syncopate_mlir used without the syncopate package
+        return "unknown"
+    return __version__
+
+
 def _arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="syncopate-opt",
         description="Read TTIR (Triton's syntax), run syncopate passes, print TTIR.")
+    ap.add_argument("--version", action="version", version=f"syncopate-opt {_version()}")
     ap.add_argument("input", nargs="?", default="-", help="input .mlir/.ttir file ('-' = stdin)")
     ap.add_argument("-p", "--passes", default="",
                     help="comma separated pass pipeline, e.g. 'tile-remap,insert-waits{backend=sm}'")
@@ -87,7 +97,6 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
             inline_locations: bool = False, generic: bool = False, verify_each: bool = True,
             verify_triton: bool = False, print_ir_after_all: bool = False) -> str:
     """Parse ``text``, run ``pipeline``, return the printed module (raises on any error)."""
-    from xdsl.passes import PassPipeline
 
     from .bridge import parse_ttir_text, text_to_ttir, xdsl_to_text
     from .context import make_context
@@ -96,9 +105,6 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
     module = parse_ttir_text(text, ctx, name)
     module.verify()
     if pipeline.strip():
-        reg = _registry()
-        available = {k: (lambda c=c: c) for k, c in reg.items()}
-
         def after_pass(prev, mod, nxt):
             if verify_each:
                 mod.verify()
@@ -106,16 +112,7 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
                 sys.stderr.write(f"// -----// IR after {prev.name} //----- //\n")
                 sys.stderr.write(xdsl_to_text(mod, locations=None))
 
-        from xdsl.utils.exceptions import ArgSpecParseError
-
-        try:
-            pipe = PassPipeline.parse_spec(available, pipeline, after_pass)
-        except ValueError as e:
-            known = ", ".join(sorted(reg)) or "none registered"
-            raise _UsageError(f"{e} (registered passes: {known})") from None
-        except ArgSpecParseError as e:  # a BaseException in xDSL: would escape as a traceback
-            raise _UsageError(f"{e}\nquote option values that hold paths or punctuation, e.g. "
-                              f"attach-schedule{{file=\"Inputs/ag.json\" operands=\"a_ptr:A\"}}") from None
+        pipe = parse_pipeline(pipeline, after_pass)
         pipe.apply(ctx, module)
         if verify_each:
             module.verify()
@@ -133,6 +130,24 @@ class _UsageError(Exception):
     pass
 
 
+def parse_pipeline(pipeline: str, after_pass=None):
+    """The ``-p`` pipeline as xDSL's ``PassPipeline``; an unknown pass or malformed options is a
+    :class:`_UsageError` naming the registered passes (checked before any input is read)."""
+    from xdsl.passes import PassPipeline
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    reg = _registry()
+    available = {k: (lambda c=c: c) for k, c in reg.items()}
+    try:
+        return PassPipeline.parse_spec(available, pipeline, after_pass)
+    except ValueError as e:
+        known = ", ".join(sorted(reg)) or "none registered"
+        raise _UsageError(f"{e} (registered passes: {known})") from None
+    except ArgSpecParseError as e:  # a BaseException in xDSL: would escape as a traceback
+        raise _UsageError(f"{e}\nquote option values that hold paths or punctuation, e.g. "
+                          f"attach-schedule{{file=\"Inputs/ag.json\" operands=\"a_ptr:A\"}}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _arg_parser().parse_args(argv)
     if args.list_passes:
@@ -140,6 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc = (cls.__doc__ or "").strip().split("\n")[0]
             print(f"{name}\t{doc}")
         return 0
+    if args.passes.strip():
+        try:  # a bad pipeline is refused before stdin is read (or waited for)
+            parse_pipeline(args.passes)
+        except _UsageError as e:
+            sys.stderr.write(f"syncopate-opt: error: {e}\n")
+            return 1
     try:
         if args.input == "-":
             text, name = sys.stdin.read(), "<stdin>"
@@ -177,8 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output == "-":
         sys.stdout.write(result)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(result)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(result)
+        except OSError as e:
+            sys.stderr.write(f"syncopate-opt: error: -o {args.output}: {e.strerror or e}\n")
+            return 1
     return 1 if failed else 0
 
 

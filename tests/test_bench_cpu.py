@@ -272,8 +272,10 @@ def test_check_mode_refuses_other_ops_and_needs_a_launcher(capsys, monkeypatch):
     monkeypatch.delenv("SYNCOPATE_GPU_LOOPBACK", raising=False)
     monkeypatch.delenv("RANK", raising=False)
     assert main(["--check", "--ops", "ag"]) == 2
-    assert "ring_attn only" in capsys.readouterr().err
+    assert "ring_attn and/or ar" in capsys.readouterr().err
     assert main(["--check", "--ops", "ring_attn"]) == 2
+    assert "--loopback W" in capsys.readouterr().err
+    assert main(["--check", "--ops", "gemm_ar"]) == 2  # accepted op, but no launcher
     assert "--loopback W" in capsys.readouterr().err
 
 
@@ -289,3 +291,36 @@ def test_ring_attention_rows_cover_the_issue_shapes():
     assert all((Hq, Hkv, D) == (32, 8, 128) for _, Hq, Hkv, D, _ in full)
     (S, Hq, Hkv, D, _), _ = ab.rows(types.SimpleNamespace(quick=True))
     assert (S // 4 // 128) * Hq + 4 <= 32
+
+
+def test_gemm_ar_rows_cover_the_issue_shapes():
+    """``--ops ar`` (or ``gemm_ar``): LLaMA-70B's down-projection (N = 8192, K = 28672 split
+    over the ranks) at decode/prefill M = 1 ... 512 and at 8192; ``--quick`` two of them,
+    ``--m`` chosen ones; the default ops do not include it."""
+    rows = bench.rows_for(bench.parse_args(["--ops", "ar"]), 4)
+    assert rows == [("gemm_ar", M, 8192, 28672) for M in (1, 16, 64, 128, 256, 512, 8192)]
+    assert bench.rows_for(bench.parse_args(["--ops", "gemm_ar", "--quick"]), 2) == \
+        [("gemm_ar", 16, 8192, 28672), ("gemm_ar", 8192, 8192, 28672)]
+    assert bench.rows_for(bench.parse_args(["--ops", "ar", "--m", "32"]), 2) == \
+        [("gemm_ar", 32, 8192, 28672)]
+    assert not any(op == "gemm_ar" for op, *_ in bench.rows_for(bench.parse_args([]), 2))
+    cols = bench.columns(["sm"])
+    assert "torch symm one-shot" in cols and "torch symm two-shot" in cols
+
+
+def test_gemm_ar_missing_symm_op_and_check_problems_are_reported():
+    """A torch without a symmetric-memory all-reduce gets a column error naming the op (the
+    row goes on); ``--check`` rows with NaN, a large error or ranks that differ are problems."""
+    pytest.importorskip("torch")
+    from syncopate.bench import gemm_ar as ab
+    with pytest.raises(RuntimeError, match="has no torch.ops.symm_mem.no_such_all_reduce"):
+        ab.symm_op("no_such_all_reduce")
+    r = {}
+    ab._safe(r, "torch symm one-shot", lambda: ab.symm_op("no_such_all_reduce"))
+    assert r["torch symm one-shot"] is None
+    assert "no_such_all_reduce" in r["errors"]["torch symm one-shot"]
+    good = {"M": 1, "N": 8, "K": 4, "finite": True, "rel_err_vs_nccl": 1e-3, "ranks_differ": 0}
+    assert ab.check_problems([good]) == []
+    bad = ab.check_problems([dict(good, finite=False), dict(good, rel_err_vs_nccl=0.5),
+                             dict(good, ranks_differ=3)])
+    assert len(bad) == 3 and "NaN" in bad[0] and "0.5" in bad[1] and "3 elements" in bad[2]

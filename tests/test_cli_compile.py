@@ -17,6 +17,7 @@ def test_demo_shows_every_pass_and_the_ptx(capsys, tmp_path):
                  "partition-sms", "resolve-chunks", "lower-sm"):
         assert f"== {name}" in out
     assert "syncopate.remap" in out and "syncopate.wait_region" in out
+    assert "== append-abi-params: +7 parameters (syn_flags," in out
     assert "ld.acquire.sys loads:" in out and "Compiled to cubin for sm_90" in out
     assert (tmp_path / "kernel.cubin").stat().st_size > 0
     abi = json.loads((tmp_path / "abi.json").read_text())

@@ -1,5 +1,5 @@
 """The project's GEMM kernels compile fused for sm_90 on this CPU, for every backend, and the
-generated code has the synchronisation where DESIGN.md says it must be.
+generated code has the synchronisation where docs/fused-abi.md says it must be.
 
 AG+GEMM: system-scope acquire loads (``ld.acquire.sys``) guard the A tiles, and no wait sits
 inside the K loop (the innermost loop around ``wgmma``).  GEMM+RS: release atomics at system

@@ -284,6 +284,30 @@ def test_fused_kernel_refuses_a_grid_that_is_not_co_resident(monkeypatch):
     fk._check_coresident(cfg, (10_000, 1, 1))  # one rank per GPU: nothing to check
 
 
+def test_comm_programs_count_once_on_a_2d_grid(monkeypatch):
+    """An attention grid (tiles, batch x heads) with 16 comm programs along x: the comm
+    programs' other rows exit at once, so 2 x 8 tiles + 16 comm programs = 32 per rank must be
+    resident, not 18 x 8 = 144 (2 ranks: 64 <= 130 fits; 144 x 2 would not)."""
+    from types import SimpleNamespace
+
+    from syncopate.runtime import fused
+    monkeypatch.setattr(residency.DeviceLimits, "of", classmethod(lambda cls, d: H200))
+    fk = fused.FusedKernel.__new__(fused.FusedKernel)
+    fk.kernel, fk.backend = _collectives_body, "sm"
+
+    class _Comm:
+        colocated, device = 2, torch.device("cpu")
+    fk.comm = _Comm()
+
+    class _Fc:
+        kernel = _Ck()
+    cfg = fused._Config(compiled=_Fc(), abi=SimpleNamespace(comm_programs=16))
+    fk._check_coresident(cfg, (2 + 16, 8, 1))
+    assert (18, 8, 1) in cfg.resident
+    with pytest.raises(CoResidencyError, match=r"2 x 76 programs"):  # 60 tiles + 16
+        fk._check_coresident(cfg, (6 + 16, 10, 1))
+
+
 def test_ops_size_persistent_grids_by_the_share(monkeypatch):
     import syncopate.kernels as kernels
     from syncopate.ops import _gemm

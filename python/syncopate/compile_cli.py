@@ -16,7 +16,20 @@ from pathlib import Path
 from . import backends
 from .abi import contradictions as abi_contradictions
 
-KERNEL_ALIASES = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}
+from .cli_args import nonnegative_int, positive_int, shape
+from .cli_kernel import FORMS, gemm_name, is_gemm, load_user_kernel
+
+#: element types of the project's GEMMs (``--dtype``)
+GEMM_DTYPES = ("bf16", "fp16")
+
+
+def shape_text(text: str) -> str:
+    """``--shape``: validated at parse time (malformed -> exit 2), kept as ``M,N,K`` text so
+    that ``request.json`` records it as given (``syncopate emulate DIR`` reads it back)."""
+    return ",".join(str(d) for d in shape(text))
+
+
+shape_text.__name__ = "shape"
 
 
 def register_commands(subparsers) -> None:
@@ -24,15 +37,18 @@ def register_commands(subparsers) -> None:
         "compile", help="compile a kernel fused with a schedule for sm_90 (no GPU needed)",
         description="Compile a local Triton kernel fused with a chunk schedule. KERNEL is "
                     "gemm-tma / gemm-ptr (the project's GEMMs, configured from --shape) or "
-                    "module:function (then give --signature and --constexpr).")
-    p.add_argument("kernel")
+                    "module:function / path/to/file.py:function (then give --signature and "
+                    "--constexpr; the current folder is on the import path).")
+    p.add_argument("kernel", help=FORMS)
     p.add_argument("--schedule", required=True, help="schedule JSON file")
     p.add_argument("--operand", required=True,
                    help="kernel parameter holding the communicated tensor (param or param:tensor,...)")
     p.add_argument("--backend", default="sm", choices=backends.names())
-    p.add_argument("--comm-programs", type=int, default=None)
-    p.add_argument("--shape", default=None, help="M,N,K of the local GEMM (gemm-* kernels)")
-    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--comm-programs", type=nonnegative_int, default=None)
+    p.add_argument("--shape", type=shape_text, default=None,
+                   help="M,N,K of the local GEMM (gemm-* kernels); 'x' separates as well")
+    p.add_argument("--dtype", default="bf16", choices=GEMM_DTYPES,
+                   help="element type of the GEMM (gemm-* kernels)")
     p.add_argument("--signature", default=None, help="name=type,... (module:function kernels)")
     p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
     p.add_argument("-o", "--output", default=None, help="directory for every stage's IR")
@@ -43,66 +59,68 @@ def register_commands(subparsers) -> None:
         description="The main job: fuse our persistent TMA GEMM with an all-gather of A "
                     "(8192x4096 bf16 over 2 ranks, 2 chunks per shard) and walk through the passes.")
     d.add_argument("--backend", default="sm", choices=backends.names())
-    d.add_argument("--split", type=int, default=2)
-    d.add_argument("--comm-programs", type=int, default=16)
+    d.add_argument("--split", type=positive_int, default=2)
+    d.add_argument("--comm-programs", type=positive_int, default=16)
     d.add_argument("-o", "--output", default=None, help="also write every stage's IR here")
     d.set_defaults(func=run_demo)
 
 
 # ----------------------------------------------------------------------------------- helpers
 
-def _parse_value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    if text in ("True", "False"):
-        return text == "True"
-    return text
+def load_kernel(ref: str, args):
+    """``(fn, signature, constexprs, attrs, options)`` of the kernel ``ref`` names, from the
+    command line's ``--shape``/``--dtype`` (GEMMs) or ``--signature``/``--constexpr``."""
+    from .cli_args import constexpr, shape_of_rank, signature
+    from .errors import CompileError, UsageError
 
-
-
-def _load_kernel(ref: str, args):
-    from .errors import CompileError
-
-    if ref in KERNEL_ALIASES or ref in KERNEL_ALIASES.values():
+    if is_gemm(ref):
         from .kernels import compile_args, compile_attrs, default_config, kernel_fn
 
-        name = KERNEL_ALIASES.get(ref, ref)
+        _refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"),
+                       "its parameters come from --shape and --dtype")
+        name = gemm_name(ref)
         if not args.shape:
-            raise CompileError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
-        m, n, k = (int(x) for x in args.shape.split(","))
+            raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
+        m, n, k = shape_of_rank(args.shape, 3, f"{ref} (M,N,K of the local GEMM)")
         cfg = default_config(m, n, k, args.dtype, "tma" if "tma" in name else "ptr")
         sig, cx = compile_args(name, args.dtype, cfg)
         return kernel_fn(name), sig, cx, compile_attrs(name), cfg.options()
     if ":" not in ref:
-        raise CompileError(f"unknown kernel {ref!r}: use gemm-tma, gemm-ptr or module:function")
-    import importlib
-
-    mod_name, fn_name = ref.split(":", 1)
-    fn = getattr(importlib.import_module(mod_name), fn_name)
+        raise CompileError(f"unknown kernel {ref!r}: use {FORMS}")
+    _refuse_unused(ref, args, ("shape",), "--shape configures the gemm-* kernels; give "
+                   "sizes with --constexpr (and --arg for syncopate emulate)")
+    fn = load_user_kernel(ref)
     if not args.signature:
-        raise CompileError(f"kernel {ref} needs --signature name=type,... for every parameter")
-    sig = dict(item.split("=", 1) for item in args.signature.split(","))
+        raise UsageError(f"kernel {ref} needs --signature name=type,... for its parameters "
+                         f"({', '.join(fn.arg_names)})")
+    sig = signature(args.signature)
     cx = {}
     for item in args.constexpr:
-        name, value = item.split("=", 1)
-        cx[name] = _parse_value(value)
+        name, value = constexpr(item)
+        if name not in fn.arg_names:
+            raise CompileError(f"--constexpr {item}: kernel {ref} has no parameter {name!r} "
+                               f"(its parameters: {', '.join(fn.arg_names)})")
+        cx[name] = value
         sig.setdefault(name, "constexpr")
     return fn, sig, cx, None, {}
 
 
-def _operand(text: str):
-    if ":" not in text:
-        return text
-    return dict(item.split(":", 1) for item in text.split(","))
+def _refuse_unused(ref: str, args, options: tuple[str, ...], why: str) -> None:
+    """Refuse options that do not apply to this kind of kernel: silently ignoring one (as
+    ``--signature`` given to ``gemm-ptr`` once was) leaves the user believing it took effect."""
+    from .errors import UsageError
+    given = [o for o in options if getattr(args, o, None)]
+    if given:
+        flags = ", ".join("--" + o for o in given)
+        raise UsageError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to kernel "
+                         f"{ref}: {why}")
 
 
 def _write_stages(out: Path, fc) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for i, (name, text) in enumerate(fc.ir_after.items()):
-        (out / f"{i + 1:02d}-{name}.mlir").write_text(text)
+    from syncopate_mlir.hook import write_stages
+
+    _make_dir(out)
+    write_stages(out, fc.ir_after)
     for ext in ("ttir", "syncopate", "ttgir", "llir", "ptx"):
         if ext in fc.asm:
             (out / f"kernel.{ext}").write_text(fc.asm[ext])
@@ -112,21 +130,37 @@ def _write_stages(out: Path, fc) -> None:
     (out / "abi.json").write_text(json.dumps(fc.abi.to_json(), indent=2))
 
 
+def _make_dir(out: Path) -> None:
+    """``-o DIR``: create it (and missing parents); refuse a path that is a file."""
+    from .errors import CompileError
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CompileError(f"-o {out}: a file is in the way; give a directory") from None
+    except OSError as e:
+        raise CompileError(f"-o {out}: cannot create the directory: {e.strerror}") from None
+
+
 def _known_args(args) -> dict:
     """Kernel arguments the command line fixes: the GEMM aliases' sizes and row-major strides."""
-    if args.kernel not in KERNEL_ALIASES and args.kernel not in KERNEL_ALIASES.values():
+    if not is_gemm(args.kernel):
         return {}
-    m, n, k = (int(x) for x in args.shape.split(","))
+    m, n, k = shape(args.shape)
     return {"M": m, "N": n, "K": k, "stride_am": k, "stride_bk": n, "stride_cm": n}
 
 
 def run_compile(args) -> int:
     import syncopate
 
-    fn, sig, cx, attrs, options = _load_kernel(args.kernel, args)
+    from .cli_args import operand
+
+    fn, sig, cx, attrs, options = load_kernel(args.kernel, args)
+    op = operand(args.operand)
+    if args.output:
+        _make_dir(Path(args.output))  # before the compile: a bad -o fails fast
     t0 = time.perf_counter()
     fc = syncopate.compile(fn, signature=sig, constexprs=cx, schedule=args.schedule,
-                           operand=_operand(args.operand), backend=args.backend,
+                           operand=op, backend=args.backend,
                            comm_programs=args.comm_programs, attrs=attrs, **options)
     dt = time.perf_counter() - t0
     known = _known_args(args)
@@ -177,6 +211,31 @@ def _count_ops(text: str) -> dict[str, int]:
     return counts
 
 
+def _func_params(text: str) -> list[str]:
+    """Parameter names of the public kernel function (``tt.func public @k(%a_ptr: ...``)."""
+    for line in text.splitlines():
+        if "tt.func public" in line:
+            head = line.split("->")[0]
+            return re.findall(r"%([\w#]+)\s*:", head)
+    return []
+
+
+def _pass_changes(prev: str | None, text: str, prev_counts: dict, counts: dict) -> str:
+    """What a pass changed: parameters it added to the kernel, then ops added or removed.
+
+    Parameters count as a change: ``append-abi-params`` adds only parameters, and a demo that
+    said "no change" for it would tell the reader the pass did nothing."""
+    parts = []
+    if prev is not None:
+        before, after = _func_params(prev), _func_params(text)
+        added = [p for p in after if p not in before]
+        if added:
+            parts.append(f"+{len(added)} parameters ({', '.join(added)})")
+    delta = {k: counts.get(k, 0) - prev_counts.get(k, 0) for k in set(counts) | set(prev_counts)}
+    parts += [f"{k} {v:+d}" for k, v in sorted(delta.items()) if v]
+    return ", ".join(parts) or "no change"
+
+
 def _strip_locs(line: str) -> str:
     return re.sub(r"\s*loc\([^)]*\)\)*", "", line).rstrip()
 
@@ -187,6 +246,8 @@ def run_demo(args) -> int:
     from .schedule import all_gather
     from .schedule.cost import estimate
 
+    if args.output:
+        _make_dir(Path(args.output))  # before the compile: a bad -o fails fast
     M, N, K, W = 8192, 7168, 4096, 2
     name = "matmul_tma_persistent_kernel"
     cfg = default_config(M, N, K, "bf16", "tma")
@@ -222,12 +283,10 @@ def run_demo(args) -> int:
                                                         "syncopate.transfer", "syncopate.drain")),
         "resolve-chunks": lambda l: "syncopate.wait " in l or "syncopate.signal " in l,
     }
-    prev = before
+    prev, prev_text = before, fc.asm["ttir"]
     for pass_name, text in fc.ir_after.items():
         counts = _count_ops(text)
-        delta = {k: counts.get(k, 0) - prev.get(k, 0) for k in set(counts) | set(prev)}
-        delta = {k: v for k, v in sorted(delta.items()) if v}
-        print(f"== {pass_name}: " + (", ".join(f"{k} {v:+d}" for k, v in delta.items()) or "no change"))
+        print(f"== {pass_name}: {_pass_changes(prev_text, text, prev, counts)}")
         pick = show.get(pass_name)
         if pick is None and pass_name.startswith("lower-"):
             pick = lambda l: ("ld.acquire" in l or "atomic_rmw" in l or "tt.call @syncopate_wait" in l)
@@ -237,7 +296,7 @@ def run_demo(args) -> int:
                 print("   " + (line.strip()[:150] + (" ..." if len(line.strip()) > 150 else "")))
             if len(lines) > 4:
                 print(f"   ... ({len(lines) - 4} more)")
-        prev = counts
+        prev, prev_text = counts, text
 
     ptx = fc.asm["ptx"]
     releases = len(re.findall(r"atom[.\w]*release", ptx))
@@ -245,7 +304,7 @@ def run_demo(args) -> int:
     print(f"   ld.acquire.sys loads: {ptx.count('ld.acquire.sys')}, release atomics: {releases}, "
           f"%globaltimer reads: {ptx.count('%globaltimer')}, wgmma: {ptx.count('wgmma.mma_async')}, "
           f"TMA loads: {ptx.count('cp.async.bulk.tensor.2d.shared')}")
-    print(f"   registers/shared: {fc.metadata.shared} B shared memory")
+    print(f"   shared memory: {fc.metadata.shared} B")
     print(f"\nABI for the runtime: {fc.abi.num_chunks} chunk flags, {fc.abi.comm_programs} comm "
           f"programs (grid[0] + {fc.abi.comm_programs if args.backend != 'ce' else 0}), launch checks "
           f"{fc.abi.requirements}")

@@ -131,13 +131,17 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     from syncopate.schedule import as_schedule, dumps, verify
     from syncopate_mlir.pipeline import FuseRequest
 
+    from .compile_checks import check_signature_types
+
     be = backends.get(backend)
     sched = as_schedule(schedule)
     verify(sched)
-    missing = [n for n in kernel.arg_names if n not in signature]
+    # a parameter given a value in ``constexprs`` needs no signature entry (it is a constexpr)
+    missing = [n for n in kernel.arg_names if n not in signature and n not in constexprs]
     if missing:
         raise CompileError(f"signature misses parameters {', '.join(missing)} of kernel "
                            f"{kernel.__name__} (give constexprs the type 'constexpr')")
+    check_signature_types(kernel.__name__, signature)
     operands = resolve_operands(kernel, signature, constexprs, sched, operand)
     comm_programs = be.check_options(comm_programs=comm_programs, reduce=reduce,
                                      withhold_chunks=withhold_chunks if check_withhold else ())
@@ -195,9 +199,13 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     (``insert-trace``, docs/tracing.md); off, the kernel is exactly the untraced one."""
     import triton
     from triton.backends.compiler import GPUTarget
+    from triton.compiler.errors import CompilationError
 
     from syncopate_mlir import hook
 
+    from .compile_checks import check_target, compilation_error
+
+    check_target(target)
     be = backends.get(backend)
     signature = dict(signature)
     constexprs = dict(constexprs or {})
@@ -213,7 +221,10 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     be.compile_options(options)
     if isinstance(target, tuple):
         target = GPUTarget(target[0], target[1], 32)
-    compiled = triton.compile(source, target=target, options=options)
+    try:
+        compiled = triton.compile(source, target=target, options=options)
+    except CompilationError as e:  # an error in the user's kernel: its file:line, one line
+        raise compilation_error(kernel, e) from e
     meta = compiled.metadata
     info = getattr(meta, "syncopate", None)
     if not info:

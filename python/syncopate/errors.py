@@ -15,6 +15,12 @@ class SyncopateError(Exception):
     """Base class of every error Syncopate raises on purpose."""
 
 
+class UsageError(SyncopateError, ValueError):
+    """The command line is wrong in itself: an option's value is malformed (``--shape 8192,x``,
+    ``--signature a_ptr``) or options contradict each other.  The ``syncopate`` command exits 2
+    on it, as on argparse's own errors; the message names the option and the form it takes."""
+
+
 class ScheduleError(SyncopateError, ValueError):
     """A chunk schedule is malformed or does not verify.
 

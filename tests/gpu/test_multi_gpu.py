@@ -194,6 +194,58 @@ def test_ring_attention_correct_over_launches():
     _assert_clean(run_ranks(w.ring_attention_cases, _ring_cases(), world_size=W, timeout=300))
 
 
+def test_moe_dispatch_gemm_correct_over_launches():
+    """MoE dispatch fused with the grouped GEMM (issue 12): random and hot-expert routings
+    (capacity overflow dropped and counted), 3 launches each; the fused op against the unfused
+    path (all-gather + the same grouped GEMM, bitwise) and per-expert fp32 matmuls."""
+    import moe_workers
+    cases = [("random", 2 * W, 128, 256, 128, 96, 2), ("hot", 2 * W, 64, 128, 128, 96, 2)]
+    _assert_clean(run_ranks(moe_workers.moe_dispatch_cases, cases, world_size=W, timeout=300))
+
+
+def _ar_cases():
+    # (backend, dtype, M, N, K per rank, split, order, kernel); ragged M/W, N, K; decode rows;
+    # "default": the op's own choice (cost model). Sizes keep W x programs co-resident in
+    # loopback (the persistent TMA grid is the rank's SM share; the ptr kernel has 4 tiles).
+    cases = [("sm", "bfloat16", 400, 328, 136, s, "swizzle", "tma") for s in (1, 2, 4)]
+    cases += [("sm", "bfloat16", 400, 328, 136, 2, "ring", "tma"),
+              ("sm", "float16", 264, 264, 200, 2, "swizzle", "tma"),
+              ("sm", "bfloat16", 152, 150, 93, 1, "ring", "ptr"),
+              ("sm", "bfloat16", 1, 1024, 512, 1, "swizzle", "tma"),
+              ("sm", "bfloat16", 7, 1024, 512, 2, "ring", "tma"),
+              ("default", "bfloat16", 64, 2048, 1024, None, None, "tma")]
+    if not QUICK:
+        cases.append(("default", "bfloat16", 1024, 2048, 1024, None, None, "tma"))
+    return cases
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_gemm_ar_correct_and_identical_on_every_rank():
+    """GEMM + all-reduce (issue 12): every rank's [M, N] against torch (fp32 matmul +
+    all_reduce), bitwise equal across ranks and to a repeat of the call, bitwise equal to the
+    NCCL fallback for 2 ranks; 3 launches with fresh inputs then a new weight, outputs
+    poisoned with NaN."""
+    import gemm_ar_workers as ar
+    _assert_clean(run_ranks(ar.gemm_ar_cases, _ar_cases(), world_size=W, timeout=300))
+
+
+@NO_NVSHMEM_IN_LOOPBACK
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_gemm_ar_nvshmem():
+    from torch.distributed import _symmetric_memory as symm_mem
+    if not symm_mem.is_nvshmem_available():
+        pytest.skip("torch reports NVSHMEM unavailable (nvidia-nvshmem-cu13 missing?)")
+    import gemm_ar_workers as ar
+    cases = [("nvshmem", "bfloat16", 400, 328, 136, s, "swizzle", "tma") for s in (1, 2)]
+    _assert_clean(run_ranks(ar.gemm_ar_cases, cases, "nvshmem", world_size=W, timeout=180))
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_gemm_ar_500_launches_identical_on_every_rank():
+    import gemm_ar_workers as ar
+    _assert_clean(run_ranks(ar.gemm_ar_stress, 500, world_size=W, timeout=180))
+
+
 def _ulysses_cases():
     # (B, Hq, Hkv, S/W, D, dtype, causal, mode): heads divisible by W, GQA, ragged tiles
     # (S not a multiple of BLOCK_M), both chunk modes
@@ -213,7 +265,8 @@ def test_ulysses_attention_against_sdpa_and_reference():
     """Ulysses attention fused (both all-to-alls inside the attention kernel) against SDPA on
     the gathered sequence (relative error <= 1e-2) and bitwise against the unfused path (NCCL
     all_to_all_single + the same local kernel + all_to_all_single back), 3 launches each."""
-    results = run_ranks(w.ulysses_cases, _ulysses_cases(), world_size=W, timeout=300)
+    import ulysses_workers as uw
+    results = run_ranks(uw.ulysses_cases, _ulysses_cases(), world_size=W, timeout=300)
     for line in results[0]:
         if line.startswith("INFO"):
             print(line)

@@ -187,59 +187,106 @@ def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
         mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce", reduce="sum")
 
 
-def test_gemm_rs_default_is_the_epilogue_variant_where_it_applies(monkeypatch):
-    """No backend/reduce: ce + epilogue (split EPILOGUE_SPLIT, no comm programs) when the driver
-    has stream waits, the tiles fit and the GEMM hides the host time; sm with the cost model's
-    plan otherwise, never a refusal. An explicit backend keeps reduce='comm'."""
+def _fake_decision(monkeypatch, path, **kw):
+    """Replace the op's decision (ops/choice.py) by one that takes ``path``; record its inputs."""
+    from syncopate.ops import choice
+    seen = []
+
+    def decide(op, m, n, k, W, dtype="bf16", gpu=None, *, cublas=True, fused=None,
+               unavailable=()):
+        seen.append(dict(op=op, m=m, n=n, k=k, W=W, cublas=cublas, fused=fused,
+                         unavailable=dict(unavailable)))
+        kw2 = dict(kw, local=kw.get("local") if cublas else "triton")  # cuBLAS only if allowed
+        if f"{kw.get('backend')}+{kw.get('reduce')}" in dict(unavailable):  # as the real one
+            kw2.update(backend="sm", reduce="comm")
+        c = choice.Candidate(name="fake", path=path, **kw2)
+        return choice.Decision(op, m, n, k, W, dtype, gpu, None, (c,), c)
+    monkeypatch.setattr(choice, "decide", decide)
+    return seen
+
+
+def test_gemm_rs_follows_the_decision(monkeypatch):
+    """Left to itself the op runs what the decision chose -- a fused variant (with its plan),
+    or the unfused path with our kernel or cuBLAS; the epilogue variant is offered to the
+    decision only where its tiles fit; an explicit backend keeps reduce='comm' and asks no
+    decision."""
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
-    assert mod.default_variant(2048, 2, None, gemm_s=0.1e-3) == ("sm", "comm")  # host-bound
-    monkeypatch.setattr(mod, "EPILOGUE_MIN_GEMM_S", 0.0)  # the shapes below are tiny
     from syncopate.ops._gemm import resolve_config
-    from syncopate.runtime import _cuda
-    built = []
+    built, refs = [], []
     monkeypatch.setattr(mod, "gemm_rs_fused_kernel", lambda *a, **k: built.append(k) or fk)
+    monkeypatch.setattr(mod, "gemm_rs_reference", lambda *a, **k: refs.append(k) or "ref")
     c = fake_comm()
     bf = torch.bfloat16
     b = torch.randn(32, 48).to(bf)
     cfg = resolve_config("tma", 2048, 48, 32, bf)
     M = 2 * cfg.BLOCK_M * cfg.GROUP_M
 
-    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: True)
+    seen = _fake_decision(monkeypatch, "fused", backend="ce", reduce="epilogue")
     mod.gemm_rs(torch.randn(M, 32).to(bf), b, c)
     assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue")
     assert (built[-1]["split"], built[-1]["comm_programs"]) == (mod.EPILOGUE_SPLIT, 0)
-    mod.gemm_rs(torch.randn(400, 32).to(bf), b, c)  # M/W = 200: not whole tiles -> sm
-    assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
-    assert built[-1]["comm_programs"] > 0
+    assert seen[-1]["unavailable"] == {} and seen[-1]["cublas"] and seen[-1]["fused"] is None
+    assert (seen[-1]["m"], seen[-1]["n"], seen[-1]["k"], seen[-1]["W"]) == (M, 48, 32, 2)
+    mod.gemm_rs(torch.randn(400, 32).to(bf), b, c, kernel="tma")  # M/W = 200: no whole tiles
+    assert "ce+epilogue" in seen[-1]["unavailable"] and not seen[-1]["cublas"]
+
+    _fake_decision(monkeypatch, "unfused", local="cublas")
+    assert mod.gemm_rs(torch.randn(M + 256, 32).to(bf), b, c) == "ref"
+    assert refs[-1]["kernel"] == "cublas"
+    _fake_decision(monkeypatch, "unfused", local="triton")
+    assert mod.gemm_rs(torch.randn(M + 512, 32).to(bf), b, c) == "ref"
+    assert refs[-1]["kernel"] == "tma"
+
+    seen = _fake_decision(monkeypatch, "unfused", local="cublas")
+    n = len(built)
     mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, backend="ce")
-    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "comm")
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "comm") and not seen
     mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, reduce="epilogue")
-    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue")
-    assert mod.default_variant(M, 2, cfg) == ("ce", "epilogue")
-
-    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: False)
-    M2 = M + 2 * cfg.BLOCK_M  # a new layout: chosen anew; the epilogue would lower GROUP_M
-    mod.gemm_rs(torch.randn(M2, 32).to(bf), b, c)
-    assert (built[-1]["backend"], built[-1]["reduce"]) == ("sm", "comm")
-    # sm keeps the default config's grouping
-    assert built[-1]["config"].GROUP_M == resolve_config("tma", M2, 48, 32, bf).GROUP_M > 1
+    assert (built[-1]["backend"], built[-1]["reduce"]) == ("ce", "epilogue") and len(built) == n + 2
+    seen = _fake_decision(monkeypatch, "fused", backend="sm", reduce="comm")
+    mod.gemm_rs(torch.randn(M + 768, 32).to(bf), b, c, fused=True)
+    assert seen[-1]["fused"] is True and built[-1]["backend"] == "sm"
+    assert built[-1]["comm_programs"] > 0  # the cost model's plan
+    with pytest.raises(LaunchError, match="cannot be fused"):
+        mod.gemm_rs(torch.randn(M, 32).to(bf), b, c, kernel="cublas", backend="sm")
 
 
-def test_gemm_rs_default_by_gemm_length(monkeypatch):
-    """The standard shapes (run 6): the epilogue variant at M = 8192 and 4096 and for the long
-    M = 1024 GEMM; sm for M = 1024 x 4096 x 14336 (~0.08 ms of GEMM, shorter than the epilogue
-    variant's host time)."""
+def test_ag_gemm_follows_the_decision(monkeypatch):
+    mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.ag_gemm")
+    built, refs = [], []
+    monkeypatch.setattr(mod, "ag_gemm_fused_kernel", lambda *a, **k: built.append(k) or fk)
+    monkeypatch.setattr(mod, "ag_gemm_reference", lambda *a, **k: refs.append(k) or "ref")
+    c = fake_comm()
+    bf = torch.bfloat16
+    a, b = torch.randn(32, 64).to(bf), torch.randn(64, 48).to(bf)
+    seen = _fake_decision(monkeypatch, "fused", backend="ce", reduce="comm")
+    mod.ag_gemm(a, b, c)
+    assert built[-1]["backend"] == "ce" and (seen[-1]["m"], seen[-1]["n"], seen[-1]["k"]) == \
+        (64, 48, 64)
+    _fake_decision(monkeypatch, "unfused", local="cublas")
+    assert mod.ag_gemm(torch.randn(16, 64).to(bf), b, c) == "ref" and refs[-1]["kernel"] == "cublas"
+    assert mod.ag_gemm(torch.randn(16, 64).to(bf), b, c, config=dict(BLOCK_M=64)) == "ref"
+    assert refs[-1]["kernel"] == "tma"  # a config pins our kernel: cuBLAS not offered
+    with pytest.raises(LaunchError, match="takes none"):
+        mod.ag_gemm(a, b, c, kernel="cublas", config=dict(BLOCK_M=64))
+
+
+def test_gemm_rs_default_by_gemm_length():
+    """The fused variant the H200 calibration picks on the standard shapes (run 6): the
+    epilogue variant at M = 8192 and 4096 and for the long M = 1024 GEMM; sm for M = 1024 x
+    4096 x 14336 (a ~0.08 ms GEMM: the epilogue variant's ~0.28 ms of host time would show)."""
     import importlib
 
     from syncopate.ops._gemm import resolve_config
-    from syncopate.runtime import _cuda
     mod = importlib.import_module("syncopate.ops.gemm_rs")
-    monkeypatch.setattr(_cuda, "stream_wait_available", lambda: True)
     bf = torch.bfloat16
     for (M, N, K), want in (((8192, 4096, 14336), "ce"), ((8192, 8192, 28672), "ce"),
                             ((4096, 4096, 14336), "ce"), ((1024, 8192, 28672), "ce"),
                             ((1024, 4096, 14336), "sm")):
         Kl = K // 2
         cfg = resolve_config("tma", M, N, Kl, bf)
-        be, red, cfg2 = mod.resolve_variant(M, N, Kl, 2, bf, cfg, False)
+        be, red, cfg2 = mod.resolve_variant(M, N, Kl, 2, bf, cfg, False, gpu="h200")
         assert be == want and red == ("epilogue" if want == "ce" else "comm"), (M, N, K)
+    # no calibration (another GPU type, or none): sm, as before calibration existed
+    cfg = resolve_config("tma", 8192, 4096, 7168, bf)
+    assert mod.resolve_variant(8192, 4096, 7168, 2, bf, cfg, False, gpu=None)[:2] == ("sm", "comm")

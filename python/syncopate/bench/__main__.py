@@ -1,4 +1,4 @@
-"""``python -m syncopate.bench``: fused AG+GEMM and GEMM+RS against the alternatives.
+"""``python -m syncopate.bench``: fused AG+GEMM, GEMM+RS and GEMM+AR against the alternatives.
 
 Run under torchrun, one process per GPU::
 
@@ -14,8 +14,14 @@ slowest rank):
 * ``serial triton`` -- NCCL collective then our local Triton kernel (the unfused path);
 * ``torch async-TP`` -- ``torch.ops.symm_mem.fused_all_gather_matmul`` /
   ``fused_matmul_reduce_scatter``;
+* ``torch symm one-shot`` / ``two-shot`` (GEMM+AR, ``--ops ar``) -- cuBLAS, then
+  ``torch.ops.symm_mem.one_shot_all_reduce`` / ``two_shot_all_reduce_`` where torch has them
+  (``bench/gemm_ar.py``);
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
+
+``--calibrate`` instead measures what the ops' cost model needs and writes the GPU type's
+calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits a past run).
 
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
@@ -40,11 +46,14 @@ import time
 
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
+from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES, bench_ar
 from .rows import bench_ag, bench_rs
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
-__all__ = ["Timer", "bench_ag", "bench_rs", "columns", "derive", "format_table", "git_commit",
+__all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "columns", "derive",
+           "format_table",
+           "git_commit",
            "init_distributed", "loopback_refusal", "main", "parse_args", "plot", "rows_for",
            "start_row", "sweep_for", "write_results"]
 
@@ -54,20 +63,29 @@ M_MAIN = 8192
 M_EXTRA = (1024, 4096)
 
 
-def parse_args(argv=None):
+#: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
+BACKEND_CHOICES = ("sm", "ce", "nvshmem", "ce+epilogue")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's arguments, every value checked here (a typo in ``--m`` must not surface
+    as a traceback on every rank after torchrun started the GPUs)."""
+    from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
     p = argparse.ArgumentParser(prog="python -m syncopate.bench",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--out", default="bench_out", help="directory for bench.json and bench.png")
     p.add_argument("--quick", action="store_true", help="a small subset (for CI-style checks)")
-    p.add_argument("--iters", type=int, default=None, help="timed iterations per column")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--backends", default="sm,ce",
+    p.add_argument("--iters", type=positive_int, default=None, help="timed iterations per column")
+    p.add_argument("--warmup", type=nonnegative_int, default=3)
+    p.add_argument("--backends", type=csv_names(BACKEND_CHOICES), default="sm,ce",
                    help="fused backends (nvshmem needs --symm nvshmem; ce+epilogue: GEMM+RS with "
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", default="ag,rs",
-                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ring_attn (ring attention)")
+    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ring_attn")),
+                   default="ag,rs",
+                   help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
+                        "M = 1..512 and 8192 unless --m), ring_attn (ring attention)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
                         "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
@@ -76,14 +94,20 @@ def parse_args(argv=None):
                         "to time loopback)")
     p.add_argument("--kernel", default="tma", choices=("tma", "ptr"))
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
-    p.add_argument("--budget-s", type=float, default=None,
+    p.add_argument("--budget-s", type=positive_float, default=None,
                    help="start a row only if it should end within this many seconds, judged by "
                         "the slowest row so far (default 150, quick 60)")
-    p.add_argument("--m", default=None,
+    p.add_argument("--m", type=csv_ints, default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
     from .compile_time import add_arguments
     add_arguments(p)
-    return p.parse_args(argv)
+    from .calibrate import add_arguments as add_calibrate_arguments
+    add_calibrate_arguments(p)
+    return p
+
+
+def parse_args(argv=None):
+    return build_parser().parse_args(argv)
 
 
 def rows_for(args, W):
@@ -101,6 +125,9 @@ def rows_for(args, W):
                 rows.append(("gemm_rs", M, N, K))
     if args.quick and "ag" in ops and not args.m:
         rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
+    if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
+        ar_ms = ms if args.m else (AR_M_QUICK if args.quick else AR_M)
+        rows += [("gemm_ar", M, N, K) for M in ar_ms for N, K in AR_SHAPES]
     return rows
 
 
@@ -156,18 +183,31 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
+        from ..cli import run_handler
         from . import compile_time
-        return compile_time.main(args, " ".join([sys.executable, "-m", "syncopate.bench"]
-                                                + (argv if argv is not None else sys.argv[1:])),
-                                 git_commit())
+        command = " ".join([sys.executable, "-m", "syncopate.bench"]
+                           + (argv if argv is not None else sys.argv[1:]))
+        return run_handler(lambda a: compile_time.main(a, command, git_commit()), args,
+                           "python -m syncopate.bench")
     if args.check:
         return check_main(args)
+    command = " ".join([sys.executable, "-m", "syncopate.bench"]
+                       + (argv if argv is not None else sys.argv[1:]))
+    if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
+        from ..cli import run_handler
+        from . import calibrate
+        return run_handler(lambda a: calibrate.main(a, command, git_commit()), args,
+                           "python -m syncopate.bench")
     why = loopback_refusal()
     if why is not None:
-        print(f"syncopate.bench: {why}", file=sys.stderr)
+        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
         return 2
+    if args.calibrate:
+        from . import calibrate
+        return calibrate.main(args, command, git_commit())
     if "RANK" not in os.environ:
-        print("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench ...",
+        print("python -m syncopate.bench: error: run under torchrun: torchrun "
+              "--nproc-per-node <GPUs> -m syncopate.bench ... (or --compile, CPU only)",
               file=sys.stderr)
         return 2
     import torch
@@ -187,8 +227,6 @@ def main(argv=None) -> int:
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
     t_start = time.monotonic()
     results, skipped, slowest = [], [], 0.0
-    command = " ".join([sys.executable, "-m", "syncopate.bench"]
-                       + (argv if argv is not None else sys.argv[1:]))
     for op, M, N, K in rows_for(args, comm.world_size):
         # rank 0 decides for all (each rank's clock differs a little: a rank that skipped a row
         # its peers started would hang them in the row's first collective)
@@ -200,7 +238,7 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = bench_ag if op == "ag_gemm" else bench_rs
+        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}[op]
         r = fn(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
@@ -247,20 +285,30 @@ def _check_worker(rank, W, args):
     """One rank of a ``--check`` run: the fused ops once each against their unfused path."""
     from ..runtime import Communicator
     from . import attention as attn_bench
+    from . import gemm_ar as ar_bench
     comm = Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
+    ops = _check_ops(args)
     try:
-        return attn_bench.run(comm, args, log, check_only=True)
+        rows = attn_bench.run(comm, args, log, check_only=True) if "ring_attn" in ops else []
+        if "ar" in ops:
+            rows += ar_bench.check_rows(comm, args, log)
+        return rows
     finally:
         comm.close()
 
 
+def _check_ops(args) -> set[str]:
+    """The ops of a ``--check`` run (``gemm_ar`` is an alias of ``ar``)."""
+    return {"ar" if o == "gemm_ar" else o for o in args.ops.split(",") if o}
+
+
 def check_main(args) -> int:
     """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
-    ops = [o for o in args.ops.split(",") if o]
-    if ops != ["ring_attn"]:
-        print(f"syncopate.bench --check runs --ops ring_attn only (got {args.ops}); the GEMM "
-              f"ops are checked by tests/gpu", file=sys.stderr)
+    ops = _check_ops(args)
+    if not ops or not ops <= {"ring_attn", "ar"}:
+        print(f"syncopate.bench --check runs --ops ring_attn and/or ar (got {args.ops}); the "
+              f"other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
     lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
     if lb:
@@ -288,10 +336,19 @@ def check_main(args) -> int:
         print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
               file=sys.stderr)
         return 2
+    from .gemm_ar import check_problems
     for r in rows:
+        if r.get("op") == "gemm_ar":
+            print(f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
+                  f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
+                  f"{r['ranks_differ']}")
+            continue
         print(f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
               f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
-    return 0
+    problems = check_problems([r for r in rows if r.get("op") == "gemm_ar"])
+    for p in problems:
+        print(f"syncopate.bench --check: {p}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -190,13 +190,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="time the compile of the fused GEMMs instead of running them (no GPU, "
                         "no torch.distributed); writes compile.json under --out")
-    g.add_argument("--runs", type=int, default=5,
+    from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_int
+    g.add_argument("--runs", type=positive_int, default=5,
                    help="runs of the syncopate stage per case (medians); default 5")
-    g.add_argument("--compile-runs", type=int, default=1,
+    g.add_argument("--compile-runs", type=nonnegative_int, default=1,
                    help="whole compiles (fused and unfused) per case, medians; default 1 (each "
                         "takes seconds, up to a minute at W = 8: Triton and ptxas); 0 skips them")
-    g.add_argument("--world-sizes", default="2,8", help="W values to compile for")
-    g.add_argument("--kernels", default="tma,ptr", help="local GEMMs: tma, ptr")
+    g.add_argument("--world-sizes", type=csv_ints, default="2,8", help="W values to compile for")
+    g.add_argument("--kernels", type=csv_names(("tma", "ptr")), default="tma,ptr",
+                   help="local GEMMs: tma, ptr")
 
 
 def main(args, argv_text: str, git_commit: str | None = None) -> int:

@@ -32,7 +32,8 @@ def derive(r, backends):
 
 def columns(backends):
     return (["fused default"] + [f"fused[{b}]" for b in backends]
-            + ["serial cuBLAS", "serial triton", "torch async-TP", "gemm", "gemm cuBLAS", "comm",
+            + ["serial cuBLAS", "serial triton", "torch async-TP", "torch symm one-shot",
+               "torch symm two-shot", "gemm", "gemm cuBLAS", "comm",
                "ideal", "fused/ideal", "default/ideal", "serial/fused", "fused host"])
 
 

@@ -158,6 +158,13 @@ class Checker:
         if reader_rank != buf.rank:
             np.maximum.at(buf.remote_read, offs, epoch)
 
+    def skipped_read(self, reader_rank: int, buf, offs, epoch: int) -> None:
+        """A transfer with a run-time extent left ``offs`` of its source region unread (the
+        padding past its count, emulate/extents.py): the reader is done with them for this
+        launch just as with the rows it copied, so a later launch may overwrite them."""
+        if buf.tracked and offs.size and reader_rank != buf.rank:
+            np.maximum.at(buf.remote_read, offs, epoch)
+
     # ----------------------------------------------------------------------------- writes
     def write(self, who: str, writer_rank: int, buf, offs, epoch: int, loc: str,
               chunk: int | None = None) -> None:

@@ -24,6 +24,9 @@ import os
 import time
 
 from .. import backends
+from ..cli_args import nonnegative_int, positive_int
+from ..cli_kernel import KERNEL_ALIASES, gemm_name
+from ..compile_cli import GEMM_DTYPES, shape_text
 
 
 def register_commands(subparsers) -> None:
@@ -36,44 +39,60 @@ def register_commands(subparsers) -> None:
                                   "by `syncopate compile -o`")
     p.add_argument("--schedule", default=None, help="schedule JSON file")
     p.add_argument("--operand", default=None, help="kernel parameter holding the tensor")
-    p.add_argument("--shape", default=None, help="M,N,K of the local GEMM (gemm-tma/gemm-ptr)")
+    p.add_argument("--shape", type=shape_text, default=None,
+                   help="M,N,K of the local GEMM (gemm-tma/gemm-ptr); 'x' separates as well")
     p.add_argument("--signature", default="", help="module:function kernels: name=type,...")
     p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
     p.add_argument("--arg", action="append", default=[],
                    help="module:function kernels: NAME=RxC | zeros:RxC | perm:N | INT")
     p.add_argument("--grid", default=None, help="module:function kernels: the launch grid")
     p.add_argument("--backend", default="sm", choices=backends.names())
-    p.add_argument("--comm-programs", type=int, default=2)
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    p.add_argument("--block", default="64,64,32", help="BLOCK_M,BLOCK_N,BLOCK_K (default 64,64,32)")
-    p.add_argument("--world-size", type=int, default=None,
+    p.add_argument("--comm-programs", type=nonnegative_int, default=2)
+    p.add_argument("--dtype", default="bf16", choices=GEMM_DTYPES)
+    p.add_argument("--block", type=_block, default=(64, 64, 32),
+                   help="BLOCK_M,BLOCK_N,BLOCK_K, powers of two (default 64,64,32)")
+    p.add_argument("--world-size", type=positive_int, default=None,
                    help="must equal the schedule's world size (a check)")
     p.add_argument("--policies", default=None,
                    help="comma-separated: in-order, reverse, late, behind:R, random:S "
                         "(default: the standard set)")
-    p.add_argument("--launches", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--launches", type=positive_int, default=2)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--fine", action="store_true",
                    help="also interleave at every load/store of the communicated tensor")
     p.set_defaults(func=run_emulate)
 
 
+def _block(text: str) -> tuple[int, int, int]:
+    """``--block BLOCK_M,BLOCK_N,BLOCK_K``: three powers of two (Triton's tl.arange needs them)."""
+    import argparse
+    try:
+        dims = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        dims = ()
+    if len(dims) != 3 or any(d < 1 or d & (d - 1) for d in dims):
+        raise argparse.ArgumentTypeError(f"{text!r}: give BLOCK_M,BLOCK_N,BLOCK_K as three "
+                                         f"powers of two, e.g. 64,64,32")
+    return dims
+
+
+_block.__name__ = "block"
+
+
 def run_emulate(args) -> int:
-    from ..errors import CompileError
+    from ..errors import CompileError, UsageError
 
     if os.path.isdir(args.kernel):
         _from_directory(args)
     if args.schedule is None or args.operand is None:
-        import sys
-        # bad usage (exit 2, as argparse's own errors), not a compile error
-        print("syncopate emulate: error: the arguments --schedule and --operand are required "
-              "(or name a directory written by `syncopate compile -o`)", file=sys.stderr)
-        raise SystemExit(2)
-    if args.kernel in ("gemm-tma", "gemm-ptr"):
+        raise UsageError("the arguments --schedule and --operand are required (or name a "
+                         "directory written by `syncopate compile -o`)")
+    if args.kernel in KERNEL_ALIASES:
         return _run_gemm(args)
     if ":" not in args.kernel:
         raise CompileError(f"unknown kernel {args.kernel!r}: use gemm-tma, gemm-ptr, "
-                           f"module:function or a directory written by `syncopate compile -o`")
+                           f"module:function, path/to/file.py:function or a directory written "
+                           f"by `syncopate compile -o`")
     return _run_kernel(args)
 
 
@@ -89,6 +108,11 @@ def _from_directory(args) -> None:
         req = json.loads(open(path).read())
     except ValueError as e:
         raise CompileError(f"{path} is not valid JSON: {e}") from None
+    missing = [k for k in ("kernel", "schedule", "operand") if not isinstance(req, dict)
+               or not isinstance(req.get(k), str)]
+    if missing:
+        raise CompileError(f"{path} lacks {', '.join(missing)}: it was not written by "
+                           f"`syncopate compile -o`; compile again")
     sched_path = os.path.join(args.kernel, "schedule.json")
     with open(sched_path, "w") as f:
         f.write(req["schedule"])
@@ -119,26 +143,31 @@ def _run_kernel(args) -> int:
     """A ``module:function`` kernel with ``--arg``s and ``--grid``."""
     import numpy as np
 
-    from ..compile_cli import _load_kernel
-    from ..errors import CompileError
+    from ..compile_cli import load_kernel
+    from ..errors import CompileError, UsageError
     from ..schedule import as_schedule
     from .api import PerRank, emulate
 
-    fn, sig, cx, attrs, options = _load_kernel(args.kernel, args)
+    fn, sig, cx, attrs, options = load_kernel(args.kernel, args)
     if not args.grid:
-        raise CompileError(f"kernel {args.kernel} needs --grid (the grid it is launched with)")
+        raise UsageError(f"kernel {args.kernel} needs --grid (the grid it is launched with, "
+                         f"e.g. --grid 64 or --grid 8,4)")
     try:
         grid = tuple(int(x) for x in args.grid.split(","))
     except ValueError:
-        raise CompileError(f"--grid takes integers, got {args.grid!r}") from None
+        grid = ()
+    if not grid or len(grid) > 3 or any(g < 1 for g in grid):
+        raise UsageError(f"--grid {args.grid!r}: give 1 to 3 positive integers, e.g. 64 or 8,4")
     sched = as_schedule(args.schedule)
     rng = np.random.default_rng(args.seed)
     vals = {}
     for item in args.arg:
-        if "=" not in item:
-            raise CompileError(f"--arg {item!r}: write NAME=RxC, NAME=zeros:RxC, NAME=perm:N or "
-                               f"NAME=INT")
-        name, spec = item.split("=", 1)
+        name, eq, spec = item.partition("=")
+        if not eq or not name or not spec:
+            raise UsageError(f"--arg {item!r}: write NAME=RxC, NAME=zeros:RxC, NAME=perm:N or "
+                             f"NAME=INT")
+        if name in vals:
+            raise UsageError(f"--arg {name} is given twice")
         vals[name] = _arg_value(name, spec, rng, sched.world_size,
                                 per_rank=(name == args.operand), np=np, PerRank=PerRank)
     missing = [n for n in fn.arg_names if n not in cx and sig.get(n) != "constexpr"
@@ -156,13 +185,16 @@ def _run_kernel(args) -> int:
 
 
 def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
-    from ..errors import CompileError
+    import argparse
+
+    from ..cli_args import shape
+    from ..errors import UsageError
 
     def shape_of(text):
         try:
-            return tuple(int(x) for x in text.lower().split("x"))
-        except ValueError:
-            raise CompileError(f"--arg {name}={spec}: {text!r} is not a shape like 512x64") \
+            return shape(text)
+        except argparse.ArgumentTypeError:
+            raise UsageError(f"--arg {name}={spec}: {text!r} is not a shape like 512x64") \
                 from None
 
     if spec.startswith("perm:"):
@@ -182,27 +214,27 @@ def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
         try:
             return float(spec)
         except ValueError:
-            raise CompileError(f"--arg {name}={spec}: write RxC, zeros:RxC, perm:N, an "
-                               f"integer or a float") from None
+            raise UsageError(f"--arg {name}={spec}: write RxC, zeros:RxC, perm:N, an "
+                             f"integer or a float") from None
 
 
 def _run_gemm(args) -> int:
     import numpy as np
 
-    from ..errors import CompileError, EmulationError
+    from ..cli_args import shape_of_rank
+    from ..errors import EmulationError, UsageError
     from ..kernels import GemmConfig, compile_args, compile_attrs, kernel_fn
     from ..schedule import as_schedule
     from .api import PerRank, emulate
 
+    from ..compile_cli import _refuse_unused
+    _refuse_unused(args.kernel, args, ("signature", "constexpr", "grid", "arg"),
+                   "its parameters come from --shape, --dtype and --block")
     if not args.shape:
-        raise CompileError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
-    name = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}[args.kernel]
-    try:
-        m, n, k = (int(x) for x in args.shape.split(","))
-        bm, bn, bk = (int(x) for x in args.block.split(","))
-    except ValueError:
-        raise CompileError(f"--shape and --block take three integers (got {args.shape!r}, "
-                           f"{args.block!r})") from None
+        raise UsageError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
+    name = gemm_name(args.kernel)
+    m, n, k = shape_of_rank(args.shape, 3, f"{args.kernel} (M,N,K of the local GEMM)")
+    bm, bn, bk = args.block
     sched = as_schedule(args.schedule)
     if args.world_size is not None and args.world_size != sched.world_size:
         raise EmulationError(f"--world-size {args.world_size} but the schedule is for "

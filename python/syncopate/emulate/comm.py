@@ -42,6 +42,8 @@ from ..backends.sm import CopyTiling
 from ..errors import EmulationError
 from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side
+from ..schedule.verify_extent import valid_rows
+from .extents import clip_to_count
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
 
@@ -91,6 +93,7 @@ class Faults:
 
     skip_entry_wait: bool = False       # transfers / the ce stream do not wait for ENTRY
     skip_consumed_wait: bool = False    # ce: the host stages the next launch without waiting
+    skip_after_wait: bool = False       # transfers do not wait for their ``after`` chunks
     shift_chunk: dict = field(default_factory=dict)  # chunk id -> (dim, delta): moved region
 
 
@@ -250,6 +253,8 @@ class World(Machine):
             c = self.schedule.chunk(info["chunk"])
             side = executor(c)
             after = [a for a in c.after if self.schedule.chunk(a).dst == c.src]
+        if self.faults.skip_after_wait:
+            after = []
         rank, epoch, pid, count = info["rank"], info["epoch"], info["pid"], info["count"]
         if rank != (c.src if side == "src" else c.dst):
             return
@@ -278,6 +283,18 @@ class World(Machine):
         src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
         view = self.copy_view(c.tensor)
         lo, hi = self.chunk_box(c)
+        vr = valid_rows(self.schedule.chunk(c.id))
+        if vr is not None:  # a run-time extent: copy the counted prefix only (extents.py)
+            cbuf = self.bufs[c.src][self.param_of_tensor[vr[0]]]  # next to the data
+            idx = np.array([vr[1]], dtype=np.int64)
+            self.checker.transfer_read(pc.name, rank, cbuf, idx, epoch, c.id, loc)
+            lo, vhi = clip_to_count(lo, hi, cbuf.data[vr[1]])
+            if vhi[0] < hi[0]:  # the padding is not read: this launch is done with it
+                shape = self.schedule.tensors[c.tensor].shape
+                self.checker.skipped_read(rank, src_buf,
+                                          region_offsets(shape, (vhi[0],) + tuple(lo[1:]), hi),
+                                          epoch)
+            hi = vhi
         acc = c.reduce == "sum"
         if not all(b > a for a, b in zip(lo, hi)):
             tiles = []

@@ -27,6 +27,7 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.compiler.errors import CompilationError
 
     box: dict = {}
 
@@ -51,6 +52,9 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
                            target=target, options=dict(options or {}))
         except _StopAfterTtir:
             pass
+        except CompilationError as e:  # an error in the user's kernel: its file:line, one line
+            from syncopate.compile_checks import compilation_error
+            raise compilation_error(kernel, e) from e
     if "ttir" not in box:
         raise CompileError(f"could not get the TTIR of {kernel.__name__}")
     return box["ttir"]

@@ -108,24 +108,38 @@ def format_summary(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    from ..cli_args import nonnegative_int, positive_float
     ap = argparse.ArgumentParser(prog="python -m syncopate.fuzz",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--count", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0, help="first seed")
+    ap.add_argument("--count", type=nonnegative_int, default=50)
+    ap.add_argument("--seed", type=nonnegative_int, default=0, help="first seed")
     ap.add_argument("--out", default=None, help="where failing cases are written")
-    ap.add_argument("--time-budget", type=float, default=None, help="stop after SEC seconds")
-    ap.add_argument("--replay", type=int, default=None, metavar="SEED")
-    ap.add_argument("--show", type=int, default=None, metavar="SEED")
+    ap.add_argument("--time-budget", type=positive_float, default=None,
+                    help="stop after SEC seconds")
+    ap.add_argument("--replay", type=nonnegative_int, default=None, metavar="SEED")
+    ap.add_argument("--show", type=nonnegative_int, default=None, metavar="SEED")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per case")
+    return ap
+
+
+def main(argv=None) -> int:
     try:
-        a = ap.parse_args(argv)
+        a = build_parser().parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
-    if a.count < 0:
-        print("--count must be >= 0", file=sys.stderr)
-        return 2
+    from ..cli import run_handler
+    try:
+        return run_handler(_run, a, "python -m syncopate.fuzz")
+    except SystemExit as e:  # a UsageError: this entry point returns its status
+        return int(e.code or 0)
+
+
+def _run(a) -> int:
+    if a.out and os.path.exists(a.out) and not os.path.isdir(a.out):
+        from ..errors import UsageError
+        raise UsageError(f"--out {a.out}: a file is in the way; give a directory")
     if a.show is not None:
         case = generate(a.show)
         print(case.source)

@@ -154,23 +154,51 @@ class CudaBackend:
         return make_launcher(a, b, out, kernel=kernel, config=config)
 
 
-def main(argv=None, backend=None) -> int:
+def _gemm_shape(text: str) -> tuple[int, int, int]:
+    """``--shapes MxNxK``: three positive sizes (``x`` or ``,`` between them)."""
+    from ..cli_args import shape
+    dims = shape(text)
+    if len(dims) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: give M, N and K, e.g. 8192x8192x8192")
+    return dims
+
+
+def _check_out(path: str) -> None:
+    """``--out``: its folder must exist and the path must not be a folder; checked before the
+    run, whose partial results (watchdog, no GPU) are written there."""
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        print(f"python -m syncopate.kernels.bench_local: error: --out {path}: "
+              + ("is a directory; give a file name" if os.path.isdir(path)
+                 else f"no folder {folder}; create it first"), file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments, every value checked at parse time (before a GPU is touched)."""
+    from ..cli_args import nonnegative_float, nonnegative_int, positive_float
     p = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_local",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write results as JSON to this path")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    p.add_argument("--shapes", nargs="*", metavar="MxNxK",
+    p.add_argument("--shapes", nargs="*", metavar="MxNxK", type=_gemm_shape,
                    help="shapes to run (default: the six benchmark shapes)")
     p.add_argument("--kernels", nargs="*", default=["tma", "ptr"], choices=["tma", "ptr"])
     p.add_argument("--no-sweep", action="store_true", help="time the default configs only")
-    p.add_argument("--budget-s", type=float, default=50.0,
+    p.add_argument("--budget-s", type=nonnegative_float, default=50.0,
                    help="soft time budget; the config sweep stops when it is spent (default 50)")
-    p.add_argument("--step-timeout-s", type=float, default=60.0)
-    p.add_argument("--hard-timeout-s", type=float, default=240.0)
-    p.add_argument("--warmup-ms", type=float, default=10.0)
-    p.add_argument("--rep-ms", type=float, default=40.0)
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    p.add_argument("--step-timeout-s", type=positive_float, default=60.0)
+    p.add_argument("--hard-timeout-s", type=positive_float, default=240.0)
+    p.add_argument("--warmup-ms", type=positive_float, default=10.0)
+    p.add_argument("--rep-ms", type=positive_float, default=40.0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    return p
+
+
+def main(argv=None, backend=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.out:
+        _check_out(args.out)
 
     import torch
 
@@ -193,12 +221,12 @@ def main(argv=None, backend=None) -> int:
     why = backend.available()
     if why:
         report["error"] = why
-        print(f"bench_local: {why}; nothing to run", file=sys.stderr)
+        print(f"python -m syncopate.kernels.bench_local: error: {why}; nothing to run",
+              file=sys.stderr)
         write()
         return 2
 
-    shapes = ([tuple(int(x) for x in s.lower().split("x")) for s in args.shapes]
-              if args.shapes else SHAPES)
+    shapes = list(args.shapes) if args.shapes else SHAPES
     dtype = dtypes.torch_dtype(args.dtype)
     report.update(backend.info())
     if report["capability"][0] < 9 and "tma" in args.kernels:

@@ -2,12 +2,18 @@
 :func:`syncopate.fuse` (no hand-written fused kernels)."""
 
 from .ag_gemm import ag_gemm, ag_gemm_buffer, ag_gemm_fused_kernel, ag_gemm_reference
+from .gemm_ar import gemm_ar, gemm_ar_buffer, gemm_ar_fused_kernel, gemm_ar_reference
 from .gemm_rs import gemm_rs, gemm_rs_buffer, gemm_rs_fused_kernel, gemm_rs_reference
+from .moe_dispatch_gemm import (MoEDispatch, moe_dispatch_gemm, moe_dispatch_gemm_fused_kernel,
+                                moe_dispatch_gemm_reference)
 from .ring_attention import ring_attention, ring_attention_fused_kernel, ring_attention_reference
 from .ulysses import (ulysses_attention, ulysses_attention_reference, ulysses_buffers,
                       ulysses_fused_kernel)
 
-__all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_reference", "gemm_rs",
-           "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference", "ring_attention",
+__all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_reference", "gemm_ar",
+           "gemm_ar_buffer", "gemm_ar_fused_kernel", "gemm_ar_reference", "gemm_rs",
+           "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference", "MoEDispatch",
+           "moe_dispatch_gemm", "moe_dispatch_gemm_fused_kernel", "moe_dispatch_gemm_reference",
+           "ring_attention",
            "ring_attention_fused_kernel", "ring_attention_reference", "ulysses_attention",
            "ulysses_attention_reference", "ulysses_buffers", "ulysses_fused_kernel"]

@@ -162,14 +162,6 @@ def schedule_dtype(dtype) -> str:
     return canonical(dtype)
 
 
-def gemm_seconds(M: int, N: int, K: int, dtype) -> float:
-    """The cost model's time of an ``M x N x K`` GEMM (measured peak; within 3% of our kernel
-    at M >= 1024 on H200, bench run 6)."""
-    from ..schedule.cost import gemm_time
-    from ..schedule.model import normalize_dtype
-    return gemm_time(M, N, K, normalize_dtype(schedule_dtype(dtype)))
-
-
 def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, *, backend,
                  split, order, mode, comm_programs, kernel, config, reduce: str = "comm",
                  **fuse_options):
@@ -264,3 +256,106 @@ def put_prepared(comm, key, prep: PreparedCall) -> None:
     if len(table) >= _PREPARED_MAX:  # callers cycling through output buffers: bound it
         table.clear()
     table[key] = prep
+
+
+# ------------------------------------------------------------------------------------------
+# The op's path: fused, unfused or (world size 1) the local GEMM alone -- ops/choice.py
+# ------------------------------------------------------------------------------------------
+
+#: the ``kernel`` name of cuBLAS (``torch.matmul``): unfused and local paths only
+CUBLAS = "cublas"
+
+
+def triton_kernel(kernel) -> str:
+    """Our local kernel of a call: ``kernel`` or, when the op may choose (None), ``tma``."""
+    return "tma" if kernel is None else kernel
+
+
+def check_kernel(kernel, config, fused_requested: bool) -> None:
+    if kernel == CUBLAS:
+        if config is not None:
+            raise LaunchError("config= selects a tile config of our Triton kernel; cuBLAS "
+                              "(kernel='cublas') takes none: drop config or use kernel='tma'")
+        if fused_requested:
+            raise LaunchError("kernel='cublas' cannot be fused (the compiler fuses Triton "
+                              "kernels): use kernel='tma' for the fused path, or fused=False")
+
+
+def local_gemm(kernel: str, a, b, out, config) -> None:
+    """``out = a @ b`` with our kernel (``config``) or cuBLAS (``kernel='cublas'``)."""
+    if kernel == CUBLAS:
+        import torch
+        torch.matmul(a, b, out=out)
+        return
+    run_local(gemm_call(kernel, a, b, out, config))
+
+
+_GPU_BY_DEVICE: dict = {}
+
+
+def gpu_of(comm) -> str | None:
+    """The GPU type the op's decision is keyed on (from the device name: the same on every rank
+    of a node; None for a non-CUDA device, e.g. the CPU tests' fake communicator). Memoised
+    per device (a device's name does not change in a process)."""
+    dev = comm.device
+    if dev not in _GPU_BY_DEVICE:
+        from ..calibration import device_gpu_type
+        _GPU_BY_DEVICE[dev] = device_gpu_type(dev)
+    return _GPU_BY_DEVICE[dev]
+
+
+def decide(op: str, comm, m: int, n: int, k: int, dtype, *, kernel, config, fused,
+           unavailable=()):
+    """The op's path (:func:`syncopate.ops.choice.decide`): cuBLAS is a candidate only when the
+    caller pinned neither our kernel nor its config."""
+    from .choice import decide as _decide
+    return _decide(op, m, n, k, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
+                   cublas=kernel is None and config is None, fused=fused,
+                   unavailable=unavailable)
+
+
+#: world size 1: (local GEMM, config) per call layout -- the op's checks and decision once per
+#: layout, not per call (at W = 1 a small GEMM's host time is the op's Python: ~45 us per call
+#: without this against ~7 us for torch.matmul on the CPU test host)
+_W1_PLANS: dict = {}
+_W1_PLANS_MAX = 256
+
+
+def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False, check=None):
+    """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
+    buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
+    says it is faster and the caller pinned neither our kernel, a config nor the unfused
+    reference (``ours``: ``fused=False`` / ``SYNCOPATE=0``, whose contract is our kernel's
+    bits): the op then costs what the best local GEMM costs. The result is ``a @ b`` (the
+    all-gather and the reduce-scatter of one rank are the identity). ``check()``: the op's
+    argument checks, run once per layout (shapes, dtypes and devices are the memo's key)."""
+    import torch
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        check()
+    key = (op, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device, gpu_of(comm),
+           kernel, repr(config), ours)
+    plan = _W1_PLANS.get(key)
+    if plan is None:
+        if check is not None:
+            check()
+        M, K = a.shape
+        N = b.shape[1]
+        if kernel == CUBLAS:
+            plan = (CUBLAS, None)
+        else:
+            local = decide(op, comm, M, N, K, a.dtype, kernel=triton_kernel(kernel) if ours
+                           else kernel, config=config, fused=None).choice.local
+            k = triton_kernel(kernel)
+            plan = (CUBLAS, None) if local == CUBLAS else \
+                (k, resolve_config(k, M, N, K, a.dtype, config))
+        if len(_W1_PLANS) >= _W1_PLANS_MAX:
+            _W1_PLANS.clear()
+        _W1_PLANS[key] = plan
+    shape = (a.shape[0], b.shape[1])
+    if out is None:
+        out = torch.empty(shape, device=a.device, dtype=a.dtype)
+    elif out.shape != shape or out.dtype != a.dtype:
+        raise LaunchError(f"out must be [M, N] = {shape} in {a.dtype} at world size 1, got "
+                          f"{tuple(out.shape)} {out.dtype}")
+    local_gemm(plan[0], a, b, out, plan[1])
+    return out

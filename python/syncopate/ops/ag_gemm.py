@@ -46,7 +46,8 @@ def ag_gemm_buffer(comm, m_shard: int, K: int, dtype):
 
 
 def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out=None):
-    """The unfused path: NCCL ``all_gather_into_tensor`` then the same local kernel."""
+    """The unfused path: NCCL ``all_gather_into_tensor`` then the same local kernel (or cuBLAS
+    with ``kernel='cublas'``)."""
     import torch
 
     from ..runtime import collectives as dist
@@ -57,8 +58,7 @@ def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out
     dist.all_gather_into_tensor(gathered, a_shard.contiguous(), group=comm.group)
     if out is None:
         out = torch.empty((Ms * W, b.shape[1]), device=b.device, dtype=b.dtype)
-    call = _gemm.gemm_call(kernel, gathered, b, out, config)
-    _gemm.run_local(call)
+    _gemm.local_gemm(kernel, gathered, b, out, config)
     return out
 
 
@@ -70,48 +70,74 @@ def ag_gemm_fused_kernel(comm, M: int, K: int, dtype, *, backend="sm", split=1, 
                               kernel=kernel, config=config, defer_consumed_wait=True)
 
 
-def ag_gemm(a_shard, b, comm, *, backend: str = "sm", split=None, order: str = "swizzle",
-            mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None,
+def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: str = "swizzle",
+            mode=None, comm_programs=None, kernel: str | None = None, config=None, out=None,
             fused=None):
     """``all_gather(a_shard, dim=0) @ b`` -> ``[M, N_local]`` with ``M = W * a_shard.shape[0]``.
 
+    The path: left to the op (the default), it takes whichever the calibrated cost model
+    (:mod:`syncopate.ops.choice`, ``syncopate explain ag_gemm ...``) predicts fastest for this
+    shape, dtype, world size and GPU type -- a fused variant or the unfused path (NCCL
+    all-gather + our local kernel or cuBLAS) -- the same on every rank. ``fused=True`` or any
+    of ``backend``/``split``/``comm_programs``/``mode``: fused (the cost model picks what is
+    not given). ``fused=False`` -- or ``SYNCOPATE=0`` when ``fused`` is None -- the unfused
+    path with our kernel. At world size 1 there is nothing to gather: the local GEMM alone
+    (ours or cuBLAS, as for the unfused path), no fused machinery, whatever the fused arguments
+    (:func:`syncopate.ops._gemm.world_size_one`).
+
     ``backend``: ``'sm'`` (comm programs in the kernel), ``'ce'`` (copy engine on a side
-    stream) or ``'nvshmem'`` (needs ``Communicator(symm_backend='nvshmem')``). ``split``
-    chunks per shard and ``comm_programs`` come from the cost model unless given. ``kernel``
-    and ``config`` select the local GEMM (:mod:`syncopate.kernels`). ``fused=False`` -- or
-    ``SYNCOPATE=0`` in the environment when ``fused`` is None -- takes the unfused path (NCCL
-    all-gather + the same local kernel), which gives bitwise the same result.
+    stream) or ``'nvshmem'`` (needs ``Communicator(symm_backend='nvshmem')``). ``kernel`` and
+    ``config`` select our local GEMM (:mod:`syncopate.kernels`); ``kernel='cublas'`` the
+    unfused path with ``torch.matmul``. Result contract: with our kernel the fused and the
+    unfused path give bitwise the local kernel's result on the gathered A; when the op chose
+    cuBLAS (``kernel`` and ``config`` left out) the result is cuBLAS's (same math, fp32
+    accumulation, other rounding) -- pin ``kernel='tma'`` for our kernel's bits.
     """
     import torch
 
     from ..runtime.fused import fused_enabled
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if use_fused:
+    fused_args = (fused is True or backend is not None or split is not None
+                  or comm_programs is not None or mode is not None)
+    _gemm.check_kernel(kernel, config, fused_args)
+    use_fused = fused is not False and (fused is not None or fused_enabled())
+    if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("ag_gemm", comm, a_shard, b, out,
                                  (backend, split, order, mode, comm_programs, kernel, repr(config)))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a_shard, out)
+    if comm.world_size == 1:
+        return _gemm.world_size_one("ag_gemm", comm, a_shard, b, out, kernel, config,
+                                     ours=not use_fused, check=lambda: _check(a_shard, b, comm))
     _check(a_shard, b, comm)
     W, me = comm.world_size, comm.rank
     Ms, K = a_shard.shape
     M, N = Ms * W, b.shape[1]
-    cfg = _gemm.resolve_config(kernel, M, N, K, a_shard.dtype, config)
+    tk = _gemm.triton_kernel(kernel)
+    cfg = None if kernel == _gemm.CUBLAS else _gemm.resolve_config(tk, M, N, K, a_shard.dtype,
+                                                                   config)
     if not use_fused:
-        return ag_gemm_reference(a_shard, b, comm, kernel=kernel, config=cfg, out=out)
+        return ag_gemm_reference(a_shard, b, comm, kernel=tk, config=cfg, out=out)
+    if backend is None:
+        choice = _gemm.decide("ag_gemm", comm, M, N, K, a_shard.dtype, kernel=kernel,
+                              config=config, fused=True if fused_args else None).choice
+        if choice.path != "fused":
+            return ag_gemm_reference(a_shard, b, comm, kernel=choice.local if choice.local ==
+                                     _gemm.CUBLAS else tk, config=cfg, out=out)
+        backend = choice.backend
     if out is None:
         out = torch.empty((M, N), device=b.device, dtype=b.dtype)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, a_shard.dtype, split, comm_programs)
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
     fk = ag_gemm_fused_kernel(comm, M, K, a_shard.dtype, backend=backend, split=split, order=order,
-                              mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
+                              mode=mode, comm_programs=cp, kernel=tk, config=cfg)
     A = ag_gemm_buffer(comm, Ms, K, a_shard.dtype)
     slot = A[me * Ms:(me + 1) * Ms]
     nprog = None
-    if _gemm.short_kernel(kernel) == "tma":
+    if _gemm.short_kernel(tk) == "tma":
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
         nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
-    call = _gemm.gemm_call(kernel, A, b, out, cfg, num_programs=nprog)
+    call = _gemm.gemm_call(tk, A, b, out, cfg, num_programs=nprog)
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
                               out_index=call.fn.arg_names.index("c_ptr"), slot=slot)
     result = _run_prepared(prep, a_shard, out)

@@ -14,7 +14,7 @@ accumulation, one rounding, sources in rank order) -- or, with ``reduce="epilogu
 owner's GEMM tiles wait for those chunks and add them before their one store. With
 ``sm``/``nvshmem`` the comm programs do the same inside the kernel, and the owner's rows of the
 symmetric buffer hold the result. Called without ``backend``/``reduce`` the op takes the
-epilogue variant where it applies (:func:`default_variant`), else sm.
+path the calibrated cost model predicts fastest (:mod:`syncopate.ops.choice`).
 
 Unfused path (``fused=False`` or ``SYNCOPATE=0``): the same local kernel, then NCCL
 ``reduce_scatter_tensor``. For two ranks both paths add two bf16/fp16 partials in fp32 and
@@ -54,13 +54,14 @@ def _check(a, b_shard, comm):
 
 
 def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
-    """The unfused path: the local kernel, then NCCL ``reduce_scatter_tensor``."""
+    """The unfused path: the local kernel (or cuBLAS with ``kernel='cublas'``), then NCCL
+    ``reduce_scatter_tensor``."""
     import torch
     from ..runtime import collectives as dist
     _check(a, b_shard, comm)
     M, N = a.shape[0], b_shard.shape[1]
     partial = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    _gemm.run_local(_gemm.gemm_call(kernel, a, b_shard, partial, config))
+    _gemm.local_gemm(kernel, a, b_shard, partial, config)
     if out is None:
         out = torch.empty((M // comm.world_size, N), device=a.device, dtype=a.dtype)
     dist.reduce_scatter_tensor(out, partial, op=dist.ReduceOp.SUM, group=comm.group)
@@ -86,52 +87,48 @@ def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, 
                               kernel=kernel, config=config, reduce=reduce)
 
 
-#: the epilogue variant is the default only for GEMMs of at least this many seconds (the cost
-#: model's estimate of this rank's GEMM): its host side (side-stream handshake, copy-engine
-#: copies, stream waits) costs ~0.28 ms per call against ~0.06 ms for sm (run 6,
-#: host_profile.log), so below ~0.2 ms of GEMM a loop of calls would wait for the host and
-#: sm's shorter launch wins although its kernel is slower (M = 1024, 4096 x 14336: sm 0.20 ms
-#: device / 0.06 host, epilogue 0.15 device / 0.28 host).
-EPILOGUE_MIN_GEMM_S = 0.2e-3
-
-
-def default_variant(M: int, W: int, cfg, backend=None, reduce=None,
-                    gemm_s: float | None = None) -> tuple[str, str]:
-    """``(backend, reduce)`` when the caller leaves them out: ``("ce", "epilogue")`` where it
-    applies, else ``("sm", "comm")``. ``gemm_s``: the estimated GEMM time of this rank.
-
-    Why the epilogue variant is the default: on 2 x H200 (bench/results/2026-11-30-h200x2-run6)
-    it was the fastest fused GEMM+RS on every shape measured -- 1.06-1.16x of ideal at M = 8192
-    and 4096 where the sm comm programs were 1.12-1.35x (they take 8-16 SMs from the GEMM and
-    leave the last band's sum as a tail). It needs stream memory operations
-    (``cuStreamWaitValue32``), a tile walk in which the sent rows fill whole GROUP_M groups
-    (:func:`_check_epilogue_order`) and a GEMM long enough to hide its host time
-    (:data:`EPILOGUE_MIN_GEMM_S`); where any is missing the op takes the sm comm programs
-    rather than refusing. An explicit ``backend`` keeps ``reduce`` at ``"comm"`` unless
-    ``reduce`` is given too."""
-    if backend is not None or reduce is not None:
-        return backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
-    if gemm_s is not None and gemm_s < EPILOGUE_MIN_GEMM_S:
-        return "sm", "comm"
-    from ..runtime import _cuda
-    if not _cuda.stream_wait_available():
-        return "sm", "comm"
+def epilogue_unavailable(M: int, W: int, cfg) -> tuple:
+    """``(("ce+epilogue", reason),)`` when the epilogue variant cannot run this call's tile
+    order (:func:`_check_epilogue_order`), else ``()``: what the decision must leave out. A
+    pure function of the shape and the config, so every rank leaves out the same."""
     try:
         _check_epilogue_order("ce", M, W, cfg)
-    except LaunchError:
-        return "sm", "comm"
-    return "ce", "epilogue"
+    except LaunchError as e:
+        return (("ce+epilogue", str(e).split(":")[0]),)
+    return ()
 
 
 def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bool,
-                    backend=None, reduce=None):
-    """``(backend, reduce, config)`` of a call (``K``: this rank's shard): the caller's choice
-    or :func:`default_variant`; for the epilogue variant the default config's GROUP_M may be
-    lowered for its tile order (:func:`_epilogue_groups`: bitwise the same tiles), while an
-    explicit config (``config_given``) is the caller's and is checked as given."""
+                    backend=None, reduce=None, *, gpu="device", decision=None):
+    """``(backend, reduce, config)`` of a fused call (``K``: this rank's shard): the caller's
+    choice (an explicit ``backend`` keeps ``reduce`` at ``"comm"`` unless ``reduce`` is given
+    too), else the fused variant the calibrated cost model predicts fastest
+    (:mod:`syncopate.ops.choice`: the epilogue variant where its tiles fit and its host time
+    hides behind the GEMM; sm otherwise, and without a calibration). ``decision``: an
+    already-made :class:`~syncopate.ops.choice.Decision` whose choice is fused; ``gpu``: the
+    GPU type (default: the current CUDA device's). For the epilogue variant the default
+    config's GROUP_M may be lowered for its tile order (:func:`_epilogue_groups`: bitwise the
+    same tiles), while an explicit config (``config_given``) is the caller's and is checked
+    as given.
+
+    The choice never asks this driver whether it has stream memory operations (the decision
+    must be the same on every rank): it reads the calibration's ``stream_wait``; a driver
+    without them is refused at launch (``backends.ce.check_epilogue_plan``) with what to do."""
     grouped = cfg if config_given else _epilogue_groups(cfg, M, W)
-    backend, reduce = default_variant(M, W, grouped, backend, reduce,
-                                      _gemm.gemm_seconds(M, N, K, dtype))
+    if backend is not None or reduce is not None:
+        backend, reduce = backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
+    else:
+        if decision is None or decision.choice.path != "fused":
+            from .choice import decide
+            if gpu == "device":
+                from ..calibration import device_gpu_type
+                import torch
+                gpu = (device_gpu_type(torch.device("cuda")) if torch.cuda.is_available()
+                       else None)
+            decision = decide("gemm_rs", M, N, K, W, _gemm.schedule_dtype(dtype), gpu,
+                              cublas=False, fused=True,
+                              unavailable=epilogue_unavailable(M, W, grouped))
+        backend, reduce = decision.choice.backend, decision.choice.reduce
     return backend, reduce, grouped if reduce == "epilogue" else cfg
 
 
@@ -147,50 +144,70 @@ def default_plan(backend: str, reduce: str, M: int, N: int, K: int, W: int, dtyp
 
 
 def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: str = "swizzle",
-            mode=None, comm_programs=None, kernel: str = "tma", config=None, out=None, fused=None,
-            reduce: str | None = None):
+            mode=None, comm_programs=None, kernel: str | None = None, config=None, out=None,
+            fused=None, reduce: str | None = None):
     """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum).
 
-    Arguments as :func:`syncopate.ops.ag_gemm`. ``fused=False`` -- or ``SYNCOPATE=0`` when
-    ``fused`` is None -- takes the unfused path (local kernel + NCCL reduce-scatter).
+    The path, as :func:`syncopate.ops.ag_gemm`: left to the op, the calibrated cost model's
+    fastest (``syncopate explain gemm_rs ...``) among the fused variants and the unfused path
+    (our kernel or cuBLAS, then NCCL reduce-scatter), the same on every rank; ``fused=True``
+    or any of ``backend``/``reduce``/``split``/``comm_programs``/``mode``: fused;
+    ``fused=False`` -- or ``SYNCOPATE=0`` when ``fused`` is None -- unfused with our kernel.
+    World size 1: the local GEMM alone, no fused machinery.
     ``reduce="epilogue"`` (``backend="ce"``): the copy engine moves each partial chunk into its
     owner's slot and the owner's GEMM tiles add them before their store
-    (``passes/insert_epilogue_reduce.py``): no comm programs, no sum after the kernel.
+    (``passes/insert_epilogue_reduce.py``): no comm programs, no sum after the kernel; it needs
+    stream memory operations (``cuStreamWaitValue32``) in the driver.
     ``reduce="comm"``: the comm programs (sm, nvshmem) or the host after the kernel (ce) add.
-    Leaving both ``backend`` and ``reduce`` out picks :func:`default_variant` (the epilogue
-    variant where it applies, else sm).
     """
     from ..runtime.fused import fused_enabled
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if use_fused:
+    fused_args = (fused is True or backend is not None or reduce is not None
+                  or split is not None or comm_programs is not None or mode is not None)
+    _gemm.check_kernel(kernel, config, fused_args)
+    use_fused = fused is not False and (fused is not None or fused_enabled())
+    if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("gemm_rs", comm, a, b_shard, out,
                                  (backend, split, order, mode, comm_programs, kernel, repr(config),
                                   reduce))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a, out)
+    if comm.world_size == 1:
+        return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config,
+                                     ours=not use_fused, check=lambda: _check(a, b_shard, comm))
     _check(a, b_shard, comm)
     W, me = comm.world_size, comm.rank
     M, K = a.shape
     N = b_shard.shape[1]
-    cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
+    tk = _gemm.triton_kernel(kernel)
+    cfg = None if kernel == _gemm.CUBLAS else _gemm.resolve_config(tk, M, N, K, a.dtype, config)
     if not use_fused:
-        return gemm_rs_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
+        return gemm_rs_reference(a, b_shard, comm, kernel=tk, config=cfg, out=out)
     if reduce not in (None, "comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
+    decision = None
+    if backend is None and reduce is None:
+        grouped = cfg if config is not None else _epilogue_groups(cfg, M, W)
+        decision = _gemm.decide("gemm_rs", comm, M, N, K, a.dtype, kernel=kernel, config=config,
+                                fused=True if fused_args else None,
+                                unavailable=epilogue_unavailable(M, W, grouped))
+        if decision.choice.path != "fused":
+            local = decision.choice.local
+            return gemm_rs_reference(a, b_shard, comm, kernel=local if local == _gemm.CUBLAS
+                                     else tk, config=cfg, out=out)
     backend, reduce, cfg = resolve_variant(M, N, K, W, a.dtype, cfg, config is not None,
-                                           backend, reduce)
+                                           backend, reduce, decision=decision)
     split, cp = default_plan(backend, reduce, M, N, K, W, a.dtype, split, comm_programs)
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
     if reduce == "epilogue":
         _check_epilogue_order(backend, M, W, cfg)
     fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
-                              mode=mode, comm_programs=cp, kernel=kernel, config=cfg, reduce=reduce)
+                              mode=mode, comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)
     C = gemm_rs_buffer(comm, M, N, a.dtype)
     nprog = None
-    if _gemm.short_kernel(kernel) == "tma":
+    if _gemm.short_kernel(tk) == "tma":
         nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
-    call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
+    call = _gemm.gemm_call(tk, a, b_shard, C, cfg, num_programs=nprog)
     rows = M // W
     if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):
         raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {a.dtype}, got "

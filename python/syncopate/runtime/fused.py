@@ -554,8 +554,9 @@ class FusedKernel:
         # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
         # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
         # comm_programs x rows
-        cp = int(cfg.abi.comm_programs or 0) if self._backend.has_comm_programs else 0
-        programs -= cp * (int(g[1]) * int(g[2]) - 1)
+        rows = int(g[1]) * int(g[2])
+        if rows > 1 and self._backend.has_comm_programs:
+            programs -= int(cfg.abi.comm_programs or 0) * (rows - 1)
         ck = cfg.compiled.kernel
         limits = residency.DeviceLimits.of(self.comm.device)
         per_sm = residency.kernel_blocks_per_sm(ck, limits)

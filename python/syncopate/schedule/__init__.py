@@ -26,6 +26,7 @@ from .model import (DTYPE_SIZES, Chunk, Placement, Region, Schedule, TensorSpec,
                     normalize_dtype)
 from .templates import (PLANS, TEMPLATES, all_gather, all_reduce, all_to_all, reduce_scatter,
                         ring_pass, ulysses_all_to_all)
+from .kv_gather import kv_all_gather  # noqa: I001 (after .templates, which registers it)
 from .verify import Analysis, analyze, verify
 
 __all__ = [
@@ -33,8 +34,8 @@ __all__ = [
     "normalize_dtype",
     "FORMAT", "VERSION", "loads", "load", "dumps", "dump", "as_schedule", "from_dict", "to_dict",
     "verify", "analyze", "Analysis",
-    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass", "TEMPLATES",
-    "ulysses_all_to_all", "PLANS",
+    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass", "kv_all_gather",
+    "TEMPLATES", "ulysses_all_to_all", "PLANS",
     "estimate", "best_split", "chunk_time", "link_model", "gemm_time", "CostEstimate",
     "LinkModel",
 ]

@@ -14,10 +14,13 @@ to stdout.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .. import backends
+from ..cli_args import nonnegative_float as _nonnegative_float
+from ..cli_args import positive_int as _positive
+from ..cli_args import shape as _shape
+from ..cli_args import tensor_name as _tensor_name
 
 __all__ = ["register_commands"]
 
@@ -33,27 +36,6 @@ _TEMPLATE_COMMANDS = (
 )
 
 
-def _shape(text: str) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(x) for x in text.replace("x", ",").split(","))
-    except ValueError:
-        dims = ()
-    if not dims or any(d < 1 for d in dims):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a shape: give positive sizes separated by commas, e.g. 8192,4096")
-    return dims
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return v
-
-
 def register_commands(subparsers) -> None:
     """Add ``schedule`` and its actions to the top-level ``syncopate`` parser."""
     p = subparsers.add_parser(
@@ -66,7 +48,7 @@ def register_commands(subparsers) -> None:
     for command, template, help_text in _TEMPLATE_COMMANDS:
         tp = actions.add_parser(command, help=help_text, description=help_text + ".")
         tp.add_argument("--shape", type=_shape, required=True,
-                        help="global tensor shape, comma-separated (8192,4096)")
+                        help="global tensor shape: 8192,4096 or 8192x4096")
         tp.add_argument("--dtype", default="bf16", help="element type (default bf16)")
         tp.add_argument("--world-size", type=_positive, required=True, help="number of ranks")
         if template == "all_to_all":
@@ -85,7 +67,8 @@ def register_commands(subparsers) -> None:
                              "(default: the template's)")
         tp.add_argument("--split", type=_positive, default=1,
                         help="chunks per block (default 1)")
-        tp.add_argument("--tensor", default=None, help="tensor name (default: the template's)")
+        tp.add_argument("--tensor", type=_tensor_name, default=None,
+                        help="tensor name (default: the template's)")
         tp.add_argument("-o", "--output", default=None,
                         help="write the JSON here (default: stdout)")
         tp.set_defaults(func=_make, template=template)
@@ -94,22 +77,22 @@ def register_commands(subparsers) -> None:
         "check", help="verify a schedule file",
         description="Verify a schedule JSON file: print 'ok' and exit 0, or print every "
                     "problem on stderr (one per line, prefixed 'error:') and exit 1.")
-    cp.add_argument("file", help="schedule JSON file")
+    cp.add_argument("file", help="schedule JSON file ('-': read it from stdin)")
     cp.set_defaults(func=_check)
 
     sp = actions.add_parser(
         "show", help="per-rank plan and cost estimate",
         description="Print each rank's plan (step, chunk, direction, peer, region, bytes) and "
                     "the cost model's estimate; exit 1 with the problems if it does not verify.")
-    sp.add_argument("file", help="schedule JSON file")
+    sp.add_argument("file", help="schedule JSON file ('-': read it from stdin)")
     sp.add_argument("--backend", choices=backends.names(), default="sm",
                     help="communication backend for the estimate (default sm)")
     sp.add_argument("--comm-programs", type=_positive, default=16,
                     help="comm programs (CTAs) of the sm/nvshmem backends (default 16)")
-    sp.add_argument("--compute-us", type=float, default=None,
+    sp.add_argument("--compute-us", type=_nonnegative_float, default=None,
                     help="compute time of the fused kernel on one rank, in microseconds: adds "
                          "the fused-time estimate")
-    sp.add_argument("--tensor", default=None,
+    sp.add_argument("--tensor", type=_tensor_name, default=None,
                     help="the tensor the compute reads or writes (default: the only one)")
     sp.set_defaults(func=_show)
 
@@ -133,6 +116,7 @@ def _make(args) -> int:
     schedule = TEMPLATES[args.template](args.shape, **kwargs)
     schedule.verify()  # templates always verify; this guards the file we hand out
     if args.output:
+        _prepare_output(args.output)
         dump(schedule, args.output)
         print(f"wrote {args.output}: {schedule.num_chunks} chunks, world size "
               f"{schedule.world_size}")
@@ -141,9 +125,35 @@ def _make(args) -> int:
     return 0
 
 
+def _prepare_output(path: str) -> None:
+    """``-o FILE``: create missing folders (as ``syncopate compile -o`` does); refuse a folder."""
+    import os
+
+    from ..errors import ScheduleError
+    if os.path.isdir(path):
+        raise ScheduleError(f"-o {path} is a directory; give a file name, e.g. {path}/ag.json")
+    parent = os.path.dirname(path)
+    if parent:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            raise ScheduleError(f"-o {path}: cannot create {parent}: {e.strerror}") from None
+
+
+def _load(path: str):
+    """The schedule in ``path``; ``-`` reads it from stdin (``... | syncopate schedule check -``)."""
+    from ..errors import ScheduleError
+    from .json_io import load, loads
+    if path != "-":
+        return load(path)
+    try:
+        return loads(sys.stdin.read())
+    except ScheduleError as e:
+        raise ScheduleError([f"<stdin>: {p}" for p in e.problems]) from None
+
+
 def _check(args) -> int:
-    from .json_io import load
-    load(args.file).verify()
+    _load(args.file).verify()
     print("ok")
     return 0
 
@@ -161,8 +171,10 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
 def _show(args) -> int:
     from ..errors import ScheduleError
     from .cost import estimate
-    from .json_io import load
-    schedule = load(args.file)
+    schedule = _load(args.file)
+    if args.tensor is not None and args.tensor not in schedule.tensors:
+        raise ScheduleError(f"--tensor {args.tensor}: the schedule has no such tensor; it has "
+                            f"{', '.join(schedule.tensors)}")
     out: list[str] = []
     out.append(f"schedule {args.file}: world size {schedule.world_size}, "
                f"{schedule.num_chunks} chunks, {_fmt_bytes(schedule.total_bytes)}")

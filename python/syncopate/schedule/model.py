@@ -40,6 +40,11 @@ from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,
 # --------------------------------------------------------------------------------------------
 
 MODES = ("push", "pull")
+
+#: the most ranks a schedule may have: far above any NVLink domain (72 GPUs), and low enough
+#: that the verifier's per-rank tables stay small (a typo like 10**12 ranks must be refused,
+#: not run out of memory)
+MAX_WORLD_SIZE = 4096
 REDUCES = ("none", "sum")
 
 
@@ -170,6 +175,10 @@ class Schedule:
     def __post_init__(self):
         problems: list[str] = []
         ws = _as_int(self.world_size, "world_size", problems, minimum=1)
+        if ws > MAX_WORLD_SIZE:
+            problems.append(f"world_size {ws} is more than {MAX_WORLD_SIZE} ranks: give the "
+                            f"number of ranks the schedule runs on")
+            ws = 1
         tensors: dict[str, TensorSpec] = {}
         if isinstance(self.tensors, Mapping):
             items = list(self.tensors.items())

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..errors import ScheduleError
-from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
+from .model import MAX_WORLD_SIZE, MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
            "ulysses_all_to_all", "shard_regions", "TEMPLATES", "PLANS"]
@@ -62,6 +62,8 @@ def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], ord
         problems.extend(e.problems)
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         problems.append(f"world_size must be an integer >= 1, got {world_size!r}")
+    elif world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
+        problems.append(f"world_size {world_size} is more than {MAX_WORLD_SIZE} ranks")
     out_dims = {}
     for name, d in dims.items():
         if isinstance(d, bool) or not isinstance(d, int) or not shape \
@@ -346,6 +348,8 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
     for k, v in ints.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             problems.append(f"{k} must be a positive integer, got {v!r}")
+    if not problems and world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
+        problems.append(f"world_size {world_size} is more than {MAX_WORLD_SIZE} ranks")
     if not problems:
         W = world_size
         if q_heads % kv_heads:

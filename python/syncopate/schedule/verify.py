@@ -78,6 +78,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ScheduleError
 from .execution import program_order
+from .verify_extent import extent_problems
 from .model import (Chunk, Region, Schedule, box_difference, box_intersection, box_subtract,
                     boxes_overlap, coalesce_boxes, format_ranks)
 from .verify_graph import cycle_problems, topological
@@ -415,6 +416,9 @@ def analyze(schedule: Schedule) -> Analysis:
                 f"forwards it (no chunk ordered after this one reads it from rank {c.dst}); "
                 f"drop the chunk, shrink its region, or add the region to rank {c.dst}'s final "
                 f"placement")
+
+    # ---- run-time extents (verify_extent.py: chunks whose valid rows are counted on device) -
+    problems.extend(extent_problems(schedule, chunks, before))
 
     return Analysis(problems, order=order, deps=deps, hb=hb, delivered=delivered,
                     completed=completed)

@@ -1,0 +1,204 @@
+"""Host side of the grouped GEMM (:mod:`.grouped_gemm`): config, checks, launch, reference.
+
+``grouped_gemm(a, w, count)`` computes, for every group ``g`` of the capacity layout
+``a`` ``[G, C, K]``, ``out[g, :count[g]] = a[g, :count[g]] @ w[g % E]``;
+rows past the count are left as they were in ``out`` (undefined in a fresh tensor).
+``count`` stays on the device: nothing here reads it on the host, so a launch never
+synchronises with the GPU (the counts are only clamped to ``C`` inside the kernel).
+
+The checks run on the host and work on CPU tensors (tested without a GPU); they raise
+:class:`~syncopate.errors.LaunchError` saying what to change. :func:`grouped_gemm_reference`
+is the cuBLAS-based baseline (one ``torch.mm`` per group) the tests and the timing script
+compare against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import LaunchError
+
+
+@dataclass(frozen=True)
+class GroupedGemmConfig:
+    """Tile sizes and compile options. The default is the pointer GEMM's H200 choice for
+    mid-size problems (128x128x64, 4 warps, 4 stages: 128 KiB of shared memory, wgmma
+    64xN per warp group); ``C`` must be a multiple of ``BLOCK_M`` when the kernel is fused with
+    a dispatch schedule (a tile then never spans two groups' chunks, docs/moe.md)."""
+
+    BLOCK_M: int = 128
+    BLOCK_N: int = 128
+    BLOCK_K: int = 64
+    num_warps: int = 4
+    num_stages: int = 4
+
+    def constexprs(self) -> dict:
+        return dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K)
+
+    def options(self) -> dict:
+        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def check(self) -> "GroupedGemmConfig":
+        problems = []
+        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                problems.append(f"{f}={v!r} must be a positive power of two")
+        if min(self.BLOCK_M, self.BLOCK_N, self.BLOCK_K) < 16:
+            problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
+        if not isinstance(self.num_stages, int) or self.num_stages < 1:
+            problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
+        smem = self.num_stages * (self.BLOCK_M + self.BLOCK_N) * self.BLOCK_K * 2
+        if smem > 232448:
+            problems.append(f"needs ~{smem} bytes of shared memory (> 227 KiB): lower num_stages")
+        if problems:
+            raise LaunchError(f"grouped GEMM config {self} is not valid: " + "; ".join(problems))
+        return self
+
+
+def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
+    """128x128 tiles; 64-row tiles when the capacity is small (decode-like: fewer wasted rows
+    in each group's last tile); 2 stages when K fits in one or two K steps."""
+    cfg = GroupedGemmConfig()
+    if C <= 64:
+        cfg = GroupedGemmConfig(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4)
+    if K <= 128:
+        cfg = GroupedGemmConfig(**{**cfg.as_dict(), "num_stages": 2})
+    return cfg
+
+
+#: Parameter names of the kernel, in order (the compiler and the compile tests use them).
+PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "a_base",
+          "a_seg", "cnt_base", "cnt_seg",
+          "stride_am", "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm",
+          "stride_cn")
+_UNIT = ("stride_ak", "stride_bn", "stride_cn")
+
+
+def compile_args(dtype="bf16", config=None, *, unit_inner_strides: bool = True) -> tuple[dict, dict]:
+    """``(signature, constexprs)`` for ``triton.compile(ASTSource(grouped_gemm_kernel, ...))``,
+    as the JIT builds them for row-major operands (inner strides specialised to 1)."""
+    from .gemm_config import _dtype_name
+    dt = _dtype_name(dtype)
+    cfg = config or GroupedGemmConfig()
+    signature, constexprs = {}, {}
+    for p in PARAMS:
+        if p == "count_ptr":
+            signature[p] = "*i32"
+        elif p.endswith("_ptr"):
+            signature[p] = f"*{dt}"
+        elif unit_inner_strides and p in _UNIT:
+            signature[p], constexprs[p] = "constexpr", 1
+        else:
+            signature[p] = "i32"
+    for k, v in cfg.constexprs().items():
+        signature[k], constexprs[k] = "constexpr", v
+    return signature, constexprs
+
+
+def compile_attrs(unit_inner_strides: bool = True) -> dict:
+    """``tt.divisibility = 16`` on pointers, sizes and leading strides (aligned shapes)."""
+    params = [p for p in PARAMS if not (unit_inner_strides and p in _UNIT)]
+    return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params 
+            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg")}
+
+
+def check_operands(a, w, count, out=None, *, segments: int = 1):
+    """Validate; return ``(G, C, K, E, N)``. Host-only (works on CPU tensors)."""
+    import torch
+    for name, t in (("a", a), ("w", w), ("count", count)) + ((("out", out),) if out is not None
+                                                            else ()):
+        if not isinstance(t, torch.Tensor):
+            raise LaunchError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if a.dim() != 3:
+        raise LaunchError(f"a must be [G, C, K] (groups x capacity x hidden), got shape "
+                          f"{tuple(a.shape)}")
+    if w.dim() != 3:
+        raise LaunchError(f"w must be [E, K, N] (experts x hidden x out), got shape "
+                          f"{tuple(w.shape)}; a weight stored [E, N, K] is w.transpose(1, 2)")
+    if a.dtype != w.dtype or a.dtype not in (torch.bfloat16, torch.float16):
+        raise LaunchError(f"a and w must both be bfloat16 or both float16, got {a.dtype} and "
+                          f"{w.dtype}")
+    G, C, K = a.shape
+    E, K2, N = w.shape
+    if K != K2:
+        raise LaunchError(f"a is [G, C, K] = {tuple(a.shape)} and w must be [E, K, N] with "
+                          f"K = {K}, got {tuple(w.shape)}")
+    seg = segments
+    if isinstance(seg, bool) or not isinstance(seg, int) or seg < 1 or G != E * seg:
+        raise LaunchError(f"a has {G} groups and w {E} experts: segments must be a "
+                          f"positive integer with G == E * segments, got {seg!r}")
+    if count.dtype != torch.int32 or tuple(count.shape) != (G,):
+        raise LaunchError(f"count must be an int32 tensor of shape ({G},) (valid rows per "
+                          f"group), got {count.dtype} {tuple(count.shape)}")
+    if out is not None:
+        if tuple(out.shape) != (G, C, N) or out.dtype != a.dtype:
+            raise LaunchError(f"out must be {a.dtype} [G, C, N] = {(G, C, N)}, got {out.dtype} "
+                              f"{tuple(out.shape)}")
+    tensors = (("a", a), ("w", w)) + ((("out", out),) if out is not None else ())
+    for name, t in tensors:
+        if t.stride(-1) != 1 and t.shape[-1] > 1:
+            raise LaunchError(f"{name} must have a unit inner stride: pass {name}.contiguous()")
+        if name != "w" and t.shape[0] > 1 and t.shape[1] > 1 \
+                and t.stride(0) != t.shape[1] * t.stride(1):
+            raise LaunchError(f"{name}'s groups must be stacked rows ([G, C, *] viewable as "
+                              f"[G * C, *]): pass {name}.contiguous()")
+        span = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+        if span >= 2 ** 31 or any(st < 0 for st in t.stride()):
+            raise LaunchError(f"the grouped GEMM uses 32-bit element offsets: {name} (shape "
+                              f"{tuple(t.shape)}) is too large; split the groups over launches")
+    for name, t in tensors[1:] + (("count", count),):
+        if t.device != a.device:
+            raise LaunchError(f"{name} is on {t.device} but a is on {a.device}")
+    return G, C, K, E, N
+
+
+def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
+    """``out[g, :count[g]] = a[g, :count[g]] @ w[g % E]`` on the GPU (groups numbered
+    ``segment * E + expert``; ``segments`` = the number of segments).
+
+    ``a`` ``[G, C, K]``, ``w`` ``[E, K, N]``, ``count`` int32 ``[G]`` on the device (values are
+    clamped to ``C`` in the kernel; a negative count means an empty group). Returns ``out``
+    ``[G, C, N]``; rows past a group's count are not written.
+    """
+    import torch
+
+    from .grouped_gemm import grouped_gemm_kernel
+    G, C, K, E, N = check_operands(a, w, count, out, segments=segments)
+    if a.device.type != "cuda":
+        raise LaunchError(f"the grouped GEMM runs on a CUDA device; operands are on {a.device} "
+                          f"(use grouped_gemm_reference on CPU)")
+    if out is None:
+        out = torch.empty((G, C, N), device=a.device, dtype=a.dtype)
+    if G == 0 or C == 0 or N == 0:
+        return out
+    cfg = (config or default_config(C, N, K)).check()
+    grid = (G * -(-C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N),)
+    with torch.cuda.device(a.device):
+        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, E, 0, E,
+                                  a.stride(1), a.stride(2), w.stride(0), w.stride(1),
+                                  w.stride(2), out.stride(1), out.stride(2),
+                                  **cfg.constexprs(),
+                                  **cfg.options())
+    return out
+
+
+def grouped_gemm_reference(a, w, count, out=None, *, segments: int = 1,
+                           counts_host=None):
+    """The cuBLAS baseline: one ``torch.mm`` per non-empty group on its valid rows.
+
+    ``counts_host`` (a list of ints) avoids reading ``count`` back; without it the counts are
+    copied to the host once (a synchronisation the Triton kernel does not need)."""
+    import torch
+    G, C, K, E, N = check_operands(a, w, count, out, segments=segments)
+    if out is None:
+        out = torch.zeros((G, C, N), device=a.device, dtype=a.dtype)
+    counts = counts_host if counts_host is not None else count.tolist()
+    for g in range(G):
+        n = max(0, min(int(counts[g]), C))
+        if n:
+            torch.mm(a[g, :n], w[g % E], out=out[g, :n])
+    return out

@@ -1,0 +1,315 @@
+"""Which path an op takes: a fused variant, the unfused path (NCCL + the best local GEMM), or
+at world size 1 the local GEMM alone -- from the calibrated cost model, never slower than the
+alternatives it knows.
+
+The decision is a **pure function** of (op, per-rank GEMM shape, dtype, world size, GPU type,
+calibration file content, the caller's restrictions): :func:`decide` reads no rank id, no
+clock, no environment variable, no device property other than the GPU type (from the device
+*name*), and measures nothing. Why: every rank must take the same path, or one rank would wait
+in a fused kernel's flags (or an NCCL call) that its peer never reaches -- a hang, or at best a
+CommTimeout. A measurement in the user's process would differ between ranks, so calibration
+is done offline (``python -m syncopate.bench --calibrate``) into a file every rank reads as the
+same bytes. Predicted times are rounded to nanoseconds before they are compared, so that a
+last-bit difference between two hosts' ``libm`` cannot split a near-tie (a tie goes to the
+earlier candidate: fused variants first, then the unfused path, Triton before cuBLAS).
+
+What a candidate costs (seconds; a loop of calls is as slow as the larger of its device and
+its host time, so a candidate's time is ``max(device_s, host_s)``):
+
+* local GEMM (``triton``: our TMA kernel, ``cublas``: ``torch.matmul``): the calibrated time per
+  FLOP of the measured shape classes, interpolated in log-shape space (inverse squared
+  distance; a calibrated shape gives its own measurement), times the FLOPs (scaled by peak
+  FLOPs for another dtype);
+* unfused: the NCCL collective (``alpha + bytes / beta`` of the calibrated world size; another
+  world size scales the ring's ``W - 1`` steps) plus the local GEMM;
+* fused variant: :func:`syncopate.schedule.cost.estimate` of the op's own plan with the
+  calibrated Triton GEMM as its compute, times ``measured / model`` of that variant
+  interpolated the same way (so at a calibrated shape it predicts what was measured).
+
+Without a calibration file for the GPU type the op keeps its defaults (fused ``sm`` for W > 1,
+our local kernel at W = 1) and :func:`decide` says how to calibrate.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+from ..errors import LaunchError
+
+__all__ = ["Candidate", "Decision", "decide", "FUSED_VARIANTS", "OPS"]
+
+OPS = ("ag_gemm", "gemm_rs")
+#: the fused variants an op chooses among by itself (nvshmem needs a Communicator built with
+#: symm_backend='nvshmem': only on request)
+FUSED_VARIANTS = {"ag_gemm": ("sm", "ce"), "gemm_rs": ("sm", "ce+epilogue", "ce")}
+#: the fused variant of an op without calibration (its default before calibration existed)
+UNCALIBRATED_VARIANT = "sm"
+#: variants whose side stream waits on flags with cuStreamWaitValue32
+_NEEDS_STREAM_WAIT = ("ce+epilogue",)
+_COLLECTIVE = {"ag_gemm": "all_gather", "gemm_rs": "reduce_scatter"}
+_NCCL_NOTE = "NCCL {coll} of {mib:.1f} MiB at W={w}{extra}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the op, with its predicted time (None when it cannot be predicted or
+    does not apply: ``why`` says which)."""
+
+    name: str
+    path: str  # "fused", "unfused" or "local"
+    local: str | None = None  # the local GEMM of the unfused/local path: "triton" or "cublas"
+    backend: str | None = None
+    reduce: str | None = None
+    split: int | None = None
+    comm_programs: int | None = None
+    device_s: float | None = None
+    host_s: float | None = None
+    why: str = ""
+    available: bool = True
+
+    @property
+    def time_s(self) -> float | None:
+        if not self.available or self.device_s is None:
+            return None
+        return max(self.device_s, self.host_s or 0.0)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` chose, and every candidate it weighed."""
+
+    op: str
+    m: int
+    n: int
+    k: int
+    world_size: int
+    dtype: str
+    gpu: str | None
+    calibration: str | None  # the calibration file's SHA-256, None when uncalibrated
+    candidates: tuple = field(default=())
+    choice: Candidate | None = None
+    note: str = ""
+
+    def table(self) -> str:
+        """The candidates, their predicted times and the choice, one per line."""
+        lines = []
+        for c in self.candidates:
+            mark = "->" if c is self.choice else "  "
+            if c.time_s is None:
+                t = "       n/a"
+            else:
+                t = f"{c.time_s * 1e3:8.3f} ms"
+            dev = "" if c.device_s is None else f"device {c.device_s * 1e3:.3f} ms"
+            host = "" if c.host_s is None else f"host {c.host_s * 1e3:.3f} ms"
+            plan = "" if c.split is None else f"split {c.split}, {c.comm_programs} comm programs"
+            parts = [p for p in (dev, host, plan, c.why) if p]
+            lines.append(f"{mark} {c.name:<26} {t}   {'; '.join(parts)}")
+        return "\n".join(lines)
+
+
+def _flops(m, n, k) -> float:
+    return 2.0 * m * n * k
+
+
+def _dist2(p, m, n, k) -> float:
+    return sum(math.log(a / b) ** 2 for a, b in ((m, p["m"]), (n, p["n"]), (k, p["k"])))
+
+
+def _interp(points, m, n, k, value) -> tuple[float, str]:
+    """``value(point)`` at ``m x n x k``: the geometric mean over the calibrated shapes
+    weighted by inverse squared distance in log-shape space (a calibrated shape gives its own
+    value exactly; between shape classes the value moves smoothly instead of jumping at the
+    midpoint). The note names the nearest class (ties: the first in the file)."""
+    near = min(points, key=lambda p: _dist2(p, m, n, k))
+    d0 = _dist2(near, m, n, k)
+    where = f"class {near['m']}x{near['n']}x{near['k']}"
+    if d0 == 0.0 or len(points) == 1:
+        return float(value(near)), where
+    num = den = 0.0
+    for p in points:
+        w = 1.0 / _dist2(p, m, n, k)
+        num += w * math.log(value(p))
+        den += w
+    return math.exp(num / den), (f"{len(points)} classes, nearest "
+                                 f"{near['m']}x{near['n']}x{near['k']}")
+
+
+def _local_s(cal, kind: str, m, n, k, dtype) -> tuple[float, str]:
+    """Seconds of the local GEMM ``kind`` (time per FLOP interpolated over the classes)."""
+    from ..schedule.cost import GEMM_PEAK_FLOPS
+    cd, pts = cal.local_points(dtype)
+    per_flop, note = _interp(pts, m, n, k,
+                             lambda p: p[f"{kind}_s"] / _flops(p["m"], p["n"], p["k"]))
+    t = per_flop * _flops(m, n, k)
+    if cd != dtype:
+        t *= GEMM_PEAK_FLOPS.get(cd, 1.0) / GEMM_PEAK_FLOPS.get(dtype, GEMM_PEAK_FLOPS[cd])
+        note += f" ({cd}, scaled by peak FLOPs)"
+    return t, note
+
+
+def _collective_s(cal, op, nbytes, W) -> tuple[float, str]:
+    name = _COLLECTIVE[op]
+    wc, e = cal.collective(name, W)
+    alpha, beta = float(e["alpha_s"]), float(e["beta_bps"])
+    if wc == W:
+        t, extra = alpha + nbytes / beta, ""
+    else:  # a ring: W - 1 steps, each rank moving (W - 1) / W of the tensor
+        t = alpha * (W - 1) / (wc - 1) + nbytes / beta * ((W - 1) / W) / ((wc - 1) / wc)
+        extra = f" (scaled from the calibrated W={wc})"
+    return t, _NCCL_NOTE.format(coll=name.replace("_", "-"), mib=nbytes / 2**20, w=W,
+                                extra=extra)
+
+
+def _plan(op, backend, reduce, m, n, k, W, dtype) -> tuple[int, int]:
+    from . import _gemm
+    if op == "gemm_rs":
+        from .gemm_rs import default_plan
+        return default_plan(backend, reduce, m, n, k, W, dtype)
+    return _gemm.choose(op, backend, m, n, k, W, dtype, None, None)
+
+
+def _model_s(op, backend, m, n, k, W, dtype, split, cp, compute_s) -> float:
+    """The schedule cost model's fused time of a plan, with ``compute_s`` as the GEMM."""
+    from ..schedule import cost
+    from ..schedule.templates import all_gather, reduce_scatter
+    if op == "ag_gemm":
+        sched = all_gather((m, k), dtype, W, dim=0, split=split)
+    else:
+        sched = reduce_scatter((m, n), dtype, W, dim=0, split=split)
+    return cost.estimate(sched, backend, max(int(cp), 1), compute_time_s=compute_s).time_s
+
+
+@functools.lru_cache(maxsize=64)
+def _measured_over_model(gpu, op, variant, wc, dtype) -> tuple:
+    """``measured / model`` at each calibrated shape of a fused variant (per file, memoised:
+    every decision on another shape reuses them)."""
+    from .. import calibration
+    cal = calibration.load(gpu)
+    backend, _, red = variant.partition("+")
+    out = []
+    for p in cal.fused(op, wc)[1][variant]:
+        split, cp = _plan(op, backend, red or "comm", p["m"], p["n"], p["k"], wc, dtype)
+        compute, _ = _local_s(cal, "triton", p["m"], p["n"], p["k"], dtype)
+        out.append(float(p["measured_s"]) / _model_s(op, backend, p["m"], p["n"], p["k"], wc,
+                                                     dtype, split, cp, compute))
+    return tuple(out)
+
+
+def _fused_candidate(cal, op, variant, m, n, k, W, dtype) -> Candidate:
+    backend, _, red = variant.partition("+")
+    reduce = red or "comm"
+    split, cp = _plan(op, backend, reduce, m, n, k, W, dtype)
+    wc, variants = cal.fused(op, W)
+    pts = variants.get(variant)
+    name = f"fused {variant}"
+    if not pts:
+        return Candidate(name, "fused", backend=backend, reduce=reduce, split=split,
+                         comm_programs=cp, available=False,
+                         why=f"not calibrated for {op} (run python -m syncopate.bench "
+                             f"--calibrate --backends {variant})")
+    compute, _ = _local_s(cal, "triton", m, n, k, dtype)
+    model = _model_s(op, backend, m, n, k, W, dtype, split, cp, compute)
+
+    ratios = _measured_over_model(cal.gpu, op, variant, wc, dtype)
+    ratio, where = _interp(pts, m, n, k, lambda p: ratios[pts.index(p)])
+    why = f"model x {ratio:.2f} (measured/model, {where}, W={wc})"
+    return Candidate(name, "fused", backend=backend, reduce=reduce, split=split,
+                     comm_programs=cp, device_s=model * ratio,
+                     host_s=cal.host_s(f"{op}:{variant}"), why=why)
+
+
+def _round_ns(t: float | None) -> float:
+    return math.inf if t is None else round(t * 1e9)
+
+
+def decide(op: str, m: int, n: int, k: int, world_size: int, dtype="bf16",
+           gpu: str | None = "h200", *, cublas: bool = True, fused: bool | None = None,
+           unavailable: tuple = ()) -> Decision:
+    """The path of ``op`` on a per-rank ``m x n x k`` GEMM (``ag_gemm``: ``m`` is the gathered
+    M, ``n`` this rank's columns; ``gemm_rs``: ``k`` this rank's K shard) at ``world_size``.
+
+    ``gpu``: the GPU type (a calibration file stem, e.g. ``h200``; None: uncalibrated).
+    ``cublas``: whether the unfused/local path may use cuBLAS (False when the caller pinned our
+    kernel or its config: the result contract is then the local kernel's bits). ``fused``:
+    None any path, True fused variants only, False the unfused path only. ``unavailable``:
+    ``(variant, reason)`` pairs the op knows cannot run for this call (e.g. the epilogue
+    variant's tile order). Memoised; the arguments are the whole input.
+    """
+    from ..dtypes import canonical
+    if op not in OPS:
+        raise LaunchError(f"unknown op {op!r}; the ops that choose their path are "
+                          f"{', '.join(OPS)}")
+    if world_size < 1:
+        raise LaunchError(f"world size must be >= 1, got {world_size}")
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        if int(v) < 1:
+            raise LaunchError(f"{name} must be >= 1, got {v}")
+    return _decide(op, int(m), int(n), int(k), int(world_size), canonical(dtype), gpu,
+                   bool(cublas), fused, tuple(unavailable))
+
+
+@functools.lru_cache(maxsize=512)
+def _decide(op, m, n, k, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
+    from .. import calibration
+    from ..dtypes import element_bytes
+    cal = calibration.load(gpu)
+    locals_ = ("triton", "cublas") if cublas else ("triton",)
+    blocked = dict(unavailable)
+    if cal is not None and not cal.stream_wait:
+        for v in _NEEDS_STREAM_WAIT:
+            blocked.setdefault(v, "the calibrated machine's driver had no stream memory "
+                                  "operations (stream_wait in the calibration file)")
+    cands: list[Candidate] = []
+    if cal is None:
+        how = (f"no calibration for GPU type {gpu!r} (shipped: "
+               f"{', '.join(calibration.known_gpus()) or 'none'}): run python -m syncopate.bench "
+               f"--calibrate on it" if gpu else "not a CUDA GPU: uncalibrated")
+        if W == 1:
+            c = Candidate("local triton", "local", local="triton", why="uncalibrated default")
+        elif fused is False:
+            c = Candidate("unfused (NCCL + triton)", "unfused", local="triton",
+                          why="requested (fused=False)")
+        else:
+            backend, _, red = UNCALIBRATED_VARIANT.partition("+")
+            c = Candidate(f"fused {UNCALIBRATED_VARIANT}", "fused", backend=backend,
+                          reduce=red or "comm", why="uncalibrated default")
+        return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how)
+    if W == 1:
+        for kind in locals_:
+            t, note = _local_s(cal, kind, m, n, k, dtype)
+            cands.append(Candidate(f"local {'cuBLAS' if kind == 'cublas' else kind}", "local",
+                                   local=kind, device_s=t, host_s=cal.host_s(f"local:{kind}"),
+                                   why=note))
+        note = "world size 1: nothing to communicate, the local GEMM alone"
+    else:
+        if fused is not False:
+            for variant in FUSED_VARIANTS[op]:
+                if variant in blocked:
+                    backend, _, red = variant.partition("+")
+                    cands.append(Candidate(f"fused {variant}", "fused", backend=backend,
+                                           reduce=red or "comm", available=False,
+                                           why=blocked[variant]))
+                else:
+                    cands.append(_fused_candidate(cal, op, variant, m, n, k, W, dtype))
+        if fused is not True:
+            esize = element_bytes(dtype)
+            nbytes = (m * k if op == "ag_gemm" else m * n) * esize
+            ct, cnote = _collective_s(cal, op, nbytes, W)
+            for kind in locals_:
+                t, note = _local_s(cal, kind, m, n, k, dtype)
+                label = "cuBLAS" if kind == "cublas" else kind
+                cands.append(Candidate(f"unfused (NCCL + {label})", "unfused", local=kind,
+                                       device_s=ct + t,
+                                       host_s=cal.host_s("nccl") + cal.host_s(f"local:{kind}"),
+                                       why=f"{cnote} + GEMM {note}"))
+        note = ""
+    ranked = [c for c in cands if c.time_s is not None]
+    if not ranked:
+        raise LaunchError(f"{op}: no candidate path can be predicted for {m}x{n}x{k} at "
+                          f"W={W} on {gpu}: "
+                          + "; ".join(f"{c.name}: {c.why}" for c in cands)
+                          + ". Pass backend= (or fused=False) to choose the path yourself")
+    best = min(ranked, key=lambda c: _round_ns(c.time_s))
+    return Decision(op, m, n, k, W, dtype, gpu, cal.digest, tuple(cands), best, note)

@@ -1,0 +1,188 @@
+"""GEMM + all-reduce: ``all_reduce(A @ B)`` on every rank, fused (row-parallel layers).
+
+``A`` ``[M, K/W]`` and ``B`` ``[K/W, N]`` (K sharded across ranks, as after a column-parallel
+layer); every rank computes a partial ``C = A @ B`` ``[M, N]`` and every rank returns the
+whole sum over ranks.
+
+Fused plan, from parts (no hand-written fused kernel): the local GEMM of
+:mod:`syncopate.kernels` writes its partial C into a symmetric buffer; the ``all_reduce``
+schedule template (reduce-scatter then all-gather on the same tensor, push) says which row
+pieces go where; the compiler inserts a PRODUCED signal after the last tile that writes each
+outgoing piece. The comm programs of the kernel (``sm``; ``nvshmem`` puts with the same plan)
+add each piece into its owner as soon as the two partials exist (fp32 add, one rounding per
+added partial, sources in the schedule's order), and push each reduced piece to every other
+rank as soon as its last partial was added (the all-gather chunks list those sums in
+``after``; they wait for their ``CHUNK`` flags, docs/fused-abi.md). Comm program 0 of each rank
+waits for every piece pushed to it, so a launch returns with the whole C.
+
+Bitwise-identical results on every rank: every element is summed once, by the rank owning its
+rows, and copied to the others, so all ranks hold the same bits (the emulator and the GPU test
+compare the ranks bit for bit). The sum order is fixed (a tile of a piece is added by the same
+comm program in the same chunk order every launch), so repeated calls on equal inputs give
+equal results.
+
+Not available: ``backend="ce"`` (the copy engine's side stream would have to wait for a peer's
+flag before forwarding a reduced piece, which it refuses: docs/fused-abi.md, ``ce`` host
+protocol) and so the ``reduce="epilogue"`` variant of :func:`gemm_rs`; the op says so with a
+:class:`LaunchError`. A one-shot all-reduce is not offered either (:mod:`.gemm_ar_plan` says
+why: its sum order would differ per rank).
+
+Unfused path (``fused=False`` or ``SYNCOPATE=0``): the same local kernel, then NCCL
+``all_reduce``. For two ranks both paths add two bf16/fp16 partials in fp32 and round once, so
+they agree bitwise; for more ranks the order of the roundings differs and they agree to
+rounding.
+"""
+
+from __future__ import annotations
+
+from ..errors import LaunchError
+from . import _gemm
+
+BACKENDS = ("sm", "nvshmem")
+
+
+def _check(a, b_shard, comm):
+    import torch
+    for name, t in (("a", a), ("b_shard", b_shard)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
+    if a.dtype != b_shard.dtype:
+        raise LaunchError(f"a is {a.dtype} but b_shard is {b_shard.dtype}: cast one of them")
+    if a.shape[1] != b_shard.shape[0]:
+        raise LaunchError(f"a is [M, K/W] = {tuple(a.shape)} and b_shard must be [K/W, N] but is "
+                          f"{tuple(b_shard.shape)}: b_shard.shape[0] must be {a.shape[1]}")
+    if a.shape[0] < 1 or b_shard.shape[1] < 1:
+        raise LaunchError(f"a @ b_shard is [{a.shape[0]}, {b_shard.shape[1]}]: M and N must be "
+                          f">= 1")
+    _gemm.check_comm_device(comm, ("a", a), ("b_shard", b_shard))
+
+
+def _check_out(out, M: int, N: int, dtype) -> None:
+    if out is not None and (tuple(out.shape) != (M, N) or out.dtype != dtype):
+        raise LaunchError(f"out must be the whole [M, N] = {(M, N)} result in {dtype}, got "
+                          f"{tuple(out.shape)} {out.dtype}")
+
+
+def _check_backend(backend: str) -> None:
+    if backend == "ce":
+        raise LaunchError("gemm_ar cannot use backend='ce': the all-gather half forwards pieces "
+                          "once their sums are complete, and the copy engine's side stream "
+                          "would have to wait for a peer's flag mid-stream (refused: it could "
+                          "starve behind the fused kernel's SMs). Use backend='sm' (or "
+                          "'nvshmem' with Communicator(symm_backend='nvshmem'))")
+    if backend not in BACKENDS:
+        raise LaunchError(f"backend={backend!r}; gemm_ar runs with "
+                          f"{' or '.join(map(repr, BACKENDS))}")
+
+
+def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
+    """The unfused path: the local kernel, then NCCL ``all_reduce`` (sum) in place."""
+    import torch
+
+    from ..runtime import collectives as dist
+    _check(a, b_shard, comm)
+    M, N = a.shape[0], b_shard.shape[1]
+    _check_out(out, M, N, a.dtype)
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    _gemm.run_local(_gemm.gemm_call(kernel, a, b_shard, out, config))
+    dist.all_reduce(out, op=dist.ReduceOp.SUM, group=comm.group)
+    return out
+
+
+def gemm_ar_buffer(comm, M: int, N: int, dtype):
+    """The symmetric ``[M, N]`` C buffer of the fused path (allocated on first use, a
+    collective): partials, then the reduced result on every rank."""
+    import torch
+    key = ("gemm_ar.C", int(M), int(N), torch.empty((), dtype=dtype).dtype)
+    buf = comm.cache.get(key)
+    if buf is None:
+        buf = comm.empty((int(M), int(N)), dtype)
+        comm.cache[key] = buf
+    return buf
+
+
+def gemm_ar_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
+                         mode="push", comm_programs=8, kernel="tma", config=None):
+    """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
+    _check_backend(backend)
+    return _gemm.fused_kernel(comm, "ar", "all_reduce", (M, N), dtype, "c_ptr", backend=backend,
+                              split=split, order=order, mode=mode, comm_programs=comm_programs,
+                              kernel=kernel, config=config)
+
+
+def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None, split=None,
+                 comm_programs=None, block_m: int | None = None) -> tuple[str, int, int]:
+    """``(order, split, comm_programs)`` the op uses: the caller's, else the cost model's
+    (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard, ``block_m``
+    the GEMM config's tile height)."""
+    from .gemm_ar_plan import ORDERS, choose_plan
+    if order is not None and order not in ORDERS:
+        raise LaunchError(f"order={order!r}; choose one of {', '.join(map(repr, ORDERS))}")
+    if order is not None and split is not None and comm_programs is not None:
+        return order, int(split), int(comm_programs)
+    p = choose_plan(M, N, K, W, _gemm.schedule_dtype(dtype), backend, order, split,
+                    comm_programs, block_m=block_m)
+    return p.order, p.split, p.comm_programs
+
+
+def gemm_ar(a, b_shard, comm, *, backend: str = "sm", split=None, order: str | None = None,
+            mode: str | None = None, comm_programs=None, kernel: str = "tma", config=None,
+            out=None, fused=None):
+    """``all_reduce(a @ b_shard)`` -> ``[M, N]`` on every rank, bitwise the same everywhere.
+
+    ``a`` ``[M, K/W]``, ``b_shard`` ``[K/W, N]``; any ``M >= 1`` (ranks whose share of the
+    rows is empty own nothing). ``backend``: ``'sm'`` or ``'nvshmem'`` (``'ce'`` is refused,
+    see the module docstring). ``order`` (``'swizzle'``/``'ring'``), ``split`` and
+    ``comm_programs`` come from the cost model unless given (:mod:`.gemm_ar_plan`); ``mode``
+    defaults to ``'push'`` (the owner knows when its sum is complete). ``kernel``/``config``
+    select the local GEMM. ``fused=False`` -- or ``SYNCOPATE=0`` when ``fused`` is None --
+    takes the unfused path (local kernel + NCCL all-reduce).
+    """
+    from ..runtime.fused import fused_enabled
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    if use_fused:
+        key = _gemm.prepared_key("gemm_ar", comm, a, b_shard, out,
+                                 (backend, split, order, mode, comm_programs, kernel,
+                                  repr(config)))
+        prep = _gemm.get_prepared(comm, key)
+        if prep is not None:
+            return _run_prepared(prep, a, out)
+    _check(a, b_shard, comm)
+    W = comm.world_size
+    M, K = a.shape
+    N = b_shard.shape[1]
+    _check_out(out, M, N, a.dtype)
+    cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
+    if not use_fused or W == 1:  # one rank: the all-reduce is the identity
+        return gemm_ar_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
+    _check_backend(backend)
+    order, split, cp = default_plan(backend, M, N, K, W, a.dtype, order, split, comm_programs,
+                                    block_m=int(cfg.BLOCK_M))
+    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
+    fk = gemm_ar_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
+                              mode=mode or "push", comm_programs=cp, kernel=kernel, config=cfg)
+    C = gemm_ar_buffer(comm, M, N, a.dtype)
+    nprog = None
+    if _gemm.short_kernel(kernel) == "tma":
+        nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
+    call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
+    prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                              a_index=call.fn.arg_names.index("a_ptr"), result=C)
+    result = _run_prepared(prep, a, out)
+    _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
+    return result
+
+
+def _run_prepared(prep, a, out):
+    """Launch with this call's ``a``, then copy the reduced C out of the symmetric buffer (the
+    next launch overwrites it with partials; the copy is stream-ordered before it, and peers
+    push into it only after this rank entered that launch)."""
+    import torch
+    args = prep.args.copy()
+    args[prep.a_index] = a
+    prep.fk[prep.grid](*args)
+    if out is None:
+        out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
+    out.copy_(prep.result)
+    return out

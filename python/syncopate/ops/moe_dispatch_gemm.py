@@ -1,0 +1,236 @@
+"""MoE dispatch + first expert GEMM, fused: the pieces the op and the emulator tests share.
+
+Built from parts (docs/moe.md): the grouped GEMM
+(:func:`syncopate.kernels.grouped_gemm.grouped_gemm_kernel`), the ``moe_dispatch`` schedule
+(:func:`syncopate.schedule.moe.moe_dispatch`: per-source capacity groups, device-side counts,
+run-time extents) and :func:`syncopate.fuse`, with the kernel's ``a_ptr`` bound to the tokens
+``X`` and ``count_ptr`` to the counts ``CNT``.
+
+On rank ``d`` the kernel runs ``W * El`` groups -- group ``g = s * El + e`` is source ``s``'s
+tokens for local expert ``e`` (global ``x = d*El + e``) -- reading ``X`` group ``s*E + x``
+(``a_base = d*El``, ``a_seg = E``) and count ``CNT[(s*W + d)*E + x]`` (``cnt_base = d*E +
+d*El``, ``cnt_seg = W*E``), and writes ``out`` ``[W * El * C, N]`` group ``g`` (rows past the
+count are not written). A tile of group ``g`` loads its count (waiting for the count chunk
+from ``s``), and only if it has rows waits for the one data chunk ``(s -> d, x)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LaunchError
+
+# syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
+# free of Triton, as for the other ops
+
+#: ``fuse(operand=...)``: the kernel parameters the schedule's tensors are bound to
+OPERANDS = {"a_ptr": "X", "count_ptr": "CNT"}
+
+
+def check_sizes(world_size: int, num_experts: int, capacity: int, cfg):
+    """Typed errors for sizes the fused kernel cannot take."""
+    if num_experts % world_size:
+        raise LaunchError(f"{num_experts} experts do not divide over {world_size} ranks: every "
+                          f"rank owns num_experts / world_size experts; use a world size that "
+                          f"divides {num_experts}")
+    if capacity % cfg.BLOCK_M:
+        raise LaunchError(f"capacity {capacity} is not a multiple of the grouped GEMM's "
+                          f"BLOCK_M={cfg.BLOCK_M}: a tile would span two groups' chunks and wait "
+                          f"for both; round the capacity up to a multiple of {cfg.BLOCK_M}")
+
+
+def kernel_args(X, CNT, w_local, out, rank: int, world_size: int, num_experts: int,
+                capacity: int, cfg):
+    """``(values, grid)``: the grouped GEMM's non-constexpr arguments on ``rank`` in parameter
+    order (a dict, name -> value), and its grid. ``X`` ``[W*E*C, H]``, ``CNT`` ``[W*W*E]``
+    int32, ``w_local`` ``[El, H, N]``, ``out`` ``[W*El*C, N]``."""
+    W, E, C = world_size, num_experts, capacity
+    check_sizes(W, E, C, cfg)
+    El = E // W
+    H, N = X.shape[1], w_local.shape[2]
+    values = dict(a_ptr=X, b_ptr=w_local, c_ptr=out, count_ptr=CNT, C=C, N=N, K=H, E=El,
+                  a_base=rank * El, a_seg=E, cnt_base=rank * E + rank * El, cnt_seg=W * E,
+                  stride_am=X.stride(0), stride_be=w_local.stride(0),
+                  stride_bk=w_local.stride(1), stride_cm=out.stride(0))
+    tiles = (C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
+    return values, (W * El * tiles,)
+
+
+# ------------------------------------------------------------------------------------------------
+# The op
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MoEDispatch:
+    """What :func:`moe_dispatch_gemm` returns (all on the device; nothing read back unless
+    ``on_overflow='error'``).
+
+    ``out`` ``[W * El, C, N]``: group ``s * El + e`` holds source rank ``s``'s tokens for this
+    rank's local expert ``e`` times its weight, valid in its first ``counts[s, e]`` rows (the
+    rest is not written). ``counts`` ``[W, El]`` int32. ``slot`` ``[T, k]`` and ``dropped``
+    ``[E]`` describe this rank's own tokens (where each choice went in its send block, -1 when
+    dropped; the combine needs them), ``topk_weights`` is passed through for the combine."""
+
+    out: object
+    counts: object
+    slot: object
+    dropped: object
+    topk_weights: object
+
+
+def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
+    """Typed errors, host-side (shapes, dtypes, divisibility): ``(W, E, El, H, N)``."""
+    import torch
+
+    from . import _gemm
+    from .moe_routing import check_routing
+    if not isinstance(w_local, torch.Tensor) or w_local.dim() != 3:
+        raise LaunchError(f"w_local must be [E_local, hidden, N] (this rank's experts), got "
+                          f"{getattr(w_local, 'shape', type(w_local).__name__)}")
+    W = comm.world_size
+    El, H, N = w_local.shape
+    E = El * W
+    check_routing(x, topk_ids, E, W, capacity)
+    if x.shape[1] != H:
+        raise LaunchError(f"x has hidden size {x.shape[1]} but w_local is [E_local, {H}, N]")
+    if x.dtype != w_local.dtype or x.dtype not in (torch.bfloat16, torch.float16):
+        raise LaunchError(f"x and w_local must both be bfloat16 or both float16, got {x.dtype} "
+                          f"and {w_local.dtype}")
+    if not isinstance(topk_weights, torch.Tensor) or tuple(topk_weights.shape) != \
+            tuple(topk_ids.shape) or not topk_weights.is_floating_point():
+        raise LaunchError(f"topk_weights must be a float tensor of topk_ids' shape "
+                          f"{tuple(topk_ids.shape)}, got "
+                          f"{getattr(topk_weights, 'dtype', None)} "
+                          f"{tuple(getattr(topk_weights, 'shape', ()))}")
+    check_sizes(W, E, capacity, cfg)
+    _gemm.check_comm_device(comm, ("x", x), ("topk_ids", topk_ids), ("w_local", w_local))
+    return W, E, El, H, N
+
+
+def _pack(x, topk_ids, E, W, capacity, on_overflow):
+    from .moe_routing import pack_dispatch
+    if on_overflow not in ("error", "drop"):
+        raise LaunchError(f"on_overflow must be 'error' or 'drop', got {on_overflow!r}")
+    packed = pack_dispatch(x, topk_ids, E, W, capacity)
+    if on_overflow == "error":
+        over = packed.dropped > 0
+        if bool(over.any()):  # one host read: the price of a typed error
+            e = int(over.nonzero()[0, 0])
+            raise LaunchError(f"expert {e} was routed {int(packed.dropped[e]) + capacity} "
+                              f"tokens, more than the capacity {capacity}: raise capacity= or "
+                              f"pass on_overflow='drop' to drop (and count) the excess")
+    return packed
+
+
+def buffers(comm, E: int, C: int, H: int, dtype):
+    """The symmetric ``X`` ``[W*E*C, H]`` and ``CNT`` ``[W*W*E]`` int32 buffers of this shape
+    (allocated on first use, a collective)."""
+    import torch
+    W = comm.world_size
+    key = ("moe_dispatch.XC", W, E, C, H, torch.empty((), dtype=dtype).dtype)
+    bufs = comm.cache.get(key)
+    if bufs is None:
+        bufs = (comm.empty((W * E * C, H), dtype), comm.empty((W * W * E,), torch.int32))
+        comm.cache[key] = bufs
+    return bufs
+
+
+def moe_dispatch_gemm_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
+                                   comm_programs: int = 2, backend: str = "sm",
+                                   mode: str = "pull"):
+    """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
+    from ..kernels.grouped_gemm import grouped_gemm_kernel
+    from ..runtime.fused import fuse
+    from ..schedule.moe import moe_dispatch
+    from . import _gemm
+    key = ("moe_dispatch_gemm.fk", comm.world_size, E, C, H, str(dtype), repr(cfg),
+           comm_programs, backend, mode)
+    fk = comm.cache.get(key)
+    if fk is not None and getattr(fk, "_poisoned", None):
+        fk = None
+    if fk is None:
+        sched = moe_dispatch(comm.world_size, E, C, H, _gemm.schedule_dtype(dtype), mode=mode)
+        fk = fuse(grouped_gemm_kernel, sched, operand=OPERANDS, backend=backend,
+                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
+                  **cfg.options())
+        comm.cache[key] = fk
+    return fk
+
+
+def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, capacity: int,
+                                config=None, on_overflow: str = "error") -> MoEDispatch:
+    """The unfused path: pack, all-gather the send blocks and the counts (NCCL or loopback;
+    ``W`` times an all-to-all's bytes -- a correctness reference, not a speed baseline), pick
+    this rank's groups, run the grouped GEMM."""
+    import torch
+
+    from ..kernels.grouped_gemm_launch import GroupedGemmConfig, grouped_gemm
+    from ..runtime import collectives as dist
+    cfg = config or GroupedGemmConfig()
+    W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
+    C, me = capacity, comm.rank
+    packed = _pack(x, topk_ids, E, W, C, on_overflow)
+    X = torch.empty((W, E, C, H), dtype=x.dtype, device=x.device)
+    CNT = torch.empty((W, W, E), dtype=torch.int32, device=x.device)
+    dist.all_gather_into_tensor(X, packed.send.contiguous(), group=comm.group)
+    dist.all_gather_into_tensor(CNT, packed.counts.contiguous(), group=comm.group)
+    mine = slice(me * El, (me + 1) * El)
+    a = X[:, mine].reshape(W * El, C, H).contiguous()
+    counts = CNT[:, me, mine].contiguous()
+    out = grouped_gemm(a, w_local.contiguous(), counts.reshape(-1), segments=W, config=cfg)
+    return MoEDispatch(out, counts, packed.slot, packed.dropped, topk_weights)
+
+
+def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int, config=None,
+                      comm_programs: int = 2, backend: str = "sm", mode: str = "pull",
+                      on_overflow: str = "error", fused=None) -> MoEDispatch:
+    """Route this rank's tokens to the ranks that own their experts and run the first expert
+    GEMM there, fused (docs/moe.md); returns :class:`MoEDispatch`.
+
+    ``x`` ``[T, H]``, ``topk_ids`` ``[T, k]`` (int32/int64 global expert ids, experts owned in
+    blocks of ``E_local`` by rank), ``topk_weights`` ``[T, k]`` (for the combine),
+    ``w_local`` ``[E_local, H, N]``; ``capacity`` rows per (source rank, expert), a multiple of
+    the grouped GEMM's ``BLOCK_M``. ``on_overflow``: ``'error'`` raises :class:`LaunchError`
+    when an expert gets more than ``capacity`` of this rank's tokens (one host read),
+    ``'drop'`` drops the excess and counts it in ``dropped``. ``fused=False`` (or
+    ``SYNCOPATE=0``) takes :func:`moe_dispatch_gemm_reference`.
+
+    Not run on a GPU yet: the fused path is the emulator-tested kernel and schedule
+    (tests/test_emulate_moe.py) launched through :func:`syncopate.fuse`.
+    """
+    import torch
+
+    from ..kernels.grouped_gemm_launch import PARAMS, GroupedGemmConfig
+    from ..runtime.fused import fused_enabled
+    from . import _gemm
+    use_fused = fused_enabled() if fused is None else bool(fused)
+    cfg = config or GroupedGemmConfig()
+    if not use_fused:
+        return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
+                                           capacity=capacity, config=cfg,
+                                           on_overflow=on_overflow)
+    if backend not in ("sm", "nvshmem"):
+        raise LaunchError(f"moe_dispatch_gemm needs comm programs in the kernel (backend 'sm' "
+                          f"or 'nvshmem'), got {backend!r}: the count branch's waits are inside "
+                          f"the tiles")
+    W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
+    C, me = capacity, comm.rank
+    cfg.check()
+    packed = _pack(x, topk_ids, E, W, C, on_overflow)
+    cp = _gemm.loopback_comm_programs(comm, comm_programs, comm_programs)
+    fk = moe_dispatch_gemm_fused_kernel(comm, E, C, H, x.dtype, cfg=cfg, comm_programs=cp,
+                                        backend=backend, mode=mode)
+    X, CNT = buffers(comm, E, C, H, x.dtype)
+    fk.before_staging()  # peers finished reading the previous call's blocks
+    X[me * E * C:(me + 1) * E * C].copy_(packed.send.reshape(E * C, H))
+    CNT[me * W * E:(me + 1) * W * E].copy_(packed.counts.reshape(-1))
+    w = w_local.contiguous()
+    out = torch.empty((W * El * C, N), dtype=x.dtype, device=x.device)
+    values, grid = kernel_args(X, CNT, w, out, me, W, E, C, cfg)
+    values.update(stride_ak=1, stride_bn=1, stride_cn=1)
+    args = [values[p] for p in PARAMS] + [cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K]
+    fk[grid](*args)
+    counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
+    return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
+                       topk_weights)

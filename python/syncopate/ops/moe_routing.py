@@ -1,0 +1,93 @@
+"""Routing for the MoE dispatch: pack a rank's tokens into the capacity layout, device-side.
+
+:func:`pack_dispatch` turns ``x`` ``[T, H]`` and ``topk_ids`` ``[T, k]`` into the send block
+of the ``moe_dispatch`` schedule (docs/moe.md) -- ``[E, C, H]``, expert ``x``'s tokens in its
+``C`` rows in token order -- and the rank's block of the count tensor -- ``[W, E]`` int32, row
+``d`` holding expert ``x``'s count where ``d`` owns ``x`` and 0 elsewhere. Everything is torch
+ops on the tensors' device (a stable sort, a cumulative count, a scatter): nothing is read back
+to the host, so packing, the fused kernel and the counts' exchange never synchronise.
+
+Overflow is never silent: a token whose rank in its expert's queue is ``>= C`` is **dropped**
+(the usual capacity-factor semantics), it is counted per expert in ``dropped`` and its slot in
+``slot`` is -1, so the caller can raise (:class:`~syncopate.errors.LaunchError`, one host read
+of a scalar) or report the drops; the counts sent never exceed ``C``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LaunchError
+
+
+@dataclass
+class Packed:
+    """The result of :func:`pack_dispatch` (all on the input's device)."""
+
+    send: object      #: ``[E, C, H]``: expert ``x``'s tokens in rows ``0 .. count[x]-1``
+    counts: object    #: ``[W, E]`` int32: rows of group ``x`` that rank ``d`` receives
+    dropped: object   #: ``[E]`` int32: tokens routed to ``x`` past the capacity
+    slot: object      #: ``[T, k]`` int64: the row ``x * C + j`` each (token, choice) went to, or -1
+    invalid: object   #: ``[]`` int32: choices with an id outside ``[0, E)`` (``validate=False``)
+
+
+def check_routing(x, topk_ids, num_experts: int, world_size: int, capacity: int):
+    """Typed errors for bad routing inputs (host-side checks of shapes and dtypes only; the id
+    range is checked on the device, see :func:`pack_dispatch`)."""
+    import torch
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise LaunchError(f"x must be a 2-D tensor [tokens, hidden], got "
+                          f"{getattr(x, 'shape', type(x).__name__)}")
+    if not isinstance(topk_ids, torch.Tensor) or topk_ids.dim() != 2 \
+            or topk_ids.shape[0] != x.shape[0]:
+        raise LaunchError(f"topk_ids must be [tokens, k] with tokens = {x.shape[0]}, got "
+                          f"{getattr(topk_ids, 'shape', type(topk_ids).__name__)}")
+    if topk_ids.dtype not in (torch.int32, torch.int64):
+        raise LaunchError(f"topk_ids must be int32 or int64 expert ids, got {topk_ids.dtype}")
+    for name, v in (("num_experts", num_experts), ("world_size", world_size),
+                    ("capacity", capacity)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise LaunchError(f"{name} must be a positive integer, got {v!r}")
+    if num_experts % world_size:
+        raise LaunchError(f"{num_experts} experts do not divide over {world_size} ranks: every "
+                          f"rank owns num_experts / world_size experts; use a world size that "
+                          f"divides {num_experts}")
+
+
+def pack_dispatch(x, topk_ids, num_experts: int, world_size: int, capacity: int,
+                  validate: bool = True) -> Packed:
+    """Pack (see the module docstring).
+
+    Ids outside ``[0, num_experts)``: with ``validate`` (the default) they raise
+    :class:`LaunchError`, which reads one boolean back to the host -- the only synchronisation
+    here, and the price of a typed error; with ``validate=False`` they are dropped on the
+    device and counted in ``Packed.invalid``. Either way a bad id is never routed to another
+    expert or used as an index.
+    """
+    import torch
+    check_routing(x, topk_ids, num_experts, world_size, capacity)
+    T, H = x.shape
+    E, C, W = num_experts, capacity, world_size
+    ids = topk_ids.reshape(-1).long()
+    bad = (ids < 0) | (ids >= E)
+    if validate and ids.numel() and bool(bad.any()):
+        raise LaunchError(f"topk_ids holds expert id {int(ids[bad][0])}, outside [0, {E}): the "
+                          f"router and num_experts disagree")
+    ids = torch.where(bad, torch.full_like(ids, E), ids)              # E: a discard bucket
+    order = torch.sort(ids, stable=True).indices                      # by expert, then token
+    per_expert = torch.bincount(ids, minlength=E + 1)                 # [E + 1]
+    first = torch.cumsum(per_expert, 0) - per_expert                  # start of each expert
+    rank_in_expert = torch.empty_like(ids)
+    rank_in_expert[order] = torch.arange(ids.numel(), device=ids.device) - first[ids[order]]
+    keep = (rank_in_expert < C) & ~bad
+    slot = torch.where(keep, ids * C + rank_in_expert, torch.full_like(ids, -1))
+    send = torch.zeros((E * C, H), dtype=x.dtype, device=x.device)
+    tok = torch.arange(T, device=x.device).repeat_interleave(topk_ids.shape[1])
+    send[slot[keep]] = x[tok[keep]]
+    kept = torch.clamp(per_expert[:E], max=C).to(torch.int32)
+    owner = torch.arange(E, device=x.device) // (E // W)
+    mine = owner[None, :] == torch.arange(W, device=x.device)[:, None]
+    counts = torch.where(mine, kept[None, :], torch.zeros_like(kept)[None, :]).to(torch.int32)
+    dropped = (per_expert[:E] - kept).to(torch.int32)
+    return Packed(send.reshape(E, C, H), counts, dropped, slot.reshape(topk_ids.shape),
+                  per_expert[E].to(torch.int32))

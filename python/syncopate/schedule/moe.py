@@ -1,0 +1,110 @@
+"""The MoE dispatch schedule: tokens routed to the ranks that own their experts, with a static
+capacity per (source rank, expert) and device-side counts of valid rows.
+
+Layout (docs/moe.md). ``W`` ranks, ``E`` experts, ``El = E / W`` local to each rank (rank ``d``
+owns experts ``d*El .. d*El + El - 1``), capacity ``C`` rows per (source, expert), hidden ``H``.
+
+* ``X`` ``[W * E * C, H]``: group ``(s, x)`` (source ``s``, global expert ``x``) owns rows
+  ``[(s*E + x) * C, +C)``. Rank ``s`` initially holds its block ``[s*E*C, (s+1)*E*C)`` (it
+  packed its tokens there, at most ``C`` per expert); finally every rank holds all of ``X``
+  *statically* -- but only the groups of its own experts carry data.
+* ``CNT`` ``[W * W * E]`` int32: ``CNT[(s*W + d)*E + x]`` = rows of group ``(s, x)`` that
+  destination ``d`` receives: the count of tokens ``s`` routed to ``x`` when ``d`` owns ``x``,
+  else 0. Rank ``s`` writes its block ``[s*W*E, (s+1)*W*E)``; every rank ends with all of it.
+
+Why an all-gather with run-time extents rather than an all-to-all: the consumer's tiles on rank
+``d`` read rank-dependent groups of ``X``, and the compiler (``check-accesses``) only lets a
+kernel read a communicated tensor at rank-dependent places when every rank ends holding the
+whole tensor -- it cannot relate a kernel argument to the rank. Here every rank does hold all
+of ``X`` in the schedule's static model, while the data chunk ``(s -> d, x)`` has
+``extra["valid_rows"] = {"tensor": "CNT", "index": (s*W + d)*E + x}``: its valid extent is 0
+unless ``d`` owns ``x``. A runtime that copies only the valid prefix (the emulator does) moves
+exactly the all-to-all's bytes; one that copies the static region (the ``sm``/``ce`` lowerings
+today) is correct and moves ``W`` times more.
+
+Chunks (``swizzle`` order: at round ``k`` rank ``d`` receives from ``s = (d + k + 1) % W``):
+
+* one **count chunk** per (s, d): ``CNT`` block ``s``, at step ``k``;
+* one **data chunk** per (s, d, x): group ``(s, x)``, at step ``W - 1 + k*E + j`` where ``j``
+  runs over ``d``'s own experts first (so its data arrives first), with the ``valid_rows``
+  above. The copier reads the count on the source, which wrote it before the launch, so no
+  chunk waits for a count chunk; the count chunks are for the consumers' kernels.
+"""
+
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
+
+
+def x_group(E: int, s: int, x: int) -> int:
+    """The group of ``X`` holding source ``s``'s tokens for global expert ``x``."""
+    return s * E + x
+
+
+def cnt_index(W: int, E: int, s: int, d: int, x: int) -> int:
+    """The ``CNT`` element: rows of group ``(s, x)`` valid on destination ``d``."""
+    return (s * W + d) * E + x
+
+
+def owner(E: int, W: int, x: int) -> int:
+    """The rank that owns global expert ``x``."""
+    return x // (E // W)
+
+
+def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
+                 dtype: str = "bf16", mode: str = "pull", tokens: str = "X",
+                 counts: str = "CNT") -> Schedule:
+    """The dispatch (see the module docstring). Raises :class:`ScheduleError` when the experts
+    do not divide over the ranks or a size is not positive."""
+    problems = []
+    for name, v in (("world_size", world_size), ("num_experts", num_experts),
+                    ("capacity", capacity), ("hidden", hidden)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            problems.append(f"{name} must be a positive integer, got {v!r}")
+    if not problems and num_experts % world_size:
+        problems.append(f"{num_experts} experts do not divide over {world_size} ranks: expert "
+                        f"parallelism gives every rank num_experts / world_size experts; pick "
+                        f"a world size that divides {num_experts}")
+    if mode not in MODES:
+        problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
+    if tokens == counts:
+        problems.append(f"tokens and counts must be different tensor names, both are {tokens!r}")
+    try:
+        dtype = normalize_dtype(dtype)
+    except ScheduleError as e:
+        problems.extend(e.problems)
+    if problems:
+        raise ScheduleError([f"moe_dispatch: {p}" for p in problems])
+    W, E, C, H = world_size, num_experts, capacity, hidden
+    El = E // W
+    x_block = [Region((s * E * C, 0), (E * C, H)) for s in range(W)]
+    c_block = [Region((s * W * E,), (W * E,)) for s in range(W)]
+    chunks: list[Chunk] = []
+    for k in range(W - 1):
+        for d in range(W):
+            s = (d + k + 1) % W
+            chunks.append(Chunk(len(chunks), counts, c_block[s], s, d, mode, k))
+    for k in range(W - 1):
+        for d in range(W):
+            s = (d + k + 1) % W
+            own = list(range(d * El, (d + 1) * El))
+            for j, x in enumerate(own + [x for x in range(E) if x not in own]):
+                extra = {"valid_rows": {"tensor": counts, "index": cnt_index(W, E, s, d, x)}}
+                chunks.append(Chunk(len(chunks), tokens,
+                                    Region((x_group(E, s, x) * C, 0), (C, H)), s, d, mode,
+                                    W - 1 + k * E + j, extra=extra))
+    everywhere = lambda shape: [Placement(r, Region.full(shape)) for r in range(W)]  # noqa: E731
+    specs = {tokens: TensorSpec(tokens, (W * E * C, H), dtype,
+                                [Placement(s, x_block[s]) for s in range(W)],
+                                everywhere((W * E * C, H))),
+             counts: TensorSpec(counts, (W * W * E,), "int32",
+                                [Placement(s, c_block[s]) for s in range(W)],
+                                everywhere((W * W * E,)))}
+    meta = {"template": {"name": "moe_dispatch", "world_size": W, "num_experts": E,
+                         "capacity": C, "hidden": H, "dtype": dtype, "mode": mode,
+                         "tokens": tokens, "counts": counts}}
+    return Schedule(W, specs, chunks, meta)
+
+
+__all__ = ["cnt_index", "moe_dispatch", "owner", "x_group"]
