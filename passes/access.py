@@ -110,8 +110,39 @@ def analyze_module(module: ModuleOp):
     sched = schedule_of(module)
     operands = operands_of(module)
     shapes = {t: list(sched.tensors[t].shape) for t in operands.values()}
-    analysis = AccessAnalysis(module, operands, shapes)
+    analysis = AccessAnalysis(module, operands, shapes, rank_parts(sched, operands))
     return sched, analysis, analysis.run()
+
+
+@dataclass(frozen=True)
+class RankPart:
+    """The part of a ``view="rank"`` tensor rank ``r``'s kernel addresses: the box of
+    ``sizes`` at ``r * step``; the operand's pointer is advanced by ``r * offset`` elements
+    (``offset``: ``step`` in row-major elements of the global shape)."""
+
+    sizes: tuple[int, ...]
+    step: tuple[int, ...]
+    offset: int
+
+
+def rank_parts(sched, operands: dict[str, str]) -> dict[str, RankPart]:
+    """Kernel parameter -> :class:`RankPart` for the operands bound to ``view="rank"``
+    tensors (a schedule whose parts the kernel cannot offset is refused here)."""
+    from syncopate.errors import ScheduleError
+    out = {}
+    for param, tensor in operands.items():
+        spec = sched.tensors[tensor]
+        if spec.view != "rank":
+            continue
+        try:
+            sizes, step = sched.rank_part(tensor)
+        except ScheduleError as e:
+            raise CompileError(f"operand {param!r} is bound to tensor {tensor!r}, whose view is "
+                               f"'rank', but: {'; '.join(e.problems)}") from None
+        strides = _row_major_strides(list(spec.shape))
+        out[param] = RankPart(tuple(sizes), tuple(step),
+                              sum(s * st for s, st in zip(step, strides)))
+    return out
 
 
 def _row_major_strides(shape: list[int]) -> list[int]:
@@ -193,8 +224,11 @@ class AccessAnalysis:
     ``operands`` maps kernel parameter names to schedule tensor names; ``shapes`` maps tensor
     names to their global shapes."""
 
-    def __init__(self, module: ModuleOp, operands: dict[str, str], shapes: dict[str, list[int]]):
+    def __init__(self, module: ModuleOp, operands: dict[str, str], shapes: dict[str, list[int]],
+                 parts: dict[str, RankPart] | None = None):
         self.module = module
+        #: operands whose kernel code addresses only the rank's part (``view="rank"``)
+        self.parts = parts or {}
         self.func = kernel_func(module)
         self.operands = operands
         self.shapes = shapes
@@ -291,12 +325,29 @@ class AccessAnalysis:
         tensor = self.bound[base]
         shape = self.shapes[tensor]
         try:
+            part = self.parts.get(self.arg_name[base])
+            if part is not None and (isinstance(op, _DESCRIPTOR_OPS)
+                                     or self._hint_for(op, base) is not None):
+                raise CompileError(
+                    f"this {op.name} goes through {self.arg_name[base]!r}, bound to tensor "
+                    f"{tensor!r} whose view is 'rank' (the kernel addresses the rank's part): "
+                    f"only plain pointer accesses, whose boxes the analysis derives, can be "
+                    f"offset by the part; a tensor descriptor or a hint_region would state a "
+                    f"box in other coordinates. Use pointer loads/stores for this operand, or "
+                    f"a view='global' schedule", loc_str(op))
             if isinstance(op, _DESCRIPTOR_OPS):
                 dims, req = self._descriptor_region(op, shape)
             else:
                 ptr = self.ev.pointer(op.operands[0])
                 axis_lens = shape_of(op.operands[0].type)
+                if part is not None:
+                    ptr, rank_var = self._strip_rank_offset(ptr, part, op)
                 dims, req = pointer_region(ptr, axis_lens, shape, self.arg_name, op)
+                if part is not None and rank_var is not None:
+                    # the operand was offset by syn_rank * part.offset (append-abi-params):
+                    # the box of the global tensor is the local box moved by rank * step
+                    dims = [DimRange(d.lo + Poly({(rank_var,): k}) if k else d.lo, d.extent,
+                                     d.index) for d, k in zip(dims, part.step)]
             # a hint before the access still asserts that its box lies inside the tensor
             # (docs/soundness.md), also when the box itself could be derived: the bound check
             # must take it, or the refusal that asks for a hint could never be answered
@@ -318,6 +369,24 @@ class AccessAnalysis:
                   f"right before it, giving the box [lo, hi) of the global tensor the access "
                   f"touches, or rewrite the address arithmetic with make_range/splat/+/*.",
                 where)
+
+    def _strip_rank_offset(self, ptr: PtrVal, part: RankPart, op: Operation):
+        """``(local pointer, syn_rank)``: ``ptr`` without the ``syn_rank * part.offset`` term
+        append-abi-params added to a ``view="rank"`` operand (``(ptr, None)`` before it ran,
+        when boxes are local to the part).  Any other use of ``syn_rank`` in the address is
+        refused: the analysis would attribute it to some dim by its stride and miss the
+        part's move."""
+        rank = self.by_name.get("syn_rank")
+        if rank is None:
+            return ptr, None
+        rank_terms = {m: c for m, c in ptr.off.terms.items() if rank in m}
+        if rank_terms != ({((rank,)): part.offset} if part.offset else {}):
+            raise CompileError(
+                f"the address of this {op.name} through {self.arg_name[ptr.base]!r} uses "
+                f"syn_rank otherwise than the part offset append-abi-params adds "
+                f"(syn_rank * {part.offset}): {Poly(rank_terms)}", loc_str(op))
+        rest = Poly({m: c for m, c in ptr.off.terms.items() if rank not in m})
+        return PtrVal(ptr.base, rest), rank
 
     def _from_hint(self, op, kind, base, tensor, shape, hint) -> Access:
         bounds = hint_bounds(hint, self.ev)

@@ -5,6 +5,14 @@ to the public ``tt.func``, pointers marked ``tt.divisibility = 16`` like Triton 
 pointer arguments.  The source object of a fused compile declares the same extended signature,
 so Triton's launcher passes them; doing it in the IR (not in the Python source) keeps the user's
 kernel untouched and its unfused compile unchanged.
+
+An operand bound to a ``view="rank"`` tensor (the kernel addresses only the part its rank holds,
+e.g. Ulysses attention over "its" heads) is then advanced by ``syn_rank * offset`` elements at
+the top of the kernel, every use of the parameter replaced: the runtime passes the whole
+symmetric buffer as for any operand (``syn_peers`` and the comm programs keep using the
+parameter itself, the buffer's base), and the access analysis recognises the term and moves the
+part-local boxes to global coordinates (``passes/access.py``).  Both happen in this pass so that
+no module exists in which ``syn_rank`` is there but the operand is not yet offset.
 """
 
 from __future__ import annotations
@@ -27,8 +35,11 @@ from xdsl.passes import ModulePass
 from syncopate.abi import extra_params
 from syncopate_mlir.dialects.tt import PointerType
 
-from .abi_info import backend_of, has_abi_args
-from .ir_utils import func_body, kernel_func
+from .abi_info import backend_of, has_abi_args, operands_of
+from .access import rank_parts
+from .builder import Builder
+from .ir_utils import func_body, kernel_func, param_names
+from .schedule_attr import schedule_of
 
 
 def _type_of(sig: str):
@@ -68,3 +79,26 @@ class AppendAbiParams(ModulePass):
                 [DictionaryAttr({})] * n_old +
                 [DictionaryAttr({"tt.divisibility": IntegerAttr(16, i32)})
                  if sig.startswith("*") else DictionaryAttr({}) for _, sig in params])
+        _offset_rank_parts(op, func, block)
+
+
+def _offset_rank_parts(module: ModuleOp, func, block) -> None:
+    """``P -> tt.addptr(P, syn_rank * offset)`` for every ``view="rank"`` operand ``P``."""
+    if "syncopate.schedule" not in module.attributes:
+        return
+    parts = rank_parts(schedule_of(module), operands_of(module))
+    if not parts:
+        return
+    names = param_names(module, func)
+    by_name = {names[i]: a for i, a in enumerate(block.args) if i < len(names)}
+    rank = next(a for a in block.args if a.name_hint == "syn_rank")
+    b = Builder.at_start(block)
+    for param, part in sorted(parts.items()):
+        arg = by_name[param]
+        uses = [u for u in arg.uses]
+        if not part.offset or not uses:
+            continue
+        off = b.mul(rank, b.const(part.offset))
+        moved = b.tt("tt.addptr", [arg, off], [arg.type]).results[0]
+        for u in uses:
+            u.operation.operands[u.index] = moved

@@ -130,11 +130,22 @@ class CheckAccesses(ModulePass):
                     f"to the schedule's tensor {tensor!r}: bind the parameter that holds that "
                     f"tensor")
             self._check_role(sched, param, tensor, mine)
-            self._check_coverage(sched, param, tensor, mine)
+            part = analysis.parts.get(param)
             shape = list(sched.tensors[tensor].shape)
+            if part is None:
+                self._check_coverage(sched, param, tensor, mine)
+                limits = shape
+            else:
+                # view="rank": the boxes (local to the part: this pass runs before
+                # append-abi-params offsets the operand) must stay inside the part, which the
+                # rank holds completely (its final placement) or computes (its initial one)
+                limits = list(part.sizes)
             for a in mine:
-                for d, size in enumerate(shape):
-                    self._check_dim(a, d, size, analysis.ev, names, bounds)
+                for d, size in enumerate(limits):
+                    # past the last row is past the allocation only when the part spans dim 0
+                    self._check_dim(a, d, size, analysis.ev, names, bounds,
+                                    outer_free=part is None or part.sizes[0] == shape[0],
+                                    part=part is not None)
         update_state(op, grid_axes=axes, upper_bounds=bounds)
 
     @staticmethod
@@ -165,10 +176,26 @@ class CheckAccesses(ModulePass):
         functions of program ids, not of the rank): every rank must end the schedule holding
         the whole tensor, or some read would see rows no chunk delivers (an all-to-all's
         output read by a GEMM over all rows: found by the CPU emulator)."""
+        t = sched.tensors[tensor]
+        writes = [a for a in accesses if a.kind == "write"]
+        if writes and sched.is_produced(tensor):
+            # the mirror image: the kernel writes the same boxes on every rank, so every rank
+            # must start out computing the whole tensor (partials of a reduce-scatter do); a
+            # rank computing only a block would overwrite what chunks deliver into the rest
+            whole = t.full_region.volume
+            for r in range(sched.world_size):
+                held = sum(p.region.volume for p in t.initial if p.rank == r)
+                if held < whole:
+                    raise CompileError(
+                        f"the kernel writes {param!r} (tensor {tensor!r}, produced) with the "
+                        f"same boxes on every rank, but rank {r} computes only {held} of its "
+                        f"{whole} elements (its initial placements): its stores elsewhere would "
+                        f"race with the chunks the schedule delivers there. Give the tensor "
+                        f"view='rank' (each rank's kernel writes only its part) or a schedule "
+                        f"in which every rank computes the whole tensor", loc_str(writes[0].op))
         reads = [a for a in accesses if a.kind == "read"]
         if not reads or sched.is_produced(tensor):
             return
-        t = sched.tensors[tensor]
         whole = 1
         for n in t.shape:
             whole *= n
@@ -186,10 +213,11 @@ class CheckAccesses(ModulePass):
 
     @staticmethod
     def _check_dim(a: Access, d: int, size: int, ev: Evaluator, names: dict,
-                   bounds: dict[str, int]) -> None:
+                   bounds: dict[str, int], outer_free: bool = True, part: bool = False) -> None:
         dim = a.dims[d]
         where = loc_str(a.op)
-        what = f"this {a.op.name} of {a.param!r} (tensor {a.tensor!r}, dim {d} of size {size})"
+        what = (f"this {a.op.name} of {a.param!r} (tensor {a.tensor!r}, dim {d} of size {size}"
+                f"{' in the part each rank addresses' if part else ''})")
         if dim.lo.is_const and dim.lo.const_value < 0:
             raise CompileError(f"{what} starts at index {dim.lo.const_value}, before the tensor",
                                where)
@@ -229,16 +257,70 @@ class CheckAccesses(ModulePass):
             raise CompileError(f"{what} spans {dim.extent} indices per access, more than the dim "
                                f"holds: the kernel indexes a tensor of another shape than the "
                                f"schedule's; make them match, or mask the access", where)
-        if d == 0:
+        if d == 0 and outer_free:
             # past the last row is past the allocation: the unfused kernel reads the same
             # memory, and no chunk of this tensor is aliased (docs/soundness.md)
             return
+        top = scalar_upper_bound(dim.lo)
+        if top is not None:
+            if top + dim.extent > size:
+                raise CompileError(f"{what} may touch index {top + dim.extent - 1} (its start "
+                                   f"is at most {top}), past the end of the dim; make the "
+                                   f"schedule's shape match what the kernel indexes", where)
+            return
+        if d == 0:
+            raise CompileError(
+                f"cannot prove that {what} stays inside the part: its start {dim.lo} is not "
+                f"bounded, and past the part's last row lie other ranks' rows (the part does not "
+                f"span dim 0). Mask the access along dim 0, or make the parts span dim 0 (shard "
+                f"along an inner dim)", where)
         raise CompileError(
             f"cannot prove that {what} stays inside the dim: its start {dim.lo} is not bounded "
             f"and the access has no mask `index < bound` along it, so it could read the next "
             f"row, which may belong to a chunk that has not arrived. Mask the access along dim "
             f"{d} (e.g. `offs < {size}`), or state its box with syncopate.language.hint_region",
             where)
+
+
+def scalar_upper_bound(p: Poly) -> int | None:
+    """The largest value ``p`` (a scalar polynomial) can take, from the ranges of its leaves,
+    or None when some leaf is unbounded: ``x % c`` is below ``c`` for a constant ``c > 0``
+    (also when ``x`` is negative: ``|x % c| < c``), ``x & m`` at most ``m`` for a constant
+    ``m >= 0``, ``x // c`` (signed) at most ``max(x) // c``; a term must have a positive coefficient
+    and one leaf.  Attention's ``h = pid % H_Q`` over constexpr ``H_Q`` (a head index in an
+    inner dim) is bounded this way; starts are non-negative (see ``_check_dim``)."""
+    if has_axes(p):
+        return None
+    total = 0
+    for mono, coef in p.terms.items():
+        if mono == ():
+            total += coef
+            continue
+        if len(mono) != 1 or coef < 0:
+            return None
+        top = _leaf_upper(mono[0], 0)
+        if top is None:
+            return None
+        total += coef * top
+    return total
+
+
+def _leaf_upper(v, depth: int) -> int | None:
+    if depth > 16 or not isinstance(v, OpResult):
+        return None
+    op = v.op
+    # (no unsigned division: a negative dividend would read as a huge one)
+    if isinstance(op, (arith.RemSIOp, arith.RemUIOp, arith.DivSIOp, arith.AndIOp)):
+        c = const_int(op.rhs)
+        if c is None or c < (0 if isinstance(op, arith.AndIOp) else 1):
+            return None
+        if isinstance(op, arith.AndIOp):
+            return c
+        if isinstance(op, (arith.RemSIOp, arith.RemUIOp)):
+            return c - 1
+        top = _leaf_upper(op.lhs, depth + 1)
+        return None if top is None else max(top, 0) // c
+    return None
 
 
 def _loop_span(lo: Poly) -> tuple[int, int] | None:

@@ -302,7 +302,15 @@ class TileRemap(ModulePass):
             role, group = ("consumer", reads) if reads else ("producer", writes)
             if role == "producer" and not sched.is_produced(tensor):
                 continue
+            moved = {d for part in (analysis.parts.get(a.param) for a in group) if part
+                     for d, k in enumerate(part.step) if k}
             for dim in dims:
+                if dim in moved:
+                    # the box starts at rank * step along this dim (view="rank"): the tile
+                    # coordinate is not a function of program ids alone; other dims are
+                    remarks.append(f"tile-remap: {tensor} dim {dim} is where each rank's part "
+                                   f"lies (view='rank'); not remapped along it")
+                    continue
                 polys = {(coordinate_poly(a.dims[dim].lo, a.dims[dim].extent), a.dims[dim].extent)
                          for a in group}
                 (coord, block) = next(iter(polys))

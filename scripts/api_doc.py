@@ -50,8 +50,8 @@ def _ops() -> list[str]:
 
 
 def _templates() -> list[str]:
-    from syncopate.schedule import TEMPLATES
-    return [f"syncopate.schedule.{f.__name__}" for f in TEMPLATES.values()]
+    from syncopate.schedule import PLANS, TEMPLATES
+    return [f"syncopate.schedule.{f.__name__}" for f in (*TEMPLATES.values(), *PLANS.values())]
 
 
 #: (section title, one paragraph, the objects: dotted names or a function returning them)

@@ -53,6 +53,9 @@ def _collectives_body(rank, W):
     lst = [torch.empty(1) for _ in range(W)]
     dist.all_gather(lst, torch.tensor([rank * 2.0]))
     out["all_gather"] = [float(t) for t in lst]
+    a2a = torch.empty(W * 2)
+    dist.all_to_all_single(a2a, torch.arange(W * 2, dtype=torch.float32) + 100 * rank)
+    out["a2a"] = a2a.tolist()
     dist.barrier()
     return out
 
@@ -67,6 +70,8 @@ def test_collectives_in_threads(W):
         assert o["rs"] == [float(2 * r + j) * tri for j in range(2)]
         assert o["sum"] == tri and o["max"] == (W - 1) * 10 and o["min"] == 5.0
         assert o["bcast"] == 1.0 and o["all_gather"] == [2.0 * s for s in range(W)]
+        # block s of every rank's input went to rank s; block q of the output came from q
+        assert o["a2a"] == [100.0 * q + 2 * r + j for q in range(W) for j in range(2)]
 
 
 def _bf16_sum_body(rank, W, vals):

@@ -244,3 +244,30 @@ def test_gemm_ar_nvshmem():
 def test_gemm_ar_500_launches_identical_on_every_rank():
     import gemm_ar_workers as ar
     _assert_clean(run_ranks(ar.gemm_ar_stress, 500, world_size=W, timeout=180))
+
+
+def _ulysses_cases():
+    # (B, Hq, Hkv, S/W, D, dtype, causal, mode): heads divisible by W, GQA, ragged tiles
+    # (S not a multiple of BLOCK_M), both chunk modes
+    cases = [(1, 4 * W, 2 * W, 256, 128, "bfloat16", False, "push"),
+             (2, 2 * W, W, 200, 64, "float16", True, "pull"),
+             (1, 4 * W, W, 384, 128, "bfloat16", True, "push")]
+    if not QUICK:
+        # longer rows; in loopback every program of every rank must be resident at once (a
+        # non-persistent grid: S/W rows of 128 x heads per rank, plus the comm programs)
+        cases.append((1, 4 * W, 2 * W, 512 if LOOPBACK else 2048, 128, "bfloat16", False,
+                      "pull"))
+    return cases
+
+
+@pytest.mark.skipif(not HOPPER, reason="the attention kernel is tuned for sm_90+")
+def test_ulysses_attention_against_sdpa_and_reference():
+    """Ulysses attention fused (both all-to-alls inside the attention kernel) against SDPA on
+    the gathered sequence (relative error <= 1e-2) and bitwise against the unfused path (NCCL
+    all_to_all_single + the same local kernel + all_to_all_single back), 3 launches each."""
+    import ulysses_workers as uw
+    results = run_ranks(uw.ulysses_cases, _ulysses_cases(), world_size=W, timeout=300)
+    for line in results[0]:
+        if line.startswith("INFO"):
+            print(line)
+    _assert_clean([[p for p in r if not p.startswith("INFO")] for r in results])

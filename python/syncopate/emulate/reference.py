@@ -4,7 +4,11 @@ The reference, per launch, uses the *collected* inputs: for a tensor the schedul
 (all-gather, ring pass, all-to-all), the global tensor assembled from what every rank staged,
 placed where the schedule says each rank ends up holding it; for a tensor the kernel produces
 and the schedule reduces (reduce-scatter, all-reduce), each rank's unfused partial, summed in
-fp32 over ranks on the regions each rank ends up owning.  Outputs that no chunk moves must
+fp32 over ranks on the regions each rank ends up owning; for a tensor the kernel produces and
+the schedule only copies (``produced``: Ulysses' output all-to-all), each rank's unfused output
+on its initial placement, assembled, then compared on the regions each rank ends up holding.
+A ``view="rank"`` operand is passed to the unfused kernel of rank ``r`` advanced to its part
+(``r * step``), as the fused kernel advances it itself.  Outputs that no chunk moves must
 match the reference bit for bit (same interpreter, same tiles); reduced regions within a
 rounding bound (the fused sum rounds after each added partial when more than two ranks add).
 
@@ -31,7 +35,8 @@ from .extents import undefined_boxes
 from .interpreter import Machine, ProgramCtx
 from .memory import Buffer, Ptr, to_etype
 
-__all__ = ["REORDER_ULPS", "Reference", "final_regions", "initial_regions", "program_ids"]
+__all__ = ["REORDER_ULPS", "Reference", "final_regions", "initial_regions", "is_reduced",
+           "part_offset", "program_ids"]
 
 #: ulps (of the coarsest float pointer type) allowed when a loop's reductions were reordered
 REORDER_ULPS = 8
@@ -51,6 +56,27 @@ def initial_regions(sched, tensor):
     """``(rank, lo, hi, partial)`` of each initial placement of ``tensor``."""
     return [(p.rank, p.region.offsets, p.region.stops, p.partial)
             for p in sched.tensors[tensor].initial]
+
+
+def is_reduced(sched, tensor) -> bool:
+    """Whether the schedule sums partials of ``tensor`` (reduce-scatter, all-reduce), as
+    opposed to copying what the kernel produced (a ``produced`` copy schedule)."""
+    return any(c.tensor == tensor and c.reduce == "sum" for c in sched.chunks) or any(
+        p.partial for p in sched.tensors[tensor].initial)
+
+
+def part_offset(sched, tensor, rank: int) -> int:
+    """Elements from a ``view="rank"`` tensor's base to ``rank``'s part (0 for a global
+    view): where the fused kernel's operand points after append-abi-params."""
+    spec = sched.tensors[tensor]
+    if spec.view != "rank":
+        return 0
+    _, step = sched.rank_part(tensor)
+    stride, off = 1, 0
+    for n, k in zip(reversed(spec.shape), reversed(step)):
+        off += k * stride
+        stride *= n
+    return rank * off
 
 
 def final_regions(sched, tensor):
@@ -116,7 +142,9 @@ class Reference:
                     else:
                         data[:] = np.nan if et.kind == "float" else 0
                 bufs[p] = Buffer(p, r, et, data)
-            args = [Ptr(bufs[n], 0) if n in bufs else self.args[n][r] for n in self.spec.names]
+            args = [Ptr(bufs[n], part_offset(self.schedule, self.operands[n], r)
+                        if n in self.operands else 0) if n in bufs else self.args[n][r]
+                    for n in self.spec.names]
             m = Machine()
             for pid in program_ids(self.grid):
                 pc = ProgramCtx(m, r, pid, self.grid, epoch, "compute")
@@ -124,9 +152,19 @@ class Reference:
                     pass
             out[r] = {p: b.data for p, b in bufs.items()}
             out[r]["__gathered__"] = gathered
+        # collected tensors: each rank's output on its initial placement, assembled
+        for p, t in self.operands.items():
+            if not self.schedule.is_produced(t) or is_reduced(self.schedule, t):
+                continue
+            shape = self.schedule.tensors[t].shape
+            g = np.full(int(np.prod(shape)), np.nan, dtype=self.spec.ptr[p].np)
+            for r, lo, hi, _ in initial_regions(self.schedule, t):
+                offs = region_offsets(shape, lo, hi)
+                g[offs] = out[r][p][offs]
+            out["collected", p] = g
         # reduced tensors: fp32 sum over ranks of the partials
         for p, t in self.operands.items():
-            if not self.schedule.is_produced(t):
+            if not self.schedule.is_produced(t) or not is_reduced(self.schedule, t):
                 continue
             et = self.spec.ptr[p]
             total = sum(out[r][p].astype(np.float32) for r in range(self.W))
@@ -143,6 +181,10 @@ class Reference:
             for p, data in got.items():
                 if is_consumed_operand(self.schedule, self.operands, p):
                     continue  # checked below, once every rank finished
+                if is_produced_operand(self.schedule, self.operands, p) and \
+                        ("collected", p) in ref:
+                    self._compare_collected(r, e, p, data, ref["collected", p], policy, result)
+                    continue
                 if is_produced_operand(self.schedule, self.operands, p):
                     exp = ref["sum", p]
                     t = self.operands[p]
@@ -202,6 +244,28 @@ class Reference:
                             f"rank {r}, launch {last}, {p} ({t}): "
                             f"{int((a != b).sum())} element(s) of its final region differ from "
                             f"the gathered inputs [{policy}]")
+
+    def _compare_collected(self, r, e, p, data, exp, policy, result) -> None:
+        """The final regions of a produced, copied tensor on rank ``r`` against the unfused
+        outputs of the ranks that computed them: the same bits (within REORDER_ULPS when a
+        loop's reductions were reordered)."""
+        t = self.operands[p]
+        shape = self.schedule.tensors[t].shape
+        for rr, lo, hi in final_regions(self.schedule, t):
+            if rr != r:
+                continue
+            offs = region_offsets(shape, lo, hi)
+            if self.reordered and data.dtype.kind == "f":
+                self._compare_reordered(r, e, p, data[offs], exp[offs], policy, result)
+                continue
+            a, b = data[offs], exp[offs]
+            if not np.array_equal(a, b, equal_nan=True):
+                bad = ~((a == b) | (np.isnan(a) & np.isnan(b))) if a.dtype.kind == "f" \
+                    else a != b
+                result.mismatches.append(
+                    f"rank {r}, launch {e}, {p} ({t}): {int(bad.sum())} element(s) of its final "
+                    f"region {list(lo)}..{list(hi)} differ from the unfused outputs of the "
+                    f"ranks that computed them [{policy}]")
 
     def _compare_reordered(self, r, e, p, data, exp, policy, result) -> None:
         """``data`` within REORDER_ULPS of ``exp`` (module docstring); equal non-finite

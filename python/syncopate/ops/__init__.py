@@ -9,6 +9,8 @@ from .gemm_rs_fp8 import gemm_rs_fp8, gemm_rs_fp8_fused_kernel, gemm_rs_fp8_refe
 from .moe_dispatch_gemm import (MoEDispatch, moe_dispatch_gemm, moe_dispatch_gemm_fused_kernel,
                                 moe_dispatch_gemm_reference)
 from .ring_attention import ring_attention, ring_attention_fused_kernel, ring_attention_reference
+from .ulysses import (ulysses_attention, ulysses_attention_reference, ulysses_buffers,
+                      ulysses_fused_kernel)
 
 __all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_reference",
            "ag_gemm_fp8", "ag_gemm_fp8_fused_kernel", "ag_gemm_fp8_reference", "gemm_ar",
@@ -17,4 +19,5 @@ __all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_referen
            "gemm_rs_fp8_fused_kernel", "gemm_rs_fp8_reference", "MoEDispatch",
            "moe_dispatch_gemm", "moe_dispatch_gemm_fused_kernel", "moe_dispatch_gemm_reference",
            "ring_attention",
-           "ring_attention_fused_kernel", "ring_attention_reference"]
+           "ring_attention_fused_kernel", "ring_attention_reference", "ulysses_attention",
+           "ulysses_attention_reference", "ulysses_buffers", "ulysses_fused_kernel"]

@@ -2,7 +2,8 @@
 
 ``from syncopate.runtime import collectives as dist`` gives torch.distributed's names and
 signatures for the few collectives Syncopate needs (``barrier``, ``all_reduce``,
-``all_gather_into_tensor``, ``reduce_scatter_tensor``, ``broadcast``, ``get_rank``,
+``all_gather_into_tensor``, ``reduce_scatter_tensor``, ``all_to_all_single`` (equal splits),
+``broadcast``, ``get_rank``,
 ``get_world_size``, ``is_initialized``, ``ReduceOp``). Each call goes to the loopback group
 (:mod:`.loopback`) when ``group`` is one, or when ``group`` is None and the calling thread is a
 virtual rank; otherwise to ``torch.distributed`` unchanged. Why a dispatcher and not torch's
@@ -109,6 +110,15 @@ def reduce_scatter_tensor(output, input, op=None, group=None, async_op=False):
         return d.reduce_scatter_tensor(output, input, op=d.ReduceOp.SUM if op is None else op,
                                        group=group, async_op=async_op)
     lb.reduce_scatter_tensor(output, input, op)
+    return None
+
+
+def all_to_all_single(output, input, group=None, async_op=False):
+    """``torch.distributed.all_to_all_single`` with equal splits along dim 0."""
+    lb = _lb(group)
+    if lb is None:
+        return _dist().all_to_all_single(output, input, group=group, async_op=async_op)
+    lb.all_to_all_single(output, input)
     return None
 
 

@@ -333,6 +333,23 @@ class LoopbackGroup:
                 t.copy_(res)
         self._run("all_reduce", [tensor], tensor, work)
 
+    def all_to_all_single(self, output, input) -> None:
+        """Equal splits along dim 0: block ``s`` of ``input`` goes to rank ``s``, block ``r`` of
+        ``output`` comes from rank ``r`` (what Ulysses attention's reference path needs)."""
+        W = self.size()
+        for name, t in (("input", input), ("output", output)):
+            if t.numel() % W or not t.is_contiguous():
+                raise LoopbackError(f"all_to_all_single: {name} must be contiguous with a "
+                                    f"multiple of {W} elements, got {tuple(t.shape)}")
+
+        def work(vals):
+            self._check_same("all_to_all_single", [i for _, i in vals], "inputs")
+            for r, (out, _) in enumerate(vals):
+                flat = out.view(W, -1)
+                for s, (_, inp) in enumerate(vals):
+                    flat[s].copy_(inp.reshape(W, -1)[r])
+        self._run("all_to_all_single", [output, input], (output, input), work)
+
     def broadcast(self, tensor, src: int) -> None:
         if not 0 <= src < self.size():
             raise LoopbackError(f"broadcast: src {src} out of range for {self.size()} ranks")

@@ -120,6 +120,14 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
     reduce_tensors = sorted({c.tensor for c in schedule.chunks if c.reduce not in (None, "none")})
     plan.reduce_tensors = tuple(reduce_tensors)
     for c in chunks(schedule):
+        if c.src != c.dst and c.reduce in (None, "none") and schedule.is_produced(c.tensor):
+            # found by the CPU emulator (Ulysses' output all-to-all): the destination's launch
+            # returned while the source's side stream was still copying into it
+            raise LaunchError(
+                f"chunk {c.id} copies {c.tensor}, which the kernel produces, from rank {c.src} "
+                f"into rank {c.dst}: the ce backend awaits chunks arriving on a rank only for "
+                f"reduce-scatter sums, so rank {c.dst}'s launch could return before this copy "
+                f"landed. Use backend='sm' for a schedule that copies produced tensors")
         if c.mode not in ("push", "pull"):
             raise LaunchError(f"chunk {c.id}: mode {c.mode!r} is neither 'push' nor 'pull'")
         red = c.reduce not in (None, "none")

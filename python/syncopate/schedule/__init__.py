@@ -24,7 +24,8 @@ from .cost import CostEstimate, LinkModel, best_split, chunk_time, estimate, gem
 from .json_io import FORMAT, VERSION, as_schedule, dump, dumps, from_dict, load, loads, to_dict
 from .model import (DTYPE_SIZES, Chunk, Placement, Region, Schedule, TensorSpec, dtype_size,
                     normalize_dtype)
-from .templates import TEMPLATES, all_gather, all_reduce, all_to_all, reduce_scatter, ring_pass
+from .templates import (PLANS, TEMPLATES, all_gather, all_reduce, all_to_all, reduce_scatter,
+                        ring_pass, ulysses_all_to_all)
 from .kv_gather import kv_all_gather  # noqa: I001 (after .templates, which registers it)
 from .scaled_gather import scaled_all_gather
 from .verify import Analysis, analyze, verify
@@ -35,7 +36,7 @@ __all__ = [
     "FORMAT", "VERSION", "loads", "load", "dumps", "dump", "as_schedule", "from_dict", "to_dict",
     "verify", "analyze", "Analysis",
     "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass", "kv_all_gather",
-    "scaled_all_gather", "TEMPLATES",
+    "scaled_all_gather", "TEMPLATES", "ulysses_all_to_all", "PLANS",
     "estimate", "best_split", "chunk_time", "link_model", "gemm_time", "CostEstimate",
     "LinkModel",
 ]

@@ -13,7 +13,9 @@ The format is normative; an example with every required key::
                  "after": []}]}
 
 * Every key shown is required.  Placements may add ``"partial": true`` (the rank holds only its
-  own contribution to a sum, as before a reduce-scatter).
+  own contribution to a sum, as before a reduce-scatter).  Tensors may add ``"produced": true``
+  (the kernel computes the initial placements during the launch) and ``"view": "rank"`` (each
+  rank's kernel addresses only its part); see :class:`~syncopate.schedule.model.TensorSpec`.
 * Unknown keys are allowed and preserved: top-level ones in ``Schedule.meta``, the others in the
   ``extra`` dict of their tensor, placement or chunk; :func:`dumps` writes them back.
 * ``dtype`` is a canonical name (``bf16``, ``fp16``, ``fp32``, ``fp8e4m3``, ``fp8e5m2``,
@@ -32,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ScheduleError
-from .model import (DTYPE_SIZES, MODES, REDUCES, RESERVED_KEYS, Chunk, Placement, Region,
-                    Schedule, TensorSpec, normalize_dtype)
+from .model import (DTYPE_SIZES, MODES, REDUCES, RESERVED_KEYS, VIEWS, Chunk, Placement,
+                    Region, Schedule, TensorSpec, normalize_dtype)
 
 __all__ = ["FORMAT", "VERSION", "loads", "load", "dumps", "dump", "as_schedule", "from_dict",
            "to_dict", "canonical_json"]
@@ -195,9 +197,17 @@ def from_dict(doc: Any) -> Schedule:
                         out.append(Placement(rank, region, partial,
                                              _extra(pd, _PLACEMENT_KEYS + ("partial",))))
                 lists[kind] = out
+            produced = td.get("produced", False)
+            if not isinstance(produced, bool):
+                rd.bad(f"{path}.produced", f"expected true or false, got {_jval(produced)}")
+            view = td.get("view", "global")
+            if view not in VIEWS:
+                rd.bad(f"{path}.view", f"expected one of {', '.join(map(repr, VIEWS))}, got "
+                                       f"{_jval(view)}")
             if len(rd.problems) == n0:
                 tensors[name] = TensorSpec(name, shape, dtype, lists["initial"], lists["final"],
-                                           _extra(td, _TENSOR_KEYS))
+                                           _extra(td, _TENSOR_KEYS + ("produced", "view")),
+                                           produced, view)
 
     chunks: list[Chunk] = []
     if not isinstance(doc["chunks"], list):
@@ -282,6 +292,10 @@ def to_dict(schedule: Schedule) -> dict:
         td = {"shape": list(t.shape), "dtype": t.dtype,
               "initial": [_placement_dict(p) for p in t.initial],
               "final": [_placement_dict(p) for p in t.final]}
+        if t.produced:
+            td["produced"] = True
+        if t.view != "global":
+            td["view"] = t.view
         td.update(t.extra)
         tensors[name] = td
     doc["tensors"] = tensors

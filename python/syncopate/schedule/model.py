@@ -32,7 +32,7 @@ from ..errors import ScheduleError
 from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
                        _raise, box_difference, box_intersection, box_subtract, box_volume,
                        boxes_overlap, coalesce_boxes, even_split, format_ranks)
-from .tensor_spec import (DTYPE_SIZES, Placement, TensorSpec, dtype_size,  # noqa: F401
+from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,  # noqa: F401
                           normalize_dtype)
 
 # --------------------------------------------------------------------------------------------
@@ -293,9 +293,16 @@ class Schedule:
         return any(c.tensor == tensor for c in self.chunks)
 
     def is_produced(self, tensor: str) -> bool:
-        """Whether ranks compute ``tensor`` and then send (partial) chunks of it."""
-        return any(c.tensor == tensor and c.reduce == "sum" for c in self.chunks) or any(
-            p.partial for p in self.tensor(tensor).initial)
+        """Whether ranks compute ``tensor`` and then send (partial) chunks of it: ``sum``
+        chunks, partial initial placements, or a copy schedule marked ``produced``."""
+        spec = self.tensor(tensor)
+        return spec.produced or any(c.tensor == tensor and c.reduce == "sum"
+                                    for c in self.chunks) or any(p.partial for p in spec.initial)
+
+    def rank_part(self, tensor: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(sizes, step)`` of rank ``r``'s part ``[r * step, r * step + sizes)`` of a
+        ``view="rank"`` tensor (:meth:`TensorSpec.rank_part`)."""
+        return self.tensor(tensor).rank_part(self.world_size, self.is_produced(tensor))
 
     def arrival_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int) -> int:
         """When the band ``[lo, hi)`` along ``dim`` is complete on ``rank``: 0 if held initially

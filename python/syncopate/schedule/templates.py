@@ -27,7 +27,7 @@ from ..errors import ScheduleError
 from .model import MAX_WORLD_SIZE, MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
-           "shard_regions", "TEMPLATES"]
+           "ulysses_all_to_all", "shard_regions", "TEMPLATES", "PLANS"]
 
 ORDERS = ("swizzle", "ring")
 
@@ -320,6 +320,101 @@ def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
                           mode=mode, split=split, tensor=tensor))
 
 
+def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
+                       dtype: str, world_size: int, mode: str = "pull") -> Schedule:
+    """DeepSpeed-Ulysses around one attention kernel: Q, K, V go from sequence-sharded to
+    head-sharded, the attention output ``O`` goes back.
+
+    Tensors (global shapes, the attention kernel's ``[batch, heads, seq, head_dim]``):
+    ``Q`` and ``O`` ``[B, Hq, S, D]``, ``K`` and ``V`` ``[B, Hkv, S, D]``.  Rank ``r`` starts
+    with sequence block ``r`` of Q, K and V (all heads) and ends with head block ``r`` of them
+    (the whole sequence): what its attention reads.  ``O`` is ``produced``: rank ``r``'s kernel
+    computes head block ``r`` of it (the whole sequence) and ends with sequence block ``r``
+    (all heads).  All four are ``view="rank"``: the same kernel runs on every rank over "its"
+    heads, at coordinates relative to its part (the compiler offsets the operands).
+
+    Every chunk carries **one head** (all batches) of one source's sequence block, so a tile
+    waits only for the chunks of its own head (and its KV head), and every chunk is a 2-d box
+    of the ``[B, H * S * D]`` view the comm programs copy.  Steps: the chunks of local KV head
+    ``j`` -- K and V of head ``j`` and Q of its ``Hq / Hkv`` query heads -- arrive at steps
+    ``j * (W - 1) + s`` (round ``s`` from rank ``(r + s + 1) % W``), so the first heads'
+    tiles start while later heads are in flight; the output chunks come after every input
+    step, in the same head order (a comm program never blocks on an output chunk, whose
+    source's tiles wait for that source's inputs, before it has run all its input chunks).
+    """
+    problems = []
+    ints = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
+                world_size=world_size)
+    for k, v in ints.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            problems.append(f"{k} must be a positive integer, got {v!r}")
+    if not problems and world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
+        problems.append(f"world_size {world_size} is more than {MAX_WORLD_SIZE} ranks")
+    if not problems:
+        W = world_size
+        if q_heads % kv_heads:
+            problems.append(f"q_heads ({q_heads}) must be a multiple of kv_heads ({kv_heads}) "
+                            f"(grouped-query attention)")
+        if kv_heads % W:
+            problems.append(f"kv_heads ({kv_heads}) must be divisible by world_size ({W}): "
+                            f"each rank attends with whole KV heads")
+        if seq % W:
+            problems.append(f"seq ({seq}) must be divisible by world_size ({W})")
+    if mode not in MODES:
+        problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
+    try:
+        dtype = normalize_dtype(dtype)
+    except ScheduleError as e:
+        problems.extend(e.problems)
+    if problems:
+        raise ScheduleError([f"ulysses_all_to_all: {p}" for p in problems])
+    W = world_size
+    group = q_heads // kv_heads
+    shapes = {"Q": (batch, q_heads, seq, head_dim), "K": (batch, kv_heads, seq, head_dim),
+              "V": (batch, kv_heads, seq, head_dim), "O": (batch, q_heads, seq, head_dim)}
+    by_seq = {t: shard_regions(shp, 2, W) for t, shp in shapes.items()}
+    by_head = {t: shard_regions(shp, 1, W) for t, shp in shapes.items()}
+
+    def piece(t: str, head_rank: int, seq_rank: int, h: int) -> Region:
+        # local head h of head_rank's block, sequence block of seq_rank
+        heads = by_head[t][head_rank]
+        off = list(heads.offsets)
+        size = list(heads.sizes)
+        off[1] += h
+        size[1] = 1
+        return Region(off, size).intersection(by_seq[t][seq_rank])
+
+    def heads_of(j: int) -> list[tuple[str, int]]:
+        return [("K", j), ("V", j)] + [("Q", j * group + i) for i in range(group)]
+
+    b = _Builder()
+    kv_local = kv_heads // W
+    for j in range(kv_local):
+        for s in range(W - 1):
+            for r in range(W):
+                q = (r + s + 1) % W
+                for t, h in heads_of(j):
+                    b.add(t, piece(t, r, q, h), q, r, mode, j * (W - 1) + s)
+    base = kv_local * (W - 1)
+    for j in range(kv_local):
+        for s in range(W - 1):
+            for r in range(W):
+                q = (r + s + 1) % W   # r sends its output rows of q's sequence block
+                for h in range(j * group, (j + 1) * group):
+                    b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
+    tensors = {}
+    for t, shp in shapes.items():
+        seqp = [Placement(r, x) for r, x in enumerate(by_seq[t])]
+        headp = [Placement(r, x) for r, x in enumerate(by_head[t])]
+        initial, final = (headp, seqp) if t == "O" else (seqp, headp)
+        tensors[t] = TensorSpec(t, shp, dtype, initial, final, produced=(t == "O"),
+                                view="rank")
+    return Schedule(W, tensors, b.chunks,
+                    _meta("ulysses_all_to_all", batch=batch, q_heads=q_heads,
+                          kv_heads=kv_heads, seq=seq, head_dim=head_dim, dtype=dtype,
+                          world_size=W, mode=mode))
+
+
 #: Template functions by the names the CLI and ``meta["template"]["name"]`` use.
 TEMPLATES = {
     "all_gather": all_gather,
@@ -340,3 +435,12 @@ def _register_kv_all_gather() -> None:
 
 
 _register_kv_all_gather()
+
+
+#: Plans of several tensors around one kernel (not single-tensor collectives: they take the
+#: kernel's problem sizes rather than ``(shape, dtype, world_size, dim/split...)``, so they are
+#: kept apart from :data:`TEMPLATES`, whose uniform signature the CLI and the property tests
+#: rely on).
+PLANS = {
+    "ulysses_all_to_all": ulysses_all_to_all,
+}

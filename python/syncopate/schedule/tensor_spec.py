@@ -16,7 +16,10 @@ from .. import dtypes as _dtypes
 from ..errors import ScheduleError
 from .geometry import Region, _as_int, _as_int_tuple, _as_region, _raise
 
-__all__ = ["DTYPE_SIZES", "normalize_dtype", "dtype_size", "Placement", "TensorSpec"]
+__all__ = ["DTYPE_SIZES", "normalize_dtype", "dtype_size", "Placement", "TensorSpec", "VIEWS"]
+
+#: how kernels address a schedule tensor (:class:`TensorSpec`'s ``view``)
+VIEWS = ("global", "rank")
 
 # --------------------------------------------------------------------------------------------
 # dtypes
@@ -101,6 +104,20 @@ class TensorSpec:
 
     ``final`` placements are never partial: the schedule's promise is that rank ``p`` holds the
     complete value of every final region of ``p``.
+
+    ``produced``: the fused kernel *computes* the initial placements during the launch and the
+    chunks carry them away as tiles finish (an all-to-all of attention outputs).  A tensor with
+    partial placements or ``sum`` chunks is produced whatever this says (a reduce-scatter's
+    partials are computed); this flag is how a copy schedule says so, since the same chunks
+    could also deliver a tensor that was staged before the launch.
+
+    ``view``: how a kernel addresses the tensor.  ``"global"``: at global coordinates (the
+    kernel's boxes are the same on every rank).  ``"rank"``: each rank's kernel addresses only
+    the part it holds -- its one final placement when it reads the tensor, its one initial
+    placement when it produces it -- at coordinates relative to that part, and the compiler
+    offsets the operand by the part's position (Ulysses: every rank runs the same attention
+    kernel over "its" heads).  The parts must be equal boxes at offsets ``rank * step``
+    (:meth:`rank_part`).
     """
 
     name: str
@@ -109,6 +126,8 @@ class TensorSpec:
     initial: tuple[Placement, ...] = ()
     final: tuple[Placement, ...] = ()
     extra: dict = field(default_factory=dict, hash=False)
+    produced: bool = False
+    view: str = "global"
 
     def __post_init__(self):
         problems: list[str] = []
@@ -126,6 +145,11 @@ class TensorSpec:
         final = _as_placements(self.final, "final", problems)
         if not isinstance(self.extra, Mapping):
             problems.append(f"extra must be a dict, got {self.extra!r}")
+        if not isinstance(self.produced, bool):
+            problems.append(f"produced must be true or false, got {self.produced!r}")
+        if self.view not in VIEWS:
+            problems.append(f"view must be one of {', '.join(map(repr, VIEWS))}, got "
+                            f"{self.view!r}")
         _raise(problems, f"tensor {self.name!r}" if isinstance(self.name, str) else "tensor")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", dtype)
@@ -154,3 +178,39 @@ class TensorSpec:
 
     def final_of(self, rank: int) -> tuple[Placement, ...]:
         return tuple(p for p in self.final if p.rank == rank)
+
+    def rank_part(self, world_size: int, produced: bool) -> tuple[tuple[int, ...],
+                                                                  tuple[int, ...]]:
+        """``(sizes, step)`` of the parts a ``view="rank"`` tensor's kernels address: rank
+        ``r``'s part is the box at ``r * step`` of ``sizes`` -- its one initial placement when
+        the kernel produces the tensor, its one final placement when it reads it.
+
+        Why so rigid: one compiled kernel serves every rank, so the offset of the part must be
+        a function of the rank the kernel can compute (``syn_rank * step``) and the part must
+        have the same shape everywhere (the kernel's boxes are checked against it once).
+        Raises :class:`ScheduleError` saying what does not fit."""
+        which = "initial" if produced else "final"
+        places = self.initial if produced else self.final
+        parts = []
+        problems = []
+        for r in range(world_size):
+            mine = [p for p in places if p.rank == r]
+            if len(mine) != 1 or mine[0].partial:
+                problems.append(f"rank {r} has {len(mine)} {which} placement(s) of {self.name!r}"
+                                f"{' (partial)' if mine and mine[0].partial else ''}; a "
+                                f"view='rank' tensor needs exactly one complete one per rank")
+            else:
+                parts.append(mine[0].region)
+        if problems:
+            raise ScheduleError(problems)
+        sizes = parts[0].sizes
+        step = tuple(b - a for a, b in zip(parts[0].offsets, parts[1].offsets)) \
+            if world_size > 1 else tuple(0 for _ in sizes)
+        for r, reg in enumerate(parts):
+            want = tuple(o + r * s for o, s in zip(parts[0].offsets, step))
+            if reg.sizes != sizes or reg.offsets != want or any(parts[0].offsets):
+                raise ScheduleError(
+                    f"the {which} placements of {self.name!r} are not equal boxes at offsets "
+                    f"rank * step from the origin (rank {r}: {reg}); a view='rank' tensor needs "
+                    f"them so, since the kernel offsets its operand by syn_rank * step")
+        return tuple(sizes), step
