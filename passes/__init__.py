@@ -11,6 +11,7 @@ def registry() -> dict:
     from .insert_epilogue_reduce import InsertEpilogueReduce
     from .insert_signals import InsertSignals
     from .insert_waits import InsertWaits
+    from .load_epoch import LoadEpoch
     from .lower_ce import LowerCe
     from .lower_nvshmem import LowerNvshmem
     from .lower_sm import LowerSm
@@ -19,5 +20,5 @@ def registry() -> dict:
     from .tile_remap import TileRemap
 
     passes = [AttachSchedule, CheckAccesses, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
-              InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem]
+              InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem, LoadEpoch]
     return {p.name: p for p in passes}

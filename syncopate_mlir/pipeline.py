@@ -94,7 +94,8 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
-    return names + backends.get(backend).pipeline_tail()
+    # load-epoch last: every pass before it treats the epoch as an i32 value (passes/load_epoch.py)
+    return names + backends.get(backend).pipeline_tail() + ["load-epoch"]
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:

@@ -32,10 +32,12 @@ def test_each_backend_owns_its_abi_facts():
 def test_pipeline_asks_the_backend_for_its_tail():
     from syncopate_mlir.pipeline import pass_names
     head = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
-    assert pass_names("sm") == head + ["partition-sms", "resolve-chunks", "lower-sm"]
-    assert pass_names("nvshmem") == head + ["partition-sms", "resolve-chunks", "lower-nvshmem"]
+    # load-epoch closes every pipeline (ABI 3: the epoch is read from device memory)
+    assert pass_names("sm") == head + ["partition-sms", "resolve-chunks", "lower-sm", "load-epoch"]
+    assert pass_names("nvshmem") == head + ["partition-sms", "resolve-chunks", "lower-nvshmem",
+                                            "load-epoch"]
     assert pass_names("ce", "epilogue") == head + ["insert-epilogue-reduce", "resolve-chunks",
-                                                   "lower-ce"]
+                                                   "lower-ce", "load-epoch"]
 
 
 def test_option_checks_and_defaults():

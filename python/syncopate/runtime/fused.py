@@ -12,12 +12,16 @@ position, or as keywords). Each call:
 3. compiles once per configuration through :func:`syncopate.compiler.compile` -- key: argument
    types and Triton's specialisation (:mod:`.specialize`: divisibility, ``== 1``), constexpr
    values, schedule digest, backend, comm-program count and compile options;
-4. takes the next **epoch** of this configuration (1, 2, 3, ...; flags only grow, never
-   reset). Epochs count launches per configuration, not per FusedKernel: each configuration
-   has its own flags, and its chunk flags count ``writers`` per launch *of that flag array*,
-   so a kernel launched with two specialisations in turn must not skip epochs on either;
+4. advances the **epoch** of this configuration (1, 2, 3, ...; flags only grow, never
+   reset) *on the device*: a one-thread kernel increments the configuration's epoch word on
+   the launch stream, and the fused kernel loads the word at entry (ABI 3,
+   docs/cuda-graphs.md), so a CUDA-graph replay runs with a fresh epoch. The host keeps the
+   same count for its own protocol steps (``ce``) while it sees every launch. Epochs count
+   launches per configuration, not per FusedKernel: each configuration has its own flags, and
+   its chunk flags count ``writers`` per launch *of that flag array*, so a kernel launched with
+   two specialisations in turn must not skip epochs on either;
 5. hands the launch -- ``abi.grid(grid)`` programs with the ABI's extra arguments appended
-   (``syn_flags, syn_peers, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``) -- to the
+   (``syn_flags, syn_peers, syn_table, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``) -- to the
    backend's launcher (:mod:`syncopate.backends`): ``sm`` signals ENTRY unless the kernel does
    and launches; ``nvshmem`` adds NVSHMEM's module init; ``ce`` runs the host side of the
    protocol on a side stream (``backends/ce.py``).
@@ -48,8 +52,8 @@ from dataclasses import dataclass, field
 from .. import abi, backends, chunk_table, compiler
 from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
 from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
-from ..errors import CompileError, LaunchError
-from . import diag
+from ..errors import CompileError, GraphCaptureError, LaunchError
+from . import diag, graphs
 from . import plan as planmod
 from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, wrap32
 from .operands import (
@@ -116,6 +120,15 @@ class _Config:
     resident: set = field(default_factory=set)
     #: the chunk table on this rank's device (int32; ``syn_table``), validated before upload
     table: object = None
+    #: the device epoch word (int32 ``[4]``, word 0; ``syn_epoch``) the kernel loads at entry,
+    #: advanced on the device before each launch, and its host-pinned mirror (word 0) with the
+    #: mirror's device address (docs/cuda-graphs.md)
+    epoch_word: object = None
+    epoch_mirror: object = None
+    epoch_mirror_addr: int = 0
+    #: launched under CUDA-graph capture: from then on the host count ``epochs`` misses the
+    #: replays, and the epoch is read from the mirror
+    captured: bool = False
 
 
 class FusedKernel:
@@ -169,6 +182,8 @@ class FusedKernel:
         #: watchdog record of this kernel's launches (pinned, device-mapped)
         self.diag, self.diag_addr = diag.new_record()
         self._diag_state = diag.state_word(self.diag)
+        #: set while a launch under CUDA-graph capture prepares: refuse what cannot be captured
+        self._capture_now = False
         comm.register_fused(self)
         self._skip_chunks: frozenset[int] = frozenset()
         #: fault injection for tests: skip signalling ENTRY (ce/sm)
@@ -208,8 +223,23 @@ class FusedKernel:
 
     @property
     def epoch(self) -> int:
-        """The epoch of the last launch (0 before the first), in its configuration's count."""
-        return self.last_config.epochs.value if self.last_config is not None else 0
+        """The epoch of the last launch (0 before the first), in its configuration's count: the
+        host's count while it saw every launch, the device's (:meth:`device_epoch`) once the
+        configuration was captured into a CUDA graph."""
+        cfg = self.last_config
+        if cfg is None:
+            return 0
+        return self.device_epoch() if cfg.captured else cfg.epochs.value
+
+    def device_epoch(self, cfg: "_Config | None" = None) -> int:
+        """The epoch of the last advance that *ran* on the device for ``cfg`` (default: the
+        last launched configuration), read from its pinned mirror without synchronising:
+        how the host learns the epoch of graph replays it never counted (launches still
+        queued are not included)."""
+        cfg = cfg if cfg is not None else self.last_config
+        if cfg is None or cfg.epoch_mirror is None:
+            return 0
+        return int(cfg.epoch_mirror[0])
 
     # -- validation -----------------------------------------------------------------------
 
@@ -247,6 +277,13 @@ class FusedKernel:
         cfg = self._configs.get(key)
         if cfg is not None:
             return cfg
+        if self._capture_now:
+            raise GraphCaptureError(
+                f"{getattr(self.kernel, '__name__', 'the kernel')}: this configuration was "
+                f"never launched, and its first launch compiles, allocates its flags "
+                f"collectively and uploads tables -- none of which a CUDA graph can capture. "
+                f"Call the op (or FusedKernel.warmup) once eagerly with the same buffers, "
+                f"shapes and options before capturing")
         with _COMPILE_LOCK:
             fc = self._compile(spec, options)
         a = fc.abi
@@ -260,6 +297,7 @@ class FusedKernel:
         # the table's upload (a host-to-device copy) also before the barrier: after it a peer
         # may already spin on this rank, and a copy ordered behind its kernel would never start
         cfg.table = self._upload_table(a)
+        self._new_epoch_word(cfg)
         comm = self.comm
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
@@ -291,6 +329,20 @@ class FusedKernel:
             if missing:
                 raise CompileError(f"ABI operands {missing} are not kernel parameters")
 
+    def _new_epoch_word(self, cfg: _Config) -> None:
+        """The configuration's zeroed device epoch word and pinned mirror. Zeroed with the
+        flags (before their barrier, like the table's upload): the first advance makes it 1,
+        the epoch every rank's first launch of this configuration uses."""
+        import torch
+
+        cfg.epoch_word = torch.zeros(4, dtype=torch.int32, device=self.comm.device)
+        cfg.epoch_mirror, cfg.epoch_mirror_addr = diag.new_pinned(4)
+
+    def _advance_epoch(self, cfg: _Config, stream) -> None:
+        """Enqueue the device epoch advance of ``cfg`` on ``stream``, before its kernel."""
+        from . import sync_kernels as sk  # Triton kernels: imported on first use
+        sk.advance_epoch(cfg.epoch_word.data_ptr(), cfg.epoch_mirror_addr, stream=stream)
+
     def _upload_table(self, a: abi.FusedABI):
         """The chunk table of a configuration on the device, after checking that it is the
         schedule's (``chunk_table.validate``: a table that disagrees would make tiles wait for
@@ -311,6 +363,11 @@ class FusedKernel:
         # local address may map to other peer addresses
         ptrs = (self.comm.generation,) + tuple(operand_tensors[p].data_ptr() for p in order)
         t = cfg.peers_tables.get(ptrs)
+        if t is None and self._capture_now:
+            raise GraphCaptureError(
+                "these operand buffers were never launched eagerly: their peer-address table is "
+                "a host-to-device upload, which a CUDA graph cannot capture. Call the op once "
+                "eagerly with the same buffers before capturing")
         if t is None:
             rows = [cfg.flag_addrs] + [self.comm.peer_ptrs(operand_tensors[p]) for p in order]
             for tname in cfg.abi.epilogue_slots:
@@ -448,36 +505,69 @@ class FusedKernel:
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
         layout (same buffers, shapes, scalars and grid) take a fast path that skips binding,
-        validation and specialisation: at M = 1024 those cost as much as the GEMM."""
+        validation and specialisation: at M = 1024 those cost as much as the GEMM.
+
+        Returns the launch's epoch when the host knows it (eager launches of a configuration
+        never captured), else None. Under CUDA-graph capture (:mod:`.graphs`) the launch
+        enqueues the same device work -- epoch advance, kernel -- and refuses with
+        :class:`GraphCaptureError` what would be baked wrongly (docs/cuda-graphs.md)."""
         import torch
 
+        capturing = graphs.capturing()
         with self._lock:
             self._refuse_if_poisoned()
             self.comm.check()  # this kernel's record and every other one of the communicator
             self.check()
-            cfg, values, peers, g = self._prepare(grid, args, kwargs)
+            self._capture_now = capturing
+            try:
+                cfg, values, peers, g = self._prepare(grid, args, kwargs)
+            finally:
+                self._capture_now = False
             self._check_coresident(cfg, g)
-            self.last_config = cfg
             comm = self.comm
             S = stream if stream is not None else torch.cuda.current_stream(comm.device)
             if isinstance(S, int):
                 S = torch.cuda.ExternalStream(S, device=comm.device)
-            if cfg.consumed_pending:
-                # The caller did not call before_staging(); enqueue it now (best effort).
-                self.consumed_wait(cfg, cfg.consumed_pending, S)
-                cfg.consumed_pending = 0
-            e = cfg.epochs.next()
-            all_args = values + [cfg.flags, peers, cfg.table, self.diag_addr, comm.rank, e,
-                                 kernel_timeout_ns()]
+            if capturing:
+                self._refuse_capture(cfg)
+                cfg.captured = True
+                graphs.note_launch(self)
+                e = None
+            else:
+                if cfg.consumed_pending:
+                    # The caller did not call before_staging(); enqueue it now (best effort).
+                    self.consumed_wait(cfg, cfg.consumed_pending, S)
+                    cfg.consumed_pending = 0
+                e = cfg.epochs.next()
+            self.last_config = cfg
+            all_args = values + [cfg.flags, peers, cfg.table, self.diag_addr, comm.rank,
+                                 cfg.epoch_word, kernel_timeout_ns()]
             L = self.launcher
             if not L.needs_stream_context and torch.cuda.current_device() == comm.device.index:
                 # the launch only enqueues on S, passed explicitly: no device/stream switch
+                self._advance_epoch(cfg, S)
                 L.launch(cfg, g, all_args, S, e, peers, None)
-                return e
-            with torch.cuda.device(comm.device), torch.cuda.stream(S):
-                operand_tensors = {p: values[i] for p, i in self._op_index.items()}
-                L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
-            return e
+            else:
+                with torch.cuda.device(comm.device), torch.cuda.stream(S):
+                    operand_tensors = {p: values[i] for p, i in self._op_index.items()}
+                    self._advance_epoch(cfg, S)
+                    L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
+            return None if cfg.captured else e
+
+    def _refuse_capture(self, cfg: _Config) -> None:
+        """Raise :class:`GraphCaptureError` before enqueueing anything when this launch cannot
+        be captured: the backend's host side would bake a host epoch into the graph
+        (``Launcher.capture_refusal``), or a deferred CONSUMED wait with a host epoch is
+        pending."""
+        why = self.launcher.capture_refusal(cfg)
+        if why is None and cfg.consumed_pending:
+            why = ("a deferred CONSUMED wait (before_staging) with a host-computed epoch is "
+                   "pending")
+        if why is not None:
+            raise GraphCaptureError(f"backend {self.backend!r} cannot be captured in a CUDA "
+                                    f"graph here: {why}. Use backend='sm' (its kernel reads the "
+                                    f"epoch from device memory and does the whole protocol on "
+                                    f"the device), or launch eagerly")
 
     def _check_coresident(self, cfg: _Config, g) -> None:
         """Loopback: refuse (:class:`CoResidencyError`) a launch grid whose W copies, one per

@@ -1,0 +1,110 @@
+"""CUDA-graph capture and replay of fused launches (docs/cuda-graphs.md).
+
+A fused launch under capture enqueues the configuration's device epoch advance and the fused
+kernel, both read their epoch from device memory, so a replay never reuses the epoch of the
+capture. What the host still has to do per replay is the watchdog check: a timed-out replay
+writes the pinned record, and nothing on the host looks at it unless someone calls in.
+:class:`FusedGraph` does that before every replay; :func:`check` is the same check for
+callers that replay a raw ``torch.cuda.CUDAGraph``.
+
+``capturing()`` is how the runtime knows it is being captured: the current stream's capture
+status (``torch.cuda.is_current_stream_capturing``), or a :class:`FusedGraph` capture in
+progress on this thread. Under capture the FusedKernel refuses (:class:`GraphCaptureError`)
+what would be baked wrongly or cannot be captured, and enqueues nothing for it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import GraphCaptureError
+
+_LOCAL = threading.local()
+
+
+def capturing() -> bool:
+    """True while the current stream is being captured into a CUDA graph on this thread."""
+    if getattr(_LOCAL, "active", None) is not None:
+        return True
+    import torch
+    if not torch.cuda.is_available():
+        return False
+    return bool(torch.cuda.is_current_stream_capturing())
+
+
+def note_launch(fk) -> None:
+    """Called by a FusedKernel launched under capture: remember it for the graph's checks."""
+    active = getattr(_LOCAL, "active", None)
+    if active is not None and fk not in active:
+        active.append(fk)
+
+
+def check(kernels, comms=()) -> None:
+    """Before a replay: raise ``LaunchError`` if a kernel in ``kernels`` timed out earlier (its
+    flags disagree across ranks; replaying would hang or read stale data), and
+    ``CommTimeout`` if a replay since the last check timed out (the record names the epoch of
+    the launch that failed). Reads pinned memory only: no synchronisation, no launch."""
+    for comm in comms:
+        comm.check()
+    for fk in kernels:
+        fk.check()
+        fk._refuse_if_poisoned()
+
+
+class FusedGraph:
+    """A captured CUDA graph holding fused launches, replayed with the watchdog checked first.
+
+    Capture after an eager warm-up call with the same buffers (the first launch of a
+    configuration compiles and allocates collectively, which cannot be captured); copy new
+    inputs into the static input tensors before each :meth:`replay`. Every rank must capture
+    and replay the same sequence of fused launches (as it must launch them eagerly)."""
+
+    def __init__(self, graph, kernels, comms):
+        self.graph = graph
+        #: the FusedKernels launched during capture (their records are checked per replay)
+        self.kernels = list(kernels)
+        self.comms = list(comms)
+        #: the value the capture's callable returned (its static output tensors)
+        self.output = None
+
+    @classmethod
+    def capture(cls, fn, *, comm=None, stream=None, pool=None) -> "FusedGraph":
+        """Capture ``fn()`` (which launches fused ops on the current stream) into a graph.
+        ``comm``: the communicator whose records :meth:`replay` checks besides the kernels'.
+        Refuses a capture that launched no fused kernel (likely a warm-up miss: the op took
+        its unfused path)."""
+        import torch
+
+        if getattr(_LOCAL, "active", None) is not None:
+            raise GraphCaptureError("FusedGraph.capture is already capturing on this thread; "
+                                    "nested captures are not supported")
+        g = torch.cuda.CUDAGraph()
+        kernels: list = []
+        _LOCAL.active = kernels
+        try:
+            with torch.cuda.graph(g, pool=pool, stream=stream):
+                out = fn()
+        finally:
+            _LOCAL.active = None
+        if not kernels:
+            raise GraphCaptureError("the captured function launched no fused kernel: nothing "
+                                    "of syncopate's is in the graph (did the op take its "
+                                    "unfused path?)")
+        comms = [comm] if comm is not None else []
+        for fk in kernels:
+            if fk.comm not in comms:
+                comms.append(fk.comm)
+        fg = cls(g, kernels, comms)
+        fg.output = out
+        return fg
+
+    def replay(self) -> None:
+        """Check the watchdog records (:func:`check`), then replay the graph on the current
+        stream. A replay that times out is reported by the next call (as eager launches are)."""
+        check(self.kernels, self.comms)
+        self.graph.replay()
+
+    def epochs(self) -> list[int]:
+        """The device epoch (pinned mirror, last advance that *ran*) of every configuration the
+        captured kernels launched: how the host learns epochs of replays it did not count."""
+        return [fk.device_epoch() for fk in self.kernels]
