@@ -169,7 +169,8 @@ def test_fused_graph_capture_collects_kernels_and_refuses_an_empty_capture(monke
     fk.launch((3,), vals)
     monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(torch.cuda, "graph",
-                        lambda g, pool=None, stream=None: contextlib.nullcontext())
+                        lambda g, pool=None, stream=None, capture_error_mode="global":
+                        contextlib.nullcontext())
     fg = graphs.FusedGraph.capture(lambda: (fk.launch((3,), vals), fk.launch((3,), vals))[0],
                                    comm=c)
     assert fg.kernels == [fk] and fg.comms == [c] and fg.output is None
@@ -179,3 +180,20 @@ def test_fused_graph_capture_collects_kernels_and_refuses_an_empty_capture(monke
     assert not graphs.capturing()
     fg.replay()
     assert fg.graph.replays == 1 and fg.epochs() == [3]
+
+
+def test_pending_consumed_wait_is_refused_under_capture_and_stays_pending(monkeypatch):
+    """ce's deferred CONSUMED wait (before_staging) has a host target: under capture it is
+    refused *and kept*, so the next eager staging still waits (enqueued into an aborted
+    capture, it would be lost and the staging would overwrite a buffer peers still read)."""
+    c, fk, calls = _fast_path_fixture(monkeypatch, backend="ce")
+    waits = []
+    monkeypatch.setattr(fk, "consumed_wait", lambda cfg, e, S: waits.append(e))
+    cfg = fk._config(None, {})
+    fk._configs["k"] = cfg
+    cfg.consumed_pending = 4
+    with capture(), pytest.raises(GraphCaptureError, match="CONSUMED wait"):
+        fk.before_staging()
+    assert cfg.consumed_pending == 4 and waits == []
+    fk.before_staging()
+    assert cfg.consumed_pending == 0 and waits == [4]

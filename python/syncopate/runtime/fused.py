@@ -404,7 +404,16 @@ class FusedKernel:
     def before_staging(self, stream=None) -> None:
         """Enqueue (on ``stream``, default current) the wait that makes it safe to overwrite this
         rank's symmetric operand: ``CONSUMED >= e * reads(me)`` for the last epoch ``e``
-        (``ce`` backend, deferred mode). A no-op when nothing is pending."""
+        (``ce`` backend, deferred mode). A no-op when nothing is pending. Under CUDA-graph
+        capture a pending wait is refused (:class:`GraphCaptureError`) and stays pending: its
+        target is a host epoch, and enqueued into a capture it would be lost to the eager
+        stream (the next staging would overwrite a buffer peers may still read)."""
+        if graphs.capturing() and any(c.consumed_pending for c in self._configs.values()):
+            raise GraphCaptureError(
+                f"backend {self.backend!r} cannot be captured in a CUDA graph: a deferred "
+                f"CONSUMED wait with a host-computed epoch is pending (before_staging). Use "
+                f"backend='sm' (its kernel reads the epoch from device memory and does the "
+                f"whole protocol on the device), or launch eagerly")
         for cfg in self._configs.values():
             if cfg.consumed_pending:
                 self.consumed_wait(cfg, cfg.consumed_pending, stream)

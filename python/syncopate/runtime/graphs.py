@@ -68,21 +68,29 @@ class FusedGraph:
         self.output = None
 
     @classmethod
-    def capture(cls, fn, *, comm=None, stream=None, pool=None) -> "FusedGraph":
+    def capture(cls, fn, *, comm=None, stream=None, pool=None,
+                capture_error_mode: str = "global") -> "FusedGraph":
         """Capture ``fn()`` (which launches fused ops on the current stream) into a graph.
         ``comm``: the communicator whose records :meth:`replay` checks besides the kernels'.
-        Refuses a capture that launched no fused kernel (likely a warm-up miss: the op took
-        its unfused path)."""
+        ``stream``: the capture stream; default a new one -- not ``torch.cuda.graph``'s
+        process-wide default, which ranks capturing at once in loopback (threads of one
+        process, docs/loopback.md) would share. ``capture_error_mode``: as for
+        ``torch.cuda.graph``; loopback needs ``"thread_local"`` (the other ranks' threads keep
+        using CUDA while one captures). Refuses a capture that launched no fused kernel
+        (likely a warm-up miss: the op took its unfused path)."""
         import torch
 
         if getattr(_LOCAL, "active", None) is not None:
             raise GraphCaptureError("FusedGraph.capture is already capturing on this thread; "
                                     "nested captures are not supported")
         g = torch.cuda.CUDAGraph()
+        if stream is None and torch.cuda.is_available():
+            stream = torch.cuda.Stream()
         kernels: list = []
         _LOCAL.active = kernels
         try:
-            with torch.cuda.graph(g, pool=pool, stream=stream):
+            with torch.cuda.graph(g, pool=pool, stream=stream,
+                                  capture_error_mode=capture_error_mode):
                 out = fn()
         finally:
             _LOCAL.active = None
