@@ -85,6 +85,23 @@ __all__ = [
 #: compiler's shared xDSL context out of concurrent use.
 _COMPILE_LOCK = threading.Lock()
 
+#: tags of tensor arguments in a launch key (:meth:`FusedKernel._launch_key`)
+_OPERAND, _TENSOR = object(), object()
+
+
+class _LazyTensor:
+    """``isinstance(v, _Tensor)`` without importing torch at module import (the runtime imports
+    torch lazily): resolves ``torch.Tensor`` on first use."""
+
+    def __instancecheck__(self, v) -> bool:
+        import torch
+        global _Tensor
+        _Tensor = torch.Tensor
+        return isinstance(v, torch.Tensor)
+
+
+_Tensor = _LazyTensor()
+
 #: watchdog kind names (what launchers pass to :meth:`FusedKernel.wait_flag`) -> record codes
 _KIND_CODES = {name: code for code, name in abi.KIND_NAMES.items()}
 
@@ -446,24 +463,33 @@ class FusedKernel:
         tensor each call still hits; other values by type and value; plus the grid (when not
         callable) and the communicator's registry generation. Everything the slow path derives
         from a call -- binding, validation, specialisation, the compiled configuration,
-        requirements, the peers table -- is a function of this key."""
-        import torch
+        requirements, the peers table -- is a function of this key.
 
+        The key is one flat tuple: each argument contributes a tag (its type for scalars,
+        :data:`_OPERAND` or :data:`_TENSOR`) that fixes how many items follow, so two calls
+        share a key only if every argument does. Flat and without per-argument tuples because
+        it runs on every launch (scripts/host_overhead_cpu.py measures it)."""
         if kwargs:
             return None
         ops = self._op_pos
         key = [len(args), self.comm.generation]
+        put = key.append
         for i, v in enumerate(args):
-            if isinstance(v, torch.Tensor):
+            t = type(v)
+            if t is int or t is float or t is bool or t is str or v is None:
+                put(t)
+                put(v)
+            elif isinstance(v, _Tensor):
                 if i in ops:
-                    key.append((v.data_ptr(), v.shape, v.stride(), v.dtype, v.device))
+                    key += (_OPERAND, v.data_ptr(), v.shape, v.stride(), v.dtype, v.device)
                 else:
-                    key.append((v.dtype, v.device, v.data_ptr() % 16 == 0))
-            elif v is None or isinstance(v, (bool, int, float, str)):
-                key.append((type(v), v))
+                    key += (_TENSOR, v.dtype, v.device, v.data_ptr() & 15 == 0)
+            elif isinstance(v, (bool, int, float, str)):  # subclasses: the type tells them apart
+                put(t)
+                put(v)
             else:
                 return None
-        key.append(None if callable(grid) else tuple(grid))
+        put(None if callable(grid) else tuple(grid))
         return tuple(key)
 
     def _refuse_if_poisoned(self) -> None:
@@ -525,8 +551,9 @@ class FusedKernel:
         capturing = graphs.capturing()
         with self._lock:
             self._refuse_if_poisoned()
-            self.comm.check()  # this kernel's record and every other one of the communicator
-            self.check()
+            # this kernel's record (registered at creation) and every other one of the
+            # communicator's: one pass, read from pinned memory
+            self.comm.check()
             self._capture_now = capturing
             try:
                 cfg, values, peers, g = self._prepare(grid, args, kwargs)

@@ -22,14 +22,21 @@ from ..errors import GraphCaptureError
 _LOCAL = threading.local()
 
 
+#: ``torch.cuda.is_current_stream_capturing`` where CUDA is available, else None; looked up
+#: once (``torch.cuda.is_available`` costs microseconds per call, and this runs per launch)
+_PROBE: list = []
+
+
 def capturing() -> bool:
     """True while the current stream is being captured into a CUDA graph on this thread."""
     if getattr(_LOCAL, "active", None) is not None:
         return True
-    import torch
-    if not torch.cuda.is_available():
-        return False
-    return bool(torch.cuda.is_current_stream_capturing())
+    if not _PROBE:
+        import torch
+        _PROBE.append(torch.cuda.is_current_stream_capturing if torch.cuda.is_available()
+                      else None)
+    probe = _PROBE[0]
+    return probe is not None and bool(probe())
 
 
 def note_launch(fk) -> None:
