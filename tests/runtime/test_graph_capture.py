@@ -197,3 +197,22 @@ def test_pending_consumed_wait_is_refused_under_capture_and_stays_pending(monkey
     assert cfg.consumed_pending == 4 and waits == []
     fk.before_staging()
     assert cfg.consumed_pending == 0 and waits == [4]
+
+
+def test_a_failed_device_advance_takes_the_host_count_back(monkeypatch):
+    """ce's host writes flags with its count of epochs and its kernel waits with the device's:
+    an advance that could not be enqueued must not leave the host a launch ahead."""
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = fk_values(c, A)
+    assert fk.launch((3,), vals) == 1
+
+    def broken(cfg, S):
+        raise RuntimeError("launch failed")
+    good = fk._advance_epoch
+    monkeypatch.setattr(fk, "_advance_epoch", broken)
+    with pytest.raises(RuntimeError, match="launch failed"):
+        fk.launch((3,), vals)
+    assert fk.last_config.epochs.value == 1 and len(calls["launched"]) == 1
+    monkeypatch.setattr(fk, "_advance_epoch", good)
+    assert fk.launch((3,), vals) == 2 and calls["launched"][-1][-1] == 2  # host == device

@@ -360,6 +360,19 @@ class FusedKernel:
         from . import sync_kernels as sk  # Triton kernels: imported on first use
         sk.advance_epoch(cfg.epoch_word.data_ptr(), cfg.epoch_mirror_addr, stream=stream)
 
+    def _advance_counted(self, cfg: _Config, stream, e) -> None:
+        """The device advance of an eager launch whose host count is already ``e`` (None under
+        capture). If enqueueing the advance fails, the host count is taken back: for ``ce``
+        the host's epochs (flag values its side stream writes) must never run ahead of the
+        device's (what the kernel waits for), or a wait would be satisfied by the previous
+        launch's writes."""
+        try:
+            self._advance_epoch(cfg, stream)
+        except BaseException:
+            if e is not None:
+                cfg.epochs.value = e - 1
+            raise
+
     def _upload_table(self, a: abi.FusedABI):
         """The chunk table of a configuration on the device, after checking that it is the
         schedule's (``chunk_table.validate``: a table that disagrees would make tiles wait for
@@ -581,12 +594,12 @@ class FusedKernel:
             L = self.launcher
             if not L.needs_stream_context and torch.cuda.current_device() == comm.device.index:
                 # the launch only enqueues on S, passed explicitly: no device/stream switch
-                self._advance_epoch(cfg, S)
+                self._advance_counted(cfg, S, e)
                 L.launch(cfg, g, all_args, S, e, peers, None)
             else:
                 with torch.cuda.device(comm.device), torch.cuda.stream(S):
                     operand_tensors = {p: values[i] for p, i in self._op_index.items()}
-                    self._advance_epoch(cfg, S)
+                    self._advance_counted(cfg, S, e)
                     L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
             return None if cfg.captured else e
 
