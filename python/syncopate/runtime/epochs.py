@@ -33,6 +33,18 @@ class EpochCounter:
         return e
 
 
+def new_epoch_word(device):
+    """A configuration's device epoch word -- int32 ``[4]`` zeros on ``device`` (word 0 is the
+    epoch ``syn_epoch`` points at; 16 bytes keep the ABI's pointer alignment) -- and its
+    host-pinned mirror with the mirror's device address: ``(word, mirror, mirror_addr)``
+    (docs/cuda-graphs.md). Zero: the first advance makes the epoch 1."""
+    import torch
+
+    word = torch.zeros(4, dtype=torch.int32, device=device)
+    mirror, addr = diag.new_pinned(4)
+    return word, mirror, addr
+
+
 def wrap32(x: int) -> int:
     """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
     x &= 0xFFFFFFFF

@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 from .. import abi, backends, chunk_table, compiler
 from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
 from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
-from ..errors import CompileError, GraphCaptureError, LaunchError
+from ..errors import CompileError, LaunchError
 from . import diag, graphs
 from . import plan as planmod
-from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, wrap32
+from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
     check_requirements,
@@ -65,7 +65,15 @@ from .operands import (
     validate_operands,
 )
 from .operands import register_comm as _register_comm
-from .specialize import LAUNCH_OPTIONS, Specialization, bind_args, freeze, param_names, specialize
+from .specialize import (
+    LAUNCH_OPTIONS,
+    Specialization,
+    bind_args,
+    freeze,
+    launch_key,
+    param_names,
+    specialize,
+)
 
 # What this module defines, and (re-exported) what lived here before the split into
 # specialize / epochs / operands and the backends' launchers -- importable from here as before.
@@ -84,23 +92,6 @@ __all__ = [
 #: serves every rank) instead of repeating the compile under the GIL -- and keeps the
 #: compiler's shared xDSL context out of concurrent use.
 _COMPILE_LOCK = threading.Lock()
-
-#: tags of tensor arguments in a launch key (:meth:`FusedKernel._launch_key`)
-_OPERAND, _TENSOR = object(), object()
-
-
-class _LazyTensor:
-    """``isinstance(v, _Tensor)`` without importing torch at module import (the runtime imports
-    torch lazily): resolves ``torch.Tensor`` on first use."""
-
-    def __instancecheck__(self, v) -> bool:
-        import torch
-        global _Tensor
-        _Tensor = torch.Tensor
-        return isinstance(v, torch.Tensor)
-
-
-_Tensor = _LazyTensor()
 
 #: watchdog kind names (what launchers pass to :meth:`FusedKernel.wait_flag`) -> record codes
 _KIND_CODES = {name: code for code, name in abi.KIND_NAMES.items()}
@@ -295,12 +286,7 @@ class FusedKernel:
         if cfg is not None:
             return cfg
         if self._capture_now:
-            raise GraphCaptureError(
-                f"{getattr(self.kernel, '__name__', 'the kernel')}: this configuration was "
-                f"never launched, and its first launch compiles, allocates its flags "
-                f"collectively and uploads tables -- none of which a CUDA graph can capture. "
-                f"Call the op (or FusedKernel.warmup) once eagerly with the same buffers, "
-                f"shapes and options before capturing")
+            raise graphs.unwarmed(self.kernel)
         with _COMPILE_LOCK:
             fc = self._compile(spec, options)
         a = fc.abi
@@ -350,10 +336,7 @@ class FusedKernel:
         """The configuration's zeroed device epoch word and pinned mirror. Zeroed with the
         flags (before their barrier, like the table's upload): the first advance makes it 1,
         the epoch every rank's first launch of this configuration uses."""
-        import torch
-
-        cfg.epoch_word = torch.zeros(4, dtype=torch.int32, device=self.comm.device)
-        cfg.epoch_mirror, cfg.epoch_mirror_addr = diag.new_pinned(4)
+        cfg.epoch_word, cfg.epoch_mirror, cfg.epoch_mirror_addr = new_epoch_word(self.comm.device)
 
     def _advance_epoch(self, cfg: _Config, stream) -> None:
         """Enqueue the device epoch advance of ``cfg`` on ``stream``, before its kernel."""
@@ -394,10 +377,7 @@ class FusedKernel:
         ptrs = (self.comm.generation,) + tuple(operand_tensors[p].data_ptr() for p in order)
         t = cfg.peers_tables.get(ptrs)
         if t is None and self._capture_now:
-            raise GraphCaptureError(
-                "these operand buffers were never launched eagerly: their peer-address table is "
-                "a host-to-device upload, which a CUDA graph cannot capture. Call the op once "
-                "eagerly with the same buffers before capturing")
+            raise graphs.new_buffers()
         if t is None:
             rows = [cfg.flag_addrs] + [self.comm.peer_ptrs(operand_tensors[p]) for p in order]
             for tname in cfg.abi.epilogue_slots:
@@ -439,11 +419,7 @@ class FusedKernel:
         target is a host epoch, and enqueued into a capture it would be lost to the eager
         stream (the next staging would overwrite a buffer peers may still read)."""
         if graphs.capturing() and any(c.consumed_pending for c in self._configs.values()):
-            raise GraphCaptureError(
-                f"backend {self.backend!r} cannot be captured in a CUDA graph: a deferred "
-                f"CONSUMED wait with a host-computed epoch is pending (before_staging). Use "
-                f"backend='sm' (its kernel reads the epoch from device memory and does the "
-                f"whole protocol on the device), or launch eagerly")
+            raise graphs.refused(self.backend, graphs.PENDING_CONSUMED)
         for cfg in self._configs.values():
             if cfg.consumed_pending:
                 self.consumed_wait(cfg, cfg.consumed_pending, stream)
@@ -470,40 +446,9 @@ class FusedKernel:
             self.wait_flag(cfg, cfg.abi.layout.consumed, epoch * reads, "consumed", epoch, stream)
 
     def _launch_key(self, grid, args, kwargs):
-        """A hashable key for the call, or None (no fast path): positional arguments only;
-        operand tensors by (address, shape, strides, dtype, device); other tensors by what
-        Triton specialises on -- dtype, device and 16-byte alignment -- so a fresh output
-        tensor each call still hits; other values by type and value; plus the grid (when not
-        callable) and the communicator's registry generation. Everything the slow path derives
-        from a call -- binding, validation, specialisation, the compiled configuration,
-        requirements, the peers table -- is a function of this key.
-
-        The key is one flat tuple: each argument contributes a tag (its type for scalars,
-        :data:`_OPERAND` or :data:`_TENSOR`) that fixes how many items follow, so two calls
-        share a key only if every argument does. Flat and without per-argument tuples because
-        it runs on every launch (scripts/host_overhead_cpu.py measures it)."""
-        if kwargs:
-            return None
-        ops = self._op_pos
-        key = [len(args), self.comm.generation]
-        put = key.append
-        for i, v in enumerate(args):
-            t = type(v)
-            if t is int or t is float or t is bool or t is str or v is None:
-                put(t)
-                put(v)
-            elif isinstance(v, _Tensor):
-                if i in ops:
-                    key += (_OPERAND, v.data_ptr(), v.shape, v.stride(), v.dtype, v.device)
-                else:
-                    key += (_TENSOR, v.dtype, v.device, v.data_ptr() & 15 == 0)
-            elif isinstance(v, (bool, int, float, str)):  # subclasses: the type tells them apart
-                put(t)
-                put(v)
-            else:
-                return None
-        put(None if callable(grid) else tuple(grid))
-        return tuple(key)
+        """A hashable key for the call, or None (no fast path): :func:`.specialize.launch_key`
+        with this kernel's operand positions and the communicator's registry generation."""
+        return launch_key(self._op_pos, self.comm.generation, grid, args, kwargs)
 
     def _refuse_if_poisoned(self) -> None:
         if self._poisoned:
@@ -578,7 +523,7 @@ class FusedKernel:
             if isinstance(S, int):
                 S = torch.cuda.ExternalStream(S, device=comm.device)
             if capturing:
-                self._refuse_capture(cfg)
+                graphs.refuse_capture(self.launcher, self.backend, cfg)
                 cfg.captured = True
                 graphs.note_launch(self)
                 e = None
@@ -603,46 +548,12 @@ class FusedKernel:
                     L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
             return None if cfg.captured else e
 
-    def _refuse_capture(self, cfg: _Config) -> None:
-        """Raise :class:`GraphCaptureError` before enqueueing anything when this launch cannot
-        be captured: the backend's host side would bake a host epoch into the graph
-        (``Launcher.capture_refusal``), or a deferred CONSUMED wait with a host epoch is
-        pending."""
-        why = self.launcher.capture_refusal(cfg)
-        if why is None and cfg.consumed_pending:
-            why = ("a deferred CONSUMED wait (before_staging) with a host-computed epoch is "
-                   "pending")
-        if why is not None:
-            raise GraphCaptureError(f"backend {self.backend!r} cannot be captured in a CUDA "
-                                    f"graph here: {why}. Use backend='sm' (its kernel reads the "
-                                    f"epoch from device memory and does the whole protocol on "
-                                    f"the device), or launch eagerly")
-
     def _check_coresident(self, cfg: _Config, g) -> None:
-        """Loopback: refuse (:class:`CoResidencyError`) a launch grid whose W copies, one per
-        virtual rank, would not all be resident on the shared GPU at once (residency.py says
-        why that could deadlock). Checked once per configuration and grid."""
-        ranks = self.comm.colocated
-        if ranks <= 1 or tuple(g) in cfg.resident:
-            return
-        from . import residency  # reads the device's limits through torch
-        programs = 1
-        for d in g:
-            programs *= int(d)
-        # on a grid of more than one dimension the comm programs' column (p, y, z) with y or z
-        # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
-        # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
-        # comm_programs x rows
-        cp = int(cfg.abi.comm_programs or 0) if self._backend.has_comm_programs else 0
-        programs -= cp * (int(g[1]) * int(g[2]) - 1)
-        ck = cfg.compiled.kernel
-        limits = residency.DeviceLimits.of(self.comm.device)
-        per_sm = residency.kernel_blocks_per_sm(ck, limits)
-        residency.check(programs, ranks, limits, per_sm,
-                        what=f"{getattr(self.kernel, '__name__', 'the kernel')} "
-                             f"(backend {self.backend}, {getattr(ck.metadata, 'num_warps', '?')} warps, "
-                             f"{getattr(ck.metadata, 'shared', '?')} B shared memory)")
-        cfg.resident.add(tuple(g))
+        """Loopback: refuse a launch grid whose W copies would not all be resident on the shared
+        GPU at once (:func:`.residency.check_config`)."""
+        if self.comm.colocated > 1 and tuple(g) not in cfg.resident:
+            from . import residency  # reads the device's limits through torch
+            residency.check_config(self, cfg, g)
 
 
 def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, comm=None,

@@ -39,6 +39,47 @@ def capturing() -> bool:
     return probe is not None and bool(probe())
 
 
+#: why a pending deferred CONSUMED wait cannot be captured (``refused``)
+PENDING_CONSUMED = ("a deferred CONSUMED wait (before_staging) with a host-computed epoch is "
+                    "pending")
+
+
+def refused(backend: str, why: str) -> GraphCaptureError:
+    """The error for a launch of ``backend`` that cannot be captured because of ``why``."""
+    return GraphCaptureError(f"backend {backend!r} cannot be captured in a CUDA graph here: "
+                             f"{why}. Use backend='sm' (its kernel reads the epoch from device "
+                             f"memory and does the whole protocol on the device), or launch "
+                             f"eagerly")
+
+
+def refuse_capture(launcher, backend: str, cfg) -> None:
+    """Raise :class:`GraphCaptureError` before anything is enqueued when a launch of ``cfg``
+    cannot be captured: the backend's host side would bake a host epoch into the graph
+    (``Launcher.capture_refusal``), or a deferred CONSUMED wait with a host epoch is pending."""
+    why = launcher.capture_refusal(cfg)
+    if why is None and cfg.consumed_pending:
+        why = PENDING_CONSUMED
+    if why is not None:
+        raise refused(backend, why)
+
+
+def unwarmed(kernel) -> GraphCaptureError:
+    """A configuration's first launch under capture: refused."""
+    return GraphCaptureError(
+        f"{getattr(kernel, '__name__', 'the kernel')}: this configuration was never launched, "
+        f"and its first launch compiles, allocates its flags collectively and uploads tables -- "
+        f"none of which a CUDA graph can capture. Call the op (or FusedKernel.warmup) once "
+        f"eagerly with the same buffers, shapes and options before capturing")
+
+
+def new_buffers() -> GraphCaptureError:
+    """Operand buffers without a peers table under capture: refused."""
+    return GraphCaptureError(
+        "these operand buffers were never launched eagerly: their peer-address table is a "
+        "host-to-device upload, which a CUDA graph cannot capture. Call the op once eagerly "
+        "with the same buffers before capturing")
+
+
 def note_launch(fk) -> None:
     """Called by a FusedKernel launched under capture: remember it for the graph's checks."""
     active = getattr(_LOCAL, "active", None)
