@@ -216,3 +216,18 @@ def test_a_failed_device_advance_takes_the_host_count_back(monkeypatch):
     assert fk.last_config.epochs.value == 1 and len(calls["launched"]) == 1
     monkeypatch.setattr(fk, "_advance_epoch", good)
     assert fk.launch((3,), vals) == 2 and calls["launched"][-1][-1] == 2  # host == device
+
+
+def test_an_explicit_stream_is_asked_whether_it_is_captured(monkeypatch):
+    """A launch may name a captured stream that is not the current one: the driver is asked
+    about that stream (cuStreamIsCapturing), not only torch about the current one."""
+    from syncopate.runtime import _cuda
+    asked = []
+    monkeypatch.setattr(_cuda, "stream_is_capturing", lambda h: asked.append(h) or h == 7)
+
+    class S:
+        cuda_stream = 7
+    assert graphs.capturing(S()) and graphs.capturing(7)
+    assert not graphs.capturing(8) and asked == [7, 7, 8]
+    monkeypatch.setattr(_cuda, "stream_is_capturing", lambda h: None)  # no driver: torch's probe
+    assert graphs.capturing(S()) == graphs.capturing()

@@ -506,7 +506,7 @@ class FusedKernel:
         :class:`GraphCaptureError` what would be baked wrongly (docs/cuda-graphs.md)."""
         import torch
 
-        capturing = graphs.capturing()
+        capturing = graphs.capturing(stream)
         with self._lock:
             self._refuse_if_poisoned()
             # this kernel's record (registered at creation) and every other one of the

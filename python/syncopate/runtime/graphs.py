@@ -27,10 +27,19 @@ _LOCAL = threading.local()
 _PROBE: list = []
 
 
-def capturing() -> bool:
-    """True while the current stream is being captured into a CUDA graph on this thread."""
+def capturing(stream=None) -> bool:
+    """True while the current stream -- or ``stream`` when given (a ``torch.cuda.Stream`` or a
+    raw handle: a launch may name a stream that is captured without being current) -- is
+    being captured into a CUDA graph on this thread."""
     if getattr(_LOCAL, "active", None) is not None:
         return True
+    if stream is not None:
+        from . import _cuda
+        handle = stream if isinstance(stream, int) else getattr(stream, "cuda_stream", None)
+        if handle is not None:
+            answer = _cuda.stream_is_capturing(int(handle))
+            if answer is not None:
+                return answer
     if not _PROBE:
         import torch
         _PROBE.append(torch.cuda.is_current_stream_capturing if torch.cuda.is_available()
