@@ -4,13 +4,32 @@ GPU in loopback (SYNCOPATE_GPU_LOOPBACK=W). Each returns a list of problems, emp
 check passed.
 
 Loopback notes: every rank captures on a stream of its own with ``capture_error_mode=
-"thread_local"`` (the other ranks' threads keep using CUDA meanwhile), and the ranks line up
-with barriers around the capture so that no rank replays while another is still capturing.
+"thread_local"`` (the other ranks' threads keep using CUDA meanwhile), and the ranks capture
+one after the other (:func:`_capture_in_turn`): ``torch.cuda.graph`` synchronises the device
+and empties the allocator's cache when a capture begins, which another thread's capture in
+flight should not see. No rank replays before every rank has captured.
 """
 
 from __future__ import annotations
 
 import time
+
+
+def _capture_in_turn(rank, W, call, comm):
+    """Rank ``r`` captures ``call`` into a FusedGraph in turn ``r`` (a barrier after each turn);
+    returns ``(graph, error)``: the error a capture raised, if any, instead of the graph."""
+    from syncopate.runtime import collectives as dist
+    from syncopate.runtime.graphs import FusedGraph
+
+    fg, err = None, None
+    for r in range(W):
+        if r == rank:
+            try:
+                fg = FusedGraph.capture(call, comm=comm, capture_error_mode="thread_local")
+            except Exception as e:  # noqa: BLE001 - handed to the caller, which checks its type
+                err = e
+        dist.barrier()
+    return fg, err
 
 
 def graph_replays(rank, W, op, iters, shape, backend="sm", kernel="tma", split=2):
@@ -26,7 +45,6 @@ def graph_replays(rank, W, op, iters, shape, backend="sm", kernel="tma", split=2
     from syncopate.ops._gemm import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
-    from syncopate.runtime.graphs import FusedGraph
 
     comm = Communicator()
     dev, dtype = comm.device, torch.bfloat16
@@ -84,7 +102,9 @@ def graph_replays(rank, W, op, iters, shape, backend="sm", kernel="tma", split=2
     torch.cuda.synchronize()
     comm.check()
     dist.barrier()
-    fg = FusedGraph.capture(call, comm=comm, capture_error_mode="thread_local")
+    fg, err = _capture_in_turn(rank, W, call, comm)
+    if err is not None:
+        raise err
     torch.cuda.synchronize()
     dist.barrier()
     fk = fg.kernels[0]
@@ -174,7 +194,9 @@ def graph_fault_withheld_chunk(rank, W, timeout_s):
     prep = next(p for p in comm.cache["ops.prepared"].values() if p.fk is fk)
     fk.warmup(prep.grid, *prep.args)
     dist.barrier()
-    fg = graphs.FusedGraph.capture(call, comm=comm, capture_error_mode="thread_local")
+    fg, err = _capture_in_turn(rank, W, call, comm)
+    if err is not None:
+        raise err
     torch.cuda.synchronize()
     dist.barrier()
     t0 = time.monotonic()
@@ -237,7 +259,6 @@ def graph_refuses_ce(rank, W):
     from syncopate.ops._gemm import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
-    from syncopate.runtime.graphs import FusedGraph
 
     comm = Communicator()
     problems = []
@@ -255,12 +276,11 @@ def graph_refuses_ce(rank, W):
     call()
     torch.cuda.synchronize()
     dist.barrier()
-    try:
-        FusedGraph.capture(call, comm=comm, capture_error_mode="thread_local")
-        problems.append("ce capture was not refused")
-    except GraphCaptureError as e:
-        if "backend='sm'" not in str(e):
-            problems.append(f"the refusal does not say what to use instead: {e}")
+    fg, err = _capture_in_turn(rank, W, call, comm)
+    if fg is not None or not isinstance(err, GraphCaptureError):
+        problems.append(f"ce capture was not refused with GraphCaptureError: {err!r}")
+    elif "backend='sm'" not in str(err):
+        problems.append(f"the refusal does not say what to use instead: {err}")
     torch.cuda.synchronize()
     dist.barrier()
     call()
