@@ -231,3 +231,14 @@ def test_an_explicit_stream_is_asked_whether_it_is_captured(monkeypatch):
     assert not graphs.capturing(8) and asked == [7, 7, 8]
     monkeypatch.setattr(_cuda, "stream_is_capturing", lambda h: None)  # no driver: torch's probe
     assert graphs.capturing(S()) == graphs.capturing()
+
+
+def test_symmetric_allocation_is_refused_under_capture():
+    """An op's first call allocates its symmetric buffers (a collective rendezvous): under
+    capture the communicator refuses before any rank enters the rendezvous."""
+    c = fake_comm()
+    from syncopate.runtime.communicator import Communicator
+    c.empty = Communicator.empty.__get__(c)  # the real method (fake_comm replaces it)
+    c._symm = None  # never reached
+    with capture(), pytest.raises(GraphCaptureError, match="symmetric allocation"):
+        c.empty((4,), torch.float32)
