@@ -1,4 +1,5 @@
-"""Host (Python) time of one eager fused launch on the fast path, on the CPU: the device side
+"""Host (Python) time of one eager fused launch on the fast path, and of FusedGraph.replay's
+checks, on the CPU: the device side
 is faked (no kernel is launched, the epoch advance and the kernel launch are no-ops), so this
 measures only what ``FusedKernel.launch`` itself costs per call -- the part of the issue's
 "<= 20 us per sm call" target that the runtime's Python owns. The Triton launches (advance +
@@ -71,6 +72,23 @@ def main(argv=None) -> int:
     print(f"FusedKernel.launch fast path, device side faked: median {wall[2]:.2f} us wall, "
           f"{cpu[2]:.2f} us CPU per call (min {wall[0]:.2f} / {cpu[0]:.2f}; "
           f"{args.calls} calls x 5)")
+    # FusedGraph.replay's own host work: the watchdog check before graph.replay() (the graph's
+    # replay itself is one driver call, faked here)
+    from syncopate.runtime.graphs import FusedGraph
+
+    class _Graph:
+        def replay(self):
+            pass
+    fg = FusedGraph(_Graph(), [fk], [fk.comm])
+    cpu = []
+    for _ in range(5):
+        c0 = time.process_time()
+        for _ in range(args.calls):
+            fg.replay()
+        cpu.append((time.process_time() - c0) / args.calls * 1e6)
+    cpu.sort()
+    print(f"FusedGraph.replay host work (graph replay faked): median {cpu[2]:.2f} us CPU per "
+          f"replay")
     if args.profile:
         pr = cProfile.Profile()
         pr.enable()
