@@ -142,7 +142,7 @@ class FusedGraph:
                                     "nested captures are not supported")
         g = torch.cuda.CUDAGraph()
         if stream is None and torch.cuda.is_available():
-            stream = torch.cuda.Stream()
+            stream = torch.cuda.Stream(device=comm.device if comm is not None else None)
         kernels: list = []
         _LOCAL.active = kernels
         try:
