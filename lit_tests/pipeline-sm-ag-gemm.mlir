@@ -1,13 +1,16 @@
-// RUN: syncopate-opt %s --verify-triton -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4},append-abi-params,tile-remap,insert-waits,insert-signals,partition-sms,resolve-chunks,lower-sm' | filecheck %s
+// RUN: syncopate-opt %s --verify-triton -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4},append-abi-params,tile-remap,insert-waits,insert-signals,partition-sms,resolve-chunks,lower-sm,load-epoch' | filecheck %s
 
 // The whole sm pipeline on the grid-per-tile GEMM (all-gather of A + GEMM): the result has no
 // syncopate op left, parses and verifies in Triton 3.6 (--verify-triton), and keeps the order
 // that makes it correct: comm programs first; in a compute program the shifted program id,
-// then the remap, then the chunk waits, then the K loop guarded by their token.
+// then the remap, then the chunk waits, then the K loop guarded by their token. The epoch is
+// loaded from the device epoch word first thing (load-epoch, ABI 3: docs/cuda-graphs.md) and
+// every signal and wait uses that one value.
 
 // CHECK:       tt.func private @syncopate_wait_b32(
 // CHECK-LABEL: tt.func public @gemm(
-// CHECK-SAME:    %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
+// CHECK-SAME:    %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_timeout_ns: i64)
+// CHECK-NEXT:    %epoch = tt.load %syn_epoch : !tt.ptr<i32>
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[N:.+]] = arith.constant 4 : i32
 // CHECK-NEXT:    %[[IS_COMM:.+]] = arith.cmpi slt, %[[PID]], %[[N]] : i32
@@ -19,7 +22,7 @@
 // CHECK-NEXT:    %[[LEAD:.+]] = arith.andi %[[Y0]], %[[Z0]] : i1
 // CHECK-NEXT:    scf.if %[[IS_COMM]] {
 // CHECK-NEXT:    scf.if %[[LEAD]] {
-// CHECK:           tt.atomic_rmw exch, release, sys, %{{.+}}, %syn_epoch
+// CHECK:           tt.atomic_rmw exch, release, sys, %{{.+}}, %epoch
 // CHECK:           tt.store
 // CHECK:           tt.atomic_rmw add, release, sys
 // CHECK:         } else {
@@ -28,8 +31,8 @@
 // CHECK:           %[[TILE:pid_m_[0-9]+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : i32
 // CHECK-NEXT:      %pid_n = tt.get_program_id y : i32
 // CHECK-NEXT:      %rm = arith.muli %[[TILE]], %c64_i32 : i32
-// CHECK:           %[[TARGET:.+]] = arith.muli %syn_epoch, %{{.+}} : i32
-// CHECK:           tt.call @syncopate_wait_b32(%{{.+}}, %{{.+}}, %[[TARGET]], %{{.+}}, %syn_diag, %syn_rank, %syn_epoch, %syn_timeout_ns)
+// CHECK:           %[[TARGET:.+]] = arith.muli %epoch, %{{.+}} : i32
+// CHECK:           tt.call @syncopate_wait_b32(%{{.+}}, %{{.+}}, %[[TARGET]], %{{.+}}, %syn_diag, %syn_rank, %epoch, %syn_timeout_ns)
 // CHECK:           %[[LB:.+]] = arith.addi %c0_i32, %{{.+}} : i32
 // CHECK-NEXT:      %{{.+}} = scf.for %k = %[[LB]] to %c64_i32 step %c32_i32
 // CHECK-NOT:     syncopate.

@@ -12,6 +12,7 @@ def registry() -> dict:
     from .insert_signals import InsertSignals
     from .insert_trace import InsertTrace
     from .insert_waits import InsertWaits
+    from .load_epoch import LoadEpoch
     from .lower_ce import LowerCe
     from .lower_nvshmem import LowerNvshmem
     from .lower_sm import LowerSm
@@ -21,5 +22,5 @@ def registry() -> dict:
 
     passes = [AttachSchedule, CheckAccesses, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
               InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem,
-              InsertTrace]
+              InsertTrace, LoadEpoch]
     return {p.name: p for p in passes}

@@ -3,7 +3,8 @@
 Appends ``syn_flags, syn_peers, syn_diag, syn_rank, syn_epoch, syn_timeout_ns`` (docs/fused-abi.md)
 to the public ``tt.func``, pointers marked ``tt.divisibility = 16`` like Triton marks aligned
 pointer arguments.  The source object of a fused compile declares the same extended signature,
-so Triton's launcher passes them; doing it in the IR (not in the Python source) keeps the user's
+so Triton's launcher passes them (``syn_epoch`` is an i32 value here; ``load-epoch``, the last
+pass, makes it the ``*i32`` of the launch signature); doing it in the IR (not in the Python source) keeps the user's
 kernel untouched and its unfused compile unchanged.
 
 An operand bound to a ``view="rank"`` tensor (the kernel addresses only the part its rank holds,
@@ -32,7 +33,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.passes import ModulePass
 
-from syncopate.abi import extra_params
+from syncopate.abi import pipeline_params
 from syncopate_mlir.dialects.tt import PointerType
 
 from .abi_info import backend_of, has_abi_args, operands_of
@@ -58,7 +59,7 @@ class AppendAbiParams(ModulePass):
         if has_abi_args(func):
             return
         block = func_body(func)
-        params = extra_params(backend_of(op))
+        params = pipeline_params(backend_of(op))
         new_types = []
         for name, sig in params:
             ty = _type_of(sig)

@@ -95,8 +95,9 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
-    # insert-trace last: it changes nothing unless the module asks for tracing (trace=True)
-    return names + backends.get(backend).pipeline_tail() + ["insert-trace"]
+    # insert-trace (a no-op unless trace=True) then load-epoch last: every pass before it
+    # treats the epoch as an i32 value (passes/load_epoch.py), the trace events included
+    return names + backends.get(backend).pipeline_tail() + ["insert-trace", "load-epoch"]
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:

@@ -307,3 +307,25 @@ def test_fusion_keeps_the_k_loop_software_pipelined(op):
     count = lambda k: k.asm["ttgir"].count("async_tma_copy_global_to_local")  # noqa: E731
     assert count(fc.kernel) == count(plain) > 2
     assert fc.metadata.shared == plain.metadata.shared
+
+
+# ------------------------------------------------------------------------------ ABI 3 epoch
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_fused_kernel_loads_its_epoch_from_the_device_word(backend):
+    """ABI 3 (docs/cuda-graphs.md): ``syn_epoch`` is a 16-byte aligned ``*i32`` and the kernel's
+    first op loads it, once; nothing else reads the parameter -- so a CUDA-graph replay, which
+    keeps the pointer, sees the epoch the runtime advanced on the device."""
+    fc = fused("matmul_tma_persistent_kernel", backend)
+    assert fc.abi.version == 3
+    text = fc.asm["syncopate"]  # as Triton prints it: parameters renamed %argN
+    header, body = text[text.index("tt.func public"):].split("\n", 1)
+    params = re.findall(r"%(\w+): (!tt\.ptr<\w+>|i\d+)( \{tt\.divisibility = 16 : i32\})?",
+                        header)
+    name, ty, aligned = params[-2]  # syn_epoch, then syn_timeout_ns (docs/fused-abi.md)
+    assert (ty, aligned) == ("!tt.ptr<i32>", " {tt.divisibility = 16 : i32}"), params[-2]
+    first_op, rest = body.split("\n", 1)
+    m = re.match(rf"\s*(%\w+) = tt\.load %{name} : !tt\.ptr<i32>", first_op)
+    assert m, first_op
+    assert not re.search(rf"%{name}\b", rest)  # read once
+    assert re.search(rf"{m.group(1)}\b", rest)  # the waits and signals use the loaded value

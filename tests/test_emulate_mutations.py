@@ -126,3 +126,19 @@ def test_withheld_chunk_deadlocks_and_names_it():
     dead = res.races_of("deadlock")
     assert dead and {r.chunk for r in dead} == {1}
     assert "chunk flag" in dead[0].detail and res.stats["in-order"]["deadlocked"]
+
+
+@pytest.mark.parametrize("template,mode", [("all_gather", "push"), ("all_gather", "pull"),
+                                           ("reduce_scatter", None)])
+def test_stale_epoch_is_the_graph_replay_hazard_and_the_device_word_removes_it(template, mode):
+    """ABI 3 (docs/cuda-graphs.md): the kernel loads its epoch from the device epoch word,
+    which is advanced before each launch. Leaving the advance out after launch 1 is what a
+    CUDA-graph replay of a kernel taking the epoch as a baked scalar would do: launch 2's
+    waits are satisfied by launch 1's flags, which the checker reports; with the advance the
+    same module is clean."""
+    mod, local = fused(PTR, template, "sm", mode)
+    assert run(mod, local).ok
+    res = run(mod, local, faults=Faults(stale_epoch=True))
+    assert not res.ok, res.summary()
+    kinds = {r.kind for r in res.races}
+    assert kinds & {"read-before-arrival", "write-after-read"} or res.mismatches, res.summary()

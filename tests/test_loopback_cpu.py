@@ -274,7 +274,10 @@ def test_fused_kernel_refuses_a_grid_that_is_not_co_resident(monkeypatch):
 
     class _Fc:
         kernel = _Ck()
-    cfg = fused._Config(compiled=_Fc(), abi=None)
+    # an ABI without comm programs: the grid's programs are all counted (the check reads
+    # abi.comm_programs since comm programs on rows y, z > 0 exit at once)
+    from syncopate import abi as abimod
+    cfg = fused._Config(compiled=_Fc(), abi=abimod.FusedABI("sm", 2, 2, 0, "push"))
     fk._check_coresident(cfg, (65, 1, 1))
     assert (65, 1, 1) in cfg.resident
     with pytest.raises(CoResidencyError, match=r"2 x 80 programs of _collectives_body \(backend sm, "

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from . import backends
 
-ABI_VERSION = 2
+#: 3: ``syn_epoch`` is a pointer to the configuration's device epoch word (docs/cuda-graphs.md)
+ABI_VERSION = 3
 
 #: Parameters appended to the user's kernel, in order: (name, Triton signature type).
 #: ``syn_flags`` is ``*i64`` for the nvshmem backend (NVSHMEM signals are 64-bit).
@@ -21,10 +22,15 @@ EXTRA_PARAMS = (
     ("syn_table", "*i32"),
     ("syn_diag", "*i32"),
     ("syn_rank", "i32"),
-    ("syn_epoch", "i32"),
+    ("syn_epoch", "*i32"),
     ("syn_timeout_ns", "i64"),
 )
 EXTRA_PARAM_NAMES = tuple(n for n, _ in EXTRA_PARAMS)
+
+#: Inside the pass pipeline the epoch is the i32 value the waits and signals compute with;
+#: the last pass (``load-epoch``) makes the parameter the ``*i32`` above and loads it once at
+#: kernel entry (docs/cuda-graphs.md says why: a captured scalar would be replayed stale).
+PIPELINE_TYPES = {"syn_epoch": "i32"}
 
 #: the registered backends' names (:func:`syncopate.backends.names`)
 BACKENDS = backends.names()
@@ -41,6 +47,11 @@ def extra_params(backend: str) -> tuple[tuple[str, str], ...]:
     """The appended parameters with the flag type of ``backend``."""
     flag_ty = backends.get(backend, ValueError).flag_type
     return ((EXTRA_PARAMS[0][0], flag_ty),) + EXTRA_PARAMS[1:]
+
+
+def pipeline_params(backend: str) -> tuple[tuple[str, str], ...]:
+    """The appended parameters as the passes see them before ``load-epoch``."""
+    return tuple((n, PIPELINE_TYPES.get(n, t)) for n, t in extra_params(backend))
 
 
 @dataclass(frozen=True)

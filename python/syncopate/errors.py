@@ -56,6 +56,14 @@ class LaunchError(SyncopateError, ValueError):
     size, process group, non-symmetric or non-contiguous buffers)."""
 
 
+class GraphCaptureError(LaunchError):
+    """A fused launch was asked for while a CUDA graph is being captured, but something it
+    would enqueue cannot be replayed correctly (a host-computed epoch baked into the graph) or
+    cannot be captured at all (compile, collective flag allocation, host-to-device uploads).
+    The message says what to do instead: warm up eagerly before capture, or use the ``sm``
+    backend (docs/cuda-graphs.md)."""
+
+
 @dataclass
 class TimeoutRecord:
     """What the device watchdog wrote before giving up on a spin."""

@@ -17,9 +17,21 @@ from syncopate.runtime.fused import FusedKernel  # noqa: E402
 from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, fk_values  # noqa: E402
 
 
+def fake_device_advance(calls):
+    """Stands in for the device epoch advance (sync_kernels.advance_epoch): what the one-thread
+    kernel does to the configuration's epoch word and pinned mirror, done at once."""
+    def advance(cfg, S):
+        cfg.epoch_word[0] += 1
+        cfg.epoch_mirror[0] = cfg.epoch_word[0]
+        calls.setdefault("advanced", []).append(int(cfg.epoch_word[0]))
+    return advance
+
+
 def _fast_path_fixture(monkeypatch, backend="sm"):
     """A FusedKernel on the fake communicator whose device side is recorded instead of run;
-    counts how often the slow path (validate, specialize) runs."""
+    counts how often the slow path (validate, specialize) runs. The epoch word is a CPU
+    tensor advanced by a fake of the device kernel; each recorded launch keeps the epoch the
+    kernel would load from it."""
     import contextlib
 
     from syncopate.runtime import fused as fmod
@@ -42,14 +54,17 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
     def config(spec_, options):
         calls["config"] += 1
         # like the real one: the first launch of a configuration allocates symmetric flags
-        return fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32),
-                            flag_addrs=[0, 0])
+        cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32),
+                           flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
     monkeypatch.setattr(fk, "validate", validate)
     monkeypatch.setattr(fmod, "specialize", spec)
     monkeypatch.setattr(fk, "_config", config)
     monkeypatch.setattr(fk, "_peers_table", lambda cfg, ops: ("peers", ops["a_ptr"].data_ptr()))
+    monkeypatch.setattr(fk, "_advance_epoch", fake_device_advance(calls))
     monkeypatch.setattr(fk.launcher, "launch", lambda cfg, g, args, S, e, peers, ops:
-                        calls["launched"].append((g, args, e, peers)))
+                        calls["launched"].append((g, args, e, peers, int(args[-2][0]))))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "S")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: c.device.index)
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
@@ -70,9 +85,10 @@ def test_launch_fast_path_skips_validation_for_a_repeated_call(monkeypatch):
     vals3[2] = torch.empty(vals2[2].numel() + 8, dtype=vals2[2].dtype)[1:1 + vals2[2].numel()]
     fk.launch((3,), vals3)  # an output 2 bytes off 16-byte alignment: Triton specialises on it
     assert calls["validate"] == 2 and calls["specialize"] == 2
-    (g1, args1, e1, p1), (g2, args2, e2, p2), (_, args3, _, _), _ = calls["launched"]
+    (g1, args1, e1, p1, d1), (g2, args2, e2, p2, d2), (_, args3, *_), _ = calls["launched"]
     assert g1 == g2 == (3 + 4, 1, 1) and (e1, e2) == (1, 2) and p1 == p2
-    assert args2[:len(vals)] == vals and args2[len(vals):][-2:] == [2, args2[-1]]  # epoch 2
+    # syn_epoch is the configuration's device word (ABI 3), advanced to 2 before launch 2
+    assert args2[:len(vals)] == vals and args2[-2] is args1[-2] and (d1, d2) == (1, 2)
     assert args3[1] is vals2[1]  # the call's own tensors are launched, not cached ones
 
 
@@ -111,6 +127,7 @@ def test_epochs_count_launches_per_configuration(monkeypatch):
         if spec_ not in made:
             made[spec_] = fmod._Config(compiled=None, abi=a, flag_addrs=[0, 0],
                                        flags=c.empty((a.layout.words,), torch.int32))
+            fk._new_epoch_word(made[spec_])
         return made[spec_]
     monkeypatch.setattr(fk, "_config", config)
     A = c.empty((64, 32), torch.bfloat16)
@@ -119,7 +136,9 @@ def test_epochs_count_launches_per_configuration(monkeypatch):
     v2[-1] = 4  # another GROUP_M: another specialisation
     epochs = [fk.launch((3,), v) for v in (v1, v2, v1, v2, v1)]
     assert epochs == [1, 1, 2, 2, 3] and fk.epoch == 3 and len(made) == 2
-    assert [args[-2] for _, args, _, _ in calls["launched"]] == epochs  # syn_epoch passed
+    # each configuration's own device word, advanced once per launch of it
+    assert [d for *_, d in calls["launched"]] == epochs
+    assert len({id(args[-2]) for _, args, *_ in calls["launched"]}) == 2
 
 
 def test_launch_fast_path_still_refuses_a_non_symmetric_operand(monkeypatch):

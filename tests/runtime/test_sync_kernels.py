@@ -56,6 +56,23 @@ def test_signal_and_add_kernels_compile(flag64):
     assert "red.release.sys.global.add" in ck.asm["ptx"]
 
 
+def test_advance_kernel_increments_the_word_once_and_mirrors_it():
+    """The device epoch advance (docs/cuda-graphs.md): one predicated thread loads the word,
+    adds 1, stores it back and stores the same value to the pinned mirror at system scope; no
+    atomic is needed because the advance is the word's only writer and runs alone on the
+    stream, between the previous launch and the next."""
+    from syncopate.runtime import sync_kernels as sk
+    ck = _compile(sk._advance_kernel, {"word_addr": "i64", "mirror_addr": "i64"}, {})
+    ptx = ck.asm["ptx"]
+    ld = ptx.index("@sy_p ld.relaxed.gpu.global.b32")
+    add = ptx.index("@sy_p add.s32 sy_e, sy_e, 1")
+    st = ptx.index("@sy_p st.relaxed.gpu.global.b32")
+    mirror = ptx.index("@sy_p st.relaxed.sys.global.b32")
+    assert ld < add < st < mirror and "setp.eq.u32 sy_p, sy_t, 0" in ptx
+    assert ptx.count("st.relaxed") == 2 and "atom." not in ptx
+    assert len(ck.asm["cubin"]) > 0
+
+
 def test_sync_kernels_launch_compiled_kernels_directly(monkeypatch):
     """Each sync kernel compiles once per device and constexpr set (through the JIT's warmup)
     and is then launched as a CompiledKernel with every parameter in position, on the given

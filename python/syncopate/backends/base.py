@@ -38,8 +38,19 @@ class Launcher:
     def configure(self, cfg) -> None:
         """Per-configuration host state, after ``cfg.flags`` and ``cfg.flag_addrs`` exist."""
 
-    def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors: dict) -> None:
+    def launch(self, cfg, grid, args, stream, epoch: int | None, peers,
+               operand_tensors: dict) -> None:
+        """Enqueue one launch on ``stream``. ``epoch`` is the host's count of this launch, or
+        None under CUDA-graph capture (only backends whose :meth:`capture_refusal` is None are
+        launched then, and they must not use it)."""
         raise NotImplementedError
+
+    def capture_refusal(self, cfg) -> str | None:
+        """Why a launch of ``cfg`` cannot be captured in a CUDA graph (None: it can). A
+        backend may allow capture only if everything it enqueues reads the epoch from the
+        device (docs/cuda-graphs.md); the default refuses."""
+        return (f"the {type(self).__name__} host side has not been shown to keep host-computed "
+                f"epochs out of what it enqueues")
 
     def run_kernel(self, cfg, grid, args, stream) -> None:
         """Launch the compiled fused kernel itself on ``stream``."""

@@ -52,6 +52,15 @@ class CELauncher(Launcher):
 
     needs_stream_context = True
 
+    def capture_refusal(self, cfg) -> str | None:
+        """Always refused: the side stream's ``stream_write_value32(epoch)``, its
+        ``cuStreamWaitValue32(epoch * count)`` and its sync kernels take epochs the host
+        computed; captured, every replay would write and wait for the capture's values, which
+        the previous replay already satisfied (docs/cuda-graphs.md)."""
+        return ("its side stream writes and waits for host-computed epochs "
+                "(stream_write_value32, cuStreamWaitValue32, the sync kernels' targets), which "
+                "a graph would replay unchanged")
+
     def configure(self, cfg) -> None:
         """This rank's copy plan, and the owner-side slots of reduced tensors."""
         fk = self.fk

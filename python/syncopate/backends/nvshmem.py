@@ -48,6 +48,14 @@ def nvshmem_module_init(ck) -> None:
 class NVSHMEMLauncher(SMLauncher):
     """``sm``'s launch, after NVSHMEM's module init of each configuration's kernel."""
 
+    def capture_refusal(self, cfg) -> str | None:
+        """As ``sm``, once NVSHMEM's module init ran (a host call with copies, done at the
+        configuration's first eager launch)."""
+        if not cfg.host.get("nvshmem_ready"):
+            return ("NVSHMEM's module init of this configuration has not run yet (it runs at "
+                    "the first eager launch, not at warmup)")
+        return super().capture_refusal(cfg)
+
     def run_kernel(self, cfg, grid, args, stream) -> None:
         if not cfg.host.get("nvshmem_ready"):
             nvshmem_module_init(cfg.compiled.kernel)

@@ -71,7 +71,16 @@ class SMLauncher(Launcher):
     programs do the rest, including holding the launch open until CONSUMED reached
     ``e * reads(me)`` (pull). Enqueues only on the stream it is given."""
 
-    def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors) -> None:
+    def capture_refusal(self, cfg) -> str | None:
+        """Capturable when the kernel publishes ENTRY itself: then the launch is the device
+        epoch advance and the kernel, both reading the epoch from device memory. The runtime's
+        ``signal_entry`` takes a host epoch, which a graph would replay stale."""
+        if not cfg.abi.signals_entry:
+            return ("its kernel does not publish ENTRY itself (abi.signals_entry is False), and "
+                    "the runtime's signal_entry takes a host-computed epoch")
+        return None
+
+    def launch(self, cfg, grid, args, stream, epoch: int | None, peers, operand_tensors) -> None:
         fk, a = self.fk, cfg.abi
         if not a.signals_entry and not fk.test_skip_entry:
             from ..runtime import sync_kernels as sk  # Triton kernels: imported on first use

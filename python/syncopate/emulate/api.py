@@ -58,6 +58,7 @@ class Emulation:
         )
         from syncopate_mlir.passes.schedule_attr import schedule_of
 
+        fused_module = _with_epoch_load(fused_module)
         self.module = fused_module
         self.schedule = schedule_of(fused_module)
         self.backend = backend_of(fused_module)
@@ -149,6 +150,10 @@ class Emulation:
                 world.slots[r][t] = s
                 amap.add(s)
         peers = self._peer_tables(world, amap)
+        #: each rank's device epoch word (ABI 3), advanced by the host before each launch --
+        #: in stream order, as the runtime's advance kernel is
+        world.epoch_words = [Buffer("syn_epoch", r, etype_named("i32"),
+                                    np.zeros(4, dtype=np.int32)) for r in range(self.W)]
         sched = Scheduler(policy)
         world.sched = sched
         ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.backend == "ce" else None
@@ -211,7 +216,8 @@ class Emulation:
         diag = Buffer("syn_diag", r, etype_named("i32"), np.zeros(16, dtype=np.int32))
         table = Buffer("syn_table", r, etype_named("i32"), np.array(self.table, dtype=np.int32))
         vals.update(syn_flags=Ptr(world.flags[r], 0), syn_peers=Ptr(peers, 0),
-                    syn_table=Ptr(table, 0), syn_diag=Ptr(diag, 0), syn_rank=r, syn_epoch=e,
+                    syn_table=Ptr(table, 0), syn_diag=Ptr(diag, 0), syn_rank=r,
+                    syn_epoch=Ptr(world.epoch_words[r], 0),
                     syn_timeout_ns=0)
         out = []
         for n in self.code.arg_names:
@@ -256,6 +262,8 @@ class Emulation:
                 else:
                     b.data[:] = data[p]
             yield  # staging done: others may run
+            if e == 1 or not world.faults.stale_epoch:
+                world.epoch_words[r].data[0] += 1  # the device advance, before the kernel
             launch = Launch(r, e)
             args = self._kernel_args(world, r, e, peers)
             if ce_plan is not None:
@@ -294,6 +302,22 @@ class Emulation:
             self.run_policy(p, launches, seed, faults, res)
         res.seconds = time.perf_counter() - t0
         return res
+
+
+def _with_epoch_load(module):
+    """``module`` as the GPU runs it with ABI 3: the epoch loaded from the device epoch word at
+    kernel entry (``load-epoch``, the pipeline's last pass, which the emulator's pipeline
+    through ``resolve-chunks`` stops before). A copy: the caller's module is left as it was."""
+    from syncopate_mlir.dialects.tt import PointerType
+    from syncopate_mlir.passes.abi_info import abi_args
+    from syncopate_mlir.passes.ir_utils import kernel_func
+    from syncopate_mlir.passes.load_epoch import LoadEpoch
+
+    if isinstance(abi_args(kernel_func(module))["syn_epoch"].type, PointerType):
+        return module
+    module = module.clone()
+    LoadEpoch().apply(None, module)
+    return module
 
 
 # ------------------------------------------------------------------------------ public API

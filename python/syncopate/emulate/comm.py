@@ -95,6 +95,10 @@ class Faults:
     skip_consumed_wait: bool = False    # ce: the host stages the next launch without waiting
     skip_after_wait: bool = False       # transfers do not wait for their ``after`` chunks
     shift_chunk: dict = field(default_factory=dict)  # chunk id -> (dim, delta): moved region
+    #: the device epoch advance is left out after the first launch: every launch reads the
+    #: epoch 1 -- what a CUDA-graph replay of an ABI-2 kernel (scalar epoch baked in at
+    #: capture) would do (docs/cuda-graphs.md)
+    stale_epoch: bool = False
 
 
 class World(Machine):

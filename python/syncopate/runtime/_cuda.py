@@ -14,6 +14,8 @@ driver library or the symbol is missing, and none is called on a CPU-only machin
   wait has no watchdog, so a wait on something a dead peer should write could hang forever.
 * :func:`device_pointer` -- ``cuPointerGetAttribute(DEVICE_POINTER)``: the device address of
   host-pinned memory (what Triton's launcher does for a tensor argument).
+* :func:`stream_is_capturing` -- ``cuStreamIsCapturing``: whether a given stream (not only the
+  current one, which is all torch asks about) is being captured into a CUDA graph.
 """
 
 from __future__ import annotations
@@ -133,6 +135,19 @@ def device_pointer(host_ptr: int) -> int | None:
     out = ctypes.c_uint64(0)
     rc = fn(ctypes.byref(out), CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ctypes.c_uint64(host_ptr))
     return int(out.value) if rc == 0 else None
+
+
+def stream_is_capturing(stream: int) -> bool | None:
+    """Whether ``stream`` (a ``CUstream`` handle) is being captured (an invalidated capture
+    counts: work enqueued there would not run either). None when the driver cannot answer."""
+    fn = _symbol("cuStreamIsCapturing")
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    fn.restype = ctypes.c_int
+    status = ctypes.c_int(0)
+    rc = fn(ctypes.c_void_p(stream), ctypes.byref(status))
+    return status.value != 0 if rc == 0 else None
 
 
 def occupancy_blocks_per_sm(function: int, block_threads: int, dynamic_smem: int) -> int | None:

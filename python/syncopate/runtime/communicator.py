@@ -185,10 +185,20 @@ class Communicator:
 
     def empty(self, shape, dtype) -> "torch.Tensor":  # noqa: F821
         """A tensor in symmetric memory on every rank (a collective: every rank must call it
-        with the same shape and dtype, in the same order)."""
+        with the same shape and dtype, in the same order). Refused under CUDA-graph capture
+        (:class:`GraphCaptureError`): the rendezvous is a host collective whose result a graph
+        cannot hold; allocate before capturing (an eager warm-up call does)."""
         import torch
 
+        from . import graphs
+
         self._check_open()
+        if graphs.capturing():
+            from ..errors import GraphCaptureError
+            raise GraphCaptureError(
+                "a symmetric allocation (Communicator.empty: a collective rendezvous) was asked "
+                "for during CUDA-graph capture; call the op once eagerly with the same shapes "
+                "before capturing, so its buffers and flags exist")
         shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
         dt = torch_dtype(dtype)
         t = self._symm.empty(shape, dtype=dt, device=self.device)

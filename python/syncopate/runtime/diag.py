@@ -165,12 +165,19 @@ def new_record():
     """A zeroed watchdog record: ``DIAG_WORDS`` int32 in host-pinned (device-mapped) memory, and
     its device address. On a machine without CUDA (unit tests) the record is ordinary host
     memory and the address is its host address: nothing can launch there anyway."""
+    return new_pinned(abi.DIAG_WORDS)
+
+
+def new_pinned(words: int):
+    """``words`` zeroed int32 in host-pinned, device-mapped memory and their device address
+    (the watchdog records; the epoch mirrors of docs/cuda-graphs.md). Without CUDA: ordinary
+    host memory and its host address."""
     import torch
 
     from . import _cuda
     if torch.cuda.is_available():
-        rec = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32, pin_memory=True)
+        rec = torch.zeros(words, dtype=torch.int32, pin_memory=True)
         dp = _cuda.device_pointer(rec.data_ptr())
         return rec, (dp if dp else rec.data_ptr())
-    rec = torch.zeros(abi.DIAG_WORDS, dtype=torch.int32)
+    rec = torch.zeros(words, dtype=torch.int32)
     return rec, rec.data_ptr()

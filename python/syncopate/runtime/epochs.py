@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ..errors import LaunchError
 from . import diag
 
@@ -31,14 +33,43 @@ class EpochCounter:
         return e
 
 
+def new_epoch_word(device):
+    """A configuration's device epoch word -- int32 ``[4]`` zeros on ``device`` (word 0 is the
+    epoch ``syn_epoch`` points at; 16 bytes keep the ABI's pointer alignment) -- and its
+    host-pinned mirror with the mirror's device address: ``(word, mirror, mirror_addr)``
+    (docs/cuda-graphs.md). Zero: the first advance makes the epoch 1."""
+    import torch
+
+    word = torch.zeros(4, dtype=torch.int32, device=device)
+    mirror, addr = diag.new_pinned(4)
+    return word, mirror, addr
+
+
 def wrap32(x: int) -> int:
     """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
     x &= 0xFFFFFFFF
     return x - (1 << 32) if x & 0x80000000 else x
 
 
+#: (SYNCOPATE_TIMEOUT_S, SYNCOPATE_TIMEOUT_ACTION) as read -> kernel_timeout_ns: parsing both
+#: on every launch cost ~5 us of the fast path; the raw strings are still read every time, so
+#: a changed environment takes effect at the next launch
+_TIMEOUT_MEMO: dict = {}
+
+
 def kernel_timeout_ns(env=None) -> int:
     """``syn_timeout_ns`` for the fused kernel: the compiler's convention is that a negative
     value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes")."""
+    key = None
+    if env is None:
+        key = (os.environ.get("SYNCOPATE_TIMEOUT_S"), os.environ.get("SYNCOPATE_TIMEOUT_ACTION"))
+        hit = _TIMEOUT_MEMO.get(key)
+        if hit is not None:
+            return hit
     t = diag.timeout_ns(env)
-    return -t if (t and diag.timeout_action(env) == "trap") else t
+    t = -t if (t and diag.timeout_action(env) == "trap") else t
+    if key is not None:
+        if len(_TIMEOUT_MEMO) > 64:
+            _TIMEOUT_MEMO.clear()
+        _TIMEOUT_MEMO[key] = t
+    return t

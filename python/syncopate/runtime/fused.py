@@ -12,12 +12,16 @@ position, or as keywords). Each call:
 3. compiles once per configuration through :func:`syncopate.compiler.compile` -- key: argument
    types and Triton's specialisation (:mod:`.specialize`: divisibility, ``== 1``), constexpr
    values, schedule digest, backend, comm-program count and compile options;
-4. takes the next **epoch** of this configuration (1, 2, 3, ...; flags only grow, never
-   reset). Epochs count launches per configuration, not per FusedKernel: each configuration
-   has its own flags, and its chunk flags count ``writers`` per launch *of that flag array*,
-   so a kernel launched with two specialisations in turn must not skip epochs on either;
+4. advances the **epoch** of this configuration (1, 2, 3, ...; flags only grow, never
+   reset) *on the device*: a one-thread kernel increments the configuration's epoch word on
+   the launch stream, and the fused kernel loads the word at entry (ABI 3,
+   docs/cuda-graphs.md), so a CUDA-graph replay runs with a fresh epoch. The host keeps the
+   same count for its own protocol steps (``ce``) while it sees every launch. Epochs count
+   launches per configuration, not per FusedKernel: each configuration has its own flags, and
+   its chunk flags count ``writers`` per launch *of that flag array*, so a kernel launched with
+   two specialisations in turn must not skip epochs on either;
 5. hands the launch -- ``abi.grid(grid)`` programs with the ABI's extra arguments appended
-   (``syn_flags, syn_peers, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``) -- to the
+   (``syn_flags, syn_peers, syn_table, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``) -- to the
    backend's launcher (:mod:`syncopate.backends`): ``sm`` signals ENTRY unless the kernel does
    and launches; ``nvshmem`` adds NVSHMEM's module init; ``ce`` runs the host side of the
    protocol on a side stream (``backends/ce.py``).
@@ -49,9 +53,9 @@ from .. import abi, backends, chunk_table, compiler
 from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
 from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
 from ..errors import CompileError, LaunchError
-from . import diag
+from . import diag, graphs
 from . import plan as planmod
-from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, wrap32
+from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
     check_requirements,
@@ -61,7 +65,15 @@ from .operands import (
     validate_operands,
 )
 from .operands import register_comm as _register_comm
-from .specialize import LAUNCH_OPTIONS, Specialization, bind_args, freeze, param_names, specialize
+from .specialize import (
+    LAUNCH_OPTIONS,
+    Specialization,
+    bind_args,
+    freeze,
+    launch_key,
+    param_names,
+    specialize,
+)
 
 # What this module defines, and (re-exported) what lived here before the split into
 # specialize / epochs / operands and the backends' launchers -- importable from here as before.
@@ -119,6 +131,15 @@ class _Config:
     #: the trace buffer (int64; ``trace=True``: docs/tracing.md), its address the peers
     #: table's last row
     trace_buf: object = None
+    #: the device epoch word (int32 ``[4]``, word 0; ``syn_epoch``) the kernel loads at entry,
+    #: advanced on the device before each launch, and its host-pinned mirror (word 0) with the
+    #: mirror's device address (docs/cuda-graphs.md)
+    epoch_word: object = None
+    epoch_mirror: object = None
+    epoch_mirror_addr: int = 0
+    #: launched under CUDA-graph capture: from then on the host count ``epochs`` misses the
+    #: replays, and the epoch is read from the mirror
+    captured: bool = False
 
 
 class FusedKernel:
@@ -179,6 +200,8 @@ class FusedKernel:
         #: watchdog record of this kernel's launches (pinned, device-mapped)
         self.diag, self.diag_addr = diag.new_record()
         self._diag_state = diag.state_word(self.diag)
+        #: set while a launch under CUDA-graph capture prepares: refuse what cannot be captured
+        self._capture_now = False
         comm.register_fused(self)
         self._skip_chunks: frozenset[int] = frozenset()
         #: fault injection for tests: skip signalling ENTRY (ce/sm)
@@ -218,8 +241,23 @@ class FusedKernel:
 
     @property
     def epoch(self) -> int:
-        """The epoch of the last launch (0 before the first), in its configuration's count."""
-        return self.last_config.epochs.value if self.last_config is not None else 0
+        """The epoch of the last launch (0 before the first), in its configuration's count: the
+        host's count while it saw every launch, the device's (:meth:`device_epoch`) once the
+        configuration was captured into a CUDA graph."""
+        cfg = self.last_config
+        if cfg is None:
+            return 0
+        return self.device_epoch() if cfg.captured else cfg.epochs.value
+
+    def device_epoch(self, cfg: "_Config | None" = None) -> int:
+        """The epoch of the last advance that *ran* on the device for ``cfg`` (default: the
+        last launched configuration), read from its pinned mirror without synchronising:
+        how the host learns the epoch of graph replays it never counted (launches still
+        queued are not included)."""
+        cfg = cfg if cfg is not None else self.last_config
+        if cfg is None or cfg.epoch_mirror is None:
+            return 0
+        return int(cfg.epoch_mirror[0])
 
     # -- validation -----------------------------------------------------------------------
 
@@ -257,6 +295,8 @@ class FusedKernel:
         cfg = self._configs.get(key)
         if cfg is not None:
             return cfg
+        if self._capture_now:
+            raise graphs.unwarmed(self.kernel)
         with _COMPILE_LOCK:
             fc = self._compile(spec, options)
         a = fc.abi
@@ -270,6 +310,7 @@ class FusedKernel:
         # the table's upload (a host-to-device copy) also before the barrier: after it a peer
         # may already spin on this rank, and a copy ordered behind its kernel would never start
         cfg.table = self._upload_table(a)
+        self._new_epoch_word(cfg)
         comm = self.comm
         if a.trace:  # also before the barrier (its zero fill is a kernel)
             cfg.trace_buf = new_trace_buffer(self.comm.device)
@@ -303,6 +344,30 @@ class FusedKernel:
             if missing:
                 raise CompileError(f"ABI operands {missing} are not kernel parameters")
 
+    def _new_epoch_word(self, cfg: _Config) -> None:
+        """The configuration's zeroed device epoch word and pinned mirror. Zeroed with the
+        flags (before their barrier, like the table's upload): the first advance makes it 1,
+        the epoch every rank's first launch of this configuration uses."""
+        cfg.epoch_word, cfg.epoch_mirror, cfg.epoch_mirror_addr = new_epoch_word(self.comm.device)
+
+    def _advance_epoch(self, cfg: _Config, stream) -> None:
+        """Enqueue the device epoch advance of ``cfg`` on ``stream``, before its kernel."""
+        from . import sync_kernels as sk  # Triton kernels: imported on first use
+        sk.advance_epoch(cfg.epoch_word.data_ptr(), cfg.epoch_mirror_addr, stream=stream)
+
+    def _advance_counted(self, cfg: _Config, stream, e) -> None:
+        """The device advance of an eager launch whose host count is already ``e`` (None under
+        capture). If enqueueing the advance fails, the host count is taken back: for ``ce``
+        the host's epochs (flag values its side stream writes) must never run ahead of the
+        device's (what the kernel waits for), or a wait would be satisfied by the previous
+        launch's writes."""
+        try:
+            self._advance_epoch(cfg, stream)
+        except BaseException:
+            if e is not None:
+                cfg.epochs.value = e - 1
+            raise
+
     def _upload_table(self, a: abi.FusedABI):
         """The chunk table of a configuration on the device, after checking that it is the
         schedule's (``chunk_table.validate``: a table that disagrees would make tiles wait for
@@ -323,6 +388,8 @@ class FusedKernel:
         # local address may map to other peer addresses
         ptrs = (self.comm.generation,) + tuple(operand_tensors[p].data_ptr() for p in order)
         t = cfg.peers_tables.get(ptrs)
+        if t is None and self._capture_now:
+            raise graphs.new_buffers()
         if t is None:
             rows = [cfg.flag_addrs] + [self.comm.peer_ptrs(operand_tensors[p]) for p in order]
             for tname in cfg.abi.epilogue_slots:
@@ -407,7 +474,12 @@ class FusedKernel:
     def before_staging(self, stream=None) -> None:
         """Enqueue (on ``stream``, default current) the wait that makes it safe to overwrite this
         rank's symmetric operand: ``CONSUMED >= e * reads(me)`` for the last epoch ``e``
-        (``ce`` backend, deferred mode). A no-op when nothing is pending."""
+        (``ce`` backend, deferred mode). A no-op when nothing is pending. Under CUDA-graph
+        capture a pending wait is refused (:class:`GraphCaptureError`) and stays pending: its
+        target is a host epoch, and enqueued into a capture it would be lost to the eager
+        stream (the next staging would overwrite a buffer peers may still read)."""
+        if graphs.capturing() and any(c.consumed_pending for c in self._configs.values()):
+            raise graphs.refused(self.backend, graphs.PENDING_CONSUMED)
         for cfg in self._configs.values():
             if cfg.consumed_pending:
                 self.consumed_wait(cfg, cfg.consumed_pending, stream)
@@ -434,31 +506,9 @@ class FusedKernel:
             self.wait_flag(cfg, cfg.abi.layout.consumed, epoch * reads, "consumed", epoch, stream)
 
     def _launch_key(self, grid, args, kwargs):
-        """A hashable key for the call, or None (no fast path): positional arguments only;
-        operand tensors by (address, shape, strides, dtype, device); other tensors by what
-        Triton specialises on -- dtype, device and 16-byte alignment -- so a fresh output
-        tensor each call still hits; other values by type and value; plus the grid (when not
-        callable) and the communicator's registry generation. Everything the slow path derives
-        from a call -- binding, validation, specialisation, the compiled configuration,
-        requirements, the peers table -- is a function of this key."""
-        import torch
-
-        if kwargs:
-            return None
-        ops = self._op_pos
-        key = [len(args), self.comm.generation]
-        for i, v in enumerate(args):
-            if isinstance(v, torch.Tensor):
-                if i in ops:
-                    key.append((v.data_ptr(), v.shape, v.stride(), v.dtype, v.device))
-                else:
-                    key.append((v.dtype, v.device, v.data_ptr() % 16 == 0))
-            elif v is None or isinstance(v, (bool, int, float, str)):
-                key.append((type(v), v))
-            else:
-                return None
-        key.append(None if callable(grid) else tuple(grid))
-        return tuple(key)
+        """A hashable key for the call, or None (no fast path): :func:`.specialize.launch_key`
+        with this kernel's operand positions and the communicator's registry generation."""
+        return launch_key(self._op_pos, self.comm.generation, grid, args, kwargs)
 
     def _refuse_if_poisoned(self) -> None:
         if self._poisoned:
@@ -508,63 +558,62 @@ class FusedKernel:
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
         layout (same buffers, shapes, scalars and grid) take a fast path that skips binding,
-        validation and specialisation: at M = 1024 those cost as much as the GEMM."""
+        validation and specialisation: at M = 1024 those cost as much as the GEMM.
+
+        Returns the launch's epoch when the host knows it (eager launches of a configuration
+        never captured), else None. Under CUDA-graph capture (:mod:`.graphs`) the launch
+        enqueues the same device work -- epoch advance, kernel -- and refuses with
+        :class:`GraphCaptureError` what would be baked wrongly (docs/cuda-graphs.md)."""
         import torch
 
+        capturing = graphs.capturing(stream)
         with self._lock:
             self._refuse_if_poisoned()
-            self.comm.check()  # this kernel's record and every other one of the communicator
-            self.check()
-            cfg, values, peers, g = self._prepare(grid, args, kwargs)
+            # this kernel's record (registered at creation) and every other one of the
+            # communicator's: one pass, read from pinned memory
+            self.comm.check()
+            self._capture_now = capturing
+            try:
+                cfg, values, peers, g = self._prepare(grid, args, kwargs)
+            finally:
+                self._capture_now = False
             self._check_coresident(cfg, g)
-            self.last_config = cfg
             comm = self.comm
             S = stream if stream is not None else torch.cuda.current_stream(comm.device)
             if isinstance(S, int):
                 S = torch.cuda.ExternalStream(S, device=comm.device)
-            if cfg.consumed_pending:
-                # The caller did not call before_staging(); enqueue it now (best effort).
-                self.consumed_wait(cfg, cfg.consumed_pending, S)
-                cfg.consumed_pending = 0
-            e = cfg.epochs.next()
-            all_args = values + [cfg.flags, peers, cfg.table, self.diag_addr, comm.rank, e,
-                                 kernel_timeout_ns()]
+            if capturing:
+                graphs.refuse_capture(self.launcher, self.backend, cfg)
+                cfg.captured = True
+                graphs.note_launch(self)
+                e = None
+            else:
+                if cfg.consumed_pending:
+                    # The caller did not call before_staging(); enqueue it now (best effort).
+                    self.consumed_wait(cfg, cfg.consumed_pending, S)
+                    cfg.consumed_pending = 0
+                e = cfg.epochs.next()
+            self.last_config = cfg
+            all_args = values + [cfg.flags, peers, cfg.table, self.diag_addr, comm.rank,
+                                 cfg.epoch_word, kernel_timeout_ns()]
             L = self.launcher
             if not L.needs_stream_context and torch.cuda.current_device() == comm.device.index:
                 # the launch only enqueues on S, passed explicitly: no device/stream switch
+                self._advance_counted(cfg, S, e)
                 L.launch(cfg, g, all_args, S, e, peers, None)
-                return e
-            with torch.cuda.device(comm.device), torch.cuda.stream(S):
-                operand_tensors = {p: values[i] for p, i in self._op_index.items()}
-                L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
-            return e
+            else:
+                with torch.cuda.device(comm.device), torch.cuda.stream(S):
+                    operand_tensors = {p: values[i] for p, i in self._op_index.items()}
+                    self._advance_counted(cfg, S, e)
+                    L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
+            return None if cfg.captured else e
 
     def _check_coresident(self, cfg: _Config, g) -> None:
-        """Loopback: refuse (:class:`CoResidencyError`) a launch grid whose W copies, one per
-        virtual rank, would not all be resident on the shared GPU at once (residency.py says
-        why that could deadlock). Checked once per configuration and grid."""
-        ranks = self.comm.colocated
-        if ranks <= 1 or tuple(g) in cfg.resident:
-            return
-        from . import residency  # reads the device's limits through torch
-        programs = 1
-        for d in g:
-            programs *= int(d)
-        # on a grid of more than one dimension the comm programs' column (p, y, z) with y or z
-        # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
-        # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
-        # comm_programs x rows
-        rows = int(g[1]) * int(g[2])
-        if rows > 1 and self._backend.has_comm_programs:
-            programs -= int(cfg.abi.comm_programs or 0) * (rows - 1)
-        ck = cfg.compiled.kernel
-        limits = residency.DeviceLimits.of(self.comm.device)
-        per_sm = residency.kernel_blocks_per_sm(ck, limits)
-        residency.check(programs, ranks, limits, per_sm,
-                        what=f"{getattr(self.kernel, '__name__', 'the kernel')} "
-                             f"(backend {self.backend}, {getattr(ck.metadata, 'num_warps', '?')} warps, "
-                             f"{getattr(ck.metadata, 'shared', '?')} B shared memory)")
-        cfg.resident.add(tuple(g))
+        """Loopback: refuse a launch grid whose W copies would not all be resident on the shared
+        GPU at once (:func:`.residency.check_config`)."""
+        if self.comm.colocated > 1 and tuple(g) not in cfg.resident:
+            from . import residency  # reads the device's limits through torch
+            residency.check_config(self, cfg, g)
 
 
 def new_trace_buffer(device, events: int | None = None):

@@ -119,3 +119,29 @@ def kernel_blocks_per_sm(ck, limits: DeviceLimits) -> int:
             return n
     return blocks_per_sm(limits, num_warps=num_warps, n_regs=int(getattr(ck, "n_regs", 0) or 255),
                          shared=shared)
+
+
+def check_config(fk, cfg, g) -> None:
+    """Loopback: refuse (:class:`CoResidencyError`) a launch grid ``g`` of FusedKernel ``fk``'s
+    configuration ``cfg`` whose W copies, one per virtual rank, would not all be resident on
+    the shared GPU at once (the module docstring says why that could deadlock). Remembered in
+    ``cfg.resident`` once it passed."""
+    ranks = fk.comm.colocated
+    programs = 1
+    for d in g:
+        programs *= int(d)
+    # on a grid of more than one dimension the comm programs' column (p, y, z) with y or z
+    # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
+    # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
+    # comm_programs x rows
+    rows = int(g[1]) * int(g[2])
+    if rows > 1 and fk._backend.has_comm_programs:
+        programs -= int(cfg.abi.comm_programs or 0) * (rows - 1)
+    ck = cfg.compiled.kernel
+    limits = DeviceLimits.of(fk.comm.device)
+    per_sm = kernel_blocks_per_sm(ck, limits)
+    check(programs, ranks, limits, per_sm,
+          what=f"{getattr(fk.kernel, '__name__', 'the kernel')} "
+               f"(backend {fk.backend}, {getattr(ck.metadata, 'num_warps', '?')} warps, "
+               f"{getattr(ck.metadata, 'shared', '?')} B shared memory)")
+    cfg.resident.add(tuple(g))

@@ -110,3 +110,59 @@ def freeze(v):
     if isinstance(v, dict):
         return tuple(sorted((k, freeze(x)) for k, x in v.items()))
     return v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+
+
+#: tags of tensor arguments in a launch key (:meth:`FusedKernel._launch_key`)
+_OPERAND, _TENSOR = object(), object()
+
+
+class _LazyTensor:
+    """``isinstance(v, _Tensor)`` without importing torch at module import (the runtime imports
+    torch lazily): resolves ``torch.Tensor`` on first use."""
+
+    def __instancecheck__(self, v) -> bool:
+        import torch
+        global _Tensor
+        _Tensor = torch.Tensor
+        return isinstance(v, torch.Tensor)
+
+
+_Tensor = _LazyTensor()
+
+
+def launch_key(ops, generation, grid, args, kwargs):
+    """A hashable key for a launch, or None (no fast path): positional arguments only;
+    operand tensors by (address, shape, strides, dtype, device); other tensors by what
+    Triton specialises on -- dtype, device and 16-byte alignment -- so a fresh output
+    tensor each call still hits; other values by type and value; plus the grid (when not
+    callable) and ``generation``, the communicator's registry generation; ``ops``: the
+    positions of the operand parameters. Everything the slow path derives
+    from a call -- binding, validation, specialisation, the compiled configuration,
+    requirements, the peers table -- is a function of this key.
+
+    The key is one flat tuple: each argument contributes a tag (its type for scalars,
+    :data:`_OPERAND` or :data:`_TENSOR`) that fixes how many items follow, so two calls
+    share a key only if every argument does. Flat and without per-argument tuples because
+    it runs on every launch (scripts/host_overhead_cpu.py measures it)."""
+    if kwargs:
+        return None
+    key = [len(args), generation]
+    put = key.append
+    for i, v in enumerate(args):
+        t = type(v)
+        if t is int or t is float or t is bool or t is str or v is None:
+            put(t)
+            put(v)
+        elif isinstance(v, _Tensor):
+            if i in ops:
+                key += (_OPERAND, v.data_ptr(), v.shape, v.stride(), v.dtype, v.device)
+            else:
+                key += (_TENSOR, v.dtype, v.device, v.data_ptr() & 15 == 0)
+        elif isinstance(v, (bool, int, float, str)):  # subclasses: the type tells them apart
+            put(t)
+            put(v)
+        else:
+            return None
+    put(None if callable(grid) else tuple(grid))
+    return tuple(key)
+

@@ -8,6 +8,9 @@ runtime's ENTRY signal, the CONSUMED wait before staging). Runtime utilities, no
   wrap around 2^32, which this compare tolerates (targets are at most 2^31 ahead).
 * :func:`add_flag` -- ``flag[index] += value`` on a (possibly remote) flag
   (``red.release.sys.global.add``).
+* :func:`advance_epoch` -- ``word += 1`` on a configuration's device epoch word, and the new
+  value into its host-pinned mirror: what makes a CUDA-graph replay run with a fresh epoch
+  (docs/cuda-graphs.md).
 
 Every spin has the watchdog of docs/fused-abi.md: the start time is read from
 ``%globaltimer``; once ``syn_timeout_ns`` has elapsed the spinning thread claims the record
@@ -123,6 +126,23 @@ def _add_kernel(addr: tl.int64, value: tl.int64, FLAG64: tl.constexpr):
                                   is_pure=False, pack=1)
 
 
+#: thread 0: ``e = *word + 1; *word = e; *mirror = e`` (operands: $1 word, $2 mirror). One
+#: thread, so no two threads can read-modify-write the word; ``ld.relaxed.gpu`` reads the store
+#: of the previous advance (an earlier kernel on the stream); the mirror store is system scope
+#: so the host sees it without a synchronisation.
+ADVANCE = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t, sy_e; mov.u32 sy_t, %tid.x; "
+                       "setp.eq.u32 sy_p, sy_t, 0; @sy_p ld.relaxed.gpu.global.b32 sy_e, [$1]; "
+                       "@sy_p add.s32 sy_e, sy_e, 1; @sy_p st.relaxed.gpu.global.b32 [$1], sy_e; "
+                       "@sy_p st.relaxed.sys.global.b32 [$2], sy_e; mov.u32 $0, 0; }")
+
+
+@triton.jit(do_not_specialize=["word_addr", "mirror_addr"])
+def _advance_kernel(word_addr: tl.int64, mirror_addr: tl.int64):
+    """The next epoch of a configuration, on the device (docs/cuda-graphs.md)."""
+    tl.inline_asm_elementwise(ADVANCE, "=r,l,l", [word_addr, mirror_addr], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
 #: (kernel, device, constexprs) -> CompiledKernel: launches skip the JIT's per-call binding
 #: and cache lookup (~50 us of Python per launch on the GPU host, 4-6 launches per ce launch)
 _COMPILED: dict = {}
@@ -167,6 +187,8 @@ def preload(device=None) -> None:
         for flag64 in (False, True):
             variants = [(_add_kernel, (0, 0), {"FLAG64": flag64}),
                         (_signal_all_kernel, (0, 0, 0, 0), {"FLAG64": flag64})]
+            if not flag64:  # the epoch word is an int32 for every backend
+                variants.append((_advance_kernel, (0, 0), {}))
             variants += [(_wait_kernel, (0, 0, 0, 0, 0, 0, 0, 0), {"FLAG64": flag64, "TRAP": trap})
                          for trap in (False, True)]
             for fn, args, constexprs in variants:
@@ -222,3 +244,12 @@ def add_flag(remote_flag_addr: int, index: int, value: int, *, flag64: bool = Fa
     es = 8 if flag64 else 4
     _launch(_add_kernel, 1, (int(remote_flag_addr) + int(index) * es, int(value)),
             {"FLAG64": bool(flag64)}, stream)
+
+
+def advance_epoch(word_addr: int, mirror_addr: int, *, stream=None) -> None:
+    """Enqueue ``word += 1`` on a configuration's device epoch word (``word_addr``), copying the
+    new value to ``mirror_addr`` (host-pinned, device-mapped: what the host reads to learn the
+    epoch of replays it never saw). Enqueued before every fused launch on its stream, so under
+    CUDA-graph capture it becomes a node in front of the kernel and each replay runs with the
+    next epoch."""
+    _launch(_advance_kernel, 1, (int(word_addr), int(mirror_addr)), {}, stream)

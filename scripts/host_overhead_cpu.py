@@ -1,0 +1,103 @@
+"""Host (Python) time of one eager fused launch on the fast path, and of FusedGraph.replay's
+checks, on the CPU: the device side
+is faked (no kernel is launched, the epoch advance and the kernel launch are no-ops), so this
+measures only what ``FusedKernel.launch`` itself costs per call -- the part of the issue's
+"<= 20 us per sm call" target that the runtime's Python owns. The Triton launches (advance +
+kernel) come on top and need a GPU to measure (scripts/gpu_host_profile.py).
+
+    PYTHONPATH=... python scripts/host_overhead_cpu.py [--calls 20000] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "runtime"))
+
+
+def build(backend="sm"):
+    import torch
+
+    from runtime_fakes import ag_schedule, fake_comm, fk_values, ptr_kernel
+    from syncopate import abi
+    from syncopate.runtime import fused as fmod
+
+    c = fake_comm()
+    fk = fmod.FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr",
+                          backend=backend, comm=c)
+    a = abi.FusedABI(backend, 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True)
+
+    def config(spec, options):
+        cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32),
+                           flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
+    fk._config = config
+    fk._peers_table = lambda cfg, ops: "peers"
+    fk._advance_epoch = lambda cfg, S: None
+    fk.launcher.launch = lambda cfg, g, args, S, e, peers, ops: None
+    torch.cuda.current_stream = lambda device=None: "S"
+    torch.cuda.current_device = lambda: c.device.index
+    torch.cuda.device = lambda d: contextlib.nullcontext()
+    torch.cuda.stream = lambda s: contextlib.nullcontext()
+    A = c.empty((64, 32), torch.bfloat16)
+    return fk, fk_values(c, A)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--profile", action="store_true", help="print the top functions by time")
+    args = ap.parse_args(argv)
+    fk, vals = build()
+    grid = (3,)
+    for _ in range(100):
+        fk.launch(grid, vals)
+    wall, cpu = [], []
+    for _ in range(5):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(args.calls):
+            fk.launch(grid, vals)
+        wall.append((time.perf_counter() - t0) / args.calls * 1e6)
+        cpu.append((time.process_time() - c0) / args.calls * 1e6)
+    wall.sort()
+    cpu.sort()
+    # process time too: on a loaded machine wall time counts the time the process waited
+    print(f"FusedKernel.launch fast path, device side faked: median {wall[2]:.2f} us wall, "
+          f"{cpu[2]:.2f} us CPU per call (min {wall[0]:.2f} / {cpu[0]:.2f}; "
+          f"{args.calls} calls x 5)")
+    # FusedGraph.replay's own host work: the watchdog check before graph.replay() (the graph's
+    # replay itself is one driver call, faked here)
+    from syncopate.runtime.graphs import FusedGraph
+
+    class _Graph:
+        def replay(self):
+            pass
+    fg = FusedGraph(_Graph(), [fk], [fk.comm])
+    cpu = []
+    for _ in range(5):
+        c0 = time.process_time()
+        for _ in range(args.calls):
+            fg.replay()
+        cpu.append((time.process_time() - c0) / args.calls * 1e6)
+    cpu.sort()
+    print(f"FusedGraph.replay host work (graph replay faked): median {cpu[2]:.2f} us CPU per "
+          f"replay")
+    if args.profile:
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(args.calls):
+            fk.launch(grid, vals)
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(12)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
