@@ -286,6 +286,23 @@ def _unit_last(t):
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
+def outputs(q, out, shape):
+    """``(o, lse)``: the caller's ``out`` checked against ``shape`` (``[B, Hq, Sq, D]``), or new
+    tensors (``o`` in q's dtype, ``lse`` fp32) -- shared by every attention launcher."""
+    import torch
+    if out is not None:
+        return _check_out(out, q, shape)
+    return (torch.empty(shape, dtype=q.dtype, device=q.device),
+            torch.empty(shape[:3], dtype=torch.float32, device=q.device))
+
+
+def check_device(q) -> None:
+    """CPU tensors need Triton's interpreter (:class:`LaunchError` otherwise)."""
+    if q.device.type == "cpu" and not triton.knobs.runtime.interpret:
+        raise LaunchError("q, k and v are CPU tensors: the kernel needs a GPU, or Triton's "
+                          "interpreter (set TRITON_INTERPRET=1 before triton is first imported)")
+
+
 def _check_out(out, q, shape):
     import torch
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -310,16 +327,11 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, conf
     ``config``: an :class:`AttentionConfig`, a dict of some of its fields (the rest from
     :func:`default_config`), or None.  ``out``: optional preallocated ``(o, lse)``, contiguous.
     """
-    import torch
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
     cfg = AttentionConfig.of(config, D).check(D)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    if out is not None:
-        o, lse = _check_out(out, q, (B, Hq, Sq, D))
-    else:
-        o = torch.empty((B, Hq, Sq, D), dtype=q.dtype, device=q.device)
-        lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
+    o, lse = outputs(q, out, (B, Hq, Sq, D))
     if o.numel() == 0:
         return o, lse
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
@@ -329,9 +341,7 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, conf
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
             Hq, Hq // Hkv, Sq, Skv)
     consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal))
-    if q.device.type == "cpu" and not triton.knobs.runtime.interpret:
-        raise LaunchError("q, k and v are CPU tensors: the kernel needs a GPU, or Triton's "
-                          "interpreter (set TRITON_INTERPRET=1 before triton is first imported)")
+    check_device(q)
     attn_fwd_kernel[grid](*args, **consts, **cfg.options())
     return o, lse
 

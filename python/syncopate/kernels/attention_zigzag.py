@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
-from .attention import LOG2E, AttentionConfig, _check_out, _unit_last, check_operands
+from .attention import LOG2E, AttentionConfig, _unit_last, check_device, check_operands, outputs
 
 
 @triton.jit
@@ -170,23 +170,16 @@ def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float 
     """Causal attention of ``q`` (rows ``[q_offset, q_offset + Sq)`` of a zigzag-stored
     sequence) against ``k``/``v`` (the whole zigzag-stored sequence of ``segments`` segments);
     returns ``(o, lse)`` as :func:`syncopate.kernels.attention.attention`."""
-    import torch
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
     cfg = (default_config(D) if config is None else AttentionConfig.of(config, D)).check(D)
     check_zigzag(Sq, Skv, segments, q_offset, cfg)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    if out is not None:
-        o, lse = _check_out(out, q, (B, Hq, Sq, D))
-    else:
-        o = torch.empty((B, Hq, Sq, D), dtype=q.dtype, device=q.device)
-        lse = torch.empty((B, Hq, Sq), dtype=torch.float32, device=q.device)
+    o, lse = outputs(q, out, (B, Hq, Sq, D))
     if o.numel() == 0:
         return o, lse
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
-    if q.device.type == "cpu" and not triton.knobs.runtime.interpret:
-        raise LaunchError("q, k and v are CPU tensors: the kernel needs a GPU, or Triton's "
-                          "interpreter (set TRITON_INTERPRET=1 before triton is first imported)")
+    check_device(q)
     grid = (Sq // cfg.BLOCK_M, B * Hq)
     attn_zigzag_fwd_kernel[grid](*kernel_args(q, k, v, o, lse, sm_scale, q_offset),
                                  SEGMENTS=segments, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,

@@ -167,9 +167,8 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     ``'sm'`` (comm programs in the kernel) or ``'nvshmem'``.  ``out``: optional preallocated
     contiguous ``(o, lse)``.
     """
-    import torch
 
-    from ..kernels.attention import _check_out
+    from ..kernels.attention import outputs
     from ..runtime.fused import fused_enabled
     from ..schedule.attention_cost import choose_ring_plan
     use_fused = fused_enabled() if fused is None else bool(fused)
@@ -193,11 +192,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     plan = choose_ring_plan(B, Hq, Hkv, S, D, W, causal, q.element_size(), comm_programs)
     split = plan["split"] if split is None else int(split)
     cp = _gemm.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
-    if out is not None:
-        o, lse = _check_out(out, q, (B, Hq, Sl, D))
-    else:
-        o = torch.empty((B, Hq, Sl, D), dtype=q.dtype, device=q.device)
-        lse = torch.empty((B, Hq, Sl), dtype=torch.float32, device=q.device)
+    o, lse = outputs(q, out, (B, Hq, Sl, D))
     kbuf, vbuf = kv_buffers(comm, B, Hkv, S, D, q.dtype)
     fk = ring_attention_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
                                      split=split, comm_programs=cp, backend=backend, cfg=cfg)
