@@ -64,3 +64,21 @@ def test_constant_args_must_name_kernel_parameters():
     with pytest.raises(LaunchError, match="constant_args names 'stride_zz'"):
         FusedKernel(attn_fwd_kernel, sched, operand={"K": "K", "V": "V"}, comm=comm,
                     constant_args=("stride_kn", "stride_zz"))
+
+
+def test_world_size_one_runs_the_local_kernel(monkeypatch):
+    """W = 1: the whole sequence on one rank -- the local kernel alone (causal: the zigzag
+    shard of one rank is the sequence in order), no fused machinery."""
+    import importlib
+    attn_mod = importlib.import_module("syncopate.kernels.attention")
+    ra = importlib.import_module("syncopate.ops.ring_attention")
+    calls = []
+    monkeypatch.setattr(attn_mod, "attention",
+                        lambda q, k, v, causal, sm_scale, config, out=None: calls.append(causal)
+                        or "local")
+    monkeypatch.setattr(ra, "ring_attention_fused_kernel",
+                        lambda *a, **k: pytest.fail("no fused kernel at world size 1"))
+    q, k, v = _qkv(S=256)
+    for causal in (False, True):
+        assert ra.ring_attention(q, k, v, _comm(1), causal=causal) == "local"
+    assert calls == [False, True]

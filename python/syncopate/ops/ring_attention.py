@@ -171,6 +171,12 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     from ..kernels.attention import outputs
     from ..runtime.fused import fused_enabled
     from ..schedule.attention_cost import choose_ring_plan
+    if comm.world_size == 1:
+        # one rank holds the whole sequence (its zigzag shard is segments 0 and 1, in order):
+        # the local kernel alone, no schedule, flags or buffers
+        from ..kernels.attention import attention
+        _check(q, k, v, comm, causal, config)
+        return attention(q, k, v, causal, sm_scale, config, out=out)
     use_fused = fused_enabled() if fused is None else bool(fused)
     if not use_fused:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
