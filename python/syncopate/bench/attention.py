@@ -45,22 +45,27 @@ def _shards(comm, S, Hq, Hkv, D, causal, dtype, seed=0):
 def stream_ring_attention(q, k, v, comm):
     """Ring-flash-attention style stream-level overlap (non-causal): at step ``s`` rank ``r``
     attends to the block it holds while it sends that block to ``r + 1`` and receives the next
-    from ``r - 1`` (``batch_isend_irecv``); partial outputs merge by their log-sum-exp."""
+    from ``r - 1`` (``batch_isend_irecv``); partial outputs merge by their log-sum-exp.  Uses
+    torch.distributed's P2P directly: the benchmark times under torchrun only (it refuses
+    loopback), and the peers are ranks of the communicator's group, mapped to global ranks."""
     import torch
+    import torch.distributed as dist
 
     from ..kernels.attention import attention
-    from ..runtime import collectives as dist
     W, r = comm.world_size, comm.rank
+
+    def peer(i):
+        return dist.get_global_rank(comm.group, i % W) if comm.group is not None else i % W
     cur_k, cur_v = k, v
     o_acc = lse_acc = None
     for s in range(W):
         reqs = []
         if s < W - 1:
             nxt_k, nxt_v = torch.empty_like(cur_k), torch.empty_like(cur_v)
-            ops = [dist.P2POp(dist.isend, cur_k, (r + 1) % W, group=comm.group),
-                   dist.P2POp(dist.isend, cur_v, (r + 1) % W, group=comm.group),
-                   dist.P2POp(dist.irecv, nxt_k, (r - 1) % W, group=comm.group),
-                   dist.P2POp(dist.irecv, nxt_v, (r - 1) % W, group=comm.group)]
+            ops = [dist.P2POp(dist.isend, cur_k, peer(r + 1), group=comm.group),
+                   dist.P2POp(dist.isend, cur_v, peer(r + 1), group=comm.group),
+                   dist.P2POp(dist.irecv, nxt_k, peer(r - 1), group=comm.group),
+                   dist.P2POp(dist.irecv, nxt_v, peer(r - 1), group=comm.group)]
             reqs = dist.batch_isend_irecv(ops)
         o, lse = attention(q, cur_k, cur_v)
         if o_acc is None:
