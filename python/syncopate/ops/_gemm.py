@@ -143,6 +143,20 @@ def loopback_comm_programs(comm, chosen: int, requested) -> int:
     return max(1, min(int(chosen), sm_share(num_sms(comm.device), ranks) // 2))
 
 
+def check_k_sharded(a, b_shard) -> None:
+    """``a`` ``[M, K/W]`` and ``b_shard`` ``[K/W, N]``: 2-D tensors of one dtype whose inner
+    dims agree (the operands of the K-sharded ops, ``gemm_rs`` and ``gemm_ar``)."""
+    import torch
+    for name, t in (("a", a), ("b_shard", b_shard)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
+    if a.dtype != b_shard.dtype:
+        raise LaunchError(f"a is {a.dtype} but b_shard is {b_shard.dtype}: cast one of them")
+    if a.shape[1] != b_shard.shape[0]:
+        raise LaunchError(f"a is [M, K/W] = {tuple(a.shape)} and b_shard must be [K/W, N] but is "
+                          f"{tuple(b_shard.shape)}: b_shard.shape[0] must be {a.shape[1]}")
+
+
 def check_comm_device(comm, *tensors):
     for name, t in tensors:
         if t.device != comm.device:

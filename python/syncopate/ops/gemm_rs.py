@@ -38,15 +38,7 @@ EPILOGUE_SPLIT = 2
 
 
 def _check(a, b_shard, comm):
-    import torch
-    for name, t in (("a", a), ("b_shard", b_shard)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
-    if a.dtype != b_shard.dtype:
-        raise LaunchError(f"a is {a.dtype} but b_shard is {b_shard.dtype}: cast one of them")
-    if a.shape[1] != b_shard.shape[0]:
-        raise LaunchError(f"a is [M, K/W] = {tuple(a.shape)} and b_shard must be [K/W, N] but is "
-                          f"{tuple(b_shard.shape)}: b_shard.shape[0] must be {a.shape[1]}")
+    _gemm.check_k_sharded(a, b_shard)
     if a.shape[0] % comm.world_size:
         raise LaunchError(f"M = {a.shape[0]} is not a multiple of the world size {comm.world_size}: "
                           f"every rank returns M/W rows; pad M to a multiple of {comm.world_size}")
