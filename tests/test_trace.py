@@ -170,3 +170,15 @@ def test_the_recorded_loopback_trace_in_docs_reads_back():
     assert any(e.kind == tr.WAIT_BEGIN and e.rank == 0 and e.flag == entry1
                and e.program < meta["comm_programs"] for e in events)
     assert len(tr.summary(events, meta["comm_programs"])) == 2
+
+
+def test_reading_a_trace_of_an_untraced_kernel_is_a_typed_error():
+    """trace_events / gather_trace name what to do when the kernel records nothing (before
+    any device or collective work)."""
+    from syncopate.errors import LaunchError
+    from syncopate.runtime.fused import FusedKernel
+    fk = FusedKernel.__new__(FusedKernel)
+    fk.trace, fk.last_config = False, None
+    for read in (fk.trace_events, fk.gather_trace):
+        with pytest.raises(LaunchError, match="trace=True"):
+            read()

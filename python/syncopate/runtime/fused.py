@@ -409,6 +409,14 @@ class FusedKernel:
 
     # -- trace ----------------------------------------------------------------------------
 
+    def _traced_config(self) -> _Config:
+        """The last launched configuration, which must have a trace buffer."""
+        cfg = self.last_config
+        if not self.trace or cfg is None or cfg.trace_buf is None:
+            raise LaunchError("no trace: create the kernel with fuse(..., trace=True) (or "
+                              "SYNCOPATE_TRACE=1) and launch it first")
+        return cfg
+
     def trace_events(self, reset: bool = False):
         """``(events, dropped)`` this rank's traced launches recorded (of the last launched
         configuration; ``syncopate.trace.Event``). Synchronises this rank's current stream.
@@ -416,10 +424,7 @@ class FusedKernel:
         import torch
 
         from .. import trace as tr
-        cfg = self.last_config
-        if not self.trace or cfg is None or getattr(cfg, "trace_buf", None) is None:
-            raise LaunchError("no trace: create the kernel with fuse(..., trace=True) (or "
-                              "SYNCOPATE_TRACE=1) and launch it first")
+        cfg = self._traced_config()
         torch.cuda.current_stream(self.comm.device).synchronize()
         words = cfg.trace_buf.cpu().tolist()
         if reset:
@@ -433,8 +438,8 @@ class FusedKernel:
 
         from .. import trace as tr
         from . import collectives as dist
-        self.trace_events()  # checks there is a trace
-        buf = self.last_config.trace_buf
+        cfg = self._traced_config()
+        buf = cfg.trace_buf
         torch.cuda.current_stream(self.comm.device).synchronize()
         out = torch.empty((self.comm.world_size, buf.numel()), dtype=buf.dtype, device=buf.device)
         dist.all_gather_into_tensor(out, buf, group=self.comm.group)
@@ -447,7 +452,7 @@ class FusedKernel:
             events += ev
             dropped += d
         if path is not None and self.comm.rank == 0:
-            a = self.last_config.abi
+            a = cfg.abi
             tr.save_chrome(path, events, num_chunks=a.num_chunks, world_size=a.world_size,
                            comm_programs=a.comm_programs,
                            title=getattr(self.kernel, "__name__", "fused kernel"))
