@@ -108,7 +108,8 @@ class InsertTrace(ModulePass):
             pid = b.add(pid, b.mul(p, stride))
             stride = b.mul(stride, b.i64(b.insert(GetNumProgramsOp(axis)).result))
         epoch = b.i64(args["syn_epoch"])
-        ctx_ = _Ctx(base, pid, epoch)
+        cap = scalar_load(b, addptr(b, base, b.const(1, i32)))  # word 1: the capacity
+        ctx_ = _Ctx(base, pid, epoch, cap)
         _event(b, ctx_, PROGRAM_BEGIN, b.const(-1, i64))
 
         for call in waits:
@@ -130,16 +131,16 @@ class _Ctx:
     base: SSAValue
     pid: SSAValue
     epoch: SSAValue
+    cap: SSAValue
 
 
 def _event(b: Builder, c: _Ctx, kind: int, ident: SSAValue) -> None:
     """Claim a slot (``atomic_rmw add`` on word 0) and write the event's four words there,
-    unless the buffer is full (word 1 holds its capacity)."""
+    unless the buffer is full (``c.cap``: word 1, read once at kernel entry)."""
     now = _asm(b, "mov.u64 $0, %globaltimer;", "=l", [], [i64])[0]
     one = b.const(1, i64)
     slot = b.insert(AtomicRMWOp("add", c.base, one, sem="relaxed", scope="gpu")).results[0]
-    cap = scalar_load(b, addptr(b, c.base, b.const(1, i32)))
-    ok = b.cmp("slt", slot, cap)
+    ok = b.cmp("slt", slot, c.cap)
     at = b.add(b.const(2, i64), b.mul(slot, b.const(WORDS, i64)))
     words = (b.add(b.const(kind, i64), b.mul(c.epoch, b.const(256, i64))), c.pid, ident, now)
     for k, w in enumerate(words):
