@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One-call GPU check of the ops that landed without a GPU (one H200, loopback): Ulysses, GEMM+AR,
+# MoE dispatch, ring attention over launches (W = 2), CUDA-graph capture/replay, world size 1,
+# the torch.library ops, FP8 (local vs torch._scaled_mm and the fused FP8 ops), the grouped
+# GEMM bench, the tensor-parallel MLP example and the bench's --check mode in loopback.
+# Every step under a hard `timeout` bounded by what is left of GPU_PENDING_TOTAL_S (default
+# 560 s); logs under $OUT; summary last.
+#
+#   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
+#   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=gpu_pending.log
+. scripts/gpu_lib.sh
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+TOTAL=${GPU_PENDING_TOTAL_S:-560}
+STEPS=${GPU_PENDING_STEPS:-"ops2 graphs w1 torch fp8local fp8ops grouped tpmlp check2"}
+left() { echo $(( TOTAL - ($(date +%s) - START) )); }
+lim() {  # lim WANT: WANT seconds, or what is left minus a margin
+  local l=$(( $(left) - 10 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+PYT="python3 -m pytest -q -p no:cacheprovider -rs"
+for s in $STEPS; do
+  L=$(lim 150); [ "$L" -lt 30 ] && { STATUS[$s]="skipped (only $(left)s left)"; continue; }
+  case $s in
+    ops2) SYNCOPATE_GPU_LOOPBACK=2 step ops2 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
+            -k "ulysses or gemm_ar or moe or ring_attention" --durations=8;;
+    graphs) SYNCOPATE_GPU_LOOPBACK=2 step graphs "$(lim 120)" $PYT tests/gpu/test_cuda_graphs.py;;
+    w1) step w1 "$(lim 90)" $PYT tests/gpu/test_world_size_one.py;;
+    torch) SYNCOPATE_GPU_LOOPBACK=2 step torch "$(lim 90)" $PYT tests/gpu/test_torch_ops_gpu.py;;
+    fp8local) step fp8local "$(lim 120)" python3 -m syncopate.kernels.bench_local --fp8 --kernels tma --hard-timeout-s 110 \
+            --out "$OUT/bench_fp8.json";;
+    fp8ops) SYNCOPATE_GPU_LOOPBACK=2 step fp8ops "$(lim 120)" $PYT tests/gpu/test_multi_gpu_fp8.py;;
+    grouped) step grouped "$(lim 120)" python3 -m syncopate.kernels.bench_grouped --quick \
+            --out "$OUT/grouped.json";;
+    tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
+    check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
+            --ops ring_attn,ar --loopback 2;;
+    *) STATUS[$s]="unknown step";;
+  esac
+done
+echo
+echo "==================== gpu_pending summary ($(( $(date +%s) - START ))s) ===================="
+for s in install $STEPS; do printf '%-9s %s\n' "$s" "${STATUS[$s]:-not run}"; done
+for s in $STEPS; do
+  [ -f "$OUT/$s.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|^\[rank|ratio|geomean" "$OUT/$s.log" \
+    | tail -n 8 | sed "s/^/  [$s] /"
+done
+echo "logs: $OUT"
