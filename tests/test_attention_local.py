@@ -147,6 +147,36 @@ def test_ttir_has_one_kv_loop_with_the_kv_loads():
     assert len(re.findall(r"tt\.dot ", loop)) == 2
 
 
+_FLOAT_OPS = re.compile(r"\b(fma\.rn\.f32|mul(?:\.rn)?\.f32|add(?:\.rn)?\.f32|sub(?:\.rn)?\.f32|"
+                        r"ex2\.approx(?:\.ftz)?\.f32|max\.f32|div\.\w+\.f32|lg2\.\w+\.f32)\b")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_rounding_does_not_depend_on_compiled_in_sizes(causal):
+    """The fused kernels compile the sizes and strides in (``fuse(constant_args=...)``), the
+    local launch does not; with a constant SEQ_KV the key mask folds away and LLVM used to
+    contract ``qk * scale - m`` into an fma the runtime-size build did not have, so fused and
+    unfused Ulysses differed in the last bit (seen on an H200).  The kernel now writes that fma
+    itself: both builds must do the same float arithmetic, op for op."""
+    config = attention_default_config(128)
+    signature, constexprs = attention_compile_args("bf16", 128, causal, config)
+    sizes = dict(stride_qb=8 * 1024 * 128, stride_qh=1024 * 128, stride_qm=128,
+                 stride_kb=4 * 1024 * 128, stride_kh=1024 * 128, stride_kn=128,
+                 stride_vb=4 * 1024 * 128, stride_vh=1024 * 128, stride_vn=128,
+                 stride_ob=8 * 1024 * 128, stride_oh=1024 * 128, stride_om=128,
+                 H_Q=4, GROUP=2, SEQ_Q=1024, SEQ_KV=1024)
+    ops = []
+    for extra in ({}, sizes):
+        consts = {**constexprs, **extra}
+        sig = {k: ("constexpr" if k in consts else v) for k, v in signature.items()}
+        src = triton.compiler.ASTSource(fn=attn_fwd_kernel, signature=sig, constexprs=consts)
+        ptx = triton.compile(src, target=SM90, options=config.options()).asm["ptx"]
+        found = sorted(_FLOAT_OPS.findall(ptx))
+        ops.append({op: found.count(op) for op in set(found)})
+    assert ops[0] == ops[1], f"runtime sizes {ops[0]} != compiled-in sizes {ops[1]}"
+    assert ops[0].get("fma.rn.f32", 0) >= 32, ops[0]
+
+
 # ------------------------------------------------------------------------------------------------
 # Typed errors (host only)
 # ------------------------------------------------------------------------------------------------

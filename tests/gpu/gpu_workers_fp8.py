@@ -66,8 +66,11 @@ def _ag_launch(comm, case, seed):
     fb = ag_gemm_fp8(a, b, sa, sb, comm, kernel=kernel, fused=False)
     A = _gather(comm, a)
     SA = _gather(comm, sa.reshape(-1, 1) if rows else sa.reshape(1, 1))
+    # each rank's scales as their own tensor: cuBLASLt refuses (NOT_SUPPORTED) a scale pointer
+    # that is not 16-byte aligned, which a slice of the gathered scales at rank r > 0 is
     want = torch.cat([torch._scaled_mm(A[r * Ms:(r + 1) * Ms], b,
-                                       SA[r * Ms:(r + 1) * Ms] if rows else SA[r].reshape(()),
+                                       (SA[r * Ms:(r + 1) * Ms] if rows
+                                        else SA[r].reshape(())).clone(),
                                        sb, out_dtype=torch.bfloat16) for r in range(W)])
     torch.cuda.synchronize()
     comm.check()

@@ -81,12 +81,15 @@ def attn_zigzag_fwd_kernel(Q, K, V, O, LSE, qk_scale,
         if k_seg <= q_seg:  # a later segment is all masked: nothing to load or wait for
             cols = start_n + offs_n
             kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
-            qk = tl.dot(q, kt) * qk_scale
+            qk = tl.dot(q, kt)
             k_in = start_n % seg_len + offs_n
             keep = (k_seg < q_seg) | (k_in[None, :] <= q_in[:, None])
             qk = tl.where(keep, qk, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            p = tl.math.exp2(qk - m_new[:, None])
+            # scale and subtract in one explicit fma: whether LLVM contracts `qk * scale - m` by
+            # itself depends on which masks fold away (a constant SEQ_KV removes them), and a
+            # fused kernel compiled with constant sizes must round as the local one does
+            m_new = tl.maximum(m_i, tl.max(qk * qk_scale, 1))
+            p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new[:, None]))
             alpha = tl.math.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, 1)
             v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
