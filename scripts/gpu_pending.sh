@@ -8,6 +8,8 @@
 #
 #   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
 #   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
+# Steps not in the default list: ops4 (the new ops' tests at W = 4), sweep (the grouped GEMM's
+# config sweep, all shapes), trace (one real timeline per op, scripts/gpu_trace.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -32,6 +34,11 @@ for s in $STEPS; do
     fp8ops) SYNCOPATE_GPU_LOOPBACK=2 step fp8ops "$(lim 120)" $PYT tests/gpu/test_multi_gpu_fp8.py;;
     grouped) step grouped "$(lim 120)" python3 -m syncopate.kernels.bench_grouped --quick \
             --out "$OUT/grouped.json";;
+    ops4) SYNCOPATE_GPU_LOOPBACK=4 step ops4 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
+            -k "ulysses or gemm_ar or moe or ring_attention" --durations=8;;
+    sweep) step sweep "$(lim 200)" python3 -m syncopate.kernels.bench_grouped --sweep \
+            --out "$OUT/grouped_sweep.json";;
+    trace) SYNCOPATE_TRACE=1 step trace "$(lim 150)" python3 scripts/gpu_trace.py "$OUT/traces" 2;;
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
     check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
             --ops ring_attn,ar --loopback 2;;

@@ -2,7 +2,7 @@
 
     SYNCOPATE_TRACE=1 python scripts/gpu_trace.py OUT_DIR [W]
 
-Runs ag_gemm, gemm_rs and ring_attention once each (after a warm-up launch) on W virtual ranks
+Runs ag_gemm, gemm_rs, gemm_ar, ring_attention, ulysses_attention and moe_dispatch_gemm once each (after a warm-up launch) on W virtual ranks
 (default 2) with tracing on, gathers every rank's events and writes, per op,
 ``OUT_DIR/<op>.trace.json`` (Chrome / Perfetto) and ``OUT_DIR/<op>.png``, plus the summary
 lines.  Loopback shares one GPU between the ranks: the timeline shows the protocol (who waited
@@ -28,7 +28,9 @@ def worker(rank, W, out_dir):
     import torch
 
     from syncopate import trace as tr
-    from syncopate.ops import ag_gemm, gemm_rs, ring_attention
+    from syncopate.kernels.grouped_gemm_launch import GroupedGemmConfig
+    from syncopate.ops import (ag_gemm, gemm_ar, gemm_rs, moe_dispatch_gemm, ring_attention,
+                               ulysses_attention)
     from syncopate.runtime import Communicator
     comm = Communicator()
     dev = comm.device
@@ -40,7 +42,20 @@ def worker(rank, W, out_dir):
     runs = {"ag_gemm": lambda: ag_gemm(a, b, comm, split=2),
             "gemm_rs": lambda: gemm_rs(torch.randn(512 * W, 1024, device=dev,
                                                    dtype=torch.bfloat16), b, comm),
-            "ring_attention": lambda: ring_attention(q, q[:, :1], q[:, :1], comm, causal=True)}
+            "gemm_ar": lambda: gemm_ar(a, b, comm, split=2),
+            "ring_attention": lambda: ring_attention(q, q[:, :1], q[:, :1], comm, causal=True),
+            "ulysses_attention": lambda: ulysses_attention(
+                q, q[:, :2].contiguous(), q[:, :2].contiguous(), comm, causal=True)}
+    # MoE dispatch: 4 experts per rank, top-2 of random experts, 256 tokens per rank
+    E, T, C = 4 * W, 256, 256
+    g = torch.Generator(device="cpu").manual_seed(7)  # the same weights on every rank
+    ids = torch.stack([torch.randperm(E)[:2] for _ in range(T)]).to(dev)
+    x = torch.randn(T, 1024, device=dev, dtype=torch.bfloat16)
+    w = (torch.randn(E, 1024, 512, generator=g) / 32).to(torch.bfloat16)[rank * 4:rank * 4 + 4]
+    w = w.contiguous().to(dev)
+    runs["moe_dispatch_gemm"] = lambda: moe_dispatch_gemm(
+        x, ids, torch.rand(T, 2, device=dev), w, comm, capacity=C,
+        config=GroupedGemmConfig(64, 64, 64, 4, 3))
     for name, fn in runs.items():
         fn()  # compiles; the traced launch is the second
         torch.cuda.current_stream().synchronize()

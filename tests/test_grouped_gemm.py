@@ -38,9 +38,9 @@ WORKER = Path(__file__).with_name("grouped_gemm_interp_worker.py")
 SMALL = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2)
 
 
-def _case(name, counts, E, gpe=1, C=64, K=48, N=40, dtype="bf16"):
+def _case(name, counts, E, gpe=1, C=64, K=48, N=40, dtype="bf16", **config):
     return dict(name=name, counts=counts, E=E, gpe=gpe, C=C, K=K, N=N, dtype=dtype,
-                config=SMALL, seed=sum(map(ord, name)))
+                config={**SMALL, **config}, seed=sum(map(ord, name)))
 
 
 CASES = [
@@ -50,6 +50,8 @@ CASES = [
     _case("over_capacity_clamped", [200, 3, -5, 64], E=4),  # kernel clamps to [0, C]
     _case("two_sources_per_expert", [10, 64, 0, 40, 1, 0], E=3, gpe=2),
     _case("ragged_k_n", [30, 7], E=2, C=32, K=33, N=50),
+    # 5 tile rows x 3 tile columns per group, swept 2 rows at a time (the last sweep has one)
+    _case("grouped_order", [160, 77, 0, 129], E=4, C=160, N=96, GROUP_M=2),
 ]
 
 
@@ -171,3 +173,18 @@ def test_bad_config_is_a_typed_error():
         GroupedGemmConfig(BLOCK_M=96).check()
     with pytest.raises(LaunchError, match="shared memory"):
         GroupedGemmConfig(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_stages=4).check()
+
+
+def test_bench_table_formats_measured_and_missing_columns():
+    """``bench_grouped``'s closing table (printed after the GPU measurements, so a formatting
+    bug there would lose a run): ratios, a sweep's best, and a baseline this torch lacks."""
+    from syncopate.kernels.bench_grouped import SWEEP, format_table
+    rows = [dict(shape="mixtral_up", routing="uniform", triton_ms=1.5, mm_loop_ms=1.45,
+                 ratio_mm_loop=1.5 / 1.45, grouped_mm_error="AttributeError: no _grouped_mm",
+                 sweep_ms={SWEEP[0][0]: 1.5, SWEEP[3][0]: 1.4, SWEEP[4][0]: "OutOfResources"},
+                 sweep_best=SWEEP[3][0], best_ratio_mm_loop=1.4 / 1.45)]
+    text = format_table(rows).splitlines()
+    assert len(text) == 2 and text[0].startswith("shape")
+    assert "1.500" in text[1] and "1.03x" in text[1] and " - " in text[1]
+    assert f"{SWEEP[3][0]} 1.400 ms (0.97x loop, - gmm)" in text[1]
+    assert all(GroupedGemmConfig(*c).check() for _, *c in SWEEP)

@@ -1,6 +1,6 @@
 """Time the grouped GEMM against cuBLAS-based grouped baselines on one GPU (meant for an H200).
 
-    python -m syncopate.kernels.bench_grouped [--out grouped.json] [--quick]
+    python -m syncopate.kernels.bench_grouped [--out grouped.json] [--quick] [--sweep]
 
 Per shape and routing: the Triton kernel on the capacity layout (``[G, C, K]`` + device counts,
 grid over the whole capacity, tiles past the count exit), against
@@ -33,6 +33,18 @@ SHAPES = [
 ]
 ROUTINGS = ("uniform", "skewed")
 
+#: ``--sweep`` candidates: (name, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M).
+#: BLOCK_M stays 128: the fused dispatch needs the capacity to be a multiple of it, and the
+#: MoE capacities are rounded to 128. ``rowmajor`` is the order before the grouped sweep.
+SWEEP = [
+    ("128x128x64_w4_s4_g8", 128, 128, 64, 4, 4, 8),
+    ("128x128x64_w4_s4_rowmajor", 128, 128, 64, 4, 4, 1),
+    ("128x128x64_w8_s4_g8", 128, 128, 64, 8, 4, 8),
+    ("128x256x64_w8_s3_g8", 128, 256, 64, 8, 3, 8),
+    ("128x256x64_w8_s4_g8", 128, 256, 64, 8, 4, 8),
+    ("128x128x128_w8_s3_g8", 128, 128, 128, 8, 3, 8),
+]
+
 
 def counts_for(routing: str, E: int, tokens: int, gen):
     """Tokens per expert: ``uniform`` multinomial, ``skewed`` Zipf-like (expert 0 hot, the
@@ -55,7 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     ap.add_argument("--quick", action="store_true", help="the first two shapes only")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time every config of SWEEP (checked first) and report the best")
     return ap
+
+
+def format_table(rows) -> str:
+    """The rows as a table (times in ms; ratios are ours / the baseline, below 1: faster)."""
+    def f(r, k, fmt="{:.3f}"):
+        return fmt.format(r[k]) if isinstance(r.get(k), float) else "-"
+    lines = [f"{'shape':<14}{'routing':<9}{'triton ms':>10}{'mm_loop':>9}{'grouped_mm':>11}"
+             f"{'vs loop':>9}{'vs gmm':>8}  best of --sweep"]
+    for r in rows:
+        best = (f"{r['sweep_best']} {r['sweep_ms'][r['sweep_best']]:.3f} ms "
+                f"({f(r, 'best_ratio_mm_loop', '{:.2f}x')} loop, "
+                f"{f(r, 'best_ratio_grouped_mm', '{:.2f}x')} gmm)" if "sweep_best" in r else "")
+        lines.append(f"{r['shape']:<14}{r['routing']:<9}{f(r, 'triton_ms'):>10}"
+                     f"{f(r, 'mm_loop_ms'):>9}{f(r, 'grouped_mm_ms'):>11}"
+                     f"{f(r, 'ratio_mm_loop', '{:.2f}x'):>9}"
+                     f"{f(r, 'ratio_grouped_mm', '{:.2f}x'):>8}  {best}")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -75,7 +106,7 @@ def main(argv=None) -> int:
         return 1
     from triton.testing import do_bench
 
-    from .grouped_gemm_launch import grouped_gemm, grouped_gemm_reference
+    from .grouped_gemm_launch import GroupedGemmConfig, grouped_gemm, grouped_gemm_reference
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator().manual_seed(0)
     has_gmm = hasattr(torch, "_grouped_mm")
@@ -132,6 +163,29 @@ def main(argv=None) -> int:
                     rec[f"{cname}_tflops"] = flop / ms / 1e9
                 except Exception as ex:  # a baseline missing in this build is reported, not fatal
                     rec[f"{cname}_error"] = f"{type(ex).__name__}: {ex}"[:300]
+            if args.sweep:
+                rec["sweep_ms"] = {}
+                for cname, *cfg in SWEEP:
+                    c = GroupedGemmConfig(*cfg)
+                    try:
+                        out.fill_(float("nan"))
+                        grouped_gemm(a, w, count, out, config=c)
+                        torch.cuda.synchronize()
+                        e_ = err(out)
+                        if not e_ < 1e-2:
+                            bad.append(f"{name}/{routing}/{cname}: error {e_:.3g}")
+                            continue
+                        rec["sweep_ms"][cname] = do_bench(
+                            lambda: grouped_gemm(a, w, count, out, config=c), warmup=25, rep=100)
+                    except Exception as ex:  # a config this GPU cannot run is reported
+                        rec["sweep_ms"][cname] = f"{type(ex).__name__}: {ex}"[:200]
+                timed = {k: v for k, v in rec["sweep_ms"].items() if isinstance(v, float)}
+                if timed:
+                    rec["sweep_best"] = min(timed, key=timed.get)
+                    best = timed[rec["sweep_best"]]
+                    for base in ("mm_loop", "grouped_mm"):
+                        if f"{base}_ms" in rec:
+                            rec[f"best_ratio_{base}"] = best / rec[f"{base}_ms"]
             for base in ("mm_loop", "grouped_mm"):
                 if f"{base}_ms" in rec and "triton_ms" in rec:
                     rec[f"ratio_{base}"] = rec["triton_ms"] / rec[f"{base}_ms"]
@@ -142,6 +196,7 @@ def main(argv=None) -> int:
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
+    print("\n" + format_table(rows))
     for b in bad:
         print("FAILED:", b, file=sys.stderr)
     return 1 if bad else 0

@@ -42,6 +42,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .gemm import _grouped_tile
+
 
 @triton.jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
@@ -50,13 +52,17 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
                         stride_am, stride_ak,  #
                         stride_be, stride_bk, stride_bn,  #
                         stride_cm, stride_cn,  #
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr):
     """Launch ``G * cdiv(C, BLOCK_M) * cdiv(N, BLOCK_N)`` programs (see the module docstring).
 
     Program ``pid`` computes tile ``(pid_m, pid_n)`` of group ``g``: groups are outermost, so
     the programs of one group are launched together and share its expert's ``B`` in L2; inside
-    a group the ``pid_n`` sweep is innermost, so the ``A`` rows of a tile row stay in L2 while
-    its column tiles run.
+    a group the tiles run in the GEMM's grouped order (``GROUP_M`` tile rows swept column by
+    column, :func:`~.gemm._grouped_tile`). A row-major sweep inside the group streamed the
+    whole expert weight from HBM once per tile row (117 MB per Mixtral expert, 9 times for a
+    1152-row capacity: 1.5x cuBLAS's time on an H200); in grouped order the ``GROUP_M`` rows
+    of ``A`` and one column block of ``B`` are what the running tiles share.
     """
     # Index scalars, not strides: the access analysis takes an integer kernel argument that
     # multiplies an address for a stride (and checks it against the tensor's shape at launch).
@@ -74,8 +80,7 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
     tiles_per_group = num_pid_m * num_pid_n
     g = pid // tiles_per_group
     t = pid % tiles_per_group
-    pid_m = t // num_pid_n
-    pid_n = t % num_pid_n
+    pid_m, pid_n = _grouped_tile(t, num_pid_m, num_pid_n, GROUP_M)
     seg = g // E
     expert = g % E
     count = tl.minimum(tl.load(count_ptr + (cnt_base + seg * cnt_seg + expert)), C)

@@ -31,9 +31,12 @@ class GroupedGemmConfig:
     BLOCK_K: int = 64
     num_warps: int = 4
     num_stages: int = 4
+    #: tile rows swept together inside a group (the GEMM's grouped order, for L2 reuse)
+    GROUP_M: int = 8
 
     def constexprs(self) -> dict:
-        return dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K)
+        return dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K,
+                    GROUP_M=self.GROUP_M)
 
     def options(self) -> dict:
         return dict(num_warps=self.num_warps, num_stages=self.num_stages)
@@ -51,6 +54,8 @@ class GroupedGemmConfig:
             problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
             problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
+        if not isinstance(self.GROUP_M, int) or self.GROUP_M < 1:
+            problems.append(f"GROUP_M={self.GROUP_M!r} must be a positive integer")
         smem = self.num_stages * (self.BLOCK_M + self.BLOCK_N) * self.BLOCK_K * 2
         if smem > 232448:
             problems.append(f"needs ~{smem} bytes of shared memory (> 227 KiB): lower num_stages")
