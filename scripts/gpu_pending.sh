@@ -8,7 +8,7 @@
 #
 #   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
 #   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
-# Steps not in the default list: ops4 (the new ops' tests at W = 4), sweep (the grouped GEMM's
+# GPU_PENDING_K: the pytest -k of ops2/ops4. Steps not in the default list: ops4 (the new ops' tests at W = 4), sweep (the grouped GEMM's
 # config sweep, all shapes), trace (one real timeline per op, scripts/gpu_trace.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ for s in $STEPS; do
   L=$(lim 150); [ "$L" -lt 30 ] && { STATUS[$s]="skipped (only $(left)s left)"; continue; }
   case $s in
     ops2) SYNCOPATE_GPU_LOOPBACK=2 step ops2 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
-            -k "ulysses or gemm_ar or moe or ring_attention" --durations=8;;
+            -k "${GPU_PENDING_K:-ulysses or gemm_ar or moe or ring_attention}" --durations=8;;
     graphs) SYNCOPATE_GPU_LOOPBACK=2 step graphs "$(lim 120)" $PYT tests/gpu/test_cuda_graphs.py;;
     w1) step w1 "$(lim 90)" $PYT tests/gpu/test_world_size_one.py;;
     torch) SYNCOPATE_GPU_LOOPBACK=2 step torch "$(lim 90)" $PYT tests/gpu/test_torch_ops_gpu.py;;
@@ -35,7 +35,7 @@ for s in $STEPS; do
     grouped) step grouped "$(lim 120)" python3 -m syncopate.kernels.bench_grouped --quick \
             --out "$OUT/grouped.json";;
     ops4) SYNCOPATE_GPU_LOOPBACK=4 step ops4 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
-            -k "ulysses or gemm_ar or moe or ring_attention" --durations=8;;
+            -k "${GPU_PENDING_K:-ulysses or gemm_ar or moe or ring_attention}" --durations=8;;
     sweep) step sweep "$(lim 200)" python3 -m syncopate.kernels.bench_grouped --sweep \
             --out "$OUT/grouped_sweep.json";;
     trace) SYNCOPATE_TRACE=1 step trace "$(lim 150)" python3 scripts/gpu_trace.py "$OUT/traces" 2;;
