@@ -96,10 +96,10 @@ def _compile(dtype: str, config: GroupedGemmConfig):
     return triton.compile(src, target=SM90, options=config.options())
 
 
-CONFIGS = [GroupedGemmConfig(), default_config(32, 4096, 4096)]
+CONFIGS = [GroupedGemmConfig(), default_config(32, 4096, 4096), default_config(1152, 14336, 4096)]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["128x128", "small_capacity"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["128x128", "small_capacity", "h200_large"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_compiles_to_wgmma_without_spills(dtype, config):
     k = _compile(dtype, config)

@@ -7,6 +7,7 @@ tests/test_emulate_moe.py."""
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -84,3 +85,38 @@ def test_pack_dispatch_discards_bad_ids_when_not_validating():
     assert int(p.invalid) == 2
     assert p.counts.tolist() == [[2, 2, 0, 0], [0, 0, 1, 1]]
     assert p.slot[0, 1] == -1 and p.slot[1, 0] == -1
+
+
+def test_fused_launch_passes_exactly_the_kernels_arguments(monkeypatch):
+    """The fused path's launch arguments bind to ``grouped_gemm_kernel``'s parameters, every
+    constexpr of the config included (a constexpr added to the kernel and its config but not
+    to the op's launch failed only on a GPU). The fused kernel is stood in for by one that
+    binds the arguments as ``FusedKernel.launch`` does, on a CPU communicator."""
+    from syncopate.kernels.grouped_gemm import grouped_gemm_kernel
+    from syncopate.kernels.grouped_gemm_launch import GroupedGemmConfig
+    mod = importlib.import_module("syncopate.ops.moe_dispatch_gemm")
+    from syncopate.runtime.specialize import bind_args, param_names
+
+    bound = {}
+
+    class FakeFused:
+        def before_staging(self):
+            pass
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                values, _ = bind_args(grouped_gemm_kernel, args, kwargs)
+                bound["values"] = dict(zip(param_names(grouped_gemm_kernel), values))
+                bound["grid"] = grid
+            return launch
+
+    comm = SimpleNamespace(world_size=2, rank=1, device=torch.device("cpu"), group=None,
+                           cache={}, empty=lambda shape, dt: torch.zeros(shape, dtype=dt))
+    monkeypatch.setattr(mod, "moe_dispatch_gemm_fused_kernel", lambda *a, **k: FakeFused())
+    cfg = GroupedGemmConfig(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=4)
+    x, ids, w, wl = _inputs()
+    moe_dispatch_gemm(x, ids, w, wl, comm, capacity=128, config=cfg, fused=True)
+    v = bound["values"]
+    assert {k: v[k] for k in cfg.constexprs()} == cfg.constexprs()
+    assert (v["a_base"], v["cnt_base"], v["C"]) == (2, 4 + 2, 128)  # rank 1 of 2, E = 4, El = 2
+    assert bound["grid"] == (2 * 2 * (128 // 64) * 1,)

@@ -108,6 +108,18 @@ def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
     return W, E, El, H, N
 
 
+def _config(config, x, w_local, capacity):
+    """``config``, or the grouped GEMM's H200 default for this capacity and expert shape (the
+    same on both paths, so fused and unfused run the same tiles). Shapes are validated after
+    this, so a malformed operand only yields some valid default here."""
+    if config is not None:
+        return config
+    from ..kernels.grouped_gemm_launch import default_config
+    n = w_local.shape[-1] if getattr(w_local, "ndim", 0) else 0
+    h = x.shape[-1] if getattr(x, "ndim", 0) else 0
+    return default_config(capacity if isinstance(capacity, int) else 0, n, h)
+
+
 def _pack(x, topk_ids, E, W, capacity, on_overflow):
     from .moe_routing import pack_dispatch
     if on_overflow not in ("error", "drop"):
@@ -165,9 +177,9 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
     this rank's groups, run the grouped GEMM."""
     import torch
 
-    from ..kernels.grouped_gemm_launch import GroupedGemmConfig, grouped_gemm
+    from ..kernels.grouped_gemm_launch import grouped_gemm
     from ..runtime import collectives as dist
-    cfg = config or GroupedGemmConfig()
+    cfg = _config(config, x, w_local, capacity)
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
     packed = _pack(x, topk_ids, E, W, C, on_overflow)
@@ -201,11 +213,11 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     """
     import torch
 
-    from ..kernels.grouped_gemm_launch import PARAMS, GroupedGemmConfig
+    from ..kernels.grouped_gemm_launch import PARAMS
     from ..runtime.fused import fused_enabled
     from . import _gemm
     use_fused = fused_enabled() if fused is None else bool(fused)
-    cfg = config or GroupedGemmConfig()
+    cfg = _config(config, x, w_local, capacity)
     if not use_fused:
         return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
                                            capacity=capacity, config=cfg,
@@ -229,7 +241,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     out = torch.empty((W * El * C, N), dtype=x.dtype, device=x.device)
     values, grid = kernel_args(X, CNT, w, out, me, W, E, C, cfg)
     values.update(stride_ak=1, stride_bn=1, stride_cn=1)
-    args = [values[p] for p in PARAMS] + [cfg.BLOCK_M, cfg.BLOCK_N, cfg.BLOCK_K]
+    args = [values[p] for p in PARAMS] + list(cfg.constexprs().values())
     fk[grid](*args)
     counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
     return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
