@@ -9,7 +9,8 @@
 #   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
 #   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
 # GPU_PENDING_K: the pytest -k of ops2/ops4. Steps not in the default list: ops4 (the new ops' tests at W = 4), sweep (the grouped GEMM's
-# config sweep, all shapes), trace (one real timeline per op, scripts/gpu_trace.py).
+# config sweep, all shapes), trace (one real timeline per op, scripts/gpu_trace.py; the ops in
+# GPU_PENDING_TRACE_OPS, comma-separated, default all; written to $OUT/traces.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -38,7 +39,10 @@ for s in $STEPS; do
             -k "${GPU_PENDING_K:-ulysses or gemm_ar or moe or ring_attention}" --durations=8;;
     sweep) step sweep "$(lim 200)" python3 -m syncopate.kernels.bench_grouped --sweep \
             --out "$OUT/grouped_sweep.json";;
-    trace) SYNCOPATE_TRACE=1 step trace "$(lim 150)" python3 scripts/gpu_trace.py "$OUT/traces" 2;;
+    trace) SYNCOPATE_TRACE=1 step trace "$(lim 150)" python3 scripts/gpu_trace.py "$OUT/traces" 2 \
+             ${GPU_PENDING_TRACE_OPS:-}
+           # one file back instead of two per op (the runner returns a limited number of files)
+           [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
     check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
             --ops ring_attn,ar --loopback 2;;

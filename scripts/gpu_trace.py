@@ -1,6 +1,6 @@
 """Record one real timeline per op in one-GPU loopback (issue 14, section 3).
 
-    SYNCOPATE_TRACE=1 python scripts/gpu_trace.py OUT_DIR [W]
+    SYNCOPATE_TRACE=1 python scripts/gpu_trace.py OUT_DIR [W] [op,op,...]
 
 Runs ag_gemm, gemm_rs, gemm_ar, ring_attention, ulysses_attention and moe_dispatch_gemm once each (after a warm-up launch) on W virtual ranks
 (default 2) with tracing on, gathers every rank's events and writes, per op,
@@ -24,7 +24,7 @@ def _fused_kernels(comm):
             and v.last_config is not None]
 
 
-def worker(rank, W, out_dir):
+def worker(rank, W, out_dir, ops=()):
     import torch
 
     from syncopate import trace as tr
@@ -39,23 +39,28 @@ def worker(rank, W, out_dir):
     a = torch.randn(512, 1024, device=dev, dtype=torch.bfloat16)
     b = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
     q = torch.randn(1, 4, 256, 128, device=dev, dtype=torch.bfloat16)
-    runs = {"ag_gemm": lambda: ag_gemm(a, b, comm, split=2),
+    # fused=True: at these small shapes the ops' default choice may be the unfused path, and the
+    # timeline is the fused kernel's
+    runs = {"ag_gemm": lambda: ag_gemm(a, b, comm, split=2, fused=True),
             "gemm_rs": lambda: gemm_rs(torch.randn(512 * W, 1024, device=dev,
-                                                   dtype=torch.bfloat16), b, comm),
-            "gemm_ar": lambda: gemm_ar(a, b, comm, split=2),
-            "ring_attention": lambda: ring_attention(q, q[:, :1], q[:, :1], comm, causal=True),
+                                                   dtype=torch.bfloat16), b, comm, fused=True),
+            "gemm_ar": lambda: gemm_ar(a, b, comm, split=2, fused=True),
+            "ring_attention": lambda: ring_attention(q, q[:, :1], q[:, :1], comm, causal=True,
+                                                     fused=True),
             "ulysses_attention": lambda: ulysses_attention(
-                q, q[:, :2].contiguous(), q[:, :2].contiguous(), comm, causal=True)}
+                q, q[:, :2].contiguous(), q[:, :2].contiguous(), comm, causal=True, fused=True)}
     # MoE dispatch: 4 experts per rank, top-2 of random experts, 256 tokens per rank
-    E, T, C = 4 * W, 256, 256
+    E, T, C = 4 * W, 256, 128   # in loopback every rank's 4 * W * 2 * 4 tiles are co-resident
     g = torch.Generator(device="cpu").manual_seed(7)  # the same weights on every rank
     ids = torch.stack([torch.randperm(E)[:2] for _ in range(T)]).to(dev)
     x = torch.randn(T, 1024, device=dev, dtype=torch.bfloat16)
-    w = (torch.randn(E, 1024, 512, generator=g) / 32).to(torch.bfloat16)[rank * 4:rank * 4 + 4]
+    w = (torch.randn(E, 1024, 256, generator=g) / 32).to(torch.bfloat16)[rank * 4:rank * 4 + 4]
     w = w.contiguous().to(dev)
     runs["moe_dispatch_gemm"] = lambda: moe_dispatch_gemm(
         x, ids, torch.rand(T, 2, device=dev), w, comm, capacity=C,
-        config=GroupedGemmConfig(64, 64, 64, 4, 3))
+        config=GroupedGemmConfig(64, 64, 64, 4, 3), fused=True)
+    only = set(ops or runs)
+    runs = {k: v for k, v in runs.items() if k in only}
     for name, fn in runs.items():
         fn()  # compiles; the traced launch is the second
         torch.cuda.current_stream().synchronize()
@@ -83,12 +88,13 @@ def main() -> int:
     from syncopate.runtime.loopback import run_loopback
     out = sys.argv[1]
     W = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    ops = tuple(sys.argv[3].split(",")) if len(sys.argv) > 3 else ()
     os.makedirs(out, exist_ok=True)
     if os.environ.get("SYNCOPATE_TRACE", "0") in ("", "0"):
         print("set SYNCOPATE_TRACE=1 (the ops' kernels are compiled with tracing then)",
               file=sys.stderr)
         return 2
-    res = run_loopback(worker, W, out, device=torch.device("cuda", 0), timeout_s=400)
+    res = run_loopback(worker, W, out, ops, device=torch.device("cuda", 0), timeout_s=400)
     bad = 0
     for r, (status, value) in enumerate(res):
         if status != "ok":
