@@ -100,7 +100,7 @@ def _nccl(gpu: str | None, world_size: int) -> tuple[float, float, str]:
                     f"{gpu} calibration: NCCL all-gather at W={w} (alpha "
                     f"{float(entry['alpha_s']) * 1e6:.0f} us, bus {bus / 1e9:.0f} GB/s)")
     return (_NCCL_ALPHA_S, NCCL_AG_BUS_BPS,
-            f"no {gpu} calibration: NCCL alpha {_NCCL_ALPHA_S * 1e6:.0f} us, bus "
+            f"no {gpu or 'GPU'} calibration: NCCL alpha {_NCCL_ALPHA_S * 1e6:.0f} us, bus "
             f"{NCCL_AG_BUS_BPS / 1e9:.0f} GB/s")
 
 
