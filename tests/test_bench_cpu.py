@@ -330,8 +330,9 @@ def test_gemm_ar_missing_symm_op_and_check_problems_are_reported():
 
 def test_ulysses_rows_cover_the_issue_shapes_and_quick_fits_loopback():
     """The issue's shapes (as ring_attn's), causal and not; the quick shape at every W keeps
-    GQA, whole heads per rank, and all W ranks' attention tiles plus 4 comm programs each
-    resident on one H200 at once (docs/loopback.md); W = 2 checks 2048 tokens."""
+    GQA, two KV heads per rank (the overlap column's two head groups), and all W ranks'
+    attention tiles plus 4 comm programs each resident on one H200 at once (docs/loopback.md);
+    W = 2 checks 1024 tokens."""
     import types
 
     from syncopate.bench import ulysses as ub
@@ -345,9 +346,9 @@ def test_ulysses_rows_cover_the_issue_shapes_and_quick_fits_loopback():
         assert [c for *_, c in quick] == [False, True]
         S, Hq, Hkv, D, _ = quick[0]
         check_plan(1, Hq, Hkv, S, D, W)
-        assert Hq > Hkv
+        assert Hq > Hkv and ub.overlap_groups(Hkv, W) == 2
         assert -(-S // 128) * Hq + W * 4 <= 132 - W, (W, S, Hq)
-    assert ub.quick_shape(2) == (2048, 4, 2, 128)
+    assert ub.quick_shape(2) == (1024, 8, 4, 128)
 
 
 def _ulysses_baseline_body(rank, W, causal, groups):

@@ -35,13 +35,14 @@ CHECK_TOL = 1e-2
 
 
 def quick_shape(world_size: int) -> tuple[int, int, int, int]:
-    """``(S, Hq, Hkv, D)`` for ``--quick`` and loopback checks at ``world_size`` ranks: one KV
-    head per rank with two query heads each (GQA), and about 64 query tiles of 128 rows in all
-    (``S = 4096 / W`` tokens), so that W ranks' grids plus their comm programs fit one GPU's
-    SMs at once (docs/loopback.md, the co-residency rule): 2048 tokens at W = 2."""
+    """``(S, Hq, Hkv, D)`` for ``--quick`` and loopback checks at ``world_size`` ranks: two KV
+    heads per rank (so the ``overlap`` column has two head groups to pipeline) with two query
+    heads each (GQA), and 64 query tiles of 128 rows in all (``S = 2048 / W`` tokens), so that
+    W ranks' grids plus their comm programs fit one GPU's SMs at once (docs/loopback.md, the
+    co-residency rule): 1024 tokens, 8/4 heads at W = 2."""
     W = max(1, int(world_size))
-    S = max(W, (4096 // W) // W * W)
-    return S, 2 * W, W, 128
+    S = max(W, (2048 // W) // W * W)
+    return S, 4 * W, 2 * W, 128
 
 
 def rows(args, world_size: int) -> list[tuple]:
