@@ -2,7 +2,8 @@
 # One-call GPU check of the ops that landed without a GPU (one H200, loopback): Ulysses, GEMM+AR,
 # MoE dispatch, ring attention over launches (W = 2), CUDA-graph capture/replay, world size 1,
 # the torch.library ops, FP8 (local vs torch._scaled_mm and the fused FP8 ops), the grouped
-# GEMM bench, the tensor-parallel MLP example and the bench's --check mode in loopback.
+# GEMM bench, the tensor-parallel MLP example and the bench's --check mode in loopback (ring
+# attention and GEMM+AR; Ulysses with its baselines).
 # Every step under a hard `timeout` bounded by what is left of GPU_PENDING_TOTAL_S (default
 # 560 s); logs under $OUT; summary last.
 #
@@ -17,7 +18,7 @@ LOG=gpu_pending.log
 . scripts/gpu_lib.sh
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 TOTAL=${GPU_PENDING_TOTAL_S:-560}
-STEPS=${GPU_PENDING_STEPS:-"ops2 graphs w1 torch fp8local fp8ops grouped tpmlp check2"}
+STEPS=${GPU_PENDING_STEPS:-"ops2 graphs w1 torch fp8local fp8ops grouped tpmlp check2 ulysses2"}
 left() { echo $(( TOTAL - ($(date +%s) - START) )); }
 lim() {  # lim WANT: WANT seconds, or what is left minus a margin
   local l=$(( $(left) - 10 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
@@ -46,6 +47,8 @@ for s in $STEPS; do
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
     check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
             --ops ring_attn,ar --loopback 2;;
+    ulysses2) step ulysses2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
+            --ops ulysses --loopback 2;;
     *) STATUS[$s]="unknown step";;
   esac
 done

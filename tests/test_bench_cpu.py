@@ -272,7 +272,7 @@ def test_check_mode_refuses_other_ops_and_needs_a_launcher(capsys, monkeypatch):
     monkeypatch.delenv("SYNCOPATE_GPU_LOOPBACK", raising=False)
     monkeypatch.delenv("RANK", raising=False)
     assert main(["--check", "--ops", "ag"]) == 2
-    assert "ring_attn and/or ar" in capsys.readouterr().err
+    assert "ring_attn, ulysses and/or ar" in capsys.readouterr().err
     assert main(["--check", "--ops", "ring_attn"]) == 2
     assert "--loopback W" in capsys.readouterr().err
     assert main(["--check", "--ops", "gemm_ar"]) == 2  # accepted op, but no launcher
@@ -324,3 +324,119 @@ def test_gemm_ar_missing_symm_op_and_check_problems_are_reported():
     bad = ab.check_problems([dict(good, finite=False), dict(good, rel_err_vs_nccl=0.5),
                              dict(good, ranks_differ=3)])
     assert len(bad) == 3 and "NaN" in bad[0] and "0.5" in bad[1] and "3 elements" in bad[2]
+
+
+# ------------------------------------------------------------------ --ops ulysses
+
+def test_ulysses_rows_cover_the_issue_shapes_and_quick_fits_loopback():
+    """The issue's shapes (as ring_attn's), causal and not; the quick shape at every W keeps
+    GQA, two KV heads per rank (the overlap column's two head groups), and all W ranks'
+    attention tiles plus 4 comm programs each resident on one H200 at once (docs/loopback.md);
+    W = 2 checks 1024 tokens."""
+    import types
+
+    from syncopate.bench import ulysses as ub
+    from syncopate.ops.ulysses import check_plan
+    full = ub.rows(types.SimpleNamespace(quick=False), 8)
+    assert {(S, c) for S, _, _, _, c in full} == {(S, c) for S in (32768, 65536, 131072)
+                                                  for c in (False, True)}
+    assert all((Hq, Hkv, D) == (32, 8, 128) for _, Hq, Hkv, D, _ in full)
+    for W in (1, 2, 3, 4, 8):
+        quick = ub.rows(types.SimpleNamespace(quick=True), W)
+        assert [c for *_, c in quick] == [False, True]
+        S, Hq, Hkv, D, _ = quick[0]
+        check_plan(1, Hq, Hkv, S, D, W)
+        assert Hq > Hkv and ub.overlap_groups(Hkv, W) == 2
+        assert -(-S // 128) * Hq + W * 4 <= 132 - W, (W, S, Hq)
+    assert ub.quick_shape(2) == (1024, 8, 4, 128)
+
+
+def _ulysses_baseline_body(rank, W, causal, groups):
+    import torch
+
+    from syncopate.bench import ulysses as ub
+    from syncopate.runtime import collectives
+    comm = type("Comm", (), dict(rank=rank, world_size=W, group=collectives.current_loopback(),
+                                 device=torch.device("cpu")))()
+    g = torch.Generator().manual_seed(0)   # the same whole sequence on every rank
+    B, Hq, Hkv, S, D = 2, 4 * W, 2 * W, 16 * W, 32
+    q, k, v = (torch.randn(B, h, S, D, generator=g).to(torch.bfloat16) for h in (Hq, Hkv, Hkv))
+    rows = slice(rank * S // W, (rank + 1) * S // W)
+
+    def attend(q, k, v, causal):  # fp32 SDPA: the same math as the reference, head by head
+        return ub.sdpa(q.float(), k.float(), v.float(), causal).to(q.dtype)
+    o = ub.ulysses_by_head_groups(q[:, :, rows].contiguous(), k[:, :, rows].contiguous(),
+                                  v[:, :, rows].contiguous(), comm, causal, groups, attend)
+    want = ub.reference_rows(q, k, v, causal, rows)
+    full = ub.sdpa(q.float(), k.float(), v.float(), causal)[:, :, rows]
+    return (float((o.float() - want.to(o.dtype).float()).abs().max()),
+            float((want - full).abs().max()))
+
+
+@pytest.mark.parametrize("W", [2, 4])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_ulysses_baselines_move_every_head_group_in_loopback(W, causal, groups):
+    """The deepspeed (one group) and overlap (one group per KV head) columns' all-to-alls, in
+    CPU loopback threads with fp32 SDPA standing in for flash: rank r gets rows r of attention
+    over the whole sequence; and the check's reference (this rank's query rows against the keys
+    up to them, lower-right causal mask) equals SDPA over the whole sequence, rows r."""
+    pytest.importorskip("torch")
+    from syncopate.runtime.loopback import run_loopback
+    res = run_loopback(_ulysses_baseline_body, W, causal, groups, timeout_s=60)
+    for status, val in res:
+        assert status == "ok", val
+        err, ref_err = val
+        assert err == 0.0 and ref_err < 1e-5, val
+
+
+def test_ulysses_head_groups_must_divide_the_kv_heads():
+    torch = pytest.importorskip("torch")
+    from syncopate.bench import ulysses as ub
+    comm = type("Comm", (), dict(rank=0, world_size=2, group=None,
+                                 device=torch.device("cpu")))()
+    q, k = torch.zeros(1, 8, 4, 16), torch.zeros(1, 2, 4, 16)
+    with pytest.raises(ValueError, match="2 head groups need a multiple of 2 KV heads per rank"):
+        ub.ulysses_by_head_groups(q, k, k, comm, False, groups=2)
+    assert ub.overlap_groups(8, 8) == 1 and ub.overlap_groups(8, 2) == 4
+
+
+def test_ulysses_check_problems_and_table():
+    """A ``--check`` row fails on fused != serial, NaN, an error above the tolerance or a
+    baseline that raised, not on a column that is not measured; the timed table derives
+    ideal = max(attn, comm) and the ratios, and shows '-' for a missing column."""
+    from syncopate.bench import ulysses as ub
+    good = dict(op="ulysses", S=2048, Hq=4, Hkv=2, D=128, causal=False, W=2,
+                bitwise_fused_vs_serial=True, max_diff_fused_vs_serial=0.0,
+                finite_fused=True, rel_err_fused=3e-3, finite_deepspeed=True,
+                rel_err_deepspeed=4e-3, errors={"overlap": ub._one_group_note(2, 2)})
+    assert ub.check_problems([good]) == []
+    assert "fused vs serial bitwise equal" in ub.summary(good)
+    bad = ub.check_problems([
+        dict(good, bitwise_fused_vs_serial=False, max_diff_fused_vs_serial=0.5),
+        dict(good, finite_fused=False),
+        dict(good, rel_err_deepspeed=0.2),
+        dict(good, errors={"deepspeed": "RuntimeError: no flash"})])
+    assert len(bad) == 4
+    assert "must be bitwise equal" in bad[0] and "fused has NaN/Inf" in bad[1]
+    assert "deepspeed relative error 0.2" in bad[2] and "deepspeed failed" in bad[3]
+    r = ub.derive(dict(S=32768, Hq=32, Hkv=8, D=128, causal=True, W=4, fused=2.0, serial=3.0,
+                       deepspeed=2.5, attn=1.5, comm=1.8, sdpa=1.7))
+    assert r["ideal"] == 1.8 and r["serial/fused"] == 1.5 and r["fused TF/s"] > 0
+    table = ub.format_rows([r]).splitlines()
+    assert table[0].split(" | ")[2:10] == list(ub.COLUMNS)
+    cells = table[1].split(" | ")
+    assert cells[5] == "-" and cells[-1] == "1.11"   # overlap not measured; fused / ideal
+
+
+def test_ulysses_loopback_is_refused_for_timing(capsys, monkeypatch):
+    """``--ops ulysses --loopback 2`` without ``--check`` would time W ranks sharing one GPU:
+    refused with what to do; ``--check`` needs a launcher."""
+    from syncopate.bench.__main__ import main
+    monkeypatch.delenv("SYNCOPATE_GPU_LOOPBACK", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    assert main(["--ops", "ulysses", "--loopback", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "refuses loopback" in err and "add --check" in err
+    assert main(["--check", "--ops", "ulysses"]) == 2
+    assert "--loopback W" in capsys.readouterr().err

@@ -26,6 +26,10 @@ calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits 
 same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and async-TP's
 ``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
 
+``--ops ring_attn`` and ``--ops ulysses`` add the sequence-parallel attention rows (their own
+columns and tables: :mod:`.attention`, :mod:`.ulysses`); ``--check`` runs them for correctness
+only, also in one-GPU loopback (``--loopback W``), which the timed benchmark refuses.
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -86,14 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
     p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn")),
+                                            "ring_attn", "ulysses")),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
-                        "--scales), ring_attn (ring attention)")
+                        "--scales), ring_attn (ring attention), ulysses (Ulysses attention)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
-                        "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
+                        "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn, "
+                        "ulysses, ar")
     p.add_argument("--loopback", type=int, default=None,
                    help="W virtual ranks on one GPU, for --check only (the benchmark refuses "
                         "to time loopback)")
@@ -204,6 +209,11 @@ def main(argv=None) -> int:
                            "python -m syncopate.bench")
     if args.check:
         return check_main(args)
+    if args.loopback:  # asked for loopback without --check: the timings would be meaningless
+        why = loopback_refusal({"SYNCOPATE_GPU_LOOPBACK": str(args.loopback)})
+        print(f"python -m syncopate.bench: error: {why}; for correctness in loopback add --check",
+              file=sys.stderr)
+        return 2
     command = " ".join([sys.executable, "-m", "syncopate.bench"]
                        + (argv if argv is not None else sys.argv[1:]))
     if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
@@ -269,6 +279,15 @@ def main(argv=None) -> int:
         if rank0:
             print(attn_bench.format_rows(attn_rows))
             _write_json(os.path.join(args.out, "bench_ring_attn.json"), attn_rows, command)
+    if "ulysses" in args.ops.split(","):
+        from . import ulysses as ulysses_bench
+        u_rows = ulysses_bench.run(comm, args, log, check_only=False, timer=timer)
+        if rank0:
+            print(ulysses_bench.format_rows(u_rows))
+            for r in u_rows:
+                for name, err in r["errors"].items():
+                    print(f"  [ulysses S={r['S']} causal={r['causal']}] {name}: {err}")
+            _write_json(os.path.join(args.out, "bench_ulysses.json"), u_rows, command)
     if rank0:
         note = write_results(args, results, backends, skipped, budget, iters, command, comm,
                              final=True)
@@ -302,11 +321,14 @@ def _check_worker(rank, W, args):
     from ..runtime import Communicator
     from . import attention as attn_bench
     from . import gemm_ar as ar_bench
+    from . import ulysses as ulysses_bench
     comm = Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
     ops = _check_ops(args)
     try:
         rows = attn_bench.run(comm, args, log, check_only=True) if "ring_attn" in ops else []
+        if "ulysses" in ops:
+            rows += ulysses_bench.run(comm, args, log, check_only=True)
         if "ar" in ops:
             rows += ar_bench.check_rows(comm, args, log)
         return rows
@@ -322,9 +344,9 @@ def _check_ops(args) -> set[str]:
 def check_main(args) -> int:
     """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
     ops = _check_ops(args)
-    if not ops or not ops <= {"ring_attn", "ar"}:
-        print(f"syncopate.bench --check runs --ops ring_attn and/or ar (got {args.ops}); the "
-              f"other GEMM ops are checked by tests/gpu", file=sys.stderr)
+    if not ops or not ops <= {"ring_attn", "ulysses", "ar"}:
+        print(f"syncopate.bench --check runs --ops ring_attn, ulysses and/or ar (got "
+              f"{args.ops}); the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
     lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
     if lb:
@@ -353,7 +375,12 @@ def check_main(args) -> int:
               file=sys.stderr)
         return 2
     from .gemm_ar import check_problems
+    from .ulysses import check_problems as ulysses_problems
     for r in rows:
+        if r.get("op") == "ulysses":
+            from .ulysses import summary
+            print(summary(r))
+            continue
         if r.get("op") == "gemm_ar":
             print(f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
                   f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
@@ -362,6 +389,7 @@ def check_main(args) -> int:
         print(f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
               f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
     problems = check_problems([r for r in rows if r.get("op") == "gemm_ar"])
+    problems += ulysses_problems([r for r in rows if r.get("op") == "ulysses"])
     for p in problems:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)
     return 1 if problems else 0

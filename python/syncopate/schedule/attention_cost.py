@@ -1,4 +1,7 @@
-"""The cost model of sequence-parallel attention (ring attention over a K/V all-gather).
+"""The cost model of sequence-parallel attention: ring attention over a K/V all-gather, and
+Ulysses (head-wise all-to-all) with the variant that fuses the QKV projection's GEMM with the
+first all-to-all (:mod:`.ulysses_cost`, built on this module's attention time;
+``syncopate explain ulysses``, docs/ulysses.md).
 
 Why separate from :mod:`.cost` (GEMMs): attention's compute grows with the *square* of the
 sequence and its communication linearly, and the inner-loop remap makes a rank start on its own
