@@ -188,3 +188,35 @@ def test_bench_table_formats_measured_and_missing_columns():
     assert "1.500" in text[1] and "1.03x" in text[1] and " - " in text[1]
     assert f"{SWEEP[3][0]} 1.400 ms (0.97x loop, - gmm)" in text[1]
     assert all(GroupedGemmConfig(*c).check() for _, *c in SWEEP)
+
+
+@pytest.mark.parametrize("G,C,K,E,N,segments", [
+    (8, 1152, 4096, 8, 14336, 1),          # Mixtral-like: fits, one launch
+    (32, 11136, 7168, 32, 2048, 1),        # DeepSeek-like skew: 2.55e9 elements of a
+    (64, 4096, 7168, 32, 7168, 2),         # two segments (groups of two sources): fits
+    (64, 8192, 7168, 32, 7168, 2),         # two segments that do not
+    (5, 3, 4, 5, 6, 1),
+])
+def test_group_slices_cover_every_group_once_within_32_bit_offsets(G, C, K, E, N, segments):
+    """Launches of whole groups of one segment, each operand under 2**31 elements, every
+    group exactly once with its own expert (what lets the DeepSeek-like skewed routing run:
+    it was refused by the 32-bit offsets)."""
+    from syncopate.kernels.grouped_gemm_launch import OFFSET_LIMIT, group_slices
+    seen = []
+    for g0, e0, n in group_slices(G, C, K, E, N, segments):
+        assert n >= 1 and g0 % E == e0
+        if n < G:  # a slice: experts e0 .. e0 + n of one segment
+            assert e0 + n <= E and max(n * C * K, n * C * N, n * K * N) < OFFSET_LIMIT
+        seen += [(g, (e0 + g - g0) % E) for g in range(g0, g0 + n)]
+    assert [g for g, _ in seen] == list(range(G))
+    assert all(e == g % E for g, e in seen)
+    whole = max(G * C * K, G * C * N, E * K * N) < OFFSET_LIMIT
+    assert (len(group_slices(G, C, K, E, N, segments)) == 1) == whole
+
+
+def test_one_group_past_32_bit_offsets_is_a_typed_error():
+    a = torch.empty((1, 2 ** 16, 2 ** 15 + 16), dtype=torch.bfloat16, device="meta")
+    w = torch.empty((1, 2 ** 15 + 16, 8), dtype=torch.bfloat16, device="meta")
+    count = torch.empty((1,), dtype=torch.int32, device="meta")
+    with pytest.raises(LaunchError, match="one group or one expert alone"):
+        check_operands(a, w, count, split=True)

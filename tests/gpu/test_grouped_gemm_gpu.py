@@ -29,7 +29,11 @@ CASES = [
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("config", [None, GroupedGemmConfig(64, 128, 64, 4, 3)])
 @pytest.mark.parametrize("name,counts,gpe,C", CASES, ids=[c[0] for c in CASES])
-def test_matches_per_expert_mm(name, counts, gpe, C, dtype, config):
+@pytest.mark.parametrize("sliced", [False, True], ids=["one_launch", "sliced"])
+def test_matches_per_expert_mm(name, counts, gpe, C, dtype, config, sliced, monkeypatch):
+    if sliced:  # as if the operands passed the 32-bit offsets: one launch per group
+        import syncopate.kernels.grouped_gemm_launch as gl
+        monkeypatch.setattr(gl, "OFFSET_LIMIT", 320 * max(C, 384) + 1)
     g = torch.Generator(device="cuda").manual_seed(7)
     G, K, N = len(counts), 320, 384
     E = G // gpe

@@ -121,8 +121,15 @@ def compile_attrs(unit_inner_strides: bool = True) -> dict:
             if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg")}
 
 
-def check_operands(a, w, count, out=None, *, segments: int = 1):
-    """Validate; return ``(G, C, K, E, N)``. Host-only (works on CPU tensors)."""
+#: The kernel's element offsets are 32-bit: no operand of one launch may span 2**31 elements.
+OFFSET_LIMIT = 2 ** 31
+
+
+def check_operands(a, w, count, out=None, *, segments: int = 1, split: bool = False):
+    """Validate; return ``(G, C, K, E, N)``. Host-only (works on CPU tensors).
+
+    ``split``: the caller launches the groups in slices (:func:`group_slices`), so only one
+    group's rows and one expert's weight need to fit the kernel's 32-bit offsets."""
     import torch
     for name, t in (("a", a), ("w", w), ("count", count)) + ((("out", out),) if out is not None
                                                             else ()):
@@ -161,14 +168,29 @@ def check_operands(a, w, count, out=None, *, segments: int = 1):
                 and t.stride(0) != t.shape[1] * t.stride(1):
             raise LaunchError(f"{name}'s groups must be stacked rows ([G, C, *] viewable as "
                               f"[G * C, *]): pass {name}.contiguous()")
-        span = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-        if span >= 2 ** 31 or any(st < 0 for st in t.stride()):
+        shape = (1,) + tuple(t.shape[1:]) if split else tuple(t.shape)
+        span = sum((n - 1) * st for n, st in zip(shape, t.stride()))
+        if span >= OFFSET_LIMIT or any(st < 0 for st in t.stride()):
             raise LaunchError(f"the grouped GEMM uses 32-bit element offsets: {name} (shape "
-                              f"{tuple(t.shape)}) is too large; split the groups over launches")
+                              f"{tuple(t.shape)}) is too large" + (
+                                  "; one group or one expert alone spans 2**31 elements"
+                                  if split else "; split the groups over launches"))
     for name, t in tensors[1:] + (("count", count),):
         if t.device != a.device:
             raise LaunchError(f"{name} is on {t.device} but a is on {a.device}")
     return G, C, K, E, N
+
+
+def group_slices(G: int, C: int, K: int, E: int, N: int, segments: int = 1):
+    """``[(g0, e0, n)]``: launches of ``n`` consecutive groups ``g0 ..`` (experts ``e0 ..`` of
+    one segment) whose operands each span fewer than 2**31 elements; one launch when the whole
+    problem fits. (DeepSeek-like skew -- 32 experts x 11136 rows x 7168 -- does not.)"""
+    whole = max(G * C * K, G * C * N, E * K * N)
+    if whole < OFFSET_LIMIT:
+        return [(0, 0, G)]
+    per = max(1, (OFFSET_LIMIT - 1) // max(C * K, C * N, K * N))
+    return [(s * E + e0, e0, min(per, E - e0)) for s in range(segments)
+            for e0 in range(0, E, per)]
 
 
 def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
@@ -182,7 +204,7 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
     import torch
 
     from .grouped_gemm import grouped_gemm_kernel
-    G, C, K, E, N = check_operands(a, w, count, out, segments=segments)
+    G, C, K, E, N = check_operands(a, w, count, out, segments=segments, split=True)
     if a.device.type != "cuda":
         raise LaunchError(f"the grouped GEMM runs on a CUDA device; operands are on {a.device} "
                           f"(use grouped_gemm_reference on CPU)")
@@ -191,13 +213,20 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
     if G == 0 or C == 0 or N == 0:
         return out
     cfg = (config or default_config(C, N, K)).check()
-    grid = (G * -(-C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N),)
     with torch.cuda.device(a.device):
-        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, E, 0, E,
-                                  a.stride(1), a.stride(2), w.stride(0), w.stride(1),
-                                  w.stride(2), out.stride(1), out.stride(2),
-                                  **cfg.constexprs(),
-                                  **cfg.options())
+        for g0, e0, n in group_slices(G, C, K, E, N, segments):
+            # a slice of whole groups of one segment is itself a one-segment problem
+            sub = (slice(g0, g0 + n),)
+            if n == G:
+                ga, gw, gc, go, ge = a, w, count, out, E
+            else:
+                ga, gw, gc, go, ge = a[sub], w[e0:e0 + n], count[sub], out[sub], n
+            grid = (n * -(-C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N),)
+            grouped_gemm_kernel[grid](ga, gw, go, gc, C, N, K, ge, 0, ge, 0, ge,
+                                      a.stride(1), a.stride(2), w.stride(0), w.stride(1),
+                                      w.stride(2), out.stride(1), out.stride(2),
+                                      **cfg.constexprs(),
+                                      **cfg.options())
     return out
 
 
@@ -208,7 +237,7 @@ def grouped_gemm_reference(a, w, count, out=None, *, segments: int = 1,
     ``counts_host`` (a list of ints) avoids reading ``count`` back; without it the counts are
     copied to the host once (a synchronisation the Triton kernel does not need)."""
     import torch
-    G, C, K, E, N = check_operands(a, w, count, out, segments=segments)
+    G, C, K, E, N = check_operands(a, w, count, out, segments=segments, split=True)
     if out is None:
         out = torch.zeros((G, C, N), device=a.device, dtype=a.dtype)
     counts = counts_host if counts_host is not None else count.tolist()
