@@ -361,3 +361,37 @@ def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
     params = [p for p in _PARAMS[name]
               if not (name == KERNELS["ptr"] and unit_inner_strides and p in _UNIT_STRIDES)]
     return {(_PARAMS[name].index(p),): [["tt.divisibility", 16]] for p in params}
+
+
+_SPLITK_PARAMS = ("a_ptr", "b_ptr", "ws_ptr", "M", "N", "K", "stride_am", "stride_bk",
+                  "stride_ws")
+_REDUCE_PARAMS = ("ws_ptr", "c_ptr", "M", "N", "m_pad", "stride_ws", "stride_cm", "stride_cn")
+
+
+def splitk_compile_args(dtype="bf16", config=None, *, num_sms: int = H200_NUM_SMS,
+                        aligned: bool = True) -> list[tuple[str, dict, dict, dict]]:
+    """``[(name, signature, constexprs, attrs), ...]`` of the split-K variant's two kernels
+    (:mod:`.gemm_splitk`), as the launcher compiles them for row-major aligned operands
+    (``aligned``: the divisibility hints of sizes that are multiples of 16, and C's unit inner
+    stride). Options: ``config.options()`` for the partial kernel, ``num_warps=4,
+    num_stages=1`` for the reduction."""
+    from .gemm_splitk import REDUCE_BLOCK_M, REDUCE_BLOCK_N
+    dt = _dtype_name(dtype)
+    cfg = GemmConfig.of(config)
+    sig = {p: (f"*{dt}" if p in ("a_ptr", "b_ptr") else "*fp32" if p == "ws_ptr" else "i32")
+           for p in _SPLITK_PARAMS}
+    cx = cfg.constexprs("splitk", num_sms)
+    sig.update({k: "constexpr" for k in cx})
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(_SPLITK_PARAMS))} if aligned \
+        else {}
+    rsig = {p: (f"*{dt}" if p == "c_ptr" else "*fp32" if p == "ws_ptr" else "i32")
+            for p in _REDUCE_PARAMS}
+    rcx = {"SPLIT_K": int(cfg.SPLIT_K), "BLOCK_M": REDUCE_BLOCK_M, "BLOCK_N": REDUCE_BLOCK_N}
+    if aligned:
+        rsig["stride_cn"] = "constexpr"
+        rcx["stride_cn"] = 1
+    rsig.update({k: "constexpr" for k in rcx if k != "stride_cn"})
+    rattrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(_REDUCE_PARAMS)
+              if p != "stride_cn"} if aligned else {}
+    return [("matmul_tma_splitk_kernel", sig, cx, attrs),
+            ("splitk_reduce_kernel", rsig, rcx, rattrs)]

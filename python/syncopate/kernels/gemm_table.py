@@ -213,8 +213,8 @@ def lookup(M: int, N: int, K: int, dtype, *, gpu: str = "h200", fusable: bool = 
     """The table's config for this problem, or None when no entry is near enough.
 
     ``fusable``: the entry's ``fusable_config``. Otherwise its ``config``; when that is split-K
-    and the entry is another shape, the split is recomputed for this one's tile count (and
-    dropped when its tiles fill the GPU)."""
+    and the entry is another shape, the split is recomputed for this one's tile count; when
+    its tiles fill the GPU unsplit, the entry's ``fusable_config`` (its best unsplit one)."""
     if min(M, N, K) < 1:
         return None
     hit = nearest(M, N, K, dtype, gpu)
@@ -225,7 +225,9 @@ def lookup(M: int, N: int, K: int, dtype, *, gpu: str = "h200", fusable: bool = 
         return e["fusable_config"]
     cfg = e["config"]
     if cfg.SPLIT_K > 1 and d > 0:
-        cfg = with_split_k(cfg, split_k_for(M, N, K, cfg, num_sms))
+        split = split_k_for(M, N, K, cfg, num_sms)
+        # enough tiles to fill the GPU: the entry's measured unsplit choice
+        cfg = with_split_k(cfg, split) if split > 1 else e["fusable_config"]
     return cfg
 
 
