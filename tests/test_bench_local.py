@@ -200,3 +200,18 @@ def test_watchdog_aborts_a_hung_step(tmp_path):
                          timeout=60)
     assert res.returncode == 3, res.stderr
     assert "hung kernel" in json.loads(out.read_text())["aborted"]
+
+
+def test_precompile_pool_runs_tasks_in_spawned_workers():
+    """The pool machinery of the GPU tuning run on a CPU: tasks are pickled to spawned workers
+    and every one comes back -- here with the worker's error (no CUDA device), which the tuning
+    records instead of timing the candidate."""
+    import time
+
+    from syncopate.kernels.bench_local import CudaBackend
+    cfg = candidate_configs(256, 256, 256)[0]
+    tasks = [((256, 256, 256), "bf16", cfg), ((1000, 3000, 1500), "fp16", cfg)]
+    res = CudaBackend().precompile(tasks, workers=2, deadline=time.monotonic() + 120)
+    assert set(res) == set(tasks)
+    for r in res.values():
+        assert isinstance(r, str) and ("CUDA" in r or "cuda" in r or "driver" in r), r

@@ -111,8 +111,13 @@ def _compile_task(M: int, N: int, K: int, dtype: str, config: dict) -> str | boo
 
 
 def _worker_init() -> None:
-    import torch
-    torch.cuda.init()
+    """Import torch and start CUDA once per worker (not per task). A failure here is left to
+    the tasks to report: an initializer that raises would break the whole pool."""
+    try:
+        import torch
+        torch.cuda.init()
+    except Exception:
+        pass
 
 
 class CudaProblem:

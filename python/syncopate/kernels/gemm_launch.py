@@ -193,7 +193,7 @@ def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
             if t.data_ptr() % 16:
                 raise LaunchError(f"kernel='tma' needs {name} 16-byte aligned (TMA), got address "
                                   f"{t.data_ptr():#x}: pass a fresh tensor or {name}.clone(), or "
-                                  f"use kernel='ptr'")
+                                  f"use kernel='auto' (stages it) or kernel='ptr'")
     elif k == "ptr":
         for name, t in tensors:
             if _max_offset(t) >= 2**31 or any(st < 0 for st in t.stride()):
@@ -505,9 +505,15 @@ def _empty_launch(M, N, K, out):
     return out.zero_
 
 
+def _span(t) -> int:
+    """Bytes from ``t``'s first to one past its last element (0 when empty)."""
+    return 0 if t.numel() == 0 else (_max_offset(t) + 1) * t.element_size()
+
+
 def _plan_for(a, b, out, kernel, config):
-    """``(plan or None, M, N, K)``: the cached plan of this layout, else a new one (None for an
-    empty problem). Raises LaunchError for bad input."""
+    """``(plan or None, M, N, K, spans)``: the cached plan of this layout, else a new one (None
+    for an empty problem), and the byte spans of a, b, out (for the per-call overlap check).
+    Raises LaunchError for bad input."""
     key = _plan_key(a, b, out, kernel, config)
     hit = _PLANS.get(key) if key is not None else None
     if hit is not None:
@@ -520,12 +526,27 @@ def _plan_for(a, b, out, kernel, config):
         import torch
         probe = out if out is not None else torch.empty((M, N), dtype=a.dtype, device=a.device)
         plan = make_plan(a, b, probe, kernel=k, config=config)
-    hit = (plan, M, N, K)
+    spans = (_span(a), _span(b), _span(out) if out is not None else 0)
+    hit = (plan, M, N, K, spans)
     if key is not None:
         if len(_PLANS) >= _PLANS_MAX:
             _PLANS.clear()
         _PLANS[key] = hit
     return hit
+
+
+def _out_overlaps(out, a, b, spans) -> bool:
+    """:func:`_overlaps` of out with a or b, from the spans the plan cached."""
+    so = spans[2]
+    if so == 0:
+        return False
+    o = out.data_ptr()
+    for t, st in ((a, spans[0]), (b, spans[1])):
+        if st:
+            p = t.data_ptr()
+            if o < p + st and p < o + so:
+                return True
+    return False
 
 
 def _run(plan, a, b, out):
@@ -544,10 +565,10 @@ def make_launcher(a, b, out=None, *, kernel: str = "auto", config=None):
     current stream with no host-side checks (what the benchmark times). Same arguments and
     errors as :func:`matmul`."""
     import torch
-    plan, M, N, K = _plan_for(a, b, out, kernel, config)
+    plan, M, N, K, spans = _plan_for(a, b, out, kernel, config)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif _overlaps(out, a) or _overlaps(out, b):
+    elif _out_overlaps(out, a, b, spans):
         raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
     if plan is None:
         return _empty_launch(M, N, K, out), out
@@ -567,11 +588,11 @@ def matmul(a, b, out=None, *, kernel: str = "auto", config=None):
     :func:`~.gemm_config.default_config`. Bad input raises :class:`LaunchError` before
     anything is launched.
     """
-    plan, M, N, K = _plan_for(a, b, out, kernel, config)
+    plan, M, N, K, spans = _plan_for(a, b, out, kernel, config)
     if out is None:
         import torch
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif _overlaps(out, a) or _overlaps(out, b):
+    elif _out_overlaps(out, a, b, spans):
         raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
     if plan is None:
         _empty_launch(M, N, K, out)()
