@@ -29,7 +29,7 @@ sys.exit(0 if any(e.get('config') for e in d.get('entries', [])) else 1)" "$OUT/
   TABLE_ARGS=(--table "$OUT/tuned.json")
 fi
 step table 120 python3 -m syncopate.kernels.bench_local --set broad --dtypes bf16 fp16 \
-  "${TABLE_ARGS[@]}" --workers 8 --hard-timeout-s 110 --out "$OUT/table.json"
+  ${TABLE_ARGS[@]+"${TABLE_ARGS[@]}"} --workers 8 --rep-ms 60 --hard-timeout-s 110 --out "$OUT/table.json"
 step local 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_local_gemm.py -rs
 echo
 echo "==================== gpu_local_gemm summary ($(( $(date +%s) - START ))s) ===================="

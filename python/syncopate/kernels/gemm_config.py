@@ -1,9 +1,11 @@
 """Configurations and compile arguments of the local GEMM kernels (:mod:`.gemm`).
 
 :class:`GemmConfig` (tile sizes and compile options, with the checks that say what to change
-when a kernel cannot run one), :func:`default_config` (the H200 choice for a problem size), and
-the ``(signature, constexprs)`` / ``attrs`` that ``triton.compile(ASTSource(...))`` needs
-(:func:`compile_args`, :func:`compile_attrs`).  Split from :mod:`.gemm` so that the kernels'
+when a kernel cannot run one), :func:`default_config` (the choice for a problem size: the tuned
+table of :mod:`.gemm_table`, else :func:`heuristic_config`), split-K sizing
+(:func:`split_k_for`, :func:`with_split_k`), and the ``(signature, constexprs)`` / ``attrs``
+that ``triton.compile(ASTSource(...))`` needs (:func:`compile_args`, :func:`compile_attrs`,
+:func:`splitk_compile_args`).  Split from :mod:`.gemm` so that the kernels'
 module holds the ``@triton.jit`` functions only; nothing here needs a GPU or torch.
 """
 
