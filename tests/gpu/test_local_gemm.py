@@ -205,8 +205,11 @@ def test_auto_default_choice(shape, dtype, gen):
     _check(c3, a2, b2)
 
 
-SPLIT_CONFIGS = [GemmConfig(128, 128, 64, 8, 8, 4, EPILOGUE_SUBTILE=True, SPLIT_K=2),
-                 GemmConfig(128, 256, 64, 8, 8, 3, EPILOGUE_SUBTILE=True, SPLIT_K=4),
+# the first two as the tuning generates them (FLATTEN=False), the others flattened
+SPLIT_CONFIGS = [GemmConfig(128, 128, 64, 8, 8, 4, EPILOGUE_SUBTILE=True, SPLIT_K=2,
+                            FLATTEN=False),
+                 GemmConfig(128, 256, 64, 8, 8, 3, EPILOGUE_SUBTILE=True, SPLIT_K=4,
+                            FLATTEN=False),
                  GemmConfig(64, 128, 128, 8, 4, 4, EPILOGUE_SUBTILE=True, SPLIT_K=3),
                  GemmConfig(128, 128, 64, 8, 8, 4, SPLIT_K=5)]
 

@@ -221,14 +221,16 @@ def split_k_for(M: int, N: int, K: int, cfg: GemmConfig, num_sms: int = H200_NUM
 def with_split_k(cfg: GemmConfig, split: int) -> GemmConfig:
     """``cfg`` with ``SPLIT_K=split``: the fp32 partial staging buffer is twice the bf16 one, so
     a split config stores C in two halves (``EPILOGUE_SUBTILE``) and drops pipeline stages
-    until it fits; no warp specialisation (the split kernel has none)."""
+    until it fits; no warp specialisation (the split kernel has none); and the K loop is
+    pipelined on its own (``FLATTEN=False``): a split problem gives each program about one work
+    unit, so there is no next tile whose loads could overlap this one's epilogue."""
     if split <= 1:
         return cfg.replace(SPLIT_K=1)
     warps = cfg.num_warps
     if cfg.WARP_SPECIALIZE:  # 4 warps per partition there; one program of all of them here
         warps = 8 if cfg.BLOCK_M >= 128 else 4
     out = cfg.replace(SPLIT_K=int(split), EPILOGUE_SUBTILE=True, WARP_SPECIALIZE=False,
-                      FLATTEN=True, num_warps=warps)
+                      FLATTEN=False, num_warps=warps)
     while out.num_stages > 2 and out.smem_bytes("tma") > SMEM_LIMIT_SM90:
         out = out.replace(num_stages=out.num_stages - 1)
     return out
