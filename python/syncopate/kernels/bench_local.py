@@ -17,8 +17,9 @@ relative Frobenius error against the reference < 1e-2, NaN never passes -- so a 
 kernel cannot win. ``device ms`` are ``triton.testing.do_bench`` medians of the launch alone
 (L2 flushed between repetitions); ``e2e ms`` time the whole call ``matmul(a, b)`` /
 ``torch.matmul(a, b)`` by the wall clock, back to back, output allocation and host work
-included (when the host is slower than the GPU, the difference shows there). The summary gives the geometric mean of
-``device ms / cuBLAS ms`` over the set, and the worst shape with the plan that ran it.
+included (when the host is slower than the GPU, the difference shows there). The summary
+gives the geometric mean of ``device ms / cuBLAS ms`` over the set, and the worst shape with
+the plan that ran it.
 
 Tuning (``--tune``): :func:`~.gemm_tuning.tune` -- a pruned candidate space per shape, compiled
 in parallel worker processes, measured under ``--budget-s``; writes a config table with every
@@ -517,7 +518,8 @@ def _table(args, backend, shapes, report, dog, write) -> int:
                     r["vs_cublas"] = r["ms"] / cub
                     r["tflops"] = rec["flop"] / (r["ms"] * 1e-3) / 1e12
                 else:
-                    failures.append((dt, s, kernel, r.get("error") or f"rel_err={r.get('rel_err')}"))
+                    failures.append((dt, s, kernel,
+                                     r.get("error") or f"rel_err={r.get('rel_err')}"))
                 rec["kernels"][kernel] = r
             if not args.no_e2e and rec["kernels"].get("auto", {}).get("ms"):
                 ours, theirs = prob.e2e_ms(args.warmup_ms, args.rep_ms)
@@ -552,7 +554,8 @@ def _table(args, backend, shapes, report, dog, write) -> int:
         cols = []
         for k in args.kernels:
             kr = r["kernels"][k]
-            cols.append(f"{kr.get('ms', float('nan')):>9.4f} {kr.get('vs_cublas', float('nan')):>8.3f}x")
+            nan = float("nan")
+            cols.append(f"{kr.get('ms', nan):>9.4f} {kr.get('vs_cublas', nan):>8.3f}x")
         cfg = r["kernels"][main_k].get("config")
         plan = r["kernels"][main_k].get("plan") or ""
         staged = " staged " + plan.split("staged ")[1].rstrip(")") if "staged" in plan else ""
