@@ -327,7 +327,8 @@ def test_every_tuning_candidate_compiles_without_spills(config):
 def test_split_k_compiles_to_tma_wgmma_without_spills(dtype):
     """The split-K kernel: TMA loads, wgmma, fp32 partials stored through TMA; its reduction
     reads the partials with 16-byte vector loads and spills nothing."""
-    cfg = default_config(1024, 1024, 32768, dtype, "tma", fusable=False)
+    from syncopate.kernels import heuristic_config
+    cfg = heuristic_config(1024, 1024, 32768, dtype, "tma", fusable=False)
     assert cfg.SPLIT_K > 1
     part, red = _compile_splitk(dtype, cfg)
     ptx = part.asm["ptx"]
