@@ -215,3 +215,27 @@ def test_precompile_pool_runs_tasks_in_spawned_workers():
     assert set(res) == set(tasks)
     for r in res.values():
         assert isinstance(r, str) and ("CUDA" in r or "cuda" in r or "driver" in r), r
+
+
+def test_a_shape_with_no_correct_candidate_keeps_the_table_valid(tmp_path):
+    """A failed shape goes to "failed", so the file still loads as a table: the GPU script
+    passes it to --table and the lead installs it."""
+    class AllWrongForSmallM(FakeBackend):
+        def problem(self, M, N, K, dtype, seed):
+            p = super().problem(M, N, K, dtype, seed)
+            if M <= 64:
+                p.run = lambda config, w, r, kernel="auto": {"correct": False,
+                                                             "rel_err": float("nan")}
+            return p
+    out = tmp_path / "tuned.json"
+    rc = main(["--tune", "--shapes", "decode-m16", "square-4096", "--dtypes", "bf16",
+               "--out", str(out)], backend=AllWrongForSmallM())
+    assert rc == 1
+    rep = json.loads(out.read_text())
+    assert [e["name"] for e in rep["entries"]] == ["square-4096"]
+    assert [e["name"] for e in rep["failed"]] == ["decode-m16"]
+    assert len(gemm_table.read_table(out)["entries"]) == 1
+    assert main(["--table", str(out), "--shapes", "square-4096", "--dtypes", "bf16",
+                 "--workers", "0"], backend=FakeBackend()) == 0
+    _, n = install_tuned(str(out), dest=tmp_path / "shipped.json")
+    assert n == 1

@@ -466,8 +466,8 @@ def _tune(args, backend, shapes, report, dog, write) -> int:
     report.update(rep)
     report["complete"] = True
     write()
-    bad = [e for e in rep["entries"] if not e.get("config")]
-    print(f"\ntuned {len(rep['entries']) - len(bad)} of {len(shapes) * len(args.dtypes)} "
+    bad = rep["failed"]
+    print(f"\ntuned {len(rep['entries'])} of {len(shapes) * len(args.dtypes)} "
           f"shape/dtype pairs in {rep['elapsed_s']:.1f} s ({rep['distinct_compiles']} compiles, "
           f"{rep['compile_failures']} failed or not reached); geomean best/cuBLAS "
           f"{rep['geomean_vs_cublas']:.3f}")

@@ -205,7 +205,8 @@ def tune(backend, shapes, dtypes=("bf16",), *, budget_s: float = 240.0,
          rep_ms: float = 40.0, seed: int = 0, log=print, on_progress=None) -> dict:
     """Tune every ``(shape, dtype)`` on ``backend``'s GPU within ``budget_s`` seconds; return
     a config table (``{"format", "gpu", "entries", ...}``, :mod:`.gemm_table`'s format) whose
-    entries also carry every candidate's record.
+    entries also carry every candidate's record; shapes with no correct candidate are listed
+    under ``"failed"`` (with their records), not in ``"entries"``.
 
     ``compile_share`` of the budget goes to the parallel compile (what is not compiled by then
     is not timed); the rest to measuring, shape by shape in the order given (a shape reached
@@ -239,7 +240,8 @@ def tune(backend, shapes, dtypes=("bf16",), *, budget_s: float = 240.0,
     report = {"format": 1, "gpu": backend.info()["gpu"], "source": "tuned",
               "device": backend.info(), "budget_s": budget_s, "tol": TOL, "entries": [],
               "compile_s": t_compiled - t0, "distinct_compiles": len(tasks),
-              "compile_failures": len(failed_compile), "skipped_for_budget": []}
+              "compile_failures": len(failed_compile), "skipped_for_budget": [],
+              "failed": []}
     for shape, dt, cands in plan:
         if time.monotonic() - t0 > budget_s:
             report["skipped_for_budget"].append({"shape": list(shape), "dtype": dt})
@@ -270,10 +272,11 @@ def tune(backend, shapes, dtypes=("bf16",), *, budget_s: float = 240.0,
             log(f"tune: {shape_name(shape):<22} {dt}  best {config_str(best['config']):<34} "
                 f"{best['ms']:.4f} ms = {best['ms'] / cub_ms:.3f}x cuBLAS "
                 f"({len(ok)}/{len(records)} correct)")
-        else:
+            report["entries"].append(entry)
+        else:  # kept apart: "entries" must stay a valid table (--table, --install-tuned)
             entry["error"] = "no correct candidate"
             log(f"tune: {shape_name(shape):<22} {dt}  NO correct candidate")
-        report["entries"].append(entry)
+            report["failed"].append(entry)
         prob.free()
         if on_progress:
             on_progress(report)
