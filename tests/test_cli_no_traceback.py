@@ -177,6 +177,8 @@ BAD_TEXT = {
     "tensor": ["", "no such tensor"],
     "dtype": ["fp33"],
     "gpu": ["../h200", "H 200"],
+    "table": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],
+    "install_tuned": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],
     "from_results": ["{f}/missing", "{f}/folder", "{f}/plain.txt"],
     "calibration_dir": ["{f}/plain.txt/sub"],
     "passes": ["no-such-pass", "tile-remap{"],

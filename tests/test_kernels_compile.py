@@ -183,9 +183,10 @@ def test_corpus_lists_both_kernels_in_both_dtypes():
 
 
 def test_default_configs():
-    big = default_config(8192, 8192, 8192, "bf16", "tma")
+    from syncopate.kernels import heuristic_config
+    big = heuristic_config(8192, 8192, 8192, "bf16", "tma")
     assert (big.BLOCK_M, big.BLOCK_N, big.BLOCK_K, big.num_warps) == (128, 256, 64, 8)
-    small = default_config(1024, 14336, 4096, "bf16", "tma")
+    small = heuristic_config(1024, 14336, 4096, "bf16", "tma")
     assert (small.BLOCK_M, small.BLOCK_N) == (128, 128)
     for shape in [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 7168, 4096),
                   (8192, 14336, 8192), (4096, 14336, 8192), (1024, 14336, 4096), (1000, 777, 33)]:
@@ -216,7 +217,7 @@ def _t(*shape, dtype=torch.bfloat16):
     return torch.zeros(*shape, dtype=dtype)
 
 
-@pytest.mark.parametrize("kernel", ["ptr", "tma"])
+@pytest.mark.parametrize("kernel", ["ptr", "tma", "auto"])
 def test_wrapper_rejects_shape_mismatch(kernel):
     with pytest.raises(LaunchError, match=r"shape mismatch.*b\.shape\[0\] must equal"):
         matmul(_t(64, 32), _t(48, 16), kernel=kernel)
@@ -226,7 +227,7 @@ def test_wrapper_rejects_shape_mismatch(kernel):
         matmul(_t(64, 32), _t(32, 16), out=_t(16, 64), kernel=kernel)
 
 
-@pytest.mark.parametrize("kernel", ["ptr", "tma"])
+@pytest.mark.parametrize("kernel", ["ptr", "tma", "auto"])
 def test_wrapper_rejects_dtype_mismatch(kernel):
     with pytest.raises(LaunchError, match="same dtype"):
         matmul(_t(64, 32), _t(32, 16, dtype=torch.float16), kernel=kernel)
@@ -247,6 +248,18 @@ def test_wrapper_rejects_non_contiguous_for_tma():
     # Row length of 7 bf16 = 14 bytes: not a TMA-legal stride.
     with pytest.raises(LaunchError, match="multiple of 16 bytes"):
         matmul(_t(64, 7), _t(7, 16), kernel="tma")
+
+
+def test_auto_takes_any_layout_until_the_device_check():
+    """kernel='auto' (the default) stages what TMA cannot read: odd row lengths, transposed
+    views and strided slices are not errors; only the device check objects."""
+    for a, b in [(_t(64, 7), _t(7, 16)), (_t(32, 64).T, _t(32, 16)), (_t(64, 32)[:, ::2],
+                                                                     _t(16, 3))]:
+        with pytest.raises(LaunchError, match="CUDA device") as err:
+            matmul(a, b)
+        assert "contiguous" not in str(err.value) and "16 bytes" not in str(err.value)
+    with pytest.raises(LaunchError, match="unknown GEMM kernel 'cublas'.*'auto'"):
+        matmul(_t(64, 32), _t(32, 16), kernel="cublas")
 
 
 def test_ptr_kernel_accepts_any_strides_until_the_device_check():
@@ -271,23 +284,58 @@ def test_wrapper_rejects_aliasing_and_cpu_tensors():
 
 
 def _sweep_configs():
-    from syncopate.kernels.bench_local import SHAPES, candidate_configs
+    from syncopate.kernels.gemm_tuning import SHAPE_SETS, candidate_configs
     seen = []
-    for shape in SHAPES:
-        for kernel in ("tma", "ptr"):
-            for c in candidate_configs(*shape, kernel):
-                if (kernel, c) not in seen:
-                    seen.append((kernel, c))
+    for shape in SHAPE_SETS["all"].values():
+        for dtype in ("bf16", "fp16"):
+            for c in candidate_configs(*shape, dtype):
+                if c not in seen:
+                    seen.append(c)
     return seen
 
 
-@pytest.mark.parametrize("kernel,config", _sweep_configs(), ids=str)
-def test_every_benchmark_candidate_compiles_without_spills(kernel, config):
-    """The GPU sweep must not waste its budget on configs that cannot run."""
-    name = {"tma": "matmul_tma_persistent_kernel", "ptr": "matmul_ptr_kernel"}[kernel]
-    k = _compile(name, "bf16", config)
-    assert k.metadata.shared <= SMEM_LIMIT_SM90
+@functools.lru_cache(maxsize=None)
+def _compile_splitk(dtype: str, config: GemmConfig):
+    from syncopate.kernels.gemm_config import splitk_compile_args
+    from syncopate.kernels.gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
+    (_, sig, cx, at), (_, rsig, rcx, rat) = splitk_compile_args(dtype, config)
+    part = triton.compile(triton.compiler.ASTSource(fn=matmul_tma_splitk_kernel, signature=sig,
+                                                    constexprs=cx, attrs=at),
+                          target=SM90, options=config.options())
+    red = triton.compile(triton.compiler.ASTSource(fn=splitk_reduce_kernel, signature=rsig,
+                                                   constexprs=rcx, attrs=rat),
+                         target=SM90, options=dict(num_warps=4, num_stages=1))
+    return part, red
+
+
+@pytest.mark.parametrize("config", _sweep_configs(), ids=str)
+def test_every_tuning_candidate_compiles_without_spills(config):
+    """The GPU sweep must not waste its budget on configs that cannot run: every candidate of
+    every benchmark shape fits in shared memory (as estimated) and does not spill."""
+    if config.SPLIT_K > 1:
+        k, _ = _compile_splitk("bf16", config)
+    else:
+        k = _compile("matmul_tma_persistent_kernel", "bf16", config)
+    assert k.metadata.shared <= config.smem_bytes("tma") <= SMEM_LIMIT_SM90
     _, spills = _ptxas_spills(k.asm["ptx"])
     assert spills == 0
     if config.WARP_SPECIALIZE:
         assert "ttg.warp_specialize" in k.asm["ttgir"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_split_k_compiles_to_tma_wgmma_without_spills(dtype):
+    """The split-K kernel: TMA loads, wgmma, fp32 partials stored through TMA; its reduction
+    reads the partials with 16-byte vector loads and spills nothing."""
+    from syncopate.kernels import heuristic_config
+    cfg = heuristic_config(1024, 1024, 32768, dtype, "tma", fusable=False)
+    assert cfg.SPLIT_K > 1
+    part, red = _compile_splitk(dtype, cfg)
+    ptx = part.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert 0 < part.metadata.shared <= SMEM_LIMIT_SM90
+    assert _ptxas_spills(ptx)[1] == 0
+    rptx = red.asm["ptx"]
+    assert "ld.global.v4" in rptx, "the reduction must vectorise its fp32 loads"
+    assert _ptxas_spills(rptx)[1] == 0
+    assert "atom" not in rptx and "atom" not in ptx, "no atomics: the reduction is ordered"

@@ -1,25 +1,36 @@
-"""Validate and time the local GEMMs against cuBLAS on one GPU (meant for an H200).
+"""The local GEMM against cuBLAS on one GPU (meant for an H200): the table, the tuning run, and
+installing a tuning run's result as the shipped defaults.
 
-    python -m syncopate.kernels.bench_local --out local_gemm.json
-    python -m syncopate.kernels.bench_local --fp8 --out local_fp8.json   # FP8 vs torch._scaled_mm
+    python -m syncopate.kernels.bench_local --out local_gemm.json            # the table
+    python -m syncopate.kernels.bench_local --tune --out tuned.json          # tune (GPU)
+    python -m syncopate.kernels.bench_local --table tuned.json --out t.json  # table with it
+    python -m syncopate.kernels.bench_local --install-tuned tuned.json       # ship it (CPU)
+    python -m syncopate.kernels.bench_local --fp8 --out local_fp8.json       # FP8 vs _scaled_mm
 
-For each shape (bf16 by default): fresh random A and B, an fp32 reference
-(``torch.matmul(a.float(), b.float())``, TF32 off), cuBLAS (``torch.matmul`` in bf16), then
-both Triton kernels at their default config and a small sweep of candidate configs. Every
-candidate is checked before it is timed -- its output buffer is poisoned with NaN first, the
-relative Frobenius error against the reference must be < 1e-2, and NaN never passes (``not
-err < tol``) -- so a fast wrong config cannot win. Times are ``triton.testing.do_bench``
-medians (L2 flushed between repetitions), TFLOP/s is ``2*M*N*K / time``, and "vs cuBLAS" is the
-time ratio ``kernel_ms / cublas_ms`` (below 1 is faster than cuBLAS).
+The table: per shape of ``--set`` (default ``broad``: square, tall-skinny, short-wide, K-heavy,
+ragged, small-M and LLaMA-MLP shapes; :data:`~.gemm_tuning.SHAPE_SETS`) and dtype, fresh random
+A and B, an fp32 reference (``torch.matmul(a.float(), b.float())``, TF32 off), cuBLAS
+(``torch.matmul``), then :func:`~.gemm_launch.matmul`'s *default choice* (``kernel='auto'``
+with the config table's config: what a user gets) and, with ``--kernels ptr``, the pointer
+kernel's default. Every kernel run is checked before it is timed -- output poisoned with NaN,
+relative Frobenius error against the reference < 1e-2, NaN never passes -- so a fast wrong
+kernel cannot win. ``device ms`` are ``triton.testing.do_bench`` medians of the launch alone
+(L2 flushed between repetitions); ``e2e ms`` time the whole call ``matmul(a, b)`` /
+``torch.matmul(a, b)`` by the wall clock, back to back, output allocation and host work
+included (when the host is slower than the GPU, the difference shows there). The summary
+gives the geometric mean of ``device ms / cuBLAS ms`` over the set, and the worst shape with
+the plan that ran it.
 
-Exit status: 0 all candidates correct, 1 some candidate failed (listed), 2 no GPU, 3 watchdog.
+Tuning (``--tune``): :func:`~.gemm_tuning.tune` -- a pruned candidate space per shape, compiled
+in parallel worker processes, measured under ``--budget-s``; writes a config table with every
+candidate's record. ``--save-cache`` also merges it into the user's cache;
+``--install-tuned F`` (no GPU needed) merges F's entries into the shipped defaults file
+``syncopate/kernels/configs/<gpu>.json`` of this source tree.
 
-Timeout-safe by construction: no loop waits on the device except through bounded
-``do_bench`` calls; phase 1 (cuBLAS + both defaults, every shape) runs first, phase 2 (the
-sweep) only while ``--budget-s`` has time left (a candidate is not started when the remaining
-budget is smaller than the slowest candidate so far took); and a watchdog thread writes the
-partial JSON and exits with status 3 if any single step exceeds ``--step-timeout-s`` or the
-whole run exceeds ``--hard-timeout-s`` (a hung kernel cannot hang the job).
+Exit status: 0 all correct, 1 some kernel or candidate failed (listed), 2 no GPU, 3 watchdog.
+Timeout-safe: every device wait is a bounded ``do_bench``; a watchdog thread writes the
+partial JSON and exits 3 if one step exceeds ``--step-timeout-s`` or the run
+``--hard-timeout-s``.
 """
 
 from __future__ import annotations
@@ -30,57 +41,12 @@ import os
 import sys
 import threading
 import time
-import warnings
 
 from .. import dtypes
+from .gemm_tuning import SHAPE_SETS, TOL, config_str, geomean, shape_name
 
-SHAPES = [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 7168, 4096), (8192, 14336, 8192),
-          (4096, 14336, 8192), (1024, 14336, 4096)]
-TOL = 1e-2
-
-
-def candidate_configs(M: int, N: int, K: int, kernel: str, dtype="bf16") -> list:
-    """Default config first, then a handful of Hopper alternatives (deduplicated, all valid)."""
-    from .gemm_config import GemmConfig, default_config
-    default = default_config(M, N, K, dtype, kernel)
-    if kernel == "tma":
-        alts = [
-            GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3),
-            GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=4, EPILOGUE_SUBTILE=True),
-            GemmConfig(128, 256, 64, 8, num_warps=4, num_stages=3, WARP_SPECIALIZE=True,
-                       FLATTEN=False),
-            GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=4),
-            GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=5, WARP_SPECIALIZE=True,
-                       FLATTEN=False),
-            GemmConfig(256, 128, 64, 8, num_warps=8, num_stages=3),
-        ]
-    else:
-        alts = [
-            GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3),
-            GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=4),
-            GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4),
-            GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=4),
-            GemmConfig(256, 128, 64, 8, num_warps=8, num_stages=3),
-        ]
-    out = [default]
-    for c in alts:
-        if c not in out:
-            try:
-                out.append(c.check(kernel))
-            except Exception:
-                pass
-    return out
-
-
-def config_str(c) -> str:
-    s = f"{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K} w{c.num_warps} s{c.num_stages} g{c.GROUP_M}"
-    if c.WARP_SPECIALIZE:
-        s += " ws"
-    if c.EPILOGUE_SUBTILE:
-        s += " sub"
-    if not c.FLATTEN:
-        s += " noflat"
-    return s
+#: The fused ops' benchmark shapes (kept for scripts that import them).
+SHAPES = list(SHAPE_SETS["fused"].values())
 
 
 class Watchdog:
@@ -97,8 +63,10 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, daemon=True, name="bench-watchdog")
         self._thread.start()
 
-    def enter(self, step: str) -> None:
+    def enter(self, step: str, timeout_s: float | None = None) -> None:
+        """Start a step; ``timeout_s`` overrides the per-step limit for this one."""
         self.step, self.step_t0 = step, time.monotonic()
+        self._limit = timeout_s
 
     def stop(self) -> None:
         self._stop.set()
@@ -107,8 +75,9 @@ class Watchdog:
         while not self._stop.wait(0.5):
             now = time.monotonic()
             reason = None
-            if now - self.step_t0 > self.step_timeout_s:
-                reason = f"step '{self.step}' exceeded {self.step_timeout_s:g} s"
+            limit = getattr(self, "_limit", None) or self.step_timeout_s
+            if now - self.step_t0 > limit:
+                reason = f"step '{self.step}' exceeded {limit:g} s"
             elif now - self.t0 > self.hard_timeout_s:
                 reason = f"run exceeded {self.hard_timeout_s:g} s (during '{self.step}')"
             if reason:
@@ -118,6 +87,118 @@ class Watchdog:
                     sys.stderr.write(f"bench_local: ABORT: {reason}\n")
                     sys.stderr.flush()
                     os._exit(3)
+
+
+# ----------------------------------------------------------------------------------------------
+# The device side (tests substitute a CPU fake with the same methods)
+# ----------------------------------------------------------------------------------------------
+
+
+def _compile_task(M: int, N: int, K: int, dtype: str, config: dict) -> str | bool:
+    """Worker process: compile every kernel of the plan of ``(M, N, K, dtype, config)`` on fresh
+    CUDA tensors (Triton's JIT warmup, no launch); True, or the error as text."""
+    try:
+        import torch
+
+        from .gemm_launch import make_plan
+        dt = dtypes.torch_dtype(dtype)
+        a = torch.empty((M, K), dtype=dt, device="cuda")
+        b = torch.empty((K, N), dtype=dt, device="cuda")
+        c = torch.empty((M, N), dtype=dt, device="cuda")
+        make_plan(a, b, c, kernel="auto", config=config).warmup(a, b, c)
+        return True
+    except Exception as e:  # compile error, out of resources: the candidate is not timed
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+
+def _worker_init() -> None:
+    """Import torch and start CUDA once per worker (not per task). A failure here is left to
+    the tasks to report: an initializer that raises would break the whole pool."""
+    try:
+        import torch
+        torch.cuda.init()
+    except Exception:
+        pass
+
+
+class CudaProblem:
+    """One shape and dtype on the GPU: operands, fp32 reference, and the timed runs."""
+
+    def __init__(self, backend, M, N, K, dtype: str, seed: int):
+        import torch
+        self.backend = backend
+        self.M, self.N, self.K = M, N, K
+        self.dtype = dtypes.torch_dtype(dtype)
+        g = torch.Generator(device="cuda")
+        g.manual_seed(seed + M * 7 + N * 13 + K * 17)
+        self.a = torch.randn(M, K, device="cuda", generator=g).to(self.dtype)
+        self.b = torch.randn(K, N, device="cuda", generator=g).to(self.dtype)
+        self.ref = torch.matmul(self.a.float(), self.b.float())
+        self.ref_norm = torch.linalg.norm(self.ref)
+
+    def rel_err(self, c) -> float:
+        import torch
+        return float(torch.linalg.norm(c.float() - self.ref) / self.ref_norm)
+
+    def cublas_ms(self, warmup_ms, rep_ms) -> float:
+        import torch
+        c = torch.empty(self.M, self.N, device="cuda", dtype=self.dtype)
+        self.cublas_err = None
+        ms = self.backend.time_ms(lambda: torch.matmul(self.a, self.b, out=c), warmup_ms, rep_ms)
+        self.cublas_err = self.rel_err(c)
+        self._cublas_ms = ms
+        return ms
+
+    def run(self, config, warmup_ms, rep_ms, kernel: str = "auto") -> dict:
+        """Check, then time, the local GEMM with ``config`` (None: the default choice)."""
+        import torch
+
+        from .gemm_launch import _plan_for, make_launcher
+        rec = {}
+        try:
+            out = torch.full((self.M, self.N), float("nan"), device="cuda", dtype=self.dtype)
+            launch, out = make_launcher(self.a, self.b, out, kernel=kernel, config=config)
+            plan = _plan_for(self.a, self.b, out, kernel, config)[0]
+            rec["plan"] = repr(plan)
+            rec["config"] = plan.config.as_dict()
+            launch()
+            torch.cuda.synchronize()
+            err = self.rel_err(out)
+            rec["rel_err"] = err
+            rec["correct"] = bool(err < TOL)  # NaN compares False: never passes
+            if rec["correct"]:
+                rec["ms"] = self.backend.time_ms(launch, warmup_ms, rep_ms)
+        except Exception as e:  # compile failure, out of resources, ...
+            rec["correct"] = False
+            rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        return rec
+
+    def e2e_ms(self, warmup_ms, rep_ms) -> tuple[float, float]:
+        """``(matmul(a, b), torch.matmul(a, b))`` timed whole by the wall clock: calls back to
+        back, then one synchronisation, divided by the count (median of 3). Allocation and the
+        host's work are included: when the host takes longer per call than the GPU, this is the
+        host's time -- what a caller of small GEMMs sees."""
+        import torch
+
+        from .gemm_launch import matmul
+        est = getattr(self, "_cublas_ms", None) or 0.05
+        n = max(10, min(5000, int(rep_ms / max(est, 0.002))))
+
+        def wall(fn) -> float:
+            fn()
+            torch.cuda.synchronize()
+            runs = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                torch.cuda.synchronize()
+                runs.append((time.perf_counter() - t0) * 1e3 / n)
+            return sorted(runs)[1]
+        return wall(lambda: matmul(self.a, self.b)), wall(lambda: torch.matmul(self.a, self.b))
+
+    def free(self) -> None:
+        self.a = self.b = self.ref = None
 
 
 class CudaBackend:
@@ -136,10 +217,10 @@ class CudaBackend:
         import torch
         import triton
 
-        from .gemm_launch import num_sms
+        from .gemm_launch import device_info
         props = torch.cuda.get_device_properties(0)
-        return dict(device=props.name, sms=num_sms(0),
-                    capability=list(torch.cuda.get_device_capability()),
+        sms, cap, gpu = device_info(0)
+        return dict(device=props.name, sms=sms, capability=list(cap), gpu=gpu,
                     torch=torch.__version__, triton=triton.__version__)
 
     def sync(self) -> None:
@@ -150,15 +231,64 @@ class CudaBackend:
         from triton.testing import do_bench
         return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
-    def launcher(self, a, b, out, kernel, config):
-        from .gemm_launch import make_launcher
-        return make_launcher(a, b, out, kernel=kernel, config=config)
+    def problem(self, M, N, K, dtype, seed) -> CudaProblem:
+        return CudaProblem(self, M, N, K, dtype, seed)
+
+    def precompile(self, tasks, *, workers: int, deadline: float) -> dict:
+        """Compile ``tasks`` (``(shape, dtype, config)``) in ``workers`` spawned processes until
+        ``deadline`` (``time.monotonic()``); ``{task: True or error text}`` for those that
+        finished. Workers still busy at the deadline are terminated."""
+        import multiprocessing as mp
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        results = {}
+        if not tasks:
+            return results
+        if workers <= 0:  # in this process, one by one
+            for t in tasks:
+                if time.monotonic() > deadline:
+                    break
+                results[t] = _compile_task(*t[0], t[1], t[2].as_dict())
+            return results
+        ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                 initializer=_worker_init)
+        futs = {ex.submit(_compile_task, *t[0], t[1], t[2].as_dict()): t for t in tasks}
+        pending = set(futs)
+        try:
+            while pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+                for f in done:
+                    try:
+                        results[futs[f]] = f.result()
+                    except Exception as e:  # a worker died
+                        results[futs[f]] = f"{type(e).__name__}: {e}"
+        finally:
+            procs = list((getattr(ex, "_processes", None) or {}).values())
+            ex.shutdown(wait=not pending, cancel_futures=True)
+            if pending:
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
+        return results
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
 
 
 def _gemm_shape(text: str) -> tuple[int, int, int]:
-    """``--shapes MxNxK``: three positive sizes (``x`` or ``,`` between them)."""
+    """``--shapes MxNxK`` or a shape's name in the sets (``k-heavy``)."""
     from ..cli_args import shape
-    dims = shape(text)
+    if text in SHAPE_SETS["all"]:
+        return SHAPE_SETS["all"][text]
+    try:
+        dims = shape(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e}; or a shape name: "
+                                         f"{', '.join(SHAPE_SETS['all'])}") from None
     if len(dims) != 3:
         raise argparse.ArgumentTypeError(f"{text!r}: give M, N and K, e.g. 8192x8192x8192")
     return dims
@@ -177,19 +307,34 @@ def _check_out(path: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The arguments, every value checked at parse time (before a GPU is touched)."""
-    from ..cli_args import nonnegative_float, nonnegative_int, positive_float
+    from ..cli_args import nonnegative_int, positive_float
     p = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_local",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write results as JSON to this path")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    p.add_argument("--set", default="broad", choices=sorted(SHAPE_SETS),
+                   help="named shape set (default broad)")
     p.add_argument("--shapes", nargs="*", metavar="MxNxK", type=_gemm_shape,
-                   help="shapes to run (default: the six benchmark shapes)")
-    p.add_argument("--kernels", nargs="*", default=["tma", "ptr"], choices=["tma", "ptr"])
-    p.add_argument("--no-sweep", action="store_true", help="time the default configs only")
-    p.add_argument("--budget-s", type=nonnegative_float, default=50.0,
-                   help="soft time budget; the config sweep stops when it is spent (default 50)")
-    p.add_argument("--step-timeout-s", type=positive_float, default=60.0)
-    p.add_argument("--hard-timeout-s", type=positive_float, default=240.0)
+                   help="shapes (MxNxK or names) instead of --set")
+    p.add_argument("--dtypes", nargs="*", default=["bf16", "fp16"], choices=["bf16", "fp16"])
+    p.add_argument("--kernels", nargs="*", default=["auto"], choices=["auto", "tma", "ptr"],
+                   help="kernels to time at their default config (default: auto, the choice "
+                        "matmul makes)")
+    p.add_argument("--tune", action="store_true",
+                   help="tune the config per shape and write the table to --out")
+    p.add_argument("--save-cache", action="store_true",
+                   help="with --tune: merge the result into the user's tuning cache")
+    p.add_argument("--table", metavar="FILE",
+                   help="use this config table instead of the cache and shipped defaults")
+    p.add_argument("--install-tuned", metavar="FILE",
+                   help="merge a --tune result into the shipped defaults file (no GPU needed)")
+    p.add_argument("--gpu", help="with --install-tuned: the GPU key (default: the file's)")
+    p.add_argument("--workers", type=nonnegative_int, default=12,
+                   help="processes compiling in parallel (0: compile in this process)")
+    p.add_argument("--budget-s", type=positive_float, default=240.0,
+                   help="--tune's time budget, compile and measurement (default 240)")
+    p.add_argument("--no-e2e", action="store_true", help="skip the host-included timings")
+    p.add_argument("--step-timeout-s", type=positive_float, default=90.0)
+    p.add_argument("--hard-timeout-s", type=positive_float, default=480.0)
     p.add_argument("--warmup-ms", type=positive_float, default=10.0)
     p.add_argument("--rep-ms", type=positive_float, default=40.0)
     p.add_argument("--seed", type=nonnegative_int, default=0)
@@ -199,33 +344,84 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _err(msg: str) -> int:
+    print(f"python -m syncopate.kernels.bench_local: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def install_tuned(path: str, gpu: str | None = None, dest=None) -> tuple[str, int]:
+    """Merge a tuning result's entries into the shipped defaults of its GPU (or ``dest``);
+    ``(file written, entries installed)``. The candidates' records are left out."""
+    from . import gemm_table
+    from .gemm_tuning import table_entries
+    doc = gemm_table.read_table(path)
+    key = gpu or doc.get("gpu")
+    if not key:
+        raise ValueError(f"{path} names no GPU; pass --gpu (e.g. --gpu h200)")
+    new = []
+    for e in table_entries(doc):
+        e = {k: v for k, v in e.items() if k not in ("candidates",)}
+        e["measured"] = True
+        new.append(e)
+    if not new:
+        raise ValueError(f"{path} has no entry with a measured config to install")
+    dest = dest or gemm_table.shipped_path(key)
+    old = gemm_table.read_table(dest)["entries"] if os.path.isfile(dest) else []
+    merged = gemm_table.merge_entries(old, new)
+    dev = doc.get("device") or {}
+    n_seed = sum(1 for e in merged if not e.get("measured", True))
+    gemm_table.write_table(
+        dest, merged, gpu=key, source="tuned",
+        note=(f"{len(merged) - n_seed} entries measured by python -m syncopate.kernels."
+              f"bench_local --tune on {dev.get('device', key)} (torch {dev.get('torch')}, "
+              f"triton {dev.get('triton')})" + (f"; {n_seed} seed entries (heuristic choices, "
+                                                "not measured) remain" if n_seed else "")))
+    return str(dest), len(new)
+
+
 def main(argv=None, backend=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--fp8" in argv:  # the FP8 GEMM against torch._scaled_mm: its own driver
         from .bench_fp8 import main as fp8_main
         return fp8_main([x for x in argv if x != "--fp8"], backend)
     args = build_parser().parse_args(argv)
+    if args.install_tuned:
+        from ..errors import LaunchError
+        try:
+            dest, n = install_tuned(args.install_tuned, args.gpu)
+        except (LaunchError, ValueError, OSError) as e:
+            return _err(str(e))
+        print(f"installed {n} tuned entries into {dest}")
+        return 0
     if args.out:
         _check_out(args.out)
+    if args.table:
+        if not os.path.isfile(args.table):
+            return _err(f"--table {args.table}: no such file")
+        from . import gemm_table
+        from ..errors import LaunchError
+        try:
+            gemm_table.read_table(args.table)
+        except LaunchError as e:
+            return _err(str(e))
+        os.environ["SYNCOPATE_GEMM_TABLE"] = os.path.abspath(args.table)
+        gemm_table.reload_tables()
 
-    import torch
-
-    report: dict = {"tool": "syncopate.kernels.bench_local", "dtype": args.dtype, "tol": TOL,
-                    "budget_s": args.budget_s, "results": [], "complete": False}
+    report: dict = {"tool": "syncopate.kernels.bench_local", "mode": "tune" if args.tune
+                    else "table", "complete": False}
     lock = threading.Lock()
 
-    def write(reason=None):
+    def write(reason=None, doc=None):
         with lock:
             if reason:
                 report["aborted"] = reason
             if args.out:
                 tmp = args.out + ".tmp"
                 with open(tmp, "w") as f:
-                    json.dump(report, f, indent=2)
+                    json.dump(doc if doc is not None else report, f, indent=1)
                 os.replace(tmp, args.out)
 
     backend = backend or CudaBackend()
-    dev = backend.device
     why = backend.available()
     if why:
         report["error"] = why
@@ -233,157 +429,151 @@ def main(argv=None, backend=None) -> int:
               file=sys.stderr)
         write()
         return 2
-
-    shapes = list(args.shapes) if args.shapes else SHAPES
-    dtype = dtypes.torch_dtype(args.dtype)
-    report.update(backend.info())
-    if report["capability"][0] < 9 and "tma" in args.kernels:
-        print("bench_local: TMA kernel needs sm_90+; timing kernel='ptr' only", file=sys.stderr)
-        args.kernels = [k for k in args.kernels if k != "tma"]
-
+    shapes = [tuple(s) for s in args.shapes] if args.shapes else \
+        list(SHAPE_SETS[args.set].values())
+    report.update(device=backend.info())
     dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, write)
-    t_start = time.monotonic()
+    _quiet_tf32()
+    try:
+        if args.tune:
+            return _tune(args, backend, shapes, report, dog, write)
+        return _table(args, backend, shapes, report, dog, write)
+    finally:
+        dog.stop()
+
+
+def _quiet_tf32() -> None:
+    import warnings
+    try:
+        import torch
+    except ImportError:
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
 
-    def bench(fn) -> float:
-        return backend.time_ms(fn, args.warmup_ms, args.rep_ms)
 
-    # Per shape: operands, reference, and the result record.
-    data = {}
-    records = {}
-    for (M, N, K) in shapes:
-        dog.enter(f"setup {M}x{N}x{K}")
-        g = torch.Generator(device=dev)
-        g.manual_seed(args.seed + M * 7 + N * 13 + K * 17)
-        a = torch.randn(M, K, device=dev, generator=g).to(dtype)
-        b = torch.randn(K, N, device=dev, generator=g).to(dtype)
-        ref = torch.matmul(a.float(), b.float())
-        ref_norm = torch.linalg.norm(ref)
-        data[(M, N, K)] = (a, b, ref, ref_norm)
-        rec = {"M": M, "N": N, "K": K, "flop": 2.0 * M * N * K, "kernels": {}}
-        records[(M, N, K)] = rec
-        report["results"].append(rec)
+def _tune(args, backend, shapes, report, dog, write) -> int:
+    from .gemm_tuning import tune
+    dog.enter("tune", timeout_s=args.budget_s + 120)
 
-    def rel_err(c, ref, ref_norm) -> float:
-        return float(torch.linalg.norm(c.float() - ref) / ref_norm)
-
-    def tflops(rec, ms):
-        return rec["flop"] / (ms * 1e-3) / 1e12
-
-    def run_candidate(shape, kernel, cfg) -> dict:
-        a, b, ref, ref_norm = data[shape]
-        M, N, _ = shape
-        entry = {"kernel": kernel, "shape": list(shape), "config": cfg.as_dict(),
-                 "config_str": config_str(cfg)}
-        try:
-            out = torch.full((M, N), float("nan"), device=dev, dtype=dtype)
-            launch, out = backend.launcher(a, b, out, kernel, cfg)
-            launch()
-            backend.sync()
-            err = rel_err(out, ref, ref_norm)
-            entry["rel_err"] = err
-            entry["correct"] = bool(err < TOL)  # NaN compares False: never passes
-            if entry["correct"]:
-                ms = bench(launch)
-                entry["ms"] = ms
-                entry["tflops"] = tflops(records[shape], ms)
-        except Exception as e:  # compile failure, out of resources, ...
-            entry["correct"] = False
-            entry["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-        return entry
-
-    def best_of(cands):
-        ok = [c for c in cands if c.get("correct") and "ms" in c]
-        return min(ok, key=lambda c: c["ms"]) if ok else None
-
-    # Phase 1: cuBLAS and the default configs, every shape.
-    for shape in shapes:
-        rec = records[shape]
-        a, b, ref, ref_norm = data[shape]
-        dog.enter(f"cublas {shape}")
-        c = torch.empty(shape[0], shape[1], device=dev, dtype=dtype)
-        ms = bench(lambda: torch.matmul(a, b, out=c))
-        rec["cublas"] = {"ms": ms, "tflops": tflops(rec, ms), "rel_err": rel_err(c, ref, ref_norm)}
-        for kernel in args.kernels:
-            cfg = candidate_configs(*shape, kernel, args.dtype)[0]
-            dog.enter(f"{kernel} default {config_str(cfg)} {shape}")
-            rec["kernels"][kernel] = {"default": run_candidate(shape, kernel, cfg), "candidates": []}
+    def progress(rep):
+        report.update(rep)
         write()
-    report["phase1_s"] = time.monotonic() - t_start
-
-    # Phase 2: sweep while the budget lasts. Candidates go round-robin over the shapes in
-    # priority order, so a cut budget costs every shape the same tail of the list; a config
-    # compiles once and then serves every shape. A candidate is not started unless the
-    # slowest candidate so far would still finish inside the budget.
-    skipped = 0
-    slowest = 0.0
-    if not args.no_sweep:
-        plan = {(shape, kernel): candidate_configs(*shape, kernel, args.dtype)[1:]
-                for shape in shapes for kernel in args.kernels}
-        depth = max((len(v) for v in plan.values()), default=0)
-        for i in range(depth):
-            for shape in shapes:
-                for kernel in args.kernels:
-                    if i >= len(plan[(shape, kernel)]):
-                        continue
-                    cfg = plan[(shape, kernel)][i]
-                    t0 = time.monotonic()
-                    if t0 - t_start + max(slowest, 1.0) > args.budget_s:
-                        skipped += 1
-                        continue
-                    dog.enter(f"{kernel} {config_str(cfg)} {shape}")
-                    records[shape]["kernels"][kernel]["candidates"].append(
-                        run_candidate(shape, kernel, cfg))
-                    slowest = max(slowest, time.monotonic() - t0)
-            write()
-    report["sweep_skipped_for_budget"] = skipped
-
-    # Summary.
-    rows = []
-    for shape in shapes:
-        rec = records[shape]
-        cub = rec["cublas"]
-        rows.append((f"{shape[0]}x{shape[1]}x{shape[2]}", "cublas", "-", cub["ms"], cub["tflops"],
-                     1.0, cub["rel_err"], 1.0))
-        for kernel in args.kernels:
-            kr = rec["kernels"][kernel]
-            best = best_of([kr["default"]] + kr["candidates"])
-            kr["best"] = best
-            if best is None:
-                errs = [c.get("error") or f"rel_err={c.get('rel_err')}" for c in
-                        [kr["default"]] + kr["candidates"]]
-                rows.append((f"{shape[0]}x{shape[1]}x{shape[2]}", kernel, "FAILED: " + str(errs[0]),
-                             float("nan"), float("nan"), float("nan"), float("nan"), float("nan")))
-                continue
-            best["vs_cublas"] = best["ms"] / cub["ms"]
-            if kr["default"].get("ms"):
-                kr["default"]["vs_cublas"] = kr["default"]["ms"] / cub["ms"]
-            rows.append((f"{shape[0]}x{shape[1]}x{shape[2]}", kernel, best["config_str"], best["ms"],
-                         best["tflops"], best["vs_cublas"], best["rel_err"],
-                         kr["default"].get("vs_cublas", float("nan"))))
-    failures = [c for rec in records.values() for kr in rec["kernels"].values()
-                for c in [kr["default"]] + kr["candidates"] if not c.get("correct")]
-    report["failures"] = len(failures)
-    report["elapsed_s"] = time.monotonic() - t_start
+    rep = tune(backend, shapes, args.dtypes, budget_s=args.budget_s, workers=args.workers,
+               warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=args.seed,
+               on_progress=progress)
+    report.update(rep)
     report["complete"] = True
-    dog.stop()
+    write()
+    bad = rep["failed"]
+    print(f"\ntuned {len(rep['entries'])} of {len(shapes) * len(args.dtypes)} "
+          f"shape/dtype pairs in {rep['elapsed_s']:.1f} s ({rep['distinct_compiles']} compiles, "
+          f"{rep['compile_failures']} failed or not reached); geomean best/cuBLAS "
+          f"{rep['geomean_vs_cublas']:.3f}")
+    if args.save_cache:
+        from . import gemm_table
+        from .gemm_tuning import table_entries
+        path = gemm_table.cache_path(rep["gpu"])
+        old = gemm_table.read_table(path)["entries"] if path.is_file() else []
+        gemm_table.write_table(path, gemm_table.merge_entries(old, table_entries(rep)),
+                               gpu=rep["gpu"], source="tuned (user cache)")
+        print(f"merged into the tuning cache {path}")
+    if args.out:
+        print(f"wrote {args.out} (install with: python -m syncopate.kernels.bench_local "
+              f"--install-tuned {args.out})")
+    return 1 if bad or rep["skipped_for_budget"] else 0
+
+
+def _table(args, backend, shapes, report, dog, write) -> int:
+    from .gemm_config import GemmConfig
+    t0 = time.monotonic()
+    report["results"] = []
+    report["table"] = os.environ.get("SYNCOPATE_GEMM_TABLE") or "cache + shipped defaults"
+    # precompile what the defaults need, in parallel (most is cached after a --tune run)
+    if args.workers and hasattr(backend, "precompile"):
+        from .gemm_launch import plan_layout
+        info = backend.info()
+        tasks = {}
+        for s in shapes:
+            for dt in args.dtypes:
+                cfg = plan_layout(*s, dtypes.torch_dtype(dt), None, info["sms"],
+                                  gpu=info["gpu"]).config
+                tasks[(tuple(s), dt, cfg)] = None
+        dog.enter("precompile", timeout_s=200)
+        backend.precompile(list(tasks), workers=args.workers, deadline=time.monotonic() + 150)
+    failures = []
+    for dt in args.dtypes:
+        for s in shapes:
+            M, N, K = s
+            dog.enter(f"{dt} {shape_name(s)}")
+            prob = backend.problem(M, N, K, dt, args.seed)
+            cub = prob.cublas_ms(args.warmup_ms, args.rep_ms)
+            rec = {"name": shape_name(s), "M": M, "N": N, "K": K, "dtype": dt,
+                   "flop": 2.0 * M * N * K, "cublas_ms": cub,
+                   "cublas_rel_err": getattr(prob, "cublas_err", None), "kernels": {}}
+            for kernel in args.kernels:
+                r = prob.run(None, args.warmup_ms, args.rep_ms, kernel=kernel)
+                if r.get("ms"):
+                    r["vs_cublas"] = r["ms"] / cub
+                    r["tflops"] = rec["flop"] / (r["ms"] * 1e-3) / 1e12
+                else:
+                    failures.append((dt, s, kernel,
+                                     r.get("error") or f"rel_err={r.get('rel_err')}"))
+                rec["kernels"][kernel] = r
+            if not args.no_e2e and rec["kernels"].get("auto", {}).get("ms"):
+                ours, theirs = prob.e2e_ms(args.warmup_ms, args.rep_ms)
+                rec.update(e2e_ms=ours, cublas_e2e_ms=theirs, e2e_vs_cublas=ours / theirs)
+            prob.free()
+            report["results"].append(rec)
+            write()
+    # summary
+    main_k = args.kernels[0]
+    ratios = [(r["kernels"][main_k].get("vs_cublas"), r) for r in report["results"]]
+    ok = [(x, r) for x, r in ratios if x]
+    summ = {"kernel": main_k, "geomean_vs_cublas": geomean(x for x, _ in ok),
+            "geomean_e2e_vs_cublas": geomean(r.get("e2e_vs_cublas") for r in report["results"]),
+            "shapes": len(ratios), "failures": len(failures)}
+    for dt in args.dtypes:
+        summ[f"geomean_vs_cublas_{dt}"] = geomean(x for x, r in ok if r["dtype"] == dt)
+    if ok:
+        x, w = max(ok, key=lambda t: t[0])
+        summ["worst"] = {"name": w["name"], "dtype": w["dtype"], "vs_cublas": x,
+                         "plan": w["kernels"][main_k].get("plan")}
+        x, b = min(ok, key=lambda t: t[0])
+        summ["best"] = {"name": b["name"], "dtype": b["dtype"], "vs_cublas": x}
+    report["summary"] = summ
+    report["elapsed_s"] = time.monotonic() - t0
+    report["complete"] = True
     write()
 
-    hdr = ("shape", "kernel", "best config", "ms", "TFLOP/s", "vs cuBLAS", "rel err", "default")
-    print(f"{hdr[0]:<18} {hdr[1]:<7} {hdr[2]:<30} {hdr[3]:>8} {hdr[4]:>8} {hdr[5]:>9} {hdr[6]:>9} "
-          f"{hdr[7]:>8}")
-    for r in rows:
-        print(f"{r[0]:<18} {r[1]:<7} {r[2]:<30.30} {r[3]:>8.3f} {r[4]:>8.1f} {r[5]:>8.3f}x "
-              f"{r[6]:>9.2e} {r[7]:>7.3f}x")
-    print(f"\n{report['device']}, {report['sms']} SMs, torch {report['torch']}, triton "
-          f"{report['triton']}; {args.dtype}; vs cuBLAS = kernel ms / cuBLAS ms (default: the default config's); "
-          f"{report['elapsed_s']:.1f} s; {len(failures)} failing candidate(s); "
-          f"{skipped} sweep candidate(s) skipped for the budget")
-    for c in failures:
-        print(f"  FAILED {c['kernel']} {'x'.join(map(str, c['shape']))} {c['config_str']}: "
-              f"{c.get('error') or 'rel_err=%s' % c.get('rel_err')}")
+    print(f"{'shape':<14} {'MxNxK':<18} {'dt':<4} {'cuBLAS ms':>9} " +
+          " ".join(f"{k + ' ms':>9} {'vs cuBLAS':>9}" for k in args.kernels) +
+          f" {'e2e vs':>7}  config")
+    for r in report["results"]:
+        cols = []
+        for k in args.kernels:
+            kr = r["kernels"][k]
+            nan = float("nan")
+            cols.append(f"{kr.get('ms', nan):>9.4f} {kr.get('vs_cublas', nan):>8.3f}x")
+        cfg = r["kernels"][main_k].get("config")
+        plan = r["kernels"][main_k].get("plan") or ""
+        staged = " staged " + plan.split("staged ")[1].rstrip(")") if "staged" in plan else ""
+        print(f"{r['name']:<14} {r['M']}x{r['N']}x{r['K']:<8} {r['dtype']:<4} "
+              f"{r['cublas_ms']:>9.4f} " + " ".join(cols) +
+              f" {r.get('e2e_vs_cublas', float('nan')):>6.3f}x  "
+              f"{config_str(GemmConfig.of(cfg)) if cfg else 'FAILED'}{staged}")
+    dev = report["device"]
+    print(f"\n{dev.get('device')}, {dev.get('sms')} SMs, torch {dev.get('torch')}, triton "
+          f"{dev.get('triton')}; table: {report['table']}")
+    print(f"geomean {main_k}/cuBLAS (device time): {summ['geomean_vs_cublas']:.3f}  " +
+          "  ".join(f"{dt}: {summ[f'geomean_vs_cublas_{dt}']:.3f}" for dt in args.dtypes) +
+          f"; host included (e2e): {summ['geomean_e2e_vs_cublas']:.3f}")
+    if "worst" in summ:
+        w = summ["worst"]
+        print(f"worst: {w['name']} {w['dtype']} {w['vs_cublas']:.3f}x ({w['plan']})")
+    for f in failures:
+        print(f"  FAILED {f[0]} {shape_name(f[1])} {f[2]}: {f[3]}")
     if args.out:
         print(f"wrote {args.out}")
     return 1 if failures else 0

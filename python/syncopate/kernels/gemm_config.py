@@ -1,9 +1,11 @@
 """Configurations and compile arguments of the local GEMM kernels (:mod:`.gemm`).
 
 :class:`GemmConfig` (tile sizes and compile options, with the checks that say what to change
-when a kernel cannot run one), :func:`default_config` (the H200 choice for a problem size), and
-the ``(signature, constexprs)`` / ``attrs`` that ``triton.compile(ASTSource(...))`` needs
-(:func:`compile_args`, :func:`compile_attrs`).  Split from :mod:`.gemm` so that the kernels'
+when a kernel cannot run one), :func:`default_config` (the choice for a problem size: the tuned
+table of :mod:`.gemm_table`, else :func:`heuristic_config`), split-K sizing
+(:func:`split_k_for`, :func:`with_split_k`), and the ``(signature, constexprs)`` / ``attrs``
+that ``triton.compile(ASTSource(...))`` needs (:func:`compile_args`, :func:`compile_attrs`,
+:func:`splitk_compile_args`).  Split from :mod:`.gemm` so that the kernels'
 module holds the ``@triton.jit`` functions only; nothing here needs a GPU or torch.
 """
 
@@ -66,6 +68,12 @@ class GemmConfig:
     groups (12 warps in all, each consumer group owning ``BLOCK_M/2`` rows); it requires
     ``num_warps == 4``, ``FLATTEN=False`` and no ``EPILOGUE_SUBTILE`` (Triton 3.6 crashes or
     silently does not specialise otherwise), which :meth:`check` enforces.
+
+    ``SPLIT_K > 1`` selects the split-K variant of the TMA kernel
+    (:mod:`.gemm_splitk`: ``tiles * SPLIT_K`` work units writing fp32 partials, then a
+    deterministic reduction launch) for problems with too few output tiles to fill the GPU.
+    The local :func:`~.gemm_launch.matmul` runs it; the fused ops cannot
+    (``check(..., fusable=True)`` refuses it, as it refuses ``WARP_SPECIALIZE``).
     """
 
     BLOCK_M: int = 128
@@ -77,6 +85,7 @@ class GemmConfig:
     WARP_SPECIALIZE: bool = False
     FLATTEN: bool = True
     EPILOGUE_SUBTILE: bool = False
+    SPLIT_K: int = 1
 
     @classmethod
     def of(cls, config) -> "GemmConfig":
@@ -100,10 +109,22 @@ class GemmConfig:
     def replace(self, **changes) -> "GemmConfig":
         return replace(self, **changes)
 
+    @property
+    def fusable(self) -> bool:
+        """Whether the fused ops can compile this config: no warp specialisation (the inserted
+        waits synchronise the whole program, which partitions cannot) and no split-K (a second
+        launch and a workspace the compiler's chunk model does not know)."""
+        return not self.WARP_SPECIALIZE and self.SPLIT_K == 1
+
     def constexprs(self, kernel: str, num_sms: int = H200_NUM_SMS) -> dict:
-        """The kernel's tile constexprs (without the unit strides :func:`compile_args` adds)."""
+        """The kernel's tile constexprs (without the unit strides :func:`compile_args` adds).
+        ``kernel`` 'splitk' gives the split-K partial kernel's."""
         c = dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K,
                  GROUP_M=self.GROUP_M)
+        if kernel == "splitk":
+            c.update(SPLIT_K=int(self.SPLIT_K), NUM_SMS=int(num_sms),
+                     EPILOGUE_SUBTILE=bool(self.EPILOGUE_SUBTILE), FLATTEN=bool(self.FLATTEN))
+            return c
         if _short(kernel) == "tma":
             c.update(NUM_SMS=int(num_sms), EPILOGUE_SUBTILE=bool(self.EPILOGUE_SUBTILE),
                      FLATTEN=bool(self.FLATTEN), WARP_SPECIALIZE=bool(self.WARP_SPECIALIZE))
@@ -115,18 +136,39 @@ class GemmConfig:
 
     def smem_bytes(self, kernel: str, elem_bytes: int = 2) -> int:
         """Shared memory the config needs (matches Triton 3.6's allocation within a few bytes):
-        ``num_stages`` A and B buffers, plus the C staging buffer of the TMA store."""
+        ``num_stages`` A and B buffers, plus the C staging buffer of the TMA store (fp32 partials
+        for split-K)."""
         stage = (self.BLOCK_M * self.BLOCK_K + self.BLOCK_K * self.BLOCK_N) * elem_bytes
         total = self.num_stages * stage
         if _short(kernel) == "tma":
             c_block_n = self.BLOCK_N // 2 if self.EPILOGUE_SUBTILE else self.BLOCK_N
-            total += self.BLOCK_M * c_block_n * elem_bytes + 1024  # + barriers, descriptors
+            c_bytes = 4 if self.SPLIT_K > 1 else elem_bytes
+            total += self.BLOCK_M * c_block_n * c_bytes + 1024  # + barriers, descriptors
         return total
 
-    def check(self, kernel: str, smem_limit: int = SMEM_LIMIT_SM90) -> "GemmConfig":
-        """Raise :class:`LaunchError` saying what to change if ``kernel`` cannot run this config."""
+    def check(self, kernel: str, smem_limit: int = SMEM_LIMIT_SM90, *,
+              fusable: bool = False) -> "GemmConfig":
+        """Raise :class:`LaunchError` saying what to change if ``kernel`` cannot run this config
+        (``fusable``: inside a fused op, which takes neither split-K nor warp specialisation)."""
         k = _short(kernel)
         problems = []
+        if not isinstance(self.SPLIT_K, int) or isinstance(self.SPLIT_K, bool) or \
+                not 1 <= self.SPLIT_K <= 16:
+            problems.append(f"SPLIT_K={self.SPLIT_K!r} must be an integer from 1 to 16")
+        elif self.SPLIT_K > 1:
+            if k != "tma":
+                problems.append("SPLIT_K > 1 runs the split-K TMA kernel: use kernel='tma' or "
+                                "'auto', or set SPLIT_K=1 for kernel='ptr'")
+            if self.WARP_SPECIALIZE:
+                problems.append("the split-K kernel is not warp-specialised: set "
+                                "WARP_SPECIALIZE=False or SPLIT_K=1")
+            if fusable:
+                problems.append("the fused ops cannot run split-K (a second launch and an fp32 "
+                                "workspace): set SPLIT_K=1")
+        if fusable and self.WARP_SPECIALIZE:
+            problems.append("the fused ops cannot run a warp-specialised GEMM (the inserted waits "
+                            "synchronise the whole program, which partitions cannot): set "
+                            "WARP_SPECIALIZE=False")
         for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"):
             v = getattr(self, f)
             if not isinstance(v, int) or v < 1 or v & (v - 1):
@@ -165,9 +207,39 @@ def _waves(M: int, N: int, bm: int, bn: int, num_sms: int) -> int:
     return triton.cdiv(tiles, num_sms)
 
 
-def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
-                   num_sms: int = H200_NUM_SMS) -> GemmConfig:
-    """The config to use on an H200 for this problem.
+def split_k_for(M: int, N: int, K: int, cfg: GemmConfig, num_sms: int = H200_NUM_SMS) -> int:
+    """How many K slabs make ``cfg``'s tiles fill ``num_sms`` SMs: 1 unless the problem has at
+    most half as many tiles as SMs. Each split keeps at least 4 K tiles (a shorter K loop is
+    mostly pipeline prologue and epilogue) and there are at most 16 splits."""
+    tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
+    if 2 * tiles > num_sms:
+        return 1
+    k_tiles = triton.cdiv(K, cfg.BLOCK_K)
+    return max(1, min(16, num_sms // tiles, k_tiles // 4))
+
+
+def with_split_k(cfg: GemmConfig, split: int) -> GemmConfig:
+    """``cfg`` with ``SPLIT_K=split``: the fp32 partial staging buffer is twice the bf16 one, so
+    a split config stores C in two halves (``EPILOGUE_SUBTILE``) and drops pipeline stages
+    until it fits; no warp specialisation (the split kernel has none); and the K loop is
+    pipelined on its own (``FLATTEN=False``): a split problem gives each program about one work
+    unit, so there is no next tile whose loads could overlap this one's epilogue."""
+    if split <= 1:
+        return cfg.replace(SPLIT_K=1)
+    warps = cfg.num_warps
+    if cfg.WARP_SPECIALIZE:  # 4 warps per partition there; one program of all of them here
+        warps = 8 if cfg.BLOCK_M >= 128 else 4
+    out = cfg.replace(SPLIT_K=int(split), EPILOGUE_SUBTILE=True, WARP_SPECIALIZE=False,
+                      FLATTEN=False, num_warps=warps)
+    while out.num_stages > 2 and out.smem_bytes("tma") > SMEM_LIMIT_SM90:
+        out = out.replace(num_stages=out.num_stages - 1)
+    return out
+
+
+def heuristic_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
+                     num_sms: int = H200_NUM_SMS, *, fusable: bool = True) -> GemmConfig:
+    """The analytical choice, used where no tuned table entry is near (see
+    :func:`default_config`).
 
     Starting point: Triton's tutorial 09 (persistent matmul) and Triton-bench Hopper settings:
     ``128x256x64`` tiles, 8 warps (two wgmma warp groups, each 64x256), 3 stages for large
@@ -177,22 +249,61 @@ def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
     costing ~0.55 of a 128x256 one (half the MMA work, slightly worse operand reuse).
     ``GROUP_M=8`` keeps 8 row panels of A in L2 per column sweep of B.
 
+    ``M <= 64`` (decode): the GEMM streams B once and is bound by DRAM, not by the tensor
+    cores, so the tile is one wgmma warp group tall (``BLOCK_M=64``, 4 warps), ``BLOCK_K=128``
+    with 5 stages keeps ~160 KiB of B in flight per SM, and ``BLOCK_N`` is 64 when 128 would
+    leave SMs without a column panel.
+
+    With ``fusable=False`` (the local matmul) a problem with at most half as many tiles as SMs
+    is split along K (:func:`split_k_for`, :mod:`.gemm_splitk`).
+
     The TMA kernel defaults to the flattened software pipeline (``FLATTEN=True``) without warp
-    specialisation: that is the robust Hopper path in Triton 3.6 and keeps the TTIR free of
-    partitioning for Syncopate's passes. ``python -m syncopate.kernels.bench_local`` sweeps the
-    alternatives (warp specialisation, epilogue subtiling, 4 stages) on a GPU.
+    specialisation: the robust Hopper path in Triton 3.6, and the one the fused ops can take.
     """
     _dtype_name(dtype)
     k = _short(kernel)
-    big = GemmConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
-    small = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
-                       num_warps=8 if k == "tma" else 4, num_stages=4)
-    waves_big = _waves(M, N, 128, 256, num_sms)
-    waves_small = _waves(M, N, 128, 128, num_sms)
-    cfg = big if waves_big * 1.0 <= waves_small * 0.55 + 1e-9 else small
-    if K <= 64:  # one K step: stages beyond 2 only cost shared memory
+    if k == "tma" and M <= 64:
+        bn = 128 if triton.cdiv(N, 128) >= num_sms else 64
+        cfg = GemmConfig(BLOCK_M=64, BLOCK_N=bn, BLOCK_K=128, GROUP_M=8, num_warps=4,
+                         num_stages=5 if bn == 64 else 4)
+    else:
+        big = GemmConfig(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8,
+                         num_stages=3)
+        small = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
+                           num_warps=8 if k == "tma" else 4, num_stages=4)
+        waves_big = _waves(M, N, 128, 256, num_sms)
+        waves_small = _waves(M, N, 128, 128, num_sms)
+        cfg = big if waves_big * 1.0 <= waves_small * 0.55 + 1e-9 else small
+    if K <= cfg.BLOCK_K:  # one K step: stages beyond 2 only cost shared memory
         cfg = cfg.replace(num_stages=2)
+    if k == "tma" and not fusable:
+        cfg = with_split_k(cfg, split_k_for(M, N, K, cfg, num_sms))
     return cfg
+
+
+def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
+                   num_sms: int = H200_NUM_SMS, *, fusable: bool = True,
+                   gpu: str | None = None) -> GemmConfig:
+    """The config to use for this problem on ``gpu`` (a key of :mod:`.gemm_table`, e.g.
+    ``'h200'``; None: the H200, the GPU the shipped defaults and ``num_sms`` describe).
+
+    For the TMA kernel: the nearest entry of the config table (the user's tuning cache, then
+    the defaults shipped for this GPU type; :func:`.gemm_table.lookup`), else
+    :func:`heuristic_config`. The pointer kernel always takes the heuristic.
+
+    ``fusable=True`` (the default, what the compiler and the fused ops need) never returns
+    split-K or warp specialisation; the local :func:`~.gemm_launch.matmul` asks with
+    ``fusable=False`` and may get either.
+    """
+    _dtype_name(dtype)
+    k = _short(kernel)
+    if k == "tma":
+        from . import gemm_table
+        cfg = gemm_table.lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable,
+                                num_sms=num_sms)
+        if cfg is not None:
+            return cfg
+    return heuristic_config(M, N, K, dtype, k, num_sms, fusable=fusable)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,3 +365,37 @@ def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
     params = [p for p in _PARAMS[name]
               if not (name == KERNELS["ptr"] and unit_inner_strides and p in _UNIT_STRIDES)]
     return {(_PARAMS[name].index(p),): [["tt.divisibility", 16]] for p in params}
+
+
+_SPLITK_PARAMS = ("a_ptr", "b_ptr", "ws_ptr", "M", "N", "K", "stride_am", "stride_bk",
+                  "stride_ws")
+_REDUCE_PARAMS = ("ws_ptr", "c_ptr", "M", "N", "m_pad", "stride_ws", "stride_cm", "stride_cn")
+
+
+def splitk_compile_args(dtype="bf16", config=None, *, num_sms: int = H200_NUM_SMS,
+                        aligned: bool = True) -> list[tuple[str, dict, dict, dict]]:
+    """``[(name, signature, constexprs, attrs), ...]`` of the split-K variant's two kernels
+    (:mod:`.gemm_splitk`), as the launcher compiles them for row-major aligned operands
+    (``aligned``: the divisibility hints of sizes that are multiples of 16, and C's unit inner
+    stride). Options: ``config.options()`` for the partial kernel, ``num_warps=4,
+    num_stages=1`` for the reduction."""
+    from .gemm_splitk import REDUCE_BLOCK_M, REDUCE_BLOCK_N
+    dt = _dtype_name(dtype)
+    cfg = GemmConfig.of(config)
+    sig = {p: (f"*{dt}" if p in ("a_ptr", "b_ptr") else "*fp32" if p == "ws_ptr" else "i32")
+           for p in _SPLITK_PARAMS}
+    cx = cfg.constexprs("splitk", num_sms)
+    sig.update({k: "constexpr" for k in cx})
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(_SPLITK_PARAMS))} if aligned \
+        else {}
+    rsig = {p: (f"*{dt}" if p == "c_ptr" else "*fp32" if p == "ws_ptr" else "i32")
+            for p in _REDUCE_PARAMS}
+    rcx = {"SPLIT_K": int(cfg.SPLIT_K), "BLOCK_M": REDUCE_BLOCK_M, "BLOCK_N": REDUCE_BLOCK_N}
+    if aligned:
+        rsig["stride_cn"] = "constexpr"
+        rcx["stride_cn"] = 1
+    rsig.update({k: "constexpr" for k in rcx if k != "stride_cn"})
+    rattrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(_REDUCE_PARAMS)
+              if p != "stride_cn"} if aligned else {}
+    return [("matmul_tma_splitk_kernel", sig, cx, attrs),
+            ("splitk_reduce_kernel", rsig, rcx, rattrs)]

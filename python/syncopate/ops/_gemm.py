@@ -42,7 +42,7 @@ def resolve_config(kernel: str, M: int, N: int, K: int, dtype, config=None):
     from ..kernels import GemmConfig
     k = short_kernel(kernel)
     cfg = GemmConfig.of(config)
-    cfg.check(k)
+    cfg.check(k, fusable=True)
     return cfg
 
 
@@ -52,8 +52,8 @@ def _default_config(kernel: str, M: int, N: int, K: int, dtype):
     of Python, more than the GEMM itself at M = 1024."""
     from ..kernels import default_config
     k = short_kernel(kernel)
-    cfg = default_config(M, N, K, dtype, k)
-    cfg.check(k)
+    cfg = default_config(M, N, K, dtype, k, fusable=True)
+    cfg.check(k, fusable=True)
     return cfg
 
 

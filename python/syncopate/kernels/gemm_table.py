@@ -1,0 +1,236 @@
+"""The local GEMM's config table: which :class:`~.gemm_config.GemmConfig` to run for a shape, per
+GPU type, from measurements (``python -m syncopate.kernels.bench_local --tune``).
+
+Why a table and not a formula: on an H200 the best tile, pipeline depth, warp specialisation
+and split-K depend on the shape in ways that a wave-count model only approximates (it said
+128x256 for shapes where cuBLAS was 6-17% faster). Tuning once per GPU type and shape, and
+shipping the result, gives every user the measured choice without a tuning run.
+
+Where entries come from, in the order :func:`lookup` consults them:
+
+1. ``$SYNCOPATE_GEMM_TABLE`` when set: a table file to use *instead* of 2 and 3 (``off``: no
+   table, :func:`~.gemm_config.heuristic_config` only). For experiments and for checking a
+   fresh tuning before installing it.
+2. The user's tuning cache, ``$SYNCOPATE_CACHE_DIR/gemm/<gpu>.json`` (default
+   ``~/.cache/syncopate``, or ``$XDG_CACHE_HOME/syncopate``), written by
+   :func:`~.gemm_tuning.tune_matmul` and ``bench_local --tune --save-cache``.
+3. The defaults shipped with the package, ``syncopate/kernels/configs/<gpu>.json``
+   (``bench_local --install-tuned`` writes them from a tuning run's JSON).
+
+An entry is one tuned shape: ``dtype``, ``M``, ``N``, ``K``, the best ``config`` and the best
+``fusable_config`` (no split-K, no warp specialisation: what the fused ops can compile), with
+the measured times when it was measured (``"measured": false`` marks a seed entry: the
+heuristic's choice written down before any tuning run, which decides its own shape only). A
+query takes the entry of its dtype that is nearest
+in ``log2`` distance ``|log2 M/M'| + |log2 N/N'| + |log2 K/K'|`` (each tuned shape is the centre
+of a bucket), provided the distance is at most :data:`MAX_DISTANCE`; farther than that the
+heuristic is the better guess. A split-K config taken from a neighbouring shape is re-split
+for the query's tile count (:func:`~.gemm_config.split_k_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+from ..errors import LaunchError
+from .gemm_config import (H200_NUM_SMS, GemmConfig, _dtype_name, split_k_for,
+                          with_split_k)
+
+#: Table file format version (``"format"`` in the JSON).
+FORMAT = 1
+
+#: Farthest ``log2`` distance at which a table entry still decides a query's config.
+MAX_DISTANCE = 2.0
+
+SHIPPED_DIR = Path(__file__).with_name("configs")
+
+_LOADED: dict[tuple, list] = {}
+
+
+def gpu_key(name: str) -> str:
+    """File key of a GPU from its device name: ``'NVIDIA H200'`` -> ``'h200'``, ``'NVIDIA H100
+    80GB HBM3'`` -> ``'h100'``; anything else its name in lower case with ``-`` for other
+    characters (a table can be tuned for it; none is shipped)."""
+    n = name.lower()
+    for key in ("h200", "h100", "h800", "h20", "b200"):
+        if re.search(rf"\b{key}\b", n):
+            return key
+    return re.sub(r"[^a-z0-9]+", "-", n.replace("nvidia", "")).strip("-") or "unknown"
+
+
+def cache_dir() -> Path:
+    """``$SYNCOPATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/syncopate``, else
+    ``~/.cache/syncopate``."""
+    if os.environ.get("SYNCOPATE_CACHE_DIR"):
+        return Path(os.environ["SYNCOPATE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "syncopate"
+
+
+def cache_path(gpu: str) -> Path:
+    """The user's tuning cache file for ``gpu``."""
+    return cache_dir() / "gemm" / f"{gpu}.json"
+
+
+def shipped_path(gpu: str) -> Path:
+    """The shipped defaults file for ``gpu`` (it may not exist)."""
+    return SHIPPED_DIR / f"{gpu}.json"
+
+
+def _entry(raw, where: str) -> dict:
+    """Validate one entry; LaunchError naming the file and the entry otherwise."""
+    try:
+        dtype = _dtype_name(raw["dtype"])
+        M, N, K = (int(raw[d]) for d in ("M", "N", "K"))
+        if min(M, N, K) < 1:
+            raise ValueError(f"sizes must be positive, got {M}x{N}x{K}")
+        cfg = GemmConfig.of(raw["config"]).check("tma")
+        fus = GemmConfig.of(raw.get("fusable_config") or raw["config"]).check("tma",
+                                                                              fusable=True)
+    except (KeyError, TypeError, ValueError) as e:
+        raise LaunchError(f"GEMM config table {where}: bad entry {raw!r}: "
+                          f"{type(e).__name__}: {e}. Each entry needs dtype, M, N, K, config "
+                          f"(and fusable_config: no SPLIT_K, no WARP_SPECIALIZE); fix or delete "
+                          f"the file, or re-run python -m syncopate.kernels.bench_local "
+                          f"--tune") from None
+    return dict(raw, dtype=dtype, M=M, N=N, K=K, config=cfg, fusable_config=fus)
+
+
+def read_table(path) -> dict:
+    """Read and validate a table file: ``{"format", "gpu", "entries": [...], ...}`` with each
+    entry's configs as :class:`GemmConfig`. LaunchError names the file and the problem."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as e:
+        raise LaunchError(f"cannot read GEMM config table {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise LaunchError(f"GEMM config table {path} is not JSON ({e}); delete it or re-run "
+                          f"the tuning") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
+        raise LaunchError(f"GEMM config table {path} has no 'entries' list; it is not a table "
+                          f"written by bench_local --tune")
+    if raw.get("format", FORMAT) != FORMAT:
+        raise LaunchError(f"GEMM config table {path} has format {raw.get('format')!r}, this "
+                          f"version reads format {FORMAT}: re-run the tuning")
+    raw["entries"] = [_entry(e, str(path)) for e in raw["entries"]]
+    return raw
+
+
+def entry_json(e: dict) -> dict:
+    """An entry as JSON (configs as dicts)."""
+    out = dict(e)
+    out["config"] = GemmConfig.of(e["config"]).as_dict()
+    out["fusable_config"] = GemmConfig.of(e.get("fusable_config") or e["config"]).as_dict()
+    return out
+
+
+def write_table(path, entries: list, *, gpu: str, source: str, note: str = "",
+                extra: dict | None = None) -> Path:
+    """Write a table file atomically (``path.tmp`` then rename); entries sorted by dtype and
+    shape so that re-tuning gives a readable diff."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ents = sorted((entry_json(e) for e in entries),
+                  key=lambda e: (e["dtype"], e["M"], e["N"], e["K"]))
+    doc = {"format": FORMAT, "gpu": gpu, "source": source, "note": note,
+           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **(extra or {}), "entries": ents}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+    reload_tables()
+    return path
+
+
+def merge_entries(old: list, new: list) -> list:
+    """``old`` with ``new``'s entries replacing those of the same dtype and shape."""
+    key = lambda e: (_dtype_name(e["dtype"]), int(e["M"]), int(e["N"]), int(e["K"]))  # noqa: E731
+    merged = {key(e): e for e in old}
+    merged.update({key(e): e for e in new})
+    return list(merged.values())
+
+
+def reload_tables() -> None:
+    """Forget the loaded tables (after a tuning run wrote one, or the environment changed)."""
+    _LOADED.clear()
+
+
+def _sources(gpu: str) -> list[Path]:
+    override = os.environ.get("SYNCOPATE_GEMM_TABLE")
+    if override:
+        return [] if override.lower() in ("off", "0", "none") else [Path(override)]
+    return [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
+
+
+def entries(gpu: str) -> list[dict]:
+    """Every entry that applies to ``gpu``, the user's cache before the shipped defaults."""
+    srcs = _sources(gpu)
+    key = (gpu, tuple(str(p) for p in srcs))
+    if key not in _LOADED:
+        loaded = []
+        seen = set()
+        for p in srcs:
+            for e in read_table(p)["entries"]:
+                k = (e["dtype"], e["M"], e["N"], e["K"])
+                if k not in seen:
+                    seen.add(k)
+                    loaded.append(e)
+        _LOADED[key] = loaded
+    return _LOADED[key]
+
+
+def distance(M: int, N: int, K: int, e: dict) -> float:
+    """``log2`` distance between a shape and an entry's."""
+    return (abs(math.log2(M / e["M"])) + abs(math.log2(N / e["N"]))
+            + abs(math.log2(K / e["K"])))
+
+
+def nearest(M: int, N: int, K: int, dtype, gpu: str = "h200") -> tuple[dict, float] | None:
+    """``(entry, distance)`` of the nearest entry of ``dtype`` within :data:`MAX_DISTANCE`,
+    or None."""
+    dt = _dtype_name(dtype)
+    best = None
+    for e in entries(gpu):
+        if e["dtype"] != dt:
+            continue
+        d = distance(M, N, K, e)
+        if d > 0 and not e.get("measured", True):
+            continue  # a seed entry is the heuristic's choice for its own shape only
+        if best is None or d < best[1]:
+            best = (e, d)
+    if best is None or best[1] > MAX_DISTANCE:
+        return None
+    return best
+
+
+def lookup(M: int, N: int, K: int, dtype, *, gpu: str = "h200", fusable: bool = True,
+           num_sms: int = H200_NUM_SMS) -> GemmConfig | None:
+    """The table's config for this problem, or None when no entry is near enough.
+
+    ``fusable``: the entry's ``fusable_config``. Otherwise its ``config``; when that is split-K
+    and the entry is another shape, the split is recomputed for this one's tile count; when
+    its tiles fill the GPU unsplit, the entry's ``fusable_config`` (its best unsplit one)."""
+    if min(M, N, K) < 1:
+        return None
+    hit = nearest(M, N, K, dtype, gpu)
+    if hit is None:
+        return None
+    e, d = hit
+    if fusable:
+        return e["fusable_config"]
+    cfg = e["config"]
+    if cfg.SPLIT_K > 1 and d > 0:
+        split = split_k_for(M, N, K, cfg, num_sms)
+        # enough tiles to fill the GPU: the entry's measured unsplit choice
+        cfg = with_split_k(cfg, split) if split > 1 else e["fusable_config"]
+    return cfg
+
+
+__all__ = ["FORMAT", "MAX_DISTANCE", "SHIPPED_DIR", "cache_dir", "cache_path", "distance",
+           "entries", "entry_json", "gpu_key", "lookup", "merge_entries", "nearest",
+           "read_table", "reload_tables", "shipped_path", "write_table"]
