@@ -194,6 +194,14 @@ def test_default_configs():
             default_config(*shape, "bf16", kernel).check(kernel)
 
 
+def test_warp_specialisation_only_on_tiles_verified_on_an_h200():
+    """128x128x64 / 5 stages wrote NaN tiles under Triton 3.6's warp specialisation on an
+    H200 (bench/results/2026-12-02-h200x1-local-gemm): refused, naming the verified tiles."""
+    with pytest.raises(LaunchError, match=r"verified on an H200.*\(128, 128, 64, 5\)"):
+        GemmConfig(128, 128, 64, 8, 4, 5, WARP_SPECIALIZE=True, FLATTEN=False).check("tma")
+    GemmConfig(128, 256, 64, 8, 4, 3, WARP_SPECIALIZE=True, FLATTEN=False).check("tma")
+
+
 def test_config_check_says_what_to_change():
     with pytest.raises(LaunchError, match="FLATTEN=False"):
         GemmConfig(num_warps=4, WARP_SPECIALIZE=True).check("tma")

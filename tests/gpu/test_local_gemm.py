@@ -93,7 +93,6 @@ TMA_CONFIGS = [
     GemmConfig(128, 128, 64, 8, 8, 4),
     GemmConfig(128, 128, 64, 8, 4, 4, FLATTEN=False),
     GemmConfig(128, 256, 64, 8, 4, 3, WARP_SPECIALIZE=True, FLATTEN=False),
-    GemmConfig(128, 128, 64, 8, 4, 5, WARP_SPECIALIZE=True, FLATTEN=False),
 ]
 
 

@@ -55,6 +55,14 @@ def _dtype_name(dtype) -> str:
     return s
 
 
+#: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_stages)`` of the TMA kernel that ran correctly with
+#: ``WARP_SPECIALIZE`` on an H200 over the broad shape set (``bench_local --tune``, bf16 and
+#: fp16, ragged sizes included; bench/results/2026-12-02-h200x1-local-gemm). Triton 3.6's
+#: automatic warp specialisation produced NaN tiles with 128x128x64 / 5 stages on every shape,
+#: so a warp-specialised config is refused unless its tile was verified.
+WARP_SPECIALIZED_TILES = frozenset({(128, 256, 64, 3)})
+
+
 @dataclass(frozen=True)
 class GemmConfig:
     """Tile sizes and compile options of one GEMM launch.
@@ -182,6 +190,14 @@ class GemmConfig:
                 problems.append("TMA boxes are at most 256 elements per dimension: keep BLOCK_M, "
                                 "BLOCK_N, BLOCK_K <= 256")
             if self.WARP_SPECIALIZE:
+                tile = (self.BLOCK_M, self.BLOCK_N, self.BLOCK_K, self.num_stages)
+                if tile not in WARP_SPECIALIZED_TILES:
+                    problems.append(
+                        f"WARP_SPECIALIZE is allowed only for the tiles verified on an H200 "
+                        f"(BLOCK_M, BLOCK_N, BLOCK_K, num_stages in "
+                        f"{sorted(WARP_SPECIALIZED_TILES)}), not {tile}: 128x128x64 with 5 "
+                        f"stages wrote wrong tiles (NaN) under Triton 3.6's warp "
+                        f"specialisation; set WARP_SPECIALIZE=False")
                 if self.num_warps != 4:
                     problems.append("WARP_SPECIALIZE needs num_warps=4 on Hopper (Triton adds a "
                                     "producer group and splits the tile over two consumer groups)")

@@ -129,13 +129,12 @@ def candidate_configs(M: int, N: int, K: int, dtype="bf16", num_sms: int = H200_
         add(split(G(128, 256, 64, 8, 8, 3)))
         add(G(128, 128, 64, 8, 8, 4))
         add(split(G(128, 128, 128, 8, 8, 3)))
-        add(G(128, 128, 64, 8, 4, 5, WARP_SPECIALIZE=True, FLATTEN=False))
+        add(G(128, 256, 64, 8, 4, 3, WARP_SPECIALIZE=True, FLATTEN=False))
         add(G(128, 256, 64, 8, 8, 3))
     else:
         for c in (G(128, 256, 64, 8, 8, 3),
                   G(128, 256, 64, 8, 4, 3, WARP_SPECIALIZE=True, FLATTEN=False),
                   G(128, 256, 64, 8, 8, 4, EPILOGUE_SUBTILE=True),
-                  G(128, 128, 64, 8, 4, 5, WARP_SPECIALIZE=True, FLATTEN=False),
                   G(128, 128, 64, 8, 8, 4),
                   G(256, 128, 64, 8, 8, 3),
                   G(128, 256, 64, 16, 8, 3)):
