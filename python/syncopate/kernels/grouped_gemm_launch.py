@@ -71,7 +71,7 @@ def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
 
 
 #: Parameter names of the kernel, in order (the compiler and the compile tests use them).
-PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "a_base",
+PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "M_out", "a_base",
           "a_seg", "cnt_base", "cnt_seg",
           "stride_am", "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm",
           "stride_cn")
@@ -103,7 +103,7 @@ def compile_attrs(unit_inner_strides: bool = True) -> dict:
     """``tt.divisibility = 16`` on pointers, sizes and leading strides (aligned shapes)."""
     params = [p for p in PARAMS if not (unit_inner_strides and p in _UNIT)]
     return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params 
-            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg")}
+            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg", "M_out")}
 
 
 def check_operands(a, w, count, out=None, *, segments: int = 1):
@@ -178,7 +178,7 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
     cfg = (config or default_config(C, N, K)).check()
     grid = (G * -(-C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N),)
     with torch.cuda.device(a.device):
-        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, E, 0, E,
+        grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, G * C, 0, E, 0, E,
                                   a.stride(1), a.stride(2), w.stride(0), w.stride(1),
                                   w.stride(2), out.stride(1), out.stride(2),
                                   **cfg.constexprs(),
