@@ -26,6 +26,9 @@ calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits 
 same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and async-TP's
 ``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
 
+``--ops moe`` adds the MoE layer's rows (dispatch + expert GEMMs + combine, fused and unfused;
+:mod:`.moe`).
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -86,14 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
     p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn")),
+                                            "ring_attn", "moe")),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
-                        "--scales), ring_attn (ring attention)")
+                        "--scales), ring_attn (ring attention), moe (MoE dispatch + expert "
+                        "GEMMs + combine)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
-                        "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn")
+                        "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn, ar, "
+                        "moe")
     p.add_argument("--loopback", type=int, default=None,
                    help="W virtual ranks on one GPU, for --check only (the benchmark refuses "
                         "to time loopback)")
@@ -269,6 +274,12 @@ def main(argv=None) -> int:
         if rank0:
             print(attn_bench.format_rows(attn_rows))
             _write_json(os.path.join(args.out, "bench_ring_attn.json"), attn_rows, command)
+    if "moe" in args.ops.split(","):
+        from . import moe as moe_bench
+        moe_rows = moe_bench.run(comm, args, log, check_only=False, timer=timer)
+        if rank0:
+            print(moe_bench.format_rows(moe_rows))
+            _write_json(os.path.join(args.out, "bench_moe.json"), moe_rows, command)
     if rank0:
         note = write_results(args, results, backends, skipped, budget, iters, command, comm,
                              final=True)
@@ -302,6 +313,7 @@ def _check_worker(rank, W, args):
     from ..runtime import Communicator
     from . import attention as attn_bench
     from . import gemm_ar as ar_bench
+    from . import moe as moe_bench
     comm = Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
     ops = _check_ops(args)
@@ -309,6 +321,8 @@ def _check_worker(rank, W, args):
         rows = attn_bench.run(comm, args, log, check_only=True) if "ring_attn" in ops else []
         if "ar" in ops:
             rows += ar_bench.check_rows(comm, args, log)
+        if "moe" in ops:
+            rows += moe_bench.run(comm, args, log, check_only=True)
         return rows
     finally:
         comm.close()
@@ -322,9 +336,9 @@ def _check_ops(args) -> set[str]:
 def check_main(args) -> int:
     """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
     ops = _check_ops(args)
-    if not ops or not ops <= {"ring_attn", "ar"}:
-        print(f"syncopate.bench --check runs --ops ring_attn and/or ar (got {args.ops}); the "
-              f"other GEMM ops are checked by tests/gpu", file=sys.stderr)
+    if not ops or not ops <= {"ring_attn", "ar", "moe"}:
+        print(f"syncopate.bench --check runs --ops ring_attn, ar and/or moe (got {args.ops}); "
+              f"the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
     lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
     if lb:
@@ -352,8 +366,14 @@ def check_main(args) -> int:
         print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
               file=sys.stderr)
         return 2
+    from . import moe as moe_bench
     from .gemm_ar import check_problems
     for r in rows:
+        if r.get("op") == "moe":
+            print(f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
+                  f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
+                  f"{r['dropped']} choices")
+            continue
         if r.get("op") == "gemm_ar":
             print(f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
                   f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
@@ -362,6 +382,7 @@ def check_main(args) -> int:
         print(f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
               f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
     problems = check_problems([r for r in rows if r.get("op") == "gemm_ar"])
+    problems += moe_bench.check_problems([r for r in rows if r.get("op") == "moe"])
     for p in problems:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)
     return 1 if problems else 0
