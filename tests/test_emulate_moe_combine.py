@@ -357,3 +357,25 @@ def test_whole_layer_unfused_ops_in_loopback(W, kind):
     if kind == "hot":  # the case is what it says: expert 0 overflowed on every rank
         assert all(int((ids[s] == 0).sum()) > C for s in range(W))
 
+
+
+@pytest.mark.parametrize("lowering,mode", [("unrolled", "push"), ("table", "pull")])
+def test_fused_kernel_compiles_for_sm90(lowering, mode):
+    """The whole pipeline, lowering included (what the op's FusedKernel runs on a GPU): the
+    grouped GEMM producing the combine's Y at the op's default tiles compiles to an sm_90
+    cubin with wgmma and system-scope release signals; the launch-time bound on ``M_out`` is
+    the part's rows (the runtime checks it before every launch)."""
+    import syncopate
+    from syncopate.kernels.grouped_gemm_launch import compile_attrs
+    cfg = GroupedGemmConfig()
+    sig, cx = compile_args("bf16", cfg)
+    W, E, C = 2, 8, 256
+    fc = syncopate.compile(grouped_gemm_kernel, signature=sig, constexprs=cx,
+                           schedule=moe_combine(W, E, C, 1024, mode=mode), operand=OPERANDS,
+                           backend="sm", comm_programs=2, attrs=compile_attrs(),
+                           lowering=lowering, **cfg.options())
+    ptx = fc.asm["ptx"]
+    assert fc.asm["cubin"], "no cubin"
+    assert "wgmma.mma_async" in ptx
+    assert "atom.global.sys.release.add.u32" in ptx   # PRODUCED += box, a system release
+    assert fc.abi.upper_bounds["M_out"] == E * C
