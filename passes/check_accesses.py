@@ -16,7 +16,9 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   it is constant, from the access's mask (``offs < n``: the mask bounds what is really read),
   from the descriptor (TMA clips at the descriptor's shape, which insert-waits requires to be
   the schedule's), or from a hint (which asserts its box).  A mask bound that is a kernel
-  argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch.
+  argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch;
+  when a mask bounds the index several ways (``offs < count & offs < M_out``, ``count`` a
+  loaded value), any conjunct bounded by an argument proves the access.
 
 It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
 grid that is larger than one along an axis the kernel never reads, since every tile would then
