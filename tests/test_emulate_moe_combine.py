@@ -333,11 +333,12 @@ def _layer_in_thread(rank, W, case):
     return moe_gemm_combine(h, w2[mine].contiguous(), d, comm, fused=False).float()
 
 
-@pytest.mark.parametrize("W,kind", [(2, "random"), (2, "hot"), (4, "empty"), (4, "hot")])
+@pytest.mark.parametrize("W,kind", [(1, "hot"), (2, "random"), (2, "hot"), (4, "empty"),
+                                    (4, "hot")])
 def test_whole_layer_unfused_ops_in_loopback(W, kind):
     """The reference path of both ops (``fused=False``), composed in loopback threads, against
     the torch layer: the all-to-all brings each expert's rows back in the dispatch's send
-    layout, so the slot map indexes them directly."""
+    layout, so the slot map indexes them directly. One rank: no collective at all."""
     from syncopate.runtime.loopback import run_loopback
     E, C, Hd, F, k = 2 * W, 128, 32, 32, 2
     T = 160 if kind == "hot" else 48    # hot: 160 first choices for 128 rows

@@ -177,10 +177,13 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
     packed = _pack(x, topk_ids, E, W, C, on_overflow)
-    X = torch.empty((W, E, C, H), dtype=x.dtype, device=x.device)
-    CNT = torch.empty((W, W, E), dtype=torch.int32, device=x.device)
-    dist.all_gather_into_tensor(X, packed.send.contiguous(), group=comm.group)
-    dist.all_gather_into_tensor(CNT, packed.counts.contiguous(), group=comm.group)
+    if W == 1:  # one rank: its block is everything
+        X, CNT = packed.send[None], packed.counts[None]
+    else:
+        X = torch.empty((W, E, C, H), dtype=x.dtype, device=x.device)
+        CNT = torch.empty((W, W, E), dtype=torch.int32, device=x.device)
+        dist.all_gather_into_tensor(X, packed.send.contiguous(), group=comm.group)
+        dist.all_gather_into_tensor(CNT, packed.counts.contiguous(), group=comm.group)
     mine = slice(me * El, (me + 1) * El)
     a = X[:, mine].reshape(W * El, C, H).contiguous()
     counts = CNT[:, me, mine].contiguous()
@@ -201,7 +204,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     the grouped GEMM's ``BLOCK_M``. ``on_overflow``: ``'error'`` raises :class:`LaunchError`
     when an expert gets more than ``capacity`` of this rank's tokens (one host read),
     ``'drop'`` drops the excess and counts it in ``dropped``. ``fused=False`` (or
-    ``SYNCOPATE=0``) takes :func:`moe_dispatch_gemm_reference`.
+    ``SYNCOPATE=0``), or a world of one rank, takes :func:`moe_dispatch_gemm_reference`.
 
     Not run on a GPU yet: the fused path is the emulator-tested kernel and schedule
     (tests/test_emulate_moe.py) launched through :func:`syncopate.fuse`.
@@ -213,7 +216,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     from . import _gemm
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = config or GroupedGemmConfig()
-    if not use_fused:
+    if not use_fused or comm.world_size == 1:  # one rank: nothing to send
         return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
                                            capacity=capacity, config=cfg,
                                            on_overflow=on_overflow)

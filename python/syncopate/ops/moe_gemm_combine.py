@@ -202,8 +202,10 @@ def moe_gemm_combine_reference(h, w_local, routing, comm, *, config=None,
     y = torch.zeros((W * El, C, H), dtype=h.dtype, device=h.device)
     expert_gemm(h.contiguous(), w_local.contiguous(), routing.counts.reshape(-1), y,
                 segments=W, config=cfg)
-    back = torch.empty((W * El * C, H), dtype=h.dtype, device=h.device)
-    dist.all_to_all_single(back, y.reshape(W * El * C, H), group=comm.group)
+    back = y.reshape(W * El * C, H)
+    if W > 1:  # one rank: its rows are already home
+        back = torch.empty((W * El * C, H), dtype=h.dtype, device=h.device)
+        dist.all_to_all_single(back, y.reshape(W * El * C, H), group=comm.group)
     return combine_rows(back, _valid_slot(routing.slot, E, C), routing.topk_weights, h.dtype)
 
 
@@ -220,14 +222,15 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     counts ``cnt``, the ``slot`` map, ``topk_weights``). A choice the dispatch dropped (slot
     -1, counted in ``routing.dropped``) contributes nothing. ``validate`` checks the slot map's
     range (one host read); without it an out-of-range entry contributes nothing.
-    ``fused=False`` (or ``SYNCOPATE=0``) takes :func:`moe_gemm_combine_reference`.
+    ``fused=False`` (or ``SYNCOPATE=0``), or a world of one rank, takes
+    :func:`moe_gemm_combine_reference`.
     """
     from ..kernels.grouped_gemm_launch import PARAMS, GroupedGemmConfig
     from ..runtime.fused import fused_enabled
     from . import _gemm
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = config or GroupedGemmConfig()
-    if not use_fused:
+    if not use_fused or comm.world_size == 1:  # one rank: nothing to send, no fused machinery
         return moe_gemm_combine_reference(h, w_local, routing, comm, config=cfg,
                                           validate=validate)
     if backend != "sm":
