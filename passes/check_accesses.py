@@ -16,7 +16,9 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   it is constant, from the access's mask (``offs < n``: the mask bounds what is really read),
   from the descriptor (TMA clips at the descriptor's shape, which insert-waits requires to be
   the schedule's), or from a hint (which asserts its box).  A mask bound that is a kernel
-  argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch.
+  argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch;
+  when a mask bounds the index several ways (``offs < count & offs < M_out``, ``count`` a
+  loaded value), any conjunct bounded by an argument proves the access.
 
 It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
 grid that is larger than one along an axis the kernel never reads, since every tile would then
@@ -225,13 +227,16 @@ class CheckAccesses(ModulePass):
             # a hint asserts its box; a TMA descriptor of the schedule's shape clips at it
             return
         upper = _mask_bound(a, d, ev)
-        if upper is not None:
-            if upper.is_const:
-                if upper.const_value > size:
-                    raise CompileError(f"{what} is masked to indices < {upper.const_value}, past "
-                                       f"the end of the dim: make the schedule's shape match what "
-                                       f"the kernel indexes", where)
-                return
+        if upper is not None and upper.is_const:
+            if upper.const_value > size:
+                raise CompileError(f"{what} is masked to indices < {upper.const_value}, past "
+                                   f"the end of the dim: make the schedule's shape match what "
+                                   f"the kernel indexes", where)
+            return
+        # a mask may bound the index several ways (the grouped GEMM's rows: by the group's
+        # count, a loaded value, and by the output's rows, a kernel argument); any one that
+        # is a kernel argument plus a constant proves the access (a launch-time requirement)
+        for upper in _mask_bounds(a, d, ev):
             param, offset = _param_plus_const(upper, names)
             if param is not None:
                 limit = size - offset
@@ -348,22 +353,25 @@ def _loop_span(lo: Poly) -> tuple[int, int] | None:
     return coef * lb + const, coef * last + const
 
 
-def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:
-    """An upper bound ``B`` (no axis variables) that the access's mask imposes on its index
-    along dim ``d`` (``index < B`` in every active lane), or None."""
+def _mask_bounds(a: Access, d: int, ev: Evaluator) -> list[Poly]:
+    """Every upper bound ``B`` (no axis variables) that a conjunct of the access's mask imposes
+    on its index along dim ``d`` (``index < B`` in every active lane)."""
     index = a.dims[d].index
     mask = mask_of(a.op)
     if index is None or mask is None:
-        return None
+        return []
+    return [b for b in (index - conj for conj in conjuncts(mask, ev)) if not has_axes(b)]
+
+
+def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:
+    """The tightest constant bound of :func:`_mask_bounds`, else its first bound, or None."""
     found = None
-    for conj in conjuncts(mask, ev):
-        bound = index - conj
-        if not has_axes(bound):
-            if found is None or (bound.is_const and found.is_const
-                                 and bound.const_value < found.const_value):
-                found = bound
-            elif bound.is_const and not found.is_const:
-                found = bound
+    for bound in _mask_bounds(a, d, ev):
+        if found is None or (bound.is_const and found.is_const
+                             and bound.const_value < found.const_value):
+            found = bound
+        elif bound.is_const and not found.is_const:
+            found = bound
     return found
 
 

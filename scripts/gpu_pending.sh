@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-call GPU check of the ops that landed without a GPU (one H200, loopback): Ulysses, GEMM+AR,
-# MoE dispatch, ring attention over launches (W = 2), CUDA-graph capture/replay, world size 1,
+# MoE dispatch and the whole MoE layer (dispatch + combine), ring attention over launches (W = 2), CUDA-graph capture/replay, world size 1,
 # the torch.library ops, FP8 (local vs torch._scaled_mm and the fused FP8 ops), the grouped
 # GEMM bench, the tensor-parallel MLP example and the bench's --check mode in loopback (ring
 # attention and GEMM+AR; Ulysses with its baselines).
@@ -9,9 +9,12 @@
 #
 #   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
 #   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
-# GPU_PENDING_K: the pytest -k of ops2/ops4. Steps not in the default list: ops4 (the new ops' tests at W = 4), sweep (the grouped GEMM's
-# config sweep, all shapes), trace (one real timeline per op, scripts/gpu_trace.py; the ops in
-# GPU_PENDING_TRACE_OPS, comma-separated, default all; written to $OUT/traces.tgz).
+#   GPU_PENDING_STEPS="moe2 moecheck" bash scripts/gpu_pending.sh  # the MoE ops alone
+# GPU_PENDING_K: the pytest -k of ops2/ops4. Steps not in the default list: ops4 (the new ops'
+# tests at W = 4), moe2 / moecheck (the MoE tests and the bench's MoE check, W = 2), sweep (the
+# grouped GEMM's config sweep, all shapes), trace (one real timeline per op,
+# scripts/gpu_trace.py; the ops in GPU_PENDING_TRACE_OPS, comma-separated, default all;
+# written to $OUT/traces.tgz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -28,6 +31,10 @@ for s in $STEPS; do
   case $s in
     ops2) SYNCOPATE_GPU_LOOPBACK=2 step ops2 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
             -k "${GPU_PENDING_K:-ulysses or gemm_ar or moe or ring_attention}" --durations=8;;
+    moe2) SYNCOPATE_GPU_LOOPBACK=2 step moe2 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py -k moe \
+            --durations=8;;
+    moecheck) step moecheck "$(lim 120)" python3 -m syncopate.bench --check --quick --ops moe \
+            --loopback 2;;
     graphs) SYNCOPATE_GPU_LOOPBACK=2 step graphs "$(lim 120)" $PYT tests/gpu/test_cuda_graphs.py;;
     w1) step w1 "$(lim 90)" $PYT tests/gpu/test_world_size_one.py;;
     torch) SYNCOPATE_GPU_LOOPBACK=2 step torch "$(lim 90)" $PYT tests/gpu/test_torch_ops_gpu.py;;
@@ -46,7 +53,7 @@ for s in $STEPS; do
            [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
     check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
-            --ops ring_attn,ar --loopback 2;;
+            --ops ring_attn,ar,moe --loopback 2;;
     ulysses2) step ulysses2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
             --ops ulysses --loopback 2;;
     *) STATUS[$s]="unknown step";;

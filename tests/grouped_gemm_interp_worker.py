@@ -37,8 +37,8 @@ def run_case(c):
     check_operands(a, w, count, out, segments=gpe)
     cfg = GroupedGemmConfig(**c["config"])
     grid = (G * triton.cdiv(C, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N),)
-    grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, 0, E, 0, E, a.stride(1), a.stride(2),
-                              w.stride(0), w.stride(1), w.stride(2), out.stride(1),
+    grouped_gemm_kernel[grid](a, w, out, count, C, N, K, E, G * C, 0, E, 0, E, a.stride(1),
+                              a.stride(2), w.stride(0), w.stride(1), w.stride(2), out.stride(1),
                               out.stride(2), **cfg.constexprs())
     err, written_padding, unwritten = 0.0, 0, 0
     for g in range(G):

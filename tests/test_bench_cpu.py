@@ -272,11 +272,37 @@ def test_check_mode_refuses_other_ops_and_needs_a_launcher(capsys, monkeypatch):
     monkeypatch.delenv("SYNCOPATE_GPU_LOOPBACK", raising=False)
     monkeypatch.delenv("RANK", raising=False)
     assert main(["--check", "--ops", "ag"]) == 2
-    assert "ring_attn, ulysses and/or ar" in capsys.readouterr().err
+    assert "ring_attn, ulysses, ar and/or moe" in capsys.readouterr().err
     assert main(["--check", "--ops", "ring_attn"]) == 2
     assert "--loopback W" in capsys.readouterr().err
     assert main(["--check", "--ops", "gemm_ar"]) == 2  # accepted op, but no launcher
     assert "--loopback W" in capsys.readouterr().err
+    assert main(["--check", "--ops", "moe"]) == 2  # accepted op, but no launcher
+    assert "--loopback W" in capsys.readouterr().err
+
+
+def test_moe_rows_capacities_and_check_verdict():
+    """``--ops moe``: Mixtral-like and DeepSeek-like shapes, uniform and hot routing; the
+    capacity is the expected load x 1.25 rounded up to the GEMM's 128 rows (the fused kernels
+    need a multiple of BLOCK_M); the quick shape keeps W = 4 loopback co-resident. A check
+    row fails when the fused layer is not bitwise the unfused one or the counts differ."""
+    import types
+
+    from syncopate.bench import moe as mb
+    full = mb.rows(types.SimpleNamespace(quick=False))
+    assert {(r[0], r[-1]) for r in full} == {(n, rt) for n in ("mixtral", "deepseek")
+                                             for rt in ("uniform", "hot")}
+    assert mb.capacity(4096, 2, 16) == 640       # 512 expected rows x 1.25
+    assert mb.capacity(4096, 6, 128) == 256      # 192 x 1.25 = 240 -> 256
+    assert mb.capacity(10, 1, 64) == 128 and mb.capacity(4096, 2, 16) % 128 == 0
+    (name, El, k, H, F, T, _), _ = mb.rows(types.SimpleNamespace(quick=True))
+    for W in (2, 4):  # every rank's grid (128x128 tiles, 1 per SM, + 2 comm programs) fits
+        C = mb.capacity(T, k, El * W)
+        assert W * (W * El * (C // 128) * (max(H, F) // 128) + 2) <= 132 - W
+    ok = dict(shape="s", routing="hot", max_diff=0.0, bitwise=True, counts_equal=True)
+    assert mb.check_problems([ok]) == []
+    bad = dict(ok, bitwise=False, max_diff=0.5)
+    assert "fused differs from unfused" in mb.check_problems([bad])[0]
 
 
 def test_ring_attention_rows_cover_the_issue_shapes():

@@ -18,6 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from moe_helpers import routing as _routing  # noqa: E402
+
 from syncopate.emulate import PerRank, emulate  # noqa: E402
 from syncopate.errors import LaunchError, ScheduleError  # noqa: E402
 from syncopate.kernels.grouped_gemm import grouped_gemm_kernel  # noqa: E402
@@ -29,24 +31,6 @@ from syncopate.schedule.moe import moe_dispatch  # noqa: E402
 CFG = GroupedGemmConfig(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2)
 POLICIES = ("in-order", "reverse", "late", "random:3")
 RTOL = 2e-2
-
-
-def _routing(kind, W, T, k, E, g):
-    """``topk_ids`` per rank: ``random`` (uniform, distinct experts per token), ``hot`` (most
-    choices on expert 0: overflows its capacity), ``empty`` (only the even experts: the odd
-    ones, on every rank, get no token)."""
-    out = []
-    for _ in range(W):
-        if kind == "random":
-            ids = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(T)])
-        elif kind == "hot":
-            ids = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(T)])
-            ids[:, 0] = 0
-            ids[:, 1:] = torch.where(ids[:, 1:] == 0, torch.ones_like(ids[:, 1:]), ids[:, 1:])
-        else:
-            ids = torch.stack([torch.randperm(E // 2, generator=g)[:k] * 2 for _ in range(T)])
-        out.append(ids)
-    return out
 
 
 def _reference(xs, ids, w_full, W, E, C):

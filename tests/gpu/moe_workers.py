@@ -75,3 +75,91 @@ def moe_dispatch_cases(rank, W, cases, launches=3):
             problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
     comm.close()
     return problems
+
+
+def _routing(kind, W, T, k, E, g):
+    """Every rank's ``topk_ids`` and weights (the same generator on every rank)."""
+    import torch
+    ids = []
+    for _ in range(W):
+        scores = torch.rand(T, E, generator=g)
+        if kind == "hot":
+            scores[:, 0] += 1.0          # expert 0 is every token's first choice
+        elif kind == "empty":
+            scores[:, 1::2] -= 2.0       # odd experts: nobody's choice
+        ids.append(scores.topk(k, dim=1).indices)
+    return ids, [torch.rand(T, k, generator=g) for _ in range(W)]
+
+
+def _layer_reference(x, ids, wts, w1, w2, C):
+    """One rank's layer in fp32 from the routing alone: each expert keeps its first ``C``
+    (token, choice) pairs in token order; ``sum_i w * silu(x @ w1[e]) @ w2[e]``."""
+    import torch
+    T, k = ids.shape
+    out = torch.zeros(T, w2.shape[2], device=x.device)
+    flat = ids.reshape(-1)
+    for e in range(w1.shape[0]):
+        pos = (flat == e).nonzero().flatten()[:C]
+        if not pos.numel():
+            continue
+        t, i = pos // k, pos % k
+        y = torch.nn.functional.silu(x[t].float() @ w1[e].float()) @ w2[e].float()
+        out.index_add_(0, t, wts[t, i, None].float() * y)
+    return out
+
+
+def _layer_case(comm, case, launches):
+    """``moe_dispatch_gemm`` -> SiLU -> ``moe_gemm_combine``, fused, over ``launches`` launches
+    with fresh routings: against the unfused layer (all-gather + grouped GEMM, grouped GEMM +
+    all-to-all + weighted sum: the same kernels, so bitwise) and the fp32 torch layer."""
+    import torch
+
+    from syncopate.kernels.grouped_gemm_launch import GroupedGemmConfig
+    from syncopate.ops import moe_dispatch_gemm, moe_gemm_combine
+
+    kind, mode, E, C, Hd, F, T, k = case
+    W, r, dev = comm.world_size, comm.rank, comm.device
+    El = E // W
+    cfg = GroupedGemmConfig(64, 64, 64, 4, 3)
+    problems = []
+    for it in range(launches):
+        g = torch.Generator(device="cpu").manual_seed(200 + it)  # same on every rank
+        xs = [torch.randn(T, Hd, generator=g).to(torch.bfloat16) for _ in range(W)]
+        ids, wts = _routing(kind, W, T, k, E, g)
+        w1 = (torch.randn(E, Hd, F, generator=g) / Hd ** 0.5).to(torch.bfloat16).to(dev)
+        w2 = (torch.randn(E, F, Hd, generator=g) / F ** 0.5).to(torch.bfloat16).to(dev)
+        x, i, wt = xs[r].to(dev), ids[r].to(dev), wts[r].to(dev)
+        mine = slice(r * El, (r + 1) * El)
+        outs = {}
+        for fused in (False, True):
+            d = moe_dispatch_gemm(x, i, wt, w1[mine].contiguous(), comm, capacity=C,
+                                  config=cfg, on_overflow="drop", fused=fused,
+                                  comm_programs=2)
+            h = torch.nn.functional.silu(d.out.float()).to(torch.bfloat16)
+            outs[fused] = moe_gemm_combine(h, w2[mine].contiguous(), d, comm, config=cfg,
+                                           mode=mode, fused=fused, comm_programs=2)
+        torch.cuda.current_stream().synchronize()
+        comm.check()
+        tag = f"{case} launch {it}"
+        if not torch.equal(outs[True], outs[False]):
+            diff = float((outs[True].float() - outs[False].float()).abs().max())
+            problems.append(f"{tag}: fused layer != unfused layer (max diff {diff:.3g})")
+        ref = _layer_reference(x, i, wt, w1, w2, C)
+        err = float((outs[True].float() - ref).norm() / ref.norm().clamp(min=1e-6))
+        if not torch.isfinite(outs[True]).all() or err > 2e-2:
+            problems.append(f"{tag}: fused layer off the fp32 torch layer (rel err {err:.3g})")
+    return problems
+
+
+def moe_layer_cases(rank, W, cases, launches=3):
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    problems = []
+    for case in cases:
+        try:
+            problems += _layer_case(comm, case, launches)
+        except Exception as e:  # noqa: BLE001 - report every case
+            import traceback
+            problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
+    comm.close()
+    return problems

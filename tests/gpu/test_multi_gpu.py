@@ -203,6 +203,18 @@ def test_moe_dispatch_gemm_correct_over_launches():
     _assert_clean(run_ranks(moe_workers.moe_dispatch_cases, cases, world_size=W, timeout=300))
 
 
+def test_moe_layer_dispatch_combine_correct_over_launches():
+    """The whole MoE layer (issue 12): fused dispatch, SiLU, fused combine (push and pull),
+    3 launches each with fresh routings -- uniform, one hot expert (drops counted), empty
+    experts -- against the unfused layer (bitwise: the same grouped GEMMs and weighted sum)
+    and the fp32 torch layer computed from the routing alone."""
+    import moe_workers
+    E = 2 * W
+    cases = [("uniform", "push", E, 128, 128, 256, 96, 2), ("hot", "push", E, 64, 128, 128, 96, 2),
+             ("empty", "pull", E, 64, 128, 128, 64, 2)]
+    _assert_clean(run_ranks(moe_workers.moe_layer_cases, cases, world_size=W, timeout=300))
+
+
 def _ar_cases():
     # (backend, dtype, M, N, K per rank, split, order, kernel); ragged M/W, N, K; decode rows;
     # "default": the op's own choice (cost model). Sizes keep W x programs co-resident in

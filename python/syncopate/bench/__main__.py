@@ -27,8 +27,10 @@ same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and 
 ``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
 
 ``--ops ring_attn`` and ``--ops ulysses`` add the sequence-parallel attention rows (their own
-columns and tables: :mod:`.attention`, :mod:`.ulysses`); ``--check`` runs them for correctness
-only, also in one-GPU loopback (``--loopback W``), which the timed benchmark refuses.
+columns and tables: :mod:`.attention`, :mod:`.ulysses`); ``--ops moe`` adds the MoE layer's
+rows (dispatch + expert GEMMs + combine, fused and unfused; :mod:`.moe`). ``--check`` runs
+them for correctness only, also in one-GPU loopback (``--loopback W``), which the timed
+benchmark refuses.
 
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
@@ -90,15 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
     p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn", "ulysses")),
+                                            "ring_attn", "ulysses", "moe")),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
-                        "--scales), ring_attn (ring attention), ulysses (Ulysses attention)")
+                        "--scales), ring_attn (ring attention), ulysses (Ulysses attention), "
+                        "moe (MoE dispatch + expert GEMMs + combine)")
     p.add_argument("--check", action="store_true",
                    help="correctness only (fused vs unfused, no timing); with --loopback W (or "
                         "SYNCOPATE_GPU_LOOPBACK=W) on one GPU, no torchrun. Ops: ring_attn, "
-                        "ulysses, ar")
+                        "ulysses, ar, moe")
     p.add_argument("--loopback", type=int, default=None,
                    help="W virtual ranks on one GPU, for --check only (the benchmark refuses "
                         "to time loopback)")
@@ -288,6 +291,12 @@ def main(argv=None) -> int:
                 for name, err in r["errors"].items():
                     print(f"  [ulysses S={r['S']} causal={r['causal']}] {name}: {err}")
             _write_json(os.path.join(args.out, "bench_ulysses.json"), u_rows, command)
+    if "moe" in args.ops.split(","):
+        from . import moe as moe_bench
+        moe_rows = moe_bench.run(comm, args, log, check_only=False, timer=timer)
+        if rank0:
+            print(moe_bench.format_rows(moe_rows))
+            _write_json(os.path.join(args.out, "bench_moe.json"), moe_rows, command)
     if rank0:
         note = write_results(args, results, backends, skipped, budget, iters, command, comm,
                              final=True)
@@ -322,6 +331,7 @@ def _check_worker(rank, W, args):
     from . import attention as attn_bench
     from . import gemm_ar as ar_bench
     from . import ulysses as ulysses_bench
+    from . import moe as moe_bench
     comm = Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
     ops = _check_ops(args)
@@ -331,6 +341,8 @@ def _check_worker(rank, W, args):
             rows += ulysses_bench.run(comm, args, log, check_only=True)
         if "ar" in ops:
             rows += ar_bench.check_rows(comm, args, log)
+        if "moe" in ops:
+            rows += moe_bench.run(comm, args, log, check_only=True)
         return rows
     finally:
         comm.close()
@@ -344,8 +356,8 @@ def _check_ops(args) -> set[str]:
 def check_main(args) -> int:
     """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
     ops = _check_ops(args)
-    if not ops or not ops <= {"ring_attn", "ulysses", "ar"}:
-        print(f"syncopate.bench --check runs --ops ring_attn, ulysses and/or ar (got "
+    if not ops or not ops <= {"ring_attn", "ulysses", "ar", "moe"}:
+        print(f"syncopate.bench --check runs --ops ring_attn, ulysses, ar and/or moe (got "
               f"{args.ops}); the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
     lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
@@ -374,12 +386,17 @@ def check_main(args) -> int:
         print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
               file=sys.stderr)
         return 2
+    from . import moe as moe_bench
     from .gemm_ar import check_problems
     from .ulysses import check_problems as ulysses_problems
     for r in rows:
         if r.get("op") == "ulysses":
             from .ulysses import summary
             print(summary(r))
+        if r.get("op") == "moe":
+            print(f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
+                  f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
+                  f"{r['dropped']} choices")
             continue
         if r.get("op") == "gemm_ar":
             print(f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
@@ -390,6 +407,7 @@ def check_main(args) -> int:
               f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
     problems = check_problems([r for r in rows if r.get("op") == "gemm_ar"])
     problems += ulysses_problems([r for r in rows if r.get("op") == "ulysses"])
+    problems += moe_bench.check_problems([r for r in rows if r.get("op") == "moe"])
     for p in problems:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)
     return 1 if problems else 0

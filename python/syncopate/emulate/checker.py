@@ -13,7 +13,8 @@ data it holds (``epoch_of``) and the last launch for which a peer finished readi
 * **early-signal** -- a ``PRODUCED`` signal counts more elements of a chunk than the signalling
   program has stored into it in this launch, or the flag reaches ``epoch * |c|`` while some
   element of the chunk's region still holds an older launch's data (a transfer reading a
-  produced element that was not stored yet is reported the same way);
+  produced element that was not stored yet is reported the same way); for a chunk with a
+  run-time extent the rows past its count are padding, released unstored by design;
 * **write-after-read** -- a write in launch ``E`` (host staging, a kernel store, a transfer)
   into an element that a peer reads remotely and has not finished reading for launch ``E-1``;
   a push into a rank whose launch ``E-1`` is still running; a compute load that sees data of a
@@ -209,14 +210,23 @@ class Checker:
                     pc.stored[c.id] = pc.stored.get(c.id, 0) + n
 
     # ----------------------------------------------------------------------------- signals
-    def produced_signal(self, pc, chunk, value: int, flag_after: int, bits: int, buf, loc) -> None:
-        """``PRODUCED[chunk] += value`` by ``pc``; ``buf`` is this rank's buffer of the tensor."""
+    def produced_signal(self, pc, chunk, value: int, flag_after: int, bits: int, buf, loc,
+                        valid_hi: int | None = None) -> None:
+        """``PRODUCED[chunk] += value`` by ``pc``; ``buf`` is this rank's buffer of the tensor.
+
+        ``valid_hi``: for a chunk with a run-time extent, where its counted rows end (dim 0).
+        The rows past it are padding: the producer's tiles past the count release them without
+        storing (docs/moe.md section 7), so a program may signal up to that many elements more
+        than it stored, and the region must be stored only up to ``valid_hi`` when the flag
+        completes. What a copier reads -- the counted rows -- is checked as for any chunk."""
         if value <= 0:
             return
         c = self.schedule.chunk(chunk)
         done = pc.signalled.get(chunk, 0) + value
         pc.signalled[chunk] = done
         stored = pc.stored.get(chunk, 0)
+        if valid_hi is not None:
+            stored += (c.hi[0] - valid_hi) * (c.volume // (c.hi[0] - c.lo[0]))
         if done > stored:
             self.report("early-signal", pc.rank, pc.name, loc, chunk, pc.epoch,
                         f"signals {done} produced element(s) of chunk {chunk} but has stored "
@@ -226,7 +236,8 @@ class Checker:
         if buf is not None and buf.tracked and serial_ge(flag_after, target, bits) and \
                 not serial_ge(flag_after - value, target, bits):
             shape = self.schedule.tensors[c.tensor].shape
-            sl = tuple(slice(lo, hi) for lo, hi in zip(c.lo, c.hi))
+            his = (c.hi[0] if valid_hi is None else valid_hi,) + tuple(c.hi[1:])
+            sl = tuple(slice(lo, hi) for lo, hi in zip(c.lo, his))
             region = buf.epoch_of.reshape(shape)[sl]
             stale = region != pc.epoch
             if stale.any():

@@ -163,10 +163,23 @@ class World(Machine):
         if kind == "produced":
             chunk = index - self.layout.produced(0)
             if 0 <= chunk < self.schedule.num_chunks:
-                t = self.schedule.chunk(chunk).tensor
-                tbuf = self.bufs[buf.rank].get(self.param_of_tensor.get(t))
+                c = self.schedule.chunk(chunk)
+                tbuf = self.bufs[buf.rank].get(self.param_of_tensor.get(c.tensor))
                 self.checker.produced_signal(pc, chunk, value, int(buf.data[index]),
-                                             buf.et.bits, tbuf, loc)
+                                             buf.et.bits, tbuf, loc,
+                                             self._valid_hi(c, buf.rank))
+
+    def _valid_hi(self, c, rank):
+        """For a chunk with a run-time extent, the end (along dim 0) of its counted rows, by the
+        count as ``rank`` (its producer) holds it; else None. The rows past it are padding the
+        producer's tiles release without storing (emulate/extents.py)."""
+        vr = valid_rows(c)
+        if vr is None:
+            return None
+        cbuf = self.bufs[rank].get(self.param_of_tensor.get(vr[0]))
+        if cbuf is None:
+            return None
+        return clip_to_count(c.lo, c.hi, cbuf.data[vr[1]])[1][0]
 
     # ------------------------------------------------------------------ flag helpers
     def _set(self, rank, index, value):

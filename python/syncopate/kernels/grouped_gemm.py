@@ -16,8 +16,11 @@ buffers must be static):
 * ``Out`` ``[G * C, N]``: rows past a group's count are **not written** (undefined).
 
 One program per ``BLOCK_M x BLOCK_N`` tile of the capacity grid (non-persistent). A tile whose
-first row is at or past its group's count does no work: it loads the count and returns, so on a
-skewed routing (one hot expert, empty experts) the cost follows the tokens, not the capacity.
+first row is at or past its group's count does no work: it loads the count and stores nothing
+(its store is masked off by the count), so on a skewed routing (one hot expert, empty experts)
+the cost follows the tokens, not the capacity. The store stays outside the count branch so that,
+when the output is a tensor the schedule sends back (the MoE combine), every tile signals its
+box, empty or not.
 That branch is also what makes the fused dispatch sound and cheap (docs/moe.md): the compiler
 places a tile's wait for its rows of ``A`` inside the branch (``insert-waits`` never hoists a wait
 above an ``scf.if``), so a tile past the count waits for nothing but the count.
@@ -47,7 +50,7 @@ from .gemm import _grouped_tile
 
 @triton.jit
 def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
-                        C, N, K, E,  #
+                        C, N, K, E, M_out,  #
                         a_base, a_seg, cnt_base, cnt_seg,  #
                         stride_am, stride_ak,  #
                         stride_be, stride_bk, stride_bn,  #
@@ -84,16 +87,16 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
     seg = g // E
     expert = g % E
     count = tl.minimum(tl.load(count_ptr + (cnt_base + seg * cnt_seg + expert)), C)
+    offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # row inside the group
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_r < count
+    mask_n = offs_n < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if pid_m * BLOCK_M < count:
         row0 = (a_base + seg * a_seg + expert) * C + pid_m * BLOCK_M
-        offs_r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # row inside the group
         offs_am = row0 + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         offs_k = tl.arange(0, BLOCK_K)
-        mask_m = offs_r < count
-        mask_n = offs_n < N
         b_base = b_ptr + expert * stride_be
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_K)):
             offs_kk = k * BLOCK_K + offs_k
             mask_k = offs_kk < K
@@ -102,6 +105,14 @@ def grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, count_ptr,  #
             a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
             acc = tl.dot(a, b, acc)
-        offs_cm = g * C + offs_r
-        c_ptrs = c_ptr + (offs_cm[:, None] * stride_cm + offs_n[None, :] * stride_cn)
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+    # Outside the branch, masked by the count: a tile past the count stores nothing, but
+    # when the output is a produced tensor (the MoE combine) the compiler's signal after this
+    # store still releases the tile's box, so the chunk's PRODUCED flag reaches its static
+    # target (docs/moe.md section 7). Unfused, the all-false store is a no-op.
+    # ``offs_cm < M_out`` (the output's rows) never masks anything on a correct launch; it is
+    # the bound the access analysis proves the store by when the output is a per-rank part
+    # (view='rank'): a launch-time requirement M_out <= the part's rows.
+    offs_cm = g * C + offs_r
+    mask_c = mask_m & (offs_cm < M_out)
+    c_ptrs = c_ptr + (offs_cm[:, None] * stride_cm + offs_n[None, :] * stride_cn)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_c[:, None] & mask_n[None, :])

@@ -86,7 +86,7 @@ def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
 
 
 #: Parameter names of the kernel, in order (the compiler and the compile tests use them).
-PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "a_base",
+PARAMS = ("a_ptr", "b_ptr", "c_ptr", "count_ptr", "C", "N", "K", "E", "M_out", "a_base",
           "a_seg", "cnt_base", "cnt_seg",
           "stride_am", "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm",
           "stride_cn")
@@ -118,7 +118,7 @@ def compile_attrs(unit_inner_strides: bool = True) -> dict:
     """``tt.divisibility = 16`` on pointers, sizes and leading strides (aligned shapes)."""
     params = [p for p in PARAMS if not (unit_inner_strides and p in _UNIT)]
     return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params 
-            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg")}
+            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg", "M_out")}
 
 
 #: The kernel's element offsets are 32-bit: no operand of one launch may span 2**31 elements.
@@ -222,7 +222,7 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
             else:
                 ga, gw, gc, go, ge = a[sub], w[e0:e0 + n], count[sub], out[sub], n
             grid = (n * -(-C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N),)
-            grouped_gemm_kernel[grid](ga, gw, go, gc, C, N, K, ge, 0, ge, 0, ge,
+            grouped_gemm_kernel[grid](ga, gw, go, gc, C, N, K, ge, n * C, 0, ge, 0, ge,
                                       a.stride(1), a.stride(2), w.stride(0), w.stride(1),
                                       w.stride(2), out.stride(1), out.stride(2),
                                       **cfg.constexprs(),

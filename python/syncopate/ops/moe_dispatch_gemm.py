@@ -49,7 +49,8 @@ def kernel_args(X, CNT, w_local, out, rank: int, world_size: int, num_experts: i
     El = E // W
     H, N = X.shape[1], w_local.shape[2]
     values = dict(a_ptr=X, b_ptr=w_local, c_ptr=out, count_ptr=CNT, C=C, N=N, K=H, E=El,
-                  a_base=rank * El, a_seg=E, cnt_base=rank * E + rank * El, cnt_seg=W * E,
+                  M_out=W * El * C, a_base=rank * El, a_seg=E, cnt_base=rank * E + rank * El,
+                  cnt_seg=W * E,
                   stride_am=X.stride(0), stride_be=w_local.stride(0),
                   stride_bk=w_local.stride(1), stride_cm=out.stride(0))
     tiles = (C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
@@ -70,13 +71,16 @@ class MoEDispatch:
     rank's local expert ``e`` times its weight, valid in its first ``counts[s, e]`` rows (the
     rest is not written). ``counts`` ``[W, El]`` int32. ``slot`` ``[T, k]`` and ``dropped``
     ``[E]`` describe this rank's own tokens (where each choice went in its send block, -1 when
-    dropped; the combine needs them), ``topk_weights`` is passed through for the combine."""
+    dropped; the combine needs them), ``topk_weights`` is passed through for the combine.
+    ``cnt`` ``[W * W * E]`` int32: every rank's counts as the dispatch exchanged them
+    (``CNT[(s*W + d)*E + x]``, docs/moe.md): the fused combine's copiers read them."""
 
     out: object
     counts: object
     slot: object
     dropped: object
     topk_weights: object
+    cnt: object = None
 
 
 def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
@@ -110,14 +114,9 @@ def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
 
 def _config(config, x, w_local, capacity):
     """``config``, or the grouped GEMM's H200 default for this capacity and expert shape (the
-    same on both paths, so fused and unfused run the same tiles). Shapes are validated after
-    this, so a malformed operand only yields some valid default here."""
-    if config is not None:
-        return config
-    from ..kernels.grouped_gemm_launch import default_config
-    n = w_local.shape[-1] if getattr(w_local, "ndim", 0) else 0
-    h = x.shape[-1] if getattr(x, "ndim", 0) else 0
-    return default_config(capacity if isinstance(capacity, int) else 0, n, h)
+    same on both paths, so fused and unfused run the same tiles)."""
+    from .moe_routing import grouped_config
+    return grouped_config(config, capacity, w_local, x)
 
 
 def _pack(x, topk_ids, E, W, capacity, on_overflow):
@@ -174,24 +173,29 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
                                 config=None, on_overflow: str = "error") -> MoEDispatch:
     """The unfused path: pack, all-gather the send blocks and the counts (NCCL or loopback;
     ``W`` times an all-to-all's bytes -- a correctness reference, not a speed baseline), pick
-    this rank's groups, run the grouped GEMM."""
+    this rank's groups, run the grouped GEMM (on a CPU -- loopback threads in the tests -- one
+    ``torch.mm`` per group, :func:`~.moe_routing.expert_gemm`)."""
     import torch
 
-    from ..kernels.grouped_gemm_launch import grouped_gemm
     from ..runtime import collectives as dist
+    from .moe_routing import expert_gemm
     cfg = _config(config, x, w_local, capacity)
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
     packed = _pack(x, topk_ids, E, W, C, on_overflow)
-    X = torch.empty((W, E, C, H), dtype=x.dtype, device=x.device)
-    CNT = torch.empty((W, W, E), dtype=torch.int32, device=x.device)
-    dist.all_gather_into_tensor(X, packed.send.contiguous(), group=comm.group)
-    dist.all_gather_into_tensor(CNT, packed.counts.contiguous(), group=comm.group)
+    if W == 1:  # one rank: its block is everything
+        X, CNT = packed.send[None], packed.counts[None]
+    else:
+        X = torch.empty((W, E, C, H), dtype=x.dtype, device=x.device)
+        CNT = torch.empty((W, W, E), dtype=torch.int32, device=x.device)
+        dist.all_gather_into_tensor(X, packed.send.contiguous(), group=comm.group)
+        dist.all_gather_into_tensor(CNT, packed.counts.contiguous(), group=comm.group)
     mine = slice(me * El, (me + 1) * El)
     a = X[:, mine].reshape(W * El, C, H).contiguous()
     counts = CNT[:, me, mine].contiguous()
-    out = grouped_gemm(a, w_local.contiguous(), counts.reshape(-1), segments=W, config=cfg)
-    return MoEDispatch(out, counts, packed.slot, packed.dropped, topk_weights)
+    out = torch.empty((W * El, C, w_local.shape[2]), dtype=x.dtype, device=x.device)
+    expert_gemm(a, w_local.contiguous(), counts.reshape(-1), out, segments=W, config=cfg)
+    return MoEDispatch(out, counts, packed.slot, packed.dropped, topk_weights, CNT.reshape(-1))
 
 
 def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int, config=None,
@@ -206,7 +210,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     the grouped GEMM's ``BLOCK_M``. ``on_overflow``: ``'error'`` raises :class:`LaunchError`
     when an expert gets more than ``capacity`` of this rank's tokens (one host read),
     ``'drop'`` drops the excess and counts it in ``dropped``. ``fused=False`` (or
-    ``SYNCOPATE=0``) takes :func:`moe_dispatch_gemm_reference`.
+    ``SYNCOPATE=0``), or a world of one rank, takes :func:`moe_dispatch_gemm_reference`.
 
     Not run on a GPU yet: the fused path is the emulator-tested kernel and schedule
     (tests/test_emulate_moe.py) launched through :func:`syncopate.fuse`.
@@ -218,7 +222,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     from . import _gemm
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = _config(config, x, w_local, capacity)
-    if not use_fused:
+    if not use_fused or comm.world_size == 1:  # one rank: nothing to send
         return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
                                            capacity=capacity, config=cfg,
                                            on_overflow=on_overflow)
@@ -245,4 +249,4 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     fk[grid](*args)
     counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
     return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
-                       topk_weights)
+                       topk_weights, CNT.clone())

@@ -91,3 +91,28 @@ def pack_dispatch(x, topk_ids, num_experts: int, world_size: int, capacity: int,
     dropped = (per_expert[:E] - kept).to(torch.int32)
     return Packed(send.reshape(E, C, H), counts, dropped, slot.reshape(topk_ids.shape),
                   per_expert[E].to(torch.int32))
+
+
+def grouped_config(config, capacity, w, a):
+    """``config``, or :func:`~syncopate.kernels.grouped_gemm_launch.default_config` for
+    ``capacity`` rows per group times ``w`` ``[.., K, N]`` (``N = w.shape[-1]``, ``K =
+    a.shape[-1]``). The MoE ops call it before validating their operands, so a malformed
+    operand only yields some valid default here (the validation then says what is wrong)."""
+    if config is not None:
+        return config
+    from ..kernels.grouped_gemm_launch import default_config
+    n = w.shape[-1] if getattr(w, "ndim", 0) else 0
+    k = a.shape[-1] if getattr(a, "ndim", 0) else 0
+    c = capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else 0
+    return default_config(c, n, k)
+
+
+def expert_gemm(a, w, count, out, *, segments: int, config=None):
+    """``out[g, :count[g]] = a[g, :count[g]] @ w[g % E]``: the grouped GEMM of the unfused MoE
+    paths. On a GPU the Triton kernel the fused paths run (same tiles, so fused and unfused
+    agree bitwise; no host read of the counts); on a CPU -- the loopback tests' threads --
+    one ``torch.mm`` per group (reads the counts on the host, which a CPU pays nothing for)."""
+    from ..kernels.grouped_gemm_launch import grouped_gemm, grouped_gemm_reference
+    if a.device.type == "cuda":
+        return grouped_gemm(a, w, count, out, segments=segments, config=config)
+    return grouped_gemm_reference(a, w, count, out, segments=segments)

@@ -29,6 +29,11 @@ Chunks (``swizzle`` order: at round ``k`` rank ``d`` receives from ``s = (d + k 
   runs over ``d``'s own experts first (so its data arrives first), with the ``valid_rows``
   above. The copier reads the count on the source, which wrote it before the launch, so no
   chunk waits for a count chunk; the count chunks are for the consumers' kernels.
+
+The combine (:func:`moe_combine`) is the way back: rank ``d``'s second expert GEMM *produces*
+``Y`` (``view="rank"``: part ``d`` holds the groups ``(s, e)`` it computed for every source
+``s``) and each group travels back to its source with the same run-time extent as on the way
+in. No rank holds a group it does not need, so there are no empty chunks.
 """
 
 from __future__ import annotations
@@ -52,14 +57,12 @@ def owner(E: int, W: int, x: int) -> int:
     return x // (E // W)
 
 
-def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
-                 dtype: str = "bf16", mode: str = "pull", tokens: str = "X",
-                 counts: str = "CNT") -> Schedule:
-    """The dispatch (see the module docstring). Raises :class:`ScheduleError` when the experts
-    do not divide over the ranks or a size is not positive."""
+def _checked(template: str, world_size, num_experts, capacity, width, dtype, mode, data,
+             counts, data_arg: str) -> str:
+    """Typed errors shared by the two templates; returns the normalised dtype."""
     problems = []
     for name, v in (("world_size", world_size), ("num_experts", num_experts),
-                    ("capacity", capacity), ("hidden", hidden)):
+                    ("capacity", capacity), ("hidden", width)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             problems.append(f"{name} must be a positive integer, got {v!r}")
     if not problems and num_experts % world_size:
@@ -68,14 +71,25 @@ def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
                         f"a world size that divides {num_experts}")
     if mode not in MODES:
         problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
-    if tokens == counts:
-        problems.append(f"tokens and counts must be different tensor names, both are {tokens!r}")
+    if data == counts:
+        problems.append(f"{data_arg} and counts must be different tensor names, both are "
+                        f"{data!r}")
     try:
         dtype = normalize_dtype(dtype)
     except ScheduleError as e:
         problems.extend(e.problems)
     if problems:
-        raise ScheduleError([f"moe_dispatch: {p}" for p in problems])
+        raise ScheduleError([f"{template}: {p}" for p in problems])
+    return dtype
+
+
+def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
+                 dtype: str = "bf16", mode: str = "pull", tokens: str = "X",
+                 counts: str = "CNT") -> Schedule:
+    """The dispatch (see the module docstring). Raises :class:`ScheduleError` when the experts
+    do not divide over the ranks or a size is not positive."""
+    dtype = _checked("moe_dispatch", world_size, num_experts, capacity, hidden, dtype, mode,
+                     tokens, counts, "tokens")
     W, E, C, H = world_size, num_experts, capacity, hidden
     El = E // W
     x_block = [Region((s * E * C, 0), (E * C, H)) for s in range(W)]
@@ -107,4 +121,63 @@ def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
     return Schedule(W, specs, chunks, meta)
 
 
-__all__ = ["cnt_index", "moe_dispatch", "owner", "x_group"]
+def y_group(E: int, W: int, d: int, s: int, x: int) -> int:
+    """The group of the combine's ``Y`` that rank ``d`` computes for source ``s``'s tokens
+    routed to ``d``'s expert ``x`` (global id): ``d * E + s * El + (x - d * El)``."""
+    El = E // W
+    return d * E + s * El + (x - d * El)
+
+
+def moe_combine(world_size: int, num_experts: int, capacity: int, hidden: int,
+                dtype: str = "bf16", mode: str = "push", outputs: str = "Y",
+                counts: str = "CNT") -> Schedule:
+    """The combine's way back: expert outputs to the ranks whose tokens they are.
+
+    * ``Y`` ``[W * E * C, hidden]``, ``produced``, ``view="rank"``: rank ``d`` computes part
+      ``d`` (rows ``[d*E*C, (d+1)*E*C)``), its ``W * El`` groups ``s * El + e`` -- source
+      ``s``'s tokens times ``d``'s local expert ``e`` -- at part-relative rows
+      ``(s*El + e) * C`` (what the grouped GEMM writes: the kernel is the same on every rank,
+      the compiler offsets its operand by the part). Rank ``s`` ends holding, from every
+      ``d``, the ``El`` groups computed for it (its own part's among them, computed locally).
+    * ``CNT`` ``[W * W * E]`` int32, the dispatch's counts, held whole by every rank
+      before the launch (the dispatch ended with all of it) and never moved:
+      ``CNT[(s*W + d)*E + x]`` is the number of valid rows of group ``(d, s, x)``.
+    * one data chunk per ``(d -> s, e)``, ``s != d``: group :func:`y_group`, with
+      ``extra["valid_rows"] = {"tensor": CNT, "index": (s*W + d)*E + d*El + e}`` (the copier
+      on either end reads it: the source computed exactly those rows, the destination packed
+      them); round ``k`` sends to ``s = (d - k - 1) % W``, step ``k * El + e``.
+
+    The producer's tiles past a group's count store nothing but still signal their box
+    (``PRODUCED[c]`` counts the chunk's static volume; docs/moe.md section 7), so a copier
+    waits for exactly the flags it would wait for on a static schedule.
+    """
+    dtype = _checked("moe_combine", world_size, num_experts, capacity, hidden, dtype, mode,
+                     outputs, counts, "outputs")
+    W, E, C, H = world_size, num_experts, capacity, hidden
+    El = E // W
+    chunks: list[Chunk] = []
+    for k in range(W - 1):
+        for d in range(W):
+            s = (d - k - 1) % W
+            for e in range(El):
+                x = d * El + e
+                extra = {"valid_rows": {"tensor": counts, "index": cnt_index(W, E, s, d, x)}}
+                chunks.append(Chunk(len(chunks), outputs,
+                                    Region((y_group(E, W, d, s, x) * C, 0), (C, H)), d, s, mode,
+                                    k * El + e, extra=extra))
+    part = [Region((d * E * C, 0), (E * C, H)) for d in range(W)]
+    mine = [[Placement(s, Region((y_group(E, W, d, s, d * El) * C, 0), (El * C, H)))
+             for d in range(W)] for s in range(W)]
+    everywhere = [Placement(r, Region.full((W * W * E,))) for r in range(W)]
+    specs = {outputs: TensorSpec(outputs, (W * E * C, H), dtype,
+                                 [Placement(d, part[d]) for d in range(W)],
+                                 [p for s in range(W) for p in mine[s]], produced=True,
+                                 view="rank"),
+             counts: TensorSpec(counts, (W * W * E,), "int32", everywhere, everywhere)}
+    meta = {"template": {"name": "moe_combine", "world_size": W, "num_experts": E,
+                         "capacity": C, "hidden": H, "dtype": dtype, "mode": mode,
+                         "outputs": outputs, "counts": counts}}
+    return Schedule(W, specs, chunks, meta)
+
+
+__all__ = ["cnt_index", "moe_combine", "moe_dispatch", "owner", "x_group", "y_group"]
