@@ -65,23 +65,20 @@ def _inputs(comm, S, Hq, Hkv, D, dtype, seed=0):
 
 
 def sdpa(q, k, v, causal):
-    """torch SDPA with grouped-query heads, the flash backend on a GPU (what DeepSpeed-Ulysses
-    users call: flash attention over the head-sharded sequence).  A torch whose flash backend
-    takes no ``enable_gqa`` gets K and V expanded to the query heads first, as its users do."""
+    """torch's flash attention with grouped-query heads on a GPU (what DeepSpeed-Ulysses users
+    call: flash attention over the head-sharded sequence), K and V expanded to the query heads.
+
+    The flash kernel is called as its aten op rather than under ``sdpa_kernel([FLASH])``: that
+    context sets process-wide backend flags, so in loopback (ranks are threads of one process)
+    one rank's flash-only window made another rank's fp32 reference SDPA fail with "No
+    available kernel" (seen on an H200)."""
+    import torch
     import torch.nn.functional as F
     g = q.shape[1] // k.shape[1]
+    k, v = (k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)) if g > 1 else (k, v)
     if not q.is_cuda:
-        return F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1),
-                                              v.repeat_interleave(g, 1), is_causal=causal)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-        if g > 1:
-            try:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-            except RuntimeError:
-                pass
-        return F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1),
-                                              v.repeat_interleave(g, 1), is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal)[0]
 
 
 def reference_rows(q, k, v, causal, rows: slice):
