@@ -279,6 +279,10 @@ def test_check_mode_refuses_other_ops_and_needs_a_launcher(capsys, monkeypatch):
     assert "--loopback W" in capsys.readouterr().err
     assert main(["--check", "--ops", "moe"]) == 2  # accepted op, but no launcher
     assert "--loopback W" in capsys.readouterr().err
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():  # loopback on a machine without a GPU: one line
+        assert main(["--check", "--ops", "moe", "--loopback", "2"]) == 1
+        assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
 def test_moe_rows_capacities_and_check_verdict():

@@ -365,6 +365,11 @@ def check_main(args) -> int:
         import torch
 
         from ..runtime.loopback import run_loopback
+        if not torch.cuda.is_available():
+            print(f"syncopate.bench --check --loopback {lb}: needs a CUDA GPU (the W virtual "
+                  f"ranks share it); this torch sees none. The CPU-side checks are the test "
+                  f"suite (docs/loopback.md)", file=sys.stderr)
+            return 1
         args.quick = True  # W kernels share one GPU: the small shapes stay co-resident
         results = run_loopback(_check_worker, lb, args, device=torch.device("cuda", 0),
                                timeout_s=float(os.environ.get("SYNCOPATE_BENCH_CHECK_S", 600)))
