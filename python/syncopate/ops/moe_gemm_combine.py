@@ -154,36 +154,19 @@ def _valid_slot(slot, E: int, C: int):
 def buffers(comm, E: int, C: int, H: int, dtype):
     """The symmetric ``Y`` ``[W*E*C, H]`` and ``CNT`` ``[W*W*E]`` int32 buffers of this shape
     (allocated on first use, a collective)."""
-    import torch
-    W = comm.world_size
-    key = ("moe_combine.YC", W, E, C, H, torch.empty((), dtype=dtype).dtype)
-    bufs = comm.cache.get(key)
-    if bufs is None:
-        bufs = (comm.empty((W * E * C, H), dtype), comm.empty((W * W * E,), torch.int32))
-        comm.cache[key] = bufs
-    return bufs
+    from .moe_routing import moe_buffers
+    return moe_buffers(comm, "moe_combine.YC", E, C, H, dtype)
 
 
 def moe_gemm_combine_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
                                   comm_programs: int = 2, backend: str = "sm",
                                   mode: str = "push"):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-    from ..kernels.grouped_gemm import grouped_gemm_kernel
-    from ..runtime.fused import fuse
     from ..schedule.moe import moe_combine
-    from . import _gemm
-    key = ("moe_gemm_combine.fk", comm.world_size, E, C, H, str(dtype), repr(cfg),
-           comm_programs, backend, mode)
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
-        sched = moe_combine(comm.world_size, E, C, H, _gemm.schedule_dtype(dtype), mode=mode)
-        fk = fuse(grouped_gemm_kernel, sched, operand=OPERANDS, backend=backend,
-                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                  **cfg.options())
-        comm.cache[key] = fk
-    return fk
+    from .moe_routing import moe_fused_kernel
+    return moe_fused_kernel(comm, "moe_gemm_combine.fk", moe_combine, E, C, H, dtype, cfg=cfg,
+                            comm_programs=comm_programs, backend=backend, mode=mode,
+                            operand=OPERANDS)
 
 
 def moe_gemm_combine_reference(h, w_local, routing, comm, *, config=None,

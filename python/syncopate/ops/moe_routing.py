@@ -116,3 +116,38 @@ def expert_gemm(a, w, count, out, *, segments: int, config=None):
     if a.device.type == "cuda":
         return grouped_gemm(a, w, count, out, segments=segments, config=config)
     return grouped_gemm_reference(a, w, count, out, segments=segments)
+
+
+def moe_buffers(comm, tag: str, E: int, C: int, H: int, dtype):
+    """The symmetric ``[W*E*C, H]`` rows and ``[W*W*E]`` int32 counts of one MoE op (``tag``)
+    at this shape, allocated on first use (a collective: every rank calls it with the same
+    shape) and cached on the communicator."""
+    import torch
+    W = comm.world_size
+    key = (tag, W, E, C, H, torch.empty((), dtype=dtype).dtype)
+    bufs = comm.cache.get(key)
+    if bufs is None:
+        bufs = (comm.empty((W * E * C, H), dtype), comm.empty((W * W * E,), torch.int32))
+        comm.cache[key] = bufs
+    return bufs
+
+
+def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *, cfg,
+                     comm_programs: int, backend: str, mode: str, operand):
+    """The cached FusedKernel of the grouped GEMM fused with ``schedule(W, E, C, H, dtype,
+    mode=mode)`` (the dispatch's or the combine's); a kernel that timed out (poisoned: its
+    flags disagree across ranks) is rebuilt."""
+    from ..kernels.grouped_gemm import grouped_gemm_kernel
+    from ..runtime.fused import fuse
+    from . import _gemm
+    key = (tag, comm.world_size, E, C, H, str(dtype), repr(cfg), comm_programs, backend, mode)
+    fk = comm.cache.get(key)
+    if fk is not None and getattr(fk, "_poisoned", None):
+        fk = None
+    if fk is None:
+        sched = schedule(comm.world_size, E, C, H, _gemm.schedule_dtype(dtype), mode=mode)
+        fk = fuse(grouped_gemm_kernel, sched, operand=operand, backend=backend,
+                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
+                  **cfg.options())
+        comm.cache[key] = fk
+    return fk
