@@ -753,15 +753,21 @@ def _ring_case(comm, case, launches):
     return problems
 
 
-def ring_attention_cases(rank, W, cases, launches=3):
+def each_case(case_fn, cases, launches):
+    """One communicator for this rank; ``case_fn(comm, case, launches)`` for every case, an
+    exception reported as that case's problem (with its traceback) so every case runs."""
     from syncopate.runtime import Communicator
     comm = Communicator()
     problems = []
     for case in cases:
         try:
-            problems += _ring_case(comm, case, launches)
+            problems += case_fn(comm, case, launches)
         except Exception as e:  # noqa: BLE001 - report every case
             import traceback
             problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
     comm.close()
     return problems
+
+
+def ring_attention_cases(rank, W, cases, launches=3):
+    return each_case(_ring_case, cases, launches)

@@ -64,17 +64,8 @@ def _moe_case(comm, case, launches):
 
 
 def moe_dispatch_cases(rank, W, cases, launches=3):
-    from syncopate.runtime import Communicator
-    comm = Communicator()
-    problems = []
-    for case in cases:
-        try:
-            problems += _moe_case(comm, case, launches)
-        except Exception as e:  # noqa: BLE001 - report every case
-            import traceback
-            problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
-    comm.close()
-    return problems
+    from gpu_workers import each_case
+    return each_case(_moe_case, cases, launches)
 
 
 def _routing(kind, W, T, k, E, g):
@@ -152,14 +143,5 @@ def _layer_case(comm, case, launches):
 
 
 def moe_layer_cases(rank, W, cases, launches=3):
-    from syncopate.runtime import Communicator
-    comm = Communicator()
-    problems = []
-    for case in cases:
-        try:
-            problems += _layer_case(comm, case, launches)
-        except Exception as e:  # noqa: BLE001 - report every case
-            import traceback
-            problems.append(f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
-    comm.close()
-    return problems
+    from gpu_workers import each_case
+    return each_case(_layer_case, cases, launches)
