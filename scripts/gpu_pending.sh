@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-call GPU check of the ops that landed without a GPU (one H200, loopback): Ulysses, GEMM+AR,
-# MoE dispatch and the whole MoE layer (dispatch + combine), ring attention over launches (W = 2), CUDA-graph capture/replay, world size 1,
+# MoE dispatch and the whole MoE layer (dispatch + combine), ring attention over launches (W = 2),
+# CUDA-graph capture/replay of every op (graphs: up to 400 s; run it alone first), world size 1,
 # the torch.library ops, FP8 (local vs torch._scaled_mm and the fused FP8 ops), the grouped
 # GEMM bench, the tensor-parallel MLP example and the bench's --check mode in loopback (ring
 # attention and GEMM+AR; Ulysses with its baselines).
@@ -36,7 +37,8 @@ for s in $STEPS; do
             --durations=8;;
     moecheck) step moecheck "$(lim 120)" python3 -m syncopate.bench --check --quick --ops moe \
             --loopback 2;;
-    graphs) SYNCOPATE_GPU_LOOPBACK=2 step graphs "$(lim 120)" $PYT tests/gpu/test_cuda_graphs.py;;
+    graphs) SYNCOPATE_GPU_LOOPBACK=2 step graphs "$(lim 400)" $PYT tests/gpu/test_cuda_graphs.py \
+            --durations=16;;
     w1) step w1 "$(lim 90)" $PYT tests/gpu/test_world_size_one.py;;
     torch) SYNCOPATE_GPU_LOOPBACK=2 step torch "$(lim 90)" $PYT tests/gpu/test_torch_ops_gpu.py;;
     fp8local) step fp8local "$(lim 120)" python3 -m syncopate.kernels.bench_local --fp8 --kernels tma --hard-timeout-s 110 \

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 
-def _capture_in_turn(rank, W, call, comm):
+def _capture_in_turn(rank, W, call, comm, require_fused=True):
     """Rank ``r`` captures ``call`` into a FusedGraph in turn ``r`` (a barrier after each turn);
     returns ``(graph, error)``: the error a capture raised, if any, instead of the graph."""
     from syncopate.runtime import collectives as dist
@@ -25,7 +25,8 @@ def _capture_in_turn(rank, W, call, comm):
     for r in range(W):
         if r == rank:
             try:
-                fg = FusedGraph.capture(call, comm=comm, capture_error_mode="thread_local")
+                fg = FusedGraph.capture(call, comm=comm, capture_error_mode="thread_local",
+                                        require_fused=require_fused)
             except Exception as e:  # noqa: BLE001 - handed to the caller, which checks its type
                 err = e
         dist.barrier()
@@ -291,5 +292,220 @@ def graph_refuses_ce(rank, W):
     ref = gathered.float() @ b.float()
     if float(torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref)) > 2e-2:
         problems.append("eager ce call after the refused capture is wrong")
+    comm.close()
+    return problems
+
+
+def graph_op_replays(rank, W, name, iters, require_fused=True):
+    """The op case ``name`` of graph_op_cases.py: eager reference and eager op call (warm-up:
+    compiles, allocates, decides the path), capture of one call, then ``iters`` replays with
+    new inputs copied into the static inputs before each, the outputs poisoned, and every
+    output checked against the eager unfused reference on the same inputs (mismatches counted
+    on the device: no host read in the loop). Then the device epoch of every captured
+    FusedKernel (warm-up + iters) and an eager call after the replays (it continues from the
+    device epoch, and its outputs are checked too)."""
+    import torch
+
+    import graph_op_cases as cases
+    from syncopate.runtime import Communicator
+    from syncopate.runtime import collectives as dist
+
+    comm = Communicator()
+    gen = torch.Generator(device=comm.device)
+    gen.manual_seed(1000 + rank)
+    case = cases.WorldSizeOne(comm, gen) if name == "world_size_one" else \
+        cases.CASES[name](comm, gen)
+    problems = []
+    bad = torch.zeros((), dtype=torch.int64, device=comm.device)
+    case.refresh()
+    ref = case.reference()  # loads the unfused path's kernels before any fused kernel spins
+    bad += case.mismatches(case.call(), ref)  # eager warm-up
+    torch.cuda.current_stream().synchronize()
+    comm.check()
+    dist.barrier()
+    fg, err = _capture_in_turn(rank, W, case.call, comm, require_fused=require_fused)
+    if err is not None:
+        raise err
+    torch.cuda.current_stream().synchronize()
+    dist.barrier()
+    e0 = [fk.device_epoch() for fk in fg.kernels]
+    if any(e != 1 for e in e0):
+        problems.append(f"{name}: device epochs {e0} after the warm-up, expected 1 each")
+    outs = fg.output
+    host = []
+    t0 = time.monotonic()
+    for i in range(iters):
+        case.refresh()
+        case.poison(outs)
+        t = time.perf_counter()
+        fg.replay()
+        host.append(time.perf_counter() - t)
+        bad += case.mismatches(outs, case.reference())
+        if i % 100 == 99:
+            comm.check()  # a timeout surfaces within 100 replays
+    torch.cuda.current_stream().synchronize()
+    comm.check()
+    elapsed = time.monotonic() - t0
+    got = [fk.device_epoch() for fk in fg.kernels]
+    if got != [e + iters for e in e0]:
+        problems.append(f"{name}: device epochs {got} after {iters} replays, expected "
+                        f"{[e + iters for e in e0]}")
+    case.refresh()
+    case.poison(outs)
+    bad += case.mismatches(case.call(), case.reference())  # eager, after the replays
+    torch.cuda.current_stream().synchronize()
+    comm.check()
+    got = [fk.device_epoch() for fk in fg.kernels]
+    if got != [e + iters + 1 for e in e0]:
+        problems.append(f"{name}: device epochs {got} after the eager call following the "
+                        f"replays, expected {[e + iters + 1 for e in e0]}")
+    nbad = int(bad)
+    if nbad:
+        problems.append(f"{name}: {nbad} elements off the reference "
+                        f"({'bitwise' if case.exact else 'tolerance'}) over {iters} replays")
+    host.sort()
+    print(f"[rank {rank}] {name} W={W}: {len(fg.kernels)} fused kernel(s) in the graph, {iters} "
+          f"replays in {elapsed:.2f} s, host time per FusedGraph.replay median "
+          f"{host[len(host) // 2] * 1e6:.1f} us", flush=True)
+    del fg
+    comm.close()
+    return problems
+
+
+def graph_fault_gemm_ar(rank, W, timeout_s):
+    """A captured sm GEMM + all-reduce whose configuration withholds the all-gather chunk that
+    brings rank 1's reduced rows to rank 0 (compiled in on every rank, warmed up eagerly before
+    capture): nothing waits for that chunk but rank 0's end-of-launch wait, so the first replay
+    times out on rank 0 only. Rank 0's next FusedGraph.replay raises CommTimeout naming the
+    chunk and epoch 1 without replaying, the one after LaunchError (poisoned); the other ranks
+    see no timeout. Then the group and a fresh op work."""
+    import torch
+
+    from syncopate.errors import CommTimeout, LaunchError
+    from syncopate.ops import gemm_ar
+    from syncopate.ops._gemm import resolve_config
+    from syncopate.runtime import Communicator
+    from syncopate.runtime import collectives as dist
+    from syncopate.runtime import graphs
+
+    comm = Communicator()
+    problems = []
+    M, N, Kl = 128, 256, 128
+    dtype, dev = torch.bfloat16, comm.device
+    cfg = resolve_config("tma", M, N, Kl, dtype)
+    g = torch.Generator(device=dev)
+    g.manual_seed(9 + rank)
+    a = torch.randn(M, Kl, generator=g, device=dev).to(dtype)
+    b = torch.randn(Kl, N, generator=g, device=dev).to(dtype)
+    out = torch.empty((M, N), device=dev, dtype=dtype)
+    op = dict(backend="sm", split=1, order="swizzle", comm_programs=4, kernel="tma", config=cfg)
+
+    def call():
+        return gemm_ar(a, b, comm, out=out, fused=True, **op)
+
+    call()  # epoch 1: all good
+    torch.cuda.current_stream().synchronize()
+    comm.check()
+    prep = next(p for p in comm.cache["ops.prepared"].values())
+    fk = prep.fk
+    withheld = [c.id for c in fk.schedule.chunks
+                if c.src == 1 and c.dst == 0 and c.reduce == "none"][0]
+    fk.test_skip_chunks = {withheld}  # compiled in: a new configuration on every rank
+    fk.warmup(prep.grid, *prep.args)
+    dist.barrier()
+    fg, err = _capture_in_turn(rank, W, call, comm)
+    if err is not None:
+        raise err
+    torch.cuda.current_stream().synchronize()
+    dist.barrier()
+    t0 = time.monotonic()
+    fg.replay()  # epoch 1 of the withholding configuration: rank 0 times out
+    torch.cuda.current_stream().synchronize()
+    elapsed = time.monotonic() - t0
+    dist.barrier()
+    if rank == 0:
+        replays = []
+        real_replay = fg.graph.replay
+        fg.graph.replay = lambda: (replays.append(1), real_replay())
+        try:
+            fg.replay()
+            problems.append(f"rank 0: no CommTimeout at the replay after chunk {withheld} was "
+                            f"withheld")
+        except CommTimeout as e:
+            if getattr(e, "chunk", None) != withheld or f"chunk {withheld}" not in str(e):
+                problems.append(f"rank 0: timeout does not name chunk {withheld}: {e}")
+            if "epoch 1" not in str(e):
+                problems.append(f"rank 0: timeout does not name the replay's epoch (1): {e}")
+        try:
+            fg.replay()
+            problems.append("rank 0: a replay of the timed-out kernel was not refused")
+        except LaunchError:
+            pass
+        if replays:
+            problems.append(f"rank 0: {len(replays)} replay(s) ran after the timeout")
+        if elapsed > timeout_s + 1.0:
+            problems.append(f"rank 0: the timed-out replay took {elapsed:.2f} s > timeout + 1 s")
+    else:
+        try:
+            graphs.check(fg.kernels, fg.comms)
+        except CommTimeout as e:
+            problems.append(f"rank {rank} (not the victim) raised: {e}")
+    del fg
+    dist.barrier()
+    x = torch.full((8,), float(rank + 1), device=dev)
+    dist.all_reduce(x)
+    if float(x[0]) != sum(range(1, W + 1)):
+        problems.append("all_reduce after the fault gave a wrong result")
+    comm.clear_cache()
+    res = gemm_ar(a, b, comm, fused=True, **op)
+    ref = gemm_ar(a, b, comm, kernel="tma", config=cfg, fused=False)
+    torch.cuda.current_stream().synchronize()
+    comm.check()
+    if float(torch.linalg.norm(res.float() - ref.float()) / torch.linalg.norm(ref.float())) > 1e-2:
+        problems.append("fresh fused gemm_ar after the fault is wrong")
+    comm.close()
+    return problems
+
+
+def graph_refusals(rank, W):
+    """The ops' typed refusals on a real capture: the MoE dispatch with ``on_overflow='error'``
+    and the unfused path in loopback (a collective) raise GraphCaptureError and leave the
+    group usable (every rank refuses before any rendezvous)."""
+    import torch
+
+    from syncopate.errors import GraphCaptureError
+    from syncopate.kernels.grouped_gemm_launch import GroupedGemmConfig
+    from syncopate.ops import ag_gemm, moe_dispatch_gemm
+    from syncopate.runtime import Communicator
+    from syncopate.runtime import collectives as dist
+
+    comm = Communicator()
+    dev, problems = comm.device, []
+    E, T, H = 2 * W, 32, 128
+    x = torch.randn(T, H, device=dev).to(torch.bfloat16)
+    ids = torch.randint(0, E, (T, 2), device=dev)
+    wts = torch.rand(T, 2, device=dev)
+    w1 = torch.randn(2, H, 128, device=dev).to(torch.bfloat16)
+    cfg = GroupedGemmConfig(64, 64, 64, 4, 3)
+    a = torch.randn(64, 64, device=dev).to(torch.bfloat16)
+    bm = torch.randn(64, 64, device=dev).to(torch.bfloat16)
+    ag_gemm(a, bm, comm, fused=False)  # eager: fine
+    calls = [("moe on_overflow='error'", lambda: moe_dispatch_gemm(
+        x, ids, wts, w1, comm, capacity=64, config=cfg, fused=True), "on_overflow='drop'")]
+    if dist.is_loopback():  # across processes NCCL's collectives are capturable
+        calls.append(("ag_gemm fused=False in loopback", lambda: ag_gemm(a, bm, comm, fused=False),
+                      "fused=True, backend='sm'"))
+    for what, call, says in calls:
+        fg, err = _capture_in_turn(rank, W, call, comm, require_fused=False)
+        if fg is not None or not isinstance(err, GraphCaptureError):
+            problems.append(f"{what}: capture not refused with GraphCaptureError: {err!r}")
+        elif says not in str(err):
+            problems.append(f"{what}: the refusal does not say {says!r}: {err}")
+        torch.cuda.current_stream().synchronize()
+        dist.barrier()
+    y = torch.full((4,), float(rank + 1), device=dev)
+    dist.all_reduce(y)
+    if float(y[0]) != sum(range(1, W + 1)):
+        problems.append("all_reduce after the refused captures gave a wrong result")
     comm.close()
     return problems

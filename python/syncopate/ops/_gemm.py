@@ -350,6 +350,9 @@ def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False,
            kernel, repr(config), ours)
     plan = _W1_PLANS.get(key)
     if plan is None:
+        from ..runtime import graphs
+        if graphs.capturing():  # the decision and the kernel's compile and load are eager work
+            raise graphs.cold_path(op)
         if check is not None:
             check()
         M, K = a.shape

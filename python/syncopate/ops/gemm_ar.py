@@ -78,7 +78,8 @@ def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
     _gemm.run_local(_gemm.gemm_call(kernel, a, b_shard, out, config))
-    dist.all_reduce(out, op=dist.ReduceOp.SUM, group=comm.group)
+    if comm.world_size > 1:  # one rank: the identity (and no collective to capture)
+        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=comm.group)
     return out
 
 

@@ -65,7 +65,7 @@ def kernel_args(X, CNT, w_local, out, rank: int, world_size: int, num_experts: i
 @dataclass
 class MoEDispatch:
     """What :func:`moe_dispatch_gemm` returns (all on the device; nothing read back unless
-    ``on_overflow='error'``).
+    ``on_overflow='error'`` or ``validate``).
 
     ``out`` ``[W * El, C, N]``: group ``s * El + e`` holds source rank ``s``'s tokens for this
     rank's local expert ``e`` times its weight, valid in its first ``counts[s, e]`` rows (the
@@ -73,7 +73,10 @@ class MoEDispatch:
     ``[E]`` describe this rank's own tokens (where each choice went in its send block, -1 when
     dropped; the combine needs them), ``topk_weights`` is passed through for the combine.
     ``cnt`` ``[W * W * E]`` int32: every rank's counts as the dispatch exchanged them
-    (``CNT[(s*W + d)*E + x]``, docs/moe.md): the fused combine's copiers read them."""
+    (``CNT[(s*W + d)*E + x]``, docs/moe.md): the fused combine's copiers read them.
+    ``invalid`` ``[]`` int32: this rank's choices with an expert id outside ``[0, E)``, dropped
+    (always 0 with ``validate``, which raises instead) -- with ``dropped``, what a captured
+    dispatch reports on the device instead of raising (docs/cuda-graphs.md)."""
 
     out: object
     counts: object
@@ -81,6 +84,7 @@ class MoEDispatch:
     dropped: object
     topk_weights: object
     cnt: object = None
+    invalid: object = None
 
 
 def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
@@ -119,11 +123,24 @@ def _config(config, x, w_local, capacity):
     return grouped_config(config, capacity, w_local, x)
 
 
-def _pack(x, topk_ids, E, W, capacity, on_overflow):
+def refuse_capture(on_overflow, validate) -> None:
+    """Under CUDA-graph capture, refuse (before anything is enqueued) the options that read a
+    device value back to the host; say what to pass instead and where the device reports."""
+    from ..runtime import graphs
+    graphs.refuse_host_reads("moe_dispatch_gemm", [
+        (on_overflow == "error", "on_overflow='error' (the drop count)",
+         "Pass on_overflow='drop': the drops are counted per expert in MoEDispatch.dropped "
+         "(a device tensor each replay rewrites; check it after the replay)."),
+        (bool(validate), "validate=True (the expert ids' range)",
+         "Pass validate=False: a choice with an id outside [0, E) is dropped and counted in "
+         "MoEDispatch.invalid.")])
+
+
+def _pack(x, topk_ids, E, W, capacity, on_overflow, validate=True):
     from .moe_routing import pack_dispatch
     if on_overflow not in ("error", "drop"):
         raise LaunchError(f"on_overflow must be 'error' or 'drop', got {on_overflow!r}")
-    packed = pack_dispatch(x, topk_ids, E, W, capacity)
+    packed = pack_dispatch(x, topk_ids, E, W, capacity, validate=validate)
     if on_overflow == "error":
         over = packed.dropped > 0
         if bool(over.any()):  # one host read: the price of a typed error
@@ -153,7 +170,8 @@ def moe_dispatch_gemm_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
 
 
 def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, capacity: int,
-                                config=None, on_overflow: str = "error") -> MoEDispatch:
+                                config=None, on_overflow: str = "error",
+                                validate: bool = True) -> MoEDispatch:
     """The unfused path: pack, all-gather the send blocks and the counts (NCCL or loopback;
     ``W`` times an all-to-all's bytes -- a correctness reference, not a speed baseline), pick
     this rank's groups, run the grouped GEMM (on a CPU -- loopback threads in the tests -- one
@@ -162,10 +180,11 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
 
     from ..runtime import collectives as dist
     from .moe_routing import expert_gemm
+    refuse_capture(on_overflow, validate)
     cfg = _config(config, x, w_local, capacity)
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
-    packed = _pack(x, topk_ids, E, W, C, on_overflow)
+    packed = _pack(x, topk_ids, E, W, C, on_overflow, validate)
     if W == 1:  # one rank: its block is everything
         X, CNT = packed.send[None], packed.counts[None]
     else:
@@ -178,12 +197,14 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
     counts = CNT[:, me, mine].contiguous()
     out = torch.empty((W * El, C, w_local.shape[2]), dtype=x.dtype, device=x.device)
     expert_gemm(a, w_local.contiguous(), counts.reshape(-1), out, segments=W, config=cfg)
-    return MoEDispatch(out, counts, packed.slot, packed.dropped, topk_weights, CNT.reshape(-1))
+    return MoEDispatch(out, counts, packed.slot, packed.dropped, topk_weights, CNT.reshape(-1),
+                       packed.invalid)
 
 
 def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int, config=None,
                       comm_programs: int = 2, backend: str = "sm", mode: str = "pull",
-                      on_overflow: str = "error", fused=None) -> MoEDispatch:
+                      on_overflow: str = "error", validate: bool = True,
+                      fused=None) -> MoEDispatch:
     """Route this rank's tokens to the ranks that own their experts and run the first expert
     GEMM there, fused (docs/moe.md); returns :class:`MoEDispatch`.
 
@@ -192,7 +213,10 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     ``w_local`` ``[E_local, H, N]``; ``capacity`` rows per (source rank, expert), a multiple of
     the grouped GEMM's ``BLOCK_M``. ``on_overflow``: ``'error'`` raises :class:`LaunchError`
     when an expert gets more than ``capacity`` of this rank's tokens (one host read),
-    ``'drop'`` drops the excess and counts it in ``dropped``. ``fused=False`` (or
+    ``'drop'`` drops the excess and counts it in ``dropped``. ``validate`` checks the expert
+    ids' range (one host read, :class:`LaunchError`); without it a choice with a bad id is
+    dropped and counted in ``invalid``. Under CUDA-graph capture both host reads are refused:
+    pass ``on_overflow='drop', validate=False`` (docs/cuda-graphs.md). ``fused=False`` (or
     ``SYNCOPATE=0``), or a world of one rank, takes :func:`moe_dispatch_gemm_reference`.
 
     Not run on a GPU yet: the fused path is the emulator-tested kernel and schedule
@@ -208,7 +232,8 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send
         return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
                                            capacity=capacity, config=cfg,
-                                           on_overflow=on_overflow)
+                                           on_overflow=on_overflow, validate=validate)
+    refuse_capture(on_overflow, validate)
     if backend not in ("sm", "nvshmem"):
         raise LaunchError(f"moe_dispatch_gemm needs comm programs in the kernel (backend 'sm' "
                           f"or 'nvshmem'), got {backend!r}: the count branch's waits are inside "
@@ -216,7 +241,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
     cfg.check()
-    packed = _pack(x, topk_ids, E, W, C, on_overflow)
+    packed = _pack(x, topk_ids, E, W, C, on_overflow, validate)
     cp = _gemm.loopback_comm_programs(comm, comm_programs, comm_programs)
     fk = moe_dispatch_gemm_fused_kernel(comm, E, C, H, x.dtype, cfg=cfg, comm_programs=cp,
                                         backend=backend, mode=mode)
@@ -232,4 +257,4 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     fk[grid](*args)
     counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
     return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
-                       topk_weights, CNT.clone())
+                       topk_weights, CNT.clone(), packed.invalid)

@@ -86,11 +86,22 @@ def combine_rows(y, rows, topk_weights, out_dtype):
     return out.to(out_dtype)
 
 
+def refuse_capture(validate) -> None:
+    """Under CUDA-graph capture, refuse ``validate`` (a host read of the slot map's range)
+    before anything is enqueued, saying what to pass instead."""
+    from ..runtime import graphs
+    graphs.refuse_host_reads("moe_gemm_combine", [
+        (bool(validate), "validate=True (the slot map's range)",
+         "Pass validate=False: an out-of-range slot entry then contributes nothing (a slot "
+         "map from moe_dispatch_gemm is in range by construction).")])
+
+
 def _check(h, w_local, routing, comm, cfg, validate: bool):
     """Typed errors, host-side: ``(W, E, El, C, F, H)``."""
     import torch
 
     from . import _gemm
+    refuse_capture(validate)
     if not isinstance(routing, MoEDispatch):
         raise LaunchError(f"routing must be the MoEDispatch that moe_dispatch_gemm returned for "
                           f"these tokens, got {type(routing).__name__}")
@@ -203,7 +214,9 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     ``routing``: the :class:`~syncopate.ops.MoEDispatch` of these tokens (counts, every rank's
     counts ``cnt``, the ``slot`` map, ``topk_weights``). A choice the dispatch dropped (slot
     -1, counted in ``routing.dropped``) contributes nothing. ``validate`` checks the slot map's
-    range (one host read); without it an out-of-range entry contributes nothing.
+    range (one host read); without it an out-of-range entry contributes nothing. Under
+    CUDA-graph capture the host read is refused: pass ``validate=False``
+    (docs/cuda-graphs.md).
     ``fused=False`` (or ``SYNCOPATE=0``), or a world of one rank, takes
     :func:`moe_gemm_combine_reference`.
     """

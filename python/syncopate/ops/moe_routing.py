@@ -5,7 +5,8 @@ of the ``moe_dispatch`` schedule (docs/moe.md) -- ``[E, C, H]``, expert ``x``'s 
 ``C`` rows in token order -- and the rank's block of the count tensor -- ``[W, E]`` int32, row
 ``d`` holding expert ``x``'s count where ``d`` owns ``x`` and 0 elsewhere. Everything is torch
 ops on the tensors' device (a stable sort, a cumulative count, a scatter): nothing is read back
-to the host, so packing, the fused kernel and the counts' exchange never synchronise.
+to the host, so packing, the fused kernel and the counts' exchange never synchronise, and a
+CUDA graph can capture them (with ``validate=False``; docs/cuda-graphs.md).
 
 Overflow is never silent: a token whose rank in its expert's queue is ``>= C`` is **dropped**
 (the usual capacity-factor semantics), it is counted per expert in ``dropped`` and its slot in
@@ -75,15 +76,22 @@ def pack_dispatch(x, topk_ids, num_experts: int, world_size: int, capacity: int,
                           f"router and num_experts disagree")
     ids = torch.where(bad, torch.full_like(ids, E), ids)              # E: a discard bucket
     order = torch.sort(ids, stable=True).indices                      # by expert, then token
-    per_expert = torch.bincount(ids, minlength=E + 1)                 # [E + 1]
+    # a count by scatter-add, not torch.bincount: on CUDA bincount reads the largest id back
+    # to size its result (a synchronisation, which CUDA-graph capture refuses)
+    per_expert = torch.zeros(E + 1, dtype=torch.int64, device=ids.device)
+    per_expert.scatter_add_(0, ids, torch.ones_like(ids))             # [E + 1]
     first = torch.cumsum(per_expert, 0) - per_expert                  # start of each expert
     rank_in_expert = torch.empty_like(ids)
     rank_in_expert[order] = torch.arange(ids.numel(), device=ids.device) - first[ids[order]]
     keep = (rank_in_expert < C) & ~bad
     slot = torch.where(keep, ids * C + rank_in_expert, torch.full_like(ids, -1))
-    send = torch.zeros((E * C, H), dtype=x.dtype, device=x.device)
-    tok = torch.arange(T, device=x.device).repeat_interleave(topk_ids.shape[1])
-    send[slot[keep]] = x[tok[keep]]
+    # every choice is scattered, a dropped one into a discard row past the block: a boolean
+    # mask (``send[slot[keep]]``) would size its result on the host (a synchronisation);
+    # kept slots are distinct, so the kept rows are exact whatever lands in the discard row
+    send = torch.zeros((E * C + 1, H), dtype=x.dtype, device=x.device)
+    tok = torch.arange(T, device=x.device)[:, None].expand(T, topk_ids.shape[1]).reshape(-1)
+    send[torch.where(keep, slot, torch.full_like(slot, E * C))] = x[tok]
+    send = send[:E * C]
     kept = torch.clamp(per_expert[:E], max=C).to(torch.int32)
     owner = torch.arange(E, device=x.device) // (E // W)
     mine = owner[None, :] == torch.arange(W, device=x.device)[:, None]

@@ -139,6 +139,18 @@ def ulysses_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale
     return _to_sequence(o, comm)
 
 
+def _check_out(out, q, shape) -> None:
+    import torch
+    if out is None:
+        return
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape) \
+            or out.dtype != q.dtype or out.device != q.device:
+        raise LaunchError(f"out must be this rank's [B, Hq, S/W, D] = {list(shape)} result in "
+                          f"{q.dtype} on {q.device}, got "
+                          f"{getattr(out, 'dtype', type(out).__name__)} "
+                          f"{list(getattr(out, 'shape', ()))}")
+
+
 def ulysses_buffers(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype) -> dict:
     """The symmetric global ``Q, K, V, O`` buffers of this shape (allocated on first use: a
     collective, so every rank calls it with the same shape)."""
@@ -185,11 +197,14 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
 
 def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                       backend: str = "sm", config=None, fused=None, mode: str = "push",
-                      comm_programs=None):
+                      comm_programs=None, out=None):
     """Attention over the whole sequence for this rank's sequence block (module docstring:
     layouts and what is refused).  ``config``: an :class:`AttentionConfig` (or dict) of the
     local kernel; ``mode``: ``push`` or ``pull`` chunks; ``comm_programs``: programs of the
-    kernel that move the chunks (default 4, at most half of a loopback rank's SMs)."""
+    kernel that move the chunks (default 4, at most half of a loopback rank's SMs).
+    ``out``: an optional ``[B, Hq, S/W, D]`` tensor of ``q``'s dtype the result is copied
+    into (and returned); without it the result is a new tensor -- under CUDA-graph capture
+    one of the graph's pool, rewritten by every replay (docs/cuda-graphs.md)."""
     import torch
     import triton
 
@@ -198,10 +213,12 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     from ._gemm import loopback_comm_programs
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
+    _check_out(out, q, (B, Hq, Sl, D))
     use_fused = fused_enabled() if fused is None else bool(fused)
     if not use_fused:
-        return ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
-                                           config=cfg)
+        o = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
+                                        config=cfg)
+        return o if out is None else out.copy_(o)
     W, me = comm.world_size, comm.rank
     S = Sl * W
     cp = loopback_comm_programs(comm, 4 if comm_programs is None else int(comm_programs),
@@ -223,7 +240,7 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     fk[grid](*args)
     # the kernel completes once every chunk into this rank arrived; the buffer is reused by
     # the next launch, so the result is a copy (stream-ordered before it)
-    return O[:, :, rows].clone()
+    return O[:, :, rows].clone() if out is None else out.copy_(O[:, :, rows])
 
 
 __all__ = ["check_plan", "ulysses_attention", "ulysses_attention_reference",

@@ -89,6 +89,34 @@ def new_buffers() -> GraphCaptureError:
         "with the same buffers before capturing")
 
 
+def host_read(op: str, what: str, instead: str) -> GraphCaptureError:
+    """The error for ``op`` under capture when ``what`` would read a device value back to the
+    host: a synchronisation, which stream capture refuses (and a replay would skip: the graph
+    holds no host code). ``instead``: the capturable option, e.g. a device-side count."""
+    return GraphCaptureError(f"{op} cannot be captured in a CUDA graph as called: {what} reads "
+                             f"a device value back to the host, which a graph cannot hold (a "
+                             f"replay runs no host code). {instead}")
+
+
+def refuse_host_reads(op: str, reads) -> None:
+    """Under capture, raise :func:`host_read` naming every enabled one of ``reads`` --
+    ``(enabled, what, instead)`` triples -- so the caller fixes all of them at once. A no-op
+    when not capturing or when none is enabled."""
+    hits = [(what, instead) for enabled, what, instead in reads if enabled]
+    if hits and capturing():
+        raise host_read(op, " and ".join(w for w, _ in hits), " ".join(i for _, i in hits))
+
+
+def cold_path(op: str) -> GraphCaptureError:
+    """An op's first call for an argument layout under capture (its path is decided, its local
+    kernel compiled and loaded on the first call: module loading cannot be captured)."""
+    return GraphCaptureError(
+        f"{op}: this argument layout (shapes, dtypes, options) was never called eagerly, and its "
+        f"first call decides the path and compiles and loads the local kernel -- which a CUDA "
+        f"graph cannot capture. Call the op once eagerly with the same arguments before "
+        f"capturing")
+
+
 def note_launch(fk) -> None:
     """Called by a FusedKernel launched under capture: remember it for the graph's checks."""
     active = getattr(_LOCAL, "active", None)
@@ -126,15 +154,17 @@ class FusedGraph:
 
     @classmethod
     def capture(cls, fn, *, comm=None, stream=None, pool=None,
-                capture_error_mode: str = "global") -> "FusedGraph":
+                capture_error_mode: str = "global", require_fused: bool = True) -> "FusedGraph":
         """Capture ``fn()`` (which launches fused ops on the current stream) into a graph.
         ``comm``: the communicator whose records :meth:`replay` checks besides the kernels'.
         ``stream``: the capture stream; default a new one -- not ``torch.cuda.graph``'s
         process-wide default, which ranks capturing at once in loopback (threads of one
         process, docs/loopback.md) would share. ``capture_error_mode``: as for
         ``torch.cuda.graph``; loopback needs ``"thread_local"`` (the other ranks' threads keep
-        using CUDA while one captures). Refuses a capture that launched no fused kernel
-        (likely a warm-up miss: the op took its unfused path)."""
+        using CUDA while one captures). ``require_fused``: refuse a capture that launched no
+        fused kernel (likely a warm-up miss: the op took its unfused path); pass False for a
+        call that has none by design (world size 1: the local kernel alone), so that one
+        replay loop serves every world size."""
         import torch
 
         if getattr(_LOCAL, "active", None) is not None:
@@ -151,10 +181,11 @@ class FusedGraph:
                 out = fn()
         finally:
             _LOCAL.active = None
-        if not kernels:
+        if not kernels and require_fused:
             raise GraphCaptureError("the captured function launched no fused kernel: nothing "
                                     "of syncopate's is in the graph (did the op take its "
-                                    "unfused path?)")
+                                    "unfused path? At world size 1 there is none by design: "
+                                    "pass require_fused=False)")
         comms = [comm] if comm is not None else []
         for fk in kernels:
             if fk.comm not in comms:

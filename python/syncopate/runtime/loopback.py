@@ -235,10 +235,27 @@ class LoopbackGroup:
         rank's value, in rank order."""
         return self.world.collective(self.rank, kind, value)
 
+    def _refuse_capture(self, kind: str) -> None:
+        """A loopback collective cannot be captured in a CUDA graph: the ranks meet on the host
+        at every call and order their streams with events of that call, none of which a
+        replay repeats (the graph would hold one rank's half of a collective whose other
+        halves were never replayed). Refused before anything is enqueued or rendezvoused."""
+        from . import graphs
+        if graphs.capturing():
+            from ..errors import GraphCaptureError
+            raise GraphCaptureError(
+                f"loopback {kind} under CUDA-graph capture: the virtual ranks meet on the host "
+                f"at every collective, which a replay would skip. The unfused path "
+                f"(fused=False, SYNCOPATE=0, or the op's own choice of it) cannot be captured "
+                f"in loopback; capture the fused path (fused=True, backend='sm'). Across "
+                f"processes, torch.distributed's NCCL collectives are capturable")
+
     def _run(self, kind: str, tensors, value, work) -> None:
         """Run ``work(values)`` once for the round, ordered after every rank's current stream
         and before anything this rank enqueues next (CUDA), or synchronously (CPU)."""
         import torch
+
+        self._refuse_capture(kind)
 
         cuda = [t for t in tensors if t is not None and t.is_cuda]
         if not cuda:
@@ -274,6 +291,7 @@ class LoopbackGroup:
         also waits for what the others enqueued before it (NCCL's barrier is a device
         collective)."""
         import torch
+        self._refuse_capture("barrier")
         if device is None or not torch.cuda.is_available():
             self.world.collective(self.rank, "barrier")
             return
