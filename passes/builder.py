@@ -54,6 +54,37 @@ def _tt_op_class(name: str):
     raise CompileError(f"the tt mirror dialect has no op {name!r}")
 
 
+def _program_order(var) -> tuple:
+    """A key ordering a monomial's factors the same way in every run: axes, then iteration
+    counts and SSA values by where they are defined (the path of block / op indices from the
+    outermost op). ``poly._var_key`` orders them by ``id``, which varies between runs."""
+    if isinstance(var, Axis):
+        return (0, (var.index,))
+    if isinstance(var, IterCount):
+        return (1, _position(var.loop))
+    if isinstance(var, SSAValue):
+        owner = var.owner
+        if isinstance(owner, Block):  # a block argument: the block's position, then its index
+            return (2, _position(owner.parent_op()) + (_block_index(owner), -1, var.index))
+        return (2, _position(owner) + (var.index,))
+    return (3, ())
+
+
+def _block_index(block: Block) -> int:
+    region = block.parent
+    return 0 if region is None else list(region.blocks).index(block)
+
+
+def _position(op: Operation | None) -> tuple:
+    """``op``'s path from the outermost op: (block index, op index) at every nesting level."""
+    path: list[int] = []
+    while op is not None and op.parent is not None:
+        block = op.parent
+        path[:0] = [_block_index(block), block.get_operation_index(op)]
+        op = block.parent_op()
+    return tuple(path)
+
+
 class Builder:
     """Inserts new ops before ``anchor`` (or at the end of ``block`` when no anchor).
 
@@ -187,7 +218,10 @@ class Builder:
                 const += coef
                 continue
             term = None
-            for var in mono:
+            # a monomial's factors are sorted by object identity (``poly._mono``: canonical
+            # within a run); emit them in program order so the same kernel compiles to the
+            # same TTIR every time (a traced and an untraced compile are compared op for op)
+            for var in sorted(mono, key=_program_order):
                 v = self._var(var, cache)
                 term = v if term is None else self.mul(term, v)
             if coef != 1:

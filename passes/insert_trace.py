@@ -36,16 +36,20 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, StringAttr, i32, i64
-from xdsl.ir import BlockArgument, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
+
+from syncopate.errors import CompileError
 
 from syncopate_mlir.dialects.tt import (
     AddPtrOp,
     AtomicRMWOp,
     CallOp,
+    ElementwiseInlineAsmOp,
     GetNumProgramsOp,
     GetProgramIdOp,
     IntToPtrOp,
+    LoadOp,
     MemSemantic,
     PointerType,
     PtrToIntOp,
@@ -53,9 +57,9 @@ from syncopate_mlir.dialects.tt import (
     StoreOp,
 )
 
-from .abi_info import abi_args, get_state, operands_of
+from .abi_info import abi_args, get_state, operands_of, read_abi
 from .builder import Builder
-from .ir_utils import func_body, kernel_func
+from .ir_utils import const_int, func_body, kernel_func
 from .lowering import _asm, addptr, scalar_load
 from .schedule_attr import schedule_of
 
@@ -64,6 +68,8 @@ ATTR_TRACE = "syncopate.trace"
 PROGRAM_BEGIN, PROGRAM_END, WAIT_BEGIN, WAIT_END, SIGNAL = 1, 2, 3, 4, 5
 #: i64 words per event
 WORDS = 4
+#: the clock read of every event
+TIMER_ASM = "mov.u64 $0, %globaltimer;"
 
 
 def trace_enabled(module: ModuleOp) -> bool:
@@ -84,6 +90,11 @@ class InsertTrace(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not trace_enabled(op):
             return
+        untraced = op.clone()
+        self._insert(op)
+        check_transparent(untraced, op)
+
+    def _insert(self, op: ModuleOp) -> None:
         func = kernel_func(op)
         args = abi_args(func)
         body = func_body(func)
@@ -137,7 +148,7 @@ class _Ctx:
 def _event(b: Builder, c: _Ctx, kind: int, ident: SSAValue) -> None:
     """Claim a slot (``atomic_rmw add`` on word 0) and write the event's four words there,
     unless the buffer is full (``c.cap``: word 1, read once at kernel entry)."""
-    now = _asm(b, "mov.u64 $0, %globaltimer;", "=l", [], [i64])[0]
+    now = _asm(b, TIMER_ASM, "=l", [], [i64])[0]
     one = b.const(1, i64)
     slot = b.insert(AtomicRMWOp("add", c.base, one, sem="relaxed", scope="gpu")).results[0]
     ok = b.cmp("slt", slot, c.cap)
@@ -172,5 +183,126 @@ def _flag_index(ptr: SSAValue, flags: SSAValue) -> SSAValue | None:
     return None
 
 
-__all__ = ["ATTR_TRACE", "InsertTrace", "PROGRAM_BEGIN", "PROGRAM_END", "SIGNAL", "WAIT_BEGIN",
-           "WAIT_END", "WORDS", "trace_enabled", "trace_row"]
+# ------------------------------------------------------------------------------------------------
+# Transparency: the traced kernel is the untraced one plus writes into the trace buffer
+# ------------------------------------------------------------------------------------------------
+#
+# Why: the trace is a debugging aid; a trace that changed what it observes (an event inside a
+# branch that alters control flow, a loop-carried value or an ``scf.if`` result rewired, a
+# counter that aliases a flag or an operand) would send a user chasing a bug that tracing itself
+# made. Every traced compile therefore checks, before the kernel leaves the pass, that removing
+# the events (every store and atomic into the trace buffer, then the arithmetic only they used)
+# gives back exactly the module it was given. The buffer is recognised the way the runtime
+# provides it -- the address in the peers table's trace row -- so an event written anywhere
+# else (a flag, an operand, the CNT counts of the MoE dispatch) is not removed and the check
+# fails. The CPU emulator, which runs the module before the lowering, relies on it: with the
+# check, what it emulates is what a traced launch does, minus the trace buffer
+# (docs/tracing.md, "What tracing may change").
+
+
+def check_transparent(untraced: ModuleOp, traced: ModuleOp) -> None:
+    """Raise :class:`CompileError` unless ``traced`` with its events removed
+    (:func:`strip_events`) is structurally ``untraced`` (both after the same dead-code
+    removal). ``untraced`` is consumed (dead code is removed from it in place)."""
+    stripped = strip_events(traced)
+    _remove_dead(untraced)
+    # the functions, not the module's attributes (the compiler's bookkeeping, which the
+    # ABI read-back below adds to)
+    mine, theirs = list(untraced.ops), list(stripped.ops)
+    same = {untraced.body.block: stripped.body.block}  # the ops' parents correspond
+    if len(mine) == len(theirs) and all(a.is_structurally_equivalent(b, same)
+                                        for a, b in zip(mine, theirs)):
+        return
+    import difflib
+
+    from syncopate_mlir.ttir_printer import xdsl_to_text
+    a = [ln for o in mine for ln in xdsl_to_text(o, locations=False).splitlines()]
+    b = [ln for o in theirs for ln in xdsl_to_text(o, locations=False).splitlines()]
+    diff = [ln for ln in difflib.unified_diff(a, b, "untraced", "traced, events removed",
+                                              lineterm="", n=1)][:24]
+    raise CompileError("internal: insert-trace changed the kernel beyond its trace events (the "
+                       "traced kernel would not behave as the untraced one); compile without "
+                       "trace=True / SYNCOPATE_TRACE and report this:\n" + "\n".join(diff))
+
+
+def strip_events(module: ModuleOp) -> ModuleOp:
+    """A copy of traced ``module`` without its events: the stores and atomics whose address
+    derives from the trace buffer (the peers table's trace row, :func:`trace_row`), then every
+    side-effect-free op left unused (:func:`_remove_dead`)."""
+    out = module.clone()
+    func = kernel_func(out)
+    args = abi_args(func)
+    W = schedule_of(out).world_size
+    row = _runtime_trace_row(out) * W
+    bases = [o.results[0] for o in func.walk() if isinstance(o, IntToPtrOp)
+             and _is_trace_address(o.operands[0], args, row)]
+    derived: set[Operation] = set()
+    work = list(bases)
+    while work:
+        v = work.pop()
+        for use in list(v.uses):
+            user = use.operation
+            if user not in derived:
+                derived.add(user)
+                work.extend(user.results)
+    _remove_dead(out, lambda o: o in derived and isinstance(o, (StoreOp, AtomicRMWOp)))
+    return out
+
+
+def _runtime_trace_row(module: ModuleOp) -> int:
+    """The peers-table row the runtime fills with the trace buffer's address, from the ABI it
+    launches with (``FusedKernel._peers_table``: flags, the operands, the epilogue slots, then
+    the buffer) -- computed apart from :func:`trace_row`, the pass's own choice, so that the
+    two disagreeing (events written through an operand's row) fails the check."""
+    abi = read_abi(module)
+    return 1 + len(abi.operands) + len(abi.epilogue_slots)
+
+
+def _is_trace_address(v: SSAValue, args: dict, row: int) -> bool:
+    """``v`` is ``load(addptr(syn_peers, row + syn_rank))``: this rank's trace buffer."""
+    load = v.owner if not isinstance(v, BlockArgument) else None
+    if not isinstance(load, LoadOp):
+        return False
+    at = load.operands[0].owner
+    if not isinstance(at, AddPtrOp) or at.ptr is not args["syn_peers"]:
+        return False
+    off = at.offset.owner
+    if not isinstance(off, arith.AddiOp):
+        return False
+    pair = (off.lhs, off.rhs)
+    return any(a is args["syn_rank"] and const_int(c) == row for a, c in (pair, pair[::-1]))
+
+
+def _used(op: Operation) -> bool:
+    return any(r.uses for r in op.results)
+
+
+def _removable(op: Operation) -> bool:
+    """Side-effect free, so it may go when unused: arithmetic, address arithmetic, program
+    ids, loads, the clock read."""
+    if op.regions or not op.results:
+        return False
+    if op.name.startswith("arith."):
+        return True
+    if isinstance(op, ElementwiseInlineAsmOp):
+        return op.asm_string.data == TIMER_ASM
+    return isinstance(op, (AddPtrOp, IntToPtrOp, PtrToIntOp, GetProgramIdOp, GetNumProgramsOp,
+                           LoadOp))
+
+
+def _remove_dead(module: ModuleOp, also=lambda o: False) -> None:
+    """Erase unused :func:`_removable` ops (and unused ops ``also`` accepts) until none is left;
+    users go before the ops they use (a reversed walk)."""
+    changed = True
+    while changed:
+        changed = False
+        for o in reversed(list(module.walk())):
+            if (_removable(o) or also(o)) and not _used(o):
+                o.detach()
+                o.erase()
+                changed = True
+
+
+__all__ = ["ATTR_TRACE", "InsertTrace", "PROGRAM_BEGIN", "PROGRAM_END", "SIGNAL", "TIMER_ASM",
+           "WAIT_BEGIN", "WAIT_END", "WORDS", "check_transparent", "strip_events",
+           "trace_enabled", "trace_row"]

@@ -14,6 +14,13 @@ from __future__ import annotations
 import os
 import sys
 
+# before torch starts CUDA: in loopback a kernel loaded lazily at its first launch can wait for
+# another virtual rank's spinning kernel (docs/loopback.md, "Module loading"). Without it the
+# MoE dispatch's first fused launch timed out on an H200, most likely because its strided copy
+# of the counts, the first of its kind in this process, ran right after the launch
+# (scripts/gpu_moe_first_launch.py tells the causes apart).
+os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "python"))
 

@@ -50,7 +50,7 @@ def _reference(xs, ids, w_full, W, E, C):
 
 
 def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", launches=1,
-         lowering="auto"):
+         lowering="auto", trace=False):
     g = torch.Generator().manual_seed(seed)
     El = E // W
     xs = [torch.randn(T, H, generator=g).to(torch.bfloat16) for _ in range(W)]
@@ -73,7 +73,7 @@ def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", l
     res = emulate(grouped_gemm_kernel, signature=sig, constexprs=cx,
                   schedule=moe_dispatch(W, E, C, H, mode=mode), operand=OPERANDS, grid=grid,
                   args=args, backend="sm", comm_programs=2, options=CFG.options(), launches=launches,
-                  policies=policies, check=True, lowering=lowering)
+                  policies=policies, check=True, lowering=lowering, trace=trace)
     return res, _reference(xs, ids, w_full, W, E, C), packed
 
 
@@ -122,6 +122,20 @@ def test_both_lowerings(lowering):
     res, ref, packed = _run(W, E, C, H, N, T, k, "empty", seed=7, policies=("random:4",),
                             lowering=lowering)
     _check(res, ref, packed, W, E, C, N, ("random:4",))
+
+
+@pytest.mark.parametrize("lowering", ["unrolled", "table"])
+def test_traced_dispatch_w2(lowering):
+    """The kernel ``SYNCOPATE_TRACE=1`` launches (``scripts/gpu_trace.py``: W = 2, E = 8,
+    top-2 random routing): the lowering and ``insert-trace`` run too, and the pass's
+    transparency check passes -- the events (around the count branch's wait, the copy loops'
+    signals, the table's wait loops) change nothing else -- so the module emulated here, clean
+    under every policy and equal to the routing's reference, is what the traced launch does."""
+    W, E, C, H, N, T, k = 2, 8, 32, 32, 32, 24, 2
+    pol = ("in-order", "late", "behind:0", "random:2")
+    res, ref, packed = _run(W, E, C, H, N, T, k, "random", seed=11, policies=pol,
+                            lowering=lowering, trace=True)
+    _check(res, ref, packed, W, E, C, N, pol)
 
 
 def test_dispatch_gemm_w2_push():

@@ -17,7 +17,7 @@ from syncopate.errors import CoResidencyError, LaunchError, LoopbackError  # noq
 from syncopate.runtime import collectives, residency  # noqa: E402
 from syncopate.runtime import diag  # noqa: E402
 from syncopate.runtime.loopback import (LoopbackSymmetricMemory, LoopbackWorld,  # noqa: E402
-                                        run_loopback)
+                                        eager_module_loading, run_loopback)
 
 
 def _ok(results):
@@ -222,6 +222,25 @@ def test_nvshmem_is_refused_in_loopback():
 # ---------------------------------------------------------------------------- co-residency
 
 H200 = residency.DeviceLimits(sms=132)
+
+
+# ---------------------------------------------------------------------------- module loading
+
+def test_module_loading_is_made_eager_before_cuda_starts():
+    """Loopback shares one CUDA context: a kernel loaded lazily at its first launch may wait
+    for a peer's spinning kernel (the likely cause of the MoE dispatch's first-launch timeout
+    in gpu_trace.py). Before CUDA initialises the variable is set; a user's explicit EAGER is
+    kept; afterwards, or with a user's LAZY, the answer says what to do instead."""
+    env = {}
+    assert eager_module_loading(False, env) is None and env["CUDA_MODULE_LOADING"] == "EAGER"
+    assert eager_module_loading(True, {"CUDA_MODULE_LOADING": "eager"}) is None
+    late = {}
+    why = eager_module_loading(True, late)
+    assert "CUDA_MODULE_LOADING=EAGER" in why and "first torch.cuda call" in why
+    assert late == {}  # too late to matter: not touched
+    chosen = {"CUDA_MODULE_LOADING": "LAZY"}
+    assert "LAZY" in eager_module_loading(False, chosen)
+    assert chosen == {"CUDA_MODULE_LOADING": "LAZY"}  # the user's choice stays
 
 
 def test_blocks_per_sm_arithmetic():

@@ -328,7 +328,7 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
             policies: Sequence[str] = DEFAULT_POLICIES, launches: int = 2, seed: int = 0,
             fine: bool = False, check: bool = True, faults: Faults | None = None,
             withhold_chunks=(), lowering: str = "auto", remap: bool = True,
-            reorder_reductions: bool = False) -> EmulationResult:
+            reorder_reductions: bool = False, trace: bool = False) -> EmulationResult:
     """Fuse ``kernel`` with ``schedule`` (the pipeline through ``resolve-chunks``), emulate it
     for the schedule's world size on numpy under every policy for ``launches`` launches, and
     compare each rank's outputs with the unfused kernel emulated on the collected inputs.
@@ -342,12 +342,15 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     A combination the compiler refuses raises its :class:`~syncopate.errors.CompileError`.
     ``lowering`` is the compiler's (``"table"`` emulates the chunk-table loops); so are
     ``remap`` and ``reorder_reductions`` (with the latter, a module whose loops were renumbered
-    is compared with the unfused kernel within :data:`~.reference.REORDER_ULPS`, not bitwise)."""
+    is compared with the unfused kernel within :data:`~.reference.REORDER_ULPS`, not bitwise).
+    ``trace=True`` emulates the kernel ``fuse(..., trace=True)`` launches: the lowering and
+    ``insert-trace`` also run, and a trace that would change the kernel beyond its event writes
+    is a :class:`~syncopate.errors.CompileError` (``passes/insert_trace.py``)."""
     module, ttir = fuse_module(kernel, signature=signature, constexprs=constexprs, attrs=attrs,
                                schedule=schedule, operand=operand, backend=backend,
                                comm_programs=comm_programs, reduce=reduce, options=options,
                                withhold_chunks=withhold_chunks, lowering=lowering, remap=remap,
-                               reorder_reductions=reorder_reductions)
+                               reorder_reductions=reorder_reductions, trace=trace)
     res = Emulation(module, ttir, grid=grid, args=args, fine=fine).run(policies, launches, seed,
                                                                         faults)
     return res.raise_for_problems() if check else res

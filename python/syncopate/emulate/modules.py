@@ -4,7 +4,10 @@ the last backend-independent stage) and the unfused reference module (:func:`loc
 
 The ``lower-*`` passes after ``resolve-chunks`` only turn chunk-level waits, signals and copies
 into inline PTX and atomics whose semantics the emulator implements directly (``comm.py``), so
-what is emulated is exactly what the backends lower.
+what is emulated is exactly what the backends lower. A traced kernel (``trace=True``) is that
+lowered kernel plus event writes into a private buffer: :func:`fuse_module` runs the rest of the
+pipeline through ``insert-trace``, whose transparency check (``passes/insert_trace.py``) refuses
+a trace that changes anything else, and emulates the same module as untraced.
 """
 
 from __future__ import annotations
@@ -63,12 +66,15 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
 def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, operand,
                 backend: str = "sm", comm_programs: int | None = None, reduce: str = "comm",
                 options=None, withhold_chunks=(), lowering: str = "auto", remap: bool = True,
-                reorder_reductions: bool = False):
+                reorder_reductions: bool = False, trace: bool = False):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
     :func:`syncopate.compile` (the same typed refusals); ``lowering``, ``remap`` and
-    ``reorder_reductions`` are the compiler's."""
+    ``reorder_reductions`` are the compiler's. ``trace=True`` also lowers a copy and inserts
+    the trace events into it, which raises :class:`CompileError` unless the events leave the
+    kernel otherwise unchanged (the module returned is the same either way)."""
     from syncopate.compiler import fuse_request
-    from syncopate_mlir.pipeline import run_pipeline_until
+    from syncopate_mlir.passes import registry
+    from syncopate_mlir.pipeline import pass_names, run_pipeline_until
 
     constexprs = dict(constexprs or {})
     # the compiler's checks; withheld chunks are emulated on every backend
@@ -77,9 +83,15 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
                            comm_programs=comm_programs, reduce=reduce,
                            withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False,
                            lowering=lowering, remap=remap,
-                           reorder_reductions=reorder_reductions)
+                           reorder_reductions=reorder_reductions, trace=trace)
     ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
-    module, _ = run_pipeline_until(ttir, request, "resolve-chunks")
+    module, ctx = run_pipeline_until(ttir, request, "resolve-chunks")
+    if trace:
+        lowered = module.clone()
+        names = pass_names(request.backend, request.reduce)
+        passes = registry()
+        for name in names[names.index("resolve-chunks") + 1:names.index("insert-trace") + 1]:
+            passes[name]().apply(ctx, lowered)
     return module, ttir
 
 

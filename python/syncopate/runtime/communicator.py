@@ -115,6 +115,9 @@ class Communicator:
             raise LaunchError(f"device must be a CUDA device with an index, got {device!r}")
         torch.cuda.set_device(self.device)
         if self.loopback:
+            # torch's kernels too: loaded lazily, one could wait for a peer's spin
+            from .loopback import warn_unless_eager
+            warn_unless_eager(torch.cuda.is_initialized())
             # every module this communicator launches is loaded before any rank can spin
             # (sync_kernels.preload says why)
             from . import sync_kernels

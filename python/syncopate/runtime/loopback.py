@@ -48,6 +48,41 @@ def collective_timeout_s(env=None) -> float:
         return DEFAULT_TIMEOUT_S
 
 
+def eager_module_loading(cuda_initialized: bool, env=None) -> str | None:
+    """Make CUDA load every module's functions when the module loads (``CUDA_MODULE_LOADING=
+    EAGER``) if it still can; returns None when loading is eager, else why it is not.
+
+    Why: in loopback the W ranks share one CUDA context, and loading a kernel lazily (at its
+    first launch, CUDA's default through torch) may synchronise that context -- wait for a
+    peer's fused kernel that spins until this rank launches its own: a hang until the
+    watchdog (docs/loopback.md, "Module loading"). Any torch op run for the first time between
+    one rank's fused launch and its partner's can do it: the MoE dispatch's first fused call
+    runs a strided copy of the counts right after its launch, the likely cause of its timeout
+    in ``scripts/gpu_trace.py`` on an H200 (``scripts/gpu_moe_first_launch.py`` settles it).
+    The variable is read when CUDA initialises, so it is set only while ``cuda_initialized``
+    is False and the user has not chosen a mode."""
+    env = os.environ if env is None else env
+    mode = env.get("CUDA_MODULE_LOADING")
+    if mode is None and not cuda_initialized:
+        env["CUDA_MODULE_LOADING"] = "EAGER"
+        return None
+    if (mode or "").upper() == "EAGER":
+        return None
+    return (f"CUDA module loading is {mode or 'LAZY'} in a loopback run: a kernel loaded at its "
+            f"first launch may wait for another virtual rank's spinning kernel (a hang until "
+            f"the watchdog fires). Set CUDA_MODULE_LOADING=EAGER before CUDA initialises (before "
+            f"the first torch.cuda call), or start the ranks with run_loopback before touching "
+            f"CUDA (docs/loopback.md, 'Module loading')")
+
+
+def warn_unless_eager(cuda_initialized: bool) -> None:
+    """:func:`eager_module_loading`, warning (``RuntimeWarning``) when it is too late."""
+    why = eager_module_loading(cuda_initialized)
+    if why is not None:
+        import warnings
+        warnings.warn(why, RuntimeWarning, stacklevel=3)
+
+
 #: the calling thread's virtual rank: its LoopbackGroup (set by run_loopback; the collectives
 #: module and Communicator() find it here)
 _local = threading.local()
@@ -456,6 +491,8 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
 
     W = int(world_size)
     dev = torch.device(device) if device is not None else None
+    if dev is not None and dev.type == "cuda":
+        warn_unless_eager(torch.cuda.is_initialized())
     world = LoopbackWorld(W, dev)
     results: list = [("err", "did not start")] * W
 
