@@ -13,7 +13,8 @@
 #   GPU_PENDING_STEPS="moe2 moecheck" bash scripts/gpu_pending.sh  # the MoE ops alone
 # GPU_PENDING_K: the pytest -k of ops2/ops4 (GPU_PENDING_K4: of ops4 alone). Steps not in the
 # default list: ops4 (the new ops' tests at W = 4), local (the local GEMM, grouped GEMM and
-# world-size-1 tests), moe2 / moecheck (the MoE tests and the bench's MoE check, W = 2), sweep (the
+# world-size-1 tests), moefirst (scripts/gpu_moe_first_launch.py: why the traced MoE dispatch's
+# first launch timed out), moe2 / moecheck (the MoE tests and the bench's MoE check, W = 2), sweep (the
 # grouped GEMM's config sweep, all shapes), trace (one real timeline per op,
 # scripts/gpu_trace.py; the ops in GPU_PENDING_TRACE_OPS, comma-separated, default all;
 # written to $OUT/traces.tgz).
@@ -49,6 +50,7 @@ for s in $STEPS; do
     ops4) SYNCOPATE_GPU_LOOPBACK=4 step ops4 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
             -k "${GPU_PENDING_K4:-${GPU_PENDING_K:-ulysses or gemm_ar or moe or ring_attention}}" \
             --durations=8;;
+    moefirst) step moefirst "$(lim 300)" python3 scripts/gpu_moe_first_launch.py --case-timeout 55;;
     local) step local "$(lim 150)" $PYT tests/gpu/test_local_gemm.py \
             tests/gpu/test_grouped_gemm_gpu.py tests/gpu/test_world_size_one.py;;
     sweep) step sweep "$(lim 200)" python3 -m syncopate.kernels.bench_grouped --sweep \
