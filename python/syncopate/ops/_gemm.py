@@ -376,3 +376,19 @@ def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False,
                           f"{tuple(out.shape)} {out.dtype}")
     local_gemm(plan[0], a, b, out, plan[1])
     return out
+
+
+def route(op: str, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bool = False,
+          unavailable=()):
+    """The decision of an op that may choose its path (:func:`syncopate.ops.choice.decide_shape`)
+    -- ``fused`` None, ``SYNCOPATE`` not 0, no fused-only argument given (``explicit``: a
+    backend, split, comm-program count ... is the caller's choice of the fused path), more
+    than one rank -- else None: the caller's ``fused`` (or ``SYNCOPATE``) stands. The inputs
+    are the same on every rank (shape, dtype, world size, the GPU type from the device name),
+    so every rank takes the same path."""
+    from ..runtime.fused import fused_enabled
+    if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
+        return None
+    from .choice import decide_shape
+    return decide_shape(op, shape, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
+                        cublas=cublas, fused=None, unavailable=tuple(unavailable))
