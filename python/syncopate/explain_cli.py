@@ -140,9 +140,10 @@ def run_explain(args) -> int:
     d = decide_shape(args.op, shape, W, dtype, args.gpu, cublas=not args.no_cublas)
     from .ops.choice_ops import SHAPES
     names = SHAPES.get(args.op, ("m", "n", "k"))
-    per_rank = ", ".join(f"{n} {v}" for n, v in zip(names, shape))
+    per_rank = ("per-rank GEMM " + "x".join(map(str, shape)) if names == ("m", "n", "k") else
+                "decides on " + ", ".join(f"{n} {v}" for n, v in zip(names, shape)))
     print(f"{args.op} {'x'.join(map(str, args.shape))} ({dtype}) at world size {W} on "
-          f"{args.gpu}: decides on {per_rank}")
+          f"{args.gpu}: {per_rank}")
     if d.calibration:
         from .calibration import calibration_path
         print(f"calibration: {calibration_path(args.gpu)} (sha256 {d.calibration[:12]})")

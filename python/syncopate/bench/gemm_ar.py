@@ -164,7 +164,7 @@ def check_rows(comm, args, log):
             a = torch.randn(M, Kl, generator=g, device=comm.device).to(dtype)
             b = (torch.randn(Kl, N, generator=g, device=comm.device) / Kl ** 0.5).to(dtype)
             out = torch.full((M, N), float("nan"), device=comm.device, dtype=dtype)
-            gemm_ar(a, b, comm, kernel=args.kernel, out=out)
+            gemm_ar(a, b, comm, kernel=args.kernel, out=out, fused=True)
             ref = gemm_ar(a, b, comm, kernel=args.kernel, fused=False)
             bits = out.view(torch.int16)
             every = torch.empty((W, M, N), device=comm.device, dtype=torch.int16)
