@@ -308,7 +308,7 @@ _NAMES = {"ulysses_attention": ("ulysses_fused_kernel", "ulysses_attention_refer
 
 def _patch(monkeypatch, mod, op, path, seen):
     def fake_decide(o, shape, W, dtype=None, gpu=None, **kw):
-        seen.append((o, tuple(shape), W))
+        seen.append((o, tuple(shape), W, kw.get("fused")))
         return _decision(o, path)
 
     def fused_kernel(*a, **k):
@@ -393,15 +393,15 @@ def test_each_op_takes_the_path_its_decision_names(monkeypatch, op):
     seen: list = []
     _patch(monkeypatch, mod, op, "unfused", seen)
     res = call()
-    assert seen == [(op, shape, 2), "reference"], seen
+    assert seen == [(op, shape, 2, None), "reference"], seen
     assert res in ("REF", ("REF", "REF"))
     seen.clear()
     monkeypatch.setattr(choice, "decide_shape",
-                        lambda o, s, W, *a, **k: seen.append((o, tuple(s), W)) or
-                        _decision(o, "fused"))
+                        lambda o, s, W, *a, **k: seen.append((o, tuple(s), W, k.get("fused")))
+                        or _decision(o, "fused"))
     with pytest.raises(_Fused):
         call()
-    assert seen == [(op, shape, 2)]
+    assert seen == [(op, shape, 2, None)]
     seen.clear()
     with pytest.raises(_Fused):
         call(fused=True)
@@ -409,7 +409,10 @@ def test_each_op_takes_the_path_its_decision_names(monkeypatch, op):
     with pytest.raises(_Fused):
         call(**explicit)
     call(fused=False)
-    assert seen == ["reference"]
+    # the caller's paths never ask which path; an FP8 op called fused=True without a backend
+    # asks which fused variant (fused=True: the fused candidates only)
+    assert [x for x in seen if x == "reference" or x[3] is not True] == ["reference"]
+    assert all(x == "reference" or op.endswith("_fp8") for x in seen)
 
 
 def test_world_size_one_runs_the_local_kernel_alone_for_the_new_ops(monkeypatch):

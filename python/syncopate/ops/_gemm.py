@@ -389,6 +389,14 @@ def route(op: str, comm, shape, dtype, *, fused, explicit: bool = False, cublas:
     from ..runtime.fused import fused_enabled
     if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
         return None
+    return fused_variant(op, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
+                         fused=None)
+
+
+def fused_variant(op: str, comm, shape, dtype, *, cublas: bool = False, unavailable=(),
+                  fused=True):
+    """The decision restricted to ``fused`` (default: the fused variants only -- which one an
+    op called with ``fused=True`` and no backend runs)."""
     from .choice import decide_shape
     return decide_shape(op, shape, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
-                        cublas=cublas, fused=None, unavailable=tuple(unavailable))
+                        cublas=cublas, fused=fused, unavailable=tuple(unavailable))

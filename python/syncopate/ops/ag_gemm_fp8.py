@@ -139,7 +139,9 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = Non
     if d is not None and d.choice.path != "fused":
         return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
-    backend = backend or (d.choice.backend if d is not None else "sm")
+    if backend is None and d is None:  # fused=True: the fused variant the decision ranks first
+        d = _gemm.fused_variant("ag_gemm_fp8", comm, (M, N, K), _fp8.FP8)
+    backend = backend or d.choice.backend
     cfg = resolve_fp8_config(kernel, M, N, K, config)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, _fp8.FP8, split, comm_programs)
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)

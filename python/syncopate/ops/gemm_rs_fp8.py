@@ -136,6 +136,9 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     if d is not None and d.choice.path != "fused":
         return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
+    if d is None and backend is None and reduce is None:  # fused=True: the decision's variant
+        d = _gemm.fused_variant("gemm_rs_fp8", comm, (M, N, K), _fp8.FP8,
+                                unavailable=epilogue_unavailable(M, W, grouped))
     backend, reduce, cfg = resolve_variant(M, N, K, W, _fp8.FP8, cfg, config is not None,
                                            backend, reduce, decision=d)
     split, cp = default_plan(backend, reduce, M, N, K, W, _fp8.FP8, split, comm_programs)
