@@ -102,8 +102,12 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     mismatch = "result differs from the NCCL path or between ranks"
 
     def describe():
-        order, split, cp = default_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
-        return f"sm {order} split={split} cp={cp}"
+        from .rows import describe_path
+
+        def fused(c):
+            order, split, cp = default_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
+            return f"sm {order} split={split} cp={cp}"
+        return describe_path(comm, "gemm_ar", (M, N, Kl), dtype, fused, cublas=True)
     time_default(r, comm, timer, lambda: gemm_ar(a, b, comm, out=out), checked, mismatch,
                  describe)
     for be in backends:
