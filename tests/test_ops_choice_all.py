@@ -241,6 +241,11 @@ def test_a_bad_ops_section_is_refused_with_the_field(tmp_path, monkeypatch):
     _calibrated_copy(tmp_path, monkeypatch, {"gemm_ar": {"2": {"sm": [{"m": 1}]}}})
     with pytest.raises(calibration.CalibrationError, match=r"ops\.gemm_ar\.2\.sm\[0\]"):
         calibration.load("h200")
+    _calibrated_copy(tmp_path, monkeypatch, {"gemm_ar": {"2": {"sm": [
+        {"m": 16, "n": 8192, "measured_s": 1e-4}]}}})
+    with pytest.raises(calibration.CalibrationError, match=r"ops\.gemm_ar\.2\.sm\[0\].*k "
+                                                           r"missing"):
+        decide("gemm_ar", 16, 8192, 14336, 2, "bf16", "h200")
 
 
 # ------------------------------------------------------------------ the fit of bench rows
@@ -508,3 +513,21 @@ def test_calibrate_measures_every_op_with_the_benchmarks_own_row_functions(monke
         "syncopate.bench.") else real(name, *a))
     got = calibrate._op_tables(None, None, args, False)
     assert ran == [False] * 3 and len(got) == 3
+
+
+def test_the_never_slower_audit_reports_the_regret_of_each_measured_row(tmp_path):
+    """scripts/choice_audit.py (run after a multi-GPU benchmark): the model-only choice of each
+    measured row and how much slower it measured than the measured best."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from choice_audit import audit
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "bench.json").write_text(json.dumps({"meta": {"world_size": 2}, "results": [
+        {"op": "gemm_ar", "M": 8192, "N": 8192, "K": 28672, "serial triton": 3.0,
+         "serial cuBLAS": 3.1, "fused[sm] auto": 3.3}]}))
+    rows = audit(str(run))
+    assert len(rows) == 1 and rows[0]["best"] == "unfused:triton"
+    d = decide("gemm_ar", 8192, 8192, 14336, 2, "bf16", "h200")
+    want = {"fused sm": 3.3, "unfused (NCCL + triton)": 3.0,
+            "unfused (NCCL + cuBLAS)": 3.1}[d.choice.name] / 3.0 - 1
+    assert rows[0]["choice"] == d.choice.name and abs(rows[0]["regret"] - want) < 1e-9

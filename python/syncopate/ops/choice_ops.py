@@ -389,7 +389,13 @@ def measured_over_model(gpu: str, op: str, key: str, wc: int, dtype: str) -> tup
     pts = cal.ops(op, wc)[1].get(key) or []
     dims = [d for d in SHAPES[op] if d != "causal"]
     ratios = []
-    for p in pts:
+    for i, p in enumerate(pts):
+        bad = [d for d in SHAPES[op] if not isinstance(p.get(d), int) or p[d] < (d != "causal")]
+        if bad:
+            raise calibration.CalibrationError(
+                f"{cal.path}: ops.{op}.{wc}.{key}[{i}] needs the op's shape "
+                f"({', '.join(SHAPES[op])}) as integers; {', '.join(bad)} missing or bad: "
+                f"regenerate it with python -m syncopate.bench --calibrate")
         s = {d: int(p[d]) for d in SHAPES[op]}
         spec = next(x for x in (specs(op, cal, s, wc, dtype, None, True, {})
                                 if wc > 1 else local_specs(op, cal, s, dtype, True))
