@@ -39,7 +39,10 @@ def gemm_ar_cases(rank, W, cases, symm_backend="cuda", launches=3):
         case = (backend, dtype_name, M, N, Kl, split, order, kernel)
         try:
             dtype = getattr(torch, dtype_name)
-            kw = {} if backend == "default" else dict(backend=backend, split=split, order=order)
+            # "default": the fused path at the op's own plan (fused=None would let the op choose
+            # the NCCL path, which the fallback comparison below already covers)
+            kw = dict(fused=True) if backend == "default" else dict(backend=backend, split=split,
+                                                                    order=order)
             b = _rand((Kl, N), dtype, 2000 + i * 100 + rank, comm.device)
             for launch in range(launches + 1):
                 if launch == launches:  # a new weight: prepared anew

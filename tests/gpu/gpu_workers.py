@@ -734,7 +734,7 @@ def _ring_case(comm, case, launches):
         o = torch.full((B, Hq, Sl, D), float("nan"), device=dev, dtype=dtype)
         lse = torch.full((B, Hq, Sl), float("nan"), device=dev, dtype=torch.float32)
         ring_attention(qs, ks, vs, comm, causal=causal, order=order, config=config, out=(o, lse),
-                       comm_programs=4)
+                       comm_programs=4, fused=True)
         torch.cuda.synchronize(dev)
         comm.check()
         tag = f"{case} launch {it}"

@@ -329,7 +329,7 @@ CASES = {
 
 class WorldSizeOne(Case):
     """Every op at world size 1 in one graph: ``ag_gemm`` and ``gemm_rs`` on the op's own
-    choice of local GEMM (ours or cuBLAS, decided at the eager warm-up), ``gemm_ar`` (ours),
+    choice of local GEMM (ours or cuBLAS, decided at the eager warm-up), ``gemm_ar`` (ours or cuBLAS, as ``ag_gemm``),
     ``ring_attention`` (the local kernel) and the MoE layer (packing, grouped GEMMs, weighted
     sum: no collective). The reference is the same calls made eagerly on the same inputs:
     bitwise (the same kernels; cuBLAS is deterministic for one shape on one GPU)."""

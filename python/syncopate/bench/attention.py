@@ -89,7 +89,7 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     from ..ops import ring_attention, ring_attention_reference
     q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
     o_ref, lse_ref = ring_attention_reference(q, k, v, comm, causal=causal)
-    o, lse = ring_attention(q, k, v, comm, causal=causal)
+    o, lse = ring_attention(q, k, v, comm, causal=causal, fused=True)
     torch.cuda.synchronize(comm.device)
     comm.check()
     row = dict(op="ring_attn", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal,
@@ -113,7 +113,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
     Sl = S // W
     row = dict(op="ring_attn", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal, W=W, errors={})
-    o, _ = ring_attention(q, k, v, comm, causal=causal)
+    o, _ = ring_attention(q, k, v, comm, causal=causal, fused=True)
     o_ref, _ = ring_attention_reference(q, k, v, comm, causal=causal)
     torch.cuda.synchronize(comm.device)
     row["max_diff_vs_serial"] = float((o.float() - o_ref.float()).abs().max())
@@ -132,7 +132,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     else:
         def attn_only():
             attention(q, kf, vf)
-    cols = {"fused": lambda: ring_attention(q, k, v, comm, causal=causal),
+    cols = {"fused": lambda: ring_attention(q, k, v, comm, causal=causal, fused=True),
             "serial": lambda: ring_attention_reference(q, k, v, comm, causal=causal),
             "attn": attn_only, "comm": comm_only}
     if not causal:

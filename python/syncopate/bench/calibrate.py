@@ -5,6 +5,13 @@ Under torchrun, one process per GPU (W >= 2)::
 
     torchrun --nproc-per-node 2 -m syncopate.bench --calibrate [--out python/syncopate/calibration]
 
+``--ops`` picks what is measured (default ``ag,rs``, which every file needs: the local GEMM
+table and the NCCL fits); ``--ops ag,rs,ar,ag_fp8,rs_fp8,ring_attn,ulysses,moe`` also measures
+every other op's candidates at the benchmark's shapes into the file's ``ops`` section
+(:mod:`syncopate.calibration.fit_ops`: which column is which candidate), so their decisions
+become calibrated instead of model only. ``gemm_ar``'s rows also add decode-sized local GEMMs
+(M = 1 ... 512) to the local table and an NCCL all-reduce fit.
+
 It runs the benchmark's own rows (:mod:`syncopate.bench.rows`: per shape, the NCCL collective
 alone, our local GEMM and cuBLAS alone, each fused variant at the op's own plan -- the
 ``fused[<backend>] auto`` column -- checked against the reference before it is timed), a
@@ -29,6 +36,9 @@ import time
 
 __all__ = ["add_arguments", "from_results", "main", "write", "COLLECTIVE_SIZES_MIB"]
 
+#: the benchmark's tables of the ops with rows of their own (ring attention, Ulysses, MoE): a
+#: ``--from-results`` directory's are fitted into the ``ops`` section where present
+OP_TABLES = ("bench_ring_attn.json", "bench_ulysses.json", "bench_moe.json")
 #: sizes of the NCCL sweep (MiB of the whole gathered / reduced tensor)
 COLLECTIVE_SIZES_MIB = (1, 4, 16, 64, 256)
 #: a collective launch's host time is not in a benchmark run's logs: the seed takes one
@@ -95,10 +105,17 @@ def from_results(directory: str, out_dir: str | None = None) -> str:
                    f"{relpath(bench)}: the ce+epilogue variant (which needs "
                    f"cuStreamWaitValue32) ran and passed its check" if has_epilogue else
                    f"{relpath(bench)}: no ce+epilogue measurement")
+    op_rows = []
+    for name in OP_TABLES:  # the other ops' tables, where the run has them
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                op_rows += json.load(f)["rows"]
     content = from_bench_rows(data["results"], meta, relpath(bench), host=host,
                               stream_wait=stream_wait, gpu=gpu_type(meta["gpu"]),
                               extra_meta={"fitted_by": "python -m syncopate.bench --calibrate "
-                                                       f"--from-results {relpath(directory)}"})
+                                                       f"--from-results {relpath(directory)}"},
+                              op_rows=op_rows)
     return write(content, out_dir)
 
 
@@ -175,6 +192,30 @@ def _collective_sweep(comm, timer, dtype) -> dict:
     return pts
 
 
+def _row_fn(op: str):
+    """The benchmark's row function of a ``bench.json`` op (``--ops ag,rs,ar,ag_fp8,rs_fp8``)."""
+    from .gemm_ar import bench_ar
+    from .rows import bench_ag, bench_rs
+    fns = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}
+    if op in fns:
+        return fns[op]
+    from . import fp8
+    return {"ag_gemm_fp8": fp8.bench_ag_fp8, "gemm_rs_fp8": fp8.bench_rs_fp8}[op]
+
+
+def _op_tables(comm, timer, args, rank0) -> list[dict]:
+    """Rows of the ops with tables of their own (``--ops ring_attn,ulysses,moe``), measured
+    with the benchmark's own row functions (fused and serial columns side by side)."""
+    from importlib import import_module
+    log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
+    rows = []
+    for name, module in (("ring_attn", "attention"), ("ulysses", "ulysses"), ("moe", "moe")):
+        if name in args.ops.split(","):
+            mod = import_module(f"{__package__}.{module}")
+            rows += mod.run(comm, args, log, check_only=False, timer=timer)
+    return rows
+
+
 def main(args, argv_text: str, commit: str | None) -> int:
     """The ``--calibrate`` run (see the module docstring)."""
     if args.from_results:
@@ -195,7 +236,6 @@ def main(args, argv_text: str, commit: str | None) -> int:
     from ..calibration.fit import from_bench_rows
     from ..runtime import Communicator, _cuda
     from .__main__ import init_distributed, rows_for
-    from .rows import bench_ag, bench_rs
     from .timer import Timer
     init_distributed()
     comm = Communicator(symm_backend=args.symm)
@@ -209,11 +249,12 @@ def main(args, argv_text: str, commit: str | None) -> int:
     backends = ["sm", "ce"] + (["ce+epilogue"] if _cuda.stream_wait_available() else [])
     results = []
     for op, M, N, K in rows_for(args, comm.world_size):
-        fn = bench_ag if op == "ag_gemm" else bench_rs
+        fn = _row_fn(op)
         results.append(fn(comm, timer, M, N, K, args, backends, lambda m: None))
         comm.clear_cache()
         if rank0:
             print(f"calibrate: {op} {M}x{N}x{K} done", flush=True)
+    op_rows = _op_tables(comm, timer, args, rank0)
     coll = _collective_sweep(comm, timer, dtype)
     host = _measure_host(comm, timer, dtype)
     name = torch.cuda.get_device_name(comm.device)
@@ -227,7 +268,7 @@ def main(args, argv_text: str, commit: str | None) -> int:
             results, meta, "--calibrate run", host=host, gpu=gpu_type(name),
             stream_wait=(_cuda.stream_wait_available(), "--calibrate: the driver's "
                          "cuStreamWaitValue32 entry point on the calibrating machine"),
-            collective_points=coll)
+            collective_points=coll, op_rows=op_rows)
         print(f"wrote {write(content, args.calibration_dir)}")
     comm.close()
     dist.destroy_process_group()

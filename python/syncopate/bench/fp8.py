@@ -23,7 +23,7 @@ RS within 1e-2 relative error of the unfused path; async-TP and torch within 2e-
 from __future__ import annotations
 
 from .fused import sweep_fused, time_default
-from .rows import _enable_symm_mem, _safe
+from .rows import _enable_symm_mem, _safe, describe_path
 
 __all__ = ["bench_ag_fp8", "bench_rs_fp8"]
 
@@ -123,8 +123,10 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
 
     mismatch = "result differs from the local FP8 kernel on the gathered inputs"
     time_default(r, comm, timer, lambda: ag_gemm_fp8(a, b, sa, sb, comm, out=out),
-                 same_as_local_kernel, mismatch, lambda: "sm split={} cp={}".format(
-                     *choose("ag_gemm", "sm", M, Nl, K, W, "fp8e4m3", None, None)))
+                 same_as_local_kernel, mismatch, lambda: describe_path(
+                     comm, "ag_gemm_fp8", (M, Nl, K), "fp8e4m3",
+                     lambda c: "{} split={} cp={}".format(c.backend, *choose(
+                         "ag_gemm", c.backend, M, Nl, K, W, "fp8e4m3", None, None))))
     sweep_fused(r, comm, timer, backends, args, log,
                 lambda **kw: ag_gemm_fp8(a, b, sa, sb, comm, kernel=args.kernel, config=cfg,
                                          out=out, **kw),
@@ -140,7 +142,7 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
 
     from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
     from ..ops import gemm_rs_fp8
-    from ..ops.gemm_rs import default_plan, resolve_variant
+    from ..ops.gemm_rs import default_plan
     W, dev = comm.world_size, comm.device
     rows = args.scales == "row"
     Kl = K // W
@@ -182,9 +184,15 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
         return _rel(res, ref) <= 1e-2
 
     def rs_default():
-        be, red, _ = resolve_variant(M, N, Kl, W, "fp8e4m3", cfg, False)
-        split, cp = default_plan(be, red, M, N, Kl, W, "fp8e4m3")
-        return f"{be}{'+epilogue' if red == 'epilogue' else ''} split={split} cp={cp}"
+        from ..ops.gemm_rs import _epilogue_groups, epilogue_unavailable
+        un = epilogue_unavailable(M, W, _epilogue_groups(cfg, M, W))
+
+        def fused(c):
+            split, cp = default_plan(c.backend, c.reduce, M, N, Kl, W, "fp8e4m3")
+            return (f"{c.backend}{'+epilogue' if c.reduce == 'epilogue' else ''} split={split} "
+                    f"cp={cp}")
+        return describe_path(comm, "gemm_rs_fp8", (M, N, Kl), "fp8e4m3", fused,
+                             unavailable=un)
     time_default(r, comm, timer, lambda: gemm_rs_fp8(a, b, sa, sb, comm, out=out),
                  close_to_unfused, "result differs from the unfused path", rs_default)
     sweep_fused(r, comm, timer, backends, args, log,

@@ -102,8 +102,12 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     mismatch = "result differs from the NCCL path or between ranks"
 
     def describe():
-        order, split, cp = default_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
-        return f"sm {order} split={split} cp={cp}"
+        from .rows import describe_path
+
+        def fused(c):
+            order, split, cp = default_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
+            return f"sm {order} split={split} cp={cp}"
+        return describe_path(comm, "gemm_ar", (M, N, Kl), dtype, fused, cublas=True)
     time_default(r, comm, timer, lambda: gemm_ar(a, b, comm, out=out), checked, mismatch,
                  describe)
     for be in backends:
@@ -164,7 +168,7 @@ def check_rows(comm, args, log):
             a = torch.randn(M, Kl, generator=g, device=comm.device).to(dtype)
             b = (torch.randn(Kl, N, generator=g, device=comm.device) / Kl ** 0.5).to(dtype)
             out = torch.full((M, N), float("nan"), device=comm.device, dtype=dtype)
-            gemm_ar(a, b, comm, kernel=args.kernel, out=out)
+            gemm_ar(a, b, comm, kernel=args.kernel, out=out, fused=True)
             ref = gemm_ar(a, b, comm, kernel=args.kernel, fused=False)
             bits = out.view(torch.int16)
             every = torch.empty((W, M, N), device=comm.device, dtype=torch.int16)

@@ -153,6 +153,15 @@ def _describe_choice(comm, op, m, n, k, dtype) -> str:
     return c.name + (f" split={c.split} cp={c.comm_programs}" if c.path == "fused" else "")
 
 
+def describe_path(comm, op, shape, dtype, fused_text, *, cublas=False, unavailable=()) -> str:
+    """What an op called with no options runs (:func:`syncopate.ops.choice.decide_shape`): the
+    unfused path's name, or ``fused_text()`` (the fused plan) when it chose a fused variant."""
+    from ..ops._gemm import fused_variant
+    c = fused_variant(op, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
+                      fused=None).choice
+    return fused_text(c) if c.path == "fused" else c.name
+
+
 def _enable_symm_mem(comm):
     """torch 2.11 still wants ``enable_symm_mem_for_group`` before the async-TP ops (deprecated
     and a no-op in newer torch)."""

@@ -23,6 +23,14 @@ What a file holds (``format`` 1), each section with the ``source`` it came from:
 * ``fused``: per op, world size and fused variant, measured device times of the op's own plan
   at calibrated shapes; the model (:func:`syncopate.schedule.cost.estimate` with the calibrated
   local GEMM time as compute) is scaled by ``measured / model`` interpolated between the classes.
+* ``ops`` (optional): per op beyond ``ag_gemm``/``gemm_rs``, world size and candidate
+  (``sm``, ``ce``, ``ce+epilogue``: a fused variant; ``unfused:triton`` / ``unfused:cublas``:
+  NCCL + that local kernel), measured device times at the op's shapes (the dims of
+  :data:`syncopate.ops.choice_ops.SHAPES`); the op's analytic model is scaled by ``measured /
+  model`` interpolated between them (:mod:`syncopate.ops.choice_ops`). Without it those ops
+  decide on the model alone ("model only (not calibrated)").
+* ``collectives`` may also hold ``all_reduce`` and ``all_to_all`` fits; without them the ops
+  derive them from the reduce-scatter and all-gather fits.
 * ``host_s``: host time of one call per path (a loop of calls cannot run faster than its host).
 * ``stream_wait``: whether the calibrated machine's driver had stream memory operations
   (``cuStreamWaitValue32``), which the ``ce`` + epilogue variant of ``gemm_rs`` needs.
@@ -133,6 +141,25 @@ class Calibration:
         w = min(ws, key=lambda x: (abs(x - world_size), x))
         return w, table[str(w)]
 
+    def ops(self, op: str, world_size: int) -> tuple[int | None, dict]:
+        """``(measured world size, {candidate: [points]})`` of an op's ``ops`` section nearest
+        to ``world_size`` (ties: the smaller); ``(None, {})`` when it has none."""
+        table = (self.data.get("ops") or {}).get(op) or {}
+        if not table:
+            return None, {}
+        ws = sorted(int(w) for w in table)
+        w = min(ws, key=lambda x: (abs(x - world_size), x))
+        return w, table[str(w)]
+
+    def host_s_any(self, *keys: str) -> float:
+        """The host time of the first of ``keys`` the file has (an op without its own
+        measurement takes the nearest measured kind of call, named by the caller)."""
+        host = self.data["host_s"]
+        for k in keys:
+            if k in host:
+                return float(host[k]["seconds"])
+        return self.host_s(keys[0])
+
     def host_s(self, key: str) -> float:
         host = self.data["host_s"]
         if key not in host:
@@ -189,6 +216,19 @@ def parse(raw: bytes, where: str = "<calibration>") -> Calibration:
                     for f in ("m", "n", "k", "measured_s"):
                         _need(isinstance(p.get(f), (int, float)) and p[f] > 0, where,
                               f"fused.{op}.{w}.{v}[{i}].{f} must be a positive number")
+    ops = data.get("ops", {})
+    _need(isinstance(ops, dict), where, "ops must map an op to its measurements")
+    for op, table in ops.items():
+        _need(isinstance(table, dict), where, f"ops.{op} must map a world size to candidates")
+        for w, cands in table.items():
+            _need(w.isdigit() and int(w) >= 1 and isinstance(cands, dict), where,
+                  f"ops.{op} key {w!r} must be a world size mapping candidates to points")
+            for c, lst in cands.items():
+                _need(isinstance(lst, list) and lst, where, f"ops.{op}.{w}.{c} is empty")
+                for i, p in enumerate(lst):
+                    _need(isinstance(p, dict) and isinstance(p.get("measured_s"), (int, float))
+                          and p["measured_s"] > 0, where,
+                          f"ops.{op}.{w}.{c}[{i}].measured_s must be a positive number")
     for k, e in data["host_s"].items():
         _need(isinstance(e, dict) and isinstance(e.get("seconds"), (int, float)) and
               e["seconds"] >= 0, where, f"host_s.{k}.seconds must be a number >= 0")

@@ -77,22 +77,29 @@ def _local_dims(op: str, M: int, N: int, K: int, W: int) -> tuple[int, int, int]
 
 def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
                     stream_wait: tuple[bool, str], gpu: str,
-                    collective_points: dict | None = None, extra_meta: dict | None = None) -> dict:
+                    collective_points: dict | None = None, extra_meta: dict | None = None,
+                    op_rows: list[dict] | None = None) -> dict:
     """A calibration file's content from benchmark rows (``bench.json``'s ``results``).
 
     ``meta``: the run's ``bench.json`` meta (world size, dtype, GPU, commit); ``source``: where
     the rows are (a path), written into every number's ``source``. ``host``: ``host_s``
     entries (:func:`parse_host_profile` or measured); ``collective_points``: extra
     ``{name: [(bytes, seconds, source)]}`` of a sweep (fitted together with the rows' own
-    ``comm`` column). Every key of :data:`HOST_KEYS` must be present in ``host``."""
+    ``comm`` column). Every key of :data:`HOST_KEYS` must be present in ``host``. ``op_rows``:
+    rows of the other ops' tables (ring attention, Ulysses, MoE), fitted with ``rows`` into the
+    ``ops`` section (:mod:`.fit_ops`)."""
+    from .fit_ops import ops_points
     from ..dtypes import canonical, element_bytes
     W = int(meta["world_size"])
     dtype = canonical(meta.get("dtype", "bfloat16"))
     esize = element_bytes(dtype)
     local: dict[tuple, dict] = {}
-    coll: dict[str, list] = {"all_gather": [], "reduce_scatter": []}
+    coll: dict[str, list] = {"all_gather": [], "reduce_scatter": [], "all_reduce": []}
     fused: dict[str, dict] = {}
+    measured_ops = ops_points(list(rows) + list(op_rows or []), W, source)
     for r in rows:
+        if r["op"] not in ("ag_gemm", "gemm_rs", "gemm_ar"):
+            continue  # the FP8 rows: the ops section only (their GEMM is not the bf16 table's)
         op, M, N, K = r["op"], int(r["M"]), int(r["N"]), int(r["K"])
         where = f"{source}: {op} {M}x{N}x{K} W={W}"
         m, n, k = _local_dims(op, M, N, K, W)
@@ -104,10 +111,10 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
             e["cublas"].append(r["gemm cuBLAS"] * 1e-3)
             e["source"].append(f"{where}, columns 'gemm' / 'gemm cuBLAS'")
         if r.get("comm"):
-            name = "all_gather" if op == "ag_gemm" else "reduce_scatter"
+            name = {"ag_gemm": "all_gather", "gemm_rs": "reduce_scatter"}.get(op, "all_reduce")
             nbytes = M * K * esize if op == "ag_gemm" else M * N * esize
             coll[name].append((nbytes, r["comm"] * 1e-3, f"{where}, column 'comm'"))
-        for label in meta.get("backends", []):
+        for label in meta.get("backends", []) if op != "gemm_ar" else ():
             t = r.get(f"fused[{label}] auto")
             if not t:
                 continue
@@ -130,6 +137,8 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
                "source": "; ".join(e["source"])} for _, e in sorted(local.items())]
     collectives = {}
     for name, pts in coll.items():
+        if not pts and name == "all_reduce":
+            continue  # optional: the ops derive it from the reduce-scatter and all-gather
         if not pts:
             raise CalibrationError(f"no {name} measurement in {source}: the calibration needs "
                                    f"both collectives (run the bench with --ops ag,rs)")
@@ -155,6 +164,8 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
         "host_s": host,
         "stream_wait": {"available": bool(stream_wait[0]), "source": stream_wait[1]},
     }
+    if measured_ops:
+        out["ops"] = measured_ops
     return out
 
 
@@ -178,6 +189,9 @@ def merge(old: dict | None, new: dict) -> dict:
             merged[key] = {**old.get(section, {}).get(key, {}),
                            **new.get(section, {}).get(key, {})}
         out[section] = merged
+    from .fit_ops import merge_ops
+    if old.get("ops") or new.get("ops"):
+        out["ops"] = merge_ops(old.get("ops"), new.get("ops") or {})
     return out
 
 

@@ -376,3 +376,27 @@ def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False,
                           f"{tuple(out.shape)} {out.dtype}")
     local_gemm(plan[0], a, b, out, plan[1])
     return out
+
+
+def route(op: str, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bool = False,
+          unavailable=()):
+    """The decision of an op that may choose its path (:func:`syncopate.ops.choice.decide_shape`)
+    -- ``fused`` None, ``SYNCOPATE`` not 0, no fused-only argument given (``explicit``: a
+    backend, split, comm-program count ... is the caller's choice of the fused path), more
+    than one rank -- else None: the caller's ``fused`` (or ``SYNCOPATE``) stands. The inputs
+    are the same on every rank (shape, dtype, world size, the GPU type from the device name),
+    so every rank takes the same path."""
+    from ..runtime.fused import fused_enabled
+    if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
+        return None
+    return fused_variant(op, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
+                         fused=None)
+
+
+def fused_variant(op: str, comm, shape, dtype, *, cublas: bool = False, unavailable=(),
+                  fused=True):
+    """The decision restricted to ``fused`` (default: the fused variants only -- which one an
+    op called with ``fused=True`` and no backend runs)."""
+    from .choice import decide_shape
+    return decide_shape(op, shape, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
+                        cublas=cublas, fused=fused, unavailable=tuple(unavailable))

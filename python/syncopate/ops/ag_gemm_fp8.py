@@ -83,11 +83,15 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     Ms, K, N = prob.M, prob.K, prob.N
     M = Ms * W
     cfg = resolve_fp8_config(kernel, M, N, K, config)
-    A = torch.empty((M, K), device=a_shard.device, dtype=torch.float8_e4m3fn)
-    dist.all_gather_into_tensor(A.view(torch.uint8), a_shard.contiguous().view(torch.uint8),
-                                group=comm.group)
-    SA = torch.empty((M, 1), device=a_shard.device, dtype=torch.float32)
-    dist.all_gather_into_tensor(SA, _fp8.row_scales(scale_a, Ms).contiguous(), group=comm.group)
+    if W == 1:  # one rank: its rows are all of A, no collective
+        A, SA = a_shard.contiguous(), _fp8.row_scales(scale_a, Ms).contiguous()
+    else:
+        A = torch.empty((M, K), device=a_shard.device, dtype=torch.float8_e4m3fn)
+        dist.all_gather_into_tensor(A.view(torch.uint8), a_shard.contiguous().view(torch.uint8),
+                                    group=comm.group)
+        SA = torch.empty((M, 1), device=a_shard.device, dtype=torch.float32)
+        dist.all_gather_into_tensor(SA, _fp8.row_scales(scale_a, Ms).contiguous(),
+                                    group=comm.group)
     if out is None:
         out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
     else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
@@ -102,7 +106,7 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     return out
 
 
-def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str = "sm", split=None,
+def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = None, split=None,
                 order: str = "swizzle", mode=None, comm_programs=None, kernel: str = "tma",
                 config=None, out=None, fused=None):
     """``(all_gather(a_shard) @ b) * scale_a * scale_b`` -> ``[M, N]`` bf16 (module docstring).
@@ -110,21 +114,34 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str = "sm", spli
     ``backend``/``split``/``order``/``mode``/``comm_programs`` as :func:`syncopate.ops.ag_gemm`
     (the cost model's choice unless given); ``kernel`` ('tma' or 'ptr') and ``config`` (an
     :class:`~syncopate.kernels.Fp8GemmConfig`, e.g. ``FAST_ACCUM=True``) select the local FP8
-    GEMM. ``out``: an optional ``[M, N]`` bf16 tensor.
+    GEMM. ``out``: an optional ``[M, N]`` bf16 tensor. ``fused`` None: the op chooses between
+    its fused variants (``sm``, ``ce``) and the unfused path, the same on every rank
+    (:func:`syncopate.ops.choice.decide_shape`); ``fused=True`` or any of ``backend``/
+    ``split``/``mode``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
+    World size 1: the local FP8 kernel alone.
     """
     import torch
 
     from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
                                            resolve_fp8_config)
     from ..runtime.fused import fused_enabled
+    explicit = (backend is not None or split is not None or mode is not None
+                or comm_programs is not None)
     use_fused = fused_enabled() if fused is None else bool(fused)
-    if not use_fused:
+    if not use_fused or comm.world_size == 1:  # one rank: nothing to gather
         return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W, me = comm.world_size, comm.rank
     Ms, K, N = prob.M, prob.K, prob.N
     M = Ms * W
+    d = _gemm.route("ag_gemm_fp8", comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit)
+    if d is not None and d.choice.path != "fused":
+        return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
+                                     config=config, out=out)
+    if backend is None and d is None:  # fused=True: the fused variant the decision ranks first
+        d = _gemm.fused_variant("ag_gemm_fp8", comm, (M, N, K), _fp8.FP8)
+    backend = backend or d.choice.backend
     cfg = resolve_fp8_config(kernel, M, N, K, config)
     split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, _fp8.FP8, split, comm_programs)
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)

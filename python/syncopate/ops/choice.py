@@ -26,8 +26,30 @@ its host time, so a candidate's time is ``max(device_s, host_s)``):
   calibrated Triton GEMM as its compute, times ``measured / model`` of that variant
   interpolated the same way (so at a calibrated shape it predicts what was measured).
 
-Without a calibration file for the GPU type the op keeps its defaults (fused ``sm`` for W > 1,
-our local kernel at W = 1) and :func:`decide` says how to calibrate.
+The other ops (``gemm_ar``, ``ag_gemm_fp8``, ``gemm_rs_fp8``, ``ring_attention``,
+``ulysses_attention``, ``moe_dispatch_gemm``, ``moe_gemm_combine``; :func:`decide_shape`, shapes
+in :data:`syncopate.ops.choice_ops.SHAPES`) weigh the same kinds of candidate -- their fused
+variants, the unfused path (NCCL + the local kernel their reference path runs: ours, or cuBLAS
+for ``gemm_ar``), and at W = 1 the local kernel alone -- by their analytic cost models on the
+calibration's figures (:mod:`syncopate.ops.choice_ops`), scaled by the file's ``ops``
+measurements where it has them.
+
+**Model only (not calibrated).** Where an op's candidates have no measurements the decision
+says so (``Decision.basis``, ``syncopate explain``) and leaves the fused path only when the
+model predicts it slower than the unfused path by more than
+:data:`~syncopate.ops.choice_ops.UNCALIBRATED_MARGIN_PCT` (3%): an unvalidated model must not
+flip an op on noise (its errors are tens of percent where it has been checked, e.g. ring
+attention, docs/ring-attention.md), but where it predicts a clear loss -- Ulysses' comm
+programs holding their SMs for the whole kernel (docs/ulysses.md), decode-sized ``gemm_ar``
+against one NCCL call -- taking the serial path is the smaller risk. Between fused variants
+there is no margin (the ops chose among them by the same model before).
+
+**Without a calibration file for the GPU type** every op keeps its defaults -- fused with its
+default variant for W > 1 (``sm``), our local kernel at W = 1 -- and :func:`decide` says how
+to calibrate. Why not the model alone: its figures are the H200's (peak FLOPs, NVLink and
+NCCL bandwidths, SM count); on another GPU type they are not even approximately right, and a
+wrong serial choice would silently drop the overlap the user came for, while the fused default
+is what every op did before choosing existed (so an uncalibrated GPU behaves as before).
 """
 
 from __future__ import annotations
@@ -38,12 +60,20 @@ from dataclasses import dataclass, field
 
 from ..errors import LaunchError
 
-__all__ = ["Candidate", "Decision", "decide", "FUSED_VARIANTS", "OPS"]
+__all__ = ["Candidate", "Decision", "decide", "decide_shape", "clear_caches", "FUSED_VARIANTS",
+           "OPS", "GEMM_OPS"]
 
-OPS = ("ag_gemm", "gemm_rs")
+OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_fp8", "gemm_rs_fp8", "ring_attention",
+       "ulysses_attention", "moe_dispatch_gemm", "moe_gemm_combine")
+#: the ops whose shape is this rank's GEMM ``m x n x k`` (:func:`decide`)
+GEMM_OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_fp8", "gemm_rs_fp8")
 #: the fused variants an op chooses among by itself (nvshmem needs a Communicator built with
 #: symm_backend='nvshmem': only on request)
-FUSED_VARIANTS = {"ag_gemm": ("sm", "ce"), "gemm_rs": ("sm", "ce+epilogue", "ce")}
+FUSED_VARIANTS = {"ag_gemm": ("sm", "ce"), "gemm_rs": ("sm", "ce+epilogue", "ce"),
+                  "gemm_ar": ("sm",), "ag_gemm_fp8": ("sm", "ce"),
+                  "gemm_rs_fp8": ("sm", "ce+epilogue", "ce"), "ring_attention": ("sm",),
+                  "ulysses_attention": ("sm",), "moe_dispatch_gemm": ("sm",),
+                  "moe_gemm_combine": ("sm",)}
 #: the fused variant of an op without calibration (its default before calibration existed)
 UNCALIBRATED_VARIANT = "sm"
 #: variants whose side stream waits on flags with cuStreamWaitValue32
@@ -91,6 +121,14 @@ class Decision:
     candidates: tuple = field(default=())
     choice: Candidate | None = None
     note: str = ""
+    #: "calibrated", "model only (not calibrated)" or "uncalibrated default"
+    basis: str = "calibrated"
+    #: the op's shape (:data:`syncopate.ops.choice_ops.SHAPES`; GEMM ops: ``(m, n, k)``)
+    shape: tuple = ()
+
+    @property
+    def calibrated(self) -> bool:
+        return self.basis == "calibrated"
 
     def table(self) -> str:
         """The candidates, their predicted times and the choice, one per line."""
@@ -241,6 +279,13 @@ def decide(op: str, m: int, n: int, k: int, world_size: int, dtype="bf16",
     if op not in OPS:
         raise LaunchError(f"unknown op {op!r}; the ops that choose their path are "
                           f"{', '.join(OPS)}")
+    if op not in GEMM_OPS:
+        from .choice_ops import SHAPES
+        raise LaunchError(f"{op} is not a GEMM: use decide_shape({op!r}, "
+                          f"({', '.join(SHAPES[op])}), world_size, ...)")
+    if op not in ("ag_gemm", "gemm_rs"):
+        return decide_shape(op, (m, n, k), world_size, dtype, gpu, cublas=cublas, fused=fused,
+                            unavailable=unavailable)
     if world_size < 1:
         raise LaunchError(f"world size must be >= 1, got {world_size}")
     for name, v in (("M", m), ("N", n), ("K", k)):
@@ -275,7 +320,8 @@ def _decide(op, m, n, k, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
             backend, _, red = UNCALIBRATED_VARIANT.partition("+")
             c = Candidate(f"fused {UNCALIBRATED_VARIANT}", "fused", backend=backend,
                           reduce=red or "comm", why="uncalibrated default")
-        return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how)
+        return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how,
+                        basis="uncalibrated default", shape=(m, n, k))
     if W == 1:
         for kind in locals_:
             t, note = _local_s(cal, kind, m, n, k, dtype)
@@ -312,4 +358,140 @@ def _decide(op, m, n, k, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
                           + "; ".join(f"{c.name}: {c.why}" for c in cands)
                           + ". Pass backend= (or fused=False) to choose the path yourself")
     best = min(ranked, key=lambda c: _round_ns(c.time_s))
-    return Decision(op, m, n, k, W, dtype, gpu, cal.digest, tuple(cands), best, note)
+    return Decision(op, m, n, k, W, dtype, gpu, cal.digest, tuple(cands), best, note,
+                    shape=(m, n, k))
+
+
+def clear_caches() -> None:
+    """Forget every memoised decision and calibration (a process that just wrote a calibration
+    file, or a test that swapped one in)."""
+    from .. import calibration
+    from . import choice_ops
+    _decide.cache_clear()
+    _decide_model.cache_clear()
+    _measured_over_model.cache_clear()
+    choice_ops.measured_over_model.cache_clear()
+    calibration.load.cache_clear()
+
+
+def decide_shape(op: str, shape, world_size: int, dtype=None, gpu: str | None = "h200", *,
+                 cublas: bool = True, fused: bool | None = None,
+                 unavailable: tuple = ()) -> Decision:
+    """The path of any op in :data:`OPS` on ``shape`` (the dims of
+    :data:`syncopate.ops.choice_ops.SHAPES`: GEMM ops this rank's ``(m, n, k)``, attention
+    ``(batch, q_heads, kv_heads, seq, head_dim, causal)`` with ``seq`` the whole sequence, MoE
+    ``(experts, capacity, hidden, n)`` / ``(experts, capacity, ffn, hidden)``) at
+    ``world_size``. ``dtype``: the inputs' (default bf16; the FP8 ops are always e4m3).
+    Other arguments as :func:`decide`. A pure function of its arguments and the calibration
+    file's bytes, memoised."""
+    from ..dtypes import canonical
+    from .choice_ops import SHAPES
+    if op not in OPS:
+        raise LaunchError(f"unknown op {op!r}; the ops that choose their path are "
+                          f"{', '.join(OPS)}")
+    names = SHAPES.get(op, ("m", "n", "k"))
+    try:
+        dims = tuple(int(v) for v in shape)
+    except (TypeError, ValueError):
+        dims = ()
+    if len(dims) != len(names):
+        raise LaunchError(f"{op} decides on the shape ({', '.join(names)}): {len(names)} "
+                          f"integers, got {shape!r}")
+    for name, v in zip(names, dims):
+        if v < (0 if name == "causal" else 1) or (name == "causal" and v > 1):
+            raise LaunchError(f"{op}: {name} must be "
+                              f"{'0 or 1' if name == 'causal' else '>= 1'}, got {v}")
+    if int(world_size) < 1:
+        raise LaunchError(f"world size must be >= 1, got {world_size}")
+    if op in ("ag_gemm", "gemm_rs"):
+        return decide(op, *dims, world_size, dtype or "bf16", gpu, cublas=cublas, fused=fused,
+                      unavailable=unavailable)
+    dt = "fp8e4m3" if op.endswith("_fp8") else canonical(dtype or "bf16")
+    return _decide_model(op, dims, int(world_size), dt, gpu, bool(cublas), fused,
+                         tuple(unavailable))
+
+
+def _ns(c: Candidate) -> float:
+    return _round_ns(c.time_s)
+
+
+@functools.lru_cache(maxsize=512)
+def _decide_model(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
+    """:func:`decide_shape` of the ops of :mod:`.choice_ops` (module docstring: the margin)."""
+    from .. import calibration
+    from . import choice_ops as co
+    cal = calibration.load(gpu)
+    s = dict(zip(co.SHAPES[op], dims))
+    m, n, k = dims if op in GEMM_OPS else (0, 0, 0)
+    if cal is None:
+        how = (f"no calibration for GPU type {gpu!r} (shipped: "
+               f"{', '.join(calibration.known_gpus()) or 'none'}): run python -m syncopate.bench "
+               f"--calibrate on it" if gpu else "not a CUDA GPU: uncalibrated")
+        if W == 1:
+            c = Candidate("local triton", "local", local="triton", why="uncalibrated default")
+        elif fused is False:
+            c = Candidate("unfused (NCCL + triton)", "unfused", local="triton",
+                          why="requested (fused=False)")
+        else:
+            variant = co.FUSED_VARIANTS[op][0]
+            backend, _, red = variant.partition("+")
+            c = Candidate(f"fused {variant}", "fused", backend=backend, reduce=red or "comm",
+                          why="uncalibrated default")
+        return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how,
+                        basis="uncalibrated default", shape=dims)
+    blocked = dict(unavailable)
+    if not cal.stream_wait:
+        for v in _NEEDS_STREAM_WAIT:
+            blocked.setdefault(v, "the calibrated machine's driver had no stream memory "
+                                  "operations (stream_wait in the calibration file)")
+    if W == 1:
+        specs = co.local_specs(op, cal, s, dtype, cublas)
+        note = "world size 1: nothing to communicate, the local kernel alone"
+    else:
+        specs = [x for x in co.specs(op, cal, s, W, dtype, fused, cublas, blocked)
+                 if fused is None or (x.path == "fused") == bool(fused)]
+        note = ""
+    wc, measured = cal.ops(op, W)
+    cands, all_measured = [], True
+    for x in specs:
+        if not x.available or x.model is None:
+            cands.append(Candidate(x.name, x.path, local=x.local, backend=x.backend,
+                                   reduce=x.reduce, available=False, why=x.why))
+            continue
+        t, why = x.model(s, W)
+        if measured.get(x.key):
+            dn, pts, ratios = co.measured_over_model(cal.gpu, op, x.key, wc, dtype)
+            same = [i for i, p in enumerate(pts) if int(p.get("causal", 0)) == s.get("causal", 0)]
+            if same:
+                r, where = co.interp([pts[i] for i in same], s, dn,
+                                     lambda p: ratios[pts.index(p)])
+                t *= r
+                why = f"model x {r:.2f} (measured/model, {where}, W={wc}); {why}"
+            else:
+                all_measured = False
+        elif x.base_ratio is not None:
+            t *= x.base_ratio
+            why = f"model x {x.base_ratio:.2f} (the bf16 op's measured/model); {why}"
+            all_measured = False
+        elif not (x.path == "local" and op in GEMM_OPS and cal.local_points(dtype)[0] == dtype):
+            all_measured = False  # (a GEMM's local table in its own dtype is measured)
+        host = sum(cal.host_s_any(*keys) for keys in x.host) if x.host else None
+        cands.append(Candidate(x.name, x.path, local=x.local, backend=x.backend,
+                               reduce=x.reduce, split=None if x.plan is None else x.plan[0],
+                               comm_programs=None if x.plan is None else x.plan[1],
+                               device_s=t, host_s=host, why=why))
+    ranked = [c for c in cands if c.time_s is not None]
+    if not ranked:
+        raise LaunchError(f"{op}: no candidate path can be predicted for {dims} at W={W} on "
+                          f"{gpu}: " + "; ".join(f"{c.name}: {c.why}" for c in cands)
+                          + ". Pass fused=True/False (or backend=) to choose the path yourself")
+    best = min(ranked, key=_ns)
+    basis = "calibrated" if all_measured else "model only (not calibrated)"
+    if not all_measured and best.path == "unfused":
+        fb = min((c for c in ranked if c.path == "fused"), key=_ns, default=None)
+        if fb is not None and _ns(fb) * 100 <= _ns(best) * (100 + co.UNCALIBRATED_MARGIN_PCT):
+            note = (f"model only: {best.name} predicted {(_ns(fb) / _ns(best) - 1) * 100:.1f}% "
+                    f"faster, within the {co.UNCALIBRATED_MARGIN_PCT}% margin: {fb.name} kept")
+            best = fb
+    return Decision(op, m, n, k, W, dtype, gpu, cal.digest, tuple(cands), best, note,
+                    basis=basis, shape=dims)

@@ -27,8 +27,11 @@ protocol) and so the ``reduce="epilogue"`` variant of :func:`gemm_rs`; the op sa
 :class:`LaunchError`. A one-shot all-reduce is not offered either (:mod:`.gemm_ar_plan` says
 why: its sum order would differ per rank).
 
-Unfused path (``fused=False`` or ``SYNCOPATE=0``): the same local kernel, then NCCL
-``all_reduce``. For two ranks both paths add two bf16/fp16 partials in fp32 and round once, so
+Unfused path (``fused=False`` or ``SYNCOPATE=0``, or the op's choice): the same local kernel
+(or cuBLAS where the op chose it: ``kernel`` and ``config`` left out), then NCCL ``all_reduce``.
+With ``fused`` None the op chooses per shape, dtype, world size and GPU type between the fused
+plan and the unfused path (:func:`syncopate.ops.choice.decide_shape`: at decode sizes one NCCL
+call against two rounds of flags, at M = 8192 the overlap against the comm programs' SMs). For two ranks both paths add two bf16/fp16 partials in fp32 and round once, so
 they agree bitwise; for more ranks the order of the roundings differs and they agree to
 rounding.
 """
@@ -68,7 +71,8 @@ def _check_backend(backend: str) -> None:
 
 
 def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
-    """The unfused path: the local kernel, then NCCL ``all_reduce`` (sum) in place."""
+    """The unfused path: the local kernel (``kernel='cublas'``: ``torch.matmul``), then NCCL
+    ``all_reduce`` (sum) in place."""
     import torch
 
     from ..runtime import collectives as dist
@@ -77,7 +81,7 @@ def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
     _check_out(out, M, N, a.dtype)
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    _gemm.run_local(_gemm.gemm_call(kernel, a, b_shard, out, config))
+    _gemm.local_gemm(kernel, a, b_shard, out, config)
     if comm.world_size > 1:  # one rank: the identity (and no collective to capture)
         dist.all_reduce(out, op=dist.ReduceOp.SUM, group=comm.group)
     return out
@@ -119,9 +123,9 @@ def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None
     return p.order, p.split, p.comm_programs
 
 
-def gemm_ar(a, b_shard, comm, *, backend: str = "sm", split=None, order: str | None = None,
-            mode: str | None = None, comm_programs=None, kernel: str = "tma", config=None,
-            out=None, fused=None):
+def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
+            order: str | None = None, mode: str | None = None, comm_programs=None,
+            kernel: str | None = None, config=None, out=None, fused=None):
     """``all_reduce(a @ b_shard)`` -> ``[M, N]`` on every rank, bitwise the same everywhere.
 
     ``a`` ``[M, K/W]``, ``b_shard`` ``[K/W, N]``; any ``M >= 1`` (ranks whose share of the
@@ -129,12 +133,21 @@ def gemm_ar(a, b_shard, comm, *, backend: str = "sm", split=None, order: str | N
     see the module docstring). ``order`` (``'swizzle'``/``'ring'``), ``split`` and
     ``comm_programs`` come from the cost model unless given (:mod:`.gemm_ar_plan`); ``mode``
     defaults to ``'push'`` (the owner knows when its sum is complete). ``kernel``/``config``
-    select the local GEMM. ``fused=False`` -- or ``SYNCOPATE=0`` when ``fused`` is None --
-    takes the unfused path (local kernel + NCCL all-reduce).
+    select the local GEMM (``kernel='cublas'``: the unfused path with ``torch.matmul``).
+    ``fused`` None: the op chooses the fused plan (``sm``) or the unfused path, the same on
+    every rank (:func:`syncopate.ops.choice.decide_shape`); ``fused=True`` or any of
+    ``backend``/``split``/``order``/``mode``/``comm_programs``: fused. ``fused=False`` -- or
+    ``SYNCOPATE=0`` when ``fused`` is None -- the unfused path with our kernel (local kernel +
+    NCCL all-reduce). At world size 1: the local GEMM alone (ours or cuBLAS,
+    :func:`syncopate.ops._gemm.world_size_one`). Result contract as :func:`syncopate.ops.ag_gemm`:
+    our kernel's bits unless the op chose cuBLAS (pin ``kernel='tma'`` for ours).
     """
     from ..runtime.fused import fused_enabled
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if use_fused:
+    explicit = (backend is not None or split is not None or order is not None
+                or mode is not None or comm_programs is not None)
+    _gemm.check_kernel(kernel, config, fused is True or explicit)
+    use_fused = fused is not False and (fused is not None or fused_enabled())
+    if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("gemm_ar", comm, a, b_shard, out,
                                  (backend, split, order, mode, comm_programs, kernel,
                                   repr(config)))
@@ -146,9 +159,21 @@ def gemm_ar(a, b_shard, comm, *, backend: str = "sm", split=None, order: str | N
     M, K = a.shape
     N = b_shard.shape[1]
     _check_out(out, M, N, a.dtype)
-    cfg = _gemm.resolve_config(kernel, M, N, K, a.dtype, config)
-    if not use_fused or W == 1:  # one rank: the all-reduce is the identity
-        return gemm_ar_reference(a, b_shard, comm, kernel=kernel, config=cfg, out=out)
+    if W == 1:  # one rank: the all-reduce is the identity
+        return _gemm.world_size_one("gemm_ar", comm, a, b_shard, out, kernel, config,
+                                     ours=not use_fused)
+    tk = _gemm.triton_kernel(kernel)
+    cfg = None if kernel == _gemm.CUBLAS else _gemm.resolve_config(tk, M, N, K, a.dtype, config)
+    if not use_fused or kernel == _gemm.CUBLAS:
+        return gemm_ar_reference(a, b_shard, comm, kernel=kernel or tk, config=cfg, out=out)
+    d = _gemm.route("gemm_ar", comm, (M, N, K), a.dtype, fused=fused, explicit=explicit,
+                    cublas=kernel is None and config is None)
+    if d is not None and d.choice.path != "fused":
+        return gemm_ar_reference(a, b_shard, comm, kernel=_gemm.CUBLAS if d.choice.local ==
+                                 _gemm.CUBLAS else tk, config=None if d.choice.local ==
+                                 _gemm.CUBLAS else cfg, out=out)
+    backend = backend or "sm"
+    kernel = tk
     _check_backend(backend)
     order, split, cp = default_plan(backend, M, N, K, W, a.dtype, order, split, comm_programs,
                                     block_m=int(cfg.BLOCK_M))

@@ -88,6 +88,8 @@ def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "
     cfg = resolve_fp8_config(kernel, prob.M, prob.N, prob.K, config)
     partial = torch.empty((prob.M, prob.N), device=a.device, dtype=torch.bfloat16)
     _launch_local(kernel, a, b_shard, partial, scale_a, scale_b, prob, cfg)
+    if W == 1:  # one rank: the sum is its partial, no collective
+        return partial if out is None else out.copy_(partial)
     if out is None:
         out = torch.empty((prob.M // W, prob.N), device=a.device, dtype=torch.bfloat16)
     dist.reduce_scatter_tensor(out, partial, op=dist.ReduceOp.SUM, group=comm.group)
@@ -99,15 +101,22 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
                 config=None, out=None, fused=None, reduce: str | None = None):
     """This rank's ``[M/W, N]`` bf16 rows of the sum over ranks of the scaled partials (module
     docstring). Arguments as :func:`syncopate.ops.gemm_rs`; ``config`` an
-    :class:`~syncopate.kernels.Fp8GemmConfig`."""
+    :class:`~syncopate.kernels.Fp8GemmConfig`. ``fused`` None: the op chooses between its
+    fused variants and the unfused path, the same on every rank
+    (:func:`syncopate.ops.choice.decide_shape`); ``fused=True`` or any of ``backend``/
+    ``reduce``/``split``/``mode``/``comm_programs``: fused. World size 1: the local FP8
+    kernel alone."""
     import torch
 
     from ..errors import LaunchError
     from ..kernels.gemm_fp8_launch import resolve_fp8_config
     from ..runtime.fused import fused_enabled
-    from .gemm_rs import _check_epilogue_order, default_plan, resolve_variant
+    from .gemm_rs import (_check_epilogue_order, _epilogue_groups, default_plan,
+                          epilogue_unavailable, resolve_variant)
+    explicit = (backend is not None or reduce is not None or split is not None
+                or mode is not None or comm_programs is not None)
     use_fused = fused_enabled() if fused is None else bool(fused)
-    if not use_fused:
+    if not use_fused or comm.world_size == 1:  # one rank: nothing to reduce
         return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
     prob = _fp8.check_local(a, b_shard, scale_a, scale_b, comm, kernel)
@@ -121,8 +130,17 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     if reduce not in (None, "comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
     cfg = resolve_fp8_config(kernel, M, N, K, config)
+    grouped = cfg if config is not None else _epilogue_groups(cfg, M, W)
+    d = _gemm.route("gemm_rs_fp8", comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit,
+                    unavailable=epilogue_unavailable(M, W, grouped))
+    if d is not None and d.choice.path != "fused":
+        return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
+                                     config=config, out=out)
+    if d is None and backend is None and reduce is None:  # fused=True: the decision's variant
+        d = _gemm.fused_variant("gemm_rs_fp8", comm, (M, N, K), _fp8.FP8,
+                                unavailable=epilogue_unavailable(M, W, grouped))
     backend, reduce, cfg = resolve_variant(M, N, K, W, _fp8.FP8, cfg, config is not None,
-                                           backend, reduce)
+                                           backend, reduce, decision=d)
     split, cp = default_plan(backend, reduce, M, N, K, W, _fp8.FP8, split, comm_programs)
     cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
     if reduce == "epilogue":

@@ -202,8 +202,8 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
 
 
 def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int, config=None,
-                      comm_programs: int = 2, backend: str = "sm", mode: str = "pull",
-                      on_overflow: str = "error", validate: bool = True,
+                      comm_programs: int | None = None, backend: str | None = None,
+                      mode: str = "pull", on_overflow: str = "error", validate: bool = True,
                       fused=None) -> MoEDispatch:
     """Route this rank's tokens to the ranks that own their experts and run the first expert
     GEMM there, fused (docs/moe.md); returns :class:`MoEDispatch`.
@@ -217,7 +217,9 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     ids' range (one host read, :class:`LaunchError`); without it a choice with a bad id is
     dropped and counted in ``invalid``. Under CUDA-graph capture both host reads are refused:
     pass ``on_overflow='drop', validate=False`` (docs/cuda-graphs.md). ``fused=False`` (or
-    ``SYNCOPATE=0``), or a world of one rank, takes :func:`moe_dispatch_gemm_reference`.
+    ``SYNCOPATE=0``), or a world of one rank, takes :func:`moe_dispatch_gemm_reference`;
+    ``fused`` None lets the op choose (:func:`syncopate.ops.choice.decide_shape`, the same on
+    every rank), ``fused=True``, ``backend`` or ``comm_programs`` (default 2) the fused kernel.
 
     Not run on a GPU yet: the fused path is the emulator-tested kernel and schedule
     (tests/test_emulate_moe.py) launched through :func:`syncopate.fuse`.
@@ -229,6 +231,13 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     from . import _gemm
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = _config(config, x, w_local, capacity)
+    if use_fused and comm.world_size > 1:
+        W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
+        d = _gemm.route("moe_dispatch_gemm", comm, (E, capacity, H, N), x.dtype, fused=fused,
+                        explicit=backend is not None or comm_programs is not None)
+        use_fused = d is None or d.choice.path == "fused"
+    backend = backend or "sm"
+    comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send
         return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
                                            capacity=capacity, config=cfg,

@@ -202,8 +202,8 @@ def moe_gemm_combine_reference(h, w_local, routing, comm, *, config=None,
     return combine_rows(back, _valid_slot(routing.slot, E, C), routing.topk_weights, h.dtype)
 
 
-def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: int = 2,
-                     backend: str = "sm", mode: str = "push", validate: bool = True,
+def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: int | None = None,
+                     backend: str | None = None, mode: str = "push", validate: bool = True,
                      fused=None):
     """The second expert GEMM on the tokens the dispatch brought here, its results sent back
     to the ranks the tokens came from, and there combined with the routing weights (docs/moe.md
@@ -218,7 +218,9 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     CUDA-graph capture the host read is refused: pass ``validate=False``
     (docs/cuda-graphs.md).
     ``fused=False`` (or ``SYNCOPATE=0``), or a world of one rank, takes
-    :func:`moe_gemm_combine_reference`.
+    :func:`moe_gemm_combine_reference`; ``fused`` None lets the op choose
+    (:func:`syncopate.ops.choice.decide_shape`, the same on every rank), ``fused=True``,
+    ``backend`` or ``comm_programs`` (default 2) the fused kernel.
     """
     from ..kernels.grouped_gemm_launch import PARAMS
     from ..runtime.fused import fused_enabled
@@ -226,6 +228,13 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     from . import _gemm
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = grouped_config(config, h.shape[1] if getattr(h, "ndim", 0) == 3 else 0, w_local, h)
+    if use_fused and comm.world_size > 1:
+        W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
+        d = _gemm.route("moe_gemm_combine", comm, (E, C, F, H), h.dtype, fused=fused,
+                        explicit=backend is not None or comm_programs is not None)
+        use_fused = d is None or d.choice.path == "fused"
+    backend = backend or "sm"
+    comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send, no fused machinery
         return moe_gemm_combine_reference(h, w_local, routing, comm, config=cfg,
                                           validate=validate)

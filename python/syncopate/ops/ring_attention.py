@@ -156,8 +156,8 @@ def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=No
 
 
 def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order: str = "swizzle",
-                   split=None, comm_programs=None, backend: str = "sm", config=None, out=None,
-                   fused=None):
+                   split=None, comm_programs=None, backend: str | None = None, config=None,
+                   out=None, fused=None):
     """Attention of this rank's queries over the whole sharded sequence; ``(o, lse)``.
 
     See the module docstring for the layout (contiguous shards, or zigzag shards when
@@ -165,7 +165,10 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     ``split`` and ``comm_programs`` come from
     :func:`syncopate.schedule.attention_cost.choose_ring_plan` unless given.  ``backend``:
     ``'sm'`` (comm programs in the kernel) or ``'nvshmem'``.  ``out``: optional preallocated
-    contiguous ``(o, lse)``.
+    contiguous ``(o, lse)``.  ``fused`` None: the op chooses the fused kernel or the unfused
+    path (NCCL all-gather of K and V + the local kernel), the same on every rank
+    (:func:`syncopate.ops.choice.decide_shape`); ``fused=True`` or any of ``backend``/
+    ``split``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     """
 
     from ..kernels.attention import outputs
@@ -178,6 +181,14 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
         _check(q, k, v, comm, causal, config)
         return attention(q, k, v, causal, sm_scale, config, out=out)
     use_fused = fused_enabled() if fused is None else bool(fused)
+    if use_fused:
+        explicit = backend is not None or split is not None or comm_programs is not None
+        if fused is None and not explicit:
+            B, Hq, Hkv, Sl, D, _ = _check(q, k, v, comm, causal, config)
+            d = _gemm.route("ring_attention", comm, (B, Hq, Hkv, Sl * comm.world_size, D,
+                                                     int(bool(causal))), q.dtype, fused=fused)
+            use_fused = d is None or d.choice.path == "fused"
+    backend = backend or "sm"
     if not use_fused:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
                                           config=config)

@@ -196,7 +196,7 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
 
 
 def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
-                      backend: str = "sm", config=None, fused=None, mode: str = "push",
+                      backend: str | None = None, config=None, fused=None, mode: str = "push",
                       comm_programs=None, out=None):
     """Attention over the whole sequence for this rank's sequence block (module docstring:
     layouts and what is refused).  ``config``: an :class:`AttentionConfig` (or dict) of the
@@ -204,17 +204,32 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     kernel that move the chunks (default 4, at most half of a loopback rank's SMs).
     ``out``: an optional ``[B, Hq, S/W, D]`` tensor of ``q``'s dtype the result is copied
     into (and returned); without it the result is a new tensor -- under CUDA-graph capture
-    one of the graph's pool, rewritten by every replay (docs/cuda-graphs.md)."""
+    one of the graph's pool, rewritten by every replay (docs/cuda-graphs.md).  ``fused`` None:
+    the op chooses the fused kernel or the unfused path (NCCL all-to-alls + the local kernel),
+    the same on every rank (:func:`syncopate.ops.choice.decide_shape`: the model predicts the
+    serial path faster at most shapes, docs/ulysses.md); ``fused=True``, ``backend`` or
+    ``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.  World size 1:
+    the local kernel alone."""
     import torch
     import triton
 
     from ..kernels.attention import LOG2E, AttentionConfig
     from ..runtime.fused import fused_enabled
+    from . import _gemm
     from ._gemm import loopback_comm_programs
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     _check_out(out, q, (B, Hq, Sl, D))
+    if comm.world_size == 1:  # one rank holds every head of the whole sequence
+        o = _local_attention(q, k, v, causal, sm_scale, cfg)
+        return o if out is None else out.copy_(o)
     use_fused = fused_enabled() if fused is None else bool(fused)
+    d = _gemm.route("ulysses_attention", comm, (B, Hq, Hkv, Sl * comm.world_size, D,
+                                                int(bool(causal))), q.dtype, fused=fused,
+                    explicit=backend is not None or comm_programs is not None)
+    if d is not None:
+        use_fused = d.choice.path == "fused"
+    backend = backend or "sm"
     if not use_fused:
         o = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
                                         config=cfg)
