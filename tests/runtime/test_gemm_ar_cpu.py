@@ -60,7 +60,10 @@ def test_unfused_path_when_asked(monkeypatch):
     assert mod.gemm_ar(a, b, fake_comm()) == "ref"
     monkeypatch.setenv("SYNCOPATE", "1")
     assert mod.gemm_ar(a, b, fake_comm(), fused=False) == "ref"
-    assert mod.gemm_ar(a, b, fake_comm(W=1)) == "ref"  # one rank: nothing to reduce
+    # one rank: nothing to reduce, the local GEMM alone (ops._gemm.world_size_one)
+    from syncopate.ops import _gemm
+    monkeypatch.setattr(_gemm, "world_size_one", lambda op, *a, **k: f"local {op}")
+    assert mod.gemm_ar(a, b, fake_comm(W=1)) == "local gemm_ar"
 
 
 def test_prepared_call_swaps_in_a_and_copies_the_whole_result(monkeypatch):

@@ -78,7 +78,11 @@ def test_world_size_one_refuses_a_cold_layout_under_capture(monkeypatch):
     monkeypatch.setattr(_gemm, "_W1_PLANS", {})
     c = fake_comm(W=1)
     a, b = torch.randn(24, 40).to(BF), torch.randn(40, 16).to(BF)
-    for op in (ag_gemm, gemm_rs):
+    # gemm_ar at world size 1 is the local GEMM too: no collective for the identity all-reduce
+    from syncopate.runtime import collectives
+    monkeypatch.setattr(collectives, "all_reduce",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("all_reduce")))
+    for op in (ag_gemm, gemm_rs, gemm_ar):
         with capture(), pytest.raises(GraphCaptureError, match="never called eagerly"):
             op(a, b, c)
         assert ran == []
@@ -87,15 +91,6 @@ def test_world_size_one_refuses_a_cold_layout_under_capture(monkeypatch):
             op(a, b, c)
         assert seen == [] and len(ran) == 2
         ran.clear()
-    # gemm_ar at world size 1: the local kernel, and no collective for the identity all-reduce
-    from syncopate.runtime import collectives
-    monkeypatch.setattr(_gemm, "run_local", lambda call: ran.append("local"))
-    monkeypatch.setattr(_gemm, "gemm_call", lambda *a, **k: None)
-    monkeypatch.setattr(collectives, "all_reduce",
-                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("all_reduce")))
-    with capture(), host_syncs() as seen:
-        gemm_ar(a, b, c)
-    assert seen == [] and ran == ["local"]
 
 
 # ------------------------------------------------------------------------------------------
