@@ -295,6 +295,24 @@ def decide(op: str, m: int, n: int, k: int, world_size: int, dtype="bf16",
                    bool(cublas), fused, tuple(unavailable))
 
 
+def _uncalibrated(gpu, W: int, fused, variant: str) -> tuple[Candidate, str]:
+    """The one candidate of a GPU type with no calibration file, and why: the local kernel at
+    W = 1, the unfused path when asked (``fused=False``), else the op's first fused
+    ``variant`` (the model's figures are an H200's: no basis to leave the fused path)."""
+    from .. import calibration
+    how = (f"no calibration for GPU type {gpu!r} (shipped: "
+           f"{', '.join(calibration.known_gpus()) or 'none'}): run python -m syncopate.bench "
+           f"--calibrate on it" if gpu else "not a CUDA GPU: uncalibrated")
+    if W == 1:
+        return Candidate("local triton", "local", local="triton", why="uncalibrated default"), how
+    if fused is False:
+        return Candidate("unfused (NCCL + triton)", "unfused", local="triton",
+                         why="requested (fused=False)"), how
+    backend, _, red = variant.partition("+")
+    return Candidate(f"fused {variant}", "fused", backend=backend, reduce=red or "comm",
+                     why="uncalibrated default"), how
+
+
 @functools.lru_cache(maxsize=512)
 def _decide(op, m, n, k, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
     from .. import calibration
@@ -308,18 +326,7 @@ def _decide(op, m, n, k, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
                                   "operations (stream_wait in the calibration file)")
     cands: list[Candidate] = []
     if cal is None:
-        how = (f"no calibration for GPU type {gpu!r} (shipped: "
-               f"{', '.join(calibration.known_gpus()) or 'none'}): run python -m syncopate.bench "
-               f"--calibrate on it" if gpu else "not a CUDA GPU: uncalibrated")
-        if W == 1:
-            c = Candidate("local triton", "local", local="triton", why="uncalibrated default")
-        elif fused is False:
-            c = Candidate("unfused (NCCL + triton)", "unfused", local="triton",
-                          why="requested (fused=False)")
-        else:
-            backend, _, red = UNCALIBRATED_VARIANT.partition("+")
-            c = Candidate(f"fused {UNCALIBRATED_VARIANT}", "fused", backend=backend,
-                          reduce=red or "comm", why="uncalibrated default")
+        c, how = _uncalibrated(gpu, W, fused, UNCALIBRATED_VARIANT)
         return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how,
                         basis="uncalibrated default", shape=(m, n, k))
     if W == 1:
@@ -424,19 +431,7 @@ def _decide_model(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decisi
     s = dict(zip(co.SHAPES[op], dims))
     m, n, k = dims if op in GEMM_OPS else (0, 0, 0)
     if cal is None:
-        how = (f"no calibration for GPU type {gpu!r} (shipped: "
-               f"{', '.join(calibration.known_gpus()) or 'none'}): run python -m syncopate.bench "
-               f"--calibrate on it" if gpu else "not a CUDA GPU: uncalibrated")
-        if W == 1:
-            c = Candidate("local triton", "local", local="triton", why="uncalibrated default")
-        elif fused is False:
-            c = Candidate("unfused (NCCL + triton)", "unfused", local="triton",
-                          why="requested (fused=False)")
-        else:
-            variant = co.FUSED_VARIANTS[op][0]
-            backend, _, red = variant.partition("+")
-            c = Candidate(f"fused {variant}", "fused", backend=backend, reduce=red or "comm",
-                          why="uncalibrated default")
+        c, how = _uncalibrated(gpu, W, fused, co.FUSED_VARIANTS[op][0])
         return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how,
                         basis="uncalibrated default", shape=dims)
     blocked = dict(unavailable)
