@@ -153,6 +153,50 @@ def graph_replays(rank, W, op, iters, shape, backend="sm", kernel="tma", split=2
     return problems
 
 
+def _after_withheld_replay(fg, rank, W, dev, comm, withheld, elapsed, timeout_s, problems):
+    """After the replay in which rank 1 withheld chunk ``withheld`` from rank 0: rank 0's next
+    replay raises CommTimeout naming the chunk and epoch 1 without running the graph, the one
+    after is refused, the timed-out replay took about the timeout; the other ranks are clean;
+    and a collective still works afterwards. Appends to ``problems``."""
+    import torch
+
+    from syncopate.errors import CommTimeout, LaunchError
+    from syncopate.runtime import collectives as dist
+    from syncopate.runtime import graphs
+    if rank == 0:
+        replays = []
+        real_replay = fg.graph.replay
+        fg.graph.replay = lambda: (replays.append(1), real_replay())
+        try:
+            fg.replay()
+            problems.append(f"rank 0: no CommTimeout at the replay after chunk {withheld} was "
+                            f"withheld")
+        except CommTimeout as e:
+            if getattr(e, "chunk", None) != withheld or f"chunk {withheld}" not in str(e):
+                problems.append(f"rank 0: timeout does not name chunk {withheld}: {e}")
+            if "epoch 1" not in str(e):
+                problems.append(f"rank 0: timeout does not name the replay's epoch (1): {e}")
+        try:
+            fg.replay()
+            problems.append("rank 0: a replay of the timed-out kernel was not refused")
+        except LaunchError:
+            pass
+        if replays:
+            problems.append(f"rank 0: {len(replays)} replay(s) ran after the timeout")
+        if elapsed > timeout_s + 1.0:
+            problems.append(f"rank 0: the timed-out replay took {elapsed:.2f} s > timeout + 1 s")
+    else:
+        try:
+            graphs.check(fg.kernels, fg.comms)
+        except CommTimeout as e:
+            problems.append(f"rank {rank} (not the victim) raised: {e}")
+    dist.barrier()
+    x = torch.full((8,), float(rank + 1), device=dev)
+    dist.all_reduce(x)
+    if float(x[0]) != sum(range(1, W + 1)):
+        problems.append("all_reduce after the fault gave a wrong result")
+
+
 def graph_fault_withheld_chunk(rank, W, timeout_s):
     """A captured sm AG+GEMM whose configuration withholds one chunk from rank 1 to rank 0
     (compiled in on every rank, warmed up eagerly before capture, as the eager fault test
@@ -162,12 +206,10 @@ def graph_fault_withheld_chunk(rank, W, timeout_s):
     LaunchError (poisoned). Rank 1 sees no timeout. Then the group and a fresh op work."""
     import torch
 
-    from syncopate.errors import CommTimeout, LaunchError
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
     from syncopate.ops._gemm import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
-    from syncopate.runtime import graphs
 
     comm = Communicator()
     problems = []
@@ -204,39 +246,8 @@ def graph_fault_withheld_chunk(rank, W, timeout_s):
     fg.replay()  # epoch 1 of the withholding configuration: rank 0 times out
     torch.cuda.synchronize()
     elapsed = time.monotonic() - t0
-    if rank == 0:
-        replays = []
-        real_replay = fg.graph.replay
-        fg.graph.replay = lambda: (replays.append(1), real_replay())
-        try:
-            fg.replay()
-            problems.append(f"rank 0: no CommTimeout at the replay after chunk {withheld} was "
-                            f"withheld")
-        except CommTimeout as e:
-            if getattr(e, "chunk", None) != withheld or f"chunk {withheld}" not in str(e):
-                problems.append(f"rank 0: timeout does not name chunk {withheld}: {e}")
-            if "epoch 1" not in str(e):
-                problems.append(f"rank 0: timeout does not name the replay's epoch (1): {e}")
-        try:
-            fg.replay()
-            problems.append("rank 0: a replay of the timed-out kernel was not refused")
-        except LaunchError:
-            pass
-        if replays:
-            problems.append(f"rank 0: {len(replays)} replay(s) ran after the timeout")
-        if elapsed > timeout_s + 1.0:
-            problems.append(f"rank 0: the timed-out replay took {elapsed:.2f} s > timeout + 1 s")
-    else:
-        try:
-            graphs.check(fg.kernels, fg.comms)
-        except CommTimeout as e:
-            problems.append(f"rank {rank} (not the victim) raised: {e}")
+    _after_withheld_replay(fg, rank, W, dev, comm, withheld, elapsed, timeout_s, problems)
     del fg
-    dist.barrier()
-    x = torch.full((8,), float(rank + 1), device=dev)
-    dist.all_reduce(x)
-    if float(x[0]) != sum(range(1, W + 1)):
-        problems.append("all_reduce after the fault gave a wrong result")
     comm.clear_cache()
     res = ag_gemm(a_static, b, comm, **op)
     gathered = torch.empty((Ms * W, K), device=dev, dtype=dtype)
@@ -381,12 +392,10 @@ def graph_fault_gemm_ar(rank, W, timeout_s):
     see no timeout. Then the group and a fresh op work."""
     import torch
 
-    from syncopate.errors import CommTimeout, LaunchError
     from syncopate.ops import gemm_ar
     from syncopate.ops._gemm import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
-    from syncopate.runtime import graphs
 
     comm = Communicator()
     problems = []
@@ -423,39 +432,8 @@ def graph_fault_gemm_ar(rank, W, timeout_s):
     torch.cuda.current_stream().synchronize()
     elapsed = time.monotonic() - t0
     dist.barrier()
-    if rank == 0:
-        replays = []
-        real_replay = fg.graph.replay
-        fg.graph.replay = lambda: (replays.append(1), real_replay())
-        try:
-            fg.replay()
-            problems.append(f"rank 0: no CommTimeout at the replay after chunk {withheld} was "
-                            f"withheld")
-        except CommTimeout as e:
-            if getattr(e, "chunk", None) != withheld or f"chunk {withheld}" not in str(e):
-                problems.append(f"rank 0: timeout does not name chunk {withheld}: {e}")
-            if "epoch 1" not in str(e):
-                problems.append(f"rank 0: timeout does not name the replay's epoch (1): {e}")
-        try:
-            fg.replay()
-            problems.append("rank 0: a replay of the timed-out kernel was not refused")
-        except LaunchError:
-            pass
-        if replays:
-            problems.append(f"rank 0: {len(replays)} replay(s) ran after the timeout")
-        if elapsed > timeout_s + 1.0:
-            problems.append(f"rank 0: the timed-out replay took {elapsed:.2f} s > timeout + 1 s")
-    else:
-        try:
-            graphs.check(fg.kernels, fg.comms)
-        except CommTimeout as e:
-            problems.append(f"rank {rank} (not the victim) raised: {e}")
+    _after_withheld_replay(fg, rank, W, dev, comm, withheld, elapsed, timeout_s, problems)
     del fg
-    dist.barrier()
-    x = torch.full((8,), float(rank + 1), device=dev)
-    dist.all_reduce(x)
-    if float(x[0]) != sum(range(1, W + 1)):
-        problems.append("all_reduce after the fault gave a wrong result")
     comm.clear_cache()
     res = gemm_ar(a, b, comm, fused=True, **op)
     ref = gemm_ar(a, b, comm, kernel="tma", config=cfg, fused=False)
