@@ -29,8 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr
-from xdsl.ir import BlockArgument, OpResult, SSAValue
+from xdsl.ir import BlockArgument, SSAValue
 
 from syncopate_mlir.dialects.syncopate import RemapOp
 

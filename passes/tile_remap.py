@@ -48,7 +48,7 @@ from .access import analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import is_int_type, is_tensor, loc_str
-from .loop_remap import LoopCoordinate, loop_coordinate, loop_refusal, remap_loop
+from .loop_remap import loop_coordinate, loop_refusal, remap_loop
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
 

@@ -18,7 +18,6 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import (CORPUS, SMEM_LIMIT_SM90, GemmConfig, compile_args,  # noqa: E402
                                compile_attrs, default_config, kernel_fn, matmul)
-from syncopate.kernels.gemm_launch import check_operands  # noqa: E402
 
 SM90 = GPUTarget("cuda", 90, 32)
 KERNEL_NAMES = ("matmul_ptr_kernel", "matmul_tma_persistent_kernel")
@@ -94,7 +93,7 @@ def test_ptr_kernel_a_rows_come_from_pid_m():
     # offs_m = pid_m * BLOCK_M + arange: the same value indexes the A rows and the C rows.
     m = re.search(r"(%offs_m\w*) = arith\.muli (%pid_m\w*), %c128_i32", ttir)
     assert m, "A-row offset must be pid_m * BLOCK_M"
-    row = re.search(rf"(%offs_m\w*) = arith\.addi %offs_m\w*, %offs_m\w* : tensor<128xi32>", ttir)
+    row = re.search(r"(%offs_m\w*) = arith\.addi %offs_m\w*, %offs_m\w* : tensor<128xi32>", ttir)
     uses = re.findall(rf"tt\.expand_dims {re.escape(row.group(1))} {{axis = 1", ttir)
     assert len(uses) >= 2, "A addresses and C addresses must share the row offsets"
 

@@ -4,16 +4,13 @@ ODS property names (generic form), builders, accessors and verifiers."""
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pytest
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
-    FunctionType,
     IntegerAttr,
     ModuleOp,
     NameLoc,
-    StringAttr,
     TensorType,
     f16,
     f32,

@@ -20,7 +20,7 @@ it) are appended.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import triton
 import triton.language as tl
