@@ -269,7 +269,12 @@ def _attention(op, cal, s, W, dtype, fused, cublas, blocked):
                  nccl + (("local:triton",),), local="triton")]
 
 
-def _moe(op, cal, s, W, dtype, fused, cublas, blocked, comm_programs=2):
+#: Comm-program counts the MoE ops' fused candidates are modelled with (each a candidate: more
+#: programs copy faster and take more SMs from the grouped GEMM)
+MOE_COMM_PROGRAMS = (2, 4, 8)
+
+
+def _moe(op, cal, s, W, dtype, fused, cublas, blocked):
     from ..dtypes import element_bytes
     from ..schedule.cost import _SM_ALPHA_S, _sm_bandwidth
     eb = element_bytes(dtype)
@@ -284,9 +289,8 @@ def _moe(op, cal, s, W, dtype, fused, cublas, blocked, comm_programs=2):
         g, note = local_gemm_s(cal, "triton", W * C, n, k, dtype)
         return E, C, El, width, El * g, f"{El} experts x GEMM {W * C}x{n}x{k} ({note})"
 
-    def fused_sm(s, W):
+    def fused_sm(s, W, cp):
         E, C, El, width, gemm, _ = parts(s, W)
-        cp = comm_programs
         bw = _sm_bandwidth(cp)
         moved = (W - 1) * El * C * width * eb  # what this rank receives (dispatch) / sends
         comm = _SM_ALPHA_S * (W - 1) + moved / bw
@@ -308,8 +312,9 @@ def _moe(op, cal, s, W, dtype, fused, cublas, blocked, comm_programs=2):
             comm = collective_s(cal, "all_to_all", W * El * C * width * eb, W)
         return _sum(comm, (gemm, note))
     n_coll = 2 if op == "moe_dispatch_gemm" else 1
-    return [Spec("fused sm", "sm", "fused", fused_sm, ((f"{op}:sm", "ag_gemm:sm"),),
-                 backend="sm", plan=(1, comm_programs)),
+    return [Spec(f"fused sm ({cp} comm programs)", "sm", "fused",
+                 functools.partial(fused_sm, cp=cp), ((f"{op}:sm", "ag_gemm:sm"),),
+                 backend="sm", plan=(1, cp)) for cp in MOE_COMM_PROGRAMS] + [
             Spec("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
                  (("nccl",),) * n_coll + (("local:triton",),), local="triton")]
 

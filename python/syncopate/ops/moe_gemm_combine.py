@@ -220,7 +220,8 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     ``fused=False`` (or ``SYNCOPATE=0``), or a world of one rank, takes
     :func:`moe_gemm_combine_reference`; ``fused`` None lets the op choose
     (:func:`syncopate.ops.choice.decide_shape`, the same on every rank), ``fused=True``,
-    ``backend`` or ``comm_programs`` (default 2) the fused kernel.
+    ``backend`` or ``comm_programs`` the fused kernel (without ``comm_programs``: the
+    decision's count, 2, 4 or 8 by the cost model; 2 without a calibration for the GPU).
     """
     from ..kernels.grouped_gemm_launch import PARAMS
     from ..runtime.fused import fused_enabled
@@ -232,7 +233,11 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
         W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
         d = _gemm.route("moe_gemm_combine", comm, (E, C, F, H), h.dtype, fused=fused,
                         explicit=backend is not None or comm_programs is not None)
+        if d is None and backend is None and comm_programs is None:  # fused=True: how many
+            d = _gemm.fused_variant("moe_gemm_combine", comm, (E, C, F, H), h.dtype)  # comm programs
         use_fused = d is None or d.choice.path == "fused"
+        if use_fused and comm_programs is None and d is not None:
+            comm_programs = d.choice.comm_programs
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send, no fused machinery
