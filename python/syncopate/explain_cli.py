@@ -164,7 +164,7 @@ def register_commands(subparsers) -> None:
         "explain", help="the paths an op weighs for a shape, their predicted times, its choice",
         description=__doc__.split("\n\n")[0])
     p.add_argument("op", choices=EXPLAIN_OPS)
-    p.add_argument("--shape", type=_shape, required=True, metavar="M,N,K",
+    p.add_argument("--shape", type=_shape, required=True, metavar="D1,D2,...",
                    help="the op's global problem (as in the benchmark tables): GEMM ops M,N,K; "
                         "attention and ulysses S,Hq,Hkv,D; moe_dispatch_gemm E,C,H,N; "
                         "moe_gemm_combine E,C,F,H")
