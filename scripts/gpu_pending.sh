@@ -6,7 +6,8 @@
 # GEMM bench, the tensor-parallel MLP example and the bench's --check mode in loopback (ring
 # attention and GEMM+AR; Ulysses with its baselines).
 # Every step under a hard `timeout` bounded by what is left of GPU_PENDING_TOTAL_S (default
-# 560 s); logs under $OUT; summary last.
+# 560 s); logs under $OUT; summary last (also appended to $OUT/gpu_pending.log; more than 7
+# files under $OUT are packed into $OUT/all-logs.tgz).
 #
 #   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
 #   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
@@ -68,10 +69,18 @@ for s in $STEPS; do
   esac
 done
 echo
-echo "==================== gpu_pending summary ($(( $(date +%s) - START ))s) ===================="
-for s in install $STEPS; do printf '%-9s %s\n' "$s" "${STATUS[$s]:-not run}"; done
-for s in $STEPS; do
-  [ -f "$OUT/$s.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|^\[rank|ratio|geomean" "$OUT/$s.log" \
-    | tail -n 8 | sed "s/^/  [$s] /"
-done
-echo "logs: $OUT"
+{
+  echo "==================== gpu_pending summary ($(( $(date +%s) - START ))s) ===================="
+  for s in install $STEPS; do printf '%-9s %s\n' "$s" "${STATUS[$s]:-not run}"; done
+  for s in $STEPS; do
+    [ -f "$OUT/$s.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|^\[rank|ratio|geomean" "$OUT/$s.log" \
+      | tail -n 8 | sed "s/^/  [$s] /"
+  done
+  echo "logs: $OUT"
+} | tee -a "$OUT/$LOG"
+# The runner brings back a limited number of files (8): past that, everything but the combined
+# log (which ends with this summary) goes back as one archive.
+if [ "$(ls -A "$OUT" | wc -l)" -gt 7 ]; then
+  (cd "$OUT" && tar czf all-logs.tgz --exclude="$LOG" --exclude=all-logs.tgz -- * \
+     && find . -mindepth 1 -maxdepth 1 ! -name "$LOG" ! -name all-logs.tgz -exec rm -rf {} +)
+fi
