@@ -2,8 +2,10 @@
 
     SYNCOPATE_TRACE=1 python scripts/gpu_trace.py OUT_DIR [W] [op,op,...]
 
-Runs ag_gemm, gemm_rs, gemm_ar, ring_attention, ulysses_attention and moe_dispatch_gemm once each (after a warm-up launch) on W virtual ranks
-(default 2) with tracing on, gathers every rank's events and writes, per op,
+Runs ag_gemm, gemm_rs, gemm_ar, ring_attention, ulysses_attention, moe_dispatch_gemm and the
+MoE layer (dispatch + combine: ``moe_gemm_combine``, two fused kernels) once each (after a
+warm-up launch) on W virtual ranks (default 2) with tracing on, gathers every rank's events and
+writes, per op (per fused kernel ``i`` when an op runs several: ``<op>.<i>``),
 ``OUT_DIR/<op>.trace.json`` (Chrome / Perfetto) and ``OUT_DIR/<op>.png``, plus the summary
 lines.  Loopback shares one GPU between the ranks: the timeline shows the protocol (who waited
 for which chunk, when chunks were signalled), not multi-GPU timing.
@@ -36,8 +38,8 @@ def worker(rank, W, out_dir, ops=()):
 
     from syncopate import trace as tr
     from syncopate.kernels.grouped_gemm_launch import GroupedGemmConfig
-    from syncopate.ops import (ag_gemm, gemm_ar, gemm_rs, moe_dispatch_gemm, ring_attention,
-                               ulysses_attention)
+    from syncopate.ops import (ag_gemm, gemm_ar, gemm_rs, moe_dispatch_gemm, moe_gemm_combine,
+                               ring_attention, ulysses_attention)
     from syncopate.runtime import Communicator
     comm = Communicator()
     dev = comm.device
@@ -66,6 +68,16 @@ def worker(rank, W, out_dir, ops=()):
     runs["moe_dispatch_gemm"] = lambda: moe_dispatch_gemm(
         x, ids, torch.rand(T, 2, device=dev), w, comm, capacity=C,
         config=GroupedGemmConfig(64, 64, 64, 4, 3), fused=True)
+    # MoE combine after a dispatch of the same tokens (its second expert GEMM: F = 256 -> 512)
+    w2 = (torch.randn(E, 256, 512, generator=g) / 16).to(torch.bfloat16)[rank * 4:rank * 4 + 4]
+    w2 = w2.contiguous().to(dev)
+
+    def moe_layer():
+        d = runs["moe_dispatch_gemm"]()
+        h = torch.nn.functional.silu(d.out.float()).to(torch.bfloat16)
+        return moe_gemm_combine(h, w2, d, comm, config=GroupedGemmConfig(64, 128, 64, 4, 3),
+                                fused=True)
+    runs["moe_gemm_combine"] = moe_layer
     only = set(ops or runs)
     runs = {k: v for k, v in runs.items() if k in only}
     for name, fn in runs.items():
@@ -75,14 +87,16 @@ def worker(rank, W, out_dir, ops=()):
             fk.trace_events(reset=True)
         fn()
         torch.cuda.current_stream().synchronize()
-        for fk in _fused_kernels(comm):
-            events, dropped = fk.gather_trace(os.path.join(out_dir, f"{name}.trace.json"),
+        kernels = _fused_kernels(comm)
+        for i, fk in enumerate(kernels):  # the MoE layer runs two fused kernels
+            stem = name if len(kernels) == 1 else f"{name}.{i}"
+            events, dropped = fk.gather_trace(os.path.join(out_dir, f"{stem}.trace.json"),
                                               reset=True)
             if rank == 0:
                 a_ = fk.last_config.abi
-                with open(os.path.join(out_dir, f"{name}.png"), "wb") as f:
+                with open(os.path.join(out_dir, f"{stem}.png"), "wb") as f:
                     f.write(tr.timeline_png(events, comm_programs=a_.comm_programs))
-                lines.append(f"{name}: {len(events)} events, {dropped} dropped")
+                lines.append(f"{stem}: {len(events)} events, {dropped} dropped")
                 lines += [f"  {s}" for s in tr.summary(events, a_.comm_programs)]
         comm.clear_cache()
     comm.close()
