@@ -13,11 +13,8 @@ NaN-poisoned before the run, so a row or column the kernel skips shows up.
 from __future__ import annotations
 
 import functools
-import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,6 +25,7 @@ torch = pytest.importorskip("torch")
 
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
+from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import (AttentionConfig, attention, attention_compile_args,  # noqa: E402
                                attention_compile_attrs, attention_default_config,
@@ -77,16 +75,7 @@ CASES = [
 
 @functools.lru_cache(maxsize=None)
 def _interpreter_results(tmp: str) -> dict:
-    cases, results = os.path.join(tmp, "cases.json"), os.path.join(tmp, "results.json")
-    with open(cases, "w") as f:
-        json.dump(CASES, f)
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        p for p in [os.environ.get("PYTHONPATH", "")] + sys.path if p))
-    proc = subprocess.run([sys.executable, str(WORKER), cases, results], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
-    with open(results) as f:
-        return json.load(f)
+    return run_interpreter_worker(WORKER, CASES, tmp, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import gemm_table  # noqa: E402
 from syncopate.kernels.gemm_config import (GemmConfig, default_config,  # noqa: E402
@@ -323,15 +322,8 @@ INTERP_CASES = [
 
 @pytest.fixture(scope="module")
 def interp_results(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gemm_interp")
     cases = [dict(c, seed=i) for i, c in enumerate(INTERP_CASES)]
-    (tmp / "cases.json").write_text(json.dumps(cases))
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, str(WORKER), str(tmp / "cases.json"),
-                           str(tmp / "res.json")], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
-    return json.loads((tmp / "res.json").read_text())
+    return run_interpreter_worker(WORKER, cases, tmp_path_factory.mktemp("gemm_interp"))
 
 
 @pytest.mark.parametrize("case", INTERP_CASES, ids=lambda c: c["name"])

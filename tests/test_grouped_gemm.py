@@ -11,11 +11,8 @@ bf16 rounding of the output; fp16 is tighter but shares the bound).
 from __future__ import annotations
 
 import functools
-import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -26,6 +23,7 @@ torch = pytest.importorskip("torch")
 
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
+from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels.grouped_gemm import grouped_gemm_kernel  # noqa: E402
 from syncopate.kernels.grouped_gemm_launch import (GroupedGemmConfig,  # noqa: E402
@@ -57,16 +55,7 @@ CASES = [
 
 @functools.lru_cache(maxsize=None)
 def _interpreter_results(tmp: str) -> dict:
-    cases, results = os.path.join(tmp, "cases.json"), os.path.join(tmp, "results.json")
-    with open(cases, "w") as f:
-        json.dump(CASES, f)
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        p for p in [os.environ.get("PYTHONPATH", "")] + sys.path if p))
-    proc = subprocess.run([sys.executable, str(WORKER), cases, results], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
-    with open(results) as f:
-        return json.load(f)
+    return run_interpreter_worker(WORKER, CASES, tmp, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,8 @@ host checks refuse bad operands with the fix in the message. Speed and the compa
 from __future__ import annotations
 
 import functools
-import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,6 +21,7 @@ torch = pytest.importorskip("torch")
 
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
+from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import SMEM_LIMIT_SM90  # noqa: E402
 from syncopate.kernels.gemm_fp8 import fp8_kernel_fn  # noqa: E402
@@ -134,16 +132,7 @@ CASES = [dict(kernel=k, M=M, N=N, K=K, seed=i, rows=rows, config=_SMALL)
 
 @functools.lru_cache(maxsize=None)
 def _interpreter_results(tmp: str):
-    cases, results = os.path.join(tmp, "cases.json"), os.path.join(tmp, "results.json")
-    with open(cases, "w") as f:
-        json.dump(CASES, f)
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(
-        p for p in [os.environ.get("PYTHONPATH", "")] + sys.path if p))
-    proc = subprocess.run([sys.executable, str(WORKER), cases, results], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
-    with open(results) as f:
-        return json.load(f)
+    return run_interpreter_worker(WORKER, CASES, tmp, timeout=300)
 
 
 @pytest.mark.parametrize("i", range(len(CASES)),
