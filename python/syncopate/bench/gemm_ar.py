@@ -19,7 +19,8 @@ decode and small prefill (M = 1 ... 512 tokens) and at M = 8192; ``--m`` picks o
 
 from __future__ import annotations
 
-from .fused import error_text, sweep_fused, time_default
+from .fused import sweep_fused, time_default
+from .rows import _safe, k_sharded_operands
 
 __all__ = ["AR_M", "AR_M_QUICK", "AR_SHAPES", "bench_ar", "SYMM_OPS"]
 
@@ -31,14 +32,6 @@ SYMM_OPS = {"torch symm one-shot": "one_shot_all_reduce",
             "torch symm two-shot": "two_shot_all_reduce_"}
 #: the op's backends: ce is refused by gemm_ar (its side stream cannot forward reduced pieces)
 AR_BACKENDS = ("sm", "nvshmem")
-
-
-def _safe(results, name, fn):
-    try:
-        results[name] = fn()
-    except Exception as e:  # noqa: BLE001 - a column that cannot run is reported, not fatal
-        results[name] = None
-        results.setdefault("errors", {})[name] = error_text(e)
 
 
 def symm_op(name: str):
@@ -58,19 +51,12 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_ar
-    from ..ops._gemm import gemm_call, resolve_config, run_local
+    from ..ops._gemm import gemm_call, run_local
     from ..ops.gemm_ar import default_plan
     from ..runtime import collectives
     W = comm.world_size
-    dtype = getattr(torch, args.dtype)
-    Kl = K // W
+    dtype, Kl, a, b, cfg, partial = k_sharded_operands(comm, args, M, N, K, seed=5)
     dev = comm.device
-    g = torch.Generator(device=dev)
-    g.manual_seed(5 + comm.rank)
-    a = torch.randn(M, Kl, generator=g, device=dev).to(dtype)
-    b = torch.randn(Kl, N, generator=g, device=dev).to(dtype)
-    cfg = resolve_config(args.kernel, M, N, Kl, dtype)
-    partial = torch.empty(M, N, device=dev, dtype=dtype)
     out = torch.empty(M, N, device=dev, dtype=dtype)
     r: dict = {"op": "gemm_ar", "M": M, "N": N, "K": K, "K_local": Kl, "config": cfg.as_dict()}
     ref = gemm_ar(a, b, comm, kernel=args.kernel, config=cfg, fused=False).clone()

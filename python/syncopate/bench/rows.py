@@ -81,6 +81,24 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     return r
 
 
+def k_sharded_operands(comm, args, M, N, K, seed: int):
+    """The operands of a K-sharded GEMM row (GEMM+RS, GEMM+AR): ``(dtype, K / W, A [M, K/W],
+    B [K/W, N], the local kernel's config, a [M, N] partial-sum buffer)``, A and B random from
+    ``seed + rank``."""
+    import torch
+
+    from ..ops._gemm import resolve_config
+    dtype = getattr(torch, args.dtype)
+    Kl = K // comm.world_size
+    dev = comm.device
+    g = torch.Generator(device=dev)
+    g.manual_seed(seed + comm.rank)
+    a = torch.randn(M, Kl, generator=g, device=dev).to(dtype)
+    b = torch.randn(Kl, N, generator=g, device=dev).to(dtype)
+    cfg = resolve_config(args.kernel, M, N, Kl, dtype)
+    return dtype, Kl, a, b, cfg, torch.empty(M, N, device=dev, dtype=dtype)
+
+
 def bench_rs(comm, timer, M, N, K, args, backends, log):
     """The GEMM+RS row: A [M, K/W] and B [K/W, N] per rank, the output [M/W, N]; the fused op
     must be within 2e-2 relative error of the NCCL path."""
@@ -88,19 +106,11 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_rs
-    from ..ops._gemm import gemm_call, resolve_config, run_local
+    from ..ops._gemm import gemm_call, run_local
     from ..ops.gemm_rs import default_plan
     W = comm.world_size
-    dtype = getattr(torch, args.dtype)
-    Kl = K // W
-    dev = comm.device
-    g = torch.Generator(device=dev)
-    g.manual_seed(3 + comm.rank)
-    a = torch.randn(M, Kl, generator=g, device=dev).to(dtype)
-    b = torch.randn(Kl, N, generator=g, device=dev).to(dtype)
-    cfg = resolve_config(args.kernel, M, N, Kl, dtype)
-    partial = torch.empty(M, N, device=dev, dtype=dtype)
-    out = torch.empty(M // W, N, device=dev, dtype=dtype)
+    dtype, Kl, a, b, cfg, partial = k_sharded_operands(comm, args, M, N, K, seed=3)
+    out = torch.empty(M // W, N, device=comm.device, dtype=dtype)
     r: dict = {"op": "gemm_rs", "M": M, "N": N, "K": K, "K_local": Kl, "config": cfg.as_dict()}
     ref = gemm_rs(a, b, comm, kernel=args.kernel, config=cfg, fused=False).clone()
 
