@@ -229,20 +229,16 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     """
     import torch
 
-    from ..kernels.grouped_gemm_launch import PARAMS
     from ..runtime.fused import fused_enabled
     from . import _gemm
+    from .moe_routing import launch_grouped, moe_path
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = _config(config, x, w_local, capacity)
     if use_fused and comm.world_size > 1:
         W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
-        d = _gemm.route("moe_dispatch_gemm", comm, (E, capacity, H, N), x.dtype, fused=fused,
-                        explicit=backend is not None or comm_programs is not None)
-        if d is None and backend is None and comm_programs is None:  # fused=True: how many
-            d = _gemm.fused_variant("moe_dispatch_gemm", comm, (E, capacity, H, N), x.dtype)  # comm programs
-        use_fused = d is None or d.choice.path == "fused"
-        if use_fused and comm_programs is None and d is not None:
-            comm_programs = d.choice.comm_programs
+        use_fused, comm_programs = moe_path("moe_dispatch_gemm", comm, (E, capacity, H, N), x.dtype,
+                                            fused=fused, backend=backend,
+                                            comm_programs=comm_programs)
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send
@@ -268,9 +264,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     w = w_local.contiguous()
     out = torch.empty((W * El * C, N), dtype=x.dtype, device=x.device)
     values, grid = kernel_args(X, CNT, w, out, me, W, E, C, cfg)
-    values.update(stride_ak=1, stride_bn=1, stride_cn=1)
-    args = [values[p] for p in PARAMS] + list(cfg.constexprs().values())
-    fk[grid](*args)
+    launch_grouped(fk, values, grid, cfg)
     counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
     return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
                        topk_weights, CNT.clone(), packed.invalid)

@@ -223,21 +223,16 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     ``backend`` or ``comm_programs`` the fused kernel (without ``comm_programs``: the
     decision's count, 2, 4 or 8 by the cost model; 2 without a calibration for the GPU).
     """
-    from ..kernels.grouped_gemm_launch import PARAMS
     from ..runtime.fused import fused_enabled
-    from .moe_routing import grouped_config
     from . import _gemm
+    from .moe_routing import grouped_config, launch_grouped, moe_path
     use_fused = fused_enabled() if fused is None else bool(fused)
     cfg = grouped_config(config, h.shape[1] if getattr(h, "ndim", 0) == 3 else 0, w_local, h)
     if use_fused and comm.world_size > 1:
         W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
-        d = _gemm.route("moe_gemm_combine", comm, (E, C, F, H), h.dtype, fused=fused,
-                        explicit=backend is not None or comm_programs is not None)
-        if d is None and backend is None and comm_programs is None:  # fused=True: how many
-            d = _gemm.fused_variant("moe_gemm_combine", comm, (E, C, F, H), h.dtype)  # comm programs
-        use_fused = d is None or d.choice.path == "fused"
-        if use_fused and comm_programs is None and d is not None:
-            comm_programs = d.choice.comm_programs
+        use_fused, comm_programs = moe_path("moe_gemm_combine", comm, (E, C, F, H), h.dtype,
+                                            fused=fused, backend=backend,
+                                            comm_programs=comm_programs)
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send, no fused machinery
@@ -261,9 +256,7 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     w = w_local.contiguous()
     a = h.reshape(W * El * C, F).contiguous()
     values, grid = kernel_args(a, CNT, w, Y, me, W, E, C, cfg)
-    values.update(stride_ak=1, stride_bn=1, stride_cn=1)
-    args = [values[p] for p in PARAMS] + list(cfg.constexprs().values())
-    fk[grid](*args)
+    launch_grouped(fk, values, grid, cfg)
     slot = routing.slot if validate else _valid_slot(routing.slot, E, C)
     rows = fused_rows(slot, me, W, E, C)
     return combine_rows(Y, rows, routing.topk_weights, h.dtype)

@@ -159,3 +159,27 @@ def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *,
                   **cfg.options())
         comm.cache[key] = fk
     return fk
+
+
+def moe_path(op: str, comm, shape, dtype, *, fused, backend, comm_programs):
+    """``(fused path?, comm programs or None)`` of a MoE op called with ``fused`` not False on
+    more than one rank: the decision (:func:`syncopate.ops._gemm.route`) when the caller left
+    the path open, the fused candidates' best when ``fused=True`` named neither a backend nor
+    a comm-program count (how many programs), else the caller's choice."""
+    from . import _gemm
+    d = _gemm.route(op, comm, shape, dtype, fused=fused,
+                    explicit=backend is not None or comm_programs is not None)
+    if d is None and backend is None and comm_programs is None:
+        d = _gemm.fused_variant(op, comm, shape, dtype)
+    use_fused = d is None or d.choice.path == "fused"
+    if use_fused and comm_programs is None and d is not None:
+        comm_programs = d.choice.comm_programs
+    return use_fused, comm_programs
+
+
+def launch_grouped(fk, values: dict, grid, cfg) -> None:
+    """Launch the MoE ops' fused grouped GEMM: ``values`` (:func:`kernel_args` of the op) in
+    the kernel's parameter order, row-major inner strides, then every constexpr of ``cfg``."""
+    from ..kernels.grouped_gemm_launch import PARAMS
+    values.update(stride_ak=1, stride_bn=1, stride_cn=1)
+    fk[grid](*([values[p] for p in PARAMS] + list(cfg.constexprs().values())))
