@@ -163,18 +163,23 @@ def rows(args) -> list[tuple]:
     return [(S, Hq, Hkv, D, causal) for S, Hq, Hkv, D in shapes for causal in (False, True)]
 
 
-def format_rows(results) -> str:
-    head = ["S", "causal", "fused", "serial", "stream", "attn", "comm", "ideal", "serial/fused",
-            "fused/ideal"]
+def format_table(results, columns, ratios) -> str:
+    """An attention benchmark's rows as a table: ``S``, ``causal``, the timed ``columns`` (ms),
+    the ``ratios`` and ``fused/ideal`` ("-" where a row lacks one)."""
+    head = ["S", "causal", *columns, *ratios, "fused/ideal"]
     lines = [" | ".join(head)]
     for r in results:
         cells = [str(r["S"]), str(r["causal"])]
-        for c in head[2:8]:
-            cells.append(f"{r[c]:.3f}" if c in r else "-")
-        cells.append(f"{r['serial/fused']:.2f}" if "serial/fused" in r else "-")
+        cells += [f"{r[c]:.3f}" if c in r else "-" for c in columns]
+        cells += [f"{r[c]:.2f}" if c in r else "-" for c in ratios]
         cells.append(f"{r['fused'] / r['ideal']:.2f}" if "fused" in r and "ideal" in r else "-")
         lines.append(" | ".join(cells))
     return "\n".join(lines)
+
+
+def format_rows(results) -> str:
+    return format_table(results, ("fused", "serial", "stream", "attn", "comm", "ideal"),
+                        ("serial/fused",))
 
 
 def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:

@@ -27,7 +27,7 @@ every rank's programs are resident at once in loopback.
 
 from __future__ import annotations
 
-from .attention import SHAPES
+from .attention import SHAPES, format_table
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
 #: a check accepts: tests/gpu's Ulysses test measures ~3e-3 for our kernel
@@ -324,15 +324,7 @@ def derive(row: dict) -> dict:
 
 
 def format_rows(results) -> str:
-    head = ["S", "causal", *COLUMNS, "serial/fused", "deepspeed/fused", "fused/ideal"]
-    lines = [" | ".join(head)]
-    for r in results:
-        cells = [str(r["S"]), str(r["causal"])]
-        cells += [f"{r[c]:.3f}" if c in r else "-" for c in COLUMNS]
-        cells += [f"{r[c]:.2f}" if c in r else "-" for c in ("serial/fused", "deepspeed/fused")]
-        cells.append(f"{r['fused'] / r['ideal']:.2f}" if "fused" in r and "ideal" in r else "-")
-        lines.append(" | ".join(cells))
-    return "\n".join(lines)
+    return format_table(results, COLUMNS, ("serial/fused", "deepspeed/fused"))
 
 
 def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
