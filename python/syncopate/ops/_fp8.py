@@ -62,10 +62,3 @@ def programs(comm, kernel: str, backend: str, comm_programs: int):
     return _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, comm_programs))
 
 
-def symmetric(comm, key: tuple, shape: tuple, dtype):
-    """A cached symmetric buffer (allocated on first use: a collective)."""
-    buf = comm.cache.get(key)
-    if buf is None:
-        buf = comm.empty(tuple(int(s) for s in shape), dtype)
-        comm.cache[key] = buf
-    return buf

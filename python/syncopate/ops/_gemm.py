@@ -28,6 +28,21 @@ class GemmCall:
     kernel: str
 
 
+def symmetric_buffer(comm, tag: str, shape, dtype):
+    """The communicator's symmetric ``shape`` buffer of ``dtype`` for ``tag`` (an op's named
+    buffer), allocated on first use -- a collective: every rank asks for it with the same
+    shape -- and cached on the communicator."""
+    import torch
+    shape = tuple(int(s) for s in shape)
+    dt = torch.empty((), dtype=dtype).dtype
+    key = (tag, shape, dt)
+    buf = comm.cache.get(key)
+    if buf is None:
+        buf = comm.empty(shape, dt)
+        comm.cache[key] = buf
+    return buf
+
+
 def short_kernel(kernel: str) -> str:
     from ..kernels.gemm_config import _short
     try:

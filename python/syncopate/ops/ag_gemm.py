@@ -35,14 +35,7 @@ def ag_gemm_buffer(comm, m_shard: int, K: int, dtype):
     """The symmetric ``[M, K]`` A buffer the op uses for this shape (allocated on first use, a
     collective). Writing this rank's rows (``buf[rank*m_shard:(rank+1)*m_shard]``) and passing
     them as ``a_shard`` skips the staging copy."""
-    import torch
-    W = comm.world_size
-    key = ("ag_gemm.A", int(m_shard) * W, int(K), torch.empty((), dtype=dtype).dtype)
-    buf = comm.cache.get(key)
-    if buf is None:
-        buf = comm.empty((int(m_shard) * W, int(K)), dtype)
-        comm.cache[key] = buf
-    return buf
+    return _gemm.symmetric_buffer(comm, "ag_gemm.A", (int(m_shard) * comm.world_size, K), dtype)
 
 
 def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out=None):

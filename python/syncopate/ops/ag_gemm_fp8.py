@@ -33,8 +33,8 @@ def ag_gemm_fp8_buffers(comm, m_shard: int, K: int):
     """The symmetric A ``[M, K]`` (fp8) and SA ``[M, 1]`` (fp32) buffers of this shape."""
     import torch
     M = int(m_shard) * comm.world_size
-    A = _fp8.symmetric(comm, ("ag_gemm_fp8.A", M, int(K)), (M, K), torch.float8_e4m3fn)
-    SA = _fp8.symmetric(comm, ("ag_gemm_fp8.SA", M), (M, 1), torch.float32)
+    A = _gemm.symmetric_buffer(comm, "ag_gemm_fp8.A", (M, K), torch.float8_e4m3fn)
+    SA = _gemm.symmetric_buffer(comm, "ag_gemm_fp8.SA", (M, 1), torch.float32)
     return A, SA
 
 

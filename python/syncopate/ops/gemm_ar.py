@@ -90,13 +90,7 @@ def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
 def gemm_ar_buffer(comm, M: int, N: int, dtype):
     """The symmetric ``[M, N]`` C buffer of the fused path (allocated on first use, a
     collective): partials, then the reduced result on every rank."""
-    import torch
-    key = ("gemm_ar.C", int(M), int(N), torch.empty((), dtype=dtype).dtype)
-    buf = comm.cache.get(key)
-    if buf is None:
-        buf = comm.empty((int(M), int(N)), dtype)
-        comm.cache[key] = buf
-    return buf
+    return _gemm.symmetric_buffer(comm, "gemm_ar.C", (M, N), dtype)
 
 
 def gemm_ar_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",

@@ -62,13 +62,7 @@ def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
 
 def gemm_rs_buffer(comm, M: int, N: int, dtype):
     """The symmetric ``[M, N]`` partial-C buffer of the fused path (allocated on first use)."""
-    import torch
-    key = ("gemm_rs.C", int(M), int(N), torch.empty((), dtype=dtype).dtype)
-    buf = comm.cache.get(key)
-    if buf is None:
-        buf = comm.empty((int(M), int(N)), dtype)
-        comm.cache[key] = buf
-    return buf
+    return _gemm.symmetric_buffer(comm, "gemm_rs.C", (M, N), dtype)
 
 
 def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",

@@ -30,7 +30,7 @@ def gemm_rs_fp8_buffer(comm, M: int, N: int):
     """The symmetric ``[M, N]`` bf16 partial-C buffer of the fused path (its own, not the bf16
     op's: the two ops' launches are not ordered by each other's flags)."""
     import torch
-    return _fp8.symmetric(comm, ("gemm_rs_fp8.C", int(M), int(N)), (M, N), torch.bfloat16)
+    return _gemm.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
 
 
 def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, order="swizzle",

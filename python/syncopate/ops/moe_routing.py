@@ -131,13 +131,11 @@ def moe_buffers(comm, tag: str, E: int, C: int, H: int, dtype):
     at this shape, allocated on first use (a collective: every rank calls it with the same
     shape) and cached on the communicator."""
     import torch
+
+    from ._gemm import symmetric_buffer
     W = comm.world_size
-    key = (tag, W, E, C, H, torch.empty((), dtype=dtype).dtype)
-    bufs = comm.cache.get(key)
-    if bufs is None:
-        bufs = (comm.empty((W * E * C, H), dtype), comm.empty((W * W * E,), torch.int32))
-        comm.cache[key] = bufs
-    return bufs
+    return (symmetric_buffer(comm, f"{tag}.rows", (W * E * C, H), dtype),
+            symmetric_buffer(comm, f"{tag}.counts", (W * W * E,), torch.int32))
 
 
 def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *, cfg,

@@ -103,14 +103,9 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
 def kv_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
     """The symmetric ``[B*Hkv, S, D]`` K and V buffers of this shape (allocated on first use, a
     collective)."""
-    import torch
-    dt = torch.empty((), dtype=dtype).dtype
-    key = ("ring_attention.KV", B * Hkv, S, D, dt)
-    bufs = comm.cache.get(key)
-    if bufs is None:
-        bufs = (comm.empty((B * Hkv, S, D), dt), comm.empty((B * Hkv, S, D), dt))
-        comm.cache[key] = bufs
-    return bufs
+    from ._gemm import symmetric_buffer
+    return tuple(symmetric_buffer(comm, f"ring_attention.{name}", (B * Hkv, S, D), dtype)
+                 for name in ("K", "V"))
 
 
 def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal=False,

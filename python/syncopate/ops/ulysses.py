@@ -154,15 +154,9 @@ def _check_out(out, q, shape) -> None:
 def ulysses_buffers(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype) -> dict:
     """The symmetric global ``Q, K, V, O`` buffers of this shape (allocated on first use: a
     collective, so every rank calls it with the same shape)."""
-    import torch
-    dt = torch.empty((), dtype=dtype).dtype
-    key = ("ulysses.buffers", B, Hq, Hkv, S, D, dt)
-    bufs = comm.cache.get(key)
-    if bufs is None:
-        bufs = {"Q": comm.empty((B, Hq, S, D), dt), "K": comm.empty((B, Hkv, S, D), dt),
-                "V": comm.empty((B, Hkv, S, D), dt), "O": comm.empty((B, Hq, S, D), dt)}
-        comm.cache[key] = bufs
-    return bufs
+    from ._gemm import symmetric_buffer
+    return {name: symmetric_buffer(comm, f"ulysses.{name}", (B, h, S, D), dtype)
+            for name, h in (("Q", Hq), ("K", Hkv), ("V", Hkv), ("O", Hq))}
 
 
 def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype, *,
