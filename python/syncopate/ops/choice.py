@@ -187,15 +187,22 @@ def _local_s(cal, kind: str, m, n, k, dtype) -> tuple[float, str]:
     return t, note
 
 
-def _collective_s(cal, op, nbytes, W) -> tuple[float, str]:
-    name = _COLLECTIVE[op]
+def nccl_fit_s(cal, name: str, nbytes: float, W: int) -> tuple[float, str]:
+    """``(seconds, note)`` of the NCCL collective ``name`` on ``nbytes`` at world size ``W``
+    from its calibrated ``alpha + bytes / beta`` fit; another calibrated world size scales a
+    ring's ``W - 1`` steps (the note then says from which)."""
     wc, e = cal.collective(name, W)
     alpha, beta = float(e["alpha_s"]), float(e["beta_bps"])
     if wc == W:
-        t, extra = alpha + nbytes / beta, ""
-    else:  # a ring: W - 1 steps, each rank moving (W - 1) / W of the tensor
-        t = alpha * (W - 1) / (wc - 1) + nbytes / beta * ((W - 1) / W) / ((wc - 1) / wc)
-        extra = f" (scaled from the calibrated W={wc})"
+        return alpha + nbytes / beta, ""
+    # a ring: W - 1 steps, each rank moving (W - 1) / W of the tensor
+    return (alpha * (W - 1) / (wc - 1) + nbytes / beta * ((W - 1) / W) / ((wc - 1) / wc),
+            f" (scaled from the calibrated W={wc})")
+
+
+def _collective_s(cal, op, nbytes, W) -> tuple[float, str]:
+    name = _COLLECTIVE[op]
+    t, extra = nccl_fit_s(cal, name, nbytes, W)
     return t, _NCCL_NOTE.format(coll=name.replace("_", "-"), mib=nbytes / 2**20, w=W,
                                 extra=extra)
 

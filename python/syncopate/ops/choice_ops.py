@@ -121,13 +121,8 @@ def collective_s(cal, name: str, nbytes: float, W: int) -> tuple[float, str]:
     if name == "all_to_all" and name not in table:
         t, note = collective_s(cal, "all_gather", nbytes, W)
         return t, note.replace("all-gather", "all-to-all (all-gather fit)")
-    wc, e = cal.collective(name, W)
-    alpha, beta = float(e["alpha_s"]), float(e["beta_bps"])
-    if wc == W:
-        t, extra = alpha + nbytes / beta, ""
-    else:  # a ring: W - 1 steps, each rank moving (W - 1) / W of the tensor
-        t = alpha * (W - 1) / (wc - 1) + nbytes / beta * ((W - 1) / W) / ((wc - 1) / wc)
-        extra = f" (scaled from the calibrated W={wc})"
+    from .choice import nccl_fit_s
+    t, extra = nccl_fit_s(cal, name, nbytes, W)
     return t, f"NCCL {name.replace('_', '-')} of {nbytes / 2**20:.2f} MiB at W={W}{extra}"
 
 
