@@ -391,32 +391,39 @@ def check_main(args) -> int:
         print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
               file=sys.stderr)
         return 2
-    from . import moe as moe_bench
-    from .gemm_ar import check_problems
-    from .ulysses import check_problems as ulysses_problems
+    return report_check_rows(rows)
+
+
+def check_row_line(r: dict) -> str:
+    """One line per ``--check`` row, whatever op produced it (each op's row has its own keys)."""
+    op = r.get("op", "ring_attn")
+    if op == "ulysses":
+        from .ulysses import summary
+        return summary(r)
+    if op == "moe":
+        return (f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
+                f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
+                f"{r['dropped']} choices")
+    if op == "gemm_ar":
+        return (f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
+                f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
+                f"{r['ranks_differ']}")
+    return (f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
+            f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
+
+
+def report_check_rows(rows: list[dict]) -> int:
+    """Print every ``--check`` row and the problems found; the exit status (1 on a problem)."""
+    from . import attention, gemm_ar, moe, ulysses
     for r in rows:
-        if r.get("op") == "ulysses":
-            from .ulysses import summary
-            print(summary(r))
-        if r.get("op") == "moe":
-            print(f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
-                  f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
-                  f"{r['dropped']} choices")
-            continue
-        if r.get("op") == "gemm_ar":
-            print(f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
-                  f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
-                  f"{r['ranks_differ']}")
-            continue
-        print(f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
-              f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
-    problems = check_problems([r for r in rows if r.get("op") == "gemm_ar"])
-    problems += ulysses_problems([r for r in rows if r.get("op") == "ulysses"])
-    problems += moe_bench.check_problems([r for r in rows if r.get("op") == "moe"])
+        print(check_row_line(r))
+    problems = []
+    for op, mod in (("ring_attn", attention), ("gemm_ar", gemm_ar), ("ulysses", ulysses),
+                    ("moe", moe)):
+        problems += mod.check_problems([r for r in rows if r.get("op", "ring_attn") == op])
     for p in problems:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)
     return 1 if problems else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
