@@ -12,7 +12,8 @@
 #   bash scripts/gpu_pending.sh                     # from the repository root, $OUT set
 #   GPU_PENDING_STEPS="graphs w1" bash scripts/gpu_pending.sh   # a subset
 #   GPU_PENDING_STEPS="moe2 moecheck" bash scripts/gpu_pending.sh  # the MoE ops alone
-# GPU_PENDING_K: the pytest -k of ops2/ops4 (GPU_PENDING_K4: of ops4 alone). Steps not in the
+# GPU_PENDING_K: the pytest -k of ops2/ops4 (GPU_PENDING_K4: of ops4 alone; GPU_PENDING_GRAPHS_K:
+# of graphs). Steps not in the
 # default list: ops4 (the new ops' tests at W = 4), local (the local GEMM, grouped GEMM and
 # world-size-1 tests), moefirst (scripts/gpu_moe_first_launch.py: why the traced MoE dispatch's
 # first launch timed out), moe2 / moecheck (the MoE tests and the bench's MoE check, W = 2), sweep (the
@@ -40,7 +41,7 @@ for s in $STEPS; do
     moecheck) step moecheck "$(lim 120)" python3 -m syncopate.bench --check --quick --ops moe \
             --loopback 2;;
     graphs) SYNCOPATE_GPU_LOOPBACK=2 step graphs "$(lim 400)" $PYT tests/gpu/test_cuda_graphs.py \
-            --durations=16;;
+            -k "${GPU_PENDING_GRAPHS_K:-}" --durations=16;;
     w1) step w1 "$(lim 90)" $PYT tests/gpu/test_world_size_one.py;;
     torch) SYNCOPATE_GPU_LOOPBACK=2 step torch "$(lim 90)" $PYT tests/gpu/test_torch_ops_gpu.py;;
     fp8local) step fp8local "$(lim 120)" python3 -m syncopate.kernels.bench_local --fp8 --kernels tma --hard-timeout-s 110 \

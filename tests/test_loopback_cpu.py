@@ -365,3 +365,23 @@ def test_bench_refuses_loopback(monkeypatch, capsys):
     monkeypatch.setenv("SYNCOPATE_GPU_LOOPBACK", "2")
     assert bench.main([]) == 2
     assert "refuses loopback" in capsys.readouterr().err
+
+
+def _generation_body(rank, W):
+    c = _loopback_comm(collectives.current_loopback())
+    g0 = c.generation
+    A = c.empty((8,), torch.float32)
+    after_alloc = c.generation
+    c.empty((4,), torch.int32)  # a later buffer (another op's): A's cached tables stay valid
+    after_second = c.generation
+    c.release(A)  # A's address may now come back for another buffer: caches must miss
+    return g0, after_alloc, after_second, c.generation
+
+
+def test_only_a_release_invalidates_launch_caches():
+    """A fused kernel's peers table and fast launch path key on the registry generation. A new
+    allocation must not change it (a CUDA-graph capture of an MoE layer was refused because the
+    combine's first allocation came after the dispatch's warm-up launch: 'operand buffers were
+    never launched eagerly'); a release must."""
+    for g0, a, b, rel in _ok(run_loopback(_generation_body, 2, timeout_s=30)):
+        assert g0 == a == b and rel == g0 + 1

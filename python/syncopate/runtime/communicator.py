@@ -81,8 +81,9 @@ class Communicator:
     first symmetric allocation), hence a constructor argument and not a per-buffer one.
     """
 
-    #: bumped whenever the registry of symmetric allocations changes: launch-time caches
-    #: (FusedKernel's fast path) that validated a buffer as symmetric key on it
+    #: bumped whenever a symmetric allocation leaves the registry (release, close): launch-time
+    #: caches (FusedKernel's fast path and peers tables) that validated a buffer as symmetric
+    #: key on it. A new allocation leaves it alone: its address cannot be in any cache yet
     generation = 0
 
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
@@ -222,8 +223,12 @@ class Communicator:
         origins = [o + delta for o in origins]
         nbytes = t.numel() * t.element_size()
         a = SymmetricAllocation(tensor=t, handle=hdl, origins=origins, nbytes=nbytes)
+        # no generation bump: the registry holds every registered tensor, so no cached peers
+        # table can name this new address; only a release (the address may then come back for
+        # another buffer) invalidates them. Bumping here made a fused kernel's peers table
+        # miss after any later allocation -- e.g. a CUDA-graph capture of an MoE layer, whose
+        # combine allocates after the dispatch's warm-up launch, was refused.
         self._allocs[t.untyped_storage().data_ptr()] = a
-        self.generation += 1
         return a
 
     def release(self, t) -> None:
