@@ -97,7 +97,9 @@ def worker(rank, W, out_dir, ops=()):
                 with open(os.path.join(out_dir, f"{stem}.png"), "wb") as f:
                     f.write(tr.timeline_png(events, comm_programs=a_.comm_programs))
                 lines.append(f"{stem}: {len(events)} events, {dropped} dropped")
-                lines += [f"  {s}" for s in tr.summary(events, a_.comm_programs)]
+                lines += [f"  {s}" for s in tr.summary(events, a_.comm_programs,
+                                                         num_chunks=a_.num_chunks,
+                                                         world_size=a_.world_size)]
         comm.clear_cache()
     comm.close()
     return lines

@@ -112,6 +112,9 @@ def test_cli_show_and_summary(tmp_path, capsys):
     assert cli_main(["trace", "summary", str(path)]) == 0
     out = capsys.readouterr().out
     assert "rank 0: 2 programs (1 comm), 1 waits, 0.8 us waiting in all" in out
+    # the longest wait is named by the trace's flag layout (4 chunks: flag 2 is CHUNK[2])
+    assert "longest 0.8 us (CHUNK[2])" in out
+    assert "(flag 2)" in tr.summary(ev, 1)[0]  # no layout given: the index
 
 
 def test_cli_bad_trace_is_one_line(tmp_path, capsys):

@@ -210,8 +210,11 @@ def timeline_png(events: list[Event], *, comm_programs: int = 0, width: int = 12
     return _png(width, height, img)
 
 
-def summary(events: list[Event], comm_programs: int = 0) -> list[str]:
-    """Per rank: programs, waits, total and longest wait, span (one line each)."""
+def summary(events: list[Event], comm_programs: int = 0, *, num_chunks: int | None = None,
+            world_size: int | None = None) -> list[str]:
+    """Per rank: programs, waits, total and longest wait, span (one line each). With
+    ``num_chunks`` and ``world_size`` (a saved trace's metadata) the longest wait's flag is
+    named (``CHUNK[3]``, ``ENTRY[1]``: what it waited for), else given by index."""
     lines = []
     for r in sorted({e.rank for e in events}):
         ev = sorted((e for e in events if e.rank == r), key=lambda e: e.t_ns)
@@ -226,7 +229,8 @@ def summary(events: list[Event], comm_programs: int = 0) -> list[str]:
         longest = max(waits, default=(0, -1))
         lines.append(f"rank {r}: {len(progs)} programs ({sum(p < comm_programs for p in progs)} "
                      f"comm), {len(waits)} waits, {sum(w for w, _ in waits) / 1e3:.1f} us "
-                     f"waiting in all, longest {longest[0] / 1e3:.1f} us (flag {longest[1]}), "
+                     f"waiting in all, longest {longest[0] / 1e3:.1f} us "
+                     f"({flag_name(longest[1], num_chunks, world_size)}), "
                      f"span {span:.1f} us")
     return lines
 

@@ -47,6 +47,7 @@ def _show(args) -> int:
 def _summary(args) -> int:
     from .trace import load_events, summary
     events, meta = load_events(args.trace)
-    for line in summary(events, int(meta.get("comm_programs") or 0)):
+    for line in summary(events, int(meta.get("comm_programs") or 0),
+                        num_chunks=meta.get("num_chunks"), world_size=meta.get("world_size")):
         print(line)
     return 0
