@@ -8,12 +8,15 @@ launch as a floor -- and prints rank 0's cProfile of the op (top functions by ow
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
         torchrun --nproc-per-node 2 scripts/gpu_host_profile.py
+    python scripts/gpu_host_profile.py --loopback 2    # one GPU: W virtual ranks in turn
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
+import os
 import pstats
 import statistics
 import sys
@@ -35,23 +38,15 @@ def host_us(fn, n=200, sleep_cycles=0):
     return statistics.median(out) * 1e6
 
 
-def main() -> int:
-    from syncopate.bench.__main__ import init_distributed
-    init_distributed()
+def cases(comm):
+    """``[(name, call, launch_only)]``: the measured calls of this rank (``launch_only``: a
+    function returning the FusedKernel-launch-alone call once the op has run, or None)."""
     import torch
-    import torch.distributed as dist
 
     from syncopate.ops import ag_gemm, gemm_rs
-    from syncopate.kernels import num_sms
-    from syncopate.ops._gemm import gemm_call, resolve_config, run_local
-    from syncopate.runtime import Communicator
-
-    comm = Communicator()
-    W, me = comm.world_size, comm.rank
-    dev = comm.device
+    from syncopate.ops._gemm import compute_programs, gemm_call, resolve_config, run_local
+    W, dev = comm.world_size, comm.device
     dtype = torch.bfloat16
-    sleep = 40_000_000  # ~20 ms of GPU time per 20 calls: the host never waits
-    rows = []
     M = 1024
     # AG: 1024 x 14336 x 4096 (B per rank [K, N/W]); RS: 1024 x 4096 x 14336 (A per rank [M, K/W])
     a_ag = torch.randn(M // W, 4096, device=dev).to(dtype)
@@ -64,63 +59,184 @@ def main() -> int:
     cfg_rs = resolve_config("tma", M, 4096, 14336 // W, dtype)
     gathered = torch.empty(M, 4096, device=dev, dtype=dtype)
     local_ag = gemm_call("tma", gathered, b_ag, out_ag, cfg_ag)
-    rows.append(("local gemm launch (floor)", host_us(lambda: run_local(local_ag), sleep_cycles=sleep)))
-    rows.append(("torch.matmul", host_us(lambda: torch.matmul(gathered, b_ag, out=out_ag),
-                                          sleep_cycles=sleep)))
-    profiles = {}
+    out = [("local gemm launch (floor)", lambda: run_local(local_ag), None),
+           ("torch.matmul", lambda: torch.matmul(gathered, b_ag, out=out_ag), None)]
     for op, backend in (("ag", "sm"), ("ag", "ce"), ("rs", "sm"), ("rs", "ce"), ("rs", "ce+epilogue")):
         be, _, red = backend.partition("+")
         if op == "ag":
-            call = lambda: ag_gemm(a_ag, b_ag, comm, backend=be, split=1, config=cfg_ag,  # noqa: E731
-                                   out=out_ag)
+            call = lambda be=be: ag_gemm(a_ag, b_ag, comm, backend=be, split=1,  # noqa: E731
+                                         config=cfg_ag, out=out_ag, fused=True)
         elif red:  # the op's default config (it may lower GROUP_M for the epilogue's tile order)
-            call = lambda: gemm_rs(a_rs, b_rs, comm, backend=be, reduce=red, out=out_rs)  # noqa: E731
+            call = lambda be=be, red=red: gemm_rs(a_rs, b_rs, comm, backend=be,  # noqa: E731
+                                                  reduce=red, out=out_rs, fused=True)
         else:
-            call = lambda: gemm_rs(a_rs, b_rs, comm, backend=be, split=4, reduce="comm",  # noqa: E731
-                                   config=cfg_rs, out=out_rs)
-        for _ in range(10):
-            call()
-        torch.cuda.synchronize()
-        comm.check()
-        rows.append((f"{op}_gemm {backend}: whole op", host_us(call, sleep_cycles=sleep)))
-        fks = [v for k, v in comm.cache.items() if isinstance(k, tuple)
-               and k[0] == f"{op}.fk" and backend in k]
-        if fks and not red:
+            call = lambda be=be: gemm_rs(a_rs, b_rs, comm, backend=be, split=4,  # noqa: E731
+                                         reduce="comm", config=cfg_rs, out=out_rs, fused=True)
+
+        def launch_only(op=op, backend=backend, red=red):
+            fks = [v for k, v in comm.cache.items() if isinstance(k, tuple)
+                   and k[0] == f"{op}.fk" and backend in k]
+            if not fks or red:
+                return None
             fk = fks[-1]
-            nprog = num_sms(dev) - (fk.comm_programs or 0)
+            nprog = compute_programs(comm, fk.comm_programs or 0)
             if op == "ag":
                 A = next(v for k, v in comm.cache.items() if k[0] == "ag_gemm.A")
                 c = gemm_call("tma", A, b_ag, out_ag, cfg_ag, num_programs=nprog)
             else:
                 C = next(v for k, v in comm.cache.items() if k[0] == "gemm_rs.C")
                 c = gemm_call("tma", a_rs, b_rs, C, cfg_rs, num_programs=nprog)
-            rows.append((f"{op}_gemm {backend}: FusedKernel launch only",
-                         host_us(lambda: fk[c.grid](*c.args), sleep_cycles=sleep)))
-        pr = cProfile.Profile()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(sleep)
-        pr.enable()
-        for i in range(100):
-            if i % 20 == 19:
-                torch.cuda._sleep(sleep)
+            return lambda: fk[c.grid](*c.args)
+        out.append((f"{op}_gemm {backend}", call, launch_only))
+    return out
+
+
+def _profile(call, n=100, sleep=0):
+    import torch
+    pr = cProfile.Profile()
+    pr.enable()
+    for i in range(n):
+        if sleep and i % 20 == 19:
+            torch.cuda._sleep(sleep)
+        call()
+    pr.disable()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18)
+    return s.getvalue()
+
+
+def _report(rows, profiles, rank, extra=""):
+    for name, text in profiles.items():
+        print(f"\n===== cProfile, 100 calls of {name} (rank {rank}), by own time =====")
+        print("\n".join(line for line in text.splitlines() if line.strip())[:6000])
+    print(f"\nhost time per call (median, us, rank {rank}{extra}):")
+    for name, us in rows:
+        print(f"  {name:45s} {us:8.1f}")
+
+
+def main_torchrun() -> int:
+    from syncopate.bench.__main__ import init_distributed
+    init_distributed()
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.runtime import Communicator
+
+    comm = Communicator()
+    sleep = 40_000_000  # ~20 ms of GPU time per 20 calls: the host never waits
+    rows, profiles = [], {}
+    for name, call, launch_only in cases(comm):
+        if launch_only is None and not name.startswith(("ag_", "rs_")):
+            rows.append((name, host_us(call, sleep_cycles=sleep)))
+            continue
+        for _ in range(10):
             call()
-        pr.disable()
         torch.cuda.synchronize()
         comm.check()
-        s = io.StringIO()
-        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18)
-        profiles[f"{op}_gemm {backend}"] = s.getvalue()
+        rows.append((f"{name}: whole op", host_us(call, sleep_cycles=sleep)))
+        lo = launch_only()
+        if lo is not None:
+            rows.append((f"{name}: FusedKernel launch only", host_us(lo, sleep_cycles=sleep)))
+        torch.cuda.synchronize()
+        torch.cuda._sleep(sleep)
+        profiles[name] = _profile(call, sleep=sleep)
+        torch.cuda.synchronize()
+        comm.check()
     dist.barrier()
-    if me == 0:
-        for name, text in profiles.items():
-            print(f"\n===== cProfile, 100 calls of {name} (rank 0), by own time =====")
-            print("\n".join(line for line in text.splitlines() if line.strip())[:6000])
-        print("\nhost time per call (median of 200, us, rank 0):")
-        for name, us in rows:
-            print(f"  {name:45s} {us:8.1f}")
+    if comm.rank == 0:
+        _report(rows, profiles, 0)
     comm.close()
     dist.destroy_process_group()
     return 0
+
+
+def _in_turns(comm, fn):
+    """``fn()`` on each rank in turn (host barriers only), this rank's result. In loopback the
+    ranks are threads of one process: timing them at once would time the GIL they share. The
+    fused kernels of the ranks that went first wait on the device for the later ranks' launches
+    (nothing on the host waits for them, and a host-only barrier adds no stream dependency)."""
+    from syncopate.runtime import collectives
+    mine = None
+    for turn in range(comm.world_size):
+        collectives.barrier()
+        if turn == comm.rank:
+            mine = fn()
+    collectives.barrier()
+    return mine
+
+
+def _loopback_rank(rank, W, n):
+    import torch
+
+    from syncopate.runtime import Communicator
+    from syncopate.runtime import collectives
+    comm = Communicator()
+    stream = torch.cuda.current_stream()
+    rows, profiles = [], {}
+    for name, call, launch_only in cases(comm):
+        if launch_only is None and not name.startswith(("ag_", "rs_")):  # local floors
+            for _ in range(10):
+                call()
+            stream.synchronize()
+            rows.append((name, _in_turns(comm, lambda: timed_us(call, n))))
+            continue
+        for _ in range(10):  # every rank at once: compile, allocate, warm the fast path
+            call()
+        stream.synchronize()  # this rank's stream only: a device-wide sync could wait on a peer
+        comm.check()
+        collectives.barrier()
+        rows.append((f"{name}: whole op", _in_turns(comm, lambda: timed_us(call, n))))
+        stream.synchronize()
+        lo = launch_only()
+        if lo is not None:
+            rows.append((f"{name}: FusedKernel launch only",
+                         _in_turns(comm, lambda: timed_us(lo, n))))
+            stream.synchronize()
+        profiles[name] = _in_turns(comm, lambda: _profile(call, n))
+        stream.synchronize()
+        comm.check()
+    collectives.barrier()
+    comm.close()
+    return rows, profiles
+
+
+def timed_us(fn, n):
+    """Median host microseconds of ``fn()`` over ``n`` calls, no synchronisation between them
+    (loopback: a call's kernels may not run before the other ranks' turn)."""
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out) * 1e6
+
+
+def main_loopback(W: int, n: int) -> int:
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    import torch
+
+    from syncopate.runtime.loopback import run_loopback
+    res = run_loopback(_loopback_rank, W, n, device=torch.device("cuda", 0), timeout_s=500)
+    bad = [v for st, v in res if st != "ok"]
+    if bad:
+        print(bad[0], file=sys.stderr)
+        return 1
+    rows, profiles = res[0][1]
+    _report(rows, profiles, 0, f", {W} loopback ranks on one GPU taking turns, {n} calls each")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--loopback", type=int, default=0, metavar="W",
+                   help="W virtual ranks on one GPU (ranks time their calls in turn)")
+    p.add_argument("--calls", type=int, default=60,
+                   help="loopback: calls timed per rank and case (each call's kernels wait in "
+                        "the queue until the next rank's turn: keep it under the launch queue)")
+    args = p.parse_args(argv)
+    if args.loopback:
+        return main_loopback(args.loopback, args.calls)
+    return main_torchrun()
 
 
 if __name__ == "__main__":

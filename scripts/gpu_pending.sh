@@ -19,7 +19,8 @@
 # first launch timed out), moe2 / moecheck (the MoE tests and the bench's MoE check, W = 2), sweep (the
 # grouped GEMM's config sweep, all shapes), trace (one real timeline per op,
 # scripts/gpu_trace.py; the ops in GPU_PENDING_TRACE_OPS, comma-separated, default all;
-# written to $OUT/traces.tgz).
+# written to $OUT/traces.tgz), hostprof (host time per call of the AG/RS ops, sm and ce,
+# scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -61,6 +62,7 @@ for s in $STEPS; do
              ${GPU_PENDING_TRACE_OPS:-}
            # one file back instead of two per op (the runner returns a limited number of files)
            [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
+    hostprof) step hostprof "$(lim 200)" python3 scripts/gpu_host_profile.py --loopback 2;;
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
     check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
             --ops ring_attn,ar,moe --loopback 2;;
