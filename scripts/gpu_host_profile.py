@@ -38,7 +38,7 @@ def host_us(fn, n=200, sleep_cycles=0):
     return statistics.median(out) * 1e6
 
 
-def cases(comm):
+def cases(comm, backends=("sm", "ce")):
     """``[(name, call, launch_only)]``: the measured calls of this rank (``launch_only``: a
     function returning the FusedKernel-launch-alone call once the op has run, or None)."""
     import torch
@@ -63,6 +63,8 @@ def cases(comm):
            ("torch.matmul", lambda: torch.matmul(gathered, b_ag, out=out_ag), None)]
     for op, backend in (("ag", "sm"), ("ag", "ce"), ("rs", "sm"), ("rs", "ce"), ("rs", "ce+epilogue")):
         be, _, red = backend.partition("+")
+        if be not in backends:
+            continue
         if op == "ag":
             call = lambda be=be: ag_gemm(a_ag, b_ag, comm, backend=be, split=1,  # noqa: E731
                                          config=cfg_ag, out=out_ag, fused=True)
@@ -165,7 +167,7 @@ def _in_turns(comm, fn):
     return mine
 
 
-def _loopback_rank(rank, W, n):
+def _loopback_rank(rank, W, n, backends):
     import torch
 
     from syncopate.runtime import Communicator
@@ -173,7 +175,7 @@ def _loopback_rank(rank, W, n):
     comm = Communicator()
     stream = torch.cuda.current_stream()
     rows, profiles = [], {}
-    for name, call, launch_only in cases(comm):
+    for name, call, launch_only in cases(comm, backends):
         if launch_only is None and not name.startswith(("ag_", "rs_")):  # local floors
             for _ in range(10):
                 call()
@@ -211,12 +213,12 @@ def timed_us(fn, n):
     return statistics.median(out) * 1e6
 
 
-def main_loopback(W: int, n: int) -> int:
+def main_loopback(W: int, n: int, backends) -> int:
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     import torch
 
     from syncopate.runtime.loopback import run_loopback
-    res = run_loopback(_loopback_rank, W, n, device=torch.device("cuda", 0), timeout_s=500)
+    res = run_loopback(_loopback_rank, W, n, backends, device=torch.device("cuda", 0), timeout_s=500)
     bad = [v for st, v in res if st != "ok"]
     if bad:
         print(bad[0], file=sys.stderr)
@@ -233,9 +235,10 @@ def main(argv=None) -> int:
     p.add_argument("--calls", type=int, default=60,
                    help="loopback: calls timed per rank and case (each call's kernels wait in "
                         "the queue until the next rank's turn: keep it under the launch queue)")
+    p.add_argument("--backends", default="sm,ce", help="comma-separated (default sm,ce)")
     args = p.parse_args(argv)
     if args.loopback:
-        return main_loopback(args.loopback, args.calls)
+        return main_loopback(args.loopback, args.calls, tuple(args.backends.split(",")))
     return main_torchrun()
 
 

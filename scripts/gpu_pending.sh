@@ -20,7 +20,8 @@
 # grouped GEMM's config sweep, all shapes), trace (one real timeline per op,
 # scripts/gpu_trace.py; the ops in GPU_PENDING_TRACE_OPS, comma-separated, default all;
 # written to $OUT/traces.tgz), hostprof (host time per call of the AG/RS ops, sm and ce,
-# scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn).
+# scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn; hostsm / hostce:
+# one backend), cestress (the ce backend's 1000-launch tests, W = 2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -63,6 +64,10 @@ for s in $STEPS; do
            # one file back instead of two per op (the runner returns a limited number of files)
            [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
     hostprof) step hostprof "$(lim 200)" python3 scripts/gpu_host_profile.py --loopback 2;;
+    hostsm) step hostsm "$(lim 150)" python3 scripts/gpu_host_profile.py --loopback 2 --backends sm;;
+    hostce) step hostce "$(lim 100)" python3 scripts/gpu_host_profile.py --loopback 2 --backends ce;;
+    cestress) SYNCOPATE_GPU_LOOPBACK=2 step cestress "$(lim 150)" $PYT tests/gpu/test_multi_gpu.py \
+            -k "1000_launches and ce" --tb=long;;
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
     check2) step check2 "$(lim 120)" python3 -m syncopate.bench --check --quick \
             --ops ring_attn,ar,moe --loopback 2;;

@@ -270,6 +270,21 @@ def test_sm_share_and_check():
     residency.check(10_000, 1, H200, 1)  # one rank per GPU: never refused
 
 
+def test_reserve_sms_knob(monkeypatch):
+    """SYNCOPATE_LOOPBACK_RESERVE_SMS keeps more SMs free (never fewer than W): the shares and
+    the check follow it, and a bad value is a typed error."""
+    monkeypatch.setenv("SYNCOPATE_LOOPBACK_RESERVE_SMS", "8")
+    assert residency.reserve_sms(2) == 8 and residency.sm_share(132, 2) == 62
+    residency.check(62, 2, H200, 1)
+    with pytest.raises(CoResidencyError, match=r"132 minus 8 kept.*at most 62 programs"):
+        residency.check(63, 2, H200, 1)
+    monkeypatch.setenv("SYNCOPATE_LOOPBACK_RESERVE_SMS", "1")  # below W: W
+    assert residency.reserve_sms(4) == 4 and residency.sm_share(132, 4) == 32
+    monkeypatch.setenv("SYNCOPATE_LOOPBACK_RESERVE_SMS", "lots")
+    with pytest.raises(CoResidencyError, match="give a number of SMs"):
+        residency.sm_share(132, 2)
+
+
 class _Md:
     num_warps, shared = 8, 160 * 1024
 

@@ -66,14 +66,30 @@ def blocks_per_sm(limits: DeviceLimits, *, num_warps: int, n_regs: int, shared: 
     return max(0, min(by_threads, by_regs, by_smem, limits.max_blocks_per_sm))
 
 
+def reserve_sms(ranks: int) -> int:
+    """SMs kept free in loopback for the runtime's sync kernels and the ranks' other work:
+    ``ranks``, or ``SYNCOPATE_LOOPBACK_RESERVE_SMS`` when that is larger (more room for the
+    ce backend's side-stream work -- on one device its "peer" copies are intra-device copies,
+    which the driver may run on SMs -- at the cost of smaller fused grids)."""
+    import os
+    ranks = max(1, int(ranks))
+    try:
+        extra = int(os.environ.get("SYNCOPATE_LOOPBACK_RESERVE_SMS", "0") or 0)
+    except ValueError:
+        raise CoResidencyError(f"SYNCOPATE_LOOPBACK_RESERVE_SMS="
+                               f"{os.environ['SYNCOPATE_LOOPBACK_RESERVE_SMS']!r}: give a "
+                               f"number of SMs") from None
+    return max(ranks, extra)
+
+
 def sm_share(sms: int, ranks: int) -> int:
     """Programs a persistent kernel may launch per rank (comm programs included) so that
-    ``ranks`` of them, one program per SM, are co-resident with ``ranks`` SMs left over:
-    ``sms`` with one rank, ``(sms - ranks) // ranks`` in loopback."""
+    ``ranks`` of them, one program per SM, are co-resident with :func:`reserve_sms` SMs left
+    over: ``sms`` with one rank, ``(sms - reserve) // ranks`` in loopback."""
     ranks = max(1, int(ranks))
     if ranks == 1:
         return int(sms)
-    return max(1, (int(sms) - ranks) // ranks)
+    return max(1, (int(sms) - reserve_sms(ranks)) // ranks)
 
 
 def check(programs: int, ranks: int, limits: DeviceLimits, per_sm: int, *,
@@ -82,7 +98,8 @@ def check(programs: int, ranks: int, limits: DeviceLimits, per_sm: int, *,
     fit at once (see the module doc)."""
     if ranks <= 1:
         return
-    usable = max(0, limits.sms - ranks)
+    kept = reserve_sms(ranks)
+    usable = max(0, limits.sms - kept)
     capacity = per_sm * usable
     need = ranks * int(programs)
     if per_sm < 1:
@@ -94,7 +111,7 @@ def check(programs: int, ranks: int, limits: DeviceLimits, per_sm: int, *,
         raise CoResidencyError(
             f"loopback with {ranks} ranks on one GPU: {ranks} x {programs} programs of {what} "
             f"must be resident at once, but the device holds {per_sm} per SM x {usable} SMs "
-            f"({limits.sms} minus {ranks} kept for the runtime's sync kernels) = {capacity}. "
+            f"({limits.sms} minus {kept} kept for the runtime's sync kernels) = {capacity}. "
             f"Launch at most {fit} programs per rank (comm programs included): a persistent "
             f"grid, fewer comm_programs, or fewer virtual ranks (docs/loopback.md)")
 
