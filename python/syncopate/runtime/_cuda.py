@@ -105,6 +105,38 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
     return True
 
 
+CU_STREAM_NON_BLOCKING = 0x1
+
+
+def stream_create() -> int | None:
+    """A new non-blocking ``CUstream`` in the current context (``cuStreamCreate``), or None
+    when the driver entry point is unavailable. Not from torch's stream pool on purpose: the
+    pool hands its 32 streams out round-robin, so a pool stream can be the very stream another
+    caller launches on -- work queued behind a kernel that spins waiting for it never runs."""
+    fn = _symbol("cuStreamCreate")
+    if fn is None:
+        return None
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    h = ctypes.c_void_p()
+    _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    return int(h.value or 0)
+
+
+def dedicated_stream(device):
+    """A ``torch.cuda`` stream object on ``device`` that no other caller can be handed: a
+    driver-created stream wrapped in ``torch.cuda.ExternalStream``; a pool stream when the
+    driver entry point is missing. Never destroyed: the caching allocator keys freed blocks by
+    stream, and a tensor made on it may outlive its user (one stream per communicator / rank
+    is cheap)."""
+    import torch
+    with torch.cuda.device(device):
+        h = stream_create()
+        if h is None:
+            return torch.cuda.Stream(device=device)
+        return torch.cuda.ExternalStream(h, device=device)
+
+
 def stream_wait_available() -> bool:
     """Whether the driver exposes ``cuStreamWaitValue32`` (stream memory operations)."""
     return _symbol("cuStreamWaitValue32_v2", "cuStreamWaitValue32") is not None

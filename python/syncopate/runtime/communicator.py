@@ -369,12 +369,15 @@ class Communicator:
     # -- streams ------------------------------------------------------------------------------
 
     def stream(self, name: str = "comm"):
-        """A named side stream on this device (created once)."""
-        import torch
+        """A named side stream on this device (created once). A
+        dedicated stream, not one of torch's pool: a pool stream may be the caller's own
+        launch stream, and the ce side stream's copies queued behind the fused kernel that
+        waits for them would never run (:func:`._cuda.dedicated_stream`)."""
+        from . import _cuda
 
         s = self._streams.get(name)
         if s is None:
-            s = torch.cuda.Stream(device=self.device)
+            s = _cuda.dedicated_stream(self.device)
             self._streams[name] = s
         return s
 

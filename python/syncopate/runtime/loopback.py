@@ -33,6 +33,7 @@ import time
 import traceback
 
 from ..errors import LoopbackError
+from . import _cuda
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -210,7 +211,8 @@ class LoopbackWorld:
         import torch
         s = self._streams.get(device.index)
         if s is None:
-            s = self._streams[device.index] = torch.cuda.Stream(device=device)
+            # dedicated: a pool stream could be a rank's launch stream (_cuda.dedicated_stream)
+            s = self._streams[device.index] = _cuda.dedicated_stream(device)
         return s
 
 
@@ -501,7 +503,9 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
         try:
             if dev is not None and dev.type == "cuda":
                 torch.cuda.set_device(dev)
-                stream = torch.cuda.Stream(device=dev)
+                # each rank its own stream, never shared with another rank (a pool stream
+                # could be: one rank's kernels would queue behind another's spinning kernel)
+                stream = _cuda.dedicated_stream(dev)
                 with torch.cuda.stream(stream):
                     value = fn(rank, W, *args)
                 stream.synchronize()
