@@ -65,7 +65,8 @@ for s in $STEPS; do
            [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
     hostprof) step hostprof "$(lim 200)" python3 scripts/gpu_host_profile.py --loopback 2;;
     hostsm) step hostsm "$(lim 150)" python3 scripts/gpu_host_profile.py --loopback 2 --backends sm;;
-    hostce) step hostce "$(lim 100)" python3 scripts/gpu_host_profile.py --loopback 2 --backends ce;;
+    hostce) step hostce "$(lim 100)" python3 scripts/gpu_host_profile.py --loopback 2 --backends ce \
+            --calls "${GPU_PENDING_HOST_CALLS:-15}";;
     cestress) SYNCOPATE_GPU_LOOPBACK=2 step cestress "$(lim 150)" $PYT tests/gpu/test_multi_gpu.py \
             -k "1000_launches and ce" --tb=long;;
     tpmlp) step tpmlp "$(lim 90)" python3 examples/tp_mlp.py --loopback 2;;
