@@ -38,7 +38,7 @@ def host_us(fn, n=200, sleep_cycles=0):
     return statistics.median(out) * 1e6
 
 
-def cases(comm, backends=("sm", "ce")):
+def cases(comm, backends=("sm", "ce"), shape=(1024, 4096, 14336)):
     """``[(name, call, launch_only)]``: the measured calls of this rank (``launch_only``: a
     function returning the FusedKernel-launch-alone call once the op has run, or None)."""
     import torch
@@ -47,17 +47,17 @@ def cases(comm, backends=("sm", "ce")):
     from syncopate.ops._gemm import compute_programs, gemm_call, resolve_config, run_local
     W, dev = comm.world_size, comm.device
     dtype = torch.bfloat16
-    M = 1024
-    # AG: 1024 x 14336 x 4096 (B per rank [K, N/W]); RS: 1024 x 4096 x 14336 (A per rank [M, K/W])
-    a_ag = torch.randn(M // W, 4096, device=dev).to(dtype)
-    b_ag = torch.randn(4096, 14336 // W, device=dev).to(dtype)
-    a_rs = torch.randn(M, 14336 // W, device=dev).to(dtype)
-    b_rs = torch.randn(14336 // W, 4096, device=dev).to(dtype)
-    out_ag = torch.empty(M, 14336 // W, device=dev, dtype=dtype)
-    out_rs = torch.empty(M // W, 4096, device=dev, dtype=dtype)
-    cfg_ag = resolve_config("tma", M, 14336 // W, 4096, dtype)
-    cfg_rs = resolve_config("tma", M, 4096, 14336 // W, dtype)
-    gathered = torch.empty(M, 4096, device=dev, dtype=dtype)
+    M, H, F = shape
+    # AG: M x F x H (B per rank [H, F/W]); RS: M x H x F (A per rank [M, F/W])
+    a_ag = torch.randn(M // W, H, device=dev).to(dtype)
+    b_ag = torch.randn(H, F // W, device=dev).to(dtype)
+    a_rs = torch.randn(M, F // W, device=dev).to(dtype)
+    b_rs = torch.randn(F // W, H, device=dev).to(dtype)
+    out_ag = torch.empty(M, F // W, device=dev, dtype=dtype)
+    out_rs = torch.empty(M // W, H, device=dev, dtype=dtype)
+    cfg_ag = resolve_config("tma", M, F // W, H, dtype)
+    cfg_rs = resolve_config("tma", M, H, F // W, dtype)
+    gathered = torch.empty(M, H, device=dev, dtype=dtype)
     local_ag = gemm_call("tma", gathered, b_ag, out_ag, cfg_ag)
     out = [("local gemm launch (floor)", lambda: run_local(local_ag), None),
            ("torch.matmul", lambda: torch.matmul(gathered, b_ag, out=out_ag), None)]
@@ -116,7 +116,7 @@ def _report(rows, profiles, rank, extra=""):
         print(f"  {name:45s} {us:8.1f}")
 
 
-def main_torchrun() -> int:
+def main_torchrun(backends, shape) -> int:
     from syncopate.bench.__main__ import init_distributed
     init_distributed()
     import torch
@@ -127,7 +127,7 @@ def main_torchrun() -> int:
     comm = Communicator()
     sleep = 40_000_000  # ~20 ms of GPU time per 20 calls: the host never waits
     rows, profiles = [], {}
-    for name, call, launch_only in cases(comm):
+    for name, call, launch_only in cases(comm, backends, shape):
         if launch_only is None and not name.startswith(("ag_", "rs_")):
             rows.append((name, host_us(call, sleep_cycles=sleep)))
             continue
@@ -167,7 +167,7 @@ def _in_turns(comm, fn):
     return mine
 
 
-def _loopback_rank(rank, W, n, backends):
+def _loopback_rank(rank, W, n, backends, shape):
     import torch
 
     from syncopate.runtime import Communicator
@@ -175,7 +175,7 @@ def _loopback_rank(rank, W, n, backends):
     comm = Communicator()
     stream = torch.cuda.current_stream()
     rows, profiles = [], {}
-    for name, call, launch_only in cases(comm, backends):
+    for name, call, launch_only in cases(comm, backends, shape):
         if launch_only is None and not name.startswith(("ag_", "rs_")):  # local floors
             for _ in range(10):
                 call()
@@ -213,18 +213,19 @@ def timed_us(fn, n):
     return statistics.median(out) * 1e6
 
 
-def main_loopback(W: int, n: int, backends) -> int:
+def main_loopback(W: int, n: int, backends, shape) -> int:
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     import torch
 
     from syncopate.runtime.loopback import run_loopback
-    res = run_loopback(_loopback_rank, W, n, backends, device=torch.device("cuda", 0), timeout_s=500)
+    res = run_loopback(_loopback_rank, W, n, backends, shape, device=torch.device("cuda", 0), timeout_s=500)
     bad = [v for st, v in res if st != "ok"]
     if bad:
         print(bad[0], file=sys.stderr)
         return 1
     rows, profiles = res[0][1]
-    _report(rows, profiles, 0, f", {W} loopback ranks on one GPU taking turns, {n} calls each")
+    _report(rows, profiles, 0, f", {W} loopback ranks on one GPU taking turns, {n} calls each, "
+                               f"M, H, F = {shape}")
     return 0
 
 
@@ -236,10 +237,18 @@ def main(argv=None) -> int:
                    help="loopback: calls timed per rank and case (each call's kernels wait in "
                         "the queue until the next rank's turn: keep it under the launch queue)")
     p.add_argument("--backends", default="sm,ce", help="comma-separated (default sm,ce)")
+    p.add_argument("--shape", default="1024,4096,14336", metavar="M,H,F",
+                   help="AG+GEMM M x F x H and GEMM+RS M x H x F (default the issue's "
+                        "1024,4096,14336); host time hardly depends on it")
     args = p.parse_args(argv)
+    try:
+        shape = tuple(int(x) for x in args.shape.split(","))
+        assert len(shape) == 3
+    except (ValueError, AssertionError):
+        p.error(f"--shape {args.shape!r}: give M,H,F")
     if args.loopback:
-        return main_loopback(args.loopback, args.calls, tuple(args.backends.split(",")))
-    return main_torchrun()
+        return main_loopback(args.loopback, args.calls, tuple(args.backends.split(",")), shape)
+    return main_torchrun(tuple(args.backends.split(",")), shape)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ for s in $STEPS; do
     hostprof) step hostprof "$(lim 200)" python3 scripts/gpu_host_profile.py --loopback 2;;
     hostsm) step hostsm "$(lim 150)" python3 scripts/gpu_host_profile.py --loopback 2 --backends sm;;
     hostce) step hostce "$(lim 100)" python3 scripts/gpu_host_profile.py --loopback 2 --backends ce \
+            --shape "${GPU_PENDING_HOST_SHAPE:-1024,4096,14336}" \
             --calls "${GPU_PENDING_HOST_CALLS:-15}";;
     cestress) SYNCOPATE_GPU_LOOPBACK=2 step cestress "$(lim 150)" $PYT tests/gpu/test_multi_gpu.py \
             -k "1000_launches and ce" --tb=long;;
