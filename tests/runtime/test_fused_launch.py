@@ -104,7 +104,10 @@ def test_launch_fast_path_misses_on_any_change(monkeypatch):
     fk.launch((3,), vals[:-1], {"GROUP_M": 8})  # keywords: always the slow path
     fk.launch((3,), vals[:-1], {"GROUP_M": 8})
     assert calls["validate"] == 5
-    c.empty((8,), torch.float32)  # the symmetric registry changed: revalidate
+    other = c.empty((8,), torch.float32)  # a new buffer cannot alias a registered one: a hit
+    fk.launch((3,), vals)
+    assert calls["validate"] == 5
+    c.release(other)  # a released address may come back for another buffer: revalidate
     fk.launch((3,), vals)
     assert calls["validate"] == 6
     fk.launch(lambda meta: (meta["M"] // 32,), vals)  # callable grid: evaluated per call

@@ -133,7 +133,10 @@ def test_ag_gemm_prepares_a_call_once_per_layout(monkeypatch):
     mod.ag_gemm(a1, torch.randn(64, 48).to(bf), c, backend="sm", split=2, comm_programs=8)
     mod.ag_gemm(a1, b, c, backend="sm", split=4, comm_programs=8)
     assert calls["gemm_call"] == 4  # another weight, another split: prepared anew
-    c.empty((4,), torch.float32)  # the symmetric registry changed
+    other = c.empty((4,), torch.float32)  # a new buffer cannot alias a registered one
+    mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8)
+    assert calls["gemm_call"] == 4
+    c.release(other)  # the registry lost a buffer (its address may come back): prepared anew
     mod.ag_gemm(a1, b, c, backend="sm", split=2, comm_programs=8)
     assert calls["gemm_call"] == 5
     with pytest.raises(LaunchError, match="2-D torch.Tensor"):

@@ -105,6 +105,21 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
     return True
 
 
+def stream_write_value32(stream: int, addr: int, value: int) -> bool:
+    """Enqueue ``*(uint32*)addr = value`` on ``stream`` (``cuStreamWriteValue32``, default
+    flags: a memory fence before the write, ordered after the stream's earlier work). A stream
+    memory operation: no kernel launch, no SM. False when the entry point is unavailable;
+    :class:`DriverError` when the driver refuses the address."""
+    fn = _symbol("cuStreamWriteValue32_v2", "cuStreamWriteValue32")
+    if fn is None:
+        return False
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    _check(fn(ctypes.c_void_p(stream), ctypes.c_uint64(addr), ctypes.c_uint32(value & 0xFFFFFFFF),
+              0), "cuStreamWriteValue32")
+    return True
+
+
 CU_STREAM_NON_BLOCKING = 0x1
 
 

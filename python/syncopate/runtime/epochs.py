@@ -45,6 +45,21 @@ def new_epoch_word(device):
     return word, mirror, addr
 
 
+#: the eager epoch advance's implementations (``SYNCOPATE_EPOCH_ADVANCE``)
+ADVANCE_MODES = ("kernel", "memop")
+
+
+def eager_advance_mode(env=None) -> str:
+    """How an eager launch of a never-captured configuration advances its device epoch word:
+    ``kernel`` (the one-thread advance kernel, as under capture) or ``memop`` (two
+    ``cuStreamWriteValue32`` of the host's count: no kernel launch, less host time per call).
+    ``SYNCOPATE_EPOCH_ADVANCE``; default ``kernel``."""
+    v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE") or "kernel"
+    if v not in ADVANCE_MODES:
+        raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: give one of {', '.join(ADVANCE_MODES)}")
+    return v
+
+
 def wrap32(x: int) -> int:
     """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
     x &= 0xFFFFFFFF
