@@ -208,7 +208,6 @@ class LoopbackWorld:
     def collective_stream(self, device):
         """The stream the completing rank enqueues a collective's data movement on (one per
         device, created once, under the world's lock: the caller holds it)."""
-        import torch
         s = self._streams.get(device.index)
         if s is None:
             # dedicated: a pool stream could be a rank's launch stream (_cuda.dedicated_stream)
