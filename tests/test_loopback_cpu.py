@@ -243,6 +243,16 @@ def test_module_loading_is_made_eager_before_cuda_starts():
     assert chosen == {"CUDA_MODULE_LOADING": "LAZY"}  # the user's choice stays
 
 
+def test_hardware_queues_are_raised_before_cuda_starts():
+    from syncopate.runtime.loopback import more_hardware_queues
+    env = {}
+    assert more_hardware_queues(False, env) and env["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    chosen = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}  # the user's choice stays
+    assert not more_hardware_queues(False, chosen) and chosen["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    late = {}
+    assert not more_hardware_queues(True, late) and late == {}  # CUDA read it already
+
+
 def test_blocks_per_sm_arithmetic():
     # persistent TMA GEMM: 8 warps, ~168 regs, ~160 KB shared memory -> one per SM
     assert residency.blocks_per_sm(H200, num_warps=8, n_regs=168, shared=160 * 1024) == 1

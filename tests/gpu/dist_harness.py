@@ -90,6 +90,9 @@ def _loopback_child(fn, world_size, args, env, result_path, pg_backend="nccl"):
     # first launch may need a context synchronisation, which waits for another virtual rank's
     # spinning kernel (docs/loopback.md, "Module loading")
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    # more hardware queues: fewer false dependencies between the ranks' streams (loopback.py,
+    # more_hardware_queues)
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     os.environ.update(env or {})
     try:
         import sys

@@ -76,8 +76,34 @@ def eager_module_loading(cuda_initialized: bool, env=None) -> str | None:
             f"CUDA (docs/loopback.md, 'Module loading')")
 
 
+#: hardware work queues (``CUDA_DEVICE_MAX_CONNECTIONS``) asked for in loopback: the most CUDA
+#: allows
+LOOPBACK_CONNECTIONS = "32"
+
+
+def more_hardware_queues(cuda_initialized: bool, env=None) -> bool:
+    """Ask CUDA for 32 hardware work queues (``CUDA_DEVICE_MAX_CONNECTIONS``, default 8) if it
+    still can; True when set here.
+
+    Why: CUDA maps streams onto its hardware queues round-robin, and work of two streams on one
+    queue can wait for each other (a false dependency). In loopback the W ranks' launch and
+    side streams share one device: an event wait or a stream memory wait of one rank placed
+    ahead of another rank's copies on the same queue could hold those copies behind a kernel
+    that spins waiting for them. This is the leading suspect for the ce backend's first-launch
+    timeouts in loopback (docs/loopback.md, "Known defect"; not confirmed). More queues make
+    such a collision unlikely; the variable is read when CUDA initialises, so it is set only
+    while ``cuda_initialized`` is False and the user has not chosen a value."""
+    env = os.environ if env is None else env
+    if env.get("CUDA_DEVICE_MAX_CONNECTIONS") is None and not cuda_initialized:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = LOOPBACK_CONNECTIONS
+        return True
+    return False
+
+
 def warn_unless_eager(cuda_initialized: bool) -> None:
-    """:func:`eager_module_loading`, warning (``RuntimeWarning``) when it is too late."""
+    """:func:`eager_module_loading`, warning (``RuntimeWarning``) when it is too late; also
+    :func:`more_hardware_queues` while CUDA has not started."""
+    more_hardware_queues(cuda_initialized)
     why = eager_module_loading(cuda_initialized)
     if why is not None:
         import warnings
