@@ -110,13 +110,20 @@ def stream_write_value32(stream: int, addr: int, value: int) -> bool:
     flags: a memory fence before the write, ordered after the stream's earlier work). A stream
     memory operation: no kernel launch, no SM. False when the entry point is unavailable;
     :class:`DriverError` when the driver refuses the address."""
-    fn = _symbol("cuStreamWriteValue32_v2", "cuStreamWriteValue32")
+    return _memop32("cuStreamWriteValue32", stream, addr, value, 0)
+
+
+def _memop32(name: str, stream: int, addr: int, value: int, flags: int) -> bool:
+    """One 32-bit stream memory operation (``name``: ``cuStreamWriteValue32`` or
+    ``cuStreamWaitValue32``, the ``_v2`` entry point when the driver has it); False when the
+    driver lacks it."""
+    fn = _symbol(f"{name}_v2", name)
     if fn is None:
         return False
     fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
     fn.restype = ctypes.c_int
     _check(fn(ctypes.c_void_p(stream), ctypes.c_uint64(addr), ctypes.c_uint32(value & 0xFFFFFFFF),
-              0), "cuStreamWriteValue32")
+              flags), name)
     return True
 
 
@@ -160,14 +167,7 @@ def stream_wait_available() -> bool:
 def stream_wait_value32(stream: int, addr: int, value: int) -> bool:
     """``stream`` waits until ``*(uint32*)addr >= value`` (cyclic ``GEQ``). False when the
     entry point is unavailable (the caller then falls back to an event wait)."""
-    fn = _symbol("cuStreamWaitValue32_v2", "cuStreamWaitValue32")
-    if fn is None:
-        return False
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    _check(fn(ctypes.c_void_p(stream), ctypes.c_uint64(addr), ctypes.c_uint32(value & 0xFFFFFFFF),
-              CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32")
-    return True
+    return _memop32("cuStreamWaitValue32", stream, addr, value, CU_STREAM_WAIT_VALUE_GEQ)
 
 
 def device_pointer(host_ptr: int) -> int | None:
