@@ -7,6 +7,8 @@ mkdir -p "$OUT"
 START=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 SYNCOPATE_TIMEOUT_S=${SYNCOPATE_TIMEOUT_S:-10}
+# a GPU run cannot be repeated at will: keep the traceback of an internal error in the logs
+export SYNCOPATE_TRACEBACK=${SYNCOPATE_TRACEBACK:-1}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/syncopate-triton-cache}
 LOG=${LOG:-gpu.log}
 

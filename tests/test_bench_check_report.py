@@ -59,3 +59,24 @@ def test_each_op_failure_exits_1_and_says_what(capsys, bad, says):
     assert report_check_rows(rows) == 1
     err = capsys.readouterr().err
     assert says in err and err.startswith("syncopate.bench --check: ")
+
+
+def test_a_report_bug_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """After the GPU work, ``check_main`` reports through the CLI's handler: a row the report
+    cannot read (the KeyError found on the H200) is one 'internal error' line and exit 1."""
+    import argparse
+
+    from syncopate.bench import __main__ as bench
+    monkeypatch.delenv("SYNCOPATE_TRACEBACK", raising=False)
+    monkeypatch.setattr(bench, "_check_worker", lambda rank, W, args: [dict(op="ring_attn")])
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setattr(bench, "init_distributed", lambda: None)
+    import torch.distributed as dist
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: None)
+    monkeypatch.delenv("SYNCOPATE_GPU_LOOPBACK", raising=False)
+    args = argparse.Namespace(loopback=0, ops="ring_attn")
+    assert bench.check_main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error in python -m syncopate.bench --check: KeyError" in err[0]

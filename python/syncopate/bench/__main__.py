@@ -391,7 +391,10 @@ def check_main(args) -> int:
         print("syncopate.bench --check: give --loopback W (one GPU) or run under torchrun",
               file=sys.stderr)
         return 2
-    return report_check_rows(rows)
+    # the GPU work is done: a bug in the report is one line, not a traceback after it
+    # (SYNCOPATE_TRACEBACK=1 shows it)
+    from ..cli import run_handler
+    return run_handler(lambda _: report_check_rows(rows), args, "python -m syncopate.bench --check")
 
 
 def check_row_line(r: dict) -> str:
