@@ -19,9 +19,11 @@
 # first launch timed out), moe2 / moecheck (the MoE tests and the bench's MoE check, W = 2), sweep (the
 # grouped GEMM's config sweep, all shapes), trace (one real timeline per op,
 # scripts/gpu_trace.py; the ops in GPU_PENDING_TRACE_OPS, comma-separated, default all;
-# written to $OUT/traces.tgz), hostprof (host time per call of the AG/RS ops, sm and ce,
-# scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn; hostsm / hostce:
-# one backend), cestress (the ce backend's 1000-launch tests, W = 2).
+# written to $OUT/traces.tgz), hostsm / hostce (host time per call of the AG/RS ops on one
+# backend, scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn; ce with
+# GPU_PENDING_HOST_CALLS calls per turn, default 15: a ce call enqueues ~30 stream operations and
+# the launch queue must hold a turn's worth; GPU_PENDING_HOST_SHAPE=M,H,F), cestress (the ce
+# backend's 1000-launch tests, W = 2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -63,7 +65,6 @@ for s in $STEPS; do
              ${GPU_PENDING_TRACE_OPS:-}
            # one file back instead of two per op (the runner returns a limited number of files)
            [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
-    hostprof) step hostprof "$(lim 200)" python3 scripts/gpu_host_profile.py --loopback 2;;
     hostsm) step hostsm "$(lim 150)" python3 scripts/gpu_host_profile.py --loopback 2 --backends sm;;
     hostce) step hostce "$(lim 100)" python3 scripts/gpu_host_profile.py --loopback 2 --backends ce \
             --shape "${GPU_PENDING_HOST_SHAPE:-1024,4096,14336}" \
