@@ -167,7 +167,7 @@ def _in_turns(comm, fn):
     return mine
 
 
-def _loopback_rank(rank, W, n, backends, shape):
+def _loopback_rank(rank, W, calls, backends, shape):
     import torch
 
     from syncopate.runtime import Communicator
@@ -175,13 +175,18 @@ def _loopback_rank(rank, W, n, backends, shape):
     comm = Communicator()
     stream = torch.cuda.current_stream()
     rows, profiles = [], {}
+    n_sm, n_ce = (calls, calls) if calls else (60, 15)
     for name, call, launch_only in cases(comm, backends, shape):
+        n = n_sm
         if launch_only is None and not name.startswith(("ag_", "rs_")):  # local floors
             for _ in range(10):
                 call()
             stream.synchronize()
             rows.append((name, _in_turns(comm, lambda: timed_us(call, n))))
             continue
+        # a ce call enqueues ~30 stream operations: a turn's calls must fit the launch queue
+        # (they cannot run before the next rank's turn)
+        n = n_ce if " ce" in name else n_sm
         for _ in range(10):  # every rank at once: compile, allocate, warm the fast path
             call()
         stream.synchronize()  # this rank's stream only: a device-wide sync could wait on a peer
@@ -213,7 +218,7 @@ def timed_us(fn, n):
     return statistics.median(out) * 1e6
 
 
-def main_loopback(W: int, n: int, backends, shape) -> int:
+def main_loopback(W: int, n: int | None, backends, shape) -> int:
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
     import torch
 
@@ -224,7 +229,8 @@ def main_loopback(W: int, n: int, backends, shape) -> int:
         print(bad[0], file=sys.stderr)
         return 1
     rows, profiles = res[0][1]
-    _report(rows, profiles, 0, f", {W} loopback ranks on one GPU taking turns, {n} calls each, "
+    each = f"{n} calls" if n else "60 calls (ce: 15)"
+    _report(rows, profiles, 0, f", {W} loopback ranks on one GPU taking turns, {each} each, "
                                f"M, H, F = {shape}")
     return 0
 
@@ -233,9 +239,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--loopback", type=int, default=0, metavar="W",
                    help="W virtual ranks on one GPU (ranks time their calls in turn)")
-    p.add_argument("--calls", type=int, default=60,
-                   help="loopback: calls timed per rank and case (each call's kernels wait in "
-                        "the queue until the next rank's turn: keep it under the launch queue)")
+    p.add_argument("--calls", type=int, default=None,
+                   help="loopback: calls timed per rank and case (default 60, ce 15: each call's "
+                        "work waits in the launch queue until the next rank's turn)")
     p.add_argument("--backends", default="sm,ce", help="comma-separated (default sm,ce)")
     p.add_argument("--shape", default="1024,4096,14336", metavar="M,H,F",
                    help="AG+GEMM M x F x H and GEMM+RS M x H x F (default the issue's "
