@@ -428,5 +428,6 @@ def report_check_rows(rows: list[dict]) -> int:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)
     return 1 if problems else 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -68,9 +68,9 @@ def blocks_per_sm(limits: DeviceLimits, *, num_warps: int, n_regs: int, shared: 
 
 def reserve_sms(ranks: int) -> int:
     """SMs kept free in loopback for the runtime's sync kernels and the ranks' other work:
-    ``ranks``, or ``SYNCOPATE_LOOPBACK_RESERVE_SMS`` when that is larger (more room for the
-    ce backend's side-stream work -- on one device its "peer" copies are intra-device copies,
-    which the driver may run on SMs -- at the cost of smaller fused grids)."""
+    ``ranks``, or ``SYNCOPATE_LOOPBACK_RESERVE_SMS`` when that is larger -- a diagnosis knob
+    (smaller fused grids, more room for anything else that needs an SM while the ranks' kernels
+    spin: it tells whether a loopback hang came from SM starvation; docs/loopback.md)."""
     import os
     ranks = max(1, int(ranks))
     try:
