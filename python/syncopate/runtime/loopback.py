@@ -89,9 +89,9 @@ def more_hardware_queues(cuda_initialized: bool, env=None) -> bool:
     queue can wait for each other (a false dependency). In loopback the W ranks' launch and
     side streams share one device: an event wait or a stream memory wait of one rank placed
     ahead of another rank's copies on the same queue could hold those copies behind a kernel
-    that spins waiting for them. This is the leading suspect for the ce backend's first-launch
-    timeouts in loopback (docs/loopback.md, "Known defect"; not confirmed). More queues make
-    such a collision unlikely; the variable is read when CUDA initialises, so it is set only
+    that spins waiting for them. It is one (unproven) suspect for the ce backend's first-launch
+    timeouts in loopback (docs/loopback.md, "Known defect"). More queues make such a collision
+    unlikely; the variable is read when CUDA initialises, so it is set only
     while ``cuda_initialized`` is False and the user has not chosen a value."""
     env = os.environ if env is None else env
     if env.get("CUDA_DEVICE_MAX_CONNECTIONS") is None and not cuda_initialized:
