@@ -39,3 +39,24 @@ else
   STATUS[install]="no .whl/ carried (skipped)"
 fi
 export PYTHONPATH=/tmp/site:$PWD/python:$PWD${PYTHONPATH:+:$PYTHONPATH}
+
+summarize() {  # summarize TITLE PATTERN STEP...: each step's status, then the lines of its log
+  # that match PATTERN (last 8), into $OUT/$LOG too; the caller prints it last
+  local title=$1 pat=$2; shift 2
+  {
+    echo "==================== $title ($(( $(date +%s) - START ))s) ===================="
+    for s in install "$@"; do printf '%-10s %s\n' "$s" "${STATUS[$s]:-not run}"; done
+    for s in "$@"; do
+      [ -f "$OUT/$s.log" ] && grep -E "$pat" "$OUT/$s.log" | tail -n 8 | sed "s/^/  [$s] /"
+    done
+    echo "logs: $OUT"
+  } | tee -a "$OUT/$LOG"
+}
+
+pack_logs() {  # the runner brings back 8 files: past 7, everything but the combined log (which
+  # ends with the summary) goes back as one archive, all-logs.tgz
+  if [ "$(find "$OUT" -type f | wc -l)" -gt 7 ]; then
+    (cd "$OUT" && tar czf all-logs.tgz --exclude="$LOG" --exclude=all-logs.tgz -- * \
+       && find . -mindepth 1 -maxdepth 1 ! -name "$LOG" ! -name all-logs.tgz -exec rm -rf {} +)
+  fi
+}

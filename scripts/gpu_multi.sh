@@ -71,20 +71,6 @@ for ph in $PHASES; do
   esac
 done
 echo
-{
-  echo "==================== gpu_multi summary: W = $W, $(( $(date +%s) - START ))s ===================="
-  for s in install tests_ops tests_more bench audit calib host; do
-    [ -n "${STATUS[$s]:-}" ] && printf '%-10s %s\n' "$s" "${STATUS[$s]}"
-  done
-  for s in tests_ops tests_more bench audit calib host; do
-    [ -f "$OUT/$s.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|regret|ratio" "$OUT/$s.log" \
-      | tail -n 8 | sed "s/^/  [$s] /"
-  done
-  echo "logs: $OUT"
-} | tee -a "$OUT/$LOG"
-# The runner brings back 8 files: past that, everything but the combined log (which ends with
-# this summary) goes back as one archive.
-if [ "$(find "$OUT" -type f | wc -l)" -gt 7 ]; then
-  (cd "$OUT" && tar czf all-logs.tgz --exclude="$LOG" --exclude=all-logs.tgz -- * \
-     && find . -mindepth 1 -maxdepth 1 ! -name "$LOG" ! -name all-logs.tgz -exec rm -rf {} +)
-fi
+summarize "gpu_multi summary, W = $W" "^(FAILED|ERROR)|passed|failed|regret|ratio" \
+  tests_ops tests_more bench audit calib host
+pack_logs

@@ -80,18 +80,5 @@ for s in $STEPS; do
   esac
 done
 echo
-{
-  echo "==================== gpu_pending summary ($(( $(date +%s) - START ))s) ===================="
-  for s in install $STEPS; do printf '%-9s %s\n' "$s" "${STATUS[$s]:-not run}"; done
-  for s in $STEPS; do
-    [ -f "$OUT/$s.log" ] && grep -E "^(FAILED|ERROR)|passed|failed|^\[rank|ratio|geomean" "$OUT/$s.log" \
-      | tail -n 8 | sed "s/^/  [$s] /"
-  done
-  echo "logs: $OUT"
-} | tee -a "$OUT/$LOG"
-# The runner brings back a limited number of files (8): past that, everything but the combined
-# log (which ends with this summary) goes back as one archive.
-if [ "$(ls -A "$OUT" | wc -l)" -gt 7 ]; then
-  (cd "$OUT" && tar czf all-logs.tgz --exclude="$LOG" --exclude=all-logs.tgz -- * \
-     && find . -mindepth 1 -maxdepth 1 ! -name "$LOG" ! -name all-logs.tgz -exec rm -rf {} +)
-fi
+summarize "gpu_pending summary" "^(FAILED|ERROR)|passed|failed|^\[rank|ratio|geomean" $STEPS
+pack_logs
