@@ -60,3 +60,8 @@ pack_logs() {  # the runner brings back 8 files: past 7, everything but the comb
        && find . -mindepth 1 -maxdepth 1 ! -name "$LOG" ! -name all-logs.tgz -exec rm -rf {} +)
   fi
 }
+
+# The caller's time budget: set TOTAL (seconds for the whole script) before calling these.
+left() { echo $(( TOTAL - ($(date +%s) - START) )); }  # seconds of TOTAL still left
+lim() {  # lim WANT: WANT seconds, or what is left minus a margin
+  local l=$(( $(left) - 10 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }

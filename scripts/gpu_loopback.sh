@@ -18,7 +18,6 @@ LOG=gpu_loopback.log
 . scripts/gpu_lib.sh
 TOTAL=${GPU_LOOPBACK_TOTAL_S:-520}
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}   # one GPU, whatever the machine has
-left() { echo $(( TOTAL - ($(date +%s) - START) )); }
 
 # 2. environment facts (and that this tree's syncopate is the one imported)
 step env 60 python3 - <<'PY'

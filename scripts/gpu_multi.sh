@@ -29,9 +29,6 @@ LOG=gpu_multi.log
 . scripts/gpu_lib.sh
 TOTAL=${GPU_MULTI_TOTAL_S:-570}
 PHASES=${GPU_MULTI_PHASES:-tests}
-left() { echo $(( TOTAL - ($(date +%s) - START) )); }
-lim() {  # lim WANT: WANT seconds, or what is left minus a margin
-  local l=$(( $(left) - 10 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 W=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 if [ "${W:-0}" -lt 2 ]; then
   echo "gpu_multi.sh: $W GPU(s) visible; the multi-GPU runs need at least 2 (one H200: use" \

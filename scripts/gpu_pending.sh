@@ -31,9 +31,6 @@ LOG=gpu_pending.log
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 TOTAL=${GPU_PENDING_TOTAL_S:-560}
 STEPS=${GPU_PENDING_STEPS:-"ops2 graphs w1 torch fp8local fp8ops grouped tpmlp check2 ulysses2"}
-left() { echo $(( TOTAL - ($(date +%s) - START) )); }
-lim() {  # lim WANT: WANT seconds, or what is left minus a margin
-  local l=$(( $(left) - 10 )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 PYT="python3 -m pytest -q -p no:cacheprovider -rs"
 for s in $STEPS; do
   L=$(lim 150); [ "$L" -lt 30 ] && { STATUS[$s]="skipped (only $(left)s left)"; continue; }

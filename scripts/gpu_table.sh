@@ -12,7 +12,6 @@ LOG=gpu_table.log
 . scripts/gpu_lib.sh
 TOTAL=${GPU_TABLE_TOTAL_S:-540}
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-left() { echo $(( TOTAL - ($(date +%s) - START) )); }
 T=tests/gpu/test_multi_gpu.py
 SUB="sync_kernels or ag_gemm_correct or (1000_launches and sm) or (fault_withheld and sm)"
 
