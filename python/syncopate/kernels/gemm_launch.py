@@ -560,16 +560,23 @@ def _run(plan, a, b, out):
     return plan(a, b, out)
 
 
+def _output(a, b, out, M: int, N: int, spans):
+    """The result tensor of ``a @ b``: ``out`` after checking it overlaps neither operand
+    (:class:`LaunchError`), or a new ``[M, N]`` tensor like ``a``."""
+    if out is None:
+        import torch
+        return torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if _out_overlaps(out, a, b, spans):
+        raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
+    return out
+
+
 def make_launcher(a, b, out=None, *, kernel: str = "auto", config=None):
     """Validate once and return ``(launch, out)``: ``launch()`` enqueues ``out = a @ b`` on the
     current stream with no host-side checks (what the benchmark times). Same arguments and
     errors as :func:`matmul`."""
-    import torch
     plan, M, N, K, spans = _plan_for(a, b, out, kernel, config)
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif _out_overlaps(out, a, b, spans):
-        raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
+    out = _output(a, b, out, M, N, spans)
     if plan is None:
         return _empty_launch(M, N, K, out), out
     return (lambda: _run(plan, a, b, out)), out
@@ -589,11 +596,7 @@ def matmul(a, b, out=None, *, kernel: str = "auto", config=None):
     anything is launched.
     """
     plan, M, N, K, spans = _plan_for(a, b, out, kernel, config)
-    if out is None:
-        import torch
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    elif _out_overlaps(out, a, b, spans):
-        raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
+    out = _output(a, b, out, M, N, spans)
     if plan is None:
         _empty_launch(M, N, K, out)()
         return out
