@@ -13,7 +13,6 @@ Two shims for Triton 3.6's interpreter, applied here only (the kernel is not ben
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -52,6 +51,7 @@ interp._patch_lang_tensor = _patch_lang_tensor
 interp.InterpreterBuilder.create_dot = _create_dot
 
 from syncopate.kernels.attention import attention  # noqa: E402
+from interp_runner import serve_cases  # noqa: E402  (this folder: the script's own)
 from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,  # noqa: E402
                                                 zigzag_shard, zigzag_unorder)
 
@@ -124,16 +124,7 @@ def _run_zigzag(c, q, k, v, o, lse):
 
 
 def main(cases_path, results_path):
-    with open(cases_path) as f:
-        cases = json.load(f)
-    results = {}
-    for c in cases:
-        try:
-            results[c["name"]] = run_case(c)
-        except Exception as e:  # reported per case; the test fails on it
-            results[c["name"]] = dict(name=c["name"], error=f"{type(e).__name__}: {e}")
-    with open(results_path, "w") as f:
-        json.dump(results, f, indent=1)
+    serve_cases(run_case, cases_path, results_path)
 
 
 if __name__ == "__main__":

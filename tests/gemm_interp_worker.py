@@ -12,7 +12,6 @@ asked) and runs it exactly as :func:`matmul` does; the output is NaN-poisoned fi
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -22,6 +21,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from syncopate.kernels.gemm_launch import make_plan  # noqa: E402
+from interp_runner import serve_cases  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -73,16 +73,7 @@ def run_case(c):
 
 def main(cases_path, results_path):
     triton.set_allocator(_alloc)
-    with open(cases_path) as f:
-        cases = json.load(f)
-    results = {}
-    for c in cases:
-        try:
-            results[c["name"]] = run_case(c)
-        except Exception as e:  # reported per case
-            results[c["name"]] = {"error": f"{type(e).__name__}: {e}"}
-    with open(results_path, "w") as f:
-        json.dump(results, f)
+    serve_cases(run_case, cases_path, results_path)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ against per-group fp32 matmuls, and how many padding rows (past the count) were 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -17,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attention_interp_worker  # noqa: E402,F401  (applies the interpreter shims)
 import torch  # noqa: E402
 import triton  # noqa: E402
+from interp_runner import serve_cases  # noqa: E402
 
 from syncopate.kernels.grouped_gemm import grouped_gemm_kernel  # noqa: E402
 from syncopate.kernels.grouped_gemm_launch import (GroupedGemmConfig,  # noqa: E402
@@ -53,16 +53,7 @@ def run_case(c):
 
 
 def main(cases_path, results_path):
-    with open(cases_path) as f:
-        cases = json.load(f)
-    results = {}
-    for c in cases:
-        try:
-            results[c["name"]] = run_case(c)
-        except Exception as e:  # reported per case; the test fails on it
-            results[c["name"]] = dict(error=f"{type(e).__name__}: {e}")
-    with open(results_path, "w") as f:
-        json.dump(results, f, indent=1)
+    serve_cases(run_case, cases_path, results_path)
 
 
 if __name__ == "__main__":

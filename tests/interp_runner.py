@@ -27,3 +27,20 @@ def run_interpreter_worker(worker, cases, tmp, timeout: float = 600) -> dict:
     assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
     with open(results_path) as f:
         return json.load(f)
+
+
+def serve_cases(run_case, cases_path: str, results_path: str) -> None:
+    """The worker's side of :func:`run_interpreter_worker`: ``run_case(case)`` for every case
+    of ``cases_path``, results keyed by case name into ``results_path``; a case that raises is
+    reported as ``{"name": ..., "error": "Type: message"}`` (the test fails on it) and the
+    other cases still run."""
+    with open(cases_path) as f:
+        cases = json.load(f)
+    results = {}
+    for c in cases:
+        try:
+            results[c["name"]] = run_case(c)
+        except Exception as e:  # noqa: BLE001 - reported per case
+            results[c["name"]] = {"name": c["name"], "error": f"{type(e).__name__}: {e}"}
+    with open(results_path, "w") as f:
+        json.dump(results, f, indent=1)
