@@ -56,3 +56,19 @@ def layer_reference(x, ids, wts, w1, w2, C, act):
 def silu(v):
     import torch
     return torch.nn.functional.silu(v)
+
+
+def merge_rank_args(per_rank):
+    """One emulator ``args`` dict from per-rank ``kernel_args(...)`` results ``(args, grid)``:
+    a value shared where every rank has the same (the same tensor, or equal scalars), else a
+    :class:`syncopate.emulate.PerRank` of the ranks' values."""
+    import torch
+
+    from syncopate.emulate import PerRank
+    args = {}
+    for name in per_rank[0][0]:
+        vals = [pr[0][name] for pr in per_rank]
+        same = all(v is vals[0] for v in vals) or (
+            not isinstance(vals[0], torch.Tensor) and len({repr(v) for v in vals}) == 1)
+        args[name] = vals[0] if same else PerRank(vals)
+    return args

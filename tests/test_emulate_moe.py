@@ -18,6 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from moe_helpers import merge_rank_args  # noqa: E402
 from moe_helpers import routing as _routing  # noqa: E402
 
 from syncopate.emulate import PerRank, emulate  # noqa: E402
@@ -63,12 +64,7 @@ def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", l
     per_rank = [kernel_args(X, CNT, w_full[d * El:(d + 1) * El].contiguous(), outs[d], d, W, E,
                             C, CFG) for d in range(W)]
     grid = per_rank[0][1]
-    args = {}
-    for name in per_rank[0][0]:
-        vals = [pr[0][name] for pr in per_rank]
-        same = all(v is vals[0] for v in vals) or (
-            not isinstance(vals[0], torch.Tensor) and len({repr(v) for v in vals}) == 1)
-        args[name] = vals[0] if same else PerRank(vals)
+    args = merge_rank_args(per_rank)
     sig, cx = compile_args("bf16", CFG)
     res = emulate(grouped_gemm_kernel, signature=sig, constexprs=cx,
                   schedule=moe_dispatch(W, E, C, H, mode=mode), operand=OPERANDS, grid=grid,

@@ -24,7 +24,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from moe_helpers import kept, layer_reference, routing, silu  # noqa: E402
+from moe_helpers import kept, layer_reference, merge_rank_args, routing, silu  # noqa: E402
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -46,17 +46,6 @@ POLICIES = ("in-order", "reverse", "late", "random:3")
 RTOL = 2e-2
 
 
-def _merge(per_rank):
-    """One args dict from per-rank ``kernel_args`` values: shared where equal, else PerRank."""
-    args = {}
-    for name in per_rank[0][0]:
-        vals = [pr[0][name] for pr in per_rank]
-        same = all(v is vals[0] for v in vals) or (
-            not isinstance(vals[0], torch.Tensor) and len({repr(v) for v in vals}) == 1)
-        args[name] = vals[0] if same else PerRank(vals)
-    return args
-
-
 def _emulate_combine(hs, CNT, w2, W, E, C, *, mode="push", policies=POLICIES, launches=1,
                      lowering="auto", kernel=grouped_gemm_kernel, check=True, cnt_base=None):
     """The fused combine kernel on ``W`` emulated ranks: rank ``d`` runs the grouped GEMM on
@@ -66,7 +55,7 @@ def _emulate_combine(hs, CNT, w2, W, E, C, *, mode="push", policies=POLICIES, la
     Ys = [torch.full((W * E * C, H), float("nan"), dtype=torch.bfloat16) for _ in range(W)]
     per_rank = [kernel_args(hs[d], CNT, w2[d * El:(d + 1) * El].contiguous(), Ys[d], d, W, E, C,
                             CFG) for d in range(W)]
-    args = _merge(per_rank)
+    args = merge_rank_args(per_rank)
     if cnt_base is not None:
         args["cnt_base"] = PerRank(cnt_base)
     sig, cx = compile_args("bf16", CFG)
@@ -277,7 +266,7 @@ def _emulate_dispatch(xs, CNT, w1, W, E, C, packed, policies):
     sig, cx = compile_args("bf16", CFG)
     return emulate(grouped_gemm_kernel, signature=sig, constexprs=cx,
                    schedule=moe_dispatch(W, E, C, X.shape[1]), operand=DISPATCH_OPERANDS,
-                   grid=per_rank[0][1], args=_merge(per_rank), backend="sm", comm_programs=2,
+                   grid=per_rank[0][1], args=merge_rank_args(per_rank), backend="sm", comm_programs=2,
                    options=CFG.options(), launches=1, policies=policies, check=True)
 
 
