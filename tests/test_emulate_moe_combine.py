@@ -46,6 +46,18 @@ POLICIES = ("in-order", "reverse", "late", "random:3")
 RTOL = 2e-2
 
 
+def _layer_inputs(kind, W, T, k, E, Hd, F, *, seed):
+    """A whole MoE layer's inputs from one seed: routing ``ids``, tokens ``xs`` and routing
+    weights ``wts`` per rank, the experts' ``w1`` ``[E, Hd, F]`` and ``w2`` ``[E, F, Hd]``."""
+    g = torch.Generator().manual_seed(seed)
+    ids = routing(kind, W, T, k, E, g)
+    xs = [torch.randn(T, Hd, generator=g).to(torch.bfloat16) for _ in range(W)]
+    wts = [torch.rand(T, k, generator=g) for _ in range(W)]
+    w1 = (torch.randn(E, Hd, F, generator=g) / Hd ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(E, F, Hd, generator=g) / F ** 0.5).to(torch.bfloat16)
+    return ids, xs, wts, w1, w2
+
+
 def _emulate_combine(hs, CNT, w2, W, E, C, *, mode="push", policies=POLICIES, launches=1,
                      lowering="auto", kernel=grouped_gemm_kernel, check=True, cnt_base=None):
     """The fused combine kernel on ``W`` emulated ranks: rank ``d`` runs the grouped GEMM on
@@ -279,12 +291,7 @@ def test_whole_layer_fused_in_the_emulator(W, E, kind):
     C, Hd, F, k = 16, 32, 32, 2
     T = 24 if kind == "hot" else 16
     El = E // W
-    g = torch.Generator().manual_seed(11)
-    ids = routing(kind, W, T, k, E, g)
-    xs = [torch.randn(T, Hd, generator=g).to(torch.bfloat16) for _ in range(W)]
-    wts = [torch.rand(T, k, generator=g) for _ in range(W)]
-    w1 = (torch.randn(E, Hd, F, generator=g) / Hd ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(E, F, Hd, generator=g) / F ** 0.5).to(torch.bfloat16)
+    ids, xs, wts, w1, w2 = _layer_inputs(kind, W, T, k, E, Hd, F, seed=11)
     packed = [pack_dispatch(xs[s], ids[s], E, W, C) for s in range(W)]
     CNT = torch.cat([p.counts.reshape(-1) for p in packed]).contiguous()
     pol = ("in-order", "random:2")
@@ -332,12 +339,7 @@ def test_whole_layer_unfused_ops_in_loopback(W, kind):
     from syncopate.runtime.loopback import run_loopback
     E, C, Hd, F, k = 2 * W, 128, 32, 32, 2
     T = 160 if kind == "hot" else 48    # hot: 160 first choices for 128 rows
-    g = torch.Generator().manual_seed(21)
-    ids = routing(kind, W, T, k, E, g)
-    xs = [torch.randn(T, Hd, generator=g).to(torch.bfloat16) for _ in range(W)]
-    wts = [torch.rand(T, k, generator=g) for _ in range(W)]
-    w1 = (torch.randn(E, Hd, F, generator=g) / Hd ** 0.5).to(torch.bfloat16)
-    w2 = (torch.randn(E, F, Hd, generator=g) / F ** 0.5).to(torch.bfloat16)
+    ids, xs, wts, w1, w2 = _layer_inputs(kind, W, T, k, E, Hd, F, seed=21)
     res = run_loopback(_layer_in_thread, W, (xs, ids, wts, w1, w2, C), timeout_s=120)
     bad = [v for st, v in res if st != "ok"]
     assert not bad, "\n".join(bad)
