@@ -60,10 +60,9 @@ from .rows import bench_ag, bench_rs
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
-__all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "columns", "derive",
-           "format_table",
-           "git_commit",
-           "init_distributed", "loopback_refusal", "main", "parse_args", "plot", "rows_for",
+__all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
+           "columns", "derive", "format_table", "git_commit", "init_distributed",
+           "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
            "start_row", "sweep_for", "write_results"]
 
 AG_SHAPES = [(14336, 4096), (28672, 8192), (29568, 8192)]  # (N, K), B per rank [K, N/W]

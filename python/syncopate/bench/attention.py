@@ -224,6 +224,6 @@ def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
     return out
 
 
-__all__ = ["SHAPES", "bench_row", "check_row", "format_rows", "rows", "run",
-           "stream_ring_attention"]
+__all__ = ["CHECK_MAX_DIFF_LSE", "CHECK_MAX_DIFF_O", "SHAPES", "bench_row", "check_problems",
+           "check_row", "format_rows", "rows", "run", "stream_ring_attention"]
 
