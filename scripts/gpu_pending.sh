@@ -23,7 +23,8 @@
 # backend, scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn; ce with
 # GPU_PENDING_HOST_CALLS calls per turn, default 15: a ce call enqueues ~30 stream operations and
 # the launch queue must hold a turn's worth; GPU_PENDING_HOST_SHAPE=M,H,F), cestress (the ce
-# backend's 1000-launch tests, W = 2).
+# backend's 1000-launch tests, W = 2), launchpaths (host time of one launch by path: Triton's
+# JIT, its launcher, the direct launch, the epoch advance's variants; scripts/gpu_launch_paths.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_pending.log
@@ -63,6 +64,7 @@ for s in $STEPS; do
            # one file back instead of two per op (the runner returns a limited number of files)
            [ -d "$OUT/traces" ] && tar czf "$OUT/traces.tgz" -C "$OUT" traces && rm -rf "$OUT/traces";;
     hostsm) step hostsm "$(lim 150)" python3 scripts/gpu_host_profile.py --loopback 2 --backends sm;;
+    launchpaths) step launchpaths "$(lim 90)" python3 scripts/gpu_launch_paths.py;;
     hostce) step hostce "$(lim 100)" python3 scripts/gpu_host_profile.py --loopback 2 --backends ce \
             --shape "${GPU_PENDING_HOST_SHAPE:-1024,4096,14336}" \
             --calls "${GPU_PENDING_HOST_CALLS:-15}";;

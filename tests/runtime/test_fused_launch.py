@@ -63,7 +63,7 @@ def _fast_path_fixture(monkeypatch, backend="sm"):
     monkeypatch.setattr(fk, "_config", config)
     monkeypatch.setattr(fk, "_peers_table", lambda cfg, ops: ("peers", ops["a_ptr"].data_ptr()))
     monkeypatch.setattr(fk, "_advance_epoch", fake_device_advance(calls))
-    monkeypatch.setattr(fk.launcher, "launch", lambda cfg, g, args, S, e, peers, ops:
+    monkeypatch.setattr(fk.launcher, "launch", lambda cfg, g, args, S, e, peers, ops, direct=None:
                         calls["launched"].append((g, args, e, peers, int(args[-2][0]))))
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "S")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: c.device.index)

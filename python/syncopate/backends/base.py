@@ -39,10 +39,10 @@ class Launcher:
         """Per-configuration host state, after ``cfg.flags`` and ``cfg.flag_addrs`` exist."""
 
     def launch(self, cfg, grid, args, stream, epoch: int | None, peers,
-               operand_tensors: dict) -> None:
+               operand_tensors: dict, direct: dict | None = None) -> None:
         """Enqueue one launch on ``stream``. ``epoch`` is the host's count of this launch, or
         None under CUDA-graph capture (only backends whose :meth:`capture_refusal` is None are
-        launched then, and they must not use it)."""
+        launched then, and they must not use it). ``direct``: handed to :meth:`run_kernel`."""
         raise NotImplementedError
 
     def capture_refusal(self, cfg) -> str | None:
@@ -52,9 +52,26 @@ class Launcher:
         return (f"the {type(self).__name__} host side has not been shown to keep host-computed "
                 f"epochs out of what it enqueues")
 
-    def run_kernel(self, cfg, grid, args, stream) -> None:
-        """Launch the compiled fused kernel itself on ``stream``."""
+    def run_kernel(self, cfg, grid, args, stream, direct: dict | None = None) -> None:
+        """Launch the compiled fused kernel itself on ``stream``.
+
+        ``direct``: the cache of :class:`~syncopate.runtime.direct_launch.DirectLaunch` es of
+        the call's argument layout (``FusedKernel._prepare``; None: the layout's first launch,
+        or a captured one). With it, the kernel is launched with one ``cuLaunchKernel`` whose
+        parameters were packed at the layout's previous launch; every scalar argument is then
+        the same by the fast path's key, only tensor addresses are read again."""
         ck = cfg.compiled.kernel
+        if direct is not None:
+            from ..runtime import direct_launch
+            # the ABI's last parameter, the watchdog timeout, is read from the environment at
+            # each launch and is not in the fast path's key
+            key = (grid, args[-1])
+            dl = direct.get(key)
+            if dl is None:
+                dl = direct_launch.build(ck, args, fixed_scalars=True, device=stream.device)
+                direct[key] = dl or False
+            if dl and not direct_launch.hooks_active() and dl(grid, args, stream.cuda_stream):
+                return
         if getattr(ck.metadata, "global_scratch_size", 0):
             # device-side TMA descriptors live in Triton's global scratch (allocator per thread)
             from ..kernels import ensure_tma_allocator

@@ -125,7 +125,8 @@ class CELauncher(Launcher):
         cache[key] = prep
         return prep
 
-    def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors) -> None:
+    def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors,
+               direct=None) -> None:
         import torch
 
         from ..runtime import sync_kernels as sk  # Triton kernels: imported on first use
@@ -149,7 +150,7 @@ class CELauncher(Launcher):
         S.wait_event(entered)
 
         # 2. The fused kernel.
-        self.run_kernel(cfg, grid, args, S)
+        self.run_kernel(cfg, grid, args, S, direct)
         kernel_done = None
 
         # 3. Copies and flags on the side stream (no SM needed from here on). The views,

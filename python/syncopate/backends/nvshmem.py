@@ -56,11 +56,11 @@ class NVSHMEMLauncher(SMLauncher):
                     "the first eager launch, not at warmup)")
         return super().capture_refusal(cfg)
 
-    def run_kernel(self, cfg, grid, args, stream) -> None:
+    def run_kernel(self, cfg, grid, args, stream, direct=None) -> None:
         if not cfg.host.get("nvshmem_ready"):
             nvshmem_module_init(cfg.compiled.kernel)
             cfg.host["nvshmem_ready"] = True
-        super().run_kernel(cfg, grid, args, stream)
+        super().run_kernel(cfg, grid, args, stream, direct)
 
 
 class NVSHMEM(SM):

@@ -80,13 +80,14 @@ class SMLauncher(Launcher):
                     "the runtime's signal_entry takes a host-computed epoch")
         return None
 
-    def launch(self, cfg, grid, args, stream, epoch: int | None, peers, operand_tensors) -> None:
+    def launch(self, cfg, grid, args, stream, epoch: int | None, peers, operand_tensors,
+               direct=None) -> None:
         fk, a = self.fk, cfg.abi
         if not a.signals_entry and not fk.test_skip_entry:
             from ..runtime import sync_kernels as sk  # Triton kernels: imported on first use
             sk.signal_entry(peers, a.layout.entry(fk.comm.rank), epoch, fk.comm.world_size,
                             flag64=a.flag_dtype == "int64", stream=stream)
-        self.run_kernel(cfg, grid, args, stream)
+        self.run_kernel(cfg, grid, args, stream, direct)
 
 
 class SM(Backend):

@@ -38,6 +38,7 @@ import triton
 
 from .. import dtypes
 from ..errors import LaunchError
+from ..runtime import direct_launch
 from .gemm import matmul_ptr_kernel, matmul_tma_persistent_kernel
 from .gemm_config import _SUPPORTED_DTYPES, GemmConfig, _short, default_config
 from .gemm_splitk import (REDUCE_BLOCK_M, REDUCE_BLOCK_N, REDUCE_NUM_WARPS,
@@ -267,9 +268,13 @@ class _Launch:
     dtypes and the same pointer alignment, i.e. the same specialisation. Launch hooks (e.g. the
     proton profiler) are honoured; pre-run hooks, the interpreter and
     ``SYNCOPATE_GEMM_DIRECT_LAUNCH=0`` keep the JIT path.
+
+    Where the kernel allows it, the launcher is bypassed too: one ``cuLaunchKernel`` with the
+    parameters packed in ctypes slots (:mod:`syncopate.runtime.direct_launch`; its docstring
+    says what it saves and when it steps back; ``SYNCOPATE_DIRECT_LAUNCH=0`` turns it off).
     """
 
-    __slots__ = ("fn", "grid", "kwargs", "tail", "kernel", "_stream")
+    __slots__ = ("fn", "grid", "kwargs", "tail", "kernel", "_stream", "direct")
 
     def __init__(self, fn, grid: tuple, constexprs: dict, options: dict):
         names = fn.arg_names
@@ -283,6 +288,7 @@ class _Launch:
         self.tail = tuple(constexprs[n] for n in names[n_rt:])
         self.kernel = None
         self._stream = None
+        self.direct = None  # a DirectLaunch (runtime.direct_launch), False: none possible
 
     def warmup(self, *args) -> None:
         """Compile (or load from Triton's cache) without launching."""
@@ -297,13 +303,18 @@ class _Launch:
                                                      "launch_metadata"))):
                 from triton import knobs
                 from triton.runtime.driver import driver
+
                 self.kernel = (k, knobs.runtime, driver.active.get_current_stream)
+                self.direct = direct_launch.build(k, args + self.tail, fixed_scalars=False) or False
             return
         k, rt, get_stream = k
         import torch
         stream = get_stream(torch.cuda.current_device())
         full = args + self.tail
         enter = rt.launch_enter_hook
+        dl = self.direct
+        if dl and not direct_launch.hooks_active() and dl(self.grid, full, stream):
+            return
         md = k.launch_metadata(self.grid, stream, *full) if enter is not None else None
         g = self.grid
         k.run(g[0], g[1], g[2], stream, k.function, k.packed_metadata, md, enter,

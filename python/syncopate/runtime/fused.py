@@ -556,20 +556,22 @@ class FusedKernel:
         launch's compile out of a timed step, or to line the ranks up before a launch."""
         with self._lock:
             self._refuse_if_poisoned()
-            cfg, _, _, g = self._prepare(grid, args, kwargs)
+            cfg, _, _, g, _ = self._prepare(grid, args, kwargs)
             self._check_coresident(cfg, g)
 
     def _prepare(self, grid, args, kwargs):
-        """``(config, argument values, peers table, grid)`` of a call: from the fast path when
-        this argument layout was seen before, else derived (and remembered)."""
+        """``(config, argument values, peers table, grid, direct)`` of a call: from the fast
+        path when this argument layout was seen before, else derived (and remembered).
+        ``direct``: the layout's cache of direct launches (``Launcher.run_kernel``), None on
+        the slow path."""
         fkey = self._launch_key(grid, args, kwargs)
         hit = self._fast.get(fkey) if fkey is not None else None
         if hit is not None:
-            cfg, tail, peers, g = hit
+            cfg, tail, peers, g, direct = hit
             values = list(args) + tail
             if g is None:
                 g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values)))))
-            return cfg, values, peers, g
+            return cfg, values, peers, g, direct
         values, launch_opts = bind_args(self.kernel, args, kwargs or {})
         options = dict(self.compile_options)
         options.update(launch_opts)
@@ -586,8 +588,10 @@ class FusedKernel:
             fkey = self._launch_key(grid, args, kwargs)
             if len(self._fast) >= 64:  # callers cycling through buffers: bound it
                 self._fast.clear()
-            self._fast[fkey] = (cfg, values[len(args):], peers, None if callable(grid) else g)
-        return cfg, values, peers, g
+            # the last item: this layout's direct launches (``direct_launch``), built at its
+            # second launch -- the first goes through Triton's launcher, which checks pointers
+            self._fast[fkey] = (cfg, values[len(args):], peers, None if callable(grid) else g, {})
+        return cfg, values, peers, g, None
 
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
@@ -608,7 +612,7 @@ class FusedKernel:
             self.comm.check()
             self._capture_now = capturing
             try:
-                cfg, values, peers, g = self._prepare(grid, args, kwargs)
+                cfg, values, peers, g, direct = self._prepare(grid, args, kwargs)
             finally:
                 self._capture_now = False
             self._check_coresident(cfg, g)
@@ -619,6 +623,7 @@ class FusedKernel:
             if capturing:
                 graphs.refuse_capture(self.launcher, self.backend, cfg)
                 cfg.captured = True
+                direct = None  # a captured launch keeps Triton's launcher (its scratch is the graph's)
                 graphs.note_launch(self)
                 e = None
             else:
@@ -634,12 +639,12 @@ class FusedKernel:
             if not L.needs_stream_context and torch.cuda.current_device() == comm.device.index:
                 # the launch only enqueues on S, passed explicitly: no device/stream switch
                 self._advance_counted(cfg, S, e)
-                L.launch(cfg, g, all_args, S, e, peers, None)
+                L.launch(cfg, g, all_args, S, e, peers, None, direct=direct)
             else:
                 with torch.cuda.device(comm.device), torch.cuda.stream(S):
                     operand_tensors = {p: values[i] for p, i in self._op_index.items()}
                     self._advance_counted(cfg, S, e)
-                    L.launch(cfg, g, all_args, S, e, peers, operand_tensors)
+                    L.launch(cfg, g, all_args, S, e, peers, operand_tensors, direct=direct)
             return None if cfg.captured else e
 
     def _check_coresident(self, cfg: _Config, g) -> None:

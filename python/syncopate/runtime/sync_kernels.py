@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 
 from ..ptx import spin_asm
+from . import direct_launch
 
 
 def _spin_asm(bits: int, trap: bool) -> str:
@@ -146,6 +147,9 @@ def _advance_kernel(word_addr: tl.int64, mirror_addr: tl.int64):
 #: (kernel, device, constexprs) -> CompiledKernel: launches skip the JIT's per-call binding
 #: and cache lookup (~50 us of Python per launch on the GPU host, 4-6 launches per ce launch)
 _COMPILED: dict = {}
+#: the same keys -> DirectLaunch (one cuLaunchKernel per launch, ``direct_launch``), or False
+#: where Triton's launcher stays (direct launches off, or the kernel needs it)
+_DIRECT: dict = {}
 
 
 def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
@@ -167,7 +171,13 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
             return
         _COMPILED[key] = ck
     s = stream if stream is not None else torch.cuda.current_stream(dev)
-    ck[(n_programs, 1, 1)](*args, *constexprs.values(), stream=s.cuda_stream)
+    full = (*args, *constexprs.values())
+    dl = _DIRECT.get(key)
+    if dl is None:
+        dl = _DIRECT[key] = direct_launch.build(ck, full, fixed_scalars=False) or False
+    if dl and not direct_launch.hooks_active() and dl((n_programs, 1, 1), full, s.cuda_stream):
+        return
+    ck[(n_programs, 1, 1)](*full, stream=s.cuda_stream)
 
 
 

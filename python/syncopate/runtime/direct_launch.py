@@ -1,0 +1,234 @@
+"""Launching a compiled Triton kernel with one driver call (``cuLaunchKernel`` through ctypes).
+
+Why: on the GPU host, a launch through Triton's compiled launcher (``CompiledKernel.run``)
+costs ~30 us of host time (``scripts/gpu_host_profile.py``; torch.matmul costs 19 us there).
+Per call it parses every argument through ``PyArg_ParseTuple``, calls each tensor's
+``data_ptr()`` *and* ``cuPointerGetAttribute`` on the result, and for a kernel with device-side
+TMA descriptors allocates its global scratch from torch's allocator (``torch.empty``) before
+``cuLaunchKernelEx``. A fused op launches its kernel with the same argument layout thousands of
+times: everything but the tensors' addresses is known after the first launch.
+
+A :class:`DirectLaunch` is built from a compiled kernel and one call's arguments (the same
+positional list ``CompiledKernel[grid](*args)`` takes, constexprs included). It packs the
+kernel's parameters into ctypes slots once, in the order and widths of Triton's own launcher
+(``triton/backends/nvidia/driver.py``: ``make_launcher``): every non-constexpr parameter of the
+signature, then the global-scratch and profile-scratch pointers. A call refreshes the slots
+that may change -- tensor addresses always, scalars too unless the caller guarantees they are
+fixed -- and calls ``cuLaunchKernel``.
+
+What it does not do, and so refuses at build time (:func:`build` returns None and the caller
+keeps Triton's launcher): tensor descriptors (host-side TMA descriptors are Python objects
+Triton expands per call), thread-block clusters (``num_ctas > 1``), cooperative or PDL
+launches (they need ``cuLaunchKernelEx`` attributes), the profiler's scratch, and float
+scalars. Launch hooks (proton) are honoured by the caller falling back per call
+(:func:`hooks_active`).
+
+The global scratch (device-side TMA descriptors, written by each program at its start) is one
+buffer per :class:`DirectLaunch` and stream, reused by every launch on that stream: launches on
+one stream run one after another, so a launch never overwrites the descriptors of a kernel that
+is still running. Triton instead allocates it from the caching allocator per launch.
+
+The caller owns the contract that the arguments keep the build's layout: same parameter kinds
+per position (a tensor stays a tensor); with ``fixed_scalars`` the same scalar values (the fused
+kernel's fast path keys on them, ``specialize.launch_key``). Pointer arguments are not checked
+with ``cuPointerGetAttribute`` on every call, as Triton does: the first launch of a layout goes
+through Triton's launcher (which checks), and later calls of the layout carry tensors of the
+same device (the launch key includes it).
+
+``SYNCOPATE_DIRECT_LAUNCH=0`` keeps every launch on Triton's launcher.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from . import _cuda
+
+#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
+#: touched CUDA through torch); the caller falls back to Triton's launcher, which sets one.
+_INVALID_CONTEXT = 201
+
+_INT_TYPES = {
+    "i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+    "i64": ctypes.c_int64, "u1": ctypes.c_uint8, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
+    "u32": ctypes.c_uint32, "u64": ctypes.c_uint64,
+}
+
+#: how a slot is refreshed: a pointer (tensor ``data_ptr()``, int address or None) or a scalar
+_PTR, _SCALAR = 0, 1
+
+
+def enabled(env=None) -> bool:
+    """``SYNCOPATE_DIRECT_LAUNCH`` is not ``0`` (the default: direct launches on)."""
+    return (os.environ if env is None else env).get("SYNCOPATE_DIRECT_LAUNCH", "1") != "0"
+
+
+def hooks_active() -> bool:
+    """Whether Triton launch hooks are set (e.g. by the proton profiler): the caller then
+    launches through Triton so the hooks see every launch. Triton 3.6 keeps the hooks in
+    ``HookChain`` objects that are never None: a chain counts when it holds a hook."""
+    from triton import knobs
+    rt = knobs.runtime
+    return _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook)
+
+
+def _hook_set(hook) -> bool:
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return True if calls is None else bool(calls)
+
+
+class Unsupported(Exception):
+    """Why a kernel cannot be launched directly (the caller keeps Triton's launcher)."""
+
+
+def plan_params(signature: dict, values) -> list[tuple[type, int, int]]:
+    """``[(ctype, argument index, kind)]``: one slot per kernel parameter Triton's launcher
+    passes, in its order, for ``signature`` (``CompiledKernel.src.signature``: name -> type
+    string, every parameter including constexprs) and one call's positional ``values``.
+
+    Raises :class:`Unsupported` for what :class:`DirectLaunch` does not pack (module
+    docstring)."""
+    types = list(signature.values())
+    if len(types) != len(values):
+        raise Unsupported(f"{len(values)} arguments for a signature of {len(types)} parameters")
+    plan = []
+    for i, ty in enumerate(types):
+        if not isinstance(ty, str):
+            raise Unsupported(f"parameter {i}: tuple type {ty!r}")
+        if ty == "constexpr":
+            continue
+        if ty.startswith("*"):
+            plan.append((ctypes.c_uint64, i, _PTR))
+        elif ty in _INT_TYPES:
+            plan.append((_INT_TYPES[ty], i, _SCALAR))
+        else:  # tensordesc<...>, nvTmaDesc, fp16/bf16/fp32/fp64 scalars
+            raise Unsupported(f"parameter {i} of type {ty!r}")
+    return plan
+
+
+def _address(v) -> int:
+    if v is None:
+        return 0
+    if type(v) is int:
+        return v
+    return v.data_ptr()
+
+
+class DirectLaunch:
+    """One compiled kernel's launches through ``cuLaunchKernel`` (module docstring). Build with
+    :func:`build`; call ``dl(grid, values, stream_handle)``."""
+
+    __slots__ = ("function", "block", "smem", "plan", "slots", "params", "refresh", "bounds",
+                 "scratch_size", "scratch_align", "_scratch", "_launch", "device")
+
+    def __init__(self, ck, values, *, fixed_scalars: bool, device=None):
+        md = ck.metadata
+        if getattr(md, "num_ctas", 1) != 1:
+            raise Unsupported(f"num_ctas = {md.num_ctas} (thread-block clusters)")
+        if getattr(md, "launch_cooperative_grid", False) or getattr(md, "launch_pdl", False):
+            raise Unsupported("cooperative or PDL launch")
+        if getattr(md, "profile_scratch_size", 0):
+            raise Unsupported("profiler scratch")
+        if getattr(md, "tensordesc_meta", None):
+            raise Unsupported("tensor descriptors")
+        self.plan = plan_params(ck.src.signature, values)
+        ck._init_handles()  # loads the module: the function handle, the shared-memory limit
+        self.function = ck.function
+        self.block = 32 * md.num_warps
+        self.smem = md.shared
+        self.device = device
+        self.scratch_size = int(getattr(md, "global_scratch_size", 0) or 0)
+        self.scratch_align = int(getattr(md, "global_scratch_align", 1) or 1)
+        if self.scratch_align > 256:  # torch's caching allocator aligns blocks to 512 bytes
+            raise Unsupported(f"global scratch alignment {self.scratch_align}")
+        self._scratch = {}
+        # one ctypes object per parameter, then the two scratch pointers, as Triton's launcher
+        self.slots = [ct() for ct, _, _ in self.plan] + [ctypes.c_uint64(0), ctypes.c_uint64(0)]
+        self.params = (ctypes.c_void_p * len(self.slots))(
+            *[ctypes.addressof(s) for s in self.slots])
+        self.refresh = [(s, i, kind) for s, (_, i, kind) in zip(self.slots, self.plan)
+                        if kind == _PTR or not fixed_scalars]
+        #: refreshed scalars are range-checked as Triton's argument parsing does (a ctypes
+        #: integer would wrap silently); fixed ones once, here
+        self.bounds = {i: _bounds(ct) for ct, i, kind in self.plan if kind == _SCALAR}
+        try:
+            for s, (_, i, kind) in zip(self.slots, self.plan):
+                s.value = _address(values[i]) if kind == _PTR else self._scalar(values[i], i)
+        except (TypeError, OverflowError, AttributeError) as e:  # Triton's launcher says why
+            raise Unsupported(str(e)) from None
+        fn = _cuda._symbol("cuLaunchKernel")
+        if fn is None:
+            raise Unsupported("the driver library has no cuLaunchKernel")
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        fn.restype = ctypes.c_int
+        self._launch = fn
+
+    def _scratch_for(self, stream: int, programs: int) -> int:
+        """The global-scratch address for a launch of ``programs`` programs on ``stream``
+        (grown, never shrunk; kept alive by this object)."""
+        need = programs * self.scratch_size
+        have = self._scratch.get(stream)
+        if have is None or have.numel() < need:
+            have = self._scratch[stream] = _allocate_scratch(stream, need, self.device)
+        return have.data_ptr()
+
+    def _scalar(self, v, i: int) -> int:
+        if not isinstance(v, int):  # bool is an int; numpy ints are not (Triton refuses them too)
+            raise TypeError(f"argument {i}: {type(v).__name__} for an integer parameter")
+        lo, hi = self.bounds[i]
+        if not lo <= v <= hi:
+            raise OverflowError(f"argument {i}: {v} does not fit the kernel's integer parameter")
+        return int(v)
+
+    def __call__(self, grid, values, stream: int) -> bool:
+        """Enqueue one launch of ``grid`` (3 ints) on ``stream`` (a ``CUstream`` handle).
+        False when the thread has no current CUDA context (nothing enqueued: launch through
+        Triton instead); a driver error otherwise raises :class:`_cuda.DriverError`."""
+        for s, i, kind in self.refresh:
+            v = values[i]
+            s.value = _address(v) if kind == _PTR else self._scalar(v, i)
+        gx, gy, gz = grid
+        if gx * gy * gz <= 0:
+            return True  # Triton's launcher enqueues nothing for an empty grid
+        if self.scratch_size:
+            self.slots[-2].value = self._scratch_for(stream, gx * gy * gz)
+        rc = self._launch(self.function, gx, gy, gz, self.block, 1, 1, self.smem, stream,
+                          self.params, None)
+        if rc == _INVALID_CONTEXT:
+            return False
+        if rc:
+            raise _cuda.DriverError(f"cuLaunchKernel failed with CUDA driver error {rc}")
+        return True
+
+
+def _allocate_scratch(stream: int, nbytes: int, device):
+    """``nbytes`` of device memory, allocated on ``stream``: when the owner drops the buffer,
+    torch's caching allocator hands it out again only to work ordered after that stream's
+    launches."""
+    import torch
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+def _bounds(ctype) -> tuple[int, int]:
+    """The values an integer parameter of ``ctype`` takes: a signed type's range, or for an
+    unsigned type its range and the signed one's negatives (Triton's launcher parses unsigned
+    parameters with formats that do not check, so ``-1`` passes as all ones)."""
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value < 0
+    return -(1 << (bits - 1)), (1 << (bits - 1 if signed else bits)) - 1
+
+
+def build(ck, values, *, fixed_scalars: bool, device=None) -> DirectLaunch | None:
+    """A :class:`DirectLaunch` of ``ck`` for arguments laid out as ``values``, or None when the
+    kernel or the arguments need Triton's launcher (module docstring) or direct launches are
+    off (:func:`enabled`)."""
+    if not enabled() or not _cuda.available():
+        return None
+    try:
+        return DirectLaunch(ck, values, fixed_scalars=fixed_scalars, device=device)
+    except Unsupported:
+        return None

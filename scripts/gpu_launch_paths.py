@@ -1,0 +1,156 @@
+"""Host time of one kernel launch by path, and a check that the paths compute the same (GPU
+machine, one GPU).
+
+A fused op's eager call is a few launches; on the GPU host each launch through Triton costs
+more than torch.matmul's whole call. This script times, for the local TMA GEMM (the fused
+kernels' base) and for the one-thread epoch-advance kernel:
+
+* Triton's JIT (``fn[grid](...)``: binding, cache key, launcher);
+* Triton's compiled launcher (``CompiledKernel[grid](...)``: argument parsing, a
+  ``cuPointerGetAttribute`` per tensor, the scratch from torch's allocator);
+* the direct launch (``syncopate.runtime.direct_launch``: one ``cuLaunchKernel`` through
+  ctypes), with scalars fixed (the fused kernel's fast path) and re-read (the sync kernels);
+* torch.matmul, and for the advance two ``cuStreamWriteValue32`` (``SYNCOPATE_EPOCH_ADVANCE=memop``).
+
+Every GEMM path writes a poisoned output that must equal the JIT's bit for bit (and torch's to
+bf16 rounding); every advance path must leave the word at its call count.
+
+    python scripts/gpu_launch_paths.py [--shape M,N,K] [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def host_us(fn, n: int, sleep_cycles: int = 40_000_000) -> float:
+    """Median host microseconds of ``fn()`` over ``n`` calls; the GPU sleeps ahead of every 20
+    calls so that no call waits for it (the launch queue never fills)."""
+    import torch
+    out = []
+    for i in range(n):
+        if i % 20 == 0:
+            torch.cuda.synchronize()
+            torch.cuda._sleep(sleep_cycles)
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(out) * 1e6
+
+
+def gemm_paths(M: int, N: int, K: int, calls: int):
+    """``[(path, host us, max |diff| vs the JIT's output, bitwise equal)]`` for the TMA GEMM."""
+    import torch
+
+    from syncopate.kernels import ensure_tma_allocator
+    from syncopate.ops._gemm import gemm_call
+    from syncopate.runtime import direct_launch
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a = torch.randn(M, K, device=dev).to(torch.bfloat16)
+    b = torch.randn(K, N, device=dev).to(torch.bfloat16)
+    c = torch.empty(M, N, device=dev, dtype=torch.bfloat16)
+    call = gemm_call("tma", a, b, c, None)
+    ensure_tma_allocator()
+    k = call.fn[call.grid](*call.args, **call.options)
+    torch.cuda.synchronize()
+    ref = c.clone()
+    g3 = tuple(call.grid) + (1,) * (3 - len(call.grid))
+    s = torch.cuda.current_stream().cuda_stream
+    fixed = direct_launch.build(k, call.args, fixed_scalars=True, device=dev)
+    reread = direct_launch.build(k, call.args, fixed_scalars=False, device=dev)
+    if fixed is None or reread is None:
+        raise SystemExit("direct_launch.build refused the TMA GEMM (see its docstring)")
+    paths = [("triton JIT fn[grid](...)", lambda: call.fn[call.grid](*call.args, **call.options)),
+             ("triton CompiledKernel[grid](...)", lambda: k[g3](*call.args, stream=s)),
+             ("direct, scalars fixed", lambda: fixed(g3, call.args, s)),
+             ("direct, scalars re-read", lambda: reread(g3, call.args, s)),
+             ("torch.matmul", lambda: torch.matmul(a, b, out=c))]
+    rows = []
+    for name, fn in paths:
+        c.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        diff = (c.float() - ref.float()).abs().max().item()
+        rows.append((f"gemm {M}x{N}x{K}: {name}", host_us(fn, calls), diff, torch.equal(c, ref)))
+    want = (a.float() @ b.float())
+    rel = ((ref.float() - want).norm() / want.norm()).item()
+    print(f"TMA GEMM vs fp32 matmul: relative error {rel:.2e}")
+    if rel > 1e-2:
+        raise SystemExit("the TMA GEMM is wrong: stop")
+    return rows
+
+
+def advance_paths(calls: int):
+    """``[(path, host us, final word, expected)]`` for the epoch advance."""
+    import torch
+
+    from syncopate.runtime import _cuda
+    from syncopate.runtime import sync_kernels as sk
+    dev = torch.device("cuda", torch.cuda.current_device())
+    rows = []
+
+    def run(name, fn, env):
+        word = torch.zeros(1, dtype=torch.int32, device=dev)
+        mirror = torch.zeros(1, dtype=torch.int32, device=dev)
+        old = os.environ.get("SYNCOPATE_DIRECT_LAUNCH")
+        os.environ["SYNCOPATE_DIRECT_LAUNCH"] = env
+        sk._DIRECT.clear()  # rebuilt under this setting
+        try:
+            n = [0]
+
+            def once():
+                n[0] += 1
+                fn(word.data_ptr(), mirror.data_ptr(), n[0])
+            us = host_us(once, calls)
+        finally:
+            if old is None:
+                os.environ.pop("SYNCOPATE_DIRECT_LAUNCH")
+            else:
+                os.environ["SYNCOPATE_DIRECT_LAUNCH"] = old
+            sk._DIRECT.clear()
+        rows.append((f"epoch advance: {name}", us, int(word.item()), n[0]))
+
+    s = torch.cuda.current_stream()
+    adv = lambda w, m, e: sk.advance_epoch(w, m, stream=s)  # noqa: E731
+    run("advance kernel, triton launcher", adv, "0")
+    run("advance kernel, direct", adv, "1")
+    h = s.cuda_stream
+
+    def memop(w, m, e):
+        _cuda.stream_write_value32(h, w, e)
+        _cuda.stream_write_value32(h, m, e)
+    run("two cuStreamWriteValue32", memop, "1")
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shape", default="1024,4096,1024", metavar="M,N,K")
+    p.add_argument("--calls", type=int, default=200)
+    args = p.parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        print("no GPU: this script measures launches on one", file=sys.stderr)
+        return 2
+    M, N, K = (int(x) for x in args.shape.split(","))
+    g = gemm_paths(M, N, K, args.calls)
+    a = advance_paths(args.calls)
+    bad = [r for r in g if not r[3]] + [r for r in a if r[2] != r[3]]
+    print(f"\nhost time per launch (median of {args.calls}, us) on {torch.cuda.get_device_name()}:")
+    for name, us, diff, same in g:
+        print(f"  {name:58s} {us:7.1f}   max|diff| vs JIT {diff:.3g}  {'bitwise' if same else 'DIFFERS'}")
+    for name, us, got, want in a:
+        print(f"  {name:58s} {us:7.1f}   word {got} (want {want})")
+    if bad:
+        print(f"FAILED: {[r[0] for r in bad]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

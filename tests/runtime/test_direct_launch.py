@@ -1,0 +1,368 @@
+"""Direct launches (``syncopate.runtime.direct_launch``): the parameter packing against Triton's
+own launcher source for real compiled kernels (a fused kernel, the local TMA and pointer GEMMs,
+the sync kernels), and the launch call itself with the driver faked.
+
+CPU only: the kernels are compiled for sm_90 here; ``cuLaunchKernel`` is a recording fake.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+from syncopate.runtime import _cuda, direct_launch  # noqa: E402
+
+_C_TYPES = {"CUdeviceptr": ctypes.c_uint64, "int8_t": ctypes.c_int8, "int16_t": ctypes.c_int16,
+            "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint8_t": ctypes.c_uint8,
+            "uint16_t": ctypes.c_uint16, "uint32_t": ctypes.c_uint32,
+            "uint64_t": ctypes.c_uint64}
+
+
+def _triton_params(ck) -> list[tuple[type, int | str]]:
+    """What Triton's generated launcher passes to ``cuLaunchKernelEx`` for ``ck``, read from
+    the C source Triton builds for it: ``[(ctype, argument index or scratch name)]``."""
+    from triton.backends.nvidia.driver import make_launcher
+    src = ck.src
+    constants = {(src.fn.arg_names.index(k),) if isinstance(k, str) else k: v
+                 for k, v in getattr(src, "constants", {}).items()}
+    c = make_launcher(constants, dict(src.signature), getattr(ck.metadata, "tensordesc_meta", None))
+    decl = re.search(r"static void _launch\(([^)]*)\)", c).group(1)
+    ctype_of = {m.group(2): _C_TYPES[m.group(1)]
+                for m in re.finditer(r"(\w+) (arg\d+)", decl)}
+    params = re.search(r"void \*params\[\] = \{([^}]*)\}", c).group(1)
+    out = []
+    for p in (x.strip().lstrip("&") for x in params.split(",")):
+        if p.startswith("arg"):
+            out.append((ctype_of[p], int(p[3:])))
+        else:
+            out.append((ctypes.c_uint64, p))
+    return out
+
+
+def _values(ck):
+    """One call's positional arguments for ``ck``: a fake tensor per pointer, distinct ints."""
+    vals = []
+    for i, ty in enumerate(ck.src.signature.values()):
+        if ty == "constexpr":
+            vals.append(None)  # not passed to the kernel: its value does not matter here
+        elif ty.startswith("*"):
+            vals.append(_FakeTensor(0x7f0000000000 + 256 * i))
+        else:
+            vals.append(i + 3)
+    return vals
+
+
+class _FakeTensor:
+    def __init__(self, addr):
+        self.addr = addr
+
+    def data_ptr(self):
+        return self.addr
+
+
+def _compiled_kernels():
+    """(name, CompiledKernel) for kernels of different styles, compiled for sm_90."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from syncopate.kernels import compile_args, compile_attrs, default_config, kernel_fn
+    from syncopate.runtime import sync_kernels as sk
+    target = GPUTarget("cuda", 90, 32)
+    out = []
+    for name in ("matmul_tma_persistent_kernel", "matmul_ptr_kernel"):
+        cfg = default_config(1024, 1024, 1024, "bf16", "tma" if "tma" in name else "ptr")
+        sig, cx = compile_args(name, "bf16", cfg)
+        src = ASTSource(fn=kernel_fn(name), signature=sig, constexprs=cx,
+                        attrs=compile_attrs(name))
+        out.append((name, triton.compile(src, target=target, options=cfg.options())))
+    wait_sig = {"base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
+                "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
+                "FLAG64": "constexpr", "TRAP": "constexpr"}
+    out.append(("wait", triton.compile(
+        ASTSource(fn=sk._wait_kernel, signature=wait_sig, constexprs={"FLAG64": False,
+                                                                      "TRAP": True}),
+        target=target, options=dict(num_warps=1, num_stages=1))))
+    return out
+
+
+def _fused_ag_gemm():
+    """The fused sm AG+GEMM (TMA kernel, W = 2): the user's parameters, then the ABI's."""
+    import syncopate
+    from syncopate.kernels import compile_args, compile_attrs, default_config, kernel_fn
+    from syncopate.schedule import all_gather
+    name = "matmul_tma_persistent_kernel"
+    cfg = default_config(2048, 1024, 1024, "bf16", "tma")
+    sig, cx = compile_args(name, "bf16", cfg)
+    fc = syncopate.compile(kernel_fn(name), signature=sig, constexprs=cx,
+                           schedule=all_gather([2048, 1024], "bf16", 2, split=2),
+                           operand="a_ptr", backend="sm", comm_programs=8,
+                           attrs=compile_attrs(name), **cfg.options())
+    return fc.kernel
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return _compiled_kernels() + [("fused sm ag", _fused_ag_gemm())]
+
+
+def test_packing_matches_tritons_launcher_for_real_kernels(kernels):
+    """Slot for slot -- order, width and the argument each one carries -- the plan is what
+    Triton's generated launcher passes, plus its two scratch pointers."""
+    for name, ck in kernels:
+        plan = direct_launch.plan_params(ck.src.signature, _values(ck))
+        mine = [(ct, i) for ct, i, _ in plan] + [(ctypes.c_uint64, "global_scratch"),
+                                                  (ctypes.c_uint64, "profile_scratch")]
+        assert mine == _triton_params(ck), name
+        # constexprs are skipped; a fused kernel keeps its ABI parameters last
+        assert len(plan) == sum(t != "constexpr" for t in ck.src.signature.values()), name
+
+
+class _FakeDriver:
+    def __init__(self, rc=0):
+        self.calls, self.rc = [], rc
+        self.argtypes = self.restype = None
+
+    def __call__(self, function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls.append(dict(function=function, grid=(gx, gy, gz), block=(bx, by, bz),
+                               smem=smem, stream=stream, params=params, extra=extra))
+        return self.rc
+
+
+def _fake_ck(signature, *, scratch=0, **md):
+    meta = dict(num_ctas=1, num_warps=4, shared=2048, global_scratch_size=scratch,
+                global_scratch_align=128, profile_scratch_size=0, launch_cooperative_grid=False,
+                launch_pdl=False, tensordesc_meta=None)
+    meta.update(md)
+    inits = []
+    return types.SimpleNamespace(metadata=types.SimpleNamespace(**meta),
+                                 src=types.SimpleNamespace(signature=signature),
+                                 function=0xF00, _init_handles=lambda: inits.append(1),
+                                 inits=inits)
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    fake = _FakeDriver()
+    monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_symbol", lambda *names: fake if "cuLaunchKernel" in names
+                        else None)
+    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH", raising=False)
+    return fake
+
+
+_SIG = {"a": "*bf16", "M": "i32", "BLOCK": "constexpr", "flag": "i1", "addr": "i64",
+        "c": "*bf16", "u": "u32"}
+
+
+def _read(call, plan_types):
+    """The parameter values a launch passed, read through its ``void*[]`` as the GPU would
+    (the slots are reused: read them right after the launch)."""
+    p = call["params"]
+    return [ctypes.cast(p[k], ctypes.POINTER(ct)).contents.value
+            for k, ct in enumerate(plan_types)]
+
+
+def test_a_launch_passes_every_parameter_through_one_driver_call(driver):
+    ck = _fake_ck(_SIG)
+    a, c = _FakeTensor(0x1000), _FakeTensor(0x2000)
+    dl = direct_launch.build(ck, [a, 7, 64, True, -5, c, 2**32 - 1], fixed_scalars=True)
+    assert dl is not None and ck.inits  # the module is loaded at build
+    assert dl((3, 2, 1), [a, 7, 64, True, -5, c, 2**32 - 1], 77)
+    (call,) = driver.calls
+    assert call["function"] == 0xF00 and call["grid"] == (3, 2, 1)
+    assert call["block"] == (128, 1, 1) and call["smem"] == 2048 and call["stream"] == 77
+    assert call["extra"] is None
+    cts = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int8, ctypes.c_int64, ctypes.c_uint64,
+           ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64]
+    assert _read(call, cts) == [0x1000, 7, 1, -5, 0x2000, 2**32 - 1, 0, 0]
+
+
+def test_tensor_addresses_are_read_each_call_and_fixed_scalars_are_not(driver):
+    ck = _fake_ck(_SIG)
+    vals = [_FakeTensor(0x1000), 7, 64, False, 1, _FakeTensor(0x2000), 0]
+    dl = direct_launch.build(ck, vals, fixed_scalars=True)
+    # a fresh output tensor each call (the fast path's key allows it); the scalars are the
+    # key's, so a different one here must not be read
+    dl((1, 1, 1), [_FakeTensor(0x1000), 999, 64, False, 1, _FakeTensor(0x3000), 0], 5)
+    cts = [ctypes.c_uint64, ctypes.c_int32]
+    got = _read(driver.calls[0], cts + [ctypes.c_int8, ctypes.c_int64, ctypes.c_uint64])
+    assert got == [0x1000, 7, 0, 1, 0x3000]
+    # without fixed scalars every parameter is read again, range-checked like Triton's parser
+    dl2 = direct_launch.build(ck, vals, fixed_scalars=False)
+    dl2((1, 1, 1), [None, 999, 64, True, 1 << 40, 0x4000, 5], 5)
+    assert _read(driver.calls[1], [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int8,
+                                   ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint32]) == \
+        [0, 999, 1, 1 << 40, 0x4000, 5]
+    with pytest.raises(OverflowError, match="argument 1"):
+        dl2((1, 1, 1), [None, 1 << 31, 64, True, 1, 0, 0], 5)
+    with pytest.raises(TypeError, match="argument 4"):
+        dl2((1, 1, 1), [None, 1, 64, True, 1.5, 0, 0], 5)
+    assert len(driver.calls) == 2
+
+
+def test_empty_grid_enqueues_nothing_and_driver_errors_are_typed(driver):
+    ck = _fake_ck(_SIG)
+    vals = [None, 1, 64, False, 1, None, 0]
+    dl = direct_launch.build(ck, vals, fixed_scalars=True)
+    assert dl((0, 1, 1), vals, 5) and not driver.calls
+    driver.rc = 201  # no current context on this thread: the caller launches through Triton
+    assert dl((1, 1, 1), vals, 5) is False
+    driver.rc = 700
+    with pytest.raises(_cuda.DriverError, match="700"):
+        dl((1, 1, 1), vals, 5)
+
+
+def test_global_scratch_is_one_buffer_per_stream_grown_for_the_grid(driver, monkeypatch):
+    """Device-side TMA descriptors: each launch gets ``programs x size`` bytes of scratch,
+    reused by later launches on the same stream (they run after it), separate per stream."""
+    allocs = []
+
+    class Buf:
+        def __init__(self, n):
+            self.n, self.addr = n, 0x9000 + 0x1000 * len(allocs)
+            allocs.append(n)
+
+        def numel(self):
+            return self.n
+
+        def data_ptr(self):
+            return self.addr
+
+    monkeypatch.setattr(direct_launch, "_allocate_scratch", lambda stream, n, device: Buf(n))
+    ck = _fake_ck(_SIG, scratch=128)
+    vals = [None, 1, 64, False, 1, None, 0]
+    dl = direct_launch.build(ck, vals, fixed_scalars=True)
+    scratch = []
+    for programs, stream in ((4, 5), (4, 5), (2, 5), (8, 5), (4, 6)):
+        dl((programs, 1, 1), vals, stream)
+        scratch.append(_read(driver.calls[-1], [ctypes.c_uint64] * 7)[-1])  # as launched
+    assert allocs == [512, 1024, 512]
+    assert scratch == [0x9000, 0x9000, 0x9000, 0xA000, 0xB000]
+
+
+@pytest.mark.parametrize("what, kw, sig", [
+    ("clusters", dict(num_ctas=2), _SIG),
+    ("cooperative", dict(launch_cooperative_grid=True), _SIG),
+    ("pdl", dict(launch_pdl=True), _SIG),
+    ("profiler", dict(profile_scratch_size=64), _SIG),
+    ("descriptors", dict(tensordesc_meta=[{}]), _SIG),
+    ("float scalar", {}, {**_SIG, "u": "fp32"}),
+    ("tensordesc", {}, {**_SIG, "u": "tensordesc<bf16[64, 64]>"}),
+    ("tuple", {}, {**_SIG, "u": ("i32", "i32")}),
+])
+def test_what_it_cannot_pack_stays_on_tritons_launcher(driver, what, kw, sig):
+    ck = _fake_ck(sig, **kw)
+    assert direct_launch.build(ck, [None, 1, 64, False, 1, None, 0], fixed_scalars=True) is None
+
+
+def test_arguments_triton_would_refuse_stay_on_tritons_launcher(driver):
+    """A value the packing cannot carry is left to Triton's launcher, which raises its own
+    error: never packed wrongly."""
+    ck = _fake_ck(_SIG)
+    assert direct_launch.build(ck, [None, 1 << 31, 64, False, 1, None, 0],
+                               fixed_scalars=True) is None
+    assert direct_launch.build(ck, [None, 1.0, 64, False, 1, None, 0], fixed_scalars=True) is None
+    assert direct_launch.build(ck, [object(), 1, 64, False, 1, None, 0],
+                               fixed_scalars=True) is None
+    assert direct_launch.build(ck, [None, 1], fixed_scalars=True) is None  # wrong arity
+
+
+def test_switched_off_by_environment_or_without_a_driver(driver, monkeypatch):
+    ck = _fake_ck(_SIG)
+    vals = [None, 1, 64, False, 1, None, 0]
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "0")
+    assert direct_launch.build(ck, vals, fixed_scalars=True) is None
+    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH")
+    monkeypatch.setattr(_cuda, "available", lambda: False)
+    assert direct_launch.build(ck, vals, fixed_scalars=True) is None
+
+
+def test_the_fused_kernel_launches_directly_from_its_second_launch_of_a_layout(driver,
+                                                                               monkeypatch):
+    """``Launcher.run_kernel``: the layout's first launch (``direct`` None) goes through
+    Triton's launcher; later ones through one driver call; launch hooks or a thread without a
+    context step back to Triton's launcher for that launch."""
+    from triton import knobs
+
+    from syncopate.backends.base import Launcher
+    triton_launches = []
+
+    class CK:
+        metadata = _fake_ck(_SIG).metadata
+        src = types.SimpleNamespace(signature=_SIG)
+        function = 0xF00
+
+        def _init_handles(self):
+            pass
+
+        def __getitem__(self, grid):
+            return lambda *a, stream: triton_launches.append((grid, a, stream))
+
+    cfg = types.SimpleNamespace(compiled=types.SimpleNamespace(kernel=CK()))
+    stream = types.SimpleNamespace(cuda_stream=42, device=None)
+    L = Launcher(fk=None)
+    args = [_FakeTensor(0x1000), 7, 64, False, 1, _FakeTensor(0x2000), 10_000]
+    L.run_kernel(cfg, (2, 1, 1), args, stream, None)
+    assert len(triton_launches) == 1 and not driver.calls
+    direct = {}
+    L.run_kernel(cfg, (2, 1, 1), args, stream, direct)
+    L.run_kernel(cfg, (2, 1, 1), args, stream, direct)
+    assert len(driver.calls) == 2 and len(triton_launches) == 1
+    assert list(direct) == [((2, 1, 1), 10_000)]  # per grid and watchdog timeout
+    hook = lambda md: None  # noqa: E731
+    knobs.runtime.launch_enter_hook.add(hook)  # a profiler's hook (a HookChain in 3.6)
+    try:
+        L.run_kernel(cfg, (2, 1, 1), args, stream, direct)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(triton_launches) == 2 and len(driver.calls) == 2
+    driver.rc = 201
+    L.run_kernel(cfg, (2, 1, 1), args, stream, direct)
+    assert len(triton_launches) == 3 and len(driver.calls) == 3
+
+
+def test_sync_kernels_launch_directly(driver, monkeypatch):
+    """The wait / signal / add / advance kernels: one DirectLaunch per compiled variant, every
+    argument read at each launch (they change: targets, epochs)."""
+    from syncopate.runtime import sync_kernels as sk
+    wait_sig = {"base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
+                "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
+                "FLAG64": "constexpr", "TRAP": "constexpr"}
+    ck = _fake_ck(wait_sig, num_warps=1)
+
+    class Jit:
+        def warmup(self, *a, **kw):
+            return ck
+
+    class Stream:
+        cuda_stream = 1234
+
+    monkeypatch.setattr(sk, "_COMPILED", {})
+    monkeypatch.setattr(sk, "_DIRECT", {})
+    monkeypatch.setattr(sk, "_wait_kernel", Jit())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    for e in (1, 2):
+        sk.wait_flag(4096, 3, e, 8192, rank=1, kind=2, epoch=e, timeout_ns=10, count=2)
+    assert len(driver.calls) == 2 and len(sk._DIRECT) == 1
+    c = driver.calls[1]
+    assert c["grid"] == (2, 1, 1) and c["block"] == (32, 1, 1) and c["stream"] == 1234
+    i64, i32 = ctypes.c_int64, ctypes.c_int32
+    assert _read(c, [i64, i32, i64, i64, i32, i32, i32, i64]) == [4096, 3, 2, 8192, 1, 2, 2, 10]
+
+
+def test_launch_hooks_count_only_when_a_chain_holds_one():
+    """Triton 3.6's hooks are chains that are never None; an older-style callable counts."""
+    from triton.knobs import HookChain
+    assert not direct_launch._hook_set(None)
+    chain = HookChain()
+    assert not direct_launch._hook_set(chain)
+    chain.add(print)
+    assert direct_launch._hook_set(chain)
+    assert direct_launch._hook_set(lambda md: None)
