@@ -141,6 +141,8 @@ def _fake_ck(signature, *, scratch=0, **md):
     meta.update(md)
     inits = []
     return types.SimpleNamespace(metadata=types.SimpleNamespace(**meta),
+                                 packed_metadata=(meta["num_warps"], meta["num_ctas"],
+                                                  meta["shared"]),
                                  src=types.SimpleNamespace(signature=signature),
                                  function=0xF00, _init_handles=lambda: inits.append(1),
                                  inits=inits)
@@ -246,6 +248,25 @@ def test_global_scratch_is_one_buffer_per_stream_grown_for_the_grid(driver, monk
     assert scratch == [0x9000, 0x9000, 0x9000, 0xA000, 0xB000]
 
 
+def test_scratch_is_allocated_on_the_launch_device_and_stream(monkeypatch):
+    """No device given (the local GEMM's launches): the current CUDA device, never torch's
+    default device (the CPU: a host address handed to the kernel faults)."""
+    seen = {}
+
+    class Ext:
+        def __init__(self, stream, device=None):
+            seen["stream"], seen["stream_device"] = stream, device
+
+    monkeypatch.setattr(torch.cuda, "ExternalStream", Ext)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch, "empty", lambda n, dtype, device: seen.setdefault("empty",
+                                                                                 (n, device)))
+    direct_launch._allocate_scratch(77, 4096, None)
+    assert seen["empty"] == (4096, torch.device("cuda", 3))
+    assert (seen["stream"], seen["stream_device"]) == (77, torch.device("cuda", 3))
+
+
 @pytest.mark.parametrize("what, kw, sig", [
     ("clusters", dict(num_ctas=2), _SIG),
     ("cooperative", dict(launch_cooperative_grid=True), _SIG),
@@ -295,6 +316,7 @@ def test_the_fused_kernel_launches_directly_from_its_second_launch_of_a_layout(d
 
     class CK:
         metadata = _fake_ck(_SIG).metadata
+        packed_metadata = _fake_ck(_SIG).packed_metadata
         src = types.SimpleNamespace(signature=_SIG)
         function = 0xF00
 
@@ -366,3 +388,47 @@ def test_launch_hooks_count_only_when_a_chain_holds_one():
     chain.add(print)
     assert direct_launch._hook_set(chain)
     assert direct_launch._hook_set(lambda md: None)
+
+
+class _StageTensor:
+    """Just what ``_gemm.stage`` reads of a tensor."""
+
+    def __init__(self, addr, *, cuda=True, contiguous=True, dtype="bf16", shape=(4, 8)):
+        self.addr, self.is_cuda, self._contig = addr, cuda, contiguous
+        self.dtype, self.shape = dtype, shape
+        self.device = types.SimpleNamespace(index=2)
+        self.copied_from = None
+
+    def is_contiguous(self):
+        return self._contig
+
+    def data_ptr(self):
+        return self.addr
+
+    def numel(self):
+        return 32
+
+    def element_size(self):
+        return 2
+
+    def copy_(self, src):
+        self.copied_from = src
+
+
+def test_staging_is_one_driver_copy_for_contiguous_tensors_else_copy_(monkeypatch):
+    from syncopate.ops import _gemm
+    copies = []
+    monkeypatch.setattr(_cuda, "copy_async", lambda *a: copies.append(a) or True)
+    monkeypatch.setattr(_gemm, "_current_raw_stream", lambda index: 1000 + index)
+    dst, src = _StageTensor(0x5000), _StageTensor(0x6000)
+    _gemm.stage(dst, src)
+    assert copies == [(0x5000, 0x6000, 64, 1002)] and dst.copied_from is None
+    for other in (dict(contiguous=False), dict(cuda=False), dict(dtype="fp16"),
+                  dict(shape=(8, 4))):
+        dst = _StageTensor(0x5000)
+        _gemm.stage(dst, _StageTensor(0x6000, **other))
+        assert dst.copied_from is not None and len(copies) == 1, other
+    monkeypatch.setattr(_cuda, "copy_async", lambda *a: False)  # no driver entry point
+    dst = _StageTensor(0x5000)
+    _gemm.stage(dst, src)
+    assert dst.copied_from is src

@@ -113,17 +113,45 @@ def stream_write_value32(stream: int, addr: int, value: int) -> bool:
     return _memop32("cuStreamWriteValue32", stream, addr, value, 0)
 
 
+#: name -> the driver function with its argument types set, or None (not exposed): resolved
+#: once, since the eager epoch advance makes two of these calls per launch (host time counts)
+_BOUND: dict = {}
+
+
+def _bound(name: str, argtypes, *, v2: bool = True):
+    """The driver entry point ``name`` (its ``_v2`` version when the driver has one and ``v2``)
+    with ``argtypes`` and an int result, or None."""
+    fn = _BOUND.get(name, False)
+    if fn is False:
+        fn = _symbol(f"{name}_v2", name) if v2 else _symbol(name)
+        if fn is not None:
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int
+        _BOUND[name] = fn
+    return fn
+
+
 def _memop32(name: str, stream: int, addr: int, value: int, flags: int) -> bool:
     """One 32-bit stream memory operation (``name``: ``cuStreamWriteValue32`` or
     ``cuStreamWaitValue32``, the ``_v2`` entry point when the driver has it); False when the
     driver lacks it."""
-    fn = _symbol(f"{name}_v2", name)
+    fn = _bound(name, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint])
     if fn is None:
         return False
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    _check(fn(ctypes.c_void_p(stream), ctypes.c_uint64(addr), ctypes.c_uint32(value & 0xFFFFFFFF),
-              flags), name)
+    _check(fn(stream, addr, value & 0xFFFFFFFF, flags), name)
+    return True
+
+
+def copy_async(dst: int, src: int, nbytes: int, stream: int) -> bool:
+    """Enqueue a copy of ``nbytes`` from device address ``src`` to ``dst`` on ``stream``
+    (``cuMemcpyDtoDAsync``): what ``Tensor.copy_`` enqueues for contiguous tensors of one
+    dtype, without torch's per-call dispatch (~15 us of host time on the GPU host, more than
+    the rest of a fused op's staging). False when the entry point is unavailable."""
+    fn = _bound("cuMemcpyDtoDAsync", [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                      ctypes.c_void_p])
+    if fn is None:
+        return False
+    _check(fn(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
     return True
 
 

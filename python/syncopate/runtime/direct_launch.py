@@ -137,8 +137,8 @@ class DirectLaunch:
         self.plan = plan_params(ck.src.signature, values)
         ck._init_handles()  # loads the module: the function handle, the shared-memory limit
         self.function = ck.function
-        self.block = 32 * md.num_warps
-        self.smem = md.shared
+        num_warps, _, self.smem = ck.packed_metadata  # what Triton's launcher is handed
+        self.block = 32 * num_warps
         self.device = device
         self.scratch_size = int(getattr(md, "global_scratch_size", 0) or 0)
         self.scratch_align = int(getattr(md, "global_scratch_align", 1) or 1)
@@ -205,10 +205,12 @@ class DirectLaunch:
 
 
 def _allocate_scratch(stream: int, nbytes: int, device):
-    """``nbytes`` of device memory, allocated on ``stream``: when the owner drops the buffer,
-    torch's caching allocator hands it out again only to work ordered after that stream's
-    launches."""
+    """``nbytes`` of memory on ``device`` (None: the current CUDA device, the launch's),
+    allocated on ``stream``: when the owner drops the buffer, torch's caching allocator hands
+    it out again only to work ordered after that stream's launches."""
     import torch
+    if device is None:  # never torch's default device, which is the CPU
+        device = torch.device("cuda", torch.cuda.current_device())
     with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
