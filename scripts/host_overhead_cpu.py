@@ -42,7 +42,7 @@ def build(backend="sm"):
     fk._config = config
     fk._peers_table = lambda cfg, ops: "peers"
     fk._advance_epoch = lambda cfg, S: None
-    fk.launcher.launch = lambda cfg, g, args, S, e, peers, ops: None
+    fk.launcher.launch = lambda cfg, g, args, S, e, peers, ops, direct=None: None
     torch.cuda.current_stream = lambda device=None: "S"
     torch.cuda.current_device = lambda: c.device.index
     torch.cuda.device = lambda d: contextlib.nullcontext()
