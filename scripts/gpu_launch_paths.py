@@ -10,8 +10,7 @@ kernels' base) and for the one-thread epoch-advance kernel:
   ``cuPointerGetAttribute`` per tensor, the scratch from torch's allocator);
 * the direct launch (``syncopate.runtime.direct_launch``: one ``cuLaunchKernel`` through
   ctypes), with scalars fixed (the fused kernel's fast path) and re-read (the sync kernels);
-* torch.matmul, and for the advance two ``cuStreamWriteValue32`` (``SYNCOPATE_EPOCH_ADVANCE=memop``);
-* the staging copy of an AG shard: ``Tensor.copy_`` against ``ops._gemm.stage``.
+* torch.matmul, and for the advance two ``cuStreamWriteValue32`` (``SYNCOPATE_EPOCH_ADVANCE=memop``).
 
 Every GEMM path writes a poisoned output that must equal the JIT's bit for bit (and torch's to
 bf16 rounding); every advance path must leave the word at its call count.
@@ -129,24 +128,6 @@ def advance_paths(calls: int):
     return rows
 
 
-def staging_paths(M: int, K: int, calls: int):
-    """``[(path, host us, equal)]`` for a fused AG's staging copy of its shard."""
-    import torch
-
-    from syncopate.ops import _gemm
-    dev = torch.device("cuda", torch.cuda.current_device())
-    src = torch.randn(M, K, device=dev).to(torch.bfloat16)
-    dst = torch.empty_like(src)
-    rows = []
-    for name, fn in (("Tensor.copy_", lambda: dst.copy_(src)),
-                     ("_gemm.stage (cuMemcpyDtoDAsync)", lambda: _gemm.stage(dst, src))):
-        dst.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        rows.append((f"staging copy {M}x{K}: {name}", host_us(fn, calls), torch.equal(dst, src)))
-    return rows
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", default="1024,4096,1024", metavar="M,N,K")
@@ -159,15 +140,12 @@ def main(argv=None) -> int:
     M, N, K = (int(x) for x in args.shape.split(","))
     g = gemm_paths(M, N, K, args.calls)
     a = advance_paths(args.calls)
-    st = staging_paths(M // 2, K, args.calls)
-    bad = [r for r in g if not r[3]] + [r for r in a if r[2] != r[3]] + [r for r in st if not r[2]]
+    bad = [r for r in g if not r[3]] + [r for r in a if r[2] != r[3]]
     print(f"\nhost time per launch (median of {args.calls}, us) on {torch.cuda.get_device_name()}:")
     for name, us, diff, same in g:
         print(f"  {name:58s} {us:7.1f}   max|diff| vs JIT {diff:.3g}  {'bitwise' if same else 'DIFFERS'}")
     for name, us, got, want in a:
         print(f"  {name:58s} {us:7.1f}   word {got} (want {want})")
-    for name, us, same in st:
-        print(f"  {name:58s} {us:7.1f}   {'equal' if same else 'DIFFERS'}")
     if bad:
         print(f"FAILED: {[r[0] for r in bad]}", file=sys.stderr)
         return 1

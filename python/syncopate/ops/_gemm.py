@@ -249,28 +249,6 @@ _PREPARED = "ops.prepared"
 _PREPARED_MAX = 64
 
 
-def stage(dst, src) -> None:
-    """``dst.copy_(src)``; for contiguous CUDA tensors of one dtype and shape on one device,
-    as the single driver copy that ``copy_`` would enqueue (``_cuda.copy_async``) on the
-    current stream, without torch's per-call dispatch: the staging copy is on every eager
-    fused launch's path, and its host time counted more than the rest of the op's Python."""
-    from ..runtime import _cuda
-    if (src.is_cuda and src.dtype == dst.dtype and src.shape == dst.shape
-            and src.device == dst.device and src.is_contiguous() and dst.is_contiguous()):
-        h = _current_raw_stream(src.device.index)
-        if _cuda.copy_async(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size(), h):
-            return
-    dst.copy_(src)
-
-
-def _current_raw_stream(index: int) -> int:
-    """The ``CUstream`` handle of the current stream of device ``index`` (what Triton's
-    launcher asks torch for; ``torch.cuda.current_stream`` builds a Python object first)."""
-    import torch
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
-
-
 def prepared_key(op: str, comm, a, b, out, options: tuple):
     """The layout of a call: ``a`` by shape, strides, dtype, device and 16-byte alignment (it is
     a fresh activation each step; its address goes into the arguments per call), ``b`` (a

@@ -148,7 +148,7 @@ def _run_prepared(prep, a_shard, out):
     fk, slot = prep.fk, prep.slot
     fk.before_staging()
     if not (a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride()):
-        _gemm.stage(slot, a_shard)
+        slot.copy_(a_shard)
     args = prep.args.copy()
     args[prep.out_index] = out
     fk[prep.grid](*args)

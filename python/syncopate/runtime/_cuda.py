@@ -142,19 +142,6 @@ def _memop32(name: str, stream: int, addr: int, value: int, flags: int) -> bool:
     return True
 
 
-def copy_async(dst: int, src: int, nbytes: int, stream: int) -> bool:
-    """Enqueue a copy of ``nbytes`` from device address ``src`` to ``dst`` on ``stream``
-    (``cuMemcpyDtoDAsync``): what ``Tensor.copy_`` enqueues for contiguous tensors of one
-    dtype, without torch's per-call dispatch (~15 us of host time on the GPU host, more than
-    the rest of a fused op's staging). False when the entry point is unavailable."""
-    fn = _bound("cuMemcpyDtoDAsync", [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
-                                      ctypes.c_void_p])
-    if fn is None:
-        return False
-    _check(fn(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
-    return True
-
-
 CU_STREAM_NON_BLOCKING = 0x1
 
 
