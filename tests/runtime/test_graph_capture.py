@@ -311,7 +311,7 @@ def test_memop_advance_refused_by_the_driver_falls_back_to_the_kernel(monkeypatc
 
 def test_epoch_advance_mode_is_checked(monkeypatch):
     from syncopate.runtime.epochs import eager_advance_mode
-    assert eager_advance_mode({}) == "kernel"
-    assert eager_advance_mode({"SYNCOPATE_EPOCH_ADVANCE": "memop"}) == "memop"
+    assert eager_advance_mode({}) == "memop"  # the default since its GPU check
+    assert eager_advance_mode({"SYNCOPATE_EPOCH_ADVANCE": "kernel"}) == "kernel"
     with pytest.raises(LaunchError, match="give one of kernel, memop"):
         eager_advance_mode({"SYNCOPATE_EPOCH_ADVANCE": "fast"})

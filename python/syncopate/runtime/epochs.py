@@ -52,9 +52,11 @@ ADVANCE_MODES = ("kernel", "memop")
 def eager_advance_mode(env=None) -> str:
     """How an eager launch of a never-captured configuration advances its device epoch word:
     ``kernel`` (the one-thread advance kernel, as under capture) or ``memop`` (two
-    ``cuStreamWriteValue32`` of the host's count: no kernel launch, less host time per call).
-    ``SYNCOPATE_EPOCH_ADVANCE``; default ``kernel``."""
-    v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE") or "kernel"
+    ``cuStreamWriteValue32`` of the host's count: no kernel launch, 6.6 us of host time per
+    call against 14-15 us for the kernel on an H200 host, ``scripts/gpu_launch_paths.py``).
+    ``SYNCOPATE_EPOCH_ADVANCE``; default ``memop`` (GPU-verified 2026-12-02: the 1000-launch
+    stress tests and graph replays in loopback, docs/cuda-graphs.md)."""
+    v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE") or "memop"
     if v not in ADVANCE_MODES:
         raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: give one of {', '.join(ADVANCE_MODES)}")
     return v
