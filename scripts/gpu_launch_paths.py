@@ -10,7 +10,8 @@ kernels' base) and for the one-thread epoch-advance kernel:
   ``cuPointerGetAttribute`` per tensor, the scratch from torch's allocator);
 * the direct launch (``syncopate.runtime.direct_launch``: one ``cuLaunchKernel`` through
   ctypes), with scalars fixed (the fused kernel's fast path) and re-read (the sync kernels);
-* torch.matmul, and for the advance two ``cuStreamWriteValue32`` (``SYNCOPATE_EPOCH_ADVANCE=memop``).
+* torch.matmul, and for the advance two ``cuStreamWriteValue32`` (the memop advance, withdrawn:
+  docs/cuda-graphs.md; timed for comparison).
 
 Every GEMM path writes a poisoned output that must equal the JIT's bit for bit (and torch's to
 bf16 rounding); every advance path must leave the word at its call count.

@@ -244,74 +244,11 @@ def test_symmetric_allocation_is_refused_under_capture():
         c.empty((4,), torch.float32)
 
 
-def _memop_fixture(monkeypatch, refuse_word=False):
-    """The fast-path fixture with SYNCOPATE_EPOCH_ADVANCE=memop and cuStreamWriteValue32 faked:
-    each write lands at once in the CPU epoch word / mirror it addresses (recorded)."""
-    from syncopate.runtime import _cuda
-    from syncopate.runtime import fused as fmod
-    monkeypatch.setenv("SYNCOPATE_EPOCH_ADVANCE", "memop")
-    monkeypatch.setattr(fmod, "_MEMOP_BROKEN", None)
-    c, fk, calls = _fast_path_fixture(monkeypatch)
-
-    class Stream:
-        cuda_stream = 0x5
-
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
-    writes = calls.setdefault("writes", [])
-
-    def write(h, addr, value):
-        cfg = fk.last_config or next(iter(fk._configs.values()))
-        if addr == cfg.epoch_mirror_addr:
-            cfg.epoch_mirror[0] = value
-            writes.append(("mirror", value))
-        else:
-            assert addr == cfg.epoch_word.data_ptr() and h == 0x5
-            if refuse_word:
-                raise _cuda.DriverError("cuStreamWriteValue32 failed with CUDA driver error 1")
-            cfg.epoch_word[0] = value
-            writes.append(("word", value))
-        return True
-    monkeypatch.setattr(_cuda, "stream_write_value32", write)
-    return c, fk, calls
-
-
-def test_memop_advance_writes_the_hosts_count_until_the_configuration_is_captured(monkeypatch):
-    """SYNCOPATE_EPOCH_ADVANCE=memop: an eager launch of a never-captured configuration writes
-    the host's count into the mirror and the word (no advance kernel: host time); the kernel
-    sees the same epoch as with the kernel. Once captured, replays advance the word without
-    the host, so eager launches go back to the device increment."""
-    c, fk, calls = _memop_fixture(monkeypatch)
-    A = c.empty((64, 32), torch.bfloat16)
-    vals = fk_values(c, A)
-    assert fk.launch((3,), vals) == 1 and fk.launch((3,), vals) == 2
-    assert calls["writes"] == [("mirror", 1), ("word", 1), ("mirror", 2), ("word", 2)]
-    assert calls.get("advanced", []) == [] and [d for *_, d in calls["launched"]] == [1, 2]
-    assert fk.device_epoch() == 2
-    with capture():
-        fk.launch((3,), vals)
-    assert calls["advanced"] == [3]  # the captured launch: the device increment
-    fk._advance_epoch(fk.last_config, None)  # a replay
-    fk.launch((3,), vals)  # eager after capture: increment, not the (stale) host count
-    assert calls["advanced"] == [3, 4, 5] and calls["launched"][-1][-1] == 5
-    assert len(calls["writes"]) == 4
-
-
-def test_memop_advance_refused_by_the_driver_falls_back_to_the_kernel(monkeypatch):
-    """A driver that refuses the word's write: nothing of the word was enqueued, the kernel
-    advances it (and rewrites the mirror), and the process stays on the kernel."""
-    from syncopate.runtime import fused as fmod
-    c, fk, calls = _memop_fixture(monkeypatch, refuse_word=True)
-    A = c.empty((64, 32), torch.bfloat16)
-    vals = fk_values(c, A)
-    assert fk.launch((3,), vals) == 1 and fk.launch((3,), vals) == 2
-    assert calls["advanced"] == [1, 2] and [d for *_, d in calls["launched"]] == [1, 2]
-    assert calls["writes"] == [("mirror", 1)]  # the second launch did not try again
-    assert "driver error 1" in fmod._MEMOP_BROKEN
-
-
-def test_epoch_advance_mode_is_checked(monkeypatch):
-    from syncopate.runtime.epochs import eager_advance_mode
-    assert eager_advance_mode({}) == "memop"  # the default since its GPU check
-    assert eager_advance_mode({"SYNCOPATE_EPOCH_ADVANCE": "kernel"}) == "kernel"
-    with pytest.raises(LaunchError, match="give one of kernel, memop"):
-        eager_advance_mode({"SYNCOPATE_EPOCH_ADVANCE": "fast"})
+def test_the_withdrawn_memop_advance_is_refused_with_the_reason():
+    """SYNCOPATE_EPOCH_ADVANCE=memop (opt-in last session) read stale epochs on an H200: a
+    setting asking for it is refused, naming what to do; unset or ``kernel`` is fine."""
+    from syncopate.runtime.epochs import check_advance_setting
+    check_advance_setting({})
+    check_advance_setting({"SYNCOPATE_EPOCH_ADVANCE": "kernel"})
+    with pytest.raises(LaunchError, match="withdrawn.*unset it"):
+        check_advance_setting({"SYNCOPATE_EPOCH_ADVANCE": "memop"})

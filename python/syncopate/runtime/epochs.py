@@ -45,21 +45,17 @@ def new_epoch_word(device):
     return word, mirror, addr
 
 
-#: the eager epoch advance's implementations (``SYNCOPATE_EPOCH_ADVANCE``)
-ADVANCE_MODES = ("kernel", "memop")
-
-
-def eager_advance_mode(env=None) -> str:
-    """How an eager launch of a never-captured configuration advances its device epoch word:
-    ``kernel`` (the one-thread advance kernel, as under capture) or ``memop`` (two
-    ``cuStreamWriteValue32`` of the host's count: no kernel launch, 6.6 us of host time per
-    call against 14-15 us for the kernel on an H200 host, ``scripts/gpu_launch_paths.py``).
-    ``SYNCOPATE_EPOCH_ADVANCE``; default ``memop`` (GPU-verified 2026-12-02: the 1000-launch
-    stress tests and graph replays in loopback, docs/cuda-graphs.md)."""
-    v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE") or "memop"
-    if v not in ADVANCE_MODES:
-        raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: give one of {', '.join(ADVANCE_MODES)}")
-    return v
+def check_advance_setting(env=None) -> None:
+    """Refuse ``SYNCOPATE_EPOCH_ADVANCE=memop``, the withdrawn eager advance (two
+    ``cuStreamWriteValue32`` of the host's count instead of the advance kernel): on an H200 in
+    loopback, a fused kernel then ran with the previous epoch in 2 of 4 runs of the 1000-launch
+    AG+GEMM stress test (a whole launch's output stale on one rank), never with the kernel
+    (docs/cuda-graphs.md). ``kernel`` (or unset) is the one advance."""
+    v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE")
+    if v not in (None, "", "kernel"):
+        raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: the only eager epoch advance is "
+                          f"'kernel' (the memop advance was withdrawn after stale-epoch reads "
+                          f"on an H200, docs/cuda-graphs.md); unset it")
 
 
 def wrap32(x: int) -> int:

@@ -55,7 +55,7 @@ from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
 from ..errors import CompileError, LaunchError
 from . import diag, graphs
 from . import plan as planmod
-from .epochs import (FLAG_LIMIT, EpochCounter, eager_advance_mode, kernel_timeout_ns,
+from .epochs import (FLAG_LIMIT, EpochCounter, check_advance_setting, kernel_timeout_ns,
                      new_epoch_word, wrap32)
 from .operands import (
     _LIVE_COMMS,
@@ -93,8 +93,6 @@ __all__ = [
 #: serves every rank) instead of repeating the compile under the GIL -- and keeps the
 #: compiler's shared xDSL context out of concurrent use.
 _COMPILE_LOCK = threading.Lock()
-#: why the memop epoch advance is off for this process (a driver refusal), or None
-_MEMOP_BROKEN: str | None = None
 
 #: watchdog kind names (what launchers pass to :meth:`FusedKernel.wait_flag`) -> record codes
 _KIND_CODES = {name: code for code, name in abi.KIND_NAMES.items()}
@@ -161,6 +159,7 @@ class FusedKernel:
                               f"world_size={comm.world_size}")
         be.check_communicator(comm)
         be.check_options(comm_programs=comm_programs, reduce=compile_options.get("reduce", "comm"))
+        check_advance_setting()
         self.kernel = kernel
         self.schedule = schedule
         self.backend = be.name  # also sets the launcher
@@ -365,37 +364,11 @@ class FusedKernel:
         device's (what the kernel waits for), or a wait would be satisfied by the previous
         launch's writes."""
         try:
-            if e is not None and not cfg.captured and eager_advance_mode() == "memop" \
-                    and self._write_epoch(cfg, stream, e):
-                return
             self._advance_epoch(cfg, stream)
         except BaseException:
             if e is not None:
                 cfg.epochs.value = e - 1
             raise
-
-    def _write_epoch(self, cfg: _Config, stream, e: int) -> bool:
-        """The eager advance as two stream memory operations instead of a kernel launch (a
-        Triton launch costs tens of microseconds of host time; a memory operation a few):
-        ``mirror = e`` then ``word = e``. Exact only while the host's count is the device's,
-        i.e. for a configuration never captured (replays advance the word without the host,
-        so a captured one keeps the kernel's increment). False (nothing of the word enqueued:
-        the caller launches the kernel, which rewrites the mirror too) when the driver lacks
-        the entry point or refuses an address; then the process stays on the kernel."""
-        from . import _cuda
-        global _MEMOP_BROKEN
-        h = getattr(stream, "cuda_stream", None)
-        if _MEMOP_BROKEN or h is None:
-            return False
-        try:
-            ok = (_cuda.stream_write_value32(h, cfg.epoch_mirror_addr, e)
-                  and _cuda.stream_write_value32(h, cfg.epoch_word.data_ptr(), e))
-        except _cuda.DriverError as err:
-            _MEMOP_BROKEN = f"{err}"
-            return False
-        if not ok:
-            _MEMOP_BROKEN = "cuStreamWriteValue32 is not exposed by this driver"
-        return ok
 
     def _upload_table(self, a: abi.FusedABI):
         """The chunk table of a configuration on the device, after checking that it is the
