@@ -388,3 +388,46 @@ def test_launch_hooks_count_only_when_a_chain_holds_one():
     chain.add(print)
     assert direct_launch._hook_set(chain)
     assert direct_launch._hook_set(lambda md: None)
+
+
+def test_threads_sharing_a_direct_launch_never_launch_each_others_arguments(monkeypatch):
+    """One DirectLaunch serves every thread of the process (the sync kernels' and the local
+    GEMM's caches are per process; loopback ranks are threads): its slots are shared, so the
+    refresh and the driver call must be one critical section. The fake driver reads the
+    parameters as the driver would, and yields the GIL in between as ctypes does."""
+    import sys
+    import threading
+    import time
+    seen = []
+
+    class Driver:
+        argtypes = restype = None
+
+        def __call__(self, function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            time.sleep(0)  # ctypes releases the GIL around the foreign call
+            got = [ctypes.cast(params[k], ctypes.POINTER(ctypes.c_int64)).contents.value
+                   for k in range(2)]
+            seen.append((stream, got))
+            return 0
+
+    drv = Driver()
+    monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_symbol", lambda *names: drv)
+    ck = _fake_ck({"a": "i64", "b": "i64"}, num_warps=1)
+    dl = direct_launch.build(ck, [0, 0], fixed_scalars=False)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        def rank(r):
+            for i in range(300):
+                dl((1, 1, 1), [r, r * 1000 + i], r)
+        threads = [threading.Thread(target=rank, args=(r,)) for r in (1, 2, 3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(seen) == 900
+    wrong = [(s, got) for s, got in seen if got[0] != s or got[1] // 1000 != s]
+    assert not wrong, f"{len(wrong)} launches carried another thread's arguments: {wrong[:3]}"

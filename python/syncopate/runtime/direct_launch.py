@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 from . import _cuda
 
@@ -122,7 +123,7 @@ class DirectLaunch:
     :func:`build`; call ``dl(grid, values, stream_handle)``."""
 
     __slots__ = ("function", "block", "smem", "plan", "slots", "params", "refresh", "bounds",
-                 "scratch_size", "scratch_align", "_scratch", "_launch", "device")
+                 "scratch_size", "scratch_align", "_scratch", "_launch", "device", "_lock")
 
     def __init__(self, ck, values, *, fixed_scalars: bool, device=None):
         md = ck.metadata
@@ -145,6 +146,7 @@ class DirectLaunch:
         if self.scratch_align > 256:  # torch's caching allocator aligns blocks to 512 bytes
             raise Unsupported(f"global scratch alignment {self.scratch_align}")
         self._scratch = {}
+        self._lock = threading.Lock()
         # one ctypes object per parameter, then the two scratch pointers, as Triton's launcher
         self.slots = [ct() for ct, _, _ in self.plan] + [ctypes.c_uint64(0), ctypes.c_uint64(0)]
         self.params = (ctypes.c_void_p * len(self.slots))(
@@ -186,17 +188,22 @@ class DirectLaunch:
     def __call__(self, grid, values, stream: int) -> bool:
         """Enqueue one launch of ``grid`` (3 ints) on ``stream`` (a ``CUstream`` handle).
         False when the thread has no current CUDA context (nothing enqueued: launch through
-        Triton instead); a driver error otherwise raises :class:`_cuda.DriverError`."""
-        for s, i, kind in self.refresh:
-            v = values[i]
-            s.value = _address(v) if kind == _PTR else self._scalar(v, i)
+        Triton instead); a driver error otherwise raises :class:`_cuda.DriverError`.
+
+        The slots are this object's, and one object serves every thread that launches the
+        kernel (loopback ranks are threads): filling them and the driver call, which reads
+        them with the GIL released, are one critical section."""
         gx, gy, gz = grid
         if gx * gy * gz <= 0:
             return True  # Triton's launcher enqueues nothing for an empty grid
-        if self.scratch_size:
-            self.slots[-2].value = self._scratch_for(stream, gx * gy * gz)
-        rc = self._launch(self.function, gx, gy, gz, self.block, 1, 1, self.smem, stream,
-                          self.params, None)
+        with self._lock:
+            for s, i, kind in self.refresh:
+                v = values[i]
+                s.value = _address(v) if kind == _PTR else self._scalar(v, i)
+            if self.scratch_size:
+                self.slots[-2].value = self._scratch_for(stream, gx * gy * gz)
+            rc = self._launch(self.function, gx, gy, gz, self.block, 1, 1, self.smem, stream,
+                              self.params, None)
         if rc == _INVALID_CONTEXT:
             return False
         if rc:
