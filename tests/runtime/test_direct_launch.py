@@ -154,7 +154,7 @@ def driver(monkeypatch):
     monkeypatch.setattr(_cuda, "available", lambda: True)
     monkeypatch.setattr(_cuda, "_symbol", lambda *names: fake if "cuLaunchKernel" in names
                         else None)
-    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH", raising=False)
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
     return fake
 
 
@@ -299,7 +299,9 @@ def test_switched_off_by_environment_or_without_a_driver(driver, monkeypatch):
     vals = [None, 1, 64, False, 1, None, 0]
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "0")
     assert direct_launch.build(ck, vals, fixed_scalars=True) is None
-    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH")
+    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH")  # off by default until GPU-verified
+    assert direct_launch.build(ck, vals, fixed_scalars=True) is None
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
     monkeypatch.setattr(_cuda, "available", lambda: False)
     assert direct_launch.build(ck, vals, fixed_scalars=True) is None
 
@@ -413,6 +415,7 @@ def test_threads_sharing_a_direct_launch_never_launch_each_others_arguments(monk
     drv = Driver()
     monkeypatch.setattr(_cuda, "available", lambda: True)
     monkeypatch.setattr(_cuda, "_symbol", lambda *names: drv)
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
     ck = _fake_ck({"a": "i64", "b": "i64"}, num_warps=1)
     dl = direct_launch.build(ck, [0, 0], fixed_scalars=False)
     old = sys.getswitchinterval()
