@@ -25,17 +25,8 @@ import time
 
 def host_us(fn, n=200, sleep_cycles=0):
     """Median host microseconds of ``fn()``; the GPU sleeps ahead so a call never waits."""
-    import torch
-    out = []
-    for i in range(n):
-        if i % 20 == 0:
-            torch.cuda.synchronize()
-            torch.cuda._sleep(sleep_cycles)
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return statistics.median(out) * 1e6
+    from syncopate.bench.calibrate import host_time_s
+    return host_time_s(fn, sleep_cycles, n) * 1e6
 
 
 def cases(comm, backends=("sm", "ce"), shape=(1024, 4096, 14336)):

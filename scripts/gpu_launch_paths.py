@@ -23,25 +23,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 
 def host_us(fn, n: int, sleep_cycles: int = 40_000_000) -> float:
-    """Median host microseconds of ``fn()`` over ``n`` calls; the GPU sleeps ahead of every 20
-    calls so that no call waits for it (the launch queue never fills)."""
-    import torch
-    out = []
-    for i in range(n):
-        if i % 20 == 0:
-            torch.cuda.synchronize()
-            torch.cuda._sleep(sleep_cycles)
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    return statistics.median(out) * 1e6
+    """Median host microseconds of ``fn()`` over ``n`` calls, the GPU kept ahead
+    (``syncopate.bench.calibrate.host_time_s``)."""
+    from syncopate.bench.calibrate import host_time_s
+    return host_time_s(fn, sleep_cycles, n) * 1e6
 
 
 def gemm_paths(M: int, N: int, K: int, calls: int):

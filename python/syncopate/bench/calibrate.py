@@ -119,9 +119,10 @@ def from_results(directory: str, out_dir: str | None = None) -> str:
     return write(content, out_dir)
 
 
-def _host_us(fn, sleep_cycles: int, n: int = 100) -> float:
-    """Median host seconds of ``fn()``, the GPU asleep ahead so no call waits for it (as
-    scripts/gpu_host_profile.py)."""
+def host_time_s(fn, sleep_cycles: int, n: int = 100) -> float:
+    """Median host seconds of ``fn()`` over ``n`` calls; every 20 calls the GPU is given
+    ``sleep_cycles`` of sleep ahead, so no call waits for it (the launch queue never fills).
+    Also what scripts/gpu_host_profile.py and scripts/gpu_launch_paths.py time with."""
     import torch
     out = []
     for i in range(n):
@@ -151,18 +152,18 @@ def _measure_host(comm, timer, dtype) -> dict:
     gathered = torch.empty(M, K, device=dev, dtype=dtype)
     out = torch.empty(M, N // W, device=dev, dtype=dtype)
     call = gemm_call("tma", gathered, b, out, resolve_config("tma", M, N // W, K, dtype))
-    rows = {"local:triton": _host_us(lambda: run_local(call), sleep),
-            "local:cublas": _host_us(lambda: torch.matmul(gathered, b, out=out), sleep),
-            "nccl": _host_us(lambda: dist.all_gather_into_tensor(gathered, a), sleep)}
+    rows = {"local:triton": host_time_s(lambda: run_local(call), sleep),
+            "local:cublas": host_time_s(lambda: torch.matmul(gathered, b, out=out), sleep),
+            "nccl": host_time_s(lambda: dist.all_gather_into_tensor(gathered, a), sleep)}
     for be in ("sm", "ce"):
-        rows[f"ag_gemm:{be}"] = _host_us(lambda: ag_gemm(a, b, comm, backend=be, out=out), sleep)
+        rows[f"ag_gemm:{be}"] = host_time_s(lambda: ag_gemm(a, b, comm, backend=be, out=out), sleep)
     a2 = torch.randn(M, K // W, device=dev).to(dtype)
     b2 = torch.randn(K // W, N, device=dev).to(dtype)
     o2 = torch.empty(M // W, N, device=dev, dtype=dtype)
     for label in ("sm", "ce", "ce+epilogue"):
         be, _, red = label.partition("+")
         try:
-            rows[f"gemm_rs:{label}"] = _host_us(
+            rows[f"gemm_rs:{label}"] = host_time_s(
                 lambda: gemm_rs(a2, b2, comm, backend=be, reduce=red or "comm", out=o2), sleep)
         except Exception as e:  # noqa: BLE001 - e.g. no stream waits: the variant is left out
             rows[f"gemm_rs:{label}"] = float("nan")
