@@ -245,8 +245,8 @@ def test_symmetric_allocation_is_refused_under_capture():
 
 
 def test_the_withdrawn_memop_advance_is_refused_with_the_reason():
-    """SYNCOPATE_EPOCH_ADVANCE=memop (opt-in last session) read stale epochs on an H200: a
-    setting asking for it is refused, naming what to do; unset or ``kernel`` is fine."""
+    """SYNCOPATE_EPOCH_ADVANCE=memop (opt-in last session, withdrawn unverified): a setting
+    asking for it is refused, naming what to do; unset or ``kernel`` is fine."""
     from syncopate.runtime.epochs import check_advance_setting
     check_advance_setting({})
     check_advance_setting({"SYNCOPATE_EPOCH_ADVANCE": "kernel"})

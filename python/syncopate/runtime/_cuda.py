@@ -117,7 +117,7 @@ def stream_write_value32(stream: int, addr: int, value: int) -> bool:
 
 
 #: name -> the driver function with its argument types set, or None (not exposed): resolved
-#: once, since the eager epoch advance makes two of these calls per launch (host time counts)
+#: once, not per call (the ce backend's stream waits are on every launch's host path)
 _BOUND: dict = {}
 
 

@@ -47,15 +47,15 @@ def new_epoch_word(device):
 
 def check_advance_setting(env=None) -> None:
     """Refuse ``SYNCOPATE_EPOCH_ADVANCE=memop``, the withdrawn eager advance (two
-    ``cuStreamWriteValue32`` of the host's count instead of the advance kernel): on an H200 in
-    loopback, a fused kernel then ran with the previous epoch in 2 of 4 runs of the 1000-launch
-    AG+GEMM stress test (a whole launch's output stale on one rank), never with the kernel
+    ``cuStreamWriteValue32`` of the host's count instead of the advance kernel). On an H200 in
+    loopback it failed the 1000-launch AG+GEMM stress test in 2 of 4 runs; those runs also had
+    a launch race found and fixed afterwards, so it is not verified either way
     (docs/cuda-graphs.md). ``kernel`` (or unset) is the one advance."""
     v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE")
     if v not in (None, "", "kernel"):
-        raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: the only eager epoch advance is "
-                          f"'kernel' (the memop advance was withdrawn after stale-epoch reads "
-                          f"on an H200, docs/cuda-graphs.md); unset it")
+        raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: the memop advance was withdrawn (not "
+                          f"verified on a GPU, docs/cuda-graphs.md) and 'kernel' is the only "
+                          f"eager epoch advance: unset it")
 
 
 def wrap32(x: int) -> int:
