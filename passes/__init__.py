@@ -18,9 +18,10 @@ def registry() -> dict:
     from .lower_sm import LowerSm
     from .partition_sms import PartitionSms
     from .resolve_chunks import ResolveChunks
+    from .self_advance_epoch import SelfAdvanceEpoch
     from .tile_remap import TileRemap
 
     passes = [AttachSchedule, CheckAccesses, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
               InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem,
-              InsertTrace, LoadEpoch]
+              InsertTrace, LoadEpoch, SelfAdvanceEpoch]
     return {p.name: p for p in passes}

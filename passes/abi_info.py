@@ -181,6 +181,8 @@ def read_abi(module: ModuleOp) -> FusedABI:
         table=table, table_remaps=[tuple(x) for x in state.get("table_remaps", [])],
         lowering=lowering_of(module),
         trace=_trace_on(module),
+        self_advance=getattr(module.attributes.get("syncopate.self_advance"), "data", None)
+        in ("on", "applied"),
     )
     return abi
 

@@ -66,6 +66,7 @@ class FuseRequest:
     reorder_reductions: bool = False  # True: loops accumulating floats may be renumbered
     lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
     trace: bool = False              # True: timestamped events into a buffer (insert-trace)
+    self_advance: bool = False       # True: the kernel advances its epoch word itself
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
@@ -74,6 +75,7 @@ class FuseRequest:
                            "withhold": self.withhold, "remap": self.remap,
                            "reorder_reductions": self.reorder_reductions,
                            "lowering": self.lowering, "trace": self.trace,
+                           "self_advance": self.self_advance,
                            "pipeline": PIPELINE_VERSION},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -95,9 +97,11 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
-    # insert-trace (a no-op unless trace=True) then load-epoch last: every pass before it
-    # treats the epoch as an i32 value (passes/load_epoch.py), the trace events included
-    return names + backends.get(backend).pipeline_tail() + ["insert-trace", "load-epoch"]
+    # insert-trace (a no-op unless trace=True) then load-epoch: every pass before it treats
+    # the epoch as an i32 value (passes/load_epoch.py), the trace events included; then
+    # self-advance-epoch (a no-op unless self_advance=True), which needs the loaded word
+    return names + backends.get(backend).pipeline_tail() + ["insert-trace", "load-epoch",
+                                                            "self-advance-epoch"]
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:
@@ -120,6 +124,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
         module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
     if request.trace:  # absent means off: insert-trace changes nothing
         module.attributes["syncopate.trace"] = StringAttr("on")
+    if request.self_advance:  # absent means off: self-advance-epoch changes nothing
+        module.attributes["syncopate.self_advance"] = StringAttr("on")
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:

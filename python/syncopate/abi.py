@@ -144,6 +144,10 @@ class FusedABI:
     #: the kernel records events into a trace buffer whose address is the peers table's last
     #: row (``insert-trace``, docs/tracing.md); the runtime allocates it and appends the row
     trace: bool = False
+    #: the kernel advances its own epoch word (``self-advance-epoch``): the word holds the last
+    #: finished launch's epoch, a launch runs with ``word[0] + 1``, and the runtime enqueues no
+    #: advance (docs/cuda-graphs.md)
+    self_advance: bool = False
 
     @property
     def layout(self) -> FlagLayout:
@@ -185,6 +189,7 @@ class FusedABI:
             "table_remaps": [list(x) for x in self.table_remaps],
             "lowering": self.lowering,
             "trace": bool(self.trace),
+            "self_advance": bool(self.self_advance),
         }
 
     @classmethod
@@ -205,4 +210,5 @@ class FusedABI:
             table_remaps=[tuple(x) for x in d.get("table_remaps", [])],
             lowering=d.get("lowering", "unrolled"),
             trace=bool(d.get("trace", False)),
+            self_advance=bool(d.get("self_advance", False)),
         )

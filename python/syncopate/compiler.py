@@ -123,7 +123,8 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                  schedule, operand, backend: str, comm_programs: int | None, reduce: str = "comm",
                  withhold_chunks=(), remap: bool = True, keep_ir: bool = True,
                  check_withhold: bool = True, lowering: str = "auto",
-                 reorder_reductions: bool = False, trace: bool = False):
+                 reorder_reductions: bool = False, trace: bool = False,
+                 self_advance: bool = False):
     """The validated :class:`~syncopate_mlir.pipeline.FuseRequest` for fusing ``kernel`` with
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
@@ -165,14 +166,15 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                        comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
                        reduce=reduce, withhold=withhold, remap=bool(remap),
                        lowering=lowering, reorder_reductions=bool(reorder_reductions),
-                       trace=bool(trace))
+                       trace=bool(trace), self_advance=bool(self_advance))
 
 
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
             withhold_chunks=(), remap: bool = True, lowering: str = "auto",
-            reorder_reductions: bool = False, trace: bool = False, **options) -> FusedCompile:
+            reorder_reductions: bool = False, trace: bool = False, self_advance: bool = False,
+            **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
@@ -196,7 +198,10 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     grow with the chunk count; ``"unrolled"`` emits code per chunk; ``"auto"`` (default) picks
     unrolled for schedules of fewer than ``TABLE_MIN_CHUNKS`` chunks (docs/fused-abi.md).
     ``trace=True`` records timestamped program, wait and signal events into a device buffer
-    (``insert-trace``, docs/tracing.md); off, the kernel is exactly the untraced one."""
+    (``insert-trace``, docs/tracing.md); off, the kernel is exactly the untraced one.
+    ``self_advance=True``: the kernel advances its own epoch word, so the runtime enqueues no
+    advance kernel before it (``self-advance-epoch``, docs/cuda-graphs.md); off by default
+    until GPU-verified."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.errors import CompilationError
@@ -213,7 +218,8 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
                            operand=operand, backend=backend, comm_programs=comm_programs,
                            reduce=reduce, withhold_chunks=withhold_chunks, remap=remap,
                            keep_ir=keep_ir, lowering=lowering,
-                           reorder_reductions=reorder_reductions, trace=trace)
+                           reorder_reductions=reorder_reductions, trace=trace,
+                           self_advance=self_advance)
     for n in constexprs:
         signature.setdefault(n, "constexpr")
     hook.install()

@@ -183,3 +183,43 @@ def test_withheld_chunks_are_compiled_into_sm_kernels_and_skipped_at_run_time_on
         fk.backend = backend
         assert fk._compile(spec, {}) == "compiled"
         assert seen[-1].get("withhold_chunks") == want
+
+
+def test_a_self_advancing_configuration_enqueues_no_advance(monkeypatch):
+    """``abi.self_advance`` (``fuse(..., self_advance=True)``): the kernel advances its own
+    epoch word, so a launch enqueues nothing before it (eager, host count still kept), and the
+    word carries the mirror's address in words 2 and 3 for the kernel's last program."""
+    import dataclasses
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    inner = fk._config
+
+    def config(spec_, options):
+        cfg = inner(spec_, options)
+        cfg.abi = dataclasses.replace(cfg.abi, self_advance=True)
+        fk._new_epoch_word(cfg)
+        return cfg
+    monkeypatch.setattr(fk, "_config", config)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = fk_values(c, A)
+    assert fk.launch((3,), vals) == 1 and fk.launch((3,), vals) == 2
+    assert calls.get("advanced", []) == [] and len(calls["launched"]) == 2
+    w = fk.last_config.epoch_word
+    addr = (int(w[3]) & 0xFFFFFFFF) << 32 | (int(w[2]) & 0xFFFFFFFF)
+    assert addr == fk.last_config.epoch_mirror_addr != 0
+    assert int(w[0]) == 0  # nothing on the host side touched the epoch itself
+
+
+def test_self_advance_is_a_compile_option_or_the_environment(monkeypatch):
+    c = fake_comm()
+    monkeypatch.delenv("SYNCOPATE_SELF_ADVANCE", raising=False)
+    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c)
+    assert "self_advance" not in fk.compile_options
+    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c,
+                     self_advance=True)
+    assert fk.compile_options["self_advance"] is True
+    monkeypatch.setenv("SYNCOPATE_SELF_ADVANCE", "1")
+    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c)
+    assert fk.compile_options["self_advance"] is True
+    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c,
+                     self_advance=False)
+    assert "self_advance" not in fk.compile_options

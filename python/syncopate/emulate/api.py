@@ -59,6 +59,9 @@ class Emulation:
         from syncopate_mlir.passes.schedule_attr import schedule_of
 
         fused_module = _with_epoch_load(fused_module)
+        from syncopate_mlir.passes.self_advance_epoch import self_advance_enabled
+        #: the kernel advances its own epoch word (``self_advance=True``): no host advance
+        self.self_advance = self_advance_enabled(fused_module)
         self.module = fused_module
         self.schedule = schedule_of(fused_module)
         self.backend = backend_of(fused_module)
@@ -154,6 +157,14 @@ class Emulation:
         #: in stream order, as the runtime's advance kernel is
         world.epoch_words = [Buffer("syn_epoch", r, etype_named("i32"),
                                     np.zeros(4, dtype=np.int32)) for r in range(self.W)]
+        world.epoch_mirrors = []
+        if self.self_advance:  # the kernel stores each epoch into a mirror it finds in word[2:4]
+            for r in range(self.W):
+                m = Buffer("syn_epoch_mirror", r, etype_named("i32"), np.zeros(1, np.int32))
+                amap.add(m)
+                world.epoch_words[r].data[2] = np.int64(m.addr & 0xFFFFFFFF).astype(np.int32)
+                world.epoch_words[r].data[3] = np.int32(m.addr >> 32)
+                world.epoch_mirrors.append(m)
         sched = Scheduler(policy)
         world.sched = sched
         ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.backend == "ce" else None
@@ -168,12 +179,25 @@ class Emulation:
             roots = [c for c in blocked if isinstance(c.waiting, WaitFlag)] or blocked
             checker.deadlock([(c.rank, c.name, c.epoch, c.waiting) for c in roots])
         result.races.extend(checker.races)
+        if self.self_advance and not blocked:
+            self._check_self_advance(world, launches, policy, result)
         self._reference.compare(snapshots, seed, policy, result, complete=not blocked)
         result.outputs[policy] = {r: {p: b.data.copy() for p, b in world.bufs[r].items()}
                                   for r in range(self.W)}
         result.stats[policy] = dict(seconds=round(time.perf_counter() - t0, 3),
                                     steps=sched.stats.steps, coroutines=sched.stats.coroutines,
                                     deadlocked=bool(blocked), **world.stats)
+
+    def _check_self_advance(self, world, launches, policy, result) -> None:
+        """A self-advancing kernel leaves, after ``launches`` launches, the epoch word at
+        ``launches``, its done-counter at 0 and the mirror at ``launches`` on every rank."""
+        for r in range(self.W):
+            w, m = world.epoch_words[r].data, world.epoch_mirrors[r].data
+            if (int(w[0]), int(w[1]), int(m[0])) != (launches, 0, launches):
+                result.mismatches.append(
+                    f"[{policy}] rank {r}: after {launches} launches the self-advancing epoch "
+                    f"word is {int(w[0])} (counter {int(w[1])}), its mirror {int(m[0])}; "
+                    f"expected {launches} (0), {launches}")
 
     def _remote_readers(self) -> dict:
         """(rank, tensor) -> mask of the elements a peer reads from that rank each launch."""
@@ -262,7 +286,9 @@ class Emulation:
                 else:
                     b.data[:] = data[p]
             yield  # staging done: others may run
-            if e == 1 or not world.faults.stale_epoch:
+            if self.self_advance:
+                pass  # the kernel's last program advances the word (self-advance-epoch)
+            elif e == 1 or not world.faults.stale_epoch:
                 world.epoch_words[r].data[0] += 1  # the device advance, before the kernel
             launch = Launch(r, e)
             args = self._kernel_args(world, r, e, peers)
@@ -313,10 +339,13 @@ def _with_epoch_load(module):
     from syncopate_mlir.passes.ir_utils import kernel_func
     from syncopate_mlir.passes.load_epoch import LoadEpoch
 
+    from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
+
     if isinstance(abi_args(kernel_func(module))["syn_epoch"].type, PointerType):
         return module
     module = module.clone()
     LoadEpoch().apply(None, module)
+    SelfAdvanceEpoch().apply(None, module)  # a no-op unless self_advance=True
     return module
 
 
@@ -328,7 +357,8 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
             policies: Sequence[str] = DEFAULT_POLICIES, launches: int = 2, seed: int = 0,
             fine: bool = False, check: bool = True, faults: Faults | None = None,
             withhold_chunks=(), lowering: str = "auto", remap: bool = True,
-            reorder_reductions: bool = False, trace: bool = False) -> EmulationResult:
+            reorder_reductions: bool = False, trace: bool = False,
+            self_advance: bool = False) -> EmulationResult:
     """Fuse ``kernel`` with ``schedule`` (the pipeline through ``resolve-chunks``), emulate it
     for the schedule's world size on numpy under every policy for ``launches`` launches, and
     compare each rank's outputs with the unfused kernel emulated on the collected inputs.
@@ -345,12 +375,16 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     is compared with the unfused kernel within :data:`~.reference.REORDER_ULPS`, not bitwise).
     ``trace=True`` emulates the kernel ``fuse(..., trace=True)`` launches: the lowering and
     ``insert-trace`` also run, and a trace that would change the kernel beyond its event writes
-    is a :class:`~syncopate.errors.CompileError` (``passes/insert_trace.py``)."""
+    is a :class:`~syncopate.errors.CompileError` (``passes/insert_trace.py``).
+    ``self_advance=True`` emulates the kernel that advances its own epoch word
+    (``passes/self_advance_epoch.py``): no host advance between launches, and each rank's word,
+    done-counter and mirror are checked after the last launch."""
     module, ttir = fuse_module(kernel, signature=signature, constexprs=constexprs, attrs=attrs,
                                schedule=schedule, operand=operand, backend=backend,
                                comm_programs=comm_programs, reduce=reduce, options=options,
                                withhold_chunks=withhold_chunks, lowering=lowering, remap=remap,
-                               reorder_reductions=reorder_reductions, trace=trace)
+                               reorder_reductions=reorder_reductions, trace=trace,
+                               self_advance=self_advance)
     res = Emulation(module, ttir, grid=grid, args=args, fine=fine).run(policies, launches, seed,
                                                                         faults)
     return res.raise_for_problems() if check else res

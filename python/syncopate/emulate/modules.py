@@ -66,7 +66,8 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
 def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, operand,
                 backend: str = "sm", comm_programs: int | None = None, reduce: str = "comm",
                 options=None, withhold_chunks=(), lowering: str = "auto", remap: bool = True,
-                reorder_reductions: bool = False, trace: bool = False):
+                reorder_reductions: bool = False, trace: bool = False,
+                self_advance: bool = False):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
     :func:`syncopate.compile` (the same typed refusals); ``lowering``, ``remap`` and
     ``reorder_reductions`` are the compiler's. ``trace=True`` also lowers a copy and inserts
@@ -83,7 +84,8 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
                            comm_programs=comm_programs, reduce=reduce,
                            withhold_chunks=withhold_chunks, keep_ir=False, check_withhold=False,
                            lowering=lowering, remap=remap,
-                           reorder_reductions=reorder_reductions, trace=trace)
+                           reorder_reductions=reorder_reductions, trace=trace,
+                           self_advance=self_advance)
     ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
     module, ctx = run_pipeline_until(ttir, request, "resolve-chunks")
     if trace:

@@ -176,6 +176,14 @@ class FusedKernel:
         self.trace = bool(trace)
         if self.trace:
             self.compile_options["trace"] = True
+        #: the kernel advances its own epoch word, no advance kernel before it
+        #: (``self_advance=True``, or SYNCOPATE_SELF_ADVANCE=1; off by default until
+        #: GPU-verified: docs/cuda-graphs.md)
+        self_advance = self.compile_options.pop("self_advance", None)
+        if self_advance is None:
+            self_advance = os.environ.get("SYNCOPATE_SELF_ADVANCE", "0") == "1"
+        if self_advance:
+            self.compile_options["self_advance"] = True
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
         self._compile_fn = compile_fn if compile_fn is not None else compiler.compile
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
@@ -351,6 +359,12 @@ class FusedKernel:
         flags (before their barrier, like the table's upload): the first advance makes it 1,
         the epoch every rank's first launch of this configuration uses."""
         cfg.epoch_word, cfg.epoch_mirror, cfg.epoch_mirror_addr = new_epoch_word(self.comm.device)
+        if cfg.abi.self_advance:
+            # the kernel's last program stores each epoch into the mirror itself: its address
+            # in word[2] (low half) and word[3] (high half), passes/self_advance_epoch.py
+            a = cfg.epoch_mirror_addr
+            cfg.epoch_word[2] = wrap32(a & 0xFFFFFFFF)
+            cfg.epoch_word[3] = wrap32(a >> 32)
 
     def _advance_epoch(self, cfg: _Config, stream) -> None:
         """Enqueue the device epoch advance of ``cfg`` on ``stream``, before its kernel."""
@@ -362,7 +376,10 @@ class FusedKernel:
         capture). If enqueueing the advance fails, the host count is taken back: for ``ce``
         the host's epochs (flag values its side stream writes) must never run ahead of the
         device's (what the kernel waits for), or a wait would be satisfied by the previous
-        launch's writes."""
+        launch's writes. A self-advancing kernel (``abi.self_advance``) needs nothing: it
+        runs with the word + 1 and stores that when its last program ends."""
+        if cfg.abi.self_advance:
+            return
         try:
             self._advance_epoch(cfg, stream)
         except BaseException:
