@@ -33,8 +33,9 @@ def test_pipeline_asks_the_backend_for_its_tail():
     from syncopate_mlir.pipeline import pass_names
     head = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     # insert-trace (a no-op unless trace=True), then load-epoch (ABI 3: the epoch is read from
-    # device memory) close every pipeline
-    tail = ["insert-trace", "load-epoch"]
+    # device memory) and self-advance-epoch (a no-op unless self_advance=True) close every
+    # pipeline
+    tail = ["insert-trace", "load-epoch", "self-advance-epoch"]
     assert pass_names("sm") == head + ["partition-sms", "resolve-chunks", "lower-sm"] + tail
     assert pass_names("nvshmem") == (head + ["partition-sms", "resolve-chunks", "lower-nvshmem"]
                                      + tail)
@@ -75,7 +76,8 @@ def test_a_new_backend_is_one_class_and_a_registry_line(monkeypatch):
     assert "tma" in backends.names()
     assert abi.extra_params("tma")[0] == ("syn_flags", "*i32")
     assert abi.FusedABI("tma", 2, 4, 4, "push").grid((8,)) == (12, 1, 1)
-    assert pass_names("tma")[-3:] == ["lower-tma", "insert-trace", "load-epoch"]
+    assert pass_names("tma")[-4:] == ["lower-tma", "insert-trace", "load-epoch",
+                                      "self-advance-epoch"]
     assert backends.get("tma").check_options() == 4
     with pytest.raises(ValueError, match="taken"):
         backends.register(TmaCopy())

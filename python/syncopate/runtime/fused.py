@@ -666,8 +666,10 @@ def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, 
     integer parameters compiled as constants of their launch values (a new compile per value),
     for a kernel whose strides or sizes are runtime arguments but whose communicated accesses
     the analysis can bound only with them known (attention's K/V strides, its sequence length
-    as the KV loop's trip count). Compilation happens at the first launch of each
-    configuration."""
+    as the KV loop's trip count); ``trace=True`` (docs/tracing.md); ``self_advance=True``: the
+    kernel advances its own epoch word and no advance kernel runs before a launch
+    (docs/cuda-graphs.md; opt-in until GPU-verified, default ``SYNCOPATE_SELF_ADVANCE``).
+    Compilation happens at the first launch of each configuration."""
     if comm is not None:
         register_comm(comm)
     return FusedKernel(kernel, schedule, operand=operand, backend=backend,
