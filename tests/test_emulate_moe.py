@@ -51,7 +51,7 @@ def _reference(xs, ids, w_full, W, E, C):
 
 
 def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", launches=1,
-         lowering="auto", trace=False):
+         lowering="auto", trace=False, self_advance=False):
     g = torch.Generator().manual_seed(seed)
     El = E // W
     xs = [torch.randn(T, H, generator=g).to(torch.bfloat16) for _ in range(W)]
@@ -69,7 +69,8 @@ def _run(W, E, C, H, N, T, k, routing, seed=0, policies=POLICIES, mode="pull", l
     res = emulate(grouped_gemm_kernel, signature=sig, constexprs=cx,
                   schedule=moe_dispatch(W, E, C, H, mode=mode), operand=OPERANDS, grid=grid,
                   args=args, backend="sm", comm_programs=2, options=CFG.options(), launches=launches,
-                  policies=policies, check=True, lowering=lowering, trace=trace)
+                  policies=policies, check=True, lowering=lowering, trace=trace,
+                  self_advance=self_advance)
     return res, _reference(xs, ids, w_full, W, E, C), packed
 
 
@@ -220,3 +221,12 @@ def test_fused_kernel_compiles_for_sm90(lowering):
     assert fc.asm["cubin"], "no cubin"
     assert "wgmma.mma_async" in ptx
     assert "ld.acquire.sys.global" in ptx
+
+
+def test_dispatch_with_a_self_advancing_epoch():
+    """``self_advance=True`` (passes/self_advance_epoch.py): three launches of the MoE dispatch
+    with no host advance, race-free and equal to the unfused kernel (``check=True``), the epoch
+    word, counter and mirror at 3, 0, 3 afterwards."""
+    res, _, _ = _run(2, 4, 32, 32, 32, 24, 2, "random", seed=3, launches=3, self_advance=True,
+                     policies=("in-order", "late", "random:2"))
+    assert res.ok

@@ -48,7 +48,7 @@ def _problem(W, causal, B, Hq, Hkv, Sl, D, seed):
 
 
 def _emulate(W, causal, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=0, order="swizzle", policies=POLICIES,
-             lowering="auto"):
+             lowering="auto", launches=1, self_advance=False):
     shards = _problem(W, causal, B, Hq, Hkv, Sl, D, seed)
     S = Sl * W
     # the gathered K/V buffers [B*Hkv, S, D]: rank r's shard in its rows (what the op stages)
@@ -81,8 +81,9 @@ def _emulate(W, causal, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=0, order="swizzle", 
     sched = kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1, order=order)
     res = emulate(kernel, signature=sig, constexprs=cx, schedule=sched,
                   operand={"K": "K", "V": "V"}, grid=grid, args=args, backend="sm",
-                  comm_programs=2, options=CFG.options(), launches=1, policies=policies,
-                  reorder_reductions=True, check=True, lowering=lowering)
+                  comm_programs=2, options=CFG.options(), launches=launches, policies=policies,
+                  reorder_reductions=True, check=True, lowering=lowering,
+                  self_advance=self_advance)
     return res, shards, sig
 
 
@@ -145,3 +146,13 @@ def test_causal_kernel_is_remapped_with_local_blocks_first():
         row = table[r * tiles:(r + 1) * tiles]
         assert sorted(row) == list(range(tiles))
         assert row[:per] == list(range(r * per, (r + 1) * per)), f"rank {r}: {row}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ring_attention_with_a_self_advancing_epoch(causal):
+    """``self_advance=True`` (passes/self_advance_epoch.py): three launches with no host
+    advance, each equal to the unfused kernel on its inputs, race-free (``check=True``), and
+    the epoch word, done-counter and mirror at 3, 0, 3 on every rank afterwards."""
+    res, _, _ = _emulate(2, causal, B=1, Hq=2, Hkv=1, Sl=32, launches=3, self_advance=True,
+                         policies=("in-order", "reverse", "random:1"))
+    assert res.ok
