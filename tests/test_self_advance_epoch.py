@@ -135,3 +135,17 @@ def test_the_compile_option_reaches_the_abi_and_the_cache_key():
     assert on.abi.to_json()["self_advance"] is True
     ptx = on.kernel.asm["ptx"]
     assert "atom" in ptx and ptx != off.kernel.asm["ptx"]
+
+
+def test_the_stale_epoch_fault_is_refused_for_a_self_advancing_kernel():
+    """The fault skips the host's advance, which a self-advancing kernel does not have: a
+    typed error instead of a fault that silently does nothing."""
+    from syncopate.emulate.comm import Faults
+    from syncopate.errors import EmulationError
+    kernel = "matmul_ptr_kernel"
+    sched, operand = schedule("all_gather")
+    with pytest.raises(EmulationError, match="self_advance"):
+        emulate(kernel_fn(kernel), schedule=sched, operand=operand, grid=grid(kernel),
+                args=gemm_args(), backend="sm", comm_programs=2, policies=("in-order",),
+                launches=2, check=False, self_advance=True, faults=Faults(stale_epoch=True),
+                **compile_kw(kernel))

@@ -286,10 +286,10 @@ class Emulation:
                 else:
                     b.data[:] = data[p]
             yield  # staging done: others may run
-            if self.self_advance:
-                pass  # the kernel's last program advances the word (self-advance-epoch)
-            elif e == 1 or not world.faults.stale_epoch:
-                world.epoch_words[r].data[0] += 1  # the device advance, before the kernel
+            # the device advance, before the kernel -- unless the kernel's last program
+            # advances the word itself (self-advance-epoch)
+            if not self.self_advance and (e == 1 or not world.faults.stale_epoch):
+                world.epoch_words[r].data[0] += 1
             launch = Launch(r, e)
             args = self._kernel_args(world, r, e, peers)
             if ce_plan is not None:
@@ -322,6 +322,10 @@ class Emulation:
             raise EmulationError("give at least one policy")
         for p in policies:
             parse_policy(p)
+        if self.self_advance and faults is not None and faults.stale_epoch:
+            raise EmulationError("the stale_epoch fault skips the host's epoch advance; a "
+                                 "self-advancing kernel (self_advance=True) has none: emulate "
+                                 "it without self_advance")
         res = EmulationResult(self.W, self.backend, policies, launches)
         t0 = time.perf_counter()
         for p in policies:
