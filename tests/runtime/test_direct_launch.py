@@ -152,6 +152,7 @@ def _fake_ck(signature, *, scratch=0, **md):
 def driver(monkeypatch):
     fake = _FakeDriver()
     monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_BOUND", {})  # bound afresh to the fake
     monkeypatch.setattr(_cuda, "_symbol", lambda *names: fake if "cuLaunchKernel" in names
                         else None)
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
@@ -414,6 +415,7 @@ def test_threads_sharing_a_direct_launch_never_launch_each_others_arguments(monk
 
     drv = Driver()
     monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_BOUND", {})
     monkeypatch.setattr(_cuda, "_symbol", lambda *names: drv)
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
     ck = _fake_ck({"a": "i64", "b": "i64"}, num_warps=1)

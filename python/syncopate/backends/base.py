@@ -70,7 +70,7 @@ class Launcher:
             if dl is None:
                 dl = direct_launch.build(ck, args, fixed_scalars=True, device=stream.device)
                 direct[key] = dl or False
-            if dl and not direct_launch.hooks_active() and dl(grid, args, stream.cuda_stream):
+            if dl and dl(grid, args, stream.cuda_stream):
                 return
         if getattr(ck.metadata, "global_scratch_size", 0):
             # device-side TMA descriptors live in Triton's global scratch (allocator per thread)

@@ -313,7 +313,7 @@ class _Launch:
         full = args + self.tail
         enter = rt.launch_enter_hook
         dl = self.direct
-        if dl and not direct_launch.hooks_active() and dl(self.grid, full, stream):
+        if dl and dl(self.grid, full, stream):
             return
         md = k.launch_metadata(self.grid, stream, *full) if enter is not None else None
         g = self.grid

@@ -121,12 +121,12 @@ def stream_write_value32(stream: int, addr: int, value: int) -> bool:
 _BOUND: dict = {}
 
 
-def _bound(name: str, argtypes, *, v2: bool = True):
-    """The driver entry point ``name`` (its ``_v2`` version when the driver has one and ``v2``)
-    with ``argtypes`` and an int result, or None."""
+def _bound(name: str, argtypes):
+    """The driver entry point ``name`` (its ``_v2`` version when the driver has one) with
+    ``argtypes`` and an int result, or None."""
     fn = _BOUND.get(name, False)
     if fn is False:
-        fn = _symbol(f"{name}_v2", name) if v2 else _symbol(name)
+        fn = _symbol(f"{name}_v2", name)
         if fn is not None:
             fn.argtypes = argtypes
             fn.restype = ctypes.c_int
@@ -153,11 +153,9 @@ def stream_create() -> int | None:
     when the driver entry point is unavailable. Not from torch's stream pool on purpose: the
     pool hands its 32 streams out round-robin, so a pool stream can be the very stream another
     caller launches on -- work queued behind a kernel that spins waiting for it never runs."""
-    fn = _symbol("cuStreamCreate")
+    fn = _bound("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
     if fn is None:
         return None
-    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
-    fn.restype = ctypes.c_int
     h = ctypes.c_void_p()
     _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
     return int(h.value or 0)

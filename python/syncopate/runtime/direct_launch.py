@@ -21,8 +21,8 @@ What it does not do, and so refuses at build time (:func:`build` returns None an
 keeps Triton's launcher): tensor descriptors (host-side TMA descriptors are Python objects
 Triton expands per call), thread-block clusters (``num_ctas > 1``), cooperative or PDL
 launches (they need ``cuLaunchKernelEx`` attributes), the profiler's scratch, and float
-scalars. Launch hooks (proton) are honoured by the caller falling back per call
-(:func:`hooks_active`).
+scalars. Launch hooks (proton) are honoured: a call then returns False and the caller launches
+through Triton (:func:`hooks_active`).
 
 The global scratch (device-side TMA descriptors, written by each program at its start) is one
 buffer per :class:`DirectLaunch` and stream, reused by every launch on that stream: launches on
@@ -51,6 +51,8 @@ import ctypes
 import os
 import threading
 
+from triton import knobs
+
 from . import _cuda
 
 #: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
@@ -73,10 +75,9 @@ def enabled(env=None) -> bool:
 
 
 def hooks_active() -> bool:
-    """Whether Triton launch hooks are set (e.g. by the proton profiler): the caller then
-    launches through Triton so the hooks see every launch. Triton 3.6 keeps the hooks in
-    ``HookChain`` objects that are never None: a chain counts when it holds a hook."""
-    from triton import knobs
+    """Whether Triton launch hooks are set (e.g. by the proton profiler): a direct launch then
+    steps back to Triton's launcher so the hooks see every launch. Triton 3.6 keeps the hooks
+    in ``HookChain`` objects that are never None: a chain counts when it holds a hook."""
     rt = knobs.runtime
     return _hook_set(rt.launch_enter_hook) or _hook_set(rt.launch_exit_hook)
 
@@ -168,11 +169,10 @@ class DirectLaunch:
                 s.value = _address(values[i]) if kind == _PTR else self._scalar(values[i], i)
         except (TypeError, OverflowError, AttributeError) as e:  # Triton's launcher says why
             raise Unsupported(str(e)) from None
-        fn = _cuda._symbol("cuLaunchKernel")
+        fn = _cuda._bound("cuLaunchKernel",
+                          [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3)
         if fn is None:
             raise Unsupported("the driver library has no cuLaunchKernel")
-        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        fn.restype = ctypes.c_int
         self._launch = fn
 
     def _scratch_for(self, stream: int, programs: int) -> int:
@@ -194,12 +194,15 @@ class DirectLaunch:
 
     def __call__(self, grid, values, stream: int) -> bool:
         """Enqueue one launch of ``grid`` (3 ints) on ``stream`` (a ``CUstream`` handle).
-        False when the thread has no current CUDA context (nothing enqueued: launch through
-        Triton instead); a driver error otherwise raises :class:`_cuda.DriverError`.
+        False, with nothing enqueued, when the caller must launch through Triton instead:
+        launch hooks are set (:func:`hooks_active`) or the thread has no current CUDA context;
+        a driver error otherwise raises :class:`_cuda.DriverError`.
 
         The slots are this object's, and one object serves every thread that launches the
         kernel (loopback ranks are threads): filling them and the driver call, which reads
         them with the GIL released, are one critical section."""
+        if hooks_active():
+            return False
         gx, gy, gz = grid
         if gx * gy * gz <= 0:
             return True  # Triton's launcher enqueues nothing for an empty grid

@@ -175,7 +175,7 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
     dl = _DIRECT.get(key)
     if dl is None:
         dl = _DIRECT[key] = direct_launch.build(ck, full, fixed_scalars=False) or False
-    if dl and not direct_launch.hooks_active() and dl((n_programs, 1, 1), full, s.cuda_stream):
+    if dl and dl((n_programs, 1, 1), full, s.cuda_stream):
         return
     ck[(n_programs, 1, 1)](*full, stream=s.cuda_stream)
 
