@@ -4,7 +4,8 @@
 
 // self-advance-epoch (compile option self_advance=True, docs/cuda-graphs.md): the word holds
 // the last finished launch's epoch, so the launch runs with word[0] + 1 -- every use of the
-// loaded value takes the increment.  Before the return each program adds 1 to word[1]
+// loaded value takes the increment.  Before the return each program meets at a barrier (every
+// warp has loaded word[0]) and adds 1 to word[1]
 // (acq_rel, gpu scope); the one that reads num_programs - 1 is the last: it resets the counter
 // and stores the epoch into word[0] and into the host mirror whose address is word[2:4]
 // (low, high, zero-extended).  A second run changes nothing more; without the module
@@ -21,6 +22,7 @@
 // CHECK:         %[[NZ:.*]] = tt.get_num_programs z : i32
 // CHECK:         %[[N:.*]] = arith.muli %{{.*}}, %[[NZ]] : i32
 // CHECK:         %[[DONE:.*]] = tt.addptr %syn_epoch, %{{.*}} : !tt.ptr<i32>, i32
+// CHECK-NEXT:    gpu.barrier
 // CHECK:         %[[BEFORE:.*]] = tt.atomic_rmw add, acq_rel, gpu, %[[DONE]], %{{.*}} : (!tt.ptr<i32>, i32) -> i32
 // CHECK:         %[[NM1:.*]] = arith.subi %[[N]], %{{.*}} : i32
 // CHECK-NEXT:    %[[LAST:.*]] = arith.cmpi eq, %[[BEFORE]], %[[NM1]] : i32

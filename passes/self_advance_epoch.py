@@ -10,15 +10,15 @@ With the module attribute ``syncopate.self_advance`` (the compile option
 
 * the word holds the epoch of the last launch that *finished*; this launch's epoch is
   ``word[0] + 1`` (every use of the loaded value becomes the incremented one);
-* before every ``tt.return`` each program adds 1 to ``word[1]`` (``atomic_rmw add``, acq_rel,
-  gpu scope). The program that reads ``num_programs - 1`` there is the last of the launch: it
+* before every ``tt.return`` each program meets at a CTA barrier and adds 1 to ``word[1]``
+  (``atomic_rmw add``, acq_rel, gpu scope). The program that reads ``num_programs - 1`` there is the last of the launch: it
   stores 0 into ``word[1]``, the epoch into ``word[0]`` and into the host mirror whose address
   the runtime keeps in ``word[2]`` (low half) and ``word[3]`` (high half), as the advance
   kernel's mirror store did.
 
-Why it is sound: every program loads ``word[0]`` at its entry, before its increment (program
-order, release); the last program's increment acquires all others, so every program of the
-launch read the old value before the new one is stored. The next launch on the stream starts
+Why it is sound: every thread of every program loads ``word[0]`` at its entry, before the
+barrier that precedes its program's increment (program order, ``bar.sync``, release); the
+last program's increment acquires all others, so every program of the launch read the old value before the new one is stored. The next launch on the stream starts
 after this one ends, and reads the new value, as it read the advance kernel's store. A
 program that never returns (a trap after a watchdog timeout) leaves the word where it was; the
 runtime refuses further launches of that kernel anyway.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects import arith
+from xdsl.dialects import arith, gpu
 from xdsl.dialects.builtin import ModuleOp, StringAttr, i32, i64
 from xdsl.passes import ModulePass
 
@@ -116,6 +116,11 @@ def _count_done(b: Builder, word, epoch) -> None:
     for axis in (0, 1, 2):
         n = b.mul(n, b.insert(GetNumProgramsOp(axis)).result)
     done = addptr(b, word, b.const(WORD_DONE))
+    # every warp of this program has loaded word[0] before its count is released: the count
+    # is one thread's atomic, and a warp without a barrier since its entry load (a copy loop
+    # of loads and stores) could otherwise still be before that load when the last program
+    # stores the next epoch
+    b.insert(gpu.BarrierOp())
     before = b.insert(AtomicRMWOp("add", done, b.const(1), sem="acq_rel",
                                   scope="gpu")).results[0]
     last = b.cmp("eq", before, b.sub(n, b.const(1)))
