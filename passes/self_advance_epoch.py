@@ -11,17 +11,18 @@ With the module attribute ``syncopate.self_advance`` (the compile option
 * the word holds the epoch of the last launch that *finished*; this launch's epoch is
   ``word[0] + 1`` (every use of the loaded value becomes the incremented one);
 * before every ``tt.return`` each program meets at a CTA barrier and adds 1 to ``word[1]``
-  (``atomic_rmw add``, acq_rel, gpu scope). The program that reads ``num_programs - 1`` there is the last of the launch: it
-  stores 0 into ``word[1]``, the epoch into ``word[0]`` and into the host mirror whose address
-  the runtime keeps in ``word[2]`` (low half) and ``word[3]`` (high half), as the advance
-  kernel's mirror store did.
+  (``atomic_rmw add``, acq_rel, gpu scope). The program that reads ``num_programs - 1``
+  there is the last of the launch: it stores 0 into ``word[1]``, the epoch into ``word[0]``
+  and into the host mirror whose address the runtime keeps in ``word[2]`` (low half) and
+  ``word[3]`` (high half), as the advance kernel's mirror store did.
 
 Why it is sound: every thread of every program loads ``word[0]`` at its entry, before the
 barrier that precedes its program's increment (program order, ``bar.sync``, release); the
-last program's increment acquires all others, so every program of the launch read the old value before the new one is stored. The next launch on the stream starts
-after this one ends, and reads the new value, as it read the advance kernel's store. A
-program that never returns (a trap after a watchdog timeout) leaves the word where it was; the
-runtime refuses further launches of that kernel anyway.
+last program's increment acquires all others, so every program of the launch read the old
+value before the new one is stored. The next launch on the stream starts after this one
+ends, and reads the new value, as it read the advance kernel's store. A program that never
+returns (a trap after a watchdog timeout) leaves the word where it was; the runtime refuses
+further launches of that kernel anyway.
 
 Without the attribute the pass changes nothing, so a kernel compiled without the option is
 exactly the ABI 3 kernel. Every ``tt.return`` must be in the kernel's entry block (Triton's
