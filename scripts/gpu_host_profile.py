@@ -85,6 +85,8 @@ def cases(comm, backends=("sm", "ce"), shape=(1024, 4096, 14336)):
 
 
 def _profile(call, n=100, sleep=0):
+    """rank's cProfile of ``n`` calls as a table in microseconds per op call (pstats prints
+    milliseconds over all calls, which rounds a 2 us function to 0.000)."""
     import torch
     pr = cProfile.Profile()
     pr.enable()
@@ -93,15 +95,29 @@ def _profile(call, n=100, sleep=0):
             torch.cuda._sleep(sleep)
         call()
     pr.disable()
-    s = io.StringIO()
-    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(18)
-    return s.getvalue()
+    return _us_table(pstats.Stats(pr), n)
+
+
+def _us_table(stats, n, top=24) -> str:
+    """The ``top`` functions by own time: calls, own and cumulative microseconds per op call
+    (under the profiler, whose overhead inflates every row; compare rows, not totals)."""
+    rows = []
+    for (path, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():
+        where = f"{os.path.basename(path)}:{line}({func})" if line else func
+        rows.append((tt, ct, nc, where))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    out = [f"{'own us':>8} {'cum us':>8} {'calls':>6}  function   (per op call; total own "
+           f"{total / n * 1e6:.1f} us)"]
+    for tt, ct, nc, where in rows[:top]:
+        out.append(f"{tt / n * 1e6:8.2f} {ct / n * 1e6:8.2f} {nc / n:6.1f}  {where}")
+    return "\n".join(out)
 
 
 def _report(rows, profiles, rank, extra=""):
     for name, text in profiles.items():
-        print(f"\n===== cProfile, 100 calls of {name} (rank {rank}), by own time =====")
-        print("\n".join(line for line in text.splitlines() if line.strip())[:6000])
+        print(f"\n===== cProfile of {name} (rank {rank}), by own time =====")
+        print(text)
     print(f"\nhost time per call (median, us, rank {rank}{extra}):")
     for name, us in rows:
         print(f"  {name:45s} {us:8.1f}")
