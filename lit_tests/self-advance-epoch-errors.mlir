@@ -1,4 +1,5 @@
 // RUN: not syncopate-opt %s -p 'load-epoch,self-advance-epoch' 2>&1 | filecheck %s
+// RUN: sed 's/self_advance = "on"/self_advance = "auto"/' %s | syncopate-opt -p 'load-epoch,self-advance-epoch' | filecheck %s --check-prefix=AUTO
 
 // self-advance-epoch counts each program done before its return; a kernel whose programs can
 // return from a branch (a tt.return outside the entry block, Triton's early `return` inside
@@ -8,6 +9,13 @@
 // CHECK: syncopate-opt: error: self_advance=True: the kernel returns from inside a branch (tt.return outside its entry block)
 // CHECK-SAME: compile without self_advance
 // CHECK-NOT: Traceback
+
+// With "auto" (the runtime's default) the same kernel compiles without the counter: the
+// attribute says "off" (the ABI then has no self_advance and the runtime enqueues the advance
+// kernel), and nothing is added.
+// AUTO: module attributes {syncopate.self_advance = "off"}
+// AUTO-NOT: tt.atomic_rmw
+// AUTO-NOT: arith.addi
 
 module attributes {syncopate.self_advance = "on"} {
   tt.func public @k(%syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64) attributes {noinline = false} {

@@ -26,7 +26,10 @@ further launches of that kernel anyway.
 
 Without the attribute the pass changes nothing, so a kernel compiled without the option is
 exactly the ABI 3 kernel. Every ``tt.return`` must be in the kernel's entry block (Triton's
-structured control flow; others are refused with a typed error).
+structured control flow). With ``on`` (``self_advance=True``) a kernel returning from a branch
+is refused with a typed error; with ``auto`` (the runtime's default) it is compiled without
+the counter (the attribute becomes ``off``, the ABI says so, and the runtime enqueues the
+advance kernel before it as for any kernel compiled without the option).
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ ATTR_SELF_ADVANCE = "syncopate.self_advance"
 WORD_EPOCH, WORD_DONE, WORD_MIRROR_LO, WORD_MIRROR_HI = 0, 1, 2, 3
 
 
-#: the attribute's value once the pass ran (``on`` before)
+#: the attribute's value once the pass ran (``on`` or ``auto`` before)
 APPLIED = "applied"
+#: ``auto`` found a kernel it cannot count (a return from a branch): compiled without
+OFF = "off"
 
 
 def self_advance_enabled(module: ModuleOp) -> bool:
@@ -76,8 +81,9 @@ class SelfAdvanceEpoch(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         attr = op.attributes.get(ATTR_SELF_ADVANCE)
-        if not (isinstance(attr, StringAttr) and attr.data == "on"):
+        if not (isinstance(attr, StringAttr) and attr.data in ("on", "auto")):
             return  # off, or applied already
+        required = attr.data == "on"
         func = kernel_func(op)
         word = abi_args(func)["syn_epoch"]
         if not isinstance(word.type, PointerType):
@@ -91,6 +97,9 @@ class SelfAdvanceEpoch(ModulePass):
         load = loads[0]
         rets = [o for o in func.walk() if isinstance(o, ReturnOp)]
         nested = [r for r in rets if r.parent_block() is not body]
+        if nested and not required:
+            op.attributes[ATTR_SELF_ADVANCE] = StringAttr(OFF)  # the advance kernel's ABI
+            return
         if nested:
             raise CompileError("self_advance=True: the kernel returns from inside a branch "
                                "(tt.return outside its entry block); the epoch's done-counter "
@@ -136,5 +145,5 @@ def _count_done(b: Builder, word, epoch) -> None:
     b.insert(StoreOp(mirror, epoch, last))
 
 
-__all__ = ["ATTR_SELF_ADVANCE", "SelfAdvanceEpoch", "WORD_DONE", "WORD_EPOCH",
+__all__ = ["APPLIED", "ATTR_SELF_ADVANCE", "OFF", "SelfAdvanceEpoch", "WORD_DONE", "WORD_EPOCH",
            "WORD_MIRROR_HI", "WORD_MIRROR_LO", "self_advance_enabled"]

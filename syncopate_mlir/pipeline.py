@@ -66,7 +66,8 @@ class FuseRequest:
     reorder_reductions: bool = False  # True: loops accumulating floats may be renumbered
     lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
     trace: bool = False              # True: timestamped events into a buffer (insert-trace)
-    self_advance: bool = False       # True: the kernel advances its epoch word itself
+    self_advance: str = "off"        # "on": the kernel advances its epoch word itself;
+    #                                  "auto": where it can (not when it returns from a branch)
 
     def key(self) -> str:
         blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
@@ -124,8 +125,8 @@ def attach_request(module: ModuleOp, request: FuseRequest) -> None:
         module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
     if request.trace:  # absent means off: insert-trace changes nothing
         module.attributes["syncopate.trace"] = StringAttr("on")
-    if request.self_advance:  # absent means off: self-advance-epoch changes nothing
-        module.attributes["syncopate.self_advance"] = StringAttr("on")
+    if request.self_advance != "off":  # absent means off: self-advance-epoch changes nothing
+        module.attributes["syncopate.self_advance"] = StringAttr(request.self_advance)
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:

@@ -131,10 +131,58 @@ def test_the_compile_option_reaches_the_abi_and_the_cache_key():
               **cfg.options())
     on = syncopate.compile(kernel_fn(name), self_advance=True, **kw)
     off = syncopate.compile(kernel_fn(name), **kw)
+    auto = syncopate.compile(kernel_fn(name), self_advance="auto", **kw)
     assert on.abi.self_advance and not off.abi.self_advance
+    assert auto.abi.self_advance  # the runtime's default: this kernel can count itself done
     assert on.abi.to_json()["self_advance"] is True
     ptx = on.kernel.asm["ptx"]
     assert "atom" in ptx and ptx != off.kernel.asm["ptx"]
+    assert auto.kernel.asm["ptx"] == ptx
+
+
+def test_self_advance_modes():
+    """True/"on", False/None/"off" and "auto"; anything else is a typed error naming it."""
+    from syncopate.compiler import self_advance_mode
+    assert [self_advance_mode(v) for v in (True, "on", False, None, "off", "auto")] == \
+        ["on", "on", "off", "off", "off", "auto"]
+    with pytest.raises(CompileError, match="self_advance=1"):
+        self_advance_mode(1)
+
+
+def test_auto_leaves_a_kernel_it_cannot_count_to_the_advance_kernel():
+    """A return from a branch: ``on`` refuses it, ``auto`` marks the module ``off`` (the ABI
+    then has no self_advance and the runtime enqueues the advance kernel) and adds nothing."""
+    from xdsl.dialects import cf
+    from xdsl.dialects.builtin import StringAttr
+    from xdsl.ir import Block
+
+    from syncopate_mlir.dialects.tt import ReturnOp
+    from syncopate_mlir.passes.ir_utils import kernel_func
+    from syncopate_mlir.passes.load_epoch import LoadEpoch
+    from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
+    module, _ = fused("matmul_ptr_kernel", "all_gather", "sm")
+    module = module.clone()
+    LoadEpoch().apply(None, module)
+    # the entry block's return becomes a branch to a block that returns
+    func = kernel_func(module)
+    ret = next(o for o in func.walk() if isinstance(o, ReturnOp))
+    tail = Block()
+    func.body.add_block(tail)
+    ret.detach()
+    tail.add_op(ret)
+    func.body.blocks[0].add_op(cf.BranchOp(tail))
+    for mode, raises in (("on", True), ("auto", False)):
+        m = module.clone()
+        m.attributes["syncopate.self_advance"] = StringAttr(mode)
+        if raises:
+            with pytest.raises(CompileError, match="returns from inside a branch"):
+                SelfAdvanceEpoch().apply(None, m)
+            continue
+        SelfAdvanceEpoch().apply(None, m)
+        assert m.attributes["syncopate.self_advance"].data == "off"
+        unchanged = module.clone()
+        unchanged.attributes["syncopate.self_advance"] = StringAttr("off")
+        assert m.is_structurally_equivalent(unchanged)
 
 
 def test_the_stale_epoch_fault_is_refused_for_a_self_advancing_kernel():

@@ -124,7 +124,7 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                  withhold_chunks=(), remap: bool = True, keep_ir: bool = True,
                  check_withhold: bool = True, lowering: str = "auto",
                  reorder_reductions: bool = False, trace: bool = False,
-                 self_advance: bool = False):
+                 self_advance: bool | str = False):
     """The validated :class:`~syncopate_mlir.pipeline.FuseRequest` for fusing ``kernel`` with
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
@@ -166,15 +166,28 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                        comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
                        reduce=reduce, withhold=withhold, remap=bool(remap),
                        lowering=lowering, reorder_reductions=bool(reorder_reductions),
-                       trace=bool(trace), self_advance=bool(self_advance))
+                       trace=bool(trace), self_advance=self_advance_mode(self_advance))
+
+
+def self_advance_mode(value) -> str:
+    """The request's mode of ``self_advance``: ``True``/``"on"`` -> ``"on"`` (refuse a kernel
+    that cannot count itself done), ``False``/``None``/``"off"`` -> ``"off"``, ``"auto"`` (the
+    runtime's default: self-advancing where the kernel allows it, docs/cuda-graphs.md)."""
+    if value is True or value == "on":
+        return "on"
+    if value is False or value is None or value == "off":
+        return "off"
+    if value == "auto":
+        return "auto"
+    raise CompileError(f"self_advance={value!r}: choose True, False or 'auto'")
 
 
 def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, Any] | None = None,
             schedule, operand, backend: str = "sm", comm_programs: int | None = None,
             target=("cuda", 90), attrs=None, keep_ir: bool = True, reduce: str = "comm",
             withhold_chunks=(), remap: bool = True, lowering: str = "auto",
-            reorder_reductions: bool = False, trace: bool = False, self_advance: bool = False,
-            **options) -> FusedCompile:
+            reorder_reductions: bool = False, trace: bool = False,
+            self_advance: bool | str = False, **options) -> FusedCompile:
     """Compile ``kernel`` fused with ``schedule`` for ``target`` (no GPU needed).
 
     ``signature``/``constexprs``/``attrs`` are those of ``triton.compiler.ASTSource``;
@@ -200,8 +213,10 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     ``trace=True`` records timestamped program, wait and signal events into a device buffer
     (``insert-trace``, docs/tracing.md); off, the kernel is exactly the untraced one.
     ``self_advance=True``: the kernel advances its own epoch word, so the runtime enqueues no
-    advance kernel before it (``self-advance-epoch``, docs/cuda-graphs.md); off by default
-    until GPU-verified."""
+    advance kernel before it (``self-advance-epoch``, docs/cuda-graphs.md; a kernel returning
+    from a branch is refused); ``"auto"`` (what the runtime asks for): self-advancing where
+    the kernel allows it, the ABI says which; ``False`` (this function's default): the advance
+    kernel runs before each launch."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.errors import CompilationError

@@ -300,8 +300,8 @@ def test_switched_off_by_environment_or_without_a_driver(driver, monkeypatch):
     vals = [None, 1, 64, False, 1, None, 0]
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "0")
     assert direct_launch.build(ck, vals, fixed_scalars=True) is None
-    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH")  # off by default until GPU-verified
-    assert direct_launch.build(ck, vals, fixed_scalars=True) is None
+    monkeypatch.delenv("SYNCOPATE_DIRECT_LAUNCH")  # on by default
+    assert direct_launch.build(ck, vals, fixed_scalars=True) is not None
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
     monkeypatch.setattr(_cuda, "available", lambda: False)
     assert direct_launch.build(ck, vals, fixed_scalars=True) is None

@@ -210,16 +210,31 @@ def test_a_self_advancing_configuration_enqueues_no_advance(monkeypatch):
 
 
 def test_self_advance_is_a_compile_option_or_the_environment(monkeypatch):
+    """``auto`` by default (self-advancing wherever the kernel allows it), ``True`` requires
+    it, ``False`` keeps the advance kernel; SYNCOPATE_SELF_ADVANCE=1/0/auto sets the default
+    and anything else is a typed error."""
+    from syncopate.errors import CompileError, LaunchError
     c = fake_comm()
+
+    def opts(**kw):
+        return FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c,
+                           **kw).compile_options
+
     monkeypatch.delenv("SYNCOPATE_SELF_ADVANCE", raising=False)
-    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c)
-    assert "self_advance" not in fk.compile_options
-    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c,
-                     self_advance=True)
-    assert fk.compile_options["self_advance"] is True
+    assert opts()["self_advance"] == "auto"
+    assert opts(self_advance=True)["self_advance"] is True
+    assert "self_advance" not in opts(self_advance=False)
     monkeypatch.setenv("SYNCOPATE_SELF_ADVANCE", "1")
-    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c)
-    assert fk.compile_options["self_advance"] is True
-    fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", comm=c,
-                     self_advance=False)
-    assert "self_advance" not in fk.compile_options
+    assert opts()["self_advance"] is True
+    assert "self_advance" not in opts(self_advance=False)
+    monkeypatch.setenv("SYNCOPATE_SELF_ADVANCE", "0")
+    assert "self_advance" not in opts()
+    assert opts(self_advance="auto")["self_advance"] == "auto"
+    monkeypatch.setenv("SYNCOPATE_SELF_ADVANCE", "auto")
+    assert opts()["self_advance"] == "auto"
+    monkeypatch.setenv("SYNCOPATE_SELF_ADVANCE", "yes")
+    with pytest.raises(LaunchError, match="SYNCOPATE_SELF_ADVANCE='yes'"):
+        opts()
+    monkeypatch.delenv("SYNCOPATE_SELF_ADVANCE")
+    with pytest.raises(CompileError, match="self_advance='sometimes'"):
+        opts(self_advance="sometimes")

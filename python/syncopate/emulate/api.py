@@ -349,7 +349,7 @@ def _with_epoch_load(module):
         return module
     module = module.clone()
     LoadEpoch().apply(None, module)
-    SelfAdvanceEpoch().apply(None, module)  # a no-op unless self_advance=True
+    SelfAdvanceEpoch().apply(None, module)  # a no-op unless self_advance=True or "auto"
     return module
 
 
@@ -362,7 +362,7 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
             fine: bool = False, check: bool = True, faults: Faults | None = None,
             withhold_chunks=(), lowering: str = "auto", remap: bool = True,
             reorder_reductions: bool = False, trace: bool = False,
-            self_advance: bool = False) -> EmulationResult:
+            self_advance: bool | str = False) -> EmulationResult:
     """Fuse ``kernel`` with ``schedule`` (the pipeline through ``resolve-chunks``), emulate it
     for the schedule's world size on numpy under every policy for ``launches`` launches, and
     compare each rank's outputs with the unfused kernel emulated on the collected inputs.
@@ -382,7 +382,8 @@ def emulate(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     is a :class:`~syncopate.errors.CompileError` (``passes/insert_trace.py``).
     ``self_advance=True`` emulates the kernel that advances its own epoch word
     (``passes/self_advance_epoch.py``): no host advance between launches, and each rank's word,
-    done-counter and mirror are checked after the last launch."""
+    done-counter and mirror are checked after the last launch (``"auto"``: where the kernel
+    allows it, as the runtime compiles by default)."""
     module, ttir = fuse_module(kernel, signature=signature, constexprs=constexprs, attrs=attrs,
                                schedule=schedule, operand=operand, backend=backend,
                                comm_programs=comm_programs, reduce=reduce, options=options,

@@ -67,7 +67,7 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
                 backend: str = "sm", comm_programs: int | None = None, reduce: str = "comm",
                 options=None, withhold_chunks=(), lowering: str = "auto", remap: bool = True,
                 reorder_reductions: bool = False, trace: bool = False,
-                self_advance: bool = False):
+                self_advance: bool | str = False):
     """``(fused module after resolve-chunks, local TTIR text)`` with the validation of
     :func:`syncopate.compile` (the same typed refusals); ``lowering``, ``remap`` and
     ``reorder_reductions`` are the compiler's. ``trace=True`` also lowers a copy and inserts

@@ -271,7 +271,7 @@ class _Launch:
 
     Where the kernel allows it, the launcher is bypassed too: one ``cuLaunchKernel`` with the
     parameters packed in ctypes slots (:mod:`syncopate.runtime.direct_launch`; its docstring
-    says what it saves and when it steps back; opt-in: ``SYNCOPATE_DIRECT_LAUNCH=1``).
+    says what it saves and when it steps back; ``SYNCOPATE_DIRECT_LAUNCH=0`` turns it off).
     """
 
     __slots__ = ("fn", "grid", "kwargs", "tail", "kernel", "_stream", "direct")

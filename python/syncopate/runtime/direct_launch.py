@@ -36,13 +36,13 @@ with ``cuPointerGetAttribute`` on every call, as Triton does: the first launch o
 through Triton's launcher (which checks), and later calls of the layout carry tensors of the
 same device (the launch key includes it).
 
-Opt-in for now: ``SYNCOPATE_DIRECT_LAUNCH=1`` turns it on; unset or ``0`` keeps every launch
-on Triton's launcher. Why: the first GPU runs (2026-12-02) showed bitwise-equal GEMMs and a 7 us
-launch against 12-22 us, but they also ran a version without the lock in
-:meth:`DirectLaunch.__call__`, under which loopback ranks (threads) could launch with each
-other's arguments (two failing stress runs). The lock is CPU-tested; the GPU suites have not
-run with it yet, and a launch with wrong arguments is a wrong result, so it stays off until
-they have (docs/cuda-graphs.md says which run).
+On by default; ``SYNCOPATE_DIRECT_LAUNCH=0`` keeps every launch on Triton's launcher. History:
+the first GPU runs (session 9) showed bitwise-equal GEMMs and a 7 us launch against 12-22 us,
+but ran a version without the lock in :meth:`DirectLaunch.__call__`, under which loopback ranks
+(threads) could launch with each other's arguments (two failing stress runs); it was opt-in
+until the GPU suites passed with the lock (session 10, one H200 in loopback: the 1000-launch
+stress tests twice, graph replays, the local GEMM, world size 1, the new ops, FP8;
+docs/cuda-graphs.md).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ _PTR, _SCALAR = 0, 1
 
 
 def enabled(env=None) -> bool:
-    """``SYNCOPATE_DIRECT_LAUNCH=1`` (default off until GPU-verified: module docstring)."""
-    return (os.environ if env is None else env).get("SYNCOPATE_DIRECT_LAUNCH", "0") == "1"
+    """On unless ``SYNCOPATE_DIRECT_LAUNCH=0`` (module docstring)."""
+    return (os.environ if env is None else env).get("SYNCOPATE_DIRECT_LAUNCH", "1") != "0"
 
 
 def hooks_active() -> bool:

@@ -58,6 +58,19 @@ def check_advance_setting(env=None) -> None:
                           f"eager epoch advance: unset it")
 
 
+def self_advance_default(env=None) -> str:
+    """The fused kernels' ``self_advance`` when ``fuse`` is not given one:
+    ``SYNCOPATE_SELF_ADVANCE`` = ``1`` (required: a kernel that cannot count itself done is a
+    CompileError), ``0`` (the advance kernel before every launch) or ``auto`` / unset (the
+    default: self-advancing wherever the kernel allows it). Anything else is a LaunchError."""
+    v = (os.environ if env is None else env).get("SYNCOPATE_SELF_ADVANCE", "auto") or "auto"
+    modes = {"1": "on", "0": "off", "auto": "auto"}
+    if v not in modes:
+        raise LaunchError(f"SYNCOPATE_SELF_ADVANCE={v!r}: use 1 (require the self-advancing "
+                          f"epoch), 0 (the advance kernel) or auto (the default)")
+    return modes[v]
+
+
 def wrap32(x: int) -> int:
     """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
     x &= 0xFFFFFFFF

@@ -56,7 +56,7 @@ from ..errors import CompileError, LaunchError
 from . import diag, graphs
 from . import plan as planmod
 from .epochs import (FLAG_LIMIT, EpochCounter, check_advance_setting, kernel_timeout_ns,
-                     new_epoch_word, wrap32)
+                     new_epoch_word, self_advance_default, wrap32)
 from .operands import (
     _LIVE_COMMS,
     check_requirements,
@@ -177,13 +177,15 @@ class FusedKernel:
         if self.trace:
             self.compile_options["trace"] = True
         #: the kernel advances its own epoch word, no advance kernel before it
-        #: (``self_advance=True``, or SYNCOPATE_SELF_ADVANCE=1; off by default until
-        #: GPU-verified: docs/cuda-graphs.md)
+        #: (docs/cuda-graphs.md): ``"auto"`` by default (where the kernel allows it; the
+        #: ABI says which), ``True`` requires it, ``False`` keeps the advance kernel;
+        #: SYNCOPATE_SELF_ADVANCE=1 / 0 / auto sets the default
         self_advance = self.compile_options.pop("self_advance", None)
         if self_advance is None:
-            self_advance = os.environ.get("SYNCOPATE_SELF_ADVANCE", "0") == "1"
-        if self_advance:
-            self.compile_options["self_advance"] = True
+            self_advance = self_advance_default()
+        self_advance = compiler.self_advance_mode(self_advance)
+        if self_advance != "off":
+            self.compile_options["self_advance"] = True if self_advance == "on" else "auto"
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
         self._compile_fn = compile_fn if compile_fn is not None else compiler.compile
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
@@ -666,9 +668,10 @@ def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, 
     integer parameters compiled as constants of their launch values (a new compile per value),
     for a kernel whose strides or sizes are runtime arguments but whose communicated accesses
     the analysis can bound only with them known (attention's K/V strides, its sequence length
-    as the KV loop's trip count); ``trace=True`` (docs/tracing.md); ``self_advance=True``: the
+    as the KV loop's trip count); ``trace=True`` (docs/tracing.md); ``self_advance``: the
     kernel advances its own epoch word and no advance kernel runs before a launch
-    (docs/cuda-graphs.md; opt-in until GPU-verified, default ``SYNCOPATE_SELF_ADVANCE``).
+    (docs/cuda-graphs.md; ``"auto"`` by default: wherever the kernel allows it; ``True``
+    requires it, ``False`` keeps the advance kernel; ``SYNCOPATE_SELF_ADVANCE`` = 1 / 0).
     Compilation happens at the first launch of each configuration."""
     if comm is not None:
         register_comm(comm)
