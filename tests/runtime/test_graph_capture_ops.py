@@ -152,6 +152,9 @@ class _RecordingKernel:
             args[self.out_index].fill_(7.0)
         return run
 
+    def launch(self, grid, args):  # the ops' prepared calls launch without the closure
+        return self[grid](*args)
+
 
 def _qkv(B, Hq, Hkv, Sl, D):
     g = torch.Generator().manual_seed(1)
@@ -260,6 +263,9 @@ def _fake_fused(monkeypatch, module, name):
 
         def __getitem__(self, grid):
             return lambda *args: launches.append(grid)
+
+        def launch(self, grid, args):
+            return self[grid](*args)
     monkeypatch.setattr(mod, name, lambda *a, **k: FakeFused())
     return launches
 

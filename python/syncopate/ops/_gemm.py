@@ -265,6 +265,17 @@ def prepared_key(op: str, comm, a, b, out, options: tuple):
             None if out is None else ident(out), options, comm.generation)
 
 
+def config_key(config):
+    """``config`` as part of a per-call key: itself when hashable (a frozen ``GemmConfig``:
+    hashing its fields costs a fraction of the ``repr`` the keys used, ~2 us per call), else
+    its ``repr`` (a dict of overrides)."""
+    try:
+        hash(config)
+    except TypeError:
+        return repr(config)
+    return config
+
+
 def get_prepared(comm, key):
     if key is None:
         return None

@@ -95,7 +95,8 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     use_fused = fused is not False and (fused is not None or fused_enabled())
     if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("ag_gemm", comm, a_shard, b, out,
-                                 (backend, split, order, mode, comm_programs, kernel, repr(config)))
+                                 (backend, split, order, mode, comm_programs, kernel,
+                                  _gemm.config_key(config)))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a_shard, out)
@@ -151,5 +152,5 @@ def _run_prepared(prep, a_shard, out):
         slot.copy_(a_shard)
     args = prep.args.copy()
     args[prep.out_index] = out
-    fk[prep.grid](*args)
+    fk.launch(prep.grid, args)
     return out

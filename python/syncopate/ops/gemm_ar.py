@@ -144,7 +144,7 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
     if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("gemm_ar", comm, a, b_shard, out,
                                  (backend, split, order, mode, comm_programs, kernel,
-                                  repr(config)))
+                                  _gemm.config_key(config)))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a, out)
@@ -193,7 +193,7 @@ def _run_prepared(prep, a, out):
     import torch
     args = prep.args.copy()
     args[prep.a_index] = a
-    prep.fk[prep.grid](*args)
+    prep.fk.launch(prep.grid, args)
     if out is None:
         out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
     out.copy_(prep.result)

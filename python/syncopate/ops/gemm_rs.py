@@ -153,8 +153,8 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     use_fused = fused is not False and (fused is not None or fused_enabled())
     if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("gemm_rs", comm, a, b_shard, out,
-                                 (backend, split, order, mode, comm_programs, kernel, repr(config),
-                                  reduce))
+                                 (backend, split, order, mode, comm_programs, kernel,
+                                  _gemm.config_key(config), reduce))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
             return _run_prepared(prep, a, out)
@@ -246,7 +246,7 @@ def _run_prepared(prep, a, out):
     import torch
     args = prep.args.copy()
     args[prep.a_index] = a
-    prep.fk[prep.grid](*args)
+    prep.fk.launch(prep.grid, args)
     if out is None:
         out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
     out.copy_(prep.result)

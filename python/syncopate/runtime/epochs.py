@@ -81,6 +81,19 @@ def wrap32(x: int) -> int:
 #: on every launch cost ~5 us of the fast path; the raw strings are still read every time, so
 #: a changed environment takes effect at the next launch
 _TIMEOUT_MEMO: dict = {}
+#: ``os.environ``'s own dict (POSIX: bytes keys and values, updated by every assignment to
+#: ``os.environ``, as ``os.environ.get`` reads it): one lookup instead of ``get``'s key
+#: encoding and Mapping machinery, ~0.8 us per variable per launch
+_ENV_DATA = getattr(os.environ, "_data", None)
+_TIMEOUT_KEYS = (b"SYNCOPATE_TIMEOUT_S", b"SYNCOPATE_TIMEOUT_ACTION")
+
+
+def _timeout_env_key() -> tuple:
+    """The two variables' raw values, as cheaply as the platform allows."""
+    d = _ENV_DATA
+    if type(d) is dict and os.name == "posix":
+        return d.get(_TIMEOUT_KEYS[0]), d.get(_TIMEOUT_KEYS[1])
+    return os.environ.get("SYNCOPATE_TIMEOUT_S"), os.environ.get("SYNCOPATE_TIMEOUT_ACTION")
 
 
 def kernel_timeout_ns(env=None) -> int:
@@ -88,7 +101,7 @@ def kernel_timeout_ns(env=None) -> int:
     value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes")."""
     key = None
     if env is None:
-        key = (os.environ.get("SYNCOPATE_TIMEOUT_S"), os.environ.get("SYNCOPATE_TIMEOUT_ACTION"))
+        key = _timeout_env_key()
         hit = _TIMEOUT_MEMO.get(key)
         if hit is not None:
             return hit
