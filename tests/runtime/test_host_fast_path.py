@@ -2,7 +2,8 @@
 
 Each shortcut below replaced a slower call on every launch (scripts/gpu_host_profile.py
 measured them on an H200 host); these tests pin what the slower call guaranteed:
-the watchdog timeout still follows the environment at the next launch, the communicator's
+the watchdog timeout still follows the environment at the next launch (and at the next
+enqueued wait), the communicator's
 check still reads every live FusedKernel's record, the stream lookup by raw handle still
 gives torch's stream for that handle, and the ops' per-call key still tells configs apart.
 """
@@ -17,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from runtime_fakes import fake_comm  # noqa: E402
-from syncopate.runtime import epochs  # noqa: E402
+from syncopate.runtime import diag, epochs  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
 
 
@@ -32,9 +33,23 @@ def test_the_kernel_timeout_follows_the_environment_at_the_next_launch(monkeypat
     assert epochs.kernel_timeout_ns() == -2_000_000_000  # negative: the trap action
     monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "3")
     assert epochs.kernel_timeout_ns() == -3_000_000_000
+    assert diag.watchdog() == (3_000_000_000, "trap")  # what the enqueued waits read
     monkeypatch.delenv("SYNCOPATE_TIMEOUT_ACTION")
     monkeypatch.delenv("SYNCOPATE_TIMEOUT_S")
     assert epochs.kernel_timeout_ns() == default
+    assert diag.watchdog() == (default, "exit")
+
+
+def test_a_bad_watchdog_value_is_refused_at_every_launch_not_memoised(monkeypatch):
+    from syncopate.errors import LaunchError
+    monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "ten")
+    for _ in range(2):
+        with pytest.raises(LaunchError, match="SYNCOPATE_TIMEOUT_S='ten'"):
+            epochs.kernel_timeout_ns()
+    monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "1")
+    monkeypatch.setenv("SYNCOPATE_TIMEOUT_ACTION", "abort")
+    with pytest.raises(LaunchError, match="SYNCOPATE_TIMEOUT_ACTION"):
+        diag.watchdog()
 
 
 def test_the_communicator_checks_every_live_kernel_registered_before_or_after(monkeypatch):

@@ -77,38 +77,13 @@ def wrap32(x: int) -> int:
     return x - (1 << 32) if x & 0x80000000 else x
 
 
-#: (SYNCOPATE_TIMEOUT_S, SYNCOPATE_TIMEOUT_ACTION) as read -> kernel_timeout_ns: parsing both
-#: on every launch cost ~5 us of the fast path; the raw strings are still read every time, so
-#: a changed environment takes effect at the next launch
-_TIMEOUT_MEMO: dict = {}
-#: ``os.environ``'s own dict (POSIX: bytes keys and values, updated by every assignment to
-#: ``os.environ``, as ``os.environ.get`` reads it): one lookup instead of ``get``'s key
-#: encoding and Mapping machinery, ~0.8 us per variable per launch
-_ENV_DATA = getattr(os.environ, "_data", None)
-_TIMEOUT_KEYS = (b"SYNCOPATE_TIMEOUT_S", b"SYNCOPATE_TIMEOUT_ACTION")
-
-
-def _timeout_env_key() -> tuple:
-    """The two variables' raw values, as cheaply as the platform allows."""
-    d = _ENV_DATA
-    if type(d) is dict and os.name == "posix":
-        return d.get(_TIMEOUT_KEYS[0]), d.get(_TIMEOUT_KEYS[1])
-    return os.environ.get("SYNCOPATE_TIMEOUT_S"), os.environ.get("SYNCOPATE_TIMEOUT_ACTION")
-
-
 def kernel_timeout_ns(env=None) -> int:
     """``syn_timeout_ns`` for the fused kernel: the compiler's convention is that a negative
-    value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes")."""
-    key = None
+    value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes"). Without ``env``,
+    the process environment through :func:`.diag.watchdog` (read at every launch, parsed
+    once per value)."""
     if env is None:
-        key = _timeout_env_key()
-        hit = _TIMEOUT_MEMO.get(key)
-        if hit is not None:
-            return hit
-    t = diag.timeout_ns(env)
-    t = -t if (t and diag.timeout_action(env) == "trap") else t
-    if key is not None:
-        if len(_TIMEOUT_MEMO) > 64:
-            _TIMEOUT_MEMO.clear()
-        _TIMEOUT_MEMO[key] = t
-    return t
+        t, action = diag.watchdog()
+    else:
+        t, action = diag.timeout_ns(env), diag.timeout_action(env)
+    return -t if (t and action == "trap") else t

@@ -521,10 +521,11 @@ class FusedKernel:
         from . import sync_kernels as sk  # Triton kernels: imported on first use
 
         flag64 = cfg.abi.flag_dtype == "int64"
+        timeout_ns, action = diag.watchdog()
         sk.wait_flag(cfg.flags.data_ptr(), index, target if flag64 else wrap32(target),
                      self.diag_addr, rank=self.comm.rank, kind=_KIND_CODES[kind], epoch=epoch,
-                     timeout_ns=diag.timeout_ns(), count=count, flag64=flag64,
-                     trap=diag.timeout_action() == "trap", stream=stream)
+                     timeout_ns=timeout_ns, count=count, flag64=flag64,
+                     trap=action == "trap", stream=stream)
 
     def consumed_wait(self, cfg: _Config, epoch: int, stream) -> None:
         """Wait (on ``stream``) until every peer finished reading this rank's buffers in

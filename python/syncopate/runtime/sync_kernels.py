@@ -144,8 +144,10 @@ def _advance_kernel(word_addr: tl.int64, mirror_addr: tl.int64):
                               is_pure=False, pack=1)
 
 
-#: (kernel, device, constexprs) -> CompiledKernel: launches skip the JIT's per-call binding
-#: and cache lookup (~50 us of Python per launch on the GPU host, 4-6 launches per ce launch)
+#: (id of the kernel, device, constexprs) -> CompiledKernel: launches skip the JIT's per-call
+#: binding and cache lookup (~50 us of Python per launch on the GPU host, 4-6 launches per ce
+#: launch). By ``id``: a JITFunction hashes by its source's cache key, a property recomputed
+#: at every hash (~1 us, twice per launch); the kernels are this module's, never collected
 _COMPILED: dict = {}
 #: the same keys -> DirectLaunch (one cuLaunchKernel per launch, ``direct_launch``), or False
 #: where Triton's launcher stays (direct launches off, or the kernel needs it)
@@ -159,7 +161,7 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
     import torch
 
     dev = torch.cuda.current_device()
-    key = (fn, dev, tuple(constexprs.items()))
+    key = (id(fn), dev, tuple(constexprs.items()))
     ck = _COMPILED.get(key)
     if ck is None:
         ck = fn.warmup(*args, grid=(n_programs,), num_warps=1, num_stages=1, **constexprs)
@@ -202,7 +204,7 @@ def preload(device=None) -> None:
             variants += [(_wait_kernel, (0, 0, 0, 0, 0, 0, 0, 0), {"FLAG64": flag64, "TRAP": trap})
                          for trap in (False, True)]
             for fn, args, constexprs in variants:
-                key = (fn, dev.index, tuple(constexprs.items()))
+                key = (id(fn), dev.index, tuple(constexprs.items()))
                 ck = _COMPILED.get(key)
                 if ck is None:
                     ck = fn.warmup(*args, grid=(1,), num_warps=1, num_stages=1, **constexprs)
