@@ -16,6 +16,7 @@ from syncopate.errors import CompileError  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
 from syncopate.runtime.fused import FusedKernel, _rows_cols  # noqa: E402
 from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, rs_schedule  # noqa: E402
+from syncopate.backends.ce import reduce_into  # noqa: E402
 
 
 def test_rows_cols_contiguous_and_column_block():
@@ -78,10 +79,28 @@ def test_ce_prepared_reduce_scatter_pushes_into_the_owner_slot_and_sums():
     (own, parts), = prep.reductions
     assert own.data_ptr() == C.data_ptr() and len(parts) == 1
     parts[0].fill_(1.0)  # what rank 1 pushed into our slot[1]
-    acc = own.float()
-    acc += parts[0].float()
-    own.copy_(acc)
+    reduce_into(own, parts)  # what CELauncher.launch does with each reduction after the kernel
     assert torch.equal(C[:4], torch.arange(16, dtype=torch.float32).view(4, 4) + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("n_parts", [1, 2, 3, 7])
+def test_reduce_into_gives_the_bits_of_the_fp32_sum_rounded_once(dtype, n_parts):
+    """The fewer-kernel reduction equals, bit for bit, the fp32 accumulation it replaced
+    (``acc = own.float(); acc += part.float() ...; own.copy_(acc)``), on values spanning many
+    exponents (where a half-precision chain of adds would round differently)."""
+    g = torch.Generator().manual_seed(n_parts)
+
+    def rnd():
+        return (torch.randn(64, 48, generator=g) *
+                torch.exp2(torch.randint(-12, 12, (64, 48), generator=g).float())).to(dtype)
+    own, parts = rnd(), [rnd() for _ in range(n_parts)]
+    acc = own.float()
+    for part in parts:
+        acc += part.float()
+    want = acc.to(dtype)
+    reduce_into(own, parts)
+    assert torch.equal(own.view(torch.uint8), want.view(torch.uint8))
 
 
 def test_peers_table_appends_the_epilogue_slot_rows():
