@@ -16,7 +16,7 @@ from syncopate.errors import CompileError  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
 from syncopate.runtime.fused import FusedKernel, _rows_cols  # noqa: E402
 from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, rs_schedule  # noqa: E402
-from syncopate.backends.ce import reduce_into  # noqa: E402
+from syncopate.backends.ce import index_runs, reduce_into  # noqa: E402
 
 
 def test_rows_cols_contiguous_and_column_block():
@@ -121,3 +121,21 @@ def test_peers_table_appends_the_epilogue_slot_rows():
     cfg.peers_tables.clear()
     with pytest.raises(CompileError, match="slots of 'D'"):
         fk._peers_table(cfg, {"c_ptr": C})
+
+
+def test_index_runs_groups_consecutive_flags_for_one_wait_launch():
+    """The chunk flags a rank awaits before its reduce-scatter sum, as runs: one wait kernel
+    (``count`` programs) per run instead of one launch per chunk."""
+    assert index_runs([5, 3, 4, 9]) == [(3, 3), (9, 1)]
+    assert index_runs(iter([0, 1, 2, 3])) == [(0, 4)]
+    assert index_runs([7, 7, 2]) == [(2, 1), (7, 1)]
+    assert index_runs([]) == []
+    for W in (2, 4):  # a reduce-scatter plan's awaited chunks, every rank: every flag once
+        sched = rs_schedule(W=W, split=2)
+        for me in range(W):
+            p = planmod.build_ce_plan(sched, me)
+            want = sorted(st.chunk for st in p.reduce_in)
+            got = [s + k for s, n in index_runs(st.chunk for st in p.reduce_in) for k in range(n)]
+            assert got == want and len(want) == (W - 1) * 2
+            # the split's chunks from one source are consecutive: one launch per source
+            assert len(index_runs(st.chunk for st in p.reduce_in)) == W - 1

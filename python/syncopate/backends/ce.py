@@ -184,8 +184,10 @@ class CELauncher(Launcher):
         # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S), unless
         #    the kernel's epilogue already added them (reduce="epilogue": it waited for them).
         if p.reduce_in and not cfg.abi.epilogue_slots:
-            for st in p.reduce_in:
-                fk.wait_flag(cfg, lay.chunk(st.chunk), e, "chunk", e, S)
+            # one wait kernel per run of consecutive flags (each of its programs spins on one
+            # flag and records its own timeout) instead of one launch per chunk
+            for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
+                fk.wait_flag(cfg, start, e, "chunk", e, S, count=n)
             for own, parts in prep.reductions:
                 reduce_into(own, parts)
 
@@ -194,6 +196,18 @@ class CELauncher(Launcher):
             cfg.consumed_pending = e
         else:
             fk.consumed_wait(cfg, e, S)
+
+
+def index_runs(indexes) -> list[tuple[int, int]]:
+    """``[(start, count)]``: the distinct ``indexes`` as runs of consecutive integers, in order
+    (``[5, 3, 4, 9]`` -> ``[(3, 3), (9, 1)]``)."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][0] + runs[-1][1]:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    return [(s, n) for s, n in runs]
 
 
 def reduce_into(own, parts) -> None:
