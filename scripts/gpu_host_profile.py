@@ -4,7 +4,8 @@ At M = 1024 a fused op's kernels take ~0.1 ms and its Python can take longer, so
 decides the speed of a real training step. This script measures, per op and backend, the host
 time of one call (median over 200, the GPU kept busy so no call ever waits for it) at three
 levels -- the whole op, the FusedKernel launch alone (fast path), the local Triton kernel's
-launch as a floor -- and prints rank 0's cProfile of the op (top functions by own time).
+launch as a floor -- plus ag_gemm sm with its input already in the symmetric buffer (no
+staging copy), and prints rank 0's cProfile of the op (top functions by own time).
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
         torchrun --nproc-per-node 2 scripts/gpu_host_profile.py
@@ -50,7 +51,10 @@ def cases(comm, backends=("sm", "ce"), shape=(1024, 4096, 14336)):
     cfg_rs = resolve_config("tma", M, H, F // W, dtype)
     gathered = torch.empty(M, H, device=dev, dtype=dtype)
     local_ag = gemm_call("tma", gathered, b_ag, out_ag, cfg_ag)
-    out = [("local gemm launch (floor)", lambda: run_local(local_ag), None),
+    from syncopate.kernels import matmul
+    out = [("local gemm, Triton's JIT launch", lambda: run_local(local_ag), None),
+           ("local gemm, syncopate.kernels.matmul (floor)",
+            lambda: matmul(gathered, b_ag, out=out_ag), None),
            ("torch.matmul", lambda: torch.matmul(gathered, b_ag, out=out_ag), None)]
     for op, backend in (("ag", "sm"), ("ag", "ce"), ("rs", "sm"), ("rs", "ce"), ("rs", "ce+epilogue")):
         be, _, red = backend.partition("+")
@@ -81,6 +85,17 @@ def cases(comm, backends=("sm", "ce"), shape=(1024, 4096, 14336)):
                 c = gemm_call("tma", a_rs, b_rs, C, cfg_rs, num_programs=nprog)
             return lambda: fk[c.grid](*c.args)
         out.append((f"{op}_gemm {backend}", call, launch_only))
+    if "sm" in backends:
+        # the op's documented zero-copy input: this rank's rows of the symmetric A, written
+        # once, passed as a_shard -- no staging copy per call (ag_gemm_buffer's docstring)
+        from syncopate.ops import ag_gemm_buffer
+        Ms = M // W
+        slot = ag_gemm_buffer(comm, Ms, H, dtype)[comm.rank * Ms:(comm.rank + 1) * Ms]
+        slot.copy_(a_ag)
+        out.append(("ag_gemm sm, input in place",
+                    lambda: ag_gemm(slot, b_ag, comm, backend="sm", split=1, config=cfg_ag,
+                                    out=out_ag, fused=True),
+                    lambda: None))
     return out
 
 
