@@ -33,3 +33,15 @@ def test_epilogue_reduce_scatter_emulates_clean(kernel, world_size, lowering):
     # every chunk moved in every launch under every policy (the copy engine's copies)
     assert sum(s["transfers"] for s in res.stats.values()) == \
         len(POLICIES) * 2 * sched.num_chunks
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_epilogue_reduce_scatter_self_advancing(kernel):
+    """The runtime's default, ``self_advance="auto"``: three launches with no host advance
+    (the copy engine's flags carry the host's count, the kernel's word its own), clean."""
+    sched, operand = schedule("reduce_scatter", world_size=2)
+    res = emulate(kernel_fn(kernel), schedule=sched, operand=operand, grid=grid(kernel),
+                  args=gemm_args(2), backend="ce", reduce="epilogue", comm_programs=None,
+                  policies=POLICIES, launches=3, check=False, self_advance="auto",
+                  **compile_kw(kernel))
+    assert res.ok, res.summary()

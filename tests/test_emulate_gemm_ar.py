@@ -49,21 +49,21 @@ def _grid(kernel, M, N):
 
 
 def _emulation(kernel, M, N, K, W, order="swizzle", split=2, lowering="auto", backend="sm",
-               mode="push"):
+               mode="push", self_advance=False):
     sched = TEMPLATES["all_reduce"]([M, N], "bf16", W, split=split, order=order, mode=mode)
     sig, cx = compile_args(kernel, "bf16", CFG, num_sms=NUM_SMS)
     module, ttir = fuse_module(kernel_fn(kernel), signature=sig, constexprs=cx,
                                attrs=compile_attrs(kernel), schedule=sched, operand="c_ptr",
                                backend=backend, comm_programs=2, options=CFG.options(),
-                               lowering=lowering)
+                               lowering=lowering, self_advance=self_advance)
     return Emulation(module, ttir, grid=_grid(kernel, M, N), args=_args(M, N, K, W))
 
 
-def _check_results(em, res, M, N, W):
+def _check_results(em, res, M, N, W, launches=LAUNCHES):
     """Every rank, every policy: C of the last launch within rounding of the numpy sum of that
     launch's partial GEMMs; all ranks and all policies bitwise equal."""
     assert res.ok, res.summary()
-    ins = [em.inputs(r, LAUNCHES, SEED) for r in range(W)]
+    ins = [em.inputs(r, launches, SEED) for r in range(W)]
     parts = [ins[r]["a_ptr"].reshape(-1, em.args["K"][r]).astype(np.float64)
              @ ins[r]["b_ptr"].reshape(-1, N).astype(np.float64) for r in range(W)]
     exact = sum(parts)
@@ -94,6 +94,18 @@ def test_gemm_ar_emulates_clean_and_identical_on_every_rank(kernel, W, split):
     assert sum(s["transfers"] for s in res.stats.values()) == \
         len(POLICIES) * LAUNCHES * em.schedule.num_chunks * 2
     _check_results(em, res, M, N, W)
+
+
+@pytest.mark.parametrize("kernel,W,lowering", [("matmul_ptr_kernel", 2, "unrolled"),
+                                               ("matmul_tma_persistent_kernel", 4, "table")])
+def test_gemm_ar_self_advancing(kernel, W, lowering):
+    """The runtime's default, ``self_advance="auto"``: the kernel advances its own epoch word
+    (no host advance between the launches); clean, and identical on every rank."""
+    M, N, K = 256, 128, 64
+    em = _emulation(kernel, M, N, K, W, split=2, lowering=lowering, self_advance="auto")
+    assert em.self_advance
+    res = em.run(POLICIES, 3, SEED)
+    _check_results(em, res, M, N, W, launches=3)
 
 
 @pytest.mark.parametrize("kernel,W,order,M,N,K,lowering", [

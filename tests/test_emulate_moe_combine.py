@@ -59,7 +59,8 @@ def _layer_inputs(kind, W, T, k, E, Hd, F, *, seed):
 
 
 def _emulate_combine(hs, CNT, w2, W, E, C, *, mode="push", policies=POLICIES, launches=1,
-                     lowering="auto", kernel=grouped_gemm_kernel, check=True, cnt_base=None):
+                     lowering="auto", kernel=grouped_gemm_kernel, check=True, cnt_base=None,
+                     self_advance=False):
     """The fused combine kernel on ``W`` emulated ranks: rank ``d`` runs the grouped GEMM on
     ``hs[d]`` ``[W*El*C, F]`` with its experts' ``w2`` and produces its part of ``Y``."""
     El = E // W
@@ -75,7 +76,7 @@ def _emulate_combine(hs, CNT, w2, W, E, C, *, mode="push", policies=POLICIES, la
                    schedule=moe_combine(W, E, C, H, mode=mode), operand=OPERANDS,
                    grid=per_rank[0][1], args=args, backend="sm", comm_programs=2,
                    options=CFG.options(), launches=launches, policies=policies, check=check,
-                   lowering=lowering)
+                   lowering=lowering, self_advance=self_advance)
 
 
 def _setup(W, E, C, F, H, T, k, kind, seed):
@@ -173,6 +174,16 @@ def test_second_launch_reuses_the_buffers_race_free():
     for mode in ("push", "pull"):
         _emulate_combine(hs, CNT, w2, W, E, C, mode=mode, launches=2,
                          policies=("in-order", "late"))
+
+
+def test_three_self_advancing_launches_race_free():
+    """The runtime's default, ``self_advance="auto"``: three launches, no host advance, the
+    arrived rows equal the unfused kernel's every launch and the epoch word ends at 3."""
+    W, E, C, F, H, T, k = 2, 4, 32, 32, 32, 24, 2
+    ids, packed, CNT, hs, w2, wts = _setup(W, E, C, F, H, T, k, "random", seed=6)
+    for mode in ("push", "pull"):
+        _emulate_combine(hs, CNT, w2, W, E, C, mode=mode, launches=3,
+                         policies=("in-order", "late"), self_advance="auto")
 
 
 def test_only_counted_rows_move():

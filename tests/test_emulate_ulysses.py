@@ -73,7 +73,8 @@ def _numpy_attention(q, k, v, causal):
     return p @ v
 
 
-def _run(B, Hq, Hkv, S, W, mode="pull", causal=False, lowering="auto", launches=1):
+def _run(B, Hq, Hkv, S, W, mode="pull", causal=False, lowering="auto", launches=1,
+         self_advance=False):
     sig, cx = _compile_args(B, Hq, Hkv, S, W, causal)
     rng = np.random.default_rng(B * 100 + Hq * 10 + W)
     q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
@@ -87,7 +88,7 @@ def _run(B, Hq, Hkv, S, W, mode="pull", causal=False, lowering="auto", launches=
                   schedule=ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W, mode=mode),
                   operand=OPERANDS, grid=(S // CFG.BLOCK_M, B * Hq // W), args=args,
                   backend="sm", comm_programs=2, options=CFG.options(), launches=launches,
-                  policies=POLICIES, lowering=lowering, check=True)
+                  policies=POLICIES, lowering=lowering, check=True, self_advance=self_advance)
     return res, (q, k, v)
 
 
@@ -112,6 +113,16 @@ def test_fused_ulysses_matches_attention_on_the_gathered_inputs(B, Hq, Hkv, S, W
     # each of the 2 comm programs ran its share of every chunk once; the output tiles signalled
     stats = res.stats[POLICIES[0]]
     assert stats["transfers"] == 2 * (W - 1) * (2 * Hq + 2 * Hkv) and stats["signals"] > 0
+
+
+@pytest.mark.parametrize("mode", ["pull", "push"])
+def test_three_self_advancing_launches(mode):
+    """The runtime's default, ``self_advance="auto"`` (passes/self_advance_epoch.py): three
+    launches with no host advance between them, every launch's outputs equal the unfused
+    kernel's on its collected inputs, no race, and the epoch word, counter and mirror at
+    3, 0, 3 on every rank (``check=True`` raises otherwise)."""
+    res, _ = _run(1, 4, 2, 32, 2, mode, launches=3, self_advance="auto")
+    assert res.ok, res.summary()
 
 
 def test_causal_and_two_launches():
