@@ -209,6 +209,41 @@ def test_a_self_advancing_configuration_enqueues_no_advance(monkeypatch):
     assert int(w[0]) == 0  # nothing on the host side touched the epoch itself
 
 
+def test_a_self_advancing_launch_that_fails_part_way_poisons_the_kernel(monkeypatch):
+    """The host counted the launch but the kernel may not have run (device word behind): the
+    kernel refuses further launches with a LaunchError that says why, instead of launching
+    with host flags ahead of the device's epoch. Without self-advance the same failure leaves
+    the kernel usable (the advance kernel moved the device word with the host's count)."""
+    import dataclasses
+    from syncopate.errors import LaunchError
+    for self_adv in (True, False):
+        c, fk, calls = _fast_path_fixture(monkeypatch)
+        inner = fk._config
+
+        def config(spec_, options, inner=inner, self_adv=self_adv):
+            cfg = inner(spec_, options)
+            cfg.abi = dataclasses.replace(cfg.abi, self_advance=self_adv)
+            fk._new_epoch_word(cfg)
+            return cfg
+        monkeypatch.setattr(fk, "_config", config)
+        A = c.empty((64, 32), torch.bfloat16)
+        vals = fk_values(c, A)
+        assert fk.launch((3,), vals) == 1
+        ok = fk.launcher.launch
+
+        def fail(*a, **k):
+            raise RuntimeError("driver said no")
+        monkeypatch.setattr(fk.launcher, "launch", fail)
+        with pytest.raises(RuntimeError, match="driver said no"):
+            fk.launch((3,), vals)
+        monkeypatch.setattr(fk.launcher, "launch", ok)
+        if self_adv:
+            with pytest.raises(LaunchError, match="launch 2 failed part-way.*create a new"):
+                fk.launch((3,), vals)
+        else:
+            assert fk.launch((3,), vals) == 3
+
+
 def test_self_advance_is_a_compile_option_or_the_environment(monkeypatch):
     """``auto`` by default (self-advancing wherever the kernel allows it), ``True`` requires
     it, ``False`` keeps the advance kernel; SYNCOPATE_SELF_ADVANCE=1/0/auto sets the default

@@ -494,7 +494,7 @@ class FusedKernel:
         err = diag.make_timeout(rec, diag.timeout_s(), layout,
                                 f"backend {self.backend}; this FusedKernel is now unusable (its "
                                 f"flags disagree across ranks): create a new one")
-        self._poisoned = str(err)
+        self._poisoned = f"it timed out earlier: {err}"
         raise err
 
     def before_staging(self, stream=None) -> None:
@@ -541,8 +541,7 @@ class FusedKernel:
 
     def _refuse_if_poisoned(self) -> None:
         if self._poisoned:
-            raise LaunchError(f"this FusedKernel timed out earlier and cannot be reused: "
-                              f"{self._poisoned}")
+            raise LaunchError(f"this FusedKernel cannot be reused: {self._poisoned}")
 
     def warmup(self, grid, *args, **kwargs) -> None:
         """Everything a launch with these arguments does before enqueueing: bind, validate,
@@ -637,15 +636,32 @@ class FusedKernel:
             self.last_config = cfg
             all_args = values + [cfg.flags, peers, cfg.table, self.diag_addr, comm.rank,
                                  cfg.epoch_word, kernel_timeout_ns()]
-            if no_switch:
-                self._advance_counted(cfg, S, e)
-                L.launch(cfg, g, all_args, S, e, peers, None, direct=direct)
-            else:
-                with torch.cuda.device(comm.device), torch.cuda.stream(S):
-                    operand_tensors = {p: values[i] for p, i in self._op_index.items()}
+            try:
+                if no_switch:
                     self._advance_counted(cfg, S, e)
-                    L.launch(cfg, g, all_args, S, e, peers, operand_tensors, direct=direct)
+                    L.launch(cfg, g, all_args, S, e, peers, None, direct=direct)
+                else:
+                    with torch.cuda.device(comm.device), torch.cuda.stream(S):
+                        operand_tensors = {p: values[i] for p, i in self._op_index.items()}
+                        self._advance_counted(cfg, S, e)
+                        L.launch(cfg, g, all_args, S, e, peers, operand_tensors, direct=direct)
+            except BaseException as exc:
+                if e is not None and cfg.abi.self_advance:
+                    self._poison_partial_launch(e, exc)
+                raise
             return None if cfg.captured else e
+
+    def _poison_partial_launch(self, e: int, exc: BaseException) -> None:
+        """An eager launch of a self-advancing configuration failed after the host counted it
+        (epoch ``e``). Whether its kernel was enqueued is unknown -- the ce launcher enqueues
+        it between its side stream's steps -- so the device's epoch word may stay at ``e - 1``
+        while the host's count is ``e``: the host's flags (ce copies, entry signals) would then
+        run ahead of the kernel's waits, which a previous launch's flags could satisfy. No
+        rollback can be right in both cases, so the kernel refuses further launches, as after
+        a timeout (its flags may disagree across ranks anyway: the peers launched)."""
+        self._poisoned = (f"launch {e} failed part-way ({type(exc).__name__}: {exc}); its "
+                          f"self-advancing epoch may disagree with the host's count: create "
+                          f"a new FusedKernel")
 
     def _check_coresident(self, cfg: _Config, g) -> None:
         """Loopback: refuse a launch grid whose W copies would not all be resident on the shared

@@ -125,8 +125,9 @@ def note_launch(fk) -> None:
 
 
 def check(kernels, comms=()) -> None:
-    """Before a replay: raise ``LaunchError`` if a kernel in ``kernels`` timed out earlier (its
-    flags disagree across ranks; replaying would hang or read stale data), and
+    """Before a replay: raise ``LaunchError`` if a kernel in ``kernels`` cannot be reused (it
+    timed out earlier, or an eager launch failed part-way: its flags disagree across ranks;
+    replaying would hang or read stale data), and
     ``CommTimeout`` if a replay since the last check timed out (the record names the epoch of
     the launch that failed). Reads pinned memory only: no synchronisation, no launch."""
     for comm in comms:
