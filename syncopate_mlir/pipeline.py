@@ -100,7 +100,7 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
         names.append("insert-epilogue-reduce")
     # insert-trace (a no-op unless trace=True) then load-epoch: every pass before it treats
     # the epoch as an i32 value (passes/load_epoch.py), the trace events included; then
-    # self-advance-epoch (a no-op unless self_advance=True), which needs the loaded word
+    # self-advance-epoch (a no-op when self_advance is off), which needs the loaded word
     return names + backends.get(backend).pipeline_tail() + ["insert-trace", "load-epoch",
                                                             "self-advance-epoch"]
 

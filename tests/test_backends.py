@@ -33,7 +33,7 @@ def test_pipeline_asks_the_backend_for_its_tail():
     from syncopate_mlir.pipeline import pass_names
     head = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
     # insert-trace (a no-op unless trace=True), then load-epoch (ABI 3: the epoch is read from
-    # device memory) and self-advance-epoch (a no-op unless self_advance=True) close every
+    # device memory) and self-advance-epoch (a no-op when self_advance is off) close every
     # pipeline
     tail = ["insert-trace", "load-epoch", "self-advance-epoch"]
     assert pass_names("sm") == head + ["partition-sms", "resolve-chunks", "lower-sm"] + tail
