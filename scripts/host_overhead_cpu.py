@@ -1,5 +1,6 @@
-"""Host (Python) time of one eager fused launch on the fast path, of FusedGraph.replay's
-checks, and of the local ``syncopate.kernels.matmul`` on its cached-plan path, on the CPU: the
+"""Host (Python) time of one eager fused launch on the fast path, of an ``ag_gemm`` call on its
+prepared-call path around it, of FusedGraph.replay's checks, and of the local
+``syncopate.kernels.matmul`` on its cached-plan path, on the CPU: the
 device side
 is faked (no kernel is launched, the epoch advance and the kernel launch are no-ops), so this
 measures only what ``FusedKernel.launch`` itself costs per call -- the part of the issue's
@@ -90,6 +91,16 @@ def main(argv=None) -> int:
     cpu.sort()
     print(f"FusedGraph.replay host work (graph replay faked): median {cpu[2]:.2f} us CPU per "
           f"replay")
+    op_call = ag_gemm_fast_path(fk, vals)
+    cpu = []
+    for _ in range(5):
+        c0 = time.process_time()
+        for _ in range(args.calls):
+            op_call()
+        cpu.append((time.process_time() - c0) / args.calls * 1e6)
+    cpu.sort()
+    print(f"syncopate.ops.ag_gemm prepared call (staging copy of a 32x32 CPU shard, launch "
+          f"faked as above): median {cpu[2]:.2f} us CPU per call")
     matmul_call, matmul_out = gemm_fast_path()
     for name, fn in (("matmul(a, b)", matmul_call), ("matmul(a, b, out)", matmul_out)):
         cpu = []
@@ -110,6 +121,32 @@ def main(argv=None) -> int:
         pr.disable()
         pstats.Stats(pr).sort_stats("tottime").print_stats(16)
     return 0
+
+
+def ag_gemm_fast_path(fk, vals):
+    """``ag_gemm(a_shard, b, comm, ...)`` as a zero-argument call on the op's prepared-call path
+    (its layout key, the cached PreparedCall, ``before_staging``, the staging copy into this
+    rank's rows of the symmetric A, the argument list) ending in the faked FusedKernel launch
+    of :func:`build`: what the op's own Python adds to a launch. The prepared call is stored
+    under the key the op computes, as its first call would."""
+    import torch
+
+    from syncopate.ops import _gemm, ag_gemm
+    comm = fk.comm
+    A, b, out = vals[0], vals[1], vals[2]
+    Ms = A.shape[0] // comm.world_size
+    slot = A[comm.rank * Ms:(comm.rank + 1) * Ms]
+    a_shard = torch.randn(Ms, A.shape[1]).to(A.dtype)
+    options = ("sm", 1, "swizzle", None, None, None, _gemm.config_key(None))
+    key = _gemm.prepared_key("ag_gemm", comm, a_shard, b, out, options)
+    prep = _gemm.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
+                              out_index=2, slot=slot)
+    _gemm.put_prepared(comm, key, prep)
+
+    def call():
+        return ag_gemm(a_shard, b, comm, backend="sm", split=1, out=out, fused=True)
+    assert call() is out and _gemm.get_prepared(comm, key) is prep
+    return call
 
 
 def gemm_fast_path():

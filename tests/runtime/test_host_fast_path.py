@@ -140,3 +140,41 @@ def test_the_ops_key_a_config_by_value():
     assert config_key(None) is None
     d = {"BLOCK_M": 128}
     assert config_key(d) == repr(d)
+
+
+def test_the_launch_key_tells_apart_what_the_slow_path_would():
+    """``specialize.launch_key`` (a plan per argument-type layout): equal for a call the fast
+    path may repeat, different for anything the slow path derives differently."""
+    from syncopate.runtime.specialize import launch_key
+    ops = frozenset({0})
+    A = torch.empty(16, 8, dtype=torch.bfloat16)
+    out = torch.empty(16, 8, dtype=torch.bfloat16)
+
+    def key(*args, grid=(3,), gen=1, kwargs=None):
+        return launch_key(ops, gen, grid, args, kwargs)
+
+    base = key(A, out, 16, 8, 1.5, "x", None)
+    assert base is not None and hash(base) == hash(key(A, out, 16, 8, 1.5, "x", None))
+    assert base == key(A, torch.empty(16, 8, dtype=torch.bfloat16), 16, 8, 1.5, "x", None)
+    different = [
+        key(A.clone(), out, 16, 8, 1.5, "x", None),          # the operand's address
+        key(A[:8], out, 16, 8, 1.5, "x", None),              # its shape
+        key(A.t(), out, 16, 8, 1.5, "x", None),              # its strides
+        key(A, out.float(), 16, 8, 1.5, "x", None),          # another tensor's dtype
+        key(A, torch.empty(40, dtype=torch.bfloat16)[1:17], 16, 8, 1.5, "x", None),  # alignment
+        key(A, out, 16, 9, 1.5, "x", None),                  # a scalar's value
+        key(A, out, 16, True, 1.5, "x", None),               # its type (8 vs True)
+        key(A, out, 16, 8.0, 1.5, "x", None),
+        key(A, out, 16, 8, 1.5, "y", None),
+        key(A, out, 16, 8, 1.5, "x", 0),                     # None vs 0
+        key(A, out, 16, 8, 1.5, "x", None, grid=(4,)),       # the grid
+        key(A, out, 16, 8, 1.5, "x", None, gen=2),           # the registry generation
+        key(A, out, 16, 8, 1.5, "x"),                        # the argument count
+    ]
+    assert all(d is not None and d != base for d in different)
+    assert len(set(different)) == len(different)
+    assert key(A, out, 16, object()) is None                 # no key for an unknown type
+    assert key(A, out, kwargs={"GROUP_M": 8}) is None        # keywords: the slow path
+    assert key(A, out, 16, grid=lambda m: (1,)) == key(A, out, 16, grid=lambda m: (2,))
+    assert key(out, A) != key(A, out)  # the operand is a position: another address there
+    assert launch_key(frozenset({1}), 1, (3,), (A, out), None) != key(A, out)

@@ -8,6 +8,7 @@ Kept apart from the launch path so it is testable on CPU: Triton is imported onl
 from __future__ import annotations
 
 import inspect
+import operator
 from dataclasses import dataclass
 
 from ..errors import LaunchError
@@ -112,22 +113,37 @@ def freeze(v):
     return v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
 
 
-#: tags of tensor arguments in a launch key (:meth:`FusedKernel._launch_key`)
-_OPERAND, _TENSOR = object(), object()
+#: (argument types, operand positions) -> :class:`_KeyPlan`, or False when an argument's type
+#: has no key (the slow path). Bounded: a caller cycling through many type layouts clears it.
+_KEY_PLANS: dict = {}
+_SCALAR_TYPES = (bool, int, float, str, type(None))
 
 
-class _LazyTensor:
-    """``isinstance(v, _Tensor)`` without importing torch at module import (the runtime imports
-    torch lazily): resolves ``torch.Tensor`` on first use."""
+class _KeyPlan:
+    """Where the scalars and the tensors of one argument-type layout are: the scalars are read
+    with one C-level ``itemgetter``, the tensors one by one (they are few)."""
 
-    def __instancecheck__(self, v) -> bool:
+    __slots__ = ("scalars", "operands", "tensors")
+
+    def __init__(self, types, ops):
         import torch
-        global _Tensor
-        _Tensor = torch.Tensor
-        return isinstance(v, torch.Tensor)
-
-
-_Tensor = _LazyTensor()
+        scal, opnd, tens = [], [], []
+        for i, t in enumerate(types):
+            if issubclass(t, torch.Tensor):
+                (opnd if i in ops else tens).append(i)
+            elif issubclass(t, _SCALAR_TYPES):  # subclasses: the type in the key tells them apart
+                scal.append(i)
+            else:
+                raise TypeError(t)
+        if not scal:
+            self.scalars = lambda args: ()
+        elif len(scal) == 1:
+            only = scal[0]
+            self.scalars = lambda args: (args[only],)
+        else:
+            self.scalars = operator.itemgetter(*scal)
+        self.operands = tuple(opnd)
+        self.tensors = tuple(tens)
 
 
 def launch_key(ops, generation, grid, args, kwargs):
@@ -136,33 +152,37 @@ def launch_key(ops, generation, grid, args, kwargs):
     Triton specialises on -- dtype, device and 16-byte alignment -- so a fresh output
     tensor each call still hits; other values by type and value; plus the grid (when not
     callable) and ``generation``, the communicator's registry generation; ``ops``: the
-    positions of the operand parameters. Everything the slow path derives
+    positions of the operand parameters (a frozenset). Everything the slow path derives
     from a call -- binding, validation, specialisation, the compiled configuration,
     requirements, the peers table -- is a function of this key.
 
-    The key is one flat tuple: each argument contributes a tag (its type for scalars,
-    :data:`_OPERAND` or :data:`_TENSOR`) that fixes how many items follow, so two calls
-    share a key only if every argument does. Flat and without per-argument tuples because
-    it runs on every launch (scripts/host_overhead_cpu.py measures it)."""
+    Every argument's type is in the key (so a scalar ``1`` and ``True`` or ``1.0`` differ,
+    and the positions of the values that follow are fixed by it); the scalars' values come
+    next, then each operand's five items and each other tensor's three. Where each kind is
+    depends only on the types: worked out once per type layout (:class:`_KeyPlan`), since this
+    runs on every launch (scripts/host_overhead_cpu.py measures it)."""
     if kwargs:
         return None
-    key = [len(args), generation]
-    put = key.append
-    for i, v in enumerate(args):
-        t = type(v)
-        if t is int or t is float or t is bool or t is str or v is None:
-            put(t)
-            put(v)
-        elif isinstance(v, _Tensor):
-            if i in ops:
-                key += (_OPERAND, v.data_ptr(), v.shape, v.stride(), v.dtype, v.device)
-            else:
-                key += (_TENSOR, v.dtype, v.device, v.data_ptr() & 15 == 0)
-        elif isinstance(v, (bool, int, float, str)):  # subclasses: the type tells them apart
-            put(t)
-            put(v)
-        else:
-            return None
-    put(None if callable(grid) else tuple(grid))
+    types = tuple(map(type, args))
+    pk = (types, ops)
+    plan = _KEY_PLANS.get(pk)
+    if plan is None:
+        try:
+            plan = _KeyPlan(types, ops)
+        except TypeError:
+            plan = False
+        if len(_KEY_PLANS) >= 256:
+            _KEY_PLANS.clear()
+        _KEY_PLANS[pk] = plan
+    if plan is False:
+        return None
+    key = [generation, types, plan.scalars(args)]
+    for i in plan.operands:
+        v = args[i]
+        key += (v.data_ptr(), v.shape, v.stride(), v.dtype, v.device)
+    for i in plan.tensors:
+        v = args[i]
+        key += (v.dtype, v.device, v.data_ptr() & 15 == 0)
+    key.append(None if callable(grid) else tuple(grid))
     return tuple(key)
 
