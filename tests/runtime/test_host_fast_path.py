@@ -1,11 +1,11 @@
 """The eager launch's host-time shortcuts keep their meaning (CPU).
 
 Each shortcut below replaced a slower call on every launch (scripts/gpu_host_profile.py
-measured them on an H200 host); these tests pin what the slower call guaranteed:
-the watchdog timeout still follows the environment at the next launch (and at the next
-enqueued wait), the communicator's
-check still reads every live FusedKernel's record, the stream lookup by raw handle still
-gives torch's stream for that handle, and the ops' per-call key still tells configs apart.
+measured them on an H200 host); these tests pin what the slower call guaranteed: the watchdog
+timeout still follows the environment at the next launch (and at the next enqueued wait), the
+communicator's check still reads every live FusedKernel's record, the stream lookup by raw
+handle still gives torch's stream for that handle, the ops' per-call key still tells configs
+apart, and the launch key still tells apart every call the slow path would treat differently.
 """
 
 from __future__ import annotations
@@ -64,8 +64,6 @@ def test_the_communicator_checks_every_live_kernel_registered_before_or_after(mo
 
         def check(self):
             seen.append(self.name)
-
-        __hash__ = object.__hash__
 
     a = FK("a")
     c.register_fused(a)
