@@ -82,36 +82,15 @@ def main(argv=None) -> int:
         def replay(self):
             pass
     fg = FusedGraph(_Graph(), [fk], [fk.comm])
-    cpu = []
-    for _ in range(5):
-        c0 = time.process_time()
-        for _ in range(args.calls):
-            fg.replay()
-        cpu.append((time.process_time() - c0) / args.calls * 1e6)
-    cpu.sort()
-    print(f"FusedGraph.replay host work (graph replay faked): median {cpu[2]:.2f} us CPU per "
-          f"replay")
+    print(f"FusedGraph.replay host work (graph replay faked): median "
+          f"{_cpu_us(fg.replay, args.calls):.2f} us CPU per replay")
     op_call = ag_gemm_fast_path(fk, vals)
-    cpu = []
-    for _ in range(5):
-        c0 = time.process_time()
-        for _ in range(args.calls):
-            op_call()
-        cpu.append((time.process_time() - c0) / args.calls * 1e6)
-    cpu.sort()
     print(f"syncopate.ops.ag_gemm prepared call (staging copy of a 32x32 CPU shard, launch "
-          f"faked as above): median {cpu[2]:.2f} us CPU per call")
+          f"faked as above): median {_cpu_us(op_call, args.calls):.2f} us CPU per call")
     matmul_call, matmul_out = gemm_fast_path()
     for name, fn in (("matmul(a, b)", matmul_call), ("matmul(a, b, out)", matmul_out)):
-        cpu = []
-        for _ in range(5):
-            c0 = time.process_time()
-            for _ in range(args.calls):
-                fn()
-            cpu.append((time.process_time() - c0) / args.calls * 1e6)
-        cpu.sort()
-        print(f"syncopate.kernels.{name}, cached plan, launch faked: median {cpu[2]:.2f} us CPU "
-              f"per call")
+        print(f"syncopate.kernels.{name}, cached plan, launch faked: median "
+              f"{_cpu_us(fn, args.calls):.2f} us CPU per call")
     if args.profile:
         pr = cProfile.Profile()
         pr.enable()
@@ -121,6 +100,18 @@ def main(argv=None) -> int:
         pr.disable()
         pstats.Stats(pr).sort_stats("tottime").print_stats(16)
     return 0
+
+
+def _cpu_us(fn, calls: int) -> float:
+    """Median over 5 rounds of the CPU microseconds per call of ``fn()``, ``calls`` per round."""
+    cpu = []
+    for _ in range(5):
+        c0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        cpu.append((time.process_time() - c0) / calls * 1e6)
+    cpu.sort()
+    return cpu[2]
 
 
 def ag_gemm_fast_path(fk, vals):

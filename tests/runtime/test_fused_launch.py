@@ -185,20 +185,26 @@ def test_withheld_chunks_are_compiled_into_sm_kernels_and_skipped_at_run_time_on
         assert seen[-1].get("withhold_chunks") == want
 
 
-def test_a_self_advancing_configuration_enqueues_no_advance(monkeypatch):
-    """``abi.self_advance`` (``fuse(..., self_advance=True)``): the kernel advances its own
-    epoch word, so a launch enqueues nothing before it (eager, host count still kept), and the
-    word carries the mirror's address in words 2 and 3 for the kernel's last program."""
+def _with_self_advance(monkeypatch, fk, on: bool) -> None:
+    """Make ``fk``'s configurations compile with ``abi.self_advance = on`` (the fixture's
+    fake compile), their epoch word laid out accordingly."""
     import dataclasses
-    c, fk, calls = _fast_path_fixture(monkeypatch)
     inner = fk._config
 
     def config(spec_, options):
         cfg = inner(spec_, options)
-        cfg.abi = dataclasses.replace(cfg.abi, self_advance=True)
+        cfg.abi = dataclasses.replace(cfg.abi, self_advance=on)
         fk._new_epoch_word(cfg)
         return cfg
     monkeypatch.setattr(fk, "_config", config)
+
+
+def test_a_self_advancing_configuration_enqueues_no_advance(monkeypatch):
+    """``abi.self_advance`` (``fuse(..., self_advance=True)``): the kernel advances its own
+    epoch word, so a launch enqueues nothing before it (eager, host count still kept), and the
+    word carries the mirror's address in words 2 and 3 for the kernel's last program."""
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    _with_self_advance(monkeypatch, fk, True)
     A = c.empty((64, 32), torch.bfloat16)
     vals = fk_values(c, A)
     assert fk.launch((3,), vals) == 1 and fk.launch((3,), vals) == 2
@@ -214,18 +220,10 @@ def test_a_self_advancing_launch_that_fails_part_way_poisons_the_kernel(monkeypa
     kernel refuses further launches with a LaunchError that says why, instead of launching
     with host flags ahead of the device's epoch. Without self-advance the same failure leaves
     the kernel usable (the advance kernel moved the device word with the host's count)."""
-    import dataclasses
     from syncopate.errors import LaunchError
     for self_adv in (True, False):
         c, fk, calls = _fast_path_fixture(monkeypatch)
-        inner = fk._config
-
-        def config(spec_, options, inner=inner, self_adv=self_adv):
-            cfg = inner(spec_, options)
-            cfg.abi = dataclasses.replace(cfg.abi, self_advance=self_adv)
-            fk._new_epoch_word(cfg)
-            return cfg
-        monkeypatch.setattr(fk, "_config", config)
+        _with_self_advance(monkeypatch, fk, self_adv)
         A = c.empty((64, 32), torch.bfloat16)
         vals = fk_values(c, A)
         assert fk.launch((3,), vals) == 1
