@@ -87,6 +87,11 @@ def main(argv=None) -> int:
     op_call = ag_gemm_fast_path(fk, vals)
     print(f"syncopate.ops.ag_gemm prepared call (staging copy of a 32x32 CPU shard, launch "
           f"faked as above): median {_cpu_us(op_call, args.calls):.2f} us CPU per call")
+    bound_call = ag_gemm_bound_path()
+    if bound_call is not None:
+        print(f"syncopate.ops.ag_gemm prepared call on the bound path (copy + launch in one "
+              f"compiled call, driver entry points no-ops): median "
+              f"{_cpu_us(bound_call, args.calls):.2f} us CPU per call")
     matmul_call, matmul_out = gemm_fast_path()
     for name, fn in (("matmul(a, b)", matmul_call), ("matmul(a, b, out)", matmul_out)):
         print(f"syncopate.kernels.{name}, cached plan, launch faked: median "
@@ -137,6 +142,89 @@ def ag_gemm_fast_path(fk, vals):
     def call():
         return ag_gemm(a_shard, b, comm, backend="sm", split=1, out=out, fused=True)
     assert call() is out and _gemm.get_prepared(comm, key) is prep
+    return call
+
+
+def _noop_driver():
+    """C no-ops standing in for ``cuLaunchKernel``, ``cuMemcpyDtoDAsync`` and
+    ``cuStreamIsCapturing`` (built with the system compiler), or None without one: a Python
+    callback would add its own microsecond to every call."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    d = tempfile.mkdtemp()
+    src = os.path.join(d, "noop.c")
+    with open(src, "w") as f:
+        f.write("int noop_launch(void){return 0;}\n"
+                "int noop_capturing(void *s, int *status){*status = 0; return 0;}\n")
+    subprocess.check_call([cc, "-shared", "-fPIC", "-O2", src, "-o", os.path.join(d, "noop.so")])
+    lib = ctypes.CDLL(os.path.join(d, "noop.so"))
+    return {"cuLaunchKernel": lib.noop_launch, "cuMemcpyDtoDAsync": lib.noop_launch,
+            "cuStreamIsCapturing": lib.noop_capturing}
+
+
+def ag_gemm_bound_path():
+    """``ag_gemm`` as a zero-argument call that takes the bound path (``runtime/bound.py``):
+    a real FusedKernel and sm launcher over the fake communicator, its configuration a
+    self-advancing one, the driver's entry points C no-ops. None without a C compiler."""
+    import types
+
+    import torch
+    from runtime_fakes import FakeTensor, fake_ck, fake_comm, ptr_kernel
+    from runtime_fakes import ag_schedule, fk_values
+
+    from syncopate import abi
+    from syncopate.ops import _gemm, ag_gemm
+    from syncopate.runtime import _cuda, fastlaunch, graphs
+    from syncopate.runtime import fused as fmod
+    noop = _noop_driver()
+    if noop is None or fastlaunch.module() is None:
+        return None
+    _cuda.available = lambda: True
+    _cuda._BOUND.clear()
+    _cuda._symbol = lambda *names: next((noop[n] for n in names if n in noop), None)
+    torch._C._cuda_getCurrentRawStream = lambda idx: 77
+    graphs._PROBE[:] = [lambda: False]
+    c = fake_comm()
+    torch.cuda.current_device = lambda: c.device.index
+    stream = types.SimpleNamespace(cuda_stream=77, device=c.device)
+    torch.cuda.current_stream = lambda device=None: stream
+    fk = fmod.FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr",
+                          backend="sm", comm=c)
+    sig = {n: ("*bf16" if n.endswith("_ptr") else "constexpr" if n.isupper() else "i32")
+           for n in ptr_kernel().arg_names}
+    sig.update(abi.EXTRA_PARAMS)
+    ck = type("CK", (types.SimpleNamespace,), {
+        "__getitem__": lambda self, grid: lambda *a, stream: None})(**vars(fake_ck(sig)))
+    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
+                     self_advance=True)
+
+    def config(spec, options):
+        cfg = fmod._Config(compiled=types.SimpleNamespace(kernel=ck), abi=a,
+                           flags=c.empty((a.layout.words,), torch.int32), flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
+    fk._config = config
+    fk._peers_table = lambda cfg, ops: FakeTensor(0xBEEF00)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = fk_values(c, A)
+    b, out = vals[1], vals[2]
+    a_shard = torch.randn(32, 32).to(A.dtype)
+    options = ("sm", 1, "swizzle", None, None, None, _gemm.config_key(None))
+    key = _gemm.prepared_key("ag_gemm", c, a_shard, b, out, options)
+    prep = _gemm.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
+                              out_index=2, slot=A[:32])
+    _gemm.put_prepared(c, key, prep)
+
+    def call():
+        return ag_gemm(a_shard, b, c, backend="sm", split=1, out=out, fused=True)
+    for _ in range(3):
+        call()
+    assert prep.bound._ready is not None, "the bound path did not engage"
     return call
 
 

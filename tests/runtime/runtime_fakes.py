@@ -9,6 +9,9 @@ the watchdog record's words.  Importing this module needs torch: test modules ca
 
 from __future__ import annotations
 
+import ctypes
+import types
+
 import torch
 
 from syncopate import abi
@@ -88,3 +91,72 @@ def fk_values(c, A, N=32):
     out = torch.empty(A.shape[0], N, dtype=A.dtype)
     return [A, b, out, A.shape[0], N, A.shape[1], A.stride(0), A.stride(1), b.stride(0),
             b.stride(1), out.stride(0), out.stride(1), 128, 128, 64, 8]
+
+
+# -- the CUDA driver, faked (direct and bound launches) ----------------------------------------
+
+class FakeTensor:
+    """Anything with a ``data_ptr()``, as Triton's launcher accepts."""
+
+    def __init__(self, addr):
+        self.addr = addr
+
+    def data_ptr(self):
+        return self.addr
+
+
+LAUNCH_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
+                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+MEMCPY_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                             ctypes.c_void_p)
+CAPTURING_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+
+
+class FakeDriver:
+    """``cuLaunchKernel`` and ``cuMemcpyDtoDAsync`` as C-callable fakes (``fn``, ``memcpy``):
+    the ctypes path calls them through ctypes, the compiled path (``fastlaunch``) through their
+    addresses. ``events`` is the order of what was enqueued."""
+
+    def __init__(self, rc=0):
+        self.calls, self.copies, self.events, self.rc, self.copy_rc = [], [], [], rc, 0
+        self.capture_status = 0
+        self.fn = LAUNCH_T(self._launch)
+        self.memcpy = MEMCPY_T(self._copy)
+        self.capturing = CAPTURING_T(self._capturing)
+
+    def _launch(self, function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls.append(dict(function=function, grid=(gx, gy, gz), block=(bx, by, bz),
+                               smem=smem, stream=stream or 0,
+                               params=ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)),
+                               extra=extra))
+        self.events.append("launch")
+        return self.rc
+
+    def _copy(self, dst, src, nbytes, stream):
+        self.copies.append((dst, src, nbytes, stream or 0))
+        self.events.append("copy")
+        return self.copy_rc
+
+    def _capturing(self, stream, status):
+        status[0] = self.capture_status
+        return 0
+
+    def symbol(self, *names):
+        """``_cuda._symbol``'s stand-in."""
+        return (self.fn if "cuLaunchKernel" in names
+                else self.memcpy if "cuMemcpyDtoDAsync" in names
+                else self.capturing if "cuStreamIsCapturing" in names else None)
+
+
+def fake_ck(signature, *, scratch=0, **md):
+    meta = dict(num_ctas=1, num_warps=4, shared=2048, global_scratch_size=scratch,
+                global_scratch_align=128, profile_scratch_size=0, launch_cooperative_grid=False,
+                launch_pdl=False, tensordesc_meta=None)
+    meta.update(md)
+    inits = []
+    return types.SimpleNamespace(metadata=types.SimpleNamespace(**meta),
+                                 packed_metadata=(meta["num_warps"], meta["num_ctas"],
+                                                  meta["shared"]),
+                                 src=types.SimpleNamespace(signature=signature),
+                                 function=0xF00, _init_handles=lambda: inits.append(1),
+                                 inits=inits)

@@ -16,6 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
+from runtime_fakes import (LAUNCH_T, FakeDriver as _FakeDriver,  # noqa: E402
+                           FakeTensor as _FakeTensor, fake_ck as _fake_ck)
 from syncopate.runtime import _cuda, direct_launch  # noqa: E402
 
 _C_TYPES = {"CUdeviceptr": ctypes.c_uint64, "int8_t": ctypes.c_int8, "int16_t": ctypes.c_int16,
@@ -56,14 +58,6 @@ def _values(ck):
         else:
             vals.append(i + 3)
     return vals
-
-
-class _FakeTensor:
-    def __init__(self, addr):
-        self.addr = addr
-
-    def data_ptr(self):
-        return self.addr
 
 
 def _compiled_kernels():
@@ -123,39 +117,20 @@ def test_packing_matches_tritons_launcher_for_real_kernels(kernels):
         assert len(plan) == sum(t != "constexpr" for t in ck.src.signature.values()), name
 
 
-class _FakeDriver:
-    def __init__(self, rc=0):
-        self.calls, self.rc = [], rc
-        self.argtypes = self.restype = None
-
-    def __call__(self, function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        self.calls.append(dict(function=function, grid=(gx, gy, gz), block=(bx, by, bz),
-                               smem=smem, stream=stream, params=params, extra=extra))
-        return self.rc
-
-
-def _fake_ck(signature, *, scratch=0, **md):
-    meta = dict(num_ctas=1, num_warps=4, shared=2048, global_scratch_size=scratch,
-                global_scratch_align=128, profile_scratch_size=0, launch_cooperative_grid=False,
-                launch_pdl=False, tensordesc_meta=None)
-    meta.update(md)
-    inits = []
-    return types.SimpleNamespace(metadata=types.SimpleNamespace(**meta),
-                                 packed_metadata=(meta["num_warps"], meta["num_ctas"],
-                                                  meta["shared"]),
-                                 src=types.SimpleNamespace(signature=signature),
-                                 function=0xF00, _init_handles=lambda: inits.append(1),
-                                 inits=inits)
-
-
-@pytest.fixture
-def driver(monkeypatch):
+@pytest.fixture(params=["ctypes", "compiled"])
+def driver(monkeypatch, request):
+    """The fake driver, with direct launches on; each test runs on both launch paths: the
+    ctypes one and the compiled one (``fastlaunch``)."""
+    from syncopate.runtime import fastlaunch
     fake = _FakeDriver()
     monkeypatch.setattr(_cuda, "available", lambda: True)
     monkeypatch.setattr(_cuda, "_BOUND", {})  # bound afresh to the fake
-    monkeypatch.setattr(_cuda, "_symbol", lambda *names: fake if "cuLaunchKernel" in names
-                        else None)
+    monkeypatch.setattr(_cuda, "_symbol", fake.symbol)
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1" if request.param == "compiled" else "0")
+    if request.param == "compiled" and fastlaunch.module() is None:
+        pytest.fail(f"the compiled launch path did not build: {fastlaunch.why_unavailable()}")
+    fake.path = request.param
     return fake
 
 
@@ -393,33 +368,36 @@ def test_launch_hooks_count_only_when_a_chain_holds_one():
     assert direct_launch._hook_set(lambda md: None)
 
 
-def test_threads_sharing_a_direct_launch_never_launch_each_others_arguments(monkeypatch):
+@pytest.mark.parametrize("path", ["ctypes", "compiled"])
+def test_threads_sharing_a_direct_launch_never_launch_each_others_arguments(monkeypatch, path):
     """One DirectLaunch serves every thread of the process (the sync kernels' and the local
     GEMM's caches are per process; loopback ranks are threads): its slots are shared, so the
     refresh and the driver call must be one critical section. The fake driver reads the
-    parameters as the driver would, and yields the GIL in between as ctypes does."""
+    parameters as the driver would, and yields the GIL in between (as ctypes does around a
+    foreign call; the real driver called from the compiled path would not)."""
     import sys
     import threading
     import time
     seen = []
 
-    class Driver:
-        argtypes = restype = None
+    def launch(function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        time.sleep(0)
+        p = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        got = [ctypes.cast(p[k], ctypes.POINTER(ctypes.c_int64)).contents.value
+               for k in range(2)]
+        seen.append((stream, got))
+        return 0
 
-        def __call__(self, function, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-            time.sleep(0)  # ctypes releases the GIL around the foreign call
-            got = [ctypes.cast(params[k], ctypes.POINTER(ctypes.c_int64)).contents.value
-                   for k in range(2)]
-            seen.append((stream, got))
-            return 0
-
-    drv = Driver()
+    drv = LAUNCH_T(launch)
     monkeypatch.setattr(_cuda, "available", lambda: True)
     monkeypatch.setattr(_cuda, "_BOUND", {})
-    monkeypatch.setattr(_cuda, "_symbol", lambda *names: drv)
+    monkeypatch.setattr(_cuda, "_symbol", lambda *names: drv if "cuLaunchKernel" in names
+                        else None)
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1" if path == "compiled" else "0")
     monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
     ck = _fake_ck({"a": "i64", "b": "i64"}, num_warps=1)
     dl = direct_launch.build(ck, [0, 0], fixed_scalars=False)
+    assert (dl._c is not None) == (path == "compiled")
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
@@ -436,3 +414,56 @@ def test_threads_sharing_a_direct_launch_never_launch_each_others_arguments(monk
     assert len(seen) == 900
     wrong = [(s, got) for s, got in seen if got[0] != s or got[1] // 1000 != s]
     assert not wrong, f"{len(wrong)} launches carried another thread's arguments: {wrong[:3]}"
+
+
+def test_the_compiled_path_enqueues_a_staging_copy_with_the_launch(driver):
+    """``copy=(dst, src, nbytes, after)``: one ``cuMemcpyDtoDAsync`` on the launch's stream,
+    before the kernel (an all-gather's staging) or after it (a reduce-scatter's result); its
+    errors are typed and say which call failed; with no context nothing is enqueued."""
+    ck = _fake_ck(_SIG)
+    vals = [_FakeTensor(0x1000), 7, 64, False, 1, _FakeTensor(0x2000), 0]
+    dl = direct_launch.build(ck, vals, fixed_scalars=True)
+    if driver.path == "ctypes":
+        assert not dl.copies
+        with pytest.raises(ValueError, match="compiled launch path"):
+            dl((1, 1, 1), vals, 5, copy=(0x5000, _FakeTensor(0x6000), 64, False))
+        assert not driver.calls
+        return
+    assert dl.copies
+    assert dl((2, 1, 1), vals, 5, copy=(0x5000, _FakeTensor(0x6000), 64, False))
+    assert dl((2, 1, 1), vals, 9, copy=(_FakeTensor(0x7000), 0x8000, 32, True))
+    assert driver.events == ["copy", "launch", "launch", "copy"]
+    assert driver.copies == [(0x5000, 0x6000, 64, 5), (0x7000, 0x8000, 32, 9)]
+    driver.copy_rc = 700
+    with pytest.raises(_cuda.DriverError, match="cuMemcpyDtoDAsync failed .* 700"):
+        dl((2, 1, 1), vals, 5, copy=(0x5000, 0x6000, 64, False))
+    assert driver.events[-1] == "copy"  # the kernel was not launched after a failed copy
+    driver.copy_rc = 201
+    assert dl((2, 1, 1), vals, 5, copy=(0x5000, 0x6000, 64, False)) is False
+    driver.copy_rc, driver.rc = 0, 700
+    with pytest.raises(_cuda.DriverError, match="cuLaunchKernel failed .* 700"):
+        dl((2, 1, 1), vals, 5, copy=(0x5000, 0x6000, 64, False))
+    driver.rc = 201  # the copy went in first: a launch without context is an error then
+    with pytest.raises(_cuda.DriverError, match="cuLaunchKernel failed .* 201"):
+        dl((2, 1, 1), vals, 5, copy=(0x5000, 0x6000, 64, False))
+    assert dl((2, 1, 1), vals, 5, copy=(0x5000, 0x6000, 64, True)) is False  # copy after
+
+
+def test_the_compiled_path_refuses_what_ctypes_refuses(driver):
+    """Range and type checks of refreshed scalars, and addresses, raise before anything is
+    enqueued; an unsigned 64-bit parameter takes its whole range and the signed negatives."""
+    ck = _fake_ck({"a": "*bf16", "u": "u64", "s": "i16"})
+    dl = direct_launch.build(ck, [None, 0, 0], fixed_scalars=False)
+    assert dl((1, 1, 1), [None, 2**64 - 1, -(2**15)], 3)
+    assert _read(driver.calls[-1], [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int16]) == \
+        [0, 2**64 - 1, -(2**15)]
+    assert dl((1, 1, 1), [None, -1, 2**15 - 1], 3)
+    assert _read(driver.calls[-1], [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int16]) == \
+        [0, 2**64 - 1, 2**15 - 1]
+    for bad, err in (([None, 2**64, 0], OverflowError), ([None, 0, 2**15], OverflowError),
+                     ([None, -(2**63) - 1, 0], OverflowError), ([None, 1.0, 0], TypeError),
+                     ([object(), 0, 0], AttributeError), ([-1, 0, 0], OverflowError)):
+        n = len(driver.calls)
+        with pytest.raises(err):
+            dl((1, 1, 1), bad, 3)
+        assert len(driver.calls) == n, bad

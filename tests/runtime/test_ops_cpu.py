@@ -98,6 +98,13 @@ def _op_fixture(monkeypatch, mod_name):
         def launch(self, grid, args):  # the ops' prepared calls launch without the closure
             return self[grid](*args)
 
+        def bind(self, grid):  # the real bound launch: here always its general path
+            from syncopate.runtime.bound import BoundLaunch
+            return BoundLaunch(self, grid)
+
+        def _launch_key(self, grid, args, kwargs):  # no fast path: never bound
+            return None
+
     fk = FakeFK()
 
     def gemm_call(kernel, a, b, c, cfg, *, num_programs=None):

@@ -45,6 +45,11 @@ class Launcher:
         launched then, and they must not use it). ``direct``: handed to :meth:`run_kernel`."""
         raise NotImplementedError
 
+    def kernel_only(self, cfg) -> bool:
+        """Whether :meth:`launch` of ``cfg`` enqueues nothing but :meth:`run_kernel`: a
+        bound launch (``runtime/bound.py``) may then launch the kernel directly."""
+        return False
+
     def capture_refusal(self, cfg) -> str | None:
         """Why a launch of ``cfg`` cannot be captured in a CUDA graph (None: it can). A
         backend may allow capture only if everything it enqueues reads the epoch from the

@@ -56,6 +56,10 @@ class NVSHMEMLauncher(SMLauncher):
                     "the first eager launch, not at warmup)")
         return super().capture_refusal(cfg)
 
+    def kernel_only(self, cfg) -> bool:
+        """Once NVSHMEM's module init ran (:meth:`run_kernel` does it at the first launch)."""
+        return bool(cfg.host.get("nvshmem_ready")) and super().kernel_only(cfg)
+
     def run_kernel(self, cfg, grid, args, stream, direct=None) -> None:
         if not cfg.host.get("nvshmem_ready"):
             nvshmem_module_init(cfg.compiled.kernel)

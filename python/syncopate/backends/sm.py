@@ -80,6 +80,9 @@ class SMLauncher(Launcher):
                     "the runtime's signal_entry takes a host-computed epoch")
         return None
 
+    def kernel_only(self, cfg) -> bool:
+        return cfg.abi.signals_entry or self.fk.test_skip_entry
+
     def launch(self, cfg, grid, args, stream, epoch: int | None, peers, operand_tensors,
                direct=None) -> None:
         fk, a = self.fk, cfg.abi

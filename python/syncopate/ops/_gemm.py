@@ -243,6 +243,52 @@ class PreparedCall:
     out_index: int | None = None
     slot: object = None
     result: object = None
+    #: the FusedKernel's launch bound to this layout (``FusedKernel.bind``): the per-call path
+    bound: object = None
+    #: the byte count of the call's copy as one memcpy (``runtime.bound.memcpy_bytes``; 0:
+    #: ``Tensor.copy_``), worked out at the first call: the layout fixes it
+    copy_bytes: int | None = None
+
+    def __post_init__(self):
+        if self.bound is None:
+            self.bound = self.fk.bind(self.grid)
+
+    def launch(self, args: list, copy_dst=None, copy_src=None, *, after: bool = False) -> None:
+        """Launch with ``args``; with ``copy_dst``, ``copy_dst.copy_(copy_src)`` before the
+        kernel (``after`` False) or after it, enqueued with the launch when it can be one
+        memcpy (``runtime/bound.py``)."""
+        copy = None
+        if copy_dst is not None:
+            copy = _lazy.Copy(copy_dst, copy_src, after=after, nbytes=self.copy_bytes)
+            self.copy_bytes = copy.nbytes
+        self.bound(args, copy)
+
+
+class _Lazy:
+    """Runtime names the ops' per-call paths use, imported at first use (the runtime's fused
+    module pulls in the compiler) and then read as attributes: a function-level ``from ...
+    import`` costs ~1 us per call, a sizeable part of a 20 us budget."""
+
+    def __getattr__(self, name):
+        if name == "Copy":
+            from ..runtime.bound import Copy as value
+        elif name == "fused_enabled":
+            from ..runtime.fused import fused_enabled as value
+        else:
+            raise AttributeError(name)
+        setattr(self, name, value)
+        return value
+
+
+_lazy = _Lazy()
+
+
+def use_fused(fused) -> bool:
+    """Whether an op call takes a fused path: ``fused`` when given, else unless ``SYNCOPATE=0``
+    (``runtime.fused_enabled``)."""
+    if fused is not None:
+        return fused is not False
+    return _lazy.fused_enabled()
 
 
 _PREPARED = "ops.prepared"

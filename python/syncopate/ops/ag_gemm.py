@@ -88,11 +88,10 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     """
     import torch
 
-    from ..runtime.fused import fused_enabled
     fused_args = (fused is True or backend is not None or split is not None
                   or comm_programs is not None or mode is not None)
     _gemm.check_kernel(kernel, config, fused_args)
-    use_fused = fused is not False and (fused is not None or fused_enabled())
+    use_fused = _gemm.use_fused(fused)
     if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("ag_gemm", comm, a_shard, b, out,
                                  (backend, split, order, mode, comm_programs, kernel,
@@ -146,11 +145,12 @@ def _run_prepared(prep, a_shard, out):
     import torch
     if out is None:
         out = torch.empty(prep.out_shape, device=a_shard.device, dtype=a_shard.dtype)
-    fk, slot = prep.fk, prep.slot
-    fk.before_staging()
-    if not (a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride()):
-        slot.copy_(a_shard)
+    slot = prep.slot
+    prep.fk.before_staging()
     args = prep.args.copy()
     args[prep.out_index] = out
-    fk.launch(prep.grid, args)
+    if a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride():
+        prep.launch(args)
+    else:
+        prep.launch(args, slot, a_shard)
     return out

@@ -136,11 +136,10 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
     :func:`syncopate.ops._gemm.world_size_one`). Result contract as :func:`syncopate.ops.ag_gemm`:
     our kernel's bits unless the op chose cuBLAS (pin ``kernel='tma'`` for ours).
     """
-    from ..runtime.fused import fused_enabled
     explicit = (backend is not None or split is not None or order is not None
                 or mode is not None or comm_programs is not None)
     _gemm.check_kernel(kernel, config, fused is True or explicit)
-    use_fused = fused is not False and (fused is not None or fused_enabled())
+    use_fused = _gemm.use_fused(fused)
     if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("gemm_ar", comm, a, b_shard, out,
                                  (backend, split, order, mode, comm_programs, kernel,
@@ -193,8 +192,7 @@ def _run_prepared(prep, a, out):
     import torch
     args = prep.args.copy()
     args[prep.a_index] = a
-    prep.fk.launch(prep.grid, args)
     if out is None:
         out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
-    out.copy_(prep.result)
+    prep.launch(args, out, prep.result, after=True)
     return out

@@ -146,11 +146,10 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     stream memory operations (``cuStreamWaitValue32``) in the driver.
     ``reduce="comm"``: the comm programs (sm, nvshmem) or the host after the kernel (ce) add.
     """
-    from ..runtime.fused import fused_enabled
     fused_args = (fused is True or backend is not None or reduce is not None
                   or split is not None or comm_programs is not None or mode is not None)
     _gemm.check_kernel(kernel, config, fused_args)
-    use_fused = fused is not False and (fused is not None or fused_enabled())
+    use_fused = _gemm.use_fused(fused)
     if use_fused and comm.world_size > 1:
         key = _gemm.prepared_key("gemm_rs", comm, a, b_shard, out,
                                  (backend, split, order, mode, comm_programs, kernel,
@@ -246,8 +245,7 @@ def _run_prepared(prep, a, out):
     import torch
     args = prep.args.copy()
     args[prep.a_index] = a
-    prep.fk.launch(prep.grid, args)
     if out is None:
         out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
-    out.copy_(prep.result)
+    prep.launch(args, out, prep.result, after=True)
     return out

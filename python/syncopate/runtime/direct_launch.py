@@ -53,7 +53,7 @@ import threading
 
 from triton import knobs
 
-from . import _cuda
+from . import _cuda, fastlaunch
 
 #: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
 #: touched CUDA through torch); the caller falls back to Triton's launcher, which sets one.
@@ -122,6 +122,8 @@ def _address(v) -> int:
     if v is None:
         return 0
     if type(v) is int:
+        if v < 0:  # as Triton's launcher (and the compiled path): no silent wrap
+            raise OverflowError(f"pointer argument {v} is negative")
         return v
     return v.data_ptr()
 
@@ -131,7 +133,7 @@ class DirectLaunch:
     :func:`build`; call ``dl(grid, values, stream_handle)``."""
 
     __slots__ = ("function", "block", "smem", "plan", "slots", "params", "refresh", "bounds",
-                 "scratch_size", "scratch_align", "_scratch", "_launch", "device", "_lock")
+                 "scratch_size", "scratch_align", "_scratch", "_launch", "device", "_lock", "_c")
 
     def __init__(self, ck, values, *, fixed_scalars: bool, device=None):
         md = ck.metadata
@@ -163,7 +165,7 @@ class DirectLaunch:
                         if kind == _PTR or not fixed_scalars]
         #: refreshed scalars are range-checked as Triton's argument parsing does (a ctypes
         #: integer would wrap silently); fixed ones once, here
-        self.bounds = {i: _bounds(ct) for ct, i, kind in self.plan if kind == _SCALAR}
+        self.bounds = {i: fastlaunch.bounds(ct) for ct, i, kind in self.plan if kind == _SCALAR}
         try:
             for s, (_, i, kind) in zip(self.slots, self.plan):
                 s.value = _address(values[i]) if kind == _PTR else self._scalar(values[i], i)
@@ -174,6 +176,16 @@ class DirectLaunch:
         if fn is None:
             raise Unsupported("the driver library has no cuLaunchKernel")
         self._launch = fn
+        #: the compiled path (``fastlaunch``): the same slots refreshed and launched in C, with
+        #: an optional staging copy; None: this object's ctypes path
+        self._c = fastlaunch.new_launch(
+            launch=fastlaunch.address_of(fn),
+            memcpy=fastlaunch.entry_point("cuMemcpyDtoDAsync"), function=self.function,
+            block=self.block, smem=self.smem, params=self.params,
+            scratch_slot=self.slots[-2] if self.scratch_size else None,
+            slots=[(s, i, _PTR if kind == _PTR else ct) for s, (ct, i, kind)
+                   in zip(self.slots, self.plan) if kind == _PTR or not fixed_scalars],
+            keep=(self.slots, self.params))
 
     def _scratch_for(self, stream: int, programs: int) -> int:
         """The global-scratch address for a launch of ``programs`` programs on ``stream``
@@ -192,20 +204,47 @@ class DirectLaunch:
             raise OverflowError(f"argument {i}: {v} does not fit the kernel's integer parameter")
         return int(v)
 
-    def __call__(self, grid, values, stream: int) -> bool:
+    def __call__(self, grid, values, stream: int, copy=None) -> bool:
         """Enqueue one launch of ``grid`` (3 ints) on ``stream`` (a ``CUstream`` handle).
         False, with nothing enqueued, when the caller must launch through Triton instead:
         launch hooks are set (:func:`hooks_active`) or the thread has no current CUDA context;
         a driver error otherwise raises :class:`_cuda.DriverError`.
 
+        ``copy``: ``(dst, src, nbytes, after)``, a device-to-device copy of ``nbytes``
+        contiguous bytes (addresses or tensors) enqueued on ``stream`` before the kernel, or
+        after it when ``after``; only with the compiled path (:attr:`copies`).
+
         The slots are this object's, and one object serves every thread that launches the
         kernel (loopback ranks are threads): filling them and the driver call, which reads
-        them with the GIL released, are one critical section."""
+        them with the GIL released, are one critical section (the compiled path holds the GIL
+        instead; the lock still covers the per-stream scratch)."""
         if hooks_active():
             return False
+        return self.enqueue(grid, values, stream, copy)
+
+    def enqueue(self, grid, values, stream: int, copy=None) -> bool:
+        """:meth:`__call__` for a caller that just checked :func:`hooks_active` itself."""
         gx, gy, gz = grid
         if gx * gy * gz <= 0:
+            if copy is not None:
+                raise ValueError("a copy with an empty grid")
             return True  # Triton's launcher enqueues nothing for an empty grid
+        c = self._c
+        if c is not None:
+            dst, src, nbytes, after = copy if copy is not None else (0, 0, 0, False)
+            with self._lock:
+                scratch = self._scratch_for(stream, gx * gy * gz) if self.scratch_size else 0
+                rc = c.run(gx, gy, gz, stream, values, scratch, dst, src, nbytes, after)
+            if rc == 0:
+                return True
+            # no context: the first driver call failed and nothing was enqueued
+            first = -rc if nbytes and not after else rc
+            if first == _INVALID_CONTEXT:
+                return False
+            what = "cuLaunchKernel" if rc > 0 else "cuMemcpyDtoDAsync"
+            raise _cuda.DriverError(f"{what} failed with CUDA driver error {abs(rc)}")
+        if copy is not None:
+            raise ValueError("a copy needs the compiled launch path (DirectLaunch.copies)")
         with self._lock:
             for s, i, kind in self.refresh:
                 v = values[i]
@@ -220,6 +259,11 @@ class DirectLaunch:
             raise _cuda.DriverError(f"cuLaunchKernel failed with CUDA driver error {rc}")
         return True
 
+    @property
+    def copies(self) -> bool:
+        """Whether a call can enqueue a staging copy with the launch (the compiled path)."""
+        return self._c is not None
+
 
 def _allocate_scratch(stream: int, nbytes: int, device):
     """``nbytes`` of memory on ``device`` (None: the current CUDA device, the launch's),
@@ -230,15 +274,6 @@ def _allocate_scratch(stream: int, nbytes: int, device):
         device = torch.device("cuda", torch.cuda.current_device())
     with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
-
-
-def _bounds(ctype) -> tuple[int, int]:
-    """The values an integer parameter of ``ctype`` takes: a signed type's range, or for an
-    unsigned type its range and the signed one's negatives (Triton's launcher parses unsigned
-    parameters with formats that do not check, so ``-1`` passes as all ones)."""
-    bits = 8 * ctypes.sizeof(ctype)
-    signed = ctype(-1).value < 0
-    return -(1 << (bits - 1)), (1 << (bits - 1 if signed else bits)) - 1
 
 
 def build(ck, values, *, fixed_scalars: bool, device=None) -> DirectLaunch | None:

@@ -587,6 +587,14 @@ class FusedKernel:
             self._fast[fkey] = (cfg, values[len(args):], peers, None if callable(grid) else g, {})
         return cfg, values, peers, g, None
 
+    def bind(self, grid):
+        """A :class:`~.bound.BoundLaunch` of this kernel with ``grid``: for a caller that
+        launches one argument layout many times, with the least host work per call (the
+        ops' prepared calls; ``runtime/bound.py`` says what it checks and when it steps back
+        to :meth:`launch`)."""
+        from .bound import BoundLaunch
+        return BoundLaunch(self, grid)
+
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument
         layout (same buffers, shapes, scalars and grid) take a fast path that skips binding,

@@ -27,11 +27,17 @@ _LOCAL = threading.local()
 _PROBE: list = []
 
 
+def in_fused_capture() -> bool:
+    """Whether a :class:`FusedGraph` capture is in progress on this thread (the part of
+    :func:`capturing` that is not the stream's own status)."""
+    return getattr(_LOCAL, "active", None) is not None
+
+
 def capturing(stream=None) -> bool:
     """True while the current stream -- or ``stream`` when given (a ``torch.cuda.Stream`` or a
     raw handle: a launch may name a stream that is captured without being current) -- is
     being captured into a CUDA graph on this thread."""
-    if getattr(_LOCAL, "active", None) is not None:
+    if in_fused_capture():
         return True
     if stream is not None:
         from . import _cuda

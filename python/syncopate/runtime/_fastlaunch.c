@@ -1,0 +1,332 @@
+/* syncopate's compiled launch path (runtime/fastlaunch.py builds it at first use with the
+ * system C compiler, through Triton's own build helper, and caches it in Triton's cache).
+ *
+ * Why C: a DirectLaunch (runtime/direct_launch.py) packed the kernel's parameters once, but
+ * each launch still refreshed its ctypes slots in a Python loop and made a ctypes foreign call
+ * with eleven converted arguments; on an H200 host that was ~8 us of an eager fused call whose
+ * target is 20 us. Here one call reads the tensor addresses (``data_ptr()``) and the scalars,
+ * range-checks them, writes the slots, and enqueues the optional staging copy
+ * (cuMemcpyDtoDAsync) and the kernel (cuLaunchKernel).
+ *
+ * Thread safety: the slots belong to one Launch object shared by every thread launching the
+ * kernel (loopback ranks are threads). All Python calls (data_ptr, integer conversion) happen
+ * first, into a local array; the slots are then written and the driver called without any
+ * Python call in between and with the GIL held, so no other thread can run between the writes
+ * and cuLaunchKernel (which copies the parameters before it returns).
+ *
+ * The driver entry points are handed in as addresses (ctypes resolves them from libcuda): the
+ * module links against nothing but Python, builds on a machine without CUDA, and its tests
+ * run there with fake entry points.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef int (*cu_launch_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, void *, void **, void **);
+typedef int (*cu_memcpy_t)(uint64_t, uint64_t, size_t, void *);
+typedef int (*cu_capturing_t)(void *, int *);
+
+/* slot kinds: runtime/fastlaunch.py KINDS */
+enum { K_PTR = 0, K_I8, K_I16, K_I32, K_I64, K_U8, K_U16, K_U32, K_U64 };
+
+typedef struct {
+  void *addr;         /* where the kernel parameter lives (a ctypes object's buffer) */
+  Py_ssize_t arg;     /* index into the call's values */
+  int kind;
+  long long lo;       /* accepted range of a scalar */
+  unsigned long long hi;
+} Slot;
+
+typedef struct {
+  PyObject_HEAD
+  cu_launch_t launch;
+  cu_memcpy_t memcpy;
+  void *function;
+  unsigned block, smem;
+  void **params;
+  uint64_t *scratch_slot; /* NULL: the kernel has no global scratch */
+  Py_ssize_t n;
+  Slot *slots;
+  PyObject *keep;         /* keeps the ctypes slots and the params array alive */
+} Launch;
+
+static PyObject *str_data_ptr;
+
+static int address_of(PyObject *v, uint64_t *out) {
+  if (v == Py_None) {
+    *out = 0;
+    return 0;
+  }
+  if (PyLong_Check(v)) {
+    *out = PyLong_AsUnsignedLongLong(v);
+    return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+  }
+  PyObject *p = PyObject_CallMethodNoArgs(v, str_data_ptr);
+  if (p == NULL)
+    return -1;
+  *out = PyLong_AsUnsignedLongLong(p);
+  Py_DECREF(p);
+  return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int scalar_of(PyObject *v, const Slot *s, uint64_t *out) {
+  if (!PyLong_Check(v)) { /* bool is an int; numpy ints are not (Triton refuses them too) */
+    PyErr_Format(PyExc_TypeError, "argument %zd: %s for an integer parameter", s->arg,
+                 Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (x == -1 && PyErr_Occurred())
+    return -1;
+  int ok;
+  if (overflow > 0) {
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      ok = 0;
+    } else {
+      ok = u <= s->hi;
+    }
+    x = (long long)u;
+  } else {
+    ok = overflow == 0 && x >= s->lo && (x < 0 || (unsigned long long)x <= s->hi);
+  }
+  if (!ok) {
+    PyErr_Format(PyExc_OverflowError,
+                 "argument %zd: %R does not fit the kernel's integer parameter", s->arg, v);
+    return -1;
+  }
+  *out = (uint64_t)x;
+  return 0;
+}
+
+static void store(const Slot *s, uint64_t v) {
+  switch (s->kind) {
+  case K_I8: case K_U8: *(uint8_t *)s->addr = (uint8_t)v; break;
+  case K_I16: case K_U16: *(uint16_t *)s->addr = (uint16_t)v; break;
+  case K_I32: case K_U32: *(uint32_t *)s->addr = (uint32_t)v; break;
+  default: *(uint64_t *)s->addr = v; break;
+  }
+}
+
+static void Launch_dealloc(Launch *self) {
+  free(self->slots);
+  Py_XDECREF(self->keep);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Launch(launch_addr, memcpy_addr, function, block, smem, params_addr, scratch_slot_addr,
+ *        slots, keep): slots is a sequence of (slot address, argument index, kind, lo, hi) */
+static int Launch_init(Launch *self, PyObject *args, PyObject *kw) {
+  unsigned long long launch, memcpy_, function, params, scratch;
+  unsigned int block, smem;
+  PyObject *slots, *keep;
+  if (!PyArg_ParseTuple(args, "KKKIIKKOO", &launch, &memcpy_, &function, &block, &smem,
+                        &params, &scratch, &slots, &keep))
+    return -1;
+  if (launch == 0 || params == 0) {
+    PyErr_SetString(PyExc_ValueError, "Launch needs cuLaunchKernel and a parameter array");
+    return -1;
+  }
+  PyObject *seq = PySequence_Fast(slots, "slots must be a sequence");
+  if (seq == NULL)
+    return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Slot *s = (Slot *)calloc(n ? n : 1, sizeof(Slot));
+  if (s == NULL) {
+    Py_DECREF(seq);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    unsigned long long addr, hi;
+    long long lo;
+    Py_ssize_t arg;
+    int kind;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KniLK", &addr, &arg, &kind, &lo,
+                          &hi)) {
+      free(s);
+      Py_DECREF(seq);
+      return -1;
+    }
+    if (addr == 0 || arg < 0 || kind < K_PTR || kind > K_U64) {
+      free(s);
+      Py_DECREF(seq);
+      PyErr_Format(PyExc_ValueError, "slot %zd: bad address, argument index or kind", i);
+      return -1;
+    }
+    s[i].addr = (void *)(uintptr_t)addr;
+    s[i].arg = arg;
+    s[i].kind = kind;
+    s[i].lo = lo;
+    s[i].hi = hi;
+  }
+  Py_DECREF(seq);
+  free(self->slots);
+  self->slots = s;
+  self->n = n;
+  self->launch = (cu_launch_t)(uintptr_t)launch;
+  self->memcpy = (cu_memcpy_t)(uintptr_t)memcpy_;
+  self->function = (void *)(uintptr_t)function;
+  self->block = block;
+  self->smem = smem;
+  self->params = (void **)(uintptr_t)params;
+  self->scratch_slot = (uint64_t *)(uintptr_t)scratch;
+  Py_XINCREF(keep);
+  Py_XSETREF(self->keep, keep);
+  return 0;
+}
+
+/* run(gx, gy, gz, stream, values, scratch, copy_dst, copy_src, copy_bytes, copy_after) -> int
+ *
+ * 0: enqueued. A positive number: cuLaunchKernel's error code (the copy before it, if any, was
+ * enqueued). A negative number: minus cuMemcpyDtoDAsync's error code (a copy before the kernel
+ * failed: nothing was enqueued; a copy after it failed: the kernel was). copy_bytes == 0: no
+ * copy. Python exceptions (a bad argument) are raised before anything is enqueued. */
+static PyObject *Launch_run(Launch *self, PyObject *const *a, Py_ssize_t nargs) {
+  if (nargs != 10) {
+    PyErr_Format(PyExc_TypeError, "run() takes 10 arguments (%zd given)", nargs);
+    return NULL;
+  }
+  unsigned long g[3];
+  for (int i = 0; i < 3; i++) {
+    g[i] = PyLong_AsUnsignedLong(a[i]);
+    if (g[i] == (unsigned long)-1 && PyErr_Occurred())
+      return NULL;
+  }
+  uint64_t stream, scratch = 0, copy_dst = 0, copy_src = 0;
+  if (address_of(a[3], &stream) < 0 || address_of(a[5], &scratch) < 0)
+    return NULL;
+  unsigned long long nbytes = PyLong_AsUnsignedLongLong(a[8]);
+  if (nbytes == (unsigned long long)-1 && PyErr_Occurred())
+    return NULL;
+  int after = PyObject_IsTrue(a[9]);
+  if (after < 0)
+    return NULL;
+  if (nbytes) {
+    if (self->memcpy == NULL) {
+      PyErr_SetString(PyExc_ValueError, "this Launch was built without cuMemcpyDtoDAsync");
+      return NULL;
+    }
+    if (address_of(a[6], &copy_dst) < 0 || address_of(a[7], &copy_src) < 0)
+      return NULL;
+  }
+  PyObject *seq = PySequence_Fast(a[4], "values must be a sequence");
+  if (seq == NULL)
+    return NULL;
+  Py_ssize_t nv = PySequence_Fast_GET_SIZE(seq);
+  PyObject **items = PySequence_Fast_ITEMS(seq);
+  uint64_t small[64];
+  uint64_t *vals = self->n <= 64 ? small : (uint64_t *)malloc(self->n * sizeof(uint64_t));
+  if (vals == NULL) {
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  int bad = 0;
+  for (Py_ssize_t i = 0; i < self->n && !bad; i++) {
+    const Slot *s = &self->slots[i];
+    if (s->arg >= nv) {
+      PyErr_Format(PyExc_IndexError, "argument %zd of %zd", s->arg, nv);
+      bad = 1;
+    } else if (s->kind == K_PTR) {
+      bad = address_of(items[s->arg], &vals[i]) < 0;
+    } else {
+      bad = scalar_of(items[s->arg], s, &vals[i]) < 0;
+    }
+  }
+  Py_DECREF(seq);
+  if (bad) {
+    if (vals != small)
+      free(vals);
+    return NULL;
+  }
+  /* from here on no Python code runs: the writes and the launch are one step for every other
+   * thread */
+  for (Py_ssize_t i = 0; i < self->n; i++)
+    store(&self->slots[i], vals[i]);
+  if (vals != small)
+    free(vals);
+  if (self->scratch_slot != NULL && scratch != 0)
+    *self->scratch_slot = scratch;
+  void *st = (void *)(uintptr_t)stream;
+  int rc;
+  if (nbytes && !after) {
+    rc = self->memcpy(copy_dst, copy_src, (size_t)nbytes, st);
+    if (rc)
+      return PyLong_FromLong(-rc);
+  }
+  rc = self->launch(self->function, (unsigned)g[0], (unsigned)g[1], (unsigned)g[2],
+                    self->block, 1, 1, self->smem, st, self->params, NULL);
+  if (rc)
+    return PyLong_FromLong(rc);
+  if (nbytes && after) {
+    rc = self->memcpy(copy_dst, copy_src, (size_t)nbytes, st);
+    if (rc)
+      return PyLong_FromLong(-rc);
+  }
+  return PyLong_FromLong(0);
+}
+
+static PyMethodDef Launch_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))Launch_run, METH_FASTCALL,
+     "run(gx, gy, gz, stream, values, scratch, copy_dst, copy_src, copy_bytes, copy_after)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_syncopate_fastlaunch.Launch",
+    .tp_basicsize = sizeof(Launch),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One kernel's launches: slots refreshed and cuLaunchKernel in one call.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Launch_init,
+    .tp_dealloc = (destructor)Launch_dealloc,
+    .tp_methods = Launch_methods,
+};
+
+/* capturing(fn_addr, stream) -> status: cuStreamIsCapturing's status (0: not capturing), or
+ * -1 when the driver refuses to answer (the caller then takes its general path) */
+static PyObject *capturing(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "capturing(fn_addr, stream)");
+    return NULL;
+  }
+  uint64_t fn, stream;
+  if (address_of(a[0], &fn) < 0 || address_of(a[1], &stream) < 0)
+    return NULL;
+  if (fn == 0)
+    return PyLong_FromLong(-1);
+  int status = 0;
+  int rc = ((cu_capturing_t)(uintptr_t)fn)((void *)(uintptr_t)stream, &status);
+  return PyLong_FromLong(rc ? -1 : status);
+}
+
+static PyMethodDef module_methods[] = {
+    {"capturing", (PyCFunction)(void (*)(void))capturing, METH_FASTCALL,
+     "capturing(fn_addr, stream) -> cuStreamIsCapturing status, -1 on a driver error"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_syncopate_fastlaunch",
+    "syncopate's compiled launch path (runtime/fastlaunch.py)", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__syncopate_fastlaunch(void) {
+  str_data_ptr = PyUnicode_InternFromString("data_ptr");
+  if (str_data_ptr == NULL || PyType_Ready(&LaunchType) < 0)
+    return NULL;
+  PyObject *m = PyModule_Create(&module_def);
+  if (m == NULL)
+    return NULL;
+  Py_INCREF(&LaunchType);
+  if (PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) {
+    Py_DECREF(&LaunchType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

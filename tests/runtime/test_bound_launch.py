@@ -1,0 +1,232 @@
+"""Bound launches (``syncopate.runtime.bound``): a FusedKernel's launch bound to one argument
+layout takes the general path (``FusedKernel.launch``) until the layout's direct launch
+exists, then one compiled call per launch with the staging copy; it steps back to the general
+path whenever anything it does not re-check could differ, and a failure poisons the kernel as
+an eager launch's does.
+
+CPU only: a real FusedKernel and sm launcher over a fake communicator; the compiled kernel,
+``cuLaunchKernel``, ``cuMemcpyDtoDAsync`` and ``cuStreamIsCapturing`` are fakes that record.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from runtime_fakes import (FakeDriver, FakeTensor, ag_schedule, fake_ck, fake_comm,  # noqa: E402
+                           fk_values, ptr_kernel)
+from syncopate import abi  # noqa: E402
+from syncopate.errors import LaunchError  # noqa: E402
+from syncopate.runtime import _cuda, bound, fastlaunch, graphs  # noqa: E402
+from syncopate.runtime import fused as fmod  # noqa: E402
+
+STREAM = 77
+
+
+class _CK:
+    """A compiled fused kernel: the ptr GEMM's parameters then the ABI's; Triton's launcher
+    (``ck[grid](*args, stream=...)``) records."""
+
+    def __init__(self, user_sig):
+        sig = dict(user_sig)
+        sig.update(abi.EXTRA_PARAMS)
+        base = fake_ck(sig)
+        self.metadata, self.packed_metadata, self.src = base.metadata, base.packed_metadata, base.src
+        self.function = 0xF00
+        self.triton = []
+
+    def _init_handles(self):
+        pass
+
+    def __getitem__(self, grid):
+        return lambda *args, stream: self.triton.append((grid, args, stream))
+
+
+@pytest.fixture
+def rig(monkeypatch):
+    """(fk, values, driver, ck): an sm FusedKernel whose configuration is a self-advancing,
+    ENTRY-publishing one compiled to ``ck``."""
+    if fastlaunch.module() is None:
+        pytest.fail(f"the compiled launch path did not build: {fastlaunch.why_unavailable()}")
+    driver = FakeDriver()
+    monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_BOUND", {})
+    monkeypatch.setattr(_cuda, "_symbol", driver.symbol)
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1")
+    c = fake_comm()
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: c.device.index)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda idx: STREAM, raising=False)
+    stream = types.SimpleNamespace(cuda_stream=STREAM, device=c.device)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: stream)
+    monkeypatch.setattr(fmod, "_STREAMS", {})
+    monkeypatch.setattr(graphs, "_PROBE", [lambda: False])
+    fk = fmod.FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr",
+                          backend="sm", comm=c)
+    kernel = ptr_kernel()
+    user_sig = {n: ("*bf16" if n.endswith("_ptr") else "constexpr" if n.isupper() else "i32")
+                for n in kernel.arg_names}
+    ck = _CK(user_sig)
+    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
+                     self_advance=True)
+
+    def config(spec, options):
+        cfg = fmod._Config(compiled=types.SimpleNamespace(kernel=ck), abi=a,
+                           flags=c.empty((a.layout.words,), torch.int32), flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
+    monkeypatch.setattr(fk, "_config", config)
+    monkeypatch.setattr(fk, "_peers_table", lambda cfg, ops: FakeTensor(0xBEEF00))
+    A = c.empty((64, 32), torch.bfloat16)
+    return fk, fk_values(c, A), driver, ck
+
+
+def _slot_copy(vals):
+    """An all-gather's staging: a fresh shard into rank 0's rows of the symmetric A."""
+    A = vals[0]
+    shard = torch.randn(A.shape[0] // 2, A.shape[1]).to(A.dtype)
+    return bound.Copy(A[: A.shape[0] // 2], shard, after=False), shard
+
+
+def _warm(fk, vals):
+    """Two general launches: Triton's launcher, then the layout's direct launch."""
+    b = fk.bind((3,))
+    for _ in range(2):
+        copy, _ = _slot_copy(vals)
+        b(list(vals), copy)
+    return b
+
+
+def test_the_third_launch_of_a_layout_is_one_compiled_call_with_its_copy(rig, monkeypatch):
+    fk, vals, driver, ck = rig
+    b = fk.bind((3,))
+    keys = []
+    real_key = fk._launch_key
+    monkeypatch.setattr(fk, "_launch_key", lambda *a: keys.append(1) or real_key(*a))
+    copy, shard = _slot_copy(vals)
+    b(list(vals), copy)  # general: Triton's launcher; the copy by torch
+    assert len(ck.triton) == 1 and not driver.events and b._ready is None
+    assert torch.equal(vals[0][:32], shard)
+    copy, shard = _slot_copy(vals)
+    b(list(vals), copy)  # general: the direct launch is built (ctypes-free: compiled)
+    assert driver.events == ["launch"] and b._ready is not None
+    n_keys = len(keys)
+    out = torch.empty_like(vals[2])
+    args = list(vals)
+    args[2] = out
+    copy, shard = _slot_copy(vals)
+    b(args, copy)  # bound: no launch key, copy then kernel, one call
+    assert len(keys) == n_keys
+    assert driver.events == ["launch", "copy", "launch"] and len(ck.triton) == 1
+    dst, src, nbytes, stream = driver.copies[-1]
+    assert (dst, src, nbytes, stream) == (vals[0].data_ptr(), shard.data_ptr(),
+                                          shard.numel() * 2, STREAM)
+    call = driver.calls[-1]
+    assert call["grid"] == tuple(ck.triton[0][0])  # the ABI's grid, as Triton was given
+    addr = [call["params"][k] for k in range(3)]
+    got = [ctypes.cast(p, ctypes.POINTER(ctypes.c_uint64)).contents.value for p in addr]
+    assert got == [vals[0].data_ptr(), vals[1].data_ptr(), out.data_ptr()]
+    cfg = fk.last_config
+    assert cfg.epochs.value == 3 and cfg is b._ready.cfg
+
+
+@pytest.mark.parametrize("change", [
+    "poisoned", "generation", "hook", "timeout", "consumed_pending", "device", "operand",
+    "capturing", "capture_unknown", "fused_capture", "strided_copy"])
+def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, change):
+    """Each condition sends the call to the general path with nothing done on the bound one:
+    no epoch counted, nothing enqueued."""
+    from triton import knobs
+    fk, vals, driver, ck = rig
+    b = _warm(fk, vals)
+    r = b._ready
+    args = list(vals)
+    copy, _ = _slot_copy(vals)
+    if change == "poisoned":
+        fk._poisoned = "it timed out earlier"
+    elif change == "generation":
+        monkeypatch.setattr(type(fk.comm), "generation", property(lambda self: -1))
+    elif change == "hook":
+        hook = lambda md: None  # noqa: E731
+        knobs.runtime.launch_enter_hook.add(hook)  # a profiler's (removed below)
+    elif change == "timeout":
+        monkeypatch.setattr(bound, "kernel_timeout_ns", lambda: r.timeout + 1)
+    elif change == "consumed_pending":
+        r.cfg.consumed_pending = 2
+    elif change == "device":
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
+    elif change == "operand":
+        args[0] = torch.empty_like(vals[0])
+    elif change == "capturing":
+        driver.capture_status = 1
+    elif change == "capture_unknown":
+        monkeypatch.setattr(r, "capture_status", lambda s: -1)
+    elif change == "fused_capture":
+        monkeypatch.setattr(graphs._LOCAL, "active", [fk], raising=False)
+    elif change == "strided_copy":
+        copy = bound.Copy(vals[0][:32], torch.randn(32, 64).to(vals[0].dtype)[:, ::2],
+                          after=False)
+        assert copy.nbytes == 0
+    events, epoch = list(driver.events), r.cfg.epochs.value
+    try:
+        assert b._fast(r, args, copy) is False
+    finally:
+        if change == "hook":
+            knobs.runtime.launch_enter_hook.remove(hook)
+    assert driver.events == events and r.cfg.epochs.value == epoch
+
+
+def test_a_failed_bound_launch_poisons_the_kernel(rig):
+    fk, vals, driver, ck = rig
+    b = _warm(fk, vals)
+    driver.rc = 700
+    copy, _ = _slot_copy(vals)
+    with pytest.raises(_cuda.DriverError, match="700"):
+        b(list(vals), copy)
+    driver.rc = 0
+    with pytest.raises(LaunchError, match="cannot be reused"):
+        b(list(vals), _slot_copy(vals)[0])
+
+
+def test_without_a_context_the_bound_call_goes_through_tritons_launcher(rig):
+    """The first driver call reports no current context (a thread that never touched CUDA):
+    nothing was enqueued, so the copy is torch's and the kernel Triton's, epoch counted once."""
+    fk, vals, driver, ck = rig
+    b = _warm(fk, vals)
+    epoch = b._ready.cfg.epochs.value
+    driver.copy_rc = 201
+    copy, shard = _slot_copy(vals)
+    b(list(vals), copy)
+    assert len(ck.triton) == 2 and b._ready.cfg.epochs.value == epoch + 1
+    assert torch.equal(vals[0][:32], shard)
+
+
+def test_a_copy_after_the_kernel_is_enqueued_after_it(rig):
+    """A reduce-scatter's result copy: kernel, then the copy, on the launch stream."""
+    fk, vals, driver, ck = rig
+    b = _warm(fk, vals)
+    res = torch.empty(32, 32, dtype=torch.bfloat16)
+    out = torch.empty_like(res)
+    b(list(vals), bound.Copy(out, res, after=True))
+    assert driver.events[-2:] == ["launch", "copy"]
+    assert driver.copies[-1] == (out.data_ptr(), res.data_ptr(), res.numel() * 2, STREAM)
+
+
+def test_configurations_the_bound_path_does_not_cover_stay_general(rig, monkeypatch):
+    """No ENTRY published by the kernel (the launcher signals it), no self-advance (an advance
+    kernel first), or the compiled path off: every call is ``FusedKernel.launch``."""
+    fk, vals, driver, ck = rig
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "0")
+    b = _warm(fk, vals)
+    b(list(vals), _slot_copy(vals)[0])
+    assert b._ready is None and "copy" not in driver.events
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1")
+    fk._fast.clear()
+    monkeypatch.setattr(fk.launcher, "kernel_only", lambda cfg: False)
+    b = _warm(fk, vals)
+    assert b._ready is None
