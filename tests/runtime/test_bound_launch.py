@@ -159,7 +159,7 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
     elif change == "consumed_pending":
         r.cfg.consumed_pending = 2
     elif change == "device":
-        monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
+        monkeypatch.setattr(r, "get_device", lambda: 5)
     elif change == "operand":
         args[0] = torch.empty_like(vals[0])
     elif change == "capturing":

@@ -11,6 +11,7 @@ module holds the ``@triton.jit`` functions only; nothing here needs a GPU or tor
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, replace
 
 import triton
@@ -94,6 +95,16 @@ class GemmConfig:
     FLATTEN: bool = True
     EPILOGUE_SUBTILE: bool = False
     SPLIT_K: int = 1
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: a config is part of every eager op call's key
+        (``ops/_gemm.prepared_key``), and the generated hash of eleven fields cost ~1 us per
+        call on an H200 host."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     @classmethod
     def of(cls, config) -> "GemmConfig":

@@ -272,6 +272,8 @@ class _Lazy:
     def __getattr__(self, name):
         if name == "Copy":
             from ..runtime.bound import Copy as value
+        elif name == "Tensor":
+            from torch import Tensor as value
         elif name == "fused_enabled":
             from ..runtime.fused import fused_enabled as value
         else:
@@ -299,16 +301,16 @@ def prepared_key(op: str, comm, a, b, out, options: tuple):
     """The layout of a call: ``a`` by shape, strides, dtype, device and 16-byte alignment (it is
     a fresh activation each step; its address goes into the arguments per call), ``b`` (a
     weight) and a given ``out`` by identity, the op's options, and the communicator's registry
-    generation (a released buffer invalidates every prepared call)."""
-    import torch
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and (out is None or isinstance(out, torch.Tensor))):
+    generation (a released buffer invalidates every prepared call). Runs on every eager call:
+    written for speed (no closure, torch's Tensor type looked up once)."""
+    T = _lazy.Tensor
+    if not (isinstance(a, T) and isinstance(b, T) and (out is None or isinstance(out, T))):
         return None  # the op's checks say what is wrong
-
-    def ident(t):
-        return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device)
-    return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0, ident(b),
-            None if out is None else ident(out), options, comm.generation)
+    return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
+            b.data_ptr(), b.shape, b.stride(), b.dtype, b.device,
+            None if out is None else (out.data_ptr(), out.shape, out.stride(), out.dtype,
+                                      out.device),
+            options, comm.generation)
 
 
 def config_key(config):

@@ -94,34 +94,33 @@ class BoundLaunch:
 
     def _fast(self, r: "_Ready", args, copy) -> bool:
         """The call on the bound path; False when it must take the general one (nothing was
-        done then)."""
-        import torch
-
+        done then). Runs on every eager call: written for speed."""
         fk = self.fk
         comm = fk.comm
-        if (fk._poisoned or comm.generation != r.generation or direct_launch.hooks_active()
-                or kernel_timeout_ns() != r.timeout or r.cfg.consumed_pending
-                or torch.cuda.current_device() != r.device):
+        cfg = r.cfg
+        if (fk._poisoned or comm.generation != r.generation or cfg.consumed_pending
+                or r.get_device() != r.device or direct_launch.hooks_active()
+                or kernel_timeout_ns() != r.timeout
+                or (copy is not None and not copy.nbytes)):
             return False
         for i, ptr in r.operands:
             if args[i].data_ptr() != ptr:
                 return False
         stream = r.raw_stream(r.device)
-        if graphs.in_fused_capture() or r.capture_status(stream) != 0:
+        if r.capture_status(stream) or graphs.in_fused_capture():
             return False
-        c = (copy.dst, copy.src, copy.nbytes, copy.after) if copy is not None else None
-        if c is not None and not c[2]:
-            return False
-        cfg = r.cfg
+        c = None if copy is None else (copy.dst, copy.src, copy.nbytes, copy.after)
+        values = args + r.tail
         with fk._lock:
-            fk._refuse_if_poisoned()
+            if fk._poisoned:
+                fk._refuse_if_poisoned()
             comm.check()
             e = cfg.epochs.next()
             fk.last_config = cfg
             try:
-                if not r.dl.enqueue(r.grid, args + r.tail, stream, c):
+                if not r.dl.enqueue(r.grid, values, stream, c):
                     # no current context on this thread: Triton's launcher sets one
-                    _launch_through_triton(fk, cfg, r.grid, args + r.tail, copy)
+                    _launch_through_triton(fk, cfg, r.grid, values, copy)
             except BaseException as exc:
                 fk._poison_partial_launch(e, exc)
                 raise
@@ -132,7 +131,7 @@ class _Ready:
     """What the bound path needs of a layout once its direct launch exists."""
 
     __slots__ = ("cfg", "tail", "grid", "dl", "timeout", "generation", "device", "operands",
-                 "raw_stream", "capture_status")
+                 "raw_stream", "capture_status", "get_device")
 
     @classmethod
     def of(cls, fk, grid, args, copy):
@@ -163,6 +162,8 @@ class _Ready:
         comm = fk.comm
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw
         r.capture_status = probe
+        # torch's current device without torch.cuda.current_device's lazy-init wrapper
+        r.get_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
         r.tail = list(tail) + [cfg.flags, peers, cfg.table, fk.diag_addr, comm.rank,
                                cfg.epoch_word, timeout]
         r.generation, r.device = comm.generation, comm.device.index

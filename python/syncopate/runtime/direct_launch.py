@@ -133,7 +133,8 @@ class DirectLaunch:
     :func:`build`; call ``dl(grid, values, stream_handle)``."""
 
     __slots__ = ("function", "block", "smem", "plan", "slots", "params", "refresh", "bounds",
-                 "scratch_size", "scratch_align", "_scratch", "_launch", "device", "_lock", "_c")
+                 "scratch_size", "scratch_align", "_scratch", "_launch", "device", "_lock", "_c",
+                 "_last_scratch")
 
     def __init__(self, ck, values, *, fixed_scalars: bool, device=None):
         md = ck.metadata
@@ -156,6 +157,7 @@ class DirectLaunch:
         if self.scratch_align > 256:  # torch's caching allocator aligns blocks to 512 bytes
             raise Unsupported(f"global scratch alignment {self.scratch_align}")
         self._scratch = {}
+        self._last_scratch = (None, 0, 0)  # (stream, programs it holds, address)
         self._lock = threading.Lock()
         # one ctypes object per parameter, then the two scratch pointers, as Triton's launcher
         self.slots = [ct() for ct, _, _ in self.plan] + [ctypes.c_uint64(0), ctypes.c_uint64(0)]
@@ -189,12 +191,18 @@ class DirectLaunch:
 
     def _scratch_for(self, stream: int, programs: int) -> int:
         """The global-scratch address for a launch of ``programs`` programs on ``stream``
-        (grown, never shrunk; kept alive by this object)."""
+        (grown, never shrunk; kept alive by this object). The last answer is remembered: a
+        layout's launches repeat it (called under the lock)."""
+        last = self._last_scratch
+        if last[0] == stream and last[1] >= programs:
+            return last[2]
         need = programs * self.scratch_size
         have = self._scratch.get(stream)
         if have is None or have.numel() < need:
             have = self._scratch[stream] = _allocate_scratch(stream, need, self.device)
-        return have.data_ptr()
+        addr = have.data_ptr()
+        self._last_scratch = (stream, have.numel() // self.scratch_size, addr)
+        return addr
 
     def _scalar(self, v, i: int) -> int:
         if not isinstance(v, int):  # bool is an int; numpy ints are not (Triton refuses them too)
