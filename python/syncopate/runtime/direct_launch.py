@@ -36,6 +36,11 @@ with ``cuPointerGetAttribute`` on every call, as Triton does: the first launch o
 through Triton's launcher (which checks), and later calls of the layout carry tensors of the
 same device (the launch key includes it).
 
+A call refreshes the slots and launches in C when the compiled path is available
+(:mod:`.fastlaunch`, on by default: one C call per launch, optionally with a staging memcpy;
+``SYNCOPATE_FAST_LAUNCH=0`` keeps the ctypes path below, which is also the fallback when the
+module cannot be built).
+
 On by default; ``SYNCOPATE_DIRECT_LAUNCH=0`` keeps every launch on Triton's launcher. History:
 the first GPU runs (session 9) showed bitwise-equal GEMMs and a 7 us launch against 12-22 us,
 but ran a version without the lock in :meth:`DirectLaunch.__call__`, under which loopback ranks
