@@ -160,3 +160,19 @@ def fake_ck(signature, *, scratch=0, **md):
                                  src=types.SimpleNamespace(signature=signature),
                                  function=0xF00, _init_handles=lambda: inits.append(1),
                                  inits=inits)
+
+
+def require_fastlaunch():
+    """Fail when the compiled launch path did not build on a machine with a C compiler (a
+    real defect); skip, saying why, on one without (Triton needs one to launch anything, so
+    a GPU machine has it)."""
+    import shutil
+
+    import pytest
+
+    from syncopate.runtime import fastlaunch
+    if fastlaunch.module() is not None:
+        return
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+        pytest.skip("no C compiler on this machine: the compiled launch path cannot be built")
+    pytest.fail(f"the compiled launch path did not build: {fastlaunch.why_unavailable()}")

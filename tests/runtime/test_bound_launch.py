@@ -19,10 +19,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from runtime_fakes import (FakeDriver, FakeTensor, ag_schedule, fake_ck, fake_comm,  # noqa: E402
-                           fk_values, ptr_kernel)
+                           fk_values, ptr_kernel, require_fastlaunch)
 from syncopate import abi  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
-from syncopate.runtime import _cuda, bound, fastlaunch, graphs  # noqa: E402
+from syncopate.runtime import _cuda, bound, graphs  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
 
 STREAM = 77
@@ -51,8 +51,7 @@ class _CK:
 def rig(monkeypatch):
     """(fk, values, driver, ck): an sm FusedKernel whose configuration is a self-advancing,
     ENTRY-publishing one compiled to ``ck``."""
-    if fastlaunch.module() is None:
-        pytest.fail(f"the compiled launch path did not build: {fastlaunch.why_unavailable()}")
+    require_fastlaunch()
     driver = FakeDriver()
     monkeypatch.setattr(_cuda, "available", lambda: True)
     monkeypatch.setattr(_cuda, "_BOUND", {})
