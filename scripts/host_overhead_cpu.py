@@ -174,13 +174,10 @@ def ag_gemm_bound_path():
     import types
 
     import torch
-    from runtime_fakes import FakeTensor, fake_ck, fake_comm, ptr_kernel
-    from runtime_fakes import ag_schedule, fk_values
+    from runtime_fakes import FakeCompiledFused, bindable_sm_kernel, fake_comm
 
-    from syncopate import abi
     from syncopate.ops import _gemm, ag_gemm
     from syncopate.runtime import _cuda, fastlaunch, graphs
-    from syncopate.runtime import fused as fmod
     noop = _noop_driver()
     if noop is None or fastlaunch.module() is None:
         return None
@@ -193,25 +190,8 @@ def ag_gemm_bound_path():
     torch.cuda.current_device = lambda: c.device.index
     stream = types.SimpleNamespace(cuda_stream=77, device=c.device)
     torch.cuda.current_stream = lambda device=None: stream
-    fk = fmod.FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr",
-                          backend="sm", comm=c)
-    sig = {n: ("*bf16" if n.endswith("_ptr") else "constexpr" if n.isupper() else "i32")
-           for n in ptr_kernel().arg_names}
-    sig.update(abi.EXTRA_PARAMS)
-    ck = type("CK", (types.SimpleNamespace,), {
-        "__getitem__": lambda self, grid: lambda *a, stream: None})(**vars(fake_ck(sig)))
-    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
-                     self_advance=True)
-
-    def config(spec, options):
-        cfg = fmod._Config(compiled=types.SimpleNamespace(kernel=ck), abi=a,
-                           flags=c.empty((a.layout.words,), torch.int32), flag_addrs=[0, 0])
-        fk._new_epoch_word(cfg)
-        return cfg
-    fk._config = config
-    fk._peers_table = lambda cfg, ops: FakeTensor(0xBEEF00)
-    A = c.empty((64, 32), torch.bfloat16)
-    vals = fk_values(c, A)
+    fk, vals = bindable_sm_kernel(c, FakeCompiledFused())
+    A = vals[0]
     b, out = vals[1], vals[2]
     a_shard = torch.randn(32, 32).to(A.dtype)
     options = ("sm", 1, "swizzle", None, None, None, _gemm.config_key(None))

@@ -176,3 +176,45 @@ def require_fastlaunch():
     if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
         pytest.skip("no C compiler on this machine: the compiled launch path cannot be built")
     pytest.fail(f"the compiled launch path did not build: {fastlaunch.why_unavailable()}")
+
+
+class FakeCompiledFused:
+    """A compiled fused kernel of the ptr GEMM (its parameters, then the ABI's) whose Triton
+    launcher (``ck[grid](*args, stream=...)``) records into ``triton``."""
+
+    def __init__(self):
+        sig = {n: ("*bf16" if n.endswith("_ptr") else "constexpr" if n.isupper() else "i32")
+               for n in ptr_kernel().arg_names}
+        sig.update(abi.EXTRA_PARAMS)
+        base = fake_ck(sig)
+        self.metadata, self.packed_metadata, self.src = base.metadata, base.packed_metadata, base.src
+        self.function = 0xF00
+        self.triton = []
+
+    def _init_handles(self):
+        pass
+
+    def __getitem__(self, grid):
+        return lambda *args, stream: self.triton.append((grid, args, stream))
+
+
+def bindable_sm_kernel(c, ck):
+    """An sm AG FusedKernel over the fake communicator ``c`` whose every configuration is a
+    self-advancing, ENTRY-publishing one compiled to ``ck`` (what the bound path takes), its
+    peers table a fake address; with its arguments (:func:`fk_values`)."""
+    import types
+
+    from syncopate.runtime import fused as fmod
+    fk = fmod.FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr",
+                          backend="sm", comm=c)
+    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
+                     self_advance=True)
+
+    def config(spec, options):
+        cfg = fmod._Config(compiled=types.SimpleNamespace(kernel=ck), abi=a,
+                           flags=c.empty((a.layout.words,), torch.int32), flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
+    fk._config = config
+    fk._peers_table = lambda cfg, ops: FakeTensor(0xBEEF00)
+    return fk, fk_values(c, c.empty((64, 32), torch.bfloat16))

@@ -18,33 +18,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from runtime_fakes import (FakeDriver, FakeTensor, ag_schedule, fake_ck, fake_comm,  # noqa: E402
-                           fk_values, ptr_kernel, require_fastlaunch)
-from syncopate import abi  # noqa: E402
+from runtime_fakes import (FakeCompiledFused, FakeDriver, bindable_sm_kernel,  # noqa: E402
+                           fake_comm, require_fastlaunch)
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.runtime import _cuda, bound, graphs  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
 
 STREAM = 77
-
-
-class _CK:
-    """A compiled fused kernel: the ptr GEMM's parameters then the ABI's; Triton's launcher
-    (``ck[grid](*args, stream=...)``) records."""
-
-    def __init__(self, user_sig):
-        sig = dict(user_sig)
-        sig.update(abi.EXTRA_PARAMS)
-        base = fake_ck(sig)
-        self.metadata, self.packed_metadata, self.src = base.metadata, base.packed_metadata, base.src
-        self.function = 0xF00
-        self.triton = []
-
-    def _init_handles(self):
-        pass
-
-    def __getitem__(self, grid):
-        return lambda *args, stream: self.triton.append((grid, args, stream))
 
 
 @pytest.fixture
@@ -65,24 +45,9 @@ def rig(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: stream)
     monkeypatch.setattr(fmod, "_STREAMS", {})
     monkeypatch.setattr(graphs, "_PROBE", [lambda: False])
-    fk = fmod.FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr",
-                          backend="sm", comm=c)
-    kernel = ptr_kernel()
-    user_sig = {n: ("*bf16" if n.endswith("_ptr") else "constexpr" if n.isupper() else "i32")
-                for n in kernel.arg_names}
-    ck = _CK(user_sig)
-    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
-                     self_advance=True)
-
-    def config(spec, options):
-        cfg = fmod._Config(compiled=types.SimpleNamespace(kernel=ck), abi=a,
-                           flags=c.empty((a.layout.words,), torch.int32), flag_addrs=[0, 0])
-        fk._new_epoch_word(cfg)
-        return cfg
-    monkeypatch.setattr(fk, "_config", config)
-    monkeypatch.setattr(fk, "_peers_table", lambda cfg, ops: FakeTensor(0xBEEF00))
-    A = c.empty((64, 32), torch.bfloat16)
-    return fk, fk_values(c, A), driver, ck
+    ck = FakeCompiledFused()
+    fk, vals = bindable_sm_kernel(c, ck)
+    return fk, vals, driver, ck
 
 
 def _slot_copy(vals):
@@ -136,7 +101,7 @@ def test_the_third_launch_of_a_layout_is_one_compiled_call_with_its_copy(rig, mo
 
 @pytest.mark.parametrize("change", [
     "poisoned", "generation", "hook", "timeout", "consumed_pending", "device", "operand",
-    "capturing", "capture_unknown", "fused_capture", "strided_copy"])
+    "capturing", "capture_unknown", "fused_capture", "strided_copy", "overlapping_copy"])
 def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, change):
     """Each condition sends the call to the general path with nothing done on the bound one:
     no epoch counted, nothing enqueued."""
@@ -171,6 +136,10 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
         copy = bound.Copy(vals[0][:32], torch.randn(32, 64).to(vals[0].dtype)[:, ::2],
                           after=False)
         assert copy.nbytes == 0
+    elif change == "overlapping_copy":  # a shard that is a shifted view of the slot itself
+        flat = vals[0].view(-1)
+        copy = bound.Copy(flat[:1024].view(32, 32), flat[16:1040].view(32, 32), after=False)
+        assert copy.nbytes == 2048
     events, epoch = list(driver.events), r.cfg.epochs.value
     try:
         assert b._fast(r, args, copy) is False

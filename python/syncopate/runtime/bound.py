@@ -106,10 +106,15 @@ class BoundLaunch:
         for i, ptr in r.operands:
             if args[i].data_ptr() != ptr:
                 return False
+        c = None
+        if copy is not None:
+            n, dst, src = copy.nbytes, copy.dst.data_ptr(), copy.src.data_ptr()
+            if dst < src + n and src < dst + n:
+                return False  # overlapping: Tensor.copy_ refuses or orders it, a memcpy would not
+            c = (dst, src, n, copy.after)
         stream = r.raw_stream(r.device)
         if r.capture_status(stream) or graphs.in_fused_capture():
             return False
-        c = None if copy is None else (copy.dst, copy.src, copy.nbytes, copy.after)
         values = args + r.tail
         with fk._lock:
             if fk._poisoned:
