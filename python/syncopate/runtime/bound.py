@@ -167,8 +167,7 @@ class _Ready:
         comm = fk.comm
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw
         r.capture_status = probe
-        # torch's current device without torch.cuda.current_device's lazy-init wrapper
-        r.get_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+        r.get_device = fastlaunch.current_device
         r.tail = list(tail) + [cfg.flags, peers, cfg.table, fk.diag_addr, comm.rank,
                                cfg.epoch_word, timeout]
         r.generation, r.device = comm.generation, comm.device.index

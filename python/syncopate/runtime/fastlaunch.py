@@ -126,3 +126,20 @@ def capture_probe():
     if not fn:
         return None
     return functools.partial(mod.capturing, fn)
+
+
+def current_device():
+    """torch's current CUDA device index without ``torch.cuda.current_device``'s lazy-init
+    wrapper (~1-2 us, asked several times per launch); torch's call where the raw accessor is
+    missing (a CPU build, whose tests patch it)."""
+    import torch
+    get = getattr(torch._C, "_cuda_getDevice", None)
+    return get() if get is not None else torch.cuda.current_device()
+
+
+def current_raw_stream(device: int) -> int:
+    """The raw handle of ``device``'s current stream, without building a ``torch.cuda.Stream``
+    (~4 us)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream

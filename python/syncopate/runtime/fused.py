@@ -45,6 +45,7 @@ unfused fallback (NCCL collective + the same local kernel). ``fuse`` itself alwa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from .. import abi, backends, chunk_table, compiler
 from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
 from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
 from ..errors import CompileError, LaunchError
-from . import diag, graphs
+from . import diag, fastlaunch, graphs
 from . import plan as planmod
 from .epochs import (FLAG_LIMIT, EpochCounter, check_advance_setting, kernel_timeout_ns,
                      new_epoch_word, self_advance_default, wrap32)
@@ -621,11 +622,11 @@ class FusedKernel:
             comm = self.comm
             L = self.launcher
             # the launch only enqueues on S, passed explicitly: no device/stream switch
-            no_switch = (not L.needs_stream_context
-                         and torch.cuda.current_device() == comm.device.index)
+            on_device = fastlaunch.current_device() == comm.device.index
+            no_switch = not L.needs_stream_context and on_device
             S = stream
             if S is None:
-                S = (current_stream(comm.device) if no_switch
+                S = (current_stream(comm.device) if on_device
                      else torch.cuda.current_stream(comm.device))
             if isinstance(S, int):
                 S = torch.cuda.ExternalStream(S, device=comm.device)
@@ -649,7 +650,9 @@ class FusedKernel:
                     self._advance_counted(cfg, S, e)
                     L.launch(cfg, g, all_args, S, e, peers, None, direct=direct)
                 else:
-                    with torch.cuda.device(comm.device), torch.cuda.stream(S):
+                    # the device switch only when needed: entering it costs a few us
+                    with (contextlib.nullcontext() if on_device
+                          else torch.cuda.device(comm.device)), torch.cuda.stream(S):
                         operand_tensors = {p: values[i] for p, i in self._op_index.items()}
                         self._advance_counted(cfg, S, e)
                         L.launch(cfg, g, all_args, S, e, peers, operand_tensors, direct=direct)

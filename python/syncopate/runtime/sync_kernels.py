@@ -45,7 +45,7 @@ import triton
 import triton.language as tl
 
 from ..ptx import spin_asm
-from . import direct_launch
+from . import direct_launch, fastlaunch
 
 
 def _spin_asm(bits: int, trap: bool) -> str:
@@ -160,7 +160,7 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
     (``warmup``, same cache), then launched directly with every parameter in position."""
     import torch
 
-    dev = torch.cuda.current_device()
+    dev = fastlaunch.current_device()
     key = (id(fn), dev, tuple(constexprs.items()))
     ck = _COMPILED.get(key)
     if ck is None:
@@ -172,14 +172,14 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
                 fn[(n_programs,)](*args, num_warps=1, num_stages=1, **constexprs)
             return
         _COMPILED[key] = ck
-    s = stream if stream is not None else torch.cuda.current_stream(dev)
+    handle = stream.cuda_stream if stream is not None else fastlaunch.current_raw_stream(dev)
     full = (*args, *constexprs.values())
     dl = _DIRECT.get(key)
     if dl is None:
         dl = _DIRECT[key] = direct_launch.build(ck, full, fixed_scalars=False) or False
-    if dl and dl((n_programs, 1, 1), full, s.cuda_stream):
+    if dl and dl((n_programs, 1, 1), full, handle):
         return
-    ck[(n_programs, 1, 1)](*full, stream=s.cuda_stream)
+    ck[(n_programs, 1, 1)](*full, stream=handle)
 
 
 
