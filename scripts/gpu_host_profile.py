@@ -130,12 +130,17 @@ def _us_table(stats, n, top=24) -> str:
 
 
 def _report(rows, profiles, rank, extra=""):
+    """The profiles, then one line per case: the median host time and its ratio to
+    ``torch.matmul``'s in the same run. The ratio is the steadier figure: from one host to the
+    next, ``torch.matmul`` itself took 11-18 us (bench/results/2026-12-02-h200x1-session11)."""
     for name, text in profiles.items():
         print(f"\n===== cProfile of {name} (rank {rank}), by own time =====")
         print(text)
+    ref = next((us for name, us in rows if name == "torch.matmul"), None)
     print(f"\nhost time per call (median, us, rank {rank}{extra}):")
     for name, us in rows:
-        print(f"  {name:45s} {us:8.1f}")
+        ratio = f"  {us / ref:5.2f}x torch.matmul" if ref else ""
+        print(f"  {name:45s} {us:8.1f}{ratio}")
 
 
 def main_torchrun(backends, shape) -> int:
