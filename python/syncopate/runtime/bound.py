@@ -57,7 +57,7 @@ def memcpy_bytes(dst, src) -> int:
 
 
 class BoundLaunch:
-    """``FusedKernel.bind(grid, args)``: call ``bound(args, copy)`` with the layout's
+    """``FusedKernel.bind(grid)``: call ``bound(args, copy)`` with the layout's
     arguments of this call (module docstring). ``copy``: a :class:`Copy` laid out like the
     one of the first call (same tensors' shapes and dtypes; its addresses may change)."""
 
