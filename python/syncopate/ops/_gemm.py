@@ -252,6 +252,12 @@ class PreparedCall:
     def __post_init__(self):
         if self.bound is None:
             self.bound = self.fk.bind(self.grid)
+        #: the fixed tensors' addresses and strides (the staging slot, the result rows: parts
+        #: of symmetric buffers, which stay put while the registry generation the call's key
+        #: holds does), read once instead of per call
+        self._slot_at = (None if self.slot is None
+                         else (self.slot.data_ptr(), self.slot.stride()))
+        self._result_ptr = None if self.result is None else self.result.data_ptr()
 
     def launch(self, args: list, copy_dst=None, copy_src=None, *, after: bool = False) -> None:
         """Launch with ``args``; with ``copy_dst``, ``copy_dst.copy_(copy_src)`` before the
@@ -262,6 +268,48 @@ class PreparedCall:
             copy = _lazy.Copy(copy_dst, copy_src, after=after, nbytes=self.copy_bytes)
             self.copy_bytes = copy.nbytes
         self.bound(args, copy)
+
+    def run_staged(self, a_shard, out):
+        """An all-gather's call: stage ``a_shard`` into this rank's rows of the symmetric
+        operand (``slot``; nothing to copy when it already is them) and launch with ``out``
+        (allocated when None); returns ``out``.
+
+        The per-call path of every eager call with this layout, written for speed: the copy
+        goes to the bound launch as addresses (``BoundLaunch.fast``); anything the bound path
+        does not take goes through :meth:`launch` with the CONSUMED wait before the staging
+        (``FusedKernel.before_staging``). The bound path never needs that wait: it serves only
+        launchers that enqueue the kernel alone (sm, nvshmem), and only ce defers it."""
+        if out is None:
+            out = _lazy.empty(self.out_shape, device=a_shard.device, dtype=a_shard.dtype)
+        args = self.args.copy()
+        args[self.out_index] = out
+        slot_ptr, slot_stride = self._slot_at
+        src = a_shard.data_ptr()
+        if src == slot_ptr and a_shard.stride() == slot_stride:  # written in place
+            self.fk.before_staging()
+            self.bound(args)
+            return out
+        n = self.copy_bytes
+        if n and self.bound.fast(args, (slot_ptr, src, n, False)):
+            return out
+        self.fk.before_staging()
+        self.launch(args, self.slot, a_shard)
+        return out
+
+    def run_copy_out(self, a, out):
+        """A reduce-scatter's or all-reduce's call: launch with ``a``, then copy the reduced
+        rows (``result``, in the symmetric buffer the next launch overwrites; the copy is
+        stream-ordered before it) into ``out`` (allocated when None); returns ``out``. The copy
+        goes with the launch as in :meth:`run_staged`."""
+        args = self.args.copy()
+        args[self.a_index] = a
+        if out is None:
+            out = _lazy.empty(self.out_shape, device=a.device, dtype=a.dtype)
+        n = self.copy_bytes
+        if n and self.bound.fast(args, (out.data_ptr(), self._result_ptr, n, True)):
+            return out
+        self.launch(args, out, self.result, after=True)
+        return out
 
 
 class _Lazy:
@@ -274,6 +322,8 @@ class _Lazy:
             from ..runtime.bound import Copy as value
         elif name == "Tensor":
             from torch import Tensor as value
+        elif name == "empty":
+            from torch import empty as value
         elif name == "fused_enabled":
             from ..runtime.fused import fused_enabled as value
         else:
@@ -317,6 +367,8 @@ def config_key(config):
     """``config`` as part of a per-call key: itself when hashable (a frozen ``GemmConfig``:
     hashing its fields costs a fraction of the ``repr`` the keys used, ~2 us per call), else
     its ``repr`` (a dict of overrides)."""
+    if config is None:
+        return None
     try:
         hash(config)
     except TypeError:

@@ -98,7 +98,7 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
                                   _gemm.config_key(config)))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
-            return _run_prepared(prep, a_shard, out)
+            return prep.run_staged(a_shard, out)
     if comm.world_size == 1:
         return _gemm.world_size_one("ag_gemm", comm, a_shard, b, out, kernel, config,
                                      ours=not use_fused, check=lambda: _check(a_shard, b, comm))
@@ -133,24 +133,6 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     call = _gemm.gemm_call(tk, A, b, out, cfg, num_programs=nprog)
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
                               out_index=call.fn.arg_names.index("c_ptr"), slot=slot)
-    result = _run_prepared(prep, a_shard, out)
+    result = prep.run_staged(a_shard, out)
     _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
     return result
-
-
-def _run_prepared(prep, a_shard, out):
-    """Stage ``a_shard`` into this rank's rows of the symmetric A (unless it already is them)
-    and launch. The staging waits (``before_staging``) until peers finished reading the
-    previous launch's rows."""
-    import torch
-    if out is None:
-        out = torch.empty(prep.out_shape, device=a_shard.device, dtype=a_shard.dtype)
-    slot = prep.slot
-    prep.fk.before_staging()
-    args = prep.args.copy()
-    args[prep.out_index] = out
-    if a_shard.data_ptr() == slot.data_ptr() and a_shard.stride() == slot.stride():
-        prep.launch(args)
-    else:
-        prep.launch(args, slot, a_shard)
-    return out

@@ -146,7 +146,7 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
                                   _gemm.config_key(config)))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
-            return _run_prepared(prep, a, out)
+            return prep.run_copy_out(a, out)
     _check(a, b_shard, comm)
     W = comm.world_size
     M, K = a.shape
@@ -180,19 +180,6 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
     call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
                               a_index=call.fn.arg_names.index("a_ptr"), result=C)
-    result = _run_prepared(prep, a, out)
+    result = prep.run_copy_out(a, out)
     _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
     return result
-
-
-def _run_prepared(prep, a, out):
-    """Launch with this call's ``a``, then copy the reduced C out of the symmetric buffer (the
-    next launch overwrites it with partials; the copy is stream-ordered before it, and peers
-    push into it only after this rank entered that launch)."""
-    import torch
-    args = prep.args.copy()
-    args[prep.a_index] = a
-    if out is None:
-        out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
-    prep.launch(args, out, prep.result, after=True)
-    return out

@@ -156,7 +156,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
                                   _gemm.config_key(config), reduce))
         prep = _gemm.get_prepared(comm, key)
         if prep is not None:
-            return _run_prepared(prep, a, out)
+            return prep.run_copy_out(a, out)
     if comm.world_size == 1:
         return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config,
                                      ours=not use_fused, check=lambda: _check(a, b_shard, comm))
@@ -200,7 +200,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
                               a_index=call.fn.arg_names.index("a_ptr"),
                               result=C[me * rows:(me + 1) * rows])
-    result = _run_prepared(prep, a, out)
+    result = prep.run_copy_out(a, out)
     _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
     return result
 
@@ -237,15 +237,3 @@ def _epilogue_groups(cfg, M: int, W: int):
     while gm > 1 and sent % gm:
         gm //= 2
     return cfg if gm == cfg.GROUP_M else dataclasses.replace(cfg, GROUP_M=gm)
-
-
-def _run_prepared(prep, a, out):
-    """Launch with this call's ``a``, then copy this rank's reduced rows out of the symmetric
-    buffer (the next launch overwrites it; the copy is stream-ordered)."""
-    import torch
-    args = prep.args.copy()
-    args[prep.a_index] = a
-    if out is None:
-        out = torch.empty(prep.out_shape, device=a.device, dtype=a.dtype)
-    prep.launch(args, out, prep.result, after=True)
-    return out

@@ -72,9 +72,23 @@ class BoundLaunch:
 
     def __call__(self, args: list, copy: Copy | None = None) -> None:
         r = self._ready
-        if r is not None and self._fast(r, args, copy):
-            return
+        if r is not None:
+            if copy is None:
+                if self._fast(r, args, None):
+                    return
+            elif copy.nbytes and self._fast(r, args, (copy.dst.data_ptr(), copy.src.data_ptr(),
+                                                      copy.nbytes, copy.after)):
+                return
         self._general(args, copy)
+
+    def fast(self, args: list, copy: tuple | None) -> bool:
+        """The call on the bound path with the copy as addresses, ``(dst, src, nbytes, after)``
+        (``nbytes`` from :func:`memcpy_bytes` of an earlier call of the layout), for a caller
+        that holds them already (``ops/_gemm.PreparedCall``): no :class:`Copy` to build. False
+        when the call must take the general path, which the caller then takes with ``__call__``
+        (nothing was enqueued)."""
+        r = self._ready
+        return r is not None and self._fast(r, args, copy)
 
     def _general(self, args, copy) -> None:
         """``FusedKernel.launch`` with the copy around it, then whether the bound path can take
@@ -92,28 +106,26 @@ class BoundLaunch:
                 self._tries -= 1
             self._ready = r if isinstance(r, _Ready) else None
 
-    def _fast(self, r: "_Ready", args, copy) -> bool:
-        """The call on the bound path; False when it must take the general one (nothing was
-        done then). Runs on every eager call: written for speed."""
+    def _fast(self, r: "_Ready", args, c) -> bool:
+        """The call on the bound path (``c``: the copy as in :meth:`fast`, or None); False when
+        it must take the general one (nothing was done then). Runs on every eager call: written
+        for speed."""
         fk = self.fk
         comm = fk.comm
         cfg = r.cfg
         if (fk._poisoned or comm.generation != r.generation or cfg.consumed_pending
                 or r.get_device() != r.device or direct_launch.hooks_active()
-                or kernel_timeout_ns() != r.timeout
-                or (copy is not None and not copy.nbytes)):
+                or kernel_timeout_ns() != r.timeout):
             return False
         for i, ptr in r.operands:
             if args[i].data_ptr() != ptr:
                 return False
-        c = None
-        if copy is not None:
-            n, dst, src = copy.nbytes, copy.dst.data_ptr(), copy.src.data_ptr()
+        if c is not None:
+            dst, src, n = c[0], c[1], c[2]
             if dst < src + n and src < dst + n:
                 return False  # overlapping: Tensor.copy_ refuses or orders it, a memcpy would not
-            c = (dst, src, n, copy.after)
         stream = r.raw_stream(r.device)
-        if r.capture_status(stream) or graphs.in_fused_capture():
+        if r.capture_status(stream) or graphs._LOCAL.active is not None:
             return False
         values = args + r.tail
         with fk._lock:
@@ -123,12 +135,15 @@ class BoundLaunch:
             e = cfg.epochs.next()
             fk.last_config = cfg
             try:
-                if not r.dl.enqueue(r.grid, values, stream, c):
-                    # no current context on this thread: Triton's launcher sets one
-                    _launch_through_triton(fk, cfg, r.grid, values, copy)
+                done = r.dl.enqueue(r.grid, values, stream, c)
             except BaseException as exc:
                 fk._poison_partial_launch(e, exc)
                 raise
+            if not done:
+                # no current context on this thread, and nothing enqueued: the count goes back
+                # and the general path launches through Triton, whose launcher sets one
+                cfg.epochs.value = e - 1
+                return False
         return True
 
 
@@ -167,7 +182,8 @@ class _Ready:
         comm = fk.comm
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw
         r.capture_status = probe
-        r.get_device = fastlaunch.current_device
+        # torch's raw accessor when it has one (fastlaunch.current_device looks it up per call)
+        r.get_device = getattr(torch._C, "_cuda_getDevice", None) or fastlaunch.current_device
         r.tail = list(tail) + [cfg.flags, peers, cfg.table, fk.diag_addr, comm.rank,
                                cfg.epoch_word, timeout]
         r.generation, r.device = comm.generation, comm.device.index
@@ -177,15 +193,3 @@ class _Ready:
 
 #: :meth:`_Ready.of`'s answer for a layout the bound path cannot take
 _NEVER = object()
-
-
-def _launch_through_triton(fk, cfg, grid, values, copy) -> None:
-    """The bound call's launch when the direct launch stepped back (it enqueued nothing):
-    the copy with torch and the kernel through Triton's launcher, on the current stream."""
-    from .fused import current_stream
-    S = current_stream(fk.comm.device)
-    if copy is not None and not copy.after:
-        copy.run()
-    fk.launcher.run_kernel(cfg, grid, values, S, None)
-    if copy is not None and copy.after:
-        copy.run()

@@ -100,9 +100,24 @@ _KIND_CODES = {name: code for code, name in abi.KIND_NAMES.items()}
 
 
 def fused_enabled(env=None) -> bool:
-    """False when ``SYNCOPATE=0`` (or ``false``/``off``/``no``): use the unfused fallbacks."""
-    env = os.environ if env is None else env
+    """False when ``SYNCOPATE=0`` (or ``false``/``off``/``no``): use the unfused fallbacks.
+    Read on every eager op call that leaves ``fused`` to the environment: without ``env``,
+    one lookup in ``os.environ``'s own dict (:data:`.diag._ENV_DATA`), parsed once per value."""
+    if env is None:
+        d = diag._ENV_DATA
+        if type(d) is dict and os.name == "posix":
+            raw = d.get(b"SYNCOPATE")
+            hit = _FUSED_MEMO.get(raw)
+            if hit is None:
+                hit = _FUSED_MEMO[raw] = fused_enabled({} if raw is None else
+                                                       {"SYNCOPATE": os.fsdecode(raw)})
+            return hit
+        env = os.environ
     return env.get("SYNCOPATE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+#: raw ``SYNCOPATE`` values (bytes or None) -> :func:`fused_enabled`'s answer
+_FUSED_MEMO: dict = {}
 
 
 # ------------------------------------------------------------------------------------------
