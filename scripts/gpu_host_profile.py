@@ -259,6 +259,11 @@ def main_loopback(W: int, n: int | None, backends, shape) -> int:
     each = f"{n} calls" if n else "60 calls (ce: 15)"
     _report(rows, profiles, 0, f", {W} loopback ranks on one GPU taking turns, {each} each, "
                                f"M, H, F = {shape}")
+    # the last rank's turn too: rank 0's kernels queue behind its first one, which spins until
+    # the other ranks launch (a loopback artefact: on W GPUs every rank's kernels run as they
+    # are launched); the last rank's launches meet their peers' kernels already queued
+    last_rows = res[-1][1][0]
+    _report(last_rows, {}, W - 1, f", its kernels running as launched, {each}")
     return 0
 
 

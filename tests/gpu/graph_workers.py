@@ -127,6 +127,10 @@ def graph_replays(rank, W, op, iters, shape, backend="sm", kernel="tma", split=2
     torch.cuda.synchronize()
     comm.check()
     elapsed = time.monotonic() - t0
+    # in loopback the synchronize above is device-wide: it must not start after a faster
+    # rank's eager launch below, whose kernel spins until this rank launches too (it would
+    # wait for that kernel, which waits for this rank: a deadlock the watchdog ends)
+    dist.barrier()
     if fk.device_epoch() != e0 + iters:
         problems.append(f"{op}: device epoch {fk.device_epoch()} after {iters} replays, expected "
                         f"{e0 + iters}")
