@@ -11,7 +11,12 @@ kernels' base) and for the one-thread epoch-advance kernel:
 * the direct launch (``syncopate.runtime.direct_launch``: one ``cuLaunchKernel`` through
   ctypes), with scalars fixed (the fused kernel's fast path) and re-read (the sync kernels);
 * torch.matmul, and for the advance two ``cuStreamWriteValue32`` (the memop advance, withdrawn:
-  docs/cuda-graphs.md; timed for comparison).
+  docs/cuda-graphs.md; timed for comparison);
+* an all-gather's staging copy (a 512 x 8192 bf16 shard) enqueued with the GEMM launch, three
+  ways: ``Tensor.copy_``, the compiled path's ``cuMemcpyDtoDAsync`` in the same call (what the
+  ops' bound launches do), and a Triton copy kernel launched directly (a second
+  ``cuLaunchKernel`` instead of a memcpy), host and device time: whether a copy kernel would
+  be the cheaper way to stage.
 
 Every GEMM path writes a poisoned output that must equal the JIT's bit for bit (and torch's to
 bf16 rounding); every advance path must leave the word at its call count.
@@ -118,6 +123,92 @@ def advance_paths(calls: int):
     return rows
 
 
+def staging_paths(M: int, N: int, K: int, calls: int, rows: int = 512, cols: int = 8192):
+    """``[(path, host us, device us of the copy, copy correct)]``: the GEMM launch with a
+    staging copy of ``rows x cols`` bf16 enqueued before it, by path."""
+    import torch
+
+    from syncopate.kernels import ensure_tma_allocator
+    from syncopate.ops._gemm import gemm_call
+    from syncopate.runtime import direct_launch
+    copy_words = _copy_kernel()
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    a = torch.randn(M, K, device=dev).to(torch.bfloat16)
+    b = torch.randn(K, N, device=dev).to(torch.bfloat16)
+    c = torch.empty(M, N, device=dev, dtype=torch.bfloat16)
+    call = gemm_call("tma", a, b, c, None)
+    ensure_tma_allocator()
+    k = call.fn[call.grid](*call.args, **call.options)
+    g3 = tuple(call.grid) + (1,) * (3 - len(call.grid))
+    s = torch.cuda.current_stream().cuda_stream
+    gemm = direct_launch.build(k, call.args, fixed_scalars=True, device=dev)
+    src = torch.randn(rows, cols, device=dev).to(torch.bfloat16)
+    dst = torch.empty_like(src)
+    nbytes = src.numel() * src.element_size()
+    words = (dst.view(torch.int64).view(-1), src.view(torch.int64).view(-1), nbytes // 8)
+    programs = 2 * torch.cuda.get_device_properties(dev).multi_processor_count
+    ck = copy_words[(programs,)](*words, BLOCK=2048)
+    copier = direct_launch.build(ck, list(words) + [2048], fixed_scalars=False, device=dev)
+    if gemm is None or copier is None or not gemm.copies:
+        raise SystemExit("direct launches or the compiled path are unavailable here")
+    cargs = list(words) + [2048]
+    paths = [("Tensor.copy_, then the direct GEMM launch",
+              lambda: (dst.copy_(src), gemm(g3, call.args, s))),
+             ("cuMemcpyDtoDAsync + GEMM in one compiled call",
+              lambda: gemm(g3, call.args, s, (dst, src, nbytes, False))),
+             ("copy kernel + GEMM, two direct launches",
+              lambda: (copier((programs, 1, 1), cargs, s), gemm(g3, call.args, s)))]
+    # the copy alone, for its device time
+    copies = [lambda: dst.copy_(src), lambda: _memcpy(dst, src, nbytes, s),
+              lambda: copier((programs, 1, 1), cargs, s)]
+    out = []
+    for (name, fn), copy in zip(paths, copies):
+        dst.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        ok = torch.equal(dst, src)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            copy()
+        end.record()
+        torch.cuda.synchronize()
+        out.append((f"staging {rows}x{cols} bf16: {name}", host_us(fn, calls),
+                    start.elapsed_time(end) / 20 * 1e3, ok))
+    return out
+
+
+def _copy_kernel():
+    """A grid-stride copy of int64 words (Triton reads a kernel's globals from its module:
+    defined at first use, so the module imports without Triton)."""
+    global copy_words, tl
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_words(dst, src, n, BLOCK: tl.constexpr):
+        step = tl.num_programs(0) * BLOCK
+        for start in range(tl.program_id(0) * BLOCK, n, step):
+            offs = start + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(dst + offs, tl.load(src + offs, mask=m), mask=m)
+    return copy_words
+
+
+def _memcpy(dst, src, nbytes: int, stream: int) -> bool:
+    """``cuMemcpyDtoDAsync`` alone through ctypes (the device time of the memcpy path)."""
+    import ctypes
+
+    from syncopate.runtime import _cuda
+    fn = _cuda._symbol("cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync")
+    fn.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    rc = fn(dst.data_ptr(), src.data_ptr(), nbytes, stream)
+    if rc:
+        raise SystemExit(f"cuMemcpyDtoDAsync failed: {rc}")
+    return True
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", default="1024,4096,1024", metavar="M,N,K")
@@ -131,12 +222,17 @@ def main(argv=None) -> int:
     os.environ["SYNCOPATE_DIRECT_LAUNCH"] = "1"  # compared here, whatever the caller's setting
     g = gemm_paths(M, N, K, args.calls)
     a = advance_paths(args.calls)
-    bad = [r for r in g if not r[3]] + [r for r in a if r[2] != r[3]]
+    st = staging_paths(M, N, K, args.calls)
+    bad = ([r for r in g if not r[3]] + [r for r in a if r[2] != r[3]]
+           + [r for r in st if not r[3]])
     print(f"\nhost time per launch (median of {args.calls}, us) on {torch.cuda.get_device_name()}:")
     for name, us, diff, same in g:
         print(f"  {name:58s} {us:7.1f}   max|diff| vs JIT {diff:.3g}  {'bitwise' if same else 'DIFFERS'}")
     for name, us, got, want in a:
         print(f"  {name:58s} {us:7.1f}   word {got} (want {want})")
+    for name, us, dev_us, ok in st:
+        print(f"  {name:58s} {us:7.1f}   copy on the device {dev_us:.1f} us  "
+              f"{'copied' if ok else 'WRONG COPY'}")
     if bad:
         print(f"FAILED: {[r[0] for r in bad]}", file=sys.stderr)
         return 1
