@@ -467,3 +467,68 @@ def test_the_compiled_path_refuses_what_ctypes_refuses(driver):
         with pytest.raises(err):
             dl((1, 1, 1), bad, 3)
         assert len(driver.calls) == n, bad
+
+
+def _stager_ck(n_type="i32"):
+    """What sync_kernels._stage_kernel compiles to: (dst, src, n, BLOCK), function 0x57A6."""
+    ck = _fake_ck({"dst": "*i64", "src": "*i64", "n": n_type, "BLOCK": "constexpr"})
+    ck.function = 0x57A6
+    return ck
+
+
+def test_the_compiled_path_stages_through_a_copy_kernel_where_it_fits(driver):
+    """``Launch.set_stager``: a copy that is 16-byte aligned and a multiple of 128 bytes is the
+    staging kernel's launch (dst, src, word count; grid = the words' steps, at most the
+    programs), before the kernel or after it; any other copy stays a ``cuMemcpyDtoDAsync``;
+    the stager's launch errors are the copy's."""
+    if driver.path == "ctypes":
+        pytest.skip("the stager is part of the compiled path")
+    ck = _fake_ck(_SIG)
+    vals = [_FakeTensor(0x1000), 7, 64, False, 1, _FakeTensor(0x2000), 0]
+    dl = direct_launch.build(ck, vals, fixed_scalars=True)
+    st = direct_launch.build(_stager_ck(), [0, 0, 16, 2048], fixed_scalars=False)
+    dl.use_stager((st._c, 8, 2048))
+    nbytes = 2048 * 8 * 3 + 128  # 3 steps and a bit: 4 programs
+    assert dl((2, 1, 1), vals, 5, copy=(0x10000, _FakeTensor(0x90000), nbytes, False))
+    assert driver.events == ["launch", "launch"] and not driver.copies
+    first, main = driver.calls[-2:]
+    assert first["function"] == 0x57A6 and first["grid"] == (4, 1, 1) and first["stream"] == 5
+    assert _read(first, [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32]) == \
+        [0x10000, 0x90000, nbytes // 8]
+    assert main["function"] == 0xF00
+    big = 2048 * 8 * 100  # more steps than programs: the grid stops at the programs
+    assert dl((2, 1, 1), vals, 9, copy=(0x10000, 0x90000, big, True))
+    assert [c["function"] for c in driver.calls[-2:]] == [0xF00, 0x57A6]
+    assert driver.calls[-1]["grid"] == (8, 1, 1)
+    for dst, src, n in ((0x10008, 0x90000, 4096), (0x10000, 0x90004, 4096),
+                        (0x10000, 0x90000, 4096 + 64)):  # misaligned, or not 128-byte whole
+        assert dl((2, 1, 1), vals, 5, copy=(dst, src, n, False))
+        assert driver.copies[-1] == (dst, src, n, 5) and driver.events[-2:] == ["copy", "launch"]
+    # an i32 word count with no room for a step past the copy: a memcpy
+    huge = (2**31 - 1 - 8 * 2048 + 16) * 8
+    assert dl((2, 1, 1), vals, 5, copy=(0x10000, 0x90000, huge - huge % 128, False))
+    assert driver.events[-2:] == ["copy", "launch"]
+    driver.rc = 700  # the stager's launch failing is the copy failing: nothing else enqueued
+    n = len(driver.calls)
+    with pytest.raises(_cuda.DriverError, match="cuMemcpyDtoDAsync failed .* 700"):
+        dl((2, 1, 1), vals, 5, copy=(0x10000, 0x90000, 4096, False))
+    assert len(driver.calls) == n + 1
+    driver.rc = 0
+    dl.use_stager(None)
+    assert dl((2, 1, 1), vals, 5, copy=(0x10000, 0x90000, 4096, False))
+    assert driver.events[-2:] == ["copy", "launch"]
+
+
+def test_a_stager_must_take_dst_src_and_a_count(driver):
+    if driver.path == "ctypes":
+        pytest.skip("the stager is part of the compiled path")
+    dl = direct_launch.build(_fake_ck(_SIG), [_FakeTensor(0x1000), 7, 64, False, 1,
+                                              _FakeTensor(0x2000), 0], fixed_scalars=True)
+    bad = direct_launch.build(_fake_ck({"a": "*i64", "n": "i32"}), [0, 16], fixed_scalars=False)
+    with pytest.raises(ValueError, match="dst pointer, src pointer"):
+        dl.use_stager((bad._c, 8, 2048))
+    st = direct_launch.build(_stager_ck(), [0, 0, 16, 2048], fixed_scalars=False)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        dl.use_stager((st._c, 8, 100))
+    with pytest.raises(TypeError, match="must be a Launch"):
+        dl._c.set_stager(object(), 8, 2048)

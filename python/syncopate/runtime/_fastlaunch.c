@@ -39,7 +39,7 @@ typedef struct {
   unsigned long long hi;
 } Slot;
 
-typedef struct {
+typedef struct Launch_ {
   PyObject_HEAD
   cu_launch_t launch;
   cu_memcpy_t memcpy;
@@ -50,6 +50,10 @@ typedef struct {
   Py_ssize_t n;
   Slot *slots;
   PyObject *keep;         /* keeps the ctypes slots and the params array alive */
+  /* the staging copy as a kernel (set_stager): a Launch of a grid-stride copy of n int64
+   * words, its slots (dst, src, n); NULL: the copy is a cuMemcpyDtoDAsync */
+  struct Launch_ *stager;
+  unsigned stager_programs, stager_block_words;
 } Launch;
 
 static PyObject *str_data_ptr;
@@ -115,6 +119,7 @@ static void store(const Slot *s, uint64_t v) {
 static void Launch_dealloc(Launch *self) {
   free(self->slots);
   Py_XDECREF(self->keep);
+  Py_XDECREF((PyObject *)self->stager);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -180,12 +185,43 @@ static int Launch_init(Launch *self, PyObject *args, PyObject *kw) {
   return 0;
 }
 
+/* Whether the stager can make this copy: a 16-byte aligned copy of a multiple of 128 bytes
+ * (the kernel's specialisation: 16-byte aligned pointers, a word count divisible by 16) whose
+ * word count the n slot holds with room for a step past it (its offsets are n's type). */
+static int stager_fits(const Launch *self, uint64_t dst, uint64_t src,
+                       unsigned long long nbytes) {
+  const Launch *s = self->stager;
+  if (s == NULL || (dst | src) % 16 || nbytes % 128)
+    return 0;
+  unsigned long long words = nbytes / 8;
+  unsigned long long step = (unsigned long long)self->stager_programs * self->stager_block_words;
+  return words + step <= s->slots[2].hi;
+}
+
+static void stager_store(Launch *s, uint64_t dst, uint64_t src, unsigned long long nbytes) {
+  store(&s->slots[0], dst);
+  store(&s->slots[1], src);
+  store(&s->slots[2], nbytes / 8);
+}
+
+/* the stager's launch for ``self``'s copy of ``nbytes``: one program per step of words, at
+ * most self->stager_programs */
+static int stager_launch(const Launch *self, unsigned long long nbytes, void *stream) {
+  const Launch *s = self->stager;
+  unsigned long long words = nbytes / 8;
+  unsigned long long need = (words + self->stager_block_words - 1) / self->stager_block_words;
+  unsigned gx = need < self->stager_programs ? (unsigned)need : self->stager_programs;
+  return s->launch(s->function, gx, 1, 1, s->block, 1, 1, s->smem, stream, s->params, NULL);
+}
+
 /* run(gx, gy, gz, stream, values, scratch, copy_dst, copy_src, copy_bytes, copy_after) -> int
  *
  * 0: enqueued. A positive number: cuLaunchKernel's error code (the copy before it, if any, was
  * enqueued). A negative number: minus cuMemcpyDtoDAsync's error code (a copy before the kernel
  * failed: nothing was enqueued; a copy after it failed: the kernel was). copy_bytes == 0: no
- * copy. Python exceptions (a bad argument) are raised before anything is enqueued. */
+ * copy. The copy is the stager's kernel launch where set_stager allows it (its error code
+ * then stands for the memcpy's). Python exceptions (a bad argument) are raised before
+ * anything is enqueued. */
 static PyObject *Launch_run(Launch *self, PyObject *const *a, Py_ssize_t nargs) {
   if (nargs != 10) {
     PyErr_Format(PyExc_TypeError, "run() takes 10 arguments (%zd given)", nargs);
@@ -253,8 +289,12 @@ static PyObject *Launch_run(Launch *self, PyObject *const *a, Py_ssize_t nargs) 
     *self->scratch_slot = scratch;
   void *st = (void *)(uintptr_t)stream;
   int rc;
+  const int by_kernel = nbytes && stager_fits(self, copy_dst, copy_src, nbytes);
+  if (by_kernel)
+    stager_store(self->stager, copy_dst, copy_src, nbytes);
   if (nbytes && !after) {
-    rc = self->memcpy(copy_dst, copy_src, (size_t)nbytes, st);
+    rc = by_kernel ? stager_launch(self, nbytes, st)
+                   : self->memcpy(copy_dst, copy_src, (size_t)nbytes, st);
     if (rc)
       return PyLong_FromLong(-rc);
   }
@@ -263,16 +303,60 @@ static PyObject *Launch_run(Launch *self, PyObject *const *a, Py_ssize_t nargs) 
   if (rc)
     return PyLong_FromLong(rc);
   if (nbytes && after) {
-    rc = self->memcpy(copy_dst, copy_src, (size_t)nbytes, st);
+    rc = by_kernel ? stager_launch(self, nbytes, st)
+                   : self->memcpy(copy_dst, copy_src, (size_t)nbytes, st);
     if (rc)
       return PyLong_FromLong(-rc);
   }
   return PyLong_FromLong(0);
 }
 
+/* set_stager(stager, programs, block_words): copies of run() go through ``stager`` (a Launch
+ * of runtime/sync_kernels.py's _stage_kernel: slots dst, src, n words; at most ``programs``
+ * programs of ``block_words`` words each per step) whenever they are 16-byte aligned and a
+ * multiple of 128 bytes (the kernel was specialised for that), else through
+ * cuMemcpyDtoDAsync. None: always the memcpy. */
+static PyObject *Launch_set_stager(Launch *self, PyObject *const *a, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "set_stager(stager, programs, block_words)");
+    return NULL;
+  }
+  if (a[0] == Py_None) {
+    Py_CLEAR(self->stager);
+    Py_RETURN_NONE;
+  }
+  if (!PyObject_TypeCheck(a[0], Py_TYPE(self))) {
+    PyErr_SetString(PyExc_TypeError, "the stager must be a Launch");
+    return NULL;
+  }
+  Launch *s = (Launch *)a[0];
+  if (s == self || s->n != 3 || s->slots[0].kind != K_PTR || s->slots[1].kind != K_PTR ||
+      s->slots[0].arg != 0 || s->slots[1].arg != 1 || s->slots[2].arg != 2 ||
+      (s->slots[2].kind != K_I32 && s->slots[2].kind != K_I64) || s->scratch_slot != NULL) {
+    PyErr_SetString(PyExc_ValueError,
+                    "the stager must take (dst pointer, src pointer, int32/int64 n), no scratch");
+    return NULL;
+  }
+  unsigned long programs = PyLong_AsUnsignedLong(a[1]);
+  unsigned long block = PyLong_AsUnsignedLong(a[2]);
+  if (PyErr_Occurred())
+    return NULL;
+  if (programs == 0 || block == 0 || block % 16) {
+    PyErr_SetString(PyExc_ValueError, "programs > 0 and block_words a multiple of 16");
+    return NULL;
+  }
+  Py_INCREF(s);
+  Py_XSETREF(self->stager, s);
+  self->stager_programs = (unsigned)programs;
+  self->stager_block_words = (unsigned)block;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef Launch_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Launch_run, METH_FASTCALL,
      "run(gx, gy, gz, stream, values, scratch, copy_dst, copy_src, copy_bytes, copy_after)"},
+    {"set_stager", (PyCFunction)(void (*)(void))Launch_set_stager, METH_FASTCALL,
+     "set_stager(stager Launch or None, programs, block_words)"},
     {NULL, NULL, 0, NULL},
 };
 

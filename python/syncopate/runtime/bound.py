@@ -180,6 +180,9 @@ class _Ready:
             return _NEVER
         r = cls()
         comm = fk.comm
+        if copy is not None:  # the copy as a kernel where it fits (sync_kernels.stager says why)
+            from .sync_kernels import stager
+            dl.use_stager(stager(comm.device.index))
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw
         r.capture_status = probe
         # torch's raw accessor when it has one (fastlaunch.current_device looks it up per call)

@@ -272,6 +272,16 @@ class DirectLaunch:
             raise _cuda.DriverError(f"cuLaunchKernel failed with CUDA driver error {rc}")
         return True
 
+    def use_stager(self, stage) -> None:
+        """Copies enqueued with this kernel's launches go through ``stage`` (a
+        :func:`.sync_kernels.stager`: the staging kernel's C launch, programs, words per step)
+        where they fit it, else stay memcpys; None: memcpys only."""
+        if self._c is not None:
+            if stage is None:
+                self._c.set_stager(None, 0, 0)
+            else:
+                self._c.set_stager(*stage)
+
     @property
     def copies(self) -> bool:
         """Whether a call can enqueue a staging copy with the launch (the compiled path)."""
