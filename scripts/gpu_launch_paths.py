@@ -153,15 +153,26 @@ def staging_paths(M: int, N: int, K: int, calls: int, rows: int = 512, cols: int
     if gemm is None or copier is None or not gemm.copies:
         raise SystemExit("direct launches or the compiled path are unavailable here")
     cargs = list(words) + [2048]
+    # what the ops' bound launches do: the GEMM's own compiled launch with the staging kernel
+    from syncopate.runtime import sync_kernels
+    stage = sync_kernels.stager(dev.index)
+    staged = direct_launch.build(k, call.args, fixed_scalars=True, device=dev)
+    if stage is None or staged is None:
+        raise SystemExit("sync_kernels.stager is unavailable here")
+    staged.use_stager(stage)
     paths = [("Tensor.copy_, then the direct GEMM launch",
               lambda: (dst.copy_(src), gemm(g3, call.args, s))),
              ("cuMemcpyDtoDAsync + GEMM in one compiled call",
               lambda: gemm(g3, call.args, s, (dst, src, nbytes, False))),
              ("copy kernel + GEMM, two direct launches",
-              lambda: (copier((programs, 1, 1), cargs, s), gemm(g3, call.args, s)))]
+              lambda: (copier((programs, 1, 1), cargs, s), gemm(g3, call.args, s))),
+             ("the runtime's stager + GEMM in one compiled call",
+              lambda: staged(g3, call.args, s, (dst, src, nbytes, False)))]
     # the copy alone, for its device time
     copies = [lambda: dst.copy_(src), lambda: _memcpy(dst, src, nbytes, s),
-              lambda: copier((programs, 1, 1), cargs, s)]
+              lambda: copier((programs, 1, 1), cargs, s),
+              lambda: stage[0].run(min(stage[1], -(-nbytes // 8 // stage[2])), 1, 1, s,
+                                   [dst, src, nbytes // 8, stage[2]], 0, 0, 0, 0, False)]
     out = []
     for (name, fn), copy in zip(paths, copies):
         dst.fill_(float("nan"))
