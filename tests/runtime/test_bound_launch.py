@@ -207,3 +207,46 @@ def test_configurations_the_bound_path_does_not_cover_stay_general(rig, monkeypa
     monkeypatch.setattr(fk.launcher, "kernel_only", lambda cfg: False)
     b = _warm(fk, vals)
     assert b._ready is None
+
+
+class _DevTensor:
+    """What Copy.run reads of a CUDA tensor: its address and device; ``copy_`` recorded."""
+
+    def __init__(self, ptr, index=0):
+        self.ptr, self.device, self.copied = ptr, torch.device("cuda", index), []
+
+    def data_ptr(self):
+        return self.ptr
+
+    def copy_(self, src):
+        self.copied.append(src)
+
+
+def test_the_general_paths_copy_is_one_memcpy_by_handle_where_it_can(monkeypatch):
+    """``Copy.run`` (the general path's staging, every ce call): a plain copy between disjoint
+    buffers of the current device is one ``cuMemcpyDtoDAsync`` on the current stream; an
+    overlapping one, one for another device, a conversion (``nbytes`` 0) or a driver refusal
+    (no context) is ``Tensor.copy_``."""
+    from syncopate.runtime import fastlaunch
+    calls = []
+
+    def memcpy(dst, src, n, stream):
+        calls.append((dst, src, n, stream))
+        if stream == 666:
+            raise _cuda.DriverError("cuMemcpyDtoDAsync failed with CUDA driver error 201")
+        return True
+    monkeypatch.setattr(_cuda, "memcpy_async", memcpy)
+    monkeypatch.setattr(fastlaunch, "current_device", lambda: 0)
+    monkeypatch.setattr(fastlaunch, "current_raw_stream", lambda idx: STREAM)
+    dst, src = _DevTensor(0x10000), _DevTensor(0x20000)
+    bound.Copy(dst, src, after=False, nbytes=4096).run()
+    assert calls == [(0x10000, 0x20000, 4096, STREAM)] and not dst.copied
+    for d, s, n in ((_DevTensor(0x10000), _DevTensor(0x10800), 4096),  # overlapping
+                    (_DevTensor(0x10000, index=1), _DevTensor(0x20000, index=1), 4096),
+                    (_DevTensor(0x10000), _DevTensor(0x20000), 0)):
+        bound.Copy(d, s, after=False, nbytes=n).run()
+        assert d.copied == [s] and len(calls) == 1
+    monkeypatch.setattr(fastlaunch, "current_raw_stream", lambda idx: 666)
+    d = _DevTensor(0x10000)
+    bound.Copy(d, src, after=False, nbytes=4096).run()
+    assert d.copied == [src] and len(calls) == 2

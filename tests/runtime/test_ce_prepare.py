@@ -56,9 +56,11 @@ def test_ce_prepared_pull_copies_the_peer_rows():
     c.release(other)  # a released address may come back for another buffer: prepare anew
     assert fk.launcher.prepare(cfg, {"a_ptr": A}) is not prep
     prep = fk.launcher.prepare(cfg, {"a_ptr": A})
-    assert [st.src for st, _, _ in prep.steps] == [1, 1] and prep.reductions == []
-    for st, copy, flag_view in prep.steps:
+    assert [st.src for st, _, _, _ in prep.steps] == [1, 1] and prep.reductions == []
+    for st, copy, flag_view, flag_addr in prep.steps:
         assert flag_view.dtype == torch.uint32 and flag_view.numel() == cfg.abi.layout.words
+        # CHUNK[c] on the destination, as the address the flag write takes
+        assert flag_addr == flag_view.data_ptr() + 4 * cfg.abi.layout.chunk(st.chunk)
         copy(None)
     assert torch.equal(A[4:], peer[4:]) and torch.all(A[:4] == 0)
 
@@ -71,7 +73,7 @@ def test_ce_prepared_reduce_scatter_pushes_into_the_owner_slot_and_sums():
     C = c.empty((8, 4), torch.float32)
     C.copy_(torch.arange(32, dtype=torch.float32).view(8, 4))
     prep = fk.launcher.prepare(cfg, {"c_ptr": C})
-    (st, copy, _), = prep.steps
+    (st, copy, _, _), = prep.steps
     assert (st.src, st.dst) == (0, 1)
     copy(None)
     peer_slots = c.allocation(cfg.slots["C"]).handle.bufs[1].view(torch.float32).view(2, 8, 4)
@@ -139,3 +141,34 @@ def test_index_runs_groups_consecutive_flags_for_one_wait_launch():
             assert got == want and len(want) == (W - 1) * 2
             # the split's chunks from one source are consecutive: one launch per source
             assert len(index_runs(st.chunk for st in p.reduce_in)) == W - 1
+
+
+def test_ce_events_go_by_handle_and_fall_back_to_torch(monkeypatch):
+    """The side-stream handshake's events: a driver event recorded and waited on by handle
+    (``cuEventRecord`` on the recording stream, ``cuStreamWaitEvent`` on the waiting one) and
+    destroyed with its owner; a ``torch.cuda.Event`` where the driver gives none."""
+    import types
+
+    from syncopate.backends import ce
+    from syncopate.runtime import _cuda
+    log = []
+    monkeypatch.setattr(_cuda, "event_create", lambda: 0xE0)
+    monkeypatch.setattr(_cuda, "event_record", lambda ev, s: log.append(("record", ev, s)))
+    monkeypatch.setattr(_cuda, "stream_wait_event", lambda s, ev: log.append(("wait", s, ev)))
+    monkeypatch.setattr(_cuda, "event_destroy", lambda ev: log.append(("destroy", ev)))
+    ev = ce._Event()
+    ev.record(None, 11)
+    ev.wait(None, 22)
+    del ev
+    assert log == [("record", 0xE0, 11), ("wait", 22, 0xE0), ("destroy", 0xE0)]
+
+    class _TorchEvent:
+        def record(self, stream):
+            log.append(("torch record", stream))
+    monkeypatch.setattr(_cuda, "event_create", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Event", _TorchEvent)
+    ev = ce._Event()
+    stream = types.SimpleNamespace(wait_event=lambda e: log.append(("torch wait", e)))
+    ev.record("S", 11)
+    ev.wait(stream, 22)
+    assert log[-2:] == [("torch record", "S"), ("torch wait", ev.event)]

@@ -73,13 +73,11 @@ class CELauncher(Launcher):
     def reads_of_me(self, cfg) -> int:
         return cfg.ce_plan.reads_of_me
 
-    def _event(self, cfg, name: str):
-        import torch
-
+    def _event(self, cfg, name: str) -> "_Event":
         events = cfg.host.setdefault("events", {})
         ev = events.get(name)
         if ev is None:
-            ev = events[name] = torch.cuda.Event()
+            ev = events[name] = _Event()
         return ev
 
     def prepare(self, cfg, operand_tensors: dict) -> _CEPrepared:
@@ -110,7 +108,9 @@ class CELauncher(Launcher):
                     dst_t = comm.peer_view(t, st.dst)[st.slices]
                     src_t = t[st.slices]
                 copy = region_copier(dst_t, src_t)
-            steps.append((st, copy, comm.flag_view_u32(cfg.flags, st.dst)))
+            view = comm.flag_view_u32(cfg.flags, st.dst)
+            # CHUNK[c] on the destination as an address: the flag write is one driver call
+            steps.append((st, copy, view, view.data_ptr() + 4 * cfg.abi.layout.chunk(st.chunk)))
         groups: dict = {}
         for st in p.reduce_in:
             groups.setdefault((st.tensor, _slices_key(st.slices)), (st.slices, []))[1].append(st.src)
@@ -139,15 +139,18 @@ class CELauncher(Launcher):
         p = cfg.ce_plan
 
         # 1. Entry: after the staged inputs (and launch e-1, by stream order) on the main stream.
+        # Events are recorded and waited on by handle (_Event), copies and flag writes enqueued
+        # on X by handle: nothing below needs X as torch's current stream.
+        Sh, Xh = S.cuda_stream, X.cuda_stream
         staged = self._event(cfg, "staged")
-        staged.record(S)
-        X.wait_event(staged)
+        staged.record(S, Sh)
+        staged.wait(X, Xh)
         if not fk.test_skip_entry:
             sk.signal_entry(peers, lay.entry(me), e, W, stream=X)
         fk.wait_flag(cfg, lay.entry(0), e, "entry", e, X, count=W)
         entered = self._event(cfg, "entered")
-        entered.record(X)
-        S.wait_event(entered)
+        entered.record(X, Xh)
+        entered.wait(S, Sh)
 
         # 2. The fused kernel.
         self.run_kernel(cfg, grid, args, S, direct)
@@ -158,28 +161,29 @@ class CELauncher(Launcher):
         #    buffers: per launch only the enqueueing is left (host time at M = 1024 matters).
         prep = self.prepare(cfg, operand_tensors)
         skip = fk.test_skip_chunks
-        with torch.cuda.stream(X):
-            for st, copy, flag_view in prep.steps:
-                if st.chunk in skip:
-                    continue
-                need_kernel = st.wait_kernel
-                if st.wait_produced:
-                    addr = cfg.flags.data_ptr() + lay.produced(st.chunk) * 4
-                    need_kernel = not _cuda.stream_wait_value32(X.cuda_stream, addr,
-                                                                (e * st.wait_produced) & 0xFFFFFFFF)
-                if need_kernel and kernel_done is None:
-                    # no PRODUCED count (or no stream memory ops): wait for the whole kernel
-                    kernel_done = self._event(cfg, "kernel_done")
-                    kernel_done.record(S)
-                    X.wait_event(kernel_done)
-                if copy is not None:
-                    copy(X)
-                torch.ops.symm_mem.stream_write_value32_(flag_view, lay.chunk(st.chunk), e)
-            for src, n in sorted(p.consumed_adds.items()):
-                sk.add_flag(cfg.flag_addrs[src], lay.consumed, n, stream=X)
+        for st, copy, flag_view, flag_addr in prep.steps:
+            if st.chunk in skip:
+                continue
+            need_kernel = st.wait_kernel
+            if st.wait_produced:
+                addr = cfg.flags.data_ptr() + lay.produced(st.chunk) * 4
+                need_kernel = not _cuda.stream_wait_value32(Xh, addr,
+                                                            (e * st.wait_produced) & 0xFFFFFFFF)
+            if need_kernel and kernel_done is None:
+                # no PRODUCED count (or no stream memory ops): wait for the whole kernel
+                kernel_done = self._event(cfg, "kernel_done")
+                kernel_done.record(S, Sh)
+                kernel_done.wait(X, Xh)
+            if copy is not None:
+                copy(X)
+            if not _cuda.stream_write_value32(Xh, flag_addr, e):
+                with torch.cuda.stream(X):  # no stream memory ops in this driver: torch's op
+                    torch.ops.symm_mem.stream_write_value32_(flag_view, lay.chunk(st.chunk), e)
+        for src, n in sorted(p.consumed_adds.items()):
+            sk.add_flag(cfg.flag_addrs[src], lay.consumed, n, stream=X)
         done = self._event(cfg, "comm_done")
-        done.record(X)
-        S.wait_event(done)
+        done.record(X, Xh)
+        done.wait(S, Sh)
 
         # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S), unless
         #    the kernel's epilogue already added them (reduce="epilogue": it waited for them).
@@ -257,7 +261,7 @@ def copy_region(dst, src, stream) -> None:
     ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the fused kernel)."""
     global _COPY_WARNED
     if dst.is_contiguous() and src.is_contiguous():
-        dst.copy_(src, non_blocking=True)
+        _copy_on(stream, dst, src)
         return
     shp = _rows_cols(dst, src)
     if shp is not None:
@@ -269,7 +273,7 @@ def copy_region(dst, src, stream) -> None:
         warnings.warn("syncopate ce backend: a chunk region is not a 2-D block; copying it with "
                       "an SM kernel (slower, and it competes with the fused kernel for SMs)")
         _COPY_WARNED = True
-    dst.copy_(src, non_blocking=True)
+    _copy_on(stream, dst, src)
 
 
 def region_copier(dst, src):
@@ -277,7 +281,17 @@ def region_copier(dst, src):
     contiguous views copy with ``Tensor.copy_``, one strided level with ``cuMemcpy2DAsync``
     (falling back to :func:`copy_region` if the driver call is unavailable)."""
     if dst.is_contiguous() and src.is_contiguous():
-        return lambda stream: dst.copy_(src, non_blocking=True)
+        if dst.dtype == src.dtype and dst.shape == src.shape:
+            dptr, sptr = dst.data_ptr(), src.data_ptr()
+            nbytes = dst.numel() * dst.element_size()
+
+            def copy1d(stream):
+                # by handle: Tensor.copy_ would need the stream current (a context, ~4 us)
+                if stream is None or not _cuda.memcpy_async(dptr, sptr, nbytes,
+                                                            stream.cuda_stream):
+                    _copy_on(stream, dst, src)
+            return copy1d
+        return lambda stream: _copy_on(stream, dst, src)
     shp = _rows_cols(dst, src)
     if shp is not None:
         rows, width, dpitch, spitch = shp
@@ -288,6 +302,49 @@ def region_copier(dst, src):
                 copy_region(dst, src, stream)
         return copy2d
     return lambda stream: copy_region(dst, src, stream)
+
+
+def _copy_on(stream, dst, src) -> None:
+    """``dst.copy_(src)`` enqueued on ``stream`` (None: the current stream)."""
+    import torch
+    with torch.cuda.stream(stream):
+        dst.copy_(src, non_blocking=True)
+
+
+class _Event:
+    """An event of the side-stream handshake, recorded and waited on by handle
+    (``cuEventRecord`` / ``cuStreamWaitEvent``, :func:`_cuda.event_create`); a
+    ``torch.cuda.Event`` where the driver gives no handle (no entry point, no context)."""
+
+    __slots__ = ("raw", "event")
+
+    def __init__(self):
+        self.raw = _cuda.event_create()
+        self.event = None
+        if self.raw is None:
+            import torch
+            self.event = torch.cuda.Event()
+
+    def record(self, stream, handle: int) -> None:
+        """Record on ``stream`` (a torch stream; ``handle`` its ``cuda_stream``)."""
+        if self.raw is not None:
+            _cuda.event_record(self.raw, handle)
+        else:
+            self.event.record(stream)
+
+    def wait(self, stream, handle: int) -> None:
+        """``stream``'s later work waits for what was recorded."""
+        if self.raw is not None:
+            _cuda.stream_wait_event(handle, self.raw)
+        else:
+            stream.wait_event(self.event)
+
+    def __del__(self):
+        if getattr(self, "raw", None) is not None:
+            try:
+                _cuda.event_destroy(self.raw)
+            except Exception:  # interpreter shutdown: the driver may be gone already
+                pass
 
 
 def _rows_cols(dst, src):

@@ -146,6 +146,57 @@ def _memop32(name: str, stream: int, addr: int, value: int, flags: int) -> bool:
 
 
 CU_STREAM_NON_BLOCKING = 0x1
+CU_EVENT_DISABLE_TIMING = 0x2
+
+
+def event_create() -> int | None:
+    """A new ``CUevent`` without timing in the current context (``cuEventCreate``), or None
+    when the entry point is unavailable or there is no current context (the caller then keeps
+    a ``torch.cuda.Event``). The ce launcher's handshake records and waits on such events by
+    handle: torch's ``Event.record``/``Stream.wait_event`` wrappers normalise the device on
+    every call (~5-10 us each on an H200 host, six per ce launch)."""
+    fn = _bound("cuEventCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
+    if fn is None:
+        return None
+    h = ctypes.c_void_p()
+    if fn(ctypes.byref(h), CU_EVENT_DISABLE_TIMING) != 0:
+        return None
+    return int(h.value or 0) or None
+
+
+def event_destroy(event: int) -> None:
+    fn = _bound("cuEventDestroy", [ctypes.c_void_p])
+    if fn is not None:
+        fn(event)  # an error (the context is gone at exit) leaves nothing to release
+
+
+def event_record(event: int, stream: int) -> None:
+    """``cuEventRecord(event, stream)``."""
+    fn = _bound("cuEventRecord", [ctypes.c_void_p, ctypes.c_void_p])
+    if fn is None:
+        raise DriverError("the driver library has no cuEventRecord")
+    _check(fn(event, stream), "cuEventRecord")
+
+
+def stream_wait_event(stream: int, event: int) -> None:
+    """``cuStreamWaitEvent(stream, event, 0)``: ``stream``'s later work waits for the work
+    recorded in ``event``."""
+    fn = _bound("cuStreamWaitEvent", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint])
+    if fn is None:
+        raise DriverError("the driver library has no cuStreamWaitEvent")
+    _check(fn(stream, event, 0), "cuStreamWaitEvent")
+
+
+def memcpy_async(dst: int, src: int, nbytes: int, stream: int) -> bool:
+    """Enqueue a copy of ``nbytes`` contiguous bytes from ``src`` to ``dst`` (device or peer
+    addresses) on ``stream`` (``cuMemcpyDtoDAsync``). False when the entry point is
+    unavailable (the caller then falls back to ``Tensor.copy_``)."""
+    fn = _bound("cuMemcpyDtoDAsync", [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                      ctypes.c_void_p])
+    if fn is None:
+        return False
+    _check(fn(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
+    return True
 
 
 def stream_create() -> int | None:
