@@ -25,8 +25,11 @@ class Launcher:
     :attr:`needs_stream_context` is True (else the launch only enqueues on ``stream``, passed
     explicitly)."""
 
-    #: launch under ``torch.cuda.device(...)`` / ``torch.cuda.stream(S)`` (side streams, views)
+    #: launch under ``torch.cuda.device(...)`` / ``torch.cuda.stream(S)`` (else everything
+    #: it enqueues names its stream; another device's launch enters the device anyway)
     needs_stream_context = False
+    #: :meth:`launch` reads ``operand_tensors`` (else it gets None when no context is entered)
+    needs_operands = False
 
     def __init__(self, fk):
         self.fk = fk

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import types
 import os
 import threading
 
@@ -132,14 +133,31 @@ def current_device():
     """torch's current CUDA device index without ``torch.cuda.current_device``'s lazy-init
     wrapper (~1-2 us, asked several times per launch); torch's call where the raw accessor is
     missing (a CPU build, whose tests patch it)."""
-    import torch
-    get = getattr(torch._C, "_cuda_getDevice", None)
-    return get() if get is not None else torch.cuda.current_device()
+    get = _RAW[0] or _accessor(0, "_cuda_getDevice")
+    return get() if get is not None else _torch().cuda.current_device()
 
 
 def current_raw_stream(device: int) -> int:
     """The raw handle of ``device``'s current stream, without building a ``torch.cuda.Stream``
     (~4 us)."""
+    raw = _RAW[1] or _accessor(1, "_cuda_getCurrentRawStream")
+    return raw(device) if raw is not None else _torch().cuda.current_stream(device).cuda_stream
+
+
+def _torch():
     import torch
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    return torch
+
+
+#: torch's own ``_cuda_getDevice`` and ``_cuda_getCurrentRawStream`` once looked up (an import
+#: and a getattr per call cost ~0.3 us each); None until then, and on a CPU build
+_RAW: list = [None, None]
+
+
+def _accessor(i: int, name: str):
+    """``torch._C.<name>`` or None; remembered in ``_RAW[i]`` only when it is torch's builtin
+    (a stand-in a test patched in is looked up again at every call)."""
+    fn = getattr(_torch()._C, name, None)
+    if isinstance(fn, types.BuiltinFunctionType):
+        _RAW[i] = fn
+    return fn

@@ -663,7 +663,9 @@ class FusedKernel:
             try:
                 if no_switch:
                     self._advance_counted(cfg, S, e)
-                    L.launch(cfg, g, all_args, S, e, peers, None, direct=direct)
+                    operand_tensors = ({p: values[i] for p, i in self._op_index.items()}
+                                       if L.needs_operands else None)
+                    L.launch(cfg, g, all_args, S, e, peers, operand_tensors, direct=direct)
                 else:
                     # the device switch only when needed: entering it costs a few us
                     with (contextlib.nullcontext() if on_device
