@@ -38,20 +38,28 @@ def host_us(fn, n: int, sleep_cycles: int = 40_000_000) -> float:
     return host_time_s(fn, sleep_cycles, n) * 1e6
 
 
-def gemm_paths(M: int, N: int, K: int, calls: int):
-    """``[(path, host us, max |diff| vs the JIT's output, bitwise equal)]`` for the TMA GEMM."""
+def _tma_gemm(M: int, N: int, K: int):
+    """``(device, a, b, c, GemmCall, compiled kernel)``: the local TMA GEMM on random bf16
+    operands, launched once through the JIT (which compiles it)."""
     import torch
 
     from syncopate.kernels import ensure_tma_allocator
     from syncopate.ops._gemm import gemm_call
-    from syncopate.runtime import direct_launch
     dev = torch.device("cuda", torch.cuda.current_device())
     a = torch.randn(M, K, device=dev).to(torch.bfloat16)
     b = torch.randn(K, N, device=dev).to(torch.bfloat16)
     c = torch.empty(M, N, device=dev, dtype=torch.bfloat16)
     call = gemm_call("tma", a, b, c, None)
     ensure_tma_allocator()
-    k = call.fn[call.grid](*call.args, **call.options)
+    return dev, a, b, c, call, call.fn[call.grid](*call.args, **call.options)
+
+
+def gemm_paths(M: int, N: int, K: int, calls: int):
+    """``[(path, host us, max |diff| vs the JIT's output, bitwise equal)]`` for the TMA GEMM."""
+    import torch
+
+    from syncopate.runtime import direct_launch
+    dev, a, b, c, call, k = _tma_gemm(M, N, K)
     torch.cuda.synchronize()
     ref = c.clone()
     g3 = tuple(call.grid) + (1,) * (3 - len(call.grid))
@@ -128,18 +136,9 @@ def staging_paths(M: int, N: int, K: int, calls: int, rows: int = 512, cols: int
     staging copy of ``rows x cols`` bf16 enqueued before it, by path."""
     import torch
 
-    from syncopate.kernels import ensure_tma_allocator
-    from syncopate.ops._gemm import gemm_call
     from syncopate.runtime import direct_launch
     copy_words = _copy_kernel()
-
-    dev = torch.device("cuda", torch.cuda.current_device())
-    a = torch.randn(M, K, device=dev).to(torch.bfloat16)
-    b = torch.randn(K, N, device=dev).to(torch.bfloat16)
-    c = torch.empty(M, N, device=dev, dtype=torch.bfloat16)
-    call = gemm_call("tma", a, b, c, None)
-    ensure_tma_allocator()
-    k = call.fn[call.grid](*call.args, **call.options)
+    dev, _, _, _, call, k = _tma_gemm(M, N, K)
     g3 = tuple(call.grid) + (1,) * (3 - len(call.grid))
     s = torch.cuda.current_stream().cuda_stream
     gemm = direct_launch.build(k, call.args, fixed_scalars=True, device=dev)
