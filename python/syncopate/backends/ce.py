@@ -261,8 +261,9 @@ _COPY_WARNED = False
 def copy_region(dst, src, stream) -> None:
     """Copy a region between two views (one may be a peer's) with the copy engine.
 
-    Contiguous views: ``Tensor.copy_`` (``cudaMemcpyAsync``). Views with one strided level
-    (a column block of a row-major matrix): ``cuMemcpy2DAsync``. Anything else falls back to
+    Contiguous views: ``Tensor.copy_`` (``cudaMemcpyAsync``) on ``stream``. Views with one
+    strided level (a column block of a row-major matrix): ``cuMemcpy2DAsync``. Anything else
+    falls back to
     ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the fused kernel)."""
     global _COPY_WARNED
     if dst.is_contiguous() and src.is_contiguous():
@@ -283,8 +284,9 @@ def copy_region(dst, src, stream) -> None:
 
 def region_copier(dst, src):
     """``copy(stream)`` doing :func:`copy_region` (dst <- src) with its geometry worked out once:
-    contiguous views copy with ``Tensor.copy_``, one strided level with ``cuMemcpy2DAsync``
-    (falling back to :func:`copy_region` if the driver call is unavailable)."""
+    contiguous views of one dtype and shape with ``cuMemcpyDtoDAsync``, one strided level with
+    ``cuMemcpy2DAsync``, both on ``stream`` by handle (falling back to ``Tensor.copy_`` on
+    ``stream`` if the driver call is unavailable)."""
     if dst.is_contiguous() and src.is_contiguous():
         if dst.dtype == src.dtype and dst.shape == src.shape:
             dptr, sptr = dst.data_ptr(), src.data_ptr()

@@ -179,7 +179,14 @@ def stager(device: int):
     memcpys (the C side checks per call)."""
     hit = _STAGERS.get(device)
     if hit is None:
-        hit = _STAGERS[device] = _build_stager(device) or False
+        try:
+            hit = _build_stager(device) or False
+        except Exception as e:  # the copies stay memcpys: slower on the device, as correct
+            import warnings
+            warnings.warn(f"syncopate: the staging kernel could not be built ({type(e).__name__}: "
+                          f"{e}); staging copies stay cuMemcpyDtoDAsync")
+            hit = False
+        _STAGERS[device] = hit
     return hit or None
 
 
