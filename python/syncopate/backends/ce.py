@@ -263,8 +263,8 @@ def copy_region(dst, src, stream) -> None:
 
     Contiguous views: ``Tensor.copy_`` (``cudaMemcpyAsync``) on ``stream``. Views with one
     strided level (a column block of a row-major matrix): ``cuMemcpy2DAsync``. Anything else
-    falls back to
-    ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the fused kernel)."""
+    falls back to ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the
+    fused kernel)."""
     global _COPY_WARNED
     if dst.is_contiguous() and src.is_contiguous():
         _copy_on(stream, dst, src)
