@@ -208,6 +208,8 @@ def _build_stager(device: int):
         dl = direct_launch.build(ck, [d, s, 16, STAGE_BLOCK], fixed_scalars=False, device=dev)
     if not dl or dl._c is None or dl.scratch_size:
         return None
+    # the compiled kernel owns the module the C launch's function handle lives in
+    _COMPILED[("stage", device)] = ck
     programs = 2 * torch.cuda.get_device_properties(dev).multi_processor_count
     return dl._c, programs, STAGE_BLOCK
 
