@@ -481,13 +481,16 @@ def test_the_compiled_path_stages_through_a_copy_kernel_where_it_fits(driver):
     staging kernel's launch (dst, src, word count; grid = the words' steps, at most the
     programs), before the kernel or after it; any other copy stays a ``cuMemcpyDtoDAsync``;
     the stager's launch errors are the copy's."""
-    if driver.path == "ctypes":
-        pytest.skip("the stager is part of the compiled path")
     ck = _fake_ck(_SIG)
     vals = [_FakeTensor(0x1000), 7, 64, False, 1, _FakeTensor(0x2000), 0]
     dl = direct_launch.build(ck, vals, fixed_scalars=True)
     st = direct_launch.build(_stager_ck(), [0, 0, 16, 2048], fixed_scalars=False)
     dl.use_stager((st._c, 8, 2048))
+    if driver.path == "ctypes":  # no compiled path: no stager, and copies stay refused
+        with pytest.raises(ValueError, match="compiled launch path"):
+            dl((2, 1, 1), vals, 5, copy=(0x10000, 0x90000, 4096, False))
+        assert not driver.calls
+        return
     nbytes = 2048 * 8 * 3 + 128  # 3 steps and a bit: 4 programs
     assert dl((2, 1, 1), vals, 5, copy=(0x10000, _FakeTensor(0x90000), nbytes, False))
     assert driver.events == ["launch", "launch"] and not driver.copies
@@ -520,10 +523,12 @@ def test_the_compiled_path_stages_through_a_copy_kernel_where_it_fits(driver):
 
 
 def test_a_stager_must_take_dst_src_and_a_count(driver):
-    if driver.path == "ctypes":
-        pytest.skip("the stager is part of the compiled path")
     dl = direct_launch.build(_fake_ck(_SIG), [_FakeTensor(0x1000), 7, 64, False, 1,
                                               _FakeTensor(0x2000), 0], fixed_scalars=True)
+    if driver.path == "ctypes":  # nothing to set a stager on: use_stager does nothing
+        assert dl._c is None
+        dl.use_stager(None)
+        return
     bad = direct_launch.build(_fake_ck({"a": "*i64", "n": "i32"}), [0, 16], fixed_scalars=False)
     with pytest.raises(ValueError, match="dst pointer, src pointer"):
         dl.use_stager((bad._c, 8, 2048))
