@@ -288,9 +288,10 @@ def region_copier(dst, src):
     ``cuMemcpy2DAsync``, both on ``stream`` by handle (falling back to ``Tensor.copy_`` on
     ``stream`` if the driver call is unavailable)."""
     if dst.is_contiguous() and src.is_contiguous():
-        if dst.dtype == src.dtype and dst.shape == src.shape:
+        from ..runtime.bound import memcpy_bytes  # imports Triton: not at module import
+        nbytes = memcpy_bytes(dst, src)
+        if nbytes:
             dptr, sptr = dst.data_ptr(), src.data_ptr()
-            nbytes = dst.numel() * dst.element_size()
 
             def copy1d(stream):
                 # by handle: Tensor.copy_ would need the stream current (a context, ~4 us)
