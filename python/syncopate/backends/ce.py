@@ -15,7 +15,7 @@ kernel, unless the kernel's epilogue adds them (``reduce="epilogue"``, ``abi.epi
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import LaunchError
 from ..runtime import _cuda
@@ -45,6 +45,21 @@ class _CEPrepared:
 
     steps: list
     reductions: list
+    #: the stream programs of these buffers (``_CEPrograms`` or None: the Python path), by
+    #: everything else they bake in (:meth:`CELauncher.programs`)
+    programs: dict = field(default_factory=dict)
+
+
+@dataclass
+class _CEPrograms:
+    """One launch's side-stream protocol as stream programs (``runtime/stream_program.py``):
+    ``pre`` up to the kernel's release (ENTRY), ``post`` after the kernel (copies, flags,
+    CONSUMED adds, the handshake back, the reductions' flag waits, and the CONSUMED wait unless
+    ``consumed_in_post`` is False: it then follows the host reduction, or is deferred)."""
+
+    pre: object
+    post: object
+    consumed_in_post: bool
 
 
 class CELauncher(Launcher):
@@ -142,6 +157,18 @@ class CELauncher(Launcher):
         X = comm.stream("syncopate-ce")
         p = cfg.ce_plan
 
+        prep = self.prepare(cfg, operand_tensors)
+        progs = self.programs(cfg, prep, peers, X)
+        if progs is not None:
+            # the same operations as below, enqueued in C (stream_program.py says why)
+            Sh = S.cuda_stream
+            progs.pre.run(Sh, e)
+            self.run_kernel(cfg, grid, args, S, direct)
+            progs.post.run(Sh, e)
+            if not progs.consumed_in_post:
+                self._finish(cfg, prep, S, e)
+            return
+
         # 1. Entry: after the staged inputs (and launch e-1, by stream order) on the main stream.
         # Events are recorded and waited on by handle (_Event), copies and flag writes enqueued
         # on X by handle: nothing below needs X as torch's current stream.
@@ -163,7 +190,6 @@ class CELauncher(Launcher):
         # 3. Copies and flags on the side stream (no SM needed from here on). The views,
         #    copy geometry and flag views of every step are prepared once per set of operand
         #    buffers: per launch only the enqueueing is left (host time at M = 1024 matters).
-        prep = self.prepare(cfg, operand_tensors)
         skip = fk.test_skip_chunks
         for st, copy, flag_view, flag_addr in prep.steps:
             if st.chunk in skip:
@@ -191,20 +217,135 @@ class CELauncher(Launcher):
 
         # 4. Reductions of chunks pushed into this rank's slots (after the kernel, on S), unless
         #    the kernel's epilogue already added them (reduce="epilogue": it waited for them).
-        if p.reduce_in and not cfg.abi.epilogue_slots:
+        if self._host_reduces(cfg):
             # one wait kernel per run of consecutive flags (each of its programs spins on one
             # flag and records its own timeout) instead of one launch per chunk
             for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                 fk.wait_flag(cfg, start, e, "chunk", e, S, count=n)
+        self._finish(cfg, prep, S, e)
+
+    @staticmethod
+    def _host_reduces(cfg) -> bool:
+        """Whether chunks pushed into this rank's slots are added by the host after the kernel
+        (else there are none, or the kernel's epilogue adds them: ``reduce="epilogue"``)."""
+        return bool(cfg.ce_plan.reduce_in) and not cfg.abi.epilogue_slots
+
+    def _finish(self, cfg, prep: _CEPrepared, S, e: int) -> None:
+        """The launch's tail on ``S``: the host reduction (its flag waits are enqueued), then
+        CONSUMED -- nobody may overwrite this rank's buffers before peers finished reading."""
+        if self._host_reduces(cfg):
+            import torch
             with torch.cuda.stream(S):  # torch's ops: on the launch stream
                 for own, parts in prep.reductions:
                     reduce_into(own, parts)
-
-        # 5. CONSUMED: nobody may overwrite this rank's buffers before peers finished reading.
-        if fk.defer_consumed_wait:
+        if self.fk.defer_consumed_wait:
             cfg.consumed_pending = e
         else:
-            fk.consumed_wait(cfg, e, S)
+            self.fk.consumed_wait(cfg, e, S)
+
+    def programs(self, cfg, prep: _CEPrepared, peers, X) -> _CEPrograms | None:
+        """The stream programs of one launch on ``prep``'s buffers (built at the first ask,
+        then cached with what they bake in: the side stream, the watchdog, the peers table,
+        the test switches), or None where the Python path must run (no compiled module, a
+        missing driver entry point or event handle, a copy the copy engine cannot make, a sync
+        kernel without a direct launch)."""
+        from ..runtime import diag, fastlaunch
+
+        fk = self.fk
+        key = (X.cuda_stream, diag.watchdog(), peers.data_ptr(), fastlaunch.current_device(),
+               frozenset(fk.test_skip_chunks), fk.test_skip_entry, fk.defer_consumed_wait)
+        progs = prep.programs
+        hit = progs.get(key, False)
+        if hit is False:
+            if len(progs) > 8:
+                progs.clear()
+            hit = progs[key] = self._build_programs(cfg, prep, peers, X)
+        return hit
+
+    def _build_programs(self, cfg, prep: _CEPrepared, peers, X) -> _CEPrograms | None:
+        """:meth:`launch`'s Python path, recorded (the same operations in the same order)."""
+        from ..runtime import stream_program as sp
+        from ..runtime import sync_kernels as sk
+
+        fk = self.fk
+        comm, lay, p = fk.comm, cfg.abi.layout, cfg.ce_plan
+        me, W = comm.rank, comm.world_size
+        if cfg.abi.flag_dtype != "int32" or sp.entry_points() is None:
+            return None
+        events = {n: self._event(cfg, n) for n in ("staged", "entered", "kernel_done",
+                                                   "comm_done")}
+        if any(ev.raw is None for ev in events.values()):
+            return None
+        ev = {n: e.raw for n, e in events.items()}
+        E = sp.Epoch
+
+        def direct(fn, cx):
+            dl = sk.direct(fn, cx)
+            if dl is None:
+                raise _NoProgram
+            return dl
+
+        def wait(b, stream, index, target, kind, count):
+            args, cx = fk.wait_spec(cfg, index, target, kind, E())
+            b.kernel(stream, direct(sk._wait_kernel, cx), count, args)
+
+        try:
+            pre = sp.Builder()
+            pre.record(sp.MAIN, ev["staged"])
+            pre.wait_event(sp.SIDE, ev["staged"])
+            if not fk.test_skip_entry:
+                pre.kernel(sp.SIDE, direct(sk._signal_all_kernel, {"FLAG64": False}), 1,
+                           (peers.data_ptr(), lay.entry(me), E(), W))
+            wait(pre, sp.SIDE, lay.entry(0), E(), "entry", W)
+            pre.record(sp.SIDE, ev["entered"])
+            pre.wait_event(sp.MAIN, ev["entered"])
+
+            post = sp.Builder()
+            flags = cfg.flags.data_ptr()
+            kernel_done = False
+            for (st, copy, _, flag_addr) in prep.steps:
+                if st.chunk in fk.test_skip_chunks:
+                    continue
+                if st.wait_produced:
+                    post.wait_value(sp.SIDE, flags + lay.produced(st.chunk) * 4,
+                                    E(st.wait_produced))
+                elif st.wait_kernel and not kernel_done:
+                    post.record(sp.MAIN, ev["kernel_done"])
+                    post.wait_event(sp.SIDE, ev["kernel_done"])
+                    kernel_done = True
+                if copy is not None:
+                    geo = copy.geometry
+                    if geo is None:
+                        return None
+                    if geo[0] == "1d":
+                        post.memcpy(sp.SIDE, *geo[1:])
+                    else:
+                        post.memcpy2d(sp.SIDE, *geo[1:])
+                post.write_value(sp.SIDE, flag_addr, E())
+            for src, n in sorted(p.consumed_adds.items()):
+                post.kernel(sp.SIDE, direct(sk._add_kernel, {"FLAG64": False}), 1,
+                            (cfg.flag_addrs[src] + lay.consumed * 4, n))
+            post.record(sp.SIDE, ev["comm_done"])
+            post.wait_event(sp.MAIN, ev["comm_done"])
+            host = self._host_reduces(cfg)
+            if host:
+                for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
+                    wait(post, sp.MAIN, start, E(), "chunk", n)
+            in_post = not host and not fk.defer_consumed_wait
+            reads = self.reads_of_me(cfg)
+            if in_post and reads:
+                wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
+            X_h = X.cuda_stream
+            pre_p, post_p = sp.build(pre, X_h), sp.build(post, X_h)
+        except _NoProgram:
+            return None
+        if pre_p is None or post_p is None:
+            return None
+        return _CEPrograms(pre_p, post_p, in_post)
+
+
+class _NoProgram(Exception):
+    """A step of the launch has no stream-program form (the Python path runs)."""
 
 
 def index_runs(indexes) -> list[tuple[int, int]]:
@@ -282,34 +423,50 @@ def copy_region(dst, src, stream) -> None:
     _copy_on(stream, dst, src)
 
 
-def region_copier(dst, src):
-    """``copy(stream)`` doing :func:`copy_region` (dst <- src) with its geometry worked out once:
-    contiguous views of one dtype and shape with ``cuMemcpyDtoDAsync``, one strided level with
-    ``cuMemcpy2DAsync``, both on ``stream`` by handle (falling back to ``Tensor.copy_`` on
-    ``stream`` if the driver call is unavailable)."""
+def region_geometry(dst, src):
+    """How the copy engine copies ``src`` into ``dst``: ``("1d", dst, src, nbytes)`` (one
+    ``cuMemcpyDtoDAsync``: contiguous views of one dtype and shape), ``("2d", dst, dst_pitch,
+    src, src_pitch, width_bytes, rows)`` (``cuMemcpy2DAsync``: one strided level), or None
+    (``Tensor.copy_`` must: a conversion, a broadcast, more strided levels)."""
     if dst.is_contiguous() and src.is_contiguous():
         from ..runtime.bound import memcpy_bytes  # imports Triton: not at module import
         nbytes = memcpy_bytes(dst, src)
-        if nbytes:
-            dptr, sptr = dst.data_ptr(), src.data_ptr()
-
-            def copy1d(stream):
-                # by handle: Tensor.copy_ would need the stream current (a context, ~4 us)
-                if stream is None or not _cuda.memcpy_async(dptr, sptr, nbytes,
-                                                            stream.cuda_stream):
-                    _copy_on(stream, dst, src)
-            return copy1d
-        return lambda stream: _copy_on(stream, dst, src)
+        return ("1d", dst.data_ptr(), src.data_ptr(), nbytes) if nbytes else None
+    if dst.dtype != src.dtype:
+        return None
     shp = _rows_cols(dst, src)
-    if shp is not None:
-        rows, width, dpitch, spitch = shp
-        dptr, sptr = dst.data_ptr(), src.data_ptr()
+    if shp is None:
+        return None
+    rows, width, dpitch, spitch = shp
+    return ("2d", dst.data_ptr(), dpitch, src.data_ptr(), spitch, width, rows)
 
-        def copy2d(stream):
+
+def region_copier(dst, src):
+    """``copy(stream)`` doing :func:`copy_region` (dst <- src) with its geometry worked out once
+    (:func:`region_geometry`), on ``stream`` by handle (falling back to ``Tensor.copy_`` on
+    ``stream`` if the driver call is unavailable); the geometry is the copier's ``geometry``."""
+    geo = region_geometry(dst, src)
+    if geo is None:
+        def copy(stream):
+            if dst.is_contiguous() and src.is_contiguous():
+                _copy_on(stream, dst, src)
+            else:
+                copy_region(dst, src, stream)
+    elif geo[0] == "1d":
+        _, dptr, sptr, nbytes = geo
+
+        def copy(stream):
+            # by handle: Tensor.copy_ would need the stream current (a context, ~4 us)
+            if stream is None or not _cuda.memcpy_async(dptr, sptr, nbytes, stream.cuda_stream):
+                _copy_on(stream, dst, src)
+    else:
+        _, dptr, dpitch, sptr, spitch, width, rows = geo
+
+        def copy(stream):
             if not _cuda.memcpy2d_async(dptr, dpitch, sptr, spitch, width, rows, stream.cuda_stream):
                 copy_region(dst, src, stream)
-        return copy2d
-    return lambda stream: copy_region(dst, src, stream)
+    copy.geometry = geo
+    return copy
 
 
 def _copy_on(stream, dst, src) -> None:

@@ -46,6 +46,7 @@ unfused fallback (NCCL collective + the same local kernel). ``fuse`` itself alwa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 from dataclasses import dataclass, field
@@ -536,12 +537,21 @@ class FusedKernel:
         ``"entry"``, ``"consumed"`` or ``"produced"``, what a timeout names)."""
         from . import sync_kernels as sk  # Triton kernels: imported on first use
 
+        args, cx = self.wait_spec(cfg, index, target, kind, epoch)
+        sk.wait_flag(*args[:4], rank=args[4], kind=args[5], epoch=args[6], timeout_ns=args[7],
+                     count=count, flag64=cx["FLAG64"], trap=cx["TRAP"], stream=stream)
+
+    def wait_spec(self, cfg: _Config, index: int, target, kind: str, epoch):
+        """``(arguments, constexprs)`` of the sync kernels' flag wait (``_wait_kernel``) that
+        :meth:`wait_flag` enqueues. ``target`` and ``epoch``: ints, or
+        :class:`~.stream_program.Epoch` values for a stream program (the ce launcher's)."""
         flag64 = cfg.abi.flag_dtype == "int64"
         timeout_ns, action = diag.watchdog()
-        sk.wait_flag(cfg.flags.data_ptr(), index, target if flag64 else wrap32(target),
-                     self.diag_addr, rank=self.comm.rank, kind=_KIND_CODES[kind], epoch=epoch,
-                     timeout_ns=timeout_ns, count=count, flag64=flag64,
-                     trap=action == "trap", stream=stream)
+        if not flag64:
+            target = (wrap32(target) if isinstance(target, int)
+                      else dataclasses.replace(target, wrap32=True))
+        return ((cfg.flags.data_ptr(), index, target, self.diag_addr, self.comm.rank,
+                 _KIND_CODES[kind], epoch, timeout_ns), {"FLAG64": flag64, "TRAP": action == "trap"})
 
     def consumed_wait(self, cfg: _Config, epoch: int, stream) -> None:
         """Wait (on ``stream``) until every peer finished reading this rank's buffers in

@@ -231,25 +231,46 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
     import torch
 
     dev = fastlaunch.current_device()
+    ck, dl = _compiled(fn, dev, args, constexprs, n_programs)
+    if ck is None:  # a jit_cache_hook took over compilation: launch through the JIT
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            fn[(n_programs,)](*args, num_warps=1, num_stages=1, **constexprs)
+        return
+    handle = stream.cuda_stream if stream is not None else fastlaunch.current_raw_stream(dev)
+    full = (*args, *constexprs.values())
+    if dl and dl((n_programs, 1, 1), full, handle):
+        return
+    ck[(n_programs, 1, 1)](*full, stream=handle)
+
+
+def _compiled(fn, dev: int, args: tuple, constexprs: dict, n_programs: int = 1):
+    """``(CompiledKernel or None, DirectLaunch or False)`` of ``fn`` with ``constexprs`` on
+    device ``dev``, compiled (and its direct launch built) at the first ask. None: a
+    jit_cache_hook took over compilation."""
     key = (id(fn), dev, tuple(constexprs.items()))
     ck = _COMPILED.get(key)
     if ck is None:
         ck = fn.warmup(*args, grid=(n_programs,), num_warps=1, num_stages=1, **constexprs)
         if hasattr(ck, "result"):  # Triton's async compile mode hands back a future
             ck = ck.result()
-        if ck is None:  # a jit_cache_hook took over compilation: launch through the JIT
-            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                fn[(n_programs,)](*args, num_warps=1, num_stages=1, **constexprs)
-            return
+        if ck is None:
+            return None, False
         _COMPILED[key] = ck
-    handle = stream.cuda_stream if stream is not None else fastlaunch.current_raw_stream(dev)
-    full = (*args, *constexprs.values())
     dl = _DIRECT.get(key)
     if dl is None:
+        full = (*args, *constexprs.values())
         dl = _DIRECT[key] = direct_launch.build(ck, full, fixed_scalars=False) or False
-    if dl and dl((n_programs, 1, 1), full, handle):
-        return
-    ck[(n_programs, 1, 1)](*full, stream=handle)
+    return ck, dl
+
+
+def direct(fn, constexprs: dict):
+    """The :class:`~.direct_launch.DirectLaunch` of one of this module's kernels with
+    ``constexprs`` on the current device (what a stream program launches,
+    ``runtime/stream_program.py``), or None where its launches need Triton's launcher.
+    Compiled, as :func:`preload` does, with zeros for its arguments: none is specialised."""
+    args = (0,) * sum(not p.is_constexpr for p in fn.params)
+    ck, dl = _compiled(fn, fastlaunch.current_device(), args, constexprs)
+    return dl or None
 
 
 

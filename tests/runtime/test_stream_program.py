@@ -1,0 +1,303 @@
+"""Stream programs (``syncopate.runtime.stream_program``, ``Program`` in ``_fastlaunch.c``): the
+operations a program enqueues, with the epoch filled in, through a faked driver; and the ce
+launcher's programs against its Python path, operation for operation, on the fake
+communicator.
+
+CPU only: every driver entry point is a recording C-callable fake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from runtime_fakes import ag_schedule, fake_ck, fake_comm, ptr_kernel, require_fastlaunch  # noqa: E402
+from syncopate import abi  # noqa: E402
+from syncopate.runtime import _cuda, fastlaunch, stream_program as sp  # noqa: E402
+from syncopate.runtime import plan as planmod  # noqa: E402
+
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_void_p)
+_MEMCPY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                           ctypes.c_void_p)
+_MEMCPY2D = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_RECORD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_WAIT_EVENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
+_MEMOP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
+                          ctypes.c_uint)
+
+I32, I64 = ctypes.c_int32, ctypes.c_int64
+#: the sync kernels' parameters (sync_kernels.py), for reading what a launch passed
+_SIGS = {
+    "wait": {"base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
+             "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
+             "FLAG64": "constexpr", "TRAP": "constexpr"},
+    "signal": {"peers_addr": "i64", "index": "i32", "value": "i64", "world_size": "i32",
+               "FLAG64": "constexpr"},
+    "add": {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
+}
+_CT = {"i32": I32, "i64": I64}
+
+
+class Driver:
+    """Every entry point a stream program takes, recording ``log`` in enqueue order; a
+    kernel's parameters are read at the call by the function's types (``types``)."""
+
+    def __init__(self):
+        self.log, self.rc, self.fail_at = [], 0, None
+        self.types: dict[int, list] = {}
+        self.fns = {
+            "cuLaunchKernel": _LAUNCH(self._launch), "cuMemcpyDtoDAsync": _MEMCPY(self._memcpy),
+            "cuMemcpy2DAsync": _MEMCPY2D(self._memcpy2d), "cuEventRecord": _RECORD(self._record),
+            "cuStreamWaitEvent": _WAIT_EVENT(self._wait_event),
+            "cuStreamWaitValue32": _MEMOP(lambda s, a, v, f: self._add("wait32", s, a, v, f)),
+            "cuStreamWriteValue32": _MEMOP(lambda s, a, v, f: self._add("write32", s, a, v, f)),
+        }
+
+    def _add(self, *op):
+        self.log.append(tuple(x or 0 if x is None else x for x in op))
+        if self.fail_at is not None and len(self.log) == self.fail_at:
+            return self.rc
+        return 0
+
+    def _launch(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        cts = self.types.get(fn or 0, [])
+        p = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        vals = tuple(ctypes.cast(p[k], ctypes.POINTER(ct)).contents.value
+                     for k, ct in enumerate(cts))
+        return self._add("kernel", fn or 0, (gx, gy, gz), bx, smem, stream or 0, vals)
+
+    def _memcpy(self, dst, src, n, stream):
+        return self._add("memcpy", dst, src, n, stream or 0)
+
+    def _memcpy2d(self, p, stream):
+        m = ctypes.cast(p, ctypes.POINTER(_cuda.CUDA_MEMCPY2D)).contents
+        assert m.srcMemoryType == m.dstMemoryType == _cuda.CU_MEMORYTYPE_DEVICE
+        return self._add("memcpy2d", m.dstDevice, m.dstPitch, m.srcDevice, m.srcPitch,
+                         m.WidthInBytes, m.Height, stream or 0)
+
+    def _record(self, ev, stream):
+        return self._add("record", ev or 0, stream or 0)
+
+    def _wait_event(self, stream, ev, flags):
+        return self._add("wait_event", stream or 0, ev or 0)
+
+    def symbol(self, *names):
+        for n in names:
+            if n in self.fns:
+                return self.fns[n]
+        return None
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    require_fastlaunch()
+    d = Driver()
+    monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_BOUND", {})
+    monkeypatch.setattr(_cuda, "_symbol", d.symbol)
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1")
+    return d
+
+
+def _dl(driver, sig, function):
+    """A DirectLaunch of a fake compiled kernel with ``sig`` whose launches ``driver`` reads."""
+    from syncopate.runtime import direct_launch
+    ck = fake_ck(sig, num_warps=1, shared=0)
+    ck.function = function
+    values = [0] * len(sig)
+    dl = direct_launch.build(ck, values, fixed_scalars=False)
+    driver.types[function] = [_CT[t] for t in sig.values() if t != "constexpr"] + [I64, I64]
+    return dl
+
+
+def test_a_program_enqueues_its_operations_in_order_with_the_epoch_filled_in(driver):
+    E = sp.Epoch
+    b = sp.Builder()
+    b.record(sp.MAIN, 0xE1)
+    b.wait_event(sp.SIDE, 0xE1)
+    b.kernel(sp.SIDE, _dl(driver, _SIGS["wait"], 0xA1), 2,
+             (0x1000, 3, E(2, wrap32=True), 0x2000, 1, 4, E(), 77))
+    b.wait_value(sp.SIDE, 0x3000, E(3))
+    b.memcpy(sp.SIDE, 0x10, 0x20, 256)
+    b.memcpy2d(sp.SIDE, 0x100, 64, 0x200, 128, 32, 8)
+    b.write_value(sp.SIDE, 0x3004, E())
+    b.kernel(sp.MAIN, _dl(driver, _SIGS["add"], 0xA2), 1, (0x4000, -1))
+    prog = sp.build(b, side_stream=0x5D)
+    assert prog is not None and prog.size == 8
+    e = 2**31 - 1  # a target past 2^31 wraps as a 32-bit flag does (the kernel compares cyclically)
+    prog.run(0x5A, e, (0x30, 0x40, 512))
+    assert driver.log == [
+        ("memcpy", 0x30, 0x40, 512, 0x5A),
+        ("record", 0xE1, 0x5A),
+        ("wait_event", 0x5D, 0xE1),
+        ("kernel", 0xA1, (2, 1, 1), 32, 0, 0x5D,
+         (0x1000, 3, ctypes.c_int32(2 * e).value, 0x2000, 1, 4, e, 77, 0, 0)),
+        ("wait32", 0x5D, 0x3000, (3 * e) & 0xFFFFFFFF, 0),
+        ("memcpy", 0x10, 0x20, 256, 0x5D),
+        ("memcpy2d", 0x100, 64, 0x200, 128, 32, 8, 0x5D),
+        ("write32", 0x5D, 0x3004, e, 0),
+        ("kernel", 0xA2, (1, 1, 1), 32, 0, 0x5A, (0x4000, -1, 0, 0)),
+    ]
+    driver.log.clear()
+    prog.run(0x5B, 5)  # another call: another epoch and launch stream, the same operations
+    assert [op[0] for op in driver.log] == ["record", "wait_event", "kernel", "wait32",
+                                            "memcpy", "memcpy2d", "write32", "kernel"]
+    assert driver.log[0] == ("record", 0xE1, 0x5B) and driver.log[3][3] == 15
+    assert driver.log[2][-1][2] == 10 and driver.log[2][-1][6] == 5
+
+
+def test_a_driver_error_names_the_operation_and_stops_the_program(driver):
+    b = sp.Builder()
+    for k in range(4):
+        b.write_value(sp.SIDE, 0x100 + 4 * k, sp.Epoch())
+    prog = sp.build(b, side_stream=1)
+    driver.rc, driver.fail_at = 700, 3
+    with pytest.raises(_cuda.DriverError, match="operation 2 of 4 failed with CUDA driver error 700"):
+        prog.run(2, 1)
+    assert len(driver.log) == 3  # nothing after the failing one
+    driver.log.clear()
+    driver.fail_at = 1
+    with pytest.raises(_cuda.DriverError, match="the leading copy"):
+        prog.run(2, 1, (8, 16, 32))
+    assert len(driver.log) == 1
+
+
+def test_a_program_needs_every_entry_point_and_well_formed_operations(driver, monkeypatch):
+    mod = fastlaunch.module()
+    entries = sp.entry_points()
+    with pytest.raises(ValueError, match="entry point is missing"):
+        mod.Program(entries[:5] + (0,) + entries[6:], 1, [(sp.WAIT32, 0, 8, (1, 1, False))])
+    with pytest.raises(ValueError, match="kind 9"):
+        mod.Program(entries, 1, [(9, 0, 8)])
+    with pytest.raises(ValueError, match="stream 2"):
+        mod.Program(entries, 1, [(sp.RECORD, 2, 8)])
+    with pytest.raises(ValueError, match="needs 7 entry points"):
+        mod.Program(entries[:3], 1, [])
+    with pytest.raises(TypeError, match="an int or an Epoch"):
+        sp.Builder().write_value(sp.MAIN, 8, 1.5)
+    with pytest.raises(ValueError, match="global scratch"):
+        sp.Builder().kernel(sp.MAIN, types.SimpleNamespace(scratch_size=64), 1, ())
+    # a driver without one entry point: no program, the caller keeps its Python path
+    fns = dict(driver.fns)
+    del fns["cuStreamWaitValue32"]
+    monkeypatch.setattr(_cuda, "_symbol", lambda *names: next(
+        (fns[n] for n in names if n in fns), None))
+    assert sp.entry_points() is None and sp.build(sp.Builder(), 1) is None
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "0")
+    assert sp.build(sp.Builder(), 1) is None
+
+
+# -- the ce launcher: its programs enqueue what its Python path enqueues ----------------------
+
+def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
+    """A ce FusedKernel on the fake communicator, set up so that its launcher's ``launch`` runs
+    against ``driver``: fake compiled sync kernels, events and streams by handle, the fused
+    kernel's own launch recorded as ``("fused", epoch)``."""
+    from syncopate.runtime import fused as fmod
+    from syncopate.runtime import sync_kernels as sk
+    from syncopate.runtime.fused import FusedKernel
+
+    c = fake_comm(rank=0)
+    fk = FusedKernel(ptr_kernel(), sched, operand=operand, backend="ce", comm=c,
+                     defer_consumed_wait=defer)
+    a = abi.FusedABI("ce", 2, planmod.num_chunks(sched), 0, "none", operands=list(fk.operands))
+    cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32))
+    cfg.ce_plan = planmod.build_ce_plan(
+        sched, c.rank, {i: 2 for i in range(a.num_chunks)} if produced else {})
+    for tname in cfg.ce_plan.reduce_tensors:
+        cfg.slots[tname] = c.empty((2,) + tuple(planmod.tensor_spec(sched, tname).shape),
+                                   torch.bfloat16)
+    cfg.flag_addrs = [cfg.flags.data_ptr(), 0x7700000]
+    handles = iter(range(0xE0, 0x100))
+    monkeypatch.setattr(_cuda, "event_create", lambda: next(handles))
+    monkeypatch.setattr(_cuda, "event_destroy", lambda ev: None)
+    monkeypatch.setattr(fastlaunch, "current_device", lambda: 0)
+    monkeypatch.setattr(c, "stream", lambda name="comm": types.SimpleNamespace(cuda_stream=0x5D))
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(sk, "_COMPILED", {})
+    monkeypatch.setattr(sk, "_DIRECT", {})
+    for fn, name, fid, cxs in ((sk._wait_kernel, "wait", 0xA1, ({"FLAG64": False, "TRAP": False},
+                                                                 {"FLAG64": False, "TRAP": True})),
+                               (sk._signal_all_kernel, "signal", 0xA2, ({"FLAG64": False},)),
+                               (sk._add_kernel, "add", 0xA3, ({"FLAG64": False},))):
+        for k, cx in enumerate(cxs):
+            ck = fake_ck(_SIGS[name], num_warps=1, shared=0)
+            ck.function = fid + 0x10 * k
+            driver.types[ck.function] = ([_CT[t] for t in _SIGS[name].values()
+                                          if t != "constexpr"] + [I64, I64])
+            sk._COMPILED[(id(fn), 0, tuple(cx.items()))] = ck
+    L = fk.launcher
+    monkeypatch.setattr(L, "run_kernel", lambda cfg, grid, args, S, direct: driver._add(
+        "fused", S.cuda_stream))
+    return fk, L, cfg
+
+
+_PEERS = torch.empty(4, dtype=torch.int64)
+
+
+def _launches(driver, L, cfg, tensors, programs: bool, monkeypatch, epochs=(1, 2, 3)):
+    """What ``L.launch`` enqueued for ``epochs`` (with its programs, or forced onto its Python
+    path), and whether the programs were used."""
+    from syncopate.backends.ce import CELauncher
+    real = CELauncher.programs
+    used = []
+
+    def programs_or_none(self, *a):
+        p = real(self, *a) if programs else None
+        used.append(p is not None)
+        return p
+    monkeypatch.setattr(CELauncher, "programs", programs_or_none)
+    driver.log.clear()
+    for e in epochs:
+        L.launch(cfg, (1, 1, 1), [], types.SimpleNamespace(cuda_stream=0x5A), e, _PEERS,
+                 tensors)
+    monkeypatch.setattr(CELauncher, "programs", real)
+    return list(driver.log), all(used)
+
+
+@pytest.mark.parametrize("case", ["ag_pull", "ag_pull_split", "rs_push_produced",
+                                  "rs_push_kernel_wait", "rs_deferred", "trap_skip"])
+def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, case):
+    from syncopate.schedule.templates import reduce_scatter
+    if case.startswith("ag"):
+        sched = ag_schedule(shape=(8, 4), split=2 if case == "ag_pull_split" else 1, mode="pull")
+        operand, name = "a_ptr", "A"
+    else:
+        sched = reduce_scatter((8, 4), "bf16", 2, dim=0, mode="push", split=1)
+        operand, name = "c_ptr", "C"
+    if case == "trap_skip":
+        sched = ag_schedule(shape=(8, 16), split=2, mode="pull")
+        monkeypatch.setenv("SYNCOPATE_TIMEOUT_ACTION", "trap")
+    fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, operand,
+                              produced=case in ("rs_push_produced", "rs_deferred"),
+                              defer=case == "rs_deferred")
+    if case == "trap_skip":
+        fk.test_skip_chunks = frozenset({cfg.ce_plan.steps[0].chunk})
+        fk.test_skip_entry = True
+    T = fk.comm.empty((8, 16) if case == "trap_skip" else (8, 4), torch.bfloat16)
+    reduced = []
+    monkeypatch.setattr("syncopate.backends.ce.reduce_into",
+                        lambda own, parts: reduced.append((own.data_ptr(), len(parts))))
+    want, used = _launches(driver, L, cfg, {operand: T}, False, monkeypatch)
+    assert not used
+    n_reduced = len(reduced)
+    got, used = _launches(driver, L, cfg, {operand: T}, True, monkeypatch)
+    assert used, "the ce launcher kept its Python path"
+    assert got == want
+    assert len(reduced) == 2 * n_reduced  # the host reduction still runs after the programs
+    kinds = {op[0] for op in got}
+    assert {"record", "wait_event", "kernel", "write32", "fused"} <= kinds
+    assert ("memcpy" in kinds or "memcpy2d" in kinds)
+    if case == "rs_push_produced":
+        assert "wait32" in kinds  # PRODUCED by stream memory operation
+    if case == "rs_deferred":
+        assert cfg.consumed_pending == 3
+    del name
