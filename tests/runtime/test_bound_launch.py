@@ -250,3 +250,37 @@ def test_the_general_paths_copy_is_one_memcpy_by_handle_where_it_can(monkeypatch
     d = _DevTensor(0x10000)
     bound.Copy(d, src, after=False, nbytes=4096).run()
     assert d.copied == [src] and len(calls) == 2
+
+
+def test_a_launcher_that_binds_its_whole_launch_takes_the_bound_path(rig, monkeypatch):
+    """ce's way (``Launcher.bind``): the bound path hands the call, its epoch and its copy to the
+    launcher's runner, even with a CONSUMED wait pending (the runner enqueues it); a runner
+    that answers False sends the call to the general path with its epoch given back."""
+    fk, vals, driver, ck = rig
+    runs, answer = [], [True]
+
+    def bind(cfg, grid, dl, peers, operand_tensors, copy_after):
+        assert copy_after is False and set(operand_tensors) == {"a_ptr"}
+
+        def run(stream, e, values, copy):
+            runs.append((stream, e, copy))
+            return answer[0]
+        return run
+    monkeypatch.setattr(fk.launcher, "kernel_only", lambda cfg: False)
+    monkeypatch.setattr(fk.launcher, "bind", bind)
+    b = _warm(fk, vals)
+    assert b._ready is not None and b._ready.run is not None
+    cfg = b._ready.cfg
+    cfg.consumed_pending = 2  # the runner's to wait for
+    copy, shard = _slot_copy(vals)
+    n_events = len(driver.events)
+    b(list(vals), copy)
+    assert runs == [(STREAM, 3, (vals[0].data_ptr(), shard.data_ptr(), shard.numel() * 2, False))]
+    assert len(driver.events) == n_events  # nothing of its own: the runner enqueues
+    answer[0] = False
+    cfg.consumed_pending = 0  # (an sm launcher has no CONSUMED wait of its own)
+    launches = driver.events.count("launch")
+    b(list(vals), _slot_copy(vals)[0])
+    assert len(runs) == 2 and runs[-1][1] == 4
+    assert cfg.epochs.value == 4  # 4 given back, then counted again by the general launch
+    assert driver.events.count("launch") == launches + 1  # the general path's direct launch

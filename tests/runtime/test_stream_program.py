@@ -121,6 +121,7 @@ def _dl(driver, sig, function):
 def test_a_program_enqueues_its_operations_in_order_with_the_epoch_filled_in(driver):
     E = sp.Epoch
     b = sp.Builder()
+    b.call_copy(sp.MAIN)
     b.record(sp.MAIN, 0xE1)
     b.wait_event(sp.SIDE, 0xE1)
     b.kernel(sp.SIDE, _dl(driver, _SIGS["wait"], 0xA1), 2,
@@ -131,7 +132,7 @@ def test_a_program_enqueues_its_operations_in_order_with_the_epoch_filled_in(dri
     b.write_value(sp.SIDE, 0x3004, E())
     b.kernel(sp.MAIN, _dl(driver, _SIGS["add"], 0xA2), 1, (0x4000, -1))
     prog = sp.build(b, side_stream=0x5D)
-    assert prog is not None and prog.size == 8
+    assert prog is not None and prog.size == 9
     e = 2**31 - 1  # a target past 2^31 wraps as a 32-bit flag does (the kernel compares cyclically)
     prog.run(0x5A, e, (0x30, 0x40, 512))
     assert driver.log == [
@@ -147,7 +148,7 @@ def test_a_program_enqueues_its_operations_in_order_with_the_epoch_filled_in(dri
         ("kernel", 0xA2, (1, 1, 1), 32, 0, 0x5A, (0x4000, -1, 0, 0)),
     ]
     driver.log.clear()
-    prog.run(0x5B, 5)  # another call: another epoch and launch stream, the same operations
+    prog.run(0x5B, 5)  # another call: another epoch and launch stream, no copy
     assert [op[0] for op in driver.log] == ["record", "wait_event", "kernel", "wait32",
                                             "memcpy", "memcpy2d", "write32", "kernel"]
     assert driver.log[0] == ("record", 0xE1, 0x5B) and driver.log[3][3] == 15
@@ -158,16 +159,28 @@ def test_a_driver_error_names_the_operation_and_stops_the_program(driver):
     b = sp.Builder()
     for k in range(4):
         b.write_value(sp.SIDE, 0x100 + 4 * k, sp.Epoch())
+    b.call_copy(sp.SIDE)
     prog = sp.build(b, side_stream=1)
     driver.rc, driver.fail_at = 700, 3
-    with pytest.raises(_cuda.DriverError, match="operation 2 of 4 failed with CUDA driver error 700"):
+    with pytest.raises(sp.ProgramError, match="operation 2 of 5 failed with CUDA driver error 700"
+                       ) as err:
         prog.run(2, 1)
+    assert (err.value.index, err.value.code) == (2, 700)
+    assert isinstance(err.value, _cuda.DriverError)
     assert len(driver.log) == 3  # nothing after the failing one
     driver.log.clear()
-    driver.fail_at = 1
-    with pytest.raises(_cuda.DriverError, match="the leading copy"):
+    driver.fail_at = 5
+    with pytest.raises(sp.ProgramError, match="operation 4 of 5"):
         prog.run(2, 1, (8, 16, 32))
-    assert len(driver.log) == 1
+    assert driver.log[-1] == ("memcpy", 8, 16, 32, 1)
+    b = sp.Builder()
+    b.write_value(sp.SIDE, 0x100, sp.Epoch())
+    with pytest.raises(ValueError, match="no place for a copy"):
+        sp.build(b, side_stream=1).run(2, 1, (8, 16, 32))
+    b.call_copy(sp.MAIN)
+    b.call_copy(sp.MAIN)
+    with pytest.raises(ValueError, match="a second place"):
+        sp.build(b, side_stream=1)
 
 
 def test_a_program_needs_every_entry_point_and_well_formed_operations(driver, monkeypatch):
@@ -301,3 +314,74 @@ def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, 
     if case == "rs_deferred":
         assert cfg.consumed_pending == 3
     del name
+
+
+class _FusedDL:
+    """The fused kernel's direct launch, recorded in the driver's log as the launcher's
+    ``run_kernel`` is (``_ce_launcher``)."""
+
+    def __init__(self, driver, ok=True):
+        self.driver, self.ok = driver, ok
+
+    def enqueue(self, grid, values, stream, copy):
+        assert copy is None
+        if self.ok:
+            self.driver._add("fused", stream)
+        return self.ok
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_bound_ce_call_enqueues_what_the_general_path_enqueues(driver, monkeypatch, after):
+    """``CELauncher.bind``'s runner against what the op's general path does for the same
+    calls: the deferred CONSUMED wait (``before_staging``), the copy (``Copy.run``: one memcpy
+    by handle), then ``launch``; or the launch, then the copy (a reduce-scatter's result)."""
+    sched = ag_schedule(shape=(8, 4), split=2, mode="pull")
+    fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, "a_ptr", produced=False, defer=True)
+    T = fk.comm.empty((8, 4), torch.bfloat16)
+    S = types.SimpleNamespace(cuda_stream=0x5A)
+    copy = (0x30, 0x40, 64)
+    driver.log.clear()
+    for e in (2, 3):
+        fk.consumed_wait(cfg, e - 1, S)
+        if not after:
+            _cuda.memcpy_async(*copy, S.cuda_stream)
+        L.launch(cfg, (1, 1, 1), [], S, e, _PEERS, {"a_ptr": T})
+        if after:
+            _cuda.memcpy_async(*copy, S.cuda_stream)
+    want = list(driver.log)
+    assert cfg.consumed_pending == 3
+    assert [op[0] for op in want].count("memcpy") == 2 + 2 * 2  # the calls' and the chunks'
+    run = L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"a_ptr": T}, after)
+    assert run is not None
+    driver.log.clear()
+    cfg.consumed_pending = 0
+    for e in (2, 3):
+        assert run(S.cuda_stream, e, [], copy + (after,))
+    assert driver.log == want and cfg.consumed_pending == 3
+    # the test switches changed since it was bound: the general path takes the call
+    fk.test_skip_entry = True
+    driver.log.clear()
+    assert not run(S.cuda_stream, 4, [], copy + (after,)) and not driver.log
+
+
+def test_a_bound_ce_call_without_a_context_enqueues_nothing(driver, monkeypatch):
+    sched = ag_schedule(shape=(8, 4), split=2, mode="pull")
+    fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, "a_ptr", produced=False, defer=True)
+    T = fk.comm.empty((8, 4), torch.bfloat16)
+    run = L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"a_ptr": T}, False)
+    driver.rc, driver.fail_at = 201, 1  # CUDA_ERROR_INVALID_CONTEXT at the first operation
+    assert run(0x5A, 2, [], (0x30, 0x40, 64, False)) is False
+    assert len(driver.log) == 1 and cfg.consumed_pending == 0
+    driver.log.clear()
+    driver.fail_at = None
+    with pytest.raises(_cuda.DriverError, match="no current context"):
+        L.bind(cfg, (1, 1, 1), _FusedDL(driver, ok=False), _PEERS, {"a_ptr": T}, False)(
+            0x5A, 2, [], (0x30, 0x40, 64, False))
+
+
+def test_a_host_reduction_is_never_bound(driver, monkeypatch):
+    from syncopate.schedule.templates import reduce_scatter
+    sched = reduce_scatter((8, 4), "bf16", 2, dim=0, mode="push", split=1)
+    fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, "c_ptr", produced=True)
+    T = fk.comm.empty((8, 4), torch.bfloat16)
+    assert L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"c_ptr": T}, True) is None

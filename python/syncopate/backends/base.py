@@ -53,6 +53,17 @@ class Launcher:
         bound launch (``runtime/bound.py``) may then launch the kernel directly."""
         return False
 
+    def bind(self, cfg, grid, dl, peers, operand_tensors, copy_after: bool | None):
+        """For a launcher that enqueues more than the kernel: a bound call's whole launch
+        (``runtime/bound.py``), ``run(stream, e, values, copy) -> bool``, or None (the default:
+        the bound path takes only :meth:`kernel_only` launches)."""
+        return None
+
+    def consumed_program(self, cfg):
+        """The CONSUMED wait of ``cfg`` as a compiled stream program, or None (the default:
+        ``FusedKernel.consumed_wait`` launches the wait kernel itself)."""
+        return None
+
     def capture_refusal(self, cfg) -> str | None:
         """Why a launch of ``cfg`` cannot be captured in a CUDA graph (None: it can). A
         backend may allow capture only if everything it enqueues reads the epoch from the

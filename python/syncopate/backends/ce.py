@@ -224,6 +224,72 @@ class CELauncher(Launcher):
                 fk.wait_flag(cfg, start, e, "chunk", e, S, count=n)
         self._finish(cfg, prep, S, e)
 
+    def bind(self, cfg, grid, dl, peers, operand_tensors, copy_after: bool | None):
+        """A bound call's launch (``runtime/bound.py``): ``run(stream, e, values, copy) ->
+        bool`` enqueueing this launch's programs around the kernel's direct launch ``dl``, the
+        call's copy (``(dst, src, nbytes, after)`` or None; ``copy_after`` says which way all
+        of the layout's calls copy, None: none) and the deferred CONSUMED wait in them. None
+        where the bound path cannot take the layout (a host reduction, no programs).
+        ``run`` answers False with nothing enqueued when the general path must take the call
+        (the test switches changed, no current context on this thread)."""
+        from ..runtime import _cuda
+        from ..runtime import stream_program as sp
+
+        if self._host_reduces(cfg):
+            return None
+        fk = self.fk
+        X = fk.comm.stream("syncopate-ce")
+        prep = self.prepare(cfg, operand_tensors)
+        mode = "none" if copy_after is None else "after" if copy_after else "before"
+        progs = self.programs(cfg, prep, peers, X, bound=mode)
+        if progs is None:
+            return None
+        pre, post, defer = progs.pre.run, progs.post.run, fk.defer_consumed_wait
+        skip, skip_entry = fk.test_skip_chunks, fk.test_skip_entry
+        no_context = _INVALID_CONTEXT
+
+        def run(stream, e, values, copy) -> bool:
+            if fk.test_skip_chunks is not skip or fk.test_skip_entry != skip_entry:
+                return False
+            c = None if copy is None else (copy[0], copy[1], copy[2])
+            try:
+                pre(stream, e, None if copy_after else c)
+            except sp.ProgramError as err:
+                if err.index == 0 and err.code == no_context:
+                    return False  # nothing enqueued: Triton's launcher sets a context up
+                raise
+            if not dl.enqueue(grid, values, stream, None):
+                raise _cuda.DriverError("the fused kernel's launch found no current context "
+                                        "after its stream program's operations were enqueued")
+            post(stream, e, c if copy_after else None)
+            if defer:
+                cfg.consumed_pending = e
+            return True
+        return run
+
+    def consumed_program(self, cfg):
+        """The CONSUMED wait of ``cfg`` (``FusedKernel.consumed_wait``) as a stream program of
+        one kernel launch on the call's stream, or None (the Python path): the deferred wait
+        before every ce all-gather's staging goes through it."""
+        from ..runtime import stream_program as sp
+        from ..runtime import sync_kernels as sk
+        from ..runtime import diag, fastlaunch
+
+        key = ("consumed", diag.watchdog(), fastlaunch.current_device())
+        hit = cfg.host.get(key, False)
+        if hit is False:
+            hit = None
+            reads = self.reads_of_me(cfg)
+            args, cx = self.fk.wait_spec(cfg, cfg.abi.layout.consumed, sp.Epoch(reads),
+                                         "consumed", sp.Epoch())
+            dl = sk.direct(sk._wait_kernel, cx) if reads else None
+            if dl is not None and cfg.abi.flag_dtype == "int32":
+                b = sp.Builder()
+                b.kernel(sp.MAIN, dl, 1, args)
+                hit = sp.build(b, 0)
+            cfg.host[key] = hit
+        return hit
+
     @staticmethod
     def _host_reduces(cfg) -> bool:
         """Whether chunks pushed into this rank's slots are added by the host after the kernel
@@ -243,27 +309,36 @@ class CELauncher(Launcher):
         else:
             self.fk.consumed_wait(cfg, e, S)
 
-    def programs(self, cfg, prep: _CEPrepared, peers, X) -> _CEPrograms | None:
+    def programs(self, cfg, prep: _CEPrepared, peers, X, bound: str | None = None
+                 ) -> _CEPrograms | None:
         """The stream programs of one launch on ``prep``'s buffers (built at the first ask,
         then cached with what they bake in: the side stream, the watchdog, the peers table,
         the test switches), or None where the Python path must run (no compiled module, a
         missing driver entry point or event handle, a copy the copy engine cannot make, a sync
-        kernel without a direct launch)."""
+        kernel without a direct launch). ``bound``: the programs of a bound call
+        (:meth:`bind`): ``"before"`` / ``"after"`` where the call's copy goes, ``"none"``
+        without one."""
         from ..runtime import diag, fastlaunch
 
         fk = self.fk
         key = (X.cuda_stream, diag.watchdog(), peers.data_ptr(), fastlaunch.current_device(),
-               frozenset(fk.test_skip_chunks), fk.test_skip_entry, fk.defer_consumed_wait)
+               fk.test_skip_chunks, fk.test_skip_entry, fk.defer_consumed_wait, bound)
         progs = prep.programs
         hit = progs.get(key, False)
         if hit is False:
             if len(progs) > 8:
                 progs.clear()
-            hit = progs[key] = self._build_programs(cfg, prep, peers, X)
+            hit = progs[key] = self._build_programs(cfg, prep, peers, X, bound)
         return hit
 
-    def _build_programs(self, cfg, prep: _CEPrepared, peers, X) -> _CEPrograms | None:
-        """:meth:`launch`'s Python path, recorded (the same operations in the same order)."""
+    def _build_programs(self, cfg, prep: _CEPrepared, peers, X, bound: str | None
+                        ) -> _CEPrograms | None:
+        """:meth:`launch`'s Python path, recorded (the same operations in the same order).
+        A bound call's (``bound``, :meth:`bind`) adds what the op's general path does around
+        the launch: the deferred CONSUMED wait of the previous launch
+        (``FusedKernel.before_staging``), then the call's copy before the ENTRY handshake
+        (``"before"``: an all-gather's staging), or the copy after everything
+        (``"after"``: a reduce-scatter's result)."""
         from ..runtime import stream_program as sp
         from ..runtime import sync_kernels as sk
 
@@ -285,12 +360,18 @@ class CELauncher(Launcher):
                 raise _NoProgram
             return dl
 
-        def wait(b, stream, index, target, kind, count):
-            args, cx = fk.wait_spec(cfg, index, target, kind, E())
+        def wait(b, stream, index, target, kind, count, epoch=E()):
+            args, cx = fk.wait_spec(cfg, index, target, kind, epoch)
             b.kernel(stream, direct(sk._wait_kernel, cx), count, args)
 
+        reads = self.reads_of_me(cfg)
         try:
             pre = sp.Builder()
+            if bound is not None and fk.defer_consumed_wait and reads:
+                # the previous launch's (e - 1): what before_staging would have enqueued
+                wait(pre, sp.MAIN, lay.consumed, E(reads, -reads), "consumed", 1, E(1, -1))
+            if bound == "before":
+                pre.call_copy(sp.MAIN)
             pre.record(sp.MAIN, ev["staged"])
             pre.wait_event(sp.SIDE, ev["staged"])
             if not fk.test_skip_entry:
@@ -332,9 +413,10 @@ class CELauncher(Launcher):
                 for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                     wait(post, sp.MAIN, start, E(), "chunk", n)
             in_post = not host and not fk.defer_consumed_wait
-            reads = self.reads_of_me(cfg)
             if in_post and reads:
                 wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
+            if bound == "after":
+                post.call_copy(sp.MAIN)
             X_h = X.cuda_stream
             pre_p, post_p = sp.build(pre, X_h), sp.build(post, X_h)
         except _NoProgram:
@@ -342,6 +424,10 @@ class CELauncher(Launcher):
         if pre_p is None or post_p is None:
             return None
         return _CEPrograms(pre_p, post_p, in_post)
+
+
+#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context
+_INVALID_CONTEXT = 201
 
 
 class _NoProgram(Exception):

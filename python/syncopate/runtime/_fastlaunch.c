@@ -414,7 +414,8 @@ typedef struct {
 } Memcpy2D;
 
 /* operation kinds: runtime/stream_program.py OPS */
-enum { P_RECORD = 0, P_WAIT_EVENT, P_WAIT32, P_WRITE32, P_MEMCPY, P_MEMCPY2D, P_KERNEL };
+enum { P_RECORD = 0, P_WAIT_EVENT, P_WAIT32, P_WRITE32, P_MEMCPY, P_MEMCPY2D, P_KERNEL,
+       P_CALL_COPY };
 /* entry points, in the order Program() takes them */
 enum { E_LAUNCH = 0, E_MEMCPY, E_MEMCPY2D, E_RECORD, E_WAIT_EVENT, E_WAIT32, E_WRITE32, E_N };
 
@@ -443,6 +444,7 @@ typedef struct {
   Py_ssize_t n;
   Op *ops;
   int busy;
+  int has_call_copy;   /* a P_CALL_COPY placeholder is in the list */
 } Program;
 
 static uint64_t value_at(const Value *v, uint64_t e) {
@@ -487,6 +489,7 @@ static int parse_value(PyObject *t, Value *v) {
  *   (P_MEMCPY, stream, dst, src, nbytes)
  *   (P_MEMCPY2D, stream, dst, dst_pitch, src, src_pitch, width_bytes, rows)
  *   (P_KERNEL, stream, function, programs, block, smem, ((c, m, wrap32), ...))
+ *   (P_CALL_COPY, stream, 0)                   where run()'s copy goes (at most one)
  * with stream 0 (run's stream) or 1 (side_stream). */
 static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   PyObject *entries, *ops;
@@ -525,7 +528,8 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   self->ops = o;
   self->n = n;
   static const int needs[] = {E_RECORD, E_WAIT_EVENT, E_WAIT32, E_WRITE32, E_MEMCPY,
-                              E_MEMCPY2D, E_LAUNCH};
+                              E_MEMCPY2D, E_LAUNCH, E_MEMCPY};
+  int call_copies = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 3) {
@@ -536,7 +540,7 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
     int stream = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
     if (PyErr_Occurred())
       goto fail;
-    if (kind < P_RECORD || kind > P_KERNEL || (stream != 0 && stream != 1)) {
+    if (kind < P_RECORD || kind > P_CALL_COPY || (stream != 0 && stream != 1)) {
       PyErr_Format(PyExc_ValueError, "op %zd: kind %d on stream %d", i, kind, stream);
       goto fail;
     }
@@ -556,6 +560,12 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
       if (!PyArg_ParseTuple(t, "iiK", &kind, &stream, &a0))
         goto fail;
       op->a[0] = a0;
+      break;
+    case P_CALL_COPY:
+      if (++call_copies > 1) {
+        PyErr_Format(PyExc_ValueError, "op %zd: a second place for the call's copy", i);
+        goto fail;
+      }
       break;
     case P_WAIT32:
     case P_WRITE32:
@@ -610,6 +620,7 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   Py_DECREF(seq);
   memcpy(self->entry, entry, sizeof(entry));
   self->side = (void *)(uintptr_t)side;
+  self->has_call_copy = call_copies;
   return 0;
 fail:
   Py_DECREF(seq);
@@ -618,9 +629,9 @@ fail:
 }
 
 /* run(stream, epoch, copy_dst, copy_src, copy_bytes) -> None, or (op index, driver error code)
- * of the first failing operation (nothing after it was enqueued; index -1: the leading copy).
- * copy_bytes != 0: a cuMemcpyDtoDAsync on ``stream`` before the list (an all-gather's
- * staging). */
+ * of the first failing operation (nothing after it was enqueued). copy_bytes != 0: a
+ * cuMemcpyDtoDAsync at the list's P_CALL_COPY (an all-gather's staging, a reduce-scatter's
+ * result copy); 0: that place enqueues nothing. */
 static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs) {
   if (nargs != 5) {
     PyErr_SetString(PyExc_TypeError, "run(stream, epoch, copy_dst, copy_src, copy_bytes)");
@@ -637,8 +648,8 @@ static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs
     return NULL;
   if (nbytes && (address_of(a[2], &dst) < 0 || address_of(a[3], &src) < 0))
     return NULL;
-  if (nbytes && self->entry[E_MEMCPY] == NULL) {
-    PyErr_SetString(PyExc_ValueError, "this Program was built without cuMemcpyDtoDAsync");
+  if (nbytes && !self->has_call_copy) {
+    PyErr_SetString(PyExc_ValueError, "this Program has no place for a copy (P_CALL_COPY)");
     return NULL;
   }
   if (self->busy) {
@@ -656,11 +667,6 @@ static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs
   void **en = self->entry;
   Py_BEGIN_ALLOW_THREADS
   void *main = (void *)(uintptr_t)stream;
-  if (nbytes) {
-    rc = ((cu_memcpy_t)en[E_MEMCPY])(dst, src, (size_t)nbytes, main);
-    if (rc)
-      failed = -1;
-  }
   for (Py_ssize_t i = 0; i < self->n && !rc; i++) {
     Op *op = &self->ops[i];
     void *st = op->stream ? self->side : main;
@@ -690,6 +696,10 @@ static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs
       rc = ((cu_memcpy2d_t)en[E_MEMCPY2D])(&p, st);
       break;
     }
+    case P_CALL_COPY:
+      if (nbytes)
+        rc = ((cu_memcpy_t)en[E_MEMCPY])(dst, src, (size_t)nbytes, st);
+      break;
     case P_KERNEL:
       rc = ((cu_launch_t)en[E_LAUNCH])((void *)(uintptr_t)op->a[0], op->gx, 1, 1, op->block, 1,
                                        1, op->smem, st, op->ptrs, NULL);

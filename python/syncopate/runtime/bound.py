@@ -12,11 +12,13 @@ launch hook set, the watchdog timeout, the device, the stream being captured, th
 addresses -- counts the epoch and hands the call to the compiled launch path
 (:mod:`.fastlaunch`), which enqueues the staging copy and the kernel in one C call.
 
-What it covers: configurations whose launcher enqueues nothing but the kernel
-(``Launcher.kernel_only``: sm and nvshmem with the kernel publishing ENTRY itself) and that
-advance their epoch on the device (``abi.self_advance``), once the layout's direct launch
-exists (its second launch). Everything else -- the first launches, CUDA-graph capture, a
-pending CONSUMED wait, another stream or device, hooks, ce -- goes through
+What it covers: configurations that advance their epoch on the device (``abi.self_advance``)
+and whose launcher either enqueues nothing but the kernel (``Launcher.kernel_only``: sm and
+nvshmem with the kernel publishing ENTRY itself) or hands back its whole launch as one call
+(``Launcher.bind``: ce's stream programs, the deferred CONSUMED wait and the call's copy
+included), once the layout's direct launch exists (its second launch). Everything else -- the
+first launches, CUDA-graph capture, a pending CONSUMED wait of a kernel-only launch, another
+stream or device, hooks, ce's host reduction -- goes through
 ``FusedKernel.launch`` exactly as before: the bound path is an optimisation of one case, never
 a second semantics. Its contract with the caller: between calls only non-operand tensor
 arguments change address (the caller's key fixes shapes, strides, dtypes and scalars, and
@@ -127,7 +129,8 @@ class BoundLaunch:
         fk = self.fk
         comm = fk.comm
         cfg = r.cfg
-        if (fk._poisoned or comm.generation != r.generation or cfg.consumed_pending
+        if (fk._poisoned or comm.generation != r.generation
+                or (cfg.consumed_pending and r.run is None)
                 or r.get_device() != r.device or direct_launch.hooks_active()
                 or kernel_timeout_ns() != r.timeout):
             return False
@@ -149,7 +152,8 @@ class BoundLaunch:
             e = cfg.epochs.next()
             fk.last_config = cfg
             try:
-                done = r.dl.enqueue(r.grid, values, stream, c)
+                done = (r.dl.enqueue(r.grid, values, stream, c) if r.run is None
+                        else r.run(stream, e, values, c))
             except BaseException as exc:
                 fk._poison_partial_launch(e, exc)
                 raise
@@ -165,7 +169,7 @@ class _Ready:
     """What the bound path needs of a layout once its direct launch exists."""
 
     __slots__ = ("cfg", "tail", "grid", "dl", "timeout", "generation", "device", "operands",
-                 "raw_stream", "capture_status", "get_device")
+                 "raw_stream", "capture_status", "get_device", "run")
 
     @classmethod
     def of(cls, fk, grid, args, copy):
@@ -183,18 +187,28 @@ class _Ready:
         if hit is None:
             return None
         cfg, tail, peers, g, direct = hit
-        if (g is None or not cfg.abi.self_advance or not fk.launcher.kernel_only(cfg)
+        if (g is None or not cfg.abi.self_advance
                 or any(i >= len(args) for i in fk._op_index.values())):
             return _NEVER
         timeout = kernel_timeout_ns()
         dl = direct.get((g, timeout))
         if dl is None:
             return None
-        if not dl or not dl.copies:
+        if not dl:
             return _NEVER
         r = cls()
         comm = fk.comm
-        if copy is not None:  # the copy as a kernel where it fits (sync_kernels.stager says why)
+        r.run = None
+        if not fk.launcher.kernel_only(cfg):
+            # the launcher's whole launch around the kernel (ce: its stream programs)
+            r.run = fk.launcher.bind(cfg, g, dl, peers,
+                                     {p: args[i] for p, i in fk._op_index.items()},
+                                     None if copy is None else copy.after)
+            if r.run is None:
+                return _NEVER
+        elif not dl.copies:
+            return _NEVER
+        elif copy is not None:  # the copy as a kernel where it fits (sync_kernels.stager says why)
             from .sync_kernels import stager
             dl.use_stager(stager(comm.device.index))
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw

@@ -557,8 +557,17 @@ class FusedKernel:
         """Wait (on ``stream``) until every peer finished reading this rank's buffers in
         ``epoch``: ``CONSUMED >= epoch * reads(me)``."""
         reads = self.launcher.reads_of_me(cfg)
-        if reads:
-            self.wait_flag(cfg, cfg.abi.layout.consumed, epoch * reads, "consumed", epoch, stream)
+        if not reads:
+            return
+        prog = self.launcher.consumed_program(cfg)
+        if prog is not None:  # one C call (the ce launcher's stream program)
+            if stream is None:
+                handle = fastlaunch.current_raw_stream(fastlaunch.current_device())
+            else:
+                handle = stream if isinstance(stream, int) else stream.cuda_stream
+            prog.run(handle, epoch)
+            return
+        self.wait_flag(cfg, cfg.abi.layout.consumed, epoch * reads, "consumed", epoch, stream)
 
     def _launch_key(self, grid, args, kwargs):
         """A hashable key for the call, or None (no fast path): :func:`.specialize.launch_key`

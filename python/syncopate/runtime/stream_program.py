@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from . import _cuda, fastlaunch
 
 #: operation kinds (``_fastlaunch.c``: P_RECORD ...)
-RECORD, WAIT_EVENT, WAIT32, WRITE32, MEMCPY, MEMCPY2D, KERNEL = range(7)
+RECORD, WAIT_EVENT, WAIT32, WRITE32, MEMCPY, MEMCPY2D, KERNEL, CALL_COPY = range(8)
 #: the streams an operation names: the call's (launch) stream, or the program's side stream
 MAIN, SIDE = 0, 1
 #: the driver entry points a program takes, in ``Program()``'s order
@@ -84,6 +84,10 @@ class Builder:
                  width: int, rows: int) -> None:
         self.ops.append((MEMCPY2D, stream, dst, dst_pitch, src, src_pitch, width, rows))
 
+    def call_copy(self, stream: int) -> None:
+        """Where :meth:`Program.run`'s ``copy`` goes (at most one place per program)."""
+        self.ops.append((CALL_COPY, stream, 0))
+
     def kernel(self, stream: int, dl, programs: int, values) -> None:
         """A launch of ``programs`` programs of a :class:`~.direct_launch.DirectLaunch` ``dl``
         (its function, block and shared memory) with ``values`` (ints or :class:`Epoch`, one
@@ -113,15 +117,23 @@ class Program:
 
     def run(self, stream: int, epoch: int, copy: tuple | None = None) -> None:
         """Enqueue every operation for ``epoch``: ``MAIN`` ones on ``stream`` (a handle).
-        ``copy``: ``(dst, src, nbytes)``, a ``cuMemcpyDtoDAsync`` on ``stream`` first. A driver
-        error raises :class:`_cuda.DriverError` naming the operation; what came before it was
-        enqueued."""
+        ``copy``: ``(dst, src, nbytes)``, a ``cuMemcpyDtoDAsync`` at the program's
+        :meth:`Builder.call_copy` place. A driver error raises :class:`ProgramError` naming
+        the operation; what came before it was enqueued."""
         dst, src, n = copy if copy is not None else (0, 0, 0)
         bad = self._c.run(stream, epoch, dst, src, n)
         if bad is not None:
-            i, rc = bad
-            what = "the leading copy" if i < 0 else f"operation {i} of {self.size}"
-            raise _cuda.DriverError(f"stream program: {what} failed with CUDA driver error {rc}")
+            raise ProgramError(bad[0], bad[1], self.size)
+
+
+class ProgramError(_cuda.DriverError):
+    """A driver call of a program failed: ``index`` is the operation (those before it were
+    enqueued, none after), ``code`` the driver's error code."""
+
+    def __init__(self, index: int, code: int, size: int):
+        super().__init__(f"stream program: operation {index} of {size} failed with CUDA driver "
+                         f"error {code}")
+        self.index, self.code = index, code
 
 
 def build(builder: Builder, side_stream: int) -> Program | None:
