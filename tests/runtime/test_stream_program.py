@@ -15,7 +15,7 @@ import types
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 
 from runtime_fakes import ag_schedule, fake_ck, fake_comm, ptr_kernel, require_fastlaunch  # noqa: E402
 from syncopate import abi  # noqa: E402
@@ -41,7 +41,10 @@ _SIGS = {
     "signal": {"peers_addr": "i64", "index": "i32", "value": "i64", "world_size": "i32",
                "FLAG64": "constexpr"},
     "add": {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
+    "sum": {"own_addr": "i64", "table_addr": "i64", "n_parts": "i32", "n": "i64",
+            "DT": "constexpr", "BLOCK": "constexpr"},
 }
+_SUM_FN = 0xA4
 _CT = {"i32": I32, "i64": I64}
 
 
@@ -240,7 +243,9 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
     for fn, name, fid, cxs in ((sk._wait_kernel, "wait", 0xA1, ({"FLAG64": False, "TRAP": False},
                                                                  {"FLAG64": False, "TRAP": True})),
                                (sk._signal_all_kernel, "signal", 0xA2, ({"FLAG64": False},)),
-                               (sk._add_kernel, "add", 0xA3, ({"FLAG64": False},))):
+                               (sk._add_kernel, "add", 0xA3, ({"FLAG64": False},)),
+                               (sk._sum_kernel, "sum", _SUM_FN,
+                                ({"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK},))):
         for k, cx in enumerate(cxs):
             ck = fake_ck(_SIGS[name], num_warps=1, shared=0)
             ck.function = fid + 0x10 * k
@@ -304,13 +309,23 @@ def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, 
     n_reduced = len(reduced)
     got, used = _launches(driver, L, cfg, {operand: T}, True, monkeypatch)
     assert used, "the ce launcher kept its Python path"
-    assert got == want
-    assert len(reduced) == 2 * n_reduced  # the host reduction still runs after the programs
+    # the host reduction is a sum kernel per region in the program, where the Python path
+    # called reduce_into; everything else is the same operation for operation
+    sums = [op for op in got if op[0] == "kernel" and op[1] == _SUM_FN]
+    assert [op for op in got if op not in sums] == want
+    assert len(reduced) == n_reduced == len(sums)
+    prep = L.prepare(cfg, {operand: T})
+    for op, (own, parts) in zip(sums, prep.reductions * 3):
+        own_addr, table, n_parts, n = op[-1][:4]
+        assert (own_addr, n_parts, n) == (own.data_ptr(), len(parts), own.numel())
+        assert op[5] == 0x5A  # on the launch stream, after the chunk waits
+        assert ctypes.cast(table, ctypes.POINTER(ctypes.c_int64))[0] == parts[0].data_ptr()
     kinds = {op[0] for op in got}
     assert {"record", "wait_event", "kernel", "write32", "fused"} <= kinds
     assert ("memcpy" in kinds or "memcpy2d" in kinds)
     if case == "rs_push_produced":
         assert "wait32" in kinds  # PRODUCED by stream memory operation
+    assert bool(sums) == case.startswith("rs")
     if case == "rs_deferred":
         assert cfg.consumed_pending == 3
     del name
@@ -379,9 +394,17 @@ def test_a_bound_ce_call_without_a_context_enqueues_nothing(driver, monkeypatch)
             0x5A, 2, [], (0x30, 0x40, 64, False))
 
 
-def test_a_host_reduction_is_never_bound(driver, monkeypatch):
+def test_a_reduction_the_sum_kernel_cannot_make_stays_on_the_python_path(driver, monkeypatch):
+    """A region that is not contiguous (a column block): no programs, no bound call; the
+    Python path adds it with torch."""
     from syncopate.schedule.templates import reduce_scatter
-    sched = reduce_scatter((8, 4), "bf16", 2, dim=0, mode="push", split=1)
+    sched = reduce_scatter((8, 4), "bf16", 2, dim=1, mode="push", split=1)
     fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, "c_ptr", produced=True)
     T = fk.comm.empty((8, 4), torch.bfloat16)
     assert L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"c_ptr": T}, True) is None
+    reduced = []
+    monkeypatch.setattr("syncopate.backends.ce.reduce_into",
+                        lambda own, parts: reduced.append(own.is_contiguous()))
+    log, used = _launches(driver, L, cfg, {"c_ptr": T}, True, monkeypatch, epochs=(1,))
+    assert not used and reduced == [False]
+    assert not any(op[0] == "kernel" and op[1] == _SUM_FN for op in log)

@@ -54,12 +54,14 @@ class _CEPrepared:
 class _CEPrograms:
     """One launch's side-stream protocol as stream programs (``runtime/stream_program.py``):
     ``pre`` up to the kernel's release (ENTRY), ``post`` after the kernel (copies, flags,
-    CONSUMED adds, the handshake back, the reductions' flag waits, and the CONSUMED wait unless
-    ``consumed_in_post`` is False: it then follows the host reduction, or is deferred)."""
+    CONSUMED adds, the handshake back, the reductions -- their flag waits and sum kernels --
+    and the CONSUMED wait unless ``consumed_in_post`` is False: it is then deferred)."""
 
     pre: object
     post: object
     consumed_in_post: bool
+    #: device tables of the reductions' part addresses (the sum kernels read them)
+    keep: tuple = ()
 
 
 class CELauncher(Launcher):
@@ -166,7 +168,7 @@ class CELauncher(Launcher):
             self.run_kernel(cfg, grid, args, S, direct)
             progs.post.run(Sh, e)
             if not progs.consumed_in_post:
-                self._finish(cfg, prep, S, e)
+                cfg.consumed_pending = e
             return
 
         # 1. Entry: after the staged inputs (and launch e-1, by stream order) on the main stream.
@@ -229,14 +231,12 @@ class CELauncher(Launcher):
         bool`` enqueueing this launch's programs around the kernel's direct launch ``dl``, the
         call's copy (``(dst, src, nbytes, after)`` or None; ``copy_after`` says which way all
         of the layout's calls copy, None: none) and the deferred CONSUMED wait in them. None
-        where the bound path cannot take the layout (a host reduction, no programs).
+        where the bound path cannot take the layout (no programs: :meth:`programs`).
         ``run`` answers False with nothing enqueued when the general path must take the call
         (the test switches changed, no current context on this thread)."""
         from ..runtime import _cuda
         from ..runtime import stream_program as sp
 
-        if self._host_reduces(cfg):
-            return None
         fk = self.fk
         X = fk.comm.stream("syncopate-ce")
         prep = self.prepare(cfg, operand_tensors)
@@ -408,11 +408,12 @@ class CELauncher(Launcher):
                             (cfg.flag_addrs[src] + lay.consumed * 4, n))
             post.record(sp.SIDE, ev["comm_done"])
             post.wait_event(sp.MAIN, ev["comm_done"])
-            host = self._host_reduces(cfg)
-            if host:
+            keep = ()
+            if self._host_reduces(cfg):
                 for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                     wait(post, sp.MAIN, start, E(), "chunk", n)
-            in_post = not host and not fk.defer_consumed_wait
+                keep = tuple(self._sums(post, prep, direct))
+            in_post = not fk.defer_consumed_wait
             if in_post and reads:
                 wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
             if bound == "after":
@@ -423,7 +424,34 @@ class CELauncher(Launcher):
             return None
         if pre_p is None or post_p is None:
             return None
-        return _CEPrograms(pre_p, post_p, in_post)
+        return _CEPrograms(pre_p, post_p, in_post, keep)
+
+    @staticmethod
+    def _sums(b, prep: _CEPrepared, direct):
+        """The host reduction (:func:`reduce_into` of each region) as sum kernels on the launch
+        stream (``sync_kernels._sum_kernel``: the same fp32 sum rounded once); yields the
+        device tables of part addresses the kernels read. Contiguous regions only
+        (:class:`_NoProgram` otherwise)."""
+        import torch
+        import triton.language as tl
+
+        from ..runtime import stream_program as sp
+        from ..runtime import sync_kernels as sk
+
+        types = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,
+                 torch.float32: tl.float32}
+        for own, parts in prep.reductions:
+            if (own.dtype not in types or not own.is_contiguous()
+                    or any(q.dtype != own.dtype or q.shape != own.shape or not q.is_contiguous()
+                           for q in parts)):
+                raise _NoProgram
+            n = own.numel()
+            table = torch.tensor([q.data_ptr() for q in parts], dtype=torch.int64,
+                                 device=own.device)
+            dl = direct(sk._sum_kernel, {"DT": types[own.dtype], "BLOCK": sk.SUM_BLOCK})
+            programs = max(1, min(-(-n // sk.SUM_BLOCK), 4096))
+            b.kernel(sp.MAIN, dl, programs, (own.data_ptr(), table.data_ptr(), len(parts), n))
+            yield table
 
 
 #: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context

@@ -160,6 +160,31 @@ def _stage_kernel(dst, src, n, BLOCK: tl.constexpr):
         tl.store(dst + offs, tl.load(src + offs, mask=m), mask=m)
 
 
+#: elements per program and step of :func:`_sum_kernel`
+SUM_BLOCK = 1024
+
+
+@triton.jit(do_not_specialize=["own_addr", "table_addr", "n_parts", "n"])
+def _sum_kernel(own_addr: tl.int64, table_addr: tl.int64, n_parts: tl.int32, n: tl.int64,
+                DT: tl.constexpr, BLOCK: tl.constexpr):
+    """``own[:n] = round(own + parts[0] + ... + parts[n_parts - 1])`` in fp32, rounded once
+    (round to nearest even, as torch's conversion): the ce backend's reduction of the chunks
+    pushed into this rank's slots, with the bits of ``backends/ce.reduce_into``. ``table_addr``
+    holds the parts' addresses (int64), in source order; addresses are int64 parameters so one
+    compiled kernel per dtype serves every region."""
+    own = own_addr.to(tl.pointer_type(DT))
+    table = table_addr.to(tl.pointer_type(tl.int64))
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < n
+        acc = tl.load(own + offs, mask=m).to(tl.float32)
+        for k in range(n_parts):
+            part = tl.load(table + k).to(tl.pointer_type(DT))
+            acc += tl.load(part + offs, mask=m).to(tl.float32)
+        tl.store(own + offs, acc.to(DT), mask=m)
+
+
 #: device index -> (C Launch of the staging kernel, programs, words per program step), or
 #: False where there is none
 _STAGERS: dict = {}
@@ -294,6 +319,9 @@ def preload(device=None) -> None:
                 variants.append((_advance_kernel, (0, 0), {}))
             variants += [(_wait_kernel, (0, 0, 0, 0, 0, 0, 0, 0), {"FLAG64": flag64, "TRAP": trap})
                          for trap in (False, True)]
+            if not flag64:  # the ce reduction's kernel, per element type
+                variants += [(_sum_kernel, (0, 0, 0, 0), {"DT": dt, "BLOCK": SUM_BLOCK})
+                             for dt in (tl.bfloat16, tl.float16, tl.float32)]
             for fn, args, constexprs in variants:
                 key = (id(fn), dev.index, tuple(constexprs.items()))
                 ck = _COMPILED.get(key)
