@@ -41,6 +41,10 @@ _SIGS = {
     "signal": {"peers_addr": "i64", "index": "i32", "value": "i64", "world_size": "i32",
                "FLAG64": "constexpr"},
     "add": {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
+    "enter": {"peers_addr": "i64", "entry_index": "i32", "value": "i64", "world_size": "i32",
+              "base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
+              "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
+              "FLAG64": "constexpr", "TRAP": "constexpr"},
     "sum": {"own_addr": "i64", "table_addr": "i64", "n_parts": "i32", "n": "i64",
             "DT": "constexpr", "BLOCK": "constexpr"},
 }
@@ -244,6 +248,9 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
                                                                  {"FLAG64": False, "TRAP": True})),
                                (sk._signal_all_kernel, "signal", 0xA2, ({"FLAG64": False},)),
                                (sk._add_kernel, "add", 0xA3, ({"FLAG64": False},)),
+                               (sk._enter_kernel, "enter", 0xA5,
+                                ({"FLAG64": False, "TRAP": False},
+                                 {"FLAG64": False, "TRAP": True})),
                                (sk._sum_kernel, "sum", _SUM_FN,
                                 ({"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK},))):
         for k, cx in enumerate(cxs):

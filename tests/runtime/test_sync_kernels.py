@@ -56,6 +56,23 @@ def test_signal_and_add_kernels_compile(flag64):
     assert "red.release.sys.global.add" in ck.asm["ptx"]
 
 
+@pytest.mark.parametrize("trap", [False, True])
+def test_the_enter_kernel_signals_from_one_program_then_every_program_spins(trap):
+    """The ENTRY handshake in one launch (ce): program 0's thread 0 stores ENTRY[me] on every
+    rank with release after a system fence; every program then spins with the watchdog."""
+    from syncopate.runtime import sync_kernels as sk
+    sig = {"peers_addr": "i64", "entry_index": "i32", "value": "i64", "world_size": "i32",
+           **{k: v for k, v in _WAIT_SIG.items() if k not in ("FLAG64", "TRAP")},
+           "FLAG64": "constexpr", "TRAP": "constexpr"}
+    ck = _compile(sk._enter_kernel, sig, {"FLAG64": False, "TRAP": trap})
+    ptx = ck.asm["ptx"]
+    assert "%ctaid.x" in ptx  # the signal is program 0's
+    store = ptx.index("@sy_p st.release.sys.global.b32")
+    assert ptx.index("fence.sc.sys") < store < ptx.index("ld.acquire.sys.global.b32")
+    assert "%globaltimer" in ptx and ("trap;" in ptx) == trap
+    assert list(ck.src.signature) == list(sig)
+
+
 def test_advance_kernel_increments_the_word_once_and_mirrors_it():
     """The device epoch advance (docs/cuda-graphs.md): one predicated thread loads the word,
     adds 1, stores it back and stores the same value to the pinned mirror at system scope; no

@@ -2,8 +2,15 @@
 and the host side of the protocol runs on a side stream (:mod:`syncopate.runtime.plan` says
 why the ENTRY wait comes before the kernel is released)::
 
-    main:  [staged]──────────────(wait entered)[ fused kernel ]──(wait side)[reduce][CONSUMED wait]
-    side:   (wait staged)[signal ENTRY][wait ENTRY*](entered)[copy c0][flag c0][copy c1]...[CONSUMED += n]
+    main:  [staged][signal+wait ENTRY*](entered)[ fused kernel ]──(wait side)[reduce][CONSUMED wait]
+    side:                        (wait entered)[copy c0][flag c0][copy c1]...[CONSUMED += n]
+
+The ENTRY handshake runs on the main stream: after the staging by stream order, and after the
+previous launch's side-stream work (the main stream waited for it), so ``ENTRY[me] >= e`` still
+tells a peer that this rank's epoch-``e`` data is staged and that its launch ``e - 1`` read
+everything it will read; the side stream starts on one event instead of two (until session 13
+the handshake ran on the side stream, between a ``staged`` and an ``entered`` event). The
+signal and the wait are one kernel launch (``sync_kernels.enter``).
 
 Each chunk: peer -> local copy of the region (copy engine), then
 ``stream_write_value32(flags, chunk, e)`` (the driver fences before the write, so the data is
@@ -171,19 +178,20 @@ class CELauncher(Launcher):
                 cfg.consumed_pending = e
             return
 
-        # 1. Entry: after the staged inputs (and launch e-1, by stream order) on the main stream.
-        # Events are recorded and waited on by handle (_Event), copies and flag writes enqueued
-        # on X by handle: nothing below needs X as torch's current stream.
+        # 1. Entry on the main stream: after the staged inputs and launch e-1 (its side-stream
+        # work included: S waited for it), by stream order. Events are recorded and waited on
+        # by handle (_Event), copies and flag writes enqueued on X by handle: nothing below
+        # needs X as torch's current stream.
         Sh, Xh = S.cuda_stream, X.cuda_stream
-        staged = self._event(cfg, "staged")
-        staged.record(S, Sh)
-        staged.wait(X, Xh)
-        if not fk.test_skip_entry:
-            sk.signal_entry(peers, lay.entry(me), e, W, stream=X)
-        fk.wait_flag(cfg, lay.entry(0), e, "entry", e, X, count=W)
+        if fk.test_skip_entry:
+            fk.wait_flag(cfg, lay.entry(0), e, "entry", e, S, count=W)
+        else:  # signal and wait in one launch
+            wargs, cx = fk.wait_spec(cfg, lay.entry(0), e, "entry", e)
+            sk.enter(peers, lay.entry(me), e, W, wargs, flag64=cx["FLAG64"], trap=cx["TRAP"],
+                     stream=S)
         entered = self._event(cfg, "entered")
-        entered.record(X, Xh)
-        entered.wait(S, Sh)
+        entered.record(S, Sh)
+        entered.wait(X, Xh)
 
         # 2. The fused kernel.
         self.run_kernel(cfg, grid, args, S, direct)
@@ -347,8 +355,7 @@ class CELauncher(Launcher):
         me, W = comm.rank, comm.world_size
         if cfg.abi.flag_dtype != "int32" or sp.entry_points() is None:
             return None
-        events = {n: self._event(cfg, n) for n in ("staged", "entered", "kernel_done",
-                                                   "comm_done")}
+        events = {n: self._event(cfg, n) for n in ("entered", "kernel_done", "comm_done")}
         if any(ev.raw is None for ev in events.values()):
             return None
         ev = {n: e.raw for n, e in events.items()}
@@ -372,14 +379,14 @@ class CELauncher(Launcher):
                 wait(pre, sp.MAIN, lay.consumed, E(reads, -reads), "consumed", 1, E(1, -1))
             if bound == "before":
                 pre.call_copy(sp.MAIN)
-            pre.record(sp.MAIN, ev["staged"])
-            pre.wait_event(sp.SIDE, ev["staged"])
-            if not fk.test_skip_entry:
-                pre.kernel(sp.SIDE, direct(sk._signal_all_kernel, {"FLAG64": False}), 1,
-                           (peers.data_ptr(), lay.entry(me), E(), W))
-            wait(pre, sp.SIDE, lay.entry(0), E(), "entry", W)
-            pre.record(sp.SIDE, ev["entered"])
-            pre.wait_event(sp.MAIN, ev["entered"])
+            if fk.test_skip_entry:
+                wait(pre, sp.MAIN, lay.entry(0), E(), "entry", W)
+            else:
+                wargs, cx = fk.wait_spec(cfg, lay.entry(0), E(), "entry", E())
+                pre.kernel(sp.MAIN, direct(sk._enter_kernel, cx), W,
+                           (peers.data_ptr(), lay.entry(me), E(), W) + wargs)
+            pre.record(sp.MAIN, ev["entered"])
+            pre.wait_event(sp.SIDE, ev["entered"])
 
             post = sp.Builder()
             flags = cfg.flags.data_ptr()

@@ -8,7 +8,8 @@ push: it is the source), and for each what must be
 waited for first:
 
 * ``ENTRY[peer] >= e`` -- always, and up front for every rank (one launch), *before* the fused
-  kernel is released (the main stream waits on it). Why up front: the wait is a kernel and
+  kernel on the main stream, and the side stream starts after it (an event). Why up front:
+  the wait is a kernel and
   needs an SM; once the fused kernel runs, its programs may occupy every SM while spinning on
   chunk flags that only this side stream can set, so a wait enqueued after it could starve.
   After the up-front wait, everything left on the side stream needs no SM: copies are copy

@@ -71,11 +71,9 @@ ADD64 = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t; mov.u32 sy_t, %tid.x; s
          "@sy_p red.release.sys.global.add.u64 [$1], $2; mov.u32 $0, 0; }")
 
 
-@triton.jit(do_not_specialize=["base_addr", "first_index", "target", "diag_addr", "rank", "kind",
-                               "epoch", "timeout_ns"])
-def _wait_kernel(base_addr: tl.int64, first_index: tl.int32, target: tl.int64, diag_addr: tl.int64,
-                 rank: tl.int32, kind: tl.int32, epoch: tl.int32, timeout_ns: tl.int64,
-                 FLAG64: tl.constexpr, TRAP: tl.constexpr):
+@triton.jit
+def _spin(base_addr, first_index, target, diag_addr, rank, kind, epoch, timeout_ns,
+          FLAG64: tl.constexpr, TRAP: tl.constexpr):
     """Program ``i`` spins until ``flag[first_index + i] >= target`` (one warp per program)."""
     index = first_index + tl.program_id(0)
     if FLAG64:
@@ -101,9 +99,8 @@ def _wait_kernel(base_addr: tl.int64, first_index: tl.int32, target: tl.int64, d
                                       dtype=tl.int32, is_pure=False, pack=1)
 
 
-@triton.jit(do_not_specialize=["peers_addr", "index", "value", "world_size"])
-def _signal_all_kernel(peers_addr: tl.int64, index: tl.int32, value: tl.int64, world_size: tl.int32,
-                       FLAG64: tl.constexpr):
+@triton.jit
+def _signal_all(peers_addr, index, value, world_size, FLAG64: tl.constexpr):
     """``flag_r[index] = value`` on every rank ``r`` (flag base addresses in ``peers[0, :]``)."""
     peers = peers_addr.to(tl.pointer_type(tl.int64))
     for r in range(world_size):
@@ -115,6 +112,40 @@ def _signal_all_kernel(peers_addr: tl.int64, index: tl.int32, value: tl.int64, w
             tl.inline_asm_elementwise(STORE32, "=r,l,r", [base + index.to(tl.int64) * 4,
                                                           value.to(tl.int32)],
                                       dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit(do_not_specialize=["base_addr", "first_index", "target", "diag_addr", "rank", "kind",
+                               "epoch", "timeout_ns"])
+def _wait_kernel(base_addr: tl.int64, first_index: tl.int32, target: tl.int64, diag_addr: tl.int64,
+                 rank: tl.int32, kind: tl.int32, epoch: tl.int32, timeout_ns: tl.int64,
+                 FLAG64: tl.constexpr, TRAP: tl.constexpr):
+    """Program ``i`` spins until ``flag[first_index + i] >= target`` (one warp per program)."""
+    _spin(base_addr, first_index, target, diag_addr, rank, kind, epoch, timeout_ns, FLAG64, TRAP)
+
+
+@triton.jit(do_not_specialize=["peers_addr", "index", "value", "world_size"])
+def _signal_all_kernel(peers_addr: tl.int64, index: tl.int32, value: tl.int64, world_size: tl.int32,
+                       FLAG64: tl.constexpr):
+    """``flag_r[index] = value`` on every rank ``r`` (flag base addresses in ``peers[0, :]``)."""
+    _signal_all(peers_addr, index, value, world_size, FLAG64)
+
+
+@triton.jit(do_not_specialize=["peers_addr", "entry_index", "value", "world_size", "base_addr",
+                               "first_index", "target", "diag_addr", "rank", "kind", "epoch",
+                               "timeout_ns"])
+def _enter_kernel(peers_addr: tl.int64, entry_index: tl.int32, value: tl.int64,
+                  world_size: tl.int32, base_addr: tl.int64, first_index: tl.int32,
+                  target: tl.int64, diag_addr: tl.int64, rank: tl.int32, kind: tl.int32,
+                  epoch: tl.int32, timeout_ns: tl.int64, FLAG64: tl.constexpr,
+                  TRAP: tl.constexpr):
+    """The ENTRY handshake in one launch (:func:`enter`): program 0 signals
+    ``ENTRY[me] = value`` on every rank (:func:`_signal_all_kernel`), then program ``i`` spins
+    until ``flag[first_index + i] >= target`` (:func:`_wait_kernel`). A program's spin does
+    not depend on another program's signal being visible first, so no order between programs
+    is needed."""
+    if tl.program_id(0) == 0:
+        _signal_all(peers_addr, entry_index, value, world_size, FLAG64)
+    _spin(base_addr, first_index, target, diag_addr, rank, kind, epoch, timeout_ns, FLAG64, TRAP)
 
 
 @triton.jit(do_not_specialize=["addr", "value"])
@@ -319,6 +350,8 @@ def preload(device=None) -> None:
                 variants.append((_advance_kernel, (0, 0), {}))
             variants += [(_wait_kernel, (0, 0, 0, 0, 0, 0, 0, 0), {"FLAG64": flag64, "TRAP": trap})
                          for trap in (False, True)]
+            variants += [(_enter_kernel, (0,) * 12, {"FLAG64": flag64, "TRAP": trap})
+                         for trap in (False, True)]
             if not flag64:  # the ce reduction's kernel, per element type
                 variants += [(_sum_kernel, (0, 0, 0, 0), {"DT": dt, "BLOCK": SUM_BLOCK})
                              for dt in (tl.bfloat16, tl.float16, tl.float32)]
@@ -367,6 +400,17 @@ def signal_entry(peers_table, entry_index: int, epoch: int, world_size: int, *, 
     _launch(_signal_all_kernel, 1,
             (int(peers_table.data_ptr()), int(entry_index), int(epoch), int(world_size)),
             {"FLAG64": bool(flag64)}, stream)
+
+
+def enter(peers_table, entry_index: int, epoch: int, world_size: int, wait_args: tuple, *,
+          flag64: bool = False, trap: bool = False, stream=None) -> None:
+    """:func:`signal_entry` then a :func:`wait_flag` of ``world_size`` flags, as one kernel
+    launch: ``wait_args`` are :func:`wait_flag`'s ``(flag_addr, index, target, diag_addr, rank,
+    kind, epoch, timeout_ns)``. One launch instead of two on every ce call's host path."""
+    _launch(_enter_kernel, world_size,
+            (int(peers_table.data_ptr()), int(entry_index), int(epoch), int(world_size),
+             *(int(a) for a in wait_args)),
+            {"FLAG64": bool(flag64), "TRAP": bool(trap)}, stream)
 
 
 def add_flag(remote_flag_addr: int, index: int, value: int, *, flag64: bool = False,
