@@ -83,7 +83,7 @@ def _compiled_kernels():
         ASTSource(fn=sk._wait_kernel, signature=wait_sig, constexprs={"FLAG64": False,
                                                                       "TRAP": True}),
         target=target, options=dict(num_warps=1, num_stages=1))))
-    sum_sig = {"own_addr": "i64", "table_addr": "i64", "n_parts": "i32", "n": "i64",
+    sum_sig = {"table_addr": "i64", "n_regions": "i32", "row": "i32", "per_region": "i32",
                "DT": "constexpr", "BLOCK": "constexpr"}
     out.append(("sum", triton.compile(
         ASTSource(fn=sk._sum_kernel, signature=sum_sig,

@@ -45,7 +45,7 @@ _SIGS = {
               "base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
               "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
               "FLAG64": "constexpr", "TRAP": "constexpr"},
-    "sum": {"own_addr": "i64", "table_addr": "i64", "n_parts": "i32", "n": "i64",
+    "sum": {"table_addr": "i64", "n_regions": "i32", "row": "i32", "per_region": "i32",
             "DT": "constexpr", "BLOCK": "constexpr"},
 }
 _SUM_FN = 0xA4
@@ -316,17 +316,22 @@ def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, 
     n_reduced = len(reduced)
     got, used = _launches(driver, L, cfg, {operand: T}, True, monkeypatch)
     assert used, "the ce launcher kept its Python path"
-    # the host reduction is a sum kernel per region in the program, where the Python path
-    # called reduce_into; everything else is the same operation for operation
+    # the host reduction is one sum kernel per call in the program (every region in it),
+    # where the Python path called reduce_into per region; everything else is the same
+    # operation for operation
     sums = [op for op in got if op[0] == "kernel" and op[1] == _SUM_FN]
     assert [op for op in got if op not in sums] == want
-    assert len(reduced) == n_reduced == len(sums)
     prep = L.prepare(cfg, {operand: T})
-    for op, (own, parts) in zip(sums, prep.reductions * 3):
-        own_addr, table, n_parts, n = op[-1][:4]
-        assert (own_addr, n_parts, n) == (own.data_ptr(), len(parts), own.numel())
-        assert op[5] == 0x5A  # on the launch stream, after the chunk waits
-        assert ctypes.cast(table, ctypes.POINTER(ctypes.c_int64))[0] == parts[0].data_ptr()
+    assert len(reduced) == n_reduced == 3 * len(prep.reductions)
+    assert len(sums) == (3 if prep.reductions else 0)
+    for op in sums:
+        table, n_regions, row, per_region = op[-1][:4]
+        assert op[5] == 0x5A and op[2] == (n_regions * per_region, 1, 1)
+        assert n_regions == len(prep.reductions) and row == 4  # own, n, parts count, 1 part
+        words = ctypes.cast(table, ctypes.POINTER(ctypes.c_int64))
+        for r, (own, parts) in enumerate(prep.reductions):
+            assert words[r * row: (r + 1) * row] == [own.data_ptr(), own.numel(), 1,
+                                                     parts[0].data_ptr()]
     kinds = {op[0] for op in got}
     assert {"record", "wait_event", "kernel", "write32", "fused"} <= kinds
     assert ("memcpy" in kinds or "memcpy2d" in kinds)

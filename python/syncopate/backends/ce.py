@@ -436,8 +436,9 @@ class CELauncher(Launcher):
     @staticmethod
     def _sums(b, prep: _CEPrepared, direct):
         """The host reduction (:func:`reduce_into` of each region) as sum kernels on the launch
-        stream (``sync_kernels._sum_kernel``: the same fp32 sum rounded once); yields the
-        device tables of part addresses the kernels read. Contiguous regions only
+        stream (``sync_kernels._sum_kernel``: the same fp32 sum rounded once), one launch per
+        element type for all its regions; yields the device tables (region rows: own, count,
+        part count, part addresses) the kernels read. Contiguous regions only
         (:class:`_NoProgram` otherwise)."""
         import torch
         import triton.language as tl
@@ -447,17 +448,23 @@ class CELauncher(Launcher):
 
         types = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,
                  torch.float32: tl.float32}
+        by_type: dict = {}
         for own, parts in prep.reductions:
             if (own.dtype not in types or not own.is_contiguous()
                     or any(q.dtype != own.dtype or q.shape != own.shape or not q.is_contiguous()
                            for q in parts)):
                 raise _NoProgram
-            n = own.numel()
-            table = torch.tensor([q.data_ptr() for q in parts], dtype=torch.int64,
-                                 device=own.device)
-            dl = direct(sk._sum_kernel, {"DT": types[own.dtype], "BLOCK": sk.SUM_BLOCK})
-            programs = max(1, min(-(-n // sk.SUM_BLOCK), 4096))
-            b.kernel(sp.MAIN, dl, programs, (own.data_ptr(), table.data_ptr(), len(parts), n))
+            by_type.setdefault(own.dtype, []).append(
+                [own.data_ptr(), own.numel(), len(parts)] + [q.data_ptr() for q in parts])
+        for dtype, rows in by_type.items():
+            width = max(len(r) for r in rows)
+            table = torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.int64,
+                                 device=prep.reductions[0][0].device)
+            longest = max(r[1] for r in rows)
+            per_region = max(1, min(-(-longest // sk.SUM_BLOCK), 4096 // len(rows)))
+            dl = direct(sk._sum_kernel, {"DT": types[dtype], "BLOCK": sk.SUM_BLOCK})
+            b.kernel(sp.MAIN, dl, per_region * len(rows),
+                     (table.data_ptr(), len(rows), width, per_region))
             yield table
 
 

@@ -195,23 +195,29 @@ def _stage_kernel(dst, src, n, BLOCK: tl.constexpr):
 SUM_BLOCK = 1024
 
 
-@triton.jit(do_not_specialize=["own_addr", "table_addr", "n_parts", "n"])
-def _sum_kernel(own_addr: tl.int64, table_addr: tl.int64, n_parts: tl.int32, n: tl.int64,
+@triton.jit(do_not_specialize=["table_addr", "n_regions", "row", "per_region"])
+def _sum_kernel(table_addr: tl.int64, n_regions: tl.int32, row: tl.int32, per_region: tl.int32,
                 DT: tl.constexpr, BLOCK: tl.constexpr):
-    """``own[:n] = round(own + parts[0] + ... + parts[n_parts - 1])`` in fp32, rounded once
-    (round to nearest even, as torch's conversion): the ce backend's reduction of the chunks
-    pushed into this rank's slots, with the bits of ``backends/ce.reduce_into``. ``table_addr``
-    holds the parts' addresses (int64), in source order; addresses are int64 parameters so one
-    compiled kernel per dtype serves every region."""
-    own = own_addr.to(tl.pointer_type(DT))
-    table = table_addr.to(tl.pointer_type(tl.int64))
-    step = tl.num_programs(0).to(tl.int64) * BLOCK
-    for start in range(tl.program_id(0).to(tl.int64) * BLOCK, n, step):
+    """For each region ``r`` of the table: ``own[:n] = round(own + parts[0] + ... +
+    parts[n_parts - 1])`` in fp32, rounded once (round to nearest even, as torch's conversion):
+    the ce backend's reduction of the chunks pushed into this rank's slots, with the bits of
+    ``backends/ce.reduce_into``. The table (int64) holds one row of ``row`` words per region:
+    ``own, n, n_parts, part addresses...`` (parts in source order); ``per_region`` programs
+    work on each region, grid-stride. Every region of a launch in one launch: one launch per
+    element type and call, not one per region."""
+    pid = tl.program_id(0)
+    region = pid // per_region
+    base = table_addr.to(tl.pointer_type(tl.int64)) + region.to(tl.int64) * row
+    own = tl.load(base).to(tl.pointer_type(DT))
+    n = tl.load(base + 1)
+    n_parts = tl.load(base + 2).to(tl.int32)
+    step = per_region.to(tl.int64) * BLOCK
+    for start in range((pid % per_region).to(tl.int64) * BLOCK, n, step):
         offs = start + tl.arange(0, BLOCK)
         m = offs < n
         acc = tl.load(own + offs, mask=m).to(tl.float32)
         for k in range(n_parts):
-            part = tl.load(table + k).to(tl.pointer_type(DT))
+            part = tl.load(base + 3 + k).to(tl.pointer_type(DT))
             acc += tl.load(part + offs, mask=m).to(tl.float32)
         tl.store(own + offs, acc.to(DT), mask=m)
 
