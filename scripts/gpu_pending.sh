@@ -21,7 +21,7 @@
 # scripts/gpu_trace.py; the ops in GPU_PENDING_TRACE_OPS, comma-separated, default all;
 # written to $OUT/traces.tgz), hostsm / hostce (host time per call of the AG/RS ops on one
 # backend, scripts/gpu_host_profile.py --loopback 2: the ranks time their calls in turn; ce with
-# GPU_PENDING_HOST_CALLS calls per turn, default 15: a ce call enqueues ~30 stream operations and
+# GPU_PENDING_HOST_CALLS calls per turn, default 15: a ce call enqueues ~15 stream operations and
 # the launch queue must hold a turn's worth; GPU_PENDING_HOST_SHAPE=M,H,F), cestress (the ce
 # backend's 1000-launch tests, W = 2), launchpaths (host time of one launch by path: Triton's
 # JIT, its launcher, the direct launch, the epoch advance's variants; scripts/gpu_launch_paths.py).
