@@ -162,6 +162,17 @@ def fake_ck(signature, *, scratch=0, **md):
                                  inits=inits)
 
 
+def install_driver(monkeypatch, symbol, *, compiled: bool = True) -> None:
+    """Make ``symbol`` (a fake driver's ``_cuda._symbol`` stand-in) the driver library, bound
+    afresh, with direct launches on and the compiled launch path on or off."""
+    from syncopate.runtime import _cuda
+    monkeypatch.setattr(_cuda, "available", lambda: True)
+    monkeypatch.setattr(_cuda, "_BOUND", {})  # bound afresh to the fake
+    monkeypatch.setattr(_cuda, "_symbol", symbol)
+    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
+    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1" if compiled else "0")
+
+
 def require_fastlaunch():
     """Fail when the compiled launch path did not build on a machine with a C compiler (a
     real defect); skip, saying why, on one without (Triton needs one to launch anything, so

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from runtime_fakes import (FakeCompiledFused, FakeDriver, bindable_sm_kernel,  # noqa: E402
-                           fake_comm, require_fastlaunch)
+                           fake_comm, install_driver, require_fastlaunch)
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.runtime import _cuda, bound, graphs  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
@@ -33,11 +33,7 @@ def rig(monkeypatch):
     ENTRY-publishing one compiled to ``ck``."""
     require_fastlaunch()
     driver = FakeDriver()
-    monkeypatch.setattr(_cuda, "available", lambda: True)
-    monkeypatch.setattr(_cuda, "_BOUND", {})
-    monkeypatch.setattr(_cuda, "_symbol", driver.symbol)
-    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
-    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1")
+    install_driver(monkeypatch, driver.symbol)
     c = fake_comm()
     monkeypatch.setattr(torch.cuda, "current_device", lambda: c.device.index)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda idx: STREAM, raising=False)

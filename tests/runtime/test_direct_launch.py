@@ -18,7 +18,7 @@ triton = pytest.importorskip("triton")
 
 from runtime_fakes import (LAUNCH_T, FakeDriver as _FakeDriver,  # noqa: E402
                            FakeTensor as _FakeTensor, fake_ck as _fake_ck,
-                           require_fastlaunch)
+                           install_driver, require_fastlaunch)
 from syncopate.runtime import _cuda, direct_launch  # noqa: E402
 
 _C_TYPES = {"CUdeviceptr": ctypes.c_uint64, "int8_t": ctypes.c_int8, "int16_t": ctypes.c_int16,
@@ -129,11 +129,7 @@ def driver(monkeypatch, request):
     """The fake driver, with direct launches on; each test runs on both launch paths: the
     ctypes one and the compiled one (``fastlaunch``)."""
     fake = _FakeDriver()
-    monkeypatch.setattr(_cuda, "available", lambda: True)
-    monkeypatch.setattr(_cuda, "_BOUND", {})  # bound afresh to the fake
-    monkeypatch.setattr(_cuda, "_symbol", fake.symbol)
-    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
-    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1" if request.param == "compiled" else "0")
+    install_driver(monkeypatch, fake.symbol, compiled=request.param == "compiled")
     if request.param == "compiled":
         require_fastlaunch()
     fake.path = request.param

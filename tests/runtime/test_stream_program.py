@@ -17,7 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from runtime_fakes import ag_schedule, fake_ck, fake_comm, ptr_kernel, require_fastlaunch  # noqa: E402
+from runtime_fakes import (ag_schedule, fake_ck, fake_comm, install_driver, ptr_kernel,  # noqa: E402
+                           require_fastlaunch)
 from syncopate import abi  # noqa: E402
 from syncopate.runtime import _cuda, fastlaunch, stream_program as sp  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
@@ -106,11 +107,7 @@ class Driver:
 def driver(monkeypatch):
     require_fastlaunch()
     d = Driver()
-    monkeypatch.setattr(_cuda, "available", lambda: True)
-    monkeypatch.setattr(_cuda, "_BOUND", {})
-    monkeypatch.setattr(_cuda, "_symbol", d.symbol)
-    monkeypatch.setenv("SYNCOPATE_DIRECT_LAUNCH", "1")
-    monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1")
+    install_driver(monkeypatch, d.symbol)
     return d
 
 

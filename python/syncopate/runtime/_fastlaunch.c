@@ -765,6 +765,15 @@ static struct PyModuleDef module_def = {
     "syncopate's compiled launch path (runtime/fastlaunch.py)", -1, module_methods,
 };
 
+static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
+  Py_INCREF(type);
+  if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+    Py_DECREF(type);
+    return -1;
+  }
+  return 0;
+}
+
 PyMODINIT_FUNC PyInit__syncopate_fastlaunch(void) {
   str_data_ptr = PyUnicode_InternFromString("data_ptr");
   if (str_data_ptr == NULL || PyType_Ready(&LaunchType) < 0 || PyType_Ready(&ProgramType) < 0)
@@ -772,15 +781,7 @@ PyMODINIT_FUNC PyInit__syncopate_fastlaunch(void) {
   PyObject *m = PyModule_Create(&module_def);
   if (m == NULL)
     return NULL;
-  Py_INCREF(&LaunchType);
-  if (PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) {
-    Py_DECREF(&LaunchType);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&ProgramType);
-  if (PyModule_AddObject(m, "Program", (PyObject *)&ProgramType) < 0) {
-    Py_DECREF(&ProgramType);
+  if (add_type(m, "Launch", &LaunchType) < 0 || add_type(m, "Program", &ProgramType) < 0) {
     Py_DECREF(m);
     return NULL;
   }
