@@ -403,6 +403,23 @@ def test_a_bound_ce_call_without_a_context_enqueues_nothing(driver, monkeypatch)
             0x5A, 2, [], (0x30, 0x40, 64, False))
 
 
+def test_a_bound_reduce_scatter_keeps_its_sum_tables_alive(driver, monkeypatch):
+    """The sum kernels read device tables of part addresses: the runner holds them, so a
+    prepared-buffer cache that drops its programs cannot free what a bound call still reads."""
+    from syncopate.schedule.templates import reduce_scatter
+    sched = reduce_scatter((8, 4), "bf16", 2, dim=0, mode="push", split=2)
+    fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, "c_ptr", produced=True)
+    T = fk.comm.empty((8, 4), torch.bfloat16)
+    run = L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"c_ptr": T}, True)
+    (table,) = run.programs.keep
+    L.prepare(cfg, {"c_ptr": T}).programs.clear()
+    cfg.host["prepared"].clear()
+    assert run.programs.keep[0] is table and table.tolist()[0][2] == 1
+    assert run(0x5A, 1, [], (0x30, 0x40, 64, True))
+    sums = [op for op in driver.log if op[0] == "kernel" and op[1] == _SUM_FN]
+    assert len(sums) == 1 and sums[0][-1][0] == table.data_ptr() and sums[0][-1][1] == 2
+
+
 def test_a_reduction_the_sum_kernel_cannot_make_stays_on_the_python_path(driver, monkeypatch):
     """A region that is not contiguous (a column block): no programs, no bound call; the
     Python path adds it with torch."""

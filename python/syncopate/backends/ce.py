@@ -273,6 +273,9 @@ class CELauncher(Launcher):
             if defer:
                 cfg.consumed_pending = e
             return True
+        # the programs' device tables (the sum kernels') live as long as the runner does, even
+        # once the prepared-buffer cache dropped them
+        run.programs = progs
         return run
 
     def consumed_program(self, cfg):

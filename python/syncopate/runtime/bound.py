@@ -18,7 +18,8 @@ nvshmem with the kernel publishing ENTRY itself) or hands back its whole launch 
 (``Launcher.bind``: ce's stream programs, the deferred CONSUMED wait and the call's copy
 included), once the layout's direct launch exists (its second launch). Everything else -- the
 first launches, CUDA-graph capture, a pending CONSUMED wait of a kernel-only launch, another
-stream or device, hooks, ce's host reduction -- goes through
+stream or device, hooks, a ce layout without stream programs (a region the copy engine or the
+sum kernel cannot take) -- goes through
 ``FusedKernel.launch`` exactly as before: the bound path is an optimisation of one case, never
 a second semantics. Its contract with the caller: between calls only non-operand tensor
 arguments change address (the caller's key fixes shapes, strides, dtypes and scalars, and
