@@ -434,3 +434,27 @@ def test_a_reduction_the_sum_kernel_cannot_make_stays_on_the_python_path(driver,
     log, used = _launches(driver, L, cfg, {"c_ptr": T}, True, monkeypatch, epochs=(1,))
     assert not used and reduced == [False]
     assert not any(op[0] == "kernel" and op[1] == _SUM_FN for op in log)
+
+
+def test_a_running_program_refuses_a_second_run_and_a_rebuild(driver):
+    """The driver calls run with the GIL released; another thread reaching the same program
+    meanwhile (here: the driver's own callback) is refused instead of sharing its slots."""
+    b = sp.Builder()
+    b.write_value(sp.SIDE, 0x100, sp.Epoch())
+    refused, prog = [], None
+
+    def reenter(s, a, v, f):
+        for attempt in (lambda: prog._c.run(1, 1, 0, 0, 0),
+                        lambda: prog._c.__init__(sp.entry_points(), 1, [])):
+            try:
+                attempt()
+            except RuntimeError as e:
+                refused.append(str(e))
+        return 0
+    driver.fns["cuStreamWriteValue32"] = _MEMOP(reenter)  # (a program binds it when built)
+    prog = sp.build(b, side_stream=1)
+    prog.run(1, 1)
+    assert refused == ["Program.run is already running (not reentrant)",
+                       "Program.__init__ during a run()"]
+    prog.run(1, 2)  # usable again once the first run returned (and refusing again within)
+    assert len(refused) == 4

@@ -494,6 +494,10 @@ static int parse_value(PyObject *t, Value *v) {
 static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   PyObject *entries, *ops;
   unsigned long long side;
+  if (self->busy) { /* its operations are in use by a run() on another thread */
+    PyErr_SetString(PyExc_RuntimeError, "Program.__init__ during a run()");
+    return -1;
+  }
   if (!PyArg_ParseTuple(args, "OKO", &entries, &side, &ops))
     return -1;
   PyObject *es = PySequence_Fast(entries, "entries must be a sequence");
