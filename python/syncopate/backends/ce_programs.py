@@ -1,0 +1,185 @@
+"""The ``ce`` backend's host protocol as stream programs (``runtime/stream_program.py``): what
+``CELauncher.launch`` enqueues per call, recorded once per set of operand buffers and replayed
+in one C call before the kernel and one after (docs/design-notes.md item 12 says why).
+
+:func:`build` records the Python path's operations in its order -- the ENTRY kernel and the
+``entered`` event, then per chunk the PRODUCED stream wait, the copy and the flag write, the
+CONSUMED adds, the ``comm_done`` event, the chunk-flag waits and one sum kernel for the
+reduced regions, the CONSUMED wait -- and a bound call's extras (the deferred CONSUMED wait,
+the call's copy). Whatever has no program form makes it answer None, and the launcher keeps
+its Python path. ``tests/runtime/test_stream_program.py`` drives both against one faked driver
+and compares what they enqueue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class CEPrograms:
+    """One launch's side-stream protocol as stream programs: ``pre`` up to the kernel's release
+    (ENTRY), ``post`` after the kernel (copies, flags, CONSUMED adds, the handshake back, the
+    reductions -- their flag waits and sum kernel -- and the CONSUMED wait unless
+    ``consumed_in_post`` is False: it is then deferred)."""
+
+    pre: object
+    post: object
+    consumed_in_post: bool
+    #: device tables of the reductions' part addresses (the sum kernels read them)
+    keep: tuple = ()
+
+
+class NoProgram(Exception):
+    """A step of the launch has no stream-program form (the Python path runs)."""
+
+
+def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None:
+    """``CELauncher.launch``'s Python path, recorded (the same operations in the same order),
+    for ``prep``'s buffers (a ``ce._CEPrepared``), the peers table ``peers`` and the side
+    stream ``X``; None where a step has no program form (``CELauncher.programs`` says which).
+    A bound call's (``bound``, ``CELauncher.bind``) adds what the op's general path does around
+    the launch: the deferred CONSUMED wait of the previous launch
+    (``FusedKernel.before_staging``), then the call's copy before the ENTRY handshake
+    (``"before"``: an all-gather's staging), or the copy after everything
+    (``"after"``: a reduce-scatter's result)."""
+    from ..runtime import stream_program as sp
+    from ..runtime import sync_kernels as sk
+    from .ce import index_runs  # ce imports this module
+
+    fk = launcher.fk
+    comm, lay, p = fk.comm, cfg.abi.layout, cfg.ce_plan
+    me, W = comm.rank, comm.world_size
+    if cfg.abi.flag_dtype != "int32" or sp.entry_points() is None:
+        return None
+    events = {n: launcher._event(cfg, n) for n in ("entered", "kernel_done", "comm_done")}
+    if any(ev.raw is None for ev in events.values()):
+        return None
+    ev = {n: e.raw for n, e in events.items()}
+    E = sp.Epoch
+
+    def direct(fn, cx):
+        dl = sk.direct(fn, cx)
+        if dl is None:
+            raise NoProgram
+        return dl
+
+    def wait(b, stream, index, target, kind, count, epoch=E()):
+        args, cx = fk.wait_spec(cfg, index, target, kind, epoch)
+        b.kernel(stream, direct(sk._wait_kernel, cx), count, args)
+
+    reads = launcher.reads_of_me(cfg)
+    try:
+        pre = sp.Builder()
+        if bound is not None and fk.defer_consumed_wait and reads:
+            # the previous launch's (e - 1): what before_staging would have enqueued
+            wait(pre, sp.MAIN, lay.consumed, E(reads, -reads), "consumed", 1, E(1, -1))
+        if bound == "before":
+            pre.call_copy(sp.MAIN)
+        if fk.test_skip_entry:
+            wait(pre, sp.MAIN, lay.entry(0), E(), "entry", W)
+        else:
+            wargs, cx = fk.wait_spec(cfg, lay.entry(0), E(), "entry", E())
+            pre.kernel(sp.MAIN, direct(sk._enter_kernel, cx), W,
+                       (peers.data_ptr(), lay.entry(me), E(), W) + wargs)
+        pre.record(sp.MAIN, ev["entered"])
+        pre.wait_event(sp.SIDE, ev["entered"])
+
+        post = sp.Builder()
+        flags = cfg.flags.data_ptr()
+        kernel_done = False
+        for (st, copy, _, flag_addr) in prep.steps:
+            if st.chunk in fk.test_skip_chunks:
+                continue
+            if st.wait_produced:
+                post.wait_value(sp.SIDE, flags + lay.produced(st.chunk) * 4,
+                                E(st.wait_produced))
+            elif st.wait_kernel and not kernel_done:
+                post.record(sp.MAIN, ev["kernel_done"])
+                post.wait_event(sp.SIDE, ev["kernel_done"])
+                kernel_done = True
+            if copy is not None:
+                geo = copy.geometry
+                if geo is None:
+                    return None
+                if geo[0] == "1d":
+                    post.memcpy(sp.SIDE, *geo[1:])
+                else:
+                    post.memcpy2d(sp.SIDE, *geo[1:])
+            post.write_value(sp.SIDE, flag_addr, E())
+        for src, n in sorted(p.consumed_adds.items()):
+            post.kernel(sp.SIDE, direct(sk._add_kernel, {"FLAG64": False}), 1,
+                        (cfg.flag_addrs[src] + lay.consumed * 4, n))
+        post.record(sp.SIDE, ev["comm_done"])
+        post.wait_event(sp.MAIN, ev["comm_done"])
+        keep = ()
+        if launcher._host_reduces(cfg):
+            for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
+                wait(post, sp.MAIN, start, E(), "chunk", n)
+            keep = tuple(_sums(post, prep, direct))
+        in_post = not fk.defer_consumed_wait
+        if in_post and reads:
+            wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
+        if bound == "after":
+            post.call_copy(sp.MAIN)
+        X_h = X.cuda_stream
+        pre_p, post_p = sp.build(pre, X_h), sp.build(post, X_h)
+    except NoProgram:
+        return None
+    if pre_p is None or post_p is None:
+        return None
+    return CEPrograms(pre_p, post_p, in_post, keep)
+
+
+def _sums(b, prep, direct):
+    """The host reduction (``ce.reduce_into`` of each region) as sum kernels on the launch
+    stream (``sync_kernels._sum_kernel``: the same fp32 sum rounded once), one launch per
+    element type for all its regions; yields the device tables (region rows: own, count,
+    part count, part addresses) the kernels read. Contiguous regions only
+    (:class:`NoProgram` otherwise)."""
+    import torch
+    import triton.language as tl
+
+    from ..runtime import stream_program as sp
+    from ..runtime import sync_kernels as sk
+
+    types = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,
+             torch.float32: tl.float32}
+    by_type: dict = {}
+    for own, parts in prep.reductions:
+        if (own.dtype not in types or not own.is_contiguous()
+                or any(q.dtype != own.dtype or q.shape != own.shape or not q.is_contiguous()
+                       for q in parts)):
+            raise NoProgram
+        by_type.setdefault(own.dtype, []).append(
+            [own.data_ptr(), own.numel(), len(parts)] + [q.data_ptr() for q in parts])
+    for dtype, rows in by_type.items():
+        width = max(len(r) for r in rows)
+        table = torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.int64,
+                             device=prep.reductions[0][0].device)
+        longest = max(r[1] for r in rows)
+        per_region = max(1, min(-(-longest // sk.SUM_BLOCK), 4096 // len(rows)))
+        dl = direct(sk._sum_kernel, {"DT": types[dtype], "BLOCK": sk.SUM_BLOCK})
+        b.kernel(sp.MAIN, dl, per_region * len(rows),
+                 (table.data_ptr(), len(rows), width, per_region))
+        yield table
+
+
+def consumed(launcher, cfg):
+    """The CONSUMED wait of ``cfg`` (``FusedKernel.consumed_wait``) as a program of one kernel
+    launch on the call's stream, or None (no reads of this rank, 64-bit flags, no direct
+    launch, no compiled module)."""
+    from ..runtime import stream_program as sp
+    from ..runtime import sync_kernels as sk
+
+    reads = launcher.reads_of_me(cfg)
+    if not reads or cfg.abi.flag_dtype != "int32":
+        return None
+    args, cx = launcher.fk.wait_spec(cfg, cfg.abi.layout.consumed, sp.Epoch(reads), "consumed",
+                                     sp.Epoch())
+    dl = sk.direct(sk._wait_kernel, cx)
+    if dl is None:
+        return None
+    b = sp.Builder()
+    b.kernel(sp.MAIN, dl, 1, args)
+    return sp.build(b, 0)
