@@ -138,3 +138,42 @@ def test_sync_kernels_launch_compiled_kernels_directly(monkeypatch):
     assert launches[4][2] == (peers.data_ptr(), 4, 9, 2, False) and launches[4][1] == (1, 1, 1)
     sk.wait_flag(0, 0, 1, 0, rank=0, kind=0, epoch=1, timeout_ns=1, count=0)  # nothing to wait
     assert len(launches) == 5
+
+
+def test_preload_compiles_and_loads_every_variant_once(monkeypatch):
+    """Loopback's preload: each sync kernel in each constexpr variant is compiled once (zeros
+    for its parameters, one warp) through the cache the launches use, and loaded."""
+    import contextlib
+
+    from syncopate.runtime import sync_kernels as sk
+    warmups, loads = [], []
+
+    class CK:
+        def __init__(self, name):
+            self.name = name
+
+        def _init_handles(self):
+            loads.append(self.name)
+
+    names = ("_add_kernel", "_signal_all_kernel", "_advance_kernel", "_wait_kernel",
+             "_enter_kernel", "_sum_kernel")
+    for n in names:
+        fn = getattr(sk, n)
+
+        def warmup(*args, grid, _n=n, _fn=fn, **kw):
+            assert args == (0,) * sum(not p.is_constexpr for p in _fn.params)
+            assert grid == (1,) and kw["num_warps"] == 1
+            warmups.append((_n, tuple(sorted((k, str(v)) for k, v in kw.items()))))
+            return CK(_n)
+        monkeypatch.setattr(fn, "warmup", warmup)
+    monkeypatch.setattr(sk, "_COMPILED", {})
+    monkeypatch.setattr(sk, "_DIRECT", {})
+    monkeypatch.setattr(sk, "_STAGERS", {0: False})  # no staging kernel on this machine
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    sk.preload("cuda:0")
+    counts = {n: sum(w[0] == n for w in warmups) for n in names}
+    assert counts == {"_add_kernel": 2, "_signal_all_kernel": 2, "_advance_kernel": 1,
+                      "_wait_kernel": 4, "_enter_kernel": 4, "_sum_kernel": 3}
+    assert len(set(warmups)) == len(warmups) and sorted(loads) == sorted(w[0] for w in warmups)
+    sk.preload("cuda:0")  # compiled once; loaded again (a no-op for a loaded module)
+    assert len(warmups) == 16 and len(loads) == 32

@@ -330,14 +330,20 @@ def direct(fn, constexprs: dict):
     ``constexprs`` on the current device (what a stream program launches,
     ``runtime/stream_program.py``), or None where its launches need Triton's launcher.
     Compiled, as :func:`preload` does, with zeros for its arguments: none is specialised."""
-    args = (0,) * sum(not p.is_constexpr for p in fn.params)
-    ck, dl = _compiled(fn, fastlaunch.current_device(), args, constexprs)
+    ck, dl = _compiled(fn, fastlaunch.current_device(), _placeholders(fn), constexprs)
     return dl or None
+
+
+def _placeholders(fn) -> tuple:
+    """Zeros for every non-constexpr parameter of ``fn``: what a compile of one of this
+    module's kernels is handed (their parameters are never specialised)."""
+    return (0,) * sum(not p.is_constexpr for p in fn.params)
 
 
 
 def preload(device=None) -> None:
-    """Compile and load every sync kernel (each constexpr variant) on ``device`` now.
+    """Compile and load every sync kernel (each constexpr variant) on ``device`` now, with
+    its direct launch (what its first launch would otherwise build).
 
     Why: loading a module can require a context synchronisation (CUDA's lazy-loading notes):
     when W virtual ranks share one GPU (loopback), a rank that loads a kernel while another
@@ -350,28 +356,18 @@ def preload(device=None) -> None:
         "cuda", torch.cuda.current_device())
     with torch.cuda.device(dev):
         for flag64 in (False, True):
-            variants = [(_add_kernel, (0, 0), {"FLAG64": flag64}),
-                        (_signal_all_kernel, (0, 0, 0, 0), {"FLAG64": flag64})]
+            variants = [(_add_kernel, {"FLAG64": flag64}), (_signal_all_kernel, {"FLAG64": flag64})]
             if not flag64:  # the epoch word is an int32 for every backend
-                variants.append((_advance_kernel, (0, 0), {}))
-            variants += [(_wait_kernel, (0, 0, 0, 0, 0, 0, 0, 0), {"FLAG64": flag64, "TRAP": trap})
-                         for trap in (False, True)]
-            variants += [(_enter_kernel, (0,) * 12, {"FLAG64": flag64, "TRAP": trap})
-                         for trap in (False, True)]
+                variants.append((_advance_kernel, {}))
+            variants += [(fn, {"FLAG64": flag64, "TRAP": trap})
+                         for fn in (_wait_kernel, _enter_kernel) for trap in (False, True)]
             if not flag64:  # the ce reduction's kernel, per element type
-                variants += [(_sum_kernel, (0, 0, 0, 0), {"DT": dt, "BLOCK": SUM_BLOCK})
+                variants += [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK})
                              for dt in (tl.bfloat16, tl.float16, tl.float32)]
-            for fn, args, constexprs in variants:
-                key = (id(fn), dev.index, tuple(constexprs.items()))
-                ck = _COMPILED.get(key)
-                if ck is None:
-                    ck = fn.warmup(*args, grid=(1,), num_warps=1, num_stages=1, **constexprs)
-                    if hasattr(ck, "result"):
-                        ck = ck.result()
-                    if ck is None:
-                        continue
-                    _COMPILED[key] = ck
-                ck._init_handles()
+            for fn, constexprs in variants:
+                ck, _ = _compiled(fn, dev.index, _placeholders(fn), constexprs)
+                if ck is not None:
+                    ck._init_handles()
     stager(dev.index)  # loaded here too (the bound path's staging kernel)
 
 
