@@ -162,6 +162,13 @@ def fake_ck(signature, *, scratch=0, **md):
                                  inits=inits)
 
 
+def signature(fn) -> dict:
+    """A ``@triton.jit`` function's Triton signature (parameter -> ``"i64"``, ``"constexpr"``
+    ...), as ``ASTSource`` and a compiled kernel's ``src.signature`` hold it: from its
+    annotations (the runtime's sync kernels annotate every parameter)."""
+    return {p.name: p.annotation for p in fn.params}
+
+
 def install_driver(monkeypatch, symbol, *, compiled: bool = True) -> None:
     """Make ``symbol`` (a fake driver's ``_cuda._symbol`` stand-in) the driver library, bound
     afresh, with direct launches on and the compiled launch path on or off."""

@@ -18,7 +18,7 @@ triton = pytest.importorskip("triton")
 
 from runtime_fakes import (LAUNCH_T, FakeDriver as _FakeDriver,  # noqa: E402
                            FakeTensor as _FakeTensor, fake_ck as _fake_ck,
-                           install_driver, require_fastlaunch)
+                           install_driver, require_fastlaunch, signature)
 from syncopate.runtime import _cuda, direct_launch  # noqa: E402
 
 _C_TYPES = {"CUdeviceptr": ctypes.c_uint64, "int8_t": ctypes.c_int8, "int16_t": ctypes.c_int16,
@@ -83,10 +83,8 @@ def _compiled_kernels():
         ASTSource(fn=sk._wait_kernel, signature=wait_sig, constexprs={"FLAG64": False,
                                                                       "TRAP": True}),
         target=target, options=dict(num_warps=1, num_stages=1))))
-    sum_sig = {"table_addr": "i64", "n_regions": "i32", "row": "i32", "per_region": "i32",
-               "DT": "constexpr", "BLOCK": "constexpr"}
     out.append(("sum", triton.compile(
-        ASTSource(fn=sk._sum_kernel, signature=sum_sig,
+        ASTSource(fn=sk._sum_kernel, signature=signature(sk._sum_kernel),
                   constexprs={"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK}),
         target=target, options=dict(num_warps=1, num_stages=1))))
     return out

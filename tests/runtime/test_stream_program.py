@@ -18,10 +18,11 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
 from runtime_fakes import (ag_schedule, fake_ck, fake_comm, install_driver, ptr_kernel,  # noqa: E402
-                           require_fastlaunch)
+                           require_fastlaunch, signature)
 from syncopate import abi  # noqa: E402
 from syncopate.runtime import _cuda, fastlaunch, stream_program as sp  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
+from syncopate.runtime import sync_kernels as sk  # noqa: E402
 
 _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
                            ctypes.c_void_p, ctypes.c_void_p)
@@ -35,20 +36,8 @@ _MEMOP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes
 
 I32, I64 = ctypes.c_int32, ctypes.c_int64
 #: the sync kernels' parameters (sync_kernels.py), for reading what a launch passed
-_SIGS = {
-    "wait": {"base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
-             "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
-             "FLAG64": "constexpr", "TRAP": "constexpr"},
-    "signal": {"peers_addr": "i64", "index": "i32", "value": "i64", "world_size": "i32",
-               "FLAG64": "constexpr"},
-    "add": {"addr": "i64", "value": "i64", "FLAG64": "constexpr"},
-    "enter": {"peers_addr": "i64", "entry_index": "i32", "value": "i64", "world_size": "i32",
-              "base_addr": "i64", "first_index": "i32", "target": "i64", "diag_addr": "i64",
-              "rank": "i32", "kind": "i32", "epoch": "i32", "timeout_ns": "i64",
-              "FLAG64": "constexpr", "TRAP": "constexpr"},
-    "sum": {"table_addr": "i64", "n_regions": "i32", "row": "i32", "per_region": "i32",
-            "DT": "constexpr", "BLOCK": "constexpr"},
-}
+_SIGS = {name: signature(getattr(sk, f"_{name}_kernel"))
+         for name in ("wait", "signal_all", "add", "enter", "sum")}
 _SUM_FN = 0xA4
 _CT = {"i32": I32, "i64": I64}
 
@@ -219,7 +208,6 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
     against ``driver``: fake compiled sync kernels, events and streams by handle, the fused
     kernel's own launch recorded as ``("fused", epoch)``."""
     from syncopate.runtime import fused as fmod
-    from syncopate.runtime import sync_kernels as sk
     from syncopate.runtime.fused import FusedKernel
 
     c = fake_comm(rank=0)
@@ -243,7 +231,7 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
     monkeypatch.setattr(sk, "_DIRECT", {})
     for fn, name, fid, cxs in ((sk._wait_kernel, "wait", 0xA1, ({"FLAG64": False, "TRAP": False},
                                                                  {"FLAG64": False, "TRAP": True})),
-                               (sk._signal_all_kernel, "signal", 0xA2, ({"FLAG64": False},)),
+                               (sk._signal_all_kernel, "signal_all", 0xA2, ({"FLAG64": False},)),
                                (sk._add_kernel, "add", 0xA3, ({"FLAG64": False},)),
                                (sk._enter_kernel, "enter", 0xA5,
                                 ({"FLAG64": False, "TRAP": False},

@@ -58,15 +58,8 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     ev = {n: e.raw for n, e in events.items()}
     E = sp.Epoch
 
-    def direct(fn, cx):
-        dl = sk.direct(fn, cx)
-        if dl is None:
-            raise NoProgram
-        return dl
-
     def wait(b, stream, index, target, kind, count, epoch=E()):
-        args, cx = fk.wait_spec(cfg, index, target, kind, epoch)
-        b.kernel(stream, direct(sk._wait_kernel, cx), count, args)
+        _wait(b, fk, cfg, stream, index, target, kind, count, epoch)
 
     reads = launcher.reads_of_me(cfg)
     try:
@@ -80,7 +73,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
             wait(pre, sp.MAIN, lay.entry(0), E(), "entry", W)
         else:
             wargs, cx = fk.wait_spec(cfg, lay.entry(0), E(), "entry", E())
-            pre.kernel(sp.MAIN, direct(sk._enter_kernel, cx), W,
+            pre.kernel(sp.MAIN, _direct(sk._enter_kernel, cx), W,
                        (peers.data_ptr(), lay.entry(me), E(), W) + wargs)
         pre.record(sp.MAIN, ev["entered"])
         pre.wait_event(sp.SIDE, ev["entered"])
@@ -108,7 +101,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
                     post.memcpy2d(sp.SIDE, *geo[1:])
             post.write_value(sp.SIDE, flag_addr, E())
         for src, n in sorted(p.consumed_adds.items()):
-            post.kernel(sp.SIDE, direct(sk._add_kernel, {"FLAG64": False}), 1,
+            post.kernel(sp.SIDE, _direct(sk._add_kernel, {"FLAG64": False}), 1,
                         (cfg.flag_addrs[src] + lay.consumed * 4, n))
         post.record(sp.SIDE, ev["comm_done"])
         post.wait_event(sp.MAIN, ev["comm_done"])
@@ -116,7 +109,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
         if launcher._host_reduces(cfg):
             for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                 wait(post, sp.MAIN, start, E(), "chunk", n)
-            keep = tuple(_sums(post, prep, direct))
+            keep = tuple(_sums(post, prep))
         in_post = not fk.defer_consumed_wait
         if in_post and reads:
             wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
@@ -131,7 +124,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     return CEPrograms(pre_p, post_p, in_post, keep)
 
 
-def _sums(b, prep, direct):
+def _sums(b, prep):
     """The host reduction (``ce.reduce_into`` of each region) as sum kernels on the launch
     stream (``sync_kernels._sum_kernel``: the same fp32 sum rounded once), one launch per
     element type for all its regions; yields the device tables (region rows: own, count,
@@ -159,7 +152,7 @@ def _sums(b, prep, direct):
                              device=prep.reductions[0][0].device)
         longest = max(r[1] for r in rows)
         per_region = max(1, min(-(-longest // sk.SUM_BLOCK), 4096 // len(rows)))
-        dl = direct(sk._sum_kernel, {"DT": types[dtype], "BLOCK": sk.SUM_BLOCK})
+        dl = _direct(sk._sum_kernel, {"DT": types[dtype], "BLOCK": sk.SUM_BLOCK})
         b.kernel(sp.MAIN, dl, per_region * len(rows),
                  (table.data_ptr(), len(rows), width, per_region))
         yield table
@@ -170,16 +163,32 @@ def consumed(launcher, cfg):
     launch on the call's stream, or None (no reads of this rank, 64-bit flags, no direct
     launch, no compiled module)."""
     from ..runtime import stream_program as sp
-    from ..runtime import sync_kernels as sk
 
     reads = launcher.reads_of_me(cfg)
     if not reads or cfg.abi.flag_dtype != "int32":
         return None
-    args, cx = launcher.fk.wait_spec(cfg, cfg.abi.layout.consumed, sp.Epoch(reads), "consumed",
-                                     sp.Epoch())
-    dl = sk.direct(sk._wait_kernel, cx)
-    if dl is None:
-        return None
     b = sp.Builder()
-    b.kernel(sp.MAIN, dl, 1, args)
+    try:
+        _wait(b, launcher.fk, cfg, sp.MAIN, cfg.abi.layout.consumed, sp.Epoch(reads), "consumed",
+              1, sp.Epoch())
+    except NoProgram:
+        return None
     return sp.build(b, 0)
+
+
+def _direct(fn, constexprs):
+    """``sync_kernels.direct`` of ``fn``, or :class:`NoProgram` where it has none."""
+    from ..runtime import sync_kernels as sk
+
+    dl = sk.direct(fn, constexprs)
+    if dl is None:
+        raise NoProgram
+    return dl
+
+
+def _wait(b, fk, cfg, stream, index, target, kind, count, epoch) -> None:
+    """Add ``fk.wait_flag``'s spin (``count`` flags from ``index`` up to ``target``) to ``b``."""
+    from ..runtime import sync_kernels as sk
+
+    args, cx = fk.wait_spec(cfg, index, target, kind, epoch)
+    b.kernel(stream, _direct(sk._wait_kernel, cx), count, args)
