@@ -176,18 +176,41 @@ def test_a_driver_error_names_the_operation_and_stops_the_program(driver):
         sp.build(b, side_stream=1)
 
 
+def test_a_kernel_parameter_may_take_the_call_copys_displacement(driver):
+    """``CopyShift``: a kernel that writes the call's copy itself gets ``dst - src`` (mod 2^64,
+    plus its constant) and the program enqueues no copy; such a program needs the copy given,
+    may not also have a copy place, and only kernels take a shift."""
+    b = sp.Builder()
+    b.kernel(sp.MAIN, _dl(driver, _SIGS["add"], 0xA2), 1, (sp.CopyShift(8), sp.Epoch(2)))
+    prog = sp.build(b, side_stream=0x5D)
+    prog.run(0x5A, 3, (0x1000, 0x3000, 64))
+    assert driver.log == [("kernel", 0xA2, (1, 1, 1), 32, 0, 0x5A, (-0x2000 + 8, 6, 0, 0))]
+    driver.log.clear()
+    prog.run(0x5A, 4, (0x9000, 0x1000, 64))
+    assert driver.log[0][-1][:2] == (0x8008, 8)
+    with pytest.raises(ValueError, match="needs it"):
+        prog.run(0x5A, 4)
+    b.call_copy(sp.MAIN)
+    with pytest.raises(ValueError, match="not both"):
+        sp.build(b, side_stream=0x5D)
+    b = sp.Builder()
+    b.ops.append((sp.WRITE32, sp.SIDE, 0x100, sp.CopyShift().spec()))
+    with pytest.raises(ValueError, match="only a kernel parameter"):
+        sp.build(b, side_stream=0x5D)
+
+
 def test_a_program_needs_every_entry_point_and_well_formed_operations(driver, monkeypatch):
     mod = fastlaunch.module()
     entries = sp.entry_points()
     with pytest.raises(ValueError, match="entry point is missing"):
-        mod.Program(entries[:5] + (0,) + entries[6:], 1, [(sp.WAIT32, 0, 8, (1, 1, False))])
+        mod.Program(entries[:5] + (0,) + entries[6:], 1, [(sp.WAIT32, 0, 8, (1, 1, False, False))])
     with pytest.raises(ValueError, match="kind 9"):
         mod.Program(entries, 1, [(9, 0, 8)])
     with pytest.raises(ValueError, match="stream 2"):
         mod.Program(entries, 1, [(sp.RECORD, 2, 8)])
     with pytest.raises(ValueError, match="needs 7 entry points"):
         mod.Program(entries[:3], 1, [])
-    with pytest.raises(TypeError, match="an int or an Epoch"):
+    with pytest.raises(TypeError, match="an int, an Epoch or a CopyShift"):
         sp.Builder().write_value(sp.MAIN, 8, 1.5)
     with pytest.raises(ValueError, match="global scratch"):
         sp.Builder().kernel(sp.MAIN, types.SimpleNamespace(scratch_size=64), 1, ())
@@ -237,7 +260,10 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
                                 ({"FLAG64": False, "TRAP": False},
                                  {"FLAG64": False, "TRAP": True})),
                                (sk._sum_kernel, "sum", _SUM_FN,
-                                ({"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK},))):
+                                ({"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK,
+                                  "TRAP": False},
+                                 {"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK,
+                                  "TRAP": True}))):
         for k, cx in enumerate(cxs):
             ck = fake_ck(_SIGS[name], num_warps=1, shared=0)
             ck.function = fid + 0x10 * k
@@ -302,16 +328,23 @@ def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, 
     got, used = _launches(driver, L, cfg, {operand: T}, True, monkeypatch)
     assert used, "the ce launcher kept its Python path"
     # the host reduction is one sum kernel per call in the program (every region in it),
-    # where the Python path called reduce_into per region; everything else is the same
-    # operation for operation
+    # where the Python path called reduce_into per region, and it waits for the parts' chunk
+    # flags itself (one run of them), where the Python path launched a wait kernel first;
+    # everything else is the same operation for operation
     sums = [op for op in got if op[0] == "kernel" and op[1] == _SUM_FN]
-    assert [op for op in got if op not in sums] == want
+    chunk_waits = [op for op in want if op[0] == "kernel" and op[1] in (0xA1, 0xB1)
+                   and op[-1][5] == abi.KIND_CHUNK]
+    assert [op for op in got if op not in sums] == [op for op in want if op not in chunk_waits]
+    assert len(chunk_waits) == len(sums)  # one run, one wait per call
     prep = L.prepare(cfg, {operand: T})
     assert len(reduced) == n_reduced == 3 * len(prep.reductions)
     assert len(sums) == (3 if prep.reductions else 0)
-    for op in sums:
-        table, n_regions, row, per_region = op[-1][:4]
-        assert op[5] == 0x5A and op[2] == (n_regions * per_region, 1, 1)
+    for op, w in zip(sums, chunk_waits):
+        table, n_regions, row, per_region, shift = op[-1][:5]
+        assert op[5] == 0x5A and op[2] == (n_regions * per_region, 1, 1) and shift == 0
+        # the wait kernel's flags, first index, count, target, diag, rank, kind, epoch, timeout
+        fl, first, target, diag, rank, kind, epoch, timeout = w[-1][:8]
+        assert op[-1][5:14] == (fl, first, w[2][0], target, diag, rank, kind, epoch, timeout)
         assert n_regions == len(prep.reductions) and row == 4  # own, n, parts count, 1 part
         words = ctypes.cast(table, ctypes.POINTER(ctypes.c_int64))
         for r, (own, parts) in enumerate(prep.reductions):
@@ -369,11 +402,32 @@ def test_a_bound_ce_call_enqueues_what_the_general_path_enqueues(driver, monkeyp
     cfg.consumed_pending = 0
     for e in (2, 3):
         assert run(S.cuda_stream, e, [], copy + (after,))
+    if after:
+        # no copy between them: the ENTER kernel's program 0 makes the deferred CONSUMED wait
+        # before its signal (its pre_* parameters), one launch instead of two
+        want = _merge_pre_waits(want)
+        assert sum(op[0] == "kernel" and op[1] == 0xA1 for op in want) == 0
     assert driver.log == want and cfg.consumed_pending == 3
     # the test switches changed since it was bound: the general path takes the call
     fk.test_skip_entry = True
     driver.log.clear()
     assert not run(S.cuda_stream, 4, [], copy + (after,)) and not driver.log
+
+
+def _merge_pre_waits(log):
+    """``log`` with each CONSUMED wait kernel that a ENTER kernel follows folded into that
+    kernel's ``pre_*`` parameters (``sync_kernels._enter_kernel``)."""
+    out = []
+    for op in log:
+        prev = out[-1] if out else None
+        if (op[0] == "kernel" and op[1] == 0xA5 and prev is not None and prev[0] == "kernel"
+                and prev[1] == 0xA1 and prev[-1][5] == abi.KIND_CONSUMED):
+            _, index, target, _, _, kind, epoch, _ = prev[-1][:8]
+            assert op[-1][12:17] == sk.NO_PRE_WAIT
+            out[-1] = op[:-1] + (op[-1][:12] + (1, index, target, kind, epoch) + op[-1][17:],)
+        else:
+            out.append(op)
+    return out
 
 
 def test_a_bound_ce_call_without_a_context_enqueues_nothing(driver, monkeypatch):
@@ -406,6 +460,45 @@ def test_a_bound_reduce_scatter_keeps_its_sum_tables_alive(driver, monkeypatch):
     assert run(0x5A, 1, [], (0x30, 0x40, 64, True))
     sums = [op for op in driver.log if op[0] == "kernel" and op[1] == _SUM_FN]
     assert len(sums) == 1 and sums[0][-1][0] == table.data_ptr() and sums[0][-1][1] == 2
+
+
+def test_a_bound_reduce_scatter_sums_into_the_callers_output(driver, monkeypatch):
+    """A result copy whose source is exactly the reduced rows: the sum kernel writes the sums at
+    the copy's destination (its ``shift`` parameter is ``dst - src``) and the program enqueues no
+    copy; otherwise -- another source, a destination over the parts the sums read -- the sums
+    stay in place and the copy follows, as on the general path."""
+    from syncopate.schedule.templates import reduce_scatter
+    sched = reduce_scatter((8, 4), "bf16", 2, dim=0, mode="push", split=2)
+    fk, L, cfg = _ce_launcher(driver, monkeypatch, sched, "c_ptr", produced=True)
+    T = fk.comm.empty((8, 4), torch.bfloat16)
+    prep = L.prepare(cfg, {"c_ptr": T})
+    assert [own.data_ptr() for own, _ in prep.reductions] == [T.data_ptr(), T[2:].data_ptr()]
+    run = L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"c_ptr": T}, True)
+    into = run.programs.into
+    assert (into.src, into.nbytes) == (T.data_ptr(), 4 * 4 * 2)
+    out = torch.empty(4, 4, dtype=torch.bfloat16)
+
+    def call(dst, src):
+        driver.log.clear()
+        assert run(0x5A, 1, [], (dst, src, into.nbytes, True))
+        return list(driver.log)
+
+    general = call(out.data_ptr(), T.data_ptr() + 64)  # another source: the copy stays
+    assert general[-1] == ("memcpy", out.data_ptr(), T.data_ptr() + 64, 32, 0x5A)
+    fused = call(out.data_ptr(), T.data_ptr())
+    (s_gen,) = [op for op in general if op[0] == "kernel" and op[1] == _SUM_FN]
+    (s_into,) = [op for op in fused if op[0] == "kernel" and op[1] == _SUM_FN]
+    assert s_gen[-1][4] == 0 and s_into[-1][4] == out.data_ptr() - T.data_ptr()
+    assert s_into[-1][:4] + s_into[-1][5:] == s_gen[-1][:4] + s_gen[-1][5:]
+    # everything else is the same, less the copy
+    assert [op if op is not s_into else s_gen for op in fused] == general[:-1]
+    # a destination over the parts the sums read: the copy stays
+    part = prep.reductions[0][1][0]
+    assert call(part.data_ptr(), T.data_ptr())[-1][0] == "memcpy"
+    # the regions do not tile one range: no such program
+    from syncopate.backends import ce_programs
+    gap = types.SimpleNamespace(reductions=[(T[0:2], [part]), (T[3:4], [part])])
+    assert ce_programs._span(gap) is None
 
 
 def test_a_reduction_the_sum_kernel_cannot_make_stays_on_the_python_path(driver, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-
+from runtime_fakes import signature  # noqa: E402
 
 
 def _compile(fn, sig, cx):
@@ -59,16 +59,20 @@ def test_signal_and_add_kernels_compile(flag64):
 @pytest.mark.parametrize("trap", [False, True])
 def test_the_enter_kernel_signals_from_one_program_then_every_program_spins(trap):
     """The ENTRY handshake in one launch (ce): program 0's thread 0 stores ENTRY[me] on every
-    rank with release after a system fence; every program then spins with the watchdog."""
+    rank with release after a system fence; every program then spins with the watchdog. With
+    ``pre_count``, program 0 spins first (the deferred CONSUMED wait): two spins, one before
+    the signal."""
     from syncopate.runtime import sync_kernels as sk
-    sig = {"peers_addr": "i64", "entry_index": "i32", "value": "i64", "world_size": "i32",
-           **{k: v for k, v in _WAIT_SIG.items() if k not in ("FLAG64", "TRAP")},
-           "FLAG64": "constexpr", "TRAP": "constexpr"}
+    sig = signature(sk._enter_kernel)
+    assert list(sig)[:12] == ["peers_addr", "entry_index", "value", "world_size", *[
+        k for k in _WAIT_SIG if k not in ("FLAG64", "TRAP")]]
     ck = _compile(sk._enter_kernel, sig, {"FLAG64": False, "TRAP": trap})
     ptx = ck.asm["ptx"]
     assert "%ctaid.x" in ptx  # the signal is program 0's
     store = ptx.index("@sy_p st.release.sys.global.b32")
-    assert ptx.index("fence.sc.sys") < store < ptx.index("ld.acquire.sys.global.b32")
+    assert ptx.index("fence.sc.sys") < store < ptx.rindex("ld.acquire.sys.global.b32")
+    assert ptx.count("ld.acquire.sys.global.b32") == 2
+    assert ptx.index("ld.acquire.sys.global.b32") < store  # the pre wait, before the signal
     assert "%globaltimer" in ptx and ("trap;" in ptx) == trap
     assert list(ck.src.signature) == list(sig)
 
@@ -173,7 +177,7 @@ def test_preload_compiles_and_loads_every_variant_once(monkeypatch):
     sk.preload("cuda:0")
     counts = {n: sum(w[0] == n for w in warmups) for n in names}
     assert counts == {"_add_kernel": 2, "_signal_all_kernel": 2, "_advance_kernel": 1,
-                      "_wait_kernel": 4, "_enter_kernel": 4, "_sum_kernel": 3}
+                      "_wait_kernel": 4, "_enter_kernel": 4, "_sum_kernel": 6}
     assert len(set(warmups)) == len(warmups) and sorted(loads) == sorted(w[0] for w in warmups)
     sk.preload("cuda:0")  # compiled once; loaded again (a no-op for a loaded module)
-    assert len(warmups) == 16 and len(loads) == 32
+    assert len(warmups) == 19 and len(loads) == 38

@@ -3,12 +3,22 @@
 in one C call before the kernel and one after (docs/design-notes.md item 12 says why).
 
 :func:`build` records the Python path's operations in its order -- the ENTRY kernel and the
-``entered`` event, then per chunk the PRODUCED stream wait, the copy and the flag write, the
-CONSUMED adds, the ``comm_done`` event, the chunk-flag waits and one sum kernel for the
-reduced regions, the CONSUMED wait -- and a bound call's extras (the deferred CONSUMED wait,
-the call's copy). Whatever has no program form makes it answer None, and the launcher keeps
-its Python path. ``tests/runtime/test_stream_program.py`` drives both against one faked driver
-and compares what they enqueue.
+``entered`` event (none when the side stream starts by waiting for the kernel), then per chunk
+the PRODUCED stream wait, the copy and the flag write, the CONSUMED adds, the ``comm_done``
+event, the chunk-flag waits and one sum kernel for the reduced regions, the CONSUMED wait --
+and a bound call's extras (the deferred CONSUMED wait, the call's copy). Whatever has no
+program form makes it answer None, and the launcher keeps its Python path.
+``tests/runtime/test_stream_program.py`` drives both against one faked driver and compares
+what they enqueue.
+
+Where a program does less than the Python path, on purpose (session 14):
+
+* the sum kernel makes the chunk-flag wait itself when the parts' flags are one run of
+  indexes (the Python path launches a wait kernel, then adds with torch);
+* a bound call's deferred CONSUMED wait is the ENTER kernel's ``pre_*`` wait when no staging
+  copy sits between them;
+* a bound reduce-scatter whose result copy reads exactly the reduced rows has its sum kernels
+  write the caller's output (``CopyShift``): no copy.
 """
 
 from __future__ import annotations
@@ -28,6 +38,28 @@ class CEPrograms:
     consumed_in_post: bool
     #: device tables of the reductions' part addresses (the sum kernels read them)
     keep: tuple = ()
+    #: a bound reduce-scatter's ``post`` whose sum kernels write the call's output themselves
+    #: (:class:`~..runtime.stream_program.CopyShift`) instead of the result copy, and what a
+    #: call's copy must be for it: :class:`SumInto`; None: ``post`` serves every call
+    post_into: object = None
+    into: "SumInto | None" = None
+
+
+@dataclass(frozen=True)
+class SumInto:
+    """When :attr:`CEPrograms.post_into` may serve a call: its copy's source is exactly the
+    reduced regions, ``[src, src + nbytes)``, which they tile, and its destination overlaps no
+    part the sums read (``[parts_lo, parts_hi)`` spans them; the bound path already refuses a
+    destination that overlaps the source)."""
+
+    src: int
+    nbytes: int
+    parts_lo: int
+    parts_hi: int
+
+    def takes(self, dst: int, src: int, nbytes: int) -> bool:
+        return (src == self.src and nbytes == self.nbytes
+                and not (dst < self.parts_hi and self.parts_lo < dst + nbytes))
 
 
 class NoProgram(Exception):
@@ -64,9 +96,17 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     reads = launcher.reads_of_me(cfg)
     try:
         pre = sp.Builder()
+        # the previous launch's (e - 1) CONSUMED wait, deferred to this call: what
+        # before_staging would have enqueued. Before the staging copy it is a launch of its
+        # own; otherwise the ENTER kernel's program 0 waits for it before its signal
+        pre_wait = sk.NO_PRE_WAIT
         if bound is not None and fk.defer_consumed_wait and reads:
-            # the previous launch's (e - 1): what before_staging would have enqueued
-            wait(pre, sp.MAIN, lay.consumed, E(reads, -reads), "consumed", 1, E(1, -1))
+            if bound == "before" or fk.test_skip_entry:
+                wait(pre, sp.MAIN, lay.consumed, E(reads, -reads), "consumed", 1, E(1, -1))
+            else:
+                cargs, _ = fk.wait_spec(cfg, lay.consumed, E(reads, -reads), "consumed",
+                                        E(1, -1))
+                pre_wait = (1, cargs[1], cargs[2], cargs[5], cargs[6])
         if bound == "before":
             pre.call_copy(sp.MAIN)
         if fk.test_skip_entry:
@@ -74,9 +114,10 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
         else:
             wargs, cx = fk.wait_spec(cfg, lay.entry(0), E(), "entry", E())
             pre.kernel(sp.MAIN, _direct(sk._enter_kernel, cx), W,
-                       (peers.data_ptr(), lay.entry(me), E(), W) + wargs)
-        pre.record(sp.MAIN, ev["entered"])
-        pre.wait_event(sp.SIDE, ev["entered"])
+                       (peers.data_ptr(), lay.entry(me), E(), W) + wargs + pre_wait)
+        if not launcher.side_follows_kernel(prep):
+            pre.record(sp.MAIN, ev["entered"])
+            pre.wait_event(sp.SIDE, ev["entered"])
 
         post = sp.Builder()
         flags = cfg.flags.data_ptr()
@@ -105,14 +146,39 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
                         (cfg.flag_addrs[src] + lay.consumed * 4, n))
         post.record(sp.SIDE, ev["comm_done"])
         post.wait_event(sp.MAIN, ev["comm_done"])
-        keep = ()
-        if launcher._host_reduces(cfg):
-            for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
-                wait(post, sp.MAIN, start, E(), "chunk", n)
-            keep = tuple(_sums(post, prep))
         in_post = not fk.defer_consumed_wait
-        if in_post and reads:
-            wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
+        into = into_p = None
+        if launcher._host_reduces(cfg):
+            # the chunk flags of the parts: one run of them goes into the sum kernels' own
+            # wait (no launch of its own); several stay wait launches
+            runs = index_runs(lay.chunk(st.chunk) for st in p.reduce_in)
+            sum_wait = None
+            if len(runs) == 1:
+                sum_wait = fk.wait_spec(cfg, runs[0][0], E(), "chunk", E())
+                sum_wait = (sum_wait[0][0], runs[0][0], runs[0][1]) + sum_wait[0][2:] + (
+                    sum_wait[1]["TRAP"],)
+            else:
+                for start, n in runs:
+                    wait(post, sp.MAIN, start, E(), "chunk", n)
+            tail = sp.Builder()
+            if in_post and reads:
+                wait(tail, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
+            tables = _sum_tables(prep)
+            keep = tuple(t.table for t in tables)
+            into = _span(prep) if bound == "after" else None
+            if into is not None:
+                # the same program with the sums written to the call's output, no result copy
+                alt = sp.Builder()
+                alt.ops = list(post.ops)
+                _sums(alt, tables, sum_wait, sp.CopyShift())
+                alt.ops += tail.ops
+                into_p = sp.build(alt, X.cuda_stream)
+            _sums(post, tables, sum_wait, 0)
+            post.ops += tail.ops
+        else:
+            keep = ()
+            if in_post and reads:
+                wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
         if bound == "after":
             post.call_copy(sp.MAIN)
         X_h = X.cuda_stream
@@ -121,19 +187,45 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
         return None
     if pre_p is None or post_p is None:
         return None
-    return CEPrograms(pre_p, post_p, in_post, keep)
+    return CEPrograms(pre_p, post_p, in_post, keep, into_p, into if into_p is not None else None)
 
 
-def _sums(b, prep):
-    """The host reduction (``ce.reduce_into`` of each region) as sum kernels on the launch
-    stream (``sync_kernels._sum_kernel``: the same fp32 sum rounded once), one launch per
-    element type for all its regions; yields the device tables (region rows: own, count,
-    part count, part addresses) the kernels read. Contiguous regions only
-    (:class:`NoProgram` otherwise)."""
+def _span(prep) -> SumInto | None:
+    """What a call's result copy must be for the sum kernels to write it themselves: the
+    reduced regions tile one contiguous byte range (a reduce-scatter's result rows), or None
+    (they do not: the copy stays)."""
+    regions = sorted((own.data_ptr(), own.numel() * own.element_size())
+                     for own, _ in prep.reductions)
+    end = regions[0][0]
+    for ptr, n in regions:
+        if ptr != end:
+            return None
+        end = ptr + n
+    parts = [(q.data_ptr(), q.data_ptr() + q.numel() * q.element_size())
+             for _, qs in prep.reductions for q in qs]
+    return SumInto(regions[0][0], end - regions[0][0], min(lo for lo, _ in parts),
+                   max(hi for _, hi in parts))
+
+
+@dataclass(frozen=True)
+class _SumTable:
+    """One element type's regions as :func:`sync_kernels._sum_kernel` reads them: ``table``
+    (device int64, a row per region: own, count, part count, part addresses), its ``rows`` and
+    ``width``, and ``per_region`` programs per region."""
+
+    dtype: object
+    table: object
+    rows: int
+    width: int
+    per_region: int
+
+
+def _sum_tables(prep) -> list[_SumTable]:
+    """The host reduction's regions (``ce.reduce_into`` of each) as sum-kernel tables, one per
+    element type. Contiguous regions only (:class:`NoProgram` otherwise)."""
     import torch
     import triton.language as tl
 
-    from ..runtime import stream_program as sp
     from ..runtime import sync_kernels as sk
 
     types = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,
@@ -146,16 +238,32 @@ def _sums(b, prep):
             raise NoProgram
         by_type.setdefault(own.dtype, []).append(
             [own.data_ptr(), own.numel(), len(parts)] + [q.data_ptr() for q in parts])
+    out = []
     for dtype, rows in by_type.items():
         width = max(len(r) for r in rows)
         table = torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.int64,
                              device=prep.reductions[0][0].device)
         longest = max(r[1] for r in rows)
         per_region = max(1, min(-(-longest // sk.SUM_BLOCK), 4096 // len(rows)))
-        dl = _direct(sk._sum_kernel, {"DT": types[dtype], "BLOCK": sk.SUM_BLOCK})
-        b.kernel(sp.MAIN, dl, per_region * len(rows),
-                 (table.data_ptr(), len(rows), width, per_region))
-        yield table
+        out.append(_SumTable(types[dtype], table, len(rows), width, per_region))
+    return out
+
+
+def _sums(b, tables: list[_SumTable], wait, shift) -> None:
+    """The host reduction as sum kernels on the launch stream (``sync_kernels._sum_kernel``:
+    the same fp32 sum as ``ce.reduce_into``, rounded once), one launch per table (element
+    type) for all its regions. ``wait``: the chunk-flag wait each kernel makes first,
+    ``(flags, first index, count, target, diag, rank, kind, epoch, timeout, trap)``, or None;
+    ``shift``: where the sums go, 0 (``own``) or a ``CopyShift`` (the call's output)."""
+    from ..runtime import stream_program as sp
+    from ..runtime import sync_kernels as sk
+
+    trap = bool(wait[-1]) if wait is not None else False
+    spin = wait[:-1] if wait is not None else (0,) * 9
+    for t in tables:
+        dl = _direct(sk._sum_kernel, {"DT": t.dtype, "BLOCK": sk.SUM_BLOCK, "TRAP": trap})
+        b.kernel(sp.MAIN, dl, t.per_region * t.rows,
+                 (t.table.data_ptr(), t.rows, t.width, t.per_region, shift) + spin)
 
 
 def consumed(launcher, cfg):

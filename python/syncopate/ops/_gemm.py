@@ -277,8 +277,8 @@ class PreparedCall:
         The per-call path of every eager call with this layout, written for speed: the copy
         goes to the bound launch as addresses (``BoundLaunch.fast``); anything the bound path
         does not take goes through :meth:`launch` with the CONSUMED wait before the staging
-        (``FusedKernel.before_staging``). The bound path never needs that wait: it serves only
-        launchers that enqueue the kernel alone (sm, nvshmem), and only ce defers it."""
+        (``FusedKernel.before_staging``). The bound path makes that wait itself where there is
+        one: only ce defers it, and ce's bound launch (``CELauncher.bind``) enqueues it first."""
         if out is None:
             out = _lazy.empty(self.out_shape, device=a_shard.device, dtype=a_shard.dtype)
         args = self.args.copy()
@@ -286,8 +286,10 @@ class PreparedCall:
         slot_ptr, slot_stride = self._slot_at
         src = a_shard.data_ptr()
         if src == slot_ptr and a_shard.stride() == slot_stride:  # written in place
-            self.fk.before_staging()
-            self.bound(args)
+            # the bound path makes the deferred CONSUMED wait itself (ce: in its ENTER kernel)
+            if not self.bound.fast(args, None):
+                self.fk.before_staging()
+                self.bound(args)
             return out
         n = self.copy_bytes
         if n and self.bound.fast(args, (slot_ptr, src, n, False)):

@@ -423,6 +423,7 @@ typedef struct {
   uint64_t c;   /* value(e) = c + m * e (mod 2^64) */
   int64_t m;
   int wrap32;   /* then as the int32 a 32-bit flag holds, sign-extended */
+  int shift;    /* plus the call copy's dst - src: a kernel that writes the copy's bytes itself */
 } Value;
 
 typedef struct {
@@ -445,10 +446,11 @@ typedef struct {
   Op *ops;
   int busy;
   int has_call_copy;   /* a P_CALL_COPY placeholder is in the list */
+  int has_shift;       /* a kernel parameter takes the call copy's dst - src */
 } Program;
 
-static uint64_t value_at(const Value *v, uint64_t e) {
-  uint64_t x = v->c + (uint64_t)v->m * e;
+static uint64_t value_at(const Value *v, uint64_t e, uint64_t shift) {
+  uint64_t x = v->c + (uint64_t)v->m * e + (v->shift ? shift : 0);
   if (v->wrap32)
     x = (uint64_t)(int64_t)(int32_t)(uint32_t)x;
   return x;
@@ -473,24 +475,27 @@ static void Program_dealloc(Program *self) {
 static int parse_value(PyObject *t, Value *v) {
   unsigned long long c;
   long long m;
-  int wrap;
-  if (!PyArg_ParseTuple(t, "KLp", &c, &m, &wrap))
+  int wrap, shift;
+  if (!PyArg_ParseTuple(t, "KLpp", &c, &m, &wrap, &shift))
     return -1;
   v->c = c;
   v->m = m;
   v->wrap32 = wrap;
+  v->shift = shift;
   return 0;
 }
 
 /* Program(entries, side_stream, ops): entries the E_N driver entry point addresses (0 where
  * absent: an operation that needs it is refused here); ops a sequence of
  *   (P_RECORD, stream, event)                  (P_WAIT_EVENT, stream, event)
- *   (P_WAIT32, stream, addr, (c, m, wrap32))   (P_WRITE32, stream, addr, (c, m, wrap32))
+ *   (P_WAIT32, stream, addr, value)             (P_WRITE32, stream, addr, value)
  *   (P_MEMCPY, stream, dst, src, nbytes)
  *   (P_MEMCPY2D, stream, dst, dst_pitch, src, src_pitch, width_bytes, rows)
- *   (P_KERNEL, stream, function, programs, block, smem, ((c, m, wrap32), ...))
+ *   (P_KERNEL, stream, function, programs, block, smem, (value, ...))
  *   (P_CALL_COPY, stream, 0)                   where run()'s copy goes (at most one)
- * with stream 0 (run's stream) or 1 (side_stream). */
+ * with stream 0 (run's stream) or 1 (side_stream); a value is (c, m, wrap32, shift): c + m * e,
+ * plus run()'s copy_dst - copy_src where shift (kernel parameters only: a kernel that writes
+ * the call copy's bytes itself, so the program has no P_CALL_COPY). */
 static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   PyObject *entries, *ops;
   unsigned long long side;
@@ -533,7 +538,7 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   self->n = n;
   static const int needs[] = {E_RECORD, E_WAIT_EVENT, E_WAIT32, E_WRITE32, E_MEMCPY,
                               E_MEMCPY2D, E_LAUNCH, E_MEMCPY};
-  int call_copies = 0;
+  int call_copies = 0, shifts = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 3) {
@@ -575,6 +580,11 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
     case P_WRITE32:
       if (!PyArg_ParseTuple(t, "iiKO", &kind, &stream, &a0, &v) || parse_value(v, &op->v) < 0)
         goto fail;
+      if (op->v.shift) {
+        PyErr_Format(PyExc_ValueError, "op %zd: only a kernel parameter takes the copy's shift",
+                     i);
+        goto fail;
+      }
       op->a[0] = a0;
       break;
     case P_MEMCPY:
@@ -612,6 +622,7 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
           Py_DECREF(pseq);
           goto fail;
         }
+        shifts += op->params[k].shift;
         op->ptrs[k] = &op->slots[k];
       }
       Py_DECREF(pseq);
@@ -624,7 +635,14 @@ static int Program_init(Program *self, PyObject *args, PyObject *kw) {
   Py_DECREF(seq);
   memcpy(self->entry, entry, sizeof(entry));
   self->side = (void *)(uintptr_t)side;
+  if (call_copies && shifts) {
+    PyErr_SetString(PyExc_ValueError, "a program either copies the call's bytes (P_CALL_COPY) "
+                    "or has a kernel write them (a shift parameter), not both");
+    Program_free_ops(self);
+    return -1;
+  }
   self->has_call_copy = call_copies;
+  self->has_shift = shifts != 0;
   return 0;
 fail:
   Py_DECREF(seq);
@@ -635,7 +653,8 @@ fail:
 /* run(stream, epoch, copy_dst, copy_src, copy_bytes) -> None, or (op index, driver error code)
  * of the first failing operation (nothing after it was enqueued). copy_bytes != 0: a
  * cuMemcpyDtoDAsync at the list's P_CALL_COPY (an all-gather's staging, a reduce-scatter's
- * result copy); 0: that place enqueues nothing. */
+ * result copy); 0: that place enqueues nothing. A program with shift parameters needs the copy
+ * (its kernels write the bytes at copy_dst - copy_src from where they read them). */
 static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs) {
   if (nargs != 5) {
     PyErr_SetString(PyExc_TypeError, "run(stream, epoch, copy_dst, copy_src, copy_bytes)");
@@ -652,8 +671,13 @@ static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs
     return NULL;
   if (nbytes && (address_of(a[2], &dst) < 0 || address_of(a[3], &src) < 0))
     return NULL;
-  if (nbytes && !self->has_call_copy) {
+  if (nbytes && !self->has_call_copy && !self->has_shift) {
     PyErr_SetString(PyExc_ValueError, "this Program has no place for a copy (P_CALL_COPY)");
+    return NULL;
+  }
+  if (!nbytes && self->has_shift) {
+    PyErr_SetString(PyExc_ValueError, "this Program's kernels write the call's copy: run() "
+                    "needs it (copy_bytes != 0)");
     return NULL;
   }
   if (self->busy) {
@@ -661,10 +685,11 @@ static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs
     return NULL;
   }
   self->busy = 1;
+  uint64_t shift = dst - src;
   for (Py_ssize_t i = 0; i < self->n; i++) {
     Op *op = &self->ops[i];
     for (Py_ssize_t k = 0; k < op->np; k++)
-      op->slots[k] = value_at(&op->params[k], e);
+      op->slots[k] = value_at(&op->params[k], e, shift);
   }
   Py_ssize_t failed = -2;
   int rc = 0;
@@ -682,10 +707,10 @@ static PyObject *Program_run(Program *self, PyObject *const *a, Py_ssize_t nargs
       rc = ((cu_wait_event_t)en[E_WAIT_EVENT])(st, (void *)(uintptr_t)op->a[0], 0);
       break;
     case P_WAIT32: /* CU_STREAM_WAIT_VALUE_GEQ (0): cyclic >= */
-      rc = ((cu_memop32_t)en[E_WAIT32])(st, op->a[0], (uint32_t)value_at(&op->v, e), 0);
+      rc = ((cu_memop32_t)en[E_WAIT32])(st, op->a[0], (uint32_t)value_at(&op->v, e, 0), 0);
       break;
     case P_WRITE32: /* default flags: a memory fence before the write */
-      rc = ((cu_memop32_t)en[E_WRITE32])(st, op->a[0], (uint32_t)value_at(&op->v, e), 0);
+      rc = ((cu_memop32_t)en[E_WRITE32])(st, op->a[0], (uint32_t)value_at(&op->v, e, 0), 0);
       break;
     case P_MEMCPY:
       rc = ((cu_memcpy_t)en[E_MEMCPY])(op->a[0], op->a[1], (size_t)op->a[2], st);

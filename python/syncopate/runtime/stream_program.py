@@ -41,18 +41,34 @@ class Epoch:
     c: int = 0
     wrap32: bool = False
 
-    def spec(self) -> tuple[int, int, bool]:
-        return (self.c & (2**64 - 1), self.m, self.wrap32)
+    def spec(self) -> tuple[int, int, bool, bool]:
+        return (self.c & (2**64 - 1), self.m, self.wrap32, False)
 
 
-def value_spec(v) -> tuple[int, int, bool]:
-    """``(c, m, wrap32)`` of an :class:`Epoch` or a constant int (negative ints as their two's
-    complement: a kernel reads its parameter's low bytes)."""
-    if isinstance(v, Epoch):
+@dataclass(frozen=True)
+class CopyShift:
+    """A kernel parameter: the run's call copy's ``dst - src`` (bytes, mod 2^64) plus ``c``.
+
+    Why: a kernel that computes the bytes the call would copy -- the ce reduce-scatter's sum
+    kernel, whose sums are the result rows copied out -- can store them at ``src + shift``,
+    ``dst`` itself, and the program saves the copy (a driver operation, and a pass over the
+    bytes). A program with one has no :meth:`Builder.call_copy`, and its runs need the copy."""
+
+    c: int = 0
+
+    def spec(self) -> tuple[int, int, bool, bool]:
+        return (self.c & (2**64 - 1), 0, False, True)
+
+
+def value_spec(v) -> tuple[int, int, bool, bool]:
+    """``(c, m, wrap32, shift)`` of an :class:`Epoch`, a :class:`CopyShift` or a constant int
+    (negative ints as their two's complement: a kernel reads its parameter's low bytes)."""
+    if isinstance(v, (Epoch, CopyShift)):
         return v.spec()
     if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"a program value is an int or an Epoch, not {type(v).__name__}")
-    return (v & (2**64 - 1), 0, False)
+        raise TypeError(f"a program value is an int, an Epoch or a CopyShift, not "
+                        f"{type(v).__name__}")
+    return (v & (2**64 - 1), 0, False, False)
 
 
 class Builder:
@@ -95,7 +111,7 @@ class Builder:
         the ones the kernel takes, then its two null scratch pointers)."""
         if dl.scratch_size:
             raise ValueError("a program cannot launch a kernel that needs global scratch")
-        params = [value_spec(values[i]) for _, i, _ in dl.plan] + [(0, 0, False)] * 2
+        params = [value_spec(values[i]) for _, i, _ in dl.plan] + [(0, 0, False, False)] * 2
         self.ops.append((KERNEL, stream, dl.function, programs, dl.block, dl.smem,
                          tuple(params)))
 
@@ -118,7 +134,8 @@ class Program:
     def run(self, stream: int, epoch: int, copy: tuple | None = None) -> None:
         """Enqueue every operation for ``epoch``: ``MAIN`` ones on ``stream`` (a handle).
         ``copy``: ``(dst, src, nbytes)``, a ``cuMemcpyDtoDAsync`` at the program's
-        :meth:`Builder.call_copy` place. A driver error raises :class:`ProgramError` naming
+        :meth:`Builder.call_copy` place, or what its :class:`CopyShift` parameters add. A
+        driver error raises :class:`ProgramError` naming
         the operation; what came before it was enqueued."""
         dst, src, n = copy if copy is not None else (0, 0, 0)
         bad = self._c.run(stream, epoch, dst, src, n)

@@ -132,18 +132,26 @@ def _signal_all_kernel(peers_addr: tl.int64, index: tl.int32, value: tl.int64, w
 
 @triton.jit(do_not_specialize=["peers_addr", "entry_index", "value", "world_size", "base_addr",
                                "first_index", "target", "diag_addr", "rank", "kind", "epoch",
-                               "timeout_ns"])
+                               "timeout_ns", "pre_count", "pre_index", "pre_target", "pre_kind",
+                               "pre_epoch"])
 def _enter_kernel(peers_addr: tl.int64, entry_index: tl.int32, value: tl.int64,
                   world_size: tl.int32, base_addr: tl.int64, first_index: tl.int32,
                   target: tl.int64, diag_addr: tl.int64, rank: tl.int32, kind: tl.int32,
-                  epoch: tl.int32, timeout_ns: tl.int64, FLAG64: tl.constexpr,
-                  TRAP: tl.constexpr):
+                  epoch: tl.int32, timeout_ns: tl.int64, pre_count: tl.int32,
+                  pre_index: tl.int32, pre_target: tl.int64, pre_kind: tl.int32,
+                  pre_epoch: tl.int32, FLAG64: tl.constexpr, TRAP: tl.constexpr):
     """The ENTRY handshake in one launch (:func:`enter`): program 0 signals
     ``ENTRY[me] = value`` on every rank (:func:`_signal_all_kernel`), then program ``i`` spins
     until ``flag[first_index + i] >= target`` (:func:`_wait_kernel`). A program's spin does
     not depend on another program's signal being visible first, so no order between programs
-    is needed."""
+    is needed. With ``pre_count`` 1, program 0 first waits for ``flag[pre_index] >=
+    pre_target`` (the previous launch's CONSUMED wait, deferred to this call): the signal --
+    and, stream-ordered after this kernel, everything the call writes -- comes after it, as
+    when the wait was a launch of its own; the other programs' spins wait for peers only."""
     if tl.program_id(0) == 0:
+        if pre_count > 0:
+            _spin(base_addr, pre_index, pre_target, diag_addr, rank, pre_kind, pre_epoch,
+                  timeout_ns, FLAG64, TRAP)
         _signal_all(peers_addr, entry_index, value, world_size, FLAG64)
     _spin(base_addr, first_index, target, diag_addr, rank, kind, epoch, timeout_ns, FLAG64, TRAP)
 
@@ -195,20 +203,52 @@ def _stage_kernel(dst, src, n, BLOCK: tl.constexpr):
 SUM_BLOCK = 1024
 
 
-@triton.jit(do_not_specialize=["table_addr", "n_regions", "row", "per_region"])
+#: the one-poller watchdog spin (thread 0 polls, ``nanosleep`` between polls, ``bar.sync``):
+#: for kernels of many programs that wait before they work (:func:`_sum_kernel`)
+SPIN32_ONE = tl.constexpr(spin_asm(32, False, one_poller=True))
+SPIN32_ONE_TRAP = tl.constexpr(spin_asm(32, True, one_poller=True))
+
+
+@triton.jit(do_not_specialize=["table_addr", "n_regions", "row", "per_region", "shift",
+                               "flags_addr", "first_index", "n_flags", "target", "diag_addr",
+                               "rank", "kind", "epoch", "timeout_ns"])
 def _sum_kernel(table_addr: tl.int64, n_regions: tl.int32, row: tl.int32, per_region: tl.int32,
-                DT: tl.constexpr, BLOCK: tl.constexpr):
-    """For each region ``r`` of the table: ``own[:n] = round(own + parts[0] + ... +
-    parts[n_parts - 1])`` in fp32, rounded once (round to nearest even, as torch's conversion):
-    the ce backend's reduction of the chunks pushed into this rank's slots, with the bits of
-    ``backends/ce.reduce_into``. The table (int64) holds one row of ``row`` words per region:
-    ``own, n, n_parts, part addresses...`` (parts in source order); ``per_region`` programs
-    work on each region, grid-stride. Every region of a launch in one launch: one launch per
-    element type and call, not one per region."""
+                shift: tl.int64, flags_addr: tl.int64, first_index: tl.int32, n_flags: tl.int32,
+                target: tl.int32, diag_addr: tl.int64, rank: tl.int32, kind: tl.int32,
+                epoch: tl.int32, timeout_ns: tl.int64, DT: tl.constexpr, BLOCK: tl.constexpr,
+                TRAP: tl.constexpr):
+    """For each region ``r`` of the table: ``out[:n] = round(own + parts[0] + ... +
+    parts[n_parts - 1])`` in fp32, rounded once (round to nearest even, as torch's conversion),
+    ``out`` at ``own + shift`` bytes (0: ``own`` itself): the ce backend's reduction of the
+    chunks pushed into this rank's slots, with the bits of ``backends/ce.reduce_into``. The
+    table (int64) holds one row of ``row`` words per region: ``own, n, n_parts, part
+    addresses...`` (parts in source order); ``per_region`` programs work on each region,
+    grid-stride. Every region of a launch in one launch: one launch per element type and call,
+    not one per region.
+
+    Before it reads, each program waits (thread 0 polls, with the watchdog) until the 32-bit
+    ``flag[first_index + k] >= target`` for ``k < n_flags``: the chunk flags of the parts, so
+    the wait is no launch of its own. ``shift``: a reduce-scatter's result copy folded in --
+    the sums go to the caller's output (``stream_program.CopyShift``), and neither the copy nor
+    its pass over the bytes remains."""
+    for k in range(n_flags):
+        addr = flags_addr + (first_index + k).to(tl.int64) * 4
+        if TRAP:
+            tl.inline_asm_elementwise(SPIN32_ONE_TRAP, "=r,l,r,l,l,r,r,r,r",
+                                      [addr, target, diag_addr, timeout_ns, rank,
+                                       first_index + k, kind, epoch],
+                                      dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            tl.inline_asm_elementwise(SPIN32_ONE, "=r,l,r,l,l,r,r,r,r",
+                                      [addr, target, diag_addr, timeout_ns, rank,
+                                       first_index + k, kind, epoch],
+                                      dtype=tl.int32, is_pure=False, pack=1)
     pid = tl.program_id(0)
     region = pid // per_region
     base = table_addr.to(tl.pointer_type(tl.int64)) + region.to(tl.int64) * row
-    own = tl.load(base).to(tl.pointer_type(DT))
+    own_addr = tl.load(base)
+    own = own_addr.to(tl.pointer_type(DT))
+    out = (own_addr + shift).to(tl.pointer_type(DT))
     n = tl.load(base + 1)
     n_parts = tl.load(base + 2).to(tl.int32)
     step = per_region.to(tl.int64) * BLOCK
@@ -219,7 +259,7 @@ def _sum_kernel(table_addr: tl.int64, n_regions: tl.int32, row: tl.int32, per_re
         for k in range(n_parts):
             part = tl.load(base + 3 + k).to(tl.pointer_type(DT))
             acc += tl.load(part + offs, mask=m).to(tl.float32)
-        tl.store(own + offs, acc.to(DT), mask=m)
+        tl.store(out + offs, acc.to(DT), mask=m)
 
 
 #: device index -> (C Launch of the staging kernel, programs, words per program step), or
@@ -362,8 +402,9 @@ def preload(device=None) -> None:
             variants += [(fn, {"FLAG64": flag64, "TRAP": trap})
                          for fn in (_wait_kernel, _enter_kernel) for trap in (False, True)]
             if not flag64:  # the ce reduction's kernel, per element type
-                variants += [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK})
-                             for dt in (tl.bfloat16, tl.float16, tl.float32)]
+                variants += [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK, "TRAP": trap})
+                             for dt in (tl.bfloat16, tl.float16, tl.float32)
+                             for trap in (False, True)]
             for fn, constexprs in variants:
                 ck, _ = _compiled(fn, dev.index, _placeholders(fn), constexprs)
                 if ck is not None:
@@ -411,8 +452,12 @@ def enter(peers_table, entry_index: int, epoch: int, world_size: int, wait_args:
     kind, epoch, timeout_ns)``. One launch instead of two on every ce call's host path."""
     _launch(_enter_kernel, world_size,
             (int(peers_table.data_ptr()), int(entry_index), int(epoch), int(world_size),
-             *(int(a) for a in wait_args)),
+             *(int(a) for a in wait_args), *NO_PRE_WAIT),
             {"FLAG64": bool(flag64), "TRAP": bool(trap)}, stream)
+
+
+#: :func:`_enter_kernel`'s ``pre_*`` arguments without a wait before the signal
+NO_PRE_WAIT = (0, 0, 0, 0, 0)
 
 
 def add_flag(remote_flag_addr: int, index: int, value: int, *, flag64: bool = False,
