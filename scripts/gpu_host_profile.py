@@ -251,9 +251,10 @@ def main_loopback(W: int, n: int | None, backends, shape) -> int:
 
     from syncopate.runtime.loopback import run_loopback
     res = run_loopback(_loopback_rank, W, n, backends, shape, device=torch.device("cuda", 0), timeout_s=500)
-    bad = [v for st, v in res if st != "ok"]
+    bad = [(r, v) for r, (st, v) in enumerate(res) if st != "ok"]
     if bad:
-        print(bad[0], file=sys.stderr)
+        for r, v in bad:  # every rank's: the first may only be a consequence of another's
+            print(f"rank {r}: {v}", file=sys.stderr)
         return 1
     rows, profiles = res[0][1]
     each = f"{n} calls" if n else "60 calls (ce: 15)"

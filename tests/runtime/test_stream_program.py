@@ -260,10 +260,7 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
                                 ({"FLAG64": False, "TRAP": False},
                                  {"FLAG64": False, "TRAP": True})),
                                (sk._sum_kernel, "sum", _SUM_FN,
-                                ({"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK,
-                                  "TRAP": False},
-                                 {"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK,
-                                  "TRAP": True}))):
+                                ({"DT": triton.language.bfloat16, "BLOCK": sk.SUM_BLOCK},))):
         for k, cx in enumerate(cxs):
             ck = fake_ck(_SIGS[name], num_warps=1, shared=0)
             ck.function = fid + 0x10 * k
@@ -328,23 +325,16 @@ def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, 
     got, used = _launches(driver, L, cfg, {operand: T}, True, monkeypatch)
     assert used, "the ce launcher kept its Python path"
     # the host reduction is one sum kernel per call in the program (every region in it),
-    # where the Python path called reduce_into per region, and it waits for the parts' chunk
-    # flags itself (one run of them), where the Python path launched a wait kernel first;
-    # everything else is the same operation for operation
+    # where the Python path called reduce_into per region; everything else is the same
+    # operation for operation
     sums = [op for op in got if op[0] == "kernel" and op[1] == _SUM_FN]
-    chunk_waits = [op for op in want if op[0] == "kernel" and op[1] in (0xA1, 0xB1)
-                   and op[-1][5] == abi.KIND_CHUNK]
-    assert [op for op in got if op not in sums] == [op for op in want if op not in chunk_waits]
-    assert len(chunk_waits) == len(sums)  # one run, one wait per call
+    assert [op for op in got if op not in sums] == want
     prep = L.prepare(cfg, {operand: T})
     assert len(reduced) == n_reduced == 3 * len(prep.reductions)
     assert len(sums) == (3 if prep.reductions else 0)
-    for op, w in zip(sums, chunk_waits):
+    for op in sums:
         table, n_regions, row, per_region, shift = op[-1][:5]
         assert op[5] == 0x5A and op[2] == (n_regions * per_region, 1, 1) and shift == 0
-        # the wait kernel's flags, first index, count, target, diag, rank, kind, epoch, timeout
-        fl, first, target, diag, rank, kind, epoch, timeout = w[-1][:8]
-        assert op[-1][5:14] == (fl, first, w[2][0], target, diag, rank, kind, epoch, timeout)
         assert n_regions == len(prep.reductions) and row == 4  # own, n, parts count, 1 part
         words = ctypes.cast(table, ctypes.POINTER(ctypes.c_int64))
         for r, (own, parts) in enumerate(prep.reductions):
@@ -489,7 +479,7 @@ def test_a_bound_reduce_scatter_sums_into_the_callers_output(driver, monkeypatch
     (s_gen,) = [op for op in general if op[0] == "kernel" and op[1] == _SUM_FN]
     (s_into,) = [op for op in fused if op[0] == "kernel" and op[1] == _SUM_FN]
     assert s_gen[-1][4] == 0 and s_into[-1][4] == out.data_ptr() - T.data_ptr()
-    assert s_into[-1][:4] + s_into[-1][5:] == s_gen[-1][:4] + s_gen[-1][5:]
+    assert s_into[-1][:4] == s_gen[-1][:4]
     # everything else is the same, less the copy
     assert [op if op is not s_into else s_gen for op in fused] == general[:-1]
     # a destination over the parts the sums read: the copy stays

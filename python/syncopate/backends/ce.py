@@ -10,10 +10,10 @@ previous launch's side-stream work (the main stream waited for it), so ``ENTRY[m
 tells a peer that this rank's epoch-``e`` data is staged and that its launch ``e - 1`` read
 everything it will read; the side stream starts on one event instead of two (until session 13
 the handshake ran on the side stream, between a ``staged`` and an ``entered`` event). The
-signal and the wait are one kernel launch (``sync_kernels.enter``). When the side stream's first
-step waits for the kernel (a PRODUCED count, or the kernel's end: a push of what it computes),
-that wait already comes after the handshake, and the ``entered`` event is left out
-(:meth:`CELauncher.side_follows_kernel`).
+signal and the wait are one kernel launch (``sync_kernels.enter``). The side stream waits for the
+``entered`` event even where its first step waits for the kernel (a PRODUCED count): a stream
+memory wait enqueued before the handshake completed blocked its hardware queue in loopback,
+and another rank's ENTER kernel behind it on that queue (docs/design-notes.md item 13).
 
 Each chunk: peer -> local copy of the region (copy engine), then
 ``stream_write_value32(flags, chunk, e)`` (the driver fences before the write, so the data is
@@ -179,10 +179,9 @@ class CELauncher(Launcher):
             wargs, cx = fk.wait_spec(cfg, lay.entry(0), e, "entry", e)
             sk.enter(peers, lay.entry(me), e, W, wargs, flag64=cx["FLAG64"], trap=cx["TRAP"],
                      stream=S)
-        if not self.side_follows_kernel(prep):
-            entered = self._event(cfg, "entered")
-            entered.record(S, Sh)
-            entered.wait(X, Xh)
+        entered = self._event(cfg, "entered")
+        entered.record(S, Sh)
+        entered.wait(X, Xh)
 
         # 2. The fused kernel.
         self.run_kernel(cfg, grid, args, S, direct)
@@ -289,18 +288,6 @@ class CELauncher(Launcher):
         if hit is False:
             hit = cfg.host[key] = ce_programs.consumed(self, cfg)
         return hit
-
-    def side_follows_kernel(self, prep: _CEPrepared) -> bool:
-        """Whether the side stream's first step waits for the fused kernel (its PRODUCED count,
-        or the whole kernel): that kernel starts after the ENTRY handshake on the launch
-        stream, so the side stream needs no event of its own for the handshake (two driver
-        operations fewer per call: a reduce-scatter pushes what the kernel produced). Pull
-        copies read staged inputs at once: they wait for the handshake's event."""
-        skip = self.fk.test_skip_chunks
-        for st, *_ in prep.steps:
-            if st.chunk not in skip:
-                return bool(st.wait_produced or st.wait_kernel)
-        return False
 
     @staticmethod
     def _host_reduces(cfg) -> bool:

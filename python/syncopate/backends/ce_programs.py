@@ -3,8 +3,7 @@
 in one C call before the kernel and one after (docs/design-notes.md item 12 says why).
 
 :func:`build` records the Python path's operations in its order -- the ENTRY kernel and the
-``entered`` event (none when the side stream starts by waiting for the kernel), then per chunk
-the PRODUCED stream wait, the copy and the flag write, the CONSUMED adds, the ``comm_done``
+``entered`` event, then per chunk the PRODUCED stream wait, the copy and the flag write, the CONSUMED adds, the ``comm_done``
 event, the chunk-flag waits and one sum kernel for the reduced regions, the CONSUMED wait --
 and a bound call's extras (the deferred CONSUMED wait, the call's copy). Whatever has no
 program form makes it answer None, and the launcher keeps its Python path.
@@ -13,8 +12,6 @@ what they enqueue.
 
 Where a program does less than the Python path, on purpose (session 14):
 
-* the sum kernel makes the chunk-flag wait itself when the parts' flags are one run of
-  indexes (the Python path launches a wait kernel, then adds with torch);
 * a bound call's deferred CONSUMED wait is the ENTER kernel's ``pre_*`` wait when no staging
   copy sits between them;
 * a bound reduce-scatter whose result copy reads exactly the reduced rows has its sum kernels
@@ -115,9 +112,8 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
             wargs, cx = fk.wait_spec(cfg, lay.entry(0), E(), "entry", E())
             pre.kernel(sp.MAIN, _direct(sk._enter_kernel, cx), W,
                        (peers.data_ptr(), lay.entry(me), E(), W) + wargs + pre_wait)
-        if not launcher.side_follows_kernel(prep):
-            pre.record(sp.MAIN, ev["entered"])
-            pre.wait_event(sp.SIDE, ev["entered"])
+        pre.record(sp.MAIN, ev["entered"])
+        pre.wait_event(sp.SIDE, ev["entered"])
 
         post = sp.Builder()
         flags = cfg.flags.data_ptr()
@@ -149,17 +145,11 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
         in_post = not fk.defer_consumed_wait
         into = into_p = None
         if launcher._host_reduces(cfg):
-            # the chunk flags of the parts: one run of them goes into the sum kernels' own
-            # wait (no launch of its own); several stay wait launches
-            runs = index_runs(lay.chunk(st.chunk) for st in p.reduce_in)
-            sum_wait = None
-            if len(runs) == 1:
-                sum_wait = fk.wait_spec(cfg, runs[0][0], E(), "chunk", E())
-                sum_wait = (sum_wait[0][0], runs[0][0], runs[0][1]) + sum_wait[0][2:] + (
-                    sum_wait[1]["TRAP"],)
-            else:
-                for start, n in runs:
-                    wait(post, sp.MAIN, start, E(), "chunk", n)
+            # the parts' chunk flags: wait kernels of a few programs, not a wait inside the sum
+            # kernel -- its thousands of spinning programs would hold SMs the peer's kernel
+            # (loopback) or another stream may need while they wait (design-notes item 13)
+            for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
+                wait(post, sp.MAIN, start, E(), "chunk", n)
             tail = sp.Builder()
             if in_post and reads:
                 wait(tail, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
@@ -170,10 +160,10 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
                 # the same program with the sums written to the call's output, no result copy
                 alt = sp.Builder()
                 alt.ops = list(post.ops)
-                _sums(alt, tables, sum_wait, sp.CopyShift())
+                _sums(alt, tables, sp.CopyShift())
                 alt.ops += tail.ops
                 into_p = sp.build(alt, X.cuda_stream)
-            _sums(post, tables, sum_wait, 0)
+            _sums(post, tables, 0)
             post.ops += tail.ops
         else:
             keep = ()
@@ -249,21 +239,18 @@ def _sum_tables(prep) -> list[_SumTable]:
     return out
 
 
-def _sums(b, tables: list[_SumTable], wait, shift) -> None:
+def _sums(b, tables: list[_SumTable], shift) -> None:
     """The host reduction as sum kernels on the launch stream (``sync_kernels._sum_kernel``:
     the same fp32 sum as ``ce.reduce_into``, rounded once), one launch per table (element
-    type) for all its regions. ``wait``: the chunk-flag wait each kernel makes first,
-    ``(flags, first index, count, target, diag, rank, kind, epoch, timeout, trap)``, or None;
-    ``shift``: where the sums go, 0 (``own``) or a ``CopyShift`` (the call's output)."""
+    type) for all its regions. ``shift``: where the sums go, 0 (``own``) or a ``CopyShift``
+    (the call's output)."""
     from ..runtime import stream_program as sp
     from ..runtime import sync_kernels as sk
 
-    trap = bool(wait[-1]) if wait is not None else False
-    spin = wait[:-1] if wait is not None else (0,) * 9
     for t in tables:
-        dl = _direct(sk._sum_kernel, {"DT": t.dtype, "BLOCK": sk.SUM_BLOCK, "TRAP": trap})
+        dl = _direct(sk._sum_kernel, {"DT": t.dtype, "BLOCK": sk.SUM_BLOCK})
         b.kernel(sp.MAIN, dl, t.per_region * t.rows,
-                 (t.table.data_ptr(), t.rows, t.width, t.per_region, shift) + spin)
+                 (t.table.data_ptr(), t.rows, t.width, t.per_region, shift))
 
 
 def consumed(launcher, cfg):

@@ -203,20 +203,9 @@ def _stage_kernel(dst, src, n, BLOCK: tl.constexpr):
 SUM_BLOCK = 1024
 
 
-#: the one-poller watchdog spin (thread 0 polls, ``nanosleep`` between polls, ``bar.sync``):
-#: for kernels of many programs that wait before they work (:func:`_sum_kernel`)
-SPIN32_ONE = tl.constexpr(spin_asm(32, False, one_poller=True))
-SPIN32_ONE_TRAP = tl.constexpr(spin_asm(32, True, one_poller=True))
-
-
-@triton.jit(do_not_specialize=["table_addr", "n_regions", "row", "per_region", "shift",
-                               "flags_addr", "first_index", "n_flags", "target", "diag_addr",
-                               "rank", "kind", "epoch", "timeout_ns"])
+@triton.jit(do_not_specialize=["table_addr", "n_regions", "row", "per_region", "shift"])
 def _sum_kernel(table_addr: tl.int64, n_regions: tl.int32, row: tl.int32, per_region: tl.int32,
-                shift: tl.int64, flags_addr: tl.int64, first_index: tl.int32, n_flags: tl.int32,
-                target: tl.int32, diag_addr: tl.int64, rank: tl.int32, kind: tl.int32,
-                epoch: tl.int32, timeout_ns: tl.int64, DT: tl.constexpr, BLOCK: tl.constexpr,
-                TRAP: tl.constexpr):
+                shift: tl.int64, DT: tl.constexpr, BLOCK: tl.constexpr):
     """For each region ``r`` of the table: ``out[:n] = round(own + parts[0] + ... +
     parts[n_parts - 1])`` in fp32, rounded once (round to nearest even, as torch's conversion),
     ``out`` at ``own + shift`` bytes (0: ``own`` itself): the ce backend's reduction of the
@@ -226,23 +215,9 @@ def _sum_kernel(table_addr: tl.int64, n_regions: tl.int32, row: tl.int32, per_re
     grid-stride. Every region of a launch in one launch: one launch per element type and call,
     not one per region.
 
-    Before it reads, each program waits (thread 0 polls, with the watchdog) until the 32-bit
-    ``flag[first_index + k] >= target`` for ``k < n_flags``: the chunk flags of the parts, so
-    the wait is no launch of its own. ``shift``: a reduce-scatter's result copy folded in --
-    the sums go to the caller's output (``stream_program.CopyShift``), and neither the copy nor
-    its pass over the bytes remains."""
-    for k in range(n_flags):
-        addr = flags_addr + (first_index + k).to(tl.int64) * 4
-        if TRAP:
-            tl.inline_asm_elementwise(SPIN32_ONE_TRAP, "=r,l,r,l,l,r,r,r,r",
-                                      [addr, target, diag_addr, timeout_ns, rank,
-                                       first_index + k, kind, epoch],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            tl.inline_asm_elementwise(SPIN32_ONE, "=r,l,r,l,l,r,r,r,r",
-                                      [addr, target, diag_addr, timeout_ns, rank,
-                                       first_index + k, kind, epoch],
-                                      dtype=tl.int32, is_pure=False, pack=1)
+    ``shift``: a reduce-scatter's result copy folded in -- the sums go to the caller's output
+    (``stream_program.CopyShift``), and neither the copy nor its pass over the bytes remains.
+    The parts' chunk flags are waited for by a wait kernel before it (``ce_programs``)."""
     pid = tl.program_id(0)
     region = pid // per_region
     base = table_addr.to(tl.pointer_type(tl.int64)) + region.to(tl.int64) * row
@@ -402,9 +377,8 @@ def preload(device=None) -> None:
             variants += [(fn, {"FLAG64": flag64, "TRAP": trap})
                          for fn in (_wait_kernel, _enter_kernel) for trap in (False, True)]
             if not flag64:  # the ce reduction's kernel, per element type
-                variants += [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK, "TRAP": trap})
-                             for dt in (tl.bfloat16, tl.float16, tl.float32)
-                             for trap in (False, True)]
+                variants += [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK})
+                             for dt in (tl.bfloat16, tl.float16, tl.float32)]
             for fn, constexprs in variants:
                 ck, _ = _compiled(fn, dev.index, _placeholders(fn), constexprs)
                 if ck is not None:
