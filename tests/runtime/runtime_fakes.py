@@ -119,7 +119,7 @@ class FakeDriver:
 
     def __init__(self, rc=0):
         self.calls, self.copies, self.events, self.rc, self.copy_rc = [], [], [], rc, 0
-        self.capture_status = 0
+        self.capture_status, self.capture_rc = 0, 0
         self.fn = LAUNCH_T(self._launch)
         self.memcpy = MEMCPY_T(self._copy)
         self.capturing = CAPTURING_T(self._capturing)
@@ -139,7 +139,7 @@ class FakeDriver:
 
     def _capturing(self, stream, status):
         status[0] = self.capture_status
-        return 0
+        return self.capture_rc
 
     def symbol(self, *names):
         """``_cuda._symbol``'s stand-in."""

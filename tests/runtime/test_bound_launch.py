@@ -20,7 +20,8 @@ pytest.importorskip("triton")
 
 from runtime_fakes import (FakeCompiledFused, FakeDriver, bindable_sm_kernel,  # noqa: E402
                            fake_comm, install_driver, require_fastlaunch)
-from syncopate.errors import LaunchError  # noqa: E402
+from syncopate import abi  # noqa: E402
+from syncopate.errors import CommTimeout, LaunchError  # noqa: E402
 from syncopate.runtime import _cuda, bound, graphs  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
 
@@ -95,16 +96,27 @@ def test_the_third_launch_of_a_layout_is_one_compiled_call_with_its_copy(rig, mo
     assert cfg.epochs.value == 3 and cfg is b._ready.cfg
 
 
-@pytest.mark.parametrize("change", [
-    "poisoned", "generation", "hook", "timeout", "consumed_pending", "device", "operand",
-    "capturing", "capture_unknown", "fused_capture", "strided_copy", "overlapping_copy"])
-def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, change):
+_CHANGES = ["poisoned", "generation", "hook", "timeout", "consumed_pending", "device", "operand",
+            "capturing", "capture_unknown", "fused_capture", "strided_copy", "overlapping_copy",
+            "timed_out"]
+
+
+# "locked": another thread holds the kernel's lock. The Gate declines rather than wait (the
+# general path waits); Python's checks would wait for it, so that case is the Gate's alone.
+@pytest.mark.parametrize("change,gate", [(c, g) for c in _CHANGES for g in (True, False)]
+                         + [("locked", True)])
+def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, change, gate):
     """Each condition sends the call to the general path with nothing done on the bound one:
-    no epoch counted, nothing enqueued."""
+    no epoch counted, nothing enqueued -- with the checks in C (the Gate of ``_fastlaunch.c``)
+    and in Python (``BoundLaunch._fast``'s own, where there is no Gate). Each change is one a
+    caller can make: what both implementations read."""
     from triton import knobs
     fk, vals, driver, ck = rig
     b = _warm(fk, vals)
     r = b._ready
+    assert r.gate is not None  # the rig has everything a Gate needs
+    if not gate:
+        r.gate = None
     args = list(vals)
     copy, _ = _slot_copy(vals)
     if change == "poisoned":
@@ -114,18 +126,19 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
     elif change == "hook":
         hook = lambda md: None  # noqa: E731
         knobs.runtime.launch_enter_hook.add(hook)  # a profiler's (removed below)
-    elif change == "timeout":
-        monkeypatch.setattr(bound, "kernel_timeout_ns", lambda: r.timeout + 1)
+    elif change == "timeout":  # another watchdog setting than the layout was bound with
+        monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "123")
+        assert bound.kernel_timeout_ns() != r.timeout
     elif change == "consumed_pending":
         r.cfg.consumed_pending = 2
-    elif change == "device":
-        monkeypatch.setattr(r, "get_device", lambda: 5)
+    elif change == "device":  # the thread's current device (what fastlaunch.current_device reads)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)
     elif change == "operand":
         args[0] = torch.empty_like(vals[0])
     elif change == "capturing":
         driver.capture_status = 1
-    elif change == "capture_unknown":
-        monkeypatch.setattr(r, "capture_status", lambda s: -1)
+    elif change == "capture_unknown":  # the driver does not answer
+        driver.capture_rc = 1
     elif change == "fused_capture":
         monkeypatch.setattr(graphs._LOCAL, "active", [fk], raising=False)
     elif change == "strided_copy":
@@ -136,6 +149,10 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
         flat = vals[0].view(-1)
         copy = bound.Copy(flat[:1024].view(32, 32), flat[16:1040].view(32, 32), after=False)
         assert copy.nbytes == 2048
+    elif change == "timed_out":  # a spin of an earlier launch recorded a timeout
+        fk.diag[abi.DIAG_STATE] = 1
+    elif change == "locked":  # another thread is launching this kernel
+        assert fk._lock.acquire(False)
     events, epoch = list(driver.events), r.cfg.epochs.value
     if change == "strided_copy":  # never a memcpy: the call's copy is Tensor.copy_
         b(args, copy)
@@ -143,11 +160,38 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
         return
     try:
         c = (copy.dst.data_ptr(), copy.src.data_ptr(), copy.nbytes, copy.after)
-        assert b.fast(args, c) is False
+        if change == "timed_out":  # declined (Gate) or raised (Python) before anything is done;
+            # the call raises what happened either way
+            with pytest.raises(CommTimeout):
+                b(args, copy)
+        else:
+            assert b.fast(args, c) is False
     finally:
         if change == "hook":
             knobs.runtime.launch_enter_hook.remove(hook)
+        if change == "locked":
+            fk._lock.release()
     assert driver.events == events and r.cfg.epochs.value == epoch
+
+
+def test_the_gate_probes_every_live_kernels_record(rig):
+    """The records a Gate reads in place of ``Communicator.check``: the communicator's and each
+    registered kernel's state word, a kernel's dropped (and its record let go) once it is
+    gone."""
+    import gc
+
+    from syncopate.runtime import fused as fmod
+    fk, vals, driver, ck = rig
+    comm = fk.comm
+    before = comm.probe_addrs()
+    assert before[0] == comm.diag.data_ptr() + 4 * abi.DIAG_STATE
+    assert fk.diag.data_ptr() + 4 * abi.DIAG_STATE in before
+    other = fmod.FusedKernel(fk.kernel, fk.schedule, operand="a_ptr", backend="sm", comm=comm)
+    addr = other.diag.data_ptr() + 4 * abi.DIAG_STATE
+    assert comm.probe_addrs() == before + (addr,)
+    del other
+    gc.collect()
+    assert comm.probe_addrs() == before
 
 
 def test_a_failed_bound_launch_poisons_the_kernel(rig):

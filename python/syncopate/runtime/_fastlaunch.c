@@ -766,6 +766,422 @@ static PyTypeObject ProgramType = {
     .tp_methods = Program_methods,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * Gate: a bound launch's per-call checks and its launch in one C call (runtime/bound.py,
+ * BoundLaunch._fast, is the same in Python and stays the reference).
+ *
+ * Why: on an H200 host the Python checks of an eager sm call -- the kernel not poisoned, the
+ * registry generation, the device, Triton's launch hooks, the watchdog's environment, the
+ * operands' addresses, the stream's capture status, the thread's graph capture, the lock, the
+ * watchdog records of every kernel, the epoch -- cost ~8-10 us around a launch, against issue
+ * 13's 20 us for the whole call. Each is one attribute read, dictionary lookup, method call or
+ * memory read here.
+ *
+ * A Gate only ever declines more than _fast does: any check that fails, and anything it cannot
+ * read, answers None with nothing changed (the caller takes the general path, which makes
+ * every check again and raises what is wrong). Its own answers:
+ *   None          not taken: nothing was enqueued, nothing changed
+ *   0             enqueued
+ *   (e, rc)       epoch e was taken and Launch.run answered rc (a driver error: the caller
+ *                 poisons the kernel as _fast does)
+ *   (e, exc)      epoch e was taken and Launch.run raised exc before enqueueing
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  Launch *launch;
+  PyObject *grid[3];      /* PyLongs */
+  PyObject *tail;         /* list: the values after the call's arguments */
+  Py_ssize_t nops;
+  Py_ssize_t *op_index;
+  uint64_t *op_ptr;
+  PyObject *falsy;        /* tuple of (obj, name): getattr(obj, name) must be falsy */
+  PyObject *equal;        /* tuple of (obj, name, value): getattr(obj, name) == value */
+  PyObject *get_device;   /* callable () -> the current device index */
+  PyObject *device;       /* the layout's device (what get_device answers; raw_stream's argument) */
+  PyObject *hooks;        /* tuple of (obj, name): hook chains that must hold no hook */
+  PyObject *env;          /* dict (os.environ's own) */
+  PyObject *env_keys;     /* tuple of keys */
+  PyObject *env_values;   /* tuple: the values when bound (None: absent) */
+  PyObject *raw_stream;   /* callable (device) -> the current stream's handle */
+  cu_capturing_t capturing;
+  PyObject *local;        /* getattr(local, "active") must be None */
+  PyObject *lock;         /* the kernel's lock: acquired without blocking, or not taken */
+  PyObject *fk;           /* its _poisoned again under the lock; its last_config set */
+  PyObject *probes;       /* getattr(probes, "_probe_addrs"): int32 words that must read 0 */
+  PyObject *epochs;       /* .next() -> e; .value = e - 1 rolls it back */
+  PyObject *cfg;
+} Gate;
+
+static PyObject *s_calls, *s_active, *s_acquire, *s_release, *s_poisoned, *s_probe_addrs,
+    *s_next, *s_value, *s_last_config;
+
+static void Gate_dealloc(Gate *self) {
+  Py_XDECREF((PyObject *)self->launch);
+  for (int i = 0; i < 3; i++)
+    Py_XDECREF(self->grid[i]);
+  Py_XDECREF(self->tail);
+  free(self->op_index);
+  free(self->op_ptr);
+  Py_XDECREF(self->falsy);
+  Py_XDECREF(self->equal);
+  Py_XDECREF(self->get_device);
+  Py_XDECREF(self->device);
+  Py_XDECREF(self->hooks);
+  Py_XDECREF(self->env);
+  Py_XDECREF(self->env_keys);
+  Py_XDECREF(self->env_values);
+  Py_XDECREF(self->raw_stream);
+  Py_XDECREF(self->local);
+  Py_XDECREF(self->lock);
+  Py_XDECREF(self->fk);
+  Py_XDECREF(self->probes);
+  Py_XDECREF(self->epochs);
+  Py_XDECREF(self->cfg);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int tuple_of(PyObject *t, Py_ssize_t width, const char *what) {
+  if (!PyTuple_Check(t)) {
+    PyErr_Format(PyExc_TypeError, "%s: a tuple", what);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+    PyObject *x = PyTuple_GET_ITEM(t, i);
+    if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) != width ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(x, 1))) {
+      PyErr_Format(PyExc_TypeError, "%s: tuples of %zd, an attribute name second", what, width);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+#define GATE_SET(field, value) do { Py_INCREF(value); Py_XSETREF(self->field, value); } while (0)
+
+/* Gate(launch, grid, tail, operands, falsy, equal, get_device, device, hooks, env, env_keys,
+ *      env_values, raw_stream, capturing_addr, local, lock, fk, probes, epochs, cfg):
+ * operands a tuple of (argument index, address); the rest as the struct says. */
+static int Gate_init(Gate *self, PyObject *args, PyObject *kw) {
+  PyObject *launch, *grid, *tail, *ops, *falsy, *equal, *get_device, *device, *hooks, *env,
+      *env_keys, *env_values, *raw_stream, *local, *lock, *fk, *probes, *epochs, *cfg;
+  unsigned long long cap;
+  if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!OOO!O!O!O!OKOOOOOO", &LaunchType, &launch,
+                        &PyTuple_Type, &grid, &PyList_Type, &tail, &PyTuple_Type, &ops,
+                        &PyTuple_Type, &falsy, &PyTuple_Type, &equal, &get_device,
+                        &device, &PyTuple_Type, &hooks, &PyDict_Type, &env,
+                        &PyTuple_Type, &env_keys, &PyTuple_Type, &env_values, &raw_stream,
+                        &cap, &local, &lock, &fk, &probes, &epochs, &cfg))
+    return -1;
+  if (PyTuple_GET_SIZE(grid) != 3 || PyTuple_GET_SIZE(env_keys) != PyTuple_GET_SIZE(env_values)
+      || cap == 0 || ((Launch *)launch)->scratch_slot != NULL) {
+    PyErr_SetString(PyExc_ValueError, "Gate: a grid of 3, one value per environment key, "
+                    "cuStreamIsCapturing and a kernel without global scratch");
+    return -1;
+  }
+  if (tuple_of(falsy, 2, "falsy") < 0 || tuple_of(equal, 3, "equal") < 0 ||
+      tuple_of(hooks, 2, "hooks") < 0)
+    return -1;
+  Py_ssize_t n = PyTuple_GET_SIZE(ops);
+  Py_ssize_t *idx = (Py_ssize_t *)calloc(n ? n : 1, sizeof(Py_ssize_t));
+  uint64_t *ptr = (uint64_t *)calloc(n ? n : 1, sizeof(uint64_t));
+  if (idx == NULL || ptr == NULL) {
+    free(idx);
+    free(ptr);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    unsigned long long p;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ops, i), "nK", &idx[i], &p) || idx[i] < 0) {
+      free(idx);
+      free(ptr);
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "Gate: a negative operand index");
+      return -1;
+    }
+    ptr[i] = p;
+  }
+  for (int i = 0; i < 3; i++)
+    GATE_SET(grid[i], PyTuple_GET_ITEM(grid, i));
+  free(self->op_index);
+  free(self->op_ptr);
+  self->op_index = idx, self->op_ptr = ptr, self->nops = n;
+  GATE_SET(launch, (Launch *)launch);
+  GATE_SET(tail, tail);
+  GATE_SET(falsy, falsy);
+  GATE_SET(equal, equal);
+  GATE_SET(get_device, get_device);
+  GATE_SET(device, device);
+  GATE_SET(hooks, hooks);
+  GATE_SET(env, env);
+  GATE_SET(env_keys, env_keys);
+  GATE_SET(env_values, env_values);
+  GATE_SET(raw_stream, raw_stream);
+  GATE_SET(local, local);
+  GATE_SET(lock, lock);
+  GATE_SET(fk, fk);
+  GATE_SET(probes, probes);
+  GATE_SET(epochs, epochs);
+  GATE_SET(cfg, cfg);
+  self->capturing = (cu_capturing_t)(uintptr_t)cap;
+  return 0;
+}
+
+/* 1 when getattr(obj, name) is truthy or unreadable (the caller declines), 0 otherwise */
+static int attr_truthy(PyObject *obj, PyObject *name) {
+  PyObject *v = PyObject_GetAttr(obj, name);
+  if (v == NULL) {
+    PyErr_Clear();
+    return 1;
+  }
+  int t = PyObject_IsTrue(v);
+  Py_DECREF(v);
+  if (t < 0) {
+    PyErr_Clear();
+    return 1;
+  }
+  return t;
+}
+
+/* 1 when every check before the lock passes (runtime/bound.py _fast, in its order) */
+static int gate_checks(Gate *self, PyObject *args, uint64_t *stream) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->falsy); i++) {
+    PyObject *x = PyTuple_GET_ITEM(self->falsy, i);
+    if (attr_truthy(PyTuple_GET_ITEM(x, 0), PyTuple_GET_ITEM(x, 1)))
+      return 0;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->equal); i++) {
+    PyObject *x = PyTuple_GET_ITEM(self->equal, i);
+    PyObject *v = PyObject_GetAttr(PyTuple_GET_ITEM(x, 0), PyTuple_GET_ITEM(x, 1));
+    int eq = v == NULL ? -1 : PyObject_RichCompareBool(v, PyTuple_GET_ITEM(x, 2), Py_EQ);
+    Py_XDECREF(v);
+    if (eq != 1) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  PyObject *d = PyObject_CallNoArgs(self->get_device);
+  int same = d == NULL ? -1 : PyObject_RichCompareBool(d, self->device, Py_EQ);
+  Py_XDECREF(d);
+  if (same != 1) {
+    PyErr_Clear();
+    return 0;
+  }
+  /* runtime/direct_launch.py hooks_active: a chain counts when it holds a hook */
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->hooks); i++) {
+    PyObject *x = PyTuple_GET_ITEM(self->hooks, i);
+    PyObject *chain = PyObject_GetAttr(PyTuple_GET_ITEM(x, 0), PyTuple_GET_ITEM(x, 1));
+    if (chain == NULL) {
+      PyErr_Clear();
+      return 0;
+    }
+    int set = 0;
+    if (chain != Py_None)
+      set = attr_truthy(chain, s_calls); /* no ``calls``: a plain hook, which counts */
+    Py_DECREF(chain);
+    if (set)
+      return 0;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->env_keys); i++) {
+    PyObject *v = PyDict_GetItemWithError(self->env, PyTuple_GET_ITEM(self->env_keys, i));
+    if (v == NULL && PyErr_Occurred()) {
+      PyErr_Clear();
+      return 0;
+    }
+    PyObject *want = PyTuple_GET_ITEM(self->env_values, i);
+    if (v == NULL ? want != Py_None : (want == Py_None ||
+                                       PyObject_RichCompareBool(v, want, Py_EQ) != 1)) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  Py_ssize_t n = PyList_GET_SIZE(args);
+  for (Py_ssize_t i = 0; i < self->nops; i++) {
+    uint64_t p;
+    if (self->op_index[i] >= n || address_of(PyList_GET_ITEM(args, self->op_index[i]), &p) < 0
+        || p != self->op_ptr[i]) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  PyObject *s = PyObject_CallOneArg(self->raw_stream, self->device);
+  int bad = s == NULL || address_of(s, stream) < 0;
+  Py_XDECREF(s);
+  if (bad) {
+    PyErr_Clear();
+    return 0;
+  }
+  int status = 0;
+  if (self->capturing((void *)(uintptr_t)*stream, &status) || status)
+    return 0;
+  PyObject *active = PyObject_GetAttr(self->local, s_active);
+  if (active == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  Py_DECREF(active);
+  return active == Py_None;
+}
+
+static int gate_release(Gate *self) {
+  PyObject *r = PyObject_CallMethodNoArgs(self->lock, s_release);
+  Py_XDECREF(r);
+  return r == NULL ? -1 : 0;
+}
+
+/* gate(args, copy) -> None | 0 | (e, rc) | (e, exc): args the call's argument list, copy None
+ * or (dst, src, nbytes, after) */
+static PyObject *Gate_call(Gate *self, PyObject *const *a, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyList_Check(a[0])) {
+    PyErr_SetString(PyExc_TypeError, "gate(args list, copy tuple or None)");
+    return NULL;
+  }
+  PyObject *args = a[0], *copy = a[1];
+  PyObject *dst = Py_None, *src = Py_None, *nb = NULL, *after = Py_False;
+  unsigned long long nbytes = 0;
+  if (copy != Py_None) {
+    if (!PyTuple_Check(copy) || PyTuple_GET_SIZE(copy) != 4) {
+      PyErr_SetString(PyExc_TypeError, "copy: (dst, src, nbytes, after) or None");
+      return NULL;
+    }
+    dst = PyTuple_GET_ITEM(copy, 0), src = PyTuple_GET_ITEM(copy, 1);
+    nb = PyTuple_GET_ITEM(copy, 2), after = PyTuple_GET_ITEM(copy, 3);
+    uint64_t d, sr;
+    nbytes = PyLong_AsUnsignedLongLong(nb);
+    if ((nbytes == (unsigned long long)-1 && PyErr_Occurred()) || address_of(dst, &d) < 0 ||
+        address_of(src, &sr) < 0)
+      return NULL;
+    if (nbytes && d < sr + nbytes && sr < d + nbytes)
+      Py_RETURN_NONE; /* overlapping: Tensor.copy_ refuses or orders it, a memcpy would not */
+  }
+  uint64_t stream;
+  if (!gate_checks(self, args, &stream))
+    Py_RETURN_NONE;
+  PyObject *got = PyObject_CallMethodOneArg(self->lock, s_acquire, Py_False);
+  if (got == NULL) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  Py_DECREF(got);
+  if (got != Py_True)
+    Py_RETURN_NONE; /* another thread launches this kernel: the general path waits for it */
+  /* the lock is held from here: every way out releases it */
+  PyObject *out = NULL;
+  int declined = attr_truthy(self->fk, s_poisoned);
+  if (!declined) { /* communicator.check's records: any timeout recorded declines */
+    PyObject *addrs = PyObject_GetAttr(self->probes, s_probe_addrs);
+    if (addrs == NULL || !PyTuple_Check(addrs)) {
+      PyErr_Clear();
+      declined = 1;
+    } else {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(addrs) && !declined; i++) {
+        uint64_t p = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(addrs, i));
+        if (p == (uint64_t)-1 && PyErr_Occurred()) {
+          PyErr_Clear();
+          declined = 1;
+        } else {
+          declined = *(volatile int32_t *)(uintptr_t)p != 0;
+        }
+      }
+    }
+    Py_XDECREF(addrs);
+  }
+  if (declined) {
+    if (gate_release(self) < 0)
+      return NULL;
+    Py_RETURN_NONE;
+  }
+  PyObject *ev = PyObject_CallMethodNoArgs(self->epochs, s_next);
+  if (ev == NULL) { /* the epoch limit: the general path raises it too */
+    PyErr_Clear();
+    if (gate_release(self) < 0)
+      return NULL;
+    Py_RETURN_NONE;
+  }
+  long long e = PyLong_AsLongLong(ev);
+  PyObject *values = NULL, *rc_obj = NULL, *zero = NULL, *pystream = NULL;
+  if (PyObject_SetAttr(self->fk, s_last_config, self->cfg) < 0)
+    goto raised;
+  values = PySequence_Concat(args, self->tail);
+  zero = PyLong_FromLong(0);
+  pystream = PyLong_FromUnsignedLongLong(stream);
+  if (values == NULL || zero == NULL || pystream == NULL)
+    goto raised;
+  {
+    PyObject *argv[10] = {self->grid[0], self->grid[1], self->grid[2], pystream, values, zero,
+                          dst, src, nb != NULL ? nb : zero, after};
+    rc_obj = Launch_run(self->launch, argv, 10);
+  }
+  if (rc_obj == NULL)
+    goto raised;
+  long rc = PyLong_AsLong(rc_obj);
+  long first = (nbytes && PyObject_IsTrue(after) == 0) ? -rc : rc;
+  if (rc == 0) {
+    out = PyLong_FromLong(0);
+  } else if (first == 201) { /* CUDA_ERROR_INVALID_CONTEXT before anything: roll back, decline */
+    PyObject *back = PyLong_FromLongLong(e - 1);
+    if (back == NULL || PyObject_SetAttr(self->epochs, s_value, back) < 0) {
+      Py_XDECREF(back);
+      goto raised;
+    }
+    Py_DECREF(back);
+    out = Py_None;
+    Py_INCREF(out);
+  } else {
+    out = Py_BuildValue("(OO)", ev, rc_obj);
+  }
+  goto done;
+raised: { /* Launch.run raised before enqueueing (or a Python step failed): (e, exc) */
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (exc != NULL && tb != NULL)
+      PyException_SetTraceback(exc, tb);
+    out = Py_BuildValue("(OO)", ev, exc != NULL ? exc : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(exc);
+    Py_XDECREF(tb);
+  }
+done:
+  Py_XDECREF(values);
+  Py_XDECREF(rc_obj);
+  Py_XDECREF(zero);
+  Py_XDECREF(pystream);
+  Py_DECREF(ev);
+  if (gate_release(self) < 0) {
+    Py_XDECREF(out);
+    return NULL;
+  }
+  return out;
+}
+
+static PyObject *Gate_vectorcall_entry(PyObject *self, PyObject *args, PyObject *kw) {
+  if (kw != NULL && PyDict_GET_SIZE(kw)) {
+    PyErr_SetString(PyExc_TypeError, "gate(args, copy): no keyword arguments");
+    return NULL;
+  }
+  return Gate_call((Gate *)self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+}
+
+static PyMethodDef Gate_run_def[] = {
+    {"run", (PyCFunction)(void (*)(void))Gate_call, METH_FASTCALL,
+     "run(args, copy) -> None | 0 | (e, rc) | (e, exc)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_syncopate_fastlaunch.Gate",
+    .tp_basicsize = sizeof(Gate),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A bound launch's checks and launch in one call (runtime/bound.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Gate_init,
+    .tp_dealloc = (destructor)Gate_dealloc,
+    .tp_methods = Gate_run_def,
+    .tp_call = Gate_vectorcall_entry,
+};
+
 /* capturing(fn_addr, stream) -> status: cuStreamIsCapturing's status (0: not capturing), or
  * -1 when the driver refuses to answer (the caller then takes its general path) */
 static PyObject *capturing(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
@@ -805,12 +1221,25 @@ static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
 
 PyMODINIT_FUNC PyInit__syncopate_fastlaunch(void) {
   str_data_ptr = PyUnicode_InternFromString("data_ptr");
-  if (str_data_ptr == NULL || PyType_Ready(&LaunchType) < 0 || PyType_Ready(&ProgramType) < 0)
+  s_calls = PyUnicode_InternFromString("calls");
+  s_active = PyUnicode_InternFromString("active");
+  s_acquire = PyUnicode_InternFromString("acquire");
+  s_release = PyUnicode_InternFromString("release");
+  s_poisoned = PyUnicode_InternFromString("_poisoned");
+  s_probe_addrs = PyUnicode_InternFromString("_probe_addrs");
+  s_next = PyUnicode_InternFromString("next");
+  s_value = PyUnicode_InternFromString("value");
+  s_last_config = PyUnicode_InternFromString("last_config");
+  if (str_data_ptr == NULL || s_calls == NULL || s_active == NULL || s_acquire == NULL ||
+      s_release == NULL || s_poisoned == NULL || s_probe_addrs == NULL || s_next == NULL ||
+      s_value == NULL || s_last_config == NULL || PyType_Ready(&LaunchType) < 0 ||
+      PyType_Ready(&ProgramType) < 0 || PyType_Ready(&GateType) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (m == NULL)
     return NULL;
-  if (add_type(m, "Launch", &LaunchType) < 0 || add_type(m, "Program", &ProgramType) < 0) {
+  if (add_type(m, "Launch", &LaunchType) < 0 || add_type(m, "Program", &ProgramType) < 0 ||
+      add_type(m, "Gate", &GateType) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -126,8 +126,21 @@ class BoundLaunch:
     def _fast(self, r: "_Ready", args, c) -> bool:
         """The call on the bound path (``c``: the copy as in :meth:`fast`, or None); False when
         it must take the general one (nothing was done then). Runs on every eager call: written
-        for speed."""
+        for speed. With ``r.gate`` (``_fastlaunch.c``'s Gate) the checks and the launch below
+        are one C call that declines whatever it does not take."""
         fk = self.fk
+        gate = r.gate
+        if gate is not None:
+            res = gate.run(args, c)
+            if res is None:
+                return False
+            if res.__class__ is int:
+                return True
+            e, what = res  # the epoch was taken and the launch failed: as below
+            exc = what if isinstance(what, BaseException) else direct_launch.launch_error(what)
+            with fk._lock:
+                fk._poison_partial_launch(e, exc)
+            raise exc
         comm = fk.comm
         cfg = r.cfg
         if (fk._poisoned or comm.generation != r.generation
@@ -170,7 +183,7 @@ class _Ready:
     """What the bound path needs of a layout once its direct launch exists."""
 
     __slots__ = ("cfg", "tail", "grid", "dl", "timeout", "generation", "device", "operands",
-                 "raw_stream", "capture_status", "get_device", "run")
+                 "raw_stream", "capture_status", "get_device", "run", "gate")
 
     @classmethod
     def of(cls, fk, grid, args, copy):
@@ -191,6 +204,7 @@ class _Ready:
         if (g is None or not cfg.abi.self_advance
                 or any(i >= len(args) for i in fk._op_index.values())):
             return _NEVER
+        env = _watchdog_env()
         timeout = kernel_timeout_ns()
         dl = direct.get((g, timeout))
         if dl is None:
@@ -219,8 +233,47 @@ class _Ready:
                                cfg.epoch_word, timeout]
         r.generation, r.device = comm.generation, comm.device.index
         r.operands = tuple((i, args[i].data_ptr()) for i in fk._op_index.values())
+        r.gate = _gate(fk, r, env) if r.run is None else None
         return r
+
+
+def _gate(fk, r: _Ready, env):
+    """``_fastlaunch.c``'s Gate for ``r``'s launches: :meth:`BoundLaunch._fast`'s checks and
+    launch in C; None where it cannot make them all (the module or an entry point missing, a
+    kernel with global scratch, an empty grid, records it cannot read by address, an
+    environment that is not POSIX's ``os.environ``), and ``_fast`` runs in Python.
+    ``env``: the watchdog's raw environment values when ``r.timeout`` was read."""
+    import os
+
+    from . import diag
+
+    mod = fastlaunch.module() if fastlaunch.enabled() else None
+    c = getattr(r.dl, "_c", None)
+    cap = fastlaunch.entry_point("cuStreamIsCapturing") if mod is not None else 0
+    probes = fk.comm.probe_addrs() if hasattr(fk.comm, "probe_addrs") else None
+    data = diag._ENV_DATA
+    if (mod is None or not hasattr(mod, "Gate") or c is None or r.dl.scratch_size or not cap
+            or probes is None or type(data) is not dict or os.name != "posix" or env is None
+            or min(r.grid) <= 0):
+        return None
+    comm, cfg = fk.comm, r.cfg
+    return mod.Gate(c, tuple(int(x) for x in r.grid), r.tail, r.operands,
+                    ((fk, "_poisoned"), (cfg, "consumed_pending")),
+                    ((comm, "generation", r.generation),),
+                    r.get_device, r.device, direct_launch.hook_chains(), data,
+                    diag._WATCHDOG_KEYS, env, r.raw_stream, cap, graphs._LOCAL, fk._lock, fk,
+                    comm, cfg.epochs, cfg)
 
 
 #: :meth:`_Ready.of`'s answer for a layout the bound path cannot take
 _NEVER = object()
+
+
+def _watchdog_env() -> tuple | None:
+    """The raw values of the watchdog's variables in ``os.environ``'s own dict (None where it
+    is not one): what a Gate compares on every call, as :func:`.diag.watchdog` reads them."""
+    from . import diag
+    d = diag._ENV_DATA
+    if type(d) is not dict:
+        return None
+    return tuple(d.get(k) for k in diag._WATCHDOG_KEYS)

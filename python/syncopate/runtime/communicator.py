@@ -401,6 +401,31 @@ class Communicator:
         so a timeout names the right kernel's flag layout)."""
         self._fused.add(fk)
         self._fused_refs = tuple(weakref.ref(f) for f in self._fused)
+        # its record stays probed, and alive, as long as the kernel is; a kernel without one
+        # (None) leaves no address list: the Gate declines and check() runs
+        records = self.__dict__.setdefault("_probe_records", {})
+        records[id(fk)] = getattr(fk, "diag", None)
+        weakref.finalize(fk, self._drop_probe, id(fk))
+        self._rebuild_probes()
+
+    def probe_addrs(self) -> tuple[int, ...] | None:
+        """The host addresses of the state words of every record :meth:`check` reads (this
+        communicator's and each live FusedKernel's), or None where one has none (not a
+        contiguous CPU tensor). ``_fastlaunch.c``'s Gate reads them as ``_probe_addrs`` on
+        every bound launch instead of calling :meth:`check`: a word that is not zero makes it
+        decline, and the general path's :meth:`check` raises."""
+        if "_probe_addrs" not in self.__dict__:
+            self._rebuild_probes()
+        return self._probe_addrs
+
+    def _rebuild_probes(self) -> None:
+        records = [self.diag] + list(self.__dict__.get("_probe_records", {}).values())
+        self._probe_addrs = (None if any(r is None for r in records)
+                             else diag.state_addrs(records))
+
+    def _drop_probe(self, key: int) -> None:
+        self.__dict__.get("_probe_records", {}).pop(key, None)
+        self._rebuild_probes()
 
     def check(self, layout: abi.FlagLayout | None = None, context: str = "") -> None:
         """Raise :class:`CommTimeout` if a spin of a previous launch timed out: the runtime's own

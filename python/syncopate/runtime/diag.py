@@ -189,6 +189,21 @@ def state_word(record):
     return lambda: int(record[abi.DIAG_STATE])
 
 
+def state_addrs(records) -> tuple[int, ...] | None:
+    """The host addresses of the state words of ``records`` (contiguous CPU tensors: pinned,
+    device-mapped records), or None when one is not such a tensor (its words cannot be read
+    by address)."""
+    out = []
+    for r in records:
+        try:
+            if r.device.type != "cpu" or not r.is_contiguous():
+                return None
+            out.append(r.data_ptr() + 4 * abi.DIAG_STATE)
+        except (AttributeError, TypeError, ValueError):
+            return None
+    return tuple(out)
+
+
 def new_record():
     """A zeroed watchdog record: ``DIAG_WORDS`` int32 in host-pinned (device-mapped) memory, and
     its device address. On a machine without CUDA (unit tests) the record is ordinary host

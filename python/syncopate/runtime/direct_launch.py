@@ -79,6 +79,20 @@ def enabled(env=None) -> bool:
     return (os.environ if env is None else env).get("SYNCOPATE_DIRECT_LAUNCH", "1") != "0"
 
 
+def launch_error(rc: int) -> "_cuda.DriverError":
+    """The error of a compiled launch's nonzero answer ``rc`` (``Launch.run`` in
+    ``_fastlaunch.c``: positive, cuLaunchKernel's code; negative, the copy's)."""
+    what = "cuLaunchKernel" if rc > 0 else "cuMemcpyDtoDAsync"
+    return _cuda.DriverError(f"{what} failed with CUDA driver error {abs(rc)}")
+
+
+def hook_chains() -> tuple:
+    """``(object, attribute)`` of each launch hook chain :func:`hooks_active` reads (the
+    compiled bound path, ``_fastlaunch.c``'s Gate, reads the same)."""
+    rt = knobs.runtime
+    return ((rt, "launch_enter_hook"), (rt, "launch_exit_hook"))
+
+
 def hooks_active() -> bool:
     """Whether Triton launch hooks are set (e.g. by the proton profiler): a direct launch then
     steps back to Triton's launcher so the hooks see every launch. Triton 3.6 keeps the hooks
@@ -254,8 +268,7 @@ class DirectLaunch:
             first = -rc if nbytes and not after else rc
             if first == _INVALID_CONTEXT:
                 return False
-            what = "cuLaunchKernel" if rc > 0 else "cuMemcpyDtoDAsync"
-            raise _cuda.DriverError(f"{what} failed with CUDA driver error {abs(rc)}")
+            raise launch_error(rc)
         if copy is not None:
             raise ValueError("a copy needs the compiled launch path (DirectLaunch.copies)")
         with self._lock:
