@@ -87,11 +87,19 @@ def main(argv=None) -> int:
     op_call = ag_gemm_fast_path(fk, vals)
     print(f"syncopate.ops.ag_gemm prepared call (staging copy of a 32x32 CPU shard, launch "
           f"faked as above): median {_cpu_us(op_call, args.calls):.2f} us CPU per call")
-    bound_call = ag_gemm_bound_path()
-    if bound_call is not None:
+    bound = ag_gemm_bound_path()
+    if bound is not None:
+        bound_call, ready = bound
+        gate = ready.gate
         print(f"syncopate.ops.ag_gemm prepared call on the bound path (copy + launch in one "
-              f"compiled call, driver entry points no-ops): median "
+              f"compiled call, driver entry points no-ops), checks "
+              f"{'in C (Gate)' if gate is not None else 'in Python (no Gate here)'}: median "
               f"{_cpu_us(bound_call, args.calls):.2f} us CPU per call")
+        if gate is not None:  # the same calls with BoundLaunch._fast's checks in Python
+            ready.gate = None
+            print(f"  the same, checks in Python (BoundLaunch._fast without its Gate): median "
+                  f"{_cpu_us(bound_call, args.calls):.2f} us CPU per call")
+            ready.gate = gate
     matmul_call, matmul_out = gemm_fast_path()
     for name, fn in (("matmul(a, b)", matmul_call), ("matmul(a, b, out)", matmul_out)):
         print(f"syncopate.kernels.{name}, cached plan, launch faked: median "
@@ -168,9 +176,10 @@ def _noop_driver():
 
 
 def ag_gemm_bound_path():
-    """``ag_gemm`` as a zero-argument call that takes the bound path (``runtime/bound.py``):
-    a real FusedKernel and sm launcher over the fake communicator, its configuration a
-    self-advancing one, the driver's entry points C no-ops. None without a C compiler."""
+    """``ag_gemm`` as a zero-argument call that takes the bound path (``runtime/bound.py``),
+    and the layout's bound state (``_Ready``: its ``gate`` set to None runs the checks in
+    Python): a real FusedKernel and sm launcher over the fake communicator, its configuration
+    a self-advancing one, the driver's entry points C no-ops. None without a C compiler."""
     import types
 
     import torch
@@ -205,7 +214,7 @@ def ag_gemm_bound_path():
     for _ in range(3):
         call()
     assert prep.bound._ready is not None, "the bound path did not engage"
-    return call
+    return call, prep.bound._ready
 
 
 def gemm_fast_path():

@@ -537,3 +537,24 @@ def test_a_stager_must_take_dst_src_and_a_count(driver):
         dl.use_stager((st._c, 8, 100))
     with pytest.raises(TypeError, match="must be a Launch"):
         dl._c.set_stager(object(), 8, 2048)
+
+
+def test_the_device_getter_is_torchs_builtin_where_there_is_one(monkeypatch):
+    """The bound path keeps ``fastlaunch.device_getter()`` and calls it per launch: torch's
+    builtin itself on a CUDA build (no Python frame in between), else ``current_device``,
+    which asks ``torch.cuda.current_device`` at every call (a patch made later still counts)."""
+    import os
+
+    import torch
+
+    from syncopate.runtime import fastlaunch
+    monkeypatch.setattr(fastlaunch, "_RAW", [None, None])
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", os.getpid, raising=False)
+    assert fastlaunch.device_getter() is os.getpid
+    monkeypatch.setattr(fastlaunch, "_RAW", [None, None])
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 9)  # not a builtin: a stand-in
+    get = fastlaunch.device_getter()
+    assert get is fastlaunch.current_device
+    monkeypatch.delattr(torch._C, "_cuda_getDevice")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 4)
+    assert get() == 4

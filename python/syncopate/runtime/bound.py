@@ -228,7 +228,7 @@ class _Ready:
             dl.use_stager(stager(comm.device.index))
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw
         r.capture_status = probe
-        r.get_device = fastlaunch.current_device
+        r.get_device = fastlaunch.device_getter()
         r.tail = list(tail) + [cfg.flags, peers, cfg.table, fk.diag_addr, comm.rank,
                                cfg.epoch_word, timeout]
         r.generation, r.device = comm.generation, comm.device.index
