@@ -19,9 +19,10 @@ def registry() -> dict:
     from .partition_sms import PartitionSms
     from .resolve_chunks import ResolveChunks
     from .self_advance_epoch import SelfAdvanceEpoch
+    from .structurize_returns import StructurizeReturns
     from .tile_remap import TileRemap
 
-    passes = [AttachSchedule, CheckAccesses, AppendAbiParams, TileRemap, InsertWaits, InsertSignals,
-              InsertEpilogueReduce, PartitionSms, ResolveChunks, LowerSm, LowerCe, LowerNvshmem,
-              InsertTrace, LoadEpoch, SelfAdvanceEpoch]
+    passes = [AttachSchedule, StructurizeReturns, CheckAccesses, AppendAbiParams, TileRemap,
+              InsertWaits, InsertSignals, InsertEpilogueReduce, PartitionSms, ResolveChunks,
+              LowerSm, LowerCe, LowerNvshmem, InsertTrace, LoadEpoch, SelfAdvanceEpoch]
     return {p.name: p for p in passes}

@@ -176,7 +176,12 @@ def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: d
     for mono, coef in ptr.off.terms.items():
         ps = [v for v in mono if v in dim_of_param]
         if len(ps) > 1:
-            raise AnalysisFailure(op, "an offset term multiplies two stride arguments")
+            args = " * ".join(names[a] for a in sorted(ps, key=lambda a: a.index))
+            raise AnalysisFailure(op, f"an offset term multiplies two integer arguments "
+                                      f"({args}): the analysis takes each integer argument in "
+                                      f"an address for the stride of one dim (an index "
+                                      f"computed from a size, such as `M - 1 - offs`, is "
+                                      f"not one)")
         if ps:
             rest = list(mono)
             rest.remove(ps[0])
@@ -207,10 +212,13 @@ def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: d
                 # is not the schedule's (e.g. a row stride of 128 over rows of 64 elements)
                 raise CompileError(
                     f"this {op.name} steps through dim {d} of the communicated tensor by {k} "
-                    f"elements per tile element: the kernel indexes a tensor laid out differently "
-                    f"from the schedule's shape {list(shape)} (row-major strides {strides}). Make "
-                    f"the schedule's shape match what the kernel indexes, or pass the strides "
-                    f"as arguments", loc_str(op))
+                    f"elements per tile element: either the kernel indexes a tensor laid out "
+                    f"differently from the schedule's shape {list(shape)} (row-major strides "
+                    f"{strides}) -- make the schedule's shape match what the kernel indexes, or "
+                    f"pass the strides as arguments -- or it reads one index in every {abs(k)} (a "
+                    f"strided tile), whose elements the analysis does not enumerate: state the "
+                    f"box it reads with syncopate.language.hint_region2 right before it",
+                    loc_str(op))
             if k < 0:
                 lo = lo + Poly.const(k * (n - 1))
             extent += abs(k) * (n - 1)

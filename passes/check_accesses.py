@@ -56,7 +56,7 @@ from .abi_info import operands_of, update_state
 from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import const_int, int_array_prop, int_prop, loc_str
-from .loop_remap import for_loop_of
+from .loop_remap import for_loop_of, ivs_as_iterations
 from .poly import Axis, Poly
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
@@ -360,7 +360,10 @@ def _mask_bounds(a: Access, d: int, ev: Evaluator) -> list[Poly]:
     mask = mask_of(a.op)
     if index is None or mask is None:
         return []
-    return [b for b in (index - conj for conj in conjuncts(mask, ev)) if not has_axes(b)]
+    # one form for a loop's counter: a loop-carried pointer's start is in iterations, a mask
+    # may be written from the induction variable (loop_remap.ivs_as_iterations says why)
+    return [b for b in (ivs_as_iterations(index - conj) for conj in conjuncts(mask, ev))
+            if not has_axes(b)]
 
 
 def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:

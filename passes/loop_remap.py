@@ -61,17 +61,37 @@ def for_loop_of(v) -> scf.ForOp | None:
     return None
 
 
-def _substitute(lo: Poly, iv: SSAValue, step: int, loop) -> Poly:
-    """``lo`` with ``iv`` replaced by ``step * iter(loop)`` (a loop from 0)."""
+def _substitute(lo: Poly, iv: SSAValue, step: int, loop, lb: int = 0) -> Poly:
+    """``lo`` with ``iv`` replaced by ``lb + step * iter(loop)`` (what it is, exactly, in the
+    loop's iteration ``iter``)."""
     out = Poly()
-    it = Poly.var(IterCount(loop))
+    as_iter = Poly.const(lb) + Poly.var(IterCount(loop)).scale(step)
     for mono, c in lo.terms.items():
         k = sum(1 for v in mono if v is iv)
-        term = Poly({tuple(v for v in mono if v is not iv): c * step ** k})
+        term = Poly({tuple(v for v in mono if v is not iv): c})
         for _ in range(k):
-            term = term * it
+            term = term * as_iter
         out = out + term
     return out
+
+
+def ivs_as_iterations(p: Poly) -> Poly:
+    """``p`` with every ``scf.for`` induction variable of a loop with constant lower bound and
+    step written as ``lb + step * iter(loop)``.
+
+    Why: a loop-carried pointer's offset is in iteration counts (``a_ptrs += BK * stride``
+    gives ``BK * iter``) while a mask written from the induction variable is in its values
+    (Triton's tutorial GEMM: ``offs_k < K - k * BK``). In one form, ``index - (offs_k - K + k *
+    BK)`` cancels to ``K``, the bound the mask proves; in two, it does not. The rewrite is an
+    identity of the loop, so it loses nothing."""
+    for v in list(p.vars()):
+        loop = for_loop_of(v)
+        if loop is None:
+            continue
+        lb, step = const_int(loop.lb), const_int(loop.step)
+        if lb is not None and step is not None:
+            p = _substitute(p, v, step, loop, lb)
+    return p
 
 
 def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordinate | str | None:

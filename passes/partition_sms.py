@@ -56,8 +56,9 @@ from .abi_info import (
     update_state,
 )
 from .builder import Builder
-from .ir_utils import _get_attr, func_body, int_prop, kernel_func, param_names
+from .ir_utils import _get_attr, func_body, int_prop, kernel_func, loc_str, param_names
 from .schedule_attr import schedule_of
+from .structurize_returns import tree_refusal
 from .table_reader import TableReader, longest
 
 
@@ -96,8 +97,16 @@ class PartitionSms(ModulePass):
         arg_of = {names[i]: a for i, a in enumerate(body.args) if i < len(names)}
 
         ret = body.last_op
-        if ret is None or ret.name != "tt.return" or ret.operands:
-            raise CompileError("the kernel must end with a plain tt.return")
+        blocks = len(func.regions[0].blocks)
+        if ret is None or ret.name != "tt.return" or ret.operands or blocks > 1:
+            # structurize-returns has made one block of every early-return tree it could
+            why = tree_refusal(func.regions[0]) if blocks > 1 else None
+            why = why or "it does not end in an operand-less tt.return"
+            raise CompileError(
+                f"the comm programs need the kernel as one block that ends in its return, and "
+                f"this kernel's control flow cannot be made one ({why}). Write the early exits "
+                f"as guards (`if pid < n:` around the work, or a mask) instead of branches "
+                f"that join or loop", loc_str(ret))
 
         keep = set(body.ops)  # ops of the original body (moved into the compute branch)
         b = Builder(body.first_op)

@@ -95,7 +95,9 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     """The passes of a fused compile, in order: the backend-independent ones, then the
     backend's tail (``Backend.pipeline_tail``: ``partition-sms`` for comm programs,
     ``resolve-chunks``, ``lower-<name>``)."""
-    names = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
+    # structurize-returns first: every later pass takes the kernel as one block
+    names = ["structurize-returns", "check-accesses", "append-abi-params", "tile-remap",
+             "insert-waits", "insert-signals"]
     if reduce == "epilogue":
         names.append("insert-epilogue-reduce")
     # insert-trace (a no-op unless trace=True) then load-epoch: every pass before it treats

@@ -31,7 +31,9 @@ def test_each_backend_owns_its_abi_facts():
 
 def test_pipeline_asks_the_backend_for_its_tail():
     from syncopate_mlir.pipeline import pass_names
-    head = ["check-accesses", "append-abi-params", "tile-remap", "insert-waits", "insert-signals"]
+    # structurize-returns first (the later passes take the kernel as one block)
+    head = ["structurize-returns", "check-accesses", "append-abi-params", "tile-remap",
+            "insert-waits", "insert-signals"]
     # insert-trace (a no-op unless trace=True), then load-epoch (ABI 3: the epoch is read from
     # device memory) and self-advance-epoch (a no-op when self_advance is off) close every
     # pipeline

@@ -16,6 +16,7 @@ import pytest
 from syncopate.emulate import PerRank, emulate
 from syncopate.schedule import all_gather
 
+from corpus import kernels as CK
 from corpus import unseen as U
 
 POLICIES = ("in-order", "late", "behind:0", "behind:1", "random:3")
@@ -24,8 +25,9 @@ PTRS = {n: "*bf16" for n in ("a_ptr", "b_ptr", "c_ptr", "x_ptr", "y_ptr", "inp_p
 PTRS["idx_ptr"] = "*i32"
 
 
-def _sig(fn, cx):
-    return {n: ("constexpr" if n in cx else PTRS.get(n, "i32")) for n in fn.arg_names}
+def _sig(fn, cx, types=None):
+    types = {**PTRS, **(types or {})}
+    return {n: ("constexpr" if n in cx else types.get(n, "i32")) for n in fn.arg_names}
 
 
 def _rand(shape, seed):
@@ -71,7 +73,34 @@ def _rows_case():
             dict(inp_ptr=inp, out_ptr=np.zeros((R, C), np.float32), n_cols=C, stride=C), (R,))
 
 
+def _tutorial_case():
+    """Triton's tutorial GEMM as written there (``corpus/kernels.py``): loop-carried A and B
+    pointers, ``% M`` wrapped rows, the K mask ``offs_k < K - k * BLOCK_K`` written from the
+    induction variable; fp16 out."""
+    M, K, N = 128, 64, 64
+    a = PerRank([_rand((M, K), 1), _rand((M, K), 2)])
+    return (CK.matmul_ptr, dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2), [M, K], "a_ptr",
+            dict(a_ptr=a, b_ptr=_rand((K, N), 3), c_ptr=np.zeros((M, N), np.float32), M=M, N=N,
+                 K=K, stride_am=K, stride_ak=1, stride_bk=N, stride_bn=1, stride_cm=N,
+                 stride_cn=1), (8,), {"c_ptr": "*fp16"})
+
+
+def _rows_of(fn, cx, grid, out_shape=None):
+    """A row-wise kernel of session 15's corpus over a [64, 32] input (the args it takes)."""
+    R, C = 64, 32
+    args = dict(inp_ptr=PerRank([_rand((R, C), 1), _rand((R, C), 2)]),
+                out_ptr=np.zeros(out_shape or (R, C), np.float32), M=R, n_cols=C, stride=C)
+    args = {k: v for k, v in args.items() if k in fn.arg_names}
+    return fn, cx, [R, C], "inp_ptr", args, grid
+
+
 CASES = {
+    "tutorial_matmul": _tutorial_case,
+    "early_exit_rows": lambda: _rows_of(U.early_exit_rows, dict(BM=16, BLOCK=32), (6,)),
+    "stencil_rows": lambda: _rows_of(U.stencil_rows, dict(BM=16, BLOCK=32), (4,)),
+    "column_sums": lambda: _rows_of(U.column_sums, dict(BM=16, BLOCK=16), (2,), (32,)),
+    "while_rows": lambda: _rows_of(U.while_rows, dict(BM=8, BLOCK=32), (3,)),
+    "int64_rows": lambda: _rows_of(U.int64_rows, dict(BLOCK=32), (64,)),
     "bp_gemm_derived": lambda: _gemm_case("bp"),
     "persistent_rowmajor_gemm": lambda: _gemm_case("persistent"),
     "xt_gemm_2d": _xt_case,
@@ -82,8 +111,8 @@ CASES = {
 
 
 def _emulate(name, backend, mode, policies=POLICIES):
-    fn, cx, shape, operand, args, grid = CASES[name]()
-    return emulate(fn, signature=_sig(fn, cx), constexprs=cx,
+    fn, cx, shape, operand, args, grid, *types = CASES[name]()
+    return emulate(fn, signature=_sig(fn, cx, *types), constexprs=cx,
                    schedule=all_gather(shape, "bf16", 2, mode=mode, split=2), operand=operand,
                    grid=grid, args=args, backend=backend, comm_programs=2, policies=policies,
                    launches=2, check=False)

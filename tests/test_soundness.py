@@ -175,3 +175,43 @@ def test_remap_can_be_switched_off():
     assert "= syncopate.remap " not in fc.ir_after["tile-remap"]
     assert "tile-remap: off (remap=False)" in fc.ir_after["tile-remap"]
     assert "syncopate.wait_region" in fc.ir_after["insert-waits"]
+
+
+# ----------------------------------------------------------------- 6. session 15's styles
+
+def test_tutorial_gemm_compiles_with_its_k_mask_as_a_launch_check():
+    """Triton's tutorial GEMM (loop-carried pointers, ``offs_k < K - k * BLOCK_K``): the mask,
+    written from the induction variable, bounds the address, which is in iteration counts."""
+    from corpus import kernels as CK
+    sig = {n: ("constexpr" if n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M") else
+               {"c_ptr": "*fp16"}.get(n, PTRS.get(n, "i32"))) for n in CK.matmul_ptr.arg_names}
+    fc = syncopate.compile(CK.matmul_ptr, signature=sig,
+                           constexprs=dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=4),
+                           schedule=all_gather([512, 256], "bf16", 2), operand="a_ptr",
+                           backend="sm", comm_programs=4)
+    assert fc.abi.upper_bounds == {"K": 256}
+
+
+@pytest.mark.parametrize("backend", ["sm", "ce"])
+def test_early_return_kernel_compiles_as_one_block(backend):
+    """``if pid * BM >= M: return`` is a CFG in TTIR; structurize-returns makes it one block, so
+    the comm programs (sm) and the self-advancing epoch's done-counter sit where every program
+    reaches them."""
+    cx = dict(BM=16, BLOCK=64)
+    sig = {n: ("constexpr" if n in cx else PTRS.get(n, "i32"))
+           for n in U.early_exit_rows.arg_names}
+    fc = syncopate.compile(U.early_exit_rows, signature=sig, constexprs=cx,
+                           schedule=all_gather([512, 64], "bf16", 2), operand="inp_ptr",
+                           backend=backend, comm_programs=4, self_advance=True)
+    after = fc.ir_after["structurize-returns"]
+    assert "cf.cond_br" not in after and "scf.if" in after
+    assert fc.abi.self_advance
+
+
+def test_rows_from_a_size_and_strided_tiles_are_refused_saying_what_to_do():
+    with pytest.raises(CompileError, match=r"multiplies two integer arguments \(M \* stride\)"):
+        fused(U.reversed_rows, dict(BM=16, BLOCK=64), all_gather([512, 64], "bf16", 2),
+              "inp_ptr")
+    with pytest.raises(CompileError, match="reads one index in every 2 .*hint_region2"):
+        fused(U.interleaved_rows, dict(BM=16, BLOCK=64), all_gather([512, 64], "bf16", 2),
+              "inp_ptr")

@@ -159,3 +159,99 @@ def fill_rows(inp_ptr, out_ptr, value, n_cols, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     tl.store(out_ptr + row * n_cols + cols, tl.full((BLOCK,), value, tl.float32).to(tl.bfloat16),
              mask=cols < n_cols)
+
+
+# --------------------------------------------------------------------- session 15's styles
+
+@triton.jit
+def early_exit_rows(inp_ptr, out_ptr, M, n_cols, stride, BM: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    """Guards its tile with an early ``return`` (a grid rounded up past the rows): Triton
+    lowers it to a ``cf.cond_br`` to a returning block (``structurize-returns``)."""
+    pid = tl.program_id(0)
+    if pid * BM >= M:
+        return
+    rows = pid * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BLOCK)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x + 2.0, mask=m)
+
+
+@triton.jit
+def stencil_rows(inp_ptr, out_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """``out[r] = in[r] + in[r + 1]``: each tile reads the first row of the next tile, which
+    may lie in another chunk."""
+    pid = tl.program_id(0)
+    offs = pid * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BLOCK)
+    m0 = (offs[:, None] < M) & (cols[None, :] < n_cols)
+    m1 = (offs[:, None] + 1 < M) & (cols[None, :] < n_cols)
+    x0 = tl.load(inp_ptr + offs[:, None] * stride + cols[None, :], mask=m0, other=0.0)
+    x1 = tl.load(inp_ptr + (offs[:, None] + 1) * stride + cols[None, :], mask=m1, other=0.0)
+    tl.store(out_ptr + offs[:, None] * stride + cols[None, :], x0 + x1, mask=m0)
+
+
+@triton.jit
+def column_sums(inp_ptr, out_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Every program reads every row (a reduction over the gathered dim): it waits for all."""
+    pid = tl.program_id(0)
+    cols = pid * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for r0 in range(0, M, BM):
+        rows = r0 + tl.arange(0, BM)
+        x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :],
+                    mask=(rows[:, None] < M) & (cols[None, :] < n_cols), other=0.0)
+        acc += tl.sum(x.to(tl.float32), axis=0)
+    tl.store(out_ptr + cols, acc.to(tl.bfloat16), mask=cols < n_cols)
+
+
+@triton.jit
+def while_rows(inp_ptr, out_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """A grid-stride walk over row tiles written as a ``while`` loop (``scf.while``)."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    r0 = pid * BM
+    cols = tl.arange(0, BLOCK)
+    while r0 < M:
+        rows = r0 + tl.arange(0, BM)
+        m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+        x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+        tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x * 3.0, mask=m)
+        r0 += nprog * BM
+
+
+@triton.jit
+def int64_rows(inp_ptr, out_ptr, M, n_cols, stride, BLOCK: tl.constexpr):
+    """One row per program, its offset computed in 64 bits (large-tensor style)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(inp_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row * stride + cols, x * x, mask=cols < n_cols)
+
+
+@triton.jit
+def reversed_rows(inp_ptr, out_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Reads rows back to front (``M - 1 - offs``): an index computed from a size times the
+    stride, which the analysis cannot attribute to a dim (refused: hint it)."""
+    pid = tl.program_id(0)
+    offs = pid * BM + tl.arange(0, BM)
+    src = M - 1 - offs
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(inp_ptr + src[:, None] * stride + cols[None, :],
+                mask=(offs[:, None] < M) & (cols[None, :] < n_cols), other=0.0)
+    tl.store(out_ptr + offs[:, None] * stride + cols[None, :], x * 2.0,
+             mask=(offs[:, None] < M) & (cols[None, :] < n_cols))
+
+
+@triton.jit
+def interleaved_rows(inp_ptr, out_ptr, M, n_cols, stride, BM: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    """Even and odd rows in alternate programs: a tile steps through the rows by 2 (refused: a
+    strided tile's elements are not enumerated; hint its box)."""
+    pid = tl.program_id(0)
+    rows = (pid // 2) * (2 * BM) + 2 * tl.arange(0, BM) + pid % 2
+    cols = tl.arange(0, BLOCK)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x + 1.0, mask=m)

@@ -94,6 +94,10 @@ _TERMINATORS = ("scf.yield", "scf.condition", "tt.reduce.return", "tt.scan.retur
                 "tt.return", "tt.map_elementwise.return")
 
 
+#: a function body's branches (its blocks' terminators; :meth:`FunctionCode.cfg` follows them)
+_BRANCHES = ("cf.br", "cf.cond_br")
+
+
 def loc_of(op) -> str:
     from syncopate_mlir.passes.access import loc_str
 
@@ -228,11 +232,15 @@ class FunctionCode:
         self.module_code = module_code
         self.slots: dict[Any, int] = {}
         self.template: list = []
-        block = func.regions[0].blocks[0]
+        blocks = list(func.regions[0].blocks)
+        block = blocks[0]
         self.arg_slots = [self.slot(a) for a in block.args]
         self.arg_types = [a.type for a in block.args]
         self.arg_names = [a.name_hint for a in block.args]
-        self.body, self.body_yields = self.block(block)
+        if len(blocks) == 1:
+            self.body, self.body_yields = self.block(block)
+        else:
+            self.body, self.body_yields = self.cfg(blocks)
 
     # slots -------------------------------------------------------------------------------
     def slot(self, v) -> int:
@@ -254,6 +262,8 @@ class FunctionCode:
             if op.name in _TERMINATORS:
                 term = [self.slot(v) for v in op.operands]
                 continue
+            if op.name in _BRANCHES:
+                continue  # a function's control-flow graph: cfg() follows the edge
             f, g = self.op(op, tensor_mode)
             if f is not None:
                 items.append((f, g))
@@ -273,6 +283,58 @@ class FunctionCode:
             for f in fs:
                 f(env, pc)
             return [env[s] for s in term]
+        return run_plain, False
+
+    def cfg(self, blocks):
+        """A function body of several blocks (Triton lowers an early ``return`` inside an
+        ``if`` to ``cf.cond_br``): each block runs as :meth:`block` does, then its terminator
+        picks the next one and binds that block's arguments (all read before any is written,
+        as a branch passes them); a ``tt.return`` ends the run with its values."""
+        index = {id(b): i for i, b in enumerate(blocks)}
+        arg_slots = [[self.slot(a) for a in b.args] for b in blocks]
+        code = []
+        for b in blocks:
+            run, yields = self.block(b)
+            t = b.last_op
+            if t.name == "cf.br":
+                edge = (index[id(t.successors[0])], [self.slot(v) for v in t.operands])
+                code.append((run, yields, None, edge, edge))
+            elif t.name == "cf.cond_br":
+                code.append((run, yields, self.slot(t.cond),
+                             (index[id(t.then_block)], [self.slot(v) for v in t.then_arguments]),
+                             (index[id(t.else_block)], [self.slot(v) for v in t.else_arguments])))
+            elif t.name == "tt.return":
+                code.append((run, yields, None, None, None))
+            else:
+                raise EmulationError(f"the emulator cannot follow a block that ends in {t.name}",
+                                     loc_of(t))
+
+        def walk(env, pc):
+            i = 0
+            while True:
+                run, yields, cond, taken, other = code[i]
+                if yields:
+                    vals = yield from run(env, pc)
+                else:
+                    vals = run(env, pc)
+                if taken is None:
+                    return vals
+                dest, srcs = taken if cond is None or env[cond] else other
+                values = [env[s] for s in srcs]
+                for s, v in zip(arg_slots[dest], values):
+                    env[s] = v
+                i = dest
+
+        if any(c[1] for c in code):
+            return walk, True
+
+        def run_plain(env, pc):
+            g = walk(env, pc)
+            try:
+                next(g)
+            except StopIteration as done:
+                return done.value
+            raise EmulationError("a block of a function without yields yielded", None)
         return run_plain, False
 
     # ops ---------------------------------------------------------------------------------
