@@ -170,7 +170,7 @@ def test_output_into_a_missing_folder_and_onto_a_file(workdir, capsys):
     alike) and refuses a file in the way before compiling."""
     rc, _, err = run(compile_argv("gemm-ptr", "--shape", "256,128,64", "-o", "a/b/out"), capsys)
     assert rc == 0, err
-    assert (workdir / "a/b/out/01-check-accesses.mlir").exists()
+    assert (workdir / "a/b/out/02-check-accesses.mlir").exists()
     rc, _, err = run(compile_argv("gemm-ptr", "--shape", "256,128,64", "-o", "ag.json"), capsys)
     assert rc == 1 and "a file is in the way" in err
     rc, _, err = run(["schedule", "all-gather", "--shape", "64,8", "--world-size", "2",

@@ -32,7 +32,7 @@ def test_compile_writes_every_stage(tmp_path, capsys):
                "--operand", "a_ptr", "--backend", "ce", "-o", str(out)])
     assert rc == 0, capsys.readouterr().err
     assert (out / "kernel.ptx").read_text().count("ld.acquire.sys") >= 1
-    assert sorted(p.name for p in out.glob("0*.mlir"))[0] == "01-check-accesses.mlir"
+    assert sorted(p.name for p in out.glob("0*.mlir"))[0] == "01-structurize-returns.mlir"
 
 
 def test_compile_bad_input_exits_1_with_a_typed_message(tmp_path, capsys):

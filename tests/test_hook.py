@@ -96,7 +96,7 @@ def test_dump_ir_writes_each_pass(tmp_path, monkeypatch, clean_hook):
     syncopate.compile(copy_rows, signature=SIG, constexprs=CX, schedule=sched, operand="a_ptr",
                       backend="ce")
     files = sorted(p.name for p in tmp_path.rglob("*.mlir"))
-    assert files and files[0].startswith("01-check-accesses")
+    assert files and files[0].startswith("01-structurize-returns")
     assert any("insert-waits" in f for f in files) and any("lower-ce" in f for f in files)
 
 
