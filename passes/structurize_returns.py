@@ -62,7 +62,9 @@ def tree_refusal(region: Region) -> str | None:
     if preds[id(blocks[0])]:
         return "a branch goes back to the entry block (a loop)"
     for b in blocks[1:]:
-        if preds[id(b)] != 1:
+        if preds[id(b)] == 0:
+            return "a block no branch reaches"
+        if preds[id(b)] > 1:
             return (f"a block has {preds[id(b)]} incoming branches (a join or a loop, not a "
                     f"tree)")
     return None
