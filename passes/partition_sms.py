@@ -100,8 +100,10 @@ class PartitionSms(ModulePass):
         blocks = len(func.regions[0].blocks)
         if ret is None or ret.name != "tt.return" or ret.operands or blocks > 1:
             # structurize-returns has made one block of every early-return tree it could
-            why = tree_refusal(func.regions[0]) if blocks > 1 else None
-            why = why or "it does not end in an operand-less tt.return"
+            if blocks == 1:
+                why = "it does not end in an operand-less tt.return"
+            else:  # None: a tree, left for structurize-returns, which did not run before
+                why = tree_refusal(func.regions[0]) or "run structurize-returns before"
             raise CompileError(
                 f"the comm programs need the kernel as one block that ends in its return, and "
                 f"this kernel's control flow cannot be made one ({why}). Write the early exits "

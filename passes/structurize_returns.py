@@ -71,8 +71,8 @@ def tree_refusal(region: Region) -> str | None:
 
 
 def _inline(block: Block) -> list[Operation]:
-    """``block``'s ops, detached, with its terminator's successors structured in place of it
-    (the block is left empty of everything but its terminator, which is erased)."""
+    """``block``'s ops, detached, with its terminator's successors structured in place of the
+    terminator, which is erased (the block is left empty)."""
     term = block.last_op
     ops = [o for o in block.ops if o is not term]
     for o in ops:

@@ -66,13 +66,6 @@ def _gather_case(fn):
                  stride_in=C, stride_out=C), (R,))
 
 
-def _rows_case():
-    R, C = 64, 32
-    inp = PerRank([_rand((R, C), 1), _rand((R, C), 2)])
-    return (U.masked_rows, dict(BLOCK=32), [R, C], "inp_ptr",
-            dict(inp_ptr=inp, out_ptr=np.zeros((R, C), np.float32), n_cols=C, stride=C), (R,))
-
-
 def _tutorial_case():
     """Triton's tutorial GEMM as written there (``corpus/kernels.py``): loop-carried A and B
     pointers, ``% M`` wrapped rows, the K mask ``offs_k < K - k * BLOCK_K`` written from the
@@ -86,7 +79,8 @@ def _tutorial_case():
 
 
 def _rows_of(fn, cx, grid, out_shape=None):
-    """A row-wise kernel of session 15's corpus over a [64, 32] input (the args it takes)."""
+    """A row-wise kernel over a [64, 32] input, given the arguments of those below it takes
+    (``M``, ``n_cols``, ``stride``, ``inp_ptr``, ``out_ptr``)."""
     R, C = 64, 32
     args = dict(inp_ptr=PerRank([_rand((R, C), 1), _rand((R, C), 2)]),
                 out_ptr=np.zeros(out_shape or (R, C), np.float32), M=R, n_cols=C, stride=C)
@@ -106,7 +100,7 @@ CASES = {
     "xt_gemm_2d": _xt_case,
     "row_gather": lambda: _gather_case(U.row_gather),
     "row_gather_hinted": lambda: _gather_case(U.row_gather_hinted),
-    "masked_rows": _rows_case,
+    "masked_rows": lambda: _rows_of(U.masked_rows, dict(BLOCK=32), (64,)),
 }
 
 
