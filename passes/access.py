@@ -1,8 +1,8 @@
 """Access analysis: which region of a communicated tensor each tile reads or writes.
 
-For every ``tt.load``/``tt.store`` through a pointer derived from a communicated kernel
-parameter, and every ``tt.descriptor_load``/``tt.descriptor_store`` through a descriptor built
-on one, the analysis derives a box of the *global* tensor (the schedule's tensor) as
+For every op that accesses memory (:data:`.memory_ops.ACCESSES`: loads, stores, atomics and
+descriptor ops) through a pointer or descriptor derived from a communicated kernel parameter,
+the analysis derives a box of the *global* tensor (the schedule's tensor) as
 ``[lo_d, lo_d + extent_d)`` per dim, where ``lo_d`` is a :class:`~passes.poly.Poly` over scalar
 SSA values (program ids, loop counters, kernel arguments) and ``extent_d`` is a constant (the
 tile size).  The passes then know, symbolically, the chunks a tile touches and can place waits
@@ -20,8 +20,14 @@ order (``stride_am`` before ``stride_ak``) and become launch-time requirements
 miscompile.  ``x % M`` on an index tensor (the tutorial's wrap-around for ragged tiles) is read
 as ``x``: the wrapped rows only feed outputs the store masks out.
 
+Which ops those are is found *forward* from the parameters (:class:`PointerFlow`): every value
+derived from a communicated pointer is followed through every op, loop and branch, so an access
+is never missed because its address is computed in a way the box evaluator does not know; uses
+the analysis does not understand (a call, inline assembly, the pointer stored to memory) are
+recorded for ``check-accesses`` to refuse.
+
 Where it cannot derive a box, :class:`~syncopate.errors.CompileError` names the load and the
-annotation to add: ``syncopate.language.hint_region(ptr, lo0, hi0, ...)`` before the access,
+annotation to add: ``syncopate.language.hint_region2(ptr, lo0, hi0, ...)`` before the access,
 which survives into TTIR as a ``tt.call`` to a no-inline function and is erased here.
 
 The symbolic evaluator of index and pointer values lives in :mod:`.access_eval`, what a hint
@@ -32,19 +38,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects import scf
+from xdsl.dialects import cf, scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from syncopate.errors import CompileError
-from syncopate_mlir.dialects.tt import (
-    DescriptorLoadOp,
-    DescriptorStoreOp,
-    FuncOp,
-    LoadOp,
-    MakeTensorDescOp,
-    StoreOp,
-)
+from syncopate.errors import CompileError, ScheduleError
+from syncopate_mlir.dialects.tt import FuncOp, MakeTensorDescOp, WhileOp
 
 from .abi_info import operands_of
 from .access_eval import AnalysisFailure, Evaluator, PtrVal
@@ -61,13 +60,21 @@ from .ir_utils import (
     param_names,
     shape_of,
 )
+from .memory_ops import (
+    COMPILER,
+    CONTROL,
+    NO_ACCESS,
+    Effect,
+    MemoryOp,
+    accessed_through,
+    box_indices,
+    denial,
+    may_touch_memory,
+    memory_op,
+    written_values,
+)
 from .poly import Poly
 from .schedule_attr import schedule_of
-
-#: the accesses the analysis describes (the ops a wait or a signal is placed around)
-READ_OPS = (LoadOp, DescriptorLoadOp)
-WRITE_OPS = (StoreOp, DescriptorStoreOp)
-_DESCRIPTOR_OPS = (DescriptorLoadOp, DescriptorStoreOp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,10 +98,12 @@ class Access:
     """One access of a communicated tensor by one op."""
 
     op: Operation
-    kind: str                 # "read" | "write"
+    kind: str                 # "read" | "write" | "rmw" (memory_ops.Effect)
     param: str                # the kernel parameter it goes through
     tensor: str               # the schedule tensor it is bound to
-    dims: list[DimRange]
+    #: the box; None only for a read-modify-write whose box could not be derived (every
+    #: atomic on a communicated tensor is refused by check-accesses before a box is needed)
+    dims: list[DimRange] | None
     requirements: dict[str, int] = field(default_factory=dict)  # param -> required value
     hinted: bool = False
 
@@ -128,7 +137,6 @@ class RankPart:
 def rank_parts(sched, operands: dict[str, str]) -> dict[str, RankPart]:
     """Kernel parameter -> :class:`RankPart` for the operands bound to ``view="rank"``
     tensors (a schedule whose parts the kernel cannot offset is refused here)."""
-    from syncopate.errors import ScheduleError
     out = {}
     for param, tensor in operands.items():
         spec = sched.tensors[tensor]
@@ -285,57 +293,26 @@ class AccessAnalysis:
 
     # analysis -------------------------------------------------------------------------------
     def run(self) -> list[Access]:
+        self.flow = PointerFlow(self.func, self.bound)
         self.accesses = []
-        for op in self.func.walk():
-            if isinstance(op, READ_OPS + WRITE_OPS):
-                acc = self._analyze(op)
-                if acc is not None:
-                    self.accesses.append(acc)
+        for op, bases in self.flow.accesses.items():
+            if len(bases) > 1:
+                names = " and ".join(sorted(repr(self.arg_name[b]) for b in bases))
+                raise CompileError(
+                    f"the address of this {op.name} is computed from {names}, which operand= "
+                    f"binds to communicated tensors: the analysis cannot tell which tensor it "
+                    f"touches. Access each communicated tensor through its own pointer",
+                    loc_str(op))
+            self.accesses.append(self._analyze(op, memory_op(op), next(iter(bases))))
         return self.accesses
 
-    def _base_of(self, op: Operation) -> BlockArgument | None:
-        """The kernel parameter an access goes through, or None (not a pointer we track)."""
-        v = op.operands[0]
-        try:
-            if isinstance(op, _DESCRIPTOR_OPS):
-                d = self._descriptor(v)
-                return d[0]
-            return self.ev.pointer(v).base
-        except AnalysisFailure:
-            return self._base_syntactic(v)
-
-    def _base_syntactic(self, v: SSAValue, depth: int = 0) -> BlockArgument | None:
-        """Best-effort walk to a parameter (to tell whether a failed analysis matters)."""
-        if depth > 64:
-            return None
-        if isinstance(v, BlockArgument):
-            if v in self.bound:
-                return v
-            loop = v.block.parent_op()
-            if isinstance(loop, scf.ForOp) and v.index > 0:
-                return self._base_syntactic(loop.operands[3 + v.index - 1], depth + 1)
-            return None
-        ptrs = [o for o in v.op.operands
-                if is_ptr_type(element_type(o.type)) or is_desc_type(o.type)]
-        # a pointer made from integers (tt.int_to_ptr of tt.ptr_to_int + i64 arithmetic):
-        # follow the integers back to the parameter, so the access is reported, not skipped
-        for operand in ptrs or list(v.op.operands):
-            found = self._base_syntactic(operand, depth + 1)
-            if found is not None:
-                return found
-        return None
-
-    def _analyze(self, op: Operation) -> Access | None:
-        kind = "read" if isinstance(op, READ_OPS) else "write"
-        base = self._base_of(op)
-        if base is None or base not in self.bound:
-            return None
+    def _analyze(self, op: Operation, mem: MemoryOp, base: BlockArgument) -> Access:
+        kind = mem.effect.value
         tensor = self.bound[base]
         shape = self.shapes[tensor]
         try:
             part = self.parts.get(self.arg_name[base])
-            if part is not None and (isinstance(op, _DESCRIPTOR_OPS)
-                                     or self._hint_for(op, base) is not None):
+            if part is not None and (mem.descriptor or self._hint_for(op, base) is not None):
                 raise CompileError(
                     f"this {op.name} goes through {self.arg_name[base]!r}, bound to tensor "
                     f"{tensor!r} whose view is 'rank' (the kernel addresses the rank's part): "
@@ -343,11 +320,13 @@ class AccessAnalysis:
                     f"offset by the part; a tensor descriptor or a hint_region would state a "
                     f"box in other coordinates. Use pointer loads/stores for this operand, or "
                     f"a view='global' schedule", loc_str(op))
-            if isinstance(op, _DESCRIPTOR_OPS):
+            if mem.descriptor:
                 dims, req = self._descriptor_region(op, shape)
             else:
-                ptr = self.ev.pointer(op.operands[0])
-                axis_lens = shape_of(op.operands[0].type)
+                ptr = self.ev.pointer(accessed_through(op))
+                if ptr.base is not base:
+                    raise AnalysisFailure(op, "the address is not an offset from one parameter")
+                axis_lens = shape_of(accessed_through(op).type)
                 if part is not None:
                     ptr, rank_var = self._strip_rank_offset(ptr, part, op)
                 dims, req = pointer_region(ptr, axis_lens, shape, self.arg_name, op)
@@ -362,6 +341,9 @@ class AccessAnalysis:
             hinted = self._hint_for(op, base) is not None
             return Access(op, kind, self.arg_name[base], tensor, dims, req, hinted=hinted)
         except AnalysisFailure as failure:
+            if mem.effect is Effect.RMW:
+                # refused by check-accesses whatever its box: asking for a hint would mislead
+                return Access(op, kind, self.arg_name[base], tensor, None)
             hint = self._hint_for(op, base)
             if hint is not None:
                 return self._from_hint(op, kind, base, tensor, shape, hint)
@@ -433,7 +415,7 @@ class AccessAnalysis:
         return base.base, shape_vals, stride_vals, block
 
     def _descriptor_region(self, op: Operation, shape: list[int]):
-        base, shape_vals, stride_vals, block = self._descriptor(op.operands[0])
+        base, shape_vals, stride_vals, block = self._descriptor(accessed_through(op))
         nd = len(shape)
         if len(block) != nd:
             raise AnalysisFailure(op, f"a {len(block)}-d descriptor over a {nd}-d tensor")
@@ -443,8 +425,10 @@ class AccessAnalysis:
             for d in range(nd):
                 self._require(op, shape_vals[d], shape[d], f"descriptor shape[{d}]", req)
                 self._require(op, stride_vals[d], strides[d], f"descriptor stride[{d}]", req)
-        indices = list(op.operands[1:1 + nd]) if isinstance(op, DescriptorLoadOp) else \
-            list(op.operands[2:2 + nd])
+        indices = box_indices(op, nd)
+        if indices is None:
+            raise AnalysisFailure(op, "a descriptor gather or scatter takes its rows from a "
+                                      "tensor of offsets, which the analysis does not follow")
         dims = [DimRange(self.ev.value(indices[d]), block[d]) for d in range(nd)]
         return dims, req
 
@@ -462,6 +446,142 @@ class AccessAnalysis:
         # otherwise: a computed value; checked by the runtime on the descriptor's operand args
 
 
+def address_polys(op: Operation, ev: Evaluator) -> list[Poly] | None:
+    """The index polynomials of a memory access (its flat offset, or a descriptor's start
+    indices); ``[]`` for an op that accesses no memory, None when the analysis cannot follow
+    its address (a descriptor gather/scatter's offsets tensor, an address it cannot evaluate)."""
+    mem = memory_op(op)
+    if mem is None:
+        return []
+    try:
+        if not mem.descriptor:
+            return [ev.pointer(accessed_through(op)).off]
+        if mem.index_start is None:
+            return None
+        return [ev.value(v) for v in op.operands[mem.index_start:]]
+    except AnalysisFailure:
+        return None
+
+
 def _desc_block_type(t):
     return t.parameters[0] if hasattr(t, "parameters") and t.parameters else t
 
+
+
+# --------------------------------------------------------------------------------------------
+# where communicated pointers go (default deny)
+# --------------------------------------------------------------------------------------------
+
+_COMPILER = tuple(COMPILER)
+_NO_ACCESS = tuple(NO_ACCESS)
+_CONTROL = tuple(CONTROL)
+
+
+def carries_address(t) -> bool:
+    """Whether a value of type ``t`` can hold an address: a pointer, a descriptor, or an integer
+    wider than a bit (``tt.ptr_to_int``'s result and arithmetic on it); an ``i1`` (a compare)
+    or a float cannot."""
+    e = element_type(t)
+    if is_ptr_type(e) or is_desc_type(t):
+        return True
+    width = getattr(getattr(e, "width", None), "data", None)
+    return is_int_type(e) and (width is None or width > 1)
+
+
+@dataclass
+class Refusal:
+    """A use of a communicated pointer the analysis does not understand."""
+
+    op: Operation
+    param: BlockArgument
+    reason: str
+
+
+class PointerFlow:
+    """Every value computed from the communicated parameters ``params``, followed forward
+    through every op, loop-carried value and branch of ``func``.
+
+    ``accesses`` maps each op that accesses memory (:data:`.memory_ops.ACCESSES`) through such
+    a value to the parameters its address derives from, in the order the walk meets them;
+    ``refusals`` lists the uses nothing may make of a communicated pointer: an op that may
+    touch memory in ways the analysis does not model (:data:`.memory_ops.DENIED`, or an op no
+    table classifies) and an address written to memory, from where any access could reach the
+    tensor unseen.  Values flow through ops without memory effects (pointer arithmetic,
+    casts, selects, ``ptr_to_int``/``int_to_ptr``) into every result that can hold an address,
+    and through ``scf``/``cf`` into the block arguments and results they feed.  Hint calls and
+    the syncopate ops the later passes insert are neither followed nor refused."""
+
+    def __init__(self, func: Operation, params):
+        self.accesses: dict[Operation, set[BlockArgument]] = {}
+        self.refusals: list[Refusal] = []
+        seen: dict[SSAValue, set[BlockArgument]] = {}
+        work = [(p, p) for p in params]
+        while work:
+            v, param = work.pop()
+            if param in seen.setdefault(v, set()):
+                continue
+            seen[v].add(param)
+            for use in list(v.uses):
+                for out in self._onward(use.operation, use.index, param):
+                    work.append((out, param))
+        # walk order, so that the analysis reports the first access first
+        order = {id(o): i for i, o in enumerate(func.walk())}
+        self.accesses = dict(sorted(self.accesses.items(), key=lambda kv: order[id(kv[0])]))
+        self.refusals.sort(key=lambda r: order.get(id(r.op), -1))
+
+    def _refuse(self, op: Operation, param: BlockArgument, reason: str) -> list:
+        self.refusals.append(Refusal(op, param, reason))
+        return []
+
+    def _onward(self, op: Operation, index: int, param: BlockArgument) -> list[SSAValue]:
+        """The values through which the address in operand ``index`` of ``op`` flows on."""
+        mem = memory_op(op)
+        if mem is not None:
+            if index == 0:
+                self.accesses.setdefault(op, set()).add(param)
+            elif any(op.operands[index] is w for w in written_values(op)):
+                return self._refuse(op, param, "it stores an address into the communicated "
+                                    "tensor to memory, from where another access could reach "
+                                    "the tensor unseen")
+            return []       # a mask, an index or the `other` value: not this tensor's address
+        if is_hint(op) or isinstance(op, _COMPILER + _NO_ACCESS):
+            return []
+        why = denial(op)
+        if why is not None:
+            return self._refuse(op, param, why)
+        if isinstance(op, _CONTROL):
+            return _control_onward(op, index)
+        if may_touch_memory(type(op)):
+            return self._refuse(op, param, "the analysis does not know what this op does with "
+                                "memory")
+        return [r for r in op.results if carries_address(r.type)]
+
+
+def _control_onward(op: Operation, index: int) -> list[SSAValue]:
+    """Where operand ``index`` of a control-flow op goes: loop and branch block arguments,
+    the results of the region op a ``yield`` ends."""
+    if isinstance(op, scf.ForOp):
+        return [op.body.block.args[index - 2], op.results[index - 3]] if index >= 3 else []
+    if isinstance(op, scf.WhileOp):
+        return [op.before_region.block.args[index]]
+    if isinstance(op, scf.ConditionOp):
+        loop = op.parent_op()
+        return [loop.after_region.block.args[index - 1], loop.results[index - 1]] \
+            if index >= 1 else []
+    if isinstance(op, scf.YieldOp):
+        parent = op.parent_op()
+        if isinstance(parent, scf.ForOp):
+            return [parent.results[index], parent.body.block.args[index + 1]]
+        if isinstance(parent, scf.WhileOp):
+            return [parent.before_region.block.args[index]]
+        return [parent.results[index]]
+    if isinstance(op, cf.BranchOp):
+        return [op.successor.args[index]]
+    if isinstance(op, cf.ConditionalBranchOp):
+        then_n = len(op.then_arguments)
+        if index == 0:
+            return []
+        if index <= then_n:
+            return [op.then_block.args[index - 1]]
+        return [op.else_block.args[index - 1 - then_n]]
+    return []       # a condition, a bound or a step: never an address; a return: kernels return nothing

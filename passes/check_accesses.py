@@ -5,11 +5,16 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
 
 * **coverage**: every rank ends the schedule holding the whole of each consumed tensor the
   kernel reads (its boxes do not depend on the rank);
+* **default deny**: every use of a communicated pointer is one the analysis understands
+  (:class:`.access.PointerFlow` over :mod:`.memory_ops`' table): a call, inline assembly or an
+  extern function taking it, or the address stored to memory, is refused -- the access it
+  makes would get no wait and no signal;
 * **roles**: a tensor the schedule delivers to the kernel (consumed: all-gather, all-to-all,
-  ring pass) is only read -- a store into it would race with the comm programs copying it;
-  a tensor the kernel produces for the schedule (reduce-scatter partials) is only written --
-  a read would see a peer's partial or a half-reduced value; a bound operand the kernel never
-  touches is a mistake in ``operand=``;
+  ring pass) is only read -- a store or an atomic into it would race with the comm programs
+  copying it; a tensor the kernel produces for the schedule (reduce-scatter partials) is only
+  written, each element by one store -- a read would see a peer's partial or a half-reduced
+  value, and an atomic (an update of an element any number of times) could land after the
+  chunk's signal; a bound operand the kernel never touches is a mistake in ``operand=``;
 * **bounds**: every access stays inside the schedule's tensor.  A box that leaves a dim other
   than the outermost one would alias the next row, which may belong to a chunk that has not
   arrived (the waits cover only the rows the box names).  Bounds come from the box itself when
@@ -41,14 +46,10 @@ from syncopate.errors import CompileError
 from syncopate_mlir.dialects.tt import (
     BroadcastOp,
     CmpiOp,
-    DescriptorLoadOp,
-    DescriptorStoreOp,
     ExpandDimsOp,
     GetNumProgramsOp,
     GetProgramIdOp,
-    LoadOp,
     SplatOp,
-    StoreOp,
     TransOp,
 )
 
@@ -57,6 +58,7 @@ from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import const_int, int_array_prop, int_prop, loc_str
 from .loop_remap import for_loop_of, ivs_as_iterations
+from .memory_ops import Effect, mask_operand, memory_op
 from .poly import Axis, Poly
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
@@ -64,12 +66,6 @@ from .poly import Axis, Poly
 #: hinted instead)
 _CMP_UPPER = {"slt": 0, "sle": -1}    # l < r (+1 for <=)
 _CMP_LOWER = {"sgt": 0, "sge": -1}    # r < l
-
-
-def mask_of(op) -> SSAValue | None:
-    """The mask operand of a ``tt.load`` / ``tt.store`` (None when it has none or the access
-    is a descriptor op, which TMA clips instead)."""
-    return op.mask if isinstance(op, (LoadOp, StoreOp)) else None
 
 
 def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
@@ -121,6 +117,7 @@ class CheckAccesses(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sched, analysis, accesses = analyze_module(op)
         names = analysis.arg_name
+        self._deny_unknown_uses(analysis)
         axes = sorted({o.axis_int for o in analysis.func.walk()
                        if isinstance(o, (GetProgramIdOp, GetNumProgramsOp))})
         bounds: dict[str, int] = {}
@@ -128,9 +125,9 @@ class CheckAccesses(ModulePass):
             mine = [a for a in accesses if a.tensor == tensor]
             if not mine:
                 raise CompileError(
-                    f"the kernel never loads or stores through {param!r}, which operand= binds "
-                    f"to the schedule's tensor {tensor!r}: bind the parameter that holds that "
-                    f"tensor")
+                    f"the kernel never accesses memory through {param!r} (no load, store, "
+                    f"atomic or descriptor op), which operand= binds to the schedule's tensor "
+                    f"{tensor!r}: bind the parameter that holds that tensor")
             self._check_role(sched, param, tensor, mine)
             part = analysis.parts.get(param)
             shape = list(sched.tensors[tensor].shape)
@@ -151,8 +148,21 @@ class CheckAccesses(ModulePass):
         update_state(op, grid_axes=axes, upper_bounds=bounds)
 
     @staticmethod
+    def _deny_unknown_uses(analysis) -> None:
+        """Refuse the first use of a communicated pointer the analysis does not understand."""
+        for r in analysis.flow.refusals:
+            raise CompileError(
+                f"this {r.op.name} takes a value computed from {analysis.arg_name[r.param]!r}, "
+                f"which operand= binds to the communicated tensor "
+                f"{analysis.bound[r.param]!r}: {r.reason}. The compiler must see every access "
+                f"of a communicated tensor to place its waits and signals", loc_str(r.op))
+
+    @staticmethod
     def _check_role(sched, param: str, tensor: str, accesses: list[Access]) -> None:
         produced = sched.is_produced(tensor)
+        for a in accesses:
+            if a.kind == Effect.RMW.value:
+                _refuse_rmw(a, produced)
         if not produced:
             writes = [a for a in accesses if a.kind == "write"]
             if writes:
@@ -223,7 +233,7 @@ class CheckAccesses(ModulePass):
         if dim.lo.is_const and dim.lo.const_value < 0:
             raise CompileError(f"{what} starts at index {dim.lo.const_value}, before the tensor",
                                where)
-        if a.hinted or isinstance(a.op, (DescriptorLoadOp, DescriptorStoreOp)):
+        if a.hinted or memory_op(a.op).descriptor:
             # a hint asserts its box; a TMA descriptor of the schedule's shape clips at it
             return
         upper = _mask_bound(a, d, ev)
@@ -285,6 +295,27 @@ class CheckAccesses(ModulePass):
             f"row, which may belong to a chunk that has not arrived. Mask the access along dim "
             f"{d} (e.g. `offs < {size}`), or state its box with syncopate.language.hint_region",
             where)
+
+
+def _refuse_rmw(a: Access, produced: bool) -> None:
+    """An atomic (or a TMA reduction) into a communicated tensor, refused with the reason its
+    role gives (docs/soundness.md, "Atomics")."""
+    what = f"this {a.op.name} ({memory_op(a.op).source}) updates {a.param!r} in place"
+    if not produced:
+        raise CompileError(
+            f"{what}, but the schedule delivers tensor {a.tensor!r} to the kernel (a consumed "
+            f"tensor: chunks of it are copied between ranks while the kernel runs, so the "
+            f"update would race with those copies, and a read-modify-write is a write). "
+            f"Update a separate buffer, or bind operand= to a tensor the kernel only reads",
+            loc_str(a.op))
+    raise CompileError(
+        f"{what}, and the kernel produces tensor {a.tensor!r} for the schedule: a produced "
+        f"chunk leaves (or is reduced) once its elements are written, counted one store per "
+        f"element, but an atomic may update an element any number of times (split-K), so the "
+        f"chunk could leave before its last update, and the value it returns would read "
+        f"another rank's data. Write each element of {a.tensor!r} once with tl.store (reduce "
+        f"split-K partials inside the kernel), or run the collective after the kernel "
+        f"(fused=False / an unfused reduce-scatter)", loc_str(a.op))
 
 
 def scalar_upper_bound(p: Poly) -> int | None:
@@ -357,7 +388,7 @@ def _mask_bounds(a: Access, d: int, ev: Evaluator) -> list[Poly]:
     """Every upper bound ``B`` (no axis variables) that a conjunct of the access's mask imposes
     on its index along dim ``d`` (``index < B`` in every active lane)."""
     index = a.dims[d].index
-    mask = mask_of(a.op)
+    mask = mask_operand(a.op)
     if index is None or mask is None:
         return []
     # one form for a loop's counter: a loop-carried pointer's start is in iterations, a mask

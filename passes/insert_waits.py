@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, TensorType, i1, i32
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -34,6 +34,7 @@ from .abi_info import abi_args, update_state
 from .access import Access, analyze_module
 from .builder import Builder
 from .ir_utils import defined_inside, loc_str, shape_of
+from .memory_ops import Effect, memory_op
 from .poly import IterCount
 
 _LOOPS = ("scf.for", "scf.while")
@@ -142,19 +143,24 @@ class InsertWaits(ModulePass):
             new_lb = b.add(lb, b.cast(token, lb.type)) if lb.type != token.type else b.add(lb, token)
             anchor.operands[0] = new_lb
             return
-        if anchor.name == "tt.descriptor_load":
-            idx = anchor.operands[1]
-            anchor.operands[1] = b.add(idx, b.cast(token, idx.type))
+        mem = memory_op(anchor)
+        if mem is not None and mem.descriptor:
+            # a descriptor load's first start index, a gather's column offset (its row offsets
+            # are a tensor): the TMA request cannot be issued before the wait's token exists
+            at = mem.index_start if mem.index_start is not None else 2
+            idx = anchor.operands[at]
+            anchor.operands[at] = b.add(idx, b.cast(token, idx.type))
             return
-        if anchor.name == "tt.load":
-            from xdsl.dialects.builtin import i1
+        if mem is not None and mem.mask is not None and mem.effect is Effect.READ:
             ptr_ty = anchor.operands[0].type
             ok = b.cmp("eq", token, b.const(0))
             if shape_of(ptr_ty):
-                from xdsl.dialects.builtin import TensorType
                 mask_ty = TensorType(i1, shape_of(ptr_ty))
                 ok = b.tt("tt.splat", [ok], [mask_ty]).results[0]
             _and_mask(anchor, ok, b)
+            return
+        raise CompileError(f"internal: cannot make this {anchor.name} depend on its chunk "
+                           f"wait", loc_str(anchor))
 
 
 def _and_mask(load: Operation, ok: SSAValue, b: Builder) -> None:
@@ -166,7 +172,6 @@ def _and_mask(load: Operation, ok: SSAValue, b: Builder) -> None:
         load.operands[1] = b.andi(mask, ok)
         return
     if sizes is not None and len(sizes) >= 2 and sizes[1] == 0:
-        from xdsl.dialects.builtin import DenseArrayBase, i32
         new_operands = [load.operands[0], ok] + list(load.operands[1:])
         sizes[1] = 1
         load.operands = new_operands

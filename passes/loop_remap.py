@@ -28,19 +28,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, cf, scf
 from xdsl.ir import BlockArgument, SSAValue
 
 from syncopate_mlir.dialects.syncopate import RemapOp
+from syncopate_mlir.dialects.tt import AssertOp, PrintOp
 
+from .access import address_polys
 from .access_eval import AnalysisFailure
 from .builder import Builder
 from .ir_utils import const_int, loc_str
+from .memory_ops import DENIED, writes_memory
 from .poly import IterCount, Poly
 
 _FLOATS = ("f16", "f32", "f64", "bf16")
-#: ops with effects the order of a loop's iterations would change (besides writes)
-_OPAQUE = ("tt.call", "tt.elementwise_inline_asm", "tt.print", "tt.assert")
+#: ops with effects the order of a loop's iterations would change (besides writes): what the
+#: analysis does not model, and what prints or traps in program order
+_OPAQUE = tuple(DENIED) + (PrintOp, AssertOp, cf.AssertOp)
 
 
 @dataclass
@@ -150,11 +154,10 @@ def _inside(v: SSAValue, loop) -> bool:
     return False
 
 
-def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev, address_polys,
-                 writes) -> str | None:
+def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev) -> str | None:
     """Why renumbering the iterations of ``lc.loop`` by a per-rank permutation of the ``tiles``
     blocks would not give the unfused kernel's results (up to rounding with ``reorder``), or
-    None.  ``address_polys(op, ev)`` and ``writes`` are tile-remap's."""
+    None."""
     loop = lc.loop
     ub = const_int(loop.ub)
     if ub is None:
@@ -181,10 +184,10 @@ def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev, addres
     for op in loop.walk():
         if op is loop:
             continue
-        if isinstance(op, writes):
+        if writes_memory(op):
             return (f"the loop{_where(loop)} writes memory ({op.name}{_where(op)}): the order of "
                     f"its iterations is the order of its writes")
-        if op.name in _OPAQUE:
+        if isinstance(op, _OPAQUE):
             return f"the loop{_where(loop)} contains a {op.name}{_where(op)}"
     inside = {id(o) for o in loop.walk()}
     it = IterCount(loop)

@@ -16,17 +16,14 @@ from xdsl.dialects import arith, scf
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from syncopate_mlir.dialects.tt import (
-    AtomicCASOp,
-    AtomicRMWOp,
     CallOp,
-    DescriptorLoadOp,
     ElementwiseInlineAsmOp,
     GetNumProgramsOp,
     GetProgramIdOp,
-    LoadOp,
 )
 
 from .ir_utils import is_int_type, is_tensor
+from .memory_ops import Effect, memory_op
 
 #: ops whose result is a pure function of pure operands (scalar integer arithmetic); the
 #: mirror's overrides of ``arith.cmpi``/``select``/``extsi``/``extui``/``trunci`` subclass
@@ -43,10 +40,9 @@ PURE_OPS = (
 #: unregistered ops, so this matches only once one of them defines the op
 _PURE_BY_NAME = frozenset({"arith.index_castui"})
 
-#: ops whose result may differ between launches or ranks for the same program id
+#: ops whose result may differ between launches or ranks for the same program id (besides
+#: memory accesses, which memory_ops classifies)
 _WHY = (
-    ((LoadOp, DescriptorLoadOp), "a value loaded from memory"),
-    ((AtomicRMWOp, AtomicCASOp), "the result of an atomic"),
     (CallOp, "the result of a function call"),
     (ElementwiseInlineAsmOp, "the result of inline assembly"),
 )
@@ -58,6 +54,10 @@ def is_pure_op(op: Operation) -> bool:
 
 
 def _why(op: Operation) -> str:
+    mem = memory_op(op)
+    if mem is not None:
+        return "a value loaded from memory" if mem.effect is Effect.READ else \
+            "the result of an atomic"
     for classes, why in _WHY:
         if isinstance(op, classes):
             return why

@@ -33,29 +33,17 @@ from xdsl.passes import ModulePass
 
 from syncopate.schedule.model import Schedule
 from syncopate_mlir.dialects.syncopate import RemapOp
-from syncopate_mlir.dialects.tt import (
-    AtomicCASOp,
-    AtomicRMWOp,
-    DescriptorLoadOp,
-    DescriptorStoreOp,
-    GetProgramIdOp,
-    LoadOp,
-    StoreOp,
-)
+from syncopate_mlir.dialects.tt import GetProgramIdOp
 
 from .abi_info import abi_args, get_state, reduce_of, update_state
-from .access import analyze_module
+from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import is_int_type, is_tensor, loc_str
 from .loop_remap import loop_coordinate, loop_refusal, remap_loop
+from .memory_ops import writes_memory
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
-
-#: ops that address memory through a pointer operand (operand 0) or a descriptor
-_POINTER_ACCESS = (LoadOp, StoreOp, AtomicRMWOp, AtomicCASOp)
-_WRITES = (StoreOp, AtomicRMWOp, AtomicCASOp, DescriptorStoreOp)
-
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
     """``lo / extent`` when every coefficient of ``lo`` is a multiple of the tile size and the
@@ -160,7 +148,7 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
     for x in values:
         roots |= _roots(x)
     for op in func.walk():
-        polys = _address_polys(op, ev)
+        polys = address_polys(op, ev)
         if polys is None:
             if _reaches(op, ids | set(opaque)):
                 return f"cannot follow the address of the {op.name}{_where(op)}"
@@ -178,7 +166,7 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
                 if not all(uniform(v) for v in rest):
                     return (f"the {op.name}{_where(op)} multiplies the tile coordinate by a "
                             f"value that differs between programs")
-        if isinstance(op, _WRITES) and not mentions:
+        if writes_memory(op) and not mentions:
             leaves = set()
             for poly in polys:
                 for v in poly.vars():
@@ -214,21 +202,6 @@ def _where(x) -> str:
     op = x if not isinstance(x, SSAValue) else (x.op if isinstance(x, OpResult) else None)
     loc = loc_str(op) if op is not None else None
     return f" at {loc}" if loc else ""
-
-
-def _address_polys(op, ev: Evaluator) -> list[Poly] | None:
-    """The index polynomials of a memory access (flat offset, or descriptor indices); ``[]``
-    for ops that are not accesses, None when the analysis cannot follow them."""
-    try:
-        if isinstance(op, _POINTER_ACCESS):
-            return [ev.pointer(op.operands[0]).off]
-        if isinstance(op, DescriptorLoadOp):
-            return [ev.value(v) for v in op.operands[1:]]
-        if isinstance(op, DescriptorStoreOp):
-            return [ev.value(v) for v in op.operands[2:]]
-    except AnalysisFailure:
-        return None
-    return []
 
 
 def _reaches(op, ids: set[int]) -> bool:
@@ -372,8 +345,7 @@ class TileRemap(ModulePass):
                            f"left as written")
         size = sched.tensors[tensor].shape[dim]
         tiles = -(-size // block)
-        why = loop_refusal(analysis.func, lc, tiles, reorder, analysis.ev, _address_polys,
-                           _WRITES)
+        why = loop_refusal(analysis.func, lc, tiles, reorder, analysis.ev)
         if why is not None:
             return False, f"{head} not remapped: {why}; tile order left as written"
         _, table = remap_table(sched, tensor, dim, block, role)

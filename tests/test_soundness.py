@@ -122,7 +122,7 @@ def test_produced_operand_that_the_kernel_reads_is_refused():
 
 
 def test_operand_the_kernel_never_touches_is_refused():
-    with pytest.raises(CompileError, match="never loads or stores through 'inp_ptr'"):
+    with pytest.raises(CompileError, match="never accesses memory through 'inp_ptr'"):
         fused(U.fill_rows, dict(BLOCK=64), all_gather([512, 64], "bf16", 2), "inp_ptr")
 
 
