@@ -208,13 +208,13 @@ def bits_of(x, et: EType) -> np.ndarray:
     if et.is_bf16:
         b = (round_bf16(a.astype(np.float32)).view(np.uint32) >> 16).astype(np.uint16)
         return np.where(np.isnan(a), b | np.uint16(0x40), b)
-    return np.ascontiguousarray(a.astype(et.np, copy=False)).view(_UINT[et.bits])
+    return a.astype(et.np, copy=False).view(_UINT[et.bits])
 
 
 def from_bits(b, et: EType) -> np.ndarray:
     """Values of type ``et`` (in ``et``'s storage) with the bit patterns ``b``."""
     _check_bits_type(et)
-    u = np.ascontiguousarray(np.asarray(b).astype(_UINT[et.bits], copy=False))
+    u = np.asarray(b).astype(_UINT[et.bits], copy=False)
     if et.is_bf16:
         return (u.astype(np.uint32) << 16).view(np.float32)
     return u.view(et.np)

@@ -273,11 +273,10 @@ def _rmw_fn(kind, et, where):
     fn = None
     if kind == "fadd" and et.kind == "float":
         fn = _fadd_fn(et)
-    elif kind == "exch" and et.kind in ("int", "float") and et.bits in (16, 32, 64):
-        fn = (lambda old, val: val)
-    elif kind in ("and", "or", "xor") and et.kind in ("int", "float") and et.bits in (32, 64) \
-            and not et.is_bf16:
-        op = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
+    elif kind in ("and", "or", "xor", "exch") and et.kind in ("int", "float") and \
+            et.bits in (32, 64):  # PTX has them on .b32/.b64 only
+        op = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+              "exch": lambda old, val: val}[kind]
         fn = _bitwise(op, et)
     elif et.kind == "int" and et.bits in (32, 64):
         if kind == "add":
