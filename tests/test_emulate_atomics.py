@@ -22,8 +22,9 @@ interpreter in a subprocess (``TRITON_INTERPRET=1``).  What is compared:
 
 The semantics Triton's interpreter does not model -- f32 atomic adds on global memory flush
 subnormals to zero (PTX ``atom.add.f32``) -- are tested against the PTX rule below.  Also here:
-pointer bitcasts as typed views (issue 28, item 4: fp32 ``tl.atomic_max`` row maxima), and
-float atomic order in a fused emulation (issue 28, item 5).
+pointer bitcasts as typed views (issue 28, item 4: fp32 ``tl.atomic_max`` row maxima; a view
+of a communicated tensor still seen by the race checker).  Float atomic order in a fused
+emulation (issue 28, item 5): tests/test_emulate_atomics_order.py.
 """
 
 from __future__ import annotations
@@ -35,17 +36,20 @@ import pytest
 import triton
 import triton.language as tl
 
-from atomics_interp_worker import BITS, DTYPES, KINDS, LEGAL, N, SEGMENTS, atomics_kernel, \
-    segments_of
-from interp_runner import run_interpreter_worker
-from syncopate.emulate import kernel_ttir
+import syncopate.language as sl
+from syncopate.emulate import PerRank, emulate_module, fuse_module, kernel_ttir, mutations
 from syncopate.emulate.interpreter import Machine, ModuleCode, ProgramCtx
 from syncopate.emulate.memory import Buffer, Ptr, etype_named
 from syncopate.emulate.reference import float_atomic_bound
 from syncopate.errors import EmulationError
+from syncopate.schedule import all_gather
+
+from atomics_interp_worker import (BITS, DTYPES, KINDS, LEGAL, N, SEGMENTS, atomics_kernel,
+                                   segments_of)
+from interp_runner import run_interpreter_worker
 
 WORKER = pathlib.Path(__file__).with_name("atomics_interp_worker.py")
-SEED = 28_4_5
+SEED = 2845
 NSEG = len(SEGMENTS)
 #: the emulator's element type (MLIR has no unsigned types) of each dtype
 EMU_TYPE = {"i16": "i16", "u16": "i16", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64",
@@ -432,3 +436,39 @@ def test_views_share_bytes_and_shadow_state():
     with pytest.raises(EmulationError, match="f8E4M3FN"):
         Buffer("b", 0, etype_named("f8E4M3FN"), np.ones(4, np.float32)).view(etype_named("i8"))
 
+
+
+@triton.jit
+def _rows_bits(inp_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    """Each row of the gathered ``inp`` read through an i32 view: its bits, xor 0x55."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    bits_ptr = inp_ptr.to(tl.pointer_type(tl.int32), bitcast=True)
+    sl.hint_region2(inp_ptr, row, row + 1, 0, BLOCK)
+    x = tl.load(bits_ptr + row * stride + cols, mask=cols < n_cols)
+    tl.store(out_ptr + row * stride + cols, x ^ 0x55, mask=cols < n_cols)
+
+
+def test_views_of_a_communicated_tensor_are_checked():
+    """Loads through a bitcast pointer into an all-gathered tensor read its bits and reach the
+    race checker's shadow state: clean as compiled, a read-before-arrival once a wait is
+    dropped."""
+    R, C = 64, 32
+    rng = np.random.default_rng(SEED)
+    inp = [rng.standard_normal((R, C)).astype(np.float32) for _ in range(2)]
+    module, local = fuse_module(
+        _rows_bits, signature={"inp_ptr": "*fp32", "out_ptr": "*i32", "n_cols": "i32",
+                               "stride": "i32", "BLOCK": "constexpr"},
+        constexprs={"BLOCK": 32}, schedule=all_gather([R, C], "fp32", 2, split=2),
+        operand="inp_ptr", backend="sm", comm_programs=2)
+    kw = dict(grid=(R,), args=dict(inp_ptr=PerRank(inp), out_ptr=np.zeros((R, C), np.int32),
+                                   n_cols=C, stride=C),
+              policies=("in-order", "late", "random:1"), launches=1)
+    res = emulate_module(module, local, **kw)
+    assert res.ok, res.summary()
+    gathered = np.concatenate([inp[0][:R // 2], inp[1][R // 2:]])
+    for ranks in res.outputs.values():
+        for r in (0, 1):
+            assert (ranks[r]["out_ptr"] == (gathered.view(np.int32) ^ 0x55).reshape(-1)).all()
+    res = emulate_module(mutations.drop_wait(module), local, **kw)
+    assert res.races_of("read-before-arrival"), res.summary()
