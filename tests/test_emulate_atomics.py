@@ -35,6 +35,17 @@ import numpy as np
 import pytest
 import triton
 import triton.language as tl
+from atomics_interp_worker import (
+    BITS,
+    DTYPES,
+    KINDS,
+    LEGAL,
+    SEGMENTS,
+    N,
+    atomics_kernel,
+    segments_of,
+)
+from interp_runner import run_interpreter_worker
 
 import syncopate.language as sl
 from syncopate.emulate import PerRank, emulate_module, fuse_module, kernel_ttir, mutations
@@ -43,10 +54,6 @@ from syncopate.emulate.memory import Buffer, Ptr, etype_named
 from syncopate.emulate.reference import float_atomic_bound
 from syncopate.errors import EmulationError
 from syncopate.schedule import all_gather
-
-from atomics_interp_worker import (BITS, DTYPES, KINDS, LEGAL, N, SEGMENTS, atomics_kernel,
-                                   segments_of)
-from interp_runner import run_interpreter_worker
 
 WORKER = pathlib.Path(__file__).with_name("atomics_interp_worker.py")
 SEED = 2845
@@ -240,7 +247,7 @@ def _same(a, b, dtype, fadd) -> bool:
 
 def _check_segment(dtype, kind, seg, inp, emu, ref) -> list[str]:
     """Every rule of the module docstring on one segment; what broke."""
-    scalar, mask, dup = SEGMENTS[seg]
+    scalar, mask, _ = SEGMENTS[seg]
     b = (KINDS.index(kind) * NSEG + seg) * N
     lanes = [0] if scalar else list(range(N))
     fadd = kind == "add" and dtype in FLOATS

@@ -42,7 +42,7 @@ def splitk_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
     rn = (pid % n_tiles_n) * BN + tl.arange(0, BN)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     k_steps = tl.cdiv(K, BK * SPLIT_K)
-    for s in range(0, k_steps):
+    for s in range(k_steps):
         rk = (pid_k * k_steps + s) * BK + tl.arange(0, BK)
         a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :], mask=rk[None, :] < K,
                     other=0.0)
@@ -58,7 +58,7 @@ def splitk_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
     tl.atomic_add(c, acc)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fused(mutation: int):
     cx = dict(CX, MUTATION=mutation)
     return fuse_module(splitk_gemm, signature={**SIG, **{k: "constexpr" for k in cx}},

@@ -266,7 +266,7 @@ class Buffer:
     addr: int = 0
     is_flags: bool = False
     #: the buffer this one is a typed view of (its storage is ``data``), or None
-    viewed: "Buffer | None" = None
+    viewed: Buffer | None = None
     #: launch -> its float atomic adds into this buffer (:class:`FaddLog`; on the viewed buffer)
     fadd: dict = field(default_factory=dict, repr=False)
     _views: dict = field(default_factory=dict, repr=False)
@@ -286,11 +286,11 @@ class Buffer:
         return max(1, self.et.bits // 8)
 
     @property
-    def base(self) -> "Buffer":
+    def base(self) -> Buffer:
         """The buffer that owns the storage and the shadow state (itself unless a view)."""
         return self.viewed if self.viewed is not None else self
 
-    def view(self, et: EType, where: str | None = None) -> "Buffer":
+    def view(self, et: EType, where: str | None = None) -> Buffer:
         """The elements of this buffer as type ``et`` (same size): the same storage and shadow
         state, accessed by bit pattern (:meth:`read`, :meth:`write`). One view per type."""
         base = self.base

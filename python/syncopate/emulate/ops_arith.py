@@ -22,16 +22,7 @@ from .interpreter import (
     handler,
     loc_of,
 )
-from .memory import (
-    Ptr,
-    PtrTensor,
-    bits_of,
-    etype_of,
-    from_bits,
-    round_float,
-    to_etype,
-    wrap_int,
-)
+from .memory import Ptr, PtrTensor, bits_of, etype_of, from_bits, round_float, to_etype, wrap_int
 
 
 @handler("arith.constant")

@@ -44,6 +44,7 @@ def _typed(buf, et, where):
         return buf
     return buf.view(et, where)
 
+
 # ---- pointers and memory
 
 
