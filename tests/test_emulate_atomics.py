@@ -54,6 +54,8 @@ from syncopate.emulate.memory import Buffer, Ptr, etype_named
 from syncopate.emulate.reference import float_atomic_bound
 from syncopate.errors import EmulationError
 from syncopate.schedule import all_gather
+from syncopate_mlir.bridge import ttir_to_xdsl
+from syncopate_mlir.context import make_context
 
 WORKER = pathlib.Path(__file__).with_name("atomics_interp_worker.py")
 SEED = 2845
@@ -153,8 +155,6 @@ def _mask_of(dtype) -> int:
 # ------------------------------------------------------------------ the emulator's side
 
 def _module(text):
-    from syncopate_mlir.bridge import ttir_to_xdsl
-    from syncopate_mlir.context import make_context
     return ttir_to_xdsl(text, make_context())
 
 

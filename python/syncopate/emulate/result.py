@@ -17,7 +17,8 @@ __all__ = ["EmulationResult"]
 @dataclass
 class EmulationResult:
     """What an emulation found.  ``ok`` is False when the checker reported a race, or an
-    output differed from the reference."""
+    output differed from the reference; ``notes`` (elements within the rounding bound of their
+    float atomic adds, "float atomic order") are not problems."""
 
     world_size: int
     backend: str
