@@ -63,7 +63,7 @@ SEGMENTS = (
     (True, "true", False),
     (True, "false", False),
 )
-#: numpy storage of each dtype's bit patterns, and its width
+#: the width in bits of each dtype an atomic takes
 BITS = {"i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64, "u64": 64, "fp16": 16,
         "bf16": 16, "fp32": 32, "fp64": 64}
 
