@@ -181,7 +181,8 @@ class Emulation:
         result.races.extend(checker.races)
         if self.self_advance and not blocked:
             self._check_self_advance(world, launches, policy, result)
-        self._reference.compare(snapshots, seed, policy, result, complete=not blocked)
+        self._reference.compare(snapshots, seed, policy, result, complete=not blocked,
+                                fadd=lambda r, p, e: world.bufs[r][p].fadd.get(e))
         result.outputs[policy] = {r: {p: b.data.copy() for p, b in world.bufs[r].items()}
                                   for r in range(self.W)}
         result.stats[policy] = dict(seconds=round(time.perf_counter() - t0, 3),

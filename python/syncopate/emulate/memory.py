@@ -17,10 +17,28 @@ gets a fake, unique, 4 KiB-aligned base address so that address arithmetic (the 
 of ``syncopate.peer_ptr``: ``ptr - mine + theirs``) and ``tt.int_to_ptr`` resolve back to a
 buffer of the right rank.
 
+Memory is bytes, as on the GPU: an access reads or writes the bit patterns of the type the op
+names.  A pointer whose element type differs from its buffer's (``tt.bitcast`` of a pointer,
+``tt.int_to_ptr`` of an address) is a pointer into a *view* of the buffer (:meth:`Buffer.view`):
+the same elements, the same shadow state, another element type of the same size; reading an
+``i32`` view of an ``f32`` buffer gives the float's bit pattern, writing it writes bits.  That is
+how Triton's ``tl.atomic_max``/``tl.atomic_min`` of floats work (integer max/min on the bits,
+signed for non-negative operands and unsigned for negative ones).  A view converts on every
+access (:func:`bits_of` of the viewed buffer's storage, :func:`from_bits` to the view's type), so
+bf16 can keep its float32 storage: a bf16 value is exactly the upper half of its float32, so its
+16 bits are recovered without loss.  Views of fp8 buffers are refused (the float32 storage of a
+value cannot keep the several NaN encodings of ``f8E5M2``), as are views between types of
+different sizes (an access would cover parts of several elements).
+
 Shadow state (per element of a *tracked* buffer, i.e. a communicated tensor or an epilogue
 slot): ``epoch_of`` -- which launch's data the element holds (0: none yet); ``remote_read`` --
 the last epoch for which a peer (a pull transfer, a ``sum`` chunk's destination) finished
-reading it.  The race checker (``checker.py``) reads and updates both.
+reading it.  The race checker (``checker.py``) reads and updates both, always on the viewed
+buffer (:attr:`Buffer.base`): a view has no shadow state of its own.
+
+Float atomic adds are logged per launch (:class:`FaddLog`): how many adds each element took and
+the largest magnitude it held meanwhile -- what the comparison with the unfused kernel needs to
+tell an order-dependent rounding from a wrong value (``reference.py``).
 """
 
 from __future__ import annotations
@@ -167,14 +185,72 @@ def wrap_int(v: int, bits: int) -> int:
     return v - m if v >= (m >> 1) else v
 
 
+# ----------------------------------------------------------------------------- bit patterns
+
+_UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _check_bits_type(et: EType, where: str | None = None) -> None:
+    if et.kind not in ("int", "float") or et.bits not in _UINT:
+        raise EmulationError(f"the emulator has no bit-level view of {et.name} values", where)
+    if et.is_f8:
+        raise EmulationError(f"a bit-level view of {et.name} is not modelled (fp8 values are kept "
+                             f"as float32, which cannot keep every NaN encoding of the format)",
+                             where)
+
+
+def bits_of(x, et: EType) -> np.ndarray:
+    """The bit patterns (unsigned ``et.bits``-bit integers) of values ``x`` of type ``et``
+    (in ``et``'s storage).  bf16: the upper half of the float32 after rounding to bf16 (a NaN
+    whose payload lies only in the lower half keeps its quiet bit, so it stays a NaN)."""
+    _check_bits_type(et)
+    a = np.asarray(x)
+    if et.is_bf16:
+        b = (round_bf16(a.astype(np.float32)).view(np.uint32) >> 16).astype(np.uint16)
+        return np.where(np.isnan(a), b | np.uint16(0x40), b)
+    return a.astype(et.np, copy=False).view(_UINT[et.bits])
+
+
+def from_bits(b, et: EType) -> np.ndarray:
+    """Values of type ``et`` (in ``et``'s storage) with the bit patterns ``b``."""
+    _check_bits_type(et)
+    u = np.asarray(b).astype(_UINT[et.bits], copy=False)
+    if et.is_bf16:
+        return (u.astype(np.uint32) << 16).view(np.float32)
+    return u.view(et.np)
+
+
 # ----------------------------------------------------------------------------- buffers
 
 _NEXT_ADDR = [1 << 32]
 
 
+@dataclass
+class FaddLog:
+    """One launch's float atomic adds into a buffer, per element: how many (``count``) and the
+    largest finite magnitude the element held before or after one of them (``scale``); ``et``
+    is the added type.  A plain store (or another atomic) restarts an element's sequence."""
+
+    et: EType
+    count: np.ndarray
+    scale: np.ndarray
+
+    def note(self, offs: np.ndarray, old, new) -> None:
+        """Distinct elements ``offs`` went from ``old`` to ``new`` by one add each."""
+        self.count[offs] += 1
+        mag = np.fmax(np.abs(np.asarray(old, np.float64)), np.abs(np.asarray(new, np.float64)))
+        mag = np.where(np.isfinite(mag), mag, 0.0)
+        self.scale[offs] = np.fmax(self.scale[offs], mag)
+
+    def restart(self, offs: np.ndarray) -> None:
+        self.count[offs] = 0
+        self.scale[offs] = 0.0
+
+
 @dataclass(eq=False)
 class Buffer:
-    """One rank's copy of a kernel argument (or flag array), flattened."""
+    """One rank's copy of a kernel argument (or flag array), flattened -- or a typed view of
+    one (:meth:`view`; ``viewed`` is then the buffer whose storage ``data`` is)."""
 
     name: str
     rank: int
@@ -189,10 +265,18 @@ class Buffer:
     remote_read: np.ndarray | None = None
     addr: int = 0
     is_flags: bool = False
+    #: the buffer this one is a typed view of (its storage is ``data``), or None
+    viewed: Buffer | None = None
+    #: launch -> its float atomic adds into this buffer (:class:`FaddLog`; on the viewed buffer)
+    fadd: dict = field(default_factory=dict, repr=False)
+    _views: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         if not self.shape:
             self.shape = (int(self.data.size),)
+        if self.viewed is not None:
+            self.addr = self.viewed.addr
+            return
         esize = max(1, self.et.bits // 8)
         self.addr = _NEXT_ADDR[0]
         _NEXT_ADDR[0] += (self.data.size * esize + 4095) // 4096 * 4096 + 4096
@@ -201,10 +285,63 @@ class Buffer:
     def esize(self) -> int:
         return max(1, self.et.bits // 8)
 
+    @property
+    def base(self) -> Buffer:
+        """The buffer that owns the storage and the shadow state (itself unless a view)."""
+        return self.viewed if self.viewed is not None else self
+
+    def view(self, et: EType, where: str | None = None) -> Buffer:
+        """The elements of this buffer as type ``et`` (same size): the same storage and shadow
+        state, accessed by bit pattern (:meth:`read`, :meth:`write`). One view per type."""
+        base = self.base
+        if et.name == base.et.name:
+            return base
+        v = base._views.get(et.name)
+        if v is None:
+            _check_bits_type(base.et, where)
+            _check_bits_type(et, where)
+            if et.bits != base.et.bits:
+                raise EmulationError(f"a {base.et.name} buffer ({base.name}) accessed as "
+                                     f"{et.name}: the emulator models views between element "
+                                     f"types of the same size only", where)
+            v = Buffer(base.name, base.rank, et, base.data, base.shape, base.tensor,
+                       base.epoch_of, base.remote_read, is_flags=base.is_flags, viewed=base)
+            base._views[et.name] = v
+        return v
+
+    def read(self, offs) -> np.ndarray:
+        """The values at element offsets ``offs`` (no bounds check), in ``et``'s storage."""
+        if self.viewed is None:
+            return self.data[offs]
+        return from_bits(bits_of(self.data[offs], self.viewed.et), self.et)
+
+    def write(self, offs, vals) -> None:
+        """Store ``vals`` (``et``'s storage) at element offsets ``offs`` (no bounds check)."""
+        if self.viewed is None:
+            self.data[offs] = vals
+        else:
+            self.data[offs] = from_bits(bits_of(vals, self.et), self.viewed.et)
+
+    def fadd_log(self, epoch: int, et: EType) -> FaddLog:
+        """The float atomic adds of launch ``epoch`` into this buffer (created empty)."""
+        base = self.base
+        lg = base.fadd.get(epoch)
+        if lg is None:
+            n = base.data.size
+            lg = base.fadd[epoch] = FaddLog(et, np.zeros(n, np.int64), np.zeros(n, np.float64))
+        return lg
+
+    def restart_fadd(self, epoch: int, offs) -> None:
+        """Elements ``offs`` were written by something other than a float atomic add."""
+        lg = self.base.fadd.get(epoch)
+        if lg is not None:
+            lg.restart(offs)
+
     def track(self, tensor: str | None) -> None:
         self.tensor = tensor
         self.epoch_of = np.zeros(self.data.size, dtype=np.int32)
         self.remote_read = np.zeros(self.data.size, dtype=np.int32)
+        self._views.clear()  # views share the shadow arrays: make them afresh
 
     @property
     def tracked(self) -> bool:

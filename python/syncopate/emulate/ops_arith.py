@@ -22,7 +22,7 @@ from .interpreter import (
     handler,
     loc_of,
 )
-from .memory import EType, PtrTensor, etype_of, round_float, to_etype, wrap_int
+from .memory import Ptr, PtrTensor, bits_of, etype_of, from_bits, round_float, to_etype, wrap_int
 
 
 @handler("arith.constant")
@@ -346,21 +346,28 @@ def _fcast(fc, op, tm):
 
 @handler("arith.bitcast", "tt.bitcast")
 def _bitcast(fc, op, tm):
+    """A value bitcast reinterprets bit patterns (``memory.bits_of``/``from_bits``); a pointer
+    bitcast gives a pointer into a typed view of the same buffer (``memory.Buffer.view``), so
+    that what is loaded, stored or atomically updated through it is bits, not values."""
     a, r = _ops(fc, op)[0], _res(fc, op)
     src = etype_of(op.operands[0].type)
     dst = etype_of(op.results[0].type)
     where = loc_of(op)
+    tensor = _is_tensor(op.results[0].type)
     if src.kind == "ptr" or dst.kind == "ptr":
+        if src.kind != dst.kind:
+            raise EmulationError("bitcast between a pointer and a non-pointer", where)
+        t = op.results[0].type
+        pointee = etype_of(t.element_type.pointee_type if tensor else t.pointee_type)
+
         def fp(env, pc):
             x = env[a]
-            if src.kind == dst.kind == "ptr":
-                # pointee change: only same-size reinterpretation is modelled
-                if etype_of(op.results[0].type.element_type.pointee_type if _is_tensor(op.results[0].type)
-                            else op.results[0].type.pointee_type).bits != x.buf.et.bits:
-                    raise EmulationError("pointer bitcast to a different element size", where)
-                env[r] = x
+            if isinstance(x, PtrTensor):
+                env[r] = PtrTensor(x.buf.view(pointee, where), x.offs)
+            elif isinstance(x, Ptr):
+                env[r] = Ptr(x.buf.view(pointee, where), x.off)
             else:
-                raise EmulationError("bitcast between a pointer and a non-pointer", where)
+                raise EmulationError(f"a bitcast of a {type(x).__name__} is not modelled", where)
         return fp, False
 
     if src.is_f8 or dst.is_f8:
@@ -368,18 +375,8 @@ def _bitcast(fc, op, tm):
         raise EmulationError(f"{op.name}: a bitcast from or to {f8} is not modelled (fp8 values "
                              f"are kept as float32)", where)
 
-    def storage_bits(x, et):
-        arr = np.asarray(x)
-        if et.is_bf16:
-            return (arr.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-        return arr.astype(et.np).view(_np_int(EType("int", et.bits, et.np, ""), True))
-
     def f(env, pc):
-        bits = storage_bits(env[a], src)
-        if dst.is_bf16:
-            out = (bits.astype(np.uint32) << 16).view(np.float32)
-        else:
-            out = bits.view(dst.np)
-        env[r] = out if _is_tensor(op.results[0].type) else (
+        out = from_bits(bits_of(env[a], src), dst)
+        env[r] = out if tensor else (
             wrap_int(int(out), dst.bits) if dst.kind == "int" else dst.np.type(out))
     return f, False

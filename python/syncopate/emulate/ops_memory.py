@@ -1,22 +1,49 @@
 """The interpreter's memory ops: pointer arithmetic, loads and stores (masks, other), atomics,
-block pointers and TMA descriptors -- the accesses the race checker sees."""
+block pointers and TMA descriptors -- the accesses the race checker sees.
+
+Every access is typed by its op (the loaded, stored or atomic value's element type): a pointer
+into a buffer of another element type of the same size accesses a view of it (``memory.py``),
+so what a pointer bitcast, an ``int_to_ptr`` or a peer pointer reaches is read and written as
+bit patterns, never converted by value.  The race checker always sees the viewed buffer."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import EmulationError
-from .interpreter import POINT, _array_prop, _int_prop, _ops, _res, _shape, _uns, handler, loc_of
+from .interpreter import (
+    POINT,
+    _array_prop,
+    _int_prop,
+    _is_tensor,
+    _ops,
+    _res,
+    _shape,
+    _uns,
+    handler,
+    loc_of,
+)
 from .memory import (
     BlockPtr,
     Ptr,
     PtrTensor,
     TensorDesc,
+    bits_of,
     block_offsets,
     etype_of,
+    from_bits,
+    round_bf16,
     to_etype,
     wrap_int,
 )
+
+
+def _typed(buf, et, where):
+    """``buf`` as an access of element type ``et`` sees it: itself, or its view as ``et``."""
+    if buf.et.name == et.name or et.kind not in ("int", "float") or et.bits == 1:
+        return buf
+    return buf.view(et, where)
+
 
 # ---- pointers and memory
 
@@ -43,7 +70,7 @@ def _addptr(fc, op, tm):
                 if buf.esize != x.buf.esize:
                     raise EmulationError(f"{where}: a {x.buf.name} pointer moved into "
                                          f"{buf.name}, whose elements have another size")
-                env[r] = Ptr(buf, boff)
+                env[r] = Ptr(_typed(buf, x.buf.et, where), boff)
             else:
                 env[r] = Ptr(x.buf, off)
     return f, False
@@ -67,6 +94,8 @@ def _ptr_to_int(fc, op, tm):
 def _int_to_ptr(fc, op, tm):
     a, r = _ops(fc, op)[0], _res(fc, op)
     where = loc_of(op)
+    t = op.results[0].type
+    pet = etype_of(t.element_type.pointee_type if _is_tensor(t) else t.pointee_type)
 
     def f(env, pc):
         x = env[a]
@@ -74,10 +103,10 @@ def _int_to_ptr(fc, op, tm):
             flat = x.reshape(-1)
             buf, _ = pc.machine.resolve_addr(int(flat[0]), where)
             offs = (x.astype(np.int64) - buf.addr) // buf.esize
-            env[r] = PtrTensor(buf, offs)
+            env[r] = PtrTensor(_typed(buf, pet, where), offs)
         else:
             buf, off = pc.machine.resolve_addr(int(x), where)
-            env[r] = Ptr(buf, off)
+            env[r] = Ptr(_typed(buf, pet, where), off)
     return f, False
 
 
@@ -92,7 +121,7 @@ def _load_values(buf, offs, mask, where):
     else:
         safe = offs
         buf.check_bounds(offs.reshape(-1), where)
-    return buf.data[safe]
+    return buf.read(safe)
 
 
 @handler("tt.load")
@@ -109,36 +138,38 @@ def _load(fc, op, tm):
     def do(env, pc):
         x = env[p]
         mask = env[m] if m is not None else None
+        buf = _typed(x.buf, et, where)
         if isinstance(x, BlockPtr):
             offs, inb = block_offsets(x.base, x.shape, x.strides, x.offsets, x.block, set(bcheck))
-            vals = _load_values(x.buf, offs, inb, where)
-            vals = np.where(inb, vals, np.nan if pad_nan else 0).astype(x.buf.data.dtype)
-            if x.buf.tracked:
-                pc.machine.on_load(pc, x.buf, offs[inb], where)
+            vals = _load_values(buf, offs, inb, where)
+            vals = np.where(inb, vals, np.nan if pad_nan else 0).astype(buf.et.np)
+            if buf.tracked:
+                pc.machine.on_load(pc, buf.base, offs[inb], where)
             env[r] = vals
             return
         if isinstance(x, PtrTensor):
             if mask is not None and not isinstance(mask, np.ndarray):
                 mask = np.full(x.offs.shape, bool(mask))
-            vals = _load_values(x.buf, x.offs, mask, where)
+            vals = _load_values(buf, x.offs, mask, where)
             if mask is not None:
                 other = env[o] if o is not None else 0
-                vals = np.where(mask, vals, other).astype(x.buf.data.dtype, copy=False)
-                if x.buf.tracked:
-                    pc.machine.on_load(pc, x.buf, x.offs[mask], where)
-            elif x.buf.tracked:
-                pc.machine.on_load(pc, x.buf, x.offs.reshape(-1), where)
+                vals = np.where(mask, vals, other).astype(buf.et.np, copy=False)
+                if buf.tracked:
+                    pc.machine.on_load(pc, buf.base, x.offs[mask], where)
+            elif buf.tracked:
+                pc.machine.on_load(pc, buf.base, x.offs.reshape(-1), where)
             env[r] = vals
             return
         # scalar
         if mask is not None and not mask:
             env[r] = env[o] if o is not None else to_etype(0, et)
             return
-        x.buf.check_bounds(np.array([x.off]), where)
-        if x.buf.tracked:
-            pc.machine.on_load(pc, x.buf, np.array([x.off]), where)
-        v = x.buf.data[x.off]
-        env[r] = wrap_int(int(v), et.bits) if et.kind == "int" else v
+        buf.check_bounds(np.array([x.off]), where)
+        if buf.tracked:
+            pc.machine.on_load(pc, buf.base, np.array([x.off]), where)
+        v = buf.read(x.off)
+        env[r] = wrap_int(int(v), et.bits) if et.kind == "int" else \
+            buf.et.np.type(v) if et.kind == "float" else v
 
     if _may_point(fc):
         def g(env, pc):
@@ -150,9 +181,13 @@ def _load(fc, op, tm):
     return do, False
 
 
-def _store_into(buf, offs, vals, where):
+def _store_into(pc, buf, offs, vals, where):
+    """A plain store of ``vals`` at ``offs``: bounds, memory, the checker, and the end of
+    those elements' float-atomic-add sequences (``memory.FaddLog``)."""
     buf.check_bounds(offs.reshape(-1), where)
-    buf.data[offs] = vals
+    buf.write(offs, vals)
+    buf.restart_fadd(pc.epoch, offs)
+    pc.machine.on_store(pc, buf.base, offs, where)
 
 
 @handler("tt.store")
@@ -161,33 +196,28 @@ def _store(fc, op, tm):
     m = fc.slot(op.mask) if op.mask is not None else None
     where = loc_of(op)
     bcheck = _array_prop(op, "boundaryCheck")
+    et = etype_of(op.value.type)
 
     def do(env, pc):
         x, val = env[p], env[v]
         mask = env[m] if m is not None else None
+        buf = _typed(x.buf, et, where)
         if isinstance(x, BlockPtr):
             offs, inb = block_offsets(x.base, x.shape, x.strides, x.offsets, x.block, set(bcheck))
-            sel = offs[inb]
-            _store_into(x.buf, sel, to_etype(np.asarray(val), x.buf.et)[inb], where)
-            pc.machine.on_store(pc, x.buf, sel, where)
+            _store_into(pc, buf, offs[inb], to_etype(np.asarray(val), buf.et)[inb], where)
             return
         if isinstance(x, PtrTensor):
-            val = to_etype(np.broadcast_to(np.asarray(val), x.offs.shape), x.buf.et)
+            val = to_etype(np.broadcast_to(np.asarray(val), x.offs.shape), buf.et)
             if mask is not None:
                 if not isinstance(mask, np.ndarray):
                     mask = np.full(x.offs.shape, bool(mask))
-                sel = x.offs[mask]
-                _store_into(x.buf, sel, val[mask], where)
+                _store_into(pc, buf, x.offs[mask], val[mask], where)
             else:
-                sel = x.offs.reshape(-1)
-                _store_into(x.buf, sel, val.reshape(-1), where)
-            pc.machine.on_store(pc, x.buf, sel, where)
+                _store_into(pc, buf, x.offs.reshape(-1), val.reshape(-1), where)
             return
         if mask is not None and not mask:
             return
-        sel = np.array([x.off])
-        _store_into(x.buf, sel, to_etype(val, x.buf.et), where)
-        pc.machine.on_store(pc, x.buf, sel, where)
+        _store_into(pc, buf, np.array([x.off]), to_etype(val, buf.et), where)
 
     if _may_point(fc):
         def g(env, pc):
@@ -199,8 +229,109 @@ def _store(fc, op, tm):
     return do, False
 
 
+# ---- atomics
+#
+# What Triton's NVIDIA lowering emits (one PTX ``atom`` per lane, predicated by the mask) and
+# the emulator reproduces: the lanes of one op apply in lane order (the GPU gives no order;
+# only order-independent results are compared across orders, reference.py), a masked-off lane
+# returns 0 (the lowering zeroes the result register before the predicated ``atom``), integer
+# ``add`` wraps, ``umax``/``umin`` compare unsigned, ``and``/``or``/``xor``/``exch`` and
+# ``atomic_cas`` act on bit patterns (a float ``cas`` compares bits: -0.0 is not 0.0, a NaN
+# equals the same NaN), ``fadd`` rounds once per add to nearest even -- f32 on global memory
+# flushing subnormal inputs and results to sign-preserving zero (PTX ``atom.add.f32``), f16 and
+# bf16 not (``.noftz``), f64 IEEE.  Float ``max``/``min`` never reach an atomic: Triton lowers
+# ``tl.atomic_max``/``tl.atomic_min`` of floats to integer max/min on a bitcast pointer.
+
 _RMW = {1: "and", 2: "or", 3: "xor", 4: "add", 5: "fadd", 6: "max", 7: "min", 8: "umax",
         9: "umin", 10: "exch"}
+_F32_TINY = np.float32(np.finfo(np.float32).tiny)
+
+
+def _ftz32(x):
+    """Subnormal float32 values flushed to zero of the same sign."""
+    return np.where(np.abs(x) < _F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
+def _fadd_fn(et):
+    if et.name == "f32":
+        return lambda old, val: _ftz32(_ftz32(old) + _ftz32(val))
+    if et.name == "f64":
+        return lambda old, val: old + val
+    if et.name == "f16":  # the f32 sum is exact enough: one rounding to f16 (24 >= 2*11 + 2)
+        return lambda old, val: (old.astype(np.float32) + val.astype(np.float32)).astype(np.float16)
+    if et.name == "bf16":  # the same with bf16's 8 bits
+        return lambda old, val: round_bf16(old + val)
+    return None
+
+
+def _bitwise(fn, et):
+    return lambda old, val: from_bits(fn(bits_of(old, et), bits_of(val, et)), et)
+
+
+def _rmw_fn(kind, et, where):
+    """``new = f(old, val)`` on arrays in ``et``'s storage, for the kinds Triton emits with
+    that element type; anything else is refused by name."""
+    fn = None
+    if kind == "fadd" and et.kind == "float":
+        fn = _fadd_fn(et)
+    elif kind in ("and", "or", "xor", "exch") and et.kind in ("int", "float") and \
+            et.bits in (32, 64):  # PTX has them on .b32/.b64 only
+        op = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+              "exch": lambda old, val: val}[kind]
+        fn = _bitwise(op, et)
+    elif et.kind == "int" and et.bits in (32, 64):
+        if kind == "add":
+            fn = (lambda old, val: old + val)
+        elif kind in ("max", "min"):
+            fn = np.maximum if kind == "max" else np.minimum
+        elif kind in ("umax", "umin"):
+            def fn(old, val, umax=kind == "umax"):
+                uo, uv = _uns(old, et), _uns(val, et)
+                return np.where(uo >= uv if umax else uo <= uv, old, val)
+    if fn is None:
+        raise EmulationError(f"tt.atomic_rmw {kind} on {et.name} is not something Triton's "
+                             f"lowering emits; the emulator does not model it", where)
+    return fn
+
+
+def _lane_rounds(offs: np.ndarray):
+    """Lane indices of ``offs`` in rounds of distinct addresses, round k holding every
+    address's k-th lane: applying the rounds in order is applying the lanes in lane order."""
+    n = offs.size
+    if n == 0:
+        return []
+    order = np.argsort(offs, kind="stable")
+    srt = offs[order]
+    first = np.r_[True, srt[1:] != srt[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    occ = np.empty(n, np.int64)
+    occ[order] = np.arange(n) - start
+    return [np.nonzero(occ == k)[0] for k in range(int(occ.max()) + 1)]
+
+
+def _apply_atomic(pc, buf, offs, step, where, fadd_et=None):
+    """Apply ``step(old, lanes) -> new`` to the lanes ``offs`` (1-D, active lanes only) in
+    lane order; returns the old values.  ``fadd_et``: log the adds (``memory.FaddLog``)."""
+    buf.check_bounds(offs, where)
+    olds = np.zeros(offs.shape, buf.et.np)
+    log = buf.fadd_log(pc.epoch, fadd_et) if fadd_et is not None else None
+    for lanes in _lane_rounds(offs):
+        o = offs[lanes]
+        old = buf.read(o)
+        with np.errstate(all="ignore"):  # wrap-around, inf - inf: the hardware's results
+            new = np.asarray(step(old, lanes)).astype(buf.et.np, copy=False)
+        buf.write(o, new)
+        olds[lanes] = old
+        if log is not None:
+            log.note(o, old, new)
+        else:
+            buf.restart_fadd(pc.epoch, o)
+    pc.machine.on_store(pc, buf.base, offs, where)
+    return olds
+
+
+def _scalar_result(v, et):
+    return wrap_int(int(v), et.bits) if et.kind == "int" else et.np.type(v)
 
 
 @handler("tt.atomic_rmw")
@@ -211,52 +342,34 @@ def _atomic_rmw(fc, op, tm):
     kind = _RMW[_int_prop(op, "atomic_rmw_op")]
     where = loc_of(op)
     et = etype_of(op.results[0].type)
-
-    def apply(old, val, bet):
-        if kind in ("add", "fadd"):
-            return old + val
-        if kind == "exch":
-            return val
-        if kind == "and":
-            return old & val
-        if kind == "or":
-            return old | val
-        if kind == "xor":
-            return old ^ val
-        if kind in ("max", "min"):
-            return max(old, val) if kind == "max" else min(old, val)
-        uo, uv = _uns(old, bet), _uns(val, bet)
-        return old if (uo >= uv) == (kind == "umax") else val
+    fn = _rmw_fn(kind, et, where)
+    fadd_et = et if kind == "fadd" else None
 
     def g(env, pc):
         yield POINT
         x, val = env[p], env[v]
         mask = env[m] if m is not None else None
+        buf = _typed(x.buf, et, where)
         if isinstance(x, PtrTensor):
+            shape = x.offs.shape
             offs = x.offs.reshape(-1)
-            vals = np.broadcast_to(np.asarray(val), x.offs.shape).reshape(-1)
-            msk = np.ones(offs.shape, bool) if mask is None else \
-                np.broadcast_to(np.asarray(mask), x.offs.shape).reshape(-1)
-            x.buf.check_bounds(offs[msk], where)
-            olds = np.zeros(offs.shape, dtype=x.buf.data.dtype)
-            for i in np.nonzero(msk)[0]:  # sequential: duplicates see each other
-                o = int(offs[i])
-                old = x.buf.data[o]
-                olds[i] = old
-                nv = apply(old.item(), vals[i].item(), x.buf.et)
-                x.buf.data[o] = to_etype(nv, x.buf.et)
-            pc.machine.on_store(pc, x.buf, offs[msk], where)
-            env[r] = olds.reshape(x.offs.shape)
+            vals = to_etype(np.broadcast_to(np.asarray(val), shape).reshape(-1), et)
+            act = np.ones(offs.shape, bool) if mask is None else \
+                np.broadcast_to(np.asarray(mask, dtype=bool), shape).reshape(-1)
+            idx = np.nonzero(act)[0]
+            av = vals[idx]
+            olds = np.zeros(offs.shape, et.np)
+            olds[idx] = _apply_atomic(pc, buf, offs[idx], lambda old, ln: fn(old, av[ln]), where,
+                                      fadd_et)
+            env[r] = olds.reshape(shape)
             return
         if mask is not None and not mask:
             env[r] = to_etype(0, et)
             return
-        x.buf.check_bounds(np.array([x.off]), where)
-        old = x.buf.data[x.off]
-        nv = apply(old.item(), val.item() if hasattr(val, "item") else val, x.buf.et)
-        x.buf.data[x.off] = to_etype(nv, x.buf.et)
-        pc.machine.on_store(pc, x.buf, np.array([x.off]), where)
-        env[r] = wrap_int(int(old), et.bits) if et.kind == "int" else old
+        av = to_etype(np.asarray([val]), et)
+        old = _apply_atomic(pc, buf, np.array([x.off]), lambda o, ln: fn(o, av[ln]), where,
+                            fadd_et)
+        env[r] = _scalar_result(old[0], et)
     return g, True
 
 
@@ -266,29 +379,29 @@ def _atomic_cas(fc, op, tm):
     r = _res(fc, op)
     where = loc_of(op)
     et = etype_of(op.results[0].type)
+    if et.kind not in ("int", "float") or et.bits not in (16, 32, 64):
+        raise EmulationError(f"tt.atomic_cas on {et.name}: Triton's atomic_cas takes 16-, 32- "
+                             f"and 64-bit elements only", where)
+
+    def cas(old, cm, vs):  # bitwise compare, as atom.cas.b16/b32/b64
+        return np.where(bits_of(old, et) == bits_of(cm, et), vs, old)
 
     def g(env, pc):
         yield POINT
         x, cmpv, val = env[p], env[c], env[v]
+        buf = _typed(x.buf, et, where)
         if isinstance(x, PtrTensor):
-            offs = x.offs.reshape(-1)
-            cm = np.broadcast_to(np.asarray(cmpv), x.offs.shape).reshape(-1)
-            vs = np.broadcast_to(np.asarray(val), x.offs.shape).reshape(-1)
-            x.buf.check_bounds(offs, where)
-            olds = np.zeros(offs.shape, dtype=x.buf.data.dtype)
-            for i, o in enumerate(offs):
-                olds[i] = x.buf.data[o]
-                if olds[i] == cm[i]:
-                    x.buf.data[o] = vs[i]
-            pc.machine.on_store(pc, x.buf, offs, where)
-            env[r] = olds.reshape(x.offs.shape)
+            shape = x.offs.shape
+            cm = to_etype(np.broadcast_to(np.asarray(cmpv), shape).reshape(-1), et)
+            vs = to_etype(np.broadcast_to(np.asarray(val), shape).reshape(-1), et)
+            olds = _apply_atomic(pc, buf, x.offs.reshape(-1),
+                                 lambda old, ln: cas(old, cm[ln], vs[ln]), where)
+            env[r] = olds.reshape(shape)
             return
-        x.buf.check_bounds(np.array([x.off]), where)
-        old = x.buf.data[x.off]
-        if old == cmpv:
-            x.buf.data[x.off] = val
-            pc.machine.on_store(pc, x.buf, np.array([x.off]), where)
-        env[r] = wrap_int(int(old), et.bits) if et.kind == "int" else old
+        cm, vs = to_etype(np.asarray([cmpv]), et), to_etype(np.asarray([val]), et)
+        old = _apply_atomic(pc, buf, np.array([x.off]), lambda o, ln: cas(o, cm[ln], vs[ln]),
+                            where)
+        env[r] = _scalar_result(old[0], et)
     return g, True
 
 
@@ -344,15 +457,17 @@ def _desc_load(fc, op, tm):
     r = _res(fc, op)
     where = loc_of(op)
     rshape = _shape(op.results[0].type)
+    et = etype_of(op.results[0].type)
 
     def do(env, pc):
         x = env[d]
+        buf = _typed(x.buf, et, where)
         offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx],
                                   x.block, None)
-        vals = _load_values(x.buf, offs, inb, where)
-        vals = np.where(inb, vals, np.nan if x.pad_nan else 0).astype(x.buf.data.dtype)
-        if x.buf.tracked:
-            pc.machine.on_load(pc, x.buf, offs[inb], where)
+        vals = _load_values(buf, offs, inb, where)
+        vals = np.where(inb, vals, np.nan if x.pad_nan else 0).astype(buf.et.np)
+        if buf.tracked:
+            pc.machine.on_load(pc, buf.base, offs[inb], where)
         env[r] = vals.reshape(rshape)
 
     if _may_point(fc):
@@ -369,15 +484,15 @@ def _desc_store(fc, op, tm):
     d, v = fc.slot(op.desc), fc.slot(op.src)
     idx = [fc.slot(x) for x in op.indices]
     where = loc_of(op)
+    et = etype_of(op.src.type)
 
     def do(env, pc):
         x = env[d]
+        buf = _typed(x.buf, et, where)
         offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx],
                                   x.block, None)
-        val = to_etype(np.asarray(env[v]).reshape(x.block), x.buf.et)
-        sel = offs[inb]
-        _store_into(x.buf, sel, val[inb], where)
-        pc.machine.on_store(pc, x.buf, sel, where)
+        val = to_etype(np.asarray(env[v]).reshape(x.block), buf.et)
+        _store_into(pc, buf, offs[inb], val[inb], where)
 
     if _may_point(fc):
         def g(env, pc):

@@ -17,7 +17,8 @@ __all__ = ["EmulationResult"]
 @dataclass
 class EmulationResult:
     """What an emulation found.  ``ok`` is False when the checker reported a race, or an
-    output differed from the reference."""
+    output differed from the reference; ``notes`` (elements within the rounding bound of their
+    float atomic adds, "float atomic order") are not problems."""
 
     world_size: int
     backend: str
@@ -25,6 +26,10 @@ class EmulationResult:
     launches: int
     races: list[Race] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
+    #: differences that are not errors: elements whose float atomic adds rounded in another
+    #: order than the unfused kernel's, within the bound of ``reference.float_atomic_bound``
+    #: (each note says "float atomic order")
+    notes: list[str] = field(default_factory=list)
     #: policy -> rank -> parameter -> the buffer after that rank's last launch
     outputs: dict = field(default_factory=dict)
     #: policy -> {"seconds", "steps", "coroutines", "transfers", ...}
@@ -33,6 +38,7 @@ class EmulationResult:
 
     @property
     def ok(self) -> bool:
+        """No race and no mismatch; notes do not count."""
         return not self.races and not self.mismatches
 
     def races_of(self, kind: str) -> list[Race]:
@@ -42,11 +48,14 @@ class EmulationResult:
         lines = [f"emulated {self.world_size} ranks ({self.backend}), {self.launches} launches "
                  f"x {len(self.policies)} policies in {self.seconds:.2f} s: "
                  + ("clean" if self.ok else f"{len(self.races)} race(s), "
-                    f"{len(self.mismatches)} mismatch(es)")]
+                    f"{len(self.mismatches)} mismatch(es)")
+                 + (f" ({len(self.notes)} note(s))" if self.notes else "")]
         for r in self.races[:limit]:
             lines.append(f"  {r}")
         for m in self.mismatches[:limit]:
             lines.append(f"  mismatch: {m}")
+        for n in self.notes[:limit]:
+            lines.append(f"  note: {n}")
         more = len(self.races) + len(self.mismatches) - 2 * limit
         if more > 0:
             lines.append(f"  ... and more ({len(self.races)} races, {len(self.mismatches)} "
