@@ -21,7 +21,7 @@ miscompile.  ``x % M`` on an index tensor (the tutorial's wrap-around for ragged
 as ``x``: the wrapped rows only feed outputs the store masks out.
 
 Where it cannot derive a box, :class:`~syncopate.errors.CompileError` names the load and the
-annotation to add: ``syncopate.language.hint_region(ptr, lo0, hi0, ...)`` before the access,
+annotation to add: ``syncopate.language.hint_region2(ptr, lo0, hi0, ...)`` before the access,
 which survives into TTIR as a ``tt.call`` to a no-inline function and is erased here.
 
 The symbolic evaluator of index and pointer values lives in :mod:`.access_eval`, what a hint
