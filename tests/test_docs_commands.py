@@ -221,3 +221,48 @@ def test_the_harness_fails_an_unmarked_failing_block(tmp_path, monkeypatch):
                    "<!-- later: x -->\n```bash\ntrue\n```\n")
     bad = unmarked_problems(doc)
     assert len(bad) == 3 and "a json block without a marker" in bad[-1], bad
+
+
+def test_every_pass_of_the_pipeline_is_documented():
+    """Every pass a fused compile runs, on every backend and reduce mode, has its row in the
+    README's pass table and its name in docs/architecture.md's layer map (insert-trace,
+    load-epoch and self-advance-epoch were missing from both)."""
+    from syncopate import backends
+    from syncopate_mlir.pipeline import pass_names
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    arch = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = []
+    for name in backends.names():
+        for reduce in backends.get(name).reduce_modes:
+            for p in pass_names(name, reduce):
+                if not re.search(rf"^\| [^|]*`{re.escape(p)}`", readme, re.MULTILINE):
+                    missing.append(f"README.md's pass table: {p}")
+                if not re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", arch):
+                    missing.append(f"docs/architecture.md: {p}")
+    assert not missing, sorted(set(missing))
+
+
+#: where a message or a doc could name a function of ``syncopate.language``
+NAMED_IN = ["README.md", "docs", "python", "passes", "syncopate_mlir"]
+
+
+def test_every_language_function_named_exists():
+    """Messages and docs name ``syncopate.language`` functions that exist: a refusal once
+    told users to call ``syncopate.language.hint_region``, which there is not (the hints are
+    ``hint_region1``/``2``/``3``, one per rank)."""
+    import syncopate.language as sl
+
+    bad = []
+    for top in NAMED_IN:
+        root = REPO / top
+        files = [root] if root.is_file() else [p for p in root.rglob("*")
+                                               if p.suffix in (".py", ".md")]
+        for f in files:
+            text = f.read_text(encoding="utf-8")
+            for m in re.finditer(r"syncopate\.language\.(\w+)([{*]?)", text):
+                name, pattern = m.groups()  # hint_region{nd} in an f-string, hint_region*
+                if not (any(n.startswith(name) for n in vars(sl)) if pattern
+                        else hasattr(sl, name)):
+                    bad.append(f"{_rel(f)}: syncopate.language.{name}")
+    assert not bad, bad
