@@ -478,6 +478,14 @@ def test_comm_programs_past_what_the_gpu_holds(workdir, capsys):
     rc, _, err = run(compile_argv("cli_case_kernels:kernel", "--comm-programs", "4", *user),
                      capsys)
     assert rc == 2 and "--comm-programs does not apply to backend ce" in err
+    # the cost model gives each comm program an SM (estimate() refused it only with compute)
+    rc, out, err = run(["schedule", "show", "ag.json", "--comm-programs", "100000"], capsys)
+    assert rc == 2 and not out and err == (
+        "syncopate schedule show: error: --comm-programs 100000: the cost model runs each comm "
+        "program on an SM of its own, and an H200 has 132: give at most 131, leaving the "
+        "compute an SM\n")
+    rc, out, _ = run(["schedule", "show", "ag.json", "--comm-programs", "131"], capsys)
+    assert rc == 0 and "131 comm programs" in out
 
 
 def test_request_json_records_the_kernels_dtype(workdir, capsys):

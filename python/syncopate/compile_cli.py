@@ -50,7 +50,8 @@ def register_commands(subparsers) -> None:
     p.add_argument("--dtype", default=None, choices=GEMM_DTYPES,
                    help="element type of the GEMM (gemm-* kernels; default bf16)")
     p.add_argument("--signature", default=None, help="name=type,... (module:function kernels)")
-    p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
+    p.add_argument("--constexpr", action="append", default=[],
+                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
     p.add_argument("-o", "--output", default=None, help="directory for every stage's IR")
     p.set_defaults(func=run_compile)
 

@@ -48,7 +48,8 @@ def register_commands(subparsers) -> None:
     p.add_argument("--shape", type=shape_text, default=None,
                    help="M,N,K of the local GEMM (gemm-tma/gemm-ptr); 'x' separates as well")
     p.add_argument("--signature", default="", help="module:function kernels: name=type,...")
-    p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
+    p.add_argument("--constexpr", action="append", default=[],
+                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
     p.add_argument("--arg", action="append", default=[],
                    help="module:function kernels: NAME=RxC | randn:SHAPE (random) | "
                         "zeros:SHAPE | perm:N | a number")
