@@ -16,6 +16,12 @@ right before it (invisible when rendered)::
     <!-- not-run: an output listing -->
     <!-- slow: compiles a W = 8 kernel (~2 min); SYNCOPATE_DOCS_SLOW=1 runs it -->
 
+``gpu-only`` is for what needs GPUs, torchrun, several processes or the network; ``setup``
+for the install lines (``python3 -m venv ... pip install ...``): the tests already run inside
+that install, and CI must not install twice; ``not-run`` for listings, excerpts and
+pseudo-code; ``slow`` runs only with ``SYNCOPATE_DOCS_SLOW=1``. The code blocks that are
+skipped are listed with their reasons by ``pytest -rs`` (:func:`test_marked_block`).
+
 Any other block must be ``python``, ``bash`` or ``sh`` and must succeed; a block of another
 language (``json``, ``text``) or none is not run and needs a marker as well, so nothing in the
 docs is silently exempt.
@@ -93,7 +99,7 @@ def _problems_of_markers(path: Path) -> list[str]:
     bad = []
     for n, line in enumerate(lines):
         m = MARKER.match(line)
-        if not m or m.group(1) in ("", None):
+        if not m:
             continue
         where = f"{_rel(path)}:{n + 1}"
         if m.group(1) not in KINDS:
@@ -124,8 +130,14 @@ def _env() -> dict:
 
 
 def _run_shell(b: Block, cwd: Path) -> None:
-    proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + b.code], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=SHELL_TIMEOUT_S)
+    # a block marked slow (run with SYNCOPATE_DOCS_SLOW=1) takes as long as it says it does
+    limit = None if b.marker and b.marker[0] == "slow" else SHELL_TIMEOUT_S
+    try:
+        proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + b.code], cwd=cwd,
+                              env=_env(), capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{b.where}: the shell block ran past {limit} s: make it faster, or mark "
+                    f"it <!-- slow: why -->\n--- block\n{b.code}", pytrace=False)
     if proc.returncode != 0:
         pytest.fail(f"{b.where}: the shell block exited {proc.returncode}\n--- block\n{b.code}"
                     f"--- stdout (tail)\n{proc.stdout[-3000:]}\n--- stderr (tail)\n"
