@@ -53,7 +53,7 @@ module {
 // -----
 
 // An unmasked column tile whose start (pid_n * 32) nothing bounds.
-// CHECK: syncopate-opt: error: cannot prove that this tt.load of 'inp_ptr' (tensor 'A', dim 1 of size 64) stays inside the dim: its start 32*%pid_n is not bounded and the access has no mask `index < bound` along it, so it could read the next row, which may belong to a chunk that has not arrived. Mask the access along dim 1 (e.g. `offs < 64`), or state its box with syncopate.language.hint_region
+// CHECK: syncopate-opt: error: cannot prove that this tt.load of 'inp_ptr' (tensor 'A', dim 1 of size 64) stays inside the dim: its start 32*%pid_n is not bounded and the access has no mask `index < bound` along it, so it could read the next row, which may belong to a chunk that has not arrived. Mask the access along dim 1 (e.g. `offs < 64`), or state its box with syncopate.language.hint_region2(inp_ptr, lo0, hi0, ...) before it
 
 module {
   tt.func public @col_tiles(%inp_ptr: !tt.ptr<bf16>, %out_ptr: !tt.ptr<bf16>) attributes {noinline = false} {

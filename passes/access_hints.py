@@ -1,4 +1,4 @@
-"""``syncopate.language.hint_region`` in the IR: the calls that assert an access's box.
+"""``syncopate.language.hint_region1``/``2``/``3`` in the IR: the calls that assert an access's box.
 
 A hint survives into TTIR as a ``tt.call`` to a no-inline function whose name starts with
 :data:`HINT_PREFIX` (Triton mangles constexpr arguments into that name).  The access analysis

@@ -293,7 +293,8 @@ class CheckAccesses(ModulePass):
             f"cannot prove that {what} stays inside the dim: its start {dim.lo} is not bounded "
             f"and the access has no mask `index < bound` along it, so it could read the next "
             f"row, which may belong to a chunk that has not arrived. Mask the access along dim "
-            f"{d} (e.g. `offs < {size}`), or state its box with syncopate.language.hint_region",
+            f"{d} (e.g. `offs < {size}`), or state its box with "
+            f"syncopate.language.hint_region{len(a.dims)}({a.param}, lo0, hi0, ...) before it",
             where)
 
 

@@ -120,7 +120,8 @@ def _text(doc: str | None) -> str:
                 while block and not block[-1].strip():
                     block.pop()
                 indent = min(len(b) - len(b.lstrip()) for b in block if b.strip())
-                out += ["", "```"] + [b[indent:] for b in block] + ["```", ""]
+                out += ["", "<!-- not-run: an excerpt from a docstring -->", "```"] + \
+                    [b[indent:] for b in block] + ["```", ""]
                 i = j
                 continue
         i += 1
@@ -153,7 +154,8 @@ def _entry(dotted: str) -> list[str]:
     short = dotted.rsplit(".", 1)[1]
     public = _public(dotted)
     kind = "class" if isinstance(obj, type) else "function"
-    lines = [f"### `{public}`", "", "```python",
+    lines = [f"### `{public}`", "", "<!-- not-run: a signature -->",
+             "```python",
              ("class " if kind == "class" else "") + _signature(short, obj), "```", "",
              _text(inspect.getdoc(obj)), ""]
     if kind == "class":

@@ -31,6 +31,17 @@ KERNEL_SRC = textwrap.dedent("""
         cols = tl.arange(0, BK)
         x = tl.load(a_ptr + rows[:, None] * K + cols[None, :])
         tl.store(out_ptr + rows[:, None] * K + cols[None, :], x * 2)
+
+
+    @triton.jit
+    def kernel_act(a_ptr, out_ptr, K, BM: tl.constexpr, BK: tl.constexpr, ACT: tl.constexpr):
+        pid = tl.program_id(0)
+        rows = pid * BM + tl.arange(0, BM)
+        cols = tl.arange(0, BK)
+        x = tl.load(a_ptr + rows[:, None] * K + cols[None, :])
+        if ACT == "double":
+            x = x * 2
+        tl.store(out_ptr + rows[:, None] * K + cols[None, :], x)
 """)
 SIG = ["--signature", "a_ptr=*bf16,out_ptr=*bf16,K=i32", "--constexpr", "BM=64",
        "--constexpr", "BK=64"]
@@ -296,6 +307,12 @@ EMULATE = ["emulate", "cli_case_kernels:kernel", "--schedule", "ag.json", "--ope
     (["--grid", "0"], "give 1 to 3 positive integers"),               # emulated 0 programs: "ok"
     (["--grid", "4", "--arg", "K=64", "--arg", "K=3"], "--arg K is given twice"),  # K=3 won
     (["--grid", "4", "--arg", "out_ptr=perm:-3"], "is not a shape"),  # out-of-bounds report
+    # issue 28: a number for a pointer became a one-element tensor ("out-of-bounds ... element
+    # 1 of 1"); a shape for a scalar, a tensor where the kernel adds an integer
+    (["--grid", "4", "--arg", "out_ptr=32"],
+     "--arg out_ptr=32: out_ptr is a pointer (*bf16); give it a tensor: out_ptr=RxC or "
+     "out_ptr=randn:N (random values), out_ptr=zeros:RxC or out_ptr=perm:N"),
+    (["--grid", "4", "--arg", "K=64x64"], "--arg K=64x64: K is a scalar (i32); give it a number"),
 ])
 def test_emulate_grid_and_args_are_checked(workdir, capsys, extra, expect):
     rc, _, err = run(EMULATE + extra, capsys)
@@ -333,3 +350,156 @@ def test_a_huge_world_size_is_refused_not_out_of_memory(workdir, capsys):
     rc, _, err = run(["schedule", "all-gather", "--shape", "8,8", "--world-size", "100000000"],
                      capsys)
     assert rc == 1 and "world_size 100000000 is more than 4096 ranks" in err
+
+
+# ------------------------------------------------------------ issue 28, item 7: what a user hit
+
+EMULATE_OK = EMULATE + ["--grid", "4", "--arg", "a_ptr=256x64", "--arg", "out_ptr=zeros:256x64",
+                        "--arg", "K=64"]
+
+
+@pytest.mark.parametrize("policy", ["behind:2", "behind:7", "behind:-3"])
+def test_behind_must_name_a_rank_of_the_schedule(workdir, capsys, policy):
+    """Before: ``--policies behind:7`` at W = 2 ran one interleaving (as in-order) and exited
+    0. Now every rank outside -W..W-1 is refused, on the command line and in the API."""
+    rc, _, err = run(EMULATE_OK + ["--policies", policy], capsys)
+    rank = policy.split(":")[1]
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err == (f"error: policy {policy!r}: there is no rank {rank} in a world of 2; behind "
+                   f"takes a rank from 0 to 1 (or -1 to -2, counted from the last)\n")
+
+
+def test_behind_in_the_api_and_its_valid_ranks(workdir):
+    import numpy as np
+
+    import syncopate
+    from syncopate.cli_kernel import load_user_kernel
+    from syncopate.emulate.scheduler import parse_policy
+    from syncopate.errors import EmulationError
+
+    for r in range(-2, 2):  # every rank of W = 2, either way of counting
+        assert parse_policy(f"behind:{r}", 2) == ("behind", r)
+    kernel = load_user_kernel("cli_case_kernels:kernel")
+    rng = np.random.default_rng(3)
+    with pytest.raises(EmulationError, match="there is no rank 7 in a world of 2"):
+        syncopate.emulate(kernel, signature={"a_ptr": "*bf16", "out_ptr": "*bf16", "K": "i32"},
+                          constexprs={"BM": 64, "BK": 64}, schedule="ag.json", operand="a_ptr",
+                          grid=(4,), args=dict(a_ptr=rng.standard_normal((256, 64)),
+                                               out_ptr=np.zeros((256, 64)), K=64),
+                          policies=["in-order", "behind:7"])
+
+
+@pytest.mark.parametrize("value", ["abc", "gelu", "64x", "[64]"])
+def test_a_constexpr_value_that_is_no_value(workdir, capsys, value):
+    """Before: ``--constexpr BM=abc`` reached Triton as text and came back as an internal
+    AttributeError("'str' object has no attribute 'type'")."""
+    argv = compile_argv("cli_case_kernels:kernel", "--signature", "a_ptr=*bf16,out_ptr=*bf16,K=i32",
+                        "--constexpr", f"BM={value}", "--constexpr", "BK=64")
+    rc, _, err = run(argv, capsys)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert (f"--constexpr BM={value}: {value!r} is not a value a constexpr takes; give BM an "
+            f"integer (BM=64), a float (BM=0.5), True/False, or quoted text (BM='gelu') for a "
+            f"string constexpr") in err
+
+
+def test_a_string_constexpr_is_quoted_text(workdir, capsys):
+    from syncopate.cli_args import constexpr
+    assert [constexpr(t) for t in ("A=64", "A=0.5", "A=True", "A='gelu'", 'A="x y"')] == \
+        [("A", 64), ("A", 0.5), ("A", True), ("A", "gelu"), ("A", "x y")]
+    rc, out, err = run(compile_argv("cli_case_kernels:kernel_act", "--signature",
+                                    "a_ptr=*bf16,out_ptr=*bf16,K=i32", "--constexpr", "BM=64",
+                                    "--constexpr", "BK=64", "--constexpr", "ACT='double'"), capsys)
+    assert rc == 0, err
+    assert "compiled kernel_act fused (ce)" in out
+
+
+def test_randn_gives_a_pointer_a_random_vector():
+    """``--arg bias_ptr=randn:32``: the random 1-D tensor a number used to stand for."""
+    import numpy as np
+
+    from syncopate.emulate.api import PerRank
+    from syncopate.emulate.cli import _arg_value
+    rng = np.random.default_rng(5)
+    v = _arg_value("bias_ptr", "randn:32", "*fp32", rng, 2, per_rank=False, np=np,
+                   PerRank=PerRank)
+    assert v.shape == (32,) and v.dtype == np.float32 and len(np.unique(v)) == 32
+    w = _arg_value("x_ptr", "randn:4x8", "*bf16", rng, 2, per_rank=True, np=np, PerRank=PerRank)
+    assert [a.shape for a in w] == [(4, 8), (4, 8)]
+    assert not np.array_equal(w[0], w[1])
+
+
+def _rs_push(workdir):
+    from syncopate.schedule import reduce_scatter
+    (workdir / "rs.json").write_text(dumps(reduce_scatter([256, 64], "bf16", 2, mode="push",
+                                                          split=2)))
+    (workdir / "ag_push.json").write_text(dumps(all_gather([256, 64], "bf16", 2, mode="push",
+                                                           split=2)))
+
+
+def test_compile_prints_the_schedules_mode(workdir, capsys):
+    """Before: a push reduce-scatter printed "mode pull" (the ABI's word: which side the comm
+    programs copy from). Now the schedule's mode, and why the kernel runs it otherwise."""
+    _rs_push(workdir)
+    sig = ["--signature", "a_ptr=*bf16,out_ptr=*bf16,K=i32", "--constexpr", "BM=64",
+           "--constexpr", "BK=64"]
+    rc, out, err = run(["compile", "cli_case_kernels:kernel", "--schedule", "rs.json",
+                        "--operand", "out_ptr", "--comm-programs", "2", *sig], capsys)
+    assert rc == 0, err
+    assert ("2 comm programs, mode push (run as pull: the sm comm programs run each sum chunk on "
+            "its destination, which reads the peers' partials and adds them);") in out
+    for sched, mode in (("ag_push.json", "push"), ("ag.json", "pull")):
+        rc, out, err = run(["compile", "cli_case_kernels:kernel", "--schedule", sched,
+                            "--operand", "a_ptr", "--comm-programs", "2", *sig], capsys)
+        assert rc == 0, err
+        assert f"2 comm programs, mode {mode}; launch requirements" in out
+
+
+def test_comm_programs_past_what_the_gpu_holds(workdir, capsys):
+    """Before: ``--comm-programs 100000`` compiled silently (comm programs that spin need an
+    SM each, all at once). Refused before compiling from the kernel's warps, after compiling
+    from its shared memory too; and refused where the backend has none."""
+    user = ["--signature", "a_ptr=*bf16,out_ptr=*bf16,K=i32", "--constexpr", "BM=64",
+            "--constexpr", "BK=64"]
+    limit = ("give at most 2111 (the sm backend's default is 16)")
+    for argv in (["compile", "cli_case_kernels:kernel", "--schedule", "ag.json", "--operand",
+                  "a_ptr", "--backend", "sm", "--comm-programs", "100000", *user],
+                 EMULATE_OK + ["--comm-programs", "100000"],
+                 ["demo", "--comm-programs", "100000"]):
+        rc, _, err = run(argv, capsys)
+        assert rc == 2 and err.count("\n") == 1, err
+        assert "--comm-programs 100000: the comm programs spin until their chunks have moved" \
+            in err
+        assert "132 SMs x " in err
+    assert limit in err or "give at most 1055" in err  # the demo's GEMM runs 8 warps
+    rc, _, err = run(["compile", "gemm-ptr", "--shape", "256,128,64", "--schedule", "ag.json",
+                      "--operand", "a_ptr", "--comm-programs", "1000"], capsys)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "programs of this kernel (4 warps, 65536 B shared memory): give at most 395" in err
+    rc, _, err = run(compile_argv("cli_case_kernels:kernel", "--comm-programs", "4", *user),
+                     capsys)
+    assert rc == 2 and "--comm-programs does not apply to backend ce" in err
+    # the cost model gives each comm program an SM (estimate() refused it only with compute)
+    rc, out, err = run(["schedule", "show", "ag.json", "--comm-programs", "100000"], capsys)
+    assert rc == 2 and not out and err == (
+        "syncopate schedule show: error: --comm-programs 100000: the cost model runs each comm "
+        "program on an SM of its own, and an H200 has 132: give at most 131, leaving the "
+        "compute an SM\n")
+    rc, out, _ = run(["schedule", "show", "ag.json", "--comm-programs", "131"], capsys)
+    assert rc == 0 and "131 comm programs" in out
+
+
+def test_request_json_records_the_kernels_dtype(workdir, capsys):
+    """Before: ``request.json`` said ``"dtype": "bf16"`` (the GEMMs' --dtype default) for a user
+    kernel over fp32; --dtype given to such a kernel was ignored."""
+    import json
+    (workdir / "ag32.json").write_text(dumps(all_gather([256, 64], "fp32", 2, split=2)))
+    for dtype in ("fp32", "fp16", "bf16"):
+        (workdir / f"ag_{dtype}.json").write_text(dumps(all_gather([256, 64], dtype, 2, split=2)))
+        rc, _, err = run(["compile", "cli_case_kernels:kernel", "--schedule", f"ag_{dtype}.json",
+                          "--operand", "a_ptr", "--backend", "ce", "--signature",
+                          f"a_ptr=*{dtype},out_ptr=*{dtype},K=i32", "--constexpr", "BM=64",
+                          "--constexpr", "BK=64", "-o", f"out_{dtype}"], capsys)
+        assert rc == 0, err
+        assert json.loads((workdir / f"out_{dtype}" / "request.json").read_text())["dtype"] == dtype
+    rc, _, err = run(compile_argv("cli_case_kernels:kernel", "--dtype", "fp16", *SIG), capsys)
+    assert rc == 2 and "--dtype does not apply to kernel cli_case_kernels:kernel" in err

@@ -156,16 +156,27 @@ def signature(text: str) -> dict[str, str]:
 
 
 def constexpr(text: str) -> tuple[str, object]:
-    """``BLOCK=64`` -> ``("BLOCK", 64)``; values are int, float, True/False or else the text."""
+    """``BLOCK=64`` -> ``("BLOCK", 64)``; a value is an integer, a float, ``True``/``False`` or
+    quoted text (``ACT='gelu'``, for a kernel that compares a constexpr with a string).
+
+    Unquoted text is refused here: passed on as a string it reaches Triton as, say, a block
+    size, and surfaces as an internal ``AttributeError`` deep in the frontend."""
     from .errors import UsageError
     name, eq, value = text.partition("=")
     name = name.strip()
     if not eq or not _IDENT.match(name) or not value.strip():
         raise UsageError(f"--constexpr {text!r} is not NAME=VALUE; write e.g. --constexpr BLOCK=64")
-    return name, _value(value.strip())
+    v = _value(value.strip())
+    if v is None:
+        raise UsageError(f"--constexpr {name}={value.strip()}: {value.strip()!r} is not a value "
+                         f"a constexpr takes; give {name} an integer ({name}=64), a float "
+                         f"({name}=0.5), True/False, or quoted text ({name}='gelu') for a "
+                         f"string constexpr")
+    return name, v
 
 
 def _value(text: str):
+    """The constexpr value ``text`` spells, or None when it spells none."""
     for conv in (int, float):
         try:
             return conv(text)
@@ -173,7 +184,9 @@ def _value(text: str):
             pass
     if text in ("True", "False"):
         return text == "True"
-    return text
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return None
 
 
 def operand(text: str):

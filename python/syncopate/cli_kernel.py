@@ -1,7 +1,8 @@
 """The kernel a command names: ``gemm-tma`` / ``gemm-ptr`` or a user's ``@triton.jit`` function.
 
 A user's kernel is ``module:function`` (a module on the import path) or
-``path/to/file.py:function`` (a file).  The current folder is put on the import path first, as
+``path/to/file.py:function`` (a file, whose folder is put on the import path as ``python
+path/to/file.py`` would).  The current folder is put on the import path first, as
 ``python -m`` does: a user running ``syncopate compile mymod:kernel`` from the kernel's own
 folder expects ``mymod`` to be found, and the console script (unlike ``python -m``) does not
 add the folder itself.  Every failure -- no such module, the module fails to import, no such
@@ -78,6 +79,11 @@ def _import_file(path: Path, ref: str):
 
     if not path.is_file():
         raise CompileError(f"kernel {ref}: no file {str(path)!r}")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        # what `python path/to/file.py` does: the file's own imports of its sibling modules
+        # (examples/fuse_your_kernel.py imports _launch) work as they do when it runs as a script
+        sys.path.insert(0, folder)
     # a private name: a file called json.py must not replace the json module
     name = f"_syncopate_kernel_file_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path.resolve())

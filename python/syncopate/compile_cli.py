@@ -47,10 +47,11 @@ def register_commands(subparsers) -> None:
     p.add_argument("--comm-programs", type=nonnegative_int, default=None)
     p.add_argument("--shape", type=shape_text, default=None,
                    help="M,N,K of the local GEMM (gemm-* kernels); 'x' separates as well")
-    p.add_argument("--dtype", default="bf16", choices=GEMM_DTYPES,
-                   help="element type of the GEMM (gemm-* kernels)")
+    p.add_argument("--dtype", default=None, choices=GEMM_DTYPES,
+                   help="element type of the GEMM (gemm-* kernels; default bf16)")
     p.add_argument("--signature", default=None, help="name=type,... (module:function kernels)")
-    p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
+    p.add_argument("--constexpr", action="append", default=[],
+                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
     p.add_argument("-o", "--output", default=None, help="directory for every stage's IR")
     p.set_defaults(func=run_compile)
 
@@ -79,6 +80,7 @@ def load_kernel(ref: str, args):
         _refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"),
                        "its parameters come from --shape and --dtype")
         name = gemm_name(ref)
+        args.dtype = args.dtype or "bf16"
         if not args.shape:
             raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
         m, n, k = shape_of_rank(args.shape, 3, f"{ref} (M,N,K of the local GEMM)")
@@ -87,8 +89,9 @@ def load_kernel(ref: str, args):
         return kernel_fn(name), sig, cx, compile_attrs(name), cfg.options()
     if ":" not in ref:
         raise CompileError(f"unknown kernel {ref!r}: use {FORMS}")
-    _refuse_unused(ref, args, ("shape",), "--shape configures the gemm-* kernels; give "
-                   "sizes with --constexpr (and --arg for syncopate emulate)")
+    _refuse_unused(ref, args, ("shape", "dtype"), "--shape and --dtype configure the gemm-* "
+                   "kernels; give types with --signature, sizes with --constexpr (and --arg "
+                   "for syncopate emulate)")
     fn = load_user_kernel(ref)
     if not args.signature:
         raise UsageError(f"kernel {ref} needs --signature name=type,... for its parameters "
@@ -141,6 +144,41 @@ def _make_dir(out: Path) -> None:
         raise CompileError(f"-o {out}: cannot create the directory: {e.strerror}") from None
 
 
+def check_comm_programs(n: int | None, backend: str, *, num_warps: int = 4,
+                        shared: int | None = None) -> None:
+    """Refuse (:class:`UsageError`) more comm programs than an sm_90 GPU can run.
+
+    The comm programs take the lowest program ids and spin on flags for as long as chunks
+    move (``passes/partition_sms.py``): all of them must be resident at once, with room left
+    for the compute programs whose tiles they wait for, or the kernel deadlocks (a
+    reduce-scatter's comm programs wait for tiles that never get an SM).  No sm_90 GPU has
+    more than 132 SMs (H100 SXM, H200), and an SM holds at most as many programs of this
+    kernel as its threads and shared memory allow (``runtime/residency.py``; registers are
+    not known before the kernel is loaded, so this is an upper bound: the check refuses
+    only what cannot fit).  At launch the runtime checks the real device (loopback)."""
+    from .errors import UsageError
+    from .runtime.residency import DeviceLimits, blocks_per_sm
+    from .schedule.cost import H200_SMS
+
+    be = backends.get(backend)
+    if n is None:
+        return
+    if not be.has_comm_programs:
+        raise UsageError(f"--comm-programs does not apply to backend {backend}: it has no comm "
+                         f"programs (the copy engine moves the data)")
+    limits = DeviceLimits(sms=H200_SMS)
+    per_sm = blocks_per_sm(limits, num_warps=num_warps, n_regs=1, shared=shared or 0)
+    most = limits.sms * per_sm - 1
+    if n > most:
+        raise UsageError(
+            f"--comm-programs {n}: the comm programs spin until their chunks have moved, so "
+            f"all of them must be resident at once with room left for the compute programs "
+            f"they wait for; an sm_90 GPU holds at most {limits.sms} SMs x {per_sm} programs "
+            f"of this kernel ({num_warps} warps"
+            f"{'' if shared is None else f', {shared} B shared memory'}): give at most "
+            f"{most} (the {backend} backend's default is {be.default_comm_programs})")
+
+
 def _known_args(args) -> dict:
     """Kernel arguments the command line fixes: the GEMM aliases' sizes and row-major strides."""
     if not is_gemm(args.kernel):
@@ -156,6 +194,8 @@ def run_compile(args) -> int:
 
     fn, sig, cx, attrs, options = load_kernel(args.kernel, args)
     op = operand(args.operand)
+    check_comm_programs(args.comm_programs, args.backend,
+                        num_warps=int(options.get("num_warps", 4)))  # fail fast; again below
     if args.output:
         _make_dir(Path(args.output))  # before the compile: a bad -o fails fast
     t0 = time.perf_counter()
@@ -163,6 +203,9 @@ def run_compile(args) -> int:
                            operand=op, backend=args.backend,
                            comm_programs=args.comm_programs, attrs=attrs, **options)
     dt = time.perf_counter() - t0
+    check_comm_programs(args.comm_programs, args.backend,
+                        num_warps=int(getattr(fc.metadata, "num_warps", 4)),
+                        shared=int(getattr(fc.metadata, "shared", 0)))
     known = _known_args(args)
     bad = abi_contradictions(fc.abi, known)
     if bad:
@@ -172,25 +215,50 @@ def run_compile(args) -> int:
     print(f"compiled {fn.__name__} fused ({args.backend}) for sm_90 in {dt:.2f} s; "
           f"syncopate passes {sum(fc.times_ms.values()):.1f} ms")
     print(f"ABI: {fc.abi.num_chunks} chunks, world size {fc.abi.world_size}, "
-          f"{fc.abi.comm_programs} comm programs, mode {fc.abi.mode}; "
+          f"{fc.abi.comm_programs} comm programs, mode {mode_text(args.schedule, fc.abi)}; "
           f"launch requirements {fc.abi.requirements}")
     if args.output:
         _write_stages(Path(args.output), fc)
-        _write_request(Path(args.output), args)
+        _write_request(Path(args.output), args, sig, op)
         print(f"wrote every stage to {args.output}/")
     return 0
 
 
-def _write_request(out: Path, args) -> None:
-    """``request.json``: what was fused, so that ``syncopate emulate DIR`` can run it again."""
+def mode_text(schedule, abi) -> str:
+    """The schedule's mode (``push``, ``pull`` or ``mixed``), and how the kernel runs it where
+    that differs: the ABI's ``mode`` says which side the comm programs copy from, and the
+    ``sm``/``nvshmem`` comm programs run every ``sum`` chunk on its destination
+    (``schedule/execution.py``), so a push reduce-scatter runs as pull.  Printing the ABI's
+    word alone told the user their push schedule had been compiled as another one."""
+    from .schedule import as_schedule
+
+    modes = sorted({c.mode for c in as_schedule(schedule).chunks})
+    if not modes:  # nothing moves (one rank)
+        return abi.mode
+    text = modes[0] if len(modes) == 1 else "mixed"
+    if abi.mode not in (text, "none"):
+        text += (f" (run as {abi.mode}: the {abi.backend} comm programs run each sum chunk on "
+                 f"its destination, which reads the peers' partials and adds them)")
+    return text
+
+
+def _write_request(out: Path, args, sig: dict, op) -> None:
+    """``request.json``: what was fused, so that ``syncopate emulate DIR`` can run it again.
+
+    ``dtype`` is the communicated tensor's element type as the kernel's signature has it
+    (``--dtype`` configures only the gemm-* kernels; a user kernel's types are its
+    ``--signature``), or ``{param: dtype}`` when several operands differ."""
     import json
 
     from .schedule import as_schedule, dumps
 
+    params = [op] if isinstance(op, str) else list(op)
+    types = {p: sig[p].lstrip("*") for p in params if p in sig}
+    dtype = next(iter(types.values())) if len(set(types.values())) == 1 else types
     req = {"kernel": args.kernel, "schedule": dumps(as_schedule(args.schedule)),
            "operand": args.operand, "backend": args.backend, "shape": args.shape,
-           "dtype": args.dtype, "signature": args.signature or "",
-           "constexpr": list(args.constexpr or [])}
+           "dtype": dtype, "comm_programs": args.comm_programs,
+           "signature": args.signature or "", "constexpr": list(args.constexpr or [])}
     (out / "request.json").write_text(json.dumps(req, indent=2))
 
 
@@ -253,6 +321,8 @@ def run_demo(args) -> int:
     cfg = default_config(M, N, K, "bf16", "tma")
     sig, cx = compile_args(name, "bf16", cfg)
     be = backends.get(args.backend)
+    check_comm_programs(args.comm_programs if be.has_comm_programs else None, args.backend,
+                        num_warps=int(cfg.options().get("num_warps", 4)))
     mode = be.op_modes["ag"]
     sched = all_gather([M, K], "bf16", W, mode=mode, split=args.split)
     print(f"Fusing {name} (C[{M},{N}] = A[{M},{K}] @ B[{K},{N}], bf16) with an all-gather of A")

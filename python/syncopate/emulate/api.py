@@ -322,7 +322,7 @@ class Emulation:
         if not policies:
             raise EmulationError("give at least one policy")
         for p in policies:
-            parse_policy(p)
+            parse_policy(p, self.W)
         if self.self_advance and faults is not None and faults.stale_epoch:
             raise EmulationError("the stale_epoch fault skips the host's epoch advance; a "
                                  "self-advancing kernel (self_advance=True) has none: emulate "

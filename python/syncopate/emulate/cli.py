@@ -6,9 +6,10 @@ Three ways to name what to emulate:
   matrices, sizes, strides) are built from the shape;
 * any ``@triton.jit`` kernel, ``module:function`` with ``--signature`` and ``--constexpr`` as
   for ``syncopate compile``, plus ``--grid`` and one ``--arg`` per parameter:
-  ``name=RxC`` (a random tensor of that shape; the schedule's operand gets one per rank),
-  ``name=zeros:RxC``, ``name=perm:N`` (a random permutation of ``0..N-1``, e.g. gather
-  indices) or ``name=INT``;
+  ``name=RxC`` or ``name=randn:SHAPE`` (a random tensor of that shape, ``randn:32`` for a
+  vector; the schedule's operand gets one per rank), ``name=zeros:SHAPE``, ``name=perm:N``
+  (a random permutation of ``0..N-1``, e.g. gather indices) for a pointer, a number for a
+  scalar;
 * a directory written by ``syncopate compile -o``: its ``request.json`` records the kernel,
   schedule, operand, backend and shape, and the emulator fuses the same request again
   (``--arg``/``--grid`` are needed for a ``module:function`` kernel).
@@ -25,8 +26,13 @@ import time
 
 from .. import backends
 from ..cli_args import nonnegative_int, positive_int
-from ..cli_kernel import KERNEL_ALIASES, gemm_name
-from ..compile_cli import GEMM_DTYPES, shape_text
+from ..cli_kernel import KERNEL_ALIASES, gemm_name, is_gemm
+from ..compile_cli import GEMM_DTYPES, check_comm_programs, shape_text
+
+
+#: comm programs emulated when ``--comm-programs`` is not given: each is a coroutine per rank,
+#: and two already interleave their copies of one chunk
+EMULATED_COMM_PROGRAMS = 2
 
 
 def register_commands(subparsers) -> None:
@@ -42,13 +48,17 @@ def register_commands(subparsers) -> None:
     p.add_argument("--shape", type=shape_text, default=None,
                    help="M,N,K of the local GEMM (gemm-tma/gemm-ptr); 'x' separates as well")
     p.add_argument("--signature", default="", help="module:function kernels: name=type,...")
-    p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
+    p.add_argument("--constexpr", action="append", default=[],
+                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
     p.add_argument("--arg", action="append", default=[],
-                   help="module:function kernels: NAME=RxC | zeros:RxC | perm:N | INT")
+                   help="module:function kernels: NAME=RxC | randn:SHAPE (random) | "
+                        "zeros:SHAPE | perm:N | a number")
     p.add_argument("--grid", default=None, help="module:function kernels: the launch grid")
     p.add_argument("--backend", default="sm", choices=backends.names())
-    p.add_argument("--comm-programs", type=nonnegative_int, default=2)
-    p.add_argument("--dtype", default="bf16", choices=GEMM_DTYPES)
+    p.add_argument("--comm-programs", type=nonnegative_int, default=None,
+                   help=f"sm/nvshmem: comm programs (default {EMULATED_COMM_PROGRAMS})")
+    p.add_argument("--dtype", default=None, choices=GEMM_DTYPES,
+                   help="element type of the GEMM (gemm-* kernels; default bf16)")
     p.add_argument("--block", type=_block, default=(64, 64, 32),
                    help="BLOCK_M,BLOCK_N,BLOCK_K, powers of two (default 64,64,32)")
     p.add_argument("--world-size", type=positive_int, default=None,
@@ -121,14 +131,34 @@ def _from_directory(args) -> None:
     args.operand = args.operand or req["operand"]
     args.backend = req.get("backend", args.backend)
     args.shape = args.shape or req.get("shape")
-    args.dtype = req.get("dtype", args.dtype)
+    if is_gemm(req["kernel"]):  # a user kernel's types are in its signature
+        args.dtype = args.dtype or req.get("dtype")
+    if args.comm_programs is None:
+        args.comm_programs = req.get("comm_programs")
     args.signature = args.signature or req.get("signature", "")
     args.constexpr = args.constexpr or list(req.get("constexpr", []))
 
 
-def _policies(args):
+def _policies(args, world_size: int):
+    """``--policies``, each checked against the schedule's world size before anything is
+    fused (``behind:7`` at W = 2 names no rank: it used to run as ``in-order``, exit 0)."""
     from .api import DEFAULT_POLICIES
-    return [p.strip() for p in args.policies.split(",")] if args.policies else DEFAULT_POLICIES
+    from .scheduler import parse_policy
+    policies = [p.strip() for p in args.policies.split(",")] if args.policies \
+        else list(DEFAULT_POLICIES)
+    for p in policies:
+        parse_policy(p, world_size)
+    return policies
+
+
+def _comm_programs(args, options) -> int | None:
+    """``--comm-programs`` checked as ``syncopate compile`` checks it, else the emulator's
+    small default (None for a backend without comm programs)."""
+    check_comm_programs(args.comm_programs, args.backend,
+                        num_warps=int((options or {}).get("num_warps", 4)))
+    if args.comm_programs is not None:
+        return args.comm_programs
+    return EMULATED_COMM_PROGRAMS if backends.get(args.backend).has_comm_programs else None
 
 
 def _report(res, t0) -> int:
@@ -159,16 +189,17 @@ def _run_kernel(args) -> int:
     if not grid or len(grid) > 3 or any(g < 1 for g in grid):
         raise UsageError(f"--grid {args.grid!r}: give 1 to 3 positive integers, e.g. 64 or 8,4")
     sched = as_schedule(args.schedule)
+    policies = _policies(args, sched.world_size)
     rng = np.random.default_rng(args.seed)
     vals = {}
     for item in args.arg:
         name, eq, spec = item.partition("=")
         if not eq or not name or not spec:
-            raise UsageError(f"--arg {item!r}: write NAME=RxC, NAME=zeros:RxC, NAME=perm:N or "
-                             f"NAME=INT")
+            raise UsageError(f"--arg {item!r}: write NAME=RxC, NAME=randn:SHAPE, "
+                             f"NAME=zeros:SHAPE, NAME=perm:N or NAME=NUMBER")
         if name in vals:
             raise UsageError(f"--arg {name} is given twice")
-        vals[name] = _arg_value(name, spec, rng, sched.world_size,
+        vals[name] = _arg_value(name, spec, sig.get(name), rng, sched.world_size,
                                 per_rank=(name == args.operand), np=np, PerRank=PerRank)
     missing = [n for n in fn.arg_names if n not in cx and sig.get(n) != "constexpr"
                and n not in vals]
@@ -178,17 +209,29 @@ def _run_kernel(args) -> int:
     t0 = time.perf_counter()
     res = emulate(fn, signature=sig, constexprs=cx, attrs=attrs, schedule=sched,
                   operand=args.operand, grid=grid, args=vals, backend=args.backend,
-                  comm_programs=args.comm_programs, policies=_policies(args),
+                  comm_programs=_comm_programs(args, options), policies=policies,
                   launches=args.launches, seed=args.seed, fine=args.fine, check=False,
                   options=options or None)
     return _report(res, t0)
 
 
-def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
+def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
+    """The value ``--arg name=spec`` gives a parameter of signature type ``ty``: a tensor for a
+    pointer (``*bf16``), a number for a scalar.  The two are never converted into each other:
+    an integer given to a pointer used to become a one-element tensor holding it, which the
+    emulator then reported as an out-of-bounds access of the kernel."""
     import argparse
 
     from ..cli_args import shape
     from ..errors import UsageError
+
+    tensor = spec.startswith(("perm:", "zeros:", "randn:")) or "x" in spec.lower()
+    if ty is not None and ty.startswith("*") and not tensor:
+        raise UsageError(f"--arg {name}={spec}: {name} is a pointer ({ty}); give it a tensor: "
+                         f"{name}=RxC or {name}=randn:N (random values), {name}=zeros:RxC or "
+                         f"{name}=perm:N")
+    if ty is not None and not ty.startswith("*") and tensor:
+        raise UsageError(f"--arg {name}={spec}: {name} is a scalar ({ty}); give it a number")
 
     def shape_of(text):
         try:
@@ -202,8 +245,8 @@ def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
         return rng.permutation(n[0]).astype(np.int32)
     if spec.startswith("zeros:"):
         return np.zeros(shape_of(spec[6:]), np.float32)
-    if "x" in spec.lower():
-        shape = shape_of(spec)
+    if spec.startswith("randn:") or "x" in spec.lower():
+        shape = shape_of(spec.removeprefix("randn:"))
         if per_rank:
             return PerRank([rng.standard_normal(shape).astype(np.float32)
                             for _ in range(world_size)])
@@ -214,8 +257,8 @@ def _arg_value(name, spec, rng, world_size, *, per_rank, np, PerRank):
         try:
             return float(spec)
         except ValueError:
-            raise UsageError(f"--arg {name}={spec}: write RxC, zeros:RxC, perm:N, an "
-                             f"integer or a float") from None
+            raise UsageError(f"--arg {name}={spec}: write RxC, randn:SHAPE, zeros:SHAPE, "
+                             f"perm:N, an integer or a float") from None
 
 
 def _run_gemm(args) -> int:
@@ -242,7 +285,7 @@ def _run_gemm(args) -> int:
     W = sched.world_size
     cfg = GemmConfig(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=2, num_warps=4, num_stages=2)
     sms = 4
-    sig, cx = compile_args(name, args.dtype, cfg, num_sms=sms)
+    sig, cx = compile_args(name, args.dtype or "bf16", cfg, num_sms=sms)
     rng = np.random.default_rng(args.seed)
     a = PerRank([rng.standard_normal((m, k)).astype(np.float32) for _ in range(W)])
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -252,11 +295,12 @@ def _run_gemm(args) -> int:
         grid = (-(-m // bm) * -(-n // bn),)
     else:
         grid = (min(sms, -(-m // bm) * -(-n // bn)),)
-    policies = _policies(args)
+    policies = _policies(args, W)
     t0 = time.perf_counter()
     res = emulate(kernel_fn(name), signature=sig, constexprs=cx, attrs=compile_attrs(name),
                   schedule=sched, operand=args.operand, grid=grid, args=vals,
-                  backend=args.backend, comm_programs=args.comm_programs, policies=policies,
+                  backend=args.backend, comm_programs=_comm_programs(args, cfg.options()),
+                  policies=policies,
                   launches=args.launches, seed=args.seed, fine=args.fine, check=False,
                   options=cfg.options())
     return _report(res, t0)

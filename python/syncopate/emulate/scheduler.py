@@ -51,16 +51,25 @@ class Co:
 _KIND_ORDER = {"host": 0, "stream": 1, "comm": 2, "compute": 3}
 
 
-def parse_policy(text: str) -> tuple[str, int | None]:
+def parse_policy(text: str, world_size: int | None = None) -> tuple[str, int | None]:
+    """``(name, arg)`` of a policy; with ``world_size``, ``behind:R`` must name one of its
+    ranks (``-W <= R < W``, negative counting from the last): a rank that does not exist would
+    hold no one back, and the run would silently repeat ``in-order``."""
     name, _, arg = text.partition(":")
     if name not in ("in-order", "reverse", "late", "behind", "random"):
         raise EmulationError(f"unknown policy {text!r}; choose in-order, reverse, late, "
                              f"behind:RANK or random:SEED")
     if name in ("behind", "random"):
         try:
-            return name, int(arg) if arg else 0
+            value = int(arg) if arg else 0
         except ValueError:
             raise EmulationError(f"policy {text!r}: {name} takes an integer") from None
+        if name == "behind" and world_size is not None and not -world_size <= value < world_size:
+            raise EmulationError(
+                f"policy {text!r}: there is no rank {value} in a world of {world_size}; "
+                f"behind takes a rank from 0 to {world_size - 1} (or -1 to -{world_size}, "
+                f"counted from the last)")
+        return name, value
     if arg:
         raise EmulationError(f"policy {text!r}: {name} takes no argument")
     return name, None

@@ -169,8 +169,8 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
 
 
 def _show(args) -> int:
-    from ..errors import ScheduleError
-    from .cost import estimate
+    from ..errors import ScheduleError, UsageError
+    from .cost import H200_SMS, estimate
     schedule = _load(args.file)
     if args.tensor is not None and args.tensor not in schedule.tensors:
         raise ScheduleError(f"--tensor {args.tensor}: the schedule has no such tensor; it has "
@@ -219,6 +219,12 @@ def _show(args) -> int:
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()
         raise ScheduleError(problems)
+    if backends.get(args.backend).has_comm_programs and args.comm_programs >= H200_SMS:
+        # estimate() refuses this only with --compute-us; without it the link model, whose
+        # points end at one comm program per SM, printed a bandwidth for 100000 of them
+        raise UsageError(f"--comm-programs {args.comm_programs}: the cost model runs each comm "
+                         f"program on an SM of its own, and an H200 has {H200_SMS}: give at "
+                         f"most {H200_SMS - 1}, leaving the compute an SM")
     compute = args.compute_us * 1e-6 if args.compute_us is not None else None
     est = estimate(schedule, backend=args.backend, comm_programs=args.comm_programs,
                    compute_time_s=compute, tensor=args.tensor)
