@@ -3,7 +3,7 @@
 Why: a fused kernel is one launch; profilers see it as one bar.  What a user debugging overlap
 needs is *when* each program started and ended, when it began and ended each wait (and on
 which flag), and when each chunk was signalled -- per rank and program, on one time axis.
-This pass, the last of the pipeline, adds those events to the lowered kernel when the module
+This pass, after the lowering, adds those events to the lowered kernel when the module
 carries ``syncopate.trace`` (the compile option ``trace=True``); without it the pass changes
 nothing, so an untraced kernel's code is the one it always was (docs/tracing.md).
 

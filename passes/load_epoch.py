@@ -7,8 +7,8 @@ epoch of the capture and its waits would be satisfied by the previous replay's f
 word, which the runtime advances on the device, in stream order, before each launch.
 
 The passes before this one treat the epoch as an i32 value named ``syn_epoch`` (the block
-argument ``append-abi-params`` appends, or the one a lit test declares); this pass, the last of
-the pipeline, turns that argument into ``!tt.ptr<i32>`` (16-byte aligned, like every ABI
+argument ``append-abi-params`` appends, or the one a lit test declares); this pass, after the
+lowering and before self-advance-epoch, turns that argument into ``!tt.ptr<i32>`` (16-byte aligned, like every ABI
 pointer) and replaces every use with one load at kernel entry, before any other op, so the
 whole program uses a single value read once. Keeping the change here leaves every other pass
 -- and its tests -- on the scalar it reasons about.
