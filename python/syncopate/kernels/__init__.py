@@ -1,5 +1,6 @@
 """Local (single-GPU) Triton kernels that Syncopate fuses with communication: the GEMMs and the
-flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``), and
+flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``) and
+backward (:mod:`.attention_bwd`, ``attention_backward``), and
 the FP8 GEMMs (:mod:`.gemm_fp8`; ``scaled_mm`` with ``torch._scaled_mm``'s contract).
 
 ``matmul`` picks its config from a per-GPU table (:mod:`.gemm_table`: the user's tuning cache,
@@ -19,6 +20,7 @@ from .attention import AttentionConfig, attention, attn_fwd_kernel
 from .attention import compile_args as attention_compile_args
 from .attention import compile_attrs as attention_compile_attrs
 from .attention import default_config as attention_default_config
+from .attention_bwd import attention_backward
 from .gemm import kernel_fn, matmul_ptr_kernel, matmul_tma_persistent_kernel
 from .gemm_config import (H200_NUM_SMS, KERNELS, SMEM_LIMIT_SM90, GemmConfig, compile_args,
                           compile_attrs, default_config, heuristic_config)
@@ -52,7 +54,7 @@ def _corpus() -> list[dict]:
 CORPUS = _corpus()
 
 __all__ = [
-    "AttentionConfig", "attention", "attention_compile_args", "attention_compile_attrs",
+    "AttentionConfig", "attention", "attention_backward", "attention_compile_args", "attention_compile_attrs",
     "attention_default_config", "attn_fwd_kernel",
     "CORPUS", "GemmConfig", "GemmPlan", "H200_NUM_SMS", "KERNELS", "SMEM_LIMIT_SM90",
     "candidate_configs", "check_operands", "compile_args", "compile_attrs", "default_config",
