@@ -53,6 +53,7 @@ import os
 import sys
 import time
 
+from .. import settings
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
 from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES, bench_ar
@@ -182,8 +183,7 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
     if in_loopback is None:
         from ..runtime import collectives
         in_loopback = collectives.current_loopback() is not None
-    lb = env.get("SYNCOPATE_GPU_LOOPBACK", "").strip()
-    if in_loopback or (lb and lb != "0"):
+    if in_loopback or settings.GPU_LOOPBACK.get(env):
         return ("the benchmark refuses loopback (W virtual ranks sharing one GPU): its timings "
                 "would measure the ranks competing for the same SMs and copy engines, not the "
                 "kernels. Loopback is for correctness (tests/gpu with SYNCOPATE_GPU_LOOPBACK=W); "
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     if args.check:
         return check_main(args)
     if args.loopback:  # asked for loopback without --check: the timings would be meaningless
-        why = loopback_refusal({"SYNCOPATE_GPU_LOOPBACK": str(args.loopback)})
+        why = loopback_refusal(in_loopback=True)
         print(f"python -m syncopate.bench: error: {why}; for correctness in loopback add --check",
               file=sys.stderr)
         return 2
@@ -359,7 +359,7 @@ def check_main(args) -> int:
         print(f"syncopate.bench --check runs --ops ring_attn, ulysses, ar and/or moe (got "
               f"{args.ops}); the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
-    lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
+    lb = args.loopback or settings.GPU_LOOPBACK.get()
     if lb:
         import torch
 
@@ -371,7 +371,7 @@ def check_main(args) -> int:
             return 1
         args.quick = True  # W kernels share one GPU: the small shapes stay co-resident
         results = run_loopback(_check_worker, lb, args, device=torch.device("cuda", 0),
-                               timeout_s=float(os.environ.get("SYNCOPATE_BENCH_CHECK_S", 600)))
+                               timeout_s=settings.BENCH_CHECK_S.get())
         failed = [v for status, v in results if status != "ok"]
         if failed:
             print(f"syncopate.bench --check failed: {failed[0].strip().splitlines()[-1]}",

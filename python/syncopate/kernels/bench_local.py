@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 
-from .. import dtypes
+from .. import dtypes, settings
 from .gemm_tuning import SHAPE_SETS, TOL, config_str, geomean, shape_name
 
 #: The fused ops' benchmark shapes (kept for scripts that import them).
@@ -404,7 +404,7 @@ def main(argv=None, backend=None) -> int:
             gemm_table.read_table(args.table)
         except LaunchError as e:
             return _err(str(e))
-        os.environ["SYNCOPATE_GEMM_TABLE"] = os.path.abspath(args.table)
+        settings.GEMM_TABLE.set(os.path.abspath(args.table))
         gemm_table.reload_tables()
 
     report: dict = {"tool": "syncopate.kernels.bench_local", "mode": "tune" if args.tune
@@ -489,7 +489,7 @@ def _table(args, backend, shapes, report, dog, write) -> int:
     from .gemm_config import GemmConfig
     t0 = time.monotonic()
     report["results"] = []
-    report["table"] = os.environ.get("SYNCOPATE_GEMM_TABLE") or "cache + shipped defaults"
+    report["table"] = settings.GEMM_TABLE.get() or "cache + shipped defaults"
     # precompile what the defaults need, in parallel (most is cached after a --tune run)
     if args.workers and hasattr(backend, "precompile"):
         from .gemm_launch import plan_layout

@@ -32,11 +32,9 @@ directly.
 
 from __future__ import annotations
 
-import os
-
 import triton
 
-from .. import dtypes
+from .. import dtypes, settings
 from ..errors import LaunchError
 from ..runtime import direct_launch
 from .gemm import matmul_ptr_kernel, matmul_tma_persistent_kernel
@@ -253,7 +251,7 @@ def _stage(t, rows: int, cols: int, padded: int):
 
 #: ``SYNCOPATE_GEMM_DIRECT_LAUNCH=0`` keeps every launch on Triton's JIT path (``fn[grid](...)``)
 #: instead of calling the compiled kernel's launcher directly after the first launch.
-DIRECT_LAUNCH = os.environ.get("SYNCOPATE_GEMM_DIRECT_LAUNCH", "1") != "0"
+DIRECT_LAUNCH = settings.GEMM_DIRECT_LAUNCH.get()
 
 
 class _Launch:

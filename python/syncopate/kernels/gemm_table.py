@@ -37,6 +37,7 @@ import re
 import time
 from pathlib import Path
 
+from .. import settings
 from ..errors import LaunchError
 from .gemm_config import (H200_NUM_SMS, GemmConfig, _dtype_name, split_k_for,
                           with_split_k)
@@ -66,8 +67,8 @@ def gpu_key(name: str) -> str:
 def cache_dir() -> Path:
     """``$SYNCOPATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/syncopate``, else
     ``~/.cache/syncopate``."""
-    if os.environ.get("SYNCOPATE_CACHE_DIR"):
-        return Path(os.environ["SYNCOPATE_CACHE_DIR"])
+    if settings.CACHE_DIR.get():
+        return Path(settings.CACHE_DIR.get())
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "syncopate"
 
@@ -161,7 +162,7 @@ def reload_tables() -> None:
 
 
 def _sources(gpu: str) -> list[Path]:
-    override = os.environ.get("SYNCOPATE_GEMM_TABLE")
+    override = settings.GEMM_TABLE.get()
     if override:
         return [] if override.lower() in ("off", "0", "none") else [Path(override)]
     return [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
