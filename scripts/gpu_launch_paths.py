@@ -27,7 +27,6 @@ bf16 rounding); every advance path must leave the word at its call count.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from syncopate import settings
