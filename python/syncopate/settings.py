@@ -31,7 +31,6 @@ ENVIRON = os.environ._data if (os.name == "posix"
                                and type(getattr(os.environ, "_data", None)) is dict) else None
 
 
-
 class _Memo(dict):
     """A setting's values by raw value (bytes on POSIX, str elsewhere, None when unset): a read
     is one lookup; a raw value not seen before is parsed here (a bad one raises, memoised
