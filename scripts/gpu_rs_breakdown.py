@@ -25,7 +25,7 @@ import sys
 
 
 def main(argv) -> int:
-    from syncopate.bench.__main__ import init_distributed
+    from syncopate.bench.runs import init_distributed
     from syncopate.bench.timer import Timer
     init_distributed()
     import torch

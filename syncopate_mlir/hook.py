@@ -25,6 +25,8 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
+from syncopate import settings
+
 STAGE_NAME = "syncopate"
 REQUEST_ATTR = "syncopate_request"
 
@@ -44,7 +46,7 @@ def _stage(mod, metadata):
     if request.keep_ir:
         metadata["syncopate_ir"] = dict(result.ir_after)
     metadata["syncopate_times_ms"] = dict(result.times_ms)
-    dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
+    dump_dir = settings.DUMP_IR.get()
     if dump_dir:
         dump_ir(dump_dir, request.kernel_name, metadata.get("hash", ""), result.ir_after)
     return new

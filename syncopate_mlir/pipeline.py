@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 import syncopate.abi
 import syncopate_mlir
 import syncopate_mlir.passes
-from syncopate import backends
+from syncopate import backends, settings
 from syncopate.abi import ABI_VERSION, FusedABI
 from syncopate.errors import CompileError
 from syncopate_mlir.bridge import ttir_to_xdsl, xdsl_to_text
@@ -142,7 +141,7 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     attach_request(module, request)
     passes = registry()
     ir_after: dict[str, str] = {}
-    keep = request.keep_ir or bool(os.environ.get("SYNCOPATE_DUMP_IR"))
+    keep = request.keep_ir or settings.DUMP_IR.get() is not None
     for name in pass_names(request.backend, request.reduce):
         t0 = time.perf_counter()
         passes[name]().apply(ctx, module)

@@ -9,11 +9,10 @@ each syncopate pass, and the :class:`~syncopate.abi.FusedABI` the runtime launch
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import backends, dtypes
+from . import backends, dtypes, settings
 from .abi import FusedABI, extra_params
 from .chunk_table import LOWERINGS, TABLE_MIN_CHUNKS
 from .backends.nvshmem import nvshmem_device_library  # noqa: F401  (its home until the backends)
@@ -149,7 +148,7 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     if lowering == "auto":
         # SYNCOPATE_LOWERING=table|unrolled forces a form for every fused compile (the GPU
         # suites run with it to check both forms through the ops)
-        lowering = os.environ.get("SYNCOPATE_LOWERING", "auto") or "auto"
+        lowering = settings.LOWERING.get()
     if lowering not in LOWERINGS:
         raise CompileError(f"lowering={lowering!r}: choose one of {', '.join(LOWERINGS)} "
                            f"('table': code size independent of the chunk count; 'unrolled': "
@@ -253,7 +252,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     abi = FusedABI.from_json(info["abi"])
     abi.user_params = list(kernel.arg_names)
     ir_after = dict(getattr(meta, "syncopate_ir", {}) or {})
-    dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
+    dump_dir = settings.DUMP_IR.get()
     if dump_dir and ir_after:
         # the stage dumps when it runs; a cache hit runs no stage, so dump from the metadata
         from syncopate_mlir.hook import dump_ir

@@ -95,7 +95,7 @@ class GemmAr(Case):
 # ------------------------------------------------------------------------------------------
 
 def _quant_rows(x):
-    from syncopate.kernels.bench_fp8 import quantize
+    from syncopate.bench.local_fp8 import quantize
     q, s = quantize(x, 1)
     return q, s.reshape(-1, 1)
 

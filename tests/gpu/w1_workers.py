@@ -76,6 +76,6 @@ def world_size_one_ops(rank, W, shapes, timing_shape):
     # Timings are reported, not asserted (a wall-clock bound fails at random on a shared GPU
     # host: 1.13x of cuBLAS once, 2026-12-02). What makes W = 1 cost what the local GEMM
     # costs is structural and asserted above: no fused machinery at all. The speed itself is
-    # the benchmark's (python -m syncopate.kernels.bench_local).
+    # the benchmark's (python -m syncopate.bench.local).
     comm.close()
     return problems, timings

@@ -53,10 +53,15 @@ import os
 import sys
 import time
 
+from .. import settings
+from ..cli import run_handler
+from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
+from . import calibrate, compile_time
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
-from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES, bench_ar
+from .gemm_ar import bench_ar
 from .rows import bench_ag, bench_rs
+from .runs import init_distributed, rows_for
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
@@ -64,11 +69,6 @@ __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_r
            "columns", "derive", "format_table", "git_commit", "init_distributed",
            "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
            "start_row", "sweep_for", "write_results"]
-
-AG_SHAPES = [(14336, 4096), (28672, 8192), (29568, 8192)]  # (N, K), B per rank [K, N/W]
-RS_SHAPES = [(14336, 4096), (28672, 8192)]  # (K, N), A per rank [M, K/W]
-M_MAIN = 8192
-M_EXTRA = (1024, 4096)
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
@@ -78,7 +78,6 @@ BACKEND_CHOICES = ("sm", "ce", "nvshmem", "ce+epilogue")
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's arguments, every value checked here (a typo in ``--m`` must not surface
     as a traceback on every rank after torchrun started the GPUs)."""
-    from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
     p = argparse.ArgumentParser(prog="python -m syncopate.bench",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--out", default="bench_out", help="directory for bench.json and bench.png")
@@ -113,56 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "the slowest row so far (default 150, quick 60)")
     p.add_argument("--m", type=csv_ints, default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
-    from .compile_time import add_arguments
-    add_arguments(p)
-    from .calibrate import add_arguments as add_calibrate_arguments
-    add_calibrate_arguments(p)
+    compile_time.add_arguments(p)
+    calibrate.add_arguments(p)
     return p
 
 
 def parse_args(argv=None):
     return build_parser().parse_args(argv)
-
-
-def rows_for(args, W):
-    rows = []
-    ms = (M_MAIN,) if args.quick else (M_MAIN,) + M_EXTRA
-    if args.m:
-        ms = tuple(int(x) for x in args.m.split(",") if x)
-    ops = args.ops.split(",")
-    for M in ms:
-        if "ag" in ops:
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm", M, N, K))
-        if "rs" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs", M, N, K))
-        if "ag_fp8" in ops:  # FP8 (e4m3 in, bf16 out; --scales): bench/fp8.py
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm_fp8", M, N, K))
-        if "rs_fp8" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs_fp8", M, N, K))
-    if args.quick and "ag" in ops and not args.m:
-        rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
-    if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
-        ar_ms = ms if args.m else (AR_M_QUICK if args.quick else AR_M)
-        rows += [("gemm_ar", M, N, K) for M in ar_ms for N, K in AR_SHAPES]
-    return rows
-
-
-
-def init_distributed() -> None:
-    """One process per GPU under torchrun: the lent machine's settings (no NVLink multicast)
-    unless the caller set them, this rank's GPU, the NCCL process group."""
-    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                 ("NVSHMEM_DISABLE_NVLS", "1")):
-        os.environ.setdefault(k, v)
-    import torch
-    import torch.distributed as dist
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 
 
 def start_row(elapsed: float, slowest: float, budget: float) -> bool:
@@ -182,8 +138,7 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
     if in_loopback is None:
         from ..runtime import collectives
         in_loopback = collectives.current_loopback() is not None
-    lb = env.get("SYNCOPATE_GPU_LOOPBACK", "").strip()
-    if in_loopback or (lb and lb != "0"):
+    if in_loopback or settings.GPU_LOOPBACK.get(env):
         return ("the benchmark refuses loopback (W virtual ranks sharing one GPU): its timings "
                 "would measure the ranks competing for the same SMs and copy engines, not the "
                 "kernels. Loopback is for correctness (tests/gpu with SYNCOPATE_GPU_LOOPBACK=W); "
@@ -203,8 +158,6 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
-        from ..cli import run_handler
-        from . import compile_time
         command = " ".join([sys.executable, "-m", "syncopate.bench"]
                            + (argv if argv is not None else sys.argv[1:]))
         return run_handler(lambda a: compile_time.main(a, command, git_commit()), args,
@@ -212,15 +165,13 @@ def main(argv=None) -> int:
     if args.check:
         return check_main(args)
     if args.loopback:  # asked for loopback without --check: the timings would be meaningless
-        why = loopback_refusal({"SYNCOPATE_GPU_LOOPBACK": str(args.loopback)})
+        why = loopback_refusal(in_loopback=True)
         print(f"python -m syncopate.bench: error: {why}; for correctness in loopback add --check",
               file=sys.stderr)
         return 2
     command = " ".join([sys.executable, "-m", "syncopate.bench"]
                        + (argv if argv is not None else sys.argv[1:]))
     if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
-        from ..cli import run_handler
-        from . import calibrate
         return run_handler(lambda a: calibrate.main(a, command, git_commit()), args,
                            "python -m syncopate.bench")
     why = loopback_refusal()
@@ -228,7 +179,6 @@ def main(argv=None) -> int:
         print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
         return 2
     if args.calibrate:
-        from . import calibrate
         return calibrate.main(args, command, git_commit())
     if "RANK" not in os.environ:
         print("python -m syncopate.bench: error: run under torchrun: torchrun "
@@ -359,7 +309,7 @@ def check_main(args) -> int:
         print(f"syncopate.bench --check runs --ops ring_attn, ulysses, ar and/or moe (got "
               f"{args.ops}); the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
-    lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
+    lb = args.loopback or settings.GPU_LOOPBACK.get()
     if lb:
         import torch
 
@@ -371,7 +321,7 @@ def check_main(args) -> int:
             return 1
         args.quick = True  # W kernels share one GPU: the small shapes stay co-resident
         results = run_loopback(_check_worker, lb, args, device=torch.device("cuda", 0),
-                               timeout_s=float(os.environ.get("SYNCOPATE_BENCH_CHECK_S", 600)))
+                               timeout_s=settings.BENCH_CHECK_S.get())
         failed = [v for status, v in results if status != "ok"]
         if failed:
             print(f"syncopate.bench --check failed: {failed[0].strip().splitlines()[-1]}",
@@ -392,7 +342,6 @@ def check_main(args) -> int:
         return 2
     # the GPU work is done: a bug in the report is one line, not a traceback after it
     # (SYNCOPATE_TRACEBACK=1 shows it)
-    from ..cli import run_handler
     return run_handler(lambda _: report_check_rows(rows), args, "python -m syncopate.bench --check")
 
 

@@ -34,6 +34,9 @@ import statistics
 import sys
 import time
 
+from .runs import init_distributed, rows_for
+from .timer import Timer
+
 __all__ = ["add_arguments", "from_results", "main", "write", "COLLECTIVE_SIZES_MIB"]
 
 #: the benchmark's tables of the ops with rows of their own (ring attention, Ulysses, MoE): a
@@ -236,8 +239,6 @@ def main(args, argv_text: str, commit: str | None) -> int:
     from ..calibration import gpu_type
     from ..calibration.fit import from_bench_rows
     from ..runtime import Communicator, _cuda
-    from .__main__ import init_distributed, rows_for
-    from .timer import Timer
     init_distributed()
     comm = Communicator(symm_backend=args.symm)
     if comm.world_size < 2:

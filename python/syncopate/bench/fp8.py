@@ -23,31 +23,16 @@ RS within 1e-2 relative error of the unfused path; async-TP and torch within 2e-
 from __future__ import annotations
 
 from .fused import sweep_fused, time_default
+from .local_fp8 import quantize
 from .rows import _enable_symm_mem, _safe, describe_path
 
 __all__ = ["bench_ag_fp8", "bench_rs_fp8"]
 
 
-def _quant(x, rows, group=None):
-    """e4m3 and fp32 scale of ``x``: per row (``[R, 1]``), or one amax (max over the ranks of
-    ``group`` when given, so that every rank shares it)."""
-    import torch
-    import torch.distributed as dist
-    if rows:
-        amax = x.abs().amax(dim=1, keepdim=True)
-    else:
-        amax = x.abs().amax().reshape(1)
-        if group is not None:
-            dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=group)
-        amax = amax.reshape(())
-    scale = amax.float().clamp_min(1e-12) / 448.0
-    return (x / scale).to(torch.float8_e4m3fn), scale
-
-
 def _weights(g, K, N, rows, dev):
     """Column-major e4m3 B ``[K, N]`` and its scale (``[1, N]`` or one)."""
     import torch
-    bt, s = _quant(torch.randn(N, K, generator=g, device=dev), rows)
+    bt, s = quantize(torch.randn(N, K, generator=g, device=dev), 1 if rows else None)
     return bt.t(), (s.t().contiguous() if rows else s)
 
 
@@ -77,7 +62,8 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
     Nl, Ms = N // W, M // W
     g = torch.Generator(device=dev)
     g.manual_seed(11 + comm.rank)
-    a, sa = _quant(torch.randn(Ms, K, generator=g, device=dev), rows, comm.group)
+    a, sa = quantize(torch.randn(Ms, K, generator=g, device=dev), 1 if rows else None,
+                     comm.group)
     b, sb = _weights(g, K, Nl, rows, dev)
     cfg = resolve_fp8_config(args.kernel, M, Nl, K)
     A = torch.empty(M, K, device=dev, dtype=a.dtype)
@@ -148,7 +134,7 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
     Kl = K // W
     g = torch.Generator(device=dev)
     g.manual_seed(13 + comm.rank)
-    a, sa = _quant(torch.randn(M, Kl, generator=g, device=dev), rows)
+    a, sa = quantize(torch.randn(M, Kl, generator=g, device=dev), 1 if rows else None)
     b, sb = _weights(g, Kl, N, rows, dev)
     cfg = resolve_fp8_config(args.kernel, M, N, Kl)
     partial = torch.empty(M, N, device=dev, dtype=torch.bfloat16)

@@ -37,7 +37,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from .. import abi, dtypes
+from .. import abi, dtypes, settings
 from ..errors import LaunchError
 from . import diag
 
@@ -445,7 +445,7 @@ class Communicator:
         if rec is None:
             return
         self.clear_diag()
-        err = diag.make_timeout(rec, diag.timeout_s(), layout, context)
+        err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout, context)
         self._last_timeout = err
         raise err
 

@@ -47,18 +47,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import threading
 from dataclasses import dataclass, field
 
-from .. import abi, backends, chunk_table, compiler
+from .. import abi, backends, chunk_table, compiler, settings
 from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
 from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
 from ..errors import CompileError, LaunchError
 from . import diag, fastlaunch, graphs
 from . import plan as planmod
-from .epochs import (FLAG_LIMIT, EpochCounter, check_advance_setting, kernel_timeout_ns,
-                     new_epoch_word, self_advance_default, wrap32)
+from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
     check_requirements,
@@ -102,23 +100,9 @@ _KIND_CODES = {name: code for code, name in abi.KIND_NAMES.items()}
 
 def fused_enabled(env=None) -> bool:
     """False when ``SYNCOPATE=0`` (or ``false``/``off``/``no``): use the unfused fallbacks.
-    Read on every eager op call that leaves ``fused`` to the environment: without ``env``,
-    one lookup in ``os.environ``'s own dict (:data:`.diag._ENV_DATA`), parsed once per value."""
-    if env is None:
-        d = diag._ENV_DATA
-        if type(d) is dict and os.name == "posix":
-            raw = d.get(b"SYNCOPATE")
-            hit = _FUSED_MEMO.get(raw)
-            if hit is None:
-                hit = _FUSED_MEMO[raw] = fused_enabled({} if raw is None else
-                                                       {"SYNCOPATE": os.fsdecode(raw)})
-            return hit
-        env = os.environ
-    return env.get("SYNCOPATE", "1").strip().lower() not in ("0", "false", "off", "no")
-
-
-#: raw ``SYNCOPATE`` values (bytes or None) -> :func:`fused_enabled`'s answer
-_FUSED_MEMO: dict = {}
+    Read on every eager op call that leaves ``fused`` to the environment (one lookup,
+    :mod:`syncopate.settings`)."""
+    return settings.SYNCOPATE.get(env) is not False
 
 
 # ------------------------------------------------------------------------------------------
@@ -176,7 +160,7 @@ class FusedKernel:
                               f"world_size={comm.world_size}")
         be.check_communicator(comm)
         be.check_options(comm_programs=comm_programs, reduce=compile_options.get("reduce", "comm"))
-        check_advance_setting()
+        settings.EPOCH_ADVANCE.get()  # refuses the withdrawn memop advance
         self.kernel = kernel
         self.schedule = schedule
         self.backend = be.name  # also sets the launcher
@@ -188,9 +172,7 @@ class FusedKernel:
         self.constant_args = frozenset(self.compile_options.pop("constant_args", ()) or ())
         #: record a timeline (docs/tracing.md): ``trace=True``, or SYNCOPATE_TRACE=1 by default
         trace = self.compile_options.pop("trace", None)
-        if trace is None:
-            trace = os.environ.get("SYNCOPATE_TRACE", "0") not in ("", "0")
-        self.trace = bool(trace)
+        self.trace = bool(settings.TRACE.get() if trace is None else trace)
         if self.trace:
             self.compile_options["trace"] = True
         #: the kernel advances its own epoch word, no advance kernel before it
@@ -198,9 +180,8 @@ class FusedKernel:
         #: ABI says which), ``True`` requires it, ``False`` keeps the advance kernel;
         #: SYNCOPATE_SELF_ADVANCE=1 / 0 / auto sets the default
         self_advance = self.compile_options.pop("self_advance", None)
-        if self_advance is None:
-            self_advance = self_advance_default()
-        self_advance = compiler.self_advance_mode(self_advance)
+        self_advance = compiler.self_advance_mode(settings.SELF_ADVANCE.get()
+                                                  if self_advance is None else self_advance)
         if self_advance != "off":
             self.compile_options["self_advance"] = True if self_advance == "on" else "auto"
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
@@ -508,7 +489,7 @@ class FusedKernel:
             return
         self.diag.zero_()
         layout = abi.FlagLayout(planmod.num_chunks(self.schedule), self.comm.world_size)
-        err = diag.make_timeout(rec, diag.timeout_s(), layout,
+        err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout,
                                 f"backend {self.backend}; this FusedKernel is now unusable (its "
                                 f"flags disagree across ranks): create a new one")
         self._poisoned = f"it timed out earlier: {err}"
@@ -546,7 +527,7 @@ class FusedKernel:
         :meth:`wait_flag` enqueues. ``target`` and ``epoch``: ints, or
         :class:`~.stream_program.Epoch` values for a stream program (the ce launcher's)."""
         flag64 = cfg.abi.flag_dtype == "int64"
-        timeout_ns, action = diag.watchdog()
+        timeout_ns, action = settings.watchdog()
         if not flag64:
             target = (wrap32(target) if isinstance(target, int)
                       else dataclasses.replace(target, wrap32=True))
@@ -747,7 +728,7 @@ def new_trace_buffer(device, events: int | None = None):
     import torch
 
     from ..trace import HEADER, WORDS
-    n = int(events or os.environ.get("SYNCOPATE_TRACE_EVENTS", 262144))
+    n = int(events or settings.TRACE_EVENTS.get())
     buf = torch.zeros(HEADER + WORDS * n, dtype=torch.int64, device=device)
     buf[1] = n
     return buf

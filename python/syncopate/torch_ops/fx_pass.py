@@ -42,15 +42,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import settings
+from ..errors import LaunchError
 from . import library  # noqa: F401  (registers torch.ops.syncopate.*)
+from .groups import TorchOpError
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
-
-#: ``SYNCOPATE_TORCH_FUSION=1`` in the environment enables the pass when
-#: :mod:`syncopate.torch_ops` is imported (the documented switch for scripts one cannot edit)
-ENV_SWITCH = "SYNCOPATE_TORCH_FUSION"
-
 
 @dataclass
 class FusionReport:
@@ -316,16 +314,12 @@ def fusion_pass_enabled() -> bool:
 
 
 def enable_from_env(env=None) -> bool:
-    """Enable the pass when ``SYNCOPATE_TORCH_FUSION`` is ``1``/``true``/``on``/``yes``; a
-    value that is none of these nor ``0``/``false``/``off``/``no`` is an error (a typo must not
-    silently leave the pass off)."""
-    from .groups import TorchOpError
-    env = os.environ if env is None else env
-    v = env.get(ENV_SWITCH, "").strip().lower()
-    if v in ("", "0", "false", "off", "no"):
-        return False
-    if v not in ("1", "true", "on", "yes"):
-        raise TorchOpError(f"{ENV_SWITCH}={env.get(ENV_SWITCH)!r}: use 1 to enable the "
-                           f"syncopate fusion pass, 0 (or unset) to leave it off")
-    enable_fusion_pass()
-    return True
+    """Enable the pass when ``SYNCOPATE_TORCH_FUSION`` is on (:mod:`syncopate.settings`); a
+    value that is not a switch is an error (a typo must not silently leave the pass off)."""
+    try:
+        on = settings.TORCH_FUSION.get(env)
+    except LaunchError as e:
+        raise TorchOpError(str(e)) from None
+    if on:
+        enable_fusion_pass()
+    return on
