@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 from syncopate import abi  # noqa: E402
 from syncopate.errors import CompileError  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
-from syncopate.runtime.fused import FusedKernel, _rows_cols  # noqa: E402
+from syncopate.runtime.fused import FusedKernel  # noqa: E402
 from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, rs_schedule  # noqa: E402
-from syncopate.backends.ce import index_runs, reduce_into  # noqa: E402
+from syncopate.runtime.launchers.ce import _rows_cols, index_runs, reduce_into  # noqa: E402
 
 
 def test_rows_cols_contiguous_and_column_block():
@@ -149,7 +149,7 @@ def test_ce_events_go_by_handle_and_fall_back_to_torch(monkeypatch):
     destroyed with its owner; a ``torch.cuda.Event`` where the driver gives none."""
     import types
 
-    from syncopate.backends import ce
+    from syncopate.runtime.launchers import ce
     from syncopate.runtime import _cuda
     log = []
     monkeypatch.setattr(_cuda, "event_create", lambda: 0xE0)

@@ -16,7 +16,7 @@ checks the module the compiler produced against what the hardware will do with i
   ``sum``, then adds 1 to ``CHUNK[c]`` on the destination and, when it read a peer's buffer,
   to ``CONSUMED`` on the source.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
-* ``ce`` (``backends/ce.py`` ``CELauncher.launch`` with ``runtime/plan.py``'s plan): the side stream
+* ``ce`` (``runtime/launchers/ce.py`` ``CELauncher.launch`` with ``runtime/plan.py``'s plan): the side stream
   signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the kernel is
   released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the chunk
   (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
@@ -38,7 +38,8 @@ import numpy as np
 from syncopate import chunk_table as ct
 from syncopate.abi import FlagLayout
 
-from ..backends.sm import CopyTiling
+from .. import backends
+from ..backends.sm import SM, CopyTiling
 from ..errors import EmulationError
 from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side
@@ -50,7 +51,7 @@ from .memory import to_etype
 
 def executor(chunk) -> str:
     """Which side runs a chunk's transfer on the comm programs (``sm``/``nvshmem``)."""
-    return side(chunk, "sm")
+    return side(chunk, SM)
 
 
 def copy_tiles(view, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -111,7 +112,7 @@ class World(Machine):
         self.comm_programs = comm_programs
         self.W = sched.world_size
         self.layout = FlagLayout(sched.num_chunks, sched.world_size)
-        self.writers = 1 if backend == "ce" else max(1, comm_programs)
+        self.writers = backends.get(backend, EmulationError).chunk_writers(comm_programs)
         self.state = abi_state
         self.checker = checker
         self.faults = faults or Faults()
@@ -237,7 +238,7 @@ class World(Machine):
         world: every transfer of every launch asks)."""
         if self._tilings is None:
             self._tilings = {}
-            for kind, chunks in ct.chunk_kinds(self.schedule, "sm").items():
+            for kind, chunks in ct.chunk_kinds(self.schedule, SM).items():
                 view = self.copy_view(kind.tensor)
                 boxes = [view.box2(c.lo, c.hi) for c in chunks]
                 self._tilings[kind] = CopyTiling.covering(boxes, kind.sum)

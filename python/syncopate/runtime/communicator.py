@@ -37,11 +37,26 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from .. import abi, dtypes
+from .. import abi, backends, dtypes
 from ..errors import LaunchError
 from . import diag
 
-SYMM_BACKENDS = ("cuda", "nvshmem")
+
+@dataclass(frozen=True)
+class SymmHeap:
+    """One of torch's symmetric-memory backends (``Communicator(symm_backend=...)``)."""
+
+    #: its name for ``torch.distributed._symmetric_memory.set_backend``
+    torch_name: str
+    #: one PE and one heap per process: no loopback (which runs every rank in one process)
+    per_process: bool = False
+    #: the ``symm_mem`` predicate saying whether this torch build has it (None: always)
+    available: str | None = None
+
+
+SYMM_HEAPS = {"cuda": SymmHeap("CUDA"),
+              "nvshmem": SymmHeap("NVSHMEM", per_process=True, available="is_nvshmem_available")}
+SYMM_BACKENDS = tuple(SYMM_HEAPS)
 
 def dtype_name(dtype) -> str:
     """The torch spelling (no ``torch.``) of a torch dtype or any alias; :mod:`syncopate.dtypes`
@@ -145,20 +160,24 @@ class Communicator:
         registry, address translation, peer views, flags, the watchdog -- is the same code for
         torch's symmetric memory and for loopback, whose backend is
         :class:`.loopback.LoopbackSymmetricMemory` (the other virtual ranks' tensors)."""
+        heap = SYMM_HEAPS[backend]
+        want = heap.torch_name
         if self.loopback:
             from .loopback import LoopbackSymmetricMemory
-            if backend == "nvshmem":
-                raise LaunchError("symm_backend='nvshmem' cannot run in loopback: NVSHMEM has one "
-                                  "PE per process and its heap is per process, while loopback runs "
-                                  "every rank in one process; use symm_backend='cuda' (backends sm "
-                                  "and ce) on one GPU, or one process per GPU for nvshmem")
+            if heap.per_process:
+                anywhere = " and ".join(b.name for b in backends.specs() if b.symm_backend is None)
+                raise LaunchError(f"symm_backend={backend!r} cannot run in loopback: {want} has "
+                                  f"one PE per process and its heap is per process, while loopback "
+                                  f"runs every rank in one process; use symm_backend='cuda' "
+                                  f"(backends {anywhere}) on one GPU, or one process per GPU for "
+                                  f"{backend}")
             return LoopbackSymmetricMemory(self.group)
         import torch.distributed._symmetric_memory as symm_mem
 
-        want = "NVSHMEM" if backend == "nvshmem" else "CUDA"
-        if backend == "nvshmem" and not symm_mem.is_nvshmem_available():
-            raise LaunchError("symm_backend='nvshmem' but torch reports NVSHMEM unavailable: "
-                              "install nvidia-nvshmem-cu13 matching torch, or use symm_backend='cuda'")
+        if heap.available is not None and not getattr(symm_mem, heap.available)():
+            raise LaunchError(f"symm_backend={backend!r} but torch reports {want} unavailable: "
+                              f"install nvidia-nvshmem-cu13 matching torch, or use "
+                              f"symm_backend='cuda'")
         cur = None
         try:
             cur = symm_mem.get_backend(self.device)

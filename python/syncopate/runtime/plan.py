@@ -3,7 +3,7 @@
 Pure Python (no torch, no CUDA): unit-tested on CPU with real schedules.
 
 The ``ce`` plan of a rank lists, in ``(step, id)`` order, the chunks this rank's side stream
-executes (``syncopate.schedule.execution.executor(c, "ce")``: pull: it is the destination;
+executes (``syncopate.schedule.execution.executor(c, CE)``: pull: it is the destination;
 push: it is the source), and for each what must be
 waited for first:
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..backends.ce import CE
 from ..errors import LaunchError
 from ..schedule.execution import executor
 from ..schedule.model import Schedule
@@ -137,7 +138,7 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
                               f"backend (only 'sum')")
         if c.mode == "pull" and c.src != c.dst and c.src == rank:
             plan.reads_of_me += 1
-        mine = executor(c, "ce") == rank
+        mine = executor(c, CE) == rank
         produced = int(produced_count.get(c.id, 0)) if c.src == rank else 0
         step = CopyStep(chunk=c.id, tensor=c.tensor, slices=region_slices(c.region), src=c.src,
                         dst=c.dst, mode=c.mode, reduce=red, wait_produced=produced,
