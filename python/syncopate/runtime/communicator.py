@@ -42,20 +42,10 @@ from ..errors import LaunchError
 from . import diag
 
 
-@dataclass(frozen=True)
-class SymmHeap:
-    """One of torch's symmetric-memory backends (``Communicator(symm_backend=...)``)."""
-
-    #: its name for ``torch.distributed._symmetric_memory.set_backend``
-    torch_name: str
-    #: one PE and one heap per process: no loopback (which runs every rank in one process)
-    per_process: bool = False
-    #: the ``symm_mem`` predicate saying whether this torch build has it (None: always)
-    available: str | None = None
-
-
-SYMM_HEAPS = {"cuda": SymmHeap("CUDA"),
-              "nvshmem": SymmHeap("NVSHMEM", per_process=True, available="is_nvshmem_available")}
+#: torch's symmetric-memory backends (``Communicator(symm_backend=...)``): name -> (torch's name
+#: for ``set_backend``, one PE and heap per process (so no loopback), the ``symm_mem`` predicate
+#: saying this torch build has it)
+SYMM_HEAPS = {"cuda": ("CUDA", False, None), "nvshmem": ("NVSHMEM", True, "is_nvshmem_available")}
 SYMM_BACKENDS = tuple(SYMM_HEAPS)
 
 def dtype_name(dtype) -> str:
@@ -160,11 +150,10 @@ class Communicator:
         registry, address translation, peer views, flags, the watchdog -- is the same code for
         torch's symmetric memory and for loopback, whose backend is
         :class:`.loopback.LoopbackSymmetricMemory` (the other virtual ranks' tensors)."""
-        heap = SYMM_HEAPS[backend]
-        want = heap.torch_name
+        want, per_process, available = SYMM_HEAPS[backend]
         if self.loopback:
             from .loopback import LoopbackSymmetricMemory
-            if heap.per_process:
+            if per_process:
                 anywhere = " and ".join(b.name for b in backends.specs() if b.symm_backend is None)
                 raise LaunchError(f"symm_backend={backend!r} cannot run in loopback: {want} has "
                                   f"one PE per process and its heap is per process, while loopback "
@@ -174,7 +163,7 @@ class Communicator:
             return LoopbackSymmetricMemory(self.group)
         import torch.distributed._symmetric_memory as symm_mem
 
-        if heap.available is not None and not getattr(symm_mem, heap.available)():
+        if available is not None and not getattr(symm_mem, available)():
             raise LaunchError(f"symm_backend={backend!r} but torch reports {want} unavailable: "
                               f"install nvidia-nvshmem-cu13 matching torch, or use "
                               f"symm_backend='cuda'")

@@ -53,10 +53,9 @@ from ..errors import ScheduleError
 from .model import Region, Schedule, box_intersection
 
 __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
-           "best_split", "choose_gemm_plan", "gemm_time", "BACKENDS", "H200_SMS", "NCCL_AG_BUS_BPS",
+           "best_split", "choose_gemm_plan", "gemm_time", "H200_SMS", "NCCL_AG_BUS_BPS",
            "GEMM_PEAK_FLOPS"]
 
-BACKENDS = backends.names()
 H200_SMS = 132
 #: A ``sum`` chunk costs this many times its bytes on its link: the destination's comm programs
 #: read the peer's partial over NVLink, read their own partial and write the sum, so they move
@@ -82,9 +81,8 @@ _SYNC_S = 1e-6
 
 def _sm_bandwidth(programs: int) -> float:
     if programs < 1:
-        raise ScheduleError(f"comm_programs must be >= 1 for a backend with comm programs "
-                            f"({', '.join(b.name for b in backends.specs() if b.has_comm_programs)}"
-                            f"), got {programs}")
+        raise ScheduleError(f"comm_programs must be >= 1 for a backend with comm programs, got "
+                            f"{programs}")
     p0, b0 = _SM_POINTS[0]
     if programs <= p0:
         return b0 * programs / p0

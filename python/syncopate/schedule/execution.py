@@ -40,12 +40,6 @@ def side(chunk: Chunk, backend) -> str:
     return "src" if executor(chunk, backend) == chunk.src else "dst"
 
 
-def reads_peer(chunk: Chunk, backend) -> bool:
-    """Whether running ``chunk`` reads a *peer's* buffer (so the source must not overwrite it
-    before the reader is done: the CONSUMED handshake of docs/fused-abi.md)."""
-    return executor(chunk, backend) == chunk.dst and chunk.src != chunk.dst
-
-
 def program_order(schedule: Schedule, backend) -> dict[int, list[Chunk]]:
     """Rank -> the chunks it runs on ``backend``, in the order it runs them: ``(step, id)``."""
     out: dict[int, list[Chunk]] = {r: [] for r in range(schedule.world_size)}
