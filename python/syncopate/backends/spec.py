@@ -61,21 +61,17 @@ class BackendSpec:
     extern_libs: tuple[tuple[str, Callable[[], str]], ...] = ()
 
     def __post_init__(self):
-        if not self.name:
-            raise ValueError("a backend needs a name")
-        if self.flag_dtype not in _FLAG_TYPES:
-            raise ValueError(f"backend {self.name!r}: flag_dtype {self.flag_dtype!r} is not one "
-                             f"of {', '.join(_FLAG_TYPES)}")
-        if self.has_comm_programs == self.side_stream:
-            raise ValueError(f"backend {self.name!r}: chunks move either by comm programs in the "
-                             f"kernel or by the host's side stream; set exactly one of "
-                             f"has_comm_programs, side_stream")
-        if not set(self.reduce_modes) <= set(REDUCE_MODES):
-            raise ValueError(f"backend {self.name!r}: reduce_modes {self.reduce_modes} outside "
-                             f"{REDUCE_MODES}")
-        if self.link_beta_bps is None and not self.has_comm_programs:
-            raise ValueError(f"backend {self.name!r}: without comm programs the cost model needs "
-                             f"link_beta_bps")
+        for wrong, need in (
+                (not self.name, "a name"),
+                (self.flag_dtype not in _FLAG_TYPES, f"a flag_dtype in {tuple(_FLAG_TYPES)}"),
+                (self.has_comm_programs == self.side_stream, "exactly one of has_comm_programs "
+                 "(comm programs in the kernel move the chunks) and side_stream (the host does)"),
+                (not set(self.reduce_modes) <= set(REDUCE_MODES),
+                 f"reduce_modes within {REDUCE_MODES}"),
+                (self.link_beta_bps is None and not self.has_comm_programs,
+                 "link_beta_bps (the cost model's bandwidth) without comm programs")):
+            if wrong:
+                raise ValueError(f"backend {self.name!r} needs {need}")
         object.__setattr__(self, "op_modes", MappingProxyType(dict(self.op_modes)))
 
     def __repr__(self) -> str:

@@ -6,9 +6,10 @@ destination.  Which rank *runs* it also depends on the backend (its spec's
 ``sum_on_destination``):
 
 * ``sm`` and ``nvshmem`` (comm programs inside the fused kernel, ``sum_on_destination``): a
-  ``sum`` chunk runs on its **destination** whatever its mode -- accumulating into a region must be ordered per region,
-  and the destination is the one rank that can order the contributions without atomics
-  (docs/design-notes.md, note 6); a copy runs on the side its mode names;
+  ``sum`` chunk runs on its **destination** whatever its mode -- accumulating into a region
+  must be ordered per region, and the destination is the one rank that can order the
+  contributions without atomics (docs/design-notes.md, note 6); a copy runs on the side its
+  mode names;
 * ``ce`` (the copy engine on a side stream): every chunk runs on the side its mode names; a
   ``sum`` chunk is a copy into the destination's per-source slot, added after the kernel or
   by the owner's tiles (``reduce="epilogue"``).

@@ -1,8 +1,6 @@
-"""The backends' host sides: one :class:`Launcher` class per :class:`~syncopate.backends.BackendSpec`,
-to which ``FusedKernel`` hands each launch (docs/backends.md, "The launcher").
-
-Light to import (no torch, no Triton): the launchers import those where they first need them.
-"""
+"""The backends' host sides: a :class:`Launcher` class per backend spec, to which ``FusedKernel``
+hands each launch (docs/backends.md). Light to import: torch and Triton are imported where the
+launchers first need them."""
 
 from __future__ import annotations
 
@@ -15,7 +13,9 @@ from .sm import SMLauncher
 
 __all__ = ["Launcher", "launcher", "register"]
 
-_LAUNCHERS: dict[BackendSpec, type[Launcher]] = {}
+#: spec -> its launcher class (one line per backend; :func:`register` adds one)
+_LAUNCHERS: dict[BackendSpec, type[Launcher]] = {SM: SMLauncher, CE: CELauncher,
+                                                  NVSHMEM: NVSHMEMLauncher}
 
 
 def register(spec: BackendSpec, cls: type[Launcher]) -> None:
@@ -30,9 +30,3 @@ def launcher(spec: BackendSpec, fk) -> Launcher:
         raise LaunchError(f"backend {spec.name!r} has no host launcher; register one with "
                           f"syncopate.runtime.launchers.register(spec, LauncherClass)")
     return cls(fk)
-
-
-# One line per backend.
-register(SM, SMLauncher)
-register(CE, CELauncher)
-register(NVSHMEM, NVSHMEMLauncher)

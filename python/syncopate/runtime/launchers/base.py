@@ -22,10 +22,6 @@ class Launcher:
     def __init__(self, fk):
         self.fk = fk
 
-    def compiled_skips(self, chunks: frozenset[int]) -> frozenset[int]:
-        """The withheld chunks (``FusedKernel.test_skip_chunks``) compiled into the kernel."""
-        return frozenset()
-
     def configure(self, cfg) -> None:
         """Per-configuration host state, after ``cfg.flags`` and ``cfg.flag_addrs`` exist."""
 
@@ -80,8 +76,8 @@ class Launcher:
             if dl and dl(grid, args, stream.cuda_stream):
                 return
         if getattr(ck.metadata, "global_scratch_size", 0):
-            # device-side TMA descriptors live in Triton's global scratch (allocator per thread)
-            # moved verbatim: kernels (layer 4, Triton) above the runtime -- left for the layers work
+            # device-side TMA descriptors live in Triton's global scratch (allocator per thread);
+            # kernels sits above the runtime (layer 4) and imports Triton: left for the layers work
             from ...kernels import ensure_tma_allocator
             ensure_tma_allocator()
         ck[grid](*args, stream=stream.cuda_stream)

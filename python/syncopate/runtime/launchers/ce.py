@@ -1,6 +1,7 @@
-"""The ``ce`` backend's host side (its spec: ``backends/ce.py``): the copy engine moves the data;
-the fused kernel only waits and signals (``lower-ce``), and the host side of the protocol runs on a side stream (:mod:`syncopate.runtime.plan` says
-why the ENTRY wait comes before the kernel is released)::
+"""The ``ce`` backend's host side (its spec: ``backends/ce.py``): the copy engine moves the
+data; the fused kernel only waits and signals (``lower-ce``), and the host side of the protocol
+runs on a side stream (:mod:`syncopate.runtime.plan` says why the ENTRY wait comes before the
+kernel is released)::
 
     main:  [staged][signal+wait ENTRY*](entered)[ fused kernel ]──(wait side)[reduce][CONSUMED wait]
     side:                        (wait entered)[copy c0][flag c0][copy c1]...[CONSUMED += n]
