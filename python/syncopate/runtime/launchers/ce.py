@@ -402,28 +402,16 @@ def region_geometry(dst, src):
 
 def region_copier(dst, src):
     """``copy(stream)`` doing :func:`copy_region` (dst <- src) with its geometry worked out once
-    (:func:`region_geometry`), on ``stream`` by handle (falling back to ``Tensor.copy_`` on
-    ``stream`` if the driver call is unavailable); the geometry is the copier's ``geometry``."""
+    (:func:`region_geometry`), on ``stream`` by handle (falling back to :func:`copy_region` if
+    the driver call is unavailable); the geometry is the copier's ``geometry``."""
     geo = region_geometry(dst, src)
-    if geo is None:
-        def copy(stream):
-            if dst.is_contiguous() and src.is_contiguous():
-                _copy_on(stream, dst, src)
-            else:
-                copy_region(dst, src, stream)
-    elif geo[0] == "1d":
-        _, dptr, sptr, nbytes = geo
 
-        def copy(stream):
-            # by handle: Tensor.copy_ would need the stream current (a context, ~4 us)
-            if stream is None or not _cuda.memcpy_async(dptr, sptr, nbytes, stream.cuda_stream):
-                _copy_on(stream, dst, src)
-    else:
-        _, dptr, dpitch, sptr, spitch, width, rows = geo
-
-        def copy(stream):
-            if not _cuda.memcpy2d_async(dptr, dpitch, sptr, spitch, width, rows, stream.cuda_stream):
-                copy_region(dst, src, stream)
+    def copy(stream):
+        # by handle: Tensor.copy_ would need the stream current (a context, ~4 us)
+        if geo is None or stream is None or not (
+                _cuda.memcpy_async if geo[0] == "1d" else _cuda.memcpy2d_async)(
+                    *geo[1:], stream.cuda_stream):
+            copy_region(dst, src, stream)
     copy.geometry = geo
     return copy
 
