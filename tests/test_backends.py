@@ -38,9 +38,9 @@ def test_each_backend_owns_its_abi_facts():
     assert sm.launch_grid((10, 2, 1), 4) == (14, 2, 1) and ce.launch_grid((10, 2, 1), 4) == (10, 2, 1)
     assert (sm.chunk_writers(4), ce.chunk_writers(4), sm.chunk_writers(0)) == (4, 1, 1)
     assert (sm.signals_entry, ce.signals_entry, nv.signals_entry) == (True, False, True)
-    assert (sm.sum_on_destination, ce.sum_on_destination, nv.sum_on_destination) == (True, False, True)
-    assert (sm.side_stream, ce.side_stream, nv.side_stream) == (False, True, False)
-    assert (sm.default_comm_programs, ce.default_comm_programs, nv.default_comm_programs) == (16, 0, 16)
+    assert [b.sum_on_destination for b in (sm, ce, nv)] == [True, False, True]
+    assert [b.side_stream for b in (sm, ce, nv)] == [False, True, False]
+    assert [b.default_comm_programs for b in (sm, ce, nv)] == [16, 0, 16]
     assert dict(ce.op_modes) == {"ag": "pull", "rs": "push"}
     with pytest.raises(TypeError):
         ce.op_modes["ag"] = "push"  # frozen: a spec is shared by every caller

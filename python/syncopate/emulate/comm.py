@@ -18,8 +18,8 @@ checks the module the compiler produced against what the hardware will do with i
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
 * ``ce`` (``CELauncher.launch``, ``runtime/launchers/ce.py``, with ``runtime/plan.py``'s plan):
   the side stream signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the
-  kernel is released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the chunk
-  (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
+  kernel is released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the
+  chunk (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
   destination; then adds the pull reads to the sources' ``CONSUMED``; after the kernel the host
   adds the slots into its own partial (own first, then sources in rank order, fp32); before
   staging the next launch it waits ``CONSUMED >= e * reads_of_me``.

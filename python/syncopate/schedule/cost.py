@@ -318,8 +318,8 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
             rank_fused.append(max(end, fused_rank_comm[r]))
         fused = max(rank_fused, default=0.0)
         rank_fused = tuple(rank_fused)
-    return CostEstimate(link.backend, comm_programs, len(chunks), schedule.total_bytes, start, finish,
-                        tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
+    return CostEstimate(link.backend, comm_programs, len(chunks), schedule.total_bytes, start,
+                        finish, tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
 
 
 def _consumer_pieces(schedule: Schedule, analysis, rank: int, name: str, finish: dict):
