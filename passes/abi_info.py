@@ -166,7 +166,8 @@ def read_abi(module: ModuleOp) -> FusedABI:
     operands = list(operands_of(module))
     abi = FusedABI(
         backend=backend, world_size=sched.world_size, num_chunks=sched.num_chunks,
-        comm_programs=comm, mode=state.get("mode", "none" if backend == "ce" else "pull"),
+        comm_programs=comm,
+        mode=state.get("mode", "pull" if backends.get(backend).has_comm_programs else "none"),
         operands=operands,
         chunk_count={c.id: writers for c in sched.chunks},
         produced_count={int(k): v for k, v in state.get("produced", {}).items()},

@@ -43,6 +43,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
 from xdsl.passes import ModulePass
 
+from syncopate import backends
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import WaitRegionOp
 
@@ -62,9 +63,11 @@ class InsertEpilogueReduce(ModulePass):
 
         if reduce_of(op) != "epilogue":
             return
-        if backend_of(op) != "ce":
-            raise CompileError("the epilogue reduction needs backend 'ce' (the copy engine moves "
-                               "the partials into the owner's slots)")
+        if "epilogue" not in backends.get(backend_of(op)).reduce_modes:
+            able = " or ".join(repr(b.name) for b in backends.specs()
+                               if "epilogue" in b.reduce_modes)
+            raise CompileError(f"the epilogue reduction needs backend {able} (its side stream "
+                               f"moves the partials into the owner's slots)")
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         W = sched.world_size

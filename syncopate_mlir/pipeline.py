@@ -92,7 +92,7 @@ class PipelineResult:
 
 def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     """The passes of a fused compile, in order: the backend-independent ones, then the
-    backend's tail (``Backend.pipeline_tail``: ``partition-sms`` for comm programs,
+    backend's tail (``BackendSpec.pipeline_tail``: ``partition-sms`` for comm programs,
     ``resolve-chunks``, ``lower-<name>``)."""
     # structurize-returns first: every later pass takes the kernel as one block
     names = ["structurize-returns", "check-accesses", "append-abi-params", "tile-remap",

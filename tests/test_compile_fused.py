@@ -14,7 +14,7 @@ import time
 import pytest
 
 import syncopate
-from syncopate.compiler import nvshmem_device_library
+from syncopate.backends.nvshmem import nvshmem_device_library
 from syncopate.errors import CompileError
 from syncopate.kernels import compile_args, compile_attrs, default_config, kernel_fn
 from syncopate.schedule import all_gather, reduce_scatter

@@ -32,9 +32,6 @@ EXTRA_PARAM_NAMES = tuple(n for n, _ in EXTRA_PARAMS)
 #: kernel entry (docs/cuda-graphs.md says why: a captured scalar would be replayed stale).
 PIPELINE_TYPES = {"syn_epoch": "i32"}
 
-#: the registered backends' names (:func:`syncopate.backends.names`)
-BACKENDS = backends.names()
-
 # Watchdog record words.
 DIAG_WORDS = 16
 DIAG_STATE, DIAG_RANK, DIAG_FLAG, DIAG_VALUE, DIAG_EXPECTED, DIAG_KIND, DIAG_PROGRAM, DIAG_EPOCH = range(8)

@@ -376,7 +376,7 @@ def run_demo(args) -> int:
           f"TMA loads: {ptx.count('cp.async.bulk.tensor.2d.shared')}")
     print(f"   shared memory: {fc.metadata.shared} B")
     print(f"\nABI for the runtime: {fc.abi.num_chunks} chunk flags, {fc.abi.comm_programs} comm "
-          f"programs (grid[0] + {fc.abi.comm_programs if args.backend != 'ce' else 0}), launch checks "
+          f"programs (grid[0] + {fc.abi.comm_programs if be.has_comm_programs else 0}), launch checks "
           f"{fc.abi.requirements}")
     if args.output:
         _write_stages(Path(args.output), fc)

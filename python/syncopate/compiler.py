@@ -15,11 +15,7 @@ from typing import Any, Mapping
 from . import backends, dtypes, settings
 from .abi import FusedABI, extra_params
 from .chunk_table import LOWERINGS, TABLE_MIN_CHUNKS
-from .backends.nvshmem import nvshmem_device_library  # noqa: F401  (its home until the backends)
 from .errors import CompileError
-
-#: comm programs when the caller gives none, per backend (each backend's ``default_comm_programs``)
-DEFAULT_COMM_PROGRAMS = {n: backends.get(n).default_comm_programs for n in backends.names()}
 
 
 @dataclass

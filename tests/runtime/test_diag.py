@@ -94,8 +94,8 @@ def test_describe_flag_regions():
 
 def test_timeout_env():
     assert settings.TIMEOUT_S.get({}) == 10.0
-    assert diag.watchdog({"SYNCOPATE_TIMEOUT_S": "2.5"}) == (2_500_000_000, "exit")
-    assert diag.watchdog({"SYNCOPATE_TIMEOUT_S": "0"})[0] == 0
+    assert settings.watchdog({"SYNCOPATE_TIMEOUT_S": "2.5"}) == (2_500_000_000, "exit")
+    assert settings.watchdog({"SYNCOPATE_TIMEOUT_S": "0"})[0] == 0
     with pytest.raises(LaunchError, match="not a number"):
         settings.TIMEOUT_S.get({"SYNCOPATE_TIMEOUT_S": "ten"})
     with pytest.raises(LaunchError, match="negative"):

@@ -118,7 +118,7 @@ def test_capture_refuses_host_epochs_before_enqueueing(monkeypatch, backend, sig
 
 
 def test_nvshmem_capture_needs_its_module_init_first():
-    from syncopate.backends.nvshmem import NVSHMEMLauncher
+    from syncopate.runtime.launchers.nvshmem import NVSHMEMLauncher
 
     class Cfg:
         abi = abi.FusedABI("nvshmem", 2, 2, 4, "push", signals_entry=True)

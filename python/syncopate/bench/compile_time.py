@@ -83,10 +83,10 @@ def build(case: Case) -> dict:
         K, N = RS_KN[0] // W, RS_KN[1]
         split, cp = choose("gemm_rs", case.backend, M, N, K, W, DTYPE, None, None)
         reduce = "comm"
-        if case.backend == "ce":  # the op's default on ce, with the config it would use
+        if "epilogue" in backends.get(case.backend).reduce_modes:  # the op's default (ce),
             from ..ops.gemm_rs import EPILOGUE_SPLIT, _check_epilogue_order, _epilogue_groups
             cfg = _epilogue_groups(default_config(M, N, K, DTYPE, case.kernel), M, W)
-            _check_epilogue_order("ce", M, W, cfg)
+            _check_epilogue_order(case.backend, M, W, cfg)  # with the config it would use
             split, reduce = EPILOGUE_SPLIT, "epilogue"
         sched = reduce_scatter([M, N], DTYPE, W, dim=0, order="swizzle",
                                mode=backends.get(case.backend).op_modes["rs"], split=split)
@@ -96,7 +96,8 @@ def build(case: Case) -> dict:
     sig, cx = compile_args(name, DTYPE, cfg)
     return dict(fn=kernel_fn(case.kernel), name=name, sig=sig, cx=cx, attrs=compile_attrs(name),
                 options=cfg.options(), schedule=sched, operand=operand, reduce=reduce,
-                comm_programs=cp if case.backend != "ce" else 0, split=split, shape=(M, N, K))
+                comm_programs=cp if backends.get(case.backend).has_comm_programs else 0,
+                split=split, shape=(M, N, K))
 
 
 def _plain_compile(b: dict):

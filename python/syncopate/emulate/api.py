@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .. import chunk_table
+from .. import backends, chunk_table
 from ..errors import EmulationError
 from .arguments import (
     LaunchInputs,
@@ -65,7 +65,9 @@ class Emulation:
         self.module = fused_module
         self.schedule = schedule_of(fused_module)
         self.backend = backend_of(fused_module)
-        self.comm = comm_programs_of(fused_module) if self.backend != "ce" else 0
+        #: the backend's spec: comm programs or the host's side stream, flag type
+        self.be = backends.get(self.backend, EmulationError)
+        self.comm = comm_programs_of(fused_module) if self.be.has_comm_programs else 0
         from syncopate_mlir.passes.abi_info import lowering_of, table_words
         #: ``"table"`` or ``"unrolled"``: the form the lowering gives the chunk-level code
         self.lowering = lowering_of(fused_module)
@@ -123,7 +125,7 @@ class Emulation:
         world.param_of_tensor = {t: p for p, t in self.operands.items()}
         amap = AddressMap()
         world.addr_map = amap
-        flag_et = etype_named("i64" if self.backend == "nvshmem" else "i32")
+        flag_et = etype_named(self.be.flag_type.lstrip("*"))
         from syncopate.abi import FlagLayout
         lay = FlagLayout(self.schedule.num_chunks, self.W)
         for r in range(self.W):
@@ -143,7 +145,7 @@ class Emulation:
                 world.bufs[r][p] = b
                 amap.add(b)
             for t in {c.tensor for c in self.schedule.chunks if c.reduce == "sum"} if \
-                    self.backend == "ce" else ():
+                    self.be.side_stream else ():
                 p = world.param_of_tensor[t]
                 shape = self.schedule.tensors[t].shape
                 s = Buffer(f"{p}#slots", r, self.spec.ptr[p], np.full(
@@ -167,7 +169,7 @@ class Emulation:
                 world.epoch_mirrors.append(m)
         sched = Scheduler(policy)
         world.sched = sched
-        ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.backend == "ce" else None
+        ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.be.side_stream else None
         snapshots: dict = {}
         for r in range(self.W):
             sched.spawn(Co(self._host(r, world, checker, sched, launches, seed, peers[r],
@@ -206,7 +208,7 @@ class Emulation:
         for c in self.schedule.chunks:
             if c.src == c.dst:
                 continue
-            if self.backend == "ce":
+            if self.be.side_stream:
                 remote = c.mode == "pull" and c.reduce == "none"
             else:
                 remote = not (c.mode == "push" and c.reduce == "none")
@@ -298,9 +300,9 @@ class Emulation:
                                                "stream", -1, f"rank {r} copy-engine stream", e))
                 yield WaitCond(lambda launch=launch: launch.entered,
                                f"rank {r} ENTRY of every rank for launch {e}")
-            g0 = self.grid[0] + (self.comm if self.backend != "ce" else 0)
+            g0 = self.be.launch_grid(self.grid, self.comm)[0]
             for pid in program_ids((g0,) + self.grid[1:]):
-                role = "comm" if self.backend != "ce" and pid[0] < self.comm else "compute"
+                role = "comm" if self.be.has_comm_programs and pid[0] < self.comm else "compute"
                 pc = ProgramCtx(world, r, pid, (g0,) + self.grid[1:], e, role)
                 launch.programs.append(sched.spawn(
                     Co(program_gen(self.code, args, pc), r, role, pid[0] + 1000 * pid[1],

@@ -99,7 +99,7 @@ def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bo
 
     The choice never asks this driver whether it has stream memory operations (the decision
     must be the same on every rank): it reads the calibration's ``stream_wait``; a driver
-    without them is refused at launch (``backends.ce.check_epilogue_plan``) with what to do."""
+    without them is refused at launch (``launchers.ce.check_epilogue_plan``) with what to do."""
     grouped = cfg if config_given else _epilogue_groups(cfg, M, W)
     if backend is not None or reduce is not None:
         backend, reduce = backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import time
 
-from .. import abi, settings
+from .. import abi
 from ..errors import CommTimeout, TimeoutRecord
 
-#: the watchdog's ``(timeout in ns, action)`` now (:mod:`syncopate.settings`; the launchers
-#: read it at every launch and every enqueued wait)
-watchdog = settings.watchdog
 
 
 def _s32(v: int) -> int:

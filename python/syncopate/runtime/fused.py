@@ -22,9 +22,9 @@ position, or as keywords). Each call:
    two specialisations in turn must not skip epochs on either;
 5. hands the launch -- ``abi.grid(grid)`` programs with the ABI's extra arguments appended
    (``syn_flags, syn_peers, syn_table, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``) -- to the
-   backend's launcher (:mod:`syncopate.backends`): ``sm`` signals ENTRY unless the kernel does
+   backend's launcher (:mod:`.launchers`): ``sm`` signals ENTRY unless the kernel does
    and launches; ``nvshmem`` adds NVSHMEM's module init; ``ce`` runs the host side of the
-   protocol on a side stream (``backends/ce.py``).
+   protocol on a side stream (``launchers/ce.py``).
 
 Why there is no write-after-read race with epochs (docs/fused-abi.md): a peer writes into this
 rank's buffer in epoch ``e`` only after it saw ``ENTRY[me] >= e``, which this rank writes after
@@ -51,10 +51,8 @@ import threading
 from dataclasses import dataclass, field
 
 from .. import abi, backends, chunk_table, compiler, settings
-from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
-from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
 from ..errors import CompileError, LaunchError
-from . import diag, fastlaunch, graphs
+from . import diag, fastlaunch, graphs, launchers
 from . import plan as planmod
 from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
@@ -77,14 +75,13 @@ from .specialize import (
 )
 
 # What this module defines, and (re-exported) what lived here before the split into
-# specialize / epochs / operands and the backends' launchers -- importable from here as before.
+# specialize / epochs / operands -- importable from here as before.
 __all__ = [
     "FusedKernel", "fuse", "fused_enabled",
     "LAUNCH_OPTIONS", "Specialization", "bind_args", "freeze", "param_names", "specialize",
     "FLAG_LIMIT", "EpochCounter", "kernel_timeout_ns", "wrap32",
     "check_requirements", "operand_map", "register_comm", "torch_name", "validate_operands",
     "_LIVE_COMMS", "_register_comm",
-    "check_epilogue_plan", "copy_region", "region_copier", "_rows_cols", "_nvshmem_module_init",
 ]
 
 #: Fused compiles of one process run one at a time. With one process per GPU this never
@@ -226,7 +223,7 @@ class FusedKernel:
     @backend.setter
     def backend(self, name: str) -> None:
         self._backend = backends.get(name, LaunchError)
-        self.launcher = self._backend.launcher(self)
+        self.launcher = launchers.launcher(self._backend, self)
 
     @property
     def test_skip_chunks(self) -> frozenset[int]:

@@ -1,7 +1,7 @@
 """Stream programs: a fixed list of driver operations on two streams, replayed per call with the
 epoch filled in, in one C call (``Program`` in ``_fastlaunch.c``).
 
-Why: the ``ce`` backend's host protocol (``backends/ce.py``) enqueues ~15 operations around
+Why: the ``ce`` backend's host protocol (``launchers/ce.py``) enqueues ~15 operations around
 each fused kernel -- event records and waits, sync-kernel launches, copies, stream memory
 operations. For one set of operand buffers, their streams, addresses and copy geometry are
 fixed; only the epoch changes, and every epoch-dependent value is ``c + m * e``. Enqueued from
