@@ -777,8 +777,9 @@ def main(argv=None) -> int:
             Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
 
     rows = doc["rows"]
+    ratios, slow = [], 1.0  # actual / estimated row times so far; estimates scale by the median
     for i, (shape, causal) in enumerate(plan):
-        est = estimate_s(shape, causal, args)
+        est = estimate_s(shape, causal, args) * slow
         elapsed = time.time() - t_start
         if elapsed + est > args.budget_s:
             log(f"[{i + 1}/{len(plan)}] {shape} causal={causal}: skipped (estimate {est:.0f} s, "
@@ -792,6 +793,8 @@ def main(argv=None) -> int:
             B, Hq, Hkv, S, D = shape
             row = dict(B=B, Hq=Hq, Hkv=Hkv, S=S, D=D, causal=causal, error=err, ours_ok=False)
         row["row_s"] = time.time() - t0
+        ratios.append(row["row_s"] / (est / slow))
+        slow = max(1.0, statistics.median(ratios))
         rows.append(row)
         log(f"[{i + 1}/{len(plan)}] {shape} causal={causal}: {row['row_s']:.1f} s (est "
             f"{est:.0f}) ours {_f(row.get('ours_ms'), '.3f')} ms {row.get('ours_config')} "

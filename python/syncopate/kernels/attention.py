@@ -1,12 +1,22 @@
-"""Local (single-GPU) flash-attention forward: the kernel Syncopate fuses for sequence parallelism.
+"""Local (single-GPU) flash-attention forward: the fusable kernel Syncopate builds sequence
+parallelism from, and the fast kernel :func:`attention` runs on one GPU.
 
 Why a kernel of our own: ring attention and Ulysses (issue 11) are built by the compiler from a
 plain single-GPU attention kernel and a schedule, exactly as the fused GEMMs are built from
-:mod:`.gemm`.  The kernel therefore knows nothing about communication, and it is written so the
-passes can find what they need: the KV loop is one plain ``for start_n in range(lo, hi,
-BLOCK_N)`` over KV blocks whose K and V addresses are pointer arithmetic with row offset
-``start_n`` (``start_n + arange(BLOCK_N)`` times the sequence stride) -- the place where chunk
-waits go and the loop the inner-loop remap would reorder.
+:mod:`.gemm`.  That kernel (:func:`attn_fwd_kernel`, the *fusable* one) therefore knows nothing
+about communication, and it is written so the passes can find what they need: the KV loop is
+one plain ``for start_n in range(lo, hi, BLOCK_N)`` over KV blocks whose K and V addresses are
+pointer arithmetic with row offset ``start_n`` (``start_n + arange(BLOCK_N)`` times the
+sequence stride) -- the place where chunk waits go and the loop the inner-loop remap would
+reorder.
+
+Why a second kernel (issue 31): that shape is not the fastest one on Hopper.
+:func:`attn_fwd_fast_kernel` reads through TMA descriptors, visits only the blocks a causal
+query block sees (no mask in the blocks it sees whole), and is warp-specialised into a TMA
+producer and two consumer warp groups -- none of which the compiler can fuse (a chunk wait
+cannot sit inside a warp-specialised loop).  :func:`attention` runs it unless told
+``fusable=True``; the ops' unfused paths pass that, so they equal their fused paths bit for
+bit.  ``docs/attention.md`` (the local kernels) has the details and the measurements.
 
 Contract (:func:`attention`)
   * ``q`` is ``[B, Hq, Sq, D]``, ``k`` and ``v`` are ``[B, Hkv, Skv, D]``; ``Hq`` is a multiple
@@ -28,7 +38,7 @@ Contract (:func:`attention`)
     ``lse = logaddexp(lse1, lse2); o = o1 * exp(lse1 - lse) + o2 * exp(lse2 - lse)``
     (what ring attention does with the blocks of other ranks).
 
-On CPU tensors :func:`attention` runs the same kernel under Triton's interpreter when the
+On CPU tensors :func:`attention` runs the same kernels under Triton's interpreter when the
 process was started with ``TRITON_INTERPRET=1`` (read when ``@triton.jit`` decorates, so before
 triton is first imported; ``tests/test_attention_local.py`` runs it in a subprocess): slow, for
 the CPU tests only.  Without it a CPU launch raises :class:`LaunchError`.

@@ -270,11 +270,22 @@ def write_table(path, entries: list, *, gpu: str, source: str, note: str = "") -
     return path
 
 
-def _sources(gpu: str) -> list[Path]:
+_SOURCES: dict = {}
+
+
+def _sources(gpu: str) -> tuple:
+    """The table files that apply to ``gpu`` (as strings; looked up once per override value and
+    cache dir -- a launch does not stat files)."""
     override = os.environ.get("SYNCOPATE_ATTENTION_TABLE")
-    if override:
-        return [] if override.lower() in ("off", "0", "none") else [Path(override)]
-    return [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
+    key = (gpu, override, os.environ.get("SYNCOPATE_CACHE_DIR"),
+           os.environ.get("XDG_CACHE_HOME"))
+    if key not in _SOURCES:
+        if override:
+            found = [] if override.lower() in ("off", "0", "none") else [Path(override)]
+        else:
+            found = [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
+        _SOURCES[key] = tuple(str(p) for p in found)
+    return _SOURCES[key]
 
 
 @functools.lru_cache(maxsize=None)
@@ -290,11 +301,12 @@ def _entries(gpu: str, sources: tuple) -> tuple:
 
 def entries(gpu: str) -> tuple:
     """Every entry for ``gpu``, the user's cache before the shipped defaults."""
-    return _entries(gpu, tuple(str(p) for p in _sources(gpu)))
+    return _entries(gpu, _sources(gpu))
 
 
 def reload_tables() -> None:
     """Forget the loaded tables (after a tuning run wrote one, or the environment changed)."""
+    _SOURCES.clear()
     _entries.cache_clear()
     _lookup.cache_clear()
 
@@ -312,13 +324,13 @@ def _lookup(gpu: str, kernel: str, dtype: str, D: int, causal: bool, S: int,
     return best[1] if best else fast_default_config(D, causal, kernel)
 
 
-def lookup(kernel: str, dtype: str, D: int, causal: bool, S: int, gpu: str | None) -> AttentionConfig:
+def lookup(kernel: str, dtype: str, D: int, causal: bool, S: int,
+           gpu: str | None) -> AttentionConfig:
     """The fast ``kernel``'s config for this shape class on ``gpu`` (a :func:`gpu_key`; None:
     no GPU, e.g. the interpreter -- the heuristic)."""
     if gpu is None:
         return fast_default_config(D, causal, kernel)
-    return _lookup(gpu, kernel, dtype, int(D), bool(causal), int(S),
-                   tuple(str(p) for p in _sources(gpu)))
+    return _lookup(gpu, kernel, dtype, int(D), bool(causal), int(S), _sources(gpu))
 
 
 _GPU_KEYS: dict = {}
