@@ -739,6 +739,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the rows here (rewritten after every row)")
     p.add_argument("--tune-out", help="write the best config per shape class here (a table "
                    "for kernels/configs/attention-<gpu>.json)")
+    p.add_argument("--wait-pid", type=int, help="after the warm-up, wait for this process to "
+                   "end before timing anything (a GPU job running beside the compiles)")
     p.add_argument("--warm-worker", nargs=4, help=argparse.SUPPRESS)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: check the script under TRITON_INTERPRET=1 (tiny --shapes; the "
@@ -767,6 +769,11 @@ def main(argv=None) -> int:
         f"commit {commit()}  sweep={args.sweep} backward={args.backward} "
         f"budget {args.budget_s:.0f} s, {len(plan)} rows planned")
     skip, warm_failed = warm_up(plan, args)
+    if args.wait_pid:  # e.g. the GPU tests, compiling beside the warm-up: time on an idle GPU
+        t0 = time.time()
+        while Path(f"/proc/{args.wait_pid}").exists() and time.time() - t_start < args.budget_s:
+            time.sleep(0.5)
+        log(f"waited {time.time() - t0:.0f} s for process {args.wait_pid} before timing")
     doc = dict(device=device, gpu=gpu, torch=torch.__version__, triton=triton.__version__,
                commit=commit(), args={k: v for k, v in vars(args).items() if k != "warm_worker"},
                warm_failures=warm_failed, rows=[], skipped=[], partial=True)

@@ -15,6 +15,13 @@ communication and are written so the passes find what they need:
   kernel is deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
 * :func:`attn_bwd_preprocess` -- ``delta = rowsum(dO * O)`` per query row (fp32).
 
+Those are the *fusable* kernels.  Their in-loop causal skip keeps Triton from pipelining their
+loads, so :func:`attention_backward` runs *fast* variants on one GPU (issue 31):
+:func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
+descriptors, split the causal loops into unmasked and diagonal parts, and the dK/dV one runs
+one flattened loop over (GQA head, query block).  They take a contiguous sequence only; a
+zigzag backward and ``fusable=True`` run the fusable kernels.
+
 Contract (:func:`attention_backward`): the forward's (:mod:`.attention`: ``q [B, Hq, Sq, D]``,
 ``k, v [B, Hkv, Skv, D]``, GQA, bf16/fp16, D in 64/128, SDPA's top-left causal mask, ``lse`` the
 natural log-sum-exp of the scaled scores), plus ``do`` like ``o``.  Returns ``(dq, dk, dv)`` in
@@ -391,9 +398,10 @@ def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scal
 
 
 def default_backward_config(head_dim: int) -> AttentionConfig:
-    """The backward's starting point: 64 x 64 tiles (dK, dV, K, V and the transposed score
-    tile of a program stay in registers at D = 128), 4 warps, 2 stages;
-    ``scripts/bench_attention.py --backward`` measures alternatives on a GPU."""
+    """The fusable backward's config: 64 x 64 tiles (dK, dV, K, V and the transposed score
+    tile of a program stay in registers at D = 128), 8 warps and 2 stages (4 warps and 3
+    stages at D = 64).  The fast kernels' come from the per-GPU table
+    (:mod:`.attention_config`)."""
     if head_dim == 64:
         return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
     return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)

@@ -18,6 +18,14 @@ block whose original segment lies after the query block's: a skipped block loads
 in the fused kernel it waits for nothing either.  A block on the diagonal segment gets the
 element mask; a block of an earlier segment none.
 
+That constant-trip-count loop with its in-loop skip is what the fused ring attention needs (the
+remap permutes one whole iteration space), and it costs 1.28-1.33x the prefix-causal kernel
+because Triton does not pipeline loads under the skip.  :func:`attention_zigzag` therefore
+runs the fast kernel (:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with
+``SEGMENTS``) unless told ``fusable=True``: it visits only the visible blocks, in original
+order, each block's stored row computed from its original position -- the prefix-causal
+kernel's work.
+
 Contract (:func:`attention_zigzag`): as :func:`syncopate.kernels.attention.attention` (shapes,
 GQA, dtypes, ``(o, lse)`` with the natural log-sum-exp), causal only, plus
 ``SEQ_KV % segments == 0`` and the segment length a multiple of ``BLOCK_M`` and ``BLOCK_N`` (a
