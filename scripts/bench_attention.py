@@ -398,12 +398,16 @@ def bench_backward(row, q, k, v, do, args, skip: set) -> None:
             sweep.append(r)
         best = best_of(sweep)
         best_dkdv = _parse_short(best["dkdv"]) if best else None
+        row["bwd_best_dkdv"] = best["dkdv"] if best else None
+        n_dkdv = len(sweep)
         for c in dq_candidates(D):
             if ("bwd_dq", D, causal, row["group1"], c.short()) in skip:
                 continue
             r = measure(lambda: run(best_dkdv, c), check, args.reps_s)
             r.update(dkdv=best["dkdv"] if best else "table", dq=c.short())
             sweep.append(r)
+        best = best_of(sweep[n_dkdv:])
+        row["bwd_best_dq"] = best["dq"] if best else None
     else:
         r = measure(lambda: run(None, None), check, args.reps_s)
         r.update(dkdv="table", dq="table")
@@ -698,11 +702,12 @@ def tune_entries(rows, gpu: str) -> list:
         picks = []
         if r.get("ours_ok") and r.get("ours_config"):
             picks.append(("fwd", r["ours_config"], r["ours_ms"]))
-        c = r.get("ours_bwd_config") or {}
-        if r.get("ours_bwd_ok"):
-            for kernel, label in (("bwd_dkdv", c.get("dkdv")), ("bwd_dq", c.get("dq"))):
-                if label and label != "table":
-                    picks.append((kernel, label, r.get("ours_bwd_ms")))
+        # each backward kernel's best of its own sweep phase (the dK/dV phase ran with the
+        # table's dQ, the dQ phase with the best dK/dV)
+        for kernel in ("bwd_dkdv", "bwd_dq"):
+            label = r.get("bwd_best_" + kernel[4:])
+            if label and label != "table":
+                picks.append((kernel, label, r.get("ours_bwd_ms")))
         for kernel, label, ms in picks:
             e = dict(base, kernel=kernel,
                      config=AttentionConfig.of(_parse_short(label), r["D"]), ms=ms)
