@@ -25,6 +25,8 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
+from syncopate.kernels.attention_config import fast_default_config  # noqa: E402
+from test_attention_local import ptxas_spills  # noqa: E402
 
 WORKER = Path(__file__).with_name("attention_interp_worker.py")
 TOL = {"fp16": (0.002, 0.005), "bf16": (0.015, 0.03)}
@@ -39,12 +41,23 @@ def _case(name, dtype="fp16", B=1, Hq=4, Hkv=2, Sq=96, Skv=80, D=64, causal=Fals
 
 
 CASES = [
+    # the fast kernels (attn_bwd_dkdv_fast_kernel, attn_bwd_dq_fast_kernel: what
+    # attention_backward runs on a contiguous sequence): ragged both ways, GQA flattened over
+    # the group's heads, the causal diagonal split, different dK/dV and dQ tiles
     _case("bwd_fp16_gqa_ragged", Sq=100, Skv=70),
     _case("bwd_fp16_gqa_ragged_causal", Sq=70, Skv=100, causal=True),
-    _case("bwd_fp16_sq_gt_skv_causal", Sq=100, Skv=70, causal=True),
+    _case("bwd_fp16_sq_gt_skv_causal", Sq=100, Skv=70, causal=True,
+          config=dict(BLOCK_M=16, BLOCK_N=32), dq_config=dict(BLOCK_M=32, BLOCK_N=16)),
     _case("bwd_bf16_mha_causal", dtype="bf16", Hkv=4, Sq=96, Skv=96, causal=True),
     _case("bwd_bf16_b2_gqa4", dtype="bf16", B=2, Hq=4, Hkv=1, Sq=64, Skv=64, sm_scale=0.2),
     _case("bwd_bf16_d128_causal", dtype="bf16", D=128, Hq=2, Hkv=1, Sq=64, Skv=64, causal=True),
+    _case("bwd_bf16_d128_default_configs", dtype="bf16", D=128, Hq=4, Hkv=2, Sq=160, Skv=160,
+          causal=True, config=None),
+    # the fusable kernels (what the context-parallel backward compiles), and the zigzag layout
+    # (always the fusable kernels)
+    _case("bwd_fusable_fp16_gqa_ragged_causal", Sq=70, Skv=100, causal=True, fusable=True),
+    _case("bwd_fusable_bf16_b2_gqa4", dtype="bf16", B=2, Hq=4, Hkv=1, Sq=64, Skv=64,
+          sm_scale=0.2, fusable=True),
     _case("bwd_fp16_zigzag_w2", Hq=2, Hkv=1, Sq=128, Skv=128, causal=True, zigzag=dict(W=2),
           config=dict(BLOCK_M=16, BLOCK_N=16)),
     _case("bwd_bf16_zigzag_w4", dtype="bf16", Hq=2, Hkv=2, Sq=128, Skv=128, causal=True,
@@ -66,6 +79,8 @@ def results(tmp_path_factory):
 def test_gradients_match_sdpa_autograd(results, case):
     r = results[case["name"]]
     assert "error" not in r, r.get("error")
+    fast = not case.get("fusable") and not case.get("zigzag")
+    assert r["path"] == ("fast" if fast else "fusable"), r
     norm_tol, max_tol = TOL[case["dtype"]]
     for g in ("dq", "dk", "dv"):
         assert r[f"{g}_nan"] == 0, f"{g} has NaN: {r}"
@@ -134,3 +149,37 @@ def test_dkdv_kernel_loads_kv_once_and_stores_at_the_end():
     tail = body.rsplit("scf.yield", 1)[1]
     assert len([l for l in head.splitlines() if "tt.load" in l]) == 2   # K and V
     assert len([l for l in tail.splitlines() if "tt.store" in l]) == 2  # dK and dV
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_fast(kernel_name: str, head_dim: int, causal: bool):
+    from syncopate.kernels import attention_bwd as m
+    fn = getattr(m, kernel_name)
+    config = fast_default_config(head_dim, causal,
+                                 "bwd_dkdv" if "dkdv" in kernel_name else "bwd_dq")
+    tensors = {"Q", "K", "V", "DO", "DQ", "DK", "DV"}
+    sig = {n: ("*bf16" if n in tensors else "*fp32" if n in ("LSE", "DELTA")
+               else "fp32" if "scale" in n else "i32") for n in fn.arg_names}
+    cx = dict(HEAD_DIM=head_dim, BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, CAUSAL=causal)
+    sig.update({n: "constexpr" for n in cx})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
+             if n in tensors or n in ("LSE", "DELTA") or n.startswith("stride_")}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=config.options())
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("kernel", ["attn_bwd_dkdv_fast_kernel", "attn_bwd_dq_fast_kernel"])
+def test_fast_kernels_compile_for_sm90_without_spills_or_branches(kernel, head_dim):
+    """The fast backward's defaults (causal: the heavier masks) on Hopper: wgmma fed by TMA,
+    no register spills, and no ``if`` inside any loop (the fusable kernels' in-loop skip keeps
+    Triton from pipelining their loads)."""
+    k = _compile_fast(kernel, head_dim, True)
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert ptxas_spills(ptx) == 0
+    ttir = k.asm["ttir"]
+    loops = ttir[ttir.index(f"tt.func public @{kernel}"):].split("scf.for")[1:]
+    assert len(loops) == 2, "causal: the unmasked and the diagonal loops"
+    for loop in loops:
+        assert "scf.if" not in loop[:loop.index("scf.yield")]

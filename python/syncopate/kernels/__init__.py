@@ -1,6 +1,7 @@
 """Local (single-GPU) Triton kernels that Syncopate fuses with communication: the GEMMs and the
-flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``) and
-backward (:mod:`.attention_bwd`, ``attention_backward``), and
+flash-attention forward (:mod:`.attention`, exported as ``attention`` and ``attention_*``: a
+fast kernel for local use and the fusable one the ops compile, see
+:mod:`.attention_config`) and backward (:mod:`.attention_bwd`, ``attention_backward``), and
 the FP8 GEMMs (:mod:`.gemm_fp8`; ``scaled_mm`` with ``torch._scaled_mm``'s contract).
 
 ``matmul`` picks its config from a per-GPU table (:mod:`.gemm_table`: the user's tuning cache,
@@ -16,8 +17,9 @@ plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"opt
     triton.compile(src, target=GPUTarget("cuda", 90, 32), options=e["options"])
 """
 
-from .attention import AttentionConfig, attention, attn_fwd_kernel
+from .attention import AttentionConfig, attention, attn_fwd_fast_kernel, attn_fwd_kernel
 from .attention import compile_args as attention_compile_args
+from .attention import fast_compile_args as attention_fast_compile_args
 from .attention import compile_attrs as attention_compile_attrs
 from .attention import default_config as attention_default_config
 from .attention_bwd import attention_backward
@@ -55,7 +57,7 @@ CORPUS = _corpus()
 
 __all__ = [
     "AttentionConfig", "attention", "attention_backward", "attention_compile_args", "attention_compile_attrs",
-    "attention_default_config", "attn_fwd_kernel",
+    "attention_default_config", "attention_fast_compile_args", "attn_fwd_fast_kernel", "attn_fwd_kernel",
     "CORPUS", "GemmConfig", "GemmPlan", "H200_NUM_SMS", "KERNELS", "SMEM_LIMIT_SM90",
     "check_operands", "compile_args", "compile_attrs", "default_config",
     "ensure_tma_allocator", "heuristic_config", "kernel_fn", "make_launcher", "make_plan",

@@ -15,6 +15,13 @@ communication and are written so the passes find what they need:
   kernel is deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
 * :func:`attn_bwd_preprocess` -- ``delta = rowsum(dO * O)`` per query row (fp32).
 
+Those are the *fusable* kernels.  Their in-loop causal skip keeps Triton from pipelining their
+loads, so :func:`attention_backward` runs *fast* variants on one GPU (issue 31):
+:func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
+descriptors, split the causal loops into unmasked and diagonal parts, and the dK/dV one runs
+one flattened loop over (GQA head, query block).  They take a contiguous sequence only; a
+zigzag backward and ``fusable=True`` run the fusable kernels.
+
 Contract (:func:`attention_backward`): the forward's (:mod:`.attention`: ``q [B, Hq, Sq, D]``,
 ``k, v [B, Hkv, Skv, D]``, GQA, bf16/fp16, D in 64/128, SDPA's top-left causal mask, ``lse`` the
 natural log-sum-exp of the scaled scores), plus ``do`` like ``o``.  Returns ``(dq, dk, dv)`` in
@@ -36,7 +43,9 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
-from .attention import LOG2E, AttentionConfig, _unit_last, check_device, check_operands
+from .attention import (LOG2E, AttentionConfig, _unit_last, check_device, check_operands,
+                        fast_config, fast_path_reason, tma_strides)
+from .gemm_launch import ensure_tma_allocator
 
 
 @triton.jit
@@ -204,10 +213,195 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
+# ----------------------------------------------------------------------------------------------
+# The fast backward (not fusable): TMA descriptors, causal loops split, GQA heads flattened
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n, qk_scale,
+             MASKED: tl.constexpr):
+    """One KV block of dQ.  Keys past the sequence need no mask: TMA zero-fills their K and V
+    rows, so they add ``dS * 0`` to dQ."""
+    k = desc_k.load([start_n, 0])
+    v = desc_v.load([start_n, 0])
+    qk = tl.dot(q, k.T)
+    p = tl.math.exp2(tl.fma(qk, qk_scale, -lse2[:, None]))
+    if MASKED:
+        p = tl.where(rows[:, None] >= (start_n + offs_n)[None, :], p, 0.0)
+    dp = tl.dot(do, v.T)
+    ds = p * (dp - delta[:, None])
+    return tl.dot(ds.to(k.dtype), k, dq)
+
+
+@triton.jit
+def attn_bwd_dq_fast_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
+                            stride_qb, stride_qh, stride_qm,
+                            stride_kb, stride_kh, stride_kn,
+                            stride_vb, stride_vh, stride_vn,
+                            stride_dob, stride_doh, stride_dom,
+                            stride_dqb, stride_dqh, stride_dqm,
+                            H_Q, GROUP, SEQ_Q, SEQ_KV,
+                            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The fast dQ: :func:`attn_bwd_dq_kernel`'s contract for a contiguous sequence, through
+    per-(batch, head) TMA descriptors, and for causal attention two loops -- the KV blocks the
+    rows see in full (no mask) and the diagonal ones -- instead of a skip inside one loop.
+    Rows past ``SEQ_Q`` read zeros (TMA) and are clipped at the store.  Grid
+    ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``, longest rows first when causal."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H_Q
+    h = pid_bh % H_Q
+    h_kv = h // GROUP
+    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
+                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_qm, 1],
+                                       block_shape=[BLOCK_M, HEAD_DIM])
+    desc_do = tl.make_tensor_descriptor(DO + b * stride_dob + h * stride_doh,
+                                        shape=[SEQ_Q, HEAD_DIM], strides=[stride_dom, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM])
+    desc_dq = tl.make_tensor_descriptor(DQ + b * stride_dqb + h * stride_dqh,
+                                        shape=[SEQ_Q, HEAD_DIM], strides=[stride_dqm, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM])
+    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    m0 = pid_m * BLOCK_M
+    rows = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    row_ok = rows < SEQ_Q
+    q = desc_q.load([m0, 0])
+    do = desc_do.load([m0, 0])
+    lse2 = tl.load(LSE + pid_bh * SEQ_Q + rows, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(DELTA + pid_bh * SEQ_Q + rows, mask=row_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:  # top-left: rows < m0 + BLOCK_M see keys < m0 + BLOCK_M
+        hi = tl.minimum(m0 + BLOCK_M, SEQ_KV)
+        mid = tl.minimum((m0 // BLOCK_N) * BLOCK_N, hi)
+        for start_n in tl.range(0, mid, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
+                          qk_scale, False)
+        for start_n in tl.range(mid, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
+                          qk_scale, True)
+    else:
+        for start_n in tl.range(0, SEQ_KV, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
+                          qk_scale, False)
+    desc_dq.store([m0, 0], (dq * sm_scale).to(DQ.dtype.element_ty))
+
+
+@triton.jit
+def _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat, h, start_m, cols, qk_scale,
+               SEQ_Q, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr):
+    """One block of query rows of head ``h`` against the program's KV block.  Rows past the
+    sequence need no mask: TMA zero-fills their Q and dO, so they add nothing to dK and dV."""
+    rows = start_m + tl.arange(0, BLOCK_M)
+    row_ok = rows < SEQ_Q
+    q = desc_q.load([h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    do = desc_do.load([h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    lse2 = tl.load(LSE + stat + rows, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
+    qkT = tl.dot(k, q.T)
+    pT = tl.math.exp2(tl.fma(qkT, qk_scale, -lse2[None, :]))
+    if MASKED:
+        pT = tl.where(rows[None, :] >= cols[:, None], pT, 0.0)
+    dv = tl.dot(pT.to(do.dtype), do, dv)
+    dpT = tl.dot(v, do.T)
+    dsT = pT * (dpT - delta[None, :])
+    dk = tl.dot(dsT.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
+def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
+                              stride_qb, stride_qh, stride_qm,
+                              stride_kb, stride_kh, stride_kn,
+                              stride_vb, stride_vh, stride_vn,
+                              stride_dob, stride_doh, stride_dom,
+                              stride_dkb, stride_dkh, stride_dkn,
+                              stride_dvb, stride_dvh, stride_dvn,
+                              H_Q, GROUP, SEQ_Q, SEQ_KV,
+                              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The fast dK/dV: :func:`attn_bwd_dkdv_kernel`'s contract for a contiguous sequence.  The
+    query blocks of every head of the GQA group are one flattened loop (``t -> (head, block)``,
+    so the pipeline runs across heads instead of draining per head), through TMA descriptors
+    over the batch's ``[H_Q, SEQ_Q, D]``; causal, the blocks holding the diagonal come first
+    with the mask, then the rest without -- only the blocks whose rows see the KV block.
+    Grid ``(cdiv(SEQ_KV, BLOCK_N), B * H_KV)``."""
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    H_KV = H_Q // GROUP
+    b = pid_bh // H_KV
+    h_kv = pid_bh % H_KV
+    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb, shape=[H_Q, SEQ_Q, HEAD_DIM],
+                                       strides=[stride_qh, stride_qm, 1],
+                                       block_shape=[1, BLOCK_M, HEAD_DIM])
+    desc_do = tl.make_tensor_descriptor(DO + b * stride_dob, shape=[H_Q, SEQ_Q, HEAD_DIM],
+                                        strides=[stride_doh, stride_dom, 1],
+                                        block_shape=[1, BLOCK_M, HEAD_DIM])
+    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_dk = tl.make_tensor_descriptor(DK + b * stride_dkb + h_kv * stride_dkh,
+                                        shape=[SEQ_KV, HEAD_DIM], strides=[stride_dkn, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM])
+    desc_dv = tl.make_tensor_descriptor(DV + b * stride_dvb + h_kv * stride_dvh,
+                                        shape=[SEQ_KV, HEAD_DIM], strides=[stride_dvn, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM])
+    n0 = pid_n * BLOCK_N
+    cols = n0 + tl.arange(0, BLOCK_N)
+    k = desc_k.load([n0, 0])
+    v = desc_v.load([n0, 0])
+    h0 = h_kv * GROUP
+    stat0 = (b * H_Q + h0) * SEQ_Q
+    n_q = tl.cdiv(SEQ_Q, BLOCK_M)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:  # query blocks [first, diag) hold the diagonal, [diag, n_q) see the block whole
+        first = tl.minimum(n0 // BLOCK_M, n_q)
+        diag = tl.minimum(tl.cdiv(n0 + BLOCK_N, BLOCK_M), n_q)
+        n_diag = diag - first
+        for t in tl.range(0, GROUP * n_diag):
+            g = t // n_diag
+            start_m = (first + t % n_diag) * BLOCK_M
+            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M, True)
+        n_rest = n_q - diag
+        for t in tl.range(0, GROUP * n_rest):
+            g = t // n_rest
+            start_m = (diag + t % n_rest) * BLOCK_M
+            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M,
+                                False)
+    else:
+        for t in tl.range(0, GROUP * n_q):
+            g = t // n_q
+            start_m = (t % n_q) * BLOCK_M
+            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M,
+                                False)
+    desc_dk.store([n0, 0], (dk * sm_scale).to(DK.dtype.element_ty))
+    desc_dv.store([n0, 0], dv.to(DV.dtype.element_ty))
+
+
 def default_backward_config(head_dim: int) -> AttentionConfig:
-    """The backward's starting point: 64 x 64 tiles (dK, dV, K, V and the transposed score
-    tile of a program stay in registers at D = 128), 4 warps, 2 stages;
-    ``scripts/bench_attention.py --backward`` measures alternatives on a GPU."""
+    """The fusable backward's config: 64 x 64 tiles (dK, dV, K, V and the transposed score
+    tile of a program stay in registers at D = 128), 8 warps and 2 stages (4 warps and 3
+    stages at D = 64).  The fast kernels' come from the per-GPU table
+    (:mod:`.attention_config`)."""
     if head_dim == 64:
         return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
     return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)
@@ -224,13 +418,21 @@ def _check_like(name, t, ref):
 
 
 def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: float | None = None,
-                       config=None, *, segments: int = 0, q_offset: int = 0):
+                       config=None, *, segments: int = 0, q_offset: int = 0,
+                       fusable: bool = False, dq_config=None):
     """Flash-attention backward: ``(dq, dk, dv)`` of the forward ``(o, lse) = attention(q, k, v,
     causal, sm_scale)`` for the upstream gradient ``do`` (see the module docstring).
 
     ``segments``/``q_offset``: a zigzag-stored sequence (causal only; ``segments`` = 2W, every
     segment a multiple of both block sizes, ``q`` the rows at ``q_offset`` of the stored
     sequence, as :func:`syncopate.kernels.attention_zigzag.attention_zigzag` takes them).
+
+    ``fusable=False`` (the default): the fast kernels (:func:`attn_bwd_dkdv_fast_kernel`,
+    :func:`attn_bwd_dq_fast_kernel`) for a contiguous sequence where they can run
+    (:func:`~.attention.fast_path_reason`), ``config`` the dK/dV kernel's and ``dq_config``
+    the dQ kernel's (default: ``config`` when given, else the per-GPU table's).  A zigzag
+    sequence, ``fusable=True`` or tensors the fast kernels cannot read take the fusable
+    kernels, ``config`` for both (default :func:`default_backward_config`).
     """
     import torch
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
@@ -239,8 +441,26 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     if not isinstance(lse, torch.Tensor) or tuple(lse.shape) != (B, Hq, Sq) \
             or lse.dtype != torch.float32:
         raise LaunchError(f"lse must be the forward's fp32 [B, Hq, Sq] = {(B, Hq, Sq)} tensor")
-    cfg = AttentionConfig.of(config if config is not None else default_backward_config(D),
-                             D).check(D)
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    q, k, v, o, do = (_unit_last(t) for t in (q, k, v, o, do))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    fast = not fusable and not segments and fast_path_reason(q, k, v, do, sm_scale) is None
+    if fast:
+        S = max(Sq, Skv)
+        cfg = fast_config(config, q, D, causal, S, "bwd_dkdv")
+        dq_cfg = fast_config(dq_config if dq_config is not None else config, q, D, causal, S,
+                             "bwd_dq")
+        for c in (cfg, dq_cfg):
+            if c.WARP_SPECIALIZE:
+                raise LaunchError(f"backward config {c.short()}: the backward kernels are not "
+                                  f"warp specialised; drop WARP_SPECIALIZE")
+    else:
+        if dq_config is not None:
+            raise LaunchError("dq_config is for the fast kernels; the fusable backward runs "
+                              "both of its kernels with config")
+        cfg = AttentionConfig.of(config if config is not None else default_backward_config(D),
+                                 D).check(D, fusable=True)
     seg_len = 1
     if segments:
         seg_len = Skv // segments if segments > 0 else 0
@@ -254,20 +474,29 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
                 f"queries inside the sequence; got segments={segments}")
     elif q_offset:
         raise LaunchError("q_offset is for a zigzag-stored sequence (segments > 0)")
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(D)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     if q.numel() == 0:
         return dq, dk.zero_(), dv.zero_()
     check_device(q)
-    q, k, v, o, do = (_unit_last(t) for t in (q, k, v, o, do))
     lse = lse.contiguous()
     delta = torch.empty_like(lse)
-    grid_q = (triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)
-    attn_bwd_preprocess[grid_q](o, do, delta, o.stride(0), o.stride(1), o.stride(2),
-                                do.stride(0), do.stride(1), do.stride(2), Hq, Sq,
-                                HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M)
+    attn_bwd_preprocess[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
+        o, do, delta, o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1),
+        do.stride(2), Hq, Sq, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M)
     qk_scale = float(sm_scale) * LOG2E
+    if fast:
+        if q.device.type == "cuda":
+            ensure_tma_allocator()
+        strides = (*tma_strides(q), *tma_strides(k), *tma_strides(v), *tma_strides(do))
+        sizes = (Hq, Hq // Hkv, Sq, Skv)
+        attn_bwd_dkdv_fast_kernel[(triton.cdiv(Skv, cfg.BLOCK_N), B * Hkv)](
+            q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides,
+            *tma_strides(dk), *tma_strides(dv), *sizes, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
+            BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal), **cfg.options())
+        attn_bwd_dq_fast_kernel[(triton.cdiv(Sq, dq_cfg.BLOCK_M), B * Hq)](
+            q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides, *tma_strides(dq),
+            *sizes, HEAD_DIM=D, BLOCK_M=dq_cfg.BLOCK_M, BLOCK_N=dq_cfg.BLOCK_N,
+            CAUSAL=bool(causal), **dq_cfg.options())
+        return dq, dk, dv
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
     consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
@@ -277,11 +506,12 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
         q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides,
         dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
         *sizes, **consts, **cfg.options())
-    attn_bwd_dq_kernel[grid_q](
+    attn_bwd_dq_kernel[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
         q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides,
         dq.stride(0), dq.stride(1), dq.stride(2), *sizes, **consts, **cfg.options())
     return dq, dk, dv
 
 
-__all__ = ["attention_backward", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel",
-           "attn_bwd_preprocess", "default_backward_config"]
+__all__ = ["attention_backward", "attn_bwd_dkdv_fast_kernel", "attn_bwd_dkdv_kernel",
+           "attn_bwd_dq_fast_kernel", "attn_bwd_dq_kernel", "attn_bwd_preprocess",
+           "default_backward_config"]
