@@ -458,7 +458,8 @@ def test_world_size_one_runs_the_local_kernel_alone_for_the_new_ops(monkeypatch)
     want = "tma" if best == "triton" else best
     assert ran == [want, "tma", want, "tma"]
     monkeypatch.setattr(ulysses, "_local_attention",
-                        lambda q, k, v, causal, sm_scale, cfg: ran.append("attention") or q)
+                        lambda q, k, v, causal, sm_scale, cfg, fusable=True:
+                        ran.append("attention") or q)
     q = torch.randn(1, 4, 128, 64).to(torch.bfloat16)
     assert ulysses.ulysses_attention(q, q[:, :2], q[:, :2], comm) is q
     assert ran[-1] == "attention"

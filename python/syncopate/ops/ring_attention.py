@@ -146,8 +146,8 @@ def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=No
         gathered.append(g.permute(1, 2, 0, 3, 4).reshape(B, Hkv, W * Sl, D))
     if causal:
         return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
-                                cfg)
-    return attention(q, gathered[0], gathered[1], False, sm_scale, cfg)
+                                cfg, fusable=True)
+    return attention(q, gathered[0], gathered[1], False, sm_scale, cfg, fusable=True)
 
 
 def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order: str = "swizzle",
