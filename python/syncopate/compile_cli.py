@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import backends
-from .abi import contradictions as abi_contradictions
+from .abi import launch_violations
 
 from .cli_args import nonnegative_int, positive_int, shape
 from .cli_kernel import FORMS, gemm_name, is_gemm, load_user_kernel
@@ -164,7 +164,7 @@ def run_compile(args) -> int:
                            comm_programs=args.comm_programs, attrs=attrs, **options)
     dt = time.perf_counter() - t0
     known = _known_args(args)
-    bad = abi_contradictions(fc.abi, known)
+    bad = [str(v) for v in launch_violations(known, fc.abi.requirements, fc.abi.upper_bounds)]
     if bad:
         from .errors import CompileError
         raise CompileError("--shape contradicts the schedule: " + "; ".join(bad) + ". Give the "
