@@ -1,0 +1,120 @@
+"""Tile coordinates carried by a loop: what tile-remap may not rewrite (docs/soundness.md).
+
+Three kernels walk row tiles with a counter ``t`` that a loop advances:
+
+* ``loaded_step_rows`` -- the accesses sit in the loop and ``t`` advances by a *loaded* step:
+  ``t`` is not a pure function of program ids and tile loops, so it is never remapped
+  (``passes/purity.py`` follows what the loop yields, not only where it starts);
+* ``loaded_offset_rows`` -- the loop only adds loaded steps to ``t``; the access after it uses
+  the loop's result.  Remapping that result (issue 28 item 8: purity ignoring what a loop
+  yields) made rank 1 compute other tiles than the unfused kernel: a silent miscompile;
+* ``arg_step_rows`` -- the same walk with a *pure* step (a kernel argument).  Remapping the
+  carried ``t`` replaced its use in the loop's own advance, so the next iteration started from
+  ``table[t] + step`` and left the grid: rank 1's rows were never written.  Such a coordinate
+  is refused (the lit test: lit_tests/tile-remap-loop-carried.mlir).
+
+Each is compiled for sm_90 on this CPU and emulated for 2 ranks over 2 launches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import syncopate
+from syncopate.emulate import PerRank, emulate
+from syncopate.schedule import all_gather
+
+
+@triton.jit
+def loaded_step_rows(inp_ptr, out_ptr, step_ptr, M, n_cols, stride, BM: tl.constexpr,
+                     BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    t = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    for i in range(ITERS):
+        rows = t * BM + tl.arange(0, BM)
+        m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+        x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m)
+        tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x, mask=m)
+        t += tl.load(step_ptr + i)
+
+
+@triton.jit
+def loaded_offset_rows(inp_ptr, out_ptr, step_ptr, M, n_cols, stride, BM: tl.constexpr,
+                       BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    t = tl.program_id(0)
+    for i in range(ITERS):
+        t += tl.load(step_ptr + i)
+    cols = tl.arange(0, BLOCK)
+    rows = t * BM + tl.arange(0, BM)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m)
+    tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x, mask=m)
+
+
+@triton.jit
+def arg_step_rows(inp_ptr, out_ptr, step, M, n_cols, stride, BM: tl.constexpr,
+                  BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    t = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    for i in range(ITERS):
+        rows = t * BM + tl.arange(0, BM)
+        m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+        x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m)
+        tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x, mask=m)
+        t += step
+
+
+R, C, BM = 64, 32, 16
+CX = dict(BM=BM, BLOCK=C, ITERS=2)
+TYPES = {"inp_ptr": "*bf16", "out_ptr": "*bf16", "step_ptr": "*i32"}
+
+# kernel, its step argument, the grid: every case visits rows the remap would move on rank 1
+# (its table runs tiles 2, 3 -- its own rows -- before 0, 1)
+CASES = {
+    # two programs, each two tiles apart: tiles {0, 2} and {1, 3}
+    "loaded_step_rows": (loaded_step_rows, {"step_ptr": np.array([2, 2], np.int32)}, (2,)),
+    "arg_step_rows": (arg_step_rows, {"step": 2}, (2,)),
+    # four programs moved on by 1 + 1 tiles: tiles 2, 3 (4 and 5 are masked off)
+    "loaded_offset_rows": (loaded_offset_rows, {"step_ptr": np.array([1, 1], np.int32)}, (4,)),
+}
+WHY = {
+    "loaded_step_rows": "depends on a loop-carried value that is not pure",
+    "loaded_offset_rows": "depends on a loop result that is not pure",
+    "arg_step_rows": "carries from one iteration to the next",
+}
+
+
+def _sig(fn):
+    return {n: ("constexpr" if n in CX else TYPES.get(n, "i32")) for n in fn.arg_names}
+
+
+def _schedule():
+    return all_gather([R, C], "bf16", 2, split=2)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_loop_carried_coordinate_is_not_remapped(name):
+    fn, _, _ = CASES[name]
+    fc = syncopate.compile(fn, signature=_sig(fn), constexprs=CX, schedule=_schedule(),
+                           operand="inp_ptr", backend="sm", comm_programs=2)
+    ir = fc.ir_after["tile-remap"]
+    assert "= syncopate.remap " not in ir
+    assert "A dim 0 not remapped: the tile coordinate" in ir and WHY[name] in ir, \
+        ir[ir.find("remarks"):][:400]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_loop_carried_coordinate_emulates_like_the_unfused_kernel(name):
+    fn, step, grid = CASES[name]
+    rng = np.random.default_rng(11)
+    args = dict(inp_ptr=PerRank([rng.standard_normal((R, C)).astype(np.float32)
+                                 for _ in range(2)]),
+                out_ptr=rng.standard_normal((R, C)).astype(np.float32), M=R, n_cols=C,
+                stride=C, **step)
+    res = emulate(fn, signature=_sig(fn), constexprs=CX, schedule=_schedule(),
+                  operand="inp_ptr", grid=grid, args=args, backend="sm", comm_programs=2,
+                  policies=("in-order", "late", "behind:1"), launches=2, check=False)
+    assert res.ok, res.summary()
