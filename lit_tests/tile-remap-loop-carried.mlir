@@ -259,3 +259,55 @@ module {
     tt.return
   }
 }
+
+// -----
+
+// Triton's `while t < TILES: ...; t += tl.load(step_ptr)`: the condition region forwards t
+// unchanged, and t is what the body yields -- t plus a loaded step: not pure.
+// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a while-loop value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written\22
+// CHECK-LABEL: tt.func public @while_loaded_step
+// CHECK-NOT: syncopate.remap
+
+module {
+  tt.func public @while_loaded_step(%inp_ptr: !tt.ptr<bf16>, %out_ptr: !tt.ptr<bf16>, %step_ptr: !tt.ptr<i32>, %M: i32, %n_cols: i32, %stride: i32) attributes {noinline = false} {
+    %c64_i32 = arith.constant 64 : i32
+    %c8_i32 = arith.constant 8 : i32
+    %t = tt.get_program_id x : i32
+    %cols = tt.make_range {end = 64 : i32, start = 0 : i32} : tensor<64xi32>
+    %t_0 = scf.while (%t_1 = %t) : (i32) -> i32 {
+      %0 = arith.cmpi slt, %t_1, %c8_i32 : i32
+      scf.condition(%0) %t_1 : i32
+    } do {
+    ^bb0(%t_1: i32):
+      %rows = arith.muli %t_1, %c64_i32 : i32
+      %rows_2 = tt.splat %rows : i32 -> tensor<64xi32>
+      %rows_3 = arith.addi %rows_2, %cols : tensor<64xi32>
+      %m = tt.expand_dims %rows_3 {axis = 1 : i32} : tensor<64xi32> -> tensor<64x1xi32>
+      %m_4 = tt.splat %M : i32 -> tensor<64x1xi32>
+      %m_5 = arith.cmpi slt, %m, %m_4 : tensor<64x1xi32>
+      %m_6 = tt.expand_dims %cols {axis = 0 : i32} : tensor<64xi32> -> tensor<1x64xi32>
+      %m_7 = tt.splat %n_cols : i32 -> tensor<1x64xi32>
+      %m_8 = arith.cmpi slt, %m_6, %m_7 : tensor<1x64xi32>
+      %m_9 = tt.broadcast %m_5 : tensor<64x1xi1> -> tensor<64x64xi1>
+      %m_10 = tt.broadcast %m_8 : tensor<1x64xi1> -> tensor<64x64xi1>
+      %m_11 = arith.andi %m_9, %m_10 : tensor<64x64xi1>
+      %x = tt.splat %stride : i32 -> tensor<64x1xi32>
+      %x_12 = arith.muli %m, %x : tensor<64x1xi32>
+      %x_13 = tt.splat %inp_ptr : !tt.ptr<bf16> -> tensor<64x1x!tt.ptr<bf16>>
+      %x_14 = tt.addptr %x_13, %x_12 : tensor<64x1x!tt.ptr<bf16>>, tensor<64x1xi32>
+      %x_15 = tt.broadcast %x_14 : tensor<64x1x!tt.ptr<bf16>> -> tensor<64x64x!tt.ptr<bf16>>
+      %x_16 = tt.broadcast %m_6 : tensor<1x64xi32> -> tensor<64x64xi32>
+      %x_17 = tt.addptr %x_15, %x_16 : tensor<64x64x!tt.ptr<bf16>>, tensor<64x64xi32>
+      %x_18 = tt.load %x_17, %m_11 : tensor<64x64x!tt.ptr<bf16>>
+      %0 = tt.splat %out_ptr : !tt.ptr<bf16> -> tensor<64x1x!tt.ptr<bf16>>
+      %1 = tt.addptr %0, %x_12 : tensor<64x1x!tt.ptr<bf16>>, tensor<64x1xi32>
+      %2 = tt.broadcast %1 : tensor<64x1x!tt.ptr<bf16>> -> tensor<64x64x!tt.ptr<bf16>>
+      %3 = tt.addptr %2, %x_16 : tensor<64x64x!tt.ptr<bf16>>, tensor<64x64xi32>
+      tt.store %3, %x_18, %m_11 : tensor<64x64x!tt.ptr<bf16>>
+      %t_19 = tt.load %step_ptr : !tt.ptr<i32>
+      %t_20 = arith.addi %t_1, %t_19 : i32
+      scf.yield %t_20 : i32
+    }
+    tt.return
+  }
+}
