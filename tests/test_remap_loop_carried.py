@@ -1,4 +1,5 @@
-"""Tile coordinates carried by a loop: what tile-remap may not rewrite (docs/soundness.md).
+"""Which tile coordinates tile-remap may rewrite (docs/soundness.md), on kernels whose
+coordinate passes through a loop or a branch.
 
 Three kernels walk row tiles with a counter ``t`` that a loop advances:
 
@@ -12,6 +13,9 @@ Three kernels walk row tiles with a counter ``t`` that a loop advances:
   carried ``t`` replaced its use in the loop's own advance, so the next iteration started from
   ``table[t] + step`` and left the grid: rank 1's rows were never written.  Such a coordinate
   is refused (the lit test: lit_tests/tile-remap-loop-carried.mlir).
+
+A fourth, ``branch_rows``, computes its coordinate in an ``scf.if`` on a kernel argument: a
+pure function of the program id, so it *is* remapped (purity follows both branches' yields).
 
 Each is compiled for sm_90 on this CPU and emulated for 2 ranks over 2 launches.
 """
@@ -67,6 +71,21 @@ def arg_step_rows(inp_ptr, out_ptr, step, M, n_cols, stride, BM: tl.constexpr,
         t += step
 
 
+@triton.jit
+def branch_rows(inp_ptr, out_ptr, step, M, n_cols, stride, BM: tl.constexpr,
+                BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    pid = tl.program_id(0)
+    if step > 0:
+        t = pid
+    else:
+        t = (pid * 2) // 2  # computed in the branch: an scf.if yields it (no select)
+    cols = tl.arange(0, BLOCK)
+    rows = t * BM + tl.arange(0, BM)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m)
+    tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x, mask=m)
+
+
 R, C, BM = 64, 32, 16
 CX = dict(BM=BM, BLOCK=C, ITERS=2)
 TYPES = {"inp_ptr": "*bf16", "out_ptr": "*bf16", "step_ptr": "*i32"}
@@ -80,6 +99,8 @@ CASES = {
     # four programs moved on by 1 + 1 tiles: tiles 2, 3 (4 and 5 are masked off)
     "loaded_offset_rows": (loaded_offset_rows, {"step_ptr": np.array([1, 1], np.int32)}, (4,)),
 }
+#: remapped: one tile per program, either branch
+REMAPPED = {"branch_rows": (branch_rows, {"step": 0}, (4,))}
 WHY = {
     "loaded_step_rows": "depends on a loop-carried value that is not pure",
     "loaded_offset_rows": "depends on a loop result that is not pure",
@@ -98,17 +119,25 @@ def _schedule():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_loop_carried_coordinate_is_not_remapped(name):
     fn, _, _ = CASES[name]
-    fc = syncopate.compile(fn, signature=_sig(fn), constexprs=CX, schedule=_schedule(),
-                           operand="inp_ptr", backend="sm", comm_programs=2)
-    ir = fc.ir_after["tile-remap"]
+    ir = _compile(fn).ir_after["tile-remap"]
     assert "= syncopate.remap " not in ir
     assert "A dim 0 not remapped: the tile coordinate" in ir and WHY[name] in ir, \
         ir[ir.find("remarks"):][:400]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_loop_carried_coordinate_emulates_like_the_unfused_kernel(name):
-    fn, step, grid = CASES[name]
+def _compile(fn):
+    return syncopate.compile(fn, signature=_sig(fn), constexprs=CX, schedule=_schedule(),
+                             operand="inp_ptr", backend="sm", comm_programs=2)
+
+
+def test_coordinate_yielded_by_a_branch_is_remapped():
+    ir = _compile(branch_rows).ir_after["tile-remap"]
+    assert "scf.if" in ir and "= syncopate.remap " in ir, ir[ir.find("remarks"):][:400]
+
+
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(REMAPPED))
+def test_coordinate_emulates_like_the_unfused_kernel(name):
+    fn, step, grid = {**CASES, **REMAPPED}[name]
     rng = np.random.default_rng(11)
     args = dict(inp_ptr=PerRank([rng.standard_normal((R, C)).astype(np.float32)
                                  for _ in range(2)]),
