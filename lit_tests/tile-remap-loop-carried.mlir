@@ -210,8 +210,8 @@ module {
 // -----
 
 // A while loop whose condition region forwards t plus a loaded step to its body: the body's
-// argument is what the condition forwards (not the loop's initial value or what the body
-// yields), and that is loaded -- not pure.
+// argument is what the condition forwards (not the loop's initial value, what the body
+// yields, or the condition itself, which tests t alone), and that is loaded -- not pure.
 // CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a while-loop value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written\22
 // CHECK-LABEL: tt.func public @while_loaded_forward
 // CHECK-NOT: syncopate.remap
@@ -225,7 +225,7 @@ module {
     %t_0 = scf.while (%t_1 = %t) : (i32) -> i32 {
       %s = tt.load %step_ptr : !tt.ptr<i32>
       %t_2 = arith.addi %t_1, %s : i32
-      %0 = arith.cmpi slt, %t_2, %c8_i32 : i32
+      %0 = arith.cmpi slt, %t_1, %c8_i32 : i32
       scf.condition(%0) %t_2 : i32
     } do {
     ^bb0(%t_1: i32):
