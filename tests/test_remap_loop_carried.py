@@ -14,8 +14,9 @@ Three kernels walk row tiles with a counter ``t`` that a loop advances:
   ``table[t] + step`` and left the grid: rank 1's rows were never written.  Such a coordinate
   is refused (the lit test: lit_tests/tile-remap-loop-carried.mlir).
 
-A fourth, ``branch_rows``, computes its coordinate in an ``scf.if`` on a kernel argument: a
-pure function of the program id, so it *is* remapped (purity follows both branches' yields).
+``branch_rows`` computes its coordinate in an ``scf.if`` on a kernel argument: a pure function
+of the program id, so it *is* remapped (purity follows both branches' yields);
+``loaded_branch_rows`` branches on a loaded value instead, and is not.
 
 Each is compiled for sm_90 on this CPU and emulated for 2 ranks over 2 launches.
 """
@@ -86,6 +87,21 @@ def branch_rows(inp_ptr, out_ptr, step, M, n_cols, stride, BM: tl.constexpr,
     tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x, mask=m)
 
 
+@triton.jit
+def loaded_branch_rows(inp_ptr, out_ptr, step_ptr, M, n_cols, stride, BM: tl.constexpr,
+                       BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    pid = tl.program_id(0)
+    if tl.load(step_ptr) > 0:  # a loaded condition: the branch's result is not pure
+        t = pid
+    else:
+        t = (pid * 2) // 2
+    cols = tl.arange(0, BLOCK)
+    rows = t * BM + tl.arange(0, BM)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m)
+    tl.store(out_ptr + rows[:, None] * stride + cols[None, :], x, mask=m)
+
+
 R, C, BM = 64, 32, 16
 CX = dict(BM=BM, BLOCK=C, ITERS=2)
 TYPES = {"inp_ptr": "*bf16", "out_ptr": "*bf16", "step_ptr": "*i32"}
@@ -98,6 +114,8 @@ CASES = {
     "arg_step_rows": (arg_step_rows, {"step": 2}, (2,)),
     # four programs moved on by 1 + 1 tiles: tiles 2, 3 (4 and 5 are masked off)
     "loaded_offset_rows": (loaded_offset_rows, {"step_ptr": np.array([1, 1], np.int32)}, (4,)),
+    # one tile per program, the branch taken chosen by a loaded value
+    "loaded_branch_rows": (loaded_branch_rows, {"step_ptr": np.array([1], np.int32)}, (4,)),
 }
 #: remapped: one tile per program, either branch
 REMAPPED = {"branch_rows": (branch_rows, {"step": 0}, (4,))}
@@ -105,6 +123,7 @@ WHY = {
     "loaded_step_rows": "depends on a loop-carried value that is not pure",
     "loaded_offset_rows": "depends on a loop result that is not pure",
     "arg_step_rows": "carries from one iteration to the next",
+    "loaded_branch_rows": "depends on a branch whose condition or results are not pure",
 }
 
 
