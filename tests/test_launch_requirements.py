@@ -113,3 +113,24 @@ def test_emulator_runs_a_compliant_launch(n_cols):
         for r in range(2):
             got = res.outputs[policy][r]["out_ptr"].reshape(ROWS, COLS)
             np.testing.assert_array_equal(got[:, :n_cols], x[:, :n_cols])
+
+
+def test_cli_refuses_the_launch_with_one_line(tmp_path, capsys):
+    """``syncopate emulate`` with ``--arg n_cols=48`` over rows of 32: exit 1, one typed line
+    naming the argument, the bound and the value (not an emulation reporting races)."""
+    from syncopate.cli import main
+    from syncopate.schedule import dumps
+    sched = tmp_path / "ag.json"
+    sched.write_text(dumps(all_gather([64, 32], "bf16", 2, split=2)))
+    args = ["emulate", "corpus.unseen:masked_rows", "--schedule", str(sched),
+            "--operand", "inp_ptr", "--signature",
+            "inp_ptr=*bf16,out_ptr=*bf16,n_cols=i32,stride=i32", "--constexpr", "BLOCK=64",
+            "--grid", "64", "--arg", "inp_ptr=64x32", "--arg", "out_ptr=zeros:64x32",
+            "--arg", "stride=32", "--policies", "in-order"]
+    assert main(args + ["--arg", "n_cols=32"]) == 0
+    capsys.readouterr()
+    assert main(args + ["--arg", "n_cols=48"]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "n_cols=48 (the kernel was compiled for n_cols <= 32" in err
+    assert "race" not in out + err
