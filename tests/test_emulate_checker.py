@@ -86,3 +86,60 @@ def test_a_stale_read_by_a_lane_other_than_the_first_is_a_race(fused):
         assert f"first: element {32 * C}," in r.detail, r
     # the wrong numbers follow from it (the row before row 32 of out: elements 992..1023)
     assert len(res.mismatches) == 2
+
+
+# ------------------------------------------------------------------ the checker's rules, unit by unit
+
+class _Program:
+    """What the checker reads of a program: its name, rank, launch and per-chunk counts."""
+
+    def __init__(self, rank=0, epoch=1):
+        self.rank, self.epoch, self.name = rank, epoch, f"rank {rank} compute program 0"
+        self.stored: dict = {}
+        self.signalled: dict = {}
+
+
+def _tracked(sched, tensor, rank):
+    from syncopate.emulate.memory import Buffer, etype_named
+    shape = sched.tensors[tensor].shape
+    b = Buffer("x_ptr", rank, etype_named("fp32"), np.zeros(int(np.prod(shape)), np.float32),
+               shape=tuple(shape))
+    b.track(tensor)
+    return b
+
+
+def test_a_padding_allowance_covers_the_rows_past_the_count_and_no_more():
+    """A chunk with a run-time extent (docs/moe.md): a producer may signal its rows past the
+    count unstored, exactly those; one counted element short is an early signal."""
+    from syncopate.emulate.checker import Checker
+    from syncopate.schedule import reduce_scatter
+    sched = reduce_scatter([64, 32], "fp32", 2, split=2)
+    c = next(c for c in sched.chunks if c.src == 0)
+    rows, row = c.hi[0] - c.lo[0], c.volume // (c.hi[0] - c.lo[0])
+    valid_hi = c.lo[0] + rows // 2  # half of the chunk's rows are counted
+    counted = (valid_hi - c.lo[0]) * row
+    for stored, early in ((counted, False), (counted - 1, True)):
+        checker = Checker(sched, 2, {})
+        pc = _Program()
+        pc.stored[c.id] = stored
+        checker.produced_signal(pc, c.id, c.volume, c.volume, 32, None, "<loc>",
+                                valid_hi=valid_hi)
+        assert [r.kind for r in checker.races] == (["early-signal"] if early else []), \
+            (stored, checker.races)
+
+
+def test_a_write_before_a_peer_finished_reading_names_the_chunk_it_hits():
+    """Host staging (no chunk of its own) overwrites an element a peer reads remotely and has
+    not finished reading for the previous launch: the race names the chunk that element
+    belongs to."""
+    from syncopate.emulate.checker import Checker
+    from syncopate.schedule import all_gather
+    sched = all_gather([64, 32], "fp32", 2, split=2, mode="pull")
+    c = next(c for c in sched.chunks if c.src == 0)
+    buf = _tracked(sched, "A", 0)
+    readers = {(0, "A"): np.ones(buf.data.size, bool)}
+    checker = Checker(sched, 2, readers)
+    first = c.lo[0] * 32  # the chunk's first element; nobody read launch 1's data yet
+    checker.write("rank 0 host (staging)", 0, buf, np.array([first]), 2, "<host staging>")
+    (race,) = checker.races
+    assert (race.kind, race.chunk, race.epoch) == ("write-after-read", c.id, 2), race
