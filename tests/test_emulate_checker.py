@@ -143,3 +143,40 @@ def test_a_write_before_a_peer_finished_reading_names_the_chunk_it_hits():
     checker.write("rank 0 host (staging)", 0, buf, np.array([first]), 2, "<host staging>")
     (race,) = checker.races
     assert (race.kind, race.chunk, race.epoch) == ("write-after-read", c.id, 2), race
+
+
+def test_a_produced_flag_reaching_its_target_over_unstored_elements_is_an_early_signal():
+    """Each program's own count can be right while the chunk is not: when PRODUCED reaches
+    ``epoch * volume`` every element of the chunk's region must hold this launch's data."""
+    from syncopate.emulate.checker import Checker
+    from syncopate.schedule import reduce_scatter
+    sched = reduce_scatter([64, 32], "fp32", 2, split=2)
+    c = next(c for c in sched.chunks if c.src == 0)
+    half = c.volume // 2
+    region = np.arange(int(np.prod(sched.tensors[c.tensor].shape))).reshape(
+        sched.tensors[c.tensor].shape)[tuple(slice(a, b) for a, b in zip(c.lo, c.hi))].ravel()
+    for stored_elements, early in ((c.volume, False), (c.volume - 1, True)):
+        checker = Checker(sched, 2, {})
+        buf = _tracked(sched, c.tensor, 0)
+        buf.epoch_of[region[:stored_elements]] = 1
+        pc = _Program()
+        pc.stored[c.id] = half  # this program stored its half and signals it: its count is fine
+        checker.produced_signal(pc, c.id, half, c.volume, 32, buf, "<loc>")  # the last half
+        got = [(r.kind, "reached its target" in r.detail) for r in checker.races]
+        assert got == ([("early-signal", True)] if early else []), (stored_elements, got)
+
+
+def test_a_skipped_read_counts_as_read_by_the_peer_only():
+    """Rows past a run-time count that a transfer leaves unread (emulate/extents.py) are done
+    with for the launch -- for a peer's read; a rank's own transfer is no remote read."""
+    from syncopate.emulate.checker import Checker
+    from syncopate.schedule import all_gather
+    sched = all_gather([64, 32], "fp32", 2, split=2, mode="pull")
+    offs = np.arange(32, 64)
+    for reader in (0, 1):
+        for owner in (0, 1):
+            buf = _tracked(sched, "A", owner)
+            Checker(sched, 2, {}).skipped_read(reader, buf, offs, 1)
+            want = 1 if reader != owner else 0
+            assert (buf.remote_read[offs] == want).all(), (reader, owner)
+            assert (buf.remote_read[:32] == 0).all()
