@@ -180,3 +180,31 @@ def test_a_skipped_read_counts_as_read_by_the_peer_only():
             want = 1 if reader != owner else 0
             assert (buf.remote_read[offs] == want).all(), (reader, owner)
             assert (buf.remote_read[:32] == 0).all()
+
+
+def test_a_transfer_reading_a_later_launchs_data_is_a_write_after_read():
+    """The source was overwritten for launch 2 before launch 1's transfer read it."""
+    from syncopate.emulate.checker import Checker
+    from syncopate.schedule import all_gather
+    sched = all_gather([64, 32], "fp32", 2, split=2, mode="pull")
+    c = next(c for c in sched.chunks if c.src == 0)
+    buf = _tracked(sched, "A", 0)
+    offs = np.arange(c.lo[0] * 32, c.hi[0] * 32)
+    for held, kind in ((1, None), (2, "write-after-read"), (0, "read-before-arrival")):
+        checker = Checker(sched, 2, {})
+        buf.epoch_of[offs] = held
+        checker.transfer_read("rank 1 comm program 0", 1, buf, offs, 1, c.id, "<loc>")
+        assert [r.kind for r in checker.races] == ([kind] if kind else []), (held, checker.races)
+
+
+def test_a_store_into_a_delivered_tensor_is_recorded_as_a_write():
+    """A (mutated or refused) kernel storing into the tensor the schedule delivers: the
+    checker records the write (its launch's data now) and counts nothing as produced."""
+    from syncopate.emulate.checker import Checker
+    from syncopate.schedule import all_gather
+    sched = all_gather([64, 32], "fp32", 2, split=2, mode="pull")
+    buf = _tracked(sched, "A", 1)
+    pc = _Program(rank=1)
+    Checker(sched, 2, {}).compute_store(pc, buf, np.arange(8), "<loc>")
+    assert (buf.epoch_of[:8] == 1).all() and (buf.epoch_of[8:] == 0).all()
+    assert pc.stored == {}
