@@ -275,6 +275,8 @@ def _roots(v) -> set:
                 out.add(id(owner))
                 if cur.index > 0:
                     work.append(owner.operands[3 + cur.index - 1])
+                else:  # the induction variable follows what its bounds follow (lb = pid)
+                    work.extend(owner.operands[:3])
             continue
         if isinstance(cur.op, GetProgramIdOp):
             out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))

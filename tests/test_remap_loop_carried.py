@@ -17,7 +17,10 @@ Three kernels walk row tiles with a counter ``t`` that a loop advances:
 ``branch_rows`` computes its coordinate in an ``scf.if`` on a kernel argument: a pure function
 of the program id, so it *is* remapped (purity follows both branches' yields);
 ``loaded_branch_rows`` branches on a loaded value instead, and is not.  Two more rules of
-docs/soundness.md: ``second_counter_rows`` stores through a tile counter of its own (rule 3),
+docs/soundness.md: ``second_counter_rows`` stores through a tile counter of its own and
+``last_tile_rows`` through the program id its tile loop starts from (rule 3; the latter was
+remapped, and rank 1's rows came out wrong, until the tile loop's induction variable was taken
+to follow its bounds),
 ``tile_loop_sums``' coordinate counts the iterations of a loop that sums floats (rule 4).
 
 Each is compiled for sm_90 on this CPU and emulated for 2 ranks over 2 launches.
@@ -133,6 +136,19 @@ def tile_loop_sums(inp_ptr, out_ptr, step, M, n_cols, stride, BM: tl.constexpr,
     tl.store(out_ptr + pid * stride + cols, acc.to(tl.bfloat16), mask=cols < n_cols)
 
 
+@triton.jit
+def last_tile_rows(inp_ptr, out_ptr, step, M, n_cols, stride, BM: tl.constexpr,
+                   BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    for tile in range(pid, ITERS * step, step):
+        rows = tile * BM + tl.arange(0, BM)
+        m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+        x = tl.load(inp_ptr + rows[:, None] * stride + cols[None, :], mask=m)
+        rows2 = pid * BM + tl.arange(0, BM)
+        tl.store(out_ptr + rows2[:, None] * stride + cols[None, :], x, mask=m)
+
+
 R, C, BM = 64, 32, 16
 CX = dict(BM=BM, BLOCK=C, ITERS=2)
 #: constexprs per kernel where they differ (tile_loop_sums' loop visits all 4 row tiles)
@@ -151,6 +167,8 @@ CASES = {
     "loaded_branch_rows": (loaded_branch_rows, {"step_ptr": np.array([1], np.int32)}, (4,)),
     # loads follow the tile loop, stores a counter of their own: tiles {0, 2} and {1, 3}
     "second_counter_rows": (second_counter_rows, {"step": 2}, (2,)),
+    # loads follow the tile loop (from pid), the store the program id: the last tile wins
+    "last_tile_rows": (last_tile_rows, {"step": 2}, (2,)),
     # one program sums the column tiles of every row tile, in the loop's order
     "tile_loop_sums": (tile_loop_sums, {"step": 1}, (1,)),
 }
@@ -163,6 +181,8 @@ WHY = {
     "loaded_branch_rows": "depends on a branch whose condition or results are not pure",
     "second_counter_rows": "computes its tile from the program id without the remapped "
                            "coordinate (a second tile counter?)",
+    "last_tile_rows": "computes its tile from the program id without the remapped "
+                      "coordinate (a second tile counter?)",
     "tile_loop_sums": "counts the iterations of a loop that accumulates floating-point values",
 }
 
