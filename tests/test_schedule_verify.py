@@ -420,3 +420,15 @@ def test_work_grows_with_the_chunks_that_meet_on_a_rank(make, monkeypatch):
     meet = sum(k * (k + outgoing[key]) for key, k in incoming.items())
     assert calls["update"] == n and 0 < calls["query"] <= 4 * n
     assert 0 < calls["overlap"] <= meet < n * n // 3, (calls, meet, n)
+
+
+@pytest.mark.parametrize("index, outside", [(0, False), (1, False), (2, True), (-1, True)])
+def test_a_valid_rows_index_must_lie_inside_the_count_tensor(index, outside):
+    """A run-time extent's count is ``CNT[index]`` of a 2-element CNT: 0 and 1 are counts,
+    2 (one past the end) and -1 are not -- the boundary cases (the schedule of
+    tests/test_schedule_moe.py)."""
+    from test_schedule_moe import _count, _data, _rest, _sched
+    s = _sched([_count(0, 0, 1, n=2), _data(1, 0, 1, 0, {"tensor": "CNT", "index": index})]
+               + _rest(2))
+    problems = analyze(s).problems
+    assert any("outside CNT" in p for p in problems) == outside, problems
