@@ -432,3 +432,23 @@ def test_a_valid_rows_index_must_lie_inside_the_count_tensor(index, outside):
                + _rest(2))
     problems = analyze(s).problems
     assert any("outside CNT" in p for p in problems) == outside, problems
+
+
+def test_every_problem_of_every_extent_is_reported():
+    """Two chunks whose count tensor is not int32: one problem each (the verifier lists every
+    problem; it does not stop at the first chunk)."""
+    from test_schedule_moe import _count, _data, _sched
+    vr = {"tensor": "CNT", "index": 0}
+    s = _sched([_count(0, 0, 1), _data(1, 0, 1, 0, vr), _data(2, 1, 0, 4, vr),
+                _data(3, 1, 0, 6, None), _data(4, 0, 1, 2, None)], dtype="fp32")
+    problems = analyze(s).problems
+    assert sum("must be 1-d int32" in p for p in problems) == 2, problems
+
+
+def test_each_copy_completes_the_region_it_delivers():
+    """``completed`` (what the cost model's arrival events read): a copy into a rank that
+    lacked its region completes exactly that region there."""
+    s = all_gather((8, 4), "bf16", 2, split=2)
+    ar = analyze(s)
+    for c in s.chunks:
+        assert ar.completed[c.id] == [c.region], (c, ar.completed[c.id])
