@@ -88,7 +88,7 @@ def test_a_stale_read_by_a_lane_other_than_the_first_is_a_race(fused):
     assert len(res.mismatches) == 2
 
 
-# ------------------------------------------------------------------ the checker's rules, unit by unit
+# ------------------------------------------------------- the checker's rules, unit by unit
 
 class _Program:
     """What the checker reads of a program: its name, rank, launch and per-chunk counts."""

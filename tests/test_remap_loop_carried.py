@@ -224,6 +224,7 @@ def test_coordinate_emulates_like_the_unfused_kernel(name):
                 out_ptr=rng.standard_normal((R, C)).astype(np.float32), M=R, n_cols=C,
                 stride=C, **step)
     res = emulate(fn, signature=_sig(fn), constexprs=CX_OF.get(fn.__name__, CX),
-                  schedule=_schedule(), operand="inp_ptr", grid=grid, args=args, backend="sm", comm_programs=2,
-                  policies=("in-order", "late", "behind:1"), launches=2, check=False)
+                  schedule=_schedule(), operand="inp_ptr", grid=grid, args=args, backend="sm",
+                  comm_programs=2, policies=("in-order", "late", "behind:1"), launches=2,
+                  check=False)
     assert res.ok, res.summary()
