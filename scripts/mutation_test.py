@@ -64,8 +64,9 @@ MODULES = {
                 ["tests/test_emulate_checker.py", "tests/test_emulate_mutations.py"]),
     # last: the lead changes it concurrently (atomics); mutate this branch's copy only
     "access": (["passes/access.py"],
-               ["access-*.mlir", "check-accesses*.mlir", "insert-waits-*.mlir"],
-               ["tests/test_soundness.py"]),
+               ["access-*.mlir", "check-accesses*.mlir", "insert-waits-*.mlir",
+                "append-abi-params-rank-view.mlir"],
+               ["tests/test_soundness.py", "tests/test_access_hints.py"]),
 }
 
 #: operators left out: they mostly make code that cannot run at all (true division or powers
