@@ -5,7 +5,7 @@ the schedule tensor's layout), an upper bound (a mask ``cols < n_cols`` over a d
 program-id axes it reads.  The runtime refuses a launch that breaks one; the emulator used to
 emulate it and report the races it causes (issue 28, item 6).  Both now call the same check and
 raise the same ``LaunchRequirementError``.  The runtime side:
-tests/runtime/test_launch_requirements.py.
+tests/runtime/test_fused_launch_requirements.py.
 """
 
 from __future__ import annotations

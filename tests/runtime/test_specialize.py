@@ -1,7 +1,7 @@
 """Triton-style argument handling of the fused runtime: specialisation like triton.jit
 (signature, constexprs, divisibility attributes), binding positional/keyword arguments and
 launch options (the compiled kernel's launch requirements:
-tests/runtime/test_launch_requirements.py).
+tests/runtime/test_fused_launch_requirements.py).
 
 CPU only (split from tests/test_runtime_cpu.py; shared fakes in runtime_fakes.py).
 """
