@@ -117,6 +117,15 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
         if not purity.is_pure(x):
             return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
                     f"pure functions of program ids and tile loops are remapped)")
+    for x in values:
+        owner = x.block.parent_op() if isinstance(x, BlockArgument) else None
+        if isinstance(owner, scf.WhileOp) or (isinstance(owner, scf.ForOp) and x.index > 0):
+            # every use is replaced, the loop's own advance ``t + step`` too: the next
+            # iteration would start from ``table[t] + step`` and leave the grid
+            return (f"the tile coordinate is a value the loop{_where(owner)} carries from one "
+                    f"iteration to the next (remapping it would advance the loop from the "
+                    f"remapped tile; write the tile loop as `for tile in range(start, tiles, "
+                    f"step)`)")
     ids = {id(x) for x in values}
     loops = {id(o): o for o in func.walk() if isinstance(o, scf.ForOp)}
     for x in values:
@@ -239,6 +248,8 @@ def _roots(v) -> set:
                 out.add(id(owner))
                 if cur.index > 0:
                     work.append(owner.operands[3 + cur.index - 1])
+                else:  # the induction variable follows what its bounds follow (lb = pid)
+                    work.extend(owner.operands[:3])
             continue
         if isinstance(cur.op, GetProgramIdOp):
             out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .. import backends, chunk_table
+from .. import abi, backends, chunk_table
 from ..errors import EmulationError
 from .arguments import (
     LaunchInputs,
@@ -88,12 +88,25 @@ class Emulation:
             [n for n in self.ref_code.arg_names]
         self.spec = ParamSpec(self.ref_code, names)
         self.args = normalise_args(self.spec, args, self.schedule, self.operands)
+        self._check_launch()
         #: ``inputs(rank, epoch, seed)``: the pointer arguments of one rank's launch
         self.inputs = LaunchInputs(self.spec, self.args)
         self._reference = Reference(schedule=self.schedule, operands=self.operands,
                                     spec=self.spec, args=self.args, inputs=self.inputs,
                                     code=self.ref_code, grid=self.grid,
                                     reordered=bool(self.state.get("reordered")))
+
+    def _check_launch(self) -> None:
+        """Refuse, as the runtime does, a launch that breaks what the compiler baked into the
+        kernel (:func:`syncopate.abi.check_launch`: required argument values, upper bounds,
+        grid axes): emulating it would only report the races it causes."""
+        scalars = [n for n in self.spec.names if n not in self.spec.ptr]
+        for r in range(self.W):
+            abi.check_launch({n: self.args[n][r] for n in scalars},
+                             self.state.get("requirements", {}),
+                             self.state.get("upper_bounds", {}), self.grid,
+                             self.state.get("grid_axes"),
+                             where=f"rank {r}: " if self.W > 1 else "")
 
     def _consumer(self, param) -> bool:
         return is_consumed_operand(self.schedule, self.operands, param)

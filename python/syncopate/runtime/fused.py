@@ -57,7 +57,6 @@ from . import plan as planmod
 from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
-    check_requirements,
     operand_map,
     register_comm,
     torch_name,
@@ -80,7 +79,7 @@ __all__ = [
     "FusedKernel", "fuse", "fused_enabled",
     "LAUNCH_OPTIONS", "Specialization", "bind_args", "freeze", "param_names", "specialize",
     "FLAG_LIMIT", "EpochCounter", "kernel_timeout_ns", "wrap32",
-    "check_requirements", "operand_map", "register_comm", "torch_name", "validate_operands",
+    "operand_map", "register_comm", "torch_name", "validate_operands",
     "_LIVE_COMMS", "_register_comm",
 ]
 
@@ -585,7 +584,8 @@ class FusedKernel:
         operand_tensors = self.validate(values)
         spec = specialize(self.kernel, values, self.constant_args)
         cfg = self._config(spec, options)
-        check_requirements(cfg.abi, param_names(self.kernel), values)
+        abi.check_launch(dict(zip(param_names(self.kernel), values)), cfg.abi.requirements,
+                         cfg.abi.upper_bounds)
         g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values))))
                          if callable(grid) else tuple(grid))
         peers = self._peers_table(cfg, operand_tensors)

@@ -2,15 +2,22 @@
 
 Every chunk costs ``alpha + bytes / beta``: ``alpha`` is its fixed cost (flag release and
 acquire across NVLink, a copy launch) and ``beta`` the bandwidth its backend reaches (each
-backend's spec carries them: ``link_alpha_s``, ``link_beta_bps``).  The figures were measured
-on the lent machine (2 x H200 NV18, 2026-11-30):
+backend's spec carries them: ``link_alpha_s``, ``link_beta_bps``).
 
-* copy engine peer copy: 77-87 GB/s at 1 MB, 290-318 at 16 MB, ~390 at 256 MB.  ``alpha =
-  10 us`` and ``beta = 400 GB/s`` reproduce all three (80, 320, 394 GB/s).
-* SM peer copy (Triton loads/stores by the comm programs): push 70 GB/s with 4 CTAs, 190 with
-  16, 337 with 66.  ``beta`` interpolates these log-log in the number of comm programs (linear
-  per program below 4, flattening to ~370 GB/s at 132); ``alpha = 3 us`` (a system-scope
-  release/acquire round trip plus the programs' start on a chunk).
+**The peer-copy constants are assumptions.**  They rest on figures the project's first GPU
+session reported (2 x H200 NV18, 2026-11-30; :data:`REPORTED_CE_COPY`,
+:data:`REPORTED_SM_COPY`) whose raw measurements were never committed, so nothing in this
+repository reproduces them; tests/test_schedule_cost.py checks that the constants fit those
+figures within stated errors, not that the figures are right:
+
+* copy engine peer copy: reported 77-87 GB/s at 1 MB, 290-318 at 16 MB, ~390 at 256 MB.
+  ``alpha = 10 us`` and ``beta = 400 GB/s`` give 80, 320, 394 GB/s; the least-squares fit of
+  the reported figures is 10.9 us and 397 GB/s.
+* SM peer copy (Triton loads/stores by the comm programs): reported push 70 GB/s with 4 CTAs,
+  190 with 16, 337 with 66.  ``beta`` interpolates these log-log in the number of comm programs
+  (linear per program below 4); the flattening to 370 GB/s at 132 programs is an assumption,
+  and so is ``alpha = 3 us`` (a system-scope release/acquire round trip plus the programs' start
+  on a chunk): no figure is behind either.
 * NVSHMEM (``putmem_signal_block`` from the same comm programs): not measured; assumed to move
   data like the SM backend with a slightly larger fixed cost (``alpha = 4 us``).
 * NCCL all-gather bus bandwidth 160 GB/s at 64 MB (:data:`NCCL_AG_BUS_BPS`, a reference point
@@ -71,10 +78,23 @@ NCCL_AG_BUS_BPS = 160e9
 GEMM_PEAK_FLOPS = {"bf16": 780e12, "fp16": 780e12, "fp8e4m3": 1560e12, "fp8e5m2": 1560e12,
                    "fp32": 390e12}
 
-#: the sm backend's fixed cost per chunk (the attention and Ulysses models use it too)
+#: Copy-engine peer copies as reported (not logged): ``(bytes, lowest, highest)`` effective
+#: bandwidth of one copy, 2 x H200 NV18, 2026-11-30 ("~390" at 256 MB: both ends 390); the ce
+#: spec's ``link_alpha_s`` / ``link_beta_bps`` are assumptions fitted to them (the tests bound
+#: the error)
+REPORTED_CE_COPY = ((1_000_000, 77e9, 87e9), (16_000_000, 290e9, 318e9),
+                    (256_000_000, 390e9, 390e9))
+#: SM peer copies (Triton loads/stores, 8 warps, push) as reported (not logged):
+#: ``(comm programs, bandwidth)``, 2 x H200 NV18, 2026-11-30.
+REPORTED_SM_COPY = ((4, 70e9), (16, 190e9), (66, 337e9))
+
+#: the sm backend's fixed cost per chunk (the attention and Ulysses models use it too): an
+#: assumption, no figure behind it (a system-scope release/acquire round trip plus the comm
+#: programs' start on a chunk); the nvshmem spec's (SM's plus the call) is one too
 _SM_ALPHA_S = SM.link_alpha_s
-#: SM peer-copy bandwidth by comm programs (CTAs): measured at 4, 16, 66; 132 extrapolated.
-_SM_POINTS = ((4, 70e9), (16, 190e9), (66, 337e9), (132, 370e9))
+#: SM peer-copy bandwidth by comm programs (CTAs): the reported figures, and 370 GB/s at 132
+#: programs -- an assumption (extrapolated, the copy flattening towards the link's limit).
+_SM_POINTS = REPORTED_SM_COPY + ((132, 370e9),)
 #: Fixed cost of waiting on one chunk in a consumer, or signalling one in a producer.
 _SYNC_S = 1e-6
 
