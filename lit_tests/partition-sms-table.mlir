@@ -75,7 +75,7 @@
 // PUSH-NEXT:            %[[PIDX:.+]] = arith.addi %[[PSTART]], %[[J]] : i32
 // PUSH-NEXT:            %[[PPC:.+]] = tt.addptr %syn_table, %[[PIDX]] : !tt.ptr<i32>, i32
 // PUSH-NEXT:            %[[PCID:.+]] = tt.load %[[PPC]] : !tt.ptr<i32>
-// PUSH-NEXT:            %{{.+}} = syncopate.wait %syn_flags[%[[PCID]]], target %[[T]] {kind = "chunk"} : !tt.ptr<i32>
+// PUSH-NEXT:            %{{.+}} = syncopate.wait chunk %syn_flags[%[[PCID]]], target %[[T]] : !tt.ptr<i32>
 // PUSH-NEXT:          }
 // PUSH-NEXT:        } else {
 // PUSH-NEXT:        }
@@ -131,7 +131,7 @@
 // RING:         arith.constant 3 : i32
 // RING-NEXT:    arith.minsi
 // RING:         scf.for
-// RING:           syncopate.wait %syn_flags[%{{.+}}], target %{{.+}} {kind = "chunk"}
+// RING:           syncopate.wait chunk %syn_flags[%{{.+}}], target %{{.+}}
 // RING-NEXT:    }
 // RING-NOT:     syncopate.wait
 // RING:         tt.return

@@ -29,10 +29,10 @@
 // Then comm program 0 of each destination waits for the chunks pushed to it: the launch ends
 // only with all of its data in place (rank 0 receives chunks 0 and 1, rank 1 chunks 2 and 3).
 // CHECK:             %[[T:.+]] = arith.muli %syn_epoch, %{{.+}} : i32
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 0 : i32}
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 1 : i32}
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 2 : i32}
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 3 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 0 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 1 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 2 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 3 : i32}
 // CHECK:         } else {
 // CHECK:           %start = tt.get_program_id x : i32
 // CHECK-NEXT:      %[[START:.+]] = arith.subi %start, %[[N]] : i32

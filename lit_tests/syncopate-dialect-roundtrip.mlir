@@ -7,9 +7,9 @@
 // CHECK-LABEL: tt.func public @ops(%a_ptr: !tt.ptr<bf16>, %flags: !tt.ptr<i32>, %rank: i32, %epoch: i32) {
 // CHECK:         %tile = syncopate.remap %pid, %rank {tensor = "A", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 0, 1, 2, 3, 2, 3, 0, 1>}
 // CHECK:         %t0 = syncopate.wait_region %flags, %epoch, %rank[%lo, %c0] to[%hi, %c64] {tensor = "A"} : !tt.ptr<i32>
-// CHECK-NEXT:    %t1 = syncopate.wait %flags[%c0], target %epoch {kind = "chunk", chunk = 0 : i32} : !tt.ptr<i32>
+// CHECK-NEXT:    %t1 = syncopate.wait chunk %flags[%c0], target %epoch {chunk = 0 : i32} : !tt.ptr<i32>
 // CHECK-NEXT:    syncopate.signal_region %flags, %epoch, %rank[%lo, %c0] to[%hi, %c64] {tensor = "A"} : !tt.ptr<i32>
-// CHECK-NEXT:    syncopate.signal %flags[%c4], %c64 {op = "add", kind = "produced"} : !tt.ptr<i32>
+// CHECK-NEXT:    syncopate.signal add produced %flags[%c4], %c64 : !tt.ptr<i32>
 // CHECK-NEXT:    %peer = syncopate.peer_ptr %a_ptr, %rank {buffer = 1 : i32} : !tt.ptr<bf16> -> !tt.ptr<bf16>
 // CHECK-NEXT:    syncopate.comm %pid, %c4 {
 // CHECK-NEXT:      syncopate.enter %pid, %c4, %epoch, %rank, %flags : !tt.ptr<i32>
@@ -28,9 +28,9 @@ module {
     %lo = arith.muli %tile, %c64 : i32
     %hi = arith.addi %lo, %c64 : i32
     %t0 = syncopate.wait_region %flags, %epoch, %rank[%lo, %c0] to[%hi, %c64] {tensor = "A"} : !tt.ptr<i32>
-    %t1 = syncopate.wait %flags[%c0], target %epoch {kind = "chunk", chunk = 0 : i32} : !tt.ptr<i32>
+    %t1 = syncopate.wait chunk %flags[%c0], target %epoch {chunk = 0 : i32} : !tt.ptr<i32>
     syncopate.signal_region %flags, %epoch, %rank[%lo, %c0] to[%hi, %c64] {tensor = "A"} : !tt.ptr<i32>
-    syncopate.signal %flags[%c4], %c64 {op = "add", kind = "produced"} : !tt.ptr<i32>
+    syncopate.signal add produced %flags[%c4], %c64 : !tt.ptr<i32>
     %peer = syncopate.peer_ptr %a_ptr, %rank {buffer = 1 : i32} : !tt.ptr<bf16> -> !tt.ptr<bf16>
     syncopate.comm %pid, %c4 {
       syncopate.enter %pid, %c4, %epoch, %rank, %flags : !tt.ptr<i32>

@@ -18,6 +18,7 @@ loads depend on, so nothing that reads a chunk can be scheduled above its wait.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
@@ -25,13 +26,16 @@ from xdsl.dialects.builtin import (
     IntegerType,
     StringAttr,
     UnitAttr,
-    i32,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
-    ParsePropInAttrDict,
+    BaseAttr,
     IRDLOperation,
+    ParsePropInAttrDict,
+    VarConstraint,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -43,31 +47,45 @@ from xdsl.irdl import (
 )
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from .tt import PointerType
 
 I32 = IntegerType(32)
 
-WAIT_KINDS = ("chunk", "entry", "consumed", "produced")
-SIGNAL_OPS = ("add", "set")
-MODES = ("push", "pull")
+
+class FlagKind(StrEnum):
+    """Which flag a wait or signal is about (docs/fused-abi.md, the flag layout)."""
+    CHUNK = "chunk"
+    ENTRY = "entry"
+    CONSUMED = "consumed"
+    PRODUCED = "produced"
 
 
-def _check_i32(op: IRDLOperation, *names: str) -> None:
-    for name in names:
-        value = getattr(op, name)
-        if value.type != I32:
-            raise VerifyException(f"'{op.name}' operand '{name}' must be i32, got {value.type}")
+class Update(StrEnum):
+    """How a signal changes its flag: ``flags[index] += value`` or ``= value``."""
+    ADD = "add"
+    SET = "set"
 
 
-def _check_ptr(op: IRDLOperation, name: str) -> None:
-    ty = getattr(op, name).type
-    if not str(ty).startswith("!tt.ptr<"):
-        raise VerifyException(f"'{op.name}' operand '{name}' must be a !tt.ptr, got {ty}")
+@irdl_attr_definition
+class FlagKindAttr(EnumAttribute[FlagKind], SpacedOpaqueSyntaxAttribute):
+    name = "syncopate.flag_kind"
+
+
+@irdl_attr_definition
+class UpdateAttr(EnumAttribute[Update], SpacedOpaqueSyntaxAttribute):
+    name = "syncopate.update"
+
+
+#: a pointer operand: any ``!tt.ptr`` (the flags, a peer table row, a communicated operand)
+PTR = BaseAttr(PointerType)
 
 
 class _RegionOp(IRDLOperation):
     """Shared shape of ``wait_region`` and ``signal_region``: a box of the global tensor."""
 
-    flags = operand_def()
+    flags = operand_def(PTR)
     epoch = operand_def(I32)
     rank = operand_def(I32)
     lo = var_operand_def(I32)
@@ -77,7 +95,6 @@ class _RegionOp(IRDLOperation):
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
 
     def verify_(self) -> None:
-        _check_ptr(self, "flags")
         if len(self.lo) != len(self.hi) or not self.lo:
             raise VerifyException(
                 f"'{self.name}' needs one lower and one upper bound per tensor dim "
@@ -126,27 +143,22 @@ class WaitOp(IRDLOperation):
 
     name = "syncopate.wait"
     irdl_options = (ParsePropInAttrDict(),)
-    flags = operand_def()
+    flags = operand_def(PTR)
     index = operand_def(I32)
     target = operand_def(I32)
-    kind = prop_def(StringAttr)
+    kind = prop_def(FlagKindAttr)
     chunk = opt_prop_def(IntegerAttr)
     token = result_def(I32)
 
-    assembly_format = "$flags `[` $index `]` `,` `target` $target attr-dict `:` type($flags)"
+    assembly_format = ("$kind $flags `[` $index `]` `,` `target` $target attr-dict "
+                       "`:` type($flags)")
 
-    def __init__(self, flags: SSAValue, index: SSAValue, target: SSAValue, kind: str = "chunk",
-                 chunk: int | None = None):
-        props: dict[str, Attribute] = {"kind": StringAttr(kind)}
+    def __init__(self, flags: SSAValue, index: SSAValue, target: SSAValue,
+                 kind: FlagKind | str = FlagKind.CHUNK, chunk: int | None = None):
+        props: dict[str, Attribute] = {"kind": FlagKindAttr(FlagKind(kind))}
         if chunk is not None:
             props["chunk"] = IntegerAttr(chunk, I32)
         super().__init__(operands=[flags, index, target], result_types=[I32], properties=props)
-
-    def verify_(self) -> None:
-        _check_ptr(self, "flags")
-        if self.kind.data not in WAIT_KINDS:
-            raise VerifyException(f"'syncopate.wait' kind must be one of {WAIT_KINDS}, "
-                                  f"got {self.kind.data!r}")
 
 
 @irdl_op_definition
@@ -158,28 +170,23 @@ class SignalOp(IRDLOperation):
 
     name = "syncopate.signal"
     irdl_options = (ParsePropInAttrDict(),)
-    flags = operand_def()
+    flags = operand_def(PTR)
     index = operand_def(I32)
     value = operand_def(I32)
-    op = prop_def(StringAttr)
-    kind = prop_def(StringAttr)
+    op = prop_def(UpdateAttr)
+    kind = prop_def(FlagKindAttr)
     fenced = opt_prop_def(UnitAttr)
 
-    assembly_format = "$flags `[` $index `]` `,` $value attr-dict `:` type($flags)"
+    assembly_format = "$op $kind $flags `[` $index `]` `,` $value attr-dict `:` type($flags)"
 
-    def __init__(self, flags: SSAValue, index: SSAValue, value: SSAValue, op: str = "add",
-                 kind: str = "chunk", fenced: bool = False):
-        props: dict[str, Attribute] = {"op": StringAttr(op), "kind": StringAttr(kind)}
+    def __init__(self, flags: SSAValue, index: SSAValue, value: SSAValue,
+                 op: Update | str = Update.ADD, kind: FlagKind | str = FlagKind.CHUNK,
+                 fenced: bool = False):
+        props: dict[str, Attribute] = {"op": UpdateAttr(Update(op)),
+                                       "kind": FlagKindAttr(FlagKind(kind))}
         if fenced:
             props["fenced"] = UnitAttr()
         super().__init__(operands=[flags, index, value], properties=props)
-
-    def verify_(self) -> None:
-        _check_ptr(self, "flags")
-        if self.op.data not in SIGNAL_OPS:
-            raise VerifyException(f"'syncopate.signal' op must be one of {SIGNAL_OPS}")
-        if self.kind.data not in WAIT_KINDS:
-            raise VerifyException(f"'syncopate.signal' kind must be one of {WAIT_KINDS}")
 
 
 @irdl_op_definition
@@ -201,21 +208,17 @@ class PeerPtrOp(IRDLOperation):
 
     name = "syncopate.peer_ptr"
     irdl_options = (ParsePropInAttrDict(),)
-    ptr = operand_def()
+    T: ClassVar = VarConstraint("T", PTR)
+    ptr = operand_def(T)
     rank = operand_def(I32)
     buffer = prop_def(IntegerAttr)
-    result = result_def()
+    result = result_def(T)
 
     assembly_format = "$ptr `,` $rank attr-dict `:` type($ptr) `->` type($result)"
 
     def __init__(self, ptr: SSAValue, rank: SSAValue, buffer: int):
         super().__init__(operands=[ptr, rank], result_types=[ptr.type],
                          properties={"buffer": IntegerAttr(buffer, I32)})
-
-    def verify_(self) -> None:
-        _check_ptr(self, "ptr")
-        if self.result.type != self.ptr.type:
-            raise VerifyException("'syncopate.peer_ptr' result type must equal the pointer type")
 
 
 @irdl_op_definition
@@ -284,7 +287,7 @@ class _CommStep(IRDLOperation):
     count = operand_def(I32)
     epoch = operand_def(I32)
     rank = operand_def(I32)
-    flags = operand_def()
+    flags = operand_def(PTR)
 
 
 @irdl_op_definition
@@ -309,7 +312,7 @@ class TransferOp(_CommStep):
 
     name = "syncopate.transfer"
     irdl_options = (ParsePropInAttrDict(),)
-    base = operand_def()
+    base = operand_def(PTR)
     chunk = prop_def(IntegerAttr)
     operand = prop_def(IntegerAttr)
 
@@ -332,9 +335,9 @@ class TransferChunkOp(_CommStep):
     one body per kind of chunk the schedule has (tensor, side, sum), not one per chunk."""
 
     name = "syncopate.transfer_chunk"
-    table = operand_def()
+    table = operand_def(PTR)
     chunk = operand_def(I32)
-    bases = var_operand_def()
+    bases = var_operand_def(PTR)
 
     assembly_format = ("$pid `,` $count `,` $epoch `,` $rank `,` $flags `,` $table `,` $chunk "
                        "`bases` `(` $bases `)` attr-dict `:` type($flags) `,` type($table) "
@@ -342,12 +345,6 @@ class TransferChunkOp(_CommStep):
 
     def __init__(self, pid, count, epoch, rank, flags, table, chunk, bases):
         super().__init__(operands=[table, chunk, list(bases), pid, count, epoch, rank, flags])
-
-    def verify_(self) -> None:
-        _check_ptr(self, "table")
-        for b in self.bases:
-            if not str(b.type).startswith("!tt.ptr<"):
-                raise VerifyException(f"'{self.name}' bases must be !tt.ptr, got {b.type}")
 
 
 @irdl_op_definition
@@ -370,7 +367,7 @@ SYNCOPATE = Dialect(
     "syncopate",
     [WaitRegionOp, SignalRegionOp, WaitOp, SignalOp, ReleaseFenceOp, PeerPtrOp, RemapOp, CommOp,
      EnterOp, TransferOp, TransferChunkOp, DrainOp],
-    [],
+    [FlagKindAttr, UpdateAttr],
 )
 
 #: Module attributes the passes read (set by the compile hook or by lit tests).
