@@ -19,7 +19,7 @@
 // 72 + 6 + 8 r.  Each rank executes 2 chunks and (push) receives 2.
 
 // The kernel gets the seven ABI parameters, %syn_table third.
-// PUSH:       syncopate.lowering = "table", syncopate.abi = "{\22mode\22: \22push\22, \22reads_per_src\22: {\220\22: 0, \221\22: 0}}"
+// PUSH:       lowering = table>, syncopate.state = #syncopate.state<mode = push, reads_per_src = {"0" = 0, "1" = 0}>
 // PUSH-LABEL: tt.func public @tma_persistent
 // PUSH-SAME:    %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
 // PUSH-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
@@ -99,7 +99,7 @@
 // Pull: the same EXEC loop (every chunk runs on its destination), no pushed chunks to await,
 // and the plan ends with the drain (the CONSUMED handshake; lower-sm reads its target from
 // the table's reads section).
-// PULL:       syncopate.abi = "{\22mode\22: \22pull\22, \22reads_per_src\22: {\220\22: 4, \221\22: 4}}"
+// PULL:       syncopate.state = #syncopate.state<mode = pull, reads_per_src = {"0" = 4, "1" = 4}>
 // PULL-LABEL: tt.func public @tma_persistent
 // PULL:           syncopate.enter %[[PID:.+]], %[[N:.+]], %syn_epoch, %syn_rank, %syn_flags : !tt.ptr<i32>
 // PULL-NEXT:      %[[EDIR:.+]] = arith.constant 76 : i32

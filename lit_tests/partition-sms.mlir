@@ -7,7 +7,7 @@
 // program_id(0) - 4 and num_programs(0) - 4: exactly the grid the kernel was written for.
 // Push mode: nobody reads a peer's buffer, so no drain.
 
-// CHECK:       syncopate.abi = "{\22mode\22: \22push\22, \22reads_per_src\22: {\220\22: 0, \221\22: 0}}"
+// CHECK:       syncopate.state = #syncopate.state<mode = push, reads_per_src = {"0" = 0, "1" = 0}>
 // CHECK-LABEL: tt.func public @tma_persistent
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[N:.+]] = arith.constant 4 : i32

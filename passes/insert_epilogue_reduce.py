@@ -44,9 +44,9 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.syncopate import WaitRegionOp
+from syncopate_mlir.dialects.syncopate import ReduceAt, WaitRegionOp, record, request_of
 
-from .abi_info import abi_args, backend_of, operands_of, reduce_of, update_state
+from .abi_info import abi_args, operands_of
 from .access import analyze_module
 from .builder import Builder
 from .insert_waits import _refuse_warp_specialized
@@ -60,9 +60,11 @@ class InsertEpilogueReduce(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
 
-        if reduce_of(op) != "epilogue":
+        request = request_of(op)
+        if request.reduce != ReduceAt.EPILOGUE:
             return
-        if backend_of(op) != "ce":
+        # (the backends helper replaces this name test with the backend spec's)
+        if request.backend != "ce":
             raise CompileError("the epilogue reduction needs backend 'ce' (the copy engine moves "
                                "the partials into the owner's slots)")
         sched, analysis, accesses = analyze_module(op)
@@ -106,7 +108,7 @@ class InsertEpilogueReduce(ModulePass):
             if vshape != extents:
                 new = b.tt("tt.reshape", [new], [a.op.operands[1].type]).results[0]
             a.op.operands[1] = new
-        update_state(op, epilogue_slots=slotted)
+        record(op, epilogue_slots=slotted)
 
 
 def _refuse_straddling_tiles(sched, a, extents) -> None:

@@ -28,9 +28,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.syncopate import WaitRegionOp
+from syncopate_mlir.dialects.syncopate import WaitRegionOp, record
 
-from .abi_info import abi_args, update_state
+from .abi_info import abi_args
 from .access import Access, analyze_module
 from .builder import Builder
 from .ir_utils import defined_inside, loc_str, shape_of
@@ -127,7 +127,7 @@ class InsertWaits(ModulePass):
                                          lo, hi, a.tensor))
             self._guard(anchor, group, wait.token)
             waits += 1
-        update_state(op, requirements=requirements, waits=waits)
+        record(op, requirements=requirements, waits=waits)
 
     @staticmethod
     def _guard(anchor: Operation, group: list[Access], token: SSAValue) -> None:

@@ -12,7 +12,7 @@ On top of the shared lowering (:mod:`passes.lowering`), the comm-program steps b
   then copies its share of the chunk's tiles (tile ``t`` goes to comm program ``t % count``),
   accumulating in fp32 for ``sum``, then releases ``CHUNK[c]`` on the destination (+1 per
   comm program) and, when it read a peer's buffer, ``CONSUMED`` on the source. A chunk named
-  in ``syncopate.test_withhold`` (fault injection) moves but is never released.
+  in the request's ``withhold`` (fault injection) moves but is never released.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
 
 Copies are masked 2-D tiles of 32K elements (64 KB of bf16; 16K for sums, which hold two tiles
@@ -41,22 +41,16 @@ from syncopate_mlir.dialects.syncopate import (
     EnterOp,
     TransferChunkOp,
     TransferOp,
+    request_of,
+    schedule_of,
+    state_of,
 )
 
-from .abi_info import (
-    backend_of,
-    chunk_writers,
-    comm_programs_of,
-    get_state,
-    lowering_of,
-    operands_of,
-    withheld_of,
-)
+from .abi_info import chunk_writers, comm_programs_of, lowering_of, operands_of
 from .builder import Builder
 from .comm_table import TableTransfers
 from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
 from .partition_sms import executor
-from .schedule_attr import schedule_of
 
 
 class CommLowering(TableTransfers, Lowering):
@@ -67,10 +61,10 @@ class CommLowering(TableTransfers, Lowering):
         super().__init__(module)
         self.sched = schedule_of(module)
         self.layout = FlagLayout(self.sched.num_chunks, self.sched.world_size)
-        self.writers = chunk_writers(self.sched, backend_of(module), comm_programs_of(module))
-        self.state = get_state(module)
-        #: chunks whose CHUNK signal is left out (fault injection, ``syncopate.test_withhold``)
-        self.withheld = withheld_of(module)
+        self.writers = chunk_writers(request_of(module).backend, comm_programs_of(module))
+        self.state = state_of(module)
+        #: chunks whose CHUNK signal is left out (fault injection, the request's ``withhold``)
+        self.withheld = frozenset(request_of(module).withhold)
         self.operands = operands_of(module)
         self.table_mode = lowering_of(module) == "table"
 
@@ -133,7 +127,7 @@ class CommLowering(TableTransfers, Lowering):
         self.release_flag(b, index, value, op, peer)
 
     def drain(self, o) -> None:
-        reads = {int(k): v for k, v in self.state.get("reads_per_src", {}).items()}
+        reads = self.state.reads_per_src
         b = Builder(o)
         if any(reads.values()):
             first = b.cmp("eq", o.pid, b.const(0))

@@ -30,18 +30,19 @@ from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
 from syncopate_mlir.dialects import tt as tt_dialect
 from syncopate_mlir.dialects.syncopate import (
+    ATTR_SCHEDULE,
     PeerPtrOp,
     ReleaseFenceOp,
     RemapOp,
     SignalOp,
     WaitOp,
+    schedule_of,
 )
 
 from .abi_info import abi_args, append_table_section, lowering_of
 from .access import erase_hints
 from .builder import Builder
 from .ir_utils import kernel_func
-from .schedule_attr import ATTR_SCHEDULE, schedule_of
 
 KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUMED,
               "produced": KIND_PRODUCED}

@@ -100,6 +100,7 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
 
     from .bridge import parse_ttir_text, text_to_ttir, xdsl_to_text
     from .context import make_context
+    from .dialects.syncopate import strip_module_state
 
     ctx = make_context()
     module = parse_ttir_text(text, ctx, name)
@@ -122,7 +123,9 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
 
         tctx = ir.context()
         ir.load_dialects(tctx)
-        text_to_ttir(xdsl_to_text(module, locations=True), tctx, name=name)
+        for_triton = module.clone()
+        strip_module_state(for_triton)  # as the pipeline hands it to Triton
+        text_to_ttir(xdsl_to_text(for_triton, locations=True), tctx, name=name)
     return out
 
 

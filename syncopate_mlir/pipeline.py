@@ -2,13 +2,14 @@
 
 Used three ways: by the Triton compile hook (``hook.py``), by ``syncopate.compile``, and by
 tests.  The request carries everything the passes need beyond the TTIR; it is attached to the
-module as attributes (``syncopate.schedule``, ``syncopate.operands``, ``syncopate.backend``,
-``syncopate.comm_programs``, ``syncopate.params``) so that every pass reads one source of truth
-and lit tests can set the same attributes by hand.
+module as two typed attributes (``syncopate.schedule``: the Schedule object itself,
+``syncopate.request``: the options) so that every pass reads one source of truth, and lit
+tests attach the same with ``attach-schedule``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
+from xdsl.dialects.builtin import ModuleOp
 
 import syncopate.abi
 import syncopate_mlir
@@ -24,10 +25,19 @@ import syncopate_mlir.passes
 from syncopate import backends
 from syncopate.abi import ABI_VERSION, FusedABI
 from syncopate.errors import CompileError
+from syncopate.schedule.model import Schedule
 from syncopate_mlir.bridge import ttir_to_xdsl, xdsl_to_text
 from syncopate_mlir.context import make_context
+from syncopate_mlir.dialects.syncopate import (
+    ATTR_REQUEST,
+    ATTR_SCHEDULE,
+    Request,
+    RequestAttr,
+    ScheduleAttr,
+    strip_module_state,
+)
 from syncopate_mlir.passes import registry
-from syncopate_mlir.passes.abi_info import read_abi, strip_syncopate_attrs
+from syncopate_mlir.passes.abi_info import read_abi
 
 
 def _source_digest() -> str:
@@ -50,35 +60,21 @@ PIPELINE_VERSION = f"1.{ABI_VERSION}-{_source_digest()}"
 
 
 @dataclass(frozen=True)
-class FuseRequest:
-    """What to fuse: attached by ``SyncopateSource`` to the module it hands to Triton."""
+class FuseRequest(Request):
+    """What to fuse: the module's :class:`Request` (the options the passes read) plus what the
+    compile hook needs; attached by ``SyncopateSource`` to the module it hands to Triton."""
 
-    kernel_name: str
-    schedule_json: str               # canonical JSON v1 of the verified schedule
-    operands: tuple[tuple[str, str], ...]  # (kernel parameter, schedule tensor)
-    backend: str
-    comm_programs: int
-    params: tuple[str, ...]          # non-constexpr user parameter names, in order
+    kernel_name: str = ""
+    schedule: Schedule | None = None  # verified
     keep_ir: bool = True             # print the IR after each pass (costs a print per pass)
-    reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
-    withhold: str = ""               # fault injection: "c,c" chunks never signalled (tests)
-    remap: bool = True               # False: tile-remap keeps the kernel's tile order
-    reorder_reductions: bool = False  # True: loops accumulating floats may be renumbered
-    lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
-    trace: bool = False              # True: timestamped events into a buffer (insert-trace)
-    self_advance: str = "off"        # "on": the kernel advances its epoch word itself;
-    #                                  "auto": where it can (not when it returns from a branch)
+
+    def module_request(self) -> Request:
+        return Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
 
     def key(self) -> str:
-        blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
-                           "backend": self.backend, "comm_programs": self.comm_programs,
-                           "keep_ir": self.keep_ir, "reduce": self.reduce,
-                           "withhold": self.withhold, "remap": self.remap,
-                           "reorder_reductions": self.reorder_reductions,
-                           "lowering": self.lowering, "trace": self.trace,
-                           "self_advance": self.self_advance,
-                           "pipeline": PIPELINE_VERSION},
-                          sort_keys=True)
+        blob = json.dumps({"schedule": self.schedule.content_hash(),
+                           "request": repr(self.module_request()), "keep_ir": self.keep_ir,
+                           "pipeline": PIPELINE_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -108,27 +104,8 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
 
 
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:
-    compact = json.dumps(json.loads(request.schedule_json), separators=(",", ":"))
-    module.attributes["syncopate.schedule"] = StringAttr(compact)
-    module.attributes["syncopate.operands"] = DictionaryAttr(
-        {p: StringAttr(t) for p, t in request.operands})
-    module.attributes["syncopate.backend"] = StringAttr(request.backend)
-    module.attributes["syncopate.comm_programs"] = IntegerAttr(request.comm_programs, i32)
-    module.attributes["syncopate.params"] = ArrayAttr([StringAttr(p) for p in request.params])
-    if request.reduce != "comm":  # absent means "comm"
-        module.attributes["syncopate.reduce"] = StringAttr(request.reduce)
-    if request.withhold:
-        module.attributes["syncopate.test_withhold"] = StringAttr(request.withhold)
-    if not request.remap:
-        module.attributes["syncopate.remap"] = StringAttr("off")
-    if request.reorder_reductions:  # absent means off: the unfused kernel's bits
-        module.attributes["syncopate.reorder_reductions"] = StringAttr("on")
-    if request.lowering != "auto":  # absent means "auto"
-        module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
-    if request.trace:  # absent means off: insert-trace changes nothing
-        module.attributes["syncopate.trace"] = StringAttr("on")
-    if request.self_advance != "off":  # absent means off: self-advance-epoch changes nothing
-        module.attributes["syncopate.self_advance"] = StringAttr(request.self_advance)
+    module.attributes[ATTR_SCHEDULE] = ScheduleAttr(request.schedule)
+    module.attributes[ATTR_REQUEST] = RequestAttr(request.module_request())
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
@@ -151,7 +128,7 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
             ir_after[name] = xdsl_to_text(module)
     abi = read_abi(module)
     abi.user_params = list(request.params)
-    strip_syncopate_attrs(module)
+    strip_module_state(module)
     t0 = time.perf_counter()
     text = xdsl_to_text(module)
     times["print"] = (time.perf_counter() - t0) * 1e3

@@ -17,18 +17,34 @@ loads depend on, so nothing that reads a chunk can be scheduled above its wait.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
+
+from immutabledict import immutabledict
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     IntegerAttr,
     IntegerType,
+    ModuleOp,
     StringAttr,
     UnitAttr,
 )
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Attribute, Block, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Data,
+    Dialect,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+)
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     BaseAttr,
@@ -45,9 +61,15 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
+
+from syncopate.errors import CompileError, ScheduleError
+from syncopate.schedule.json_io import dumps, loads
+from syncopate.schedule.model import Schedule
 
 from .tt import PointerType
 
@@ -363,16 +385,306 @@ class DrainOp(_CommStep):
                          properties={"reads": IntegerAttr(reads, I32)})
 
 
+# ---------------------------------------------------------------------------- module state
+# What travels with a fused compile, as three typed module attributes (the one place their names
+# are defined): the schedule, the request (``syncopate.compile``'s options) and the state the
+# passes build up for the runtime (``passes/abi_info.read_abi`` makes the FusedABI of it).  Each
+# holds its value as a Python object, made once when the module is built or parsed, so a pass
+# reads ``request_of(module).backend`` or ``schedule_of(module).chunks`` without parsing
+# anything; the values are immutable (a pass records facts with :func:`record`).
+
+ATTR_SCHEDULE = "syncopate.schedule"
+ATTR_REQUEST = "syncopate.request"
+ATTR_STATE = "syncopate.state"
+
+
+class ReduceAt(StrEnum):
+    """Where ``sum`` chunks are added: by the comm programs (or the host after a ``ce``
+    kernel), or by the owner's producer tiles from per-source slots (``insert-epilogue-reduce``)."""
+    COMM = "comm"
+    EPILOGUE = "epilogue"
+
+
+class LoweringForm(StrEnum):
+    """How chunk-level code is emitted: per chunk, as loops over the chunk table, or chosen by
+    the chunk count (:func:`syncopate.chunk_table.choose_lowering`)."""
+    AUTO = "auto"
+    UNROLLED = "unrolled"
+    TABLE = "table"
+
+
+class SelfAdvance(StrEnum):
+    """Whether the kernel advances its own epoch word (``self-advance-epoch``): ``on`` refuses a
+    kernel that cannot, ``auto`` compiles it without."""
+    OFF = "off"
+    ON = "on"
+    AUTO = "auto"
+
+
+class CommMode(StrEnum):
+    """How the comm programs move the chunks (``partition-sms``)."""
+    PUSH = "push"
+    PULL = "pull"
+    MIXED = "mixed"
+
+
+EMPTY: Mapping = immutabledict()
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the fused compile asks for: set once (compile hook, ``attach-schedule``), only read
+    by the passes."""
+
+    operands: Mapping[str, str] = EMPTY        # kernel parameter -> schedule tensor
+    backend: str = "sm"
+    comm_programs: int | None = None           # None: the backend's default
+    params: tuple[str, ...] = ()               # non-constexpr parameters in order (): SSA names
+    reduce: ReduceAt = ReduceAt.COMM
+    lowering: LoweringForm = LoweringForm.AUTO
+    remap: bool = True                         # False: tile-remap keeps the tile order
+    reorder_reductions: bool = False           # tile-remap may renumber float-accumulating loops
+    trace: bool = False                        # insert-trace records events
+    self_advance: SelfAdvance = SelfAdvance.OFF
+    withhold: tuple[int, ...] = ()             # chunks never signalled (fault injection)
+
+    def __post_init__(self):
+        _coerce_fields(self)
+
+
+@dataclass(frozen=True)
+class Remapped:
+    """A tensor dim tile-remap renumbered: tiles of ``block`` along ``dim``, as ``role``; by the
+    program ids, or by a loop's iterations (``loop``, whose float reductions then run in
+    another order when ``reorders_reductions``)."""
+
+    dim: int
+    block: int
+    tiles: int
+    role: str
+    loop: bool = False
+    reorders_reductions: bool = False
+
+    def __post_init__(self):
+        _coerce_fields(self)
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """What the passes learned about the fused kernel, by the pass that learns it; the runtime
+    gets it as the FusedABI (docs/fused-abi.md)."""
+
+    grid_axes: tuple[int, ...] | None = None   # check-accesses: program-id axes read
+    upper_bounds: Mapping[str, int] = EMPTY    # check-accesses: parameter <= bound at launch
+    remap: Mapping[str, Remapped] = EMPTY      # tile-remap
+    remarks: tuple[str, ...] = ()              # what a pass left as written, and why
+    reordered: bool = False                    # tile-remap renumbered float reductions
+    requirements: Mapping[str, int] = EMPTY    # insert-waits: parameter == value at launch
+    waits: int = 0
+    produced: Mapping[int, int] = EMPTY        # insert-signals: chunk -> producer volume
+    signals: int = 0
+    epilogue_slots: tuple[str, ...] = ()       # insert-epilogue-reduce: slotted tensors
+    mode: CommMode | None = None               # partition-sms
+    reads_per_src: Mapping[int, int] = EMPTY   # partition-sms: rank -> CONSUMED per epoch
+    table: tuple[int, ...] | None = None       # the chunk table, once built
+    table_remaps: tuple[tuple[int, int], ...] = ()  # (start, tiles) of its remap sections
+    self_advanced: bool = False                # self-advance-epoch applied
+
+    def __post_init__(self):
+        _coerce_fields(self)
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value, hint):
+    """``value`` as a field of type ``hint``: mappings frozen, sequences as tuples, an enum's
+    value as the enum, a mapping as a dataclass, a string key as an int (what the parser and
+    the passes give, made the one typed form)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if value is None or (isinstance(hint, type) and isinstance(value, hint)):
+        return value
+    if origin in (typing.Union, types.UnionType):
+        return _coerce(value, next(a for a in args if a is not type(None)))
+    if origin is Mapping:
+        return immutabledict({_coerce(k, args[0]): _coerce(v, args[1])
+                              for k, v in dict(value).items()})
+    if origin is tuple:
+        if args[1:] == (Ellipsis,):
+            return tuple(value) if args[0] in (int, str) else tuple(
+                _coerce(x, args[0]) for x in value)
+        return tuple(_coerce(x, t) for x, t in zip(value, args, strict=True))
+    if dataclasses.is_dataclass(hint) and not isinstance(value, hint):
+        return hint(**value)
+    if isinstance(hint, type) and issubclass(hint, StrEnum) and value not in list(hint):
+        raise ValueError(f"choose one of {', '.join(hint)}")
+    return hint(value)  # int (a mapping's key as text), an enum's value
+
+
+def _coerce_fields(obj) -> None:
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        try:
+            object.__setattr__(obj, f.name, _coerce(value, hints[f.name]))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{f.name}={value!r}: {e}") from None
+
+
+def _print_value(p: Printer, v) -> None:
+    if isinstance(v, bool):
+        p.print_string("true" if v else "false")
+    elif isinstance(v, StrEnum):
+        p.print_string(v.value)
+    elif isinstance(v, int):
+        p.print_string(str(v))
+    elif isinstance(v, str):
+        p.print_string_literal(v)
+    elif dataclasses.is_dataclass(v):
+        with p.in_braces():
+            _print_fields(p, v)
+    elif isinstance(v, Mapping):
+        with p.in_braces():
+            p.print_list(v.items(), lambda kv: _print_entry(p, str(kv[0]), kv[1]))
+    else:
+        with p.in_square_brackets():
+            p.print_list(v, lambda x: _print_value(p, x))
+
+
+def _print_entry(p: Printer, key: str, value) -> None:
+    p.print_identifier_or_string_literal(key)
+    p.print_string(" = ")
+    _print_value(p, value)
+
+
+def _print_fields(p: Printer, obj) -> None:
+    items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)
+             if getattr(obj, f.name) != f.default]
+    p.print_list(items, lambda kv: _print_entry(p, *kv))
+
+
+def _parse_value(parser: AttrParser):
+    for parse in (parser.parse_optional_boolean, parser.parse_optional_integer,
+                  parser.parse_optional_str_literal, parser.parse_optional_identifier):
+        if (value := parse()) is not None:
+            return value
+    items = parser.parse_optional_comma_separated_list(parser.Delimiter.SQUARE,
+                                                        lambda: _parse_value(parser))
+    if items is not None:
+        return items
+    return dict(parser.parse_comma_separated_list(parser.Delimiter.BRACES,
+                                                  lambda: _parse_entry(parser)))
+
+
+def _parse_entry(parser: AttrParser) -> tuple[str, object]:
+    key = parser.parse_identifier_or_str_literal()
+    parser.parse_punctuation("=")
+    return key, _parse_value(parser)
+
+
+class _FieldsAttr(Data):
+    """A ``Data`` attribute whose value is one of the frozen dataclasses above, printed as
+    ``#syncopate.<name><field = value, ...>`` (fields at their default left out)."""
+
+    payload: typing.ClassVar[type]
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser):
+        start = parser.pos
+        entries = parser.parse_comma_separated_list(parser.Delimiter.ANGLE,
+                                                    lambda: _parse_entry(parser))
+        try:
+            return cls.payload(**dict(entries))
+        except (TypeError, ValueError) as e:
+            parser.raise_error(f"#{cls.name}: {e}", start, parser.pos)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_fields(printer, self.data)
+
+
+@irdl_attr_definition
+class RequestAttr(_FieldsAttr):
+    name = "syncopate.request"
+    payload = Request
+
+
+@irdl_attr_definition
+class StateAttr(_FieldsAttr):
+    name = "syncopate.state"
+    payload = KernelState
+
+
+@irdl_attr_definition
+class ScheduleAttr(Data[Schedule]):
+    """The verified schedule (:class:`syncopate.schedule.Schedule`, the model the verifier and
+    the runtime use), printed as its JSON interchange text (``syncopate.schedule``'s format)
+    and read from it once, when the module is parsed."""
+
+    name = "syncopate.schedule"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Schedule:
+        with parser.in_angle_brackets():
+            start = parser.pos
+            text = parser.parse_str_literal()
+        try:
+            return loads(text)
+        except ScheduleError as e:
+            parser.raise_error(f"#{cls.name} is not a schedule: {e}", start, parser.pos)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.text)
+
+    @functools.cached_property
+    def text(self) -> str:
+        return dumps(self.data, compact=True)
+
+    def verify(self) -> None:
+        ids = [c.id for c in self.data.chunks]
+        if sorted(ids) != list(range(len(ids))):
+            raise VerifyException("chunk ids must be dense 0..C-1 for the flag layout; "
+                                  "renumber the schedule's chunks")
+
+
+def schedule_of(module: ModuleOp) -> Schedule:
+    attr = module.attributes.get(ATTR_SCHEDULE)
+    if not isinstance(attr, ScheduleAttr):
+        raise CompileError(f"the module has no '{ATTR_SCHEDULE}' attribute: attach a schedule "
+                           f"(syncopate.compile does; lit tests set it by hand)")
+    return attr.data
+
+
+def request_of(module: ModuleOp) -> Request:
+    """The module's request; the defaults without one (dialect-only lit tests)."""
+    attr = module.attributes.get(ATTR_REQUEST)
+    return attr.data if isinstance(attr, RequestAttr) else Request()
+
+
+def state_of(module: ModuleOp) -> KernelState:
+    attr = module.attributes.get(ATTR_STATE)
+    return attr.data if isinstance(attr, StateAttr) else KernelState()
+
+
+def strip_module_state(module: ModuleOp) -> None:
+    """Drop the three attributes: what Triton reads has no ``syncopate`` attribute."""
+    for key in (ATTR_SCHEDULE, ATTR_REQUEST, ATTR_STATE):
+        module.attributes.pop(key, None)
+
+
+def record(module: ModuleOp, **facts) -> KernelState:
+    """Record ``facts`` (fields of :class:`KernelState`) in the module's state."""
+    state = dataclasses.replace(state_of(module), **facts)
+    module.attributes[ATTR_STATE] = StateAttr(state)
+    return state
+
+
 SYNCOPATE = Dialect(
     "syncopate",
     [WaitRegionOp, SignalRegionOp, WaitOp, SignalOp, ReleaseFenceOp, PeerPtrOp, RemapOp, CommOp,
      EnterOp, TransferOp, TransferChunkOp, DrainOp],
-    [FlagKindAttr, UpdateAttr],
+    [FlagKindAttr, UpdateAttr, ScheduleAttr, RequestAttr, StateAttr],
 )
-
-#: Module attributes the passes read (set by the compile hook or by lit tests).
-ATTR_SCHEDULE = "syncopate.schedule"      # StringAttr: the verified schedule, JSON v1
-ATTR_OPERANDS = "syncopate.operands"      # DictionaryAttr: kernel param name -> tensor name
-ATTR_BACKEND = "syncopate.backend"        # StringAttr: sm | ce | nvshmem
-ATTR_COMM_PROGRAMS = "syncopate.comm_programs"  # IntegerAttr (i32)
-ATTR_RANK_INFO = "syncopate.abi"          # StringAttr: FusedABI JSON, written by the passes
