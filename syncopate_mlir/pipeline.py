@@ -1,10 +1,13 @@
 """The syncopate pass pipeline: TTIR text in, fused TTIR text out.
 
-Used three ways: by the Triton compile hook (``hook.py``), by ``syncopate.compile``, and by
-tests.  The request carries everything the passes need beyond the TTIR; it is attached to the
-module as two typed attributes (``syncopate.schedule``: the Schedule object itself,
-``syncopate.request``: the options) so that every pass reads one source of truth, and lit
-tests attach the same with ``attach-schedule``.
+One xDSL ``PassPipeline`` (:func:`fuse_pipeline`: the backend-independent passes, the backend's
+tail, then the epoch passes, built from the pass registry) serves the Triton compile hook
+(``hook.py`` -> :func:`run_pipeline`), ``syncopate-opt`` (its ``fuse`` pass) and the emulator
+(:func:`run_pipeline_until`: the same passes through a given one).  The request carries
+everything the passes need beyond the TTIR; it is attached to the module as two typed
+attributes (``syncopate.schedule``: the Schedule object itself, ``syncopate.request``: the
+options) so that every pass reads one source of truth, and lit tests attach the same with
+``attach-schedule``.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
 import syncopate.abi
 import syncopate_mlir
@@ -34,9 +40,10 @@ from syncopate_mlir.dialects.syncopate import (
     Request,
     RequestAttr,
     ScheduleAttr,
+    request_of,
     strip_module_state,
 )
-from syncopate_mlir.passes import registry
+from syncopate_mlir.passes import REGISTRY
 from syncopate_mlir.passes.abi_info import read_abi
 
 
@@ -103,6 +110,37 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
                                                             "self-advance-epoch"]
 
 
+def fuse_pipeline(backend: str, reduce: str = "comm", *, after: str | None = None,
+                  until: str | None = None,
+                  callback: PassPipelineCallbackType | None = None) -> PassPipeline:
+    """The passes of :func:`pass_names` as one ``PassPipeline``; only those after ``after``
+    and through ``until`` when given (the emulator stops after ``resolve-chunks``)."""
+    names = pass_names(backend, reduce)
+    for name in (after, until):
+        if name is not None and name not in names:
+            raise CompileError(f"no pass {name!r} in the {backend} pipeline ({', '.join(names)})")
+    lo = names.index(after) + 1 if after else 0
+    hi = names.index(until) + 1 if until else len(names)
+    return PassPipeline(tuple(REGISTRY[n]() for n in names[lo:hi]), callback)
+
+
+@dataclass(frozen=True)
+class Fuse(ModulePass):
+    """The compile's whole pipeline for the module's request (``until``: stop after that pass),
+    e.g. ``syncopate-opt -p 'attach-schedule{...},fuse'``."""
+
+    name: ClassVar[str] = "fuse"
+    until: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        request = request_of(op)
+        fuse_pipeline(request.backend, request.reduce, until=self.until).apply(ctx, op)
+
+
+#: what ``syncopate-opt -p`` runs: every pass, and ``fuse``
+OPT_PASSES = {**REGISTRY, Fuse.name: Fuse}
+
+
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:
     module.attributes[ATTR_SCHEDULE] = ScheduleAttr(request.schedule)
     module.attributes[ATTR_REQUEST] = RequestAttr(request.module_request())
@@ -117,15 +155,18 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     module = ttir_to_xdsl(ttir_text, ctx)
     times["parse"] = (time.perf_counter() - t0) * 1e3
     attach_request(module, request)
-    passes = registry()
     ir_after: dict[str, str] = {}
     keep = request.keep_ir or bool(os.environ.get("SYNCOPATE_DUMP_IR"))
-    for name in pass_names(request.backend, request.reduce):
+
+    def after(done, mod, _next):  # times each pass (not the printing of the IR after it)
+        nonlocal t0
+        if done is not None:
+            times[done.name] = (time.perf_counter() - t0) * 1e3
+            if keep:
+                ir_after[done.name] = xdsl_to_text(mod)
         t0 = time.perf_counter()
-        passes[name]().apply(ctx, module)
-        times[name] = (time.perf_counter() - t0) * 1e3
-        if keep:
-            ir_after[name] = xdsl_to_text(module)
+
+    fuse_pipeline(request.backend, request.reduce, callback=after).apply(ctx, module)
     abi = read_abi(module)
     abi.user_params = list(request.params)
     strip_module_state(module)
@@ -136,20 +177,14 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
 
 
 def run_pipeline_until(ttir_text: str, request: FuseRequest, until: str = "resolve-chunks"):
-    """Run the passes of ``pass_names(request.backend, request.reduce)`` up to and including
-    ``until`` and return ``(module, ctx)``: the xDSL module itself, with its ``syncopate.*``
-    attributes (schedule, backend, ABI state) kept, for tools that read the module at a
-    backend-independent level -- the CPU emulator (``syncopate.emulate``) executes it after
-    ``resolve-chunks``, before any ``lower-*`` pass turns flags into inline PTX."""
-
-    names = pass_names(request.backend, request.reduce)
-    if until not in names:
-        raise CompileError(f"no pass {until!r} in the {request.backend} pipeline "
-                           f"({', '.join(names)})")
+    """Run the pipeline's passes up to and including ``until`` and return ``(module, ctx)``:
+    the xDSL module itself, its ``syncopate.*`` attributes (schedule, request, state) kept, for
+    tools that read the module at a backend-independent level -- the CPU emulator
+    (``syncopate.emulate``) executes it after ``resolve-chunks``, before any ``lower-*`` pass
+    turns flags into inline PTX."""
+    pipeline = fuse_pipeline(request.backend, request.reduce, until=until)
     ctx = make_context()
     module = ttir_to_xdsl(ttir_text, ctx)
     attach_request(module, request)
-    passes = registry()
-    for name in names[:names.index(until) + 1]:
-        passes[name]().apply(ctx, module)
+    pipeline.apply(ctx, module)
     return module, ctx

@@ -333,20 +333,21 @@ class Emulation:
 
 def _with_epoch_load(module):
     """``module`` as the GPU runs it with ABI 3: the epoch loaded from the device epoch word at
-    kernel entry (``load-epoch``, the pipeline's last pass, which the emulator's pipeline
-    through ``resolve-chunks`` stops before). A copy: the caller's module is left as it was."""
+    kernel entry (the pipeline's passes after ``insert-trace``: ``load-epoch``, then
+    ``self-advance-epoch``, a no-op unless self_advance=True or "auto"; the emulator's
+    pipeline through ``resolve-chunks`` stops before them). A copy: the caller's module is
+    left as it was."""
+    from syncopate_mlir.dialects.syncopate import request_of
     from syncopate_mlir.dialects.tt import PointerType
     from syncopate_mlir.passes.abi_info import abi_args
     from syncopate_mlir.passes.ir_utils import kernel_func
-    from syncopate_mlir.passes.load_epoch import LoadEpoch
-
-    from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
+    from syncopate_mlir.pipeline import fuse_pipeline
 
     if isinstance(abi_args(kernel_func(module))["syn_epoch"].type, PointerType):
         return module
     module = module.clone()
-    LoadEpoch().apply(None, module)
-    SelfAdvanceEpoch().apply(None, module)  # a no-op unless self_advance=True or "auto"
+    request = request_of(module)
+    fuse_pipeline(request.backend, request.reduce, after="insert-trace").apply(None, module)
     return module
 
 
