@@ -106,6 +106,12 @@ def chunk_writers(backend: str, comm_programs: int) -> int:
     return backends.get(backend).chunk_writers(comm_programs)
 
 
+def _by_key(facts) -> dict:
+    """``facts`` in the order of their keys' text (the ABI's, and the order its checks report
+    contradictions in, whatever order the passes found them in)."""
+    return dict(sorted(facts.items(), key=lambda kv: str(kv[0])))
+
+
 def read_abi(module: ModuleOp) -> FusedABI:
     sched = schedule_of(module)
     request = request_of(module)
@@ -119,14 +125,14 @@ def read_abi(module: ModuleOp) -> FusedABI:
         comm_programs=comm, mode=str(mode),
         operands=list(operands_of(module)),
         chunk_count={c.id: writers for c in sched.chunks},
-        produced_count=dict(state.produced),
-        reads_per_src=dict(state.reads_per_src),
-        requirements=dict(state.requirements),
+        produced_count=_by_key(state.produced),
+        reads_per_src=_by_key(state.reads_per_src),
+        requirements=_by_key(state.requirements),
         tensors=operands_of(module),
         # sm/nvshmem: comm program 0 publishes ENTRY itself (partition-sms's syncopate.enter)
         signals_entry=backends.get(request.backend).signals_entry,
         epilogue_slots=list(state.epilogue_slots),
-        upper_bounds=dict(state.upper_bounds),
+        upper_bounds=_by_key(state.upper_bounds),
         grid_axes=list(state.grid_axes) if state.grid_axes is not None else None,
         table=list(table_words(module)), table_remaps=list(state_of(module).table_remaps),
         lowering=lowering_of(module),

@@ -49,7 +49,17 @@ from syncopate_mlir.dialects.syncopate import (
 from .abi_info import chunk_writers, comm_programs_of, lowering_of, operands_of
 from .builder import Builder
 from .comm_table import TableTransfers
-from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
+from .lowering import (
+    Lowering,
+    OpLowering,
+    addptr,
+    broadcast_to,
+    expand_dims,
+    rewrite,
+    splat,
+    tt,
+    vec,
+)
 from .partition_sms import executor
 
 
@@ -69,28 +79,20 @@ class CommLowering(TableTransfers, Lowering):
         self.table_mode = lowering_of(module) == "table"
 
     def lower_comm(self) -> None:
+        """The comm programs' steps, then the comm body in place of its region op."""
+        table = self.table_mode
+        rewrite(self.module, [OpLowering(EnterOp, self.table_enter if table else self.enter),
+                              OpLowering(TransferOp, self.transfer),
+                              OpLowering(DrainOp, self.table_drain if table else self.drain),
+                              OpLowering(TransferChunkOp, self.transfer_chunk),
+                              OpLowering(CommOp, self.inline)], regions_first=True)
 
-        for comm in [o for o in self.module.walk() if isinstance(o, CommOp)]:
-            for o in list(comm.body.blocks[0].ops):
-                if isinstance(o, EnterOp):
-                    self.table_enter(o) if self.table_mode else self.enter(o)
-                elif isinstance(o, TransferOp):
-                    self.transfer(o)
-                elif isinstance(o, DrainOp):
-                    if self.table_mode:
-                        self.table_drain(o, self.args["syn_table"])
-                    else:
-                        self.drain(o)
-            for o in [x for x in comm.walk() if isinstance(x, TransferChunkOp)]:
-                self.transfer_chunk(o)
-            # inline the comm body in place of the region op
-            block = comm.body.blocks[0]
-            parent = comm.parent_block()
-            for o in list(block.ops):
-                o.detach()
-                parent.insert_op_before(o, comm)
-            comm.detach()
-            comm.erase()
+    @staticmethod
+    def inline(comm: CommOp) -> list[SSAValue]:
+        for o in list(comm.body.blocks[0].ops):
+            o.detach()
+            comm.parent_block().insert_op_before(o, comm)
+        return []
 
     # ------------------------------------------------------------------------------ flags
     def flag_ptr(self, b: Builder, index: SSAValue, peer: SSAValue | None = None) -> SSAValue:
@@ -109,7 +111,7 @@ class CommLowering(TableTransfers, Lowering):
         self.spin(b, self.flag_ptr(b, index, peer), index, target, kind)
 
     # ------------------------------------------------------------------------------ steps
-    def enter(self, o) -> None:
+    def enter(self, o) -> list[SSAValue]:
         b = Builder(o)
         first = b.cmp("eq", o.pid, b.const(0))
         fi = b.if_(first)
@@ -120,13 +122,12 @@ class CommLowering(TableTransfers, Lowering):
             qi = fb.if_(other)
             qb = Builder(qi.true_region.blocks[0].last_op)
             self.signal_remote(qb, index, o.epoch, "set", qb.const(q))
-        o.detach()
-        o.erase()
+        return []
 
     def signal_remote(self, b: Builder, index, value, op, peer) -> None:
         self.release_flag(b, index, value, op, peer)
 
-    def drain(self, o) -> None:
+    def drain(self, o) -> list[SSAValue]:
         reads = self.state.reads_per_src
         b = Builder(o)
         if any(reads.values()):
@@ -139,10 +140,9 @@ class CommLowering(TableTransfers, Lowering):
                     n = fb.select(fb.cmp("eq", o.rank, fb.const(r)), fb.const(count), n)
             target = fb.mul(o.epoch, n)
             self.wait_flag(fb, fb.const(self.layout.consumed), target, KIND_CONSUMED)
-        o.detach()
-        o.erase()
+        return []
 
-    def transfer(self, o) -> None:
+    def transfer(self, o) -> list[SSAValue]:
         c = self.sched.chunk(o.chunk.value.data)
         side = executor(c)
         b = Builder(o)
@@ -177,8 +177,7 @@ class CommLowering(TableTransfers, Lowering):
         withheld = c.id in self.withheld  # fault injection: the data moves, CHUNK[c] never rises
         self.release_chunk(tb, lambda: None if withheld else tb, lambda rb: rb.const(c.id),
                            side == "dst", signalled, src, dst)
-        o.detach()
-        o.erase()
+        return []
 
     def release_chunk(self, b: Builder, keep, index, on_dst: bool, signalled: bool,
                       src: SSAValue, dst: SSAValue) -> None:

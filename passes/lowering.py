@@ -22,9 +22,18 @@ lowering (``enter``/``transfer``/``drain``) on top.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i1, i32, i64
+from xdsl.dialects.builtin import BoolAttr, IntegerAttr, ModuleOp, TensorType, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
@@ -109,8 +118,31 @@ def broadcast_to(b: Builder, v: SSAValue, shape) -> SSAValue:
     return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
 
 
+@dataclass
+class OpLowering(RewritePattern):
+    """One op kind's local lowering as a rewrite pattern: ``lower(op)`` builds the replacement
+    before ``op`` and returns the values its results become; the op is then erased."""
+
+    op_type: type[Operation]
+    lower: Callable[[Operation], Sequence[SSAValue]]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, self.op_type):
+            rewriter.replace(op, [], list(self.lower(op)))
+
+
+def rewrite(module: ModuleOp, patterns: list[RewritePattern], regions_first: bool = False) -> None:
+    """Apply ``patterns`` once to every op of ``module``, in program order (nested ops before
+    the op holding them with ``regions_first``); nothing else is removed (no dead-code
+    elimination: the lowering changes only the ops it lowers)."""
+    PatternRewriteWalker(GreedyRewritePatternApplier(patterns, dce_enabled=False),
+                         walk_regions_first=regions_first,
+                         apply_recursively=False).rewrite_module(module)
+
+
 class Lowering:
-    """Lowers the chunk-level ops of one module; backends subclass it for their comm ops."""
+    """Lowers the chunk-level ops of one module (each op kind by an :class:`OpLowering`, in
+    program order); backends subclass it for their comm ops."""
 
     def __init__(self, module: ModuleOp):
         self.module = module
@@ -126,33 +158,18 @@ class Lowering:
 
     # -------------------------------------------------------------------------- per op kind
     def lower_common(self) -> None:
-
         erase_hints(self.module)
-        for o in list(self.module.walk()):
-            if isinstance(o, RemapOp):
-                self.remap(o)
-        for o in list(self.module.walk()):
-            if isinstance(o, PeerPtrOp):
-                self.peer_ptr(o)
-        for o in list(self.module.walk()):
-            if isinstance(o, WaitOp):
-                self.wait(o)
-            elif isinstance(o, SignalOp):
-                self.signal(o)
-            elif isinstance(o, ReleaseFenceOp):
-                self.release_fence(o)
+        rewrite(self.module, [OpLowering(RemapOp, self.remap), OpLowering(PeerPtrOp, self.peer_ptr),
+                              OpLowering(WaitOp, self.wait), OpLowering(SignalOp, self.signal),
+                              OpLowering(ReleaseFenceOp, self.release_fence)])
 
-    def remap(self, o) -> None:
+    def remap(self, o) -> list[SSAValue]:
         tiles = o.tiles.value.data
         table = list(o.table.get_values())
         b = Builder(o)
         if self.table_mode:
-            result = self._remap_from_table(b, o, tiles, table)
-        else:
-            result = self._remap_select_chain(b, o, tiles, table)
-        o.result.replace_all_uses_with(result)
-        o.detach()
-        o.erase()
+            return [self._remap_from_table(b, o, tiles, table)]
+        return [self._remap_select_chain(b, o, tiles, table)]
 
     @staticmethod
     def _remap_select_chain(b: Builder, o, tiles: int, table: list[int]) -> SSAValue:
@@ -185,12 +202,8 @@ class Lowering:
         moved = scalar_load(b, addptr(b, self.args["syn_table"], at))
         return b.select(inside, moved, x)
 
-    def peer_ptr(self, o) -> None:
-        b = Builder(o)
-        out = self.peer_address(b, o.ptr, o.rank, o.buffer.value.data)
-        o.result.replace_all_uses_with(out)
-        o.detach()
-        o.erase()
+    def peer_ptr(self, o) -> list[SSAValue]:
+        return [self.peer_address(Builder(o), o.ptr, o.rank, o.buffer.value.data)]
 
     def peer_address(self, b: Builder, ptr: SSAValue, peer: SSAValue, buffer: int) -> SSAValue:
         peers = self.args["syn_peers"]
@@ -203,14 +216,10 @@ class Lowering:
         return b.insert(tt().IntToPtrOp(addr, ptr.type)).results[0]
 
     # -------------------------------------------------------------------------- the spin
-    def wait(self, o) -> None:
-        kind = KIND_CODES[o.kind.data]
+    def wait(self, o) -> list[SSAValue]:
         b = Builder(o)
-        ptr = addptr(b, o.flags, o.index)
-        token = self.spin(b, ptr, o.index, o.target, kind)
-        o.token.replace_all_uses_with(token)
-        o.detach()
-        o.erase()
+        return [self.spin(b, addptr(b, o.flags, o.index), o.index, o.target,
+                          KIND_CODES[o.kind.data])]
 
     def spin(self, b: Builder, ptr: SSAValue, index: SSAValue, target: SSAValue,
              kind: int) -> SSAValue:
@@ -231,7 +240,6 @@ class Lowering:
         name = f"syncopate_wait_b{fty.width.data}"
         if name in self._funcs:
             return self._funcs[name]
-        from xdsl.dialects.builtin import BoolAttr
         ptr_t = tt().PointerType(fty)
         inputs = [ptr_t, i32, fty, i32, self.args["syn_diag"].type, i32, i32, i64]
         func = tt().FuncOp(name, (inputs, [i32]), visibility="private",
@@ -277,7 +285,7 @@ class Lowering:
         return opaque_zero(b)
 
     # -------------------------------------------------------------------------- release
-    def signal(self, o) -> None:
+    def signal(self, o) -> list[SSAValue]:
         """A produced-count signal adds only when it has something to add (masked atomic), and
         back-to-back signals share the barrier of the first."""
         prev = o.prev_op
@@ -289,17 +297,15 @@ class Lowering:
         mask = b.cmp("ne", o.value, b.const(0)) if o.op.data == "add" else None
         last = self.release(b, ptr, o.value, o.op.data, mask=mask, barrier=not fenced)
         self._released.add(id(last.op))
-        o.detach()
-        o.erase()
+        return []
 
-    def release_fence(self, o) -> None:
+    def release_fence(self, o) -> list[SSAValue]:
         """Every prior store of this program complete before the ``fenced`` signals after it."""
         b = Builder(o)
         if self.has_bulk_stores:
             _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
         b.insert(gpu.BarrierOp())
-        o.detach()
-        o.erase()
+        return []
 
     def release(self, b: Builder, ptr: SSAValue, value: SSAValue, op: str = "add",
                 mask: SSAValue | None = None, barrier: bool = True) -> SSAValue:
