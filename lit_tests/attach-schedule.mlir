@@ -1,4 +1,5 @@
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4}' | filecheck %s
+// RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4}' | syncopate-opt | filecheck %s
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/rs2.json" operands="c_ptr:C" backend=nvshmem comm-programs=8}' | filecheck %s --check-prefix=RS
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-two-tensors.json" operands="a_ptr:A;c_ptr:B" backend=ce}' | filecheck %s --check-prefix=TWO
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" lowering=table}' | filecheck %s --check-prefix=TABLE
@@ -7,8 +8,9 @@
 // attach-schedule reads a JSON schedule, verifies it, and records it on the module as two typed
 // attributes: syncopate.schedule holds the schedule (printed as its compact JSON), and
 // syncopate.request the kernel-parameter -> tensor bindings, the backend and the number of comm
-// programs (options at their default, such as backend "sm", are not printed).  The kernel
-// itself is left untouched (the ABI parameters come from append-abi-params).
+// programs (options at their default, such as backend "sm", are not printed); both read back
+// as they print (the second RUN line).  The kernel itself is left untouched (the ABI
+// parameters come from append-abi-params).
 
 // CHECK:      module attributes {syncopate.schedule = #syncopate.schedule<"{{.*}}\22world_size\22:2,
 // CHECK-SAME:   \22chunks\22:[
