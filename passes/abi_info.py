@@ -30,16 +30,10 @@ from .ir_utils import func_body
 
 def abi_args(func: Operation) -> dict[str, BlockArgument]:
     """The appended ``syn_*`` block arguments of the kernel, by name."""
-    args = func_body(func).args
-    n = len(EXTRA_PARAM_NAMES)
-    if len(args) < n:
-        raise CompileError("the kernel has no syncopate ABI parameters: run append-abi-params first")
-    tail = args[-n:]
-    names = [a.name_hint for a in tail]
-    if names != list(EXTRA_PARAM_NAMES):
+    if not has_abi_args(func):
         raise CompileError("the kernel's last parameters are not the syncopate ABI parameters "
                            f"({', '.join(EXTRA_PARAM_NAMES)}): run append-abi-params first")
-    return dict(zip(EXTRA_PARAM_NAMES, tail))
+    return dict(zip(EXTRA_PARAM_NAMES, func_body(func).args[-len(EXTRA_PARAM_NAMES):]))
 
 
 def has_abi_args(func: Operation) -> bool:

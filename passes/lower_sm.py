@@ -35,6 +35,7 @@ from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, 
 from syncopate.backends.sm import CopyTiling
 from syncopate.errors import CompileError, ScheduleError
 from syncopate.schedule.copy_view import schedule_copy_view
+from syncopate_mlir.dialects import tt
 from syncopate_mlir.dialects.syncopate import (
     CommOp,
     DrainOp,
@@ -49,17 +50,7 @@ from syncopate_mlir.dialects.syncopate import (
 from .abi_info import chunk_writers, comm_programs_of, lowering_of, operands_of
 from .builder import Builder
 from .comm_table import TableTransfers
-from .lowering import (
-    Lowering,
-    OpLowering,
-    addptr,
-    broadcast_to,
-    expand_dims,
-    rewrite,
-    splat,
-    tt,
-    vec,
-)
+from .lowering import Lowering, OpLowering, addptr, broadcast_to, expand_dims, rewrite, splat, vec
 from .partition_sms import executor
 
 
@@ -297,11 +288,11 @@ class CommLowering(TableTransfers, Lowering):
                                         shape_t))
             sp = addptr(lb, splat(lb, addptr(lb, src_base, corner), shape_t), local)
             dp = addptr(lb, splat(lb, addptr(lb, dst_base, corner), shape_t), local)
-        value = lb.insert(tt().LoadOp(sp, mask)).results[0]
+        value = lb.insert(tt.LoadOp(sp, mask)).results[0]
         if accumulate:
-            mine = lb.insert(tt().LoadOp(dp, mask)).results[0]
+            mine = lb.insert(tt.LoadOp(dp, mask)).results[0]
             value = self._add(lb, value, mine)
-        lb.insert(tt().StoreOp(dp, value, mask))
+        lb.insert(tt.StoreOp(dp, value, mask))
         lb.insert(scf.YieldOp())
         loop = b.insert(scf.ForOp(pid, ntiles, count, [], Region(body)))
         if from_table:

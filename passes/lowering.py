@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import BoolAttr, IntegerAttr, ModuleOp, TensorType, i1, i32, i64
+from xdsl.dialects.builtin import BoolAttr, ModuleOp, TensorType, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -37,7 +37,7 @@ from xdsl.pattern_rewriter import (
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
-from syncopate_mlir.dialects import tt as tt_dialect
+from syncopate_mlir.dialects import tt
 from syncopate_mlir.dialects.syncopate import (
     ATTR_SCHEDULE,
     PeerPtrOp,
@@ -57,16 +57,12 @@ KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUME
               "produced": KIND_PRODUCED}
 
 
-def tt():
-    return tt_dialect
-
-
 def flag_type_of(flags: SSAValue):
-    return tt().pointee_type(flags.type)
+    return tt.pointee_type(flags.type)
 
 
 def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False):
-    op = b.insert(tt().ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
+    op = b.insert(tt.ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
                                               pure=pure, packed_element=1))
     return op.results
 
@@ -81,41 +77,33 @@ def opaque_zero(b: Builder) -> SSAValue:
 
 
 def addptr(b: Builder, ptr: SSAValue, offset: SSAValue) -> SSAValue:
-    return b.insert(tt().AddPtrOp(ptr, offset)).results[0]
+    return b.insert(tt.AddPtrOp(ptr, offset)).results[0]
 
 
 def scalar_load(b: Builder, ptr: SSAValue, volatile: bool = False) -> SSAValue:
-    return b.insert(tt().LoadOp(ptr, is_volatile=volatile)).results[0]
+    return b.insert(tt.LoadOp(ptr, is_volatile=volatile)).results[0]
 
 
 # small tensor helpers (comm-program tile copies, epilogue slot loads) ----------------------
 
 def vec(b: Builder, start: SSAValue, n: int) -> SSAValue:
     """``start + arange(0, n)``."""
-    r = b.insert(tt().MakeRangeOp(0, n)).results[0]
+    r = b.insert(tt.MakeRangeOp(0, n)).results[0]
     return b.add(splat(b, start, [n]), r)
 
 
 def splat(b: Builder, v: SSAValue, shape) -> SSAValue:
-    return b.insert(tt().SplatOp(v, TensorType(v.type, list(shape)))).results[0]
+    return b.insert(tt.SplatOp(v, TensorType(v.type, list(shape)))).results[0]
 
 
 def expand_dims(b: Builder, v: SSAValue, axis: int) -> SSAValue:
-    shape = list(v.type.get_shape())
-    shape.insert(axis, 1)
-    cls = tt().ExpandDimsOp
-    try:
-        op = cls(v, axis)
-    except TypeError:
-        op = cls.create(operands=[v], result_types=[TensorType(v.type.element_type, shape)],
-                        properties={"axis": IntegerAttr(axis, i32)})
-    return b.insert(op).results[0]
+    return b.insert(tt.ExpandDimsOp(v, axis)).results[0]
 
 
 def broadcast_to(b: Builder, v: SSAValue, shape) -> SSAValue:
     if list(v.type.get_shape()) == list(shape):
         return v
-    return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
+    return b.insert(tt.BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
 
 
 @dataclass
@@ -211,9 +199,9 @@ class Lowering:
         row = b.const(buffer * self.world_size)
         mine = scalar_load(b, addptr(b, peers, b.add(row, rank)))
         theirs = scalar_load(b, addptr(b, peers, b.add(row, peer)))
-        local = b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
+        local = b.insert(tt.PtrToIntOp(ptr, i64)).results[0]
         addr = b.add(b.sub(local, mine), theirs)
-        return b.insert(tt().IntToPtrOp(addr, ptr.type)).results[0]
+        return b.insert(tt.IntToPtrOp(addr, ptr.type)).results[0]
 
     # -------------------------------------------------------------------------- the spin
     def wait(self, o) -> list[SSAValue]:
@@ -233,16 +221,16 @@ class Lowering:
         target_w = b.cast(target, fty) if target.type != fty else target
         args = [ptr, b.i32(index), target_w, b.const(kind), self.args["syn_diag"],
                 self.args["syn_rank"], self.args["syn_epoch"], self.args["syn_timeout_ns"]]
-        call = b.insert(tt().CallOp(func.sym_name.data, args, [i32]))
+        call = b.insert(tt.CallOp(func.sym_name.data, args, [i32]))
         return call.results[0]
 
     def _wait_func(self, fty):
         name = f"syncopate_wait_b{fty.width.data}"
         if name in self._funcs:
             return self._funcs[name]
-        ptr_t = tt().PointerType(fty)
+        ptr_t = tt.PointerType(fty)
         inputs = [ptr_t, i32, fty, i32, self.args["syn_diag"].type, i32, i32, i64]
-        func = tt().FuncOp(name, (inputs, [i32]), visibility="private",
+        func = tt.FuncOp(name, (inputs, [i32]), visibility="private",
                            attributes={"noinline": BoolAttr(True, i1)})
         body = func.regions[0].blocks[0]
         for arg, hint in zip(body.args, ["flag", "index", "target", "kind", "diag", "rank",
@@ -254,7 +242,7 @@ class Lowering:
         fb.location = self.func.location
         ptr, index, target, kind, diag, rank, epoch, timeout = body.args
         token = self._spin_body(fb, ptr, index, target, kind, diag, rank, epoch, timeout)
-        fb.insert(tt().ReturnOp([token]))
+        fb.insert(tt.ReturnOp([token]))
         self.module.body.blocks[0].insert_op_before(func, self.func)
         self._funcs[name] = func
         return func
@@ -271,8 +259,8 @@ class Lowering:
         variant is chosen by the (uniform) sign of the timeout."""
         fty = flag_type_of(ptr)
         bits = 64 if fty == i64 else 32
-        addr = b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
-        diag_addr = b.insert(tt().PtrToIntOp(diag, i64)).results[0]
+        addr = b.insert(tt.PtrToIntOp(ptr, i64)).results[0]
+        diag_addr = b.insert(tt.PtrToIntOp(diag, i64)).results[0]
         limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|, 0 = no watchdog
         cons = "=r,l,{t},l,l,r,r,r,r".format(t="l" if bits == 64 else "r")
         args = [addr, target_w, diag_addr, limit, rank, index, kind, epoch]
@@ -316,7 +304,7 @@ class Lowering:
         fty = flag_type_of(ptr)
         val = b.cast(value, fty) if value.type != fty else value
         rmw = "add" if op == "add" else "exch"
-        return b.insert(tt().AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
+        return b.insert(tt.AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
 
 
 def _segments(row: list[int]) -> list[tuple[int, int, int]]:

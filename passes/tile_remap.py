@@ -32,7 +32,14 @@ from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.schedule.model import Schedule
-from syncopate_mlir.dialects.syncopate import RemapOp, ReduceAt, Remapped, record, request_of, state_of
+from syncopate_mlir.dialects.syncopate import (
+    ReduceAt,
+    RemapOp,
+    Remapped,
+    record,
+    request_of,
+    state_of,
+)
 from syncopate_mlir.dialects.tt import GetProgramIdOp
 
 from .abi_info import abi_args
@@ -44,6 +51,7 @@ from .loop_remap import loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
+
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
     """``lo / extent`` when every coefficient of ``lo`` is a multiple of the tile size and the

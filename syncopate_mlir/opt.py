@@ -4,8 +4,8 @@
 
 Reads TTIR in Triton's syntax (``-`` or no file: stdin), runs the named passes (the pass
 registry, and ``fuse``: the compile's whole pipeline for the module's request, as an xDSL
-``PassPipeline`` from ``syncopate_mlir/pipeline.py``), and prints the module in Triton's syntax.  With no
-passes this is the round trip through the ``tt`` mirror.  Diagnostics (unknown ops, parse and
+``PassPipeline`` from ``syncopate_mlir/pipeline.py``), and prints the module in Triton's
+syntax.  With no passes this is the round trip through the ``tt`` mirror.  Diagnostics (unknown ops, parse and
 verification errors, pass failures) go to stderr and the exit code is 1, so lit tests can check
 them with ``not syncopate-opt %s 2>&1 | filecheck %s``.
 

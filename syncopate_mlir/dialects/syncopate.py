@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from immutabledict import immutabledict
-
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     IntegerAttr,
@@ -36,15 +35,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
 )
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import (
-    Attribute,
-    Block,
-    Data,
-    Dialect,
-    Region,
-    SpacedOpaqueSyntaxAttribute,
-    SSAValue,
-)
+from xdsl.ir import Attribute, Block, Data, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     BaseAttr,
