@@ -384,6 +384,7 @@ class DrainOp(_CommStep):
 # reads ``request_of(module).backend`` or ``schedule_of(module).chunks`` without parsing
 # anything; the values are immutable (a pass records facts with :func:`record`).
 
+#: the module attribute keys, each also the name of the attribute stored under it
 ATTR_SCHEDULE = "syncopate.schedule"
 ATTR_REQUEST = "syncopate.request"
 ATTR_STATE = "syncopate.state"
@@ -598,13 +599,13 @@ class _FieldsAttr(Data):
 
 @irdl_attr_definition
 class RequestAttr(_FieldsAttr):
-    name = "syncopate.request"
+    name = ATTR_REQUEST
     payload = Request
 
 
 @irdl_attr_definition
 class StateAttr(_FieldsAttr):
-    name = "syncopate.state"
+    name = ATTR_STATE
     payload = KernelState
 
 
@@ -614,7 +615,7 @@ class ScheduleAttr(Data[Schedule]):
     the runtime use), printed as its JSON interchange text (``syncopate.schedule``'s format)
     and read from it once, when the module is parsed."""
 
-    name = "syncopate.schedule"
+    name = ATTR_SCHEDULE
 
     @classmethod
     def parse_parameter(cls, parser: AttrParser) -> Schedule:
