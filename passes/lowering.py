@@ -63,7 +63,7 @@ def flag_type_of(flags: SSAValue):
 
 def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False):
     op = b.insert(tt.ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
-                                              pure=pure, packed_element=1))
+                                            pure=pure, packed_element=1))
     return op.results
 
 
