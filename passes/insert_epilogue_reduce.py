@@ -224,7 +224,7 @@ def _add_slots(b: Builder, sched, tensor, shape, lo, extents, value, token, peer
         # masked-off lanes read ``other`` = 0 (what s did not send here adds nothing)
         zero = zero if zero is not None else _zeros(b, TensorType(ety, vshape))
         part = b.insert(tt.LoadOp(addptr(b, splat(b, base, vshape), src), mask,
-                                    zero)).results[0]
+                                  zero)).results[0]
         acc = b.insert(arith.AddfOp(acc, b.insert(arith.ExtFOp(part, f32t)).result)).result
     return b.insert(arith.TruncFOp(acc, value.type)).result
 
