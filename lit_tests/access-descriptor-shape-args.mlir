@@ -4,7 +4,7 @@
 // schedule's tensor A [256, 64] for it and records M == 256 and K == 64 as launch requirements
 // (syncopate.abi.check_launch refuses a launch that breaks them).
 
-// CHECK: \22requirements\22: {\22K\22: 64, \22M\22: 256}
+// CHECK: requirements = {M = 256, K = 64}
 // CHECK-LABEL: tt.func public @tma_shape_args
 
 module {

@@ -5,7 +5,7 @@
 // a descriptor load.  Remapping tile_id would move j with it (another block of W): refused, as
 // for pointer accesses -- the check reads every index of a descriptor load, the first included.
 
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tt.descriptor_load uses a value computed from the tile coordinate (remapping would move that coordinate too); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tt.descriptor_load uses a value computed from the tile coordinate (remapping would move that coordinate too); tile order left as written"
 // CHECK-LABEL: tt.func public @tma_derived_row
 // CHECK-NOT: syncopate.remap
 

@@ -6,7 +6,7 @@
 // The row-tile counter t advances by a loaded step: it is not a pure function of program ids
 // and tile loops (purity follows what the loop yields, not only its initial value), so it is
 // never remapped.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a loop-carried value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate depends on a loop-carried value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written"
 // CHECK-LABEL: tt.func public @loaded_step_rows
 // CHECK-NOT: syncopate.remap
 
@@ -58,7 +58,7 @@ module {
 
 // The loop only adds loaded steps to t; the access after it uses the loop's result.  Remapped
 // (purity ignoring the yielded value), rank 1 computed other tiles than the unfused kernel.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a loop result that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate depends on a loop result that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written"
 // CHECK-LABEL: tt.func public @loaded_offset_rows
 // CHECK-NOT: syncopate.remap
 
@@ -111,7 +111,7 @@ module {
 // The same walk with a pure step (a kernel argument).  Replacing every use of the carried t
 // replaced its use in the loop's own advance too: the next iteration started from
 // table[t] + step and left the grid.  A carried coordinate is refused.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate is a value the loop carries from one iteration to the next (remapping it would advance the loop from the remapped tile; write the tile loop as `for tile in range(start, tiles, step)`); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate is a value the loop carries from one iteration to the next (remapping it would advance the loop from the remapped tile; write the tile loop as `for tile in range(start, tiles, step)`); tile order left as written"
 // CHECK-LABEL: tt.func public @arg_step_rows
 // CHECK-NOT: syncopate.remap
 
@@ -160,7 +160,7 @@ module {
 
 // The same walk as a while loop (scf.while, Triton's `while t < TILES`): t is an argument of
 // the loop's body, carried by its yield; refused for the same reason.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate is a value the loop carries from one iteration to the next (remapping it would advance the loop from the remapped tile; write the tile loop as `for tile in range(start, tiles, step)`); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate is a value the loop carries from one iteration to the next (remapping it would advance the loop from the remapped tile; write the tile loop as `for tile in range(start, tiles, step)`); tile order left as written"
 // CHECK-LABEL: tt.func public @while_tiles
 // CHECK-NOT: syncopate.remap
 
@@ -212,7 +212,7 @@ module {
 // A while loop whose condition region forwards t plus a loaded step to its body: the body's
 // argument is what the condition forwards (not the loop's initial value, what the body
 // yields, or the condition itself, which tests t alone), and that is loaded -- not pure.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a while-loop value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate depends on a while-loop value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written"
 // CHECK-LABEL: tt.func public @while_loaded_forward
 // CHECK-NOT: syncopate.remap
 
@@ -264,7 +264,7 @@ module {
 
 // Triton's `while t < TILES: ...; t += tl.load(step_ptr)`: the condition region forwards t
 // unchanged, and t is what the body yields -- t plus a loaded step: not pure.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a while-loop value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate depends on a while-loop value that is not pure (only pure functions of program ids and tile loops are remapped); tile order left as written"
 // CHECK-LABEL: tt.func public @while_loaded_step
 // CHECK-NOT: syncopate.remap
 

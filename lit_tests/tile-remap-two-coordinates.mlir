@@ -4,7 +4,7 @@
 // j = pid % 2: no single coordinate to renumber, so the tile order is left as written (the waits
 // keep it correct); remapping either one would move one read and not the other.
 
-// CHECK:     \22tile-remap: no single tile coordinate for A dim 0; tile order left as written\22
+// CHECK:     "tile-remap: no single tile coordinate for A dim 0; tile order left as written"
 // CHECK-LABEL: tt.func public @two_coordinates
 // CHECK-NOT: syncopate.remap
 

@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate.errors import CompileError, ScheduleError
+from syncopate_mlir.dialects.syncopate import schedule_of
 from syncopate_mlir.dialects.tt import FuncOp, MakeTensorDescOp, WhileOp
 
 from .abi_info import operands_of
@@ -74,7 +75,6 @@ from .memory_ops import (
     written_values,
 )
 from .poly import Poly
-from .schedule_attr import schedule_of
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``check-accesses``: refuse what the access analysis cannot prove (docs/soundness.md).
 
-Runs first, before any pass changes the kernel, and changes nothing but the ``syncopate.abi``
+Runs first, before any pass changes the kernel, and changes nothing but the module's
 state: it is the compiler's soundness gate.  For every communicated tensor it checks
 
 * **coverage**: every rank ends the schedule holding the whole of each consumed tensor the
@@ -43,6 +43,7 @@ from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import record
 from syncopate_mlir.dialects.tt import (
     BroadcastOp,
     CmpiOp,
@@ -53,7 +54,7 @@ from syncopate_mlir.dialects.tt import (
     TransOp,
 )
 
-from .abi_info import operands_of, update_state
+from .abi_info import operands_of
 from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import const_int, int_array_prop, int_prop, loc_str
@@ -145,7 +146,7 @@ class CheckAccesses(ModulePass):
                     self._check_dim(a, d, size, analysis.ev, names, bounds,
                                     outer_free=part is None or part.sizes[0] == shape[0],
                                     part=part is not None)
-        update_state(op, grid_axes=axes, upper_bounds=bounds)
+        record(op, grid_axes=axes, upper_bounds=bounds)
 
     @staticmethod
     def _deny_unknown_uses(analysis) -> None:

@@ -124,7 +124,7 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
     lets the emulator withhold chunks on any backend."""
-    from syncopate.schedule import as_schedule, dumps, verify
+    from syncopate.schedule import as_schedule, verify
     from syncopate_mlir.pipeline import FuseRequest
 
     from .compile_checks import check_signature_types
@@ -150,14 +150,14 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                            f"('table': code size independent of the chunk count; 'unrolled': "
                            f"code per chunk; 'auto': unrolled up to "
                            f"{TABLE_MIN_CHUNKS - 1} chunks)")
-    withhold = ""
+    withhold = ()
     if withhold_chunks:
-        from syncopate_mlir.passes.attach_schedule import withhold_text
-        withhold = withhold_text(withhold_chunks, sched)
+        from syncopate_mlir.passes.attach_schedule import withhold_chunks as checked
+        withhold = checked(withhold_chunks, sched)
     params = tuple(n for n in kernel.arg_names
                    if signature.get(n) != "constexpr" and n not in constexprs)
-    return FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
-                       operands=tuple(sorted(operands.items())), backend=backend,
+    return FuseRequest(kernel_name=kernel.__name__, schedule=sched,
+                       operands=dict(sorted(operands.items())), backend=backend,
                        comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
                        reduce=reduce, withhold=withhold, remap=bool(remap),
                        lowering=lowering, reorder_reductions=bool(reorder_reductions),

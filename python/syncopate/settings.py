@@ -242,6 +242,11 @@ GEMM_TABLE = Setting(
     "the local GEMM's config table file, used instead of the user's tuning cache and the "
     "shipped defaults; `off`: no table, the heuristic only (docs/local-gemm.md)", _text,
     "give a table file")
+ATTENTION_TABLE = Setting(
+    "SYNCOPATE_ATTENTION_TABLE", "file or off", None,
+    "the local attention kernels' config table file, used instead of the user's tuning cache "
+    "and the shipped defaults; `off`: the default configs only (docs/attention.md)", _text,
+    "give a table file")
 CACHE_DIR = Setting(
     "SYNCOPATE_CACHE_DIR", "folder", None,
     "the user's cache (the local GEMM's tuning results); default "
@@ -255,8 +260,8 @@ GIT_COMMIT = Setting(
 SETTINGS = {s.var: s for s in (
     SYNCOPATE, TIMEOUT_S, TIMEOUT_ACTION, SELF_ADVANCE, EPOCH_ADVANCE, DIRECT_LAUNCH, FAST_LAUNCH,
     GEMM_DIRECT_LAUNCH, TRACE, TRACE_EVENTS, LOWERING, DUMP_IR, TRACEBACK, TORCH_FUSION,
-    LOOPBACK_TIMEOUT_S, LOOPBACK_RESERVE_SMS, GPU_LOOPBACK, BENCH_CHECK_S, GEMM_TABLE, CACHE_DIR,
-    GIT_COMMIT)}
+    LOOPBACK_TIMEOUT_S, LOOPBACK_RESERVE_SMS, GPU_LOOPBACK, BENCH_CHECK_S, GEMM_TABLE,
+    ATTENTION_TABLE, CACHE_DIR, GIT_COMMIT)}
 
 #: the watchdog's variables' keys in :data:`ENVIRON` (the compiled launch gate compares them)
 WATCHDOG_KEYS = (TIMEOUT_S.key, TIMEOUT_ACTION.key)

@@ -122,16 +122,16 @@ def measure(case: Case, runs: int, compile_runs: int = 1) -> dict:
     import triton
 
     from ..compiler import resolve_operands
-    from ..schedule import dumps
     from syncopate_mlir.pipeline import FuseRequest, run_pipeline
 
     b = build(case)
     ttir = _plain_compile(b).asm["ttir"]
     params = tuple(n for n in b["fn"].arg_names if b["sig"][n] != "constexpr")
     operands = resolve_operands(b["fn"], b["sig"], b["cx"], b["schedule"], b["operand"])
-    req = FuseRequest(b["name"], dumps(b["schedule"]), tuple(sorted(operands.items())),
-                      case.backend, int(b["comm_programs"]), params, keep_ir=False,
-                      reduce=b["reduce"])
+    req = FuseRequest(kernel_name=b["name"], schedule=b["schedule"],
+                      operands=dict(sorted(operands.items())),
+                      backend=case.backend, comm_programs=int(b["comm_programs"]),
+                      params=params, keep_ir=False, reduce=b["reduce"])
     run_pipeline(ttir, req)  # untimed: the first call in a process imports the passes' modules
     steps: dict[str, list[float]] = {}
     stage = []

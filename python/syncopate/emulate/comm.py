@@ -100,7 +100,7 @@ class Faults:
 class World(Machine):
     """Every rank's buffers and flags, the checker, and the comm semantics."""
 
-    def __init__(self, sched, backend: str, comm_programs: int, abi_state: dict, checker,
+    def __init__(self, sched, backend: str, comm_programs: int, abi_state, checker,
                  faults: Faults | None = None, fine: bool = False):
         self.schedule = sched
         self.backend = backend
@@ -118,7 +118,7 @@ class World(Machine):
         self.param_of_tensor: dict[str, str] = {}
         self.addr_map = None
         self.sched = None
-        #: chunks the module withholds (``syncopate.test_withhold``, fault injection)
+        #: chunks the module's request withholds (fault injection)
         self.withheld: frozenset = frozenset()
         #: rank -> CONSUMED increments per epoch its drain waits for, where the kernel reads
         #: them from the chunk table's reads section (``lowering="table"``); None: the ABI
@@ -203,7 +203,7 @@ class World(Machine):
             return
         if kind == "drain":
             reads = self.reads[rank] if self.reads is not None else \
-                int(self.state.get("reads_per_src", {}).get(str(rank), 0))
+                self.state.reads_per_src.get(rank, 0)
             if pid == 0 and reads:
                 yield from self._wait(rank, self.layout.consumed, epoch * reads, "consumed",
                                       None, loc, pc)
@@ -351,7 +351,7 @@ class World(Machine):
     def ce_plan(self, rank):
         from syncopate.runtime.plan import build_ce_plan
 
-        produced = {int(k): v for k, v in self.state.get("produced", {}).items()}
+        produced = self.state.produced
         return build_ce_plan(self.schedule, rank, produced)
 
     def ce_stream(self, rank: int, epoch: int, plan, launch) -> object:

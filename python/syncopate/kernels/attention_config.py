@@ -46,6 +46,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from .. import settings
 from ..errors import LaunchError
 from .gemm_table import cache_dir, gpu_key
 
@@ -276,9 +277,8 @@ _SOURCES: dict = {}
 def _sources(gpu: str) -> tuple:
     """The table files that apply to ``gpu`` (as strings; looked up once per override value and
     cache dir -- a launch does not stat files)."""
-    override = os.environ.get("SYNCOPATE_ATTENTION_TABLE")
-    key = (gpu, override, os.environ.get("SYNCOPATE_CACHE_DIR"),
-           os.environ.get("XDG_CACHE_HOME"))
+    override = settings.ATTENTION_TABLE.get()
+    key = (gpu, override, settings.CACHE_DIR.get(), os.environ.get("XDG_CACHE_HOME"))
     if key not in _SOURCES:
         if override:
             found = [] if override.lower() in ("off", "0", "none") else [Path(override)]
