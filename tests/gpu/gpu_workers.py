@@ -101,7 +101,7 @@ def _ag_case(comm, case, seed):
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
 
     backend, dtype_name, Ms, N, K, split, kernel = case
     dtype = getattr(torch, dtype_name)
@@ -220,7 +220,7 @@ def _default_rs_variant_problems(comm, case, a, b, kernel, want):
     (``want``: "sm" or "ce+epilogue"; the op may still take the unfused path where the
     calibration predicts it faster -- the result checks cover either)."""
     from syncopate.calibration import device_gpu_type
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.ops.gemm_rs import resolve_variant
     W, (M, Kl), N = comm.world_size, a.shape, b.shape[1]
     cfg = resolve_config(kernel, M, N, Kl, a.dtype)
@@ -241,7 +241,7 @@ def ag_gemm_stress(rank, W, backend, iters, shape=(192, 320, 256), kernel="tma",
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     comm = Communicator()
     Ms, N, K = shape
@@ -288,7 +288,7 @@ def gemm_rs_stress(rank, W, backend, iters, shape=(256, 320, 192), kernel="tma",
     import torch
 
     from syncopate.ops import gemm_rs
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     comm = Communicator()
     M, N, Kl = shape
@@ -345,7 +345,7 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
 
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
 
     comm = Communicator()
@@ -415,7 +415,7 @@ def fault_missing_rank(rank, W, backend, timeout_s):
 
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
 
     comm = Communicator()
@@ -644,7 +644,7 @@ def lowering_timing(rank, W, op, shape, iters=50, kernel="tma", split=2):
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm, gemm_rs
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     comm = Communicator()
     Ms, N, K = shape

@@ -119,7 +119,7 @@ class Backend:
     symm_backend: str | None = None
     #: passes of the pipeline's tail before ``resolve-chunks`` (``syncopate_mlir.pipeline``)
     pre_resolve_passes: tuple[str, ...] = ()
-    #: schedule mode of the ops' templates per op (``ops/_gemm.py``)
+    #: schedule mode of the ops' templates per op (``ops/driver.py``)
     op_modes: dict = {"ag": "push", "rs": "push"}
     launcher_class: type = Launcher
 

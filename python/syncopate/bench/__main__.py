@@ -53,9 +53,12 @@ import os
 import sys
 import time
 
+import importlib
+
+from ..ops import REGISTRY
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
-from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES, bench_ar
+from .gemm_ar import bench_ar
 from .rows import bench_ag, bench_rs
 from .timer import Timer
 
@@ -63,12 +66,10 @@ from .timer import Timer
 __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
            "columns", "derive", "format_table", "git_commit", "init_distributed",
            "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
-           "start_row", "sweep_for", "write_results"]
+           "row_fn", "start_row", "sweep_for", "write_results"]
 
-AG_SHAPES = [(14336, 4096), (28672, 8192), (29568, 8192)]  # (N, K), B per rank [K, N/W]
-RS_SHAPES = [(14336, 4096), (28672, 8192)]  # (K, N), A per rank [M, K/W]
-M_MAIN = 8192
-M_EXTRA = (1024, 4096)
+#: ``--ops`` values of the ops with tables of their own (ring attention, Ulysses, MoE)
+TABLES = ("ring_attn", "ulysses", "moe")
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
@@ -90,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn", "ulysses", "moe")),
+    tokens = [t for s in REGISTRY.values() if s.bench for t in s.bench.tokens]
+    p.add_argument("--ops", type=csv_names((*tokens, *TABLES)),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
@@ -125,30 +126,23 @@ def parse_args(argv=None):
 
 
 def rows_for(args, W):
+    """``(op, M, N, K)`` of every row the run measures: each registered op with benchmark rows
+    (``OpSpec.bench``) named in ``--ops``, at its standard shapes, M by M."""
+    ops = set(args.ops.split(","))
+    given = tuple(int(x) for x in args.m.split(",") if x) if args.m else None
+    picked = [(s.name, given or s.bench.ms[bool(args.quick)],
+               s.bench.shapes[:1] if args.quick else s.bench.shapes)
+              for s in REGISTRY.values() if s.bench and ops & set(s.bench.tokens)]
     rows = []
-    ms = (M_MAIN,) if args.quick else (M_MAIN,) + M_EXTRA
-    if args.m:
-        ms = tuple(int(x) for x in args.m.split(",") if x)
-    ops = args.ops.split(",")
-    for M in ms:
-        if "ag" in ops:
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm", M, N, K))
-        if "rs" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs", M, N, K))
-        if "ag_fp8" in ops:  # FP8 (e4m3 in, bf16 out; --scales): bench/fp8.py
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm_fp8", M, N, K))
-        if "rs_fp8" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs_fp8", M, N, K))
-    if args.quick and "ag" in ops and not args.m:
-        rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
-    if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
-        ar_ms = ms if args.m else (AR_M_QUICK if args.quick else AR_M)
-        rows += [("gemm_ar", M, N, K) for M in ar_ms for N, K in AR_SHAPES]
+    for M in dict.fromkeys(M for _, ms, _ in picked for M in ms):
+        rows += [(name, M, N, K) for name, ms, shapes in picked if M in ms for N, K in shapes]
     return rows
+
+
+def row_fn(op: str):
+    """The benchmark's row function of op ``op`` (``OpSpec.bench.row``)."""
+    module, _, fn = REGISTRY[op].bench.row.partition(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), fn)
 
 
 
@@ -263,11 +257,7 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}.get(op)
-        if fn is None:
-            from . import fp8 as fp8_bench
-            fn = {"ag_gemm_fp8": fp8_bench.bench_ag_fp8, "gemm_rs_fp8": fp8_bench.bench_rs_fp8}[op]
-        r = fn(comm, timer, M, N, K, args, backends, log)
+        r = row_fn(op)(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
         comm.clear_cache()  # free this row's symmetric buffers before the next shape

@@ -27,7 +27,7 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import ag_gemm
-    from ..ops._gemm import choose, gemm_call, resolve_config, run_local
+    from ..ops.driver import gemm_call, gemm_plan, resolve_config, run_local
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Nl, Ms = N // W, M // W
@@ -77,7 +77,7 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     sweep_fused(r, comm, timer, backends, args, log,
                 lambda **kw: ag_gemm(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
                 same_as_local_kernel, mismatch,
-                auto=lambda be, red: choose("ag_gemm", be, M, Nl, K, W, dtype, None, None))
+                auto=lambda be, red: gemm_plan("ag", be, M, Nl, K, W, dtype, None, None))
     return r
 
 
@@ -87,7 +87,7 @@ def k_sharded_operands(comm, args, M, N, K, seed: int):
     ``seed + rank``."""
     import torch
 
-    from ..ops._gemm import resolve_config
+    from ..ops.driver import resolve_config
     dtype = getattr(torch, args.dtype)
     Kl = K // comm.world_size
     dev = comm.device
@@ -106,7 +106,7 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_rs
-    from ..ops._gemm import gemm_call, run_local
+    from ..ops.driver import gemm_call, run_local
     from ..ops.gemm_rs import default_plan
     W = comm.world_size
     dtype, Kl, a, b, cfg, partial = k_sharded_operands(comm, args, M, N, K, seed=3)
@@ -149,16 +149,17 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
 
 
 def _describe_choice(comm, op, m, n, k, dtype) -> str:
-    """What the op called with no options runs: the calibrated decision's path, and for a fused
-    variant its (split, comm programs)."""
-    from ..ops._gemm import decide, resolve_config
-    from ..ops.gemm_rs import _epilogue_groups, epilogue_unavailable
+    """What the op called with no options runs: the calibrated decision's path (with what
+    its call leaves out, ``GemmLaunch.unavailable``), and for a fused variant its (split, comm
+    programs)."""
+    from ..ops import REGISTRY
+    from ..ops.driver import decide, resolve_config
+    spec = REGISTRY[op]
     un = ()
-    if op == "gemm_rs":
-        un = epilogue_unavailable(m, comm.world_size,
-                                  _epilogue_groups(resolve_config("tma", m, n, k, dtype), m,
-                                                   comm.world_size))
-    c = decide(op, comm, m, n, k, dtype, kernel=None, config=None, fused=None,
+    if spec.gemm.unavailable is not None:
+        un = spec.gemm.unavailable(m, comm.world_size, resolve_config("tma", m, n, k, dtype),
+                                   False)
+    c = decide(spec, comm, m, n, k, dtype, kernel=None, config=None, fused=None,
                unavailable=un).choice
     return c.name + (f" split={c.split} cp={c.comm_programs}" if c.path == "fused" else "")
 
@@ -166,8 +167,9 @@ def _describe_choice(comm, op, m, n, k, dtype) -> str:
 def describe_path(comm, op, shape, dtype, fused_text, *, cublas=False, unavailable=()) -> str:
     """What an op called with no options runs (:func:`syncopate.ops.choice.decide_shape`): the
     unfused path's name, or ``fused_text()`` (the fused plan) when it chose a fused variant."""
-    from ..ops._gemm import fused_variant
-    c = fused_variant(op, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
+    from ..ops import REGISTRY
+    from ..ops.driver import fused_variant
+    c = fused_variant(REGISTRY[op], comm, shape, dtype, cublas=cublas, unavailable=unavailable,
                       fused=None).choice
     return fused_text(c) if c.path == "fused" else c.name
 

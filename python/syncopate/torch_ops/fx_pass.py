@@ -38,10 +38,12 @@ from __future__ import annotations
 import logging
 import operator
 import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
 
+from ..ops import REGISTRY
 from . import library  # noqa: F401  (registers torch.ops.syncopate.*)
 
 log = logging.getLogger(__name__)
@@ -270,8 +272,10 @@ def _pass_class():
 
         def uuid(self) -> bytes:
             here = os.path.dirname(os.path.abspath(__file__))
+            ops = sorted(sys.modules[s.fn.__module__].__file__ for s in REGISTRY.values()
+                         if s.torch is not None)  # the ops' definitions (OpSpec.torch)
             return get_hash_for_files((os.path.join(here, "fx_pass.py"),
-                                       os.path.join(here, "library.py")))
+                                       os.path.join(here, "library.py"), *ops))
 
     return SyncopateFusionPass
 
