@@ -85,7 +85,7 @@ def test_decision_has_no_rank_input_and_is_the_same_for_every_rank(monkeypatch):
         choice.clear_caches()
         monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", str(5 + rank))
         c = fake_comm(W=2, rank=rank)
-        out.append([driver.decide(spec.get(op), c, *_local(op, M, N, K), "bfloat16",
+        out.append([driver.decide(spec.get(op), c, _local(op, M, N, K), "bfloat16",
                                   kernel=None, config=None, fused=None)
                     for op, M, N, K in (("gemm_rs", 1024, 4096, 14336),
                                         ("ag_gemm", 8192, 14336, 4096))])

@@ -50,8 +50,8 @@ def _shape(text: str) -> tuple[int, ...]:
         dims = tuple(int(p) for p in parts)
     except ValueError:
         dims = ()
-    if len(dims) not in (3, 4) or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"--shape wants three positive integers M,N,K (e.g. "
+    if len(dims) not in (3, 4) or min(dims) < 0:  # a zero: the op's checks say what it needs
+        raise argparse.ArgumentTypeError(f"--shape wants three integers M,N,K (e.g. "
                                          f"1024,4096,14336), or four: S,Hq,Hkv,D for attention "
                                          f"(e.g. 32768,32,8,128), E,C,H,N / E,C,F,H for MoE, got "
                                          f"{text!r}")

@@ -204,8 +204,9 @@ def _fake_decision(monkeypatch, path, **kw):
     from syncopate.ops import choice
     seen = []
 
-    def decide(op, m, n, k, W, dtype="bf16", gpu=None, *, cublas=True, fused=None,
+    def decide(op, shape, W, dtype="bf16", gpu=None, *, cublas=True, fused=None,
                unavailable=()):
+        m, n, k = shape
         seen.append(dict(op=op, m=m, n=n, k=k, W=W, cublas=cublas, fused=fused,
                          unavailable=dict(unavailable)))
         kw2 = dict(kw, local=kw.get("local") if cublas else "triton")  # cuBLAS only if allowed
@@ -213,7 +214,7 @@ def _fake_decision(monkeypatch, path, **kw):
             kw2.update(backend="sm", reduce="comm")
         c = choice.Candidate(name="fake", path=path, **kw2)
         return choice.Decision(op, m, n, k, W, dtype, gpu, None, (c,), c)
-    monkeypatch.setattr(choice, "decide", decide)
+    monkeypatch.setattr(choice, "decide_shape", decide)
     return seen
 
 

@@ -159,7 +159,7 @@ def _describe_choice(comm, op, m, n, k, dtype) -> str:
     if spec.gemm.unavailable is not None:
         un = spec.gemm.unavailable(m, comm.world_size, resolve_config("tma", m, n, k, dtype),
                                    False)
-    c = decide(spec, comm, m, n, k, dtype, kernel=None, config=None, fused=None,
+    c = decide(spec, comm, (m, n, k), dtype, kernel=None, config=None, fused=None,
                unavailable=un).choice
     return c.name + (f" split={c.split} cp={c.comm_programs}" if c.path == "fused" else "")
 

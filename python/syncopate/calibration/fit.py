@@ -101,7 +101,8 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
             continue  # the FP8 rows: the ops section only (their GEMM is not the bf16 table's)
         op, M, N, K = r["op"], int(r["M"]), int(r["N"]), int(r["K"])
         where = f"{source}: {op} {M}x{N}x{K} W={W}"
-        m, n, k = spec.explain(op, (M, N, K), W)
+        s = dict(zip(spec.shape, spec.explain(op, (M, N, K), W)))
+        m, n, k = s["m"], s["n"], s["k"]
         if r.get("gemm") and r.get("gemm cuBLAS"):
             local.setdefault((m, n, k), {"m": m, "n": n, "k": k, "triton": [], "cublas": [],
                                          "source": []})
@@ -110,7 +111,7 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
             e["cublas"].append(r["gemm cuBLAS"] * 1e-3)
             e["source"].append(f"{where}, columns 'gemm' / 'gemm cuBLAS'")
         if r.get("comm"):  # the op's collective on its whole schedule tensor
-            nbytes = math.prod(spec.gemm.schedule_shape(m, n, k, W)[0]) * esize
+            nbytes = math.prod(spec.gemm.schedule_shape(s, W)[0]) * esize
             coll[spec.gemm.template].append((nbytes, r["comm"] * 1e-3,
                                              f"{where}, column 'comm'"))
         for label in meta.get("backends", []) if spec.fused_section else ():

@@ -75,8 +75,7 @@ def candidates(spec, base, unfused, cal, s, W, dtype, cublas, blocked) -> list:
     for variant in spec.variants:
         backend, _, red = variant.partition("+")
         reduce = red or "comm"
-        m, n, k = s["m"], s["n"], s["k"]
-        plan = base.gemm.plan(backend, reduce, m, n, k, W, FP8, None, None, None, None)[1:]
+        plan = base.gemm.plan(backend, reduce, s, W, FP8, None, None, None, None)[1:]
         ratio = None
         if variant not in blocked and cal.fused(base.name, W)[1].get(variant):
             ratio = _bf16_ratio(cal, base, variant, s, W)
@@ -101,7 +100,7 @@ def candidates(spec, base, unfused, cal, s, W, dtype, cublas, blocked) -> list:
 
 def _model(cal, base, backend, reduce, s, W):
     compute, _ = choice.local_gemm_s(cal, "triton", s["m"], s["n"], s["k"], FP8)
-    t = choice.plan_estimate(base, backend, reduce, s["m"], s["n"], s["k"], W, FP8, compute)[1]
+    t = choice.plan_estimate(base, backend, reduce, s, W, FP8, compute)[1]
     return t, f"cost model of the {base.name} plan, calibrated GEMM (FP8 by peak FLOPs)"
 
 
@@ -110,9 +109,8 @@ def _bf16_ratio(cal, base, variant, s, W) -> float:
     op's decision does): the measurements are bf16, so the ratio is taken against the bf16
     model, and then applies to the FP8 model (whose GEMM is twice as fast)."""
     backend, _, red = variant.partition("+")
-    m, n, k = s["m"], s["n"], s["k"]
     wc = cal.fused(base.name, W)[0]
     measured = choice.section_model(base, cal, variant, wc, "bf16", s, W)[0]
-    compute, _ = choice.local_s(cal, "triton", m, n, k, "bf16")
-    return measured / choice.plan_estimate(base, backend, red or "comm", m, n, k, W, "bf16",
+    compute, _ = choice.local_s(cal, "triton", s["m"], s["n"], s["k"], "bf16")
+    return measured / choice.plan_estimate(base, backend, red or "comm", s, W, "bf16",
                                            compute)[1]

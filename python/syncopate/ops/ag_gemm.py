@@ -92,8 +92,9 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
                            "comm_programs": comm_programs})
 
 
-def _plan(backend, reduce, M, N, K, W, dtype, order, split, comm_programs, cfg):
-    return (order, *driver.gemm_plan("ag", backend, M, N, K, W, dtype, split, comm_programs))
+def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
+    return (order, *driver.gemm_plan("ag", backend, s["m"], s["n"], s["k"], W, dtype, split,
+                                     comm_programs))
 
 
 def _prepare(comm, fk, a_shard, b, out, cfg, M, N, K, kernel, programs):
@@ -216,7 +217,7 @@ SPEC = OpSpec(
         template="all_gather", operand="a_ptr", kind="ag", staged=True,
         explicit=("backend", "split", "comm_programs", "mode"), check=_check,
         dims=lambda a_shard, b, W: (a_shard.shape[0] * W, b.shape[1], a_shard.shape[1]),
-        schedule_shape=lambda M, N, K, W: ((M, K), 0), reference=ag_gemm_reference,
+        schedule_shape=lambda s, W: ((s["m"], s["k"]), 0), reference=ag_gemm_reference,
         plan=_plan, prepare=_prepare, run=driver.run_staged_x),
     torch=TorchOp(schema="(Tensor a_shard, Tensor b, str group_name, bool return_a=False) -> "
                          "(Tensor, Tensor?)",

@@ -267,13 +267,13 @@ def kinds(locals_: tuple, cublas: bool) -> tuple:
 HOST_REFERENCE = "ag_gemm"
 
 
-def plan_estimate(spec, backend: str, reduce: str, m, n, k, W, dtype, compute_s: float):
-    """``((order, split, comm programs), seconds)``: a GEMM op's plan for this shape
+def plan_estimate(spec, backend: str, reduce: str, s: dict, W, dtype, compute_s: float):
+    """``((order, split, comm programs), seconds)``: a GEMM op's plan for the shape ``s``
     (``spec.gemm.plan``, nothing fixed by a caller) and the schedule cost model's fused time
     of it, with ``compute_s`` as the GEMM."""
     g = spec.gemm
-    order, split, cp = g.plan(backend, reduce, m, n, k, W, dtype, None, None, None, None)
-    shape, dim = g.schedule_shape(m, n, k, W)
+    order, split, cp = g.plan(backend, reduce, s, W, dtype, None, None, None, None)
+    shape, dim = g.schedule_shape(s, W)
     sched = TEMPLATES[g.template](shape, dtype, W, dim=dim, order=order or "swizzle",
                                  split=split)
     return (order or "swizzle", split, cp), \
@@ -290,8 +290,7 @@ def fused_ratios(gpu, op: str, variant: str, wc: int, dtype: str) -> tuple:
     out = []
     for p in cal.fused(op, wc)[1][variant]:
         compute, _ = local_s(cal, "triton", p["m"], p["n"], p["k"], dtype)
-        model = plan_estimate(spec, backend, red or "comm", p["m"], p["n"], p["k"], wc, dtype,
-                              compute)[1]
+        model = plan_estimate(spec, backend, red or "comm", p, wc, dtype, compute)[1]
         out.append(float(p["measured_s"]) / model)
     return tuple(out)
 
@@ -319,7 +318,7 @@ def gemm_cands(spec, cal, s: dict, W: int, dtype: str, cublas: bool, blocked: di
             out.append(Cand(name, variant, "fused", None, backend=backend, reduce=reduce,
                             available=False, why=blocked[variant]))
             continue
-        plan = g.plan(backend, reduce, m, n, k, W, dtype, None, None, None, None)[1:]
+        plan = g.plan(backend, reduce, s, W, dtype, None, None, None, None)[1:]
         host = ((f"{op}:{variant}", f"{HOST_REFERENCE}:{variant}"),)
         if section:
             wc, pts = cal.fused(op, W)[0], cal.fused(op, W)[1].get(variant)
@@ -335,7 +334,7 @@ def gemm_cands(spec, cal, s: dict, W: int, dtype: str, cublas: bool, blocked: di
             model = functools.partial(_plan_model, spec, cal, backend, reduce, dtype)
         out.append(Cand(name, variant, "fused", model, host, backend=backend, reduce=reduce,
                         plan=plan, calibrated=section))
-    shape, _ = g.schedule_shape(m, n, k, W)
+    shape, _ = g.schedule_shape(s, W)
     nbytes = math.prod(shape) * element_bytes(dtype)
     for kind in kinds(spec.locals, cublas):
         out.append(Cand(f"unfused (NCCL + {label(kind)})", f"unfused:{kind}", "unfused",
@@ -349,7 +348,7 @@ def section_model(spec, cal, variant, wc, dtype, s, W):
     backend, _, red = variant.partition("+")
     m, n, k = s["m"], s["n"], s["k"]
     compute, _ = local_s(cal, "triton", m, n, k, dtype)
-    model = plan_estimate(spec, backend, red or "comm", m, n, k, W, dtype, compute)[1]
+    model = plan_estimate(spec, backend, red or "comm", s, W, dtype, compute)[1]
     pts = cal.fused(spec.name, W)[1][variant]
     ratios = fused_ratios(cal.gpu, spec.name, variant, wc, dtype)
     ratio, where = interp(pts, s, _MNK, lambda p: ratios[pts.index(p)], _CLASSES)
@@ -358,8 +357,7 @@ def section_model(spec, cal, variant, wc, dtype, s, W):
 
 def _plan_model(spec, cal, backend, reduce, dtype, s, W):
     compute, _ = local_gemm_s(cal, "triton", s["m"], s["n"], s["k"], dtype)
-    (order, _, _), t = plan_estimate(spec, backend, reduce, s["m"], s["n"], s["k"], W, dtype,
-                                     compute)
+    (order, _, _), t = plan_estimate(spec, backend, reduce, s, W, dtype, compute)
     return t, f"cost model of the {order} plan, calibrated GEMM"
 
 
@@ -379,10 +377,11 @@ def measured_over_model(gpu: str, op: str, key: str, wc: int, dtype: str) -> tup
     cal = calibration.load(gpu)
     spec = specs.get(op)
     pts = cal.ops(op, wc)[1].get(key) or []
-    dims = [d for d in spec.shape if d != "causal"]
+    dims = [d for d in spec.shape if d not in spec.flags]
     ratios = []
     for i, p in enumerate(pts):
-        bad = [d for d in spec.shape if not isinstance(p.get(d), int) or p[d] < (d != "causal")]
+        bad = [d for d in spec.shape if not isinstance(p.get(d), int)
+               or p[d] < (d not in spec.flags)]
         if bad:
             raise calibration.CalibrationError(
                 f"{cal.path}: ops.{op}.{wc}.{key}[{i}] needs the op's shape "
@@ -457,9 +456,9 @@ def decide_shape(op: str, shape, world_size: int, dtype=None, gpu: str | None = 
         raise LaunchError(f"{op} decides on the shape ({', '.join(names)}): {len(names)} "
                           f"integers, got {shape!r}")
     for name, v in zip(names, dims):
-        if v < (0 if name == "causal" else 1) or (name == "causal" and v > 1):
-            raise LaunchError(f"{op}: {name} must be "
-                              f"{'0 or 1' if name == 'causal' else '>= 1'}, got {v}")
+        flag = name in spec.flags
+        if v < (0 if flag else 1) or (flag and v > 1):
+            raise LaunchError(f"{op}: {name} must be {'0 or 1' if flag else '>= 1'}, got {v}")
     if int(world_size) < 1:
         raise LaunchError(f"world size must be >= 1, got {world_size}")
     dt = spec.dtype or canonical(dtype or "bf16")
@@ -519,7 +518,8 @@ def _decide(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
             pass
         elif measured.get(x.key):
             dn, pts, ratios = measured_over_model(cal.gpu, op, x.key, wc, dtype)
-            same = [i for i, p in enumerate(pts) if int(p.get("causal", 0)) == s.get("causal", 0)]
+            same = [i for i, p in enumerate(pts)
+                    if all(int(p.get(f, 0)) == s[f] for f in spec.flags)]
             if same:
                 r, where = interp([pts[i] for i in same], s, dn, lambda p: ratios[pts.index(p)])
                 t *= r

@@ -498,13 +498,13 @@ def gpu_of(comm) -> str | None:
     return _GPU_BY_DEVICE[dev]
 
 
-def decide(spec, comm, m: int, n: int, k: int, dtype, *, kernel, config, fused,
-           unavailable=()):
-    """The GEMM op's path (:func:`syncopate.ops.choice.decide`): cuBLAS is a candidate only
-    when the caller pinned neither our kernel nor its config."""
-    return choice.decide(spec.name, m, n, k, comm.world_size, schedule_dtype(dtype),
-                         gpu_of(comm), cublas=kernel is None and config is None, fused=fused,
-                         unavailable=unavailable)
+def decide(spec, comm, dims, dtype, *, kernel, config, fused, unavailable=()):
+    """The GEMM op's path on its decision shape ``dims`` (``GemmLaunch.dims``,
+    :func:`syncopate.ops.choice.decide_shape`): cuBLAS is a candidate only when the caller
+    pinned neither our kernel nor its config."""
+    return choice.decide_shape(spec.name, dims, comm.world_size, schedule_dtype(dtype),
+                               gpu_of(comm), cublas=kernel is None and config is None,
+                               fused=fused, unavailable=unavailable)
 
 
 #: world size 1: (local GEMM, config) per call layout -- the op's checks and decision once per
@@ -533,12 +533,12 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
             raise graphs.cold_path(spec.name)
         if check is not None:
             check()
-        M, K = a.shape
-        N = b.shape[1]
+        dims = spec.gemm.dims(a, b, 1)
+        M, N, K = dims[:3]
         if kernel == CUBLAS:
             plan = (CUBLAS, None)
         else:
-            local = decide(spec, comm, M, N, K, a.dtype, kernel=triton_kernel(kernel) if ours
+            local = decide(spec, comm, dims, a.dtype, kernel=triton_kernel(kernel) if ours
                            else kernel, config=config, fused=None).choice.local
             k = triton_kernel(kernel)
             plan = (CUBLAS, None) if local == CUBLAS else \
@@ -639,7 +639,8 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
         return world_size_one(spec, comm, x, y, out, kernel, config, ours=not use,
                               check=lambda: g.check(x, y, comm, out))
     g.check(x, y, comm, out)
-    M, N, K = g.dims(x, y, W)
+    dims = g.dims(x, y, W)
+    M, N, K = dims[:3]
     tk = triton_kernel(kernel)
     cfg = None if kernel == CUBLAS else resolve_config(tk, M, N, K, x.dtype, config)
     if not use or kernel == CUBLAS:
@@ -647,7 +648,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
     backend, reduce = options.get("backend"), options.get("reduce")
     if backend is None and reduce is None:
         un = g.unavailable(M, W, cfg, config is not None) if g.unavailable else ()
-        c = decide(spec, comm, M, N, K, x.dtype, kernel=kernel, config=config,
+        c = decide(spec, comm, dims, x.dtype, kernel=kernel, config=config,
                    fused=True if fused is True or explicit else None, unavailable=un).choice
         if c.path != "fused":
             return g.reference(x, y, comm, kernel=CUBLAS if c.local == CUBLAS else tk,
@@ -656,10 +657,11 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
     backend, reduce = backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
     if g.variant is not None:  # the variant's own checks; its config (e.g. GROUP_M lowered)
         cfg = g.variant(backend, reduce, M, W, cfg, config is not None)
-    order, split, cp = g.plan(backend, reduce, M, N, K, W, x.dtype, options.get("order"),
+    s = dict(zip(spec.shape, dims))
+    order, split, cp = g.plan(backend, reduce, s, W, x.dtype, options.get("order"),
                               options.get("split"), options.get("comm_programs"), cfg)
     cp = loopback_comm_programs(comm, cp, options.get("comm_programs"))
-    shape, dim = g.schedule_shape(M, N, K, W)
+    shape, dim = g.schedule_shape(s, W)
     fk = fused_kernel(comm, spec, shape, dim, x.dtype, backend=backend, split=split,
                       order=order, mode=template_mode(spec, backend, options.get("mode")),
                       comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)

@@ -138,8 +138,8 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
                            "comm_programs": comm_programs})
 
 
-def _plan(backend, reduce, M, N, K, W, dtype, order, split, comm_programs, cfg):
-    return default_plan(backend, M, N, K, W, dtype, order, split, comm_programs,
+def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
+    return default_plan(backend, s["m"], s["n"], s["k"], W, dtype, order, split, comm_programs,
                         block_m=None if cfg is None else int(cfg.BLOCK_M))
 
 
@@ -174,7 +174,7 @@ SPEC = OpSpec(
         template="all_reduce", operand="c_ptr", kind=None, staged=False,
         explicit=("backend", "split", "order", "mode", "comm_programs"), check=_check,
         dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
-        schedule_shape=lambda M, N, K, W: ((M, N), 0), reference=gemm_ar_reference,
+        schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_ar_reference,
         plan=_plan, prepare=_prepare, run=driver.run_copy_out, variant=_variant))
 
 __all__ = ["BACKENDS", "SPEC", "default_plan", "gemm_ar", "gemm_ar_buffer",

@@ -161,8 +161,9 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
                            "comm_programs": comm_programs, "reduce": reduce})
 
 
-def _plan(backend, reduce, M, N, K, W, dtype, order, split, comm_programs, cfg):
-    return (order, *default_plan(backend, reduce, M, N, K, W, dtype, split, comm_programs))
+def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
+    return (order, *default_plan(backend, reduce, s["m"], s["n"], s["k"], W, dtype, split,
+                                 comm_programs))
 
 
 def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
@@ -288,7 +289,7 @@ SPEC = OpSpec(
         template="reduce_scatter", operand="c_ptr", kind="rs", staged=False,
         explicit=("backend", "reduce", "split", "comm_programs", "mode"), check=_check,
         dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
-        schedule_shape=lambda M, N, K, W: ((M, N), 0), reference=gemm_rs_reference,
+        schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_rs_reference,
         plan=_plan, prepare=_prepare, run=driver.run_copy_out,
         unavailable=epilogue_unavailable, variant=_variant),
     torch=TorchOp(schema="(Tensor a, Tensor b_shard, str group_name) -> Tensor",

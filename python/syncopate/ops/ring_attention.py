@@ -249,7 +249,7 @@ def local_candidates(spec, cal, s, dtype, cublas):
 def explain_shape(op, dims, W, batch=1, causal=False):
     """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence)."""
     S, Hq, Hkv, D = dims
-    if S % W or Hq % Hkv:
+    if not Hkv or S % W or Hq % Hkv:
         raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}) and Hq ({Hq}) "
                           f"a multiple of Hkv ({Hkv})")
     return (batch, Hq, Hkv, S, D, int(bool(causal)))
@@ -271,7 +271,7 @@ SPEC = OpSpec(
     name="ring_attention", fn=ring_attention, shape=SHAPE, variants=("sm",),
     candidates=_candidates, local_candidates=local_candidates,
     explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)", explain=explain_shape,
-    bench_rows=("ring_attn",), fit=fit)
+    flags=("causal",), bench_rows=("ring_attn",), fit=fit)
 
 __all__ = ["CONSTANT_ARGS", "SPEC", "kv_buffers", "ring_attention", "ring_attention_fused_kernel",
            "ring_attention_reference"]

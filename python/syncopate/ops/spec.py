@@ -64,11 +64,12 @@ class GemmLaunch:
     staged: bool
     explicit: tuple[str, ...]
     check: Callable  # (x, y, comm, out) -> None; LaunchError saying what to change
-    dims: Callable  # (x, y, W) -> (M, N, K) of the local GEMM
-    schedule_shape: Callable  # (M, N, K, W) -> (shape, dim) of the template's tensor
+    #: (x, y, W) -> the decision shape (``OpSpec.shape``), the local GEMM's M, N, K first
+    dims: Callable
+    schedule_shape: Callable  # (shape dict, W) -> (shape, dim) of the template's tensor
     reference: Callable  # (x, y, comm, *, kernel, config, out): the unfused path
-    plan: Callable  # (backend, reduce, M, N, K, W, dtype, order, split, comm_programs, cfg)
-    #                 -> (order, split, comm_programs)
+    plan: Callable  # (backend, reduce, shape dict, W, dtype, order, split, comm_programs,
+    #                 cfg) -> (order, split, comm_programs)
     prepare: Callable  # (comm, fk, x, y, out, cfg, M, N, K, kernel, programs) -> PreparedCall
     run: Callable  # (prepared, x, y, out) -> result: the per-call path
     #: (M, W, cfg, config_given) -> ((variant, reason), ...) the decision must leave out
@@ -123,7 +124,7 @@ class OpSpec:
     #: the op itself (its public signature is the op's; the spec only describes it)
     fn: Callable
     #: the shape its path decision takes, by name (GEMM ops: this rank's local GEMM ``m, n,
-    #: k``; ``causal`` is 0 or 1, every other dim >= 1)
+    #: k`` first); every dim >= 1 but the ``flags``
     shape: tuple[str, ...]
     #: the fused variants it chooses among by itself; the first is its uncalibrated default
     variants: tuple[str, ...]
@@ -133,6 +134,9 @@ class OpSpec:
     #: ``(spec, cal, shape_dict, dtype, cublas) -> [Cand]``: the local kernel(s) at W = 1
     #: (None: its local GEMMs, :func:`syncopate.ops.choice.local_cands`)
     local_candidates: Callable | None = None
+    #: dims of ``shape`` that are 0 or 1 (``causal``): a measurement speaks only for its own
+    #: flags, never interpolated across them
+    flags: tuple[str, ...] = ()
     #: the local kernels its unfused path and its W = 1 path can run (cuBLAS only where its
     #: reference path can call it)
     locals: tuple[str, ...] = ("triton",)

@@ -276,7 +276,7 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
 def explain_shape(op, dims, W, batch=1, causal=False):
     """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence)."""
     S, Hq, Hkv, D = dims
-    if S % W or Hq % Hkv or Hkv % W:
+    if not Hkv or S % W or Hq % Hkv or Hkv % W:
         raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}), Hq ({Hq}) "
                           f"a multiple of Hkv ({Hkv}) and Hkv divisible by {W}")
     return (batch, Hq, Hkv, S, D, int(bool(causal)))
@@ -286,7 +286,7 @@ SPEC = OpSpec(
     name="ulysses_attention", fn=ulysses_attention, shape=SHAPE, variants=("sm",),
     candidates=_candidates, local_candidates=local_candidates,
     explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)", explain=explain_shape,
-    bench_rows=("ulysses",), fit=fit)
+    flags=("causal",), bench_rows=("ulysses",), fit=fit)
 
 __all__ = ["SPEC", "check_plan", "ulysses_attention", "ulysses_attention_reference",
            "ulysses_buffers", "ulysses_fused_kernel"]
