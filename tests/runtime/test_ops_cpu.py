@@ -206,7 +206,7 @@ def _fake_decision(monkeypatch, path, **kw):
 
     def decide(op, shape, W, dtype="bf16", gpu=None, *, cublas=True, fused=None,
                unavailable=()):
-        m, n, k = shape
+        m, n, k = shape[:3]
         seen.append(dict(op=op, m=m, n=n, k=k, W=W, cublas=cublas, fused=fused,
                          unavailable=dict(unavailable)))
         kw2 = dict(kw, local=kw.get("local") if cublas else "triton")  # cuBLAS only if allowed
