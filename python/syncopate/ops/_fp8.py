@@ -59,6 +59,22 @@ def fused_kernel(comm, key: tuple, kernel: str, make_schedule, operand, *, backe
     return driver.cached_fused(comm, key, build)
 
 
+def launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):
+    """The local FP8 kernel on ``c = (a @ b) * scales`` -- through ``fk`` (the fused kernel) when
+    given, else alone."""
+    from ..kernels import ensure_tma_allocator
+    from ..kernels.gemm_fp8 import fp8_kernel_fn
+    from ..kernels.gemm_fp8_config import fp8_short
+    from ..kernels.gemm_fp8_launch import fp8_args
+    args, grid = fp8_args(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=programs)
+    if fk is not None:
+        fk[grid](*args)
+        return
+    if fp8_short(kernel) == "tma":
+        ensure_tma_allocator()
+    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
+
+
 def programs(comm, kernel: str, backend: str, comm_programs: int):
     """The persistent kernel's ``NUM_SMS`` next to ``comm_programs`` (None for 'ptr')."""
     from ..kernels.gemm_fp8_config import fp8_short

@@ -88,8 +88,7 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
     accumulation, other rounding) -- pin ``kernel='tma'`` for our kernel's bits.
     """
     return driver.gemm_op(SPEC, a_shard, b, comm, out, fused, kernel, config,
-                          {"backend": backend, "split": split, "order": order, "mode": mode,
-                           "comm_programs": comm_programs})
+                          (backend, split, order, mode, comm_programs, None))
 
 
 def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
@@ -218,7 +217,7 @@ SPEC = OpSpec(
         explicit=("backend", "split", "comm_programs", "mode"), check=_check,
         dims=lambda a_shard, b, W: (a_shard.shape[0] * W, b.shape[1], a_shard.shape[1]),
         schedule_shape=lambda s, W: ((s["m"], s["k"]), 0), reference=ag_gemm_reference,
-        plan=_plan, prepare=_prepare, run=driver.run_staged_x),
+        plan=_plan, prepare=_prepare),
     torch=TorchOp(schema="(Tensor a_shard, Tensor b, str group_name, bool return_a=False) -> "
                          "(Tensor, Tensor?)",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,

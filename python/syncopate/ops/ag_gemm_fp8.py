@@ -76,11 +76,7 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     local FP8 kernel with row-wise A scales."""
     import torch
 
-    from ..kernels import ensure_tma_allocator
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..kernels.gemm_fp8_config import fp8_short
-    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
-                                           resolve_fp8_config)
+    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     Ms, K, N = prob.M, prob.K, prob.N
@@ -93,15 +89,22 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
         dist.all_gather_into_tensor(A.view(torch.uint8), a_shard.contiguous().view(torch.uint8),
                                     group=comm.group)
         SA = driver.all_gather_rows(_fp8.row_scales(scale_a, Ms), comm.group, W)
+    return _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out)
+
+
+def _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out, fk=None, programs=None):
+    """The local FP8 kernel on the gathered ``A`` and row scales ``SA`` (``fk``: fused) into
+    ``out`` (allocated when None, else checked: shape, dtype, overlap, TMA's layout)."""
+    import torch
+
+    from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands
     if out is None:
-        out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
-    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
+        out = torch.empty((M, prob.N), device=A.device, dtype=torch.bfloat16)
+    else:
         check_fp8_operands(A, b, SA, scale_b, out, kernel)
-    args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True,
-                                                                       prob.sb_cols), cfg)
-    if fp8_short(kernel) == "tma":
-        ensure_tma_allocator()
-    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
+    _fp8.launch_local(kernel, A, b, out, SA, scale_b, Fp8Problem(M, prob.N, prob.K, True,
+                                                                 prob.sb_cols), cfg,
+                      programs=programs, fk=fk)
     return out
 
 
@@ -119,10 +122,7 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = Non
     ``split``/``mode``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     World size 1: the local FP8 kernel alone.
     """
-    import torch
-
-    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
-                                           resolve_fp8_config)
+    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     explicit = (backend is not None or split is not None or mode is not None
                 or comm_programs is not None)
     if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to gather
@@ -144,20 +144,14 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = Non
     fk = ag_gemm_fp8_fused_kernel(comm, M, K, backend=backend, split=split, order=order,
                                   mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
     A, SA = ag_gemm_fp8_buffers(comm, Ms, K)
-    if out is None:
-        out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
-    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
-        check_fp8_operands(A, b, SA, scale_b, out, kernel)
-    args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True, prob.sb_cols),
-                          cfg, programs=_fp8.programs(comm, kernel, backend, cp))
     # stage this rank's rows of A and of SA once the peers finished reading the last launch's
     fk.before_staging()
     rows = slice(me * Ms, (me + 1) * Ms)
     if not (a_shard.data_ptr() == A[rows].data_ptr() and a_shard.stride() == A[rows].stride()):
         A[rows].copy_(a_shard)
     SA[rows].copy_(_fp8.row_scales(scale_a, Ms))
-    fk[grid](*args)
-    return out
+    return _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out, fk,
+                   _fp8.programs(comm, kernel, backend, cp))
 
 
 def _unfused(cal, s, W):

@@ -96,8 +96,7 @@ def ag_weight_gemm(a, w_shard, comm, *, backend: str | None = None, split=None,
     ``comm_programs``/``mode``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused with our
     kernel; world size 1: the local GEMM alone."""
     return driver.gemm_op(SPEC, a, w_shard, comm, out, fused, kernel, config,
-                          {"backend": backend, "split": split, "order": order, "mode": mode,
-                           "comm_programs": comm_programs})
+                          (backend, split, order, mode, comm_programs, None))
 
 
 def _dims(a, w_shard, W):
@@ -202,7 +201,7 @@ SPEC = OpSpec(
         explicit=("backend", "split", "comm_programs", "mode"), check=_check, dims=_dims,
         schedule_shape=lambda s, W: ((s["k"], s["n"]), s["dim"]),
         reference=ag_weight_gemm_reference, plan=_plan, prepare=_prepare,
-        run=driver.run_staged_y, y_by_layout=True),
+        stages_y=True),
     torch=TorchOp(schema="(Tensor a, Tensor w_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
                   model=_torch_model, setup=_torch_setup, backward=_torch_backward))

@@ -58,18 +58,16 @@ from ..errors import LaunchError
 from ..schedule.cost import GEMM_PEAK_FLOPS, estimate
 from ..schedule.templates import TEMPLATES
 from . import spec as specs
+from .gemm_ar_plan import HBM_BPS
 from .spec import Cand
 
 __all__ = ["Candidate", "Decision", "decide", "decide_shape", "clear_caches",
-           "UNCALIBRATED_MARGIN_PCT", "HBM_BPS", "local_gemm_s", "local_s", "collective_s",
+           "UNCALIBRATED_MARGIN_PCT", "local_gemm_s", "local_s", "collective_s",
            "interp", "add", "label"]
 
 #: a model-only decision leaves the fused path only when the model predicts it slower than the
 #: unfused path by more than this (percent, integer arithmetic on nanoseconds)
 UNCALIBRATED_MARGIN_PCT = 3
-#: HBM bandwidth the local GEMM reaches when it is memory-bound (decode: M = 1 ... 512 reads
-#: all of B for a few rows). An assumption (H200's 4.8 TB/s peak less ~15%), not measured here.
-HBM_BPS = 4.0e12
 #: variants whose side stream waits on flags with cuStreamWaitValue32
 _NEEDS_STREAM_WAIT = ("ce+epilogue",)
 

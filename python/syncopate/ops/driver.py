@@ -595,24 +595,28 @@ def choose(spec, comm, shape, dtype, *, fused, explicit: bool, named: bool, unav
 # A GEMM op's whole call
 # ------------------------------------------------------------------------------------------
 
-def run_staged_x(prep, x, y, out):
-    """The per-call path of an op that gathers its first operand (``ag_gemm``)."""
-    return prep.run_staged(x, out)
+#: the options of a GEMM op's call, in the order :func:`gemm_op` takes them (``None``: not
+#: given, or not an option of the op)
+OPTIONS = ("backend", "split", "order", "mode", "comm_programs", "reduce")
 
 
-def run_staged_y(prep, x, y, out):
-    """The per-call path of an op that gathers its second operand (``ag_weight_gemm``)."""
-    return prep.run_staged(y, out, x)
+def gemm_key(spec, comm, x, y, out, options: tuple, kernel, config):
+    """The prepared-call key of a GEMM op's call (:func:`prepared_key`)."""
+    return prepared_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
+                        spec.gemm.stages_y)
 
 
-def run_copy_out(prep, x, y, out):
-    """The per-call path of an op that reduces its output (``gemm_rs``, ``gemm_ar``)."""
-    return prep.run_copy_out(x, out)
+def _run(g, prep, x, y, out):
+    """A prepared call's launch: the gathered shard staged (``x``, or ``y`` for an op that
+    gathers its second operand), or the reduced rows copied out."""
+    if not g.staged:
+        return prep.run_copy_out(x, out)
+    return prep.run_staged(y, out, x) if g.stages_y else prep.run_staged(x, out)
 
 
-def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
+def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     """The call ``spec.fn(x, y, comm, **options, kernel=, config=, out=, fused=)`` of a GEMM
-    op (``OpSpec.gemm``), the same for every one:
+    op (``OpSpec.gemm``; ``options``: the values of :data:`OPTIONS`), the same for every one:
 
     * per argument layout, once it ran fused: the prepared call (the layout's key, the cached
       :class:`PreparedCall`, its launch) -- nothing else;
@@ -624,16 +628,21 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
     * a fused variant: its plan (``g.plan``), the cached FusedKernel, the op's buffers and
       argument list (``g.prepare``), launched and kept for the next call of this layout."""
     g = spec.gemm
-    use = use_fused(fused)
+    use = _lazy.fused_enabled() if fused is None else fused is not False  # use_fused, inline
     W = comm.world_size
     key = None
     if use and W > 1:
-        key = prepared_key(spec.name, comm, x, y, out, (*options.values(), kernel,
-                                                       config_key(config)), g.y_by_layout)
+        # gemm_key inline (a call less: this is the whole per-call path of a prepared layout)
+        key = prepared_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
+                           g.stages_y)
         prep = get_prepared(comm, key)
-        if prep is not None:
-            return g.run(prep, x, y, out)
-    explicit = any(options[k] is not None for k in g.explicit)
+        if prep is not None:  # _run, inline
+            if not g.staged:
+                return prep.run_copy_out(x, out)
+            return prep.run_staged(y, out, x) if g.stages_y else prep.run_staged(x, out)
+    backend, split, order, mode, comm_programs, reduce = options
+    named = dict(zip(OPTIONS, options))
+    explicit = any(named[k] is not None for k in g.explicit)
     check_kernel(kernel, config, fused is True or explicit)
     if W == 1:
         return world_size_one(spec, comm, x, y, out, kernel, config, ours=not use,
@@ -645,7 +654,6 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
     cfg = None if kernel == CUBLAS else resolve_config(tk, M, N, K, x.dtype, config)
     if not use or kernel == CUBLAS:
         return g.reference(x, y, comm, kernel=kernel or tk, config=cfg, out=out)
-    backend, reduce = options.get("backend"), options.get("reduce")
     if backend is None and reduce is None:
         un = g.unavailable(M, W, cfg, config is not None) if g.unavailable else ()
         c = decide(spec, comm, dims, x.dtype, kernel=kernel, config=config,
@@ -658,18 +666,17 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: dict):
     if g.variant is not None:  # the variant's own checks; its config (e.g. GROUP_M lowered)
         cfg = g.variant(backend, reduce, M, W, cfg, config is not None)
     s = dict(zip(spec.shape, dims))
-    order, split, cp = g.plan(backend, reduce, s, W, x.dtype, options.get("order"),
-                              options.get("split"), options.get("comm_programs"), cfg)
-    cp = loopback_comm_programs(comm, cp, options.get("comm_programs"))
+    order, split, cp = g.plan(backend, reduce, s, W, x.dtype, order, split, comm_programs, cfg)
+    cp = loopback_comm_programs(comm, cp, comm_programs)
     shape, dim = g.schedule_shape(s, W)
     fk = fused_kernel(comm, spec, shape, dim, x.dtype, backend=backend, split=split,
-                      order=order, mode=template_mode(spec, backend, options.get("mode")),
+                      order=order, mode=template_mode(spec, backend, mode),
                       comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)
     nprog = None
     if short_kernel(tk) == "tma":
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
         nprog = compute_programs(comm, kernel_comm_programs(backend, cp))
     prep = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
-    result = g.run(prep, x, y, out)
+    result = _run(g, prep, x, y, out)
     put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
     return result

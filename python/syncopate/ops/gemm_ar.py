@@ -134,8 +134,7 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
     our kernel's bits unless the op chose cuBLAS (pin ``kernel='tma'`` for ours).
     """
     return driver.gemm_op(SPEC, a, b_shard, comm, out, fused, kernel, config,
-                          {"backend": backend, "split": split, "order": order, "mode": mode,
-                           "comm_programs": comm_programs})
+                          (backend, split, order, mode, comm_programs, None))
 
 
 def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
@@ -175,7 +174,7 @@ SPEC = OpSpec(
         explicit=("backend", "split", "order", "mode", "comm_programs"), check=_check,
         dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
         schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_ar_reference,
-        plan=_plan, prepare=_prepare, run=driver.run_copy_out, variant=_variant))
+        plan=_plan, prepare=_prepare, variant=_variant))
 
 __all__ = ["BACKENDS", "SPEC", "default_plan", "gemm_ar", "gemm_ar_buffer",
            "gemm_ar_fused_kernel", "gemm_ar_reference"]

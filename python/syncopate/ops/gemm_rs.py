@@ -157,8 +157,7 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     ``reduce="comm"``: the comm programs (sm, nvshmem) or the host after the kernel (ce) add.
     """
     return driver.gemm_op(SPEC, a, b_shard, comm, out, fused, kernel, config,
-                          {"backend": backend, "split": split, "order": order, "mode": mode,
-                           "comm_programs": comm_programs, "reduce": reduce})
+                          (backend, split, order, mode, comm_programs, reduce))
 
 
 def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
@@ -290,7 +289,7 @@ SPEC = OpSpec(
         explicit=("backend", "reduce", "split", "comm_programs", "mode"), check=_check,
         dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
         schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_rs_reference,
-        plan=_plan, prepare=_prepare, run=driver.run_copy_out,
+        plan=_plan, prepare=_prepare,
         unavailable=epilogue_unavailable, variant=_variant),
     torch=TorchOp(schema="(Tensor a, Tensor b_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,

@@ -64,20 +64,6 @@ def _check_rows(M: int, W: int):
                           f"M/W rows; pad M to a multiple of {W}")
 
 
-def _launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):
-    from ..kernels import ensure_tma_allocator
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..kernels.gemm_fp8_config import fp8_short
-    from ..kernels.gemm_fp8_launch import fp8_args
-    args, grid = fp8_args(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=programs)
-    if fk is not None:
-        fk[grid](*args)
-        return
-    if fp8_short(kernel) == "tma":
-        ensure_tma_allocator()
-    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
-
-
 def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "tma",
                           config=None, out=None):
     """The unfused path: the local FP8 kernel (scaled bf16 partial), then NCCL
@@ -90,7 +76,7 @@ def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "
     _check_rows(prob.M, W)
     cfg = resolve_fp8_config(kernel, prob.M, prob.N, prob.K, config)
     partial = torch.empty((prob.M, prob.N), device=a.device, dtype=torch.bfloat16)
-    _launch_local(kernel, a, b_shard, partial, scale_a, scale_b, prob, cfg)
+    _fp8.launch_local(kernel, a, b_shard, partial, scale_a, scale_b, prob, cfg)
     if W == 1:  # one rank: the sum is its partial, no collective
         return partial if out is None else out.copy_(partial)
     if out is None:
@@ -144,7 +130,7 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
                                   mode=mode, comm_programs=cp, kernel=kernel, config=cfg,
                                   reduce=reduce)
     C = gemm_rs_fp8_buffer(comm, M, N)
-    _launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
+    _fp8.launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
                   programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
     if out is None:
         out = torch.empty((rows, N), device=a.device, dtype=torch.bfloat16)

@@ -246,12 +246,14 @@ def local_candidates(spec, cal, s, dtype, cublas):
                  local="triton")]
 
 
-def explain_shape(op, dims, W, batch=1, causal=False):
-    """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence)."""
+def explain_shape(op, dims, W, batch=1, causal=False, whole_heads=False):
+    """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence);
+    ``whole_heads``: every rank attends with whole KV heads (Ulysses)."""
     S, Hq, Hkv, D = dims
-    if not Hkv or S % W or Hq % Hkv:
-        raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}) and Hq ({Hq}) "
-                          f"a multiple of Hkv ({Hkv})")
+    if not Hkv or S % W or Hq % Hkv or (whole_heads and Hkv % W):
+        raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}), Hq ({Hq}) "
+                          f"a multiple of Hkv ({Hkv})"
+                          + (f" and Hkv divisible by {W}" if whole_heads else ""))
     return (batch, Hq, Hkv, S, D, int(bool(causal)))
 
 

@@ -71,13 +71,13 @@ class GemmLaunch:
     plan: Callable  # (backend, reduce, shape dict, W, dtype, order, split, comm_programs,
     #                 cfg) -> (order, split, comm_programs)
     prepare: Callable  # (comm, fk, x, y, out, cfg, M, N, K, kernel, programs) -> PreparedCall
-    run: Callable  # (prepared, x, y, out) -> result: the per-call path
     #: (M, W, cfg, config_given) -> ((variant, reason), ...) the decision must leave out
     unavailable: Callable | None = None
     #: (backend, reduce, M, W, cfg, config_given) -> cfg: the chosen variant's checks
     variant: Callable | None = None
-    #: the second operand is keyed by layout (staged per call), not by identity (a weight)
-    y_by_layout: bool = False
+    #: the second operand is the gathered shard, staged per call (and so keyed by layout, not
+    #: by identity as a weight is); else the first is (``staged``)
+    stages_y: bool = False
 
 
 @dataclass(frozen=True)

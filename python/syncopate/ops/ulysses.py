@@ -31,6 +31,7 @@ Only the ``sm`` backend fuses it (the comm programs copy the 4-d chunks through 
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ..errors import LaunchError, ScheduleError
@@ -38,7 +39,7 @@ from ..runtime import collectives as dist
 from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import driver
-from .ring_attention import SHAPE, fit, local_candidates
+from .ring_attention import SHAPE, explain_shape, fit, local_candidates
 from .spec import Cand, OpSpec
 
 _OPERANDS = {"Q": "Q", "K": "K", "V": "V", "O": "O"}
@@ -273,20 +274,12 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
                  (("nccl",),) * 4 + (("local:triton",),), local="triton")]
 
 
-def explain_shape(op, dims, W, batch=1, causal=False):
-    """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence)."""
-    S, Hq, Hkv, D = dims
-    if not Hkv or S % W or Hq % Hkv or Hkv % W:
-        raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}), Hq ({Hq}) "
-                          f"a multiple of Hkv ({Hkv}) and Hkv divisible by {W}")
-    return (batch, Hq, Hkv, S, D, int(bool(causal)))
-
-
 SPEC = OpSpec(
     name="ulysses_attention", fn=ulysses_attention, shape=SHAPE, variants=("sm",),
     candidates=_candidates, local_candidates=local_candidates,
-    explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)", explain=explain_shape,
-    flags=("causal",), bench_rows=("ulysses",), fit=fit)
+    explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)",
+    explain=functools.partial(explain_shape, whole_heads=True), flags=("causal",),
+    bench_rows=("ulysses",), fit=fit)
 
 __all__ = ["SPEC", "check_plan", "ulysses_attention", "ulysses_attention_reference",
            "ulysses_buffers", "ulysses_fused_kernel"]
