@@ -338,8 +338,10 @@ def _check_worker(rank, W, args):
 
 
 def _check_ops(args) -> set[str]:
-    """The ops of a ``--check`` run (``gemm_ar`` is an alias of ``ar``)."""
-    return {"ar" if o == "gemm_ar" else o for o in args.ops.split(",") if o}
+    """The ops of a ``--check`` run, each by its first ``--ops`` name (``gemm_ar`` is ``ar``:
+    ``OpSpec.bench.tokens``)."""
+    first = {t: s.bench.tokens[0] for s in REGISTRY.values() if s.bench for t in s.bench.tokens}
+    return {first.get(o, o) for o in args.ops.split(",") if o}
 
 
 def check_main(args) -> int:

@@ -265,6 +265,11 @@ def kinds(locals_: tuple, cublas: bool) -> tuple:
 HOST_REFERENCE = "ag_gemm"
 
 
+def host_keys(spec, variant: str) -> tuple:
+    """The host-time keys of a fused variant: the op's own, else :data:`HOST_REFERENCE`'s."""
+    return ((f"{spec.name}:{variant}", f"{HOST_REFERENCE}:{variant}"),)
+
+
 def plan_estimate(spec, backend: str, reduce: str, s: dict, W, dtype, compute_s: float):
     """``((order, split, comm programs), seconds)``: a GEMM op's plan for the shape ``s``
     (``spec.gemm.plan``, nothing fixed by a caller) and the schedule cost model's fused time
@@ -317,7 +322,7 @@ def gemm_cands(spec, cal, s: dict, W: int, dtype: str, cublas: bool, blocked: di
                             available=False, why=blocked[variant]))
             continue
         plan = g.plan(backend, reduce, s, W, dtype, None, None, None, None)[1:]
-        host = ((f"{op}:{variant}", f"{HOST_REFERENCE}:{variant}"),)
+        host = host_keys(spec, variant)
         if section:
             wc, pts = cal.fused(op, W)[0], cal.fused(op, W)[1].get(variant)
             if not pts:

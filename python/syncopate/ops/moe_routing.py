@@ -222,7 +222,7 @@ def candidates(spec, dispatch: bool, cal, s, W, dtype, cublas, blocked) -> list:
             comm = choice.collective_s(cal, "all_to_all", W * El * C * width * eb, W)
         return choice.add(comm, (gemm, note))
     return [Cand(f"fused sm ({cp} comm programs)", "sm", "fused",
-                 functools.partial(fused_sm, cp=cp), ((f"{spec.name}:sm", "ag_gemm:sm"),),
+                 functools.partial(fused_sm, cp=cp), choice.host_keys(spec, "sm"),
                  backend="sm", plan=(1, cp)) for cp in MOE_COMM_PROGRAMS] + [
             Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
                  (("nccl",),) * (2 if dispatch else 1) + (("local:triton",),), local="triton")]

@@ -231,7 +231,7 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
         return choice.add(kv, kv, (attention_time(B, Hq, S // W, S, D, causal),
                                    "attention at the measured TF/s"))
     p = choose_ring_plan(*_shape(s, W)[:5], W, _shape(s, W)[5], eb)
-    return [Cand("fused sm", "sm", "fused", fused_sm, ((f"{spec.name}:sm", "ag_gemm:sm"),),
+    return [Cand("fused sm", "sm", "fused", fused_sm, choice.host_keys(spec, "sm"),
                  backend="sm", plan=(p["split"], p["comm_programs"])),
             Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
                  (("nccl",), ("nccl",), ("local:triton",)), local="triton")]

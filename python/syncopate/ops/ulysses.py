@@ -38,7 +38,7 @@ from ..errors import LaunchError, ScheduleError
 from ..runtime import collectives as dist
 from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
-from . import driver
+from . import choice, driver
 from .ring_attention import SHAPE, explain_shape, fit, local_candidates
 from .spec import Cand, OpSpec
 
@@ -268,7 +268,7 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
         c = costs(s, W)
         return (c.serial_s - c.qkv_proj_s - c.out_proj_s,
                 "NCCL all-to-alls + attention (ulysses cost model)")
-    return [Cand("fused sm", "sm", "fused", fused_sm, ((f"{spec.name}:sm", "ag_gemm:sm"),),
+    return [Cand("fused sm", "sm", "fused", fused_sm, choice.host_keys(spec, "sm"),
                  backend="sm", plan=(1, OP_DEFAULT_PROGRAMS)),
             Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
                  (("nccl",),) * 4 + (("local:triton",),), local="triton")]
