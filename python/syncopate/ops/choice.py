@@ -134,18 +134,6 @@ class Decision:
         return "\n".join(lines)
 
 
-#: memoised pieces of op specs that read a calibration file (cleared by :func:`clear_caches`)
-_CACHES: list = []
-
-
-def memo_per_file(fn):
-    """``functools.lru_cache`` for a function of the calibration file (its first argument the
-    GPU type) that :func:`clear_caches` forgets too."""
-    fn = functools.lru_cache(maxsize=64)(fn)
-    _CACHES.append(fn)
-    return fn
-
-
 # ------------------------------------------------------------------------------------------
 # pieces of the candidates' models
 # ------------------------------------------------------------------------------------------
@@ -199,24 +187,13 @@ def local_gemm_s(cal, kind: str, m: int, n: int, k: int, dtype: str) -> tuple[fl
     return t, note
 
 
-def nccl_fit_s(cal, name: str, nbytes: float, W: int) -> tuple[float, str]:
-    """``(seconds, note)`` of the NCCL collective ``name`` on ``nbytes`` at world size ``W``
-    from its calibrated ``alpha + bytes / beta`` fit; another calibrated world size scales a
-    ring's ``W - 1`` steps (the note then says from which)."""
-    wc, e = cal.collective(name, W)
-    alpha, beta = float(e["alpha_s"]), float(e["beta_bps"])
-    if wc == W:
-        return alpha + nbytes / beta, ""
-    # a ring: W - 1 steps, each rank moving (W - 1) / W of the tensor
-    return (alpha * (W - 1) / (wc - 1) + nbytes / beta * ((W - 1) / W) / ((wc - 1) / wc),
-            f" (scaled from the calibrated W={wc})")
-
-
 def collective_s(cal, name: str, nbytes: float, W: int, digits: int = 2) -> tuple[float, str]:
     """Seconds of one NCCL ``name`` on a tensor of ``nbytes`` (the whole gathered / reduced
-    tensor; all-to-all: one rank's buffer). ``all_reduce`` without its own fit: reduce-scatter
-    then all-gather of the same tensor (NCCL's ring all-reduce); ``all_to_all`` without its
-    own: the all-gather fit (a rank receives ``(W - 1) / W`` of the buffer in both)."""
+    tensor; all-to-all: one rank's buffer) from its calibrated ``alpha + bytes / beta`` fit;
+    another calibrated world size scales a ring's ``W - 1`` steps (the note then says from
+    which). ``all_reduce`` without its own fit: reduce-scatter then all-gather of the same
+    tensor (NCCL's ring all-reduce); ``all_to_all`` without its own: the all-gather fit (a rank
+    receives ``(W - 1) / W`` of the buffer in both)."""
     table = cal.data["collectives"]
     if name == "all_reduce" and name not in table:
         a, _ = collective_s(cal, "reduce_scatter", nbytes, W)
@@ -226,7 +203,12 @@ def collective_s(cal, name: str, nbytes: float, W: int, digits: int = 2) -> tupl
     if name == "all_to_all" and name not in table:
         t, note = collective_s(cal, "all_gather", nbytes, W)
         return t, note.replace("all-gather", "all-to-all (all-gather fit)")
-    t, extra = nccl_fit_s(cal, name, nbytes, W)
+    wc, e = cal.collective(name, W)
+    alpha, beta = float(e["alpha_s"]), float(e["beta_bps"])
+    t, extra = alpha + nbytes / beta, ""
+    if wc != W:  # a ring: W - 1 steps, each rank moving (W - 1) / W of the tensor
+        t = alpha * (W - 1) / (wc - 1) + nbytes / beta * ((W - 1) / W) / ((wc - 1) / wc)
+        extra = f" (scaled from the calibrated W={wc})"
     return t, (f"NCCL {name.replace('_', '-')} of {nbytes / 2**20:.{digits}f} MiB at "
                f"W={W}{extra}")
 
@@ -283,7 +265,7 @@ def plan_estimate(spec, backend: str, reduce: str, s: dict, W, dtype, compute_s:
         estimate(sched, backend, max(int(cp), 1), compute_time_s=compute_s).time_s
 
 
-@memo_per_file
+@functools.lru_cache(maxsize=64)
 def fused_ratios(gpu, op: str, variant: str, wc: int, dtype: str) -> tuple:
     """``measured / model`` at each point of a GEMM op's variant in the file's ``fused``
     section (memoised per file: every decision on another shape reuses them)."""
@@ -559,8 +541,5 @@ def _decide(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
 def clear_caches() -> None:
     """Forget every memoised decision and calibration (a process that just wrote a calibration
     file, or a test that swapped one in)."""
-    _decide.cache_clear()
-    measured_over_model.cache_clear()
-    for fn in _CACHES:
+    for fn in (_decide, measured_over_model, fused_ratios, calibration.load):
         fn.cache_clear()
-    calibration.load.cache_clear()

@@ -19,8 +19,7 @@ from typing import Callable
 
 from ..errors import LaunchError
 
-__all__ = ["Bench", "Cand", "GemmLaunch", "OpSpec", "TorchOp", "REGISTRY", "register", "get",
-           "names"]
+__all__ = ["Bench", "Cand", "GemmLaunch", "OpSpec", "TorchOp", "REGISTRY", "register", "get"]
 
 
 @dataclass(frozen=True)
@@ -175,10 +174,6 @@ def register(*specs: OpSpec) -> None:
         if s.name in REGISTRY and REGISTRY[s.name] is not s:
             raise LaunchError(f"op {s.name!r} is registered twice: give the new op its own name")
         REGISTRY[s.name] = s
-
-
-def names() -> tuple[str, ...]:
-    return tuple(REGISTRY)
 
 
 def get(name: str) -> OpSpec:
