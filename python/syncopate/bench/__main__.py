@@ -49,6 +49,7 @@ this module is the command line and the run (rows, time budget, process group).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -56,19 +57,23 @@ import time
 from .. import settings
 from ..cli import run_handler
 from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
+from ..ops import REGISTRY
 from . import calibrate, compile_time
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
 from .gemm_ar import bench_ar
 from .rows import bench_ag, bench_rs
-from .runs import init_distributed, rows_for
+from .runs import init_distributed, row_fn, rows_for
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
 __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
            "columns", "derive", "format_table", "git_commit", "init_distributed",
            "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
-           "start_row", "sweep_for", "write_results"]
+           "row_fn", "start_row", "sweep_for", "write_results"]
+
+#: ``--ops`` values of the ops with tables of their own (ring attention, Ulysses, MoE)
+TABLES = ("ring_attn", "ulysses", "moe")
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
@@ -89,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn", "ulysses", "moe")),
+    tokens = [t for s in REGISTRY.values() if s.bench for t in s.bench.tokens]
+    p.add_argument("--ops", type=csv_names((*tokens, *TABLES)),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
@@ -213,11 +218,7 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}.get(op)
-        if fn is None:
-            from . import fp8 as fp8_bench
-            fn = {"ag_gemm_fp8": fp8_bench.bench_ag_fp8, "gemm_rs_fp8": fp8_bench.bench_rs_fp8}[op]
-        r = fn(comm, timer, M, N, K, args, backends, log)
+        r = row_fn(op)(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
         comm.clear_cache()  # free this row's symmetric buffers before the next shape
@@ -298,8 +299,10 @@ def _check_worker(rank, W, args):
 
 
 def _check_ops(args) -> set[str]:
-    """The ops of a ``--check`` run (``gemm_ar`` is an alias of ``ar``)."""
-    return {"ar" if o == "gemm_ar" else o for o in args.ops.split(",") if o}
+    """The ops of a ``--check`` run, each by its first ``--ops`` name (``gemm_ar`` is ``ar``:
+    ``OpSpec.bench.tokens``)."""
+    first = {t: s.bench.tokens[0] for s in REGISTRY.values() if s.bench for t in s.bench.tokens}
+    return {first.get(o, o) for o in args.ops.split(",") if o}
 
 
 def check_main(args) -> int:

@@ -36,7 +36,10 @@ from __future__ import annotations
 import math
 
 from ..errors import LaunchError
-from . import _gemm
+from ..schedule.attention_cost import attention_time, choose_ring_plan
+from ..schedule.kv_gather import kv_all_gather
+from . import choice, driver
+from .spec import Cand, OpSpec
 
 #: K/V strides and the sequence length are compiled in (``fuse(constant_args=...)``): the access
 #: analysis needs them to place the K/V boxes, and the remap needs the KV loop's trip count
@@ -52,7 +55,7 @@ def _check(q, k, v, comm, causal: bool, cfg):
     if Skl != Sl:
         raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
                           f"one sequence; every rank holds the same number of tokens of each")
-    _gemm.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
+    driver.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
     if cfg is None and causal:
         from ..kernels.attention_zigzag import default_config
         cfg = default_config(D)
@@ -103,8 +106,7 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
 def kv_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
     """The symmetric ``[B*Hkv, S, D]`` K and V buffers of this shape (allocated on first use, a
     collective)."""
-    from ._gemm import symmetric_buffer
-    return tuple(symmetric_buffer(comm, f"ring_attention.{name}", (B * Hkv, S, D), dtype)
+    return tuple(driver.symmetric_buffer(comm, f"ring_attention.{name}", (B * Hkv, S, D), dtype)
                  for name in ("K", "V"))
 
 
@@ -113,37 +115,27 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
                                 cfg=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
     from ..runtime.fused import fuse
-    from ..schedule.kv_gather import kv_all_gather
-    key = ("ring_attention.fk", B, Hkv, S, D, str(dtype), bool(causal), order, split,
-           comm_programs, backend, repr(cfg))
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
-        sched = kv_all_gather((B * Hkv, S, D), _gemm.schedule_dtype(dtype), comm.world_size,
+
+    def build():
+        sched = kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
                               dim=1, order=order, split=split)
-        fk = fuse(_kernel(causal), sched, operand={"K": "K", "V": "V"}, backend=backend,
-                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                  reorder_reductions=True, constant_args=CONSTANT_ARGS, **cfg.options())
-        comm.cache[key] = fk
-    return fk
+        return fuse(_kernel(causal), sched, operand={"K": "K", "V": "V"}, backend=backend,
+                    comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
+                    reorder_reductions=True, constant_args=CONSTANT_ARGS, **cfg.options())
+    return driver.cached_fused(comm, ("ring_attention.fk", B, Hkv, S, D, str(dtype),
+                                      bool(causal), order, split, comm_programs, backend,
+                                      repr(cfg)), build)
 
 
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                              config=None):
     """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
-    import torch
-
     from ..kernels.attention import attention
     from ..kernels.attention_zigzag import attention_zigzag
-    from ..runtime import collectives as dist
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
-    gathered = []
-    for t in (k, v):
-        g = torch.empty((W,) + tuple(t.shape), device=t.device, dtype=t.dtype)
-        dist.all_gather_into_tensor(g, t.contiguous(), group=comm.group)
-        gathered.append(g.permute(1, 2, 0, 3, 4).reshape(B, Hkv, W * Sl, D))
+    gathered = [driver.all_gather_rows(t[None], comm.group, W).permute(1, 2, 0, 3, 4)
+                .reshape(B, Hkv, W * Sl, D) for t in (k, v)]
     if causal:
         return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
                                 cfg, fusable=True)
@@ -167,22 +159,20 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     """
 
     from ..kernels.attention import outputs
-    from ..runtime.fused import fused_enabled
-    from ..schedule.attention_cost import choose_ring_plan
     if comm.world_size == 1:
         # one rank holds the whole sequence (its zigzag shard is segments 0 and 1, in order):
         # the local kernel alone, no schedule, flags or buffers
         from ..kernels.attention import attention
         _check(q, k, v, comm, causal, config)
         return attention(q, k, v, causal, sm_scale, config, out=out)
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if use_fused:
+    use_fused = driver.use_fused(fused)
+    if use_fused and fused is None:
         explicit = backend is not None or split is not None or comm_programs is not None
-        if fused is None and not explicit:
+        if not explicit:
             B, Hq, Hkv, Sl, D, _ = _check(q, k, v, comm, causal, config)
-            d = _gemm.route("ring_attention", comm, (B, Hq, Hkv, Sl * comm.world_size, D,
-                                                     int(bool(causal))), q.dtype, fused=fused)
-            use_fused = d is None or d.choice.path == "fused"
+            use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * comm.world_size, D,
+                                                   int(bool(causal))), q.dtype, fused=fused,
+                                      explicit=False, named=True)[0]
     backend = backend or "sm"
     if not use_fused:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
@@ -203,7 +193,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
         sm_scale = 1.0 / math.sqrt(D)
     plan = choose_ring_plan(B, Hq, Hkv, S, D, W, causal, q.element_size(), comm_programs)
     split = plan["split"] if split is None else int(split)
-    cp = _gemm.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
+    cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
     o, lse = outputs(q, out, (B, Hq, Sl, D))
     kbuf, vbuf = kv_buffers(comm, B, Hkv, S, D, q.dtype)
     fk = ring_attention_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
@@ -218,5 +208,72 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     return o, lse
 
 
-__all__ = ["CONSTANT_ARGS", "kv_buffers", "ring_attention", "ring_attention_fused_kernel",
+def _shape(dims, W: int) -> tuple:
+    B, Hq, Hkv, S, D, causal = (dims[x] for x in ("batch", "q_heads", "kv_heads", "seq",
+                                                  "head_dim", "causal"))
+    return B, Hq, Hkv, S, D, bool(causal)
+
+
+def _candidates(spec, cal, s, W, dtype, cublas, blocked):
+    """The fused kernel by the ring cost model (:func:`~syncopate.schedule.attention_cost.
+    choose_ring_plan`), against the unfused path: NCCL all-gathers of K and V, then the
+    attention at the measured TF/s."""
+    from ..dtypes import element_bytes
+    eb = element_bytes(dtype)
+
+    def fused_sm(s, W):
+        p = choose_ring_plan(*_shape(s, W)[:5], W, _shape(s, W)[5], eb)
+        return p["fused_s"], "ring cost model (attention_cost.choose_ring_plan)"
+
+    def unfused(s, W):
+        B, Hq, Hkv, S, D, causal = _shape(s, W)
+        kv = choice.collective_s(cal, "all_gather", B * Hkv * S * D * eb, W)
+        return choice.add(kv, kv, (attention_time(B, Hq, S // W, S, D, causal),
+                                   "attention at the measured TF/s"))
+    p = choose_ring_plan(*_shape(s, W)[:5], W, _shape(s, W)[5], eb)
+    return [Cand("fused sm", "sm", "fused", fused_sm, choice.host_keys(spec, "sm"),
+                 backend="sm", plan=(p["split"], p["comm_programs"])),
+            Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
+                 (("nccl",), ("nccl",), ("local:triton",)), local="triton")]
+
+
+def local_candidates(spec, cal, s, dtype, cublas):
+    """World size 1: the attention kernel alone, at the measured TF/s."""
+    def attn(s, W):
+        B, Hq, Hkv, S, D, causal = _shape(s, W)
+        return attention_time(B, Hq, S, S, D, causal), "attention at the measured TF/s"
+    return [Cand("local triton", "local:triton", "local", attn, (("local:triton",),),
+                 local="triton")]
+
+
+def explain_shape(op, dims, W, batch=1, causal=False, whole_heads=False):
+    """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence);
+    ``whole_heads``: every rank attends with whole KV heads (Ulysses)."""
+    S, Hq, Hkv, D = dims
+    if not Hkv or S % W or Hq % Hkv or (whole_heads and Hkv % W):
+        raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}), Hq ({Hq}) "
+                          f"a multiple of Hkv ({Hkv})"
+                          + (f" and Hkv divisible by {W}" if whole_heads else ""))
+    return (batch, Hq, Hkv, S, D, int(bool(causal)))
+
+
+def fit(r, w):
+    """A ``ring_attn`` / ``ulysses`` bench row: ``fused`` measures the op's fused kernel,
+    ``serial`` its unfused path."""
+    s = {"batch": int(r.get("B", 1)), "q_heads": int(r["Hq"]), "kv_heads": int(r["Hkv"]),
+         "seq": int(r["S"]), "head_dim": int(r["D"]), "causal": int(bool(r["causal"]))}
+    return (s, f" S={r['S']} Hq={r['Hq']} Hkv={r['Hkv']} D={r['D']} causal={r['causal']} W={w}",
+            (("sm", "fused"), ("unfused:triton", "serial")))
+
+
+#: the decision shape of the attention ops
+SHAPE = ("batch", "q_heads", "kv_heads", "seq", "head_dim", "causal")
+
+SPEC = OpSpec(
+    name="ring_attention", fn=ring_attention, shape=SHAPE, variants=("sm",),
+    candidates=_candidates, local_candidates=local_candidates,
+    explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)", explain=explain_shape,
+    flags=("causal",), bench_rows=("ring_attn",), fit=fit)
+
+__all__ = ["CONSTANT_ARGS", "SPEC", "kv_buffers", "ring_attention", "ring_attention_fused_kernel",
            "ring_attention_reference"]

@@ -38,14 +38,15 @@ from __future__ import annotations
 import logging
 import operator
 import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
 
 from .. import settings
-from ..errors import LaunchError
+from ..errors import LaunchError, TorchOpError
+from ..ops import REGISTRY
 from . import library  # noqa: F401  (registers torch.ops.syncopate.*)
-from .groups import TorchOpError
 
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
@@ -268,8 +269,10 @@ def _pass_class():
 
         def uuid(self) -> bytes:
             here = os.path.dirname(os.path.abspath(__file__))
+            ops = sorted(sys.modules[s.fn.__module__].__file__ for s in REGISTRY.values()
+                         if s.torch is not None)  # the ops' definitions (OpSpec.torch)
             return get_hash_for_files((os.path.join(here, "fx_pass.py"),
-                                       os.path.join(here, "library.py")))
+                                       os.path.join(here, "library.py"), *ops))
 
     return SyncopateFusionPass
 
