@@ -92,10 +92,13 @@ def _default_config(kernel: str, M: int, N: int, K: int, dtype):
 def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) -> GemmCall:
     """The local GEMM ``c = a @ b`` as a kernel, positional args (constexprs in position, as
     Triton 3.6's launcher expects) and grid. ``num_programs``: the persistent kernel's
-    ``NUM_SMS`` (programs of the tile loop); default: the device's SM count."""
+    ``NUM_SMS`` (programs of the tile loop); default: the device's SM count. ``c`` None: a new
+    ``[M, N]`` output (a prepared call's first launch without ``out=``)."""
     import triton
 
     from ..kernels import check_operands, kernel_fn, num_sms
+    if c is None:
+        c = _lazy.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     k = short_kernel(kernel)
     M, N, K = check_operands(a, b, c, k)
     cfg = resolve_config(k, M, N, K, a.dtype, config)
