@@ -113,11 +113,11 @@ def fwd_candidates(D: int) -> list:
     """The fast forward's sweep: warp-specialised (12 warps from 4) and two-loop configs that
     compile for sm_90 without spills and fit in shared memory (checked on the CPU when the
     list was written; a failure on the GPU is recorded, not fatal)."""
-    ws = _configs((128, 128, 4, 2, True), (128, 64, 4, 2, True), (128, 64, 4, 3, True))
+    ws = _configs((128, 128, 4, 2, True), (128, 64, 4, 2, True))  # WS_STAGES only
     plain = _configs((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4),
                      (64, 64, 4, 3), (128, 32, 8, 4), (64, 128, 4, 3))
     if D == 64:
-        ws += _configs((128, 128, 4, 3, True), (256, 64, 4, 2, True))
+        ws += _configs((256, 64, 4, 2, True))
         plain += _configs((128, 64, 4, 3))
     return ws + plain
 

@@ -294,8 +294,16 @@ def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     desc_o.store([m0, 0], acc.to(O.dtype.element_ty))
-    rows = m0 + tl.arange(0, BLOCK_M)
-    tl.store(LSE + pid_bh * SEQ_Q + rows, lse, mask=rows < SEQ_Q)
+    # The LSE's addresses must not be built from a tensor splat of ``m0``: when warp
+    # specialised, Triton 3.6's data partitioning gives the second consumer the O store at
+    # coordinate ``m0 + BLOCK_M/2`` by mapping the *value* ``m0`` to ``m0 + BLOCK_M/2`` for
+    # every op it clones into that consumer -- and it also shifts ``arange`` to start at
+    # ``BLOCK_M/2``, so ``m0 + arange`` became ``m0 + BLOCK_M + i``: the second half's LSE
+    # went one block too far (unwritten here, racing the next block's first half; the first
+    # H100 run).  A scalar row pointer and a scalar row count are not cloned that way.
+    lse_row0 = LSE + pid_bh * SEQ_Q + m0
+    offs_lse = tl.arange(0, BLOCK_M)
+    tl.store(lse_row0 + offs_lse, lse, mask=offs_lse < SEQ_Q - m0)
 
 
 _PARAMS = ("Q", "K", "V", "O", "LSE", "qk_scale",
@@ -505,9 +513,9 @@ def fast_config(config, q, D: int, causal: bool, S: int, kernel: str = "fwd") ->
     """The fast ``kernel``'s config: ``config`` (an :class:`AttentionConfig`, or a dict of some
     fields over the table's choice), or the per-GPU table's entry for this shape class."""
     if isinstance(config, AttentionConfig):
-        return config.check(D)
+        return config.check(D, kernel=kernel)
     table = lookup(kernel, dtypes.canonical(q.dtype), D, causal, S, device_gpu_key(q.device))
-    return AttentionConfig.of(config, D, base=table).check(D)
+    return AttentionConfig.of(config, D, base=table).check(D, kernel=kernel)
 
 
 def choose_kernel(config, q, k, v, o, D: int, causal: bool, sm_scale: float, fusable: bool,
