@@ -33,8 +33,9 @@ backend), max abs error at most ``FWD_TOL``, and the log-sum-exp against ``torch
 the fp32 scores (computed in row chunks) within ``LSE_TOL`` -- the first H100 run checked only
 ``o`` and passed a warp-specialised forward that left half of its LSE unwritten; gradients
 normwise within ``BWD_TOL`` of SDPA's autograd, the backward fed by the fusable forward (the
-kernel proven on a GPU), so a wrong forward LSE cannot pass as a wrong backward.  A candidate over the tolerance is never chosen; a row whose chosen kernel is over
-it is a failure: listed after the table, and the exit status is 1.
+kernel proven on a GPU), so a wrong forward LSE cannot pass as a wrong backward.  A
+candidate over the tolerance is never chosen; a row whose chosen kernel is over it is a
+failure: listed after the table, and the exit status is 1.
 
     python scripts/bench_attention.py                       # default configs, all rows
     python scripts/bench_attention.py --sweep --budget-s 330 --json out.json --tune-out t.json

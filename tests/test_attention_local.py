@@ -212,7 +212,8 @@ def test_warp_specialised_lse_rows_are_not_shifted_twice(head_dim, causal, segme
             continue  # the first consumer stores at m0 itself
         shifted += 1
         uses = re.findall(rf"{re.escape(c)}\b(?! =)", body)
-        assert len(uses) == 1, f"{name}: the O store's coordinate {c} also feeds {len(uses) - 1} other ops"
+        assert len(uses) == 1, (f"{name}: the O store's coordinate {c} also feeds "
+                                f"{len(uses) - 1} other ops")
     assert shifted == 1, f"expected one consumer storing at m0 + 64, found {shifted}"
 
 

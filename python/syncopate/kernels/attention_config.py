@@ -192,10 +192,11 @@ def fast_default_config(head_dim: int, causal: bool = False, kernel: str = "fwd"
     Forward: 128 x 128 tiles, warp specialised (one TMA producer and two consumer warp
     groups of 64 rows: FlashAttention-3's split, as Triton 3.6 builds it from ``num_warps=4``),
     2 stages of K/V (~193 KiB of shared memory at ``D = 128``; the only depth the
-    warp-specialised forward is correct with, :data:`WS_STAGES`).  Backward: dK/dV over 128 keys per program, 32 query rows per
-    step at ``D = 128`` (64 at ``D = 64``; 64 x 128 spills at ``D = 128``), dQ over 128 queries
-    x 64 keys, 8 warps.  All compile for sm_90 without spills
-    (``tests/test_attention_local.py``); the GPU sweep replaces them per shape class."""
+    warp-specialised forward is correct with, :data:`WS_STAGES`).  Backward: dK/dV over 128
+    keys per program, 32 query rows per step at ``D = 128`` (64 at ``D = 64``; 64 x 128
+    spills at ``D = 128``), dQ over 128 queries x 64 keys, 8 warps.  All compile for sm_90
+    without spills (``tests/test_attention_local.py``); the GPU sweep replaces them per shape
+    class."""
     check_head_dim(head_dim)
     if kernel == "fwd":
         return AttentionConfig(BLOCK_M=128, BLOCK_N=128, num_warps=4, num_stages=WS_STAGES,
