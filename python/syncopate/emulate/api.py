@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import chunk_table
-from ..errors import EmulationError
+from ..abi import contradictions
+from ..errors import EmulationError, LaunchError
 from .arguments import (
     LaunchInputs,
     ParamSpec,
@@ -86,12 +87,32 @@ class Emulation:
             [n for n in self.ref_code.arg_names]
         self.spec = ParamSpec(self.ref_code, names)
         self.args = normalise_args(self.spec, args, self.schedule, self.operands)
+        self._check_launch(fused_module)
         #: ``inputs(rank, epoch, seed)``: the pointer arguments of one rank's launch
         self.inputs = LaunchInputs(self.spec, self.args)
         self._reference = Reference(schedule=self.schedule, operands=self.operands,
                                     spec=self.spec, args=self.args, inputs=self.inputs,
                                     code=self.ref_code, grid=self.grid,
                                     reordered=bool(self.state.get("reordered")))
+
+    def _check_launch(self, fused_module) -> None:
+        """Refuse a launch the runtime refuses: arguments that break the compiler's launch-time
+        requirements (``abi.contradictions``, the runtime's check: a stride matched to another
+        dim, a mask bound past the tensor) on any rank, or a grid larger than one along an axis
+        the kernel never reads.  Emulating it anyway reports the consequences (races) of a
+        launch that never happens, not the fault."""
+        from syncopate_mlir.passes.abi_info import read_abi
+
+        fused = read_abi(fused_module)
+        for r in range(self.W):
+            scalars = {n: self.args[n][r] for n in self.spec.names if n not in self.spec.ptr}
+            bad = contradictions(fused, scalars)
+            if bad:
+                raise LaunchError(
+                    f"rank {r}: arguments break what the fused kernel was compiled for: "
+                    + "; ".join(bad) + ". The runtime refuses this launch; pass arguments with "
+                    "the layout and sizes the schedule describes")
+        fused.grid(self.grid)
 
     def _consumer(self, param) -> bool:
         return is_consumed_operand(self.schedule, self.operands, param)
