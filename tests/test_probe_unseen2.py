@@ -469,3 +469,16 @@ def test_splitk_float_atomic_order_is_the_only_difference():
         got = res.outputs["reverse"][r]["c_ptr"]
         ref = res.outputs["in-order"][r]["c_ptr"]
         assert np.allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_where_between_two_tensors_names_them_and_what_to_do():
+    """The emulator's one-buffer pointer tensors cannot run ``where_pointer`` (compiled fine
+    with its output reduce-scattered): the error names both tensors and how to emulate such a
+    kernel. Before: "select between pointers into different buffers"."""
+    case = CASES["where_pointer"]()
+    bind = case.binds[2]
+    with pytest.raises(EmulationError, match=r"a tl.where between pointers into two tensors "
+                                             r"\(a_ptr and b_ptr\).*select the loaded values "
+                                             r"instead") as e:
+        run(case, bind, reduce_scatter(bind.shape, "fp32", 2), "sm", ("in-order",))
+    assert "unseen2.py:" in str(e.value)
