@@ -149,3 +149,44 @@ module {
     tt.return
   }
 }
+
+// -----
+
+// One argument bounding two dims of different sizes (`rows < n & cols < n` over [256, 128]):
+// no launch stores the tile whole.
+// CHECK: syncopate-opt: error: this tt.store of 'c_ptr' (tensor 'C', which the kernel produces for the schedule) is masked along dim 1 by `index < %n`, which makes the launch need n == 128, but the bound of another dim or store of a produced tensor needs n == 256
+
+module {
+  tt.func public @square_mask(%c_ptr: !tt.ptr<bf16>, %y_ptr: !tt.ptr<bf16>, %n: i32) attributes {noinline = false} {
+    %cst = arith.constant dense<128> : tensor<16x1xi32>
+    %c16_i32 = arith.constant 16 : i32
+    %rows = tt.get_program_id x : i32
+    %rows_0 = arith.muli %rows, %c16_i32 : i32
+    %rows_1 = tt.make_range {end = 16 : i32, start = 0 : i32} : tensor<16xi32>
+    %rows_2 = tt.splat %rows_0 : i32 -> tensor<16xi32>
+    %rows_3 = arith.addi %rows_2, %rows_1 : tensor<16xi32>
+    %cols = tt.make_range {end = 128 : i32, start = 0 : i32} : tensor<128xi32>
+    %m = tt.expand_dims %rows_3 {axis = 1 : i32} : tensor<16xi32> -> tensor<16x1xi32>
+    %m_4 = tt.splat %n : i32 -> tensor<16x1xi32>
+    %m_5 = arith.cmpi slt, %m, %m_4 : tensor<16x1xi32>
+    %m_6 = tt.expand_dims %cols {axis = 0 : i32} : tensor<128xi32> -> tensor<1x128xi32>
+    %m_7 = tt.splat %n : i32 -> tensor<1x128xi32>
+    %m_8 = arith.cmpi slt, %m_6, %m_7 : tensor<1x128xi32>
+    %m_9 = tt.broadcast %m_5 : tensor<16x1xi1> -> tensor<16x128xi1>
+    %m_10 = tt.broadcast %m_8 : tensor<1x128xi1> -> tensor<16x128xi1>
+    %m_11 = arith.andi %m_9, %m_10 : tensor<16x128xi1>
+    %x = arith.muli %m, %cst : tensor<16x1xi32>
+    %x_12 = tt.splat %y_ptr : !tt.ptr<bf16> -> tensor<16x1x!tt.ptr<bf16>>
+    %x_13 = tt.addptr %x_12, %x : tensor<16x1x!tt.ptr<bf16>>, tensor<16x1xi32>
+    %x_14 = tt.broadcast %x_13 : tensor<16x1x!tt.ptr<bf16>> -> tensor<16x128x!tt.ptr<bf16>>
+    %x_15 = tt.broadcast %m_6 : tensor<1x128xi32> -> tensor<16x128xi32>
+    %x_16 = tt.addptr %x_14, %x_15 : tensor<16x128x!tt.ptr<bf16>>, tensor<16x128xi32>
+    %x_17 = tt.load %x_16, %m_11 : tensor<16x128x!tt.ptr<bf16>>
+    %0 = tt.splat %c_ptr : !tt.ptr<bf16> -> tensor<16x1x!tt.ptr<bf16>>
+    %1 = tt.addptr %0, %x : tensor<16x1x!tt.ptr<bf16>>, tensor<16x1xi32>
+    %2 = tt.broadcast %1 : tensor<16x1x!tt.ptr<bf16>> -> tensor<16x128x!tt.ptr<bf16>>
+    %3 = tt.addptr %2, %x_15 : tensor<16x128x!tt.ptr<bf16>>, tensor<16x128xi32>
+    tt.store %3, %x_17, %m_11 : tensor<16x128x!tt.ptr<bf16>>
+    tt.return
+  }
+}

@@ -188,6 +188,14 @@ class CheckAccesses(ModulePass):
                              if c.tensor == tensor)
                 for a in writes:
                     _check_whole_box(a, limits, analysis.ev, names, exact, padded)
+        for param, value in exact.items():
+            if bounds.get(param, value) < value:
+                raise CompileError(
+                    f"a store of a produced tensor needs the launch argument {param} == {value} "
+                    f"(its mask `index < {param}` must reach the end of the dim it bounds), but "
+                    f"an access of another communicated tensor needs {param} <= "
+                    f"{bounds[param]}: no launch satisfies both. Make the schedule's shapes "
+                    f"match what the kernel indexes")
         update_state(op, grid_axes=axes, upper_bounds=bounds, **(
             {"requirements": exact} if exact else {}))
 
@@ -506,6 +514,13 @@ def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,
                 raise CompileError(
                     f"{what} is masked along dim {d} by `index < {bound}`, a bound that is not "
                     f"the dim's end ({size}) nor a kernel argument: {why}. {todo}", where)
+            if exact.get(param, size - offset) != size - offset:
+                raise CompileError(
+                    f"{what} is masked along dim {d} by `index < {bound}`, which makes the "
+                    f"launch need {param} == {size - offset}, but the bound of another dim or "
+                    f"store of a produced tensor needs {param} == {exact[param]}: no launch "
+                    f"stores both whole. "
+                    f"Make the schedule's shapes match what the kernel indexes", where)
             exact[param] = size - offset
             break
         else:
