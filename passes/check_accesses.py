@@ -272,7 +272,9 @@ class CheckAccesses(ModulePass):
                     f"every rank, but rank {r} ends the schedule holding {held} of its {whole} "
                     f"elements: the reads outside that part would see data no chunk delivers. "
                     f"Use a schedule after which every rank holds the whole tensor it reads "
-                    f"(all_gather, ring_pass), or bind operand= to the part each rank holds",
+                    f"(all_gather, ring_pass), or give the tensor view='rank' in the schedule "
+                    f"(TensorSpec.view: each rank's kernel then addresses only the part it "
+                    f"holds, at coordinates relative to it; docs/soundness.md)",
                     loc_str(reads[0].op))
 
     @staticmethod

@@ -482,3 +482,16 @@ def test_where_between_two_tensors_names_them_and_what_to_do():
                                              r"instead") as e:
         run(case, bind, reduce_scatter(bind.shape, "fp32", 2), "sm", ("in-order",))
     assert "unseen2.py:" in str(e.value)
+
+
+def test_all_to_all_of_a_tensor_read_whole_says_how_to_read_a_part():
+    """Every kernel of the corpus reads its all-to-all'ed tensor whole, which no rank holds at
+    the end: refused, and the advice names what exists (view='rank'); it said "bind operand=
+    to the part each rank holds", which no option does."""
+    case = CASES["cumsum_rows"]()
+    bind = case.binds[0]
+    with pytest.raises(SyncopateError, match=r"rank 0 ends the schedule holding 768 of its 1536 "
+                                             r"elements.*give the tensor view='rank'") as e:
+        run(case, bind, all_to_all(bind.shape, "fp32", 2, split_dim=0, concat_dim=1), "sm",
+            ("in-order",))
+    assert "unseen2.py:" in str(e.value)
