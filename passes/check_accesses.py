@@ -23,7 +23,13 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   the schedule's), or from a hint (which asserts its box).  A mask bound that is a kernel
   argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch;
   when a mask bounds the index several ways (``offs < count & offs < M_out``, ``count`` a
-  loaded value), any conjunct bounded by an argument proves the access.
+  loaded value), any conjunct bounded by an argument proves the access;
+* **produced stores, once and whole**: insert-signals counts one store per element and each
+  store's whole box as written, so a program may store an element of a produced tensor only
+  once (two stores with boxes not provably disjoint, or a store whose box a loop repeats, are
+  refused), and every conjunct of such a store's mask must end at the dim's end (a mask on the
+  data, a loaded count or a program id is refused; a kernel argument becomes a launch-time
+  *equality*, ``M == 4096``, in ``requirements``).
 
 It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
 grid that is larger than one along an axis the kernel never reads, since every tile would then
