@@ -495,3 +495,14 @@ def test_all_to_all_of_a_tensor_read_whole_says_how_to_read_a_part():
         run(case, bind, all_to_all(bind.shape, "fp32", 2, split_dim=0, concat_dim=1), "sm",
             ("in-order",))
     assert "unseen2.py:" in str(e.value)
+
+
+def test_emulator_refuses_a_grid_the_runtime_refuses():
+    """A grid of 2 along axis 1, which ``cumsum_rows`` never reads: the runtime refuses it
+    (every tile would run and signal twice); the emulator now does too, instead of emulating
+    the launch."""
+    case = dataclasses.replace(CASES["cumsum_rows"](), grid=(6, 2))
+    bind = case.binds[1]
+    with pytest.raises(SyncopateError, match=r"never reads \(tl.program_id\(1\)\)") as e:
+        run(case, bind, reduce_scatter(bind.shape, "fp32", 2), "sm", ("in-order",))
+    assert type(e.value).__name__ == "LaunchError"
