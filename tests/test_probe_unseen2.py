@@ -504,6 +504,6 @@ def test_emulator_refuses_a_grid_the_runtime_refuses():
     the launch."""
     case = dataclasses.replace(CASES["cumsum_rows"](), grid=(6, 2))
     bind = case.binds[1]
-    with pytest.raises(SyncopateError, match=r"never reads \(tl.program_id\(1\)\)") as e:
+    with pytest.raises(SyncopateError, match=r"never reads tl.program_id\(1\)") as e:
         run(case, bind, reduce_scatter(bind.shape, "fp32", 2), "sm", ("in-order",))
     assert type(e.value).__name__ == "LaunchRequirementError"
