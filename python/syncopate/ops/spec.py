@@ -123,16 +123,24 @@ class TorchOp:
     op; ``cuda(x, y, comm, *rest)``: the op itself; ``fake(x, y, W, *rest)``: shapes only;
     ``setup``/``backward``: its autograd (``torch.library.register_autograd``); ``model(x, y,
     group_name)``: ``syncopate.torch_ops.<name>``, the function model code calls; ``pattern``:
-    what the compile pass rewrites into it (None: nothing)."""
+    what the compile pass rewrites into it (None: nothing).
+
+    ``tensors``: how many tensors precede ``group_name`` (``x, y`` above; attention's ``q, k,
+    v``: 3) -- every callable takes them in that place. ``companions``: further custom ops
+    registered with this one, ``(suffix, TorchOp)`` -> ``torch.ops.syncopate.<name>_<suffix>``
+    (no ``model``): e.g. a backward that must be one node of a traced graph, so that AOT
+    autograd can trace the op's ``backward`` (a Python function launching kernels cannot be)."""
 
     schema: str
     check: Callable
     impl: Callable
     cuda: Callable
     fake: Callable
-    model: Callable
+    model: Callable | None = None
     setup: Callable | None = None
     backward: Callable | None = None
+    tensors: int = 2
+    companions: tuple = ()
     pattern: FxPattern | None = None
 
 
