@@ -100,21 +100,24 @@ class BlockShape:
             M, o, f = tokens // W, self.n_heads * hd, F
         return [("wqkv", M, D, qkv), ("wo", M, o, D), ("w13", M, D, 2 * f), ("w2", M, f, D)]
 
-    def collectives(self, W: int, direction: str) -> list[tuple[str, int, int]]:
-        """The block's collectives ``(kind, rows of the whole, columns)`` per rank: tp -- the
-        forward's two all-gathers (attention and MLP inputs) and two reduce-scatters (their
-        outputs), the backward's the same again (gradients); cp -- ring attention's K/V
-        exchange (an all-gather's volume), in the backward K/V again (gathered again, not
-        kept) and the dK/dV partials reduce-scattered to their owners. None at W = 1."""
+    def collectives(self, W: int, direction: str) -> list[tuple[str, int, int, bool]]:
+        """The block's collectives ``(kind, rows of the whole, columns, in fp32)`` per rank:
+        tp -- the forward's two all-gathers (attention and MLP inputs) and two
+        reduce-scatters (their outputs), the backward's the same again (gradients); cp --
+        ring attention's K/V exchange (an all-gather's volume), in the backward K/V again
+        (syncopate.nn gathers them again rather than keep them) and the dK/dV partials
+        reduce-scattered to their owners in fp32 (as syncopate.nn's backward does). None at
+        W = 1."""
         if W == 1:
             return []
         tokens, D = self.seq * self.batch, self.dim
         if self.layout == "tp":
-            one = [("all_gather", tokens, D)] * 2 + [("reduce_scatter", tokens, D)] * 2
+            one = ([("all_gather", tokens, D, False)] * 2
+                   + [("reduce_scatter", tokens, D, False)] * 2)
             return one * (2 if direction == "fwd+bwd" else 1)
         kv = 2 * self.n_kv_heads * self.head_dim
-        back = [("all_gather", tokens, kv), ("reduce_scatter", tokens, kv)]
-        return [("all_gather", tokens, kv)] + (back if direction == "fwd+bwd" else [])
+        back = [("all_gather", tokens, kv, False), ("reduce_scatter", tokens, kv, True)]
+        return [("all_gather", tokens, kv, False)] + (back if direction == "fwd+bwd" else [])
 
     def at(self, quick: bool) -> "BlockShape":
         """This shape at ``--quick``'s sequence (or its own)."""
@@ -132,7 +135,7 @@ NAMES = tuple(s.name for s in SHAPES)
 def shapes_for(args) -> list[BlockShape]:
     """The shapes of the run: ``--blocks`` (default every standard shape), at ``--quick``'s
     sequence lengths when given."""
-    names = args.blocks.split(",") if args.blocks else NAMES
+    names = args.blocks.split(",") if args.blocks else [s.name for s in SHAPES]
     return [s.at(bool(args.quick)) for s in SHAPES if s.name in names]
 
 
@@ -373,9 +376,10 @@ def _time_ideal(comm, timer, shape, rows, dtype, log) -> None:
             row["notes"]["comm"] = "W = 1: no collective"
             continue
         bufs = []
-        for kind, rows_, cols in colls:
-            whole = torch.empty(rows_, cols, device=dev, dtype=dtype)
-            part = torch.empty(rows_ // W, cols, device=dev, dtype=dtype)
+        for kind, rows_, cols, fp32 in colls:
+            dt = torch.float32 if fp32 else dtype
+            whole = torch.empty(rows_, cols, device=dev, dtype=dt)
+            part = torch.empty(rows_ // W, cols, device=dev, dtype=dt)
             bufs.append((kind, whole, part))
 
         def collectives():
