@@ -29,6 +29,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "gpu"))
 
 from dist_harness import run_ranks  # noqa: E402
 
+import contextlib  # noqa: E402
+
+import torch.distributed._functional_collectives as funcol  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+import syncopate.torch_ops as sto  # noqa: E402
+from syncopate.ops import REGISTRY  # noqa: E402
+from syncopate.ops.spec import FxPattern, OpSpec, TorchOp  # noqa: E402
+
+OPS = torch.ops.syncopate
 W = 2
 #: (S, B, dim, heads, KV heads, MLP width): B = 2 so the views around the matmuls are real
 #: reshapes of 3-D activations; every dim distinct, so a wrong M/N/K shows in the report
@@ -144,3 +154,111 @@ def test_rewritten_block_computes_what_the_unrewritten_one_does(ranks):
         torch.testing.assert_close(dx, edx, rtol=1e-4, atol=1e-4)
         for n in grads:
             torch.testing.assert_close(grads[n], egrads[n], rtol=1e-4, atol=1e-4, msg=n)
+
+
+# ------------------------------------------------------------------------------------------
+# the pass's view handling on traced graphs (fast: make_fx, one process)
+# ------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _group(backend, world_size):
+    """torch's default group for one test: ``fake`` (shapes only) or one-rank ``gloo``."""
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    if backend == "fake":
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        store = FakeStore()
+    else:
+        store = dist.HashStore()
+    dist.init_process_group(backend, store=store, rank=0, world_size=world_size)
+    try:
+        yield dist.group.WORLD
+    finally:
+        torch._dynamo.reset()
+        dist.destroy_process_group()
+
+
+def _linear_3d(pg):
+    """What F.linear on DTensor's sequence-sharded [S, B, K] activations leaves: the gather,
+    views flattening the leading dims for the matmuls and restoring them for the scatter; the
+    gathered tensor also read unflattened (a residual, say), and two matmuls on the gather,
+    the wider second."""
+    def f(x, w_narrow, w_wide, v):
+        a = funcol.all_gather_single(x, 0, pg)                 # [S, B, K]
+        flat = a.reshape(-1, a.shape[-1])                       # [S*B, K]
+        n = flat @ w_narrow
+        h = torch.tanh(flat @ w_wide)                           # the widest: fused
+        p = (h @ v).reshape(a.shape[0], a.shape[1], -1)         # [S, B, K]
+        return n, a.sum(dim=1), funcol.reduce_scatter_single(p, "sum", 0, pg)
+    return f
+
+
+def _args(W_):
+    g = torch.Generator().manual_seed(2)
+    return [torch.randn(*s, generator=g) for s in ((3, 2, 8), (8, 4), (8, 12), (12, 8))]
+
+
+def test_pass_takes_the_views_into_the_pattern_and_restores_the_shape():
+    with _group("fake", 4) as pg:
+        gm = make_fx(_linear_3d(pg), tracing_mode="fake")(*_args(4))
+        report = sto.fuse_collective_matmuls(gm.graph)
+    assert report.skipped == [] and (report.ag_gemm, report.gemm_rs) == (1, 1)
+    (ag,) = [r for r in report.rewrites if r.op == "ag_gemm"]
+    (rs,) = [r for r in report.rewrites if r.op == "gemm_rs"]
+    assert ag.mnk == (4 * 3 * 2, 12, 8)  # the widest matmul; rows: gathered S times B
+    assert rs.mnk == (4 * 3 * 2, 8, 12)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    fused = nodes[ag.node]
+    assert fused.target is OPS.ag_gemm.default and fused.kwargs == {"return_a": True}
+    assert tuple(fused.args[0].meta["val"].shape) == (6, 8)  # the shard, flattened
+    assert ag.collective not in nodes and ag.matmul not in nodes
+    assert tuple(nodes[rs.node].meta["val"].shape) == (6, 8)  # [S*B/W, N]
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert not [t for t in targets if getattr(t, "namespace", "") == "_c10d_functional"]
+    assert targets.count(torch.ops.aten.mm.default) == 1  # the narrow one, on the gathered A
+    out = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    assert tuple(out[2].meta["val"].shape) == (3, 2, 8)  # the scattered [S/W, B, K] restored
+
+
+def test_rewritten_views_compute_what_the_original_did():
+    with _group("gloo", 1) as pg:
+        args = _args(1)
+        gm = make_fx(_linear_3d(pg), tracing_mode="real")(*args)
+        want = gm(*args)
+        report = sto.fuse_collective_matmuls(gm.graph)
+        gm.recompile()
+        got = gm(*args)
+    assert (report.ag_gemm, report.gemm_rs) == (1, 1)
+    for w, g in zip(want, got):
+        assert w.shape == g.shape
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_a_view_that_does_not_flatten_the_leading_dims_is_not_taken():
+    """[S, B, K] -> [S, B*K] is not rows of the gathered matrix: left alone, with the reason
+    and the readers it saw."""
+    with _group("fake", 2) as pg:
+        def f(x, w):
+            a = funcol.all_gather_single(x, 0, pg)
+            return a.reshape(a.shape[0], -1) @ w
+        gm = make_fx(f, tracing_mode="fake")(torch.randn(3, 2, 4), torch.randn(8, 5))
+        report = sto.fuse_collective_matmuls(gm.graph)
+    assert report.rewrites == [] and len(report.skipped) == 1
+    assert "no aten.mm reads the gathered tensor" in report.skipped[0][1]
+    assert "its readers: aten.view.default" in report.skipped[0][1]
+    assert "left alone" in report.lines()[0]
+
+
+def test_two_ops_claiming_one_collective_is_refused(monkeypatch):
+    """The patterns come from the registry; two ops with the same collective would make the
+    rewrite depend on registration order."""
+    t = REGISTRY["ag_gemm"].torch
+    clash = OpSpec(name="ag_gemm_clash", fn=None, shape=("m",), variants=(),
+                   torch=TorchOp(schema=t.schema, check=t.check, impl=t.impl, cuda=t.cuda,
+                                 fake=t.fake, pattern=FxPattern("all_gather_into_tensor", "a")))
+    monkeypatch.setitem(REGISTRY, "ag_gemm_clash", clash)
+    with _group("fake", 2) as pg:
+        gm = make_fx(lambda x, w: funcol.all_gather_single(x, 0, pg) @ w,
+                     tracing_mode="fake")(torch.randn(3, 4), torch.randn(4, 5))
+        with pytest.raises(sto.TorchOpError, match="'ag_gemm' and 'ag_gemm_clash' both claim"):
+            sto.fuse_collective_matmuls(gm.graph)
