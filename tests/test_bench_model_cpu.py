@@ -125,10 +125,11 @@ def test_collectives_per_layout_and_direction():
 
 def test_async_tp_applies_only_to_tensor_parallel_rows_over_several_ranks():
     tp, cp = block.SHAPES[0], block.SHAPES[2]
-    assert block.async_tp_problem(tp, 2, True) is None
-    assert "W = 1" in block.async_tp_problem(tp, 1, True)
-    assert "layout cp" in block.async_tp_problem(cp, 4, True)
-    assert "no async-TP pass" in block.async_tp_problem(tp, 2, False)
+    assert block.async_tp_problem(tp, 2, True, True) is None
+    assert "W = 1" in block.async_tp_problem(tp, 1, True, True)
+    assert "layout cp" in block.async_tp_problem(cp, 4, True, True)
+    assert "no async-TP pass" in block.async_tp_problem(tp, 2, False, True)
+    assert "not on CUDA" in block.async_tp_problem(tp, 2, True, False)
 
 
 def test_derive_ideal_throughput_and_ratios():
@@ -233,3 +234,59 @@ def test_harness_does_not_time_a_fused_block_that_disagrees(monkeypatch, tmp_pat
         assert r["fused"] is None and "differs from the unfused block" in r["errors"]["fused"]
         assert r["unfused"] == 2.0
     assert "fused error: output differs" in out
+
+
+def _run_rank(rank, world_size, out_dir):
+    """One rank of the harness at W = 2 on gloo: block.run itself (the shapes shrunk, the
+    timer fixed), every column that applies off CUDA -- the modules, the DTensor block compiled
+    with syncopate's pass, compute, the collectives -- and the rows rank 0 wrote."""
+    import torch
+    import torch.distributed as dist
+
+    from syncopate.runtime.communicator import Communicator
+
+    class Comm(Communicator):
+        def __init__(self):
+            self.group = dist.group.WORLD
+            self.group_name = self.group.group_name
+            self.rank, self.world_size = rank, world_size
+            self.device = torch.device("cpu")
+
+        def clear_cache(self):
+            pass
+
+    block.SHAPES = (TINY, TINY_CP)
+    args = bench.parse_args(["--model", "block", "--quick", "--out", out_dir])
+    rows = block.run(Comm(), args, lambda m: None, FixedTimer(), "cmd", bench.start_row)
+    return rows
+
+
+def test_harness_runs_every_column_at_world_size_two(tmp_path):
+    """W = 2 (two gloo processes): the fused block's output agrees with the unfused one's on
+    both ranks, the collectives are timed, the DTensor block compiles with the pass and the
+    report counts its rewrites per graph; async-TP says why it is n/a (CPU; cp)."""
+    import os
+    import sys
+    pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "gpu"))
+    from dist_harness import run_ranks
+    ranks = run_ranks(_run_rank, str(tmp_path), world_size=2, timeout=900, pg_backend="gloo")
+    data = json.loads((tmp_path / "bench_block.json").read_text())
+    assert data["meta"]["world_size"] == 2 and data["meta"]["complete"] is True
+    assert ranks[0] == data["rows"]  # rank 0's rows are the ones written
+    by = {(r["model"], r["dir"]): r for r in data["rows"]}
+    assert sorted(by) == [("tiny", "fwd"), ("tiny", "fwd+bwd"), ("tiny-cp", "fwd"),
+                          ("tiny-cp", "fwd+bwd")]
+    for (model, d), r in by.items():
+        assert r["errors"] == {}, r["errors"]
+        assert r["W"] == 2 and r["S"] == 8 and r["fused vs unfused"] <= block.TOLERANCE
+        assert r["fused"] == r["unfused"] == r["comm"] == 2.0  # timed, collectives included
+        assert r["torch async-TP"] is None
+    assert "not on CUDA" in by[("tiny", "fwd")]["notes"]["torch async-TP"]
+    assert "layout cp" in by[("tiny-cp", "fwd")]["notes"]["torch async-TP"]
+    assert by[("tiny-cp", "fwd")]["DTensor+pass"] is None
+    # the DTensor block with syncopate's pass: forward 2 + 2, backward 2 ag_gemm
+    assert by[("tiny", "fwd")]["DTensor+pass"] == 2.0
+    assert by[("tiny", "fwd")]["notes"]["DTensor+pass"] == "fused per graph: fwd ag_gemm 2, gemm_rs 2"
+    assert by[("tiny", "fwd+bwd")]["notes"]["DTensor+pass"] == (
+        "fused per graph: fwd ag_gemm 2, gemm_rs 2; bwd ag_gemm 2, gemm_rs 0")

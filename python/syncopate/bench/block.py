@@ -139,7 +139,7 @@ def shapes_for(args) -> list[BlockShape]:
     return [s.at(bool(args.quick)) for s in SHAPES if s.name in names]
 
 
-def async_tp_problem(shape: BlockShape, W: int, has_pass: bool) -> str | None:
+def async_tp_problem(shape: BlockShape, W: int, has_pass: bool, cuda: bool) -> str | None:
     """Why torch's async-TP column does not apply to this row, or None."""
     if not has_pass:
         return "this torch has no async-TP pass (torch._inductor.config._micro_pipeline_tp)"
@@ -149,6 +149,8 @@ def async_tp_problem(shape: BlockShape, W: int, has_pass: bool) -> str | None:
         return ("layout cp: the block's only communication is ring attention's K/V exchange; "
                 "async-TP fuses tensor parallelism's all-gather + matmul and matmul + "
                 "reduce-scatter")
+    if not cuda:
+        return "not on CUDA: torch's async-TP ops run on CUDA symmetric memory"
     return None
 
 
@@ -268,7 +270,8 @@ def _time_compiled(comm, timer, shape, rows, steps, dtype, log) -> None:
     from .dtensor_block import dtensor_block
     from .rows import _enable_symm_mem
     W = comm.world_size
-    why = async_tp_problem(shape, W, hasattr(config, "_micro_pipeline_tp"))
+    kind = torch.device(comm.device).type
+    why = async_tp_problem(shape, W, hasattr(config, "_micro_pipeline_tp"), kind == "cuda")
     for row in rows.values():
         if why is not None:
             row["torch async-TP"] = None
@@ -290,7 +293,7 @@ def _time_compiled(comm, timer, shape, rows, steps, dtype, log) -> None:
             "gemm_rs": [torch.ops.syncopate.gemm_rs.default]}))
     if not columns:
         return
-    mesh = DeviceMesh.from_group(comm.group, "cuda")
+    mesh = DeviceMesh.from_group(comm.group, kind)
     for col, patch, targets in columns:
         counts: list = []
         block = dtensor_block(shape.dim, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, mesh,

@@ -134,10 +134,11 @@ def dtensor_block(dim, n_heads, n_kv_heads, ffn_dim, mesh, *, dtype=torch.float3
         raise UsageError(f"tensor parallelism over {W} ranks splits heads ({n_heads}), KV heads "
                          f"({n_kv_heads}) and the MLP width ({ffn_dim}): each must divide by {W}")
     from torch.distributed.tensor.parallel import parallelize_module
-    with torch.random.fork_rng(devices=[]):
+    dev = torch.device(device)
+    # built where it runs (a 70B block's weights initialised on the host would take seconds)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)
-        block = LlamaBlock(dim, n_heads, n_kv_heads, ffn_dim, dtype=torch.float32)
+        block = LlamaBlock(dim, n_heads, n_kv_heads, ffn_dim, dtype=dtype, device=dev)
         for p in block.parameters():  # random norms too: a ones weight would hide a wrong grad
             torch.nn.init.normal_(p, std=dim ** -0.5 if p.dim() == 2 else 1.0)
-    block = block.to(device=device, dtype=dtype)
     return parallelize_module(block, mesh, tp_plan())
