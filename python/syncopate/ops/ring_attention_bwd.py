@@ -173,6 +173,13 @@ def backward_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
     return kv + grads
 
 
+def backward_schedule(B: int, Hkv: int, S: int, D: int, dtype, W: int, order: str = "swizzle"):
+    """The fused dK/dV kernel's schedule: :func:`~syncopate.schedule.kv_gather.kv_backward` of
+    the ``[B*Hkv, S, D]`` K/V (``dtype``) and the fp32 dK/dV partials, along the sequence."""
+    return kv_backward((B * Hkv, S, D), driver.schedule_dtype(dtype), "fp32", W, dim=1,
+                       order=order)
+
+
 def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: bool,
                       order: str = "swizzle", comm_programs: int = 4, backend: str = "sm",
                       cfg=None):
@@ -180,8 +187,7 @@ def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: 
     from ..runtime.fused import fuse
 
     def build():
-        sched = kv_backward((B * Hkv, S, D), driver.schedule_dtype(dtype), "fp32",
-                            comm.world_size, dim=1, order=order)
+        sched = backward_schedule(B, Hkv, S, D, dtype, comm.world_size, order)
         return fuse(kernel("dkdv"), sched, operand=OPERANDS, backend=backend,
                     comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
                     constant_args=CONSTANT_ARGS, **cfg.options())
@@ -291,6 +297,7 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
     return dq, dk, dv
 
 
-__all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_buffers", "bwd_args", "check",
+__all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_buffers", "backward_schedule", "bwd_args",
+           "check",
            "dkdv_fused_kernel", "fused_backward", "ring_attention_backward_reference",
            "world_size_one"]
