@@ -155,7 +155,8 @@ def _errors_rank(rank, W):
     g = sto.group_name(None)
     x = torch.randn(1, 4, 6, 8)
     cases = [(x[0], x[:, :2], x[:, :2], False), (x, x[:, :3], x[:, :3], False),
-             (x, x[:, :2, :4], x[:, :2, :4], False), (x[:, :, :5], x[:, :2, :5], x[:, :2, :5], True),
+             (x, x[:, :2, :4], x[:, :2, :4], False),
+             (x[:, :, :5], x[:, :2, :5], x[:, :2, :5], True),
              (x, x[:, :2].double(), x[:, :2].double(), False)]
     msgs = []
     for q, k, v, causal in cases:

@@ -40,7 +40,7 @@ from .attention import ContextParallelAttention
 from .functional import LAYOUTS, layout_positions, rms_norm, rope, swiglu
 from .linear import ColumnParallelLinear, RowParallelLinear, init_weight
 from .memory import memory_held
-from .parallel import Parallel, all_gather_seq, mark_replicated
+from .parallel import Parallel, mark_replicated
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,8 @@ def _torch_check(q, k, v, W, causal=False, sm_scale=None):
         raise TorchOpError(f"ring_attention: q, k, v are on {q.device}, {k.device}, {v.device}: "
                            f"move them to one device")
     B, Hq, Sl, D = q.shape
-    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D             or k.shape[2] != Sl:
+    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D \
+            or k.shape[2] != Sl:
         raise TorchOpError(f"ring_attention: k and v must be [B, Hkv, S/W, D] with q's batch, "
                            f"shard length and head_dim {(B, Sl, D)}, got {tuple(k.shape)} and "
                            f"{tuple(v.shape)}")
