@@ -56,9 +56,11 @@ class ContextParallelAttention(torch.nn.Module):
         self.causal, self.method, self.fused = bool(causal), method, fused
         self.sm_scale = sm_scale
 
-    def positions(self, local_len: int):
-        """The original sequence positions (``torch.long``) of this rank's ``local_len`` rows."""
-        return shard_positions(local_len, self.par.world_size, self.par.rank, self.causal)
+    def positions(self, local_len: int, device=None):
+        """The original sequence positions (``torch.long`` on ``device``) of this rank's
+        ``local_len`` rows."""
+        return shard_positions(local_len, self.par.world_size, self.par.rank, self.causal,
+                               device)
 
     def forward(self, q, k, v):
         if self.fused is not False:
@@ -75,8 +77,8 @@ class ContextParallelAttention(torch.nn.Module):
             return sdpa(q, kg, vg, scale=self.sm_scale, enable_gqa=True)
         # the gathered sequence is in rank (zigzag) order: back to the original order, then
         # each of this rank's two segments sees the keys up to its own end
-        stored = torch.cat([shard_positions(Sl, W, r, True) for r in range(W)])
-        order = torch.argsort(stored).to(q.device)
+        stored = torch.cat([shard_positions(Sl, W, r, True, q.device) for r in range(W)])
+        order = torch.argsort(stored)
         kg, vg = kg.index_select(2, order), vg.index_select(2, order)
         seg = Sl // 2
         outs = []

@@ -40,7 +40,7 @@ from .attention import ContextParallelAttention
 from .functional import LAYOUTS, layout_positions, rms_norm, rope, swiglu
 from .linear import ColumnParallelLinear, RowParallelLinear, init_weight
 from .memory import memory_held
-from .parallel import Parallel, all_gather_seq, mark_replicated
+from .parallel import Parallel, mark_replicated
 
 
 @dataclass(frozen=True)
@@ -175,13 +175,13 @@ class TransformerBlock(torch.nn.Module):
 
     # -- layout --------------------------------------------------------------------------
 
-    def positions(self, seq: int):
+    def positions(self, seq: int, device=None):
         """The original positions of this rank's rows of a ``seq``-token sequence."""
-        return layout_positions(self.layout, seq, self.par.world_size, self.par.rank)
+        return layout_positions(self.layout, seq, self.par.world_size, self.par.rank, device)
 
     def shard_sequence(self, x):
         """This rank's rows (dim 0) of a whole-sequence tensor ``[S, ...]``, in this layout."""
-        return x[self.positions(x.shape[0]).to(x.device)]
+        return x[self.positions(x.shape[0], x.device)]
 
     def gather_sequence(self, y):
         """Every rank's rows ``[S/W, ...]`` back into the whole sequence in original order
@@ -189,8 +189,8 @@ class TransformerBlock(torch.nn.Module):
         W = self.par.world_size
         full = y.new_empty((y.shape[0] * W, *y.shape[1:]))
         collectives.all_gather_into_tensor(full, y.contiguous(), group=self.par.group)
-        stored = torch.cat([layout_positions(self.layout, full.shape[0], W, r)
-                            for r in range(W)]).to(y.device)
+        stored = torch.cat([layout_positions(self.layout, full.shape[0], W, r, y.device)
+                            for r in range(W)])
         return full[torch.argsort(stored)]
 
     # -- forward -------------------------------------------------------------------------
@@ -215,7 +215,8 @@ class TransformerBlock(torch.nn.Module):
         hq, hkv = Hq // W, Hkv // W
         q, k, v = qkv.split((hq * D, hkv * D, hkv * D), -1)
         q, k, v = q.view(S, B, hq, D), k.view(S, B, hkv, D), v.view(S, B, hkv, D)
-        pos = torch.arange(S) if self.layout == "tp" else self.attn.positions(S)
+        pos = (torch.arange(S, device=h.device) if self.layout == "tp"
+               else self.attn.positions(S, h.device))
         q, k = rope(q, pos, self.rope_theta), rope(k, pos, self.rope_theta)
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [B, H, S, D]
         if self.layout == "tp":
@@ -358,7 +359,7 @@ class ReferenceBlock(torch.nn.Module):
         S, B, _ = x.shape
         Hq, Hkv, D = self.n_heads, self.n_kv_heads, self.head_dim
         h = rms_norm(x, self.attn_norm, self.norm_eps)
-        pos = torch.arange(S)
+        pos = torch.arange(S, device=x.device)
         q = rope((h @ self.wq).view(S, B, Hq, D), pos, self.rope_theta)
         k = rope((h @ self.wk).view(S, B, Hkv, D), pos, self.rope_theta)
         v = (h @ self.wv).view(S, B, Hkv, D)

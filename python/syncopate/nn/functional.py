@@ -22,12 +22,13 @@ def rms_norm(x, weight, eps: float = 1e-5):
 
 def rope(x, positions, theta: float = 10000.0):
     """Rotary embedding (Llama/NeoX "rotate half") of ``x`` ``[S, B, H, D]`` at the original
-    sequence ``positions`` ``[S]`` of its rows; in fp32, returned in ``x``'s dtype."""
+    sequence ``positions`` ``[S]`` (on ``x``'s device) of its rows; in fp32, returned in
+    ``x``'s dtype."""
     D = x.shape[-1]
     if D % 2:
         raise UsageError(f"rotary embedding needs an even head_dim, got {D}")
     inv = 1.0 / (theta ** (torch.arange(0, D, 2, device=x.device, dtype=torch.float32) / D))
-    ang = positions.to(device=x.device, dtype=torch.float32)[:, None] * inv[None, :]  # [S, D/2]
+    ang = positions.to(torch.float32)[:, None] * inv[None, :]  # [S, D/2]
     cos = torch.cat([ang.cos(), ang.cos()], -1)[:, None, None, :]
     sin = torch.cat([ang.sin(), ang.sin()], -1)[:, None, None, :]
     xf = x.float()
@@ -45,7 +46,7 @@ def swiglu(gate, up):
 LAYOUTS = ("tp", "cp")
 
 
-def layout_positions(layout: str, seq: int, world_size: int, rank: int):
+def layout_positions(layout: str, seq: int, world_size: int, rank: int, device=None):
     """The original positions (``torch.long``) of the rows ``rank`` holds of a ``seq``-long
     sequence: ``"tp"`` contiguous blocks of ``seq / W`` (Megatron's sequence parallelism),
     ``"cp"`` the zigzag shards of causal context parallelism (segments ``r`` and
@@ -56,7 +57,7 @@ def layout_positions(layout: str, seq: int, world_size: int, rank: int):
         raise UsageError(f"a {seq}-token sequence does not divide into the {layout!r} layout's "
                          f"shards over {world_size} ranks: pad it to a multiple of "
                          f"{2 * world_size if layout == 'cp' else world_size}")
-    return shard_positions(seq // world_size, world_size, rank, layout == "cp")
+    return shard_positions(seq // world_size, world_size, rank, layout == "cp", device)
 
 
 __all__ = ["LAYOUTS", "layout_positions", "rms_norm", "rope", "swiglu"]

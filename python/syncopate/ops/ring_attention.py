@@ -258,18 +258,20 @@ def ring_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = False, 
 # torch.ops.syncopate.ring_attention (and its backward)
 # ------------------------------------------------------------------------------------------
 
-def shard_positions(Sl: int, W: int, rank: int, causal: bool):
-    """The original sequence positions of ``rank``'s ``Sl`` rows (``torch.long``): contiguous
-    shards, or with ``causal`` the zigzag segments ``rank`` and ``2W-1-rank`` -- what RoPE and
-    the causal mask of this layout see."""
+def shard_positions(Sl: int, W: int, rank: int, causal: bool, device=None):
+    """The original sequence positions of ``rank``'s ``Sl`` rows (``torch.long`` on
+    ``device``): contiguous shards, or with ``causal`` the zigzag segments ``rank`` and
+    ``2W-1-rank`` -- what RoPE and the causal mask of this layout see. Built on the device
+    (no host-to-device copy: a model's forward stays capturable in a CUDA graph)."""
     import torch
     if not causal:
-        return torch.arange(rank * Sl, (rank + 1) * Sl)
+        return torch.arange(rank * Sl, (rank + 1) * Sl, device=device)
     if Sl % 2:
         raise LaunchError(f"a zigzag shard is two equal segments; {Sl} rows per rank is odd")
     seg = Sl // 2
     a, b = rank, 2 * W - 1 - rank
-    return torch.cat([torch.arange(a * seg, (a + 1) * seg), torch.arange(b * seg, (b + 1) * seg)])
+    return torch.cat([torch.arange(a * seg, (a + 1) * seg, device=device),
+                      torch.arange(b * seg, (b + 1) * seg, device=device)])
 
 
 def _torch_check(q, k, v, W, causal=False, sm_scale=None):
@@ -284,7 +286,8 @@ def _torch_check(q, k, v, W, causal=False, sm_scale=None):
         raise TorchOpError(f"ring_attention: q, k, v are on {q.device}, {k.device}, {v.device}: "
                            f"move them to one device")
     B, Hq, Sl, D = q.shape
-    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D             or k.shape[2] != Sl:
+    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D \
+            or k.shape[2] != Sl:
         raise TorchOpError(f"ring_attention: k and v must be [B, Hkv, S/W, D] with q's batch, "
                            f"shard length and head_dim {(B, Sl, D)}, got {tuple(k.shape)} and "
                            f"{tuple(v.shape)}")
@@ -319,8 +322,8 @@ def _scores(q, kg, group, W, causal, sm_scale, ct):
     s = (q.to(ct) @ kg.repeat_interleave(G, 1).transpose(-1, -2)) * scale
     if causal:
         rank = collectives.get_rank(group)
-        qpos = shard_positions(Sl, W, rank, True).to(q.device)
-        kpos = torch.cat([shard_positions(Sl, W, r, True) for r in range(W)]).to(q.device)
+        qpos = shard_positions(Sl, W, rank, True, q.device)
+        kpos = torch.cat([shard_positions(Sl, W, r, True, q.device) for r in range(W)])
         s = s.masked_fill(kpos[None, :] > qpos[:, None], float("-inf"))
     return s, G, scale
 

@@ -15,8 +15,7 @@ activation memory, per layer -- which is the memory context parallelism exists t
 
 Fused path (W > 1), built from parts as the forward is:
 
-1. ``delta = rowsum(dO * O)`` (:func:`~syncopate.kernels.attention_bwd.attn_bwd_preprocess`,
-   local; minus the gradient of ``lse`` when one flows in);
+1. ``delta = rowsum(dO * O)`` (local; minus the gradient of ``lse`` when one flows in);
 2. :func:`~syncopate.kernels.attention_bwd.attn_bwd_dkdv_kernel` fused with
    :func:`~syncopate.schedule.kv_gather.kv_backward`: K and V all-gathered into the rank's
    symmetric ``[B*Hkv, S, D]`` buffers inside the kernel (a program waits for its KV block's
@@ -139,18 +138,15 @@ def check(q, k, v, o, lse, do, comm, causal: bool, config):
     return B, Hq, Hkv, Sl, D, cfg
 
 
-def _delta(o, do, lse, dlse, cfg):
+def _delta(o, do, dlse):
     """``rowsum(dO * O)`` (fp32 ``[B, Hq, Sl]``), minus ``dlse`` when a gradient flows into the
-    forward's lse: ``d lse / d s = P``, so it adds ``P * dlse`` to ``dS = P * (dP - delta)``."""
-    import torch
-    import triton
+    forward's lse: ``d lse / d s = P``, so it adds ``P * dlse`` to ``dS = P * (dP - delta)``.
 
-    from ..kernels.attention_bwd import attn_bwd_preprocess
-    B, Hq, Sl, D = o.shape
-    delta = torch.empty((B, Hq, Sl), dtype=torch.float32, device=o.device)
-    attn_bwd_preprocess[(triton.cdiv(Sl, cfg.BLOCK_M), B * Hq)](
-        o, do, delta, o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1),
-        do.stride(2), Hq, Sl, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M)
+    torch's kernels rather than :func:`~syncopate.kernels.attention_bwd.attn_bwd_preprocess`:
+    they are loaded with the CUDA context, while a Triton kernel's module loads at its first
+    launch -- which in loopback may wait for a peer's spinning fused kernel (docs/loopback.md,
+    "Module loading"); the backward runs right after the forward's fused launches."""
+    delta = (o.float() * do.float()).sum(-1)
     if dlse is not None:
         delta -= dlse.float()
     return delta
@@ -173,6 +169,13 @@ def backward_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
     return kv + grads
 
 
+def backward_schedule(B: int, Hkv: int, S: int, D: int, dtype, W: int, order: str = "swizzle"):
+    """The fused dK/dV kernel's schedule: :func:`~syncopate.schedule.kv_gather.kv_backward` of
+    the ``[B*Hkv, S, D]`` K/V (``dtype``) and the fp32 dK/dV partials, along the sequence."""
+    return kv_backward((B * Hkv, S, D), driver.schedule_dtype(dtype), "fp32", W, dim=1,
+                       order=order)
+
+
 def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: bool,
                       order: str = "swizzle", comm_programs: int = 4, backend: str = "sm",
                       cfg=None):
@@ -180,8 +183,7 @@ def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: 
     from ..runtime.fused import fuse
 
     def build():
-        sched = kv_backward((B * Hkv, S, D), driver.schedule_dtype(dtype), "fp32",
-                            comm.world_size, dim=1, order=order)
+        sched = backward_schedule(B, Hkv, S, D, dtype, comm.world_size, order)
         return fuse(kernel("dkdv"), sched, operand=OPERANDS, backend=backend,
                     comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
                     constant_args=CONSTANT_ARGS, **cfg.options())
@@ -192,6 +194,21 @@ def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: 
 
 def _launch_local(which, args, grid, cfg):
     kernel(which)[grid](*args, **cfg.options())
+
+
+def _preload(comm, which, args, grid, cfg) -> None:
+    """Compile and load the local ``which`` kernel of this call's layout (once per
+    communicator and layout) before the fused kernel that precedes it is launched: loading a
+    module after it, while the fused kernel spins for a peer, may wait for that spin in
+    loopback (docs/loopback.md, "Module loading")."""
+    key = ("ring_attention_bwd.loaded", which, tuple(a.shape if hasattr(a, "shape") else a
+                                                      for a in args), repr(cfg))
+    if key in comm.cache:
+        return
+    k = kernel(which).warmup(*args, grid=grid, **cfg.options())
+    k = k.result() if hasattr(k, "result") else k
+    k._init_handles()
+    comm.cache[key] = True
 
 
 def _gather_seq(t, group, W):
@@ -219,7 +236,7 @@ def ring_attention_backward_reference(q, k, v, o, lse, do, comm, *, causal: bool
     q, o, do = _unit_last(q, o, do)
     lse = lse.contiguous()
     kbuf, vbuf = (_gather_seq(t, comm.group, W) for t in (k, v))
-    delta = _delta(o, do, lse, dlse, cfg)
+    delta = _delta(o, do, dlse)
     dk = torch.empty((B * Hkv, S, D), dtype=torch.float32, device=q.device)
     dv = torch.empty_like(dk)
     dq = torch.empty_like(q)
@@ -248,7 +265,7 @@ def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
     q, o, do = _unit_last(q, o, do)
     kbuf, vbuf = (t.reshape(B * Hkv, Sl, D).contiguous() for t in (k, v))
     lse = lse.contiguous()
-    delta = _delta(o, do, lse, dlse, cfg)
+    delta = _delta(o, do, dlse)
     dk, dv = torch.empty_like(kbuf), torch.empty_like(vbuf)
     dq = torch.empty_like(q)
     for which, outs in (("dkdv", (dk, dv)), ("dq", (dq,))):
@@ -269,10 +286,14 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
     scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
     q, o, do = _unit_last(q, o, do)
     lse = lse.contiguous()
-    delta = _delta(o, do, lse, dlse, cfg)
+    delta = _delta(o, do, dlse)
     kbuf, vbuf, dkbuf, dvbuf = backward_buffers(comm, B, Hkv, S, D, q.dtype)
     fk = dkdv_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
                            comm_programs=comm_programs, backend=backend, cfg=cfg)
+    dq = torch.empty_like(q)
+    dq_args, dq_grid = bwd_args("dq", q, kbuf, vbuf, do, lse, delta, (dq,), scale, causal, me, W,
+                                Hkv, D, cfg)
+    _preload(comm, "dq", dq_args, dq_grid, cfg)
     fk.before_staging()
     for buf, t in ((kbuf, k), (vbuf, v)):
         buf.view(B, Hkv, S, D)[:, :, me * Sl:(me + 1) * Sl].copy_(t)
@@ -280,10 +301,7 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
                           me, W, Hkv, D, cfg)
     fk[grid](*args)
     # the rank pulled every block into kbuf/vbuf: dQ reads them locally, after the fused kernel
-    dq = torch.empty_like(q)
-    args, grid = bwd_args("dq", q, kbuf, vbuf, do, lse, delta, (dq,), scale, causal, me, W, Hkv,
-                          D, cfg)
-    _launch_local("dq", args, grid, cfg)
+    _launch_local("dq", dq_args, dq_grid, cfg)
     # this rank's rows of the reduced partials, copied out before the next launch lets peers
     # push into the buffer again (its ENTRY follows this copy in stream order)
     mine = slice(me * Sl, (me + 1) * Sl)
@@ -291,6 +309,7 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
     return dq, dk, dv
 
 
-__all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_buffers", "bwd_args", "check",
+__all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_buffers", "backward_schedule", "bwd_args",
+           "check",
            "dkdv_fused_kernel", "fused_backward", "ring_attention_backward_reference",
            "world_size_one"]
