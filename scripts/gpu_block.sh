@@ -10,6 +10,10 @@
 #   cp4 / tp4   the same at W = 4
 #   moe2        the mixture-of-experts block's inference (fused dispatch/combine), W = 2
 #   example     examples/train_block.py --loopback 2 (both layouts, forward and backward)
+#   bench1      the end-to-end benchmark at W = 1 (one process, not loopback): `python -m
+#               syncopate.bench --model block --quick` under torchrun, fused vs unfused vs
+#               ideal, forward and forward + backward (<= 180 s; rows ->
+#               $OUT/bench1/bench_block.json), after checking that --loopback 2 is refused
 # Most important first (the new backward op is cp's); what the budget does not reach is
 # reported "skipped". Before the run, on the development machine: ../shared/tools/gpu-wheels
 # (fills .whl/), carry .whl.
@@ -21,7 +25,7 @@ LOG=gpu_block.log
 . scripts/gpu_lib.sh
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 TOTAL=${GPU_BLOCK_TOTAL_S:-470}
-STEPS=${GPU_BLOCK_STEPS:-"cp2 tp2 cp4 tp4 moe2 example"}
+STEPS=${GPU_BLOCK_STEPS:-"cp2 tp2 cp4 tp4 moe2 example bench1"}
 PYT="python3 -m pytest -q -s -p no:cacheprovider -rs --durations=4"
 step env 60 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', \
 triton.__version__, torch.cuda.get_device_name(), torch.cuda.get_device_capability())"
@@ -33,10 +37,19 @@ for s in $STEPS; do
         -k "against_unsharded and ${s:0:2}";;
     moe2) SYNCOPATE_GPU_LOOPBACK=2 step moe2 "$(lim 120)" $PYT tests/gpu/test_block_gpu.py -k moe;;
     example) step example "$(lim 150)" python3 examples/train_block.py --loopback 2 --steps 5;;
+    bench1)  # the refusal (exit 2) first, then the table; a shape starts only if it should
+      # end 25 s before the step's limit
+      L=$(lim 180); [ "$L" -lt 90 ] && { STATUS[bench1]="skipped (only ${L}s left)"; continue; }
+      step bench1 "$L" bash -c "python3 -m syncopate.bench --model block \
+        --loopback 2; [ \$? -eq 2 ] || { echo 'loopback NOT refused'; exit 1; }; \
+        echo 'loopback refused (exit 2)'; python3 -m torch.distributed.run --standalone \
+        --nproc-per-node 1 -m syncopate.bench --model block --quick --budget-s $(( L - 25 )) \
+        --out $OUT/bench1";;
     *) STATUS[$s]="unknown step";;
   esac
 done
 echo
-summarize "gpu_block summary" "^(FAILED|ERROR)|passed|failed|^\[block\]|^\[rank|relative error|Error" \
+summarize "gpu_block summary" "^(FAILED|ERROR)|passed|failed|^\[block\]|^\[rank|relative error|Error|refused" \
   env $STEPS
+[ -f "$OUT/bench1.log" ] && sed -n '/^ *model  *layout/,/^wrote/p' "$OUT/bench1.log" | tee -a "$OUT/$LOG"
 pack_logs

@@ -3,7 +3,7 @@ arguments and their refusals, the loopback refusal, the rows it builds (shapes, 
 GEMMs and collectives, derived columns, the table), and the whole harness at W = 1 on a
 one-rank gloo group -- the real TransformerBlock (fused and unfused) at a tiny shape, forward
 and forward + backward, with the CUDA-event timer replaced by a fixed one (the GPU run is
-scripts/gpu_e2e.sh)."""
+scripts/gpu_block.sh, step bench1)."""
 
 from __future__ import annotations
 
