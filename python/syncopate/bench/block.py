@@ -42,6 +42,14 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
+from .fused import error_text
+from .report import git_commit
+from .rows import _enable_symm_mem
+
+# torch, and the modules that import it at load (syncopate.nn, torch_ops, dtensor_block), are
+# imported where they are used, as in the rest of the benchmark: the command line's parser
+# loads this module for --blocks' names
+
 __all__ = ["BlockShape", "COLUMNS", "DIRECTIONS", "SHAPES", "TOLERANCE", "async_tp_problem",
            "bench_shape", "derive", "format_table", "new_row", "run", "shapes_for"]
 
@@ -175,7 +183,6 @@ def derive(row: dict) -> dict:
 
 def _safe(row, name, fn):
     """A column that cannot run is reported (``errors``), not fatal."""
-    from .fused import error_text
     try:
         row[name] = fn()
     except Exception as e:  # noqa: BLE001 - reported per column
@@ -265,10 +272,8 @@ def _time_compiled(comm, timer, shape, rows, steps, dtype, log) -> None:
     from torch._inductor import config
     from torch.distributed.device_mesh import DeviceMesh
 
-    import syncopate.torch_ops as sto
-
+    from .. import torch_ops as sto
     from .dtensor_block import dtensor_block
-    from .rows import _enable_symm_mem
     W = comm.world_size
     kind = torch.device(comm.device).type
     why = async_tp_problem(shape, W, hasattr(config, "_micro_pipeline_tp"), kind == "cuda")
@@ -418,7 +423,6 @@ def bench_shape(comm, timer, shape: BlockShape, args, log) -> list[dict]:
     try:
         _time_ideal(comm, timer, shape, rows, dtype, log)
     except Exception as e:  # noqa: BLE001 - reported: the row keeps its timed columns
-        from .fused import error_text
         for row in rows.values():
             row["errors"]["compute"] = error_text(e)
     return [derive(r) for r in rows.values()]
@@ -455,8 +459,6 @@ def format_table(rows: list[dict]) -> str:
 
 def _write(args, rows, command, comm, skipped, final) -> None:
     import torch
-
-    from .report import git_commit
     os.makedirs(args.out, exist_ok=True)
     dev = torch.device(comm.device)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
