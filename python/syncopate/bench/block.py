@@ -244,8 +244,6 @@ def _time_modules(comm, timer, shape, rows, steps, dtype, log) -> None:
                                       f"error {err:.3g} > {TOLERANCE}): not timed")
         _safe(row, "unfused", lambda: timer(lambda: steps[d](unfused)))
         log(f"  {d}: fused {row.get('fused')} ms, unfused {row.get('unfused')} ms")
-    del fused, unfused
-    _free(comm.device)
 
 
 def _counting_pass(counts: list, targets: dict):
@@ -271,9 +269,6 @@ def _time_compiled(comm, timer, shape, rows, steps, dtype, log) -> None:
     import torch
     from torch._inductor import config
     from torch.distributed.device_mesh import DeviceMesh
-
-    from .. import torch_ops as sto
-    from .dtensor_block import dtensor_block
     W = comm.world_size
     kind = torch.device(comm.device).type
     why = async_tp_problem(shape, W, hasattr(config, "_micro_pipeline_tp"), kind == "cuda")
@@ -300,31 +295,43 @@ def _time_compiled(comm, timer, shape, rows, steps, dtype, log) -> None:
         return
     mesh = DeviceMesh.from_group(comm.group, kind)
     for col, patch, targets in columns:
-        counts: list = []
-        block = dtensor_block(shape.dim, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, mesh,
-                              dtype=dtype, device=comm.device)
-        saved = config.post_grad_custom_post_pass
-        try:
-            if col == "DTensor+pass":
-                sto.enable_fusion_pass()
-            config.post_grad_custom_post_pass = [*_passes(), _counting_pass(counts, targets)]
-            # one compile per column and direction (a fresh cache: Dynamo's recompile limit
-            # must not quietly send a later column to eager)
-            with config.patch(fx_graph_cache=False, **patch):
-                for d, row in rows.items():
-                    torch._dynamo.reset()
-                    fn = torch.compile(block, fullgraph=True)
-                    _safe(row, col, lambda: timer(lambda: steps[d](fn)))
-                    row["notes"][col] = "fused per graph: " + "; ".join(
-                        f"{g} " + ", ".join(f"{k} {v}" for k, v in c.items()) for g, c in counts)
-                    counts.clear()
-                    log(f"  {d}: {col} {row.get(col)} ms ({row['notes'][col]})")
-        finally:
-            sto.disable_fusion_pass()
-            config.post_grad_custom_post_pass = saved
-            torch._dynamo.reset()
-        del block
+        _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col, patch,
+                              targets)
         _free(comm.device)
+
+
+def _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col, patch,
+                          targets) -> None:
+    """One compiled column, both directions: a fresh DTensor block (freed on return), each
+    direction compiled afresh (Dynamo reset: its recompile limit must not quietly send a
+    later compile to eager) with the column's Inductor settings, the pass's rewrites counted
+    per graph."""
+    import torch
+    from torch._inductor import config
+
+    from .. import torch_ops as sto
+    from .dtensor_block import dtensor_block
+    counts: list = []
+    block = dtensor_block(shape.dim, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, mesh,
+                          dtype=dtype, device=comm.device)
+    saved = config.post_grad_custom_post_pass
+    try:
+        if col == "DTensor+pass":
+            sto.enable_fusion_pass()
+        config.post_grad_custom_post_pass = [*_passes(), _counting_pass(counts, targets)]
+        with config.patch(fx_graph_cache=False, **patch):
+            for d, row in rows.items():
+                torch._dynamo.reset()
+                fn = torch.compile(block, fullgraph=True)
+                _safe(row, col, lambda: timer(lambda: steps[d](fn)))
+                row["notes"][col] = "fused per graph: " + "; ".join(
+                    f"{g} " + ", ".join(f"{k} {v}" for k, v in c.items()) for g, c in counts)
+                counts.clear()
+                log(f"  {d}: {col} {row.get(col)} ms ({row['notes'][col]})")
+    finally:
+        sto.disable_fusion_pass()
+        config.post_grad_custom_post_pass = saved
+        torch._dynamo.reset()
 
 
 def _passes() -> list:
@@ -333,10 +340,10 @@ def _passes() -> list:
     return list(get_custom_graph_passes(config.post_grad_custom_post_pass))
 
 
-def _time_ideal(comm, timer, shape, rows, dtype, log) -> None:
-    """``compute`` (this rank's GEMMs and attention) and ``comm`` (the block's collectives)."""
+def _time_compute(comm, timer, shape, dtype) -> tuple[dict, dict]:
+    """``compute`` per direction -- this rank's GEMMs (cuBLAS) and attention (SDPA) -- and
+    its parts (ms); the operands are freed on return."""
     import torch
-    import torch.distributed as dist
     import torch.nn.functional as F
     W, dev = comm.world_size, comm.device
     g = torch.Generator(device=dev).manual_seed(5)
@@ -366,40 +373,51 @@ def _time_ideal(comm, timer, shape, rows, dtype, log) -> None:
     def attn_fwd_bwd():
         qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
         F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, enable_gqa=True).backward(go)
-    parts = {}
-    for name, fn in (("gemm fwd", gemm_fwd), ("gemm bwd", gemm_bwd), ("attn fwd", attn_fwd),
-                     ("attn fwd+bwd", attn_fwd_bwd)):
-        parts[name] = timer(fn)
+    parts = {name: timer(fn) for name, fn in (
+        ("gemm fwd", gemm_fwd), ("gemm bwd", gemm_bwd), ("attn fwd", attn_fwd),
+        ("attn fwd+bwd", attn_fwd_bwd))}
     attn_div = W if shape.layout == "cp" else 1
-    compute = {"fwd": parts["gemm fwd"] + parts["attn fwd"] / attn_div,
-               "fwd+bwd": parts["gemm fwd"] + parts["gemm bwd"]
-               + parts["attn fwd+bwd"] / attn_div}
-    del mats, q, k, v, go
+    return {"fwd": parts["gemm fwd"] + parts["attn fwd"] / attn_div,
+            "fwd+bwd": parts["gemm fwd"] + parts["gemm bwd"]
+            + parts["attn fwd+bwd"] / attn_div}, parts
+
+
+def _time_collectives(comm, timer, colls, dtype) -> float:
+    """The collectives ``colls`` (:meth:`BlockShape.collectives`) back to back on NCCL (the
+    group's backend); the buffers are freed on return."""
+    import torch
+    import torch.distributed as dist
+    W, dev = comm.world_size, comm.device
+    bufs = []
+    for kind, rows, cols, fp32 in colls:
+        dt = torch.float32 if fp32 else dtype
+        bufs.append((kind, torch.empty(rows, cols, device=dev, dtype=dt),
+                     torch.empty(rows // W, cols, device=dev, dtype=dt)))
+
+    def collectives():
+        for kind, whole, part in bufs:
+            if kind == "all_gather":
+                dist.all_gather_into_tensor(whole, part, group=comm.group)
+            else:
+                dist.reduce_scatter_tensor(part, whole, group=comm.group)
+    return timer(collectives)
+
+
+def _time_ideal(comm, timer, shape, rows, dtype, log) -> None:
+    """``compute`` (this rank's GEMMs and attention) and ``comm`` (the block's collectives)."""
+    compute, parts = _time_compute(comm, timer, shape, dtype)
+    _free(comm.device)
     for d, row in rows.items():
         row["compute"] = compute[d]
         row["compute parts"] = parts
-        colls = shape.collectives(W, d)
+        colls = shape.collectives(comm.world_size, d)
         if not colls:
             row["comm"] = 0.0
             row["notes"]["comm"] = "W = 1: no collective"
             continue
-        bufs = []
-        for kind, rows_, cols, fp32 in colls:
-            dt = torch.float32 if fp32 else dtype
-            whole = torch.empty(rows_, cols, device=dev, dtype=dt)
-            part = torch.empty(rows_ // W, cols, device=dev, dtype=dt)
-            bufs.append((kind, whole, part))
-
-        def collectives():
-            for kind, whole, part in bufs:
-                if kind == "all_gather":
-                    dist.all_gather_into_tensor(whole, part, group=comm.group)
-                else:
-                    dist.reduce_scatter_tensor(part, whole, group=comm.group)
-        _safe(row, "comm", lambda: timer(collectives))
-        del bufs
+        _safe(row, "comm", lambda: _time_collectives(comm, timer, colls, dtype))
+        _free(comm.device)
     log(f"  compute {compute}, comm {[r.get('comm') for r in rows.values()]}")
-    _free(dev)
 
 
 def bench_shape(comm, timer, shape: BlockShape, args, log) -> list[dict]:
@@ -419,6 +437,7 @@ def bench_shape(comm, timer, shape: BlockShape, args, log) -> list[dict]:
     gy = torch.randn(x.shape, generator=g, device=comm.device).to(dtype)
     steps = _steps(x, gy)
     _time_modules(comm, timer, shape, rows, steps, dtype, log)
+    _free(comm.device)  # the two blocks (and their gradients) are gone
     _time_compiled(comm, timer, shape, rows, steps, dtype, log)
     try:
         _time_ideal(comm, timer, shape, rows, dtype, log)
