@@ -249,9 +249,10 @@ def test_a_view_that_does_not_flatten_the_leading_dims_is_not_taken():
     assert "left alone" in report.lines()[0]
 
 
-def test_two_ops_claiming_one_collective_is_refused(monkeypatch):
+def test_patterns_the_pass_cannot_apply_are_refused(monkeypatch):
     """The patterns come from the registry; two ops with the same collective would make the
-    rewrite depend on registration order."""
+    rewrite depend on registration order, and an operand kind with no matcher would never
+    match: both are errors."""
     t = REGISTRY["ag_gemm"].torch
     clash = OpSpec(name="ag_gemm_clash", fn=None, shape=("m",), variants=(),
                    torch=TorchOp(schema=t.schema, check=t.check, impl=t.impl, cuda=t.cuda,
@@ -261,4 +262,12 @@ def test_two_ops_claiming_one_collective_is_refused(monkeypatch):
         gm = make_fx(lambda x, w: funcol.all_gather_single(x, 0, pg) @ w,
                      tracing_mode="fake")(torch.randn(3, 4), torch.randn(4, 5))
         with pytest.raises(sto.TorchOpError, match="'ag_gemm' and 'ag_gemm_clash' both claim"):
+            sto.fuse_collective_matmuls(gm.graph)
+        # an operand the pass has no matcher for is an error, not a pattern never matched
+        odd = FxPattern("all_to_all_single", "b")
+        monkeypatch.setitem(REGISTRY, "ag_gemm_clash", OpSpec(
+            name="ag_gemm_clash", fn=None, shape=("m",), variants=(),
+            torch=TorchOp(schema=t.schema, check=t.check, impl=t.impl, cuda=t.cuda,
+                          fake=t.fake, pattern=odd)))
+        with pytest.raises(sto.TorchOpError, match="FxPattern.operand 'b'"):
             sto.fuse_collective_matmuls(gm.graph)

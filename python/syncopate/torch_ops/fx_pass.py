@@ -68,6 +68,7 @@ from . import library  # noqa: F401  (registers torch.ops.syncopate.*)
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 
+
 @dataclass(frozen=True)
 class Rewrite:
     """One pattern the pass rewrote: the registered op it became, the nodes it replaced (the
@@ -130,7 +131,7 @@ def _patterns() -> dict:
     depend on registration order: refused."""
     out = {}
     for name, pat in _patterns_by_op().items():
-        if pat.operand not in ("a", "c"):
+        if pat.operand not in _MATCHERS:
             raise TorchOpError(f"op {name!r}: FxPattern.operand {pat.operand!r}; the pass "
                                f"rewrites 'a' (a gathered left operand) or 'c' (a scattered "
                                f"product)")
@@ -394,7 +395,7 @@ def fuse_collective_matmuls(graph: torch.fx.Graph) -> FusionReport:
     a gather)."""
     report = FusionReport()
     patterns = _patterns()
-    for operand in ("a", "c"):
+    for operand in _MATCHERS:  # gathers first
         for node in list(graph.nodes):
             hit = patterns.get(node.target) if node.op == "call_function" else None
             if hit is not None and hit[1].operand == operand:
