@@ -32,6 +32,11 @@ rows (dispatch + expert GEMMs + combine, fused and unfused; :mod:`.moe`). ``--ch
 them for correctness only, also in one-GPU loopback (``--loopback W``), which the timed
 benchmark refuses.
 
+``--model block`` instead times a whole transformer block (``syncopate.nn.TransformerBlock``
+at Llama-3 8B / 70B and a long-context shape, forward and forward + backward): fused, unfused,
+torch's async-TP on the same block written with DTensor, and ideal (:mod:`.block`). Under
+torchrun like the op rows; it runs at W = 1 (``--nproc-per-node 1``) too.
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -58,7 +63,7 @@ from .. import settings
 from ..cli import run_handler
 from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
 from ..ops import REGISTRY
-from . import calibrate, compile_time
+from . import block, calibrate, compile_time
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
 from .gemm_ar import bench_ar
@@ -69,7 +74,8 @@ from .timer import Timer
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
 __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
            "columns", "derive", "format_table", "git_commit", "init_distributed",
-           "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
+           "loopback_refusal", "main", "model_problem", "parse_args", "plot", "report_check_rows",
+           "rows_for",
            "row_fn", "start_row", "sweep_for", "write_results"]
 
 #: ``--ops`` values of the ops with tables of their own (ring attention, Ulysses, MoE)
@@ -117,9 +123,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "the slowest row so far (default 150, quick 60)")
     p.add_argument("--m", type=csv_ints, default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
+    p.add_argument("--model", choices=("block",), default=None,
+                   help="time a model component end to end instead of the op rows: block (a "
+                        "Llama-style transformer block, syncopate.nn.TransformerBlock, fused vs "
+                        "unfused vs torch's async-TP vs ideal, forward and forward + backward; "
+                        "writes bench_block.json)")
+    p.add_argument("--blocks", type=csv_names(block.NAMES), default=None,
+                   help=f"with --model block: the shapes (default all: {', '.join(block.NAMES)})")
     compile_time.add_arguments(p)
     calibrate.add_arguments(p)
     return p
+
+
+def model_problem(args) -> str | None:
+    """Why ``--model`` cannot go with the other options given, or None (one mode per run)."""
+    if args.blocks and args.model is None:
+        return "--blocks picks the shapes of --model block: add --model block"
+    if args.model is None:
+        return None
+    for flag, on in (("--check", args.check), ("--calibrate", args.calibrate),
+                     ("--compile", args.compile)):
+        if on:
+            return (f"--model {args.model} times the model; it does not combine with {flag} "
+                    f"(the block's correctness is the test suite: tests/test_torch_compile_block"
+                    f".py, tests/gpu)")
+    return None
 
 
 def parse_args(argv=None):
@@ -162,6 +190,10 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    why = model_problem(args)
+    if why is not None:
+        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
+        return 2
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
         command = " ".join([sys.executable, "-m", "syncopate.bench"]
                            + (argv if argv is not None else sys.argv[1:]))
@@ -171,8 +203,9 @@ def main(argv=None) -> int:
         return check_main(args)
     if args.loopback:  # asked for loopback without --check: the timings would be meaningless
         why = loopback_refusal(in_loopback=True)
-        print(f"python -m syncopate.bench: error: {why}; for correctness in loopback add --check",
-              file=sys.stderr)
+        hint = ("the block's forward and backward are checked in loopback by the test suite "
+                "(tests/gpu)" if args.model else "for correctness in loopback add --check")
+        print(f"python -m syncopate.bench: error: {why}; {hint}", file=sys.stderr)
         return 2
     command = " ".join([sys.executable, "-m", "syncopate.bench"]
                        + (argv if argv is not None else sys.argv[1:]))
@@ -202,6 +235,14 @@ def main(argv=None) -> int:
     if "nvshmem" in backends and args.symm != "nvshmem":
         log("nvshmem backend needs --symm nvshmem; dropping it")
         backends.remove("nvshmem")
+    if args.model == "block":
+        iters = args.iters or (5 if args.quick else 10)
+        # at least one warm-up: the compiled columns compile in their first call
+        block.run(comm, args, log, Timer(comm.device, iters, max(1, args.warmup)), command,
+                  start_row)
+        comm.close()
+        dist.destroy_process_group()
+        return 0
     iters = args.iters or (10 if args.quick else 20)
     timer = Timer(comm.device, iters, args.warmup)
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)

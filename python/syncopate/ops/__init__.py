@@ -23,7 +23,8 @@ from .moe_dispatch_gemm import (MoEDispatch, moe_dispatch_gemm, moe_dispatch_gem
                                 moe_dispatch_gemm_reference)
 from .moe_gemm_combine import (moe_gemm_combine, moe_gemm_combine_fused_kernel,
                                moe_gemm_combine_reference)
-from .ring_attention import ring_attention, ring_attention_fused_kernel, ring_attention_reference
+from .ring_attention import (ring_attention, ring_attention_backward, ring_attention_fused_kernel,
+                             ring_attention_reference)
 from .spec import REGISTRY, OpSpec, register  # noqa: F401  (the registry, for generic readers)
 from .ulysses import (ulysses_attention, ulysses_attention_reference, ulysses_buffers,
                       ulysses_fused_kernel)
@@ -40,6 +41,6 @@ __all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_referen
            "gemm_rs_fp8_fused_kernel", "gemm_rs_fp8_reference", "MoEDispatch",
            "moe_dispatch_gemm", "moe_dispatch_gemm_fused_kernel", "moe_dispatch_gemm_reference",
            "moe_gemm_combine", "moe_gemm_combine_fused_kernel", "moe_gemm_combine_reference",
-           "ring_attention",
+           "ring_attention", "ring_attention_backward",
            "ring_attention_fused_kernel", "ring_attention_reference", "ulysses_attention",
            "ulysses_attention_reference", "ulysses_buffers", "ulysses_fused_kernel"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..errors import LaunchError, TorchOpError
 from . import driver
-from .spec import Bench, GemmLaunch, OpSpec, TorchOp
+from .spec import Bench, FxPattern, GemmLaunch, OpSpec, TorchOp
 
 
 #: the benchmark's shapes, global ``(N, K)``: B per rank ``[K, N/W]``
@@ -221,6 +221,7 @@ SPEC = OpSpec(
     torch=TorchOp(schema="(Tensor a_shard, Tensor b, str group_name, bool return_a=False) -> "
                          "(Tensor, Tensor?)",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
-                  model=_torch_model, setup=_torch_setup, backward=_torch_backward))
+                  model=_torch_model, setup=_torch_setup, backward=_torch_backward,
+                  pattern=FxPattern("all_gather_into_tensor", "a", returns_gathered="return_a")))
 
 __all__ = ["SPEC", "ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_reference"]

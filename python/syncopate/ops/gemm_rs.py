@@ -31,7 +31,7 @@ import math
 from .. import backends, calibration
 from ..errors import LaunchError, TorchOpError
 from . import choice, driver
-from .spec import Bench, GemmLaunch, OpSpec, TorchOp
+from .spec import Bench, FxPattern, GemmLaunch, OpSpec, TorchOp
 
 
 #: default chunks per destination with ``reduce="epilogue"``. 2 x H200, runs 5-6 (sweep
@@ -293,7 +293,8 @@ SPEC = OpSpec(
         unavailable=epilogue_unavailable, variant=_variant),
     torch=TorchOp(schema="(Tensor a, Tensor b_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
-                  model=_torch_model, setup=_torch_setup, backward=_torch_backward))
+                  model=_torch_model, setup=_torch_setup, backward=_torch_backward,
+                  pattern=FxPattern("reduce_scatter_tensor", "c", reduce="sum")))
 
 __all__ = ["EPILOGUE_SPLIT", "SPEC", "default_plan", "epilogue_unavailable", "gemm_rs",
            "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference", "resolve_variant"]

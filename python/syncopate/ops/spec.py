@@ -19,7 +19,8 @@ from typing import Callable
 
 from ..errors import LaunchError
 
-__all__ = ["Bench", "Cand", "GemmLaunch", "OpSpec", "TorchOp", "REGISTRY", "register", "get"]
+__all__ = ["Bench", "Cand", "FxPattern", "GemmLaunch", "OpSpec", "TorchOp", "REGISTRY",
+           "register", "get"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,24 @@ class Bench:
 
 
 @dataclass(frozen=True)
+class FxPattern:
+    """The plain-PyTorch code that ``torch.compile``'s opt-in pass
+    (:mod:`syncopate.torch_ops.fx_pass`) rewrites into the op: one
+    ``torch.ops._c10d_functional.<collective>`` on dim 0 (and its ``wait_tensor``) with one
+    ``aten.mm``, the views between them flattening or restoring leading dims. ``operand``:
+    ``"a"`` -- the collective's result is the matmul's left operand (an all-gather; with
+    ``returns_gathered``, the keyword that makes the op also return that gathered operand, so
+    other readers of the gather share it); ``"c"`` -- the matmul's product is the collective's
+    input (a reduce-scatter with the ``reduce`` op). Why here: a new op that fuses a
+    collective with a GEMM names its pattern beside its schema and the pass picks it up."""
+
+    collective: str
+    operand: str
+    returns_gathered: str | None = None
+    reduce: str | None = None
+
+
+@dataclass(frozen=True)
 class TorchOp:
     """``torch.ops.syncopate.<name>(x, y, str group_name, *rest)``, registered from this by
     :mod:`syncopate.torch_ops.library` (which resolves ``group_name``). ``check(x, y, W,
@@ -103,16 +122,26 @@ class TorchOp:
     :mod:`syncopate.runtime.collectives`, so CPU tests run, differentiate and ``opcheck`` the
     op; ``cuda(x, y, comm, *rest)``: the op itself; ``fake(x, y, W, *rest)``: shapes only;
     ``setup``/``backward``: its autograd (``torch.library.register_autograd``); ``model(x, y,
-    group_name)``: ``syncopate.torch_ops.<name>``, the function model code calls."""
+    group_name)``: ``syncopate.torch_ops.<name>``, the function model code calls; ``pattern``:
+    what the compile pass rewrites into it (None: nothing).
+
+    ``tensors``: how many tensors precede ``group_name`` (``x, y`` above; attention's ``q, k,
+    v``: 3) -- every callable takes them in that place. ``companions``: further custom ops
+    registered with this one, ``(suffix, TorchOp)`` -> ``torch.ops.syncopate.<name>_<suffix>``
+    (no ``model``): e.g. a backward that must be one node of a traced graph, so that AOT
+    autograd can trace the op's ``backward`` (a Python function launching kernels cannot be)."""
 
     schema: str
     check: Callable
     impl: Callable
     cuda: Callable
     fake: Callable
-    model: Callable
+    model: Callable | None = None
     setup: Callable | None = None
     backward: Callable | None = None
+    tensors: int = 2
+    companions: tuple = ()
+    pattern: FxPattern | None = None
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,19 @@ from .groups import (TorchOpError, forget_communicator, group_name, register_com
 
 
 def _model(spec):
-    """``syncopate.torch_ops.<name>(x, y, group)``: the op's ``TorchOp.model`` on the group's
-    name (``group``: a group name, a torch process group, a Communicator or None -- the
-    default group)."""
+    """``syncopate.torch_ops.<name>(x, y, group, ...)``: the op's ``TorchOp.model`` on the
+    group's name (``group``, after the op's ``TorchOp.tensors`` tensors: a group name, a torch
+    process group, a Communicator or None -- the default group)."""
+    n = spec.torch.tensors
+
     @functools.wraps(spec.torch.model)
-    def fn(x, y, group):
-        return spec.torch.model(x, y, group_name(group))
+    def fn(*args, **kwargs):
+        if "group" in kwargs:
+            args = (*args, kwargs.pop("group"))
+        if len(args) <= n:
+            raise TorchOpError(f"syncopate.torch_ops.{spec.name} takes {n} tensors and then "
+                               f"the group (a group name, process group, Communicator or None)")
+        return spec.torch.model(*args[:n], group_name(args[n]), *args[n + 1:], **kwargs)
     fn.__name__ = fn.__qualname__ = spec.name
     fn.__module__ = __name__
     return fn

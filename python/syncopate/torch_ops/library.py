@@ -33,27 +33,27 @@ from .groups import TorchOpError
 REDUCE_SCATTER_SCHEMA = "(Tensor x, str group_name) -> Tensor"
 
 
-def _register(spec):
-    """``torch.ops.syncopate.<spec.name>`` from ``spec.torch``; the custom op."""
-    t = spec.torch
+def _register(name: str, t):
+    """``torch.ops.syncopate.<name>`` from the ``TorchOp`` ``t``; the custom op. Its first
+    ``t.tensors`` arguments are tensors, then ``group_name``, then the rest."""
+    n = t.tensors
 
-    def impl(x, y, group_name, *rest):
-        ref = groups.resolve(group_name)
-        t.check(x, y, ref.world_size, *rest)
-        return t.impl(x, y, ref.group, ref.world_size, *rest)
+    def impl(*args):
+        ref = groups.resolve(args[n])
+        t.check(*args[:n], ref.world_size, *args[n + 1:])
+        return t.impl(*args[:n], ref.group, ref.world_size, *args[n + 1:])
 
-    def cuda(x, y, group_name, *rest):
-        ref = groups.resolve(group_name)
-        t.check(x, y, ref.world_size, *rest)
-        return t.cuda(x, y, groups.communicator(ref, x.device), *rest)
+    def cuda(*args):
+        ref = groups.resolve(args[n])
+        t.check(*args[:n], ref.world_size, *args[n + 1:])
+        return t.cuda(*args[:n], groups.communicator(ref, args[0].device), *args[n + 1:])
 
-    def fake(x, y, group_name, *rest):
-        W = groups.world_size(group_name)
-        t.check(x, y, W, *rest)
-        return t.fake(x, y, W, *rest)
+    def fake(*args):
+        W = groups.world_size(args[n])
+        t.check(*args[:n], W, *args[n + 1:])
+        return t.fake(*args[:n], W, *args[n + 1:])
 
-    op = torch.library.custom_op(f"syncopate::{spec.name}", impl, mutates_args=(),
-                                 schema=t.schema)
+    op = torch.library.custom_op(f"syncopate::{name}", impl, mutates_args=(), schema=t.schema)
     op.register_kernel("cuda")(cuda)
     op.register_fake(fake)
     if t.backward is not None:
@@ -61,8 +61,21 @@ def _register(spec):
     return op
 
 
-#: name -> the custom op of every registered op with a torch schema
-OPS = {name: _register(spec) for name, spec in REGISTRY.items() if spec.torch is not None}
+def _register_all() -> dict:
+    """Every registered op with a torch schema, and its companions
+    (``<name>_<suffix>``, e.g. a backward)."""
+    ops = {}
+    for name, spec in REGISTRY.items():
+        if spec.torch is None:
+            continue
+        ops[name] = _register(name, spec.torch)
+        for suffix, t in spec.torch.companions:
+            ops[f"{name}_{suffix}"] = _register(f"{name}_{suffix}", t)
+    return ops
+
+
+#: name -> the custom op of every registered op with a torch schema (and its companions)
+OPS = _register_all()
 
 
 def check_reduce_scatter(x, W: int) -> None:
