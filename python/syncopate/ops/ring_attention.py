@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 
+from .. import backends
 from ..errors import LaunchError, TorchOpError
 from ..runtime import collectives
 from ..schedule.attention_cost import attention_time, choose_ring_plan
@@ -190,9 +191,9 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
             out[1].copy_(lse)
             return out
         return o, lse
-    if backend == "ce":
-        raise LaunchError("ring attention needs comm programs in the kernel (backend 'sm' or "
-                          "'nvshmem'): its waits are inside the KV loop of every program, and "
+    if not backends.get(backend or "sm", LaunchError).has_comm_programs:
+        raise LaunchError(f"ring attention needs comm programs in the kernel (not backend "
+                          f"{backend!r}): its waits are inside the KV loop of every program, and "
                           "the copy engine's side stream cannot be ordered with them")
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W, me = comm.world_size, comm.rank
@@ -243,9 +244,9 @@ def ring_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = False, 
                                                      sm_scale=sm_scale, dlse=dlse,
                                                      config=config)
     backend = backend or "sm"
-    if backend == "ce":
-        raise LaunchError("the ring attention backward needs comm programs in the kernel "
-                          "(backend 'sm' or 'nvshmem'): its waits are inside the programs of "
+    if not backends.get(backend, LaunchError).has_comm_programs:
+        raise LaunchError(f"the ring attention backward needs comm programs in the kernel (not "
+                          f"backend {backend!r}): its waits are inside the programs of "
                           "the dK/dV kernel, which the copy engine's side stream cannot order")
     plan = choose_ring_plan(B, Hq, Hkv, Sl * W, D, W, causal, q.element_size(), comm_programs)
     cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
