@@ -170,3 +170,21 @@ def test_errors_say_what_to_change():
     msgs = _ranks(_errors_rank, 2)[0]
     assert "must be 4-D" in msgs[0] and "multiple of KV heads" in msgs[1]
     assert "shard length" in msgs[2] and "is odd" in msgs[3] and "one floating dtype" in msgs[4]
+
+
+def test_cuda_implementations_hand_the_op_its_arguments(monkeypatch):
+    """The CUDA kernels registered for the two custom ops call ``ring_attention`` and
+    ``ring_attention_backward`` with the arguments in their places (the schema's order is not
+    the functions' own)."""
+    import importlib
+    ra = importlib.import_module("syncopate.ops.ring_attention")
+    seen = []
+    monkeypatch.setattr(ra, "ring_attention", lambda *a, **kw: seen.append((a, kw)))
+    monkeypatch.setattr(ra, "ring_attention_backward", lambda *a, **kw: seen.append((a, kw)))
+    q, k, v, o, lse, do, dlse, comm = (object() for _ in range(8))
+    ra.TORCH.cuda(q, k, v, comm, True, 0.5)
+    (suffix, bwd_op), = ra.TORCH.companions
+    bwd_op.cuda(q, k, v, comm, o, lse, do, True, 0.5, dlse)
+    assert suffix == "backward"
+    assert seen == [((q, k, v, comm), dict(causal=True, sm_scale=0.5)),
+                    ((q, k, v, o, lse, do, comm), dict(causal=True, sm_scale=0.5, dlse=dlse))]

@@ -257,3 +257,26 @@ def test_typed_errors_say_what_to_change():
     assert "choose 'tp'" in msgs[0] and "must divide by 2" in msgs[1]
     assert "syncopate.nn.MoE" in msgs[2] and "multiple of n_kv_heads" in msgs[3]
     assert "[S/W, B, dim=64]" in msgs[4] and "add up to out_features" in msgs[5]
+
+
+def _compiled_rank(rank, W, layout, state, x):
+    blk = _block(layout, None)
+    ref = _reference(None)
+    ref.load_state_dict(state)
+    blk.load_from(ref)
+    xs = blk.shard_sequence(x).requires_grad_()
+    y = blk(xs)
+    y.square().sum().backward()
+    dx, xs.grad = xs.grad.clone(), None
+    yc = torch.compile(blk, fullgraph=True, backend="aot_eager")(xs)
+    yc.square().sum().backward()
+    return torch.equal(yc, y) and torch.equal(xs.grad, dx)
+
+
+@pytest.mark.parametrize("layout", ["tp", "cp"])
+def test_block_compiles_as_one_graph(layout):
+    """torch.compile(fullgraph=True) (AOT autograd, eager kernels) traces the whole block --
+    its ops as single nodes, forward and backward -- and gives the eager block's bits."""
+    ref = _reference(6)
+    x, _ = _data(6)
+    assert _ranks(_compiled_rank, 2, layout, ref.state_dict(), x) == [True, True]

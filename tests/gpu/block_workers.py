@@ -239,9 +239,15 @@ def _train(rank, W, layout, comm, dev, lines):
     return problems
 
 
+#: the MoE block against the fp32 unsharded one: looser than TOL -- the sharded router sees the
+#: bf16 hidden state, so a token whose top-k scores nearly tie may pick another expert there
+MOE_TOL = 6e-2
+
+
 def moe_checks(rank, W):
-    """The mixture-of-experts block (inference) on the fused dispatch/combine against the fp32
-    unsharded block."""
+    """The mixture-of-experts block (inference) on the fused dispatch/combine against the same
+    block on the ops' unfused paths (same bf16 routing: 1e-2) and against the fp32 unsharded
+    block (``MOE_TOL``)."""
     import torch
 
     import syncopate.nn as snn
@@ -255,15 +261,21 @@ def moe_checks(rank, W):
     bf = torch.bfloat16
     ref = _bf16_rounded(snn.ReferenceBlock(**cfg, moe=moe, seed=9, device=dev))
     x = _rand((SEQ, BATCH, cfg["dim"]), 10, dev).to(bf).float()
+    ys = {}
     with torch.no_grad():
         yr = ref(x)
-        for fused in (False, None):
+        for fused in (False, None):  # the unfused paths first: they load the local kernels
             blk = snn.TransformerBlock(**cfg, comm=comm, layout="tp", fused=fused, dtype=bf,
                                        device=dev, moe=moe).load_from(ref)
-            y = blk(blk.shard_sequence(x).to(bf))
+            ys[fused] = y = blk(blk.shard_sequence(x).to(bf))
             err = _rel(y, yr[blk.positions(SEQ, dev)])
             dropped = int(blk.moe_dropped.sum())
-            lines.append(f"moe W={W} fused={fused}: relative error {err:.2e}, dropped {dropped}")
-            if not err <= TOL or dropped:
+            lines.append(f"moe W={W} fused={fused}: relative error {err:.2e} against fp32, "
+                         f"dropped {dropped}")
+            if not err <= MOE_TOL or dropped:
                 problems.append(f"moe W={W} fused={fused}: error {err:.3g}, dropped {dropped}")
+    err = _rel(ys[None], ys[False])
+    lines.append(f"moe W={W}: |fused - unfused| / |unfused| = {err:.2e}")
+    if not err <= 1e-2:
+        problems.append(f"moe W={W}: the fused MoE block differs from the unfused by {err:.3g}")
     return {"problems": problems, "lines": lines}

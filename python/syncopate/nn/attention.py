@@ -81,12 +81,16 @@ class ContextParallelAttention(torch.nn.Module):
         order = torch.argsort(stored)
         kg, vg = kg.index_select(2, order), vg.index_select(2, order)
         seg = Sl // 2
+        # the lower-right mask calls the flash / efficient kernels directly, which do not all
+        # take fewer KV heads: the KV heads are expanded here
+        G = q.shape[1] // k.shape[1]
+        if G > 1:
+            kg, vg = kg.repeat_interleave(G, 1), vg.repeat_interleave(G, 1)
         outs = []
         for i, s in enumerate((par.rank, 2 * W - 1 - par.rank)):
             end = (s + 1) * seg
             outs.append(sdpa(q[:, :, i * seg:(i + 1) * seg], kg[:, :, :end], vg[:, :, :end],
-                             attn_mask=causal_lower_right(seg, end), scale=self.sm_scale,
-                             enable_gqa=True))
+                             attn_mask=causal_lower_right(seg, end), scale=self.sm_scale))
         return torch.cat(outs, 2)
 
     def extra_repr(self) -> str:

@@ -375,10 +375,9 @@ class ReferenceBlock(torch.nn.Module):
         wts, ids = probs.topk(self.moe.top_k, -1)
         wts = (wts / wts.sum(-1, keepdim=True)).to(t.dtype)
         out = torch.zeros_like(t)
-        for j in range(self.moe.top_k):
-            e = ids[:, j]
-            y = swiglu(torch.bmm(t[:, None], self.w1[e]), torch.bmm(t[:, None], self.w3[e]))
-            out = out + wts[:, j, None] * torch.bmm(y, self.w2[e])[:, 0]
+        for e in range(self.moe.num_experts):  # every expert on every token, weighted by its
+            w_e = (wts * (ids == e)).sum(-1)    # routing weight (0 where not chosen)
+            out = out + w_e[:, None] * (swiglu(t @ self.w1[e], t @ self.w3[e]) @ self.w2[e])
         return x + out.view_as(x)
 
 
