@@ -340,11 +340,14 @@ def ulysses_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = Fals
     the two collectives around the unmodified kernels are the sound path (DeepSpeed-Ulysses'
     own backward is the same).
 
-    Why Q, K, V are moved again rather than kept from the forward: the head-sharded copies
-    live in the fused kernel's symmetric buffers, which the next layer's call rewrites; keeping
-    them would mean a copy per layer of the same size as the shards this op already saves. O
-    (rather than ``delta = rowsum(dO * O)``) rides along so the five tensors share one dtype
-    and one collective and the local backward computes ``delta`` itself.
+    Why Q, K, V are moved again rather than kept from the forward: the memory is the same
+    either way (head-sharded, they are a shard's size, and kept they would replace the saved
+    shards), but keeping them would need the op to return them (five outputs) and, on the
+    fused path, copy them out of the symmetric buffers that the next layer's call rewrites;
+    moving them again costs this all-to-all Q, K, V and O besides dO. The simpler op (ring
+    attention's schema) was chosen; keeping them is an optimisation to measure. O rides along
+    (rather than ``delta = rowsum(dO * O)``) so that the five tensors share one dtype and one
+    collective and the local backward computes ``delta`` itself.
     ``config``: the backward kernels' (default above)."""
     from ..kernels.attention_bwd import default_backward_config
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
