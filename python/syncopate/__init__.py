@@ -12,8 +12,7 @@ The public surface:
 from .errors import (CommTimeout, CompileError, EmulationError, LaunchError, ScheduleError, SyncopateError,
                      TimeoutRecord, UnknownOpError)
 from . import settings
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "CommTimeout", "CompileError", "EmulationError", "LaunchError", "ScheduleError", "SyncopateError",

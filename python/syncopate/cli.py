@@ -23,6 +23,7 @@ from typing import Sequence
 
 from . import settings
 from .errors import SyncopateError, UsageError
+from .version import __version__
 
 #: Modules whose ``register_commands(subparsers)`` adds top-level commands, in help order.
 COMMAND_MODULES: list[str] = [
@@ -35,7 +36,6 @@ COMMAND_MODULES: list[str] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
     parser = argparse.ArgumentParser(
         prog="syncopate",
         description="Syncopate: fuse single-GPU Triton kernels with chunked communication.",
