@@ -16,7 +16,7 @@ destination.  Which rank *runs* it also depends on the backend (its spec's
 
 Each executing rank runs its chunks in ``(step, id)`` order: that is the program order the
 verifier proves deadlock-free (:func:`program_order`), the order ``partition-sms`` emits the
-transfers in, and the order of the ``ce`` side stream (``runtime/plan.py``).
+transfers in, and the order of the ``ce`` side stream (``schedule/ce_plan.py``).
 """
 
 from __future__ import annotations
