@@ -27,9 +27,9 @@ from .version import __version__
 
 #: Modules whose ``register_commands(subparsers)`` adds top-level commands, in help order.
 COMMAND_MODULES: list[str] = [
-    "syncopate.schedule.cli",
+    "syncopate.schedule_cli",
     "syncopate.compile_cli",
-    "syncopate.emulate.cli",
+    "syncopate.emulate_cli",
     "syncopate.trace_cli",
     "syncopate.explain_cli",
 ]
