@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import re
+from .compile_checks import is_signature_type, triton_scalar_types
+from .errors import UsageError
 
 SHAPE_FORMS = "sizes separated by commas or by 'x' (8192,4096 or 8192x4096)"
 
@@ -36,7 +38,6 @@ def shape(text: str) -> tuple[int, ...]:
 
 def shape_of_rank(text: str, rank: int, what: str) -> tuple[int, ...]:
     """A shape with exactly ``rank`` sizes (``M,N,K`` of a GEMM), else a :class:`UsageError`."""
-    from .errors import UsageError
     try:
         dims = shape(text)
     except argparse.ArgumentTypeError as e:
@@ -136,8 +137,6 @@ def signature(text: str) -> dict[str, str]:
     Types are Triton's signature strings: ``*DTYPE`` for a pointer, a scalar type (``i32``,
     ``fp32``), or ``constexpr``; an unknown type is refused here, not deep inside Triton
     (where it surfaces as ``KeyError: 'int'``)."""
-    from .compile_checks import is_signature_type, triton_scalar_types
-    from .errors import UsageError
     out: dict[str, str] = {}
     for item in (s.strip() for s in text.split(",")):
         name, eq, ty = item.partition("=")
@@ -161,7 +160,6 @@ def constexpr(text: str) -> tuple[str, object]:
 
     Unquoted text is refused here: passed on as a string it reaches Triton as, say, a block
     size, and surfaces as an internal ``AttributeError`` deep in the frontend."""
-    from .errors import UsageError
     name, eq, value = text.partition("=")
     name = name.strip()
     if not eq or not _IDENT.match(name) or not value.strip():
@@ -192,7 +190,6 @@ def _value(text: str):
 def operand(text: str):
     """``a_ptr`` (the kernel parameter holding the schedule's only tensor) or
     ``a_ptr:A,b_ptr:B`` (parameter -> schedule tensor, for a schedule of several tensors)."""
-    from .errors import UsageError
     if ":" not in text:
         if not _IDENT.match(text.strip()):
             raise UsageError(f"--operand {text!r}: name a kernel parameter (a_ptr) or map "
