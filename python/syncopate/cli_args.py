@@ -47,26 +47,29 @@ def shape_of_rank(text: str, rank: int, what: str) -> tuple[int, ...]:
     return dims
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (a count: ranks, chunks, programs, launches)."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return v
+def _number(cast, ok, what: str, name: str, doc: str):
+    """An argparse type: ``cast(text)`` when ``ok`` of it, else the message ``must be what``."""
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            v = None
+        if v is None or not ok(v):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+        return v
+    parse.__name__, parse.__doc__ = name, doc
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0 (a seed, a count that may be zero)."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return v
+positive_int = _number(int, lambda v: v >= 1, "a positive integer", "positive_int",
+                       "An integer >= 1 (a count: ranks, chunks, programs, launches).")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0", "nonnegative_int",
+                          "An integer >= 0 (a seed, a count that may be zero).")
+nonnegative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0",
+                            "nonnegative_float", 'A finite number >= 0 (a budget where 0 means '
+                            '"none of the optional work").')
+positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive number",
+                         "positive_float", "A number > 0 (seconds, a budget).")
 
 
 def csv_ints(text: str) -> str:
@@ -95,28 +98,6 @@ def csv_names(known: tuple[str, ...]):
         return ",".join(names)
     parse.__name__ = "list"
     return parse
-
-
-def nonnegative_float(text: str) -> float:
-    """A finite number >= 0 (a budget where 0 means "none of the optional work")."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
-    return v
-
-
-def positive_float(text: str) -> float:
-    """A number > 0 (seconds, a budget)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = 0.0
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return v
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
