@@ -11,6 +11,9 @@
   only the modules a layer names).
 * ``syncopate_mlir/passes`` is a link to ``passes/``, so that import-linter, which reads a
   package from its folder, sees the passes inside the IR layer.
+* Every package folder is listed in pyproject (a wheel has only those).
+
+Import circles (every import counted) are import-linter's second contract.
 """
 
 from __future__ import annotations
@@ -147,3 +150,17 @@ def test_every_module_sits_in_a_layer():
 def test_the_passes_are_linked_into_the_ir_package():
     link = REPO / "syncopate_mlir" / "passes"
     assert link.is_symlink() and link.resolve() == (REPO / "passes").resolve()
+
+
+def test_every_package_is_installed():
+    """A package folder missing from pyproject.toml's ``packages`` works in an editable install
+    and is missing from a wheel: every folder with an ``__init__.py`` must be listed."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    roots = {"python": "", "syncopate_mlir": "syncopate_mlir", "passes": "syncopate_mlir.passes"}
+    packages = set()
+    for top, prefix in roots.items():
+        for init in (REPO / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / top).parts
+            packages.add(".".join(p for p in (prefix, *rel) if p))
+    assert packages <= listed, sorted(packages - listed)
