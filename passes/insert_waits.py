@@ -30,7 +30,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, RewritePattern
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.syncopate import WaitRegionOp, record
+from syncopate_mlir.dialects.syncopate import WaitRegionOp, record, state_of
 
 from .abi_info import abi_args
 from .access import Access, analyze_module
@@ -131,7 +131,9 @@ class InsertWaits(ModulePass):
             for guarded in [a.op for a in group] if anchor.name == "scf.while" else [anchor]:
                 guard(guarded, wait.token)
             waits += 1
-        record(op, requirements=requirements, waits=waits)
+        # check-accesses may have required exact values already (a produced tensor's store
+        # mask that must reach the end of its dim): keep them
+        record(op, requirements={**state_of(op).requirements, **requirements}, waits=waits)
 
 
 @dataclass

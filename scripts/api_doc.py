@@ -49,6 +49,11 @@ def _ops() -> list[str]:
     return [f"syncopate.ops.{n}" for n in main + [n for n in ops.__all__ if n not in main]]
 
 
+def _nn() -> list[str]:
+    import syncopate.nn as nn
+    return [f"syncopate.nn.{n}" for n in nn.__all__]
+
+
 def _templates() -> list[str]:
     from syncopate.schedule import PLANS, TEMPLATES
     return [f"syncopate.schedule.{f.__name__}" for f in (*TEMPLATES.values(), *PLANS.values())]
@@ -74,6 +79,9 @@ SECTIONS = [
          "syncopate.schedule.dumps", "syncopate.schedule.as_schedule",
          "syncopate.schedule.verify", "syncopate.schedule.estimate",
          "syncopate.schedule.best_split"]),
+    ("Model modules", "Tensor-, sequence- and context-parallel `torch.nn.Module`s over the "
+     "registered ops (`syncopate.nn`, docs/model.md).",
+     _nn),
     ("Communicator", "Process group, symmetric memory and the watchdog of one rank "
      "(`syncopate.runtime.Communicator`); the fused kernels and ops take one.",
      ["syncopate.runtime.communicator.Communicator"]),

@@ -15,12 +15,21 @@
 # Before the run, on the development machine: ../shared/tools/gpu-wheels (fills .whl/) and
 # `git rev-parse HEAD > .syncopate-commit`; carry .whl and .syncopate-commit.
 # Knobs: GPU_ATTN_TOTAL_S, GPU_ATTN_TESTS_S (tests' limit, default 200), GPU_ATTN_SKIP_TESTS=1,
-# GPU_ATTN_SKIP_BENCH=1, GPU_ATTN_BENCH_ARGS (default --sweep), GPU_ATTN_RING_WS, GPU_ATTN_RING_K.
+# GPU_ATTN_SKIP_BENCH=1, GPU_ATTN_BENCH_ARGS (default --sweep), GPU_ATTN_RING_WS, GPU_ATTN_RING_K,
+# GPU_ATTN_TESTS_ONLY=1: the verification run -- the GPU tests alone (no benchmark, no ring),
+# with the whole budget (default 240 s) as their limit; about 3 minutes with the machine's start.
+# GPU_ATTN_TESTS_K: a pytest -k expression for the tests (e.g. "fast" for the fast kernels only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=gpu_attention.log
 . scripts/gpu_lib.sh
-TOTAL=${GPU_ATTN_TOTAL_S:-470}
+if [ "${GPU_ATTN_TESTS_ONLY:-0}" = "1" ]; then
+  GPU_ATTN_SKIP_BENCH=1 GPU_ATTN_SKIP_TESTS=0 GPU_ATTN_RING_WS=
+  TOTAL=${GPU_ATTN_TOTAL_S:-240}
+  GPU_ATTN_TESTS_S=${GPU_ATTN_TESTS_S:-$(( TOTAL - 20 ))}
+else
+  TOTAL=${GPU_ATTN_TOTAL_S:-470}
+fi
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 
 step env 60 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', \
@@ -36,8 +45,8 @@ if [ "${GPU_ATTN_SKIP_TESTS:-0}" != "1" ]; then
     "tests/gpu/test_local_attention.py" | tee -a "$OUT/$LOG"
   TESTS_T0=$(date +%s)
   timeout --kill-after=10 "$TESTS_S" python3 -m pytest -q -p no:cacheprovider \
-    tests/gpu/test_attention_gpu.py tests/gpu/test_local_attention.py -rs --durations=5 \
-    > "$OUT/tests.log" 2>&1 &
+    tests/gpu/test_attention_gpu.py tests/gpu/test_local_attention.py -rfEs --durations=5 \
+    ${GPU_ATTN_TESTS_K:+-k "$GPU_ATTN_TESTS_K"} > "$OUT/tests.log" 2>&1 &
   TESTS_PID=$!
 fi
 

@@ -45,7 +45,7 @@ def _tma_gemm(M: int, N: int, K: int):
     import torch
 
     from syncopate.kernels import ensure_tma_allocator
-    from syncopate.ops._gemm import gemm_call
+    from syncopate.ops.driver import gemm_call
     dev = torch.device("cuda", torch.cuda.current_device())
     a = torch.randn(M, K, device=dev).to(torch.bfloat16)
     b = torch.randn(K, N, device=dev).to(torch.bfloat16)

@@ -32,7 +32,7 @@ def main(argv) -> int:
     import torch.distributed as dist
 
     from syncopate.ops import gemm_rs
-    from syncopate.ops._gemm import gemm_call, resolve_config, run_local
+    from syncopate.ops.driver import gemm_call, resolve_config, run_local
     from syncopate.ops.gemm_rs import resolve_variant
     from syncopate.runtime import Communicator
 

@@ -184,6 +184,39 @@ def test_fast_kernel_is_warp_specialised_on_sm90(head_dim, causal, segments):
     assert ptxas_spills(ptx) == 0
 
 
+def _partitions(ttgir: str) -> dict:
+    """``{"partition1": body, ...}``: the consumer regions of the warp-specialised kernel."""
+    out = {}
+    for m in re.finditer(r"^\s*(partition\d+)\(", ttgir, re.M):
+        body = ttgir[m.end():]
+        out[m.group(1)] = body[:body.index("ttg.warp_return")]
+    return out
+
+
+@pytest.mark.parametrize("head_dim,causal,segments", [(128, False, 0), (128, True, 0),
+                                                      (64, False, 0), (128, True, 8)])
+def test_warp_specialised_lse_rows_are_not_shifted_twice(head_dim, causal, segments):
+    """The first H100 run: the second consumer's LSE went to rows ``m0 + BLOCK_M + i``.
+    Triton 3.6's data partitioning gives consumer ``k`` the O store at ``m0 + k BLOCK_M/2``
+    by mapping the value ``m0`` to that sum for every op it clones into the consumer, and
+    also shifts ``arange`` to start at ``k BLOCK_M/2``; an LSE address ``m0 + arange`` got
+    both.  The shifted coordinate must feed the O store and nothing else."""
+    _, k = _compile_fast(head_dim, causal, segments)
+    parts = _partitions(k.asm["ttgir"])
+    shifted = 0
+    for name, body in parts.items():
+        coord = re.search(r"async_tma_copy_local_to_global %[\w.]+\[(%[\w.]+),", body)
+        assert coord, f"{name}: no O store"
+        c = coord.group(1)
+        if not re.search(rf"{re.escape(c)} = arith\.addi %m0, %c64", body):
+            continue  # the first consumer stores at m0 itself
+        shifted += 1
+        uses = re.findall(rf"{re.escape(c)}\b(?! =)", body)
+        assert len(uses) == 1, (f"{name}: the O store's coordinate {c} also feeds "
+                                f"{len(uses) - 1} other ops")
+    assert shifted == 1, f"expected one consumer storing at m0 + 64, found {shifted}"
+
+
 def test_fast_two_loop_form_compiles_without_spills():
     config, k = _compile_fast(128, True, 0, ws=False)
     assert not config.WARP_SPECIALIZE and k.metadata.num_warps == 8

@@ -20,6 +20,7 @@ from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import attention_config as ac  # noqa: E402
 from syncopate.kernels.attention import attention, choose_kernel, fast_path_reason  # noqa: E402
 from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
+from syncopate.kernels.attention_zigzag import attention_zigzag  # noqa: E402
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_lookup_takes_the_nearest_sequence_of_its_class(fresh, monkeypatch):
 
 def test_user_cache_comes_before_the_shipped_table(fresh):
     shipped = ac.lookup("fwd", "bf16", 128, True, 8192, "h100")
-    mine = shipped.replace(num_stages=shipped.num_stages + 1)
+    mine = shipped.replace(BLOCK_N=shipped.BLOCK_N // 2)
     ac.write_table(ac.cache_path("h100"), [dict(_entry(causal=True), config=mine)],
                    gpu="h100", source="t")
     assert ac.lookup("fwd", "bf16", 128, True, 8192, "h100") == mine
@@ -143,6 +144,37 @@ def test_backward_configs_are_checked():
     q, k, v = _qkv()
     o, do, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(1, 4, 64)
     with pytest.raises(LaunchError, match="not warp specialised"):
-        attention_backward(q, k, v, o, lse, do, config=dict(WARP_SPECIALIZE=True))
+        attention_backward(q, k, v, o, lse, do, config=dict(WARP_SPECIALIZE=True),
+                           fusable=False)
     with pytest.raises(LaunchError, match="dq_config is for the fast kernels"):
         attention_backward(q, k, v, o, lse, do, fusable=True, dq_config=dict(BLOCK_M=32))
+
+
+def test_the_defaults_are_the_fusable_kernels():
+    """The fast kernels are opt-in (``fusable=False``) until they pass tests/gpu on a GPU: the
+    first GPU run found the warp-specialised forward's log-sum-exp half unwritten.  A
+    warp-specialised config shows which kernel a default launch chose: the fusable kernels
+    refuse it (before any launch), the fast path would take it."""
+    q, k, v = _qkv()
+    ws = dict(WARP_SPECIALIZE=True)
+    with pytest.raises(LaunchError, match="cannot be warp specialised"):
+        attention(q, k, v, config=ws)
+    with pytest.raises(LaunchError, match="cannot be warp specialised"):
+        attention_zigzag(q, k, v, 2, config=ws)
+    o, do, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(1, 4, 64)
+    with pytest.raises(LaunchError, match="cannot be warp specialised"):
+        attention_backward(q, k, v, o, lse, do, config=ws)
+
+
+@pytest.mark.parametrize("stages", [1, 3, 4])
+def test_warp_specialised_forward_takes_only_the_stage_count_measured_correct(stages):
+    """On an H100 (Triton 3.6) the warp-specialised forward with 3 stages gave NaN from the
+    third KV block on; only ``WS_STAGES`` (2) was measured right, so any other depth is
+    refused -- explicitly given, from a table, or from the heuristic."""
+    ws = ac.AttentionConfig(128, 64, 4, stages, True)
+    with pytest.raises(LaunchError, match="only correct with num_stages=2"):
+        ws.check(128)
+    ac.AttentionConfig(128, 64, 4, ac.WS_STAGES, True).check(128)
+    for D in ac.SUPPORTED_HEAD_DIMS:
+        for causal in (False, True):
+            ac.fast_default_config(D, causal).check(D)

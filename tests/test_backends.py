@@ -239,7 +239,6 @@ _LEFT_TO_THE_OPS = {
     "python/syncopate/ops/gemm_ar_plan.py": 1,
     "python/syncopate/ops/moe_dispatch_gemm.py": 1,
     "python/syncopate/ops/moe_gemm_combine.py": 1,
-    "python/syncopate/ops/ring_attention.py": 1,
     "python/syncopate/ops/ulysses.py": 1,
     "python/syncopate/bench/fused.py": 3,
     "python/syncopate/bench/compile_time.py": 1,

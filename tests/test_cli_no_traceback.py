@@ -176,6 +176,7 @@ BAD_TEXT = {
     "out": ["{f}/plain.txt/sub"],
     "tensor": ["", "no such tensor"],
     "dtype": ["fp33"],
+    "op": ["no_such_op", "", "ulysses_attention "],  # explain: a registered op, checked there
     "gpu": ["../h200", "H 200"],
     "table": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],
     "install_tuned": ["{f}/missing.json", "{f}/bad.json", "{f}/list.json", "{f}/folder"],

@@ -1,13 +1,17 @@
 """The context-parallel attention backward, fused by the compiler from the unmodified local
-backward kernels (issue 30), in the CPU emulator.
+backward kernels (issue 30), in the CPU emulator -- built with the op's own pieces
+(:mod:`syncopate.ops.ring_attention_bwd`: the kernels' argument lists ``bwd_args``, the
+compiled-in ``CONSTANT_ARGS``, the schedule ``backward_schedule``, the operand map), so what is
+emulated is what ``syncopate.ops.ring_attention_backward`` launches.
 
-* dQ: :func:`~syncopate.kernels.attention_bwd.attn_bwd_dq_kernel` over the rank's query shard
-  with K/V all-gathered inside its KV loop -- the forward's plan (:func:`kv_all_gather`,
-  inner-loop remap under ``reorder_reductions``);
-* dK/dV: :func:`~syncopate.kernels.attention_bwd.attn_bwd_dkdv_kernel`, one program per KV block
-  of the gathered sequence (its K/V waited for), each rank's partial dK/dV of every block
-  reduce-scattered to the block's owner (:func:`kv_backward`: fp32 partials, the reduce after
-  the gathers).
+* dK/dV (the op's fused kernel): :func:`~syncopate.kernels.attention_bwd.attn_bwd_dkdv_kernel`,
+  one program per KV block of the gathered sequence (its K/V waited for), each rank's partial
+  dK/dV of every block reduce-scattered to the block's owner (``kv_backward``: fp32 partials,
+  the reduce after the gathers). After the launch every rank's K/V buffers hold the whole
+  sequence: the op's dQ kernel reads them there, locally.
+* dQ: :func:`~syncopate.kernels.attention_bwd.attn_bwd_dq_kernel` fused with the forward's
+  plan (``kv_all_gather``, inner-loop remap under ``reorder_reductions``) -- the alternative
+  the op does not take (it would move K/V a second time), kept to show the kernel fuses.
 
 K/V are gathered again in the backward rather than kept from the forward: keeping them would
 hold the whole sequence's K/V per layer until the backward (W times the activation memory of a
@@ -31,19 +35,13 @@ torch = pytest.importorskip("torch")
 
 from syncopate.emulate import PerRank, emulate  # noqa: E402
 from syncopate.kernels import AttentionConfig  # noqa: E402
-from syncopate.kernels.attention import LOG2E  # noqa: E402
-from syncopate.kernels.attention_bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel  # noqa: E402
 from syncopate.kernels.attention_zigzag import zigzag_shard  # noqa: E402
+from syncopate.ops import ring_attention_bwd as bwd  # noqa: E402
 from syncopate.runtime.specialize import param_names, specialize  # noqa: E402
-from syncopate.schedule.kv_gather import kv_all_gather, kv_backward  # noqa: E402
+from syncopate.schedule.kv_gather import kv_all_gather  # noqa: E402
 
 CFG = AttentionConfig(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2)
 POLICIES = ("in-order", "reverse", "random:3")
-#: compiled in, as ring attention's forward does: the boxes of K/V (and dK/dV) need the strides,
-#: the remap needs the KV loop's trip count
-CONSTANT = ("stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh", "stride_vn",
-            "stride_dkb", "stride_dkh", "stride_dkn", "stride_dvb", "stride_dvh", "stride_dvn",
-            "SEQ_KV", "SEG_LEN")
 #: |grad - autograd(fp32)| / max|autograd| per gradient: bf16 inputs, P and dS rounded to bf16
 TOL = 3e-2
 
@@ -81,57 +79,43 @@ def _kv_buffer(P, name, W, B, H, Sl, D):
         .contiguous()
 
 
-def _run(kernel, W, causal, B, Hq, Hkv, Sl, D, P, launches, grads: bool, policies=POLICIES):
+def _run(which, W, causal, B, Hq, Hkv, Sl, D, P, launches, policies=POLICIES):
     S = Sl * W
     kbuf = _kv_buffer(P, "k", W, B, Hkv, Sl, D)
     vbuf = _kv_buffer(P, "v", W, B, Hkv, Sl, D)
-    k4, v4 = kbuf.view(B, Hkv, S, D), vbuf.view(B, Hkv, S, D)
     per_rank = []
     for r in range(W):
         q, do = (P["shard"](P[n], r).contiguous() for n in ("q", "do"))
         lse, delta = (P["shard"](P[n], r).contiguous() for n in ("lse", "delta"))
-        if grads:
-            dk = torch.full((B * Hkv, S, D), float("nan"))
-            dv = torch.full((B * Hkv, S, D), float("nan"))
-            d4k, d4v = dk.view(B, Hkv, S, D), dv.view(B, Hkv, S, D)
-            outs = [dk, dv]
-            out_strides = [d4k.stride(0), d4k.stride(1), d4k.stride(2),
-                           d4v.stride(0), d4v.stride(1), d4v.stride(2)]
+        if which == "dkdv":
+            outs = (torch.full((B * Hkv, S, D), float("nan")),
+                    torch.full((B * Hkv, S, D), float("nan")))
         else:
-            dq = torch.full((B, Hq, Sl, D), float("nan"), dtype=torch.bfloat16)
-            outs = [dq]
-            out_strides = [dq.stride(0), dq.stride(1), dq.stride(2)]
-        args = [q, kbuf, vbuf, do, lse, delta, *outs, (1 / math.sqrt(D)) * LOG2E,
-                1 / math.sqrt(D), q.stride(0), q.stride(1), q.stride(2),
-                k4.stride(0), k4.stride(1), k4.stride(2), v4.stride(0), v4.stride(1),
-                v4.stride(2), do.stride(0), do.stride(1), do.stride(2), *out_strides,
-                Hq, Hq // Hkv, Sl, S, r * Sl if causal else 0, S // (2 * W) if causal else 1,
-                D, CFG.BLOCK_M, CFG.BLOCK_N, bool(causal), 2 * W if causal else 0]
-        per_rank.append(args)
-    spec = specialize(kernel, per_rank[0], frozenset(CONSTANT))
+            outs = (torch.full((B, Hq, Sl, D), float("nan"), dtype=torch.bfloat16),)
+        per_rank.append(bwd.bwd_args(which, q, kbuf, vbuf, do, lse, delta, outs, 1 / math.sqrt(D),
+                                     causal, r, W, Hkv, D, CFG))
+    kernel = bwd.kernel(which)
+    grid = per_rank[0][1]
+    spec = specialize(kernel, per_rank[0][0], frozenset(bwd.CONSTANT_ARGS))
     sig, cx = spec.signature_dict(), spec.constexpr_dict()
     names = param_names(kernel)
     values = {}
     for i, name in enumerate(names):
         if sig[name] == "constexpr":
             continue
-        vals = [a[i] for a in per_rank]
+        vals = [a[0][i] for a in per_rank]
         if name in ("K", "V"):
             values[name] = vals[0]
         elif all(isinstance(x, torch.Tensor) for x in vals) or len({repr(x) for x in vals}) > 1:
             values[name] = PerRank(vals)
         else:
             values[name] = vals[0]
-    if grads:
-        sched = kv_backward((B * Hkv, S, D), "bf16", "fp32", W, dim=1)
-        operand = {"K": "K", "V": "V", "DK": "DK", "DV": "DV"}
-        grid = (math.ceil(S / CFG.BLOCK_N), B * Hkv)
-        reorder = False
+    if which == "dkdv":
+        sched = bwd.backward_schedule(B, Hkv, S, D, torch.bfloat16, W)
+        operand, reorder = bwd.OPERANDS, False
     else:
         sched = kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1)
-        operand = {"K": "K", "V": "V"}
-        grid = (math.ceil(Sl / CFG.BLOCK_M), B * Hq)
-        reorder = True
+        operand, reorder = {"K": "K", "V": "V"}, True
     return emulate(kernel, signature=sig, constexprs=cx, schedule=sched, operand=operand,
                    grid=grid, args=values, backend="sm", comm_programs=2,
                    options=CFG.options(), launches=launches, policies=policies,
@@ -146,10 +130,10 @@ def _rel(got, want) -> float:
 def test_fused_dq_matches_autograd(W, causal):
     B, Hq, Hkv, Sl, D = 1, 4, 2, 32, 64
     P = _problem(W, causal, B, Hq, Hkv, Sl, D, seed=W * 10 + causal)
-    twice = _run(attn_bwd_dq_kernel, W, causal, B, Hq, Hkv, Sl, D, P, launches=2, grads=False,
+    twice = _run("dq", W, causal, B, Hq, Hkv, Sl, D, P, launches=2,
                  policies=("reverse", "random:5"))
     assert twice.ok, twice.summary()
-    res = _run(attn_bwd_dq_kernel, W, causal, B, Hq, Hkv, Sl, D, P, launches=1, grads=False)
+    res = _run("dq", W, causal, B, Hq, Hkv, Sl, D, P, launches=1)
     assert res.ok, res.summary()
     for policy in POLICIES:
         for r in range(W):
@@ -162,14 +146,18 @@ def test_fused_dq_matches_autograd(W, causal):
 def test_fused_dkdv_reduce_scattered_to_owners_matches_autograd(W, causal):
     B, Hq, Hkv, Sl, D = 1, 4, 2, 32, 64
     P = _problem(W, causal, B, Hq, Hkv, Sl, D, seed=W * 10 + causal + 1)
-    twice = _run(attn_bwd_dkdv_kernel, W, causal, B, Hq, Hkv, Sl, D, P, launches=2, grads=True,
+    twice = _run("dkdv", W, causal, B, Hq, Hkv, Sl, D, P, launches=2,
                  policies=("reverse", "random:5"))
     assert twice.ok, twice.summary()
-    res = _run(attn_bwd_dkdv_kernel, W, causal, B, Hq, Hkv, Sl, D, P, launches=1, grads=True)
+    res = _run("dkdv", W, causal, B, Hq, Hkv, Sl, D, P, launches=1)
     assert res.ok, res.summary()
     S = Sl * W
+    kv = {n: _kv_buffer(P, n.lower(), W, B, Hkv, Sl, D).float().numpy() for n in ("K", "V")}
     for policy in POLICIES:
         for r in range(W):
+            for n in ("K", "V"):  # the whole sequence, where the op's local dQ kernel reads it
+                got = np.asarray(res.outputs[policy][r][n], np.float32).reshape(kv[n].shape)
+                assert np.array_equal(got, kv[n]), f"{policy} rank {r}: {n} not fully gathered"
             for name, ref in (("DK", P["dk"]), ("DV", P["dv"])):
                 buf = np.asarray(res.outputs[policy][r][name], np.float64).reshape(B, Hkv, S, D)
                 mine = buf[:, :, r * Sl:(r + 1) * Sl]   # rank r owns its rows of the buffer

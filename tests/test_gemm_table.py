@@ -118,7 +118,7 @@ def test_fusable_choice_never_splits_or_specialises(monkeypatch, tmp_path):
     for s in [(1024, 1024, 32768), (8192, 8192, 8192)]:
         assert default_config(*s) == ODD and default_config(*s).fusable
     # the fused ops' default goes through the same table, fusable
-    from syncopate.ops._gemm import _default_config, resolve_config
+    from syncopate.ops.driver import _default_config, resolve_config
     _default_config.cache_clear()
     assert _default_config("tma", 1024, 1024, 32768, "bf16") == ODD
     with pytest.raises(LaunchError, match="fused ops cannot run split-K"):

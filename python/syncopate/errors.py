@@ -120,6 +120,11 @@ class LoopbackError(LaunchError):
     and the collective."""
 
 
+class TorchOpError(LaunchError):
+    """Bad input to a ``torch.ops.syncopate`` op or to the compile pass switch, caught before
+    anything runs: the message names the argument and what to change."""
+
+
 class CoResidencyError(LaunchError):
     """Loopback only: the W virtual ranks' fused kernels cannot all be resident on the one GPU
     at once. A spinning program of one rank could then hold the SM that another rank's

@@ -58,7 +58,7 @@ class GemmAr(Case):
     def __init__(self, comm, gen, M=256, N=320, Kl=192):
         import torch
 
-        from syncopate.ops._gemm import resolve_config
+        from syncopate.ops.driver import resolve_config
         self.comm, self.gen, dev = comm, gen, comm.device
         self.dtype = torch.bfloat16
         self.cfg = resolve_config("tma", M, N, Kl, self.dtype)

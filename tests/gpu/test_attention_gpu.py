@@ -100,8 +100,8 @@ def test_fast_forward_is_deterministic():
     """Two launches of the warp-specialised kernel give the same bits (its producer and
     consumers synchronise through barriers; a race would show as a differing run)."""
     q, k, v = _qkv(2, 8, 2, 2048, 2048, 128, torch.bfloat16, 5)
-    a = attention(q, k, v, causal=True)
-    b = attention(q, k, v, causal=True)
+    a = attention(q, k, v, causal=True, fusable=False)
+    b = attention(q, k, v, causal=True, fusable=False)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
@@ -122,7 +122,7 @@ def test_zigzag_matches_sdpa(W, fusable):
     torch.testing.assert_close(o.float(), ref_o, atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=0)
     if not fusable:
-        prefix = attention(q, k, v, causal=True)
+        prefix = attention(q, k, v, causal=True, fusable=False)
         assert torch.equal(o, prefix[0])
     shard = S // W
     for r in range(W):

@@ -30,7 +30,7 @@ def world_size_one_ops(rank, W, shapes, timing_shape):
     report."""
     import torch
 
-    from syncopate.ops import _gemm, ag_gemm, gemm_rs
+    from syncopate.ops import driver, ag_gemm, gemm_rs
     from syncopate.runtime import Communicator
     comm = Communicator()
     problems, timings = [], {}
@@ -43,7 +43,7 @@ def world_size_one_ops(rank, W, shapes, timing_shape):
             b = torch.randn(K, N, generator=g, device=dev).to(dtype)
             full = a.float() @ b.float()
             ref = torch.empty(M, N, device=dev, dtype=dtype)
-            _gemm.run_local(_gemm.gemm_call("tma", a, b, ref, None))
+            driver.run_local(driver.gemm_call("tma", a, b, ref, None))
             for op in (ag_gemm, gemm_rs):
                 for kw in ({}, {"kernel": "tma"}, {"backend": "sm", "split": 2},
                            {"fused": False}):
@@ -68,8 +68,8 @@ def world_size_one_ops(rank, W, shapes, timing_shape):
     a = torch.randn(M, K, device=dev).to(torch.bfloat16)
     b = torch.randn(K, N, device=dev).to(torch.bfloat16)
     out = torch.empty(M, N, device=dev, dtype=torch.bfloat16)
-    call = _gemm.gemm_call("tma", a, b, out, None)
-    timings["local triton"] = _median_ms(lambda: _gemm.run_local(call))
+    call = driver.gemm_call("tma", a, b, out, None)
+    timings["local triton"] = _median_ms(lambda: driver.run_local(call))
     timings["cuBLAS"] = _median_ms(lambda: torch.matmul(a, b, out=out))
     timings["ag_gemm"] = _median_ms(lambda: ag_gemm(a, b, comm, out=out))
     timings["gemm_rs"] = _median_ms(lambda: gemm_rs(a, b, comm, out=out))

@@ -21,7 +21,7 @@ def test_fused_compile_matches_runtime_launch_contract(backend, kern):
     compiled launcher takes exactly: user params (constexprs in position) + the ABI extras."""
     pytest.importorskip("xdsl")
     from syncopate.kernels import kernel_fn
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     c = fake_comm()
     M, K, N = 400, 136, 328
     sched = ag_schedule(shape=(M, K), split=2, mode="pull" if backend == "ce" else "push")

@@ -130,7 +130,7 @@ def test_the_ops_key_a_config_by_value():
     """A frozen GemmConfig keys by itself (equal configs share a prepared call, different ones
     do not); an unhashable override (a dict) by its repr, as before."""
     from syncopate.kernels import GemmConfig
-    from syncopate.ops._gemm import config_key
+    from syncopate.ops.driver import config_key
     a = GemmConfig.of({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64})
     b = GemmConfig.of({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64})
     c = GemmConfig.of({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64})

@@ -32,6 +32,11 @@ rows (dispatch + expert GEMMs + combine, fused and unfused; :mod:`.moe`). ``--ch
 them for correctness only, also in one-GPU loopback (``--loopback W``), which the timed
 benchmark refuses.
 
+``--model block`` instead times a whole transformer block (``syncopate.nn.TransformerBlock``
+at Llama-3 8B / 70B and a long-context shape, forward and forward + backward): fused, unfused,
+torch's async-TP on the same block written with DTensor, and ideal (:mod:`.block`). Under
+torchrun like the op rows; it runs at W = 1 (``--nproc-per-node 1``) too.
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -49,6 +54,7 @@ this module is the command line and the run (rows, time budget, process group).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -56,19 +62,24 @@ import time
 from .. import settings
 from ..cli import run_handler
 from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
-from . import calibrate, compile_time
+from ..ops import REGISTRY
+from . import block, calibrate, compile_time
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
 from .gemm_ar import bench_ar
 from .rows import bench_ag, bench_rs
-from .runs import init_distributed, rows_for
+from .runs import init_distributed, row_fn, rows_for
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
 __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
            "columns", "derive", "format_table", "git_commit", "init_distributed",
-           "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
-           "start_row", "sweep_for", "write_results"]
+           "loopback_refusal", "main", "model_problem", "parse_args", "plot", "report_check_rows",
+           "rows_for",
+           "row_fn", "start_row", "sweep_for", "write_results"]
+
+#: ``--ops`` values of the ops with tables of their own (ring attention, Ulysses, MoE)
+TABLES = ("ring_attn", "ulysses", "moe")
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
@@ -89,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn", "ulysses", "moe")),
+    tokens = [t for s in REGISTRY.values() if s.bench for t in s.bench.tokens]
+    p.add_argument("--ops", type=csv_names((*tokens, *TABLES)),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
@@ -112,9 +123,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "the slowest row so far (default 150, quick 60)")
     p.add_argument("--m", type=csv_ints, default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
+    p.add_argument("--model", choices=("block",), default=None,
+                   help="time a model component end to end instead of the op rows: block (a "
+                        "Llama-style transformer block, syncopate.nn.TransformerBlock, fused vs "
+                        "unfused vs torch's async-TP vs ideal, forward and forward + backward; "
+                        "writes bench_block.json)")
+    p.add_argument("--blocks", type=csv_names(block.NAMES), default=None,
+                   help=f"with --model block: the shapes (default all: {', '.join(block.NAMES)})")
     compile_time.add_arguments(p)
     calibrate.add_arguments(p)
     return p
+
+
+def model_problem(args) -> str | None:
+    """Why ``--model`` cannot go with the other options given, or None (one mode per run)."""
+    if args.blocks and args.model is None:
+        return "--blocks picks the shapes of --model block: add --model block"
+    if args.model is None:
+        return None
+    for flag, on in (("--check", args.check), ("--calibrate", args.calibrate),
+                     ("--compile", args.compile)):
+        if on:
+            return (f"--model {args.model} times the model; it does not combine with {flag} "
+                    f"(the block's correctness is the test suite: tests/test_torch_compile_block"
+                    f".py, tests/gpu)")
+    return None
 
 
 def parse_args(argv=None):
@@ -157,6 +190,10 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    why = model_problem(args)
+    if why is not None:
+        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
+        return 2
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
         command = " ".join([sys.executable, "-m", "syncopate.bench"]
                            + (argv if argv is not None else sys.argv[1:]))
@@ -166,8 +203,9 @@ def main(argv=None) -> int:
         return check_main(args)
     if args.loopback:  # asked for loopback without --check: the timings would be meaningless
         why = loopback_refusal(in_loopback=True)
-        print(f"python -m syncopate.bench: error: {why}; for correctness in loopback add --check",
-              file=sys.stderr)
+        hint = ("the block's forward and backward are checked in loopback by the test suite "
+                "(tests/gpu)" if args.model else "for correctness in loopback add --check")
+        print(f"python -m syncopate.bench: error: {why}; {hint}", file=sys.stderr)
         return 2
     command = " ".join([sys.executable, "-m", "syncopate.bench"]
                        + (argv if argv is not None else sys.argv[1:]))
@@ -197,6 +235,14 @@ def main(argv=None) -> int:
     if "nvshmem" in backends and args.symm != "nvshmem":
         log("nvshmem backend needs --symm nvshmem; dropping it")
         backends.remove("nvshmem")
+    if args.model == "block":
+        iters = args.iters or (5 if args.quick else 10)
+        # at least one warm-up: the compiled columns compile in their first call
+        block.run(comm, args, log, Timer(comm.device, iters, max(1, args.warmup)), command,
+                  start_row)
+        comm.close()
+        dist.destroy_process_group()
+        return 0
     iters = args.iters or (10 if args.quick else 20)
     timer = Timer(comm.device, iters, args.warmup)
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
@@ -213,11 +259,7 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}.get(op)
-        if fn is None:
-            from . import fp8 as fp8_bench
-            fn = {"ag_gemm_fp8": fp8_bench.bench_ag_fp8, "gemm_rs_fp8": fp8_bench.bench_rs_fp8}[op]
-        r = fn(comm, timer, M, N, K, args, backends, log)
+        r = row_fn(op)(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
         comm.clear_cache()  # free this row's symmetric buffers before the next shape
@@ -298,8 +340,10 @@ def _check_worker(rank, W, args):
 
 
 def _check_ops(args) -> set[str]:
-    """The ops of a ``--check`` run (``gemm_ar`` is an alias of ``ar``)."""
-    return {"ar" if o == "gemm_ar" else o for o in args.ops.split(",") if o}
+    """The ops of a ``--check`` run, each by its first ``--ops`` name (``gemm_ar`` is ``ar``:
+    ``OpSpec.bench.tokens``)."""
+    first = {t: s.bench.tokens[0] for s in REGISTRY.values() if s.bench for t in s.bench.tokens}
+    return {first.get(o, o) for o in args.ops.split(",") if o}
 
 
 def check_main(args) -> int:

@@ -68,20 +68,20 @@ def build(case: Case) -> dict:
     """Everything one compile of ``case`` needs, chosen as the ops choose it."""
     from ..kernels import compile_args, compile_attrs, default_config, kernel_fn
     from .. import backends
-    from ..ops._gemm import choose
+    from ..ops.driver import gemm_plan
     from ..schedule import all_gather, reduce_scatter
 
     W = case.world_size
     name = kernel_fn(case.kernel).__name__
     if case.op == "ag":
         N, K = AG_NK[0] // W, AG_NK[1]
-        split, cp = choose("ag_gemm", case.backend, M, N, K, W, DTYPE, None, None)
+        split, cp = gemm_plan("ag", case.backend, M, N, K, W, DTYPE, None, None)
         sched = all_gather([M, K], DTYPE, W, dim=0, order="swizzle",
                            mode=backends.get(case.backend).op_modes["ag"], split=split)
         operand, reduce = "a_ptr", "comm"
     else:
         K, N = RS_KN[0] // W, RS_KN[1]
-        split, cp = choose("gemm_rs", case.backend, M, N, K, W, DTYPE, None, None)
+        split, cp = gemm_plan("rs", case.backend, M, N, K, W, DTYPE, None, None)
         reduce = "comm"
         if "epilogue" in backends.get(case.backend).reduce_modes:  # the op's default (ce),
             from ..ops.gemm_rs import EPILOGUE_SPLIT, _check_epilogue_order, _epilogue_groups

@@ -56,7 +56,7 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
 
     from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
     from ..ops import ag_gemm_fp8
-    from ..ops._gemm import choose
+    from ..ops.driver import gemm_plan
     W, dev = comm.world_size, comm.device
     rows = args.scales == "row"
     Nl, Ms = N // W, M // W
@@ -111,13 +111,13 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
     time_default(r, comm, timer, lambda: ag_gemm_fp8(a, b, sa, sb, comm, out=out),
                  same_as_local_kernel, mismatch, lambda: describe_path(
                      comm, "ag_gemm_fp8", (M, Nl, K), "fp8e4m3",
-                     lambda c: "{} split={} cp={}".format(c.backend, *choose(
-                         "ag_gemm", c.backend, M, Nl, K, W, "fp8e4m3", None, None))))
+                     lambda c: "{} split={} cp={}".format(c.backend, *gemm_plan(
+                         "ag", c.backend, M, Nl, K, W, "fp8e4m3", None, None))))
     sweep_fused(r, comm, timer, backends, args, log,
                 lambda **kw: ag_gemm_fp8(a, b, sa, sb, comm, kernel=args.kernel, config=cfg,
                                          out=out, **kw),
                 same_as_local_kernel, mismatch,
-                auto=lambda be, red: choose("ag_gemm", be, M, Nl, K, W, "fp8e4m3", None, None))
+                auto=lambda be, red: gemm_plan("ag", be, M, Nl, K, W, "fp8e4m3", None, None))
     return r
 
 
@@ -170,8 +170,8 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
         return _rel(res, ref) <= 1e-2
 
     def rs_default():
-        from ..ops.gemm_rs import _epilogue_groups, epilogue_unavailable
-        un = epilogue_unavailable(M, W, _epilogue_groups(cfg, M, W))
+        from ..ops.gemm_rs import epilogue_unavailable
+        un = epilogue_unavailable(M, W, cfg, False)
 
         def fused(c):
             split, cp = default_plan(c.backend, c.reduce, M, N, Kl, W, "fp8e4m3")

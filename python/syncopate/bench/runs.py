@@ -1,46 +1,35 @@
 """What a benchmark run measures and how it starts, shared by the benchmark
 (:mod:`syncopate.bench.__main__`) and the calibration run (:mod:`.calibrate`): the rows of
-``--ops`` / ``--m`` / ``--quick`` (:func:`rows_for`) and the process group
-(:func:`init_distributed`).
+``--ops`` / ``--m`` / ``--quick`` (:func:`rows_for`), each row's function (:func:`row_fn`)
+and the process group (:func:`init_distributed`).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
-from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES
-
-AG_SHAPES = [(14336, 4096), (28672, 8192), (29568, 8192)]  # (N, K), B per rank [K, N/W]
-RS_SHAPES = [(14336, 4096), (28672, 8192)]  # (K, N), A per rank [M, K/W]
-M_MAIN = 8192
-M_EXTRA = (1024, 4096)
+from ..ops import REGISTRY
 
 
 def rows_for(args, W):
+    """``(op, M, N, K)`` of every row the run measures: each registered op with benchmark rows
+    (``OpSpec.bench``) named in ``--ops``, at its standard shapes, M by M."""
+    ops = set(args.ops.split(","))
+    given = tuple(int(x) for x in args.m.split(",") if x) if args.m else None
+    picked = [(s.name, given or s.bench.ms[bool(args.quick)],
+               s.bench.shapes[:1] if args.quick else s.bench.shapes)
+              for s in REGISTRY.values() if s.bench and ops & set(s.bench.tokens)]
     rows = []
-    ms = (M_MAIN,) if args.quick else (M_MAIN,) + M_EXTRA
-    if args.m:
-        ms = tuple(int(x) for x in args.m.split(",") if x)
-    ops = args.ops.split(",")
-    for M in ms:
-        if "ag" in ops:
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm", M, N, K))
-        if "rs" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs", M, N, K))
-        if "ag_fp8" in ops:  # FP8 (e4m3 in, bf16 out; --scales): bench/fp8.py
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm_fp8", M, N, K))
-        if "rs_fp8" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs_fp8", M, N, K))
-    if args.quick and "ag" in ops and not args.m:
-        rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
-    if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
-        ar_ms = ms if args.m else (AR_M_QUICK if args.quick else AR_M)
-        rows += [("gemm_ar", M, N, K) for M in ar_ms for N, K in AR_SHAPES]
+    for M in dict.fromkeys(M for _, ms, _ in picked for M in ms):
+        rows += [(name, M, N, K) for name, ms, shapes in picked if M in ms for N, K in shapes]
     return rows
+
+
+def row_fn(op: str):
+    """The benchmark's row function of op ``op`` (``OpSpec.bench.row``)."""
+    module, _, fn = REGISTRY[op].bench.row.partition(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), fn)
 
 
 def init_distributed() -> None:

@@ -14,9 +14,16 @@ Why a second kernel (issue 31): that shape is not the fastest one on Hopper.
 :func:`attn_fwd_fast_kernel` reads through TMA descriptors, visits only the blocks a causal
 query block sees (no mask in the blocks it sees whole), and is warp-specialised into a TMA
 producer and two consumer warp groups -- none of which the compiler can fuse (a chunk wait
-cannot sit inside a warp-specialised loop).  :func:`attention` runs it unless told
-``fusable=True``; the ops' unfused paths pass that, so they equal their fused paths bit for
-bit.  ``docs/attention.md`` (the local kernels) has the details and the measurements.
+cannot sit inside a warp-specialised loop).
+
+Which one runs: :func:`attention` runs the fusable kernel by default (``fusable=True``), the
+kernel proven on a GPU; the fast one only when asked (``fusable=False``) and is
+*experimental* until ``tests/gpu`` passes on it on a GPU -- written without a GPU, its first
+GPU run (one H100, 2026-12-07) left the log-sum-exp of the second consumer's rows unwritten
+and gave NaN with 3 pipeline stages (docs/attention.md, measured results).  The ops' unfused
+paths pass ``fusable=True`` explicitly, so they equal their fused paths bit for bit whatever
+the default is.  ``docs/attention.md`` (the local kernels) has the details and the
+measurements.
 
 Contract (:func:`attention`)
   * ``q`` is ``[B, Hq, Sq, D]``, ``k`` and ``v`` are ``[B, Hkv, Skv, D]``; ``Hq`` is a multiple
@@ -287,8 +294,16 @@ def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
     acc = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
     desc_o.store([m0, 0], acc.to(O.dtype.element_ty))
-    rows = m0 + tl.arange(0, BLOCK_M)
-    tl.store(LSE + pid_bh * SEQ_Q + rows, lse, mask=rows < SEQ_Q)
+    # The LSE's addresses must not be built from a tensor splat of ``m0``: when warp
+    # specialised, Triton 3.6's data partitioning gives the second consumer the O store at
+    # coordinate ``m0 + BLOCK_M/2`` by mapping the *value* ``m0`` to ``m0 + BLOCK_M/2`` for
+    # every op it clones into that consumer -- and it also shifts ``arange`` to start at
+    # ``BLOCK_M/2``, so ``m0 + arange`` became ``m0 + BLOCK_M + i``: the second half's LSE
+    # went one block too far (unwritten here, racing the next block's first half; the first
+    # H100 run).  A scalar row pointer and a scalar row count are not cloned that way.
+    lse_row0 = LSE + pid_bh * SEQ_Q + m0
+    offs_lse = tl.arange(0, BLOCK_M)
+    tl.store(lse_row0 + offs_lse, lse, mask=offs_lse < SEQ_Q - m0)
 
 
 _PARAMS = ("Q", "K", "V", "O", "LSE", "qk_scale",
@@ -498,9 +513,9 @@ def fast_config(config, q, D: int, causal: bool, S: int, kernel: str = "fwd") ->
     """The fast ``kernel``'s config: ``config`` (an :class:`AttentionConfig`, or a dict of some
     fields over the table's choice), or the per-GPU table's entry for this shape class."""
     if isinstance(config, AttentionConfig):
-        return config.check(D)
+        return config.check(D, kernel=kernel)
     table = lookup(kernel, dtypes.canonical(q.dtype), D, causal, S, device_gpu_key(q.device))
-    return AttentionConfig.of(config, D, base=table).check(D)
+    return AttentionConfig.of(config, D, base=table).check(D, kernel=kernel)
 
 
 def choose_kernel(config, q, k, v, o, D: int, causal: bool, sm_scale: float, fusable: bool,
@@ -522,16 +537,17 @@ def choose_kernel(config, q, k, v, o, D: int, causal: bool, sm_scale: float, fus
 
 
 def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, config=None, *,
-              out=None, fusable: bool = False):
+              out=None, fusable: bool = True):
     """Flash-attention forward; returns ``(o, lse)`` (see the module docstring for the contract:
     shapes, GQA, the top-left causal mask, and ``lse`` in natural log of the scaled scores).
 
-    ``fusable=False`` (the default): the fast kernel (:func:`attn_fwd_fast_kernel`) with the
-    per-GPU table's config, or the fusable kernel where the fast one cannot run
-    (:func:`fast_path_reason`: before Hopper, unaligned strides, ``sm_scale <= 0``).
-    ``fusable=True``: the kernel the compiler fuses (:func:`attn_fwd_kernel`), with
-    :func:`default_config` -- what the ops' unfused paths run, so that they equal their fused
-    paths bit for bit.
+    ``fusable=True`` (the default): the kernel the compiler fuses (:func:`attn_fwd_kernel`),
+    with :func:`default_config` -- the kernel proven on a GPU, and what the ops' unfused paths
+    run, so that they equal their fused paths bit for bit.
+    ``fusable=False`` (experimental until ``tests/gpu`` passes on it on a GPU): the fast kernel
+    (:func:`attn_fwd_fast_kernel`) with the per-GPU table's config, or the fusable kernel where
+    the fast one cannot run (:func:`fast_path_reason`: before Hopper, unaligned strides,
+    ``sm_scale <= 0``).
 
     ``config``: an :class:`AttentionConfig`, a dict of some of its fields (the rest from the
     kernel's default), or None.  ``out``: optional preallocated ``(o, lse)``, contiguous.

@@ -15,8 +15,9 @@ communication and are written so the passes find what they need:
   kernel is deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
 * :func:`attn_bwd_preprocess` -- ``delta = rowsum(dO * O)`` per query row (fp32).
 
-Those are the *fusable* kernels.  Their in-loop causal skip keeps Triton from pipelining their
-loads, so :func:`attention_backward` runs *fast* variants on one GPU (issue 31):
+Those are the *fusable* kernels, and what :func:`attention_backward` runs by default.  Their
+in-loop causal skip keeps Triton from pipelining their loads, so ``fusable=False`` runs *fast*
+variants on one GPU (issue 31; experimental until ``tests/gpu`` passes on them on a GPU):
 :func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
 descriptors, split the causal loops into unmasked and diagonal parts, and the dK/dV one runs
 one flattened loop over (GQA head, query block).  They take a contiguous sequence only; a
@@ -419,7 +420,7 @@ def _check_like(name, t, ref):
 
 def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: float | None = None,
                        config=None, *, segments: int = 0, q_offset: int = 0,
-                       fusable: bool = False, dq_config=None):
+                       fusable: bool = True, dq_config=None):
     """Flash-attention backward: ``(dq, dk, dv)`` of the forward ``(o, lse) = attention(q, k, v,
     causal, sm_scale)`` for the upstream gradient ``do`` (see the module docstring).
 
@@ -427,12 +428,14 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     segment a multiple of both block sizes, ``q`` the rows at ``q_offset`` of the stored
     sequence, as :func:`syncopate.kernels.attention_zigzag.attention_zigzag` takes them).
 
-    ``fusable=False`` (the default): the fast kernels (:func:`attn_bwd_dkdv_fast_kernel`,
-    :func:`attn_bwd_dq_fast_kernel`) for a contiguous sequence where they can run
-    (:func:`~.attention.fast_path_reason`), ``config`` the dK/dV kernel's and ``dq_config``
-    the dQ kernel's (default: ``config`` when given, else the per-GPU table's).  A zigzag
-    sequence, ``fusable=True`` or tensors the fast kernels cannot read take the fusable
-    kernels, ``config`` for both (default :func:`default_backward_config`).
+    ``fusable=True`` (the default): the fusable kernels, ``config`` for both (default
+    :func:`default_backward_config`) -- the kernels proven on a GPU.  ``fusable=False``
+    (experimental until ``tests/gpu`` passes on them on a GPU): the fast kernels
+    (:func:`attn_bwd_dkdv_fast_kernel`, :func:`attn_bwd_dq_fast_kernel`) for a contiguous
+    sequence where they can run (:func:`~.attention.fast_path_reason`), ``config`` the dK/dV
+    kernel's and ``dq_config`` the dQ kernel's (default: ``config`` when given, else the
+    per-GPU table's); a zigzag sequence or tensors the fast kernels cannot read take the
+    fusable kernels.
     """
     import torch
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)

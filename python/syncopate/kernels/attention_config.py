@@ -59,6 +59,15 @@ SMEM_LIMIT_SM90 = 232448
 #: The kernels a table entry can be for.
 TABLE_KERNELS = ("fwd", "bwd_dq", "bwd_dkdv")
 
+#: The only pipeline depth the warp-specialised forward runs with.  The first GPU run (one
+#: H100, Triton 3.6, 2026-12-07) measured every warp-specialised config: with 2 stages the
+#: output was right on every shape; with 3 (``128x64w4s3+ws``, ``128x128w4s3+ws``) it was NaN
+#: in every query block that visits three or more KV blocks -- the first use of the third K/V
+#: buffer -- while blocks with one or two KV blocks were right.  The sm_90 TTGIR and PTX
+#: compiled here show consistent barrier indices and phases for 3 buffers, so the cause is
+#: below what the CPU can show; until a GPU run shows a depth correct, only 2 is allowed.
+WS_STAGES = 2
+
 #: Table file format version.
 FORMAT = 1
 
@@ -124,9 +133,12 @@ class AttentionConfig:
         return (f"{self.BLOCK_M}x{self.BLOCK_N}w{self.num_warps}s{self.num_stages}"
                 + ("+ws" if self.WARP_SPECIALIZE else ""))
 
-    def check(self, head_dim: int, fusable: bool = False) -> "AttentionConfig":
+    def check(self, head_dim: int, fusable: bool = False, kernel: str = "fwd"
+              ) -> "AttentionConfig":
         """Raise :class:`LaunchError` saying what to change if the kernel cannot run this
-        (``fusable``: the kernel the compiler fuses, which cannot be warp specialised)."""
+        (``fusable``: the kernel the compiler fuses, which cannot be warp specialised;
+        ``kernel``: one of :data:`TABLE_KERNELS` -- the backward kernels refuse warp
+        specialisation themselves, the forward takes it with :data:`WS_STAGES` stages only)."""
         problems = []
         for f in ("BLOCK_M", "BLOCK_N", "num_warps"):
             v = getattr(self, f)
@@ -143,6 +155,12 @@ class AttentionConfig:
                             "Ulysses and the context-parallel backward compile) cannot be warp "
                             "specialised -- chunk waits cannot sit inside a warp-specialised "
                             "loop; drop it or call the fast kernel (fusable=False)")
+        elif self.WARP_SPECIALIZE and kernel == "fwd" and self.num_stages != WS_STAGES:
+            problems.append(f"WARP_SPECIALIZE=True with num_stages={self.num_stages}: the "
+                            f"warp-specialised forward is only correct with num_stages="
+                            f"{WS_STAGES} (on an H100 with Triton 3.6, 3 stages gave NaN from "
+                            f"the third KV block on; other depths were never run); use "
+                            f"num_stages={WS_STAGES} or drop WARP_SPECIALIZE")
         if problems:
             raise LaunchError(f"attention config {self} is not valid: " + "; ".join(problems))
         return self
@@ -173,15 +191,16 @@ def fast_default_config(head_dim: int, causal: bool = False, kernel: str = "fwd"
 
     Forward: 128 x 128 tiles, warp specialised (one TMA producer and two consumer warp
     groups of 64 rows: FlashAttention-3's split, as Triton 3.6 builds it from ``num_warps=4``),
-    2 stages of K/V for ``D = 128`` (~193 KiB of shared memory with the producer's extra
-    buffer), 3 for ``D = 64``.  Backward: dK/dV over 128 keys per program, 32 query rows per
-    step at ``D = 128`` (64 at ``D = 64``; 64 x 128 spills at ``D = 128``), dQ over 128 queries
-    x 64 keys, 8 warps.  All compile for sm_90 without spills
-    (``tests/test_attention_local.py``); the GPU sweep replaces them per shape class."""
+    2 stages of K/V (~193 KiB of shared memory at ``D = 128``; the only depth the
+    warp-specialised forward is correct with, :data:`WS_STAGES`).  Backward: dK/dV over 128
+    keys per program, 32 query rows per step at ``D = 128`` (64 at ``D = 64``; 64 x 128
+    spills at ``D = 128``), dQ over 128 queries x 64 keys, 8 warps.  All compile for sm_90
+    without spills (``tests/test_attention_local.py``); the GPU sweep replaces them per shape
+    class."""
     check_head_dim(head_dim)
     if kernel == "fwd":
-        return AttentionConfig(BLOCK_M=128, BLOCK_N=128, num_warps=4,
-                               num_stages=2 if head_dim == 128 else 3, WARP_SPECIALIZE=True)
+        return AttentionConfig(BLOCK_M=128, BLOCK_N=128, num_warps=4, num_stages=WS_STAGES,
+                               WARP_SPECIALIZE=True)
     if kernel == "bwd_dkdv":
         return AttentionConfig(BLOCK_M=32 if head_dim == 128 else 64, BLOCK_N=128, num_warps=8,
                                num_stages=2)
@@ -218,7 +237,7 @@ def _entry(raw, where: str) -> dict:
         check_head_dim(D)
         if S < 1:
             raise ValueError(f"S must be positive, got {S}")
-        cfg = AttentionConfig.of(dict(raw["config"]), D).check(D)
+        cfg = AttentionConfig.of(dict(raw["config"]), D).check(D, kernel=kernel)
     except (KeyError, TypeError, ValueError, LaunchError) as e:
         raise LaunchError(f"attention config table {where}: bad entry {raw!r}: "
                           f"{type(e).__name__}: {e}. Each entry needs kernel, dtype, D, causal, "
@@ -348,6 +367,6 @@ def device_gpu_key(device) -> str | None:
 
 
 __all__ = ["AttentionConfig", "FORMAT", "SMEM_LIMIT_SM90", "SUPPORTED_DTYPES",
-           "SUPPORTED_HEAD_DIMS", "TABLE_KERNELS", "cache_path", "check_head_dim",
+           "SUPPORTED_HEAD_DIMS", "TABLE_KERNELS", "WS_STAGES", "cache_path", "check_head_dim",
            "default_config", "device_gpu_key", "entries", "entry_key", "fast_default_config",
            "lookup", "read_table", "reload_tables", "shipped_path", "write_table"]

@@ -20,11 +20,13 @@ element mask; a block of an earlier segment none.
 
 That constant-trip-count loop with its in-loop skip is what the fused ring attention needs (the
 remap permutes one whole iteration space), and it costs 1.28-1.33x the prefix-causal kernel
-because Triton does not pipeline loads under the skip.  :func:`attention_zigzag` therefore
-runs the fast kernel (:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with
-``SEGMENTS``) unless told ``fusable=True``: it visits only the visible blocks, in original
-order, each block's stored row computed from its original position -- the prefix-causal
-kernel's work.
+because Triton does not pipeline loads under the skip.  :func:`attention_zigzag` with
+``fusable=False`` therefore runs the fast kernel
+(:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``): it visits only
+the visible blocks, in original order, each block's stored row computed from its original
+position -- the prefix-causal kernel's work.  That path is experimental until ``tests/gpu``
+passes on it on a GPU (as :func:`~syncopate.kernels.attention.attention`'s fast path); the
+default is the fusable kernel.
 
 Contract (:func:`attention_zigzag`): as :func:`syncopate.kernels.attention.attention` (shapes,
 GQA, dtypes, ``(o, lse)`` with the natural log-sum-exp), causal only, plus
@@ -178,18 +180,19 @@ def kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int) -> tuple:
 
 
 def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float | None = None,
-                     config=None, *, out=None, fusable: bool = False):
+                     config=None, *, out=None, fusable: bool = True):
     """Causal attention of ``q`` (rows ``[q_offset, q_offset + Sq)`` of a zigzag-stored
     sequence) against ``k``/``v`` (the whole zigzag-stored sequence of ``segments`` segments);
     returns ``(o, lse)`` as :func:`syncopate.kernels.attention.attention`.
 
-    ``fusable=False`` (the default): the fast kernel
+    ``fusable=True`` (the default): :func:`attn_zigzag_fwd_kernel`, the constant-trip-count
+    loop ring attention fuses (what its unfused path must run to equal the fused one bit for
+    bit), and the kernel proven on a GPU.  ``fusable=False`` (experimental until
+    ``tests/gpu`` passes on it on a GPU): the fast kernel
     (:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``), which visits
     only the blocks a query block sees -- in original order, each block's stored row computed
     from its original position -- so it does the prefix-causal kernel's work with no skipped
-    block and no branch in its loop.  ``fusable=True``: :func:`attn_zigzag_fwd_kernel`, the
-    constant-trip-count loop ring attention fuses (what its unfused path must run to equal
-    the fused one bit for bit)."""
+    block and no branch in its loop."""
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)

@@ -5,7 +5,7 @@ Why: an eager fused op at M = 1024 runs ~0.1 ms on the GPU, and the issue's targ
 host time is 20 us (sm). ``FusedKernel.launch``'s fast path still hashed the whole argument
 list into a launch key (~5 us on an H200 host under the profiler), built the argument list,
 and went through the backend's launcher and a ctypes launch; the op around it had already
-keyed the same layout (``ops/_gemm.prepared_key``) and then staged its input with a
+keyed the same layout (``ops/driver.prepared_key``) and then staged its input with a
 ``Tensor.copy_`` (~6 us). A :class:`BoundLaunch` is made once per prepared call. Per call it
 checks only what can change under a fixed layout -- the kernel poisoned, a fault recorded, a
 launch hook set, the watchdog timeout, the device, the stream being captured, the operands'
@@ -103,7 +103,7 @@ class BoundLaunch:
     def fast(self, args: list, copy: tuple | None) -> bool:
         """The call on the bound path with the copy as addresses, ``(dst, src, nbytes, after)``
         (``nbytes`` from :func:`memcpy_bytes` of an earlier call of the layout), for a caller
-        that holds them already (``ops/_gemm.PreparedCall``): no :class:`Copy` to build. False
+        that holds them already (``ops/driver.PreparedCall``): no :class:`Copy` to build. False
         when the call must take the general path, which the caller then takes with ``__call__``
         (nothing was enqueued)."""
         r = self._ready

@@ -510,6 +510,10 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
 
     def body(rank):
         bind(world.groups[rank])
+        # autograd runs a CUDA backward on its engine's worker thread for the device, which is
+        # no virtual rank (no loopback group; the W ranks' backward collectives would queue on
+        # it one behind another): run this rank's backward on its own thread (thread-local)
+        torch.autograd.set_multithreading_enabled(False)
         try:
             if dev is not None and dev.type == "cuda":
                 torch.cuda.set_device(dev)
