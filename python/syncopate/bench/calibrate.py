@@ -34,6 +34,12 @@ import statistics
 import sys
 import time
 
+from .. import calibration, runtime
+from ..calibration import CalibrationError, gpu_type, parse
+from ..ops import ag_gemm, gemm_rs
+from ..ops.driver import gemm_call, resolve_config, run_local
+from ..runtime import _cuda
+from .fit import from_bench_rows, merge, parse_host_profile, relpath
 from .runs import init_distributed, row_fn, rows_for
 from .timer import Timer
 
@@ -66,9 +72,7 @@ def add_arguments(p) -> None:
 def write(content: dict, directory: str | None = None) -> str:
     """Write (merged with the file already there) and re-read the file through the ops'
     parser, so a file that the ops would refuse is never left behind."""
-    from ..calibration import calibration_dir, parse
-    from .fit import merge
-    directory = directory or calibration_dir()
+    directory = directory or calibration.calibration_dir()
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{content['gpu']}.json")
     old = None
@@ -86,8 +90,6 @@ def write(content: dict, directory: str | None = None) -> str:
 def from_results(directory: str, out_dir: str | None = None) -> str:
     """Fit a past benchmark run (``bench.json`` + ``host_profile.log``) into a calibration file.
     The run's README says how it was made; every number's ``source`` names the row and column."""
-    from ..calibration import CalibrationError, gpu_type
-    from .fit import from_bench_rows, parse_host_profile, relpath
     bench = os.path.join(directory, "bench.json")
     prof = os.path.join(directory, "host_profile.log")
     for f in (bench, prof):
@@ -145,8 +147,6 @@ def _measure_host(comm, timer, dtype) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..ops import ag_gemm, gemm_rs
-    from ..ops.driver import gemm_call, resolve_config, run_local
     W, dev = comm.world_size, comm.device
     sleep = timer.sleep_cycles * 20
     M, N, K = 1024, 4096, 4096
@@ -225,11 +225,8 @@ def main(args, argv_text: str, commit: str | None) -> int:
     import torch
     import torch.distributed as dist
 
-    from ..calibration import gpu_type
-    from .fit import from_bench_rows
-    from ..runtime import Communicator, _cuda
     init_distributed()
-    comm = Communicator(symm_backend=args.symm)
+    comm = runtime.Communicator(symm_backend=args.symm)
     if comm.world_size < 2:
         print("--calibrate needs >= 2 GPUs (the collectives and the fused variants); the local "
               "GEMM alone is in every calibration made with more", file=sys.stderr)
