@@ -34,8 +34,11 @@ from __future__ import annotations
 import functools
 import math
 
+from ..dtypes import element_bytes
 from ..errors import LaunchError, ScheduleError
+from ..kernels.attention import LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands
 from ..runtime import collectives as dist
+from ..runtime.fused import fuse
 from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import choice, driver
@@ -84,7 +87,6 @@ def _check(q, k, v, comm) -> tuple[int, int, int, int, int]:
     """``(B, Hq, Hkv, S_local, D)`` of valid operands (LaunchError otherwise)."""
     import torch
 
-    from ..kernels.attention import check_operands
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise LaunchError(f"{name} must be a 4-D torch.Tensor [batch, heads, seq/W, "
@@ -104,7 +106,6 @@ def _local_attention(q, k, v, causal, sm_scale, config):
     """The local kernel (a module-level name so CPU tests can stand in for it): the fusable one,
     which the fused op runs, so the unfused path gives its bits -- also at world size 1 (the
     fast kernel stays opt-in until it passes the GPU tests; docs/attention.md)."""
-    from ..kernels.attention import attention
     return attention(q, k, v, causal=causal, sm_scale=sm_scale, config=config,
                      fusable=True)[0]
 
@@ -136,7 +137,6 @@ def ulysses_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale
                                 config=None):
     """The unfused path: ``all_to_all_single`` of Q, K and V to head-sharded, the local
     attention kernel, ``all_to_all_single`` of the output back."""
-    from ..kernels.attention import AttentionConfig
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     o = _local_attention(_to_heads(q, comm), _to_heads(k, comm), _to_heads(v, comm), causal,
@@ -168,8 +168,6 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
                          config=None):
     """The (cached) FusedKernel: the local attention kernel fused with ``ulysses_all_to_all``.
     A kernel that timed out is rebuilt (its flags disagree across ranks)."""
-    from ..kernels.attention import AttentionConfig, attn_fwd_kernel
-    from ..runtime.fused import fuse
     if backend not in _BACKENDS:
         raise LaunchError(f"ulysses_attention fuses with the {' or '.join(_BACKENDS)} backend, "
                           f"not {backend!r}: the comm programs copy its 4-d chunks through a 2-d "
@@ -205,7 +203,6 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     import torch
     import triton
 
-    from ..kernels.attention import LOG2E, AttentionConfig
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     _check_out(out, q, (B, Hq, Sl, D))
@@ -251,7 +248,6 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
     """The fused kernel (its comm programs holding their SMs for the whole kernel) against the
     unfused path (NCCL all-to-alls + the attention), both by the Ulysses cost model of
     :mod:`syncopate.schedule.ulysses_cost` less the layer's projections."""
-    from ..dtypes import element_bytes
     eb = element_bytes(dtype)
 
     def costs(s, W):
