@@ -57,6 +57,7 @@ from syncopate_mlir.dialects.tt import (
     ReturnOp,
     StoreOp,
 )
+from syncopate_mlir.ttir_printer import xdsl_to_text
 
 from .abi_info import abi_args, operands_of, read_abi
 from .builder import Builder
@@ -209,7 +210,6 @@ def check_transparent(untraced: ModuleOp, traced: ModuleOp) -> None:
         return
     import difflib
 
-    from syncopate_mlir.ttir_printer import xdsl_to_text
     a = [ln for o in mine for ln in xdsl_to_text(o, locations=False).splitlines()]
     b = [ln for o in theirs for ln in xdsl_to_text(o, locations=False).splitlines()]
     diff = [ln for ln in difflib.unified_diff(a, b, "untraced", "traced, events removed",

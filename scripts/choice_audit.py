@@ -9,7 +9,7 @@ best (the regret). Run on any machine after the GPU run, before refitting the ca
 A regret over the margin (3%) is a model error the calibration must fix: refit with
 ``python -m syncopate.bench --calibrate --from-results <run>`` (then every decision at a
 measured shape takes the measured faster path). Which column is which candidate:
-``syncopate/calibration/fit_ops.py``.
+``syncopate/bench/fit.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 def audit(directory: str, gpu: str = "h200") -> list[dict]:
     """One entry per measured (op, W, shape): the decision, the measured times, the regret."""
     from syncopate.bench.calibrate import OP_TABLES
-    from syncopate.calibration.fit_ops import ops_points
+    from syncopate.bench.fit import ops_points
     from syncopate.ops import REGISTRY
     from syncopate.ops.choice import decide_shape
     with open(os.path.join(directory, "bench.json")) as f:

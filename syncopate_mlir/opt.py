@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from xdsl.passes import PassPipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 
-from syncopate import __version__
 from syncopate.errors import SyncopateError
+from syncopate.version import __version__
 
 from .bridge import parse_ttir_text, text_to_ttir, xdsl_to_text
 from .context import make_context

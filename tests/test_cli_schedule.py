@@ -164,7 +164,7 @@ def test_show_invalid_schedule(tmp_path: Path, capsys):
 
 def test_parser_is_extensible():
     # Other commands plug in through COMMAND_MODULES + register_commands(subparsers).
-    assert "syncopate.schedule.cli" in COMMAND_MODULES
+    assert "syncopate.schedule_cli" in COMMAND_MODULES
     parser = build_parser()
     args = parser.parse_args(["schedule", "check", "x.json"])
     assert callable(args.func)

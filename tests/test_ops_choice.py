@@ -249,7 +249,7 @@ def test_the_shipped_file_is_the_fit_of_run6_and_says_where_each_number_came_fro
 
 
 def test_alpha_beta_fit():
-    from syncopate.calibration.fit import fit_alpha_beta
+    from syncopate.bench.fit import fit_alpha_beta
     alpha, beta = fit_alpha_beta([(1e6, 10e-6 + 1e6 / 4e11), (1e8, 10e-6 + 1e8 / 4e11)])
     assert abs(alpha - 10e-6) < 1e-9 and abs(beta / 4e11 - 1) < 1e-6
 
@@ -288,7 +288,7 @@ def test_a_calibration_at_another_world_size_is_merged_and_used(tmp_path, monkey
     """What ``--calibrate`` writes on 4 GPUs (rows, an NCCL sweep, host times) is merged with the
     W = 2 file (both kept) and a W = 4 decision then uses the W = 4 collectives as measured."""
     from syncopate.bench.calibrate import write
-    from syncopate.calibration.fit import from_bench_rows
+    from syncopate.bench.fit import from_bench_rows
     with open(calibration.calibration_path("h200")) as f:
         shipped = f.read()
     (tmp_path / "h200.json").write_text(shipped)

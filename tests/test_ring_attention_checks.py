@@ -70,10 +70,9 @@ def test_world_size_one_runs_the_local_kernel(monkeypatch):
     """W = 1: the whole sequence on one rank -- the local kernel alone (causal: the zigzag
     shard of one rank is the sequence in order), no fused machinery."""
     import importlib
-    attn_mod = importlib.import_module("syncopate.kernels.attention")
     ra = importlib.import_module("syncopate.ops.ring_attention")
     calls = []
-    monkeypatch.setattr(attn_mod, "attention",
+    monkeypatch.setattr(ra, "attention",  # the local kernel, as the op module imports it
                         lambda q, k, v, causal, sm_scale, config, out=None: calls.append(causal)
                         or "local")
     monkeypatch.setattr(ra, "ring_attention_fused_kernel",

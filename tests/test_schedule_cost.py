@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from syncopate.calibration.fit import fit_alpha_beta
+from syncopate.bench.fit import fit_alpha_beta
 from syncopate.errors import ScheduleError
 from syncopate.schedule import (Chunk, Placement, Region, Schedule, TensorSpec, all_gather,
                                 all_reduce, best_split, chunk_time, estimate, gemm_time,
@@ -29,7 +29,7 @@ def _ag(n: int, W: int = 2) -> Schedule:
 
 def test_copy_engine_constants_fit_the_reported_figures():
     """The copy engine's alpha and beta against the reported figures, two ways: the project's
-    own least-squares fit of those figures (calibration/fit.py, the midpoint of each range)
+    own least-squares fit of those figures (bench/fit.py, the midpoint of each range)
     gives nearly the same constants, and the model's bandwidth at each reported size lies in
     the reported range up to the stated error (at 16 MB it is 320 GB/s against 290-318)."""
     m = link_model("ce")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from syncopate.errors import LaunchError, ScheduleError
-from syncopate.runtime.plan import build_ce_plan
+from syncopate.schedule.ce_plan import build_ce_plan
 from syncopate.schedule import (Chunk, Placement, Region, Schedule, TensorSpec, all_gather,
                                 all_reduce, all_to_all, reduce_scatter, ring_pass, verify)
 from syncopate.schedule.execution import executor, program_order

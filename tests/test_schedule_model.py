@@ -241,7 +241,7 @@ def test_schedule_package_is_pure_python():
     # Every layer imports the schedule package; it must not drag in Triton, torch or xDSL.
     import subprocess
     import sys
-    code = ("import sys, syncopate.schedule, syncopate.schedule.cli; "
+    code = ("import sys, syncopate.schedule, syncopate.schedule_cli; "
             "bad = [m for m in ('torch', 'triton', 'xdsl', 'numpy') if m in sys.modules]; "
             "assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -9,11 +9,12 @@ The public surface:
 * :func:`syncopate.emulate` -- the fused kernel on W emulated ranks on numpy, race-checked
 """
 
+import importlib
+
 from .errors import (CommTimeout, CompileError, EmulationError, LaunchError, ScheduleError, SyncopateError,
                      TimeoutRecord, UnknownOpError)
 from . import settings
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "CommTimeout", "CompileError", "EmulationError", "LaunchError", "ScheduleError", "SyncopateError",
@@ -24,6 +25,7 @@ __all__ = [
 def _install_hook_from_env() -> None:
     """``SYNCOPATE=1``: install the Triton compile hook at import (idempotent, chains others)."""
     if settings.SYNCOPATE.get() is True:
+        # the hook imports Triton and xDSL: only when asked for, not at `import syncopate`
         from syncopate_mlir import hook
 
         hook.install()
@@ -33,17 +35,19 @@ _install_hook_from_env()
 
 
 def __getattr__(name):
-    # Lazy so that `import syncopate` (e.g. for schedules or the CLI) does not import Triton.
+    # The entry points load on first use, so that `import syncopate` (schedules, errors, the
+    # CLI) does not import Triton, xDSL or torch.
     if name in ("compile", "FusedCompile"):
-        from . import compiler
+        from . import compiler  # lazy: imports Triton and xDSL
         return getattr(compiler, name)
     if name in ("emulate", "EmulationResult"):
-        # the package syncopate.emulate is itself callable (it forwards to emulate.emulate), so
-        # `syncopate.emulate(...)` works whether or not the subpackage was imported before
-        import importlib
+        # lazy: imports numpy, Triton and xDSL.  The package syncopate.emulate is itself
+        # callable (it forwards to emulate.emulate), so `syncopate.emulate(...)` works whether
+        # or not the subpackage was imported before (`from . import emulate` would ask this
+        # __getattr__ for it again)
         pkg = importlib.import_module(".emulate", __name__)
         return pkg if name == "emulate" else getattr(pkg, name)
     if name in ("fuse", "FusedKernel"):
-        from .runtime import fused
+        from .runtime import fused  # lazy: imports torch and Triton
         return getattr(fused, name)
     raise AttributeError(f"module 'syncopate' has no attribute {name!r}")

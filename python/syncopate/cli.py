@@ -23,19 +23,19 @@ from typing import Sequence
 
 from . import settings
 from .errors import SyncopateError, UsageError
+from .version import __version__
 
 #: Modules whose ``register_commands(subparsers)`` adds top-level commands, in help order.
 COMMAND_MODULES: list[str] = [
-    "syncopate.schedule.cli",
+    "syncopate.schedule_cli",
     "syncopate.compile_cli",
-    "syncopate.emulate.cli",
+    "syncopate.emulate_cli",
     "syncopate.trace_cli",
     "syncopate.explain_cli",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
     parser = argparse.ArgumentParser(
         prog="syncopate",
         description="Syncopate: fuse single-GPU Triton kernels with chunked communication.",

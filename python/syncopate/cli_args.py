@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import re
+from .compile_checks import is_signature_type, triton_scalar_types
+from .errors import UsageError
 
 SHAPE_FORMS = "sizes separated by commas or by 'x' (8192,4096 or 8192x4096)"
 
@@ -36,7 +38,6 @@ def shape(text: str) -> tuple[int, ...]:
 
 def shape_of_rank(text: str, rank: int, what: str) -> tuple[int, ...]:
     """A shape with exactly ``rank`` sizes (``M,N,K`` of a GEMM), else a :class:`UsageError`."""
-    from .errors import UsageError
     try:
         dims = shape(text)
     except argparse.ArgumentTypeError as e:
@@ -46,26 +47,29 @@ def shape_of_rank(text: str, rank: int, what: str) -> tuple[int, ...]:
     return dims
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (a count: ranks, chunks, programs, launches)."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return v
+def _number(cast, ok, what: str, name: str, doc: str):
+    """An argparse type: ``cast(text)`` when ``ok`` of it, else the message ``must be what``."""
+    def parse(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            v = None
+        if v is None or not ok(v):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+        return v
+    parse.__name__, parse.__doc__ = name, doc
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0 (a seed, a count that may be zero)."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return v
+positive_int = _number(int, lambda v: v >= 1, "a positive integer", "positive_int",
+                       "An integer >= 1 (a count: ranks, chunks, programs, launches).")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0", "nonnegative_int",
+                          "An integer >= 0 (a seed, a count that may be zero).")
+nonnegative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0",
+                            "nonnegative_float", 'A finite number >= 0 (a budget where 0 means '
+                            '"none of the optional work").')
+positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive number",
+                         "positive_float", "A number > 0 (seconds, a budget).")
 
 
 def csv_ints(text: str) -> str:
@@ -96,28 +100,6 @@ def csv_names(known: tuple[str, ...]):
     return parse
 
 
-def nonnegative_float(text: str) -> float:
-    """A finite number >= 0 (a budget where 0 means "none of the optional work")."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
-    return v
-
-
-def positive_float(text: str) -> float:
-    """A number > 0 (seconds, a budget)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = 0.0
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return v
-
-
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 
 
@@ -136,8 +118,6 @@ def signature(text: str) -> dict[str, str]:
     Types are Triton's signature strings: ``*DTYPE`` for a pointer, a scalar type (``i32``,
     ``fp32``), or ``constexpr``; an unknown type is refused here, not deep inside Triton
     (where it surfaces as ``KeyError: 'int'``)."""
-    from .compile_checks import is_signature_type, triton_scalar_types
-    from .errors import UsageError
     out: dict[str, str] = {}
     for item in (s.strip() for s in text.split(",")):
         name, eq, ty = item.partition("=")
@@ -161,7 +141,6 @@ def constexpr(text: str) -> tuple[str, object]:
 
     Unquoted text is refused here: passed on as a string it reaches Triton as, say, a block
     size, and surfaces as an internal ``AttributeError`` deep in the frontend."""
-    from .errors import UsageError
     name, eq, value = text.partition("=")
     name = name.strip()
     if not eq or not _IDENT.match(name) or not value.strip():
@@ -192,7 +171,6 @@ def _value(text: str):
 def operand(text: str):
     """``a_ptr`` (the kernel parameter holding the schedule's only tensor) or
     ``a_ptr:A,b_ptr:B`` (parameter -> schedule tensor, for a schedule of several tensors)."""
-    from .errors import UsageError
     if ":" not in text:
         if not _IDENT.match(text.strip()):
             raise UsageError(f"--operand {text!r}: name a kernel parameter (a_ptr) or map "

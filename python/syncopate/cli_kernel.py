@@ -1,4 +1,6 @@
-"""The kernel a command names: ``gemm-tma`` / ``gemm-ptr`` or a user's ``@triton.jit`` function.
+"""The kernel a command names: ``gemm-tma`` / ``gemm-ptr`` or a user's ``@triton.jit`` function,
+and the options that configure it (``--shape``/``--dtype``, ``--signature``/``--constexpr``,
+``--comm-programs``), shared by ``syncopate compile`` and ``syncopate emulate``.
 
 A user's kernel is ``module:function`` (a module on the import path) or
 ``path/to/file.py:function`` (a file, whose folder is put on the import path as ``python
@@ -18,10 +20,19 @@ import os
 import sys
 from pathlib import Path
 
+from . import backends
+from .cli_args import constexpr, shape, shape_of_rank, signature
+from .errors import CompileError, UsageError
+from .runtime.residency import DeviceLimits, blocks_per_sm
+from .schedule.cost import H200_SMS
+
 #: short names of the project's GEMMs -> their kernel functions (configured from ``--shape``)
 KERNEL_ALIASES = {"gemm-tma": "matmul_tma_persistent_kernel", "gemm-ptr": "matmul_ptr_kernel"}
 
 FORMS = "gemm-tma, gemm-ptr, module:function or path/to/file.py:function"
+
+#: element types of the project's GEMMs (``--dtype``)
+GEMM_DTYPES = ("bf16", "fp16")
 
 
 def is_gemm(ref: str) -> bool:
@@ -34,8 +45,6 @@ def gemm_name(ref: str) -> str:
 
 def load_user_kernel(ref: str):
     """The ``@triton.jit`` function ``ref`` names (``module:function`` or ``file.py:function``)."""
-    from .errors import CompileError
-
     mod_ref, colon, fn_name = ref.rpartition(":")
     if not colon or not mod_ref or not fn_name:
         raise CompileError(f"unknown kernel {ref!r}: use {FORMS}")
@@ -53,8 +62,6 @@ def load_user_kernel(ref: str):
 
 
 def _import(mod_ref: str, ref: str):
-    from .errors import CompileError
-
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)  # what `python -m` does; the console script does not
@@ -75,8 +82,6 @@ def _import(mod_ref: str, ref: str):
 
 
 def _import_file(path: Path, ref: str):
-    from .errors import CompileError
-
     if not path.is_file():
         raise CompileError(f"kernel {ref}: no file {str(path)!r}")
     folder = str(path.resolve().parent)
@@ -114,3 +119,93 @@ def _where(module) -> str:
     path = getattr(module, "__file__", None)
     name = module.__name__.removeprefix("_syncopate_kernel_file_")
     return f"module {name!r}" + (f" ({path})" if path else "")
+
+
+# ------------------------------------------------------------ the options that configure it
+
+def shape_text(text: str) -> str:
+    """``--shape``: validated at parse time (malformed -> exit 2), kept as ``M,N,K`` text so
+    that ``request.json`` records it as given (``syncopate emulate DIR`` reads it back)."""
+    return ",".join(str(d) for d in shape(text))
+
+
+shape_text.__name__ = "shape"
+
+
+def load_kernel(ref: str, args):
+    """``(fn, signature, constexprs, attrs, options)`` of the kernel ``ref`` names, from the
+    command line's ``--shape``/``--dtype`` (GEMMs) or ``--signature``/``--constexpr``."""
+    if is_gemm(ref):
+        # the local kernels import Triton and torch: not at the CLI's start
+        from .kernels import compile_args, compile_attrs, default_config, kernel_fn
+
+        refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"),
+                       "its parameters come from --shape and --dtype")
+        name = gemm_name(ref)
+        args.dtype = args.dtype or "bf16"
+        if not args.shape:
+            raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
+        m, n, k = shape_of_rank(args.shape, 3, f"{ref} (M,N,K of the local GEMM)")
+        cfg = default_config(m, n, k, args.dtype, "tma" if "tma" in name else "ptr")
+        sig, cx = compile_args(name, args.dtype, cfg)
+        return kernel_fn(name), sig, cx, compile_attrs(name), cfg.options()
+    if ":" not in ref:
+        raise CompileError(f"unknown kernel {ref!r}: use {FORMS}")
+    refuse_unused(ref, args, ("shape", "dtype"), "--shape and --dtype configure the gemm-* "
+                   "kernels; give types with --signature, sizes with --constexpr (and --arg "
+                   "for syncopate emulate)")
+    fn = load_user_kernel(ref)
+    if not args.signature:
+        raise UsageError(f"kernel {ref} needs --signature name=type,... for its parameters "
+                         f"({', '.join(fn.arg_names)})")
+    sig = signature(args.signature)
+    cx = {}
+    for item in args.constexpr:
+        name, value = constexpr(item)
+        if name not in fn.arg_names:
+            raise CompileError(f"--constexpr {item}: kernel {ref} has no parameter {name!r} "
+                               f"(its parameters: {', '.join(fn.arg_names)})")
+        cx[name] = value
+        sig.setdefault(name, "constexpr")
+    return fn, sig, cx, None, {}
+
+
+def refuse_unused(ref: str, args, options: tuple[str, ...], why: str) -> None:
+    """Refuse options that do not apply to this kind of kernel: silently ignoring one (as
+    ``--signature`` given to ``gemm-ptr`` once was) leaves the user believing it took effect."""
+    given = [o for o in options if getattr(args, o, None)]
+    if given:
+        flags = ", ".join("--" + o for o in given)
+        raise UsageError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to kernel "
+                         f"{ref}: {why}")
+
+
+def check_comm_programs(n: int | None, backend: str, *, num_warps: int = 4,
+                        shared: int | None = None) -> None:
+    """Refuse (:class:`UsageError`) more comm programs than an sm_90 GPU can run.
+
+    The comm programs take the lowest program ids and spin on flags for as long as chunks
+    move (``passes/partition_sms.py``): all of them must be resident at once, with room left
+    for the compute programs whose tiles they wait for, or the kernel deadlocks (a
+    reduce-scatter's comm programs wait for tiles that never get an SM).  No sm_90 GPU has
+    more than 132 SMs (H100 SXM, H200), and an SM holds at most as many programs of this
+    kernel as its threads and shared memory allow (``runtime/residency.py``; registers are
+    not known before the kernel is loaded, so this is an upper bound: the check refuses
+    only what cannot fit).  At launch the runtime checks the real device (loopback)."""
+    be = backends.get(backend)
+    if n is None:
+        return
+    if not be.has_comm_programs:
+        raise UsageError(f"--comm-programs does not apply to backend {backend}: it has no comm "
+                         f"programs (the copy engine moves the data)")
+    limits = DeviceLimits(sms=H200_SMS)
+    per_sm = blocks_per_sm(limits, num_warps=num_warps, n_regs=1, shared=shared or 0)
+    most = limits.sms * per_sm - 1
+    if n > most:
+        raise UsageError(
+            f"--comm-programs {n}: the comm programs spin until their chunks have moved, so "
+            f"all of them must be resident at once with room left for the compute programs "
+            f"they wait for; an sm_90 GPU holds at most {limits.sms} SMs x {per_sm} programs "
+            f"of this kernel ({num_warps} warps"
+            f"{'' if shared is None else f', {shared} B shared memory'}): give at most "
+            f"{most} (the {backend} backend's default is {be.default_comm_programs})")

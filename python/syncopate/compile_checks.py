@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from .errors import CompileError
 
 #: the oldest CUDA architecture the fused code runs on: it relies on sm_90's acquire/release
 #: system-scope memory operations and the TMA/wgmma paths of the local GEMMs
@@ -35,7 +36,6 @@ def is_signature_type(ty: str) -> bool:
 
 
 def check_signature_types(kernel_name: str, signature) -> None:
-    from .errors import CompileError
     bad = {n: t for n, t in signature.items() if not isinstance(t, str) or not is_signature_type(t)}
     if bad:
         n, t = next(iter(bad.items()))
@@ -46,7 +46,6 @@ def check_signature_types(kernel_name: str, signature) -> None:
 
 def check_target(target) -> None:
     """Refuse a target the fused code cannot run on, before Triton compiles for it."""
-    from .errors import CompileError
     backend, arch = (target.backend, target.arch) if hasattr(target, "backend") else \
         (tuple(target) + (None, None))[:2]
     if backend != "cuda":
@@ -60,7 +59,6 @@ def check_target(target) -> None:
 
 def compilation_error(kernel, err) -> "CompileError":
     """Triton's ``CompilationError`` on ``kernel`` as one line: ``file:line: message``."""
-    from .errors import CompileError
     message = getattr(err, "error_message", None) or (
         str(err.__cause__) if err.__cause__ else str(err).splitlines()[-1])
     message = " ".join(str(message).split())

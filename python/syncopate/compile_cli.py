@@ -9,28 +9,18 @@ stage to a directory.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 
 from . import backends
 from .abi import launch_violations
-
-from .cli_args import nonnegative_int, positive_int, shape
-from .cli_kernel import FORMS, gemm_name, is_gemm, load_user_kernel
-
-#: element types of the project's GEMMs (``--dtype``)
-GEMM_DTYPES = ("bf16", "fp16")
-
-
-def shape_text(text: str) -> str:
-    """``--shape``: validated at parse time (malformed -> exit 2), kept as ``M,N,K`` text so
-    that ``request.json`` records it as given (``syncopate emulate DIR`` reads it back)."""
-    return ",".join(str(d) for d in shape(text))
-
-
-shape_text.__name__ = "shape"
-
+from .cli_args import nonnegative_int, operand, positive_int, shape
+from .cli_kernel import FORMS, GEMM_DTYPES, check_comm_programs, is_gemm, load_kernel, shape_text
+from .errors import CompileError
+from .schedule import all_gather, as_schedule, dumps
+from .schedule.cost import estimate
 
 def register_commands(subparsers) -> None:
     p = subparsers.add_parser(
@@ -68,58 +58,8 @@ def register_commands(subparsers) -> None:
 
 # ----------------------------------------------------------------------------------- helpers
 
-def load_kernel(ref: str, args):
-    """``(fn, signature, constexprs, attrs, options)`` of the kernel ``ref`` names, from the
-    command line's ``--shape``/``--dtype`` (GEMMs) or ``--signature``/``--constexpr``."""
-    from .cli_args import constexpr, shape_of_rank, signature
-    from .errors import CompileError, UsageError
-
-    if is_gemm(ref):
-        from .kernels import compile_args, compile_attrs, default_config, kernel_fn
-
-        _refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"),
-                       "its parameters come from --shape and --dtype")
-        name = gemm_name(ref)
-        args.dtype = args.dtype or "bf16"
-        if not args.shape:
-            raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
-        m, n, k = shape_of_rank(args.shape, 3, f"{ref} (M,N,K of the local GEMM)")
-        cfg = default_config(m, n, k, args.dtype, "tma" if "tma" in name else "ptr")
-        sig, cx = compile_args(name, args.dtype, cfg)
-        return kernel_fn(name), sig, cx, compile_attrs(name), cfg.options()
-    if ":" not in ref:
-        raise CompileError(f"unknown kernel {ref!r}: use {FORMS}")
-    _refuse_unused(ref, args, ("shape", "dtype"), "--shape and --dtype configure the gemm-* "
-                   "kernels; give types with --signature, sizes with --constexpr (and --arg "
-                   "for syncopate emulate)")
-    fn = load_user_kernel(ref)
-    if not args.signature:
-        raise UsageError(f"kernel {ref} needs --signature name=type,... for its parameters "
-                         f"({', '.join(fn.arg_names)})")
-    sig = signature(args.signature)
-    cx = {}
-    for item in args.constexpr:
-        name, value = constexpr(item)
-        if name not in fn.arg_names:
-            raise CompileError(f"--constexpr {item}: kernel {ref} has no parameter {name!r} "
-                               f"(its parameters: {', '.join(fn.arg_names)})")
-        cx[name] = value
-        sig.setdefault(name, "constexpr")
-    return fn, sig, cx, None, {}
-
-
-def _refuse_unused(ref: str, args, options: tuple[str, ...], why: str) -> None:
-    """Refuse options that do not apply to this kind of kernel: silently ignoring one (as
-    ``--signature`` given to ``gemm-ptr`` once was) leaves the user believing it took effect."""
-    from .errors import UsageError
-    given = [o for o in options if getattr(args, o, None)]
-    if given:
-        flags = ", ".join("--" + o for o in given)
-        raise UsageError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to kernel "
-                         f"{ref}: {why}")
-
-
 def _write_stages(out: Path, fc) -> None:
+    # the IR layer imports xDSL and Triton: not at the CLI's start
     from syncopate_mlir.hook import write_stages
 
     _make_dir(out)
@@ -128,55 +68,17 @@ def _write_stages(out: Path, fc) -> None:
         if ext in fc.asm:
             (out / f"kernel.{ext}").write_text(fc.asm[ext])
     (out / "kernel.cubin").write_bytes(fc.asm["cubin"])
-    import json
-
     (out / "abi.json").write_text(json.dumps(fc.abi.to_json(), indent=2))
 
 
 def _make_dir(out: Path) -> None:
     """``-o DIR``: create it (and missing parents); refuse a path that is a file."""
-    from .errors import CompileError
     try:
         out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise CompileError(f"-o {out}: a file is in the way; give a directory") from None
     except OSError as e:
         raise CompileError(f"-o {out}: cannot create the directory: {e.strerror}") from None
-
-
-def check_comm_programs(n: int | None, backend: str, *, num_warps: int = 4,
-                        shared: int | None = None) -> None:
-    """Refuse (:class:`UsageError`) more comm programs than an sm_90 GPU can run.
-
-    The comm programs take the lowest program ids and spin on flags for as long as chunks
-    move (``passes/partition_sms.py``): all of them must be resident at once, with room left
-    for the compute programs whose tiles they wait for, or the kernel deadlocks (a
-    reduce-scatter's comm programs wait for tiles that never get an SM).  No sm_90 GPU has
-    more than 132 SMs (H100 SXM, H200), and an SM holds at most as many programs of this
-    kernel as its threads and shared memory allow (``runtime/residency.py``; registers are
-    not known before the kernel is loaded, so this is an upper bound: the check refuses
-    only what cannot fit).  At launch the runtime checks the real device (loopback)."""
-    from .errors import UsageError
-    from .runtime.residency import DeviceLimits, blocks_per_sm
-    from .schedule.cost import H200_SMS
-
-    be = backends.get(backend)
-    if n is None:
-        return
-    if not be.has_comm_programs:
-        raise UsageError(f"--comm-programs does not apply to backend {backend}: it has no comm "
-                         f"programs (the copy engine moves the data)")
-    limits = DeviceLimits(sms=H200_SMS)
-    per_sm = blocks_per_sm(limits, num_warps=num_warps, n_regs=1, shared=shared or 0)
-    most = limits.sms * per_sm - 1
-    if n > most:
-        raise UsageError(
-            f"--comm-programs {n}: the comm programs spin until their chunks have moved, so "
-            f"all of them must be resident at once with room left for the compute programs "
-            f"they wait for; an sm_90 GPU holds at most {limits.sms} SMs x {per_sm} programs "
-            f"of this kernel ({num_warps} warps"
-            f"{'' if shared is None else f', {shared} B shared memory'}): give at most "
-            f"{most} (the {backend} backend's default is {be.default_comm_programs})")
 
 
 def _known_args(args) -> dict:
@@ -188,9 +90,8 @@ def _known_args(args) -> dict:
 
 
 def run_compile(args) -> int:
-    import syncopate
-
-    from .cli_args import operand
+    # the compiler imports xDSL and Triton: not at the CLI's start
+    from .compiler import compile as syncopate_compile
 
     fn, sig, cx, attrs, options = load_kernel(args.kernel, args)
     op = operand(args.operand)
@@ -199,7 +100,7 @@ def run_compile(args) -> int:
     if args.output:
         _make_dir(Path(args.output))  # before the compile: a bad -o fails fast
     t0 = time.perf_counter()
-    fc = syncopate.compile(fn, signature=sig, constexprs=cx, schedule=args.schedule,
+    fc = syncopate_compile(fn, signature=sig, constexprs=cx, schedule=args.schedule,
                            operand=op, backend=args.backend,
                            comm_programs=args.comm_programs, attrs=attrs, **options)
     dt = time.perf_counter() - t0
@@ -209,7 +110,6 @@ def run_compile(args) -> int:
     known = _known_args(args)
     bad = [str(v) for v in launch_violations(known, fc.abi.requirements, fc.abi.upper_bounds)]
     if bad:
-        from .errors import CompileError
         raise CompileError("--shape contradicts the schedule: " + "; ".join(bad) + ". Give the "
                            "schedule the shape of the tensor the kernel indexes")
     print(f"compiled {fn.__name__} fused ({args.backend}) for sm_90 in {dt:.2f} s; "
@@ -230,8 +130,6 @@ def mode_text(schedule, abi) -> str:
     ``sm``/``nvshmem`` comm programs run every ``sum`` chunk on its destination
     (``schedule/execution.py``), so a push reduce-scatter runs as pull.  Printing the ABI's
     word alone told the user their push schedule had been compiled as another one."""
-    from .schedule import as_schedule
-
     modes = sorted({c.mode for c in as_schedule(schedule).chunks})
     if not modes:  # nothing moves (one rank)
         return abi.mode
@@ -248,10 +146,6 @@ def _write_request(out: Path, args, sig: dict, op) -> None:
     ``dtype`` is the communicated tensor's element type as the kernel's signature has it
     (``--dtype`` configures only the gemm-* kernels; a user kernel's types are its
     ``--signature``), or ``{param: dtype}`` when several operands differ."""
-    import json
-
-    from .schedule import as_schedule, dumps
-
     params = [op] if isinstance(op, str) else list(op)
     types = {p: sig[p].lstrip("*") for p in params if p in sig}
     dtype = next(iter(types.values())) if len(set(types.values())) == 1 else types
@@ -309,10 +203,9 @@ def _strip_locs(line: str) -> str:
 
 
 def run_demo(args) -> int:
-    import syncopate
+    # the compiler and the local kernels import xDSL, Triton and torch: not at the CLI's start
+    from .compiler import compile as syncopate_compile
     from .kernels import compile_args, compile_attrs, default_config, kernel_fn
-    from .schedule import all_gather
-    from .schedule.cost import estimate
 
     if args.output:
         _make_dir(Path(args.output))  # before the compile: a bad -o fails fast
@@ -335,7 +228,7 @@ def run_demo(args) -> int:
     except Exception:  # the cost model is advisory
         pass
     t0 = time.perf_counter()
-    fc = syncopate.compile(kernel_fn(name), signature=sig, constexprs=cx, schedule=sched,
+    fc = syncopate_compile(kernel_fn(name), signature=sig, constexprs=cx, schedule=sched,
                            operand="a_ptr", backend=args.backend,
                            comm_programs=args.comm_programs if be.has_comm_programs else None,
                            attrs=compile_attrs(name), **cfg.options())

@@ -12,9 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from syncopate.schedule import as_schedule, verify
+from syncopate_mlir import hook
+from syncopate_mlir.hook import REQUEST_ATTR, dump_ir
+from syncopate_mlir.passes.attach_schedule import withhold_chunks as checked
+from syncopate_mlir.pipeline import FuseRequest
 from . import backends, dtypes, settings
 from .abi import FusedABI, extra_params
 from .chunk_table import LOWERINGS, TABLE_MIN_CHUNKS
+from .compile_checks import check_signature_types, check_target, compilation_error
 from .errors import CompileError
 
 
@@ -38,8 +44,6 @@ class FusedCompile:
 
 def _source_class():
     from triton.compiler import ASTSource
-
-    from syncopate_mlir.hook import REQUEST_ATTR
 
     class SyncopateSource(ASTSource):
         """An ``ASTSource`` whose signature is extended by the fused ABI's parameters.
@@ -124,11 +128,6 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
     lets the emulator withhold chunks on any backend."""
-    from syncopate.schedule import as_schedule, verify
-    from syncopate_mlir.pipeline import FuseRequest
-
-    from .compile_checks import check_signature_types
-
     be = backends.get(backend)
     sched = as_schedule(schedule)
     verify(sched)
@@ -152,7 +151,6 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                            f"{TABLE_MIN_CHUNKS - 1} chunks)")
     withhold = ()
     if withhold_chunks:
-        from syncopate_mlir.passes.attach_schedule import withhold_chunks as checked
         withhold = checked(withhold_chunks, sched)
     params = tuple(n for n in kernel.arg_names
                    if signature.get(n) != "constexpr" and n not in constexprs)
@@ -216,10 +214,6 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     from triton.backends.compiler import GPUTarget
     from triton.compiler.errors import CompilationError
 
-    from syncopate_mlir import hook
-
-    from .compile_checks import check_target, compilation_error
-
     check_target(target)
     be = backends.get(backend)
     signature = dict(signature)
@@ -251,7 +245,6 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     dump_dir = settings.DUMP_IR.get()
     if dump_dir and ir_after:
         # the stage dumps when it runs; a cache hit runs no stage, so dump from the metadata
-        from syncopate_mlir.hook import dump_ir
         dump_ir(dump_dir, kernel.__name__, compiled.hash, ir_after)
     return FusedCompile(compiled, abi, ir_after,
                         dict(getattr(meta, "syncopate_times_ms", {}) or {}))

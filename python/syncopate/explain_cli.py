@@ -27,6 +27,13 @@ change independently.
 from __future__ import annotations
 
 import argparse
+import re
+
+from .calibration import calibration_path
+from .cli_args import positive_int
+from .dtypes import canonical
+from .errors import LaunchError, ScheduleError
+from .schedule.ulysses_cost import PAYS_SHARE, ulysses_costs
 
 __all__ = ["register_commands", "run_explain", "run_explain_ulysses", "op_shape", "SUBJECTS"]
 
@@ -34,7 +41,7 @@ __all__ = ["register_commands", "run_explain", "run_explain_ulysses", "op_shape"
 def op_shape(op: str, dims: tuple, W: int, batch: int = 1, causal: bool = False) -> tuple:
     """The shape :func:`syncopate.ops.choice.decide_shape` takes for the op's global ``dims``
     (LaunchError when they do not fit the op or do not divide over ``W`` ranks)."""
-    from .errors import LaunchError
+    # lazy: the ops import torch and Triton, which the CLI's start does without
     from .ops import spec
     s = spec.get(op)
     want = 3 if s.shape == ("m", "n", "k") else 4
@@ -60,8 +67,6 @@ def _shape(text: str) -> tuple[int, ...]:
 
 def run_explain_ulysses(args) -> int:
     """The Ulysses paths' predicted layer times and whether the QKV-projection variant pays."""
-    from .errors import LaunchError, ScheduleError
-    from .schedule.ulysses_cost import PAYS_SHARE, ulysses_costs
     if len(args.shape) != 4:
         raise LaunchError(f"explain ulysses wants --shape S,Hq,Hkv,D (total tokens, query heads, "
                           f"KV heads, head dim; e.g. 32768,32,8,128), got "
@@ -83,10 +88,8 @@ def run_explain_ulysses(args) -> int:
 
 
 def run_explain(args) -> int:
-    from .dtypes import canonical
-    from .errors import LaunchError
-    from .ops import spec
-    from .ops.choice import decide_shape
+    # lazy: the ops import torch and Triton, which the CLI's start does without
+    from .ops import choice, spec
     W = args.world_size
     if W < 1:
         raise LaunchError(f"--world-size must be >= 1, got {W}")
@@ -95,13 +98,12 @@ def run_explain(args) -> int:
     shape = op_shape(args.op, tuple(args.shape), W, args.batch, args.causal)
     s = spec.get(args.op)
     dtype = s.dtype or canonical(args.dtype)
-    d = decide_shape(args.op, shape, W, dtype, args.gpu, cublas=not args.no_cublas)
+    d = choice.decide_shape(args.op, shape, W, dtype, args.gpu, cublas=not args.no_cublas)
     per_rank = ("per-rank GEMM " + "x".join(map(str, shape)) if s.shape == ("m", "n", "k") else
                 "decides on " + ", ".join(f"{n} {v}" for n, v in zip(s.shape, shape)))
     print(f"{args.op} {'x'.join(map(str, args.shape))} ({dtype}) at world size {W} on "
           f"{args.gpu}: {per_rank}")
     if d.calibration:
-        from .calibration import calibration_path
         print(f"calibration: {calibration_path(args.gpu)} (sha256 {d.calibration[:12]})")
     print(f"basis: {d.basis}")
     if d.note:
@@ -144,16 +146,9 @@ def register_commands(subparsers) -> None:
     p.set_defaults(func=run_explain)
 
 
-def positive_int(text: str) -> int:
-    from .cli_args import positive_int as check
-    return check(text)
-
-
 def _gpu_name(text: str) -> str:
     """A calibration file stem: lower-case letters, digits, '-', '_' (no path: the name picks a
     file under the package's calibration folder)."""
-    import argparse
-    import re
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", text or ""):
         raise argparse.ArgumentTypeError(f"{text!r} is not a GPU type name: use lower-case "
                                          f"letters, digits, '-' or '_' (e.g. h200)")

@@ -9,6 +9,9 @@ in chrome://tracing and https://ui.perfetto.dev); docs/tracing.md says how to re
 
 from __future__ import annotations
 
+from .errors import TraceError
+from .trace import load_events, summary, timeline_png
+
 
 def register_commands(subparsers) -> None:
     p = subparsers.add_parser("trace", help="show a recorded fused-kernel timeline",
@@ -27,8 +30,6 @@ def register_commands(subparsers) -> None:
 
 
 def _show(args) -> int:
-    from .errors import TraceError
-    from .trace import load_events, timeline_png
     if args.width < 16:
         raise TraceError(f"--width {args.width}: give at least 16 pixels")
     events, meta = load_events(args.trace)
@@ -45,7 +46,6 @@ def _show(args) -> int:
 
 
 def _summary(args) -> int:
-    from .trace import load_events, summary
     events, meta = load_events(args.trace)
     for line in summary(events, int(meta.get("comm_programs") or 0),
                         num_chunks=meta.get("num_chunks"), world_size=meta.get("world_size")):

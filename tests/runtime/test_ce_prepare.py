@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from syncopate import abi  # noqa: E402
 from syncopate.errors import CompileError  # noqa: E402
-from syncopate.runtime import plan as planmod  # noqa: E402
+from syncopate.runtime.operands import tensor_spec  # noqa: E402
+from syncopate.schedule import ce_plan as planmod  # noqa: E402
 from syncopate.runtime.fused import FusedKernel  # noqa: E402
 from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, rs_schedule  # noqa: E402
 from syncopate.runtime.launchers.ce import _rows_cols, index_runs, reduce_into  # noqa: E402
@@ -31,12 +32,12 @@ def test_rows_cols_contiguous_and_column_block():
 
 def _ce_config(c, sched, fk, produced):
     from syncopate.runtime import fused as fmod
-    a = abi.FusedABI("ce", 2, planmod.num_chunks(sched), 0, "none", operands=list(fk.operands))
+    a = abi.FusedABI("ce", 2, sched.num_chunks, 0, "none", operands=list(fk.operands))
     cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32))
     cfg.ce_plan = planmod.build_ce_plan(sched, c.rank,
                                         {i: 1 for i in range(a.num_chunks)} if produced else {})
     for tname in cfg.ce_plan.reduce_tensors:
-        spec = planmod.tensor_spec(sched, tname)
+        spec = tensor_spec(sched, tname)
         cfg.slots[tname] = c.empty((2,) + tuple(spec.shape), torch.float32)
     return cfg
 

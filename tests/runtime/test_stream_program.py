@@ -21,7 +21,8 @@ from runtime_fakes import (ag_schedule, fake_ck, fake_comm, install_driver, ptr_
                            require_fastlaunch, signature)
 from syncopate import abi  # noqa: E402
 from syncopate.runtime import _cuda, fastlaunch, stream_program as sp  # noqa: E402
-from syncopate.runtime import plan as planmod  # noqa: E402
+from syncopate.runtime.operands import tensor_spec  # noqa: E402
+from syncopate.schedule import ce_plan as planmod  # noqa: E402
 from syncopate.runtime import sync_kernels as sk  # noqa: E402
 
 _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
@@ -236,12 +237,12 @@ def _ce_launcher(driver, monkeypatch, sched, operand, produced, defer=False):
     c = fake_comm(rank=0)
     fk = FusedKernel(ptr_kernel(), sched, operand=operand, backend="ce", comm=c,
                      defer_consumed_wait=defer)
-    a = abi.FusedABI("ce", 2, planmod.num_chunks(sched), 0, "none", operands=list(fk.operands))
+    a = abi.FusedABI("ce", 2, sched.num_chunks, 0, "none", operands=list(fk.operands))
     cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32))
     cfg.ce_plan = planmod.build_ce_plan(
         sched, c.rank, {i: 2 for i in range(a.num_chunks)} if produced else {})
     for tname in cfg.ce_plan.reduce_tensors:
-        cfg.slots[tname] = c.empty((2,) + tuple(planmod.tensor_spec(sched, tname).shape),
+        cfg.slots[tname] = c.empty((2,) + tuple(tensor_spec(sched, tname).shape),
                                    torch.bfloat16)
     cfg.flag_addrs = [cfg.flags.data_ptr(), 0x7700000]
     handles = iter(range(0xE0, 0x100))

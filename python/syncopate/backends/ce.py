@@ -1,6 +1,6 @@
 """``ce``: the copy engine moves the data; the fused kernel only waits and signals (``lower-ce``),
 and the host runs the protocol on a side stream (``runtime/launchers/ce.py``, with the plan of
-``runtime/plan.py``): every chunk runs on the side its mode names, a ``sum`` chunk is a copy
+``schedule/ce_plan.py``): every chunk runs on the side its mode names, a ``sum`` chunk is a copy
 into the owner's per-source slot, added after the kernel or by the owner's tiles
 (``reduce="epilogue"``)."""
 

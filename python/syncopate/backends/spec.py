@@ -34,7 +34,7 @@ class BackendSpec:
     #: comm programs when the caller gives none
     default_comm_programs: int = 0
     #: the host moves the chunks on a side stream instead, in the plan's order
-    #: (``runtime/plan.py``), ``sum`` chunks into the owner's per-source slots, added after the
+    #: (``schedule/ce_plan.py``), ``sum`` chunks into the owner's per-source slots, added after the
     #: kernel or by its epilogue; the emulator replays that protocol
     side_stream: bool = False
     #: a ``sum`` chunk runs on its destination whatever its mode (who executes a chunk:

@@ -54,19 +54,24 @@ this module is the command line and the run (rows, time budget, process group).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import time
 
-from .. import settings
+from .. import runtime, settings
 from ..cli import run_handler
 from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
 from ..ops import REGISTRY
+from ..runtime import collectives
+from ..runtime.loopback import run_loopback
+from . import attention as attn_bench
 from . import block, calibrate, compile_time
+from . import gemm_ar as ar_bench
+from . import moe as moe_bench
+from . import ulysses as ulysses_bench
 from .fused import sweep_for
-from .report import columns, derive, format_table, git_commit, plot, write_results
 from .gemm_ar import bench_ar
+from .report import columns, derive, format_table, git_commit, plot, write_results
 from .rows import bench_ag, bench_rs
 from .runs import init_distributed, row_fn, rows_for
 from .timer import Timer
@@ -169,7 +174,6 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
     measures the sharing, not the kernels. Correctness runs there; timings do not."""
     env = os.environ if env is None else env
     if in_loopback is None:
-        from ..runtime import collectives
         in_loopback = collectives.current_loopback() is not None
     if in_loopback or settings.GPU_LOOPBACK.get(env):
         return ("the benchmark refuses loopback (W virtual ranks sharing one GPU): its timings "
@@ -226,9 +230,8 @@ def main(argv=None) -> int:
     import torch
     import torch.distributed as dist
 
-    from ..runtime import Communicator
     init_distributed()
-    comm = Communicator(symm_backend=args.symm)
+    comm = runtime.Communicator(symm_backend=args.symm)
     rank0 = comm.rank == 0
     log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
     backends = [b for b in args.backends.split(",") if b]
@@ -268,13 +271,11 @@ def main(argv=None) -> int:
         if rank0:  # after every row: a run killed by its time limit keeps the rows it finished
             write_results(args, results, backends, skipped, budget, iters, command, comm)
     if "ring_attn" in args.ops.split(","):
-        from . import attention as attn_bench
         attn_rows = attn_bench.run(comm, args, log, check_only=False, timer=timer)
         if rank0:
             print(attn_bench.format_rows(attn_rows))
             _write_json(os.path.join(args.out, "bench_ring_attn.json"), attn_rows, command)
     if "ulysses" in args.ops.split(","):
-        from . import ulysses as ulysses_bench
         u_rows = ulysses_bench.run(comm, args, log, check_only=False, timer=timer)
         if rank0:
             print(ulysses_bench.format_rows(u_rows))
@@ -283,7 +284,6 @@ def main(argv=None) -> int:
                     print(f"  [ulysses S={r['S']} causal={r['causal']}] {name}: {err}")
             _write_json(os.path.join(args.out, "bench_ulysses.json"), u_rows, command)
     if "moe" in args.ops.split(","):
-        from . import moe as moe_bench
         moe_rows = moe_bench.run(comm, args, log, check_only=False, timer=timer)
         if rank0:
             print(moe_bench.format_rows(moe_rows))
@@ -318,12 +318,7 @@ def _write_json(path, rows, command) -> None:
 
 def _check_worker(rank, W, args):
     """One rank of a ``--check`` run: the fused ops once each against their unfused path."""
-    from ..runtime import Communicator
-    from . import attention as attn_bench
-    from . import gemm_ar as ar_bench
-    from . import ulysses as ulysses_bench
-    from . import moe as moe_bench
-    comm = Communicator()
+    comm = runtime.Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
     ops = _check_ops(args)
     try:
@@ -357,7 +352,6 @@ def check_main(args) -> int:
     if lb:
         import torch
 
-        from ..runtime.loopback import run_loopback
         if not torch.cuda.is_available():
             print(f"syncopate.bench --check --loopback {lb}: needs a CUDA GPU (the W virtual "
                   f"ranks share it); this torch sees none. The CPU-side checks are the test "
@@ -393,8 +387,7 @@ def check_row_line(r: dict) -> str:
     """One line per ``--check`` row, whatever op produced it (each op's row has its own keys)."""
     op = r.get("op", "ring_attn")
     if op == "ulysses":
-        from .ulysses import summary
-        return summary(r)
+        return ulysses_bench.summary(r)
     if op == "moe":
         return (f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
                 f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
@@ -409,12 +402,11 @@ def check_row_line(r: dict) -> str:
 
 def report_check_rows(rows: list[dict]) -> int:
     """Print every ``--check`` row and the problems found; the exit status (1 on a problem)."""
-    from . import attention, gemm_ar, moe, ulysses
     for r in rows:
         print(check_row_line(r))
     problems = []
-    for op, mod in (("ring_attn", attention), ("gemm_ar", gemm_ar), ("ulysses", ulysses),
-                    ("moe", moe)):
+    for op, mod in (("ring_attn", attn_bench), ("gemm_ar", ar_bench), ("ulysses", ulysses_bench),
+                    ("moe", moe_bench)):
         problems += mod.check_problems([r for r in rows if r.get("op", "ring_attn") == op])
     for p in problems:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)

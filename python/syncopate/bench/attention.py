@@ -20,6 +20,11 @@ against the unfused path and prints the difference.
 
 from __future__ import annotations
 
+from ..kernels.attention import attention
+from ..kernels.attention_zigzag import attention_zigzag, zigzag_shard
+from ..ops import ring_attention, ring_attention_reference
+from ..runtime import collectives as dist
+from ..schedule.attention_cost import attention_flops
 
 #: (total tokens, Hq, Hkv, D)
 SHAPES = ((32768, 32, 8, 128), (65536, 32, 8, 128), (131072, 32, 8, 128))
@@ -30,7 +35,6 @@ QUICK_SHAPES = ((1024, 4, 1, 128),)  # W x (tiles + comm programs) co-resident i
 def _shards(comm, S, Hq, Hkv, D, causal, dtype, seed=0):
     import torch
 
-    from ..kernels.attention_zigzag import zigzag_shard
     W, r = comm.world_size, comm.rank
     g = torch.Generator(device=comm.device)
     g.manual_seed(seed)
@@ -51,7 +55,6 @@ def stream_ring_attention(q, k, v, comm):
     import torch
     import torch.distributed as dist
 
-    from ..kernels.attention import attention
     W, r = comm.world_size, comm.rank
 
     def peer(i):
@@ -86,7 +89,6 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """The fused op once against the unfused path (correctness only: loopback, --check)."""
     import torch
 
-    from ..ops import ring_attention, ring_attention_reference
     q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
     o_ref, lse_ref = ring_attention_reference(q, k, v, comm, causal=causal)
     o, lse = ring_attention(q, k, v, comm, causal=causal, fused=True)
@@ -128,11 +130,6 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """Every column of one shape (see the module docstring)."""
     import torch
 
-    from ..kernels.attention import attention
-    from ..kernels.attention_zigzag import attention_zigzag
-    from ..ops import ring_attention, ring_attention_reference
-    from ..runtime import collectives as dist
-    from ..schedule.attention_cost import attention_flops
     W, r = comm.world_size, comm.rank
     q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
     Sl = S // W

@@ -42,13 +42,12 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
+from .. import torch_ops as sto
+from ..nn import TransformerBlock
+from .dtensor_block import dtensor_block
 from .fused import error_text
 from .report import git_commit
 from .rows import _enable_symm_mem
-
-# torch, and the modules that import it at load (syncopate.nn, torch_ops, dtensor_block), are
-# imported where they are used, as in the rest of the benchmark: the command line's parser
-# loads this module for --blocks' names
 
 __all__ = ["BlockShape", "COLUMNS", "DIRECTIONS", "SHAPES", "TOLERANCE", "async_tp_problem",
            "bench_shape", "derive", "format_table", "new_row", "run", "shapes_for"]
@@ -227,7 +226,6 @@ def _free(device) -> None:
 def _time_modules(comm, timer, shape, rows, steps, dtype, log) -> None:
     """``fused`` and ``unfused``: the block module both ways, same weights, the fused one's
     output checked against the unfused one's first."""
-    from ..nn import TransformerBlock
     kw = dict(layout=shape.layout, dtype=dtype, device=comm.device)
     dims = (shape.dim, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, comm)
     fused = TransformerBlock(*dims, fused=None, **kw)
@@ -309,8 +307,6 @@ def _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col
     import torch
     from torch._inductor import config
 
-    from .. import torch_ops as sto
-    from .dtensor_block import dtensor_block
     counts: list = []
     block = dtensor_block(shape.dim, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, mesh,
                           dtype=dtype, device=comm.device)

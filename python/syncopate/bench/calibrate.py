@@ -8,7 +8,7 @@ Under torchrun, one process per GPU (W >= 2)::
 ``--ops`` picks what is measured (default ``ag,rs``, which every file needs: the local GEMM
 table and the NCCL fits); ``--ops ag,rs,ar,ag_fp8,rs_fp8,ring_attn,ulysses,moe`` also measures
 every other op's candidates at the benchmark's shapes into the file's ``ops`` section
-(:mod:`syncopate.calibration.fit_ops`: which column is which candidate), so their decisions
+(:mod:`syncopate.bench.fit`: which column is which candidate), so their decisions
 become calibrated instead of model only. ``gemm_ar``'s rows also add decode-sized local GEMMs
 (M = 1 ... 512) to the local table and an NCCL all-reduce fit.
 
@@ -17,7 +17,7 @@ alone, our local GEMM and cuBLAS alone, each fused variant at the op's own plan 
 ``fused[<backend>] auto`` column -- checked against the reference before it is timed), a
 sweep of NCCL all-gather / reduce-scatter sizes for the latency/bandwidth fit, and the host
 time of one call per path (the GPU kept busy ahead so no call waits for it), then fits and
-writes the file with :func:`syncopate.calibration.fit.from_bench_rows` -- merged with the
+writes the file with :func:`syncopate.bench.fit.from_bench_rows` -- merged with the
 file already there, so a calibration at another world size is kept. The same fit seeds a file
 from a past run without a GPU::
 
@@ -34,6 +34,12 @@ import statistics
 import sys
 import time
 
+from .. import calibration, runtime
+from ..calibration import CalibrationError, gpu_type, parse
+from ..ops import ag_gemm, gemm_rs
+from ..ops.driver import gemm_call, resolve_config, run_local
+from ..runtime import _cuda
+from .fit import from_bench_rows, merge, parse_host_profile, relpath
 from .runs import init_distributed, row_fn, rows_for
 from .timer import Timer
 
@@ -66,9 +72,7 @@ def add_arguments(p) -> None:
 def write(content: dict, directory: str | None = None) -> str:
     """Write (merged with the file already there) and re-read the file through the ops'
     parser, so a file that the ops would refuse is never left behind."""
-    from ..calibration import calibration_dir, parse
-    from ..calibration.fit import merge
-    directory = directory or calibration_dir()
+    directory = directory or calibration.calibration_dir()
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{content['gpu']}.json")
     old = None
@@ -86,8 +90,6 @@ def write(content: dict, directory: str | None = None) -> str:
 def from_results(directory: str, out_dir: str | None = None) -> str:
     """Fit a past benchmark run (``bench.json`` + ``host_profile.log``) into a calibration file.
     The run's README says how it was made; every number's ``source`` names the row and column."""
-    from ..calibration import CalibrationError, gpu_type
-    from ..calibration.fit import from_bench_rows, parse_host_profile, relpath
     bench = os.path.join(directory, "bench.json")
     prof = os.path.join(directory, "host_profile.log")
     for f in (bench, prof):
@@ -145,8 +147,6 @@ def _measure_host(comm, timer, dtype) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..ops import ag_gemm, gemm_rs
-    from ..ops.driver import gemm_call, resolve_config, run_local
     W, dev = comm.world_size, comm.device
     sleep = timer.sleep_cycles * 20
     M, N, K = 1024, 4096, 4096
@@ -225,11 +225,8 @@ def main(args, argv_text: str, commit: str | None) -> int:
     import torch
     import torch.distributed as dist
 
-    from ..calibration import gpu_type
-    from ..calibration.fit import from_bench_rows
-    from ..runtime import Communicator, _cuda
     init_distributed()
-    comm = Communicator(symm_backend=args.symm)
+    comm = runtime.Communicator(symm_backend=args.symm)
     if comm.world_size < 2:
         print("--calibrate needs >= 2 GPUs (the collectives and the fused variants); the local "
               "GEMM alone is in every calibration made with more", file=sys.stderr)

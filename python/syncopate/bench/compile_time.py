@@ -35,6 +35,17 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from syncopate_mlir.pipeline import FuseRequest, run_pipeline
+
+from .. import backends
+from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_int
+from ..compiler import compile as syn_compile
+from ..compiler import resolve_operands
+from ..kernels import compile_args, compile_attrs, default_config, kernel_fn
+from ..ops.driver import gemm_plan
+from ..ops.gemm_rs import EPILOGUE_SPLIT, _check_epilogue_order, _epilogue_groups
+from ..schedule import all_gather, reduce_scatter
+
 M = 8192
 AG_NK = (14336, 4096)    # AG+GEMM: global N, K; this rank's B is [K, N/W]
 RS_KN = (14336, 4096)    # GEMM+RS: global K, N; this rank's A is [M, K/W]
@@ -66,10 +77,6 @@ def cases(kernels=("tma", "ptr"), ops=("ag", "rs"), world_sizes=(2, 8), backends
 
 def build(case: Case) -> dict:
     """Everything one compile of ``case`` needs, chosen as the ops choose it."""
-    from ..kernels import compile_args, compile_attrs, default_config, kernel_fn
-    from .. import backends
-    from ..ops.driver import gemm_plan
-    from ..schedule import all_gather, reduce_scatter
 
     W = case.world_size
     name = kernel_fn(case.kernel).__name__
@@ -84,7 +91,6 @@ def build(case: Case) -> dict:
         split, cp = gemm_plan("rs", case.backend, M, N, K, W, DTYPE, None, None)
         reduce = "comm"
         if "epilogue" in backends.get(case.backend).reduce_modes:  # the op's default (ce),
-            from ..ops.gemm_rs import EPILOGUE_SPLIT, _check_epilogue_order, _epilogue_groups
             cfg = _epilogue_groups(default_config(M, N, K, DTYPE, case.kernel), M, W)
             _check_epilogue_order(case.backend, M, W, cfg)  # with the config it would use
             split, reduce = EPILOGUE_SPLIT, "epilogue"
@@ -109,7 +115,6 @@ def _plain_compile(b: dict):
 
 
 def _fused_compile(b: dict, case: Case):
-    from ..compiler import compile as syn_compile
     return syn_compile(b["fn"], signature=b["sig"], constexprs=b["cx"], schedule=b["schedule"],
                        operand=b["operand"], backend=case.backend,
                        comm_programs=b["comm_programs"] or None, target=TARGET,
@@ -121,8 +126,6 @@ def measure(case: Case, runs: int, compile_runs: int = 1) -> dict:
     of the whole fused and unfused compiles."""
     import triton
 
-    from ..compiler import resolve_operands
-    from syncopate_mlir.pipeline import FuseRequest, run_pipeline
 
     b = build(case)
     ttir = _plain_compile(b).asm["ttir"]
@@ -191,7 +194,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="time the compile of the fused GEMMs instead of running them (no GPU, "
                         "no torch.distributed); writes compile.json under --out")
-    from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_int
     g.add_argument("--runs", type=positive_int, default=5,
                    help="runs of the syncopate stage per case (medians); default 5")
     g.add_argument("--compile-runs", type=nonnegative_int, default=1,

@@ -22,6 +22,10 @@ RS within 1e-2 relative error of the unfused path; async-TP and torch within 2e-
 
 from __future__ import annotations
 
+from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
+from ..ops import ag_gemm_fp8, gemm_rs_fp8
+from ..ops.driver import gemm_plan
+from ..ops.gemm_rs import default_plan, epilogue_unavailable
 from .fused import sweep_fused, time_default
 from .local_fp8 import quantize
 from .rows import _enable_symm_mem, _safe, describe_path
@@ -54,9 +58,6 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
     import torch
     import torch.distributed as dist
 
-    from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
-    from ..ops import ag_gemm_fp8
-    from ..ops.driver import gemm_plan
     W, dev = comm.world_size, comm.device
     rows = args.scales == "row"
     Nl, Ms = N // W, M // W
@@ -126,9 +127,6 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
     import torch
     import torch.distributed as dist
 
-    from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
-    from ..ops import gemm_rs_fp8
-    from ..ops.gemm_rs import default_plan
     W, dev = comm.world_size, comm.device
     rows = args.scales == "row"
     Kl = K // W
@@ -170,7 +168,6 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
         return _rel(res, ref) <= 1e-2
 
     def rs_default():
-        from ..ops.gemm_rs import epilogue_unavailable
         un = epilogue_unavailable(M, W, cfg, False)
 
         def fused(c):

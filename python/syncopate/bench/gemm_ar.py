@@ -19,9 +19,13 @@ decode and small prefill (M = 1 ... 512 tokens) and at M = 8192; ``--m`` picks o
 
 from __future__ import annotations
 
-from ..ops import REGISTRY
+from ..ops import REGISTRY, gemm_ar
+from ..ops.driver import gemm_call, run_local
+from ..ops.gemm_ar import default_plan
+from ..runtime import collectives
 from .fused import sweep_fused, time_default
-from .rows import _safe, k_sharded_operands
+from .rows import _enable_symm_mem as enable
+from .rows import _safe, describe_path, k_sharded_operands
 
 __all__ = ["AR_M", "AR_M_QUICK", "AR_SHAPES", "bench_ar", "SYMM_OPS"]
 
@@ -52,10 +56,6 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     import torch
     import torch.distributed as dist
 
-    from ..ops import gemm_ar
-    from ..ops.driver import gemm_call, run_local
-    from ..ops.gemm_ar import default_plan
-    from ..runtime import collectives
     W = comm.world_size
     dtype, Kl, a, b, cfg, partial = k_sharded_operands(comm, args, M, N, K, seed=5)
     dev = comm.device
@@ -90,7 +90,6 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     mismatch = "result differs from the NCCL path or between ranks"
 
     def describe():
-        from .rows import describe_path
 
         def fused(c):
             order, split, cp = default_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
@@ -132,7 +131,6 @@ def _time_symm(comm, timer, name, a, b, M, N, correct):
 
 
 def _enable_symm_mem(comm):
-    from .rows import _enable_symm_mem as enable
     enable(comm)
 
 
@@ -142,8 +140,6 @@ def check_rows(comm, args, log):
     bitwise equal to rank 0. Correctness only: runs in loopback, times nothing."""
     import torch
 
-    from ..ops import gemm_ar
-    from ..runtime import collectives
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     rows = []

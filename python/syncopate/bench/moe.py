@@ -20,6 +20,9 @@ the same grouped GEMMs on the same rows, so the outputs must be bitwise equal.
 
 from __future__ import annotations
 
+from ..kernels.grouped_gemm_launch import grouped_gemm
+from ..ops import moe_dispatch_gemm, moe_gemm_combine
+
 #: (name, experts per rank, top-k, hidden, expert width, tokens per rank)
 SHAPES = (("mixtral", 4, 2, 4096, 14336, 4096), ("deepseek", 32, 6, 7168, 2048, 4096))
 #: ``--quick`` and loopback checks: small enough for W kernels sharing one GPU
@@ -60,7 +63,6 @@ def _inputs(comm, E, k, H, F, T, routing, dtype, seed=0):
 def _layer(comm, x, ids, wts, w1, w2, C, fused):
     import torch
 
-    from ..ops import moe_dispatch_gemm, moe_gemm_combine
     d = moe_dispatch_gemm(x, ids, wts, w1, comm, capacity=C, on_overflow="drop", fused=fused)
     h = torch.nn.functional.silu(d.out.float()).to(x.dtype)
     return moe_gemm_combine(h, w2, d, comm, fused=fused), d, h
@@ -96,8 +98,6 @@ def check_problems(rows) -> list[str]:
 
 def bench_row(comm, timer, name, El, k, H, F, T, routing, dtype, log) -> dict:
     """Every column of one shape and routing (see the module docstring)."""
-    from ..kernels.grouped_gemm_launch import grouped_gemm
-    from ..ops import moe_dispatch_gemm, moe_gemm_combine
     W = comm.world_size
     E = El * W
     C = capacity(T, k, E)

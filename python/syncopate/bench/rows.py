@@ -7,6 +7,9 @@ is reported as ``None`` with its error, not fatal.
 
 from __future__ import annotations
 
+from ..ops import REGISTRY, ag_gemm, gemm_rs
+from ..ops.driver import fused_variant, gemm_call, gemm_plan, resolve_config, run_local
+from ..ops.gemm_rs import default_plan
 from .fused import error_text, sweep_fused, time_default
 
 __all__ = ["bench_ag", "bench_rs"]
@@ -26,8 +29,6 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     import torch
     import torch.distributed as dist
 
-    from ..ops import ag_gemm
-    from ..ops.driver import gemm_call, gemm_plan, resolve_config, run_local
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Nl, Ms = N // W, M // W
@@ -87,7 +88,6 @@ def k_sharded_operands(comm, args, M, N, K, seed: int):
     ``seed + rank``."""
     import torch
 
-    from ..ops.driver import resolve_config
     dtype = getattr(torch, args.dtype)
     Kl = K // comm.world_size
     dev = comm.device
@@ -105,9 +105,6 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     import torch
     import torch.distributed as dist
 
-    from ..ops import gemm_rs
-    from ..ops.driver import gemm_call, run_local
-    from ..ops.gemm_rs import default_plan
     W = comm.world_size
     dtype, Kl, a, b, cfg, partial = k_sharded_operands(comm, args, M, N, K, seed=3)
     out = torch.empty(M // W, N, device=comm.device, dtype=dtype)
@@ -154,8 +151,6 @@ def describe_path(comm, op, shape, dtype, fused_text=None, *, cublas=False,
     unfused path's name, or for a fused variant ``fused_text(candidate)`` (default: its name and
     plan). ``unavailable`` None: what the op's own call leaves out (``GemmLaunch.unavailable``
     with the default config)."""
-    from ..ops import REGISTRY
-    from ..ops.driver import fused_variant, resolve_config
     spec = REGISTRY[op]
     if unavailable is None:
         g, (m, n, k) = spec.gemm, shape[:3]

@@ -27,6 +27,12 @@ every rank's programs are resident at once in loopback.
 
 from __future__ import annotations
 
+from ..errors import LaunchError
+from ..kernels.attention import attention
+from ..ops import ulysses_attention, ulysses_attention_reference
+from ..ops.ulysses import check_plan
+from ..runtime import collectives as dist
+from ..schedule.attention_cost import attention_flops
 from .attention import SHAPES, format_table
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
@@ -108,7 +114,6 @@ def _to_heads(x, comm, groups: int, g: int):
     rank's sequence block) -> after the returned work, ``[B, H/W/groups, S, D]``."""
     import torch
 
-    from ..runtime import collectives as dist
     W = comm.world_size
     B, H, Sl, D = x.shape
     send = x.reshape(B, W, groups, H // W // groups, Sl, D)[:, :, g].transpose(0, 1).contiguous()
@@ -127,7 +132,6 @@ def _to_sequence(o, comm):
     ``[W(src), B, h, S/W, D]`` after the returned work."""
     import torch
 
-    from ..runtime import collectives as dist
     W = comm.world_size
     B, h, S, D = o.shape
     send = o.reshape(B, h, W, S // W, D).permute(2, 0, 1, 3, 4).contiguous()
@@ -185,7 +189,6 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     the whole sequence from one seed, so the gathered inputs are at hand without a gather)."""
     import torch
 
-    from ..ops import ulysses_attention, ulysses_attention_reference
     W, r = comm.world_size, comm.rank
     Sl = S // W
     (fq, fk, fv), (q, k, v) = _inputs(comm, S, Hq, Hkv, D, dtype)
@@ -257,9 +260,6 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """Every column of one shape (see the module docstring)."""
     import torch
 
-    from ..kernels.attention import attention
-    from ..ops import ulysses_attention, ulysses_attention_reference
-    from ..runtime import collectives as dist
     W = comm.world_size
     _, (q, k, v) = _inputs(comm, S, Hq, Hkv, D, dtype)
     row = dict(op="ulysses", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal, W=W, errors={})
@@ -310,7 +310,6 @@ COLUMNS = ("fused", "serial", "deepspeed", "overlap", "attn", "sdpa", "comm", "i
 
 def derive(row: dict) -> dict:
     """``ideal`` = max(attn, comm), fused TF/s, and every column's ratio to fused."""
-    from ..schedule.attention_cost import attention_flops
     if "attn" in row and "comm" in row:
         row["ideal"] = max(row["attn"], row["comm"])
     if "fused" in row:
@@ -331,8 +330,6 @@ def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
     """The Ulysses rows: checks (loopback / --check) or the timed columns."""
     import torch
 
-    from ..errors import LaunchError
-    from ..ops.ulysses import check_plan
     dtype = getattr(torch, args.dtype)
     out = []
     for S, Hq, Hkv, D, causal in rows(args, comm.world_size):

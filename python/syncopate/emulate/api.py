@@ -18,6 +18,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from syncopate.abi import FlagLayout
+from syncopate_mlir.dialects.syncopate import request_of, schedule_of, state_of
+from syncopate_mlir.dialects.tt import PointerType
+from syncopate_mlir.passes.abi_info import (abi_args, comm_programs_of, lowering_of, operands_of,
+                                            table_words)
+from syncopate_mlir.passes.ir_utils import kernel_func
+from syncopate_mlir.pipeline import fuse_pipeline
 from .. import abi, backends, chunk_table
 from ..errors import EmulationError
 from .arguments import (
@@ -48,14 +55,6 @@ class Emulation:
     """A fused module prepared for emulation with one set of arguments."""
 
     def __init__(self, fused_module, local, *, grid, args, fine: bool = False):
-        from syncopate_mlir.dialects.syncopate import request_of, schedule_of, state_of
-        from syncopate_mlir.passes.abi_info import (
-            comm_programs_of,
-            lowering_of,
-            operands_of,
-            table_words,
-        )
-
         fused_module = _with_epoch_load(fused_module)
         request = request_of(fused_module)
         self.module = fused_module
@@ -134,7 +133,6 @@ class Emulation:
         amap = AddressMap()
         world.addr_map = amap
         flag_et = etype_named(self.be.flag_type.lstrip("*"))
-        from syncopate.abi import FlagLayout
         lay = FlagLayout(self.schedule.num_chunks, self.W)
         for r in range(self.W):
             f = Buffer("syn_flags", r, flag_et, np.zeros(lay.words, dtype=flag_et.np),
@@ -351,12 +349,6 @@ def _with_epoch_load(module):
     ``self-advance-epoch``, a no-op unless self_advance=True or "auto"; the emulator's
     pipeline through ``resolve-chunks`` stops before them). A copy: the caller's module is
     left as it was."""
-    from syncopate_mlir.dialects.syncopate import request_of
-    from syncopate_mlir.dialects.tt import PointerType
-    from syncopate_mlir.passes.abi_info import abi_args
-    from syncopate_mlir.passes.ir_utils import kernel_func
-    from syncopate_mlir.pipeline import fuse_pipeline
-
     if isinstance(abi_args(kernel_func(module))["syn_epoch"].type, PointerType):
         return module
     module = module.clone()

@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ..errors import EmulationError
+from .interpreter import serial_ge
 
 KINDS = ("read-before-arrival", "early-signal", "write-after-read", "deadlock")
 
@@ -105,7 +107,6 @@ class Checker:
         size = int(np.prod(self.schedule.tensors[buf.tensor].shape)) if buf.tensor in \
             self.schedule.tensors else buf.data.size
         if offs.size and int(offs.max()) >= size:
-            from ..errors import EmulationError
             raise EmulationError(
                 f"rank {buf.rank} accesses element {int(offs.max())} of {buf.name}, beyond the "
                 f"{size} elements of the schedule's tensor {buf.tensor} "
@@ -232,7 +233,6 @@ class Checker:
                         f"signals {done} produced element(s) of chunk {chunk} but has stored "
                         f"only {stored} of them in this launch")
         target = pc.epoch * c.volume
-        from .interpreter import serial_ge
         if buf is not None and buf.tracked and serial_ge(flag_after, target, bits) and \
                 not serial_ge(flag_after - value, target, bits):
             shape = self.schedule.tensors[c.tensor].shape

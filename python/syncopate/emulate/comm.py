@@ -16,7 +16,7 @@ checks the module the compiler produced against what the hardware will do with i
   ``sum``, then adds 1 to ``CHUNK[c]`` on the destination and, when it read a peer's buffer,
   to ``CONSUMED`` on the source.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
-* ``ce`` (``CELauncher.launch``, ``runtime/launchers/ce.py``, with ``runtime/plan.py``'s plan):
+* ``ce`` (``CELauncher.launch``, ``runtime/launchers/ce.py``, with ``schedule/ce_plan.py``'s plan):
   the side stream signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the
   kernel is released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the
   chunk (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
@@ -41,6 +41,7 @@ from syncopate.abi import FlagLayout
 from .. import backends
 from ..backends.sm import CopyTiling
 from ..errors import EmulationError
+from ..schedule.ce_plan import build_ce_plan
 from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side as chunk_side
 from ..schedule.verify_extent import valid_rows
@@ -349,8 +350,6 @@ class World(Machine):
 
     # ------------------------------------------------------------------ ce side stream
     def ce_plan(self, rank):
-        from syncopate.runtime.plan import build_ce_plan
-
         produced = self.state.produced
         return build_ce_plan(self.schedule, rank, produced)
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from syncopate_mlir.passes.access import loc_str
 from ..errors import EmulationError
 from .memory import EType, wrap_int
 
@@ -99,8 +100,6 @@ _BRANCHES = ("cf.br", "cf.cond_br")
 
 
 def loc_of(op) -> str:
-    from syncopate_mlir.passes.access import loc_str
-
     try:
         s = loc_str(op)
     except Exception:  # noqa: BLE001 - a location is best effort

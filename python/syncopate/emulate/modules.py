@@ -14,6 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from syncopate.compile_checks import compilation_error
+from syncopate.compiler import fuse_request
+from syncopate_mlir.bridge import ttir_to_xdsl
+from syncopate_mlir.context import make_context
+from syncopate_mlir.pipeline import fuse_pipeline, run_pipeline_until
 from ..errors import CompileError
 
 __all__ = ["fuse_module", "kernel_ttir", "local_module"]
@@ -56,7 +61,6 @@ def kernel_ttir(kernel, signature: Mapping[str, str], constexprs: Mapping[str, A
         except _StopAfterTtir:
             pass
         except CompilationError as e:  # an error in the user's kernel: its file:line, one line
-            from syncopate.compile_checks import compilation_error
             raise compilation_error(kernel, e) from e
     if "ttir" not in box:
         raise CompileError(f"could not get the TTIR of {kernel.__name__}")
@@ -73,9 +77,6 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
     ``reorder_reductions`` are the compiler's. ``trace=True`` also lowers a copy and inserts
     the trace events into it, which raises :class:`CompileError` unless the events leave the
     kernel otherwise unchanged (the module returned is the same either way)."""
-    from syncopate.compiler import fuse_request
-    from syncopate_mlir.pipeline import fuse_pipeline, run_pipeline_until
-
     constexprs = dict(constexprs or {})
     # the compiler's checks; withheld chunks are emulated on every backend
     request = fuse_request(kernel, signature=dict(signature), constexprs=constexprs,
@@ -96,8 +97,6 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
 def local_module(local):
     """``local`` (TTIR text or an xDSL module) as an xDSL module."""
     if isinstance(local, str):
-        from syncopate_mlir.bridge import ttir_to_xdsl
-        from syncopate_mlir.context import make_context
         return ttir_to_xdsl(local, make_context())
     return local
 

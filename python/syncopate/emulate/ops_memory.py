@@ -110,8 +110,18 @@ def _int_to_ptr(fc, op, tm):
     return f, False
 
 
-def _may_point(fc):
-    return fc.module_code.fine
+def _fine(fc, do, points):
+    """The handler ``do``, and whether it is a generator: in a ``fine`` emulation every access
+    to a tracked buffer is a scheduling point, so ``do`` runs after a yield where
+    ``points(env)`` says the access is one."""
+    if not fc.module_code.fine:
+        return do, False
+
+    def g(env, pc):
+        if points(env):
+            yield POINT
+        do(env, pc)
+    return g, True
 
 
 def _load_values(buf, offs, mask, where):
@@ -171,14 +181,7 @@ def _load(fc, op, tm):
         env[r] = wrap_int(int(v), et.bits) if et.kind == "int" else \
             buf.et.np.type(v) if et.kind == "float" else v
 
-    if _may_point(fc):
-        def g(env, pc):
-            x = env[p]
-            if x.buf.tracked or x.buf.is_flags:
-                yield POINT
-            do(env, pc)
-        return g, True
-    return do, False
+    return _fine(fc, do, lambda env: env[p].buf.tracked or env[p].buf.is_flags)
 
 
 def _store_into(pc, buf, offs, vals, where):
@@ -219,14 +222,7 @@ def _store(fc, op, tm):
             return
         _store_into(pc, buf, np.array([x.off]), to_etype(val, buf.et), where)
 
-    if _may_point(fc):
-        def g(env, pc):
-            x = env[p]
-            if x.buf.tracked or x.buf.is_flags:
-                yield POINT
-            do(env, pc)
-        return g, True
-    return do, False
+    return _fine(fc, do, lambda env: env[p].buf.tracked or env[p].buf.is_flags)
 
 
 # ---- atomics
@@ -470,13 +466,7 @@ def _desc_load(fc, op, tm):
             pc.machine.on_load(pc, buf.base, offs[inb], where)
         env[r] = vals.reshape(rshape)
 
-    if _may_point(fc):
-        def g(env, pc):
-            if env[d].buf.tracked:
-                yield POINT
-            do(env, pc)
-        return g, True
-    return do, False
+    return _fine(fc, do, lambda env: env[d].buf.tracked)
 
 
 @handler("tt.descriptor_store")
@@ -494,10 +484,4 @@ def _desc_store(fc, op, tm):
         val = to_etype(np.asarray(env[v]).reshape(x.block), buf.et)
         _store_into(pc, buf, offs[inb], val[inb], where)
 
-    if _may_point(fc):
-        def g(env, pc):
-            if env[d].buf.tracked:
-                yield POINT
-            do(env, pc)
-        return g, True
-    return do, False
+    return _fine(fc, do, lambda env: env[d].buf.tracked)

@@ -19,6 +19,9 @@ import sys
 import time
 from collections import Counter, defaultdict
 
+from ..cli import run_handler
+from ..cli_args import nonnegative_int, positive_float
+from ..errors import UsageError
 from .gen import STYLE_KEYS, generate
 from .oracle import OUTCOMES, run_case
 
@@ -109,7 +112,6 @@ def format_summary(summary: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..cli_args import nonnegative_int, positive_float
     ap = argparse.ArgumentParser(prog="python -m syncopate.fuzz",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=nonnegative_int, default=50)
@@ -129,7 +131,6 @@ def main(argv=None) -> int:
         a = build_parser().parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
-    from ..cli import run_handler
     try:
         return run_handler(_run, a, "python -m syncopate.fuzz")
     except SystemExit as e:  # a UsageError: this entry point returns its status
@@ -138,7 +139,6 @@ def main(argv=None) -> int:
 
 def _run(a) -> int:
     if a.out and os.path.exists(a.out) and not os.path.isdir(a.out):
-        from ..errors import UsageError
         raise UsageError(f"--out {a.out}: a file is in the way; give a directory")
     if a.show is not None:
         case = generate(a.show)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from syncopate.schedule import dumps
 from .. import dtypes
 
 __all__ = ["STYLE_KEYS", "Case", "Tensor", "load_kernel"]
@@ -75,7 +76,6 @@ class Case:
         return " ".join(f"{k}={self.styles[k]}" for k in STYLE_KEYS if k in self.styles)
 
     def schedule_json(self) -> str:
-        from syncopate.schedule import dumps
         return dumps(self.schedule)
 
     def inputs(self, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:

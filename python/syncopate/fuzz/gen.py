@@ -38,6 +38,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatter, ring_pass
 from .case import STYLE_KEYS, Case, Tensor, load_kernel
 from .source import KernelSource
 
@@ -145,7 +146,6 @@ class _Gen:
         return ts
 
     def schedule(self, s, tensors):
-        from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatter, ring_pass
         r = self.rng
         W = s["world_size"]
         ins = [t for t in tensors if t.role == "in" and (t.dtype != "int32" or r.random() < 0.3)]

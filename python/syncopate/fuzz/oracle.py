@@ -25,8 +25,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import EmulationError, SyncopateError
+from ..emulate import Emulation, PerRank, fuse_module, kernel_ttir
+from ..emulate.comm import program_gen
+from ..emulate.interpreter import Machine, ModuleCode, ProgramCtx
+from ..emulate.memory import Buffer, Ptr, etype_of, to_etype
+from ..emulate.modules import local_module
+from ..emulate.reference import program_ids
+from ..errors import EmulationError, LaunchError, SyncopateError
 from .case import Case, load_kernel
+from .known import match_known
 
 OUTCOMES = ("clean", "refused", "known", "invalid", "failure")
 #: a refusal message shorter than this cannot name the op and say what to change
@@ -58,7 +65,6 @@ class Verdict:
 
 def _np_args(case: Case, rank_inputs: list[dict]):
     """The emulator's ``args``: per-rank inputs, zeroed outputs, the scalars."""
-    from ..emulate import PerRank
     args: dict = {}
     for t in case.tensors:
         if t.role == "in":
@@ -73,15 +79,8 @@ def run_unfused(ttir: str, case: Case, inputs: dict) -> dict[str, np.ndarray]:
     """Run the unfused kernel's TTIR on one GPU's data with the emulator's interpreter (the
     same one that runs the reference) and return the outputs.  Outputs start as NaN so a
     tile the kernel never writes shows."""
-    from ..emulate.comm import program_gen
-    from ..emulate.interpreter import Machine, ModuleCode, ProgramCtx
-    from ..emulate.memory import Buffer, Ptr, to_etype
-    from ..emulate.modules import local_module
-    from ..emulate.reference import program_ids
-
     code = ModuleCode(local_module(ttir)).kernel
     types = dict(zip(code.arg_names, code.arg_types))
-    from ..emulate.memory import etype_of
     bufs = {}
     for t in case.tensors:
         et = etype_of(types[t.name].pointee_type)
@@ -115,16 +114,12 @@ def check_unfused(ttir: str, case: Case) -> str | None:
 
 
 def _ttir(kernel, case: Case) -> str:
-    from ..emulate import kernel_ttir
     return kernel_ttir(kernel, case.signature, case.constexprs, case.attrs)
 
 
 def run_case(case: Case, *, policies=None, launches: int | None = None,
              check_reference: bool = True) -> Verdict:
     """Compile, emulate and judge one case (see the module docstring)."""
-    from ..emulate import Emulation, fuse_module
-    from .known import match_known
-
     t0 = time.perf_counter()
     v = Verdict(case.seed, "clean")
 
@@ -197,7 +192,6 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
     except SyncopateError as e:
         # a refusal at launch (LaunchError) is a refusal; anything else the emulator raises
         # is a fused module it cannot run: a failure to look at
-        from ..errors import LaunchError
         if isinstance(e, LaunchError) and len(str(e)) >= MIN_MESSAGE:
             return done("refused", f"{type(e).__name__}: {e}")
         return done("failure", f"{type(e).__name__}: {e}"[:2000], "emulator-error",

@@ -37,6 +37,7 @@ import triton
 from .. import dtypes, settings
 from ..errors import LaunchError
 from ..runtime import direct_launch
+from ..runtime.direct_launch import ensure_tma_allocator
 from .gemm import matmul_ptr_kernel, matmul_tma_persistent_kernel
 from .gemm_config import (_SUPPORTED_DTYPES, REDUCE_BLOCK_M, REDUCE_BLOCK_N, REDUCE_NUM_WARPS,
                           GemmConfig, _short)
@@ -51,36 +52,6 @@ def _torch_dtype_name(t) -> str | None:
     """``'bf16'``/``'fp16'`` for a tensor the local GEMMs take, None for any other dtype."""
     name = dtypes.canonical(t.dtype) if dtypes.is_known(t.dtype) else None
     return name if name in _SUPPORTED_DTYPES else None
-
-
-def _tma_alloc(size: int, alignment: int, stream):
-    import torch
-    return torch.empty(size, device="cuda", dtype=torch.int8)
-
-
-def ensure_tma_allocator() -> None:
-    """Install a torch-backed ``triton.set_allocator`` unless one is already set.
-
-    Device-side tensor descriptors (``tl.make_tensor_descriptor``) are written by the kernel
-    into a global scratch buffer (128 bytes per descriptor per program) that Triton requests
-    from this allocator at every launch. Triton keeps the allocator in a ``ContextVar``, so
-    this checks the current context each time (cheap) rather than a process-wide flag: a new
-    thread starts without one. An allocator the user installed is left alone. The torch
-    caching allocator makes the per-launch request free and stream-ordered.
-    """
-    if _ALLOC is None:
-        triton.set_allocator(_tma_alloc)
-        return
-    if isinstance(_ALLOC[0].get(), _ALLOC[1]):
-        triton.set_allocator(_tma_alloc)
-
-
-try:  # resolved once: ensure_tma_allocator runs on every launch
-    from triton.runtime._allocation import NullAllocator as _NullAllocator
-    from triton.runtime._allocation import _allocator as _allocator_var
-    _ALLOC = (_allocator_var, _NullAllocator)
-except ImportError:  # private API moved: install unconditionally
-    _ALLOC = None
 
 
 _NUM_SMS_CACHE: dict[int, int] = {}

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import LaunchError
+from .gemm_config import _dtype_name
+from .grouped_gemm import grouped_gemm_kernel
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,6 @@ _UNIT = ("stride_ak", "stride_bn", "stride_cn")
 def compile_args(dtype="bf16", config=None, *, unit_inner_strides: bool = True) -> tuple[dict, dict]:
     """``(signature, constexprs)`` for ``triton.compile(ASTSource(grouped_gemm_kernel, ...))``,
     as the JIT builds them for row-major operands (inner strides specialised to 1)."""
-    from .gemm_config import _dtype_name
     dt = _dtype_name(dtype)
     cfg = config or GroupedGemmConfig()
     signature, constexprs = {}, {}
@@ -203,7 +204,6 @@ def grouped_gemm(a, w, count, out=None, *, segments: int = 1, config=None):
     """
     import torch
 
-    from .grouped_gemm import grouped_gemm_kernel
     G, C, K, E, N = check_operands(a, w, count, out, segments=segments, split=True)
     if a.device.type != "cuda":
         raise LaunchError(f"the grouped GEMM runs on a CUDA device; operands are on {a.device} "

@@ -14,6 +14,13 @@ same, the GEMM twice as fast.
 
 from __future__ import annotations
 
+from .. import backends
+from ..errors import LaunchError
+from ..kernels import ensure_tma_allocator
+from ..kernels.gemm_fp8 import fp8_kernel_fn
+from ..kernels.gemm_fp8_config import fp8_short
+from ..kernels.gemm_fp8_launch import check_fp8_operands, fp8_args
+from ..runtime.fused import fuse
 from . import choice, driver
 from .spec import Cand
 
@@ -25,7 +32,6 @@ def check_local(a, b, scale_a, scale_b, comm, kernel: str):
     """The local GEMM's checks on this rank's operands (``a`` is the op's A shard or A, ``b`` its
     B or B shard): e4m3 dtypes, B column-major, scale shapes and dtypes, TMA's rules, the
     communicator's device; the ``Fp8Problem``."""
-    from ..kernels.gemm_fp8_launch import check_fp8_operands
     prob = check_fp8_operands(a, b, scale_a, scale_b, None, kernel)
     driver.check_comm_device(comm, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
     return prob
@@ -43,10 +49,6 @@ def fused_kernel(comm, key: tuple, kernel: str, make_schedule, operand, *, backe
                  comm_programs: int, config, reduce: str = "comm", **options):
     """The cached FusedKernel of the FP8 ``kernel`` fused with ``make_schedule()`` (built only
     on a miss; :func:`syncopate.ops.driver.cached_fused`)."""
-    from .. import backends
-    from ..errors import LaunchError
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..runtime.fused import fuse
 
     def build():
         be = backends.get(backend, LaunchError)
@@ -62,10 +64,6 @@ def fused_kernel(comm, key: tuple, kernel: str, make_schedule, operand, *, backe
 def launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):
     """The local FP8 kernel on ``c = (a @ b) * scales`` -- through ``fk`` (the fused kernel) when
     given, else alone."""
-    from ..kernels import ensure_tma_allocator
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..kernels.gemm_fp8_config import fp8_short
-    from ..kernels.gemm_fp8_launch import fp8_args
     args, grid = fp8_args(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=programs)
     if fk is not None:
         fk[grid](*args)
@@ -77,7 +75,6 @@ def launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk
 
 def programs(comm, kernel: str, backend: str, comm_programs: int):
     """The persistent kernel's ``NUM_SMS`` next to ``comm_programs`` (None for 'ptr')."""
-    from ..kernels.gemm_fp8_config import fp8_short
     if fp8_short(kernel) != "tma":
         return None
     return driver.compute_programs(comm, driver.kernel_comm_programs(backend, comm_programs))

@@ -26,6 +26,10 @@ same local kernel with the same config -- bitwise the fused result.
 
 from __future__ import annotations
 
+from .. import backends
+from ..errors import LaunchError
+from ..kernels.gemm_fp8_config import fp8_short
+from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands, resolve_fp8_config
 from ..runtime import collectives as dist
 from ..schedule.scaled_gather import scaled_all_gather
 from . import _fp8, choice, driver
@@ -57,9 +61,6 @@ OPERAND = {"a_ptr": "A", "scale_a_ptr": "SA"}
 def ag_gemm_fp8_fused_kernel(comm, M: int, K: int, *, backend="sm", split=1, order="swizzle",
                              mode=None, comm_programs=0, kernel="tma", config=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-    from .. import backends
-    from ..errors import LaunchError
-    from ..kernels.gemm_fp8_config import fp8_short
     k = fp8_short(kernel)
     mode = mode or backends.get(backend, LaunchError).op_modes["ag"]
     key = ("ag_gemm_fp8.fk", M, K, backend, split, order, mode, comm_programs, k, repr(config))
@@ -76,7 +77,6 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     local FP8 kernel with row-wise A scales."""
     import torch
 
-    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     Ms, K, N = prob.M, prob.K, prob.N
@@ -97,7 +97,6 @@ def _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out, fk=None, programs=None
     ``out`` (allocated when None, else checked: shape, dtype, overlap, TMA's layout)."""
     import torch
 
-    from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands
     if out is None:
         out = torch.empty((M, prob.N), device=A.device, dtype=torch.bfloat16)
     else:
@@ -122,7 +121,6 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = Non
     ``split``/``mode``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     World size 1: the local FP8 kernel alone.
     """
-    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     explicit = (backend is not None or split is not None or mode is not None
                 or comm_programs is not None)
     if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to gather

@@ -19,13 +19,18 @@ order; it does not change a tile's arithmetic).
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
-from .. import backends, calibration
+import torch
+import triton
+
+from .. import backends, calibration, kernels
 from ..dtypes import canonical
 from ..errors import LaunchError, TorchOpError
+from ..kernels.gemm_config import _short
 from ..runtime import collectives, graphs
+from ..runtime.bound import Copy
+from ..runtime.fused import fuse, fused_enabled
 from ..runtime.residency import sm_share
 from ..schedule import cost
 from ..schedule.model import normalize_dtype
@@ -49,7 +54,6 @@ def symmetric_buffer(comm, tag: str, shape, dtype):
     """The communicator's symmetric ``shape`` buffer of ``dtype`` for ``tag`` (an op's named
     buffer), allocated on first use -- a collective: every rank asks for it with the same
     shape -- and cached on the communicator."""
-    import torch
     shape = tuple(int(s) for s in shape)
     dt = torch.empty((), dtype=dtype).dtype
     key = (tag, shape, dt)
@@ -61,7 +65,6 @@ def symmetric_buffer(comm, tag: str, shape, dtype):
 
 
 def short_kernel(kernel: str) -> str:
-    from ..kernels.gemm_config import _short
     try:
         return _short(kernel)
     except ValueError as e:
@@ -71,9 +74,8 @@ def short_kernel(kernel: str) -> str:
 def resolve_config(kernel: str, M: int, N: int, K: int, dtype, config=None):
     if config is None:
         return _default_config(kernel, M, N, K, dtype)
-    from ..kernels import GemmConfig
     k = short_kernel(kernel)
-    cfg = GemmConfig.of(config)
+    cfg = kernels.GemmConfig.of(config)
     cfg.check(k, fusable=True)
     return cfg
 
@@ -82,9 +84,8 @@ def resolve_config(kernel: str, M: int, N: int, K: int, dtype, config=None):
 def _default_config(kernel: str, M: int, N: int, K: int, dtype):
     """Memoised: the ops call this on every launch, and choosing a config costs milliseconds
     of Python, more than the GEMM itself at M = 1024."""
-    from ..kernels import default_config
     k = short_kernel(kernel)
-    cfg = default_config(M, N, K, dtype, k, fusable=True)
+    cfg = kernels.default_config(M, N, K, dtype, k, fusable=True)
     cfg.check(k, fusable=True)
     return cfg
 
@@ -94,15 +95,12 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
     Triton 3.6's launcher expects) and grid. ``num_programs``: the persistent kernel's
     ``NUM_SMS`` (programs of the tile loop); default: the device's SM count. ``c`` None: a new
     ``[M, N]`` output (a prepared call's first launch without ``out=``)."""
-    import triton
-
-    from ..kernels import check_operands, kernel_fn, num_sms
     if c is None:
-        c = _lazy.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     k = short_kernel(kernel)
-    M, N, K = check_operands(a, b, c, k)
+    M, N, K = kernels.check_operands(a, b, c, k)
     cfg = resolve_config(k, M, N, K, a.dtype, config)
-    fn = kernel_fn(k)
+    fn = kernels.kernel_fn(k)
     tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
     if k == "ptr":
         vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
@@ -110,7 +108,7 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
                     stride_cm=c.stride(0), stride_cn=c.stride(1), **cfg.constexprs(k))
         grid = (max(1, tiles),)
     else:
-        sms = int(num_programs) if num_programs else num_sms(a.device)
+        sms = int(num_programs) if num_programs else kernels.num_sms(a.device)
         vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
                     stride_bk=b.stride(0), stride_cm=c.stride(0), **cfg.constexprs(k, sms))
         grid = (max(1, min(sms, tiles)),)
@@ -120,9 +118,8 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
 
 def run_local(call: GemmCall) -> None:
     """Launch the local (unfused) kernel on the current stream."""
-    from ..kernels import ensure_tma_allocator
     if call.kernel == "tma":
-        ensure_tma_allocator()
+        kernels.ensure_tma_allocator()
     call.fn[call.grid](*call.args, **call.options)
 
 
@@ -148,8 +145,7 @@ def compute_programs(comm, comm_programs: int) -> int:
     """Programs of the persistent GEMM's tile loop: the SMs this rank may use (all of them, or
     its share in loopback, :func:`syncopate.runtime.residency.sm_share`) minus the comm
     programs, which run in the same kernel on SMs of their own."""
-    from ..kernels import num_sms
-    share = sm_share(num_sms(comm.device), getattr(comm, "colocated", 1))
+    share = sm_share(kernels.num_sms(comm.device), getattr(comm, "colocated", 1))
     return max(1, share - int(comm_programs))
 
 
@@ -166,14 +162,12 @@ def loopback_comm_programs(comm, chosen: int, requested) -> int:
     ranks = getattr(comm, "colocated", 1)
     if requested is not None or ranks <= 1 or not chosen:
         return chosen
-    from ..kernels import num_sms
-    return max(1, min(int(chosen), sm_share(num_sms(comm.device), ranks) // 2))
+    return max(1, min(int(chosen), sm_share(kernels.num_sms(comm.device), ranks) // 2))
 
 
 def check_k_sharded(a, b_shard) -> None:
     """``a`` ``[M, K/W]`` and ``b_shard`` ``[K/W, N]``: 2-D tensors of one dtype whose inner
     dims agree (the operands of the K-sharded ops, ``gemm_rs`` and ``gemm_ar``)."""
-    import torch
     for name, t in (("a", a), ("b_shard", b_shard)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             raise LaunchError(f"{name} must be a 2-D torch.Tensor")
@@ -250,8 +244,6 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
                  comm_programs, kernel, config, reduce: str = "comm"):
     """The cached FusedKernel of a GEMM op: the local ``kernel`` fused with the op's schedule
     template (``spec.gemm``) over ``shape``, sharded along ``dim``."""
-    from ..kernels import kernel_fn
-    from ..runtime.fused import fuse
 
     g = spec.gemm
     k = short_kernel(kernel)
@@ -264,7 +256,7 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
         opts = config.options() if hasattr(config, "options") else {}
         if reduce != "comm":
             opts["reduce"] = reduce
-        return fuse(kernel_fn(k), sched, operand=g.operand, backend=backend,
+        return fuse(kernels.kernel_fn(k), sched, operand=g.operand, backend=backend,
                     comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
                     defer_consumed_wait=g.staged, **opts)
     return cached_fused(comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order,
@@ -315,7 +307,7 @@ class PreparedCall:
         memcpy (``runtime/bound.py``)."""
         copy = None
         if copy_dst is not None:
-            copy = _lazy.Copy(copy_dst, copy_src, after=after, nbytes=self.copy_bytes)
+            copy = Copy(copy_dst, copy_src, after=after, nbytes=self.copy_bytes)
             self.copy_bytes = copy.nbytes
         self.bound(args, copy)
 
@@ -331,7 +323,7 @@ class PreparedCall:
         (``FusedKernel.before_staging``). The bound path makes that wait itself where there is
         one: only ce defers it, and ce's bound launch (``CELauncher.bind``) enqueues it first."""
         if out is None:
-            out = _lazy.empty(self.out_shape, device=a_shard.device, dtype=a_shard.dtype)
+            out = torch.empty(self.out_shape, device=a_shard.device, dtype=a_shard.dtype)
         args = self.args.copy()
         args[self.out_index] = out
         if a is not None:
@@ -359,7 +351,7 @@ class PreparedCall:
         args = self.args.copy()
         args[self.a_index] = a
         if out is None:
-            out = _lazy.empty(self.out_shape, device=a.device, dtype=a.dtype)
+            out = torch.empty(self.out_shape, device=a.device, dtype=a.dtype)
         n = self.copy_bytes
         if n and self.bound.fast(args, (out.data_ptr(), self._result_ptr, n, True)):
             return out
@@ -367,35 +359,12 @@ class PreparedCall:
         return out
 
 
-class _Lazy:
-    """Runtime names the ops' per-call paths use, imported at first use (the runtime's fused
-    module pulls in the compiler) and then read as attributes: a function-level ``from ...
-    import`` costs ~1 us per call, a sizeable part of a 20 us budget."""
-
-    def __getattr__(self, name):
-        if name == "Copy":
-            from ..runtime.bound import Copy as value
-        elif name == "Tensor":
-            from torch import Tensor as value
-        elif name == "empty":
-            from torch import empty as value
-        elif name == "fused_enabled":
-            from ..runtime.fused import fused_enabled as value
-        else:
-            raise AttributeError(name)
-        setattr(self, name, value)
-        return value
-
-
-_lazy = _Lazy()
-
-
 def use_fused(fused) -> bool:
     """Whether an op call takes a fused path: ``fused`` when given, else unless ``SYNCOPATE=0``
     (``runtime.fused_enabled``)."""
     if fused is not None:
         return fused is not False
-    return _lazy.fused_enabled()
+    return fused_enabled()
 
 
 _PREPARED = "ops.prepared"
@@ -410,7 +379,7 @@ def prepared_key(op: str, comm, a, b, out, options: tuple, b_by_layout: bool = F
     communicator's registry generation (a released buffer invalidates every prepared call).
     Runs on every eager call: written for speed (no closure, torch's Tensor type looked up
     once)."""
-    T = _lazy.Tensor
+    T = torch.Tensor
     if not (isinstance(a, T) and isinstance(b, T) and (out is None or isinstance(out, T))):
         return None  # the op's checks say what is wrong
     return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
@@ -482,7 +451,6 @@ def check_kernel(kernel, config, fused_requested: bool) -> None:
 def local_gemm(kernel: str, a, b, out, config) -> None:
     """``out = a @ b`` with our kernel (``config``) or cuBLAS (``kernel='cublas'``)."""
     if kernel == CUBLAS:
-        import torch
         torch.matmul(a, b, out=out)
         return
     run_local(gemm_call(kernel, a, b, out, config))
@@ -525,7 +493,6 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
     bits): the op then costs what the best local GEMM costs. The result is ``a @ b`` (the
     collective of one rank is the identity). ``check()``: the op's argument checks, run once
     per layout (shapes, dtypes and devices are the memo's key)."""
-    import torch
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         check()
     key = (spec.name, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device,
@@ -567,7 +534,7 @@ def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bo
     than one rank -- else None: the caller's ``fused`` (or ``SYNCOPATE``) stands. The inputs
     are the same on every rank (shape, dtype, world size, the GPU type from the device name),
     so every rank takes the same path."""
-    if fused is not None or explicit or comm.world_size == 1 or not _lazy.fused_enabled():
+    if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
         return None
     return fused_variant(spec, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
                          fused=None)
@@ -631,7 +598,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     * a fused variant: its plan (``g.plan``), the cached FusedKernel, the op's buffers and
       argument list (``g.prepare``), launched and kept for the next call of this layout."""
     g = spec.gemm
-    use = _lazy.fused_enabled() if fused is None else fused is not False  # use_fused, inline
+    use = fused_enabled() if fused is None else fused is not False  # use_fused, inline
     W = comm.world_size
     key = None
     if use and W > 1:

@@ -32,6 +32,9 @@ import functools
 from dataclasses import dataclass
 
 from ..errors import LaunchError
+from ..schedule.cost import estimate, gemm_time
+from ..schedule.model import normalize_dtype
+from ..schedule.templates import all_reduce
 
 __all__ = ["ORDERS", "ArPlan", "HBM_BPS", "choose_plan", "gemm_seconds"]
 
@@ -58,8 +61,6 @@ def gemm_seconds(M: int, N: int, K: int, dtype: str = "bf16") -> float:
     """This rank's ``M x N x K`` GEMM: the slower of the compute peak
     (:func:`syncopate.schedule.cost.gemm_time`) and reading A, B and writing C at
     :data:`HBM_BPS`. Decode GEMMs are memory-bound, the peak alone would call them free."""
-    from ..schedule.cost import gemm_time
-    from ..schedule.model import normalize_dtype
     dt = normalize_dtype(dtype)
     size = {"fp32": 4, "fp8e4m3": 1, "fp8e5m2": 1}.get(dt, 2)
     return max(gemm_time(M, N, K, dt), size * (M * K + K * N + M * N) / HBM_BPS)
@@ -95,9 +96,6 @@ def choose_plan(M: int, N: int, K: int, world_size: int, dtype: str = "bf16",
 def _choose(M, N, K, W, dtype, backend, order, split, comm_programs, splits, programs):
     """Memoised: estimating a schedule costs milliseconds of Python, and the op asks on every
     new layout."""
-    from ..schedule.cost import estimate
-    from ..schedule.model import normalize_dtype
-    from ..schedule.templates import all_reduce
     dt = normalize_dtype(dtype)
     compute = gemm_seconds(M, N, K, dt)
     best = None

@@ -30,9 +30,9 @@ import math
 
 from .. import backends, calibration
 from ..errors import LaunchError, TorchOpError
+from ..runtime import collectives as dist
 from . import choice, driver
 from .spec import Bench, FxPattern, GemmLaunch, OpSpec, TorchOp
-
 
 #: default chunks per destination with ``reduce="epilogue"``. 2 x H200, runs 5-6 (sweep
 #: 1/2/4/16): split 2 was the best or within 1% of it on every row where this variant is the
@@ -54,7 +54,6 @@ def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
     """The unfused path: the local kernel (or cuBLAS with ``kernel='cublas'``), then NCCL
     ``reduce_scatter_tensor``."""
     import torch
-    from ..runtime import collectives as dist
     _check(a, b_shard, comm)
     M, N = a.shape[0], b_shard.shape[1]
     partial = torch.empty((M, N), device=a.device, dtype=a.dtype)

@@ -24,13 +24,15 @@ variant (``backend``/``reduce``), split and comm programs are chosen as for the 
 
 from __future__ import annotations
 
+from .. import backends
 from ..errors import LaunchError
+from ..kernels.gemm_fp8_config import fp8_short
+from ..kernels.gemm_fp8_launch import resolve_fp8_config
 from ..runtime import collectives as dist
 from ..schedule.templates import reduce_scatter
 from . import _fp8, choice, driver
-from .gemm_rs import SHAPES
+from .gemm_rs import SHAPES, default_plan, epilogue_unavailable, resolve_variant
 from .gemm_rs import SPEC as GEMM_RS
-from .gemm_rs import default_plan, epilogue_unavailable, resolve_variant
 from .spec import Bench, OpSpec
 
 
@@ -45,8 +47,6 @@ def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, ord
                              mode=None, comm_programs=0, kernel="tma", config=None,
                              reduce="comm"):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
-    from .. import backends
-    from ..kernels.gemm_fp8_config import fp8_short
     k = fp8_short(kernel)
     mode = mode or backends.get(backend, LaunchError).op_modes["rs"]
     key = ("gemm_rs_fp8.fk", M, N, backend, split, order, mode, comm_programs, k, repr(config),
@@ -70,7 +70,6 @@ def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "
     ``reduce_scatter_tensor``."""
     import torch
 
-    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     prob = _fp8.check_local(a, b_shard, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     _check_rows(prob.M, W)
@@ -97,7 +96,6 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     kernel alone."""
     import torch
 
-    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     explicit = (backend is not None or reduce is not None or split is not None
                 or mode is not None or comm_programs is not None)
     if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to reduce

@@ -16,12 +16,15 @@ of a scalar) or report the drops; the counts sent never exceed ``C``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import functools
+from dataclasses import dataclass
 
 from ..dtypes import element_bytes
 from ..errors import LaunchError
+from ..kernels.grouped_gemm import grouped_gemm_kernel
+from ..kernels.grouped_gemm_launch import (PARAMS, default_config, grouped_gemm,
+                                           grouped_gemm_reference)
+from ..runtime.fused import fuse
 from ..schedule.cost import _SM_ALPHA_S, H200_SMS, _sm_bandwidth
 from . import choice, driver
 from .spec import Cand
@@ -114,7 +117,6 @@ def grouped_config(config, capacity, w, a):
     operand only yields some valid default here (the validation then says what is wrong)."""
     if config is not None:
         return config
-    from ..kernels.grouped_gemm_launch import default_config
     n = w.shape[-1] if getattr(w, "ndim", 0) else 0
     k = a.shape[-1] if getattr(a, "ndim", 0) else 0
     c = capacity if isinstance(capacity, int) and not isinstance(capacity, bool) else 0
@@ -126,7 +128,6 @@ def expert_gemm(a, w, count, out, *, segments: int, config=None):
     paths. On a GPU the Triton kernel the fused paths run (same tiles, so fused and unfused
     agree bitwise; no host read of the counts); on a CPU -- the loopback tests' threads --
     one ``torch.mm`` per group (reads the counts on the host, which a CPU pays nothing for)."""
-    from ..kernels.grouped_gemm_launch import grouped_gemm, grouped_gemm_reference
     if a.device.type == "cuda":
         return grouped_gemm(a, w, count, out, segments=segments, config=config)
     return grouped_gemm_reference(a, w, count, out, segments=segments)
@@ -146,8 +147,6 @@ def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *,
                      comm_programs: int, backend: str, mode: str, operand):
     """The cached FusedKernel of the grouped GEMM fused with ``schedule(W, E, C, H, dtype,
     mode=mode)`` (the dispatch's or the combine's)."""
-    from ..kernels.grouped_gemm import grouped_gemm_kernel
-    from ..runtime.fused import fuse
 
     def build():
         sched = schedule(comm.world_size, E, C, H, driver.schedule_dtype(dtype), mode=mode)
@@ -264,6 +263,5 @@ def fit(dispatch: bool, r, w):
 def launch_grouped(fk, values: dict, grid, cfg) -> None:
     """Launch the MoE ops' fused grouped GEMM: ``values`` (:func:`kernel_args` of the op) in
     the kernel's parameter order, row-major inner strides, then every constexpr of ``cfg``."""
-    from ..kernels.grouped_gemm_launch import PARAMS
     values.update(stride_ak=1, stride_bn=1, stride_cn=1)
     fk[grid](*([values[p] for p in PARAMS] + list(cfg.constexprs().values())))

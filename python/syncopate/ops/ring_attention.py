@@ -42,8 +42,14 @@ from __future__ import annotations
 import math
 
 from .. import backends
+from ..dtypes import element_bytes
 from ..errors import LaunchError, TorchOpError
+from ..kernels.attention import (LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands,
+                                 outputs)
+from ..kernels.attention_zigzag import (attention_zigzag, attn_zigzag_fwd_kernel, check_zigzag,
+                                        default_config)
 from ..runtime import collectives
+from ..runtime.fused import fuse
 from ..schedule.attention_cost import attention_time, choose_ring_plan
 from ..schedule.kv_gather import kv_all_gather
 from . import choice, driver
@@ -58,15 +64,12 @@ CONSTANT_ARGS = ("stride_kb", "stride_kh", "stride_kn", "stride_vb", "stride_vh"
 
 def _check(q, k, v, comm, causal: bool, cfg):
     """Shapes, dtypes, device and the layout's divisibilities; ``(B, Hq, Hkv, Sl, D, cfg)``."""
-    from ..kernels.attention import AttentionConfig, check_operands
-    from ..kernels.attention_zigzag import check_zigzag
     B, Hq, Hkv, Sl, Skl, D = check_operands(q, k, v)
     if Skl != Sl:
         raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
                           f"one sequence; every rank holds the same number of tokens of each")
     driver.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
     if cfg is None and causal:
-        from ..kernels.attention_zigzag import default_config
         cfg = default_config(D)
     cfg = AttentionConfig.of(cfg, D).check(D)
     W = comm.world_size
@@ -86,9 +89,7 @@ def _check(q, k, v, comm, causal: bool, cfg):
 
 def _kernel(causal: bool):
     if causal:
-        from ..kernels.attention_zigzag import attn_zigzag_fwd_kernel
         return attn_zigzag_fwd_kernel
-    from ..kernels.attention import attn_fwd_kernel
     return attn_fwd_kernel
 
 
@@ -96,7 +97,6 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
     """The local kernel's arguments in parameter order (constexprs included, so repeated calls
     take the FusedKernel's fast path), K/V the ``[B*Hkv, S, D]`` buffers seen as
     ``[B, Hkv, S, D]``; and the grid."""
-    from ..kernels.attention import LOG2E
     B, Hq, Sl, _ = q.shape
     S = Sl * W
     k4 = kbuf.view(B, Hkv, S, D)
@@ -123,7 +123,6 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
                                 order="swizzle", split=1, comm_programs=4, backend="sm",
                                 cfg=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-    from ..runtime.fused import fuse
 
     def build():
         sched = kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
@@ -139,8 +138,6 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                              config=None):
     """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
-    from ..kernels.attention import attention
-    from ..kernels.attention_zigzag import attention_zigzag
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
     gathered = [driver.all_gather_rows(t[None], comm.group, W).permute(1, 2, 0, 3, 4)
@@ -167,11 +164,9 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     ``split``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     """
 
-    from ..kernels.attention import outputs
     if comm.world_size == 1:
         # one rank holds the whole sequence (its zigzag shard is segments 0 and 1, in order):
         # the local kernel alone, no schedule, flags or buffers
-        from ..kernels.attention import attention
         _check(q, k, v, comm, causal, config)
         return attention(q, k, v, causal, sm_scale, config, out=out)
     use_fused = driver.use_fused(fused)
@@ -452,7 +447,6 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
     """The fused kernel by the ring cost model (:func:`~syncopate.schedule.attention_cost.
     choose_ring_plan`), against the unfused path: NCCL all-gathers of K and V, then the
     attention at the measured TF/s."""
-    from ..dtypes import element_bytes
     eb = element_bytes(dtype)
 
     def fused_sm(s, W):

@@ -49,6 +49,10 @@ from __future__ import annotations
 import math
 
 from ..errors import LaunchError
+from ..kernels.attention import LOG2E, AttentionConfig, check_operands
+from ..kernels.attention_bwd import (attention_backward, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel,
+                                     default_backward_config)
+from ..runtime.fused import fuse
 from ..schedule.kv_gather import kv_backward
 from . import driver
 
@@ -67,7 +71,6 @@ def bwd_args(which: str, q, kbuf, vbuf, do, lse, delta, outs, sm_scale, causal: 
     ``"dq"``: outs ``(dq,)`` ``[B, Hq, Sl, D]``): the backward kernel's arguments in parameter
     order (constexprs in position, so repeated fused calls take the fast path), K/V the
     ``[B*Hkv, S, D]`` gathered buffers in rank order seen as ``[B, Hkv, S, D]``."""
-    from ..kernels.attention import LOG2E
     B, Hq, Sl, _ = q.shape
     S = Sl * W
     k4, v4 = kbuf.view(B, Hkv, S, D), vbuf.view(B, Hkv, S, D)
@@ -94,7 +97,6 @@ def bwd_args(which: str, q, kbuf, vbuf, do, lse, delta, outs, sm_scale, causal: 
 
 def kernel(which: str):
     """The fusable backward kernel of ``which`` (``"dkdv"`` or ``"dq"``)."""
-    from ..kernels.attention_bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel
     return attn_bwd_dkdv_kernel if which == "dkdv" else attn_bwd_dq_kernel
 
 
@@ -104,8 +106,6 @@ def check(q, k, v, o, lse, do, comm, causal: bool, config):
     the shard (not) whole blocks of the backward config. ``(B, Hq, Hkv, Sl, D, cfg)``."""
     import torch
 
-    from ..kernels.attention import AttentionConfig, check_operands
-    from ..kernels.attention_bwd import default_backward_config
     B, Hq, Hkv, Sl, Skl, D = check_operands(q, k, v)
     if Skl != Sl:
         raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
@@ -180,7 +180,6 @@ def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: 
                       order: str = "swizzle", comm_programs: int = 4, backend: str = "sm",
                       cfg=None):
     """The (cached) FusedKernel of step 2: the dK/dV kernel with ``kv_backward``."""
-    from ..runtime.fused import fuse
 
     def build():
         sched = backward_schedule(B, Hkv, S, D, dtype, comm.world_size, order)
@@ -252,8 +251,6 @@ def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
     gradient into lse the fusable kernels with ``delta - dlse``."""
     import torch
 
-    from ..kernels.attention import AttentionConfig
-    from ..kernels.attention_bwd import attention_backward, default_backward_config
     if dlse is None:
         return attention_backward(q, k, v, o, lse, do, causal, sm_scale, config,
                                   fusable=config is not None)

@@ -5,7 +5,7 @@ One ``OpSpec`` per op, defined next to the op (``SPEC`` in its module) and regis
 path decision takes, its fused variants and the candidates' cost models
 (:mod:`syncopate.ops.choice` weighs them), its launch plan (:mod:`syncopate.ops.driver`
 chooses, fuses and launches), how ``syncopate explain`` reads its global shape, which
-benchmark columns calibrate it (:mod:`syncopate.calibration.fit_ops`), its benchmark rows
+benchmark columns calibrate it (:mod:`syncopate.bench.fit`), its benchmark rows
 (:mod:`syncopate.bench`) and its ``torch.library`` schema (:mod:`syncopate.torch_ops`).
 Why: an op scattered over string-keyed tables (nine of them before this module) is one that
 a new op silently falls through -- e.g. gets another op's plan -- instead of one place that
@@ -169,7 +169,7 @@ class OpSpec:
     #: reference path can call it)
     locals: tuple[str, ...] = ("triton",)
     #: its fused variants are measured into the calibration file's ``fused`` section (from
-    #: its benchmark rows, :mod:`syncopate.calibration.fit`) and its decision scales them by
+    #: its benchmark rows, :mod:`syncopate.bench.fit`) and its decision scales them by
     #: those measurements (:func:`syncopate.ops.choice.gemm_cands`); other ops' candidates are
     #: measured in the ``ops`` section
     fused_section: bool = False
@@ -183,7 +183,7 @@ class OpSpec:
     #: the benchmark rows (their ``op`` before any ``[...]``) whose columns measure its
     #: candidates into the calibration's ``ops`` section, and ``(row, W) -> (shape_dict,
     #: where, [(candidate key, column)])`` (None: a GEMM op's own columns, ``fused[<variant>]
-    #: auto`` and ``serial <local>``; :mod:`syncopate.calibration.fit_ops`)
+    #: auto`` and ``serial <local>``; :mod:`syncopate.bench.fit`)
     bench_rows: tuple[str, ...] = ()
     fit: Callable | None = None
     #: its rows in ``python -m syncopate.bench`` (None: none, or a table of its own)

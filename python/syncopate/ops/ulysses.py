@@ -42,8 +42,12 @@ from __future__ import annotations
 import functools
 import math
 
+from ..dtypes import element_bytes
 from ..errors import LaunchError, ScheduleError, TorchOpError
+from ..kernels.attention import LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands
+from ..kernels.attention_bwd import default_backward_config
 from ..runtime import collectives as dist
+from ..runtime.fused import fuse
 from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import choice, driver
@@ -93,7 +97,6 @@ def _check(q, k, v, comm) -> tuple[int, int, int, int, int]:
     """``(B, Hq, Hkv, S_local, D)`` of valid operands (LaunchError otherwise)."""
     import torch
 
-    from ..kernels.attention import check_operands
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise LaunchError(f"{name} must be a 4-D torch.Tensor [batch, heads, seq/W, "
@@ -118,7 +121,6 @@ def _local_attention(q, k, v, causal, sm_scale, config):
 
 def _local_attention_lse(q, k, v, causal, sm_scale, config):
     """:func:`_local_attention` with its ``lse`` (what the backward needs): ``(o, lse)``."""
-    from ..kernels.attention import attention
     return attention(q, k, v, causal=causal, sm_scale=sm_scale, config=config, fusable=True)
 
 
@@ -175,7 +177,6 @@ def ulysses_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale
     attention kernel, ``all_to_all_single`` of the output back. ``return_lse``: ``(o, lse)``,
     ``lse`` of this rank's heads over the whole sequence (``[B, Hq/W, S]`` fp32, what the
     fused kernel leaves; the backward's input)."""
-    from ..kernels.attention import AttentionConfig
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     W, g = comm.world_size, comm.group
@@ -210,8 +211,6 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
                          config=None):
     """The (cached) FusedKernel: the local attention kernel fused with ``ulysses_all_to_all``.
     A kernel that timed out is rebuilt (its flags disagree across ranks)."""
-    from ..kernels.attention import AttentionConfig, attn_fwd_kernel
-    from ..runtime.fused import fuse
     if backend not in _BACKENDS:
         raise LaunchError(f"ulysses_attention fuses with the {' or '.join(_BACKENDS)} backend, "
                           f"not {backend!r}: the comm programs copy its 4-d chunks through a 2-d "
@@ -250,7 +249,6 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     import torch
     import triton
 
-    from ..kernels.attention import LOG2E, AttentionConfig
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     _check_out(out, q, (B, Hq, Sl, D))
@@ -349,7 +347,6 @@ def ulysses_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = Fals
     (rather than ``delta = rowsum(dO * O)``) so that the five tensors share one dtype and one
     collective and the local backward computes ``delta`` itself.
     ``config``: the backward kernels' (default above)."""
-    from ..kernels.attention_bwd import default_backward_config
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     W, g = comm.world_size, comm.group
     _check_backward(q, o, lse, do, dlse, W)
@@ -522,7 +519,6 @@ def _candidates(spec, cal, s, W, dtype, cublas, blocked):
     """The fused kernel (its comm programs holding their SMs for the whole kernel) against the
     unfused path (NCCL all-to-alls + the attention), both by the Ulysses cost model of
     :mod:`syncopate.schedule.ulysses_cost` less the layer's projections."""
-    from ..dtypes import element_bytes
     eb = element_bytes(dtype)
 
     def costs(s, W):

@@ -1,7 +1,8 @@
 """The Syncopate runtime: process groups and symmetric memory (:class:`Communicator`), the
 watchdog (:mod:`.diag`), host-side sync kernels (:mod:`.sync_kernels`), and :func:`fuse`.
 
-Imports are lazy so that ``import syncopate.runtime`` works without torch or Triton.
+The names below load on first use: ``import syncopate.runtime`` stays free of torch and Triton,
+so that the runtime's light parts (:mod:`.residency`) serve the CLI's start.
 """
 
 __all__ = ["Communicator", "FusedKernel", "fuse", "fused_enabled"]
@@ -9,9 +10,9 @@ __all__ = ["Communicator", "FusedKernel", "fuse", "fused_enabled"]
 
 def __getattr__(name):
     if name == "Communicator":
-        from .communicator import Communicator
+        from .communicator import Communicator  # lazy: imports torch and Triton
         return Communicator
     if name in ("FusedKernel", "fuse", "fused_enabled"):
-        from . import fused
+        from . import fused  # lazy: imports torch, Triton and the compiler
         return getattr(fused, name)
     raise AttributeError(f"module 'syncopate.runtime' has no attribute {name!r}")

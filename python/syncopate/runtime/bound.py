@@ -31,6 +31,7 @@ from __future__ import annotations
 from .. import settings
 from . import _cuda, direct_launch, fastlaunch, graphs
 from .epochs import kernel_timeout_ns
+from .sync_kernels import stager
 
 
 class Copy:
@@ -225,7 +226,6 @@ class _Ready:
         elif not dl.copies:
             return _NEVER
         elif copy is not None:  # the copy as a kernel where it fits (sync_kernels.stager says why)
-            from .sync_kernels import stager
             dl.use_stager(stager(comm.device.index))
         r.cfg, r.grid, r.dl, r.timeout, r.raw_stream = cfg, g, dl, timeout, raw
         r.capture_status = probe

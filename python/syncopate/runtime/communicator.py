@@ -38,8 +38,9 @@ import weakref
 from dataclasses import dataclass, field
 
 from .. import abi, backends, dtypes, settings
-from ..errors import LaunchError
-from . import diag
+from ..errors import GraphCaptureError, LaunchError
+from . import _cuda, collectives, diag, graphs, sync_kernels
+from .loopback import LoopbackSymmetricMemory, warn_unless_eager
 
 
 #: torch's symmetric-memory backends (``Communicator(symm_backend=...)``): name -> (torch's name
@@ -94,8 +95,6 @@ class Communicator:
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
         import torch
 
-        from . import collectives
-
         if symm_backend not in SYMM_BACKENDS:
             raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_BACKENDS)}")
         if not collectives.is_initialized():
@@ -122,11 +121,9 @@ class Communicator:
         torch.cuda.set_device(self.device)
         if self.loopback:
             # torch's kernels too: loaded lazily, one could wait for a peer's spin
-            from .loopback import warn_unless_eager
             warn_unless_eager(torch.cuda.is_initialized())
             # every module this communicator launches is loaded before any rank can spin
             # (sync_kernels.preload says why)
-            from . import sync_kernels
             sync_kernels.preload(self.device)
         self.symm_backend = symm_backend
         self._closed = False
@@ -152,7 +149,6 @@ class Communicator:
         :class:`.loopback.LoopbackSymmetricMemory` (the other virtual ranks' tensors)."""
         want, per_process, available = SYMM_HEAPS[backend]
         if self.loopback:
-            from .loopback import LoopbackSymmetricMemory
             if per_process:
                 anywhere = " and ".join(b.name for b in backends.specs() if b.symm_backend is None)
                 raise LaunchError(f"symm_backend={backend!r} cannot run in loopback: {want} has "
@@ -202,11 +198,8 @@ class Communicator:
         cannot hold; allocate before capturing (an eager warm-up call does)."""
         import torch
 
-        from . import graphs
-
         self._check_open()
         if graphs.capturing():
-            from ..errors import GraphCaptureError
             raise GraphCaptureError(
                 "a symmetric allocation (Communicator.empty: a collective rendezvous) was asked "
                 "for during CUDA-graph capture; call the op once eagerly with the same shapes "
@@ -358,8 +351,6 @@ class Communicator:
         then one barrier: after it, every rank may signal into every other rank's flags."""
         import torch
 
-        from . import collectives
-
         t = self.empty((int(words),), torch_dtype(dtype))
         t.zero_()
         # this stream only: in loopback a device-wide sync would also wait for other virtual
@@ -381,8 +372,6 @@ class Communicator:
         dedicated stream, not one of torch's pool: a pool stream may be the caller's own
         launch stream, and the ce side stream's copies queued behind the fused kernel that
         waits for them would never run (:func:`._cuda.dedicated_stream`)."""
-        from . import _cuda
-
         s = self._streams.get(name)
         if s is None:
             s = _cuda.dedicated_stream(self.device)

@@ -19,6 +19,7 @@ import time
 
 from .. import abi
 from ..errors import CommTimeout, TimeoutRecord
+from . import _cuda
 
 
 
@@ -154,7 +155,6 @@ def new_pinned(words: int):
     host memory and its host address."""
     import torch
 
-    from . import _cuda
     if torch.cuda.is_available():
         rec = torch.zeros(words, dtype=torch.int32, pin_memory=True)
         dp = _cuda.device_pointer(rec.data_ptr())

@@ -55,6 +55,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
+import triton
 from triton import knobs
 
 from .. import settings
@@ -294,6 +295,36 @@ class DirectLaunch:
     def copies(self) -> bool:
         """Whether a call can enqueue a staging copy with the launch (the compiled path)."""
         return self._c is not None
+
+
+def _tma_alloc(size: int, alignment: int, stream):
+    import torch
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def ensure_tma_allocator() -> None:
+    """Install a torch-backed ``triton.set_allocator`` unless one is already set.
+
+    Device-side tensor descriptors (``tl.make_tensor_descriptor``) are written by the kernel
+    into a global scratch buffer (128 bytes per descriptor per program) that Triton requests
+    from this allocator at every launch. Triton keeps the allocator in a ``ContextVar``, so
+    this checks the current context each time (cheap) rather than a process-wide flag: a new
+    thread starts without one. An allocator the user installed is left alone. The torch
+    caching allocator makes the per-launch request free and stream-ordered.
+    """
+    if _ALLOC is None:
+        triton.set_allocator(_tma_alloc)
+        return
+    if isinstance(_ALLOC[0].get(), _ALLOC[1]):
+        triton.set_allocator(_tma_alloc)
+
+
+try:  # resolved once: ensure_tma_allocator runs on every launch
+    from triton.runtime._allocation import NullAllocator as _NullAllocator
+    from triton.runtime._allocation import _allocator as _allocator_var
+    _ALLOC = (_allocator_var, _NullAllocator)
+except ImportError:  # private API moved: install unconditionally
+    _ALLOC = None
 
 
 def _allocate_scratch(stream: int, nbytes: int, device):

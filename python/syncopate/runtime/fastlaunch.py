@@ -29,6 +29,7 @@ import os
 import threading
 
 from .. import settings
+from . import _cuda
 
 #: slot kinds of ``_fastlaunch.c`` by the ctypes type of the parameter
 KINDS = {
@@ -72,7 +73,6 @@ def _build():
 
 def entry_point(name: str) -> int:
     """The address of the driver entry point ``name`` (its ``_v2`` when there is one), or 0."""
-    from . import _cuda
     return address_of(_cuda._symbol(f"{name}_v2", name))
 
 

@@ -51,14 +51,19 @@ import threading
 from dataclasses import dataclass, field
 
 from .. import abi, backends, chunk_table, compiler, settings
+from .. import trace as tr
 from ..errors import CompileError, LaunchError
-from . import diag, fastlaunch, graphs, launchers
-from . import plan as planmod
+from ..schedule.ce_plan import CEPlan
+from . import collectives as dist
+from . import diag, fastlaunch, graphs, launchers, residency
+from . import sync_kernels as sk
+from .bound import BoundLaunch
 from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
     operand_map,
     register_comm,
+    tensor_spec,
     torch_name,
     validate_operands,
 )
@@ -115,7 +120,7 @@ class _Config:
     flag_addrs: list = field(default_factory=list)  # flag base address per rank
     peers_tables: dict = field(default_factory=dict)  # operand ptrs -> device int64 [NBUF, W]
     #: this rank's host copy plan (``ce``; set by its launcher's ``configure``)
-    ce_plan: planmod.CEPlan | None = None
+    ce_plan: CEPlan | None = None
     slots: dict = field(default_factory=dict)  # tensor name -> symmetric [W, *shape] (reduce)
     consumed_pending: int = 0  # epoch whose CONSUMED wait is not yet enqueued (deferred mode)
     #: launches of this configuration: its flags count per launch of *this* flag array
@@ -185,7 +190,7 @@ class FusedKernel:
         #: compile target, e.g. ("cuda", 90); default: the communicator's device
         self.target = target
         self.operands = operand_map(schedule, operand)
-        self.schedule_key = planmod.schedule_key(schedule)
+        self.schedule_key = schedule.content_hash()
         names = param_names(kernel)
         for p in sorted(self.constant_args - set(names)):
             raise LaunchError(f"constant_args names {p!r}, which is not a parameter of "
@@ -329,7 +334,7 @@ class FusedKernel:
     def schedule_buffer(self, tensor: str, leading: tuple = ()):
         """A new symmetric buffer ``[*leading, *shape]`` of schedule tensor ``tensor``'s dtype
         (collective: every rank allocates it)."""
-        spec = planmod.tensor_spec(self.schedule, tensor)
+        spec = tensor_spec(self.schedule, tensor)
         return self.comm.empty(tuple(leading) + tuple(spec.shape), torch_name(spec.dtype))
 
     def _check_abi(self, a: abi.FusedABI) -> None:
@@ -341,9 +346,9 @@ class FusedKernel:
         if a.world_size != self.comm.world_size:
             raise CompileError(f"compiler produced a kernel for {a.world_size} ranks, group has "
                                f"{self.comm.world_size}")
-        if a.num_chunks != planmod.num_chunks(self.schedule):
+        if a.num_chunks != self.schedule.num_chunks:
             raise CompileError(f"ABI says {a.num_chunks} chunks, the schedule has "
-                               f"{planmod.num_chunks(self.schedule)}")
+                               f"{self.schedule.num_chunks}")
         if a.operands and list(a.operands) != list(self.operands):
             # The ABI's operand order defines the rows of syn_peers; follow the compiler.
             missing = [p for p in a.operands if p not in param_names(self.kernel)]
@@ -364,7 +369,6 @@ class FusedKernel:
 
     def _advance_epoch(self, cfg: _Config, stream) -> None:
         """Enqueue the device epoch advance of ``cfg`` on ``stream``, before its kernel."""
-        from . import sync_kernels as sk  # Triton kernels: imported on first use
         sk.advance_epoch(cfg.epoch_word.data_ptr(), cfg.epoch_mirror_addr, stream=stream)
 
     def _advance_counted(self, cfg: _Config, stream, e) -> None:
@@ -438,7 +442,6 @@ class FusedKernel:
         ``reset`` empties the buffer afterwards."""
         import torch
 
-        from .. import trace as tr
         cfg = self._traced_config()
         torch.cuda.current_stream(self.comm.device).synchronize()
         words = cfg.trace_buf.cpu().tolist()
@@ -451,8 +454,6 @@ class FusedKernel:
         a Chrome trace to ``path`` by rank 0 when given; returns ``(events, dropped)``."""
         import torch
 
-        from .. import trace as tr
-        from . import collectives as dist
         cfg = self._traced_config()
         buf = cfg.trace_buf
         torch.cuda.current_stream(self.comm.device).synchronize()
@@ -484,7 +485,7 @@ class FusedKernel:
         if rec is None:
             return
         self.diag.zero_()
-        layout = abi.FlagLayout(planmod.num_chunks(self.schedule), self.comm.world_size)
+        layout = abi.FlagLayout(self.schedule.num_chunks, self.comm.world_size)
         err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout,
                                 f"backend {self.backend}; this FusedKernel is now unusable (its "
                                 f"flags disagree across ranks): create a new one")
@@ -512,8 +513,6 @@ class FusedKernel:
         """Enqueue on ``stream`` a spin until ``flags[index + i] >= target`` (``i < count``) on
         this rank's flags of ``cfg``, under this kernel's watchdog record (``kind``: ``"chunk"``,
         ``"entry"``, ``"consumed"`` or ``"produced"``, what a timeout names)."""
-        from . import sync_kernels as sk  # Triton kernels: imported on first use
-
         args, cx = self.wait_spec(cfg, index, target, kind, epoch)
         sk.wait_flag(*args[:4], rank=args[4], kind=args[5], epoch=args[6], timeout_ns=args[7],
                      count=count, flag64=cx["FLAG64"], trap=cx["TRAP"], stream=stream)
@@ -605,7 +604,6 @@ class FusedKernel:
         launches one argument layout many times, with the least host work per call (the
         ops' prepared calls; ``runtime/bound.py`` says what it checks and when it steps back
         to :meth:`launch`)."""
-        from .bound import BoundLaunch
         return BoundLaunch(self, grid)
 
     def launch(self, grid, args, kwargs=None, *, stream=None):
@@ -692,7 +690,6 @@ class FusedKernel:
         """Loopback: refuse a launch grid whose W copies would not all be resident on the shared
         GPU at once (:func:`.residency.check_config`)."""
         if self.comm.colocated > 1 and tuple(g) not in cfg.resident:
-            from . import residency  # reads the device's limits through torch
             residency.check_config(self, cfg, g)
 
 
@@ -724,9 +721,8 @@ def new_trace_buffer(device, events: int | None = None):
     262144 events, 8 MiB), then 4 words per event (``passes/insert_trace.py``)."""
     import torch
 
-    from ..trace import HEADER, WORDS
     n = int(events or settings.TRACE_EVENTS.get())
-    buf = torch.zeros(HEADER + WORDS * n, dtype=torch.int64, device=device)
+    buf = torch.zeros(tr.HEADER + tr.WORDS * n, dtype=torch.int64, device=device)
     buf[1] = n
     return buf
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 
 from ..errors import GraphCaptureError
+from . import _cuda
 
 class _Local(threading.local):
     """This thread's FusedGraph capture, None outside one. A class-level default: reading an
@@ -48,7 +49,6 @@ def capturing(stream=None) -> bool:
     if in_fused_capture():
         return True
     if stream is not None:
-        from . import _cuda
         handle = stream if isinstance(stream, int) else getattr(stream, "cuda_stream", None)
         if handle is not None:
             answer = _cuda.stream_is_capturing(int(handle))

@@ -33,8 +33,8 @@ import time
 import traceback
 
 from .. import settings
-from ..errors import LoopbackError
-from . import _cuda
+from ..errors import GraphCaptureError, LoopbackError
+from . import _cuda, graphs
 
 def eager_module_loading(cuda_initialized: bool, env=None) -> str | None:
     """Make CUDA load every module's functions when the module loads (``CUDA_MODULE_LOADING=
@@ -289,9 +289,7 @@ class LoopbackGroup:
         at every call and order their streams with events of that call, none of which a
         replay repeats (the graph would hold one rank's half of a collective whose other
         halves were never replayed). Refused before anything is enqueued or rendezvoused."""
-        from . import graphs
         if graphs.capturing():
-            from ..errors import GraphCaptureError
             raise GraphCaptureError(
                 f"loopback {kind} under CUDA-graph capture: the virtual ranks meet on the host "
                 f"at every collective, which a replay would skip. The unfused path "

@@ -9,13 +9,25 @@ import weakref
 
 from .. import dtypes
 from ..errors import LaunchError
-from . import plan as planmod
 from .communicator import dtype_name
+
+
+def tensor_spec(schedule, name: str | None = None):
+    """The schedule's tensor ``name`` (or its only tensor when ``name`` is None)."""
+    ts = schedule.tensors
+    if name is None:
+        if len(ts) != 1:
+            raise LaunchError(f"the schedule moves {len(ts)} tensors ({', '.join(ts)}); say which "
+                              f"one each operand is: operand={{'param_name': 'tensor_name'}}")
+        return next(iter(ts.values()))
+    if name not in ts:
+        raise LaunchError(f"the schedule has no tensor {name!r}; it has {', '.join(ts)}")
+    return ts[name]
 
 
 def operand_map(schedule, operand) -> dict[str, str]:
     """``{kernel parameter: schedule tensor}``."""
-    names = list(planmod.tensors(schedule))
+    names = list(schedule.tensors)
     if isinstance(operand, str):
         if len(names) != 1:
             raise LaunchError(f"the schedule moves tensors {names}; map each operand: "
@@ -23,7 +35,7 @@ def operand_map(schedule, operand) -> dict[str, str]:
         return {operand: names[0]}
     if isinstance(operand, dict):
         for p, t in operand.items():
-            planmod.tensor_spec(schedule, t)
+            tensor_spec(schedule, t)
         return dict(operand)
     if isinstance(operand, (list, tuple)) and len(operand) == len(names):
         return dict(zip(operand, names))
@@ -39,7 +51,7 @@ def validate_operands(schedule, operands: dict, names: list, comm, values) -> di
     out = {}
     for p, tname in operands.items():
         t = values[names.index(p)]
-        spec = planmod.tensor_spec(schedule, tname)
+        spec = tensor_spec(schedule, tname)
         if not isinstance(t, torch.Tensor):
             raise LaunchError(f"operand {p} must be a torch.Tensor (the symmetric buffer of "
                               f"schedule tensor {tname!r}), got {type(t).__name__}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from .. import settings
 from ..errors import CoResidencyError
+from . import _cuda
 
 #: Hopper (sm_90, H100/H200) per-SM limits, used when torch does not report them
 HOPPER = dict(max_threads_per_sm=2048, max_blocks_per_sm=32, regs_per_sm=65536,
@@ -114,7 +115,6 @@ def kernel_blocks_per_sm(ck, limits: DeviceLimits) -> int:
     (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) when it answers, else
     :func:`blocks_per_sm` from ``ck.n_regs``, ``ck.metadata.num_warps`` and
     ``ck.metadata.shared``."""
-    from . import _cuda
     md = ck.metadata
     num_warps = int(getattr(md, "num_warps", 4))
     shared = int(getattr(md, "shared", 0))

@@ -23,12 +23,12 @@ Typical use::
 from .cost import CostEstimate, LinkModel, best_split, chunk_time, estimate, gemm_time, link_model
 from .json_io import FORMAT, VERSION, as_schedule, dump, dumps, from_dict, load, loads, to_dict
 from .model import (DTYPE_SIZES, Chunk, Placement, Region, Schedule, TensorSpec, dtype_size,
-                    normalize_dtype)
+                    normalize_dtype, verify)
 from .templates import (PLANS, TEMPLATES, all_gather, all_reduce, all_to_all, reduce_scatter,
                         ring_pass, ulysses_all_to_all)
-from .kv_gather import kv_all_gather  # noqa: I001 (after .templates, which registers it)
+from .kv_gather import kv_all_gather
 from .scaled_gather import scaled_all_gather
-from .verify import Analysis, analyze, verify
+from .verify import Analysis, analyze
 
 __all__ = [
     "Region", "Placement", "TensorSpec", "Chunk", "Schedule", "DTYPE_SIZES", "dtype_size",

@@ -57,7 +57,8 @@ from typing import Callable, Iterable
 from .. import backends
 from ..backends.sm import SM
 from ..errors import ScheduleError
-from .model import Region, Schedule, box_intersection
+from .model import Region, Schedule, box_intersection, normalize_dtype
+from .templates import all_gather, reduce_scatter
 
 __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
            "best_split", "choose_gemm_plan", "gemm_time", "H200_SMS", "NCCL_AG_BUS_BPS",
@@ -150,7 +151,6 @@ def chunk_time(nbytes: int, backend="sm", comm_programs: int = 16) -> float:
 def gemm_time(m: int, n: int, k: int, dtype: str = "bf16") -> float:
     """Seconds for an ``m x n x k`` GEMM at the measured peak (a lower bound: small GEMMs reach
     less of it)."""
-    from .model import normalize_dtype
     return 2.0 * m * n * k / GEMM_PEAK_FLOPS.get(normalize_dtype(dtype), GEMM_PEAK_FLOPS["bf16"])
 
 
@@ -397,7 +397,6 @@ def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: st
     kept; otherwise ``programs`` are tried (``sm``/``nvshmem``; ``ce`` uses none).  Returns
     ``{"split", "comm_programs", "estimate"}``.
     """
-    from .templates import all_gather, reduce_scatter
     if op not in ("ag", "rs"):
         raise ScheduleError(f"op must be 'ag' (all-gather + GEMM) or 'rs' (GEMM + "
                             f"reduce-scatter), got {op!r}")

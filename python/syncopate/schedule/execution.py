@@ -16,14 +16,14 @@ destination.  Which rank *runs* it also depends on the backend (its spec's
 
 Each executing rank runs its chunks in ``(step, id)`` order: that is the program order the
 verifier proves deadlock-free (:func:`program_order`), the order ``partition-sms`` emits the
-transfers in, and the order of the ``ce`` side stream (``runtime/plan.py``).
+transfers in, and the order of the ``ce`` side stream (``schedule/ce_plan.py``).
 """
 
 from __future__ import annotations
 
 from .. import backends
 from ..errors import ScheduleError
-from .model import Chunk, Schedule
+from .chunk import Chunk
 
 
 def executor(chunk: Chunk, backend) -> int:
@@ -41,7 +41,7 @@ def side(chunk: Chunk, backend) -> str:
     return "src" if executor(chunk, backend) == chunk.src else "dst"
 
 
-def program_order(schedule: Schedule, backend) -> dict[int, list[Chunk]]:
+def program_order(schedule, backend) -> dict[int, list[Chunk]]:
     """Rank -> the chunks it runs on ``backend``, in the order it runs them: ``(step, id)``."""
     out: dict[int, list[Chunk]] = {r: [] for r in range(schedule.world_size)}
     backend = backends.get(backend, ScheduleError)

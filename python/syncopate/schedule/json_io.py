@@ -23,7 +23,9 @@ The format is normative; an example with every required key::
 
 Loading checks the document's *shape* (keys, types, non-negative integers, known enums) and
 reports every problem with its key path (``chunks[3].sizes[1]``) and what to write instead.
-Whether the schedule is *correct* is :func:`~syncopate.schedule.verify`'s job.
+Whether the schedule is *correct* is :func:`~syncopate.schedule.verify`'s job.  The writing half
+(:func:`to_dict`, :func:`dumps`, :func:`dump`, :func:`canonical_json`) is in :mod:`.json_write`,
+below the model; this module reads, and re-exports it.
 """
 
 from __future__ import annotations
@@ -34,14 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ScheduleError
+from .json_write import FORMAT, VERSION, canonical_json, dump, dumps, to_dict
 from .model import (DTYPE_SIZES, MODES, REDUCES, RESERVED_KEYS, VIEWS, Chunk, Placement,
                     Region, Schedule, TensorSpec, normalize_dtype)
 
 __all__ = ["FORMAT", "VERSION", "loads", "load", "dumps", "dump", "as_schedule", "from_dict",
            "to_dict", "canonical_json"]
 
-FORMAT = "syncopate.schedule"
-VERSION = 1
 
 _PLACEMENT_KEYS = ("rank", "offsets", "sizes")
 _TENSOR_KEYS = ("shape", "dtype", "initial", "final")
@@ -262,101 +263,6 @@ def load(path: str | os.PathLike) -> Schedule:
         return loads(text)
     except ScheduleError as e:
         raise ScheduleError([f"{path}: {p}" for p in e.problems]) from None
-
-
-# --------------------------------------------------------------------------------------------
-
-def _placement_dict(p: Placement) -> dict:
-    d = {"rank": p.rank, "offsets": list(p.region.offsets), "sizes": list(p.region.sizes)}
-    if p.partial:
-        d["partial"] = True
-    d.update(p.extra)
-    return d
-
-
-def _chunk_dict(c: Chunk) -> dict:
-    d = {"id": c.id, "tensor": c.tensor, "offsets": list(c.region.offsets),
-         "sizes": list(c.region.sizes), "src": c.src, "dst": c.dst, "mode": c.mode,
-         "step": c.step, "reduce": c.reduce, "after": list(c.after)}
-    d.update(c.extra)
-    return d
-
-
-def to_dict(schedule: Schedule) -> dict:
-    """The JSON document of a schedule as Python objects."""
-    doc: dict[str, Any] = {"format": FORMAT, "version": VERSION,
-                           "world_size": schedule.world_size}
-    doc.update(schedule.meta)
-    tensors = {}
-    for name, t in schedule.tensors.items():
-        td = {"shape": list(t.shape), "dtype": t.dtype,
-              "initial": [_placement_dict(p) for p in t.initial],
-              "final": [_placement_dict(p) for p in t.final]}
-        if t.produced:
-            td["produced"] = True
-        if t.view != "global":
-            td["view"] = t.view
-        td.update(t.extra)
-        tensors[name] = td
-    doc["tensors"] = tensors
-    doc["chunks"] = [_chunk_dict(c) for c in schedule.chunks]
-    return doc
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(", ", ": "))
-
-
-def dumps(schedule: Schedule, compact: bool = False) -> str:
-    """JSON text of a schedule.  The default layout puts one placement or chunk per line (easy
-    to read and to diff); ``compact=True`` gives a single line (module attributes)."""
-    doc = to_dict(schedule)
-    if compact:
-        return json.dumps(doc, separators=(",", ":"))
-    lines = ["{"]
-    top = [k for k in doc if k not in ("tensors", "chunks")]
-    for k in top:
-        lines.append(f"  {json.dumps(k)}: {_compact(doc[k])},")
-    lines.append('  "tensors": {')
-    names = list(doc["tensors"])
-    for ti, name in enumerate(names):
-        td = doc["tensors"][name]
-        lines.append(f"    {json.dumps(name)}: {{")
-        keys = list(td)
-        for ki, k in enumerate(keys):
-            comma = "," if ki < len(keys) - 1 else ""
-            v = td[k]
-            if k in ("initial", "final") and v:
-                lines.append(f"      {json.dumps(k)}: [")
-                for pi, p in enumerate(v):
-                    pc = "," if pi < len(v) - 1 else ""
-                    lines.append(f"        {_compact(p)}{pc}")
-                lines.append(f"      ]{comma}")
-            else:
-                lines.append(f"      {json.dumps(k)}: {_compact(v)}{comma}")
-        lines.append("    }" + ("," if ti < len(names) - 1 else ""))
-    lines.append("  },")
-    if doc["chunks"]:
-        lines.append('  "chunks": [')
-        for ci, c in enumerate(doc["chunks"]):
-            lines.append(f"    {_compact(c)}" + ("," if ci < len(doc["chunks"]) - 1 else ""))
-        lines.append("  ]")
-    else:
-        lines.append('  "chunks": []')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-def dump(schedule: Schedule, path: str | os.PathLike) -> None:
-    """Write a schedule as JSON to ``path``."""
-    Path(path).write_text(dumps(schedule), encoding="utf-8")
-
-
-def canonical_json(schedule: Schedule) -> str:
-    """Key-sorted, whitespace-free JSON with chunks in id order: the content hash's input."""
-    doc = to_dict(schedule)
-    doc["chunks"] = sorted(doc["chunks"], key=lambda c: c["id"])
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
 def as_schedule(value: Any, verify: bool = False) -> Schedule:

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from .model import Placement, Region, Schedule, TensorSpec
-from .templates import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
+from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
                         shard_regions)
 
 

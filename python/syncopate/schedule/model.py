@@ -15,10 +15,11 @@ chunk ids, dependencies that can be ordered, data that is where it is read) is t
 job: that way a broken schedule can still be built, shown and reported on in full, and
 :func:`~syncopate.schedule.verify` lists every problem at once instead of the first.
 
-:class:`Chunk` and :class:`Schedule` are defined here; :class:`Region` and the box algebra in
-:mod:`.geometry`, :class:`Placement`, :class:`TensorSpec` and the dtype names in
+:class:`Schedule` is defined here; :class:`Chunk` in :mod:`.chunk`, :class:`Region` and the box
+algebra in :mod:`.geometry`, :class:`Placement`, :class:`TensorSpec` and the dtype names in
 :mod:`.tensor_spec`.  Every one of those names is re-exported here, so ``from
-syncopate.schedule.model import X`` works for all of them.
+syncopate.schedule.model import X`` works for all of them.  The schedule's methods run the
+verifier (:mod:`.verify`) and the JSON writer (:mod:`.json_write`), which read the parts below.
 """
 
 from __future__ import annotations
@@ -26,127 +27,22 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 from ..errors import ScheduleError
+from .chunk import MODES, REDUCES, Chunk  # noqa: F401
 from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
                        _raise, box_difference, box_intersection, box_subtract, box_volume,
                        boxes_overlap, coalesce_boxes, even_split, format_ranks)
+from .json_write import canonical_json, dumps
 from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,  # noqa: F401
                           normalize_dtype)
-
-# --------------------------------------------------------------------------------------------
-# Chunk
-# --------------------------------------------------------------------------------------------
-
-MODES = ("push", "pull")
+from .verify import Analysis, analyze
 
 #: the most ranks a schedule may have: far above any NVLink domain (72 GPUs), and low enough
 #: that the verifier's per-rank tables stay small (a typo like 10**12 ranks must be refused,
 #: not run out of memory)
 MAX_WORLD_SIZE = 4096
-REDUCES = ("none", "sum")
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One transfer: ``region`` of ``tensor`` goes from rank ``src`` to rank ``dst``.
-
-    * ``mode``: who executes it -- ``push``: the source writes into the destination's buffer;
-      ``pull``: the destination reads from the source's buffer.  The executing rank runs its
-      chunks in ``step`` order (see :mod:`.verify` for the exact ordering rules).
-    * ``step``: the chunk's position in the plans of both its ranks; chunks of the same step are
-      concurrent.
-    * ``reduce``: ``none`` copies (the source must hold the complete value); ``sum`` adds the
-      source's (partial) value into the destination's.
-    * ``after``: ids of chunks that must have arrived before this one starts (dependencies that
-      the step rule does not give, typically across ranks: "forward what you received").
-    * ``id``: dense ``0..C-1`` over the schedule; it indexes the flag arrays (docs/fused-abi.md).
-    """
-
-    id: int
-    tensor: str
-    region: Region
-    src: int
-    dst: int
-    mode: str = "push"
-    step: int = 0
-    reduce: str = "none"
-    after: tuple[int, ...] = ()
-    extra: dict = field(default_factory=dict, hash=False)
-
-    def __post_init__(self):
-        problems: list[str] = []
-        cid = _as_int(self.id, "id", problems)
-        if not isinstance(self.tensor, str) or not self.tensor:
-            problems.append(f"tensor must be a tensor name, got {self.tensor!r}")
-        region = None
-        try:
-            region = _as_region(self.region, "region")
-        except ScheduleError as e:
-            problems.extend(e.problems)
-        if region is not None and region.is_empty:
-            problems.append(f"region {region} is empty; a chunk must move at least one element "
-                            f"(drop the chunk)")
-        src = _as_int(self.src, "src", problems)
-        dst = _as_int(self.dst, "dst", problems)
-        if self.mode not in MODES:
-            problems.append(f"mode must be 'push' or 'pull', got {self.mode!r}")
-        step = _as_int(self.step, "step", problems)
-        if self.reduce not in REDUCES:
-            problems.append(f"reduce must be 'none' or 'sum', got {self.reduce!r}")
-        after = _as_int_tuple(self.after, "after", problems)
-        if not isinstance(self.extra, Mapping):
-            problems.append(f"extra must be a dict, got {self.extra!r}")
-        _raise(problems, f"chunk {self.id!r}")
-        object.__setattr__(self, "id", cid)
-        object.__setattr__(self, "region", region)
-        object.__setattr__(self, "src", src)
-        object.__setattr__(self, "dst", dst)
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "after", after)
-        object.__setattr__(self, "extra", dict(self.extra))
-
-    @property
-    def executor(self) -> int:
-        """The rank that starts this chunk's copy by its ``mode`` (push: the source, pull: the
-        destination). Which rank *runs* it depends on the backend as well -- on ``sm`` a
-        ``sum`` chunk runs on its destination whatever its mode: ask
-        :func:`syncopate.schedule.execution.executor`, the one definition the verifier, the
-        passes and the runtime share."""
-        return self.src if self.mode == "push" else self.dst
-
-    # box accessors the compiler passes use: [lo, hi) per dim
-    @property
-    def lo(self) -> tuple[int, ...]:
-        return self.region.offsets
-
-    @property
-    def hi(self) -> tuple[int, ...]:
-        return self.region.stops
-
-    @property
-    def volume(self) -> int:
-        return self.region.volume
-
-    def intersects(self, lo: Sequence[int], hi: Sequence[int]) -> bool:
-        """Whether the box ``[lo, hi)`` overlaps this chunk's region."""
-        return all(a < d and c < b for a, b, c, d in zip(lo, hi, self.lo, self.hi))
-
-    def peer(self, rank: int) -> int:
-        """The other end of the chunk seen from ``rank`` (which must be ``src`` or ``dst``)."""
-        if rank == self.src:
-            return self.dst
-        if rank == self.dst:
-            return self.src
-        raise ValueError(f"rank {rank} is neither source nor destination of chunk {self.id}")
-
-    def describe(self) -> str:
-        """``chunk 3 (A rank 1 -> 0, pull, step 0, offsets [..] sizes [..])`` for messages."""
-        red = ", sum" if self.reduce == "sum" else ""
-        return (f"chunk {self.id} ({self.tensor} rank {self.src} -> {self.dst}, {self.mode}"
-                f"{red}, step {self.step}, {self.region})")
-
 
 # --------------------------------------------------------------------------------------------
 # Schedule
@@ -350,8 +246,7 @@ class Schedule:
     # -- what the compiler and runtime ask (need a schedule that verifies) ----------------------
 
     @cached_property
-    def _analysis(self):
-        from .verify import analyze
+    def _analysis(self) -> Analysis:
         return analyze(self)
 
     def _verified(self):
@@ -431,10 +326,16 @@ class Schedule:
         in id order, keys sorted): equal for equal schedules however they were built or
         formatted, so it can key compile caches.  ``meta`` is included: templates derive it from
         the same arguments that determine the chunks, and a user's meta may matter to them."""
-        from .json_io import canonical_json
         return hashlib.sha256(canonical_json(self).encode()).hexdigest()
 
     def to_json(self, compact: bool = False) -> str:
-        from .json_io import dumps
         return dumps(self, compact=compact)
 
+
+def verify(schedule: Schedule) -> None:
+    """Raise :class:`ScheduleError` listing every problem unless ``schedule`` verifies (see
+    :mod:`syncopate.schedule.verify` for the exact semantics)."""
+    if not isinstance(schedule, Schedule):
+        raise ScheduleError(f"verify() takes a Schedule, got {type(schedule).__name__}; "
+                            f"load JSON with syncopate.schedule.as_schedule first")
+    schedule._verified()

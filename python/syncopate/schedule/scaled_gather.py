@@ -16,7 +16,7 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from .model import Placement, Region, Schedule, TensorSpec
-from .templates import ORDERS, _Builder, _gather, _meta, _pieces, _validate, shard_regions
+from .generators import ORDERS, _Builder, _gather, _meta, _pieces, _validate, shard_regions
 
 
 def scale_shape(shape: Sequence[int], dim: int = 0) -> tuple[int, ...]:

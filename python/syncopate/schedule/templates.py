@@ -21,147 +21,18 @@ Orders
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..errors import ScheduleError
-from .model import MAX_WORLD_SIZE, MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
+from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
+                         shard_regions)
+from .kv_gather import kv_all_gather
+from .model import (MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec,
+                    normalize_dtype)
+from .scaled_gather import scaled_all_gather
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
            "ulysses_all_to_all", "shard_regions", "TEMPLATES", "PLANS"]
-
-ORDERS = ("swizzle", "ring")
-
-
-class _Builder:
-    def __init__(self):
-        self.chunks: list[Chunk] = []
-
-    def add(self, tensor: str, region: Region, src: int, dst: int, mode: str, step: int,
-            reduce: str = "none", after: Sequence[int] = ()) -> int:
-        cid = len(self.chunks)
-        self.chunks.append(Chunk(cid, tensor, region, src, dst, mode, step, reduce,
-                                 tuple(sorted(set(after)))))
-        return cid
-
-
-def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], order: str,
-              orders: Sequence[str], mode: str, split: int, tensor: str):
-    problems: list[str] = []
-    try:
-        shape = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        problems.append(f"shape must be a list of positive integers, got {shape!r}")
-        shape = ()
-    if shape and any(s < 1 for s in shape):
-        problems.append(f"shape {list(shape)} must have positive sizes")
-    if not shape and not problems:
-        problems.append("shape needs at least one dim")
-    try:
-        dtype = normalize_dtype(dtype)
-    except ScheduleError as e:
-        problems.extend(e.problems)
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        problems.append(f"world_size must be an integer >= 1, got {world_size!r}")
-    elif world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
-        problems.append(f"world_size {world_size} is more than {MAX_WORLD_SIZE} ranks")
-    out_dims = {}
-    for name, d in dims.items():
-        if isinstance(d, bool) or not isinstance(d, int) or not shape \
-                or not -len(shape) <= d < len(shape):
-            problems.append(f"{name} must be a dim of shape {list(shape)} (0..{len(shape) - 1} "
-                            f"or negative from the end), got {d!r}")
-        else:
-            out_dims[name] = d % len(shape)
-    if order not in orders:
-        problems.append(f"order must be one of {', '.join(map(repr, orders))}, got {order!r}")
-    if mode not in MODES:
-        problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
-    if isinstance(split, bool) or not isinstance(split, int) or split < 1:
-        problems.append(f"split must be an integer >= 1, got {split!r}")
-    if not isinstance(tensor, str) or not tensor:
-        problems.append(f"tensor must be a non-empty name, got {tensor!r}")
-    if problems:
-        raise ScheduleError([f"{template}: {p}" for p in problems])
-    return shape, dtype, out_dims
-
-
-def shard_regions(shape: Sequence[int], dim: int, world_size: int) -> list[Region | None]:
-    """Block ``r`` of ``shape`` along ``dim`` for each rank ``r`` (None when it is empty)."""
-    full = Region.full(shape)
-    from .model import even_split
-    out: list[Region | None] = []
-    for off, size in even_split(shape[dim], world_size):
-        if size == 0:
-            out.append(None)
-            continue
-        offsets = list(full.offsets)
-        sizes = list(full.sizes)
-        offsets[dim] = off
-        sizes[dim] = size
-        out.append(Region(offsets, sizes))
-    return out
-
-
-def _pieces(shards: list[Region | None], dim: int, split: int) -> list[list[Region]]:
-    return [s.split(dim, split) if s is not None else [] for s in shards]
-
-
-def _meta(name: str, **args) -> dict:
-    args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in args.items()}
-    return {"template": {"name": name, **args}}
-
-
-# --------------------------------------------------------------------------------------------
-# chunk generators shared by the templates
-
-def _gather(b: _Builder, tensor: str, pieces: list[list[Region]], W: int, order: str,
-            mode: str, split: int, step0: int = 0,
-            first_after: Callable[[int, Region], Sequence[int]] = lambda o, p: ()) -> None:
-    """All-gather chunks: every rank ends with every owner's pieces.  ``first_after(owner,
-    piece)`` gives dependencies of the chunks that read a piece from its owner (all-reduce
-    uses it to wait for the reduce-scatter that completes the piece)."""
-    if order == "swizzle":
-        for s in range(W - 1):
-            for r in range(W):
-                o = (r + s + 1) % W
-                for k, piece in enumerate(pieces[o]):
-                    b.add(tensor, piece, o, r, mode, step0 + s * split + k,
-                          after=first_after(o, piece))
-        return
-    last: dict[tuple[int, int, int], int] = {}  # (holder, owner, piece) -> delivering chunk
-    for s in range(W - 1):
-        for r in range(W):
-            o = (r - s - 1) % W
-            src = (r - 1) % W
-            for k, piece in enumerate(pieces[o]):
-                after = first_after(o, piece) if s == 0 else (last[(src, o, k)],)
-                last[(r, o, k)] = b.add(tensor, piece, src, r, mode, step0 + s * split + k,
-                                        after=after)
-
-
-def _reduce_scatter(b: _Builder, tensor: str, pieces: list[list[Region]], W: int, order: str,
-                    mode: str, split: int, step0: int = 0) -> None:
-    """Reduce-scatter chunks: rank d ends with the complete sum of its own pieces; steps from
-    ``step0`` on (after a gather the same kernel's tiles wait for)."""
-    if order == "swizzle":
-        for s in range(W - 1):
-            for r in range(W):
-                d = (r + s + 1) % W
-                for k, piece in enumerate(pieces[d]):
-                    b.add(tensor, piece, r, d, mode, step0 + s * split + k, reduce="sum")
-        return
-    # Ring: the partial of block x starts at rank x + 1 and travels x + 1 -> x + 2 -> ... -> x,
-    # each rank adding its own partial before forwarding; the last hop lands on the owner.
-    last: dict[tuple[int, int, int], int] = {}
-    for s in range(W - 1):
-        for r in range(W):
-            x = (r - s - 1) % W
-            dst = (r + 1) % W
-            for k, piece in enumerate(pieces[x]):
-                after = () if s == 0 else (last[(r, x, k)],)
-                last[(dst, x, k)] = b.add(tensor, piece, r, dst, mode, step0 + s * split + k,
-                                          reduce="sum", after=after)
-
 
 # --------------------------------------------------------------------------------------------
 # templates
@@ -423,19 +294,9 @@ TEMPLATES = {
     "all_reduce": all_reduce,
     "all_to_all": all_to_all,
     "ring_pass": ring_pass,
+    "kv_all_gather": kv_all_gather,           # a K/V gather for ring attention (.kv_gather)
+    "scaled_all_gather": scaled_all_gather,   # FP8: a tensor and its row-wise scales
 }
-
-
-def _register_kv_all_gather() -> None:
-    """``kv_all_gather`` lives in :mod:`.kv_gather` and ``scaled_all_gather`` (FP8: a tensor and
-    its row-wise scales) in :mod:`.scaled_gather` (they build on the generators above)."""
-    from .kv_gather import kv_all_gather
-    from .scaled_gather import scaled_all_gather
-    TEMPLATES["kv_all_gather"] = kv_all_gather
-    TEMPLATES["scaled_all_gather"] = scaled_all_gather
-
-
-_register_kv_all_gather()
 
 
 #: Plans of several tensors around one kernel (not single-tensor collectives: they take the

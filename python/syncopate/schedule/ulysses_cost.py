@@ -47,6 +47,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..calibration import load
+from ..errors import ScheduleError
 from .attention_cost import PROGRAMS, attention_time
 from .cost import _SM_ALPHA_S, _SYNC_S, H200_SMS, NCCL_AG_BUS_BPS, _sm_bandwidth, gemm_time
 
@@ -87,7 +89,6 @@ def _gemm_s(m: int, n: int, k: int, elem_bytes: int = 2) -> float:
 def _nccl(gpu: str | None, world_size: int) -> tuple[float, float, str]:
     """``(alpha_s, bus_bps, source)`` of an NCCL collective: the calibration's all-gather at
     the nearest calibrated world size (bus bandwidth = beta (w - 1) / w), else the defaults."""
-    from ..calibration import load
     cal = load(gpu) if gpu else None
     if cal is not None:
         try:
@@ -243,7 +244,6 @@ def ulysses_costs(B: int, Hq: int, Hkv: int, S: int, D: int, world_size: int,
                   gpu: str | None = "h200") -> UlyssesCosts:
     """The layer's predicted time by path (module docstring), for ``S`` tokens over
     ``world_size`` ranks; ``hidden`` defaults to ``Hq * D``."""
-    from ..errors import ScheduleError
     W = world_size
     problems = [f"{n} = {v} must be a positive integer" for n, v in
                 (("B", B), ("Hq", Hq), ("Hkv", Hkv), ("S", S), ("D", D), ("world_size", W))

@@ -77,15 +77,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .. import backends
-from ..errors import ScheduleError
 from .execution import program_order
 from .verify_extent import extent_problems
-from .model import (Chunk, Region, Schedule, box_difference, box_intersection, box_subtract,
-                    boxes_overlap, coalesce_boxes, format_ranks)
+from .chunk import Chunk
+from .geometry import (Region, box_difference, box_intersection, box_subtract, boxes_overlap,
+                       coalesce_boxes, format_ranks)
 from .verify_graph import cycle_problems, topological
 from .verify_structure import structure_problems
 
-__all__ = ["verify", "analyze", "Analysis"]
+__all__ = ["analyze", "Analysis"]
 
 
 def _order_models() -> list:
@@ -120,19 +120,6 @@ class Analysis:
         """Whether chunk ``a`` happens before chunk ``b``."""
         return bool(self.hb.get(b, 0) >> a & 1)
 
-
-def verify(schedule: Schedule) -> None:
-    """Raise :class:`ScheduleError` listing every problem unless ``schedule`` verifies (see the
-    module docstring for the exact semantics)."""
-    if not isinstance(schedule, Schedule):
-        raise ScheduleError(f"verify() takes a Schedule, got {type(schedule).__name__}; "
-                            f"load JSON with syncopate.schedule.as_schedule first")
-    problems = schedule._analysis.problems
-    if problems:
-        raise ScheduleError(problems)
-
-
-# --------------------------------------------------------------------------------------------
 
 def _where(c: Chunk) -> str:
     return c.describe()
@@ -199,7 +186,7 @@ def _origin(writer) -> str:
 
 # --------------------------------------------------------------------------------------------
 
-def analyze(schedule: Schedule) -> Analysis:
+def analyze(schedule) -> Analysis:
     """Run every check and return what was found (``verify`` raises on ``problems``; the
     compiler and the cost model read ``order``, ``deps``, ``hb`` and ``completed``)."""
     problems = structure_problems(schedule)

@@ -30,10 +30,9 @@ What this module proves in addition, so that copying only the prefix is well def
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
-if TYPE_CHECKING:  # the verifier imports this module; the model imports the verifier lazily
-    from .model import Chunk, Schedule
+from .chunk import Chunk
 
 
 def valid_rows(chunk: Chunk) -> tuple[str, int] | None:
@@ -46,12 +45,12 @@ def valid_rows(chunk: Chunk) -> tuple[str, int] | None:
     return None
 
 
-def _holds_initially(schedule: Schedule, rank: int, tensor: str, index: int) -> bool:
+def _holds_initially(schedule, rank: int, tensor: str, index: int) -> bool:
     return any(p.rank == rank and not p.partial and p.region.offsets[0] <= index < p.region.stops[0]
                for p in schedule.tensors[tensor].initial)
 
 
-def extent_problems(schedule: Schedule, chunks: Mapping[int, Chunk],
+def extent_problems(schedule, chunks: Mapping[int, Chunk],
                     before: Callable[[int, int], bool]) -> list[str]:
     """Every problem with the ``valid_rows`` annotations (see the module docstring)."""
     problems: list[str] = []

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .model import Chunk, Region, Schedule
+from .chunk import Chunk
+from .geometry import Region
 
 __all__ = ["region_problems", "structure_problems"]
 
@@ -31,7 +32,7 @@ def region_problems(region: Region, shape: tuple[int, ...], tensor: str) -> list
     return out
 
 
-def structure_problems(schedule: Schedule) -> list[str]:
+def structure_problems(schedule) -> list[str]:
     """Every structural problem of ``schedule``: placements, chunk ids, chunk fields."""
     W = schedule.world_size
     problems: list[str] = []

@@ -29,7 +29,9 @@ import threading
 from dataclasses import dataclass
 
 from ..errors import TorchOpError
-
+from ..runtime import collectives
+from ..runtime.communicator import Communicator
+from ..runtime.loopback import current_loopback
 
 #: Communicators by group: the LoopbackGroup object for a virtual rank (one per thread), the
 #: group name for a torch process group (one per process)
@@ -61,7 +63,6 @@ def group_name(group=None) -> str:
     if isinstance(group, str):
         return group
     if group is None:
-        from ..runtime import collectives
         if not collectives.is_initialized():
             raise TorchOpError("group=None but torch.distributed is not initialized: call "
                                "torch.distributed.init_process_group(...) first, or pass the "
@@ -81,7 +82,6 @@ def resolve(name: str) -> GroupRef:
     if not isinstance(name, str):
         raise TorchOpError(f"group_name must be a str, got {type(name).__name__}: pass "
                            f"syncopate.torch_ops.group_name(group)")
-    from ..runtime.loopback import current_loopback
     lb = current_loopback()
     if lb is not None and lb.group_name == name:
         return GroupRef(name, lb, lb.rank, lb.size(), True)
@@ -115,7 +115,6 @@ def world_size(name: str) -> int:
 def register_communicator(comm) -> str:
     """Make ``comm`` the Communicator the ops use for its group on this rank; returns the
     group's name (what to pass as ``group_name``)."""
-    from ..runtime.communicator import Communicator
     if not isinstance(comm, Communicator):
         raise TorchOpError(f"register_communicator takes a syncopate.runtime.Communicator, got "
                            f"{type(comm).__name__}")
@@ -147,7 +146,6 @@ def communicator(ref: GroupRef, device):
                                f".to({str(comm.device)!r}) or register a Communicator for "
                                f"{device}")
         return comm
-    from ..runtime.communicator import Communicator
     comm = Communicator(ref.group, device=device)
     with _LOCK:
         _COMMS[ref.key] = comm

@@ -3,6 +3,8 @@ side is its :class:`~syncopate.backends.BackendSpec`). docs/backends.md says how
 
 from __future__ import annotations
 
+from .. import direct_launch
+
 
 class Launcher:
     """The host side of one backend for one FusedKernel: what happens around the kernel launch.
@@ -65,7 +67,6 @@ class Launcher:
         the same by the fast path's key, only tensor addresses are read again."""
         ck = cfg.compiled.kernel
         if direct is not None:
-            from .. import direct_launch  # imports Triton: not at module import
             # the ABI's last parameter, the watchdog timeout, is read from the environment at
             # each launch and is not in the fast path's key
             key = (grid, args[-1])
@@ -76,8 +77,6 @@ class Launcher:
             if dl and dl(grid, args, stream.cuda_stream):
                 return
         if getattr(ck.metadata, "global_scratch_size", 0):
-            # device-side TMA descriptors live in Triton's global scratch (allocator per thread);
-            # kernels sits above the runtime (layer 4) and imports Triton: left for the layers work
-            from ...kernels import ensure_tma_allocator
-            ensure_tma_allocator()
+            # device-side TMA descriptors live in Triton's global scratch (allocator per thread)
+            direct_launch.ensure_tma_allocator()
         ck[grid](*args, stream=stream.cuda_stream)

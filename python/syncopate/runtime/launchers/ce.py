@@ -1,6 +1,6 @@
 """The ``ce`` backend's host side (its spec: ``backends/ce.py``): the copy engine moves the
 data; the fused kernel only waits and signals (``lower-ce``), and the host side of the protocol
-runs on a side stream (:mod:`syncopate.runtime.plan` says why the ENTRY wait comes before the
+runs on a side stream (:mod:`syncopate.schedule.ce_plan` says why the ENTRY wait comes before the
 kernel is released)::
 
     main:  [staged][signal+wait ENTRY*](entered)[ fused kernel ]──(wait side)[reduce][CONSUMED wait]
@@ -30,15 +30,17 @@ from dataclasses import dataclass, field
 
 from ... import settings
 from ...errors import LaunchError
+from ...schedule.ce_plan import CEPlan, build_ce_plan
 from .. import _cuda, fastlaunch
-from .. import plan as planmod
 from .. import stream_program as sp
+from .. import sync_kernels as sk
+from ..bound import memcpy_bytes
 from . import ce_programs
 from .base import Launcher
 from .ce_programs import index_runs
 
 
-def check_epilogue_plan(plan: planmod.CEPlan, stream_waits: bool) -> None:
+def check_epilogue_plan(plan: CEPlan, stream_waits: bool) -> None:
     """The epilogue reduction's kernel waits for chunks the side stream copies *while it runs*:
     every copy must start on its own PRODUCED flag (``cuStreamWaitValue32``), never on the end
     of the kernel, or the two would wait for each other until the watchdog fires."""
@@ -86,7 +88,7 @@ class CELauncher(Launcher):
     def configure(self, cfg) -> None:
         """This rank's copy plan, and the owner-side slots of reduced tensors."""
         fk = self.fk
-        cfg.ce_plan = planmod.build_ce_plan(fk.schedule, fk.comm.rank, cfg.abi.produced_count)
+        cfg.ce_plan = build_ce_plan(fk.schedule, fk.comm.rank, cfg.abi.produced_count)
         if cfg.abi.epilogue_slots:
             check_epilogue_plan(cfg.ce_plan, _cuda.stream_wait_available())
         for tname in cfg.ce_plan.reduce_tensors:
@@ -150,8 +152,6 @@ class CELauncher(Launcher):
     def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors,
                direct=None) -> None:
         import torch
-
-        from .. import sync_kernels as sk  # Triton kernels: imported on first use
 
         fk, S, e = self.fk, stream, epoch
         comm = fk.comm
@@ -389,7 +389,6 @@ def region_geometry(dst, src):
     src, src_pitch, width_bytes, rows)`` (``cuMemcpy2DAsync``: one strided level), or None
     (``Tensor.copy_`` must: a conversion, a broadcast, more strided levels)."""
     if dst.is_contiguous() and src.is_contiguous():
-        from ..bound import memcpy_bytes  # imports Triton: not at module import
         nbytes = memcpy_bytes(dst, src)
         return ("1d", dst.data_ptr(), src.data_ptr(), nbytes) if nbytes else None
     if dst.dtype != src.dtype:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import stream_program as sp
+from .. import sync_kernels as sk
 
 
 @dataclass
@@ -74,8 +75,6 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     (``FusedKernel.before_staging``), then the call's copy before the ENTRY handshake
     (``"before"``: an all-gather's staging), or the copy after everything
     (``"after"``: a reduce-scatter's result)."""
-    from .. import sync_kernels as sk  # Triton kernels: imported on first use
-
     fk = launcher.fk
     comm, lay, p = fk.comm, cfg.abi.layout, cfg.ce_plan
     me, W = comm.rank, comm.world_size
@@ -216,8 +215,6 @@ def _sum_tables(prep) -> list[_SumTable]:
     import torch
     import triton.language as tl
 
-    from .. import sync_kernels as sk  # Triton kernels: imported on first use
-
     types = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,
              torch.float32: tl.float32}
     by_type: dict = {}
@@ -244,8 +241,6 @@ def _sums(b, tables: list[_SumTable], shift) -> None:
     the same fp32 sum as ``ce.reduce_into``, rounded once), one launch per table (element
     type) for all its regions. ``shift``: where the sums go, 0 (``own``) or a ``CopyShift``
     (the call's output)."""
-    from .. import sync_kernels as sk  # Triton kernels: imported on first use
-
     for t in tables:
         dl = _direct(sk._sum_kernel, {"DT": t.dtype, "BLOCK": sk.SUM_BLOCK})
         b.kernel(sp.MAIN, dl, t.per_region * t.rows,
@@ -270,8 +265,6 @@ def consumed(launcher, cfg):
 
 def _direct(fn, constexprs):
     """``sync_kernels.direct`` of ``fn``, or :class:`NoProgram` where it has none."""
-    from .. import sync_kernels as sk  # Triton kernels: imported on first use
-
     dl = sk.direct(fn, constexprs)
     if dl is None:
         raise NoProgram
@@ -280,8 +273,6 @@ def _direct(fn, constexprs):
 
 def _wait(b, fk, cfg, stream, index, target, kind, count, epoch) -> None:
     """Add ``fk.wait_flag``'s spin (``count`` flags from ``index`` up to ``target``) to ``b``."""
-    from .. import sync_kernels as sk  # Triton kernels: imported on first use
-
     args, cx = fk.wait_spec(cfg, index, target, kind, epoch)
     b.kernel(stream, _direct(sk._wait_kernel, cx), count, args)
 

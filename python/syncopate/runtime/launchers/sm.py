@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import sync_kernels as sk
 from .base import Launcher
 
 
@@ -27,7 +28,6 @@ class SMLauncher(Launcher):
                direct=None) -> None:
         fk, a = self.fk, cfg.abi
         if not a.signals_entry and not fk.test_skip_entry:
-            from .. import sync_kernels as sk  # Triton kernels: imported on first use
             sk.signal_entry(peers, a.layout.entry(fk.comm.rank), epoch, fk.comm.world_size,
                             flag64=a.flag_dtype == "int64", stream=stream)
         self.run_kernel(cfg, grid, args, stream, direct)

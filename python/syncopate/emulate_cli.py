@@ -20,14 +20,17 @@ usage.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
 
-from .. import backends
-from ..cli_args import nonnegative_int, positive_int
-from ..cli_kernel import KERNEL_ALIASES, gemm_name, is_gemm
-from ..compile_cli import GEMM_DTYPES, check_comm_programs, shape_text
+from . import backends
+from .cli_args import nonnegative_int, positive_int, shape, shape_of_rank
+from .cli_kernel import (GEMM_DTYPES, KERNEL_ALIASES, check_comm_programs, gemm_name, is_gemm,
+                         load_kernel, refuse_unused, shape_text)
+from .errors import CompileError, EmulationError, UsageError
+from .schedule import as_schedule
 
 
 #: comm programs emulated when ``--comm-programs`` is not given: each is a coroutine per rank,
@@ -75,7 +78,6 @@ def register_commands(subparsers) -> None:
 
 def _block(text: str) -> tuple[int, int, int]:
     """``--block BLOCK_M,BLOCK_N,BLOCK_K``: three powers of two (Triton's tl.arange needs them)."""
-    import argparse
     try:
         dims = tuple(int(x) for x in text.split(","))
     except ValueError:
@@ -90,8 +92,6 @@ _block.__name__ = "block"
 
 
 def run_emulate(args) -> int:
-    from ..errors import CompileError, UsageError
-
     if os.path.isdir(args.kernel):
         _from_directory(args)
     if args.schedule is None or args.operand is None:
@@ -108,8 +108,6 @@ def run_emulate(args) -> int:
 
 def _from_directory(args) -> None:
     """Fill ``args`` from ``DIR/request.json`` (what ``syncopate compile -o`` recorded)."""
-    from ..errors import CompileError
-
     path = os.path.join(args.kernel, "request.json")
     if not os.path.exists(path):
         raise CompileError(f"{args.kernel} has no request.json: it was not written by "
@@ -139,15 +137,13 @@ def _from_directory(args) -> None:
     args.constexpr = args.constexpr or list(req.get("constexpr", []))
 
 
-def _policies(args, world_size: int):
+def _policies(args, world_size: int, emu):
     """``--policies``, each checked against the schedule's world size before anything is
     fused (``behind:7`` at W = 2 names no rank: it used to run as ``in-order``, exit 0)."""
-    from .api import DEFAULT_POLICIES
-    from .scheduler import parse_policy
     policies = [p.strip() for p in args.policies.split(",")] if args.policies \
-        else list(DEFAULT_POLICIES)
+        else list(emu.DEFAULT_POLICIES)
     for p in policies:
-        parse_policy(p, world_size)
+        emu.scheduler.parse_policy(p, world_size)
     return policies
 
 
@@ -173,10 +169,8 @@ def _run_kernel(args) -> int:
     """A ``module:function`` kernel with ``--arg``s and ``--grid``."""
     import numpy as np
 
-    from ..compile_cli import load_kernel
-    from ..errors import CompileError, UsageError
-    from ..schedule import as_schedule
-    from .api import PerRank, emulate
+    # the emulator imports numpy, xDSL and Triton: not at the CLI's start
+    from . import emulate as emu
 
     fn, sig, cx, attrs, options = load_kernel(args.kernel, args)
     if not args.grid:
@@ -189,7 +183,7 @@ def _run_kernel(args) -> int:
     if not grid or len(grid) > 3 or any(g < 1 for g in grid):
         raise UsageError(f"--grid {args.grid!r}: give 1 to 3 positive integers, e.g. 64 or 8,4")
     sched = as_schedule(args.schedule)
-    policies = _policies(args, sched.world_size)
+    policies = _policies(args, sched.world_size, emu)
     rng = np.random.default_rng(args.seed)
     vals = {}
     for item in args.arg:
@@ -200,14 +194,14 @@ def _run_kernel(args) -> int:
         if name in vals:
             raise UsageError(f"--arg {name} is given twice")
         vals[name] = _arg_value(name, spec, sig.get(name), rng, sched.world_size,
-                                per_rank=(name == args.operand), np=np, PerRank=PerRank)
+                                per_rank=(name == args.operand), np=np, PerRank=emu.PerRank)
     missing = [n for n in fn.arg_names if n not in cx and sig.get(n) != "constexpr"
                and n not in vals]
     if missing:
         raise CompileError(f"give a value for every parameter with --arg: missing "
                            f"{', '.join(missing)}")
     t0 = time.perf_counter()
-    res = emulate(fn, signature=sig, constexprs=cx, attrs=attrs, schedule=sched,
+    res = emu.emulate(fn, signature=sig, constexprs=cx, attrs=attrs, schedule=sched,
                   operand=args.operand, grid=grid, args=vals, backend=args.backend,
                   comm_programs=_comm_programs(args, options), policies=policies,
                   launches=args.launches, seed=args.seed, fine=args.fine, check=False,
@@ -220,11 +214,6 @@ def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
     pointer (``*bf16``), a number for a scalar.  The two are never converted into each other:
     an integer given to a pointer used to become a one-element tensor holding it, which the
     emulator then reported as an out-of-bounds access of the kernel."""
-    import argparse
-
-    from ..cli_args import shape
-    from ..errors import UsageError
-
     tensor = spec.startswith(("perm:", "zeros:", "randn:")) or "x" in spec.lower()
     if ty is not None and ty.startswith("*") and not tensor:
         raise UsageError(f"--arg {name}={spec}: {name} is a pointer ({ty}); give it a tensor: "
@@ -246,11 +235,11 @@ def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
     if spec.startswith("zeros:"):
         return np.zeros(shape_of(spec[6:]), np.float32)
     if spec.startswith("randn:") or "x" in spec.lower():
-        shape = shape_of(spec.removeprefix("randn:"))
+        dims = shape_of(spec.removeprefix("randn:"))
         if per_rank:
-            return PerRank([rng.standard_normal(shape).astype(np.float32)
+            return PerRank([rng.standard_normal(dims).astype(np.float32)
                             for _ in range(world_size)])
-        return rng.standard_normal(shape).astype(np.float32)
+        return rng.standard_normal(dims).astype(np.float32)
     try:
         return int(spec)
     except ValueError:
@@ -264,14 +253,12 @@ def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
 def _run_gemm(args) -> int:
     import numpy as np
 
-    from ..cli_args import shape_of_rank
-    from ..errors import EmulationError, UsageError
-    from ..kernels import GemmConfig, compile_args, compile_attrs, kernel_fn
-    from ..schedule import as_schedule
-    from .api import PerRank, emulate
+    # the emulator and the local kernels import numpy, xDSL, Triton and torch: not at the
+    # CLI's start
+    from . import emulate as emu
+    from .kernels import GemmConfig, compile_args, compile_attrs, kernel_fn
 
-    from ..compile_cli import _refuse_unused
-    _refuse_unused(args.kernel, args, ("signature", "constexpr", "grid", "arg"),
+    refuse_unused(args.kernel, args, ("signature", "constexpr", "grid", "arg"),
                    "its parameters come from --shape, --dtype and --block")
     if not args.shape:
         raise UsageError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
@@ -287,7 +274,7 @@ def _run_gemm(args) -> int:
     sms = 4
     sig, cx = compile_args(name, args.dtype or "bf16", cfg, num_sms=sms)
     rng = np.random.default_rng(args.seed)
-    a = PerRank([rng.standard_normal((m, k)).astype(np.float32) for _ in range(W)])
+    a = emu.PerRank([rng.standard_normal((m, k)).astype(np.float32) for _ in range(W)])
     b = rng.standard_normal((k, n)).astype(np.float32)
     vals = dict(a_ptr=a, b_ptr=b, c_ptr=np.zeros((m, n), np.float32), M=m, N=n, K=k,
                 stride_am=k, stride_bk=n, stride_cm=n)
@@ -295,9 +282,9 @@ def _run_gemm(args) -> int:
         grid = (-(-m // bm) * -(-n // bn),)
     else:
         grid = (min(sms, -(-m // bm) * -(-n // bn)),)
-    policies = _policies(args, W)
+    policies = _policies(args, W, emu)
     t0 = time.perf_counter()
-    res = emulate(kernel_fn(name), signature=sig, constexprs=cx, attrs=compile_attrs(name),
+    res = emu.emulate(kernel_fn(name), signature=sig, constexprs=cx, attrs=compile_attrs(name),
                   schedule=sched, operand=args.operand, grid=grid, args=vals,
                   backend=args.backend, comm_programs=_comm_programs(args, cfg.options()),
                   policies=policies,

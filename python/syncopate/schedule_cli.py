@@ -14,13 +14,18 @@ to stdout.
 
 from __future__ import annotations
 
+import os
 import sys
 
-from .. import backends
-from ..cli_args import nonnegative_float as _nonnegative_float
-from ..cli_args import positive_int as _positive
-from ..cli_args import shape as _shape
-from ..cli_args import tensor_name as _tensor_name
+from . import backends
+from .cli_args import nonnegative_float as _nonnegative_float
+from .cli_args import positive_int as _positive
+from .cli_args import shape as _shape
+from .cli_args import tensor_name as _tensor_name
+from .errors import ScheduleError, UsageError
+from .schedule.cost import H200_SMS, _fmt_bytes, estimate
+from .schedule.json_io import dump, dumps, load, loads
+from .schedule.templates import TEMPLATES
 
 __all__ = ["register_commands"]
 
@@ -100,8 +105,6 @@ def register_commands(subparsers) -> None:
 # --------------------------------------------------------------------------------------------
 
 def _make(args) -> int:
-    from .json_io import dump, dumps
-    from .templates import TEMPLATES
     kwargs = {"dtype": args.dtype, "world_size": args.world_size, "split": args.split}
     if args.template == "all_to_all":
         kwargs.update(split_dim=args.split_dim, concat_dim=args.concat_dim)
@@ -127,9 +130,6 @@ def _make(args) -> int:
 
 def _prepare_output(path: str) -> None:
     """``-o FILE``: create missing folders (as ``syncopate compile -o`` does); refuse a folder."""
-    import os
-
-    from ..errors import ScheduleError
     if os.path.isdir(path):
         raise ScheduleError(f"-o {path} is a directory; give a file name, e.g. {path}/ag.json")
     parent = os.path.dirname(path)
@@ -142,8 +142,6 @@ def _prepare_output(path: str) -> None:
 
 def _load(path: str):
     """The schedule in ``path``; ``-`` reads it from stdin (``... | syncopate schedule check -``)."""
-    from ..errors import ScheduleError
-    from .json_io import load, loads
     if path != "-":
         return load(path)
     try:
@@ -158,19 +156,12 @@ def _check(args) -> int:
     return 0
 
 
-def _fmt_bytes(n: int) -> str:
-    from .cost import _fmt_bytes as f
-    return f(n)
-
-
 def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def _show(args) -> int:
-    from ..errors import ScheduleError, UsageError
-    from .cost import H200_SMS, estimate
     schedule = _load(args.file)
     if args.tensor is not None and args.tensor not in schedule.tensors:
         raise ScheduleError(f"--tensor {args.tensor}: the schedule has no such tensor; it has "

@@ -5,7 +5,19 @@ collective alone, our GEMM and cuBLAS alone, each fused variant at the op's own 
 collective sweep and host timings (:mod:`syncopate.bench.calibrate`) -- and this module turns
 them into the file :mod:`syncopate.calibration` reads. The same code seeds the shipped file
 from a past run's ``bench.json`` (``--calibrate --from-results DIR``) and writes a fresh one
-after ``--calibrate`` measured, so the two cannot drift apart.
+after ``--calibrate`` measured, so the two cannot drift apart.  It lives with the benchmark
+(the edge layer) because it reads the op registry; the file's reader, :mod:`syncopate.calibration`,
+sits in the data layer.
+
+The file's ``ops`` section (:func:`ops_points`): measured device times of the candidates of
+every registered op whose ``OpSpec.bench_rows`` name the row (``gemm_ar``, the FP8 GEMM ops,
+ring and Ulysses attention, the MoE dispatch and combine), at the benchmark's shapes.
+
+Which column measures which candidate is the op's (``OpSpec.fit``); a GEMM op without its own
+takes its columns by name: ``fused[<variant>] auto`` (the op's own plan) for each fused
+variant, ``serial <local kernel>`` (``serial triton``, ``serial cuBLAS``) for its unfused path
+with each local kernel it can run, its decision shape from the row's global ``M, N, K``
+(``OpSpec.explain``). Shapes are the op's decision shape (``OpSpec.shape``).
 """
 
 from __future__ import annotations
@@ -16,12 +28,13 @@ import statistics
 
 import math
 
+from ..calibration import FORMAT, CalibrationError
 from ..dtypes import canonical, element_bytes
 from ..ops import REGISTRY
-from . import FORMAT, CalibrationError
-from .fit_ops import ops_points
+from ..ops.choice import label
 
-__all__ = ["from_bench_rows", "fit_alpha_beta", "parse_host_profile", "merge"]
+__all__ = ["from_bench_rows", "fit_alpha_beta", "parse_host_profile", "merge", "ops_points",
+           "merge_ops"]
 
 #: scripts/gpu_host_profile.py's rows -> host_s keys (the local GEMMs, each fused variant's
 #: whole op: ``<op>:<variant>``)
@@ -87,7 +100,7 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
     schedule tensor); those of an op measured in the ``fused`` section
     (``OpSpec.fused_section``) its variants. ``op_rows``:
     rows of the other ops' tables (ring attention, Ulysses, MoE), fitted with ``rows`` into the
-    ``ops`` section (:mod:`.fit_ops`)."""
+    ``ops`` section (:func:`ops_points`)."""
     W = int(meta["world_size"])
     dtype = canonical(meta.get("dtype", "bfloat16"))
     esize = element_bytes(dtype)
@@ -189,7 +202,6 @@ def merge(old: dict | None, new: dict) -> dict:
             merged[key] = {**old.get(section, {}).get(key, {}),
                            **new.get(section, {}).get(key, {})}
         out[section] = merged
-    from .fit_ops import merge_ops
     if old.get("ops") or new.get("ops"):
         out["ops"] = merge_ops(old.get("ops"), new.get("ops") or {})
     return out
@@ -202,3 +214,49 @@ def relpath(path: str) -> str:
         os.path.abspath(__file__)))))
     ap = os.path.abspath(path)
     return os.path.relpath(ap, root) if ap.startswith(root + os.sep) else path
+
+
+def _add(out: dict, op: str, W: int, key: str, shape: dict, ms, source: str) -> None:
+    if not ms:
+        return
+    out.setdefault(op, {}).setdefault(str(W), {}).setdefault(key, []).append(
+        {**shape, "measured_s": float(ms) * 1e-3, "source": source})
+
+
+def gemm_fit(spec, r: dict, w: int):
+    """A GEMM op's candidates in a bench row of its own (module docstring)."""
+    M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
+    s = dict(zip(spec.shape, spec.explain(spec.name, (M, N, K), w)))
+    return (s, f" {M}x{N}x{K} W={w}",
+            [(v, f"fused[{v}] auto") for v in spec.variants]
+            + [(f"unfused:{k}", f"serial {label(k)}") for k in spec.locals])
+
+
+def ops_points(rows: list[dict], W: int, source: str) -> dict:
+    """``{op: {W: {candidate: [points]}}}`` of the rows a registered op reads (others
+    ignored): ``bench.json``'s results and the rows of ``bench_ring_attn.json``,
+    ``bench_ulysses.json``, ``bench_moe.json`` (times in ms, as the benchmark writes them)."""
+    out: dict = {}
+    for r in rows:
+        name = str(r.get("op", "")).split("[")[0]
+        w = int(r.get("W", W))
+        for spec in REGISTRY.values():
+            if name not in spec.bench_rows:
+                continue
+            got = spec.fit(r, w) if spec.fit is not None else gemm_fit(spec, r, w)
+            if got is None:
+                continue
+            s, where, columns = got
+            for key, col in columns:
+                _add(out, spec.name, w, key, s, r.get(col),
+                     f"{source}: {r.get('op')}{where}, column '{col}'")
+    return out
+
+
+def merge_ops(old: dict | None, new: dict) -> dict:
+    """``new`` with what ``old`` measured at other world sizes or of other candidates kept."""
+    out = {op: {w: dict(c) for w, c in t.items()} for op, t in (old or {}).items()}
+    for op, table in new.items():
+        for w, cands in table.items():
+            out.setdefault(op, {}).setdefault(w, {}).update(cands)
+    return out

@@ -1,6 +1,7 @@
-"""What the runtime reads from a schedule, and the host-side plan of the ``ce`` backend.
+"""The host-side plan of the ``ce`` backend: what one rank's copy-engine side stream does.
 
-Pure Python (no torch, no CUDA): unit-tested on CPU with real schedules.
+Pure Python (no torch, no CUDA), below the runtime: the ``ce`` launcher runs it and the CPU
+emulator (:mod:`syncopate.emulate.comm`) checks it; unit-tested on CPU with real schedules.
 
 The ``ce`` plan of a rank lists, in ``(step, id)`` order, the chunks this rank's side stream
 executes (``syncopate.schedule.execution.executor(c, CE)``: pull: it is the destination;
@@ -35,34 +36,7 @@ from dataclasses import dataclass, field
 
 from ..backends.ce import CE
 from ..errors import LaunchError
-from ..schedule.execution import executor
-from ..schedule.model import Schedule
-
-
-def schedule_key(schedule: Schedule) -> str:
-    """A stable digest of a schedule (keys the compiled configurations)."""
-    return schedule.content_hash()
-
-
-def tensors(schedule: Schedule) -> dict:
-    return dict(schedule.tensors)
-
-
-def tensor_spec(schedule: Schedule, name: str | None = None):
-    """The schedule's tensor ``name`` (or its only tensor when ``name`` is None)."""
-    ts = schedule.tensors
-    if name is None:
-        if len(ts) != 1:
-            raise LaunchError(f"the schedule moves {len(ts)} tensors ({', '.join(ts)}); say which "
-                              f"one each operand is: operand={{'param_name': 'tensor_name'}}")
-        return next(iter(ts.values()))
-    if name not in ts:
-        raise LaunchError(f"the schedule has no tensor {name!r}; it has {', '.join(ts)}")
-    return ts[name]
-
-
-def num_chunks(schedule: Schedule) -> int:
-    return schedule.num_chunks
+from .execution import executor
 
 
 def region_slices(region) -> tuple[slice, ...]:
@@ -166,11 +140,8 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
 def _written_by_kernel(schedule, tensor: str, rank: int) -> bool:
     """A tensor whose initial placement on ``rank`` is *partial* (a reduce-scatter's partial
     sums) is produced by the fused kernel itself, not staged before the launch."""
-    try:
-        spec = tensor_spec(schedule, tensor)
-    except LaunchError:
-        return False
-    return any(p.partial and p.rank == rank for p in spec.initial)
+    spec = schedule.tensors.get(tensor)
+    return spec is not None and any(p.partial and p.rank == rank for p in spec.initial)
 
 
 def reads_per_src(schedule) -> dict[int, int]:
