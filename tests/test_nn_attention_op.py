@@ -41,8 +41,8 @@ def _whole(d, causal):
     """Autograd through fp32 attention on the whole sequence: o, lse and the gradients of
     ``sum(o * go) + sum(lse * glse)``."""
     q, k, v = (d[n].clone().requires_grad_() for n in "qkv")
-    G = HQ // HKV
-    s = (q @ k.repeat_interleave(G, 1).transpose(-1, -2)) * D ** -0.5
+    G = q.shape[1] // k.shape[1]
+    s = (q @ k.repeat_interleave(G, 1).transpose(-1, -2)) * q.shape[-1] ** -0.5
     if causal:
         S = q.shape[2]
         s = s.masked_fill(~torch.ones(S, S, dtype=torch.bool).tril(), float("-inf"))

@@ -1,4 +1,5 @@
-"""syncopate.nn on the CPU: the tensor+sequence-parallel and the context-parallel block against
+"""syncopate.nn on the CPU: the tensor+sequence-parallel and the context-parallel block (ring
+attention on zigzag shards, and Ulysses on contiguous ones) against
 the unsharded block, forward and every gradient, on loopback ranks (threads with real
 collectives between them), through the registered ops (their CPU composition) and through the
 plain composition (``fused=False``); 20 training steps against the unsharded model's; the MoE
@@ -39,9 +40,21 @@ def _ranks(fn, W, *args):
     return [v for _, v in results]
 
 
+#: the layouts under test: "cp-ulysses" is ``layout="cp", cp_method="ulysses"`` (contiguous
+#: shards; "cp" is ring attention on the zigzag shards)
+LAYOUTS = ["tp", "cp", "cp-ulysses"]
+
+
+def _split(layout):
+    """``"cp-ulysses"`` -> ``("cp", {"cp_method": "ulysses"})``."""
+    layout, _, method = layout.partition("-")
+    return layout, ({"cp_method": method} if method else {})
+
+
 def _block(layout, fused, **kw):
+    layout, more = _split(layout)
     return snn.TransformerBlock(DIM, HQ, HKV, FFN, None, layout, fused, dtype=torch.float32,
-                                head_dim=HD, **kw)
+                                head_dim=HD, **more, **kw)
 
 
 def _reference(seed):
@@ -94,9 +107,9 @@ def _unsharded(seed):
 
 @pytest.mark.parametrize("fused", [None, False], ids=["ops", "unfused"])
 @pytest.mark.parametrize("W", [2, 4])
-@pytest.mark.parametrize("layout", ["tp", "cp"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_block_forward_and_every_gradient_match_the_unsharded_block(layout, W, fused):
-    ref, x, gy, y, dx, grads = _unsharded(seed=W * 10 + (layout == "cp"))
+    ref, x, gy, y, dx, grads = _unsharded(seed=W * 10 + LAYOUTS.index(layout))
     for pos, ys, dxs, back, gs in _ranks(_block_rank, W, layout, fused, ref.state_dict(), x, gy,
                                          True):
         torch.testing.assert_close(ys, y[pos], **TOL)
@@ -118,8 +131,9 @@ def test_replicated_gradients_are_partial_until_synced(layout):
 
 
 def _train_rank(rank, W, layout, fused, state, xs_all, ts_all, steps, lr):
+    layout, more = _split(layout)
     stack = snn.TransformerStack(2, DIM, HQ, HKV, FFN, None, layout, fused, torch.float32,
-                                 head_dim=HD)
+                                 head_dim=HD, **more)
     ref = snn.ReferenceStack(2, DIM, HQ, HKV, FFN, head_dim=HD)
     ref.load_state_dict(state)
     stack.load_from(ref)
@@ -139,7 +153,7 @@ def _train_rank(rank, W, layout, fused, state, xs_all, ts_all, steps, lr):
     return losses
 
 
-@pytest.mark.parametrize("layout", ["tp", "cp"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_twenty_training_steps_track_the_unsharded_model(layout):
     steps, lr, W = 20, 3e-3, 2
     ref = snn.ReferenceStack(2, DIM, HQ, HKV, FFN, head_dim=HD, seed=7)
@@ -172,7 +186,7 @@ def _no_sync_rank(rank, W, layout, state, x):
     return seen
 
 
-@pytest.mark.parametrize("layout", ["tp", "cp"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_forward_and_backward_read_nothing_back_to_the_host(layout):
     """The block's own code between the ops reads no device value on the host (what CUDA-graph
     capture and an asynchronous stream of ops need); the ops' CUDA paths are checked by
@@ -273,10 +287,11 @@ def _compiled_rank(rank, W, layout, state, x):
     return torch.equal(yc, y) and torch.equal(xs.grad, dx)
 
 
-@pytest.mark.parametrize("layout", ["tp", "cp"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_block_compiles_as_one_graph(layout):
     """torch.compile(fullgraph=True) (AOT autograd, eager kernels) traces the whole block --
     its ops as single nodes, forward and backward -- and gives the eager block's bits."""
     ref = _reference(6)
     x, _ = _data(6)
+    torch._dynamo.reset()  # each layout compiles forward anew: stay under the recompile limit
     assert _ranks(_compiled_rank, 2, layout, ref.state_dict(), x) == [True, True]

@@ -1,7 +1,7 @@
 """torch.compile(fullgraph=True) of syncopate.nn.TransformerBlock on the CPU path: both layouts
 trace into one graph (no graph break: fullgraph=True raises on one), the fused ops stay whole
-nodes of it in both directions (AOT autograd's forward holds ag_gemm / gemm_rs or
-ring_attention, its backward the ops' backwards -- and no plain collective), and the compiled
+nodes of it in both directions (AOT autograd's forward holds ag_gemm / gemm_rs,
+ring_attention or ulysses_attention, its backward the ops' backwards -- and no plain collective), and the compiled
 block computes what the eager one does: output, input gradient and every weight gradient.
 
 Loopback ranks (threads of this process with real collectives between them: W = 2) run the
@@ -27,6 +27,9 @@ W = 2
 
 
 def _ranks(fn, *args):
+    # each case compiles TransformerBlock.forward anew (per rank and layout): forget the earlier
+    # cases' compiles, or the cases together exceed Dynamo's recompile limit of one code object
+    torch._dynamo.reset()
     results = run_loopback(fn, W, *args, timeout_s=600)
     bad = [v for st, v in results if st != "ok"]
     assert not bad, "\n".join(bad)
@@ -52,8 +55,9 @@ def _compile_rank(rank, world_size, layout, backend, state, x, gy):
     "inductor"): the results of both and the traced graphs' targets."""
     from torch._dynamo.backends.common import aot_autograd
 
+    layout, _, method = layout.partition("-")  # "cp-ulysses": cp_method="ulysses"
     blk = snn.TransformerBlock(DIM, HQ, HKV, FFN, None, layout, None, dtype=torch.float32,
-                               head_dim=HD)
+                               head_dim=HD, cp_method=method or "ring")
     ref = snn.ReferenceBlock(DIM, HQ, HKV, FFN, head_dim=HD)
     ref.load_state_dict(state)
     blk.load_from(ref)
@@ -101,10 +105,12 @@ EXPECTED = {
            # ag_gemm's dA is a gemm_rs, gemm_rs's an ag_gemm
            {OPS.ag_gemm.default: 2, OPS.gemm_rs.default: 2}),
     "cp": ({OPS.ring_attention.default: 1}, {OPS.ring_attention_backward.default: 1}),
+    "cp-ulysses": ({OPS.ulysses_attention.default: 1},
+                   {OPS.ulysses_attention_backward.default: 1}),
 }
 
 
-@pytest.mark.parametrize("layout", ["tp", "cp"])
+@pytest.mark.parametrize("layout", list(EXPECTED))
 def test_block_traces_into_one_graph_with_the_fused_ops(layout):
     state, x, gy = _data()
     results = _ranks(_compile_rank, layout, "graphs", state, x, gy)
@@ -118,7 +124,7 @@ def test_block_traces_into_one_graph_with_the_fused_ops(layout):
         assert not [t for t in fw + bw if getattr(t, "namespace", "") == "_c10d_functional"]
 
 
-@pytest.mark.parametrize("layout", ["tp", "cp"])
+@pytest.mark.parametrize("layout", list(EXPECTED))
 def test_block_compiles_with_inductor_and_matches_eager(layout):
     state, x, gy = _data()
     _check_numbers(_ranks(_compile_rank, layout, "inductor", state, x, gy))

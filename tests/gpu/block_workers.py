@@ -15,7 +15,16 @@ from __future__ import annotations
 #: heads divide by W = 4); cp keeps one KV head: its dK/dV kernel's grid (S/64 x B x Hkv
 #: programs per rank) stays co-resident with W = 4 ranks on one GPU
 SHAPES = {"tp": dict(dim=512, n_heads=8, n_kv_heads=4, ffn_dim=1024, head_dim=64),
-          "cp": dict(dim=512, n_heads=8, n_kv_heads=1, ffn_dim=1024, head_dim=64)}
+          "cp": dict(dim=512, n_heads=8, n_kv_heads=1, ffn_dim=1024, head_dim=64),
+          # Ulysses gives each rank whole heads: query and KV heads divide by W = 4
+          "cp-ulysses": dict(dim=512, n_heads=8, n_kv_heads=4, ffn_dim=1024, head_dim=64)}
+
+
+def _layout(layout):
+    """``"cp-ulysses"`` -> ``{"layout": "cp", "cp_method": "ulysses"}`` (TransformerBlock's
+    arguments of a tested layout)."""
+    layout, _, method = layout.partition("-")
+    return {"layout": layout, **({"cp_method": method} if method else {})}
 SEQ, BATCH = 1024, 1
 #: normwise relative error of the bf16 block against the fp32 unsharded block (same bf16-rounded
 #: weights and input), output and every gradient
@@ -114,7 +123,7 @@ def block_checks(rank, W, layout, graph: bool):
     yr = yr.detach()
 
     # 1. the unfused block (also the warm-up: cuBLAS, SDPA, the collectives)
-    unfused = snn.TransformerBlock(**cfg, comm=comm, layout=layout, fused=False, dtype=bf,
+    unfused = snn.TransformerBlock(**cfg, comm=comm, **_layout(layout), fused=False, dtype=bf,
                                    device=dev).load_from(ref)
     xs, y = _fwd_bwd(unfused, x, gy)
     _compare(f"{layout} W={W} unfused (collectives + cuBLAS + SDPA)", unfused, ref, xs, y, yr,
@@ -124,10 +133,12 @@ def block_checks(rank, W, layout, graph: bool):
         q, k, v = (_rand((B, h, Sl, D), 4 + i, dev).to(bf) for i, h in enumerate((Hq, Hkv, Hkv)))
         o, lse = ring_attention(q, k, v, comm, causal=True, fused=False)
         ring_attention_backward(q, k, v, o, lse, o, comm, causal=True, fused=False)
+    if layout == "cp-ulysses":  # its unfused forward and its backward's kernels, loaded now
+        problems += _ulysses_op(rank, W, comm, cfg, dev, lines)
     dist.barrier(device_ids=[dev.index])
 
     # 2. the block on the registered ops (fused where they choose it)
-    blk = snn.TransformerBlock(**cfg, comm=comm, layout=layout, dtype=bf,
+    blk = snn.TransformerBlock(**cfg, comm=comm, **_layout(layout), dtype=bf,
                                device=dev).load_from(ref)
     xs, y = _fwd_bwd(blk, x, gy)
     _compare(f"{layout} W={W} ops (fused)", blk, ref, xs, y, yr, xr, problems, lines)
@@ -142,7 +153,7 @@ def block_checks(rank, W, layout, graph: bool):
                         f"forward and backward should both have run fused")
 
     # 3. a second block of the same shape: the same buffers and fused kernels serve it
-    blk2 = snn.TransformerBlock(**cfg, comm=comm, layout=layout, dtype=bf,
+    blk2 = snn.TransformerBlock(**cfg, comm=comm, **_layout(layout), dtype=bf,
                                 device=dev).load_from(ref)
     xs = blk.shard_sequence(x).to(bf).requires_grad_()
     blk2(blk(xs)).float().square().sum().backward()
@@ -159,6 +170,45 @@ def block_checks(rank, W, layout, graph: bool):
     # 5. 20 training steps against the unsharded model
     problems += _train(rank, W, layout, comm, dev, lines)
     return {"problems": problems, "lines": lines}
+
+
+def _ulysses_op(rank, W, comm, cfg, dev, lines):
+    """The Ulysses op itself on causal GQA blocks: the fused forward (``fused=True``: the
+    all-to-alls inside the kernel) against the unfused one (output and the head-sharded
+    ``lse``: same kernel, same tiles), and the backward (all-to-alls around the local
+    backward kernels) from the fused forward's ``(o, lse)`` against autograd through fp32
+    attention on the whole sequence. The unfused calls come first (module loading, module
+    docstring)."""
+    import torch
+
+    from syncopate.ops import ulysses_attention, ulysses_attention_backward
+    from syncopate.runtime import collectives as dist
+    bf = torch.bfloat16
+    B, Hq, Hkv, D = BATCH, cfg["n_heads"], cfg["n_kv_heads"], cfg["head_dim"]
+    q, k, v, go = (_rand((B, h, SEQ, D), 20 + i, dev).to(bf)
+                   for i, h in enumerate((Hq, Hkv, Hkv, Hq)))
+    rows, heads = slice(rank * SEQ // W, (rank + 1) * SEQ // W), slice(rank * Hq // W,
+                                                                      (rank + 1) * Hq // W)
+    qs, ks, vs, gos = (t[:, :, rows].contiguous() for t in (q, k, v, go))
+    o_u, lse_u = ulysses_attention(qs, ks, vs, comm, causal=True, fused=False, return_lse=True)
+    ulysses_attention_backward(qs, ks, vs, o_u, lse_u, gos, comm, causal=True)
+    dist.barrier(device_ids=[dev.index])
+    o_f, lse_f = ulysses_attention(qs, ks, vs, comm, causal=True, fused=True, return_lse=True)
+    grads = ulysses_attention_backward(qs, ks, vs, o_f, lse_f, gos, comm, causal=True)
+    qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
+    G = Hq // Hkv
+    s = (qf @ kf.repeat_interleave(G, 1).transpose(-1, -2)) * D ** -0.5
+    s = s.masked_fill(torch.ones(SEQ, SEQ, dtype=torch.bool, device=dev).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    o = torch.softmax(s, -1) @ vf.repeat_interleave(G, 1)
+    (o * go.float()).sum().backward()
+    errs = {"o fused vs unfused": _rel(o_f, o_u), "lse fused vs unfused": _rel(lse_f, lse_u),
+            "o": _rel(o_f, o[:, :, rows]), "lse": _rel(lse_f, lse[:, heads])}
+    for name, got, want in zip(("dq", "dk", "dv"), grads, (qf.grad, kf.grad, vf.grad)):
+        errs[name] = _rel(got, want[:, :, rows])
+    lines.append(f"ulysses op W={W}: " + " ".join(f"{k}={v:.1e}" for k, v in errs.items()))
+    return [f"ulysses op W={W}: {k} relative error {v:.3g} > {TOL}" for k, v in errs.items()
+            if not v <= TOL]
 
 
 def _graph(rank, W, blk, comm, x, layout, lines):
@@ -204,7 +254,7 @@ def _train(rank, W, layout, comm, dev, lines):
     cfg = SHAPES[layout]
     bf = torch.bfloat16
     ref = _bf16_rounded(snn.ReferenceStack(2, **cfg, seed=7, device=dev))
-    stack = snn.TransformerStack(2, **cfg, comm=comm, layout=layout, dtype=bf, device=dev,
+    stack = snn.TransformerStack(2, **cfg, comm=comm, **_layout(layout), dtype=bf, device=dev,
                                  param_dtype=torch.float32).load_from(ref)
     xs = [_rand((SEQ, BATCH, cfg["dim"]), 200 + i, dev).to(bf).float() for i in range(STEPS)]
     ts = [_rand((SEQ, BATCH, cfg["dim"]), 300 + i, dev) for i in range(STEPS)]

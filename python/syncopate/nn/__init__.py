@@ -6,9 +6,10 @@ Each is a thin ``torch.nn.Module`` over ``torch.ops.syncopate.*`` (autograd thro
 
 * :class:`ColumnParallelLinear` (all-gather + GEMM), :class:`RowParallelLinear` (GEMM +
   reduce-scatter, or + all-reduce);
-* :class:`ContextParallelAttention` (ring attention over sequence shards, causal zigzag layout);
+* :class:`ContextParallelAttention` (ring attention over sequence shards, causal zigzag layout;
+  or Ulysses, heads divisible by W, contiguous blocks);
 * :class:`TransformerBlock` (Llama-style; ``layout="tp"`` tensor + sequence parallel or
-  ``"cp"`` context parallel; ``moe=MoE(...)``: a mixture-of-experts MLP, inference only) and
+  ``"cp"`` context parallel, ``cp_method`` ring or Ulysses; ``moe=MoE(...)``: a mixture-of-experts MLP, inference only) and
   :class:`ReferenceBlock`, the same block unsharded in plain torch;
 * :class:`TransformerStack` / :class:`ReferenceStack`: blocks in sequence;
 * :func:`sync_grads` (the replicated parameters' gradients summed over the ranks),

@@ -11,10 +11,12 @@ activations ``[S/W, B, dim]`` (sequence-major: rows ``(s, b)``), in one of two l
   :class:`~.linear.RowParallelLinear` (GEMM + reduce-scatter); attention is local over the
   whole sequence and this rank's heads (SDPA). Needs ``n_heads`` and ``n_kv_heads`` divisible
   by W.
-* ``layout="cp"``, context parallel: every rank holds every weight and the zigzag shard of the
-  sequence (segments ``r`` and ``2W-1-r``); the projections and the MLP are local GEMMs and
-  only attention communicates (:class:`~.attention.ContextParallelAttention`). Every weight is
-  replicated: :func:`~.parallel.sync_grads` sums their gradients.
+* ``layout="cp"``, context parallel: every rank holds every weight and a shard of the
+  sequence; the projections and the MLP are local GEMMs and only attention communicates
+  (:class:`~.attention.ContextParallelAttention`, ``cp_method``): ``"ring"`` (the default, any
+  head count) on the zigzag shards (segments ``r`` and ``2W-1-r``), ``"ulysses"`` (heads
+  divisible by W) on contiguous blocks. Every weight is replicated:
+  :func:`~.parallel.sync_grads` sums their gradients.
 
 ``moe=MoE(num_experts, top_k, capacity)`` replaces the MLP by a mixture of experts, expert
 parallel over the same ranks (``num_experts / W`` experts each), through
@@ -36,7 +38,7 @@ from ..errors import UsageError
 from ..ops import moe_dispatch_gemm, moe_gemm_combine
 from ..runtime import collectives
 from ..torch_ops import groups
-from .attention import ContextParallelAttention
+from .attention import METHODS, ContextParallelAttention, check_heads
 from .functional import LAYOUTS, layout_positions, rms_norm, rope, swiglu
 from .linear import ColumnParallelLinear, RowParallelLinear, init_weight
 from .memory import memory_held
@@ -100,7 +102,7 @@ class TransformerBlock(torch.nn.Module):
 
     ``TransformerBlock(dim, n_heads, n_kv_heads, ffn_dim, comm, layout="tp", fused=None,
     dtype=torch.bfloat16, device=None, moe=None, *, head_dim=None, param_dtype=None,
-    rope_theta=10000.0, norm_eps=1e-5, seed=None)``
+    rope_theta=10000.0, norm_eps=1e-5, seed=None, cp_method="ring")``
 
     ``comm``: a :class:`~syncopate.runtime.Communicator` -- one for the whole model: its
     symmetric buffers and fused kernels are shared by every layer of the same shape -- or, on a
@@ -110,16 +112,21 @@ class TransformerBlock(torch.nn.Module):
     ``param_dtype``: the parameters' (e.g. fp32 master weights, cast per call; default
     ``dtype``). ``seed``: initialise deterministically (replicated weights identical on every
     rank); else from torch's global generator (call :meth:`load_from` to set weights).
+    ``cp_method``: the context-parallel attention (``layout="cp"``; module docstring) -- it
+    decides the sequence shards (:meth:`positions`, :meth:`shard_sequence`,
+    :meth:`gather_sequence`).
     """
 
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int, ffn_dim: int, comm,
                  layout: str = "tp", fused=None, dtype=torch.bfloat16, device=None, moe=None, *,
                  head_dim: int | None = None, param_dtype=None, rope_theta: float = 10000.0,
-                 norm_eps: float = 1e-5, seed: int | None = None):
+                 norm_eps: float = 1e-5, seed: int | None = None, cp_method: str = "ring"):
         super().__init__()
         if layout not in LAYOUTS:
             raise UsageError(f"layout={layout!r}; choose 'tp' (tensor + sequence parallel) or "
                              f"'cp' (context parallel)")
+        if cp_method not in METHODS:
+            raise UsageError(f"cp_method={cp_method!r}; choose one of {', '.join(METHODS)}")
         self.par = par = Parallel.of(comm)
         W = par.world_size
         D = head_dim if head_dim is not None else dim // n_heads
@@ -132,11 +139,14 @@ class TransformerBlock(torch.nn.Module):
             raise UsageError(f"layout 'tp' splits the heads over the {W} ranks: n_heads "
                              f"({n_heads}) and n_kv_heads ({n_kv_heads}) must divide by {W}; "
                              f"use layout 'cp' for fewer KV heads than ranks")
+        if layout == "cp":
+            check_heads(cp_method, n_heads, n_kv_heads, W)
         if moe is not None and not isinstance(moe, MoE):
             raise UsageError(f"moe must be a syncopate.nn.MoE(num_experts, top_k, capacity), "
                              f"got {type(moe).__name__}")
         self.dim, self.n_heads, self.n_kv_heads, self.ffn_dim = dim, n_heads, n_kv_heads, ffn_dim
         self.head_dim, self.layout, self.fused, self.moe = D, layout, fused, moe
+        self.cp_method = cp_method
         self.dtype, self.rope_theta, self.norm_eps = dtype, rope_theta, norm_eps
         pd = param_dtype if param_dtype is not None else dtype
         s = (lambda i: None) if seed is None else (lambda i: seed * 7919 + i)  # noqa: E731
@@ -151,7 +161,8 @@ class TransformerBlock(torch.nn.Module):
             lkw = dict(dtype=dtype, device=device, param_dtype=pd)
             self.wqkv = _Local(dim, sum(qkv), seed=s(1), **lkw)
             self.wo = _Local(n_heads * D, dim, seed=s(2), **lkw)
-            self.attn = ContextParallelAttention(par, causal=True, fused=fused)
+            self.attn = ContextParallelAttention(par, causal=True, method=cp_method,
+                                                 fused=fused)
         if moe is not None:
             if moe.num_experts % W:
                 raise UsageError(f"{moe.num_experts} experts do not divide over {W} ranks")
@@ -177,7 +188,8 @@ class TransformerBlock(torch.nn.Module):
 
     def positions(self, seq: int, device=None):
         """The original positions of this rank's rows of a ``seq``-token sequence."""
-        return layout_positions(self.layout, seq, self.par.world_size, self.par.rank, device)
+        return layout_positions(self.layout, seq, self.par.world_size, self.par.rank, device,
+                                self.cp_method)
 
     def shard_sequence(self, x):
         """This rank's rows (dim 0) of a whole-sequence tensor ``[S, ...]``, in this layout."""
@@ -189,8 +201,8 @@ class TransformerBlock(torch.nn.Module):
         W = self.par.world_size
         full = y.new_empty((y.shape[0] * W, *y.shape[1:]))
         collectives.all_gather_into_tensor(full, y.contiguous(), group=self.par.group)
-        stored = torch.cat([layout_positions(self.layout, full.shape[0], W, r, y.device)
-                            for r in range(W)])
+        stored = torch.cat([layout_positions(self.layout, full.shape[0], W, r, y.device,
+                                             self.cp_method) for r in range(W)])
         return full[torch.argsort(stored)]
 
     # -- forward -------------------------------------------------------------------------
@@ -320,7 +332,8 @@ class TransformerBlock(torch.nn.Module):
         return memory_held(self, self.par.comm)
 
     def extra_repr(self) -> str:
-        return (f"layout={self.layout}, dim={self.dim}, heads={self.n_heads}/{self.n_kv_heads}"
+        cp = f"/{self.cp_method}" if self.layout == "cp" else ""
+        return (f"layout={self.layout}{cp}, dim={self.dim}, heads={self.n_heads}/{self.n_kv_heads}"
                 f", head_dim={self.head_dim}, ffn={self.ffn_dim}, W={self.par.world_size}, "
                 f"fused={self.fused}, moe={self.moe}")
 

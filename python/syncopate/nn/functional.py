@@ -11,6 +11,7 @@ import torch
 
 from ..errors import UsageError
 from ..ops.ring_attention import shard_positions
+from .attention import METHODS
 
 
 def rms_norm(x, weight, eps: float = 1e-5):
@@ -46,18 +47,23 @@ def swiglu(gate, up):
 LAYOUTS = ("tp", "cp")
 
 
-def layout_positions(layout: str, seq: int, world_size: int, rank: int, device=None):
+def layout_positions(layout: str, seq: int, world_size: int, rank: int, device=None,
+                     cp_method: str = "ring"):
     """The original positions (``torch.long``) of the rows ``rank`` holds of a ``seq``-long
-    sequence: ``"tp"`` contiguous blocks of ``seq / W`` (Megatron's sequence parallelism),
-    ``"cp"`` the zigzag shards of causal context parallelism (segments ``r`` and
-    ``2W - 1 - r`` of ``2W``)."""
+    sequence: ``"tp"`` contiguous blocks of ``seq / W`` (Megatron's sequence parallelism);
+    ``"cp"`` with ``cp_method="ring"`` the zigzag shards of causal ring attention (segments
+    ``r`` and ``2W - 1 - r`` of ``2W``), with ``cp_method="ulysses"`` contiguous blocks (each
+    rank attends over the whole sequence: its causal work is balanced in any layout)."""
     if layout not in LAYOUTS:
         raise UsageError(f"layout={layout!r}; choose one of {', '.join(LAYOUTS)}")
-    if seq % (2 * world_size if layout == "cp" else world_size):
+    if cp_method not in METHODS:
+        raise UsageError(f"cp_method={cp_method!r}; choose one of {', '.join(METHODS)}")
+    zigzag = layout == "cp" and cp_method == "ring"
+    if seq % (2 * world_size if zigzag else world_size):
         raise UsageError(f"a {seq}-token sequence does not divide into the {layout!r} layout's "
                          f"shards over {world_size} ranks: pad it to a multiple of "
-                         f"{2 * world_size if layout == 'cp' else world_size}")
-    return shard_positions(seq // world_size, world_size, rank, layout == "cp", device)
+                         f"{2 * world_size if zigzag else world_size}")
+    return shard_positions(seq // world_size, world_size, rank, zigzag, device)
 
 
 __all__ = ["LAYOUTS", "layout_positions", "rms_norm", "rope", "swiglu"]

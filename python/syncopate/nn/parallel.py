@@ -9,8 +9,9 @@ every layer runs on that one Communicator -- its symmetric buffers and fused ker
 by shape, are shared by all layers of the same shape.
 
 The unfused path (``fused=False``) is the same module written with plain collectives:
-:func:`all_gather_seq` / :func:`reduce_scatter_seq` (autograd through each other, on the
-group's collectives: NCCL, gloo or loopback) next to cuBLAS GEMMs and SDPA.
+:func:`all_gather_seq` / :func:`reduce_scatter_seq` and :func:`heads_of` / :func:`sequence_of`
+(Ulysses' all-to-alls) -- each pair autograd through each other, on the group's collectives:
+NCCL, gloo or loopback -- next to cuBLAS GEMMs and SDPA.
 
 Replicated parameters (a norm's weight under sequence parallelism; every weight under context
 parallelism) see only this rank's tokens, so their gradients are partial sums:
@@ -27,6 +28,7 @@ import torch
 from .. import torch_ops as sto
 from ..errors import UsageError
 from ..ops import driver
+from ..ops.ulysses import to_heads, to_sequence
 from ..runtime import collectives
 from ..runtime.communicator import Communicator
 
@@ -112,6 +114,48 @@ class _ReduceScatter(torch.autograd.Function):
         return driver.all_gather_rows(g, ctx.group, ctx.W), None, None
 
 
+class _ToHeads(torch.autograd.Function):
+    """Ulysses' all-to-all ``[B, H, S/W, D]`` -> ``[B, H/W, S, D]``; its backward the inverse."""
+
+    @staticmethod
+    def forward(ctx, x, group, W):
+        ctx.group, ctx.W = group, W
+        return to_heads([x], group, W)[0]
+
+    @staticmethod
+    def backward(ctx, g):
+        return to_sequence([g], ctx.group, ctx.W)[0], None, None
+
+
+class _ToSequence(torch.autograd.Function):
+    """The inverse all-to-all ``[B, H/W, S, D]`` -> ``[B, H, S/W, D]``; its backward
+    :class:`_ToHeads`'s forward."""
+
+    @staticmethod
+    def forward(ctx, x, group, W):
+        ctx.group, ctx.W = group, W
+        return to_sequence([x], group, W)[0]
+
+    @staticmethod
+    def backward(ctx, g):
+        return to_heads([g], ctx.group, ctx.W)[0], None, None
+
+
+def heads_of(x, par: Parallel):
+    """This rank's heads of the whole sequence from every rank's sequence block of all heads
+    (``[B, H, S/W, D]`` -> ``[B, H/W, S, D]``, an all-to-all; differentiable)."""
+    if par.world_size == 1:
+        return x
+    return _ToHeads.apply(x, par.group, par.world_size)
+
+
+def sequence_of(x, par: Parallel):
+    """The inverse of :func:`heads_of` (``[B, H/W, S, D]`` -> ``[B, H, S/W, D]``)."""
+    if par.world_size == 1:
+        return x
+    return _ToSequence.apply(x, par.group, par.world_size)
+
+
 def all_gather_seq(x, par: Parallel):
     """Every rank's ``x`` concatenated along dim 0 in rank order (differentiable)."""
     if par.world_size == 1:
@@ -129,5 +173,5 @@ def reduce_scatter_seq(x, par: Parallel):
     return _ReduceScatter.apply(x, par.group, par.world_size)
 
 
-__all__ = ["Parallel", "REPLICATED", "all_gather_seq", "mark_replicated", "reduce_scatter_seq",
-           "sync_grads"]
+__all__ = ["Parallel", "REPLICATED", "all_gather_seq", "heads_of", "mark_replicated",
+           "reduce_scatter_seq", "sequence_of", "sync_grads"]

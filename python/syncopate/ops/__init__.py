@@ -26,8 +26,8 @@ from .moe_gemm_combine import (moe_gemm_combine, moe_gemm_combine_fused_kernel,
 from .ring_attention import (ring_attention, ring_attention_backward, ring_attention_fused_kernel,
                              ring_attention_reference)
 from .spec import REGISTRY, OpSpec, register  # noqa: F401  (the registry, for generic readers)
-from .ulysses import (ulysses_attention, ulysses_attention_reference, ulysses_buffers,
-                      ulysses_fused_kernel)
+from .ulysses import (ulysses_attention, ulysses_attention_backward,
+                      ulysses_attention_reference, ulysses_buffers, ulysses_fused_kernel)
 
 register(_ag_gemm.SPEC, _gemm_rs.SPEC, _gemm_ar.SPEC, _ag_gemm_fp8.SPEC, _gemm_rs_fp8.SPEC,
          _ring_attention.SPEC, _ulysses.SPEC, _moe_dispatch_gemm.SPEC, _moe_gemm_combine.SPEC,
@@ -43,4 +43,4 @@ __all__ = ["ag_gemm", "ag_gemm_buffer", "ag_gemm_fused_kernel", "ag_gemm_referen
            "moe_gemm_combine", "moe_gemm_combine_fused_kernel", "moe_gemm_combine_reference",
            "ring_attention", "ring_attention_backward",
            "ring_attention_fused_kernel", "ring_attention_reference", "ulysses_attention",
-           "ulysses_attention_reference", "ulysses_buffers", "ulysses_fused_kernel"]
+           "ulysses_attention_backward", "ulysses_attention_reference", "ulysses_buffers", "ulysses_fused_kernel"]

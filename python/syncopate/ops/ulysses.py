@@ -23,6 +23,14 @@ Contract (:func:`ulysses_attention`)
     ``all_to_all_single``, the same local kernel with the same config, ``all_to_all_single``
     back; the same tiles, so bitwise the fused result.
 
+Backward and autograd: ``torch.ops.syncopate.ulysses_attention(q, k, v, group_name, causal,
+sm_scale) -> (o, lse)`` is the op with autograd (``syncopate.torch_ops.ulysses_attention``
+returns ``o``); ``lse`` is this rank's heads over the whole sequence (``[B, Hq/W, S]``, where
+the kernel computes it: kept for the backward, never moved). Its backward, the companion
+``torch.ops.syncopate.ulysses_attention_backward`` (:func:`ulysses_attention_backward`), is
+**not fused**: one all-to-all of Q, K, V, O, dO to head-sharded, the unmodified local
+flash-attention backward kernels, one all-to-all of dQ, dK, dV back (that function says why).
+
 What the fused path keeps per communicator (``comm.cache``): symmetric ``[B, H, S, D]`` buffers
 of Q, K, V and O (each rank stages its sequence block into them; the whole sequence is there so
 that the plan's chunks are boxes of one global tensor) and one FusedKernel per configuration.
@@ -35,15 +43,17 @@ import functools
 import math
 
 from ..dtypes import element_bytes
-from ..errors import LaunchError, ScheduleError
+from ..errors import LaunchError, ScheduleError, TorchOpError
 from ..kernels.attention import LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands
+from ..kernels.attention_bwd import default_backward_config
 from ..runtime import collectives as dist
 from ..runtime.fused import fuse
 from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import choice, driver
+from . import ring_attention_bwd as bwd
 from .ring_attention import SHAPE, explain_shape, fit, local_candidates
-from .spec import Cand, OpSpec
+from .spec import Cand, OpSpec, TorchOp
 
 _OPERANDS = {"Q": "Q", "K": "K", "V": "V", "O": "O"}
 #: the sizes and strides the access analysis needs as constants (a head index is taken modulo
@@ -106,42 +116,75 @@ def _local_attention(q, k, v, causal, sm_scale, config):
     """The local kernel (a module-level name so CPU tests can stand in for it): the fusable one,
     which the fused op runs, so the unfused path gives its bits -- also at world size 1 (the
     fast kernel stays opt-in until it passes the GPU tests; docs/attention.md)."""
-    return attention(q, k, v, causal=causal, sm_scale=sm_scale, config=config,
-                     fusable=True)[0]
+    return _local_attention_lse(q, k, v, causal, sm_scale, config)[0]
 
 
-def _to_heads(x, comm):
-    """All-to-all: this rank's sequence block of every head -> every sequence block of this
-    rank's heads (``[B, H, S/W, D]`` -> ``[B, H/W, S, D]``)."""
+def _local_attention_lse(q, k, v, causal, sm_scale, config):
+    """:func:`_local_attention` with its ``lse`` (what the backward needs): ``(o, lse)``."""
+    return attention(q, k, v, causal=causal, sm_scale=sm_scale, config=config, fusable=True)
+
+
+def _exchange(sends, group):
+    """One ``all_to_all_single`` of several tensors of one dtype, each ``[W(dst), ...]``
+    (block ``s`` for rank ``s``): packed into one ``[W, total]`` buffer so that several
+    tensors cost one collective; each comes back ``[W(src), ...]``."""
     import torch
-    W = comm.world_size
-    B, H, Sl, D = x.shape
-    send = x.reshape(B, W, H // W, Sl, D).transpose(0, 1).contiguous()   # [W(dst), B, h, Sl, D]
-    recv = torch.empty_like(send)                                         # [W(src), B, h, Sl, D]
-    dist.all_to_all_single(recv, send, group=comm.group)
-    return recv.permute(1, 2, 0, 3, 4).reshape(B, H // W, W * Sl, D)
+    W = sends[0].shape[0]
+    flat = (sends[0].contiguous().view(W, -1) if len(sends) == 1 else
+            torch.cat([t.reshape(W, -1) for t in sends], 1))
+    recv = torch.empty_like(flat)
+    dist.all_to_all_single(recv, flat, group=group)
+    parts = recv.split([t[0].numel() for t in sends], 1)
+    return [r.reshape(t.shape) for r, t in zip(parts, sends)]
 
 
-def _to_sequence(o, comm):
-    """The inverse all-to-all: ``[B, H/W, S, D]`` -> this rank's block ``[B, H, S/W, D]``."""
-    import torch
-    W = comm.world_size
-    B, h, S, D = o.shape
-    send = o.reshape(B, h, W, S // W, D).permute(2, 0, 1, 3, 4).contiguous()  # [W(dst), ...]
-    recv = torch.empty_like(send)                                             # [W(src), ...]
-    dist.all_to_all_single(recv, send, group=comm.group)
-    return recv.transpose(0, 1).reshape(B, W * h, S // W, D)
+def to_heads(tensors, group, W: int):
+    """All-to-all (one collective for all of ``tensors``, one dtype): this rank's sequence block
+    of every head -> every sequence block of this rank's heads (``[B, H, S/W, D]`` ->
+    ``[B, H/W, S, D]``; rank ``r`` gets heads ``r H/W ...``)."""
+    if W == 1:
+        return list(tensors)
+    sends = [x.reshape(x.shape[0], W, x.shape[1] // W, *x.shape[2:]).transpose(0, 1)
+             for x in tensors]                                    # [W(dst), B, h, Sl, D]
+    outs = []
+    for r in _exchange(sends, group):                             # [W(src), B, h, Sl, D]
+        _, B, h, Sl, D = r.shape
+        out = r.new_empty((B, h, W * Sl, D))  # its own storage: outputs never alias
+        out.view(B, h, W, Sl, D).copy_(r.permute(1, 2, 0, 3, 4))
+        outs.append(out)
+    return outs
+
+
+def to_sequence(tensors, group, W: int):
+    """The inverse all-to-all (one collective for all of ``tensors``, one dtype):
+    ``[B, H/W, S, D]`` of this rank's heads -> this rank's sequence block ``[B, H, S/W, D]``."""
+    if W == 1:
+        return list(tensors)
+    sends = [o.reshape(o.shape[0], o.shape[1], W, o.shape[2] // W, o.shape[3])
+             .permute(2, 0, 1, 3, 4) for o in tensors]            # [W(dst), B, h, Sl, D]
+    outs = []
+    for r in _exchange(sends, group):                             # [W(src), B, h, Sl, D]
+        _, B, h, Sl, D = r.shape
+        out = r.new_empty((B, W * h, Sl, D))
+        out.view(B, W, h, Sl, D).copy_(r.transpose(0, 1))
+        outs.append(out)
+    return outs
 
 
 def ulysses_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
-                                config=None):
+                                config=None, return_lse: bool = False):
     """The unfused path: ``all_to_all_single`` of Q, K and V to head-sharded, the local
-    attention kernel, ``all_to_all_single`` of the output back."""
+    attention kernel, ``all_to_all_single`` of the output back. ``return_lse``: ``(o, lse)``,
+    ``lse`` of this rank's heads over the whole sequence (``[B, Hq/W, S]`` fp32, what the
+    fused kernel leaves; the backward's input)."""
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
-    o = _local_attention(_to_heads(q, comm), _to_heads(k, comm), _to_heads(v, comm), causal,
-                         sm_scale, cfg)
-    return _to_sequence(o, comm)
+    W, g = comm.world_size, comm.group
+    heads = [to_heads([t], g, W)[0] for t in (q, k, v)]  # three collectives, as NCCL code has
+    if not return_lse:
+        return to_sequence([_local_attention(*heads, causal, sm_scale, cfg)], g, W)[0]
+    o, lse = _local_attention_lse(*heads, causal, sm_scale, cfg)
+    return to_sequence([o], g, W)[0], lse
 
 
 def _check_out(out, q, shape) -> None:
@@ -187,7 +230,7 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
 
 def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                       backend: str | None = None, config=None, fused=None, mode: str = "push",
-                      comm_programs=None, out=None):
+                      comm_programs=None, out=None, return_lse: bool = False):
     """Attention over the whole sequence for this rank's sequence block (module docstring:
     layouts and what is refused).  ``config``: an :class:`AttentionConfig` (or dict) of the
     local kernel; ``mode``: ``push`` or ``pull`` chunks; ``comm_programs``: programs of the
@@ -199,7 +242,10 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     the same on every rank (:func:`syncopate.ops.choice.decide_shape`: the model predicts the
     serial path faster at most shapes, docs/ulysses.md); ``fused=True``, ``backend`` or
     ``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.  World size 1:
-    the local kernel alone."""
+    the local kernel alone.  ``return_lse``: ``(o, lse)``, ``lse`` the natural log-sum-exp of
+    this rank's heads over the whole sequence, ``[B, Hq/W, S]`` fp32 -- the head-sharded form
+    the kernel computes it in, which is the form :func:`ulysses_attention_backward` takes (no
+    all-to-all of it either way)."""
     import torch
     import triton
 
@@ -207,8 +253,11 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     cfg = AttentionConfig.of(config, D).check(D)
     _check_out(out, q, (B, Hq, Sl, D))
     if comm.world_size == 1:  # one rank holds every head of the whole sequence
-        o = _local_attention(q, k, v, causal, sm_scale, cfg)
-        return o if out is None else out.copy_(o)
+        if not return_lse:
+            o = _local_attention(q, k, v, causal, sm_scale, cfg)
+            return o if out is None else out.copy_(o)
+        o, lse = _local_attention_lse(q, k, v, causal, sm_scale, cfg)
+        return (o if out is None else out.copy_(o)), lse
     use_fused = driver.use_fused(fused)
     if use_fused:
         use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * comm.world_size, D,
@@ -217,9 +266,11 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                                   named=True)[0]
     backend = backend or "sm"
     if not use_fused:
-        o = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
-                                        config=cfg)
-        return o if out is None else out.copy_(o)
+        r = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
+                                        config=cfg, return_lse=return_lse)
+        if out is None:
+            return r
+        return (out.copy_(r[0]), r[1]) if return_lse else out.copy_(r)
     W, me = comm.world_size, comm.rank
     S = Sl * W
     cp = driver.loopback_comm_programs(
@@ -241,7 +292,227 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     fk[grid](*args)
     # the kernel completes once every chunk into this rank arrived; the buffer is reused by
     # the next launch, so the result is a copy (stream-ordered before it)
-    return O[:, :, rows].clone() if out is None else out.copy_(O[:, :, rows])
+    o = O[:, :, rows].clone() if out is None else out.copy_(O[:, :, rows])
+    return (o, lse) if return_lse else o
+
+
+def _check_backward(q, o, lse, do, dlse, W: int) -> None:
+    """``o``/``do`` like ``q``; ``lse`` (and ``dlse``) the forward's head-sharded fp32
+    ``[B, Hq/W, S]`` (LaunchError otherwise)."""
+    import torch
+    B, Hq, Sl, _ = q.shape
+    for name, t in (("o", o), ("do", do)):
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(q.shape) \
+                or t.dtype != q.dtype or t.device != q.device:
+            raise LaunchError(f"ulysses_attention_backward: {name} must be a {q.dtype} tensor of "
+                              f"q's shape {tuple(q.shape)} on {q.device}, got "
+                              f"{getattr(t, 'dtype', None)} {tuple(getattr(t, 'shape', ()))}")
+    want = (B, Hq // W, Sl * W)
+    for name, t in (("lse", lse), ("dlse", dlse)):
+        if name == "dlse" and t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != want \
+                or t.dtype != torch.float32:
+            raise LaunchError(f"ulysses_attention_backward: {name} must be the forward's fp32 "
+                              f"lse of this rank's heads over the whole sequence, [B, Hq/W, S] = "
+                              f"{want}, got {getattr(t, 'dtype', None)} "
+                              f"{tuple(getattr(t, 'shape', ()))}")
+
+
+def ulysses_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = False,
+                               sm_scale=None, dlse=None, config=None):
+    """``(dq, dk, dv)`` of this rank's sequence blocks, from the forward's inputs, its ``o``
+    (this rank's block), its ``lse`` (``return_lse=True``: this rank's heads over the whole
+    sequence, ``[B, Hq/W, S]``) and the upstream gradient ``do`` (``dlse``: a gradient of that
+    ``lse``, if any).
+
+    **Not fused** (the forward is): one all-to-all of Q, K, V, O and dO to head-sharded (the
+    five packed into one collective), the local flash-attention backward on this rank's heads
+    over the whole sequence (:func:`syncopate.kernels.attention_bwd.attention_backward`, the
+    fusable kernels with :func:`~syncopate.kernels.attention_bwd.default_backward_config` --
+    the ones proven on a GPU; with ``dlse`` the same kernels with ``delta - dlse``), and one
+    all-to-all of dQ, dK, dV back to sequence blocks. Why not fused: no schedule template
+    describes the backward's exchange (five inputs to head-sharded ahead of two kernels -- the
+    dK/dV kernel's programs each read every query row of their heads -- and three produced
+    gradients back), and the compiler fuses only what a template describes; until one exists
+    the two collectives around the unmodified kernels are the sound path (DeepSpeed-Ulysses'
+    own backward is the same).
+
+    Why Q, K, V are moved again rather than kept from the forward: the memory is the same
+    either way (head-sharded, they are a shard's size, and kept they would replace the saved
+    shards), but keeping them would need the op to return them (five outputs) and, on the
+    fused path, copy them out of the symmetric buffers that the next layer's call rewrites;
+    moving them again costs this all-to-all Q, K, V and O besides dO. The simpler op (ring
+    attention's schema) was chosen; keeping them is an optimisation to measure. O rides along
+    (rather than ``delta = rowsum(dO * O)``) so that the five tensors share one dtype and one
+    collective and the local backward computes ``delta`` itself.
+    ``config``: the backward kernels' (default above)."""
+    B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
+    W, g = comm.world_size, comm.group
+    _check_backward(q, o, lse, do, dlse, W)
+    driver.check_comm_device(comm, ("o", o), ("do", do))
+    cfg = config if config is not None else default_backward_config(D)
+    heads = to_heads([q, k, v, o, do], g, W)
+    grads = bwd.world_size_one(*heads[:3], heads[3], lse, heads[4], causal, sm_scale, dlse, cfg)
+    return tuple(to_sequence(list(grads), g, W))
+
+
+# ------------------------------------------------------------------------------------------
+# torch.ops.syncopate.ulysses_attention (and its backward)
+# ------------------------------------------------------------------------------------------
+
+def _torch_check(q, k, v, W, causal=False, sm_scale=None):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise TorchOpError(f"ulysses_attention: {name} must be 4-D [batch, heads, seq/W, "
+                               f"head_dim], got shape {tuple(t.shape)}")
+    if not (q.dtype == k.dtype == v.dtype) or not q.dtype.is_floating_point:
+        raise TorchOpError(f"ulysses_attention: q, k, v must share one floating dtype, got "
+                           f"{q.dtype}, {k.dtype}, {v.dtype}: cast them (e.g. k.to(q.dtype))")
+    if not (q.device == k.device == v.device):
+        raise TorchOpError(f"ulysses_attention: q, k, v are on {q.device}, {k.device}, "
+                           f"{v.device}: move them to one device")
+    B, Hq, Sl, D = q.shape
+    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D \
+            or k.shape[2] != Sl:
+        raise TorchOpError(f"ulysses_attention: k and v must be [B, Hkv, S/W, D] with q's "
+                           f"batch, block length and head_dim {(B, Sl, D)}, got "
+                           f"{tuple(k.shape)} and {tuple(v.shape)}")
+    Hkv = k.shape[1]
+    if Hkv == 0 or Hq % Hkv:
+        raise TorchOpError(f"ulysses_attention: query heads ({Hq}) must be a multiple of KV "
+                           f"heads ({Hkv})")
+    if Hq % W or Hkv % W:
+        raise TorchOpError(f"ulysses_attention: query heads ({Hq}) and KV heads ({Hkv}) must "
+                           f"divide by the world size ({W}): each rank attends with whole "
+                           f"heads; for fewer heads use ring_attention")
+
+
+def _compute_dtype(t):
+    import torch
+    return torch.promote_types(t.dtype, torch.float32)
+
+
+def _scores(qh, kh, causal, sm_scale, ct):
+    """This rank's heads' scaled scores over the whole sequence (GQA expanded; causal: the
+    top-left mask -- the sequence is contiguous here), and the GQA factor and scale."""
+    import torch
+    S, D = qh.shape[2], qh.shape[3]
+    G = qh.shape[1] // kh.shape[1]
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
+    s = (qh.to(ct) @ kh.to(ct).repeat_interleave(G, 1).transpose(-1, -2)) * scale
+    if causal:
+        above = torch.ones(S, S, dtype=torch.bool, device=qh.device).triu(1)
+        s = s.masked_fill(above, float("-inf"))
+    return s, G, scale
+
+
+def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
+    """Any device but CUDA: the unfused composition -- all-to-all to head-sharded (one
+    collective), attention in fp32 (fp64 for fp64 inputs), all-to-all back; ``lse`` stays
+    head-sharded, as the fused kernel leaves it."""
+    import torch
+    ct = _compute_dtype(q)
+    qh, kh, vh = to_heads([q, k, v], group, W)
+    s, G, _ = _scores(qh, kh, causal, sm_scale, ct)
+    lse = torch.logsumexp(s, -1)
+    o = torch.exp(s - lse[..., None]) @ vh.to(ct).repeat_interleave(G, 1)
+    return to_sequence([o.to(q.dtype)], group, W)[0], lse.to(torch.float32)
+
+
+def _torch_cuda(q, k, v, comm, causal=False, sm_scale=None):
+    return ulysses_attention(q, k, v, comm, causal=causal, sm_scale=sm_scale, return_lse=True)
+
+
+def _torch_fake(q, k, v, W, causal=False, sm_scale=None):
+    import torch
+    B, Hq, Sl, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((B, Hq // W, Sl * W), dtype=torch.float32)
+
+
+def _torch_setup(ctx, inputs, output):
+    q, k, v, group_name = inputs[:4]
+    ctx.group_name = group_name
+    ctx.causal = bool(inputs[4]) if len(inputs) > 4 else False
+    ctx.sm_scale = inputs[5] if len(inputs) > 5 else None
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.set_materialize_grads(False)  # no gradient into lse (the usual case): none passed on
+
+
+def _torch_backward(ctx, do, dlse):
+    """All-to-all to head-sharded, the local backward, all-to-all back:
+    ``torch.ops.syncopate.ulysses_attention_backward`` (one node of a traced backward)."""
+    import torch
+    q, k, v, o, lse = ctx.saved_tensors
+    if do is None and dlse is None:
+        return None, None, None, None, None, None
+    if do is None:
+        do = torch.zeros_like(o)
+    dq, dk, dv = torch.ops.syncopate.ulysses_attention_backward(
+        q, k, v, ctx.group_name, o, lse, do, ctx.causal, ctx.sm_scale, dlse)
+    return dq, dk, dv, None, None, None
+
+
+def _torch_model(q, k, v, group_name, causal=False, sm_scale=None):
+    """Ulysses attention of this rank's sequence block (``[B, H, S/W, D]``, contiguous blocks
+    in rank order; heads divisible by W) over the whole sequence; returns ``o``. ``group``: a
+    group name, a torch process group, a Communicator or None (the default group)."""
+    import torch
+    return torch.ops.syncopate.ulysses_attention(q, k, v, group_name, causal, sm_scale)[0]
+
+
+def _bwd_check(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    _torch_check(q, k, v, W, causal, sm_scale)
+    try:
+        _check_backward(q, o, lse, do, dlse, W)
+    except LaunchError as e:
+        raise TorchOpError(str(e)) from None
+
+
+def _bwd_impl(q, k, v, group, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    """Any device but CUDA: Q, K, V, O, dO all-to-all'd to head-sharded (one collective), the
+    FlashAttention-2 recurrences in fp32 (P from the forward's lse), dQ, dK, dV all-to-all'd
+    back (one collective)."""
+    import torch
+    ct = _compute_dtype(q)
+    qh, kh, vh, oh, doh = to_heads([q, k, v, o, do], group, W)
+    s, G, scale = _scores(qh, kh, causal, sm_scale, ct)
+    p = torch.exp(s - lse.to(ct)[..., None])
+    dof = doh.to(ct)
+    delta = (oh.to(ct) * dof).sum(-1)
+    if dlse is not None:
+        delta = delta - dlse.to(ct)
+    ds = p * (dof @ vh.to(ct).repeat_interleave(G, 1).transpose(-1, -2) - delta[..., None])
+    dq = scale * (ds @ kh.to(ct).repeat_interleave(G, 1))
+    B, h, S, D = qh.shape
+
+    def per_kv_head(t):  # [B, h, S, D] per query head -> summed over each KV head's group
+        return t.view(B, h // G, G, S, D).sum(2)
+    dk = per_kv_head(scale * (ds.transpose(-1, -2) @ qh.to(ct)))
+    dv = per_kv_head(p.transpose(-1, -2) @ dof)
+    return tuple(to_sequence([t.to(q.dtype) for t in (dq, dk, dv)], group, W))
+
+
+def _bwd_cuda(q, k, v, comm, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    return ulysses_attention_backward(q, k, v, o, lse, do, comm, causal=causal,
+                                      sm_scale=sm_scale, dlse=dlse)
+
+
+def _bwd_fake(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+TORCH = TorchOp(
+    schema="(Tensor q, Tensor k, Tensor v, str group_name, bool causal=False, "
+           "float? sm_scale=None) -> (Tensor, Tensor)",
+    check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
+    model=_torch_model, setup=_torch_setup, backward=_torch_backward, tensors=3,
+    companions=(("backward", TorchOp(
+        schema="(Tensor q, Tensor k, Tensor v, str group_name, Tensor o, Tensor lse, Tensor do, "
+               "bool causal=False, float? sm_scale=None, Tensor? dlse=None) "
+               "-> (Tensor, Tensor, Tensor)",
+        check=_bwd_check, impl=_bwd_impl, cuda=_bwd_cuda, fake=_bwd_fake, tensors=3)),))
 
 
 def _candidates(spec, cal, s, W, dtype, cublas, blocked):
@@ -278,7 +549,8 @@ SPEC = OpSpec(
     candidates=_candidates, local_candidates=local_candidates,
     explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)",
     explain=functools.partial(explain_shape, whole_heads=True), flags=("causal",),
-    bench_rows=("ulysses",), fit=fit)
+    bench_rows=("ulysses",), fit=fit, torch=TORCH)
 
-__all__ = ["SPEC", "check_plan", "ulysses_attention", "ulysses_attention_reference",
-           "ulysses_buffers", "ulysses_fused_kernel"]
+__all__ = ["SPEC", "check_plan", "to_heads", "to_sequence", "ulysses_attention",
+           "ulysses_attention_backward", "ulysses_attention_reference", "ulysses_buffers",
+           "ulysses_fused_kernel"]
