@@ -179,8 +179,9 @@ def _noop_driver():
 def ag_gemm_bound_path():
     """``ag_gemm`` as a zero-argument call that takes the bound path
     (``runtime/launch_plan.py``), and the layout's plan (its ``gate`` set to None runs the
-    checks in Python): a real FusedKernel and sm launcher over the fake communicator, its configuration
-    a self-advancing one, the driver's entry points C no-ops. None without a C compiler."""
+    checks in Python): a real FusedKernel and sm launcher over the fake communicator, its
+    configuration a self-advancing one, the driver's entry points C no-ops. None without a C
+    compiler."""
     import types
 
     import torch

@@ -29,8 +29,8 @@ from ..dtypes import canonical
 from ..errors import LaunchError, TorchOpError
 from ..kernels.gemm_config import _short
 from ..runtime import collectives, graphs, launch_plan
-from ..runtime.launch_plan import LaunchPlan
 from ..runtime.fused import fuse, fused_enabled
+from ..runtime.launch_plan import LaunchPlan
 from ..runtime.residency import sm_share
 from ..schedule import cost
 from ..schedule.model import normalize_dtype

@@ -114,8 +114,8 @@ class LaunchPlan:
         # while the registry generation the call's key holds does), read once, not per call
         self._slot_at = None if slot is None else (slot.data_ptr(), slot.stride())
         self._result_ptr = None if result is None else result.data_ptr()
-        #: True once the bound state below exists (:meth:`_bind`); general calls left that may
-        #: still find it (asking costs a launch key): the direct launch exists from the
+        #: True once :meth:`_bind` made the bound state (``cfg`` ... ``gate``); general calls left
+        #: that may still find it (asking costs a launch key): the direct launch exists from the
         #: layout's second launch, and what can never be bound stops at once
         self.ready, self._tries, self.gate = False, 4, None
 
