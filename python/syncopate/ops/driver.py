@@ -28,9 +28,9 @@ from .. import backends, calibration, kernels
 from ..dtypes import canonical
 from ..errors import LaunchError, TorchOpError
 from ..kernels.gemm_config import _short
-from ..runtime import collectives, graphs, launch_plan
+from ..runtime import collectives, graphs
 from ..runtime.fused import fuse, fused_enabled
-from ..runtime.launch_plan import LaunchPlan
+from ..runtime.launch_plan import LaunchPlan, find, keep
 from ..runtime.residency import sm_share
 from ..schedule import cost
 from ..schedule.model import normalize_dtype
@@ -338,7 +338,7 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
         check()
     key = (spec.name, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device,
            kernel, repr(config), ours)
-    plan = launch_plan.find(comm, key)
+    plan = find(comm, key)
     if plan is None:
         if graphs.capturing():  # the decision and the kernel's compile and load are eager work
             raise graphs.cold_path(spec.name)
@@ -353,7 +353,7 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
             k = triton_kernel(kernel)
             cfg = resolve_config(k, M, N, K, a.dtype, config)
         plan = LaunchPlan(local=lambda a, b, out: local_gemm(k, a, b, out, cfg))
-        launch_plan.keep(comm, key, plan)
+        keep(comm, key, plan)
     shape = (a.shape[0], b.shape[1])
     if out is None:
         out = torch.empty(shape, device=a.device, dtype=a.dtype)
@@ -468,7 +468,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     if use and W > 1:
         key = gemm_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
                        g.stages_y)
-        plan = launch_plan.find(comm, key)
+        plan = find(comm, key)
         if plan is not None:  # _run, inline (this is the whole per-call path of a layout)
             if not g.staged:
                 return plan.run_copy_out(x, out)
@@ -512,5 +512,5 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     plan = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
     result = _run(g, plan, x, y, out)
     if key is not None:  # the generation of after the first launch (it allocates the flags)
-        launch_plan.keep(comm, key[:-1] + (comm.generation,), plan)
+        keep(comm, key[:-1] + (comm.generation,), plan)
     return result
