@@ -34,7 +34,7 @@ def main(argv) -> int:
     from syncopate.ops import gemm_rs
     from syncopate.ops.driver import gemm_call, resolve_config, run_local
     from syncopate.ops.gemm_rs import resolve_variant
-    from syncopate.runtime import Communicator
+    from syncopate.runtime import Communicator, launch_plan
 
     comm = Communicator()
     W, me = comm.world_size, comm.rank
@@ -57,9 +57,9 @@ def main(argv) -> int:
         op()
         torch.cuda.synchronize()
         comm.check()
-        preps = list(comm.cache.get("ops.prepared", {}).values())
+        preps = list(comm.cache.get(launch_plan._PLANS, {}).values())
         if len(preps) != 1:
-            raise RuntimeError(f"expected the op's one prepared call, found {len(preps)}")
+            raise RuntimeError(f"expected the op's one launch plan, found {len(preps)}")
         prep = preps[0]
         args = prep.args.copy()
         args[prep.a_index] = a
@@ -73,7 +73,7 @@ def main(argv) -> int:
              "gemm": timer(lambda: run_local(local)), "gemm, out": timer(lambda: run_local(into_c))}
         comm.check()
         rows.append(((M, N, K), "+".join(variant), t))
-        comm.clear_cache()  # the next shape finds only its own prepared call
+        comm.clear_cache()  # the next shape finds only its own launch plan
     dist.barrier()
     if me == 0:
         print(f"{'M x N x K':>20}  {'variant':>12}  " + "  ".join(f"{k:>9}" for k in rows[0][2])

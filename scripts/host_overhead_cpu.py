@@ -1,5 +1,5 @@
 """Host (Python) time of one eager fused launch on the fast path, of an ``ag_gemm`` call on its
-prepared-call path around it, of FusedGraph.replay's checks, and of the local
+launch-plan path around it, of FusedGraph.replay's checks, and of the local
 ``syncopate.kernels.matmul`` on its cached-plan path, on the CPU: the
 device side
 is faked (no kernel is launched, the epoch advance and the kernel launch are no-ops), so this
@@ -89,17 +89,17 @@ def main(argv=None) -> int:
           f"faked as above): median {_cpu_us(op_call, args.calls):.2f} us CPU per call")
     bound = ag_gemm_bound_path()
     if bound is not None:
-        bound_call, ready = bound
-        gate = ready.gate
+        bound_call, plan = bound
+        gate = plan.gate
         print(f"syncopate.ops.ag_gemm prepared call on the bound path (copy + launch in one "
               f"compiled call, driver entry points no-ops), checks "
               f"{'in C (Gate)' if gate is not None else 'in Python (no Gate here)'}: median "
               f"{_cpu_us(bound_call, args.calls):.2f} us CPU per call")
-        if gate is not None:  # the same calls with BoundLaunch._fast's checks in Python
-            ready.gate = None
-            print(f"  the same, checks in Python (BoundLaunch._fast without its Gate): median "
+        if gate is not None:  # the same calls with LaunchPlan.fast's checks in Python
+            plan.gate = None
+            print(f"  the same, checks in Python (LaunchPlan.fast without its Gate): median "
                   f"{_cpu_us(bound_call, args.calls):.2f} us CPU per call")
-            ready.gate = gate
+            plan.gate = gate
     matmul_call, matmul_out = gemm_fast_path()
     for name, fn in (("matmul(a, b)", matmul_call), ("matmul(a, b, out)", matmul_out)):
         print(f"syncopate.kernels.{name}, cached plan, launch faked: median "
@@ -128,29 +128,29 @@ def _cpu_us(fn, calls: int) -> float:
 
 
 def ag_gemm_fast_path(fk, vals):
-    """``ag_gemm(a_shard, b, comm, ...)`` as a zero-argument call on the op's prepared-call path
-    (its layout key, the cached PreparedCall, ``before_staging``, the staging copy into this
+    """``ag_gemm(a_shard, b, comm, ...)`` as a zero-argument call on its launch plan
+    (its layout key, the cached LaunchPlan, ``before_staging``, the staging copy into this
     rank's rows of the symmetric A, the argument list) ending in the faked FusedKernel launch
-    of :func:`build`: what the op's own Python adds to a launch. The prepared call is stored
-    under the key the op computes, as its first call would."""
+    of :func:`build`: what the op's own Python adds to a launch. The plan is kept under the
+    key the op computes, as its first call would."""
     import torch
 
-    from syncopate.ops import REGISTRY, ag_gemm, driver
-    ag_gemm_spec = REGISTRY["ag_gemm"]
+    from syncopate.ops import ag_gemm, driver
+    from syncopate.runtime import launch_plan
     comm = fk.comm
     A, b, out = vals[0], vals[1], vals[2]
     Ms = A.shape[0] // comm.world_size
     slot = A[comm.rank * Ms:(comm.rank + 1) * Ms]
     a_shard = torch.randn(Ms, A.shape[1]).to(A.dtype)
-    key = driver.gemm_key(ag_gemm_spec, comm, a_shard, b, out,
-                          ("sm", 1, "swizzle", None, None, None), None, None)
-    prep = driver.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
-                              out_index=2, slot=slot)
-    driver.put_prepared(comm, key, prep)
+    key = driver.gemm_key("ag_gemm", comm, a_shard, b, out,
+                          ("sm", 1, "swizzle", None, None, None, None, None))
+    plan = launch_plan.LaunchPlan(fk=fk, grid=(3,), args=list(vals),
+                                  out_shape=tuple(out.shape), out_index=2, slot=slot)
+    launch_plan.keep(comm, key, plan)
 
     def call():
         return ag_gemm(a_shard, b, comm, backend="sm", split=1, out=out, fused=True)
-    assert call() is out and driver.get_prepared(comm, key) is prep
+    assert call() is out and launch_plan.find(comm, key) is plan
     return call
 
 
@@ -177,18 +177,18 @@ def _noop_driver():
 
 
 def ag_gemm_bound_path():
-    """``ag_gemm`` as a zero-argument call that takes the bound path (``runtime/bound.py``),
-    and the layout's bound state (``_Ready``: its ``gate`` set to None runs the checks in
-    Python): a real FusedKernel and sm launcher over the fake communicator, its configuration
-    a self-advancing one, the driver's entry points C no-ops. None without a C compiler."""
+    """``ag_gemm`` as a zero-argument call that takes the bound path
+    (``runtime/launch_plan.py``), and the layout's plan (its ``gate`` set to None runs the
+    checks in Python): a real FusedKernel and sm launcher over the fake communicator, its
+    configuration a self-advancing one, the driver's entry points C no-ops. None without a C
+    compiler."""
     import types
 
     import torch
     from runtime_fakes import FakeCompiledFused, bindable_sm_kernel, fake_comm
 
-    from syncopate.ops import REGISTRY, ag_gemm, driver
-    ag_gemm_spec = REGISTRY["ag_gemm"]
-    from syncopate.runtime import _cuda, fastlaunch, graphs
+    from syncopate.ops import ag_gemm, driver
+    from syncopate.runtime import _cuda, fastlaunch, graphs, launch_plan
     noop = _noop_driver()
     if noop is None or fastlaunch.module() is None:
         return None
@@ -205,18 +205,18 @@ def ag_gemm_bound_path():
     A = vals[0]
     b, out = vals[1], vals[2]
     a_shard = torch.randn(32, 32).to(A.dtype)
-    key = driver.gemm_key(ag_gemm_spec, c, a_shard, b, out,
-                          ("sm", 1, "swizzle", None, None, None), None, None)
-    prep = driver.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
-                              out_index=2, slot=A[:32])
-    driver.put_prepared(c, key, prep)
+    key = driver.gemm_key("ag_gemm", c, a_shard, b, out,
+                          ("sm", 1, "swizzle", None, None, None, None, None))
+    plan = launch_plan.LaunchPlan(fk=fk, grid=(3,), args=list(vals),
+                                  out_shape=tuple(out.shape), out_index=2, slot=A[:32])
+    launch_plan.keep(c, key, plan)
 
     def call():
         return ag_gemm(a_shard, b, c, backend="sm", split=1, out=out, fused=True)
     for _ in range(3):
         call()
-    assert prep.bound._ready is not None, "the bound path did not engage"
-    return call, prep.bound._ready
+    assert plan.ready, "the bound path did not engage"
+    return call, plan
 
 
 def gemm_fast_path():

@@ -184,6 +184,9 @@ def test_world_size_one_runs_the_local_gemm_without_fused_machinery(monkeypatch,
     from syncopate.errors import LaunchError
     with pytest.raises(LaunchError, match=r"out must be \[M, N\]"):
         fn(a, b, c, out=torch.empty(128, 96, dtype=torch.bfloat16))
+    # the layouts' plans (the local launch, no fused kernel) and nothing else
+    from syncopate.runtime import launch_plan
+    assert all(p.fk is None and p.local for p in c.cache.pop(launch_plan._PLANS).values())
     assert c.cache == {} and c._allocs == {} and len(c._fused) == 0
 
 

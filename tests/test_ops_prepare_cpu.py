@@ -1,4 +1,4 @@
-"""Every staged GEMM op's own prepare step (the PreparedCall the op caches per layout) built on
+"""Every staged GEMM op's own prepare step (the LaunchPlan the op caches per layout) built on
 the CPU with the real local-kernel argument list, ``out`` left out as a user calls the op.
 
 Why: the CPU tests of the ops stand fakes in for the fused kernel and often for the whole
@@ -25,11 +25,6 @@ class _Comm:
 
     def empty(self, shape, dtype):
         return torch.empty(shape, dtype=dtype)
-
-
-class _FK:
-    def bind(self, grid):
-        return lambda *a, **k: None
 
 
 def _operands(name, W=2, M=64, N=48, K=32):
@@ -63,7 +58,7 @@ def test_prepare_without_out_builds_the_kernel_arguments(name, monkeypatch):
     import syncopate.kernels as kernels
     monkeypatch.setattr(kernels, "check_operands", _check_operands_on_cpu)
     x, y, (M, N, K) = _operands(name)
-    prep = REGISTRY[name].gemm.prepare(_Comm(), _FK(), x, y, None, None, M, N, K, "ptr", None)
+    prep = REGISTRY[name].gemm.prepare(_Comm(), object(), x, y, None, None, M, N, K, "ptr", None)
     out = prep.args[prep.out_index] if prep.out_index is not None else None
     if out is not None:
         assert isinstance(out, torch.Tensor) and tuple(out.shape)[1] == N

@@ -182,7 +182,7 @@ DIRECT_LAUNCH = Setting(
     "(docs/cuda-graphs.md)", _flag, "use 1 (the default) or 0")
 FAST_LAUNCH = Setting(
     "SYNCOPATE_FAST_LAUNCH", "switch", True,
-    "direct launches through a small C module built at first use (the ops' prepared calls then "
+    "direct launches through a small C module built at first use (the ops' launch plans then "
     "enqueue staging copy and kernel in one call); off: through ctypes (docs/cuda-graphs.md)",
     _flag, "use 1 (the default) or 0")
 GEMM_DIRECT_LAUNCH = Setting(

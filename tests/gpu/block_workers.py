@@ -219,7 +219,7 @@ def _graph(rank, W, blk, comm, x, layout, lines):
     bf = torch.bfloat16
     static = blk.shard_sequence(x).to(bf).clone()
     with torch.no_grad():
-        blk(static)  # warm-up of this layout (no grad: the prepared calls of inference)
+        blk(static)  # warm-up of this layout (no grad: the launch plans of inference)
         fg, err = None, None
         for r in range(W):  # capture in turn (graph_workers._capture_in_turn says why)
             if r == rank:

@@ -170,7 +170,7 @@ def ag_gemm_fallback(rank, W, cases):
 
 def _agw_case(comm, case, seed, launches):
     """One ag_weight_gemm case over ``launches`` calls with fresh inputs (the later ones on the
-    prepared call of the layout); a problem string or None."""
+    launch plan of the layout); a problem string or None."""
     import torch
 
     from syncopate.kernels import matmul
@@ -404,7 +404,7 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
     from syncopate.ops.driver import resolve_config
-    from syncopate.runtime import Communicator
+    from syncopate.runtime import Communicator, launch_plan
 
     comm = Communicator()
     problems = []
@@ -426,7 +426,7 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
             fk.test_skip_chunks = {withheld}
     else:
         fk.test_skip_chunks = {withheld}  # compiled in: a new configuration on every rank
-        prep = next(p for p in comm.cache["ops.prepared"].values() if p.fk is fk)
+        prep = next(p for p in comm.cache[launch_plan._PLANS].values() if p.fk is fk)
         fk.warmup(prep.grid, *prep.args)
     dist.barrier()
     t0 = time.monotonic()

@@ -212,7 +212,7 @@ def graph_fault_withheld_chunk(rank, W, timeout_s):
 
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
     from syncopate.ops.driver import resolve_config
-    from syncopate.runtime import Communicator
+    from syncopate.runtime import Communicator, launch_plan
     from syncopate.runtime import collectives as dist
 
     comm = Communicator()
@@ -238,7 +238,7 @@ def graph_fault_withheld_chunk(rank, W, timeout_s):
                               kernel="tma", config=cfg)
     withheld = [c.id for c in fk.schedule.chunks if c.src == 1 and c.dst == 0][0]
     fk.test_skip_chunks = {withheld}  # compiled in: a new configuration on every rank
-    prep = next(p for p in comm.cache["ops.prepared"].values() if p.fk is fk)
+    prep = next(p for p in comm.cache[launch_plan._PLANS].values() if p.fk is fk)
     fk.warmup(prep.grid, *prep.args)
     dist.barrier()
     fg, err = _capture_in_turn(rank, W, call, comm)
@@ -398,7 +398,7 @@ def graph_fault_gemm_ar(rank, W, timeout_s):
 
     from syncopate.ops import gemm_ar
     from syncopate.ops.driver import resolve_config
-    from syncopate.runtime import Communicator
+    from syncopate.runtime import Communicator, launch_plan
     from syncopate.runtime import collectives as dist
 
     comm = Communicator()
@@ -419,7 +419,7 @@ def graph_fault_gemm_ar(rank, W, timeout_s):
     call()  # epoch 1: all good
     torch.cuda.current_stream().synchronize()
     comm.check()
-    prep = next(p for p in comm.cache["ops.prepared"].values())
+    prep = next(p for p in comm.cache[launch_plan._PLANS].values())
     fk = prep.fk
     withheld = [c.id for c in fk.schedule.chunks
                 if c.src == 1 and c.dst == 0 and c.reduce == "none"][0]

@@ -181,7 +181,7 @@ def test_region_copier_takes_the_copy_engine_or_falls_back_to_torch(monkeypatch,
     column block one ``cuMemcpy2DAsync`` (tried again by ``copy_region`` if it failed), anything
     else ``Tensor.copy_``; a driver call that is unavailable falls back to ``Tensor.copy_`` on
     the same stream, and then the data lands."""
-    pytest.importorskip("triton")  # region_geometry asks runtime.bound for the byte count
+    pytest.importorskip("triton")  # region_geometry asks runtime.launch_plan for the byte count
     import types
 
     from syncopate.runtime import _cuda

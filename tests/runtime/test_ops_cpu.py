@@ -97,11 +97,7 @@ def _op_fixture(monkeypatch, mod_name):
         def launch(self, grid, args):  # the ops' prepared calls launch without the closure
             return self[grid](*args)
 
-        def bind(self, grid):  # the real bound launch: here always its general path
-            from syncopate.runtime.bound import BoundLaunch
-            return BoundLaunch(self, grid)
-
-        def _launch_key(self, grid, args, kwargs):  # no fast path: never bound
+        def _launch_key(self, grid, args, kwargs):  # no fast path: the plan never binds
             return None
 
     fk = FakeFK()

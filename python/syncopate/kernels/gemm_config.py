@@ -98,7 +98,7 @@ class GemmConfig:
 
     def __hash__(self) -> int:
         """The fields' hash, computed once: a config is part of every eager op call's key
-        (``ops/driver.prepared_key``), and the generated hash of eleven fields cost ~1 us per
+        (``ops/driver.gemm_key``), and the generated hash of eleven fields cost ~1 us per
         call on an H200 host."""
         h = self.__dict__.get("_hash")
         if h is None:

@@ -100,9 +100,9 @@ def _prepare(comm, fk, a_shard, b, out, cfg, M, N, K, kernel, programs):
     Ms = a_shard.shape[0]
     A = ag_gemm_buffer(comm, Ms, K, a_shard.dtype)
     call = driver.gemm_call(kernel, A, b, out, cfg, num_programs=programs)
-    return driver.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                               out_index=call.fn.arg_names.index("c_ptr"),
-                               slot=A[comm.rank * Ms:(comm.rank + 1) * Ms])
+    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                            out_index=call.fn.arg_names.index("c_ptr"),
+                            slot=A[comm.rank * Ms:(comm.rank + 1) * Ms])
 
 
 def explain_shape(op, dims, W, batch=1, causal=False):

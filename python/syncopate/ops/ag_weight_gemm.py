@@ -121,9 +121,9 @@ def _prepare(comm, fk, a, w_shard, out, cfg, M, N, K, kernel, programs):
     slot = Wb[r * ks:(r + 1) * ks] if ks != K else Wb[:, r * ns:(r + 1) * ns]
     call = driver.gemm_call(kernel, a, Wb, out, cfg, num_programs=programs)
     names = call.fn.arg_names
-    return driver.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                               a_index=names.index("a_ptr"), out_index=names.index("c_ptr"),
-                               slot=slot)
+    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                            a_index=names.index("a_ptr"), out_index=names.index("c_ptr"),
+                            slot=slot)
 
 
 def _explain(op, dims, W, batch=1, causal=False):

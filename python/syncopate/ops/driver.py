@@ -6,9 +6,9 @@
   :func:`loopback_comm_programs` fix a fused variant's plan;
 * fuse: :func:`cached_fused` keeps one FusedKernel per configuration on the communicator
   (:func:`fused_kernel` for the GEMM ops' templates);
-* launch: :class:`PreparedCall`, the op's Python once per argument layout, and
-  :func:`gemm_op`, the whole call of a GEMM op (``ag_gemm``, ``gemm_rs``, ``gemm_ar``,
-  ``ag_weight_gemm``) from its ``OpSpec.gemm``.
+* launch: a :class:`~syncopate.runtime.launch_plan.LaunchPlan` per argument layout (the op's
+  Python once per layout), and :func:`gemm_op`, the whole call of a GEMM op (``ag_gemm``,
+  ``gemm_rs``, ``gemm_ar``, ``ag_weight_gemm``) from its ``OpSpec.gemm``.
 
 The fused and the unfused path of an op launch the **same** local kernel
 (:mod:`syncopate.kernels`) with the **same** config, so the fused result is bitwise the result
@@ -29,8 +29,8 @@ from ..dtypes import canonical
 from ..errors import LaunchError, TorchOpError
 from ..kernels.gemm_config import _short
 from ..runtime import collectives, graphs
-from ..runtime.bound import Copy
 from ..runtime.fused import fuse, fused_enabled
+from ..runtime.launch_plan import LaunchPlan, find, keep
 from ..runtime.residency import sm_share
 from ..schedule import cost
 from ..schedule.model import normalize_dtype
@@ -94,7 +94,7 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
     """The local GEMM ``c = a @ b`` as a kernel, positional args (constexprs in position, as
     Triton 3.6's launcher expects) and grid. ``num_programs``: the persistent kernel's
     ``NUM_SMS`` (programs of the tile loop); default: the device's SM count. ``c`` None: a new
-    ``[M, N]`` output (a prepared call's first launch without ``out=``)."""
+    ``[M, N]`` output (a plan's first launch without ``out=``)."""
     if c is None:
         c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     k = short_kernel(kernel)
@@ -263,166 +263,12 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
                                mode, comm_programs, k, repr(config), reduce), build)
 
 
-# ------------------------------------------------------------------------------------------
-# Prepared calls: the op's Python once per argument layout
-# ------------------------------------------------------------------------------------------
-
-@dataclass
-class PreparedCall:
-    """Everything an op derived for one argument layout: the FusedKernel, its grid and
-    positional arguments (with the per-call tensors swapped in at ``a_index`` / ``out_index``),
-    the staging slot (AG) or the result rows (RS), and the output shape.
-
-    Why: at M = 1024 the op's own Python (checks, config and plan choice, cache lookups, the
-    GEMM's argument list) cost ~100 us per call on the GPU host, as much as the GEMM
-    (bench/results/2026-11-30-h200x2-run4/host_profile.log)."""
-
-    fk: object
-    grid: tuple
-    args: list
-    out_shape: tuple
-    a_index: int | None = None
-    out_index: int | None = None
-    slot: object = None
-    result: object = None
-    #: the FusedKernel's launch bound to this layout (``FusedKernel.bind``): the per-call path
-    bound: object = None
-    #: the byte count of the call's copy as one memcpy (``runtime.bound.memcpy_bytes``; 0:
-    #: ``Tensor.copy_``), worked out at the first call: the layout fixes it
-    copy_bytes: int | None = None
-
-    def __post_init__(self):
-        if self.bound is None:
-            self.bound = self.fk.bind(self.grid)
-        #: the fixed tensors' addresses and strides (the staging slot, the result rows: parts
-        #: of symmetric buffers, which stay put while the registry generation the call's key
-        #: holds does), read once instead of per call
-        self._slot_at = (None if self.slot is None
-                         else (self.slot.data_ptr(), self.slot.stride()))
-        self._result_ptr = None if self.result is None else self.result.data_ptr()
-
-    def launch(self, args: list, copy_dst=None, copy_src=None, *, after: bool = False) -> None:
-        """Launch with ``args``; with ``copy_dst``, ``copy_dst.copy_(copy_src)`` before the
-        kernel (``after`` False) or after it, enqueued with the launch when it can be one
-        memcpy (``runtime/bound.py``)."""
-        copy = None
-        if copy_dst is not None:
-            copy = Copy(copy_dst, copy_src, after=after, nbytes=self.copy_bytes)
-            self.copy_bytes = copy.nbytes
-        self.bound(args, copy)
-
-    def run_staged(self, a_shard, out, a=None):
-        """An all-gather's call: stage ``a_shard`` into this rank's block of the symmetric
-        operand (``slot``; nothing to copy when it already is it) and launch with ``out``
-        (allocated when None) and, when the gathered operand is not the kernel's first, ``a``
-        at ``a_index``; returns ``out``.
-
-        The per-call path of every eager call with this layout, written for speed: the copy
-        goes to the bound launch as addresses (``BoundLaunch.fast``); anything the bound path
-        does not take goes through :meth:`launch` with the CONSUMED wait before the staging
-        (``FusedKernel.before_staging``). The bound path makes that wait itself where there is
-        one: only ce defers it, and ce's bound launch (``CELauncher.bind``) enqueues it first."""
-        if out is None:
-            out = torch.empty(self.out_shape, device=a_shard.device, dtype=a_shard.dtype)
-        args = self.args.copy()
-        args[self.out_index] = out
-        if a is not None:
-            args[self.a_index] = a
-        slot_ptr, slot_stride = self._slot_at
-        src = a_shard.data_ptr()
-        if src == slot_ptr and a_shard.stride() == slot_stride:  # written in place
-            # the bound path makes the deferred CONSUMED wait itself (ce: in its ENTER kernel)
-            if not self.bound.fast(args, None):
-                self.fk.before_staging()
-                self.bound(args)
-            return out
-        n = self.copy_bytes
-        if n and self.bound.fast(args, (slot_ptr, src, n, False)):
-            return out
-        self.fk.before_staging()
-        self.launch(args, self.slot, a_shard)
-        return out
-
-    def run_copy_out(self, a, out):
-        """A reduce-scatter's or all-reduce's call: launch with ``a``, then copy the reduced
-        rows (``result``, in the symmetric buffer the next launch overwrites; the copy is
-        stream-ordered before it) into ``out`` (allocated when None); returns ``out``. The copy
-        goes with the launch as in :meth:`run_staged`."""
-        args = self.args.copy()
-        args[self.a_index] = a
-        if out is None:
-            out = torch.empty(self.out_shape, device=a.device, dtype=a.dtype)
-        n = self.copy_bytes
-        if n and self.bound.fast(args, (out.data_ptr(), self._result_ptr, n, True)):
-            return out
-        self.launch(args, out, self.result, after=True)
-        return out
-
-
 def use_fused(fused) -> bool:
     """Whether an op call takes a fused path: ``fused`` when given, else unless ``SYNCOPATE=0``
     (``runtime.fused_enabled``)."""
     if fused is not None:
         return fused is not False
     return fused_enabled()
-
-
-_PREPARED = "ops.prepared"
-_PREPARED_MAX = 64
-
-
-def prepared_key(op: str, comm, a, b, out, options: tuple, b_by_layout: bool = False):
-    """The layout of a call: ``a`` by shape, strides, dtype, device and 16-byte alignment (it is
-    a fresh activation each step; its address goes into the arguments per call), ``b`` (a
-    weight) and a given ``out`` by identity -- ``b`` by layout too when ``b_by_layout`` (a
-    shard the call stages: its address is read per call) --, the op's options, and the
-    communicator's registry generation (a released buffer invalidates every prepared call).
-    Runs on every eager call: written for speed (no closure, torch's Tensor type looked up
-    once)."""
-    T = torch.Tensor
-    if not (isinstance(a, T) and isinstance(b, T) and (out is None or isinstance(out, T))):
-        return None  # the op's checks say what is wrong
-    return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
-            b.data_ptr() % 16 == 0 if b_by_layout else b.data_ptr(), b.shape, b.stride(),
-            b.dtype, b.device,
-            None if out is None else (out.data_ptr(), out.shape, out.stride(), out.dtype,
-                                      out.device),
-            options, comm.generation)
-
-
-def config_key(config):
-    """``config`` as part of a per-call key: itself when hashable (a frozen ``GemmConfig``:
-    hashing its fields costs a fraction of the ``repr`` the keys used, ~2 us per call), else
-    its ``repr`` (a dict of overrides)."""
-    if config is None:
-        return None
-    try:
-        hash(config)
-    except TypeError:
-        return repr(config)
-    return config
-
-
-def get_prepared(comm, key):
-    if key is None:
-        return None
-    prep = comm.cache.get(_PREPARED, {}).get(key)
-    if prep is None or getattr(prep.fk, "_poisoned", None):
-        return None
-    return prep
-
-
-def put_prepared(comm, key, prep: PreparedCall) -> None:
-    """Store ``prep`` under ``key`` with the registry generation of *now*: preparing (and the
-    first launch, which allocates the kernel's flags) registers symmetric buffers, and the
-    next call must still find it."""
-    if key is None:
-        return
-    key = key[:-1] + (comm.generation,)
-    table = comm.cache.setdefault(_PREPARED, {})
-    if len(table) >= _PREPARED_MAX:  # callers cycling through output buffers: bound it
-        table.clear()
-    table[key] = prep
 
 
 # ------------------------------------------------------------------------------------------
@@ -478,26 +324,21 @@ def decide(spec, comm, dims, dtype, *, kernel, config, fused, unavailable=()):
                                fused=fused, unavailable=unavailable)
 
 
-#: world size 1: (local GEMM, config) per call layout -- the op's checks and decision once per
-#: layout, not per call (at W = 1 a small GEMM's host time is the op's Python: ~45 us per call
-#: without this against ~7 us for torch.matmul on the CPU test host)
-_W1_PLANS: dict = {}
-_W1_PLANS_MAX = 256
-
-
 def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, check=None):
     """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
     buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
     says it is faster and the caller pinned neither our kernel, a config nor the unfused
     reference (``ours``: ``fused=False`` / ``SYNCOPATE=0``, whose contract is our kernel's
     bits): the op then costs what the best local GEMM costs. The result is ``a @ b`` (the
-    collective of one rank is the identity). ``check()``: the op's argument checks, run once
-    per layout (shapes, dtypes and devices are the memo's key)."""
+    collective of one rank is the identity). The op's checks (``check()``) and decision run
+    once per layout (shapes, dtypes and devices are the key), kept as the layout's
+    :class:`LaunchPlan` (its ``local`` launch): at W = 1 a small GEMM's host time is the op's
+    Python, ~45 us per call without it against ~7 us for torch.matmul on the CPU test host."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         check()
     key = (spec.name, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device,
-           gpu_of(comm), kernel, repr(config), ours)
-    plan = _W1_PLANS.get(key)
+           kernel, repr(config), ours)
+    plan = find(comm, key)
     if plan is None:
         if graphs.capturing():  # the decision and the kernel's compile and load are eager work
             raise graphs.cold_path(spec.name)
@@ -505,24 +346,21 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
             check()
         dims = spec.gemm.dims(a, b, 1)
         M, N, K = dims[:3]
-        if kernel == CUBLAS:
-            plan = (CUBLAS, None)
-        else:
-            local = decide(spec, comm, dims, a.dtype, kernel=triton_kernel(kernel) if ours
-                           else kernel, config=config, fused=None).choice.local
+        k, cfg = CUBLAS, None
+        if kernel != CUBLAS and decide(spec, comm, dims, a.dtype, kernel=triton_kernel(kernel)
+                                       if ours else kernel, config=config,
+                                       fused=None).choice.local != CUBLAS:
             k = triton_kernel(kernel)
-            plan = (CUBLAS, None) if local == CUBLAS else \
-                (k, resolve_config(k, M, N, K, a.dtype, config))
-        if len(_W1_PLANS) >= _W1_PLANS_MAX:
-            _W1_PLANS.clear()
-        _W1_PLANS[key] = plan
+            cfg = resolve_config(k, M, N, K, a.dtype, config)
+        plan = LaunchPlan(local=lambda a, b, out: local_gemm(k, a, b, out, cfg))
+        keep(comm, key, plan)
     shape = (a.shape[0], b.shape[1])
     if out is None:
         out = torch.empty(shape, device=a.device, dtype=a.dtype)
     elif out.shape != shape or out.dtype != a.dtype:
         raise LaunchError(f"out must be [M, N] = {shape} in {a.dtype} at world size 1, got "
                           f"{tuple(out.shape)} {out.dtype}")
-    local_gemm(plan[0], a, b, out, plan[1])
+    plan.local(a, b, out)
     return out
 
 
@@ -570,26 +408,52 @@ def choose(spec, comm, shape, dtype, *, fused, explicit: bool, named: bool, unav
 OPTIONS = ("backend", "split", "order", "mode", "comm_programs", "reduce")
 
 
-def gemm_key(spec, comm, x, y, out, options: tuple, kernel, config):
-    """The prepared-call key of a GEMM op's call (:func:`prepared_key`)."""
-    return prepared_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
-                        spec.gemm.stages_y)
+def gemm_key(op: str, comm, a, b, out, options: tuple, b_by_layout: bool = False):
+    """The layout of a GEMM op's call (its :class:`LaunchPlan`'s key): ``a`` by shape, strides,
+    dtype, device and 16-byte alignment (it is a fresh activation each step; its address goes
+    into the arguments per call), ``b`` (a weight) and a given ``out`` by identity -- ``b`` by
+    layout too when ``b_by_layout`` (a shard the call stages: its address is read per call) --,
+    the op's options (kernel and config included, :func:`config_key`), and the communicator's
+    registry generation (a released buffer invalidates every plan). Runs on every eager call:
+    written for speed (no closure, torch's Tensor type looked up once)."""
+    T = torch.Tensor
+    if not (isinstance(a, T) and isinstance(b, T) and (out is None or isinstance(out, T))):
+        return None  # the op's checks say what is wrong
+    return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
+            b.data_ptr() % 16 == 0 if b_by_layout else b.data_ptr(), b.shape, b.stride(),
+            b.dtype, b.device,
+            None if out is None else (out.data_ptr(), out.shape, out.stride(), out.dtype,
+                                      out.device),
+            options, comm.generation)
 
 
-def _run(g, prep, x, y, out):
-    """A prepared call's launch: the gathered shard staged (``x``, or ``y`` for an op that
-    gathers its second operand), or the reduced rows copied out."""
+def config_key(config):
+    """``config`` as part of a per-call key: itself when hashable (a frozen ``GemmConfig``:
+    hashing its fields costs a fraction of the ``repr`` the keys used, ~2 us per call), else
+    its ``repr`` (a dict of overrides)."""
+    if config is None:
+        return None
+    try:
+        hash(config)
+    except TypeError:
+        return repr(config)
+    return config
+
+
+def _run(g, plan, x, y, out):
+    """A plan's launch: the gathered shard staged (``x``, or ``y`` for an op that gathers its
+    second operand), or the reduced rows copied out."""
     if not g.staged:
-        return prep.run_copy_out(x, out)
-    return prep.run_staged(y, out, x) if g.stages_y else prep.run_staged(x, out)
+        return plan.run_copy_out(x, out)
+    return plan.run_staged(y, out, x) if g.stages_y else plan.run_staged(x, out)
 
 
 def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     """The call ``spec.fn(x, y, comm, **options, kernel=, config=, out=, fused=)`` of a GEMM
     op (``OpSpec.gemm``; ``options``: the values of :data:`OPTIONS`), the same for every one:
 
-    * per argument layout, once it ran fused: the prepared call (the layout's key, the cached
-      :class:`PreparedCall`, its launch) -- nothing else;
+    * per argument layout, once it ran fused: the layout's key, its cached
+      :class:`LaunchPlan`, its launch -- nothing else;
     * world size 1: :func:`world_size_one`;
     * ``fused=False``, ``SYNCOPATE=0`` or ``kernel='cublas'``: the op's unfused reference;
     * no backend (nor reduce) given: the decision (:func:`decide`; fused only when ``fused``
@@ -602,14 +466,13 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     W = comm.world_size
     key = None
     if use and W > 1:
-        # gemm_key inline (a call less: this is the whole per-call path of a prepared layout)
-        key = prepared_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
-                           g.stages_y)
-        prep = get_prepared(comm, key)
-        if prep is not None:  # _run, inline
+        key = gemm_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
+                       g.stages_y)
+        plan = find(comm, key)
+        if plan is not None:  # _run, inline (this is the whole per-call path of a layout)
             if not g.staged:
-                return prep.run_copy_out(x, out)
-            return prep.run_staged(y, out, x) if g.stages_y else prep.run_staged(x, out)
+                return plan.run_copy_out(x, out)
+            return plan.run_staged(y, out, x) if g.stages_y else plan.run_staged(x, out)
     backend, split, order, mode, comm_programs, reduce = options
     named = dict(zip(OPTIONS, options))
     explicit = any(named[k] is not None for k in g.explicit)
@@ -646,7 +509,8 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     if short_kernel(tk) == "tma":
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
         nprog = compute_programs(comm, kernel_comm_programs(backend, cp))
-    prep = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
-    result = _run(g, prep, x, y, out)
-    put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
+    plan = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
+    result = _run(g, plan, x, y, out)
+    if key is not None:  # the generation of after the first launch (it allocates the flags)
+        keep(comm, key[:-1] + (comm.generation,), plan)
     return result

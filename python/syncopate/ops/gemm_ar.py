@@ -150,8 +150,8 @@ def _variant(backend, reduce, M, W, cfg, config_given):
 def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
     C = gemm_ar_buffer(comm, M, N, a.dtype)
     call = driver.gemm_call(kernel, a, b_shard, C, cfg, num_programs=programs)
-    return driver.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                               a_index=call.fn.arg_names.index("a_ptr"), result=C)
+    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                            a_index=call.fn.arg_names.index("a_ptr"), result=C)
 
 
 def explain_shape(op, dims, W, batch=1, causal=False):

@@ -171,9 +171,9 @@ def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
     if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):
         raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {a.dtype}, got "
                           f"{tuple(out.shape)} {out.dtype}")
-    return driver.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
-                               a_index=call.fn.arg_names.index("a_ptr"),
-                               result=C[comm.rank * rows:(comm.rank + 1) * rows])
+    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
+                            a_index=call.fn.arg_names.index("a_ptr"),
+                            result=C[comm.rank * rows:(comm.rank + 1) * rows])
 
 
 def explain_shape(op, dims, W, batch=1, causal=False):

@@ -70,7 +70,7 @@ class GemmLaunch:
     reference: Callable  # (x, y, comm, *, kernel, config, out): the unfused path
     plan: Callable  # (backend, reduce, shape dict, W, dtype, order, split, comm_programs,
     #                 cfg) -> (order, split, comm_programs)
-    prepare: Callable  # (comm, fk, x, y, out, cfg, M, N, K, kernel, programs) -> PreparedCall
+    prepare: Callable  # (comm, fk, x, y, out, cfg, M, N, K, kernel, programs) -> LaunchPlan
     #: (M, W, cfg, config_given) -> ((variant, reason), ...) the decision must leave out
     unavailable: Callable | None = None
     #: (backend, reduce, M, W, cfg, config_given) -> cfg: the chosen variant's checks

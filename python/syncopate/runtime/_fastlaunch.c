@@ -767,8 +767,8 @@ static PyTypeObject ProgramType = {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Gate: a bound launch's per-call checks and its launch in one C call (runtime/bound.py,
- * BoundLaunch._fast, is the same in Python and stays the reference).
+ * Gate: a bound launch's per-call checks and its launch in one C call (runtime/launch_plan.py,
+ * LaunchPlan._fast, is the same in Python and stays the reference).
  *
  * Why: on an H200 host the Python checks of an eager sm call -- the kernel not poisoned, the
  * registry generation, the device, Triton's launch hooks, the watchdog's environment, the
@@ -944,7 +944,7 @@ static int attr_truthy(PyObject *obj, PyObject *name) {
   return t;
 }
 
-/* 1 when every check before the lock passes (runtime/bound.py _fast, in its order) */
+/* 1 when every check before the lock passes (runtime/launch_plan.py _fast, in its order) */
 static int gate_checks(Gate *self, PyObject *args, uint64_t *stream) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->falsy); i++) {
     PyObject *x = PyTuple_GET_ITEM(self->falsy, i);
@@ -1174,7 +1174,7 @@ static PyTypeObject GateType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_syncopate_fastlaunch.Gate",
     .tp_basicsize = sizeof(Gate),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A bound launch's checks and launch in one call (runtime/bound.py).",
+    .tp_doc = "A bound launch's checks and launch in one call (runtime/launch_plan.py).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Gate_init,
     .tp_dealloc = (destructor)Gate_dealloc,

@@ -57,7 +57,6 @@ from ..schedule.ce_plan import CEPlan
 from . import collectives as dist
 from . import diag, fastlaunch, graphs, launchers, residency
 from . import sync_kernels as sk
-from .bound import BoundLaunch
 from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
@@ -598,13 +597,6 @@ class FusedKernel:
             # second launch -- the first goes through Triton's launcher, which checks pointers
             self._fast[fkey] = (cfg, values[len(args):], peers, None if callable(grid) else g, {})
         return cfg, values, peers, g, None
-
-    def bind(self, grid):
-        """A :class:`~.bound.BoundLaunch` of this kernel with ``grid``: for a caller that
-        launches one argument layout many times, with the least host work per call (the
-        ops' prepared calls; ``runtime/bound.py`` says what it checks and when it steps back
-        to :meth:`launch`)."""
-        return BoundLaunch(self, grid)
 
     def launch(self, grid, args, kwargs=None, *, stream=None):
         """Launch once (see the module docstring). Repeated calls with the same argument

@@ -36,13 +36,13 @@ class Launcher:
 
     def kernel_only(self, cfg) -> bool:
         """Whether :meth:`launch` of ``cfg`` enqueues nothing but :meth:`run_kernel`: a
-        bound launch (``runtime/bound.py``) may then launch the kernel directly."""
+        launch plan (``runtime/launch_plan.py``) may then launch the kernel directly."""
         return False
 
     def bind(self, cfg, grid, dl, peers, operand_tensors, copy_after: bool | None):
         """For a launcher that enqueues more than the kernel: a bound call's whole launch
-        (``runtime/bound.py``), ``run(stream, e, values, copy) -> bool``, or None (the default:
-        the bound path takes only :meth:`kernel_only` launches)."""
+        (``runtime/launch_plan.py``), ``run(stream, e, values, copy) -> bool``, or None (the
+        default: the bound path takes only :meth:`kernel_only` launches)."""
         return None
 
     def consumed_program(self, cfg):

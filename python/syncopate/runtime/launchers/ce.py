@@ -34,7 +34,7 @@ from ...schedule.ce_plan import CEPlan, build_ce_plan
 from .. import _cuda, fastlaunch
 from .. import stream_program as sp
 from .. import sync_kernels as sk
-from ..bound import memcpy_bytes
+from ..launch_plan import memcpy_bytes
 from . import ce_programs
 from .base import Launcher
 from .ce_programs import index_runs
@@ -229,7 +229,7 @@ class CELauncher(Launcher):
         self._finish(cfg, prep, S, e)
 
     def bind(self, cfg, grid, dl, peers, operand_tensors, copy_after: bool | None):
-        """A bound call's launch (``runtime/bound.py``): ``run(stream, e, values, copy) ->
+        """A bound call's launch (``runtime/launch_plan.py``): ``run(stream, e, values, copy) ->
         bool`` enqueueing this launch's programs around the kernel's direct launch ``dl``, the
         call's copy (``(dst, src, nbytes, after)`` or None; ``copy_after`` says which way all
         of the layout's calls copy, None: none) and the deferred CONSUMED wait in them. None

@@ -1,4 +1,4 @@
-"""Bound launches (``syncopate.runtime.bound``): a FusedKernel's launch bound to one argument
+"""Launch plans (``syncopate.runtime.launch_plan``): a FusedKernel's launch of one argument
 layout takes the general path (``FusedKernel.launch``) until the layout's direct launch
 exists, then one compiled call per launch with the staging copy; it steps back to the general
 path whenever anything it does not re-check could differ, and a failure poisons the kernel as
@@ -22,8 +22,9 @@ from runtime_fakes import (FakeCompiledFused, FakeDriver, bindable_sm_kernel,  #
                            fake_comm, install_driver, require_fastlaunch)
 from syncopate import abi  # noqa: E402
 from syncopate.errors import CommTimeout, LaunchError  # noqa: E402
-from syncopate.runtime import _cuda, bound, graphs  # noqa: E402
+from syncopate.runtime import _cuda, graphs, launch_plan  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
+from syncopate.runtime.launch_plan import LaunchPlan  # noqa: E402
 
 STREAM = 77
 
@@ -48,40 +49,39 @@ def rig(monkeypatch):
 
 
 def _slot_copy(vals):
-    """An all-gather's staging: a fresh shard into rank 0's rows of the symmetric A."""
+    """An all-gather's staging, ``(dst, src)``: a fresh shard into rank 0's rows of the
+    symmetric A."""
     A = vals[0]
     shard = torch.randn(A.shape[0] // 2, A.shape[1]).to(A.dtype)
-    return bound.Copy(A[: A.shape[0] // 2], shard, after=False), shard
+    return A[: A.shape[0] // 2], shard
 
 
 def _warm(fk, vals):
     """Two general launches: Triton's launcher, then the layout's direct launch."""
-    b = fk.bind((3,))
+    b = LaunchPlan(fk, (3,))
     for _ in range(2):
-        copy, _ = _slot_copy(vals)
-        b(list(vals), copy)
+        b.launch(list(vals), *_slot_copy(vals))
     return b
 
 
 def test_the_third_launch_of_a_layout_is_one_compiled_call_with_its_copy(rig, monkeypatch):
     fk, vals, driver, ck = rig
-    b = fk.bind((3,))
+    b = LaunchPlan(fk, (3,))
     keys = []
     real_key = fk._launch_key
     monkeypatch.setattr(fk, "_launch_key", lambda *a: keys.append(1) or real_key(*a))
-    copy, shard = _slot_copy(vals)
-    b(list(vals), copy)  # general: Triton's launcher; the copy by torch
-    assert len(ck.triton) == 1 and not driver.events and b._ready is None
+    slot, shard = _slot_copy(vals)
+    b.launch(list(vals), slot, shard)  # general: Triton's launcher; the copy by torch
+    assert len(ck.triton) == 1 and not driver.events and not b.ready
     assert torch.equal(vals[0][:32], shard)
-    copy, shard = _slot_copy(vals)
-    b(list(vals), copy)  # general: the direct launch is built (ctypes-free: compiled)
-    assert driver.events == ["launch"] and b._ready is not None
+    b.launch(list(vals), *_slot_copy(vals))  # general: the direct launch is built (compiled)
+    assert driver.events == ["launch"] and b.ready
     n_keys = len(keys)
     out = torch.empty_like(vals[2])
     args = list(vals)
     args[2] = out
-    copy, shard = _slot_copy(vals)
-    b(args, copy)  # bound: no launch key, copy then kernel, one call
+    slot, shard = _slot_copy(vals)
+    b.launch(args, slot, shard)  # bound: no launch key, copy then kernel, one call
     assert len(keys) == n_keys
     assert driver.events == ["launch", "copy", "launch"] and len(ck.triton) == 1
     dst, src, nbytes, stream = driver.copies[-1]
@@ -93,7 +93,7 @@ def test_the_third_launch_of_a_layout_is_one_compiled_call_with_its_copy(rig, mo
     got = [ctypes.cast(p, ctypes.POINTER(ctypes.c_uint64)).contents.value for p in addr]
     assert got == [vals[0].data_ptr(), vals[1].data_ptr(), out.data_ptr()]
     cfg = fk.last_config
-    assert cfg.epochs.value == 3 and cfg is b._ready.cfg
+    assert cfg.epochs.value == 3 and cfg is b.cfg
 
 
 _CHANGES = ["poisoned", "generation", "hook", "timeout", "consumed_pending", "device", "operand",
@@ -108,17 +108,16 @@ _CHANGES = ["poisoned", "generation", "hook", "timeout", "consumed_pending", "de
 def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, change, gate):
     """Each condition sends the call to the general path with nothing done on the bound one:
     no epoch counted, nothing enqueued -- with the checks in C (the Gate of ``_fastlaunch.c``)
-    and in Python (``BoundLaunch._fast``'s own, where there is no Gate). Each change is one a
+    and in Python (``LaunchPlan.fast``'s own, where there is no Gate). Each change is one a
     caller can make: what both implementations read."""
     from triton import knobs
     fk, vals, driver, ck = rig
-    b = _warm(fk, vals)
-    r = b._ready
+    r = _warm(fk, vals)
     assert r.gate is not None  # the rig has everything a Gate needs
     if not gate:
         r.gate = None
     args = list(vals)
-    copy, _ = _slot_copy(vals)
+    dst, src = _slot_copy(vals)
     if change == "poisoned":
         fk._poisoned = "it timed out earlier"
     elif change == "generation":
@@ -128,7 +127,7 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
         knobs.runtime.launch_enter_hook.add(hook)  # a profiler's (removed below)
     elif change == "timeout":  # another watchdog setting than the layout was bound with
         monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "123")
-        assert bound.kernel_timeout_ns() != r.timeout
+        assert launch_plan.kernel_timeout_ns() != r.timeout
     elif change == "consumed_pending":
         r.cfg.consumed_pending = 2
     elif change == "device":  # the thread's current device (what fastlaunch.current_device reads)
@@ -142,30 +141,32 @@ def test_the_bound_path_steps_back_when_anything_could_differ(rig, monkeypatch, 
     elif change == "fused_capture":
         monkeypatch.setattr(graphs._LOCAL, "active", [fk], raising=False)
     elif change == "strided_copy":
-        copy = bound.Copy(vals[0][:32], torch.randn(32, 64).to(vals[0].dtype)[:, ::2],
-                          after=False)
-        assert copy.nbytes == 0
+        dst, src = vals[0][:32], torch.randn(32, 64).to(vals[0].dtype)[:, ::2]
+        assert launch_plan.memcpy_bytes(dst, src) == 0
     elif change == "overlapping_copy":  # a shard that is a shifted view of the slot itself
         flat = vals[0].view(-1)
-        copy = bound.Copy(flat[:1024].view(32, 32), flat[16:1040].view(32, 32), after=False)
-        assert copy.nbytes == 2048
+        dst, src = flat[:1024].view(32, 32), flat[16:1040].view(32, 32)
+        assert launch_plan.memcpy_bytes(dst, src) == 2048
     elif change == "timed_out":  # a spin of an earlier launch recorded a timeout
         fk.diag[abi.DIAG_STATE] = 1
     elif change == "locked":  # another thread is launching this kernel
         assert fk._lock.acquire(False)
     events, epoch = list(driver.events), r.cfg.epochs.value
-    if change == "strided_copy":  # never a memcpy: the call's copy is Tensor.copy_
-        b(args, copy)
-        assert "copy" not in driver.events[len(events):] and torch.equal(copy.dst, copy.src)
+    if change == "strided_copy":  # a layout whose copy is never a memcpy: Tensor.copy_, and
+        p = LaunchPlan(fk, (3,))    # never the bound path
+        for _ in range(3):
+            p.launch(args, dst, src)
+        assert not p.ready and "copy" not in driver.events[len(events):]
+        assert torch.equal(dst, src)
         return
     try:
-        c = (copy.dst.data_ptr(), copy.src.data_ptr(), copy.nbytes, copy.after)
+        c = (dst.data_ptr(), src.data_ptr(), launch_plan.memcpy_bytes(dst, src), False)
         if change == "timed_out":  # declined (Gate) or raised (Python) before anything is done;
             # the call raises what happened either way
             with pytest.raises(CommTimeout):
-                b(args, copy)
+                r.launch(args, dst, src)
         else:
-            assert b.fast(args, c) is False
+            assert r.fast(args, c) is False
     finally:
         if change == "hook":
             knobs.runtime.launch_enter_hook.remove(hook)
@@ -198,12 +199,11 @@ def test_a_failed_bound_launch_poisons_the_kernel(rig):
     fk, vals, driver, ck = rig
     b = _warm(fk, vals)
     driver.rc = 700
-    copy, _ = _slot_copy(vals)
     with pytest.raises(_cuda.DriverError, match="700"):
-        b(list(vals), copy)
+        b.launch(list(vals), *_slot_copy(vals))
     driver.rc = 0
     with pytest.raises(LaunchError, match="cannot be reused"):
-        b(list(vals), _slot_copy(vals)[0])
+        b.launch(list(vals), *_slot_copy(vals))
 
 
 def test_without_a_context_the_bound_call_takes_the_general_path(rig):
@@ -213,13 +213,13 @@ def test_without_a_context_the_bound_call_takes_the_general_path(rig):
     epoch counted once."""
     fk, vals, driver, ck = rig
     b = _warm(fk, vals)
-    epoch = b._ready.cfg.epochs.value
+    epoch = b.cfg.epochs.value
     driver.copy_rc = 201
-    copy, shard = _slot_copy(vals)
+    slot, shard = _slot_copy(vals)
     launches = driver.events.count("launch") + len(ck.triton)
-    b(list(vals), copy)
+    b.launch(list(vals), slot, shard)
     assert driver.events.count("launch") + len(ck.triton) == launches + 1
-    assert b._ready.cfg.epochs.value == epoch + 1 and not fk._poisoned
+    assert b.cfg.epochs.value == epoch + 1 and not fk._poisoned
     assert torch.equal(vals[0][:32], shard)
 
 
@@ -229,7 +229,7 @@ def test_a_copy_after_the_kernel_is_enqueued_after_it(rig):
     b = _warm(fk, vals)
     res = torch.empty(32, 32, dtype=torch.bfloat16)
     out = torch.empty_like(res)
-    b(list(vals), bound.Copy(out, res, after=True))
+    b.launch(list(vals), out, res, after=True)
     assert driver.events[-2:] == ["launch", "copy"]
     assert driver.copies[-1] == (out.data_ptr(), res.data_ptr(), res.numel() * 2, STREAM)
 
@@ -240,17 +240,17 @@ def test_configurations_the_bound_path_does_not_cover_stay_general(rig, monkeypa
     fk, vals, driver, ck = rig
     monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "0")
     b = _warm(fk, vals)
-    b(list(vals), _slot_copy(vals)[0])
-    assert b._ready is None and "copy" not in driver.events
+    b.launch(list(vals), *_slot_copy(vals))
+    assert not b.ready and "copy" not in driver.events
     monkeypatch.setenv("SYNCOPATE_FAST_LAUNCH", "1")
     fk._fast.clear()
     monkeypatch.setattr(fk.launcher, "kernel_only", lambda cfg: False)
     b = _warm(fk, vals)
-    assert b._ready is None
+    assert not b.ready
 
 
 class _DevTensor:
-    """What Copy.run reads of a CUDA tensor: its address and device; ``copy_`` recorded."""
+    """What enqueue_copy reads of a CUDA tensor: its address and device; ``copy_`` recorded."""
 
     def __init__(self, ptr, index=0):
         self.ptr, self.device, self.copied = ptr, torch.device("cuda", index), []
@@ -263,7 +263,7 @@ class _DevTensor:
 
 
 def test_the_general_paths_copy_is_one_memcpy_by_handle_where_it_can(monkeypatch):
-    """``Copy.run`` (the general path's staging, every ce call): a plain copy between disjoint
+    """``enqueue_copy`` (the general path's staging, every ce call): a plain copy between disjoint
     buffers of the current device is one ``cuMemcpyDtoDAsync`` on the current stream; an
     overlapping one, one for another device, a conversion (``nbytes`` 0) or a driver refusal
     (no context) is ``Tensor.copy_``."""
@@ -279,16 +279,16 @@ def test_the_general_paths_copy_is_one_memcpy_by_handle_where_it_can(monkeypatch
     monkeypatch.setattr(fastlaunch, "current_device", lambda: 0)
     monkeypatch.setattr(fastlaunch, "current_raw_stream", lambda idx: STREAM)
     dst, src = _DevTensor(0x10000), _DevTensor(0x20000)
-    bound.Copy(dst, src, after=False, nbytes=4096).run()
+    launch_plan.enqueue_copy(dst, src, 4096)
     assert calls == [(0x10000, 0x20000, 4096, STREAM)] and not dst.copied
     for d, s, n in ((_DevTensor(0x10000), _DevTensor(0x10800), 4096),  # overlapping
                     (_DevTensor(0x10000, index=1), _DevTensor(0x20000, index=1), 4096),
                     (_DevTensor(0x10000), _DevTensor(0x20000), 0)):
-        bound.Copy(d, s, after=False, nbytes=n).run()
+        launch_plan.enqueue_copy(d, s, n)
         assert d.copied == [s] and len(calls) == 1
     monkeypatch.setattr(fastlaunch, "current_raw_stream", lambda idx: 666)
     d = _DevTensor(0x10000)
-    bound.Copy(d, src, after=False, nbytes=4096).run()
+    launch_plan.enqueue_copy(d, src, 4096)
     assert d.copied == [src] and len(calls) == 2
 
 
@@ -309,18 +309,18 @@ def test_a_launcher_that_binds_its_whole_launch_takes_the_bound_path(rig, monkey
     monkeypatch.setattr(fk.launcher, "kernel_only", lambda cfg: False)
     monkeypatch.setattr(fk.launcher, "bind", bind)
     b = _warm(fk, vals)
-    assert b._ready is not None and b._ready.run is not None
-    cfg = b._ready.cfg
+    assert b.ready and b.run is not None
+    cfg = b.cfg
     cfg.consumed_pending = 2  # the runner's to wait for
-    copy, shard = _slot_copy(vals)
+    slot, shard = _slot_copy(vals)
     n_events = len(driver.events)
-    b(list(vals), copy)
+    b.launch(list(vals), slot, shard)
     assert runs == [(STREAM, 3, (vals[0].data_ptr(), shard.data_ptr(), shard.numel() * 2, False))]
     assert len(driver.events) == n_events  # nothing of its own: the runner enqueues
     answer[0] = False
     cfg.consumed_pending = 0  # (an sm launcher has no CONSUMED wait of its own)
     launches = driver.events.count("launch")
-    b(list(vals), _slot_copy(vals)[0])
+    b.launch(list(vals), *_slot_copy(vals))
     assert len(runs) == 2 and runs[-1][1] == 4
     assert cfg.epochs.value == 4  # 4 given back, then counted again by the general launch
     assert driver.events.count("launch") == launches + 1  # the general path's direct launch
