@@ -34,6 +34,7 @@ from ..ops.ulysses import check_plan
 from ..runtime import collectives as dist
 from ..schedule.attention_cost import attention_flops
 from .attention import SHAPES, format_table
+from .fused import rel_err
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
 #: a check accepts: tests/gpu's Ulysses test measures ~3e-3 for our kernel
@@ -177,12 +178,6 @@ def overlap_groups(Hkv: int, world_size: int) -> int:
     return Hkv // world_size
 
 
-def _rel(x, ref) -> float:
-    import torch
-    return float(torch.linalg.norm(x.float() - ref.float())
-                 / torch.linalg.norm(ref.float()).clamp_min(1e-30))
-
-
 def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """One shape once, correctness only (loopback, ``--check``): fused vs serial bitwise, and
     every path against fp32 SDPA over the whole sequence, this rank's rows (every rank draws
@@ -213,7 +208,7 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
                                              - outs["serial"].float()).abs().max())
     for name, o in outs.items():
         row[f"finite_{name}"] = bool(torch.isfinite(o).all())
-        row[f"rel_err_{name}"] = _rel(o, want)
+        row[f"rel_err_{name}"] = rel_err(o, want)
     log("  check: " + summary(row))
     return row
 
