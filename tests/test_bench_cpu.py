@@ -347,7 +347,7 @@ def test_gemm_ar_missing_symm_op_and_check_problems_are_reported():
     with pytest.raises(RuntimeError, match="has no torch.ops.symm_mem.no_such_all_reduce"):
         ab.symm_op("no_such_all_reduce")
     r = {}
-    ab._safe(r, "torch symm one-shot", lambda: ab.symm_op("no_such_all_reduce"))
+    ab.safe(r, "torch symm one-shot", lambda: ab.symm_op("no_such_all_reduce"))
     assert r["torch symm one-shot"] is None
     assert "no_such_all_reduce" in r["errors"]["torch symm one-shot"]
     good = {"M": 1, "N": 8, "K": 4, "finite": True, "rel_err_vs_nccl": 1e-3, "ranks_differ": 0}

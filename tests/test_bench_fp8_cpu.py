@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 import syncopate.bench.__main__ as bench  # noqa: E402
 from syncopate.bench import fp8 as fp8_bench  # noqa: E402
 from syncopate.bench.fused import sweep_fused  # noqa: E402
-from syncopate.bench.rows import _safe  # noqa: E402
+from syncopate.bench.fused import safe  # noqa: E402
 
 
 def test_fp8_rows():
@@ -43,7 +43,7 @@ def test_missing_async_tp_op_is_reported(monkeypatch):
         pass
     monkeypatch.setattr(torch.ops, "symm_mem", NoSymm(), raising=False)
     r = {}
-    _safe(r, "torch async-TP",
+    safe(r, "torch async-TP",
           lambda: fp8_bench._async_tp_op("fused_all_gather_scaled_matmul"))
     assert r["torch async-TP"] is None
     assert "absent in this torch" in r["errors"]["torch async-TP"]

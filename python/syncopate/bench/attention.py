@@ -203,24 +203,34 @@ def format_rows(results) -> str:
                         ("serial/fused",))
 
 
-def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
-    """The ring-attention rows: checks (loopback / --check) or the timed columns."""
+def run_rows(comm, args, log, name, rows, skip, check, bench, check_only, timer) -> list[dict]:
+    """An attention benchmark's ``rows`` ``(S, Hq, Hkv, D, causal)``: each one that ``skip(S,
+    Hq, Hkv, D)`` finds no reason to skip (logged) is checked (loopback / --check) or timed."""
     import torch
     dtype = getattr(torch, args.dtype)
     out = []
-    for S, Hq, Hkv, D, causal in rows(args):
-        if S % (2 * comm.world_size * 128):
-            log(f"ring_attn S={S}: not a multiple of 2 x W x 128 tokens, skipped")
+    for S, Hq, Hkv, D, causal in rows:
+        why = skip(S, Hq, Hkv, D)
+        if why:
+            log(f"{name} S={S} Hq={Hq} Hkv={Hkv}: skipped at W={comm.world_size}: {why}")
             continue
-        log(f"ring_attn S={S} Hq={Hq} Hkv={Hkv} D={D} causal={causal} ...")
+        log(f"{name} S={S} Hq={Hq} Hkv={Hkv} D={D} causal={causal} W={comm.world_size} ...")
         if check_only:
-            out.append(check_row(comm, S, Hq, Hkv, D, causal, dtype, log))
+            out.append(check(comm, S, Hq, Hkv, D, causal, dtype, log))
         else:
-            out.append(bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log))
+            out.append(bench(comm, timer, S, Hq, Hkv, D, causal, dtype, log))
         comm.clear_cache()
     return out
 
 
+def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
+    """The ring-attention rows: checks (loopback / --check) or the timed columns."""
+    def skip(S, Hq, Hkv, D):
+        return S % (2 * comm.world_size * 128) and "not a multiple of 2 x W x 128 tokens"
+    return run_rows(comm, args, log, "ring_attn", rows(args), skip, check_row, bench_row,
+                    check_only, timer)
+
+
 __all__ = ["CHECK_MAX_DIFF_LSE", "CHECK_MAX_DIFF_O", "SHAPES", "bench_row", "check_problems",
-           "check_row", "format_rows", "rows", "run", "stream_ring_attention"]
+           "check_row", "format_rows", "rows", "run", "run_rows", "stream_ring_attention"]
 

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from .. import torch_ops as sto
 from ..nn import TransformerBlock
 from .dtensor_block import dtensor_block
-from .fused import error_text
+from .fused import error_text, rel_err, safe
 from .report import git_commit
 from .rows import _enable_symm_mem
 
@@ -180,19 +180,6 @@ def derive(row: dict) -> dict:
     return row
 
 
-def _safe(row, name, fn):
-    """A column that cannot run is reported (``errors``), not fatal."""
-    try:
-        row[name] = fn()
-    except Exception as e:  # noqa: BLE001 - reported per column
-        row[name] = None
-        row["errors"][name] = error_text(e)
-
-
-def _rel_err(a, b) -> float:
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
-
-
 def _max_over_ranks(comm, v: float) -> float:
     import torch
     import torch.distributed as dist
@@ -231,16 +218,16 @@ def _time_modules(comm, timer, shape, rows, steps, dtype, log) -> None:
     fused = TransformerBlock(*dims, fused=None, **kw)
     unfused = TransformerBlock(*dims, fused=False, **kw)
     unfused.load_state_dict(fused.state_dict())
-    err = _max_over_ranks(comm, _rel_err(steps["fwd"](fused), steps["fwd"](unfused)))
+    err = _max_over_ranks(comm, rel_err(steps["fwd"](fused), steps["fwd"](unfused)))
     for d, row in rows.items():
         row["fused vs unfused"] = err
         if err <= TOLERANCE:
-            _safe(row, "fused", lambda: timer(lambda: steps[d](fused)))
+            safe(row, "fused", lambda: timer(lambda: steps[d](fused)))
         else:
             row["fused"] = None
             row["errors"]["fused"] = (f"output differs from the unfused block's (relative "
                                       f"error {err:.3g} > {TOLERANCE}): not timed")
-        _safe(row, "unfused", lambda: timer(lambda: steps[d](unfused)))
+        safe(row, "unfused", lambda: timer(lambda: steps[d](unfused)))
         log(f"  {d}: fused {row.get('fused')} ms, unfused {row.get('unfused')} ms")
 
 
@@ -319,7 +306,7 @@ def _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col
             for d, row in rows.items():
                 torch._dynamo.reset()
                 fn = torch.compile(block, fullgraph=True)
-                _safe(row, col, lambda: timer(lambda: steps[d](fn)))
+                safe(row, col, lambda: timer(lambda: steps[d](fn)))
                 row["notes"][col] = "fused per graph: " + "; ".join(
                     f"{g} " + ", ".join(f"{k} {v}" for k, v in c.items()) for g, c in counts)
                 counts.clear()
@@ -411,7 +398,7 @@ def _time_ideal(comm, timer, shape, rows, dtype, log) -> None:
             row["comm"] = 0.0
             row["notes"]["comm"] = "W = 1: no collective"
             continue
-        _safe(row, "comm", lambda: _time_collectives(comm, timer, colls, dtype))
+        safe(row, "comm", lambda: _time_collectives(comm, timer, colls, dtype))
         _free(comm.device)
     log(f"  compute {compute}, comm {[r.get('comm') for r in rows.values()]}")
 

@@ -26,9 +26,9 @@ from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
 from ..ops import ag_gemm_fp8, gemm_rs_fp8
 from ..ops.driver import gemm_plan
 from ..ops.gemm_rs import default_plan, epilogue_unavailable
-from .fused import sweep_fused, time_default
+from .fused import rel_err, safe, sweep_fused, time_default
 from .local_fp8 import quantize
-from .rows import _enable_symm_mem, _safe, describe_path
+from .rows import _enable_symm_mem, describe_path
 
 __all__ = ["bench_ag_fp8", "bench_rs_fp8"]
 
@@ -47,10 +47,6 @@ def _async_tp_op(name):
         raise RuntimeError(f"torch.ops.symm_mem.{name} is absent in this torch "
                            f"({torch.__version__}): no async-TP FP8 column")
     return op
-
-
-def _rel(x, ref):
-    return float((x.float() - ref.float()).norm() / ref.float().norm())
 
 
 def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
@@ -83,13 +79,13 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
     ref = ag_gemm_fp8(a, b, sa, sb, comm, kernel=args.kernel, config=cfg, fused=False).clone()
     A_scale = SA if rows else sa
     local, _ = make_fp8_launcher(A, b, SA, sb, out, kernel=args.kernel, config=cfg)
-    _safe(r, "comm", lambda: timer(gather))
-    _safe(r, "gemm", lambda: timer(local))
-    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch._scaled_mm(
+    safe(r, "comm", lambda: timer(gather))
+    safe(r, "gemm", lambda: timer(local))
+    safe(r, "gemm cuBLAS", lambda: timer(lambda: torch._scaled_mm(
         A, b, A_scale, sb, out_dtype=torch.bfloat16)))
-    _safe(r, "serial cuBLAS", lambda: timer(lambda: (gather(), torch._scaled_mm(
+    safe(r, "serial cuBLAS", lambda: timer(lambda: (gather(), torch._scaled_mm(
         A, b, A_scale, sb, out_dtype=torch.bfloat16))))
-    _safe(r, "serial triton", lambda: timer(lambda: ag_gemm_fp8(
+    safe(r, "serial triton", lambda: timer(lambda: ag_gemm_fp8(
         a, b, sa, sb, comm, kernel=args.kernel, config=cfg, out=out, fused=False)))
 
     def async_tp():
@@ -100,10 +96,10 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
             return op(a, [b], sa, [sb], 0, comm.group_name, [None], [None], [torch.bfloat16],
                       [False])
         _, (c,) = fn()
-        if _rel(c, ref) > 2e-2:
-            raise RuntimeError(f"async-TP result does not match (rel err {_rel(c, ref):.3g})")
+        if rel_err(c, ref) > 2e-2:
+            raise RuntimeError(f"async-TP result does not match (rel err {rel_err(c, ref):.3g})")
         return timer(fn)
-    _safe(r, "torch async-TP", async_tp)
+    safe(r, "torch async-TP", async_tp)
 
     def same_as_local_kernel(res):
         return bool(torch.equal(res, ref))
@@ -142,13 +138,13 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
     ref = gemm_rs_fp8(a, b, sa, sb, comm, kernel=args.kernel, config=cfg, fused=False).clone()
     local, _ = make_fp8_launcher(a, b, sa, sb, partial, kernel=args.kernel, config=cfg)
 
-    _safe(r, "comm", lambda: timer(lambda: dist.reduce_scatter_tensor(out, partial)))
-    _safe(r, "gemm", lambda: timer(local))
-    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch._scaled_mm(
+    safe(r, "comm", lambda: timer(lambda: dist.reduce_scatter_tensor(out, partial)))
+    safe(r, "gemm", lambda: timer(local))
+    safe(r, "gemm cuBLAS", lambda: timer(lambda: torch._scaled_mm(
         a, b, sa, sb, out_dtype=torch.bfloat16)))
-    _safe(r, "serial cuBLAS", lambda: timer(lambda: dist.reduce_scatter_tensor(
+    safe(r, "serial cuBLAS", lambda: timer(lambda: dist.reduce_scatter_tensor(
         out, torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16))))
-    _safe(r, "serial triton", lambda: timer(lambda: gemm_rs_fp8(
+    safe(r, "serial triton", lambda: timer(lambda: gemm_rs_fp8(
         a, b, sa, sb, comm, kernel=args.kernel, config=cfg, out=out, fused=False)))
 
     def async_tp():
@@ -159,13 +155,13 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
             return op(a, b, sa, sb, "sum", 0, 0, comm.group_name, [M, N],
                       out_dtype=torch.bfloat16)
         c = fn()
-        if _rel(c, ref) > 2e-2:
-            raise RuntimeError(f"async-TP result does not match (rel err {_rel(c, ref):.3g})")
+        if rel_err(c, ref) > 2e-2:
+            raise RuntimeError(f"async-TP result does not match (rel err {rel_err(c, ref):.3g})")
         return timer(fn)
-    _safe(r, "torch async-TP", async_tp)
+    safe(r, "torch async-TP", async_tp)
 
     def close_to_unfused(res):
-        return _rel(res, ref) <= 1e-2
+        return rel_err(res, ref) <= 1e-2
 
     def rs_default():
         un = epilogue_unavailable(M, W, cfg, False)

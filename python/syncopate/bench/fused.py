@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..ops import REGISTRY
 
-__all__ = ["checked_time", "error_text", "sweep_for", "sweep_fused", "time_default"]
+__all__ = ["checked_time", "error_text", "rel_err", "safe", "sweep_for", "sweep_fused",
+           "time_default"]
 
 
 def sweep_for(backend, quick, auto=None, op="ag_gemm", reduce=""):
@@ -41,6 +42,20 @@ def sweep_for(backend, quick, auto=None, op="ag_gemm", reduce=""):
 def error_text(e: Exception) -> str:
     """The error's type and the first line of its message (at most 200 characters)."""
     return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+
+
+def safe(row, name, fn):
+    """``row[name] = fn()``; a column that cannot run is reported (``errors``), not fatal."""
+    try:
+        row[name] = fn()
+    except Exception as e:  # noqa: BLE001 - reported per column
+        row[name] = None
+        row.setdefault("errors", {})[name] = error_text(e)
+
+
+def rel_err(x, ref) -> float:
+    """The relative Frobenius error of ``x`` against ``ref`` (in fp32)."""
+    return float((x.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
 
 
 def checked_time(comm, timer, run, correct):

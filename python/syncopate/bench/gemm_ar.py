@@ -23,9 +23,9 @@ from ..ops import REGISTRY, gemm_ar
 from ..ops.driver import gemm_call, run_local
 from ..ops.gemm_ar import default_plan
 from ..runtime import collectives
-from .fused import sweep_fused, time_default
+from .fused import rel_err, safe, sweep_fused, time_default
 from .rows import _enable_symm_mem as enable
-from .rows import _safe, describe_path, k_sharded_operands
+from .rows import describe_path, k_sharded_operands
 
 __all__ = ["AR_M", "AR_M_QUICK", "AR_SHAPES", "bench_ar", "SYMM_OPS"]
 
@@ -63,20 +63,20 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     r: dict = {"op": "gemm_ar", "M": M, "N": N, "K": K, "K_local": Kl, "config": cfg.as_dict()}
     ref = gemm_ar(a, b, comm, kernel=args.kernel, config=cfg, fused=False).clone()
 
-    _safe(r, "comm", lambda: timer(lambda: dist.all_reduce(partial)))
-    _safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, a, b, partial, cfg))))
-    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(a, b, out=partial)))
-    _safe(r, "serial cuBLAS", lambda: timer(lambda: (torch.matmul(a, b, out=partial),
+    safe(r, "comm", lambda: timer(lambda: dist.all_reduce(partial)))
+    safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, a, b, partial, cfg))))
+    safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(a, b, out=partial)))
+    safe(r, "serial cuBLAS", lambda: timer(lambda: (torch.matmul(a, b, out=partial),
                                                      dist.all_reduce(partial))))
-    _safe(r, "serial triton", lambda: timer(lambda: gemm_ar(a, b, comm, kernel=args.kernel,
+    safe(r, "serial triton", lambda: timer(lambda: gemm_ar(a, b, comm, kernel=args.kernel,
                                                              config=cfg, out=out, fused=False)))
 
     def close_to_nccl_path(res):
-        return float((res.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30)) \
+        return rel_err(res, ref) \
             <= 2e-2
 
     for col, name in SYMM_OPS.items():
-        _safe(r, col, lambda name=name: _time_symm(comm, timer, name, a, b, M, N,
+        safe(r, col, lambda name=name: _time_symm(comm, timer, name, a, b, M, N,
                                                    close_to_nccl_path))
 
     def checked(res):
@@ -159,7 +159,7 @@ def check_rows(comm, args, log):
             collectives.all_gather_into_tensor(every, bits, group=comm.group)
             torch.cuda.synchronize()
             comm.check()
-            rel = float((out.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
+            rel = rel_err(out, ref)
             row = {"op": "gemm_ar", "M": M, "N": N, "K": K, "rel_err_vs_nccl": rel,
                    "finite": bool(torch.isfinite(out).all()),
                    "ranks_differ": int((every != every[0:1]).any(dim=0).sum())}

@@ -10,17 +10,9 @@ from __future__ import annotations
 from ..ops import REGISTRY, ag_gemm, gemm_rs
 from ..ops.driver import fused_variant, gemm_call, gemm_plan, resolve_config, run_local
 from ..ops.gemm_rs import default_plan
-from .fused import error_text, sweep_fused, time_default
+from .fused import rel_err, safe, sweep_fused, time_default
 
 __all__ = ["bench_ag", "bench_rs"]
-
-
-def _safe(results, name, fn):
-    try:
-        results[name] = fn()
-    except Exception as e:  # noqa: BLE001 - a column that cannot run is reported, not fatal
-        results[name] = None
-        results.setdefault("errors", {})[name] = error_text(e)
 
 
 def bench_ag(comm, timer, M, N, K, args, backends, log):
@@ -45,13 +37,13 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     ref = torch.empty(M, Nl, device=dev, dtype=dtype)
     run_local(gemm_call(args.kernel, gathered, b, ref, cfg))
 
-    _safe(r, "comm", lambda: timer(lambda: dist.all_gather_into_tensor(gathered, a)))
-    _safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, gathered, b, out,
+    safe(r, "comm", lambda: timer(lambda: dist.all_gather_into_tensor(gathered, a)))
+    safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, gathered, b, out,
                                                                cfg))))
-    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(gathered, b, out=out)))
-    _safe(r, "serial cuBLAS", lambda: timer(lambda: (dist.all_gather_into_tensor(gathered, a),
+    safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(gathered, b, out=out)))
+    safe(r, "serial cuBLAS", lambda: timer(lambda: (dist.all_gather_into_tensor(gathered, a),
                                                      torch.matmul(gathered, b, out=out))))
-    _safe(r, "serial triton", lambda: timer(lambda: ag_gemm(a, b, comm, kernel=args.kernel,
+    safe(r, "serial triton", lambda: timer(lambda: ag_gemm(a, b, comm, kernel=args.kernel,
                                                              config=cfg, out=out, fused=False)))
 
     def async_tp():
@@ -60,16 +52,16 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
             return torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, comm.group_name,
                                                               return_A=False)
         _, (c,) = fn()
-        if (c.float() - ref.float()).norm() / ref.float().norm() > 2e-2:
+        if rel_err(c, ref) > 2e-2:
             raise RuntimeError("async-TP result does not match the reference")
         return timer(fn)
-    _safe(r, "torch async-TP", async_tp)
+    safe(r, "torch async-TP", async_tp)
 
     def same_as_local_kernel(res):
         return bool(torch.equal(res, ref))
 
     def close_to_reference(res):  # the op's own path may be cuBLAS: its rounding, not ours
-        return float((res.float() - ref.float()).norm() / ref.float().norm()) <= 2e-2
+        return rel_err(res, ref) <= 2e-2
 
     mismatch = "result differs from the local kernel on the gathered A"
     time_default(r, comm, timer, lambda: ag_gemm(a, b, comm, out=out), close_to_reference,
@@ -111,12 +103,12 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     r: dict = {"op": "gemm_rs", "M": M, "N": N, "K": K, "K_local": Kl, "config": cfg.as_dict()}
     ref = gemm_rs(a, b, comm, kernel=args.kernel, config=cfg, fused=False).clone()
 
-    _safe(r, "comm", lambda: timer(lambda: dist.reduce_scatter_tensor(out, partial)))
-    _safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, a, b, partial, cfg))))
-    _safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(a, b, out=partial)))
-    _safe(r, "serial cuBLAS", lambda: timer(lambda: (torch.matmul(a, b, out=partial),
+    safe(r, "comm", lambda: timer(lambda: dist.reduce_scatter_tensor(out, partial)))
+    safe(r, "gemm", lambda: timer(lambda: run_local(gemm_call(args.kernel, a, b, partial, cfg))))
+    safe(r, "gemm cuBLAS", lambda: timer(lambda: torch.matmul(a, b, out=partial)))
+    safe(r, "serial cuBLAS", lambda: timer(lambda: (torch.matmul(a, b, out=partial),
                                                      dist.reduce_scatter_tensor(out, partial))))
-    _safe(r, "serial triton", lambda: timer(lambda: gemm_rs(a, b, comm, kernel=args.kernel,
+    safe(r, "serial triton", lambda: timer(lambda: gemm_rs(a, b, comm, kernel=args.kernel,
                                                              config=cfg, out=out, fused=False)))
 
     def async_tp():
@@ -124,13 +116,13 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
         def fn():
             return torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, comm.group_name)
         c = fn()
-        if (c.float() - ref.float()).norm() / ref.float().norm() > 2e-2:
+        if rel_err(c, ref) > 2e-2:
             raise RuntimeError("async-TP result does not match the reference")
         return timer(fn)
-    _safe(r, "torch async-TP", async_tp)
+    safe(r, "torch async-TP", async_tp)
 
     def close_to_nccl_path(res):
-        return float((res.float() - ref.float()).norm() / ref.float().norm()) <= 2e-2
+        return rel_err(res, ref) <= 2e-2
 
     time_default(r, comm, timer, lambda: gemm_rs(a, b, comm, out=out), close_to_nccl_path,
                  "result differs from the NCCL path",

@@ -33,7 +33,8 @@ from ..ops import ulysses_attention, ulysses_attention_reference
 from ..ops.ulysses import check_plan
 from ..runtime import collectives as dist
 from ..schedule.attention_cost import attention_flops
-from .attention import SHAPES, format_table
+from .attention import SHAPES, format_table, run_rows
+from .fused import rel_err
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
 #: a check accepts: tests/gpu's Ulysses test measures ~3e-3 for our kernel
@@ -177,12 +178,6 @@ def overlap_groups(Hkv: int, world_size: int) -> int:
     return Hkv // world_size
 
 
-def _rel(x, ref) -> float:
-    import torch
-    return float(torch.linalg.norm(x.float() - ref.float())
-                 / torch.linalg.norm(ref.float()).clamp_min(1e-30))
-
-
 def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """One shape once, correctness only (loopback, ``--check``): fused vs serial bitwise, and
     every path against fp32 SDPA over the whole sequence, this rank's rows (every rank draws
@@ -213,7 +208,7 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
                                              - outs["serial"].float()).abs().max())
     for name, o in outs.items():
         row[f"finite_{name}"] = bool(torch.isfinite(o).all())
-        row[f"rel_err_{name}"] = _rel(o, want)
+        row[f"rel_err_{name}"] = rel_err(o, want)
     log("  check: " + summary(row))
     return row
 
@@ -328,23 +323,13 @@ def format_rows(results) -> str:
 
 def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
     """The Ulysses rows: checks (loopback / --check) or the timed columns."""
-    import torch
-
-    dtype = getattr(torch, args.dtype)
-    out = []
-    for S, Hq, Hkv, D, causal in rows(args, comm.world_size):
+    def skip(S, Hq, Hkv, D):
         try:
             check_plan(1, Hq, Hkv, S, D, comm.world_size)
         except LaunchError as e:
-            log(f"ulysses S={S} Hq={Hq} Hkv={Hkv}: skipped at W={comm.world_size}: {e}")
-            continue
-        log(f"ulysses S={S} Hq={Hq} Hkv={Hkv} D={D} causal={causal} W={comm.world_size} ...")
-        if check_only:
-            out.append(check_row(comm, S, Hq, Hkv, D, causal, dtype, log))
-        else:
-            out.append(bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log))
-        comm.clear_cache()
-    return out
+            return str(e)
+    return run_rows(comm, args, log, "ulysses", rows(args, comm.world_size), skip, check_row,
+                    bench_row, check_only, timer)
 
 
 __all__ = ["CHECK_TOL", "COLUMNS", "bench_row", "check_problems", "check_row", "derive",

@@ -69,9 +69,6 @@ LOG2E = 1.4426950408889634
 #: ln(2): turns the kernel's base-2 log-sum-exp back into the natural one.
 LN2 = 0.6931471805599453
 
-_SUPPORTED_DTYPES = SUPPORTED_DTYPES
-_SUPPORTED_HEAD_DIMS = SUPPORTED_HEAD_DIMS
-
 
 @triton.jit
 def attn_fwd_kernel(Q, K, V, O, LSE, qk_scale,
@@ -317,7 +314,7 @@ def compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False,
     """``(signature, constexprs)`` for ``triton.compile(ASTSource(attn_fwd_kernel, ...))``,
     every parameter listed as the JIT builds it (constexprs typed ``"constexpr"``)."""
     dt = dtypes.canonical(dtype)
-    if dt not in _SUPPORTED_DTYPES:
+    if dt not in SUPPORTED_DTYPES:
         raise LaunchError(f"unsupported attention dtype {dtype!r}; use bf16 or fp16")
     cfg = AttentionConfig.of(config, head_dim).check(head_dim, fusable=True)
     signature = {}
@@ -386,7 +383,7 @@ def check_operands(q, k, v) -> tuple[int, int, int, int, int, int]:
     if not (q.dtype == k.dtype == v.dtype):
         raise LaunchError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     name = dtypes.canonical(q.dtype) if dtypes.is_known(q.dtype) else None
-    if name not in _SUPPORTED_DTYPES:
+    if name not in SUPPORTED_DTYPES:
         raise LaunchError(f"q, k and v must be torch.bfloat16 or torch.float16, got {q.dtype}; "
                           f"cast them (e.g. q.to(torch.bfloat16))")
     B, Hq, Sq, D = q.shape
@@ -397,9 +394,9 @@ def check_operands(q, k, v) -> tuple[int, int, int, int, int, int]:
     if Bk != B or Dk != D:
         raise LaunchError(f"q is {tuple(q.shape)} and k is {tuple(k.shape)}: batch and head_dim "
                           f"must agree")
-    if D not in _SUPPORTED_HEAD_DIMS:
+    if D not in SUPPORTED_HEAD_DIMS:
         raise LaunchError(f"head_dim {D} is not supported; the attention kernel takes D in "
-                          f"{_SUPPORTED_HEAD_DIMS}")
+                          f"{SUPPORTED_HEAD_DIMS}")
     if Hkv == 0 or Hq % Hkv:
         raise LaunchError(f"query heads ({Hq}) must be a multiple of KV heads ({Hkv}) for "
                           f"grouped-query attention")
@@ -479,20 +476,24 @@ def fast_path_reason(q, k, v, o, sm_scale: float) -> str | None:
     return None
 
 
-def tma_strides(t) -> tuple:
-    """``t``'s first three strides for a TMA descriptor: a size-1 dimension's stride is
-    arbitrary in torch (it may be 1), and TMA wants multiples of 16 bytes; any such value
-    addresses the same elements."""
-    return tuple(t.stride(d) if t.shape[d] > 1 else t.shape[-1] for d in range(3))
+def strides3(*ts) -> tuple:
+    """The first three strides of each tensor, in order (the kernels' ``stride_*b, *h, *m``)."""
+    return tuple(t.stride(d) for t in ts for d in range(3))
+
+
+def tma_strides(*ts) -> tuple:
+    """:func:`strides3` for TMA descriptors: a size-1 dimension's stride is arbitrary in torch
+    (it may be 1), and TMA wants multiples of 16 bytes; any such value addresses the same
+    elements."""
+    return tuple(t.stride(d) if t.shape[d] > 1 else t.shape[-1] for t in ts for d in range(3))
 
 
 def fast_kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int = 0, seg_len: int = 1):
     """The runtime arguments of :func:`attn_fwd_fast_kernel` in parameter order."""
     Hq, Sq = q.shape[1], q.shape[2]
     Hkv, Skv = k.shape[1], k.shape[2]
-    return (q, k, v, o, lse, float(sm_scale) * LOG2E, *tma_strides(q), *tma_strides(k),
-            *tma_strides(v), *tma_strides(o), Hq, Hq // Hkv, Sq, Skv, int(q_offset),
-            int(seg_len))
+    return (q, k, v, o, lse, float(sm_scale) * LOG2E, *tma_strides(q, k, v, o), Hq, Hq // Hkv,
+            Sq, Skv, int(q_offset), int(seg_len))
 
 
 def launch_fast(q, k, v, o, lse, causal: bool, sm_scale: float, cfg: AttentionConfig, *,
@@ -565,10 +566,8 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, conf
         launch_fast(q, k, v, o, lse, causal, sm_scale, cfg)
         return o, lse
     grid = (triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)
-    args = (q, k, v, o, lse, float(sm_scale) * LOG2E,
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-            Hq, Hq // Hkv, Sq, Skv)
+    args = (q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq,
+            Skv)
     consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal))
     attn_fwd_kernel[grid](*args, **consts, **cfg.options())
     return o, lse

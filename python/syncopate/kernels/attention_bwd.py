@@ -44,22 +44,9 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
-from .attention import (LOG2E, AttentionConfig, _unit_last, check_device, check_operands,
-                        fast_config, fast_path_reason, tma_strides)
+from .attention import (LOG2E, AttentionConfig, _unit_last, _zigzag_original, check_device,
+                        check_operands, fast_config, fast_path_reason, strides3, tma_strides)
 from .gemm_launch import ensure_tma_allocator
-
-
-@triton.jit
-def _orig(pos, SEG_LEN, SEGMENTS: tl.constexpr):
-    """The original sequence position of stored position ``pos``: itself for a contiguous
-    sequence (``SEGMENTS == 0``), else through the zigzag slots (slot ``2j`` holds segment
-    ``j``, slot ``2j + 1`` segment ``SEGMENTS - 1 - j``)."""
-    if SEGMENTS == 0:
-        return pos
-    slot = pos // SEG_LEN
-    j = slot // 2
-    seg = tl.where(slot % 2 == 0, j, SEGMENTS - 1 - j)
-    return seg * SEG_LEN + pos % SEG_LEN
 
 
 @triton.jit
@@ -110,12 +97,12 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
     v = tl.load(V + b * stride_vb + h_kv * stride_vh + cols[:, None] * stride_vn
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-    col_orig = _orig(cols, SEG_LEN, SEGMENTS)
+    col_orig = _zigzag_original(cols, SEG_LEN, SEGMENTS)
     # causal: the smallest original position of the block (a block lies in one segment); a
     # query block whose largest original position is below it sees none of the block
     kv_lo = -1
     if CAUSAL:
-        kv_lo = _orig(pid_n * BLOCK_N, SEG_LEN, SEGMENTS)
+        kv_lo = _zigzag_original(pid_n * BLOCK_N, SEG_LEN, SEGMENTS)
 
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
@@ -127,7 +114,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
         for start_m in range(0, SEQ_Q, BLOCK_M):
             rows = start_m + offs_m
             row_ok = rows < SEQ_Q
-            q_hi = _orig(Q_OFFSET + tl.minimum(start_m + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
+            q_hi = _zigzag_original(Q_OFFSET + tl.minimum(start_m + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
             if q_hi >= kv_lo:
                 q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :],
                             mask=row_ok[:, None], other=0.0)
@@ -138,7 +125,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                 qkT = tl.dot(k, tl.trans(q))
                 keep = col_ok[:, None] & row_ok[None, :]
                 if CAUSAL:
-                    row_orig = _orig(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
+                    row_orig = _zigzag_original(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
                     keep = keep & (row_orig[None, :] >= col_orig[:, None])
                 pT = tl.math.exp2(tl.fma(qkT, qk_scale, -lse[None, :] * 1.4426950408889634))
                 pT = tl.where(keep, pT, 0.0)
@@ -182,8 +169,8 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     stat = pid_bh * SEQ_Q
     lse = tl.load(LSE + stat + rows, mask=row_ok, other=0.0)
     delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
-    row_orig = _orig(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
-    q_hi = _orig(Q_OFFSET + tl.minimum(pid_m * BLOCK_M + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
+    row_orig = _zigzag_original(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
+    q_hi = _zigzag_original(Q_OFFSET + tl.minimum(pid_m * BLOCK_M + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
 
@@ -191,7 +178,7 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     for start_n in range(0, SEQ_KV, BLOCK_N):
         kv_lo = -1
         if CAUSAL:
-            kv_lo = _orig(start_n, SEG_LEN, SEGMENTS)
+            kv_lo = _zigzag_original(start_n, SEG_LEN, SEGMENTS)
         if q_hi >= kv_lo:
             cols = start_n + offs_n
             col_ok = cols < SEQ_KV
@@ -202,7 +189,7 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
             qk = tl.dot(q, tl.trans(k))
             keep = row_ok[:, None] & col_ok[None, :]
             if CAUSAL:
-                col_orig = _orig(cols, SEG_LEN, SEGMENTS)
+                col_orig = _zigzag_original(cols, SEG_LEN, SEGMENTS)
                 keep = keep & (row_orig[:, None] >= col_orig[None, :])
             p = tl.math.exp2(tl.fma(qk, qk_scale, -lse[:, None] * 1.4426950408889634))
             p = tl.where(keep, p, 0.0)
@@ -483,35 +470,32 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     lse = lse.contiguous()
     delta = torch.empty_like(lse)
     attn_bwd_preprocess[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
-        o, do, delta, o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1),
-        do.stride(2), Hq, Sq, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M)
+        o, do, delta, *strides3(o, do), Hq, Sq, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M)
     qk_scale = float(sm_scale) * LOG2E
     if fast:
         if q.device.type == "cuda":
             ensure_tma_allocator()
-        strides = (*tma_strides(q), *tma_strides(k), *tma_strides(v), *tma_strides(do))
+        strides = tma_strides(q, k, v, do)
         sizes = (Hq, Hq // Hkv, Sq, Skv)
         attn_bwd_dkdv_fast_kernel[(triton.cdiv(Skv, cfg.BLOCK_N), B * Hkv)](
             q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides,
-            *tma_strides(dk), *tma_strides(dv), *sizes, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
+            *tma_strides(dk, dv), *sizes, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
             BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal), **cfg.options())
         attn_bwd_dq_fast_kernel[(triton.cdiv(Sq, dq_cfg.BLOCK_M), B * Hq)](
             q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides, *tma_strides(dq),
             *sizes, HEAD_DIM=D, BLOCK_M=dq_cfg.BLOCK_M, BLOCK_N=dq_cfg.BLOCK_N,
             CAUSAL=bool(causal), **dq_cfg.options())
         return dq, dk, dv
-    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-               v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
+    strides = strides3(q, k, v, do)
     consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
                   SEGMENTS=int(segments))
     sizes = (Hq, Hq // Hkv, Sq, Skv, int(q_offset), seg_len)
     attn_bwd_dkdv_kernel[(triton.cdiv(Skv, cfg.BLOCK_N), B * Hkv)](
-        q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides,
-        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+        q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides, *strides3(dk, dv),
         *sizes, **consts, **cfg.options())
     attn_bwd_dq_kernel[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
-        q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides,
-        dq.stride(0), dq.stride(1), dq.stride(2), *sizes, **consts, **cfg.options())
+        q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides, *strides3(dq), *sizes,
+        **consts, **cfg.options())
     return dq, dk, dv
 
 

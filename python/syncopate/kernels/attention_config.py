@@ -39,16 +39,15 @@ dim and mask nearest in ``|log2 S/S'|``; none: :func:`fast_default_config`.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .. import settings
 from ..errors import LaunchError
-from .gemm_table import cache_dir, gpu_key
+from .gemm_table import (FORMAT, cache_dir, first_entries, gpu_key, read_table_file,
+                         table_files, write_table_file)
 
 SUPPORTED_DTYPES = ("bf16", "fp16")
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -67,9 +66,6 @@ TABLE_KERNELS = ("fwd", "bwd_dq", "bwd_dkdv")
 #: compiled here show consistent barrier indices and phases for 3 buffers, so the cause is
 #: below what the CPU can show; until a GPU run shows a depth correct, only 2 is allowed.
 WS_STAGES = 2
-
-#: Table file format version.
-FORMAT = 1
 
 SHIPPED_DIR = Path(__file__).with_name("configs")
 
@@ -249,22 +245,8 @@ def _entry(raw, where: str) -> dict:
 
 def read_table(path) -> dict:
     """Read and validate a table file; :class:`LaunchError` names the file and the problem."""
-    path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as e:
-        raise LaunchError(f"cannot read attention config table {path}: "
-                          f"{e.strerror or e}") from None
-    except ValueError as e:
-        raise LaunchError(f"attention config table {path} is not JSON ({e}); delete it or "
-                          f"re-run the tuning") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
-        raise LaunchError(f"attention config table {path} has no 'entries' list")
-    if raw.get("format", FORMAT) != FORMAT:
-        raise LaunchError(f"attention config table {path} has format {raw.get('format')!r}; "
-                          f"this version reads format {FORMAT}: re-run the tuning")
-    raw["entries"] = [_entry(e, str(path)) for e in raw["entries"]]
-    return raw
+    return read_table_file(path, "attention", _entry,
+                           "scripts/bench_attention.py --sweep --tune-out")
 
 
 def entry_key(e: dict) -> tuple:
@@ -272,20 +254,10 @@ def entry_key(e: dict) -> tuple:
 
 
 def write_table(path, entries: list, *, gpu: str, source: str, note: str = "") -> Path:
-    """Write a table atomically, entries sorted by class so a re-tuning gives a readable
-    diff."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out = []
-    for e in sorted(entries, key=entry_key):
-        d = dict(e)
-        d["config"] = AttentionConfig.of(e["config"], int(e["D"])).as_dict()
-        out.append(d)
-    doc = {"format": FORMAT, "gpu": gpu, "source": source, "note": note,
-           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "entries": out}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    """Write a table (:func:`~.gemm_table.write_table_file`), entries sorted by class."""
+    out = [dict(e, config=AttentionConfig.of(e["config"], int(e["D"])).as_dict())
+           for e in sorted(entries, key=entry_key)]
+    path = write_table_file(path, out, gpu=gpu, source=source, note=note)
     reload_tables()
     return path
 
@@ -299,23 +271,14 @@ def _sources(gpu: str) -> tuple:
     override = settings.ATTENTION_TABLE.get()
     key = (gpu, override, settings.CACHE_DIR.get(), os.environ.get("XDG_CACHE_HOME"))
     if key not in _SOURCES:
-        if override:
-            found = [] if override.lower() in ("off", "0", "none") else [Path(override)]
-        else:
-            found = [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
+        found = table_files(override, cache_path(gpu), shipped_path(gpu))
         _SOURCES[key] = tuple(str(p) for p in found)
     return _SOURCES[key]
 
 
 @functools.lru_cache(maxsize=None)
 def _entries(gpu: str, sources: tuple) -> tuple:
-    seen, out = set(), []
-    for p in sources:
-        for e in read_table(p)["entries"]:
-            if entry_key(e) not in seen:
-                seen.add(entry_key(e))
-                out.append(e)
-    return tuple(out)
+    return tuple(first_entries(sources, read_table, entry_key))
 
 
 def entries(gpu: str) -> tuple:

@@ -43,7 +43,7 @@ import triton.language as tl
 
 from ..errors import LaunchError
 from .attention import (LOG2E, AttentionConfig, _unit_last, check_device, check_operands,
-                        choose_kernel, launch_fast, outputs)
+                        choose_kernel, launch_fast, outputs, strides3)
 from .attention import compile_args as plain_compile_args
 from .attention_config import default_config as plain_default_config
 
@@ -173,10 +173,8 @@ def kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int) -> tuple:
     """The runtime arguments of :func:`attn_zigzag_fwd_kernel` in parameter order."""
     B, Hq, Sq, _ = q.shape
     Hkv, Skv = k.shape[1], k.shape[2]
-    return (q, k, v, o, lse, float(sm_scale) * LOG2E,
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-            Hq, Hq // Hkv, Sq, Skv, int(q_offset))
+    return (q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq,
+            Skv, int(q_offset))
 
 
 def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float | None = None,

@@ -153,15 +153,16 @@ class GemmConfig:
         """Triton compile options (``triton.compile(..., options=...)`` or launch kwargs)."""
         return dict(num_warps=self.num_warps, num_stages=self.num_stages)
 
-    def smem_bytes(self, kernel: str, elem_bytes: int = 2) -> int:
+    def smem_bytes(self, kernel: str, elem_bytes: int = 2, c_bytes: int | None = None) -> int:
         """Shared memory the config needs (matches Triton 3.6's allocation within a few bytes):
-        ``num_stages`` A and B buffers, plus the C staging buffer of the TMA store (fp32 partials
-        for split-K)."""
+        ``num_stages`` A and B buffers, plus the C staging buffer of the TMA store (``c_bytes``
+        per element; default fp32 partials for split-K, else ``elem_bytes``)."""
         stage = (self.BLOCK_M * self.BLOCK_K + self.BLOCK_K * self.BLOCK_N) * elem_bytes
         total = self.num_stages * stage
         if _short(kernel) == "tma":
             c_block_n = self.BLOCK_N // 2 if self.EPILOGUE_SUBTILE else self.BLOCK_N
-            c_bytes = 4 if self.SPLIT_K > 1 else elem_bytes
+            if c_bytes is None:
+                c_bytes = 4 if self.SPLIT_K > 1 else elem_bytes
             total += self.BLOCK_M * c_block_n * c_bytes + 1024  # + barriers, descriptors
         return total
 
@@ -321,6 +322,32 @@ _PARAMS = {
 _UNIT_STRIDES = ("stride_ak", "stride_bn", "stride_cn")
 
 
+def signature_of(params, ptr_type, unit_strides, constexprs: dict) -> tuple[dict, dict]:
+    """``(signature, constexprs)`` as Triton's JIT builds them: ``ptr_type(p)`` for the
+    ``*_ptr`` parameters, the ``unit_strides`` as constexprs equal to 1 (the JIT specialises an
+    integer argument equal to 1), every other parameter i32, then ``constexprs``."""
+    signature, cx = {}, {}
+    for p in params:
+        if p.endswith("_ptr"):
+            signature[p] = ptr_type(p)
+        elif p in unit_strides:
+            signature[p], cx[p] = "constexpr", 1
+        else:
+            signature[p] = "i32"
+    for k, v in constexprs.items():
+        signature[k], cx[k] = "constexpr", v
+    return signature, cx
+
+
+def divisibility(params, skip=()) -> dict:
+    """``attrs`` with ``tt.divisibility = 16`` on every parameter but ``skip``."""
+    return {(i,): [["tt.divisibility", 16]] for i, p in enumerate(params) if p not in skip}
+
+
+def _unit(name: str, unit_inner_strides: bool) -> tuple:
+    return _UNIT_STRIDES if name == KERNELS["ptr"] and unit_inner_strides else ()
+
+
 def compile_args(kernel_name: str, dtype="bf16", config=None, *, num_sms: int = H200_NUM_SMS,
                  unit_inner_strides: bool = True) -> tuple[dict, dict]:
     """``(signature, constexprs)`` for ``triton.compile(ASTSource(fn, signature, constexprs))``.
@@ -338,21 +365,8 @@ def compile_args(kernel_name: str, dtype="bf16", config=None, *, num_sms: int = 
     """
     name = _kernel_name(kernel_name)
     dt = _dtype_name(dtype)
-    cfg = GemmConfig.of(config)
-    signature = {}
-    constexprs = {}
-    for p in _PARAMS[name]:
-        if p.endswith("_ptr"):
-            signature[p] = f"*{dt}"
-        elif name == KERNELS["ptr"] and unit_inner_strides and p in _UNIT_STRIDES:
-            signature[p] = "constexpr"
-            constexprs[p] = 1
-        else:
-            signature[p] = "i32"
-    for k, v in cfg.constexprs(name, num_sms).items():
-        signature[k] = "constexpr"
-        constexprs[k] = v
-    return signature, constexprs
+    return signature_of(_PARAMS[name], lambda p: f"*{dt}", _unit(name, unit_inner_strides),
+                        GemmConfig.of(config).constexprs(name, num_sms))
 
 
 def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
@@ -364,9 +378,7 @@ def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
     if not aligned:
         return {}
     name = _kernel_name(kernel_name)
-    params = [p for p in _PARAMS[name]
-              if not (name == KERNELS["ptr"] and unit_inner_strides and p in _UNIT_STRIDES)]
-    return {(_PARAMS[name].index(p),): [["tt.divisibility", 16]] for p in params}
+    return divisibility(_PARAMS[name], _unit(name, unit_inner_strides))
 
 
 #: Block of :func:`.gemm_splitk.splitk_reduce_kernel`: 32 x 256 fp32 per program with 4 warps (64 elements,
@@ -389,20 +401,13 @@ def splitk_compile_args(dtype="bf16", config=None, *, num_sms: int = H200_NUM_SM
     num_stages=1`` for the reduction."""
     dt = _dtype_name(dtype)
     cfg = GemmConfig.of(config)
-    sig = {p: (f"*{dt}" if p in ("a_ptr", "b_ptr") else "*fp32" if p == "ws_ptr" else "i32")
-           for p in _SPLITK_PARAMS}
-    cx = cfg.constexprs("splitk", num_sms)
-    sig.update({k: "constexpr" for k in cx})
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(_SPLITK_PARAMS))} if aligned \
-        else {}
-    rsig = {p: (f"*{dt}" if p == "c_ptr" else "*fp32" if p == "ws_ptr" else "i32")
-            for p in _REDUCE_PARAMS}
-    rcx = {"SPLIT_K": int(cfg.SPLIT_K), "BLOCK_M": REDUCE_BLOCK_M, "BLOCK_N": REDUCE_BLOCK_N}
-    if aligned:
-        rsig["stride_cn"] = "constexpr"
-        rcx["stride_cn"] = 1
-    rsig.update({k: "constexpr" for k in rcx if k != "stride_cn"})
-    rattrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(_REDUCE_PARAMS)
-              if p != "stride_cn"} if aligned else {}
+    sig, cx = signature_of(_SPLITK_PARAMS, lambda p: "*fp32" if p == "ws_ptr" else f"*{dt}", (),
+                           cfg.constexprs("splitk", num_sms))
+    attrs = divisibility(_SPLITK_PARAMS) if aligned else {}
+    rsig, rcx = signature_of(_REDUCE_PARAMS, lambda p: "*fp32" if p == "ws_ptr" else f"*{dt}",
+                             ("stride_cn",) if aligned else (),
+                             {"SPLIT_K": int(cfg.SPLIT_K), "BLOCK_M": REDUCE_BLOCK_M,
+                              "BLOCK_N": REDUCE_BLOCK_N})
+    rattrs = divisibility(_REDUCE_PARAMS, ("stride_cn",)) if aligned else {}
     return [("matmul_tma_splitk_kernel", sig, cx, attrs),
             ("splitk_reduce_kernel", rsig, rcx, rattrs)]

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LaunchError
-from .gemm_config import H200_NUM_SMS, SMEM_LIMIT_SM90, GemmConfig, _waves
+from .gemm_config import (H200_NUM_SMS, SMEM_LIMIT_SM90, GemmConfig, _waves, divisibility,
+                          signature_of)
 from .gemm_fp8 import FP8_KERNELS
 
 
@@ -59,16 +60,9 @@ class Fp8GemmConfig(GemmConfig):
                  IMPRECISE_ACC=None if self.FAST_ACCUM else int(self.BLOCK_K))
         return c
 
-    def smem_bytes(self, kernel: str, elem_bytes: int = 1) -> int:
-        """Shared memory: ``num_stages`` A and B tiles of one-byte elements, plus (TMA) the
-        bf16 C staging buffer."""
-        k = fp8_short(kernel)
-        stage = (self.BLOCK_M * self.BLOCK_K + self.BLOCK_K * self.BLOCK_N) * elem_bytes
-        total = self.num_stages * stage
-        if k == "tma":
-            c_block_n = self.BLOCK_N // 2 if self.EPILOGUE_SUBTILE else self.BLOCK_N
-            total += self.BLOCK_M * c_block_n * 2 + 1024
-        return total
+    def smem_bytes(self, kernel: str, elem_bytes: int = 1, c_bytes: int | None = 2) -> int:
+        """Shared memory: one-byte A and B elements and (TMA) the bf16 C staging buffer."""
+        return super().smem_bytes(fp8_short(kernel), elem_bytes, c_bytes)
 
     def check(self, kernel: str, smem_limit: int = SMEM_LIMIT_SM90) -> "Fp8GemmConfig":
         """The bf16 checks (powers of two, TMA box limits, warp specialisation, shared memory
@@ -126,10 +120,6 @@ _PTR_TYPES = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", "scale
               "scale_b_ptr": "*fp32"}
 
 
-def fp8_param_names(kernel: str) -> tuple[str, ...]:
-    return _PARAMS[fp8_short(kernel)]
-
-
 def fp8_compile_args(kernel: str, config=None, *, sa_rows: bool = False, sb_cols: bool = False,
                      num_sms: int = H200_NUM_SMS, unit_inner_strides: bool = True):
     """``(signature, constexprs)`` for ``triton.compile(ASTSource(...))``: fp8e4nv A and B, bf16
@@ -137,20 +127,9 @@ def fp8_compile_args(kernel: str, config=None, *, sa_rows: bool = False, sb_cols
     strides of the fast layout as constexpr 1 (what the JIT specialises; see
     :func:`~.gemm_config.compile_args`)."""
     k = fp8_short(kernel)
-    cfg = Fp8GemmConfig.of(config)
-    signature, constexprs = {}, {}
-    for p in _PARAMS[k]:
-        if p in _PTR_TYPES:
-            signature[p] = _PTR_TYPES[p]
-        elif k == "ptr" and unit_inner_strides and p in _UNIT_STRIDES:
-            signature[p] = "constexpr"
-            constexprs[p] = 1
-        else:
-            signature[p] = "i32"
-    for name, v in cfg.constexprs(k, num_sms, sa_rows=sa_rows, sb_cols=sb_cols).items():
-        signature[name] = "constexpr"
-        constexprs[name] = v
-    return signature, constexprs
+    cx = Fp8GemmConfig.of(config).constexprs(k, num_sms, sa_rows=sa_rows, sb_cols=sb_cols)
+    unit = _UNIT_STRIDES if k == "ptr" and unit_inner_strides else ()
+    return signature_of(_PARAMS[k], _PTR_TYPES.get, unit, cx)
 
 
 def fp8_compile_attrs(kernel: str, *, unit_inner_strides: bool = True, aligned: bool = True,
@@ -161,10 +140,9 @@ def fp8_compile_attrs(kernel: str, *, unit_inner_strides: bool = True, aligned: 
     if not aligned:
         return {}
     k = fp8_short(kernel)
-    params = [p for p in _PARAMS[k] if not (k == "ptr" and unit_inner_strides
-                                            and p in _UNIT_STRIDES) and p not in scalar_scales]
-    return {(_PARAMS[k].index(p),): [["tt.divisibility", 16]] for p in params}
+    unit = _UNIT_STRIDES if k == "ptr" and unit_inner_strides else ()
+    return divisibility(_PARAMS[k], unit + tuple(scalar_scales))
 
 
 __all__ = ["Fp8GemmConfig", "default_fp8_config", "fp8_compile_args", "fp8_compile_attrs",
-           "fp8_param_names", "fp8_short"]
+           "fp8_short"]

@@ -16,7 +16,8 @@ import triton
 from ..errors import LaunchError
 from .gemm_fp8 import fp8_kernel_fn
 from .gemm_fp8_config import Fp8GemmConfig, default_fp8_config, fp8_short
-from .gemm_launch import _max_offset, _overlaps, ensure_tma_allocator, num_sms
+from .gemm_launch import (_overlaps, _padded, check_devices, check_matrices, check_ptr_offsets,
+                          ensure_tma_allocator, num_sms)
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,8 @@ def check_fp8_operands(a, b, scale_a, scale_b, out=None, kernel: str = "tma") ->
     the checks run on CPU tensors too."""
     import torch
     k = fp8_short(kernel)
-    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
-        if not isinstance(t, torch.Tensor):
-            raise LaunchError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 2:
-            raise LaunchError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    matrices = (("a", a), ("b", b)) + ((("out", out),) if out is not None else ())
+    check_matrices(matrices)
     for name, t in (("a", a), ("b", b)):
         if t.dtype != torch.float8_e4m3fn:
             raise LaunchError(f"{name} must be torch.float8_e4m3fn, got {t.dtype}: quantise it "
@@ -86,21 +84,9 @@ def check_fp8_operands(a, b, scale_a, scale_b, out=None, kernel: str = "tma") ->
         if k == "tma":
             _check_tma(a, b, out, M, N, K)
         else:
-            for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
-                if _max_offset(t) >= 2**31 or any(st < 0 for st in t.stride()):
-                    raise LaunchError(f"kernel='ptr' uses 32-bit element offsets and "
-                                      f"non-negative strides; {name} exceeds that: use "
-                                      f"kernel='tma'")
-    tensors = [("b", b), ("scale_a", scale_a), ("scale_b", scale_b)]
-    if out is not None:
-        tensors.append(("out", out))
-    for name, t in tensors:
-        if t.device != a.device:
-            raise LaunchError(f"{name} is on {t.device} but a is on {a.device}; put all operands "
-                              f"on the same CUDA device")
-    if a.device.type != "cuda":
-        raise LaunchError(f"the FP8 GEMM kernels run on a CUDA device; operands are on "
-                          f"{a.device}: move them with .cuda()")
+            check_ptr_offsets(matrices)
+    check_devices(a, (("b", b), ("scale_a", scale_a), ("scale_b", scale_b)) + matrices[2:],
+                 "FP8 GEMM")
     return Fp8Problem(M, N, K, sa_rows, sb_cols)
 
 
@@ -150,17 +136,12 @@ def fp8_args(kernel: str, a, b, c, scale_a, scale_b, prob: Fp8Problem, cfg: Fp8G
     else:
         sms = int(programs) if programs else num_sms(a.device)
         # a single row/column's stride is arbitrary in torch; TMA wants the padded length
-        vals.update(stride_am=a.stride(0) if M > 1 else _pad16(K),
-                    stride_bn=b.stride(1) if N > 1 else _pad16(K),
-                    stride_cm=c.stride(0) if M > 1 else _pad16(N, 2),
+        vals.update(stride_am=a.stride(0) if M > 1 else _padded(K, 1),
+                    stride_bn=b.stride(1) if N > 1 else _padded(K, 1),
+                    stride_cm=c.stride(0) if M > 1 else _padded(N, 2),
                     **cfg.constexprs(k, sms, sa_rows=prob.sa_rows, sb_cols=prob.sb_cols))
         grid = (max(1, min(sms, tiles)),)
     return [vals[n] for n in fn.arg_names], grid
-
-
-def _pad16(n: int, elem: int = 1) -> int:
-    per = 16 // elem
-    return triton.cdiv(max(n, 1), per) * per
 
 
 def resolve_fp8_config(kernel: str, M: int, N: int, K: int, config=None) -> Fp8GemmConfig:

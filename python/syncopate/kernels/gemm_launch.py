@@ -44,10 +44,6 @@ from .gemm_config import (_SUPPORTED_DTYPES, REDUCE_BLOCK_M, REDUCE_BLOCK_N, RED
 from .gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
 from .gemm_table import default_config, gpu_key
 
-#: ``kernel=`` values of :func:`matmul`: 'auto' (choose per layout) and the two kernels.
-KERNEL_CHOICES = ("auto", "tma", "ptr")
-
-
 def _torch_dtype_name(t) -> str | None:
     """``'bf16'``/``'fp16'`` for a tensor the local GEMMs take, None for any other dtype."""
     name = dtypes.canonical(t.dtype) if dtypes.is_known(t.dtype) else None
@@ -105,6 +101,38 @@ def _kernel_choice(kernel) -> str:
                           f"'ptr'") from None
 
 
+def check_matrices(named) -> None:
+    """Each ``(name, tensor)`` of ``named`` a 2-D torch.Tensor (:class:`LaunchError`)."""
+    import torch
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            raise LaunchError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise LaunchError(f"{name} must be 2-D, got shape {tuple(t.shape)}: reshape it to a "
+                              f"matrix (e.g. x.flatten(0, -2) for a batch of rows)")
+
+
+def check_ptr_offsets(named) -> None:
+    """The pointer kernels' 32-bit element offsets and non-negative strides."""
+    for name, t in named:
+        if _max_offset(t) >= 2**31 or any(st < 0 for st in t.stride()):
+            raise LaunchError(f"kernel='ptr' uses 32-bit element offsets and non-negative "
+                              f"strides; {name} (shape {tuple(t.shape)}, strides "
+                              f"{tuple(t.stride())}) exceeds that: use kernel='tma'")
+
+
+def check_devices(a, named, what: str = "GEMM") -> None:
+    """Every ``(name, tensor)`` on ``a``'s device, and that a CUDA device (checked last, so the
+    other checks run on CPU tensors)."""
+    for name, t in named:
+        if t.device != a.device:
+            raise LaunchError(f"{name} is on {t.device} but a is on {a.device}; put all operands "
+                              f"on the same CUDA device")
+    if a.device.type != "cuda":
+        raise LaunchError(f"the {what} kernels run on a CUDA device; operands are on {a.device}: "
+                          f"move them with .cuda()")
+
+
 def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
     """Validate ``matmul``'s operands; return ``(M, N, K)``. Raises :class:`LaunchError`.
 
@@ -112,14 +140,9 @@ def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
     their own layout rules. Runs entirely on the host (works on CPU tensors), device last, so
     the checks are testable without a GPU.
     """
-    import torch
     k = _kernel_choice(kernel)
-    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
-        if not isinstance(t, torch.Tensor):
-            raise LaunchError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 2:
-            raise LaunchError(f"{name} must be 2-D, got shape {tuple(t.shape)}: reshape it to a "
-                              f"matrix (e.g. x.flatten(0, -2) for a batch of rows)")
+    tensors = (("a", a), ("b", b)) + ((("out", out),) if out is not None else ())
+    check_matrices(tensors)
     if a.dtype != b.dtype:
         raise LaunchError(f"a and b must have the same dtype, got a: {a.dtype}, b: {b.dtype}; "
                           f"cast one of them (e.g. b.to({a.dtype}))")
@@ -142,7 +165,6 @@ def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
                               "same elements; pass a dense tensor")
         if _overlaps(out, a) or _overlaps(out, b):
             raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
-    tensors = (("a", a), ("b", b)) + ((("out", out),) if out is not None else ())
     if M == 0 or N == 0 or K == 0:
         pass  # nothing is launched (empty result, or zeros for K == 0): layouts do not matter
     elif k == "tma":
@@ -164,18 +186,8 @@ def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
                                   f"{t.data_ptr():#x}: pass a fresh tensor or {name}.clone(), or "
                                   f"use kernel='auto' (stages it) or kernel='ptr'")
     elif k == "ptr":
-        for name, t in tensors:
-            if _max_offset(t) >= 2**31 or any(st < 0 for st in t.stride()):
-                raise LaunchError(f"kernel='ptr' uses 32-bit element offsets and non-negative "
-                                  f"strides; {name} (shape {tuple(t.shape)}, strides "
-                                  f"{tuple(t.stride())}) exceeds that: use kernel='tma'")
-    for name, t in tensors[1:]:
-        if t.device != a.device:
-            raise LaunchError(f"{name} is on {t.device} but a is on {a.device}; put all operands "
-                              f"on the same CUDA device")
-    if a.device.type != "cuda":
-        raise LaunchError(f"the GEMM kernels run on a CUDA device; operands are on {a.device}: "
-                          f"move them with .cuda()")
+        check_ptr_offsets(tensors)
+    check_devices(a, tensors[1:])
     return M, N, K
 
 

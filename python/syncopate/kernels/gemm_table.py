@@ -103,25 +103,64 @@ def _entry(raw, where: str) -> dict:
     return dict(raw, dtype=dtype, M=M, N=N, K=K, config=cfg, fusable_config=fus)
 
 
-def read_table(path) -> dict:
-    """Read and validate a table file: ``{"format", "gpu", "entries": [...], ...}`` with each
-    entry's configs as :class:`GemmConfig`. LaunchError names the file and the problem."""
+def read_table_file(path, what: str, entry, retune: str) -> dict:
+    """Read and validate a config table file: ``{"format", "gpu", "entries": [...], ...}`` with
+    every entry through ``entry(raw, where)``.  LaunchError names the file and the problem
+    (``what``: the kernels' name; ``retune``: the command that writes such a table)."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
     except OSError as e:
-        raise LaunchError(f"cannot read GEMM config table {path}: {e.strerror or e}") from None
+        raise LaunchError(f"cannot read {what} config table {path}: {e.strerror or e}") from None
     except ValueError as e:
-        raise LaunchError(f"GEMM config table {path} is not JSON ({e}); delete it or re-run "
+        raise LaunchError(f"{what} config table {path} is not JSON ({e}); delete it or re-run "
                           f"the tuning") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
-        raise LaunchError(f"GEMM config table {path} has no 'entries' list; it is not a table "
-                          f"written by python -m syncopate.bench.local --tune")
+        raise LaunchError(f"{what} config table {path} has no 'entries' list; it is not a table "
+                          f"written by {retune}")
     if raw.get("format", FORMAT) != FORMAT:
-        raise LaunchError(f"GEMM config table {path} has format {raw.get('format')!r}, this "
+        raise LaunchError(f"{what} config table {path} has format {raw.get('format')!r}, this "
                           f"version reads format {FORMAT}: re-run the tuning")
-    raw["entries"] = [_entry(e, str(path)) for e in raw["entries"]]
+    raw["entries"] = [entry(e, str(path)) for e in raw["entries"]]
     return raw
+
+
+def write_table_file(path, entries: list, *, gpu: str, source: str, note: str = "",
+                     extra: dict | None = None) -> Path:
+    """Write a config table file atomically (``path.tmp`` then rename); ``entries`` as JSON,
+    sorted by the caller so that re-tuning gives a readable diff."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"format": FORMAT, "gpu": gpu, "source": source, "note": note,
+           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **(extra or {}), "entries": entries}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def table_files(override: str | None, cache: Path, shipped: Path) -> list[Path]:
+    """The table files that apply: ``override`` alone when set (``off``: none), else the user's
+    cache and the shipped defaults that exist, in that order."""
+    if override:
+        return [] if override.lower() in ("off", "0", "none") else [Path(override)]
+    return [p for p in (cache, shipped) if p.is_file()]
+
+
+def first_entries(paths, read, key) -> list[dict]:
+    """The entries of the files ``paths`` (each read by ``read``), the first of each ``key``."""
+    seen, out = set(), []
+    for p in paths:
+        for e in read(p)["entries"]:
+            if key(e) not in seen:
+                seen.add(key(e))
+                out.append(e)
+    return out
+
+
+def read_table(path) -> dict:
+    """Read and validate a GEMM table file, each entry's configs as :class:`GemmConfig`."""
+    return read_table_file(path, "GEMM", _entry, "python -m syncopate.bench.local --tune")
 
 
 def entry_json(e: dict) -> dict:
@@ -134,17 +173,10 @@ def entry_json(e: dict) -> dict:
 
 def write_table(path, entries: list, *, gpu: str, source: str, note: str = "",
                 extra: dict | None = None) -> Path:
-    """Write a table file atomically (``path.tmp`` then rename); entries sorted by dtype and
-    shape so that re-tuning gives a readable diff."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write a GEMM table file (:func:`write_table_file`), entries sorted by dtype and shape."""
     ents = sorted((entry_json(e) for e in entries),
                   key=lambda e: (e["dtype"], e["M"], e["N"], e["K"]))
-    doc = {"format": FORMAT, "gpu": gpu, "source": source, "note": note,
-           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **(extra or {}), "entries": ents}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    path = write_table_file(path, ents, gpu=gpu, source=source, note=note, extra=extra)
     reload_tables()
     return path
 
@@ -162,27 +194,13 @@ def reload_tables() -> None:
     _LOADED.clear()
 
 
-def _sources(gpu: str) -> list[Path]:
-    override = settings.GEMM_TABLE.get()
-    if override:
-        return [] if override.lower() in ("off", "0", "none") else [Path(override)]
-    return [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
-
-
 def entries(gpu: str) -> list[dict]:
     """Every entry that applies to ``gpu``, the user's cache before the shipped defaults."""
-    srcs = _sources(gpu)
+    srcs = table_files(settings.GEMM_TABLE.get(), cache_path(gpu), shipped_path(gpu))
     key = (gpu, tuple(str(p) for p in srcs))
     if key not in _LOADED:
-        loaded = []
-        seen = set()
-        for p in srcs:
-            for e in read_table(p)["entries"]:
-                k = (e["dtype"], e["M"], e["N"], e["K"])
-                if k not in seen:
-                    seen.add(k)
-                    loaded.append(e)
-        _LOADED[key] = loaded
+        _LOADED[key] = first_entries(srcs, read_table,
+                                     lambda e: (e["dtype"], e["M"], e["N"], e["K"]))
     return _LOADED[key]
 
 
@@ -257,6 +275,7 @@ def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
     return heuristic_config(M, N, K, dtype, k, num_sms, fusable=fusable)
 
 
-__all__ = ["FORMAT", "MAX_DISTANCE", "SHIPPED_DIR", "cache_dir", "cache_path", "default_config", "distance",
-           "entries", "entry_json", "gpu_key", "lookup", "merge_entries", "nearest",
-           "read_table", "reload_tables", "shipped_path", "write_table"]
+__all__ = ["FORMAT", "MAX_DISTANCE", "SHIPPED_DIR", "cache_dir", "cache_path", "default_config",
+           "distance", "entries", "entry_json", "first_entries", "gpu_key", "lookup",
+           "merge_entries", "nearest", "read_table", "read_table_file", "reload_tables",
+           "shipped_path", "table_files", "write_table", "write_table_file"]

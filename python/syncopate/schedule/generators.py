@@ -1,7 +1,8 @@
 """The chunk generators the schedule templates are built from: a chunk builder, the argument
-checks every template shares, even sharding, and the gather and reduce-scatter chunk patterns
-(the orders are described in :mod:`.templates`).  Below :mod:`.templates`, :mod:`.kv_gather`
-and :mod:`.scaled_gather`, which all build on them.
+checks every template shares, even sharding, the placements of a sharded or whole tensor, and
+the gather and reduce-scatter chunk patterns (the orders are described in :mod:`.templates`).
+Below :mod:`.templates`, :mod:`.kv_gather`, :mod:`.scaled_gather` and :mod:`.moe`, which all
+build on them.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..errors import ScheduleError
-from .model import MAX_WORLD_SIZE, MODES, Chunk, Region, even_split, normalize_dtype
+from .model import (MAX_WORLD_SIZE, MODES, Chunk, Placement, Region, Schedule, TensorSpec,
+                    even_split, normalize_dtype)
 
 ORDERS = ("swizzle", "ring")
 
@@ -85,6 +87,44 @@ def shard_regions(shape: Sequence[int], dim: int, world_size: int) -> list[Regio
 
 def _pieces(shards: list[Region | None], dim: int, split: int) -> list[list[Region]]:
     return [s.split(dim, split) if s is not None else [] for s in shards]
+
+
+def owned(shards: list[Region | None]) -> list[Placement]:
+    """Rank ``r`` holds shard ``r`` (a rank whose shard is empty holds nothing)."""
+    return [Placement(r, s) for r, s in enumerate(shards) if s is not None]
+
+
+def everywhere(shape: Sequence[int], W: int, partial: bool = False) -> list[Placement]:
+    """Every rank holds the whole tensor (``partial``: its own contribution to the sum)."""
+    full = Region.full(shape)
+    return [Placement(r, full, partial=partial) for r in range(W)]
+
+
+def gathered(t: str, shape, dtype: str, shards, W: int) -> TensorSpec:
+    """An all-gathered tensor: shard ``r`` on rank ``r`` before, the whole on every rank after."""
+    return TensorSpec(t, shape, dtype, owned(shards), everywhere(shape, W))
+
+
+def scattered(t: str, shape, dtype: str, shards, W: int) -> TensorSpec:
+    """A reduce-scattered tensor: every rank's partial of the whole before, shard ``r`` summed on
+    rank ``r`` after."""
+    return TensorSpec(t, shape, dtype, everywhere(shape, W, partial=True), owned(shards))
+
+
+def gather_schedule(template: str, shape, dtype: str, world_size: int, dim: int, order: str,
+                    mode: str, split: int, names: Sequence[str], meta: dict) -> Schedule:
+    """The all-gather of the tensors ``names`` (one ``shape`` and ``dtype``) along ``dim``, block
+    by block together; ``meta``: the template's arguments after ``dim``, for its ``meta``."""
+    for t in names:
+        shape, dtype, dims = _validate(template, shape, dtype, world_size, {"dim": dim}, order,
+                                       ORDERS, mode, split, t)
+    dim, W = dims["dim"], world_size
+    shards = shard_regions(shape, dim, W)
+    b = _Builder()
+    for t in names:
+        _gather(b, t, _pieces(shards, dim, split), W, order, mode, split)
+    return Schedule(W, {t: gathered(t, shape, dtype, shards, W) for t in names}, b.chunks,
+                    _meta(template, shape=shape, dtype=dtype, world_size=W, dim=dim, **meta))
 
 
 def _meta(name: str, **args) -> dict:

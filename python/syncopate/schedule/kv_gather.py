@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ScheduleError
-from .model import Placement, Region, Schedule, TensorSpec
 from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
-                        shard_regions)
+                         gather_schedule, gathered, scattered, shard_regions)
+from .model import Schedule
 
 
 def kv_all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -33,22 +33,8 @@ def kv_all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 
     names = tuple(tensors)
     if len(names) < 1 or len(set(names)) != len(names):
         raise ScheduleError(f"kv_all_gather: tensors={list(names)} must be distinct names")
-    for t in names:
-        shape, dtype, dims = _validate("kv_all_gather", shape, dtype, world_size, {"dim": dim},
-                                       order, ORDERS, mode, split, t)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    b = _Builder()
-    for t in names:
-        _gather(b, t, _pieces(shards, dim, split), W, order, mode, split)
-    specs = {t: TensorSpec(t, shape, dtype,
-                           [Placement(r, s) for r, s in enumerate(shards) if s is not None],
-                           [Placement(r, Region.full(shape)) for r in range(W)])
-             for t in names}
-    return Schedule(W, specs, b.chunks,
-                    _meta("kv_all_gather", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          order=order, mode=mode, split=split, tensors=list(names)))
+    return gather_schedule("kv_all_gather", shape, dtype, world_size, dim, order, mode, split,
+                           names, dict(order=order, mode=mode, split=split, tensors=list(names)))
 
 
 def kv_backward(shape: Sequence[int], dtype: str, grad_dtype: str, world_size: int, dim: int = 0,
@@ -80,14 +66,8 @@ def kv_backward(shape: Sequence[int], dtype: str, grad_dtype: str, world_size: i
         _gather(b, t, pieces, W, order, "pull", 1)
     for t in grads:
         _reduce_scatter(b, t, pieces, W, order, "push", 1, step0=W - 1)
-    full = Region.full(shape)
-    specs = {t: TensorSpec(t, shape, dtype,
-                           [Placement(r, s) for r, s in enumerate(shards) if s is not None],
-                           [Placement(r, full) for r in range(W)]) for t in kv}
-    specs.update({t: TensorSpec(t, shape, grad_dtype,
-                                [Placement(r, full, partial=True) for r in range(W)],
-                                [Placement(r, s) for r, s in enumerate(shards) if s is not None])
-                  for t in grads})
+    specs = {t: gathered(t, shape, dtype, shards, W) for t in kv}
+    specs.update({t: scattered(t, shape, grad_dtype, shards, W) for t in grads})
     return Schedule(W, specs, b.chunks,
                     _meta("kv_backward", shape=shape, dtype=dtype, grad_dtype=grad_dtype,
                           world_size=W, dim=dim, order=order, kv=list(kv), grads=list(grads)))

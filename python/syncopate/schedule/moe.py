@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
+from .generators import everywhere
 
 
 def x_group(E: int, s: int, x: int) -> int:
@@ -108,13 +109,12 @@ def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
                 chunks.append(Chunk(len(chunks), tokens,
                                     Region((x_group(E, s, x) * C, 0), (C, H)), s, d, mode,
                                     W - 1 + k * E + j, extra=extra))
-    everywhere = lambda shape: [Placement(r, Region.full(shape)) for r in range(W)]  # noqa: E731
     specs = {tokens: TensorSpec(tokens, (W * E * C, H), dtype,
                                 [Placement(s, x_block[s]) for s in range(W)],
-                                everywhere((W * E * C, H))),
+                                everywhere((W * E * C, H), W)),
              counts: TensorSpec(counts, (W * W * E,), "int32",
                                 [Placement(s, c_block[s]) for s in range(W)],
-                                everywhere((W * W * E,)))}
+                                everywhere((W * W * E,), W))}
     meta = {"template": {"name": "moe_dispatch", "world_size": W, "num_experts": E,
                          "capacity": C, "hidden": H, "dtype": dtype, "mode": mode,
                          "tokens": tokens, "counts": counts}}
@@ -168,12 +168,12 @@ def moe_combine(world_size: int, num_experts: int, capacity: int, hidden: int,
     part = [Region((d * E * C, 0), (E * C, H)) for d in range(W)]
     mine = [[Placement(s, Region((y_group(E, W, d, s, d * El) * C, 0), (El * C, H)))
              for d in range(W)] for s in range(W)]
-    everywhere = [Placement(r, Region.full((W * W * E,))) for r in range(W)]
+    whole = everywhere((W * W * E,), W)
     specs = {outputs: TensorSpec(outputs, (W * E * C, H), dtype,
                                  [Placement(d, part[d]) for d in range(W)],
                                  [p for s in range(W) for p in mine[s]], produced=True,
                                  view="rank"),
-             counts: TensorSpec(counts, (W * W * E,), "int32", everywhere, everywhere)}
+             counts: TensorSpec(counts, (W * W * E,), "int32", whole, whole)}
     meta = {"template": {"name": "moe_combine", "world_size": W, "num_experts": E,
                          "capacity": C, "hidden": H, "dtype": dtype, "mode": mode,
                          "outputs": outputs, "counts": counts}}

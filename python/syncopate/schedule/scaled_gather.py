@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ScheduleError
-from .model import Placement, Region, Schedule, TensorSpec
-from .generators import ORDERS, _Builder, _gather, _meta, _pieces, _validate, shard_regions
+from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _validate, gathered,
+                         shard_regions)
+from .model import Schedule
 
 
 def scale_shape(shape: Sequence[int], dim: int = 0) -> tuple[int, ...]:
@@ -50,9 +51,7 @@ def scaled_all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: in
     for t, shp, dt in ((names[0], shape, dtype), (names[1], sshape, sdtype)):
         shards = shard_regions(shp, dim, W)
         _gather(b, t, _pieces(shards, dim, split), W, order, mode, split)
-        specs[t] = TensorSpec(t, shp, dt,
-                              [Placement(r, s) for r, s in enumerate(shards) if s is not None],
-                              [Placement(r, Region.full(shp)) for r in range(W)])
+        specs[t] = gathered(t, shp, dt, shards, W)
     return Schedule(W, specs, b.chunks,
                     _meta("scaled_all_gather", shape=shape, dtype=dtype, world_size=W, dim=dim,
                           order=order, mode=mode, split=split, tensors=list(names),

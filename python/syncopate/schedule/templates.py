@@ -25,7 +25,7 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
-                         shard_regions)
+                         everywhere, gather_schedule, owned, scattered, shard_regions)
 from .kv_gather import kv_all_gather
 from .model import (MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec,
                     normalize_dtype)
@@ -49,19 +49,8 @@ def all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     AG + GEMM consumer (the consumer's rank fetches what it needs next); ``push`` is the usual
     choice for the SM and NVSHMEM backends when the producer knows when data is ready.
     """
-    shape, dtype, dims = _validate("all_gather", shape, dtype, world_size, {"dim": dim}, order,
-                                   ORDERS, mode, split, tensor)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    b = _Builder()
-    _gather(b, tensor, _pieces(shards, dim, split), W, order, mode, split)
-    spec = TensorSpec(tensor, shape, dtype,
-                      [Placement(r, s) for r, s in enumerate(shards) if s is not None],
-                      [Placement(r, Region.full(shape)) for r in range(W)])
-    return Schedule(W, {tensor: spec}, b.chunks,
-                    _meta("all_gather", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          order=order, mode=mode, split=split, tensor=tensor))
+    return gather_schedule("all_gather", shape, dtype, world_size, dim, order, mode, split,
+                           (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor))
 
 
 def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -82,11 +71,7 @@ def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int =
     shards = shard_regions(shape, dim, W)
     b = _Builder()
     _reduce_scatter(b, tensor, _pieces(shards, dim, split), W, order, mode, split)
-    full = Region.full(shape)
-    spec = TensorSpec(tensor, shape, dtype,
-                      [Placement(r, full, partial=True) for r in range(W)],
-                      [Placement(r, s) for r, s in enumerate(shards) if s is not None])
-    return Schedule(W, {tensor: spec}, b.chunks,
+    return Schedule(W, {tensor: scattered(tensor, shape, dtype, shards, W)}, b.chunks,
                     _meta("reduce_scatter", shape=shape, dtype=dtype, world_size=W, dim=dim,
                           order=order, mode=mode, split=split, tensor=tensor))
 
@@ -117,10 +102,8 @@ def all_reduce(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
 
     _gather(b, tensor, pieces, W, order, mode, split, step0=(W - 1) * split,
             first_after=completes)
-    full = Region.full(shape)
-    spec = TensorSpec(tensor, shape, dtype,
-                      [Placement(r, full, partial=True) for r in range(W)],
-                      [Placement(r, full) for r in range(W)])
+    spec = TensorSpec(tensor, shape, dtype, everywhere(shape, W, partial=True),
+                      everywhere(shape, W))
     return Schedule(W, {tensor: spec}, b.chunks,
                     _meta("all_reduce", shape=shape, dtype=dtype, world_size=W, dim=dim,
                           order=order, mode=mode, split=split, tensor=tensor))
@@ -161,9 +144,7 @@ def all_to_all(shape: Sequence[int], dtype: str, world_size: int, split_dim: int
                 continue
             for k, piece in enumerate(inter.split(sd, split)):
                 b.add(tensor, piece, q, r, mode, s * split + k)
-    spec = TensorSpec(tensor, shape, dtype,
-                      [Placement(r, s) for r, s in enumerate(by_split) if s is not None],
-                      [Placement(r, s) for r, s in enumerate(by_concat) if s is not None])
+    spec = TensorSpec(tensor, shape, dtype, owned(by_split), owned(by_concat))
     return Schedule(W, {tensor: spec}, b.chunks,
                     _meta("all_to_all", shape=shape, dtype=dtype, world_size=W, split_dim=sd,
                           concat_dim=cd, order=order, mode=mode, split=split, tensor=tensor))
@@ -177,19 +158,8 @@ def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     next one travels.  Every rank ends with every block.  The chunks are those of a ring
     all-gather; ``push`` is the default since the holder of a block knows when it is there.
     """
-    shape, dtype, dims = _validate("ring_pass", shape, dtype, world_size, {"dim": dim}, "ring",
-                                   ORDERS, mode, split, tensor)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    b = _Builder()
-    _gather(b, tensor, _pieces(shards, dim, split), W, "ring", mode, split)
-    spec = TensorSpec(tensor, shape, dtype,
-                      [Placement(r, s) for r, s in enumerate(shards) if s is not None],
-                      [Placement(r, Region.full(shape)) for r in range(W)])
-    return Schedule(W, {tensor: spec}, b.chunks,
-                    _meta("ring_pass", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          mode=mode, split=split, tensor=tensor))
+    return gather_schedule("ring_pass", shape, dtype, world_size, dim, "ring", mode, split,
+                           (tensor,), dict(mode=mode, split=split, tensor=tensor))
 
 
 def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
