@@ -1,7 +1,8 @@
-"""Compiler fuzzing (docs/fuzzing.md): the generator's unit tests, a CI-sized fuzz run that
-must find no failure, and one ``xfail(strict=True)`` test per compiler bug the fuzzer found
-and that is not fixed yet (when it is, the test passes unexpectedly and the entry in
-``syncopate.fuzz.known`` must go)."""
+"""Compiler fuzzing (docs/fuzzing.md): the generator's unit tests (the atomics axis among
+them), the oracle's verdicts on atomics, a CI-sized fuzz run that must find no failure, and
+one ``xfail(strict=True)`` test per compiler bug the fuzzer found and that is not fixed yet
+(when it is, the test passes unexpectedly and the entry in ``syncopate.fuzz.known`` must
+go)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from collections import Counter
 
 import pytest
 
-from syncopate.fuzz import ADDRESSING, BODIES, TILINGS, generate
+from syncopate.errors import CompileError
+from syncopate.fuzz import ADDRESSING, BODIES, TILINGS, generate, oracle
 from syncopate.fuzz.__main__ import format_summary, main, run_many, write_case
+from syncopate.fuzz.atomics import LEGAL, OPS, WHERE
 from syncopate.fuzz.gen import BACKENDS
-from syncopate.fuzz.oracle import Verdict, check_unfused, run_case
+from syncopate.fuzz.oracle import Verdict, check_unfused, run_case, unexpected_notes
 from syncopate.schedule import verify
 
 #: CI share of the fuzzing: seeds 0..CI_CASES-1, about 0.2 s each on the 2-core CPU (measured:
@@ -34,6 +37,7 @@ def test_every_style_is_generated(cases):
     seen = {k: Counter(str(c.styles[k]) for c in cases)
             for k in ("body", "addressing", "tiling", "template", "backend", "world_size",
                       "role", "dtype")}
+    seen["atomic"] = Counter(c.styles.get("atomic", "none") for c in cases)
     assert set(seen["body"]) == set(BODIES)
     assert set(seen["addressing"]) == set(ADDRESSING)
     assert set(seen["tiling"]) == set(TILINGS)
@@ -45,7 +49,24 @@ def test_every_style_is_generated(cases):
     # the common case dominates: world size 2, all-gather / reduce-scatter
     assert seen["world_size"]["2"] > len(cases) / 2
     assert seen["template"]["all_gather"] + seen["template"]["reduce_scatter"] > len(cases) / 2
+    # atomics are a share of the cases, not most of them
+    assert set(seen["atomic"]) == set(WHERE) and seen["atomic"]["none"] > 0.6 * len(cases)
 
+
+def test_every_atomic_shape_is_generated():
+    """Every atomic op, every dtype the frontend takes for it (that the emulator stores), every
+    local and comm pattern, scalar and tensor forms, masked and unmasked, show up."""
+    local = [generate(s, atomic="local").atomic for s in range(1500)]
+    comm = [generate(s, atomic="comm").atomic for s in range(400)]
+    assert {(p.op, p.dtype) for p in local} == {(o, d) for o in OPS for d in LEGAL[o]}
+    assert {p.pattern for p in local} == {"elem", "rows", "hist", "count", "split"}
+    assert {p.pattern for p in comm} == {"tile", "scalar", "replace", "desc"}
+    assert {p.form for p in local} == {"tensor", "scalar", "reduced"}
+    assert {p.mask for p in local} == {"bounds", "pred", "none"}
+    assert {p.mask for p in comm} == {"bounds", "none"}
+    assert {p.op for p in comm} == set(OPS)
+    assert {p.dtype for p in comm} == {"bf16", "fp32", "int32"}
+    assert any(p.split > 1 for p in comm if p.pattern == "replace")
 
 def test_generation_is_deterministic_and_schedules_verify(cases):
     for c in cases[:50]:
@@ -76,6 +97,16 @@ def test_forced_styles():
     assert "sl.hint_region2(x_ptr, src, src + 1" in g.source and "tl.program_id(1)" in g.source
     with pytest.raises(ValueError, match="not one of"):
         generate(7, body="conv")
+    k = generate(7, body="gemm", role="in", addressing="ptr_mask", tiling="grid2d",
+                 atomic="local", atomic_pattern="split")
+    assert "ks = tl.program_id(2)" in k.source and "tl.atomic_add(c_ptr" in k.source
+    assert len(k.grid) == 3 and k.grid[2] == k.constexprs["SPLIT_K"] > 1
+    assert "w_ptr" not in k.signature and "tl.store(c_ptr" not in k.source
+    h = generate(7, body="copy", addressing="ptr_mask", atomic="local", atomic_pattern="hist",
+                 atomic_op="max", atomic_dtype="uint32")
+    assert h.signature["w_ptr"] == "*u32" and "tl.atomic_max(w_ptr + w_b" in h.source
+    with pytest.raises(ValueError, match="not one of"):
+        generate(7, body="copy", atomic="local", atomic_op="add", atomic_dtype="int16")
 
 
 def _one_per_style(cases, key):
@@ -122,8 +153,9 @@ def test_known_bugs_are_matched_narrowly(monkeypatch):
     (624, "all_reduce-push-unwaited: all_reduce on sm, the all-gather phase pushed"),
 ])
 def test_fuzzer_findings_are_fixed(seed, what):
-    """The fuzzer's first findings, fixed in the compiler: each replays clean or refused."""
-    c = generate(seed)
+    """The fuzzer's first findings, fixed in the compiler: each replays clean or refused (the
+    cases as found, before the atomics axis: ``atomic="none"``)."""
+    c = generate(seed, atomic="none")
     v = run_case(c)
     assert v.outcome in ("clean", "refused"), f"{what}: {v.line(c)}"
 
@@ -149,6 +181,8 @@ def test_cli(tmp_path, capsys):
     assert summary["cases"] == 3 and sum(summary["counts"].values()) == 3
     assert main(["--show", "1"]) == 0
     assert "@triton.jit" in capsys.readouterr().out
+    assert main(["--show", "1", "--atomic", "comm"]) == 0
+    assert "atomic=comm" in capsys.readouterr().out
     assert main(["--replay", "1"]) == 0
     assert main(["--count", "x"]) == 2
 
@@ -160,6 +194,120 @@ def test_refusal_is_typed_and_says_what_to_change():
     v = run_case(c)
     assert v.outcome == "refused", v.detail
     assert v.detail.startswith("CompileError") and "Mask the access" in v.detail
+
+
+# ------------------------------------------------------------------------------ atomics
+
+_PAIRS = [(o, d) for o in OPS for d in LEGAL[o]]
+#: a 2-D copy kernel with masks, fused with an all-gather of its input on the sm backend: it
+#: compiles, so what an atomics case gets is the atomics' doing
+_PLAIN = dict(body="copy", addressing="ptr_mask", tiling="row1d", role="in",
+              template="all_gather", backend="sm", world_size=2)
+
+
+@pytest.mark.parametrize("i", range(len(_PAIRS)), ids=[f"{o}-{d}" for o, d in _PAIRS])
+def test_every_atomic_op_and_dtype_computes_what_it_means(i):
+    """Every (atomic op, dtype) the axis draws, on a tensor no schedule moves: Triton's
+    frontend takes the kernel for sm_90, and the unfused kernel, run by the emulator's
+    interpreter, leaves in that tensor what the generator's numpy model says."""
+    from syncopate.emulate import kernel_ttir
+    from syncopate.fuzz import load_kernel
+    from syncopate.fuzz.atomics import _ORDER_FREE
+    op, dtype = _PAIRS[i]
+    pats = ("elem", "rows", "hist", "count") if op in _ORDER_FREE else ("elem", "count")
+    c = generate(i, **_PLAIN, atomic="local", atomic_op=op, atomic_dtype=dtype,
+                 atomic_pattern=pats[i % len(pats)])
+    ttir = kernel_ttir(load_kernel(c), c.signature, c.constexprs, c.attrs)
+    assert "tt.atomic_" in ttir
+    assert check_unfused(ttir, c) is None, c.style_line
+
+
+def test_the_atomics_model_tells_ops_apart():
+    """The numpy model is not vacuous: the same kernel with atomic_max written as atomic_min
+    leaves something else than the model of atomic_max says."""
+    from syncopate.emulate import kernel_ttir
+    from syncopate.fuzz import load_kernel
+    c = generate(5, **_PLAIN, atomic="local", atomic_op="max", atomic_dtype="int32",
+                 atomic_pattern="rows")
+    c.source = c.source.replace("tl.atomic_max", "tl.atomic_min")
+    ttir = kernel_ttir(load_kernel(c), c.signature, c.constexprs, c.attrs)
+    assert "w_ptr" in (check_unfused(ttir, c) or "")
+
+
+@pytest.mark.parametrize("pattern,force", [
+    ("tile", dict(_PLAIN)),
+    ("scalar", dict(_PLAIN, body="gemm")),
+    ("replace", dict(_PLAIN, body="gemm", role="out", template="reduce_scatter")),
+    ("desc", dict(_PLAIN, addressing="tensor_desc", dtype="fp32")),
+])
+def test_an_atomic_on_the_communicated_tensor_is_refused_naming_it(pattern, force):
+    """An atomic on the communicated tensor -- on the tile the kernel reads, a counter in its
+    first element, in place of the output's store (split-K), a TMA reduction -- is refused,
+    and the refusal is the compiler's atomic message at the atomic's line."""
+    c = generate(3, **force, atomic="comm", atomic_pattern=pattern)
+    v = run_case(c)
+    assert v.outcome == "refused", v.line(c)
+    assert oracle.names_atomic(c, v.detail), v.detail
+    assert "in place" in v.detail and f":{c.atomic.lines[0]}:" in v.detail
+
+
+def test_the_oracle_fails_an_atomic_that_is_not_refused_or_refused_otherwise(monkeypatch):
+    """What the oracle says when the compiler gets atomics wrong (the compiler stood in for):
+    an atomic on the communicated tensor fused is ``atomic-not-refused``; refused with
+    another message while the kernel without it compiles, ``atomic-wrong-refusal``; a kernel
+    with atomics on a tensor no schedule moves refused although it compiles without them,
+    ``atomic-refused``; refused the way the kernel without atomics is, refused."""
+    from syncopate.fuzz import load_kernel
+    fuse = oracle._fuse
+    comm = generate(3, **_PLAIN, atomic="comm", atomic_pattern="tile")
+    base = generate(3, **_PLAIN, atomic="none")
+    monkeypatch.setattr(oracle, "_fuse", lambda kernel, case: fuse(load_kernel(base), base))
+    assert run_case(comm).kind == "atomic-not-refused"
+
+    def refuse(only_atomics):
+        def stand_in(kernel, case):
+            if case.atomic is not None or not only_atomics:
+                raise CompileError("the kernel is refused for a reason that is not its atomic")
+            return fuse(kernel, case)
+        return stand_in
+    monkeypatch.setattr(oracle, "_fuse", refuse(True))
+    v = run_case(comm)
+    assert (v.outcome, v.kind) == ("failure", "atomic-wrong-refusal"), v.line(comm)
+    local = generate(3, **_PLAIN, atomic="local", atomic_pattern="elem")
+    v = run_case(local)
+    assert (v.outcome, v.kind) == ("failure", "atomic-refused"), v.line(local)
+    monkeypatch.setattr(oracle, "_fuse", refuse(False))
+    assert run_case(comm).outcome == "refused" and run_case(local).outcome == "refused"
+
+
+def test_clean_allows_float_atomic_order_notes_and_nothing_looser():
+    """A note is clean only when it is a float atomic order note on the tensor the case adds
+    floats into atomically: on another tensor, in a case without float adds, or any other
+    note, it is unexplained (a failure)."""
+    note = ("float atomic order: rank 1, launch 2, w_ptr: 3 element(s) differ from the unfused "
+            "kernel only within the rounding bound of their float atomic adds [random:3]")
+    fadd = generate(3, **_PLAIN, atomic="local", atomic_op="add", atomic_dtype="fp32",
+                    atomic_pattern="elem")
+    assert unexpected_notes(fadd, [note]) == []
+    assert unexpected_notes(fadd, [note.replace("w_ptr", "y_ptr")]) != []
+    assert unexpected_notes(fadd, ["rank 0: something else"]) != []
+    fmax = generate(3, **_PLAIN, atomic="local", atomic_op="max", atomic_dtype="fp32",
+                    atomic_pattern="elem")
+    iadd = generate(3, **_PLAIN, atomic="local", atomic_op="add", atomic_dtype="int32",
+                    atomic_pattern="elem")
+    for c in (fmax, iadd, generate(3, **_PLAIN, atomic="none")):
+        assert unexpected_notes(c, [note]) == [note], c.style_line
+
+
+def test_split_k_into_a_local_output_is_clean_with_float_atomic_order_notes():
+    """Split-K: the schedule gathers A, each program adds its K slice's partial tile into C
+    (not communicated) with tl.atomic_add; the fused programs run in another order, so C
+    rounds differently -- clean, with the emulator's float atomic order notes."""
+    c = generate(15, atomic="local")
+    assert c.atomic.pattern == "split" and c.styles["body"] == "gemm" and c.operand != "c_ptr"
+    v = run_case(c)
+    assert v.outcome == "clean", v.line(c)
+    assert "float atomic order" in v.report
 
 
 # ------------------------------------------------------------------------------ CI fuzzing
@@ -175,6 +323,11 @@ def test_fuzz_ci_no_failures():
     assert counts["invalid"] <= max(1, CI_CASES // 100), summary["notable"].get("invalid")
     # the fuzzer must mostly reach the emulator, not stop at refusals
     assert counts["clean"] >= CI_CASES // 2, text
+    # atomics on tensors no schedule moves reach the emulator; on the communicated one, every
+    # case is refused (the oracle checks that the refusal names the atomic)
+    atomic = summary["per_style"]["atomic"]
+    assert atomic["local"].get("clean", 0) >= CI_CASES // 50, text
+    assert set(atomic["comm"]) == {"refused"} and atomic["comm"]["refused"] >= CI_CASES // 50
 
 
 # ------------------------------------------------------------------------------ fixed bugs
@@ -194,5 +347,5 @@ def test_found_reduced_tolerance_under_cancellation():
     """Seed 10 (fixed in the emulator): a bf16 row-sum reduce-scatter over 3 ranks was reported
     as a mismatch because the tolerance scaled with |sum| while the partials' roundings scale
     with the partials (cancellation)."""
-    v = run_case(generate(10))
+    v = run_case(generate(10, atomic="none"))
     assert v.outcome == "clean", v.detail
