@@ -43,12 +43,11 @@ import numpy as np
 from ..emulate.memory import etype_named, to_etype
 from .case import Tensor
 
-__all__ = ["DTYPES", "LEGAL", "OPS", "PATTERNS", "WHERE", "AtomicPlan", "StorePoint",
-           "check_unfused", "draw", "emit"]
+__all__ = ["LEGAL", "OPS", "WHERE", "AtomicPlan", "StorePoint", "check_unfused", "draw", "emit",
+           "model", "tensors_of"]
 
 WHERE = ("none", "local", "comm")
 OPS = ("add", "max", "min", "xchg", "cas", "and", "or", "xor")
-DTYPES = ("int32", "fp32", "uint32", "int64", "fp64", "fp16", "bf16", "int16")
 _INTS = ("int32", "uint32", "int64")
 #: what Triton 3.6's frontend takes for each op, among the dtypes the emulator stores
 #: (tests/atomics_interp_worker.py probes the same table against the frontend)
@@ -59,7 +58,6 @@ LEGAL = {
     "xor": _INTS + ("fp32", "fp64"), "xchg": _INTS + ("fp32", "fp64"),
     "cas": ("int16",) + _INTS + ("fp16", "bf16", "fp32", "fp64"),
 }
-PATTERNS = ("elem", "rows", "hist", "count", "split", "tile", "scalar", "replace", "desc")
 _OP_WEIGHTS = {"add": 4, "max": 2, "min": 2, "xchg": 2, "cas": 2, "and": 1, "or": 1, "xor": 1}
 _DT_WEIGHTS = {"int32": 4, "fp32": 4, "uint32": 1, "int64": 1, "fp64": 1, "fp16": 1, "bf16": 1,
                "int16": 1}
@@ -403,7 +401,7 @@ def _emit_count(e, plan: AtomicPlan, sp: StorePoint, fn: str, m: str, sel: str) 
         e(f"{fn}(w_ptr + w_j, {val})")
 
 
-def comm_geometry(name: str, sp: StorePoint, body: str) -> tuple:
+def comm_geometry(name: str, sp: StorePoint) -> tuple:
     """``(rows expr, cols expr or None, row bound, col bound, row stride)`` of the tile of
     the communicated tensor ``name`` the atomic updates."""
     if name in ("y_ptr", "c_ptr"):
@@ -432,7 +430,7 @@ def _emit_comm(e, plan: AtomicPlan, sp: StorePoint, names: dict) -> None:
     tdt = _TL[plan.dtype]
     op = plan.op
     fn = f"tl.atomic_{op}"
-    rows, cols, rb, cb, stride = comm_geometry(t.name, sp, "")
+    rows, cols, rb, cb, stride = comm_geometry(t.name, sp)
     if plan.pattern == "desc":
         d = e.descs[t.name]
         shape = {"a_ptr": "[BM, BK]", "b_ptr": "[BK, BN]"}.get(t.name, "[BM, BN]")

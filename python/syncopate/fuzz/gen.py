@@ -25,7 +25,9 @@ choices from ``random.Random(seed)`` --
   template that fits it (``all_gather`` on rows or columns, split 1-2, pull/push, swizzle/ring;
   ``reduce_scatter`` for outputs; ``ring_pass``, ``all_to_all``, ``all_reduce`` occasionally; a
   small share of deliberate role mismatches that must be refused);
-* world size (2, sometimes 3 or 4), backend (``sm``/``ce``/``nvshmem``), comm programs.
+* world size (2, sometimes 3 or 4), backend (``sm``/``ce``/``nvshmem``), comm programs;
+* atomics (``atomics.py``, from a generator of their own): none mostly, else on a tensor no
+  schedule moves (counters, histograms, split-K) or on the communicated tensor (to be refused).
 
 Shapes are small (rows 64-256, columns 32-128) so a case emulates in about a second.
 
