@@ -234,21 +234,23 @@ def test_the_atomics_model_tells_ops_apart():
     assert "w_ptr" in (check_unfused(ttir, c) or "")
 
 
-@pytest.mark.parametrize("pattern,force", [
-    ("tile", dict(_PLAIN)),
-    ("scalar", dict(_PLAIN, body="gemm")),
-    ("replace", dict(_PLAIN, body="gemm", role="out", template="reduce_scatter")),
-    ("desc", dict(_PLAIN, addressing="tensor_desc", dtype="fp32")),
+@pytest.mark.parametrize("pattern,force,role", [
+    ("tile", dict(_PLAIN), "delivers"),
+    ("scalar", dict(_PLAIN, body="gemm"), "delivers"),
+    ("replace", dict(_PLAIN, body="gemm", role="out", template="reduce_scatter"), "produces"),
+    ("tile", dict(_PLAIN, role="out", template="reduce_scatter"), "produces"),
+    ("desc", dict(_PLAIN, addressing="tensor_desc", dtype="fp32"), "delivers"),
 ])
-def test_an_atomic_on_the_communicated_tensor_is_refused_naming_it(pattern, force):
-    """An atomic on the communicated tensor -- on the tile the kernel reads, a counter in its
-    first element, in place of the output's store (split-K), a TMA reduction -- is refused,
-    and the refusal is the compiler's atomic message at the atomic's line."""
+def test_an_atomic_on_the_communicated_tensor_is_refused_naming_it(pattern, force, role):
+    """An atomic on the communicated tensor, consumed or produced -- on the tile the kernel
+    reads or writes, a counter in its first element, in place of the output's store
+    (split-K), a TMA reduction -- is refused, and the refusal is the compiler's atomic message
+    at the atomic's line, with the reason of the tensor's role."""
     c = generate(3, **force, atomic="comm", atomic_pattern=pattern)
     v = run_case(c)
     assert v.outcome == "refused", v.line(c)
     assert oracle.names_atomic(c, v.detail), v.detail
-    assert "in place" in v.detail and f":{c.atomic.lines[0]}:" in v.detail
+    assert f":{c.atomic.lines[0]}:" in v.detail and f"{role} tensor" in v.detail, v.detail
 
 
 def test_the_oracle_fails_an_atomic_that_is_not_refused_or_refused_otherwise(monkeypatch):
