@@ -151,6 +151,7 @@ def test_known_bugs_are_matched_narrowly(monkeypatch):
     (75, "remap-reorders-reduction: a row sum over column tiles gathered along the columns"),
     (204, "all_to_all-undelivered-read: a kernel reading the whole tensor of an all-to-all"),
     (624, "all_reduce-push-unwaited: all_reduce on sm, the all-gather phase pushed"),
+    (1809, "dot-layout: a GEMM gathered along K, tiles loaded in another memory layout"),
 ])
 def test_fuzzer_findings_are_fixed(seed, what):
     """The fuzzer's first findings, fixed in the compiler: each replays clean or refused (the
