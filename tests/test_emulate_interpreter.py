@@ -142,7 +142,7 @@ def test_dot_does_not_depend_on_the_operands_memory_layout():
     from syncopate.emulate import kernel_ttir
     M, K, N = 32, 32, 16
     sig = {n: "*fp32" for n in ("a_ptr", "at_ptr", "b_ptr", "bt_ptr", "c_ptr")}
-    code = ModuleCode(_module(kernel_ttir(_dot_layouts, sig, dict(M=M, K=K, N=N)))).kernel
+    code = ModuleCode(_module(kernel_ttir(_dot_layouts, sig, {"M": M, "K": K, "N": N}))).kernel
     rng = np.random.default_rng(1809)
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
