@@ -69,7 +69,7 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
     per_style: dict = defaultdict(lambda: defaultdict(Counter))
     notable: dict = defaultdict(list)
     reasons: Counter = Counter()
-    n = 0
+    n = noted = 0
     for seed in seeds:
         if time_budget is not None and time.perf_counter() - t0 > time_budget:
             echo(f"time budget of {time_budget:g} s spent after {n} cases")
@@ -78,6 +78,7 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
         v = run_case(case)
         n += 1
         counts[v.outcome] += 1
+        noted += v.outcome == "clean" and v.notes > 0
         for k in STYLE_KEYS:
             per_style[k][str(case.styles.get(k, "none" if k == "atomic" else "-"))][
                 v.outcome] += 1
@@ -94,7 +95,7 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
             echo(v.line(case))
     seconds = time.perf_counter() - t0
     summary = dict(cases=n, seconds=round(seconds, 1),
-                   counts={o: counts.get(o, 0) for o in OUTCOMES},
+                   counts={o: counts.get(o, 0) for o in OUTCOMES}, clean_with_notes=noted,
                    per_style={k: {val: dict(c) for val, c in sorted(vals.items())}
                               for k, vals in per_style.items()},
                    refusals=dict(reasons.most_common()), notable=dict(notable))
@@ -110,6 +111,8 @@ def format_summary(summary: dict) -> str:
     n = max(1, summary["cases"])
     lines = [f"{summary['cases']} cases in {summary['seconds']} s: " +
              ", ".join(f"{o} {c[o]} ({100 * c[o] / n:.0f}%)" for o in OUTCOMES)]
+    if summary.get("clean_with_notes"):
+        lines.append(f"  clean with float atomic order notes: {summary['clean_with_notes']}")
     for k, vals in summary["per_style"].items():
         parts = [f"{val}: " + "/".join(f"{o[0]}{cnt[o]}" for o in OUTCOMES if cnt.get(o))
                  for val, cnt in vals.items()]

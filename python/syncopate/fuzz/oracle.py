@@ -58,6 +58,8 @@ class Verdict:
     #: mismatches: the largest |fused - unfused| / (|unfused| + 1) over the outputs no chunk
     #: moves (last launch, every policy and rank); rounding-sized differences say "reordered"
     max_rel: float | None = None
+    #: clean: the emulator's float atomic order notes (differences within the bound)
+    notes: int = 0
 
     def line(self, case: Case) -> str:
         extra = f" [{self.known}]" if self.known else (f" [{self.kind}]" if self.kind else "")
@@ -235,6 +237,7 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                     traceback.format_exc())
     v.phases["emulate"] = round(time.perf_counter() - t1, 3)
     odd = unexpected_notes(case, res.notes)
+    v.notes = len(res.notes)
     if res.ok and not odd:
         return done("clean", f"{len(res.policies)} policies x {res.launches} launches"
                     + (f", {len(res.notes)} float atomic order note(s)" if res.notes else ""),
