@@ -11,6 +11,7 @@ GPU 0: correct for checking, meaningless for timing.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 
@@ -24,11 +25,17 @@ for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "
     os.environ.setdefault(_k, _v)
 
 
-def launch(main) -> int:
+def launch(main, options=None) -> int:
+    """Run ``main(rank, world_size)`` on every rank; with ``options`` (a function that adds
+    arguments to the parser) ``main(rank, world_size, args)``."""
     p = argparse.ArgumentParser(description=(main.__doc__ or "").strip().splitlines()[0])
     p.add_argument("--loopback", type=int, default=None,
                    help="W virtual ranks on one GPU instead of torchrun's processes")
+    if options is not None:
+        options(p)
     args = p.parse_args()
+    if options is not None:
+        main = functools.partial(main, args=args)
     import torch
     if not torch.cuda.is_available():
         print("this example needs a CUDA GPU", file=sys.stderr)

@@ -1,31 +1,35 @@
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4}' | filecheck %s
+// RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" backend=sm comm-programs=4}' | syncopate-opt | filecheck %s
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/rs2.json" operands="c_ptr:C" backend=nvshmem comm-programs=8}' | filecheck %s --check-prefix=RS
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-two-tensors.json" operands="a_ptr:A;c_ptr:B" backend=ce}' | filecheck %s --check-prefix=TWO
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" lowering=table}' | filecheck %s --check-prefix=TABLE
 // RUN: syncopate-opt %s -p 'attach-schedule{file="%S/Inputs/ag2-push.json" operands="a_ptr:A" lowering=auto}' | filecheck %s --check-prefix=AUTO
 
-// attach-schedule reads a JSON schedule, verifies it, and records it on the module with the
-// kernel-parameter -> tensor bindings, the backend and the number of comm programs.  The kernel
-// itself is left untouched (the ABI parameters come from append-abi-params).
+// attach-schedule reads a JSON schedule, verifies it, and records it on the module as two typed
+// attributes: syncopate.schedule holds the schedule (printed as its compact JSON), and
+// syncopate.request the kernel-parameter -> tensor bindings, the backend and the number of comm
+// programs (options at their default, such as backend "sm", are not printed); both read back
+// as they print (the second RUN line).  The kernel itself is left untouched (the ABI
+// parameters come from append-abi-params).
 
-// CHECK:      module attributes {syncopate.schedule = "{{.*}}\22world_size\22: 2,
-// CHECK-SAME:   \22chunks\22: [
-// CHECK-SAME:   {\22id\22: 0, \22tensor\22: \22A\22, \22offsets\22: [128, 0], \22sizes\22: [64, 64], \22src\22: 1, \22dst\22: 0, \22mode\22: \22push\22, \22step\22: 0
-// CHECK-SAME:   syncopate.operands = {a_ptr = "A"}, syncopate.backend = "sm", syncopate.comm_programs = 4 : i32} {
+// CHECK:      module attributes {syncopate.schedule = #syncopate.schedule<"{{.*}}\22world_size\22:2,
+// CHECK-SAME:   \22chunks\22:[
+// CHECK-SAME:   {\22id\22:0,\22tensor\22:\22A\22,\22offsets\22:[128,0],\22sizes\22:[64,64],\22src\22:1,\22dst\22:0,\22mode\22:\22push\22,\22step\22:0
+// CHECK-SAME:   syncopate.request = #syncopate.request<operands = {a_ptr = "A"}, comm_programs = 4>} {
 // CHECK-NEXT:   tt.func public @copy(%a_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}) attributes {noinline = false} {
 // CHECK-NOT:    syn_
 // CHECK:        tt.return
 
-// RS:      \22reduce\22: \22sum\22
-// RS-SAME: syncopate.operands = {c_ptr = "C"}, syncopate.backend = "nvshmem", syncopate.comm_programs = 8 : i32}
+// RS:      \22reduce\22:\22sum\22
+// RS-SAME: syncopate.request = #syncopate.request<operands = {c_ptr = "C"}, backend = "nvshmem", comm_programs = 8>}
 
-// lowering=table|unrolled sets syncopate.lowering (how resolve-chunks, partition-sms and the
-// lower-* passes emit chunk-level code: loops over the chunk table, or code per chunk);
-// "auto", the default, leaves it absent (the passes then choose by the chunk count).
-// TABLE: syncopate.comm_programs = 4 : i32, syncopate.lowering = "table"} {
-// AUTO-NOT: syncopate.lowering
+// lowering=table|unrolled sets the request's lowering (how resolve-chunks, partition-sms and
+// the lower-* passes emit chunk-level code: loops over the chunk table, or code per chunk);
+// "auto", the default, is not printed (the passes then choose by the chunk count).
+// TABLE: syncopate.request = #syncopate.request<operands = {a_ptr = "A"}, comm_programs = 4, lowering = table>} {
+// AUTO-NOT: lowering =
 
-// TWO: syncopate.operands = {a_ptr = "A", c_ptr = "B"}, syncopate.backend = "ce", syncopate.comm_programs = 4 : i32}
+// TWO: syncopate.request = #syncopate.request<operands = {a_ptr = "A", c_ptr = "B"}, backend = "ce", comm_programs = 4>}
 
 module {
   tt.func public @copy(%a_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}) attributes {noinline = false} {

@@ -5,7 +5,7 @@
 
 // A copy of 128 columns per row: the box [0, 128) leaves dim 1 (64 wide), so it would read the
 // next row, which may belong to a chunk that has not arrived.
-// CHECK: syncopate-opt: error: this tt.load of 'inp_ptr' (tensor 'A', dim 1 of size 64) reads indices [0, 128), past the end of the dim; make the schedule's shape match what the kernel indexes, or mask the access
+// CHECK: syncopate-opt: error: this tt.load of 'inp_ptr' (tensor 'A', dim 1 of size 64) reads indices [0, 128), past the end of the dim and has no mask; make the schedule's shape match what the kernel indexes, or mask the access by `index < bound` along dim 1
 
 module {
   tt.func public @wide_rows(%inp_ptr: !tt.ptr<bf16>, %out_ptr: !tt.ptr<bf16>) attributes {noinline = false} {
@@ -53,7 +53,7 @@ module {
 // -----
 
 // An unmasked column tile whose start (pid_n * 32) nothing bounds.
-// CHECK: syncopate-opt: error: cannot prove that this tt.load of 'inp_ptr' (tensor 'A', dim 1 of size 64) stays inside the dim: its start 32*%pid_n is not bounded and the access has no mask `index < bound` along it, so it could read the next row, which may belong to a chunk that has not arrived. Mask the access along dim 1 (e.g. `offs < 64`), or state its box with syncopate.language.hint_region2(inp_ptr, lo0, hi0, ...) before it
+// CHECK: syncopate-opt: error: cannot prove that this tt.load of 'inp_ptr' (tensor 'A', dim 1 of size 64) stays inside the dim: its start 32*%pid_n is not bounded and the access has no mask `index < bound` along it, so it could touch the next row, which may belong to a chunk that has not arrived. Mask the access along dim 1 by a kernel argument or a constant (e.g. `offs < 64`), or state its box with syncopate.language.hint_region2(inp_ptr, lo0, hi0, ...) before it
 
 module {
   tt.func public @col_tiles(%inp_ptr: !tt.ptr<bf16>, %out_ptr: !tt.ptr<bf16>) attributes {noinline = false} {

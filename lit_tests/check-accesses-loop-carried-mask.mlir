@@ -7,7 +7,7 @@
 // ivs_as_iterations) the two cancel to `index < n_cols`, a launch-time bound n_cols <= 64
 // (A is [256, 64]). Without it the start was "not bounded" and the kernel was refused.
 
-// CHECK: upper_bounds\22: {\22n_cols\22: 64}
+// CHECK: upper_bounds = {n_cols = 64}
 
 module {
   tt.func public @rowsum_carried(%a_ptr: !tt.ptr<bf16>, %out_ptr: !tt.ptr<f32>, %n_cols: i32, %stride_am: i32, %stride_ak: i32) attributes {noinline = false} {

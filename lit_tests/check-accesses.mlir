@@ -6,7 +6,7 @@
 // launch-time upper bound the runtime checks before every launch.  The kernel reads program
 // id axis 0 only, so the runtime will refuse a grid larger than 1 along axes 1 and 2.
 
-// CHECK:       syncopate.abi = "{\22grid_axes\22: [0], \22upper_bounds\22: {\22n_cols\22: 64}}"
+// CHECK:       syncopate.state = #syncopate.state<grid_axes = [0], upper_bounds = {n_cols = 64}>
 // CHECK-LABEL: tt.func public @masked_rows
 // CHECK-NOT:   syncopate.
 

@@ -11,7 +11,7 @@
 // truncf(extf(value) + sum_s extf(slot_s)). Tiles run sends-first: rank 0 computes rows
 // 128..255 (rank 1's) before its own (the remap row for rank 0 is [2, 3, 0, 1]).
 
-// CHECK:       syncopate.abi = "{{.*}}\22epilogue_slots\22: [\22C\22]
+// CHECK:       syncopate.state = #syncopate.state<{{.*}}epilogue_slots = ["C"]
 // CHECK-LABEL: tt.func public @store
 // CHECK:         syncopate.remap %pid, %syn_rank {tensor = "C", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 2, 3, 0, 1, 0, 1, 2, 3>}
 // CHECK:         %[[TOK:.+]] = syncopate.wait_region %syn_flags, %syn_epoch, %syn_rank[

@@ -2,9 +2,10 @@
 
 // All-gather + GEMM: A is only read and its chunks hold data staged before the launch (not
 // partial results the kernel computes), so no tile signals anything: the comm programs move A
-// as soon as the launch starts.  The store to C (not communicated) gets no signal.
+// as soon as the launch starts.  The store to C (not communicated) gets no signal: the state
+// records no produced chunk and no signal.
 
-// CHECK:       syncopate.abi = "{\22produced\22: {}, \22signals\22: 0}"
+// CHECK:       syncopate.state = #syncopate.state<>
 // CHECK-LABEL: tt.func public @gemm
 // CHECK-NOT:     syncopate.signal_region
 // CHECK:         tt.store

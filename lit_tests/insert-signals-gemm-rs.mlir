@@ -6,7 +6,7 @@
 // the store wrote; the producer counts are the chunks' volumes (128 x 128 elements: a chunk
 // is complete when PRODUCED[c] reaches epoch * |c|, however the kernel tiles its stores).
 
-// CHECK:       syncopate.abi = "{\22produced\22: {\220\22: 16384, \221\22: 16384}, \22signals\22: 1}"
+// CHECK:       syncopate.state = #syncopate.state<produced = {"0" = 16384, "1" = 16384}, signals = 1>
 // CHECK-LABEL: tt.func public @gemm_rs
 // CHECK-NOT:     syncopate.signal_region
 // CHECK:         tt.store %[[PTRS:.+]], %{{.+}} : tensor<64x64x!tt.ptr<bf16>>

@@ -7,7 +7,7 @@
 // hoisted above the wait.  B is not communicated: no wait for it.
 // The analysis matched stride_am to dim 0 of A [256, 64]: the runtime checks stride_am == 64.
 
-// CHECK:       syncopate.abi = "{\22requirements\22: {\22stride_am\22: 64}, \22waits\22: 1}"
+// CHECK:       syncopate.state = #syncopate.state<requirements = {stride_am = 64}, waits = 1>
 // CHECK-LABEL: tt.func public @gemm
 // CHECK:         %rk = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
 // CHECK-NEXT:    %[[BM:.+]] = arith.constant 64 : i32

@@ -4,7 +4,7 @@
 // inside the loop as a_ptrs_init + k_iter * 32, so its rows are still pid_m * 64 .. + 64 and
 // do not depend on the loop: one wait before the loop, guarding its lower bound.
 
-// CHECK:       \22requirements\22: {}, \22waits\22: 1
+// CHECK:       syncopate.state = #syncopate.state<waits = 1>
 // CHECK-LABEL: tt.func public @gemm_loop_ptr
 // CHECK:         %b_ptrs{{.*}} = tt.addptr %b_ptrs{{.*}} : tensor<32x64x!tt.ptr<bf16>>, tensor<32x64xi32>
 // CHECK-NEXT:    %[[BM:.+]] = arith.constant 64 : i32

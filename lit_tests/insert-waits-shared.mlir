@@ -4,7 +4,7 @@
 // [pid_m * 64, pid_m * 64 + 64): along the chunked dim their boxes are equal, so they share one
 // wait, in front of the loop.
 
-// CHECK:       \22waits\22: 1
+// CHECK:       syncopate.state = #syncopate.state<waits = 1>
 // CHECK-LABEL: tt.func public @two_loads
 // CHECK:         %[[TOK:.+]] = syncopate.wait_region %syn_flags, %syn_epoch, %syn_rank[%{{.+}}, %{{.+}}] to[%{{.+}}, %{{.+}}] {tensor = "A"} : !tt.ptr<i32>
 // CHECK-NEXT:    %[[LB:.+]] = arith.addi %c0_i32, %[[TOK]] : i32

@@ -42,11 +42,11 @@ module {
     %lo1 = arith.muli %pid_n, %c64_i32 : i32
     tt.descriptor_store %c_desc[%lo0, %lo1], %tile : !tt.tensordesc<tensor<64x64xbf16>>, tensor<64x64xbf16>
     %c5_i32 = arith.constant 5 : i32
-    syncopate.signal %syn_flags[%c5_i32], %vol0 {op = "add", kind = "produced"} : !tt.ptr<i32>
+    syncopate.signal add produced %syn_flags[%c5_i32], %vol0 : !tt.ptr<i32>
     %c6_i32 = arith.constant 6 : i32
-    syncopate.signal %syn_flags[%c6_i32], %vol1 {op = "add", kind = "produced"} : !tt.ptr<i32>
+    syncopate.signal add produced %syn_flags[%c6_i32], %vol1 : !tt.ptr<i32>
     tt.descriptor_store %c_desc[%lo0, %lo1], %tile : !tt.tensordesc<tensor<64x64xbf16>>, tensor<64x64xbf16>
-    syncopate.signal %syn_flags[%c5_i32], %vol0 {op = "add", kind = "produced"} : !tt.ptr<i32>
+    syncopate.signal add produced %syn_flags[%c5_i32], %vol0 : !tt.ptr<i32>
     tt.return
   }
 }

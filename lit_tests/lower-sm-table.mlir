@@ -11,7 +11,7 @@
 // must not software-pipeline a loop whose tiles it would multi-buffer), and releases through
 // tt.atomic_rmw.  syncopate.enter becomes a loop over the ranks; the drain reads this rank's
 // CONSUMED target from the table's reads section.  In the compute programs, syncopate.remap
-// is one load from a remap section appended to the table (recorded in syncopate.abi as
+// is one load from a remap section appended to the table (recorded in the state as
 // table_remaps), the chunk waits of the RECV loop become spin calls, the release_fence one
 // gpu.barrier, and the fenced PRODUCED signals masked atomics with no barrier of their own.
 //
@@ -25,7 +25,7 @@
 // directory at 136, 12 words per rank: EXEC entry 136 + 8, PUSHED 136 + 10; the reads section
 // at 160; the table is 193 words before the remap section.  Peer table rows: 0 flags, 1 A, 2 C.
 
-// CHECK:       \22table_remaps\22: {{\[\[}}193, 4{{\]\]}}
+// CHECK:       table_remaps = {{\[\[}}193, 4{{\]\]}}>
 // CHECK-LABEL: tt.func public @tile
 // CHECK-SAME:    %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
@@ -268,7 +268,7 @@
 // CHECK-NEXT:    } else {
 //
 // The compute programs.  remap: table[193 + 4 rank + coord] for 0 <= coord < 4 (the section
-// syncopate.abi records as table_remaps [[193, 4]]), the coordinate itself outside.
+// the state records as table_remaps [[193, 4]]), the coordinate itself outside.
 // CHECK:           %pid = tt.get_program_id x : i32
 // CHECK-NEXT:      %[[COORD:.+]] = arith.subi %pid, %[[COUNT]] : i32
 // CHECK-NEXT:      %[[L:.+]] = arith.constant 0 : i32

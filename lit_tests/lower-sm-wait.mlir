@@ -57,8 +57,8 @@ module {
     %c4_i32 = arith.constant 4 : i32
     %c5_i32 = arith.constant 5 : i32
     %target = arith.muli %syn_epoch, %c4_i32 : i32
-    %token = syncopate.wait %syn_flags[%c1_i32], target %target {kind = "chunk", chunk = 1 : i32} : !tt.ptr<i32>
-    %entered = syncopate.wait %syn_flags[%c5_i32], target %syn_epoch {kind = "entry"} : !tt.ptr<i32>
+    %token = syncopate.wait chunk %syn_flags[%c1_i32], target %target {chunk = 1 : i32} : !tt.ptr<i32>
+    %entered = syncopate.wait entry %syn_flags[%c5_i32], target %syn_epoch : !tt.ptr<i32>
     %row = arith.addi %token, %entered : i32
     tt.return
   }

@@ -6,7 +6,7 @@
 // from: 2 chunks x 2 comm programs = 4 reads per source rank and epoch.
 // Axis 1 program ids are not shifted (only axis 0 carries the comm programs).
 
-// CHECK:       syncopate.abi = "{\22mode\22: \22pull\22, \22reads_per_src\22: {\220\22: 4, \221\22: 4}}"
+// CHECK:       syncopate.state = #syncopate.state<mode = pull, reads_per_src = {"0" = 4, "1" = 4}>
 // CHECK-LABEL: tt.func public @copy2d
 // CHECK:           syncopate.transfer %a_ptr, %[[PID:.+]], %[[N:.+]], %syn_epoch, %syn_rank, %syn_flags {chunk = 3 : i32, operand = 1 : i32}
 // CHECK-NEXT:      syncopate.drain %[[PID]], %[[N]], %syn_epoch, %syn_rank, %syn_flags {reads = 0 : i32} : !tt.ptr<i32>

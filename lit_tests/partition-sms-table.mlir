@@ -19,7 +19,7 @@
 // 72 + 6 + 8 r.  Each rank executes 2 chunks and (push) receives 2.
 
 // The kernel gets the seven ABI parameters, %syn_table third.
-// PUSH:       syncopate.lowering = "table", syncopate.abi = "{\22mode\22: \22push\22, \22reads_per_src\22: {\220\22: 0, \221\22: 0}}"
+// PUSH:       lowering = table>, syncopate.state = #syncopate.state<mode = push, reads_per_src = {"0" = 0, "1" = 0}>
 // PUSH-LABEL: tt.func public @tma_persistent
 // PUSH-SAME:    %c_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
 // PUSH-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
@@ -75,7 +75,7 @@
 // PUSH-NEXT:            %[[PIDX:.+]] = arith.addi %[[PSTART]], %[[J]] : i32
 // PUSH-NEXT:            %[[PPC:.+]] = tt.addptr %syn_table, %[[PIDX]] : !tt.ptr<i32>, i32
 // PUSH-NEXT:            %[[PCID:.+]] = tt.load %[[PPC]] : !tt.ptr<i32>
-// PUSH-NEXT:            %{{.+}} = syncopate.wait %syn_flags[%[[PCID]]], target %[[T]] {kind = "chunk"} : !tt.ptr<i32>
+// PUSH-NEXT:            %{{.+}} = syncopate.wait chunk %syn_flags[%[[PCID]]], target %[[T]] : !tt.ptr<i32>
 // PUSH-NEXT:          }
 // PUSH-NEXT:        } else {
 // PUSH-NEXT:        }
@@ -99,7 +99,7 @@
 // Pull: the same EXEC loop (every chunk runs on its destination), no pushed chunks to await,
 // and the plan ends with the drain (the CONSUMED handshake; lower-sm reads its target from
 // the table's reads section).
-// PULL:       syncopate.abi = "{\22mode\22: \22pull\22, \22reads_per_src\22: {\220\22: 4, \221\22: 4}}"
+// PULL:       syncopate.state = #syncopate.state<mode = pull, reads_per_src = {"0" = 4, "1" = 4}>
 // PULL-LABEL: tt.func public @tma_persistent
 // PULL:           syncopate.enter %[[PID:.+]], %[[N:.+]], %syn_epoch, %syn_rank, %syn_flags : !tt.ptr<i32>
 // PULL-NEXT:      %[[EDIR:.+]] = arith.constant 76 : i32
@@ -131,7 +131,7 @@
 // RING:         arith.constant 3 : i32
 // RING-NEXT:    arith.minsi
 // RING:         scf.for
-// RING:           syncopate.wait %syn_flags[%{{.+}}], target %{{.+}} {kind = "chunk"}
+// RING:           syncopate.wait chunk %syn_flags[%{{.+}}], target %{{.+}}
 // RING-NEXT:    }
 // RING-NOT:     syncopate.wait
 // RING:         tt.return

@@ -7,7 +7,7 @@
 // program_id(0) - 4 and num_programs(0) - 4: exactly the grid the kernel was written for.
 // Push mode: nobody reads a peer's buffer, so no drain.
 
-// CHECK:       syncopate.abi = "{\22mode\22: \22push\22, \22reads_per_src\22: {\220\22: 0, \221\22: 0}}"
+// CHECK:       syncopate.state = #syncopate.state<mode = push, reads_per_src = {"0" = 0, "1" = 0}>
 // CHECK-LABEL: tt.func public @tma_persistent
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[N:.+]] = arith.constant 4 : i32
@@ -29,10 +29,10 @@
 // Then comm program 0 of each destination waits for the chunks pushed to it: the launch ends
 // only with all of its data in place (rank 0 receives chunks 0 and 1, rank 1 chunks 2 and 3).
 // CHECK:             %[[T:.+]] = arith.muli %syn_epoch, %{{.+}} : i32
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 0 : i32}
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 1 : i32}
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 2 : i32}
-// CHECK:             syncopate.wait %syn_flags[%{{.+}}], target %[[T]] {kind = "chunk", chunk = 3 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 0 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 1 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 2 : i32}
+// CHECK:             syncopate.wait chunk %syn_flags[%{{.+}}], target %[[T]] {chunk = 3 : i32}
 // CHECK:         } else {
 // CHECK:           %start = tt.get_program_id x : i32
 // CHECK-NEXT:      %[[START:.+]] = arith.subi %start, %[[N]] : i32

@@ -40,9 +40,9 @@
 // CHECK-NEXT:    arith.maxsi %lo0
 // CHECK:         %[[VOL1:.+]] = arith.select %{{.+}}, %{{.+}}, %{{.+}} : i32
 // CHECK-NEXT:    %[[P0:.+]] = arith.constant 5 : i32
-// CHECK-NEXT:    syncopate.signal %syn_flags[%[[P0]]], %[[VOL0]] {op = "add", kind = "produced"} : !tt.ptr<i32>
+// CHECK-NEXT:    syncopate.signal add produced %syn_flags[%[[P0]]], %[[VOL0]] : !tt.ptr<i32>
 // CHECK-NEXT:    %[[P1:.+]] = arith.constant 6 : i32
-// CHECK-NEXT:    syncopate.signal %syn_flags[%[[P1]]], %[[VOL1]] {op = "add", kind = "produced"} : !tt.ptr<i32>
+// CHECK-NEXT:    syncopate.signal add produced %syn_flags[%[[P1]]], %[[VOL1]] : !tt.ptr<i32>
 // CHECK-NEXT:    tt.return
 
 module {

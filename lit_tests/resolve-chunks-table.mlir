@@ -69,7 +69,7 @@
 // CHECK-NEXT:      %[[MEETS:.+]] = arith.andi %[[A]], %[[B]] : i1
 // CHECK-NEXT:      %[[WT:.+]] = scf.if %[[MEETS]] -> (i32) {
 // The flag of chunk c is word c: the wait's index is the id read from the table.
-// CHECK-NEXT:        %[[T:.+]] = syncopate.wait %syn_flags[%[[CID]]], target %[[TARGET]] {kind = "chunk"} : !tt.ptr<i32>
+// CHECK-NEXT:        %[[T:.+]] = syncopate.wait chunk %syn_flags[%[[CID]]], target %[[TARGET]] : !tt.ptr<i32>
 // CHECK-NEXT:        scf.yield %[[T]] : i32
 // CHECK-NEXT:      } else {
 // CHECK-NEXT:        %[[NO:.+]] = arith.constant 0 : i32
@@ -134,7 +134,7 @@
 // PRODUCED[c] = word 11 + c.
 // CHECK-NEXT:      %[[P0:.+]] = arith.constant 11 : i32
 // CHECK-NEXT:      %[[PIDX:.+]] = arith.addi %[[P0]], %[[SCID]] : i32
-// CHECK-NEXT:      syncopate.signal %syn_flags[%[[PIDX]]], %[[VOL]] {op = "add", kind = "produced", fenced} : !tt.ptr<i32>
+// CHECK-NEXT:      syncopate.signal add produced %syn_flags[%[[PIDX]]], %[[VOL]] {fenced} : !tt.ptr<i32>
 // CHECK-NEXT:    }
 // (the pattern walker drops %row, a pure op nothing uses)
 // CHECK-NEXT:    tt.return
@@ -155,10 +155,10 @@
 // a signal per chunk of C, no table loads and no fence.
 // UNROLLED-LABEL: tt.func public @tile
 // UNROLLED-NOT:     tt.addptr %syn_table
-// UNROLLED-COUNT-4: syncopate.wait %syn_flags[%{{.+}}], target %{{.+}} {kind = "chunk", chunk = {{[0-3]}} : i32}
+// UNROLLED-COUNT-4: syncopate.wait chunk %syn_flags[%{{.+}}], target %{{.+}} {chunk = {{[0-3]}} : i32}
 // UNROLLED-NOT:     syncopate.wait
 // UNROLLED-NOT:     syncopate.release_fence
-// UNROLLED-COUNT-4: syncopate.signal %syn_flags[%{{.+}}], %{{.+}} {op = "add", kind = "produced"} : !tt.ptr<i32>
+// UNROLLED-COUNT-4: syncopate.signal add produced %syn_flags[%{{.+}}], %{{.+}} : !tt.ptr<i32>
 // UNROLLED-NOT:     syncopate.signal
 // UNROLLED:         tt.return
 
@@ -167,11 +167,11 @@
 // CE-NEXT: %[[TARGET:.+]] = arith.muli %syn_epoch, %[[W]] : i32
 // CE-NEXT: arith.constant 136 : i32
 // CE:      scf.for
-// CE:      syncopate.wait %syn_flags[%{{.+}}], target %[[TARGET]] {kind = "chunk"} : !tt.ptr<i32>
+// CE:      syncopate.wait chunk %syn_flags[%{{.+}}], target %[[TARGET]] : !tt.ptr<i32>
 // CE-NOT:  syncopate.wait
 // CE:      syncopate.release_fence
 // CE:      scf.for
-// CE:      syncopate.signal %syn_flags[%{{.+}}], %{{.+}} {op = "add", kind = "produced", fenced} : !tt.ptr<i32>
+// CE:      syncopate.signal add produced %syn_flags[%{{.+}}], %{{.+}} {fenced} : !tt.ptr<i32>
 // CE-NOT:  syncopate.signal
 
 module {

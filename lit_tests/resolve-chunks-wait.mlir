@@ -26,7 +26,7 @@
 // CHECK-NEXT:      %[[MEETS:.+]] = arith.andi %[[A]], %[[B]] : i1
 // CHECK-NEXT:      %[[W0:.+]] = scf.if %[[MEETS]] -> (i32) {
 // CHECK-NEXT:        %[[IDX:.+]] = arith.constant 0 : i32
-// CHECK-NEXT:        %[[WT:.+]] = syncopate.wait %syn_flags[%[[IDX]]], target %[[TARGET]] {kind = "chunk", chunk = 0 : i32} : !tt.ptr<i32>
+// CHECK-NEXT:        %[[WT:.+]] = syncopate.wait chunk %syn_flags[%[[IDX]]], target %[[TARGET]] {chunk = 0 : i32} : !tt.ptr<i32>
 // CHECK-NEXT:        scf.yield %[[WT]] : i32
 // CHECK-NEXT:      } else {
 // CHECK-NEXT:        %[[NO:.+]] = arith.constant 0 : i32
@@ -36,7 +36,7 @@
 // CHECK-NEXT:      arith.constant 256 : i32
 // CHECK-NEXT:      arith.cmpi slt, %lo
 // CHECK-NEXT:      arith.constant 192 : i32
-// CHECK:           syncopate.wait %syn_flags[%{{.+}}], target %[[TARGET]] {kind = "chunk", chunk = 1 : i32} : !tt.ptr<i32>
+// CHECK:           syncopate.wait chunk %syn_flags[%{{.+}}], target %[[TARGET]] {chunk = 1 : i32} : !tt.ptr<i32>
 // CHECK:           %[[S1:.+]] = arith.addi %[[S0]], %{{.+}} : i32
 // CHECK-NEXT:      scf.yield %[[S1]] : i32
 // CHECK-NEXT:    } else {
@@ -48,9 +48,9 @@
 // CHECK-NEXT:    %[[IS1:.+]] = arith.cmpi eq, %syn_rank, %[[R1]] : i32
 // CHECK-NEXT:    %[[TOK1:.+]] = scf.if %[[IS1]] -> (i32) {
 // CHECK:           arith.constant 64 : i32
-// CHECK:           syncopate.wait %syn_flags[%{{.+}}], target %[[TARGET]] {kind = "chunk", chunk = 2 : i32}
+// CHECK:           syncopate.wait chunk %syn_flags[%{{.+}}], target %[[TARGET]] {chunk = 2 : i32}
 // CHECK:           arith.constant 128 : i32
-// CHECK:           syncopate.wait %syn_flags[%{{.+}}], target %[[TARGET]] {kind = "chunk", chunk = 3 : i32}
+// CHECK:           syncopate.wait chunk %syn_flags[%{{.+}}], target %[[TARGET]] {chunk = 3 : i32}
 // CHECK:           %[[S3:.+]] = arith.addi %{{.+}}, %{{.+}} : i32
 // CHECK-NEXT:      scf.yield %[[S3]] : i32
 // CHECK-NEXT:    } else {
@@ -65,7 +65,7 @@
 // The copy engine writes each chunk's flag once per epoch, with the epoch: target epoch * 1.
 // CE:      %[[W:.+]] = arith.constant 1 : i32
 // CE-NEXT: %[[TARGET:.+]] = arith.muli %syn_epoch, %[[W]] : i32
-// CE:      syncopate.wait %syn_flags[%{{.+}}], target %[[TARGET]] {kind = "chunk", chunk = 0 : i32}
+// CE:      syncopate.wait chunk %syn_flags[%{{.+}}], target %[[TARGET]] {chunk = 0 : i32}
 
 module {
   tt.func public @tile(%a_ptr: !tt.ptr<bf16> {tt.divisibility = 16 : i32}, %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64) attributes {noinline = false} {

@@ -1,6 +1,6 @@
 // RUN: syncopate-opt %s -p 'load-epoch,self-advance-epoch' | filecheck %s
 // RUN: syncopate-opt %s -p 'load-epoch,self-advance-epoch,self-advance-epoch' | filecheck %s
-// RUN: sed 's/syncopate.self_advance = "on"//' %s | syncopate-opt -p 'load-epoch,self-advance-epoch' | filecheck %s --check-prefix=OFF
+// RUN: sed 's/self_advance = on//' %s | syncopate-opt -p 'load-epoch,self-advance-epoch' | filecheck %s --check-prefix=OFF
 
 // self-advance-epoch (compile option self_advance=True, docs/cuda-graphs.md): the word holds
 // the last finished launch's epoch, so the launch runs with word[0] + 1 -- every use of the
@@ -8,10 +8,10 @@
 // warp has loaded word[0]) and adds 1 to word[1]
 // (acq_rel, gpu scope); the one that reads num_programs - 1 is the last: it resets the counter
 // and stores the epoch into word[0] and into the host mirror whose address is word[2:4]
-// (low, high, zero-extended).  A second run changes nothing more; without the module
-// attribute the pass changes nothing.
+// (low, high, zero-extended), and the module's state records that it did: a second run changes
+// nothing more.  Without self_advance in the module's request the pass changes nothing.
 
-// CHECK:       module attributes {syncopate.self_advance = "applied"}
+// CHECK:       module attributes {syncopate.request = #syncopate.request<self_advance = on>, syncopate.state = #syncopate.state<self_advanced = true>}
 // CHECK:         %last_epoch = tt.load %syn_epoch : !tt.ptr<i32>
 // CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : i32
 // CHECK-NEXT:    %epoch = arith.addi %last_epoch, %[[ONE]] : i32
@@ -42,7 +42,7 @@
 // OFF-NOT:     tt.atomic_rmw
 // OFF:         tt.return
 
-module attributes {syncopate.self_advance = "on"} {
+module attributes {syncopate.request = #syncopate.request<self_advance = on>} {
   tt.func public @k(%syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64) attributes {noinline = false} {
     %c4_i32 = arith.constant 4 : i32
     %target = arith.muli %syn_epoch, %c4_i32 : i32

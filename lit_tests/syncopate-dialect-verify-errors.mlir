@@ -1,7 +1,9 @@
 // RUN: not syncopate-opt %s --split-input-file 2>&1 | filecheck %s
 
 // The syncopate dialect's verifiers: each case below is rejected with a message that names the
-// op and what is wrong.
+// op (or the position) and what is wrong.  Flag kinds and signal updates are enum attributes
+// (a wrong keyword is a parse error listing the choices); pointer operands are constrained to
+// !tt.ptr by IRDL.
 
 // CHECK: syncopate-opt: error: 'syncopate.remap' row 1 of the table is not a permutation of 0..3
 module {
@@ -25,40 +27,40 @@ module {
 
 // -----
 
-// CHECK: syncopate-opt: error: 'syncopate.wait' kind must be one of ('chunk', 'entry', 'consumed', 'produced'), got 'chunks'
+// CHECK: syncopate-opt: error: {{.*}}:33:25: cannot read TTIR: Expected `chunk`, `entry`, `consumed`, or `produced`.
 module {
   tt.func public @f(%flags: !tt.ptr<i32>, %rank: i32) {
-    %t = syncopate.wait %flags[%rank], target %rank {kind = "chunks"} : !tt.ptr<i32>
+    %t = syncopate.wait chunks %flags[%rank], target %rank : !tt.ptr<i32>
     tt.return
   }
 }
 
 // -----
 
-// CHECK: syncopate-opt: error: 'syncopate.wait' operand 'flags' must be a !tt.ptr, got i64
+// CHECK: syncopate-opt: error: {{.*}}:43:5: cannot read TTIR: 'syncopate.wait': i64 should be of base attribute tt.ptr
 module {
   tt.func public @f(%flags: i64, %rank: i32) {
-    %t = syncopate.wait %flags[%rank], target %rank {kind = "chunk"} : i64
+    %t = syncopate.wait chunk %flags[%rank], target %rank : i64
     tt.return
   }
 }
 
 // -----
 
-// CHECK: syncopate-opt: error: 'syncopate.signal' op must be one of ('add', 'set')
+// CHECK: syncopate-opt: error: {{.*}}:53:22: cannot read TTIR: Expected `add`, or `set`.
 module {
   tt.func public @f(%flags: !tt.ptr<i32>, %rank: i32) {
-    syncopate.signal %flags[%rank], %rank {op = "max", kind = "chunk"} : !tt.ptr<i32>
+    syncopate.signal max chunk %flags[%rank], %rank : !tt.ptr<i32>
     tt.return
   }
 }
 
 // -----
 
-// CHECK: syncopate-opt: error: 'syncopate.signal' kind must be one of ('chunk', 'entry', 'consumed', 'produced')
+// CHECK: syncopate-opt: error: {{.*}}:63:26: cannot read TTIR: Expected `chunk`, `entry`, `consumed`, or `produced`.
 module {
   tt.func public @f(%flags: !tt.ptr<i32>, %rank: i32) {
-    syncopate.signal %flags[%rank], %rank {op = "add", kind = "bogus"} : !tt.ptr<i32>
+    syncopate.signal add bogus %flags[%rank], %rank : !tt.ptr<i32>
     tt.return
   }
 }
@@ -75,7 +77,7 @@ module {
 
 // -----
 
-// CHECK: syncopate-opt: error: 'syncopate.peer_ptr' operand 'ptr' must be a !tt.ptr, got i32
+// CHECK: syncopate-opt: error: {{.*}}:83:5: cannot read TTIR: 'syncopate.peer_ptr': i32 should be of base attribute tt.ptr
 module {
   tt.func public @f(%flags: !tt.ptr<i32>, %rank: i32) {
     %p = syncopate.peer_ptr %rank, %rank {buffer = 1 : i32} : i32 -> i32

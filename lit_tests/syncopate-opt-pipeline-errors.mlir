@@ -10,7 +10,7 @@
 // QUOTE:      quote option values that hold paths or punctuation, e.g. attach-schedule{file="Inputs/ag.json" operands="a_ptr:A"}
 // QUOTE-NOT:  Traceback
 
-// UNKNOWN: syncopate-opt: error: Unrecognized passes: ['insert-wait'] (registered passes: append-abi-params, attach-schedule, check-accesses, insert-epilogue-reduce, insert-signals, insert-trace, insert-waits, load-epoch, lower-ce, lower-nvshmem, lower-sm, partition-sms, resolve-chunks, self-advance-epoch, structurize-returns, tile-remap)
+// UNKNOWN: syncopate-opt: error: Unrecognized passes: ['insert-wait'] (registered passes: append-abi-params, attach-schedule, check-accesses, fuse, insert-epilogue-reduce, insert-signals, insert-trace, insert-waits, load-epoch, lower-ce, lower-nvshmem, lower-sm, partition-sms, resolve-chunks, self-advance-epoch, structurize-returns, tile-remap)
 
 // A pass that reads the schedule says how to attach one.
 // NOSCHED: syncopate-opt: error: the module has no 'syncopate.schedule' attribute: attach a schedule (syncopate.compile does; lit tests set it by hand)

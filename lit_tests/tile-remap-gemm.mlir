@@ -9,7 +9,7 @@
 // 0..127 (tiles 0, 1) and receives 128..191 then 192..255 (tiles 2, 3): identity.  Rank 1 holds
 // tiles 2, 3 and receives tile 0 then tile 1: a rotation by 2.
 
-// CHECK:       syncopate.abi = "{\22remap\22: {\22A\22: {\22block\22: 64, \22dim\22: 0, \22role\22: \22consumer\22, \22tiles\22: 4}}, \22remarks\22: []}"
+// CHECK:       syncopate.state = #syncopate.state<remap = {A = {dim = 0, block = 64, tiles = 4, role = "consumer"}}>
 // CHECK-LABEL: tt.func public @gemm
 // CHECK:         %pid_m = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[M:.+]] = syncopate.remap %pid_m, %syn_rank {tensor = "A", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 0, 1, 2, 3, 2, 3, 0, 1>}

@@ -4,7 +4,7 @@
 // tiles 0, 1, 2, 3 in this order.  The kernel's order is already the arrival order on every
 // rank, so tile-remap inserts nothing and says so in the remarks.
 
-// CHECK:       syncopate.abi = "{\22remap\22: {}, \22remarks\22: [\22tile-remap: tiles of A dim 0 already run in chunk order on every rank; tile order left as written\22]}"
+// CHECK:       syncopate.state = #syncopate.state<remarks = ["tile-remap: tiles of A dim 0 already run in chunk order on every rank; tile order left as written"]>
 // CHECK-NOT:   syncopate.remap
 // CHECK:       %rm = arith.muli %pid_m, %c64_i32 : i32
 // CHECK-NOT:   syncopate.remap

@@ -6,7 +6,7 @@
 // renumbered so that iteration t reads block table[rank][t] (rank 1 holds rows 128..255: its
 // blocks 2 and 3 come first).  The loop accumulates floats, so only with reorder_reductions.
 
-// CHECK:     \22tile-remap: the loop visits the blocks of K dim 0 in arrival order (reorder_reductions=True: its floating-point reductions run in another order, so results are no longer bitwise the unfused kernel's)\22], \22reordered\22: true
+// CHECK:     "tile-remap: the loop visits the blocks of K dim 0 in arrival order (reorder_reductions=True: its floating-point reductions run in another order, so results are no longer bitwise the unfused kernel's)"], reordered = true
 // CHECK-LABEL: tt.func public @attention
 // CHECK:       scf.for %start_n = %c0_i32 to %c256_i32 step %c64_i32
 // CHECK-NEXT:    %[[C:.*]] = arith.constant 64 : i32
@@ -71,7 +71,7 @@ module {
 
 // A loop over part of the blocks (causal attention's bound): the table permutes all 4 blocks,
 // so the remap would visit others.  Refused.
-// CHECK: \22tile-remap: K dim 0 not remapped: the loop runs 2 iterations, not the 4 blocks of the dim (the remap would visit other blocks); tile order left as written\22
+// CHECK: "tile-remap: K dim 0 not remapped: the loop runs 2 iterations, not the 4 blocks of the dim (the remap would visit other blocks); tile order left as written"
 // CHECK-NOT: syncopate.remap
 // CHECK-LABEL: @half
 module {
@@ -177,7 +177,7 @@ module {
 // -----
 
 // A store inside the loop: the order of the iterations is the order of its writes.  Refused.
-// CHECK: \22tile-remap: K dim 0 not remapped: the loop writes memory (tt.store): the order of its iterations is the order of its writes; tile order left as written\22
+// CHECK: "tile-remap: K dim 0 not remapped: the loop writes memory (tt.store): the order of its iterations is the order of its writes; tile order left as written"
 // CHECK-NOT: syncopate.remap
 // CHECK-LABEL: @store_in_loop
 module {
@@ -234,7 +234,7 @@ module {
 
 // An integer carried from one iteration to the next (a counter) would keep the written order
 // while the blocks move.  Refused.
-// CHECK: \22tile-remap: K dim 0 not remapped: the loop carries a i32 from one iteration to the next (a counter or pointer keeps the written order while the blocks move); tile order left as written\22
+// CHECK: "tile-remap: K dim 0 not remapped: the loop carries a i32 from one iteration to the next (a counter or pointer keeps the written order while the blocks move); tile order left as written"
 // CHECK-NOT: syncopate.remap
 // CHECK-LABEL: @carried_counter
 module {

@@ -6,7 +6,7 @@
 // reorder_reductions tile-remap leaves the order alone and records why (tile-remap-loop.mlir
 // renumbers it with the option); the waits inside the loop keep the kernel correct.
 
-// CHECK:     syncopate.abi = "{\22remap\22: {}, \22remarks\22: [\22tile-remap: K dim 0 not remapped: the tile coordinate counts the iterations of a loop that accumulates floating-point values: visiting them in another order would change the rounding (the fused kernel must give the unfused kernel's bits; reorder_reductions=True allows it); tile order left as written\22]}"
+// CHECK:     syncopate.state = #syncopate.state<remarks = ["tile-remap: K dim 0 not remapped: the tile coordinate counts the iterations of a loop that accumulates floating-point values: visiting them in another order would change the rounding (the fused kernel must give the unfused kernel's bits; reorder_reductions=True allows it); tile order left as written"]>
 // CHECK-NOT: syncopate.remap
 
 module {

@@ -6,7 +6,7 @@
 // needs those rows as early as the source: every rank computes the bands of step 0 first
 // (tiles 0 and 2), then step 1 (tiles 1 and 3), and the step-0 reductions overlap the rest.
 
-// CHECK:       \22remap\22: {\22C\22: {\22block\22: 64, \22dim\22: 0, \22role\22: \22producer\22, \22tiles\22: 4}}
+// CHECK:       remap = {C = {dim = 0, block = 64, tiles = 4, role = "producer"}}
 // CHECK-LABEL: tt.func public @gemm_rs
 // CHECK:         %pid_m = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[M:.+]] = syncopate.remap %pid_m, %syn_rank {tensor = "C", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 0, 2, 1, 3, 0, 2, 1, 3>}

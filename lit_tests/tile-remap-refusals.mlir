@@ -6,7 +6,7 @@
 
 // A gather: the row read is a loaded value.  Remapping it through the per-rank table made rank
 // 1 read other rows than the index names; it must stay as loaded.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tile coordinate depends on a value loaded from memory (only pure functions of program ids and tile loops are remapped); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tile coordinate depends on a value loaded from memory (only pure functions of program ids and tile loops are remapped); tile order left as written"
 // CHECK-NOT: syncopate.remap
 // CHECK-LABEL: tt.func public @row_gather
 
@@ -37,7 +37,7 @@ module {
 // The block-pointer GEMM idiom `i = pid // n; j = pid - i * n`: the column coordinate j is
 // computed from the row coordinate i.  Replacing i everywhere moved j off the grid on rank 1
 // (its output was never written); the remap is refused.
-// CHECK:     \22tile-remap: A dim 0 not remapped: the tt.load uses a value computed from the tile coordinate (remapping would move that coordinate too); tile order left as written\22
+// CHECK:     "tile-remap: A dim 0 not remapped: the tt.load uses a value computed from the tile coordinate (remapping would move that coordinate too); tile order left as written"
 // CHECK-NOT: syncopate.remap
 // CHECK-LABEL: tt.func public @bp_gemm_derived
 

@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate.errors import CompileError, ScheduleError
+from syncopate_mlir.dialects.syncopate import schedule_of
 from syncopate_mlir.dialects.tt import FuncOp, MakeTensorDescOp, WhileOp
 
 from .abi_info import operands_of
@@ -74,7 +75,6 @@ from .memory_ops import (
     written_values,
 )
 from .poly import Poly
-from .schedule_attr import schedule_of
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,6 +213,15 @@ def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: d
             if not c.is_const:
                 raise AnalysisFailure(op, f"the tile's extent along dim {d} is not a constant "
                                           f"(axis {axis} scaled by {c})")
+        steps = [(c.const_value, axis_lens[axis] if axis < len(axis_lens) else 1)
+                 for axis, c in coefs.items()]
+        radix = _mixed_radix(steps)
+        if radix is not None:
+            # several tile axes that together enumerate a contiguous range (an interleaved
+            # [BLOCK, 2] view of a row: steps 2 and 1): one box of their product
+            dims.append(DimRange(lo, radix, poly))
+            continue
+        for axis, c in coefs.items():
             n = axis_lens[axis] if axis < len(axis_lens) else 1
             k = c.const_value
             if abs(k) != 1 and n > 1:
@@ -232,6 +241,23 @@ def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: d
             extent += abs(k) * (n - 1)
         dims.append(DimRange(lo, extent, poly))
     return dims, requirements
+
+
+def _mixed_radix(steps: list[tuple[int, int]]) -> int | None:
+    """The number of indices ``sum_i k_i * a_i`` (``a_i`` in ``[0, n_i)``) enumerates when,
+    sorted by step, the steps are positive, the smallest is 1 and each next one is the product
+    of the sizes before it (a mixed-radix numbering: every index of ``[0, prod n_i)`` exactly
+    once); None otherwise, or when fewer than two axes have more than one element (the
+    single-axis rules apply)."""
+    steps = sorted((k, n) for k, n in steps if n > 1)
+    if len(steps) < 2:
+        return None
+    span = 1
+    for k, n in steps:
+        if k != span:
+            return None
+        span *= n
+    return span
 
 
 class AccessAnalysis:

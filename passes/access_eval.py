@@ -19,6 +19,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate_mlir.dialects.tt import (
     AddPtrOp,
+    BitcastOp,
     BroadcastOp,
     ExpandDimsOp,
     FuncOp,
@@ -43,6 +44,15 @@ __all__ = ["AnalysisFailure", "PtrVal", "Evaluator"]
 
 #: integer casts the index analysis looks through (a widened or narrowed index is the same index)
 _PASS_THROUGH = (arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp, arith.IndexCastOp)
+
+
+def _pointee_bits(t) -> int | None:
+    """The width in bits of the scalar a pointer (or tensor of pointers) ``t`` points to."""
+    pointee = getattr(element_type(t), "pointee_type", None)
+    width = getattr(pointee, "width", None)  # integers
+    if width is not None:
+        return width.data
+    return getattr(pointee, "bitwidth", None)  # floats
 
 
 class AnalysisFailure(Exception):
@@ -148,6 +158,14 @@ class Evaluator:
         if isinstance(op, AddPtrOp):
             p = self.pointer(op.operands[0])
             return PtrVal(p.base, p.off + self.value(op.operands[1]))
+        if isinstance(op, BitcastOp) and is_ptr_type(element_type(op.operands[0].type)):
+            # x_ptr.to(tl.pointer_type(tl.int32)) over f32: a typed view of the same elements,
+            # so the same offsets; a view with elements of another size counts other units
+            src, dst = (_pointee_bits(t) for t in (op.operands[0].type, op.results[0].type))
+            if src is not None and src == dst:
+                return self.pointer(op.operands[0])
+            raise AnalysisFailure(op, f"a pointer cast from {src}-bit to {dst}-bit elements "
+                                      f"(its offsets count elements of another size)")
         raise AnalysisFailure(op, f"cannot follow pointer arithmetic through '{name}'")
 
     # loop-carried values ------------------------------------------------------------------

@@ -34,13 +34,13 @@ from xdsl.dialects.builtin import (
 from xdsl.passes import ModulePass
 
 from syncopate.abi import pipeline_params
+from syncopate_mlir.dialects.syncopate import ATTR_SCHEDULE, request_of, schedule_of
 from syncopate_mlir.dialects.tt import PointerType
 
-from .abi_info import backend_of, has_abi_args, operands_of
+from .abi_info import has_abi_args, operands_of
 from .access import rank_parts
 from .builder import Builder
 from .ir_utils import func_body, kernel_func, param_names
-from .schedule_attr import schedule_of
 
 
 def _type_of(sig: str):
@@ -59,7 +59,7 @@ class AppendAbiParams(ModulePass):
         if has_abi_args(func):
             return
         block = func_body(func)
-        params = pipeline_params(backend_of(op))
+        params = pipeline_params(request_of(op).backend)
         new_types = []
         for name, sig in params:
             ty = _type_of(sig)
@@ -85,7 +85,7 @@ class AppendAbiParams(ModulePass):
 
 def _offset_rank_parts(module: ModuleOp, func, block) -> None:
     """``P -> tt.addptr(P, syn_rank * offset)`` for every ``view="rank"`` operand ``P``."""
-    if "syncopate.schedule" not in module.attributes:
+    if ATTR_SCHEDULE not in module.attributes:
         return
     parts = rank_parts(schedule_of(module), operands_of(module))
     if not parts:

@@ -3,14 +3,15 @@
 The compile hook attaches the request itself; this pass lets a lit test or a user running
 ``syncopate-opt`` do the same from a JSON file:
 ``-p 'attach-schedule{file=ag.json operands=a_ptr:A backend=sm comm-programs=4}'``.
-The schedule is verified first, so every later pass can trust it.
+The schedule is verified first, so every later pass can trust it; it goes on the module as
+``syncopate.schedule``, the options as ``syncopate.request`` (the typed attributes of
+``syncopate_mlir/dialects/syncopate.py``).
 
 Options: ``file`` (the schedule JSON), ``operands`` (``param:tensor[;param:tensor]``),
 ``backend`` (``sm``, ``ce``, ``nvshmem``), ``comm-programs``, ``reduce`` (``comm`` or
-``epilogue``), ``withhold`` (``c[,c...]``: chunks never signalled, fault injection) and
-``lowering`` (``auto``, ``unrolled`` or ``table``: sets ``syncopate.lowering``, how the
-chunk-level code is emitted, like ``syncopate.compile(lowering=...)``; ``auto``, the default,
-leaves the attribute absent, which the passes read as ``auto``).
+``epilogue``), ``withhold`` (``c[,c...]``: chunks never signalled, fault injection),
+``lowering`` (``auto``, ``unrolled`` or ``table``: how the chunk-level code is emitted, like
+``syncopate.compile(lowering=...)``), ``reorder-reductions`` and ``trace``.
 """
 
 from __future__ import annotations
@@ -20,22 +21,18 @@ from pathlib import Path
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from syncopate import backends
-from syncopate.chunk_table import LOWERINGS
 from syncopate.errors import CompileError
-from syncopate.schedule import as_schedule, dumps, verify
-
-from .schedule_attr import (
-    ATTR_BACKEND,
-    ATTR_COMM_PROGRAMS,
-    ATTR_LOWERING,
-    ATTR_OPERANDS,
-    ATTR_REDUCE,
+from syncopate.schedule import as_schedule, verify
+from syncopate_mlir.dialects.syncopate import (
+    ATTR_REQUEST,
     ATTR_SCHEDULE,
-    ATTR_WITHHOLD,
+    Request,
+    RequestAttr,
+    ScheduleAttr,
 )
 
 
@@ -54,7 +51,6 @@ class AttachSchedule(ModulePass):
     trace: bool = False         # insert-trace adds timestamped events (docs/tracing.md)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-
         if not self.file:
             raise CompileError("attach-schedule needs file=PATH of a schedule JSON")
         path = Path(self.file)
@@ -72,33 +68,23 @@ class AttachSchedule(ModulePass):
                 raise CompileError(f"attach-schedule: operand binding {item!r} names tensor "
                                    f"{tensor.strip()!r}, which the schedule does not have (its "
                                    f"tensors: {', '.join(schedule.tensors)})")
-            bindings[param.strip()] = StringAttr(tensor.strip())
+            bindings[param.strip()] = tensor.strip()
         if not bindings:
             raise CompileError("attach-schedule needs operands=param:tensor")
-        op.attributes[ATTR_SCHEDULE] = StringAttr(dumps(schedule))
-        op.attributes[ATTR_OPERANDS] = DictionaryAttr(bindings)
-        op.attributes[ATTR_BACKEND] = StringAttr(self.backend)
-        op.attributes[ATTR_COMM_PROGRAMS] = IntegerAttr(self.comm_programs, i32)
-        if self.reduce not in ("comm", "epilogue"):
-            raise CompileError(f"attach-schedule: reduce={self.reduce!r}; choose comm or epilogue")
-        if self.reduce != "comm":  # absent means "comm"
-            op.attributes[ATTR_REDUCE] = StringAttr(self.reduce)
-        if self.lowering not in LOWERINGS:
-            raise CompileError(f"attach-schedule: lowering={self.lowering!r}; choose one of "
-                               f"{', '.join(LOWERINGS)}")
-        if self.lowering != "auto":  # absent means "auto"
-            op.attributes[ATTR_LOWERING] = StringAttr(self.lowering)
-        if self.reorder_reductions:  # absent means off (docs/soundness.md, "Loops")
-            op.attributes["syncopate.reorder_reductions"] = StringAttr("on")
-        if self.trace:  # absent means off
-            op.attributes["syncopate.trace"] = StringAttr("on")
-        if self.withhold:
-            op.attributes[ATTR_WITHHOLD] = StringAttr(
-                withhold_text(self.withhold.replace(";", ",").split(","), schedule))
+        try:
+            request = Request(operands=bindings, backend=self.backend,
+                              comm_programs=self.comm_programs, reduce=self.reduce,
+                              lowering=self.lowering, reorder_reductions=self.reorder_reductions,
+                              trace=self.trace, withhold=withhold_chunks(
+                                  self.withhold.replace(";", ",").split(","), schedule))
+        except ValueError as e:
+            raise CompileError(f"attach-schedule: {e}") from None
+        op.attributes[ATTR_SCHEDULE] = ScheduleAttr(schedule)
+        op.attributes[ATTR_REQUEST] = RequestAttr(request)
 
 
-def withhold_text(ids, schedule) -> str:
-    """The canonical ``"c,c"`` of chunk ids to withhold, each checked against the schedule."""
+def withhold_chunks(ids, schedule) -> tuple[int, ...]:
+    """The sorted chunk ids to withhold, each checked against the schedule."""
     try:
         chunks = sorted({int(str(x).strip()) for x in ids if str(x).strip()})
     except ValueError:
@@ -108,4 +94,4 @@ def withhold_text(ids, schedule) -> str:
     if unknown:
         raise CompileError(f"withhold: chunks {unknown} are not in the schedule (its chunk ids: "
                            f"0..{len(known) - 1})")
-    return ",".join(str(c) for c in chunks)
+    return tuple(chunks)

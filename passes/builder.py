@@ -115,13 +115,6 @@ class Builder:
     def at_start(cls, block: Block) -> "Builder":
         return cls(block.first_op, block) if block.first_op is not None else cls(None, block)
 
-    @classmethod
-    def at_end(cls, block: Block) -> "Builder":
-        last = block.last_op
-        if last is not None and last.has_trait_named("IsTerminator"):
-            return cls(last, block)
-        return cls(None, block)
-
     def insert(self, op: Operation) -> Operation:
         loc = self.effective_location()
         if loc is not None:

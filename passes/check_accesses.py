@@ -1,6 +1,6 @@
 """``check-accesses``: refuse what the access analysis cannot prove (docs/soundness.md).
 
-Runs first, before any pass changes the kernel, and changes nothing but the ``syncopate.abi``
+Runs first, before any pass changes the kernel, and changes nothing but the module's
 state: it is the compiler's soundness gate.  For every communicated tensor it checks
 
 * **coverage**: every rank ends the schedule holding the whole of each consumed tensor the
@@ -23,7 +23,13 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   the schedule's), or from a hint (which asserts its box).  A mask bound that is a kernel
   argument becomes a launch-time requirement (``n_cols <= 4096``), checked before every launch;
   when a mask bounds the index several ways (``offs < count & offs < M_out``, ``count`` a
-  loaded value), any conjunct bounded by an argument proves the access.
+  loaded value), any conjunct bounded by an argument proves the access;
+* **produced stores, once and whole**: insert-signals counts one store per element and each
+  store's whole box as written, so a program may store an element of a produced tensor only
+  once (two stores with boxes not provably disjoint, or a store whose box a loop repeats, are
+  refused), and every conjunct of such a store's mask must end at the dim's end (a mask on the
+  data, a loaded count or a program id is refused; a kernel argument becomes a launch-time
+  *equality*, ``M == 4096``, in ``requirements``).
 
 It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
 grid that is larger than one along an axis the kernel never reads, since every tile would then
@@ -36,13 +42,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.arith import CMPI_COMPARISON_OPERATIONS
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
+from syncopate.schedule.verify_extent import valid_rows
+from syncopate_mlir.dialects.syncopate import record
 from syncopate_mlir.dialects.tt import (
     BroadcastOp,
     CmpiOp,
@@ -53,13 +61,13 @@ from syncopate_mlir.dialects.tt import (
     TransOp,
 )
 
-from .abi_info import operands_of, update_state
+from .abi_info import operands_of
 from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
-from .ir_utils import const_int, int_array_prop, int_prop, loc_str
+from .ir_utils import ancestors, const_int, defined_inside, int_array_prop, int_prop, loc_str
 from .loop_remap import for_loop_of, ivs_as_iterations
 from .memory_ops import Effect, mask_operand, memory_op
-from .poly import Axis, Poly
+from .poly import Axis, IterCount, Poly
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
 #: a launch argument need not be (an unsigned mask yields no bound; the access is refused or
@@ -68,36 +76,70 @@ _CMP_UPPER = {"slt": 0, "sle": -1}    # l < r (+1 for <=)
 _CMP_LOWER = {"sgt": 0, "sge": -1}    # r < l
 
 
-def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0) -> list[Poly]:
+def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0,
+              unread: list | None = None) -> list[Poly]:
     """Polynomials ``D`` (in ``v``'s axis space) such that ``v`` implies ``D < 0`` lane-wise.
 
     Conjuncts the analysis does not understand are dropped: a mask only ever shrinks what an
-    access touches, so forgetting one part of it loses precision, never soundness."""
-    if depth > 32 or not isinstance(v, OpResult):
+    access touches, so forgetting one part of it loses precision, never soundness -- for what
+    the access may touch.  What it surely touches (a store into a produced tensor, whose
+    signal counts its box as written) needs every conjunct read: the dropped ones are
+    appended to ``unread``.  Besides signed compares it reads ``~(a >= b)`` (``xori`` with
+    true) and ``tl.where(c, x, False)`` (``select``), and a constant true mask."""
+    def skip() -> list[Poly]:
+        if unread is not None:
+            unread.append(v)
         return []
+
+    if depth > 32 or not isinstance(v, OpResult):
+        return skip()
     op = v.op
+    c = const_int(v)
+    if c is not None and c != 0:
+        return []  # true in every lane
     if isinstance(op, arith.AndIOp):
-        return conjuncts(op.operands[0], ev, depth + 1) + conjuncts(op.operands[1], ev, depth + 1)
+        return conjuncts(op.operands[0], ev, depth + 1, unread) + \
+            conjuncts(op.operands[1], ev, depth + 1, unread)
+    if isinstance(op, arith.XOrIOp):
+        for cmp, other in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            if const_int(other) not in (None, 0) and isinstance(cmp, OpResult) and \
+                    isinstance(cmp.op, CmpiOp):  # ~(a >= b): a < b
+                return _compare(cmp.op, _NEGATED.get(_predicate(cmp.op)), ev) or skip()
+        return skip()
+    if isinstance(op, arith.SelectOp) and const_int(op.operands[2]) == 0:
+        # tl.where(c, x, False): c and x
+        return conjuncts(op.operands[0], ev, depth + 1, unread) + \
+            conjuncts(op.operands[1], ev, depth + 1, unread)
     if isinstance(op, (BroadcastOp, SplatOp)):
-        return conjuncts(op.operands[0], ev, depth + 1)
+        return conjuncts(op.operands[0], ev, depth + 1, unread)
     if isinstance(op, ExpandDimsOp):
         k = int_prop(op, "axis")
         return [d.map_axes(lambda i: i + 1 if i >= k else i)
-                for d in conjuncts(op.operands[0], ev, depth + 1)]
+                for d in conjuncts(op.operands[0], ev, depth + 1, unread)]
     if isinstance(op, TransOp):
         order = int_array_prop(op, "order")
         inv = {src: dst for dst, src in enumerate(order)}
-        return [d.map_axes(lambda i: inv[i]) for d in conjuncts(op.operands[0], ev, depth + 1)]
+        return [d.map_axes(lambda i: inv[i])
+                for d in conjuncts(op.operands[0], ev, depth + 1, unread)]
     if isinstance(op, CmpiOp):
-        pred = _predicate(op)
-        try:
-            lhs, rhs = ev.value(op.operands[0]), ev.value(op.operands[1])
-        except AnalysisFailure:
-            return []
-        if pred in _CMP_UPPER:
-            return [lhs - rhs + Poly.const(_CMP_UPPER[pred])]
-        if pred in _CMP_LOWER:
-            return [rhs - lhs + Poly.const(_CMP_LOWER[pred])]
+        return _compare(op, _predicate(op), ev) or skip()
+    return skip()
+
+
+#: the signed compare that is true exactly where the key is false
+_NEGATED = {"slt": "sge", "sge": "slt", "sle": "sgt", "sgt": "sle"}
+
+
+def _compare(op: CmpiOp, pred: str | None, ev: Evaluator) -> list[Poly]:
+    """``[D]`` with ``lhs pred rhs`` implying ``D < 0``, for a signed order ``pred``; else []."""
+    try:
+        lhs, rhs = ev.value(op.operands[0]), ev.value(op.operands[1])
+    except AnalysisFailure:
+        return []
+    if pred in _CMP_UPPER:
+        return [lhs - rhs + Poly.const(_CMP_UPPER[pred])]
+    if pred in _CMP_LOWER:
+        return [rhs - lhs + Poly.const(_CMP_LOWER[pred])]
     return []
 
 
@@ -121,6 +163,7 @@ class CheckAccesses(ModulePass):
         axes = sorted({o.axis_int for o in analysis.func.walk()
                        if isinstance(o, (GetProgramIdOp, GetNumProgramsOp))})
         bounds: dict[str, int] = {}
+        exact: dict[str, int] = {}  # launch-time equalities (a produced store's mask bound)
         for param, tensor in operands_of(op).items():
             mine = [a for a in accesses if a.tensor == tensor]
             if not mine:
@@ -145,7 +188,23 @@ class CheckAccesses(ModulePass):
                     self._check_dim(a, d, size, analysis.ev, names, bounds,
                                     outer_free=part is None or part.sizes[0] == shape[0],
                                     part=part is not None)
-        update_state(op, grid_axes=axes, upper_bounds=bounds)
+            if sched.is_produced(tensor):
+                writes = [a for a in mine if a.kind == "write"]
+                _check_written_once(param, tensor, writes)
+                padded = any(valid_rows(c) is not None for c in sched.chunks
+                             if c.tensor == tensor)
+                for a in writes:
+                    _check_whole_box(a, limits, analysis.ev, names, exact, padded)
+        for param, value in exact.items():
+            if bounds.get(param, value) < value:
+                raise CompileError(
+                    f"a store of a produced tensor needs the launch argument {param} == {value} "
+                    f"(its mask `index < {param}` must reach the end of the dim it bounds), but "
+                    f"an access of another communicated tensor needs {param} <= "
+                    f"{bounds[param]}: no launch satisfies both. Make the schedule's shapes "
+                    f"match what the kernel indexes")
+        record(op, grid_axes=axes, upper_bounds=bounds, **(
+            {"requirements": exact} if exact else {}))
 
     @staticmethod
     def _deny_unknown_uses(analysis) -> None:
@@ -220,7 +279,9 @@ class CheckAccesses(ModulePass):
                     f"every rank, but rank {r} ends the schedule holding {held} of its {whole} "
                     f"elements: the reads outside that part would see data no chunk delivers. "
                     f"Use a schedule after which every rank holds the whole tensor it reads "
-                    f"(all_gather, ring_pass), or bind operand= to the part each rank holds",
+                    f"(all_gather, ring_pass), or give the tensor view='rank' in the schedule "
+                    f"(TensorSpec.view: each rank's kernel then addresses only the part it "
+                    f"holds, at coordinates relative to it; docs/soundness.md)",
                     loc_str(reads[0].op))
 
     @staticmethod
@@ -252,26 +313,30 @@ class CheckAccesses(ModulePass):
                 limit = size - offset
                 bounds[param] = min(bounds.get(param, limit), limit)
                 return
+        verb = {"read": "reads", "write": "writes"}.get(a.kind, "touches")
+        mask = _mask_note(a, d, ev)
         if dim.lo.is_const:
             if dim.lo.const_value + dim.extent > size:
-                raise CompileError(f"{what} reads indices [{dim.lo.const_value}, "
-                                   f"{dim.lo.const_value + dim.extent}), past the end of the dim; "
-                                   f"make the schedule's shape match what the kernel indexes, "
-                                   f"or mask the access", where)
+                raise CompileError(f"{what} {verb} indices [{dim.lo.const_value}, "
+                                   f"{dim.lo.const_value + dim.extent}), past the end of the dim"
+                                   f"{mask or ' and has no mask'}; make the schedule's shape "
+                                   f"match what the kernel indexes, or mask the access by "
+                                   f"`index < bound` along dim {d}", where)
             return
         span = _loop_span(dim.lo)
         if span is not None and span[0] >= 0:
             last = span[1]
             if last + dim.extent > size:
-                raise CompileError(f"{what} reads up to index {last + dim.extent} in the last "
-                                   f"iteration of its loop, past the end of the dim: make the "
-                                   f"loop's bound match the schedule's shape, or mask the access",
-                                   where)
+                raise CompileError(f"{what} {verb} up to index {last + dim.extent} in the last "
+                                   f"iteration of its loop, past the end of the dim{mask}: make "
+                                   f"the loop's bound match the schedule's shape, or mask the "
+                                   f"access by `index < bound` along dim {d}", where)
             return
         if dim.extent > size:
             raise CompileError(f"{what} spans {dim.extent} indices per access, more than the dim "
-                               f"holds: the kernel indexes a tensor of another shape than the "
-                               f"schedule's; make them match, or mask the access", where)
+                               f"holds{mask}: the kernel indexes a tensor of another shape than "
+                               f"the schedule's; make them match, or mask the access by "
+                               f"`index < bound` along dim {d}", where)
         if d == 0 and outer_free:
             # past the last row is past the allocation: the unfused kernel reads the same
             # memory, and no chunk of this tensor is aliased (docs/soundness.md)
@@ -286,16 +351,199 @@ class CheckAccesses(ModulePass):
         if d == 0:
             raise CompileError(
                 f"cannot prove that {what} stays inside the part: its start {dim.lo} is not "
-                f"bounded, and past the part's last row lie other ranks' rows (the part does not "
-                f"span dim 0). Mask the access along dim 0, or make the parts span dim 0 (shard "
-                f"along an inner dim)", where)
+                f"bounded{mask or ' and the access has no mask along it'}, and past the part's "
+                f"last row lie other ranks' rows (the part does not span dim 0). Mask the access "
+                f"along dim 0, or make the parts span dim 0 (shard along an inner dim)", where)
         raise CompileError(
-            f"cannot prove that {what} stays inside the dim: its start {dim.lo} is not bounded "
-            f"and the access has no mask `index < bound` along it, so it could read the next "
-            f"row, which may belong to a chunk that has not arrived. Mask the access along dim "
-            f"{d} (e.g. `offs < {size}`), or state its box with "
+            f"cannot prove that {what} stays inside the dim: its start {dim.lo} is not bounded"
+            f"{mask or ' and the access has no mask `index < bound` along it'}, so it could "
+            f"touch the next row, which may belong to a chunk that has not "
+            f"{'arrived' if a.kind == 'read' else 'been sent'}. Mask the access along dim {d} "
+            f"by a kernel argument or a constant (e.g. `offs < {size}`), or state its box with "
             f"syncopate.language.hint_region{len(a.dims)}({a.param}, lo0, hi0, ...) before it",
             where)
+
+
+def _mask_note(a: Access, d: int, ev: Evaluator) -> str:
+    """Why the access's mask, if it has one, proves nothing along dim ``d`` (a clause for the
+    refusals above): its bounds there are not kernel arguments (a loaded or computed value
+    cannot be checked before the launch), or none of its conjuncts is `index < bound` along
+    the dim (naming the first one it does not read: `!=`, an unsigned compare, a float
+    compare...).  Empty when there is no mask."""
+    mask = mask_operand(a.op)
+    if mask is None:
+        return ""
+    bounds = _mask_bounds(a, d, ev)
+    if bounds:
+        return (f"; its mask bounds the index along it only by `{bounds[0]}`, not a kernel "
+                f"argument or a constant (a loaded or computed bound cannot be checked before "
+                f"the launch: add a conjunct `index < <argument>`)")
+    unread: list = []
+    conjuncts(mask, ev, unread=unread)
+    src = next((u for u in unread if isinstance(u, OpResult)), None)
+    named = ""
+    if src is not None:
+        pred = f" {_predicate(src.op)}" if isinstance(src.op, CmpiOp) else ""
+        at = loc_str(src.op)
+        named = f" (the {src.op.name}{pred}{f' at {at}' if at else ''} is not one)"
+    return (f"; its mask does not bound the index along it: only signed compares "
+            f"`index < bound` (or <=, >, >=, and their &) do{named}")
+
+
+def _check_written_once(param: str, tensor: str, writes: list[Access]) -> None:
+    """Each element of a produced tensor is stored at most once per program: insert-signals
+    counts one store per element, so a chunk whose elements are stored twice reaches its
+    target after the first stores and leaves (or is added into a peer's) holding their values
+    (a tile zero-filled and then stored gave rows of zeros).  Two stores that both run in a
+    program must have disjoint boxes (their starts a constant apart along some dim, at least
+    the extent), and a store inside a loop must write another box in every iteration (its
+    box depends on the loop).  Stores on both sides of one ``scf.if`` never both run."""
+    for a in writes:
+        if a.dims is None:
+            continue
+        leaves = set().union(*(d.lo.vars() for d in a.dims))
+        for loop in ancestors(a.op, None):
+            if not isinstance(loop, (scf.ForOp, scf.WhileOp)) or _at_most_once(loop):
+                continue
+            if not any(_varies_in(v, loop) for v in leaves):
+                raise CompileError(
+                    f"this {a.op.name} stores the same box of {param!r} (tensor {tensor!r}, "
+                    f"which the kernel produces for the schedule) in every iteration of the "
+                    f"loop at {loc_str(loop)}: a produced chunk leaves once its elements are "
+                    f"stored, counted one store per element, so it would leave after the first "
+                    f"iteration's values. Store the final value once, after the loop",
+                    loc_str(a.op))
+    for i, a in enumerate(writes):
+        for b in writes[i + 1:]:
+            if a.dims is None or b.dims is None or _exclusive(a.op, b.op) or \
+                    _disjoint(a.dims, b.dims):
+                continue
+            raise CompileError(
+                f"this {b.op.name} and the one at {loc_str(a.op)} may both store the same "
+                f"elements of {param!r} (tensor {tensor!r}, which the kernel produces for the "
+                f"schedule): a produced chunk leaves once its elements are stored, counted one "
+                f"store per element, so it would leave after the first of them, holding its "
+                f"values. Store each element once (compute the final value, then store it), "
+                f"or make the two boxes provably disjoint (starts a constant apart)",
+                loc_str(b.op))
+
+
+def _at_most_once(loop) -> bool:
+    """An ``scf.for`` with constant bounds that runs at most one iteration."""
+    if not isinstance(loop, scf.ForOp):
+        return False
+    lb, ub, step = const_int(loop.lb), const_int(loop.ub), const_int(loop.step)
+    return None not in (lb, ub, step) and step > 0 and ub - lb <= step
+
+
+def _varies_in(v, loop) -> bool:
+    """Whether the value of leaf ``v`` of a box may change from one iteration of ``loop`` to
+    the next (the loop's counter, or a value defined in its body)."""
+    if isinstance(v, IterCount):
+        return v.loop is loop
+    return isinstance(v, SSAValue) and defined_inside(v, loop)
+
+
+def _exclusive(x, y) -> bool:
+    """Whether ops ``x`` and ``y`` sit in the two different regions of one ``scf.if``."""
+    for anc in ancestors(x, None):
+        if isinstance(anc, scf.IfOp) and anc in ancestors(y, None):
+            rx = next(r for r in anc.regions if _in_region(x, r))
+            return not _in_region(y, rx)
+    return False
+
+
+def _in_region(op, region) -> bool:
+    cur = op
+    while cur is not None:
+        if cur.parent_region() is region:
+            return True
+        cur = cur.parent_op()
+    return False
+
+
+def _disjoint(a: list, b: list) -> bool:
+    """Two boxes whose starts are a constant apart along some dim, by at least the extent of
+    the box that comes first."""
+    for da, db in zip(a, b):
+        gap = da.lo - db.lo
+        if gap.is_const and (gap.const_value >= db.extent or -gap.const_value >= da.extent):
+            return True
+    return False
+
+
+def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,
+                     exact: dict[str, int], padded: bool) -> None:
+    """A store into a produced tensor stores every element of its box that lies inside the
+    tensor: insert-signals counts the box as written (``PRODUCED[c] += |box & c|``), so an
+    element its mask skips would leave holding stale data -- or, when the box's stores fall
+    short, the chunk would never complete.  Every conjunct of the mask must therefore be
+    ``index < bound`` along a dim with the bound at the dim's end: a constant at or past it, or
+    a kernel argument (plus a constant), which becomes a launch-time *equality* (``M == 4096``:
+    a smaller ``M`` would leave rows unstored but counted); or a lower bound no index goes
+    under (``offs >= 0``).  A mask that depends on the data (``acc > 0``), a loaded count or a
+    program id is refused.  ``padded``: the schedule's chunks of the tensor carry run-time
+    extents (``valid_rows``, docs/moe.md): rows past the count are padding by contract, so
+    dim 0 may be masked by anything."""
+    mask = mask_operand(a.op)
+    if mask is None or a.dims is None or a.hinted or memory_op(a.op).descriptor:
+        return
+    where = loc_str(a.op)
+    what = (f"this {a.op.name} of {a.param!r} (tensor {a.tensor!r}, which the kernel produces "
+            f"for the schedule)")
+    why = ("the chunk's signal counts every element of the store's box inside the tensor as "
+           "written, so an element the mask skips would leave holding stale data")
+    todo = ("Store the whole tile (select the value instead: `tl.where(cond, value, 0.0)`, "
+            "masking only by `index < size` along each dim)")
+    unread: list = []
+    for conj in conjuncts(mask, ev, unread=unread):
+        for d, size in enumerate(limits):
+            index = a.dims[d].index
+            if index is None:
+                continue
+            below = ivs_as_iterations(index + conj)
+            if below.is_const and below.const_value < 0:
+                break  # index >= L for a constant L <= 0: true for every index
+            bound = ivs_as_iterations(index - conj)
+            if has_axes(bound):
+                continue
+            if padded and d == 0:
+                break
+            if bound.is_const:
+                lo = a.dims[d].lo
+                if bound.const_value >= size or (lo.is_const and
+                                                 lo.const_value + a.dims[d].extent
+                                                 <= bound.const_value):
+                    break
+                raise CompileError(
+                    f"{what} is masked to indices < {bound.const_value} along dim {d}, inside "
+                    f"the dim of size {size}: {why}. {todo}", where)
+            param, offset = _param_plus_const(bound, names)
+            if param is None:
+                raise CompileError(
+                    f"{what} is masked along dim {d} by `index < {bound}`, a bound that is not "
+                    f"the dim's end ({size}) nor a kernel argument: {why}. {todo}", where)
+            if exact.get(param, size - offset) != size - offset:
+                raise CompileError(
+                    f"{what} is masked along dim {d} by `index < {bound}`, which makes the "
+                    f"launch need {param} == {size - offset}, but the bound of another dim or "
+                    f"store of a produced tensor needs {param} == {exact[param]}: no launch "
+                    f"stores both whole. "
+                    f"Make the schedule's shapes match what the kernel indexes", where)
+            exact[param] = size - offset
+            break
+        else:
+            raise CompileError(
+                f"{what} is masked by a condition that is not `index < bound` along one dim of "
+                f"the tensor ({conj} < 0): {why}. {todo}", where)
+    if unread:
+        src = unread[0]
+        at = loc_str(src.op) if isinstance(src, OpResult) else None
+        raise CompileError(
+            f"{what} is masked by a condition the compiler does not read as `index < bound` "
+            f"(the {src.op.name if isinstance(src, OpResult) else 'value'}"
+            f"{f' at {at}' if at else ''}: it may depend on the data or on a loaded value): "
+            f"{why}. {todo}", where)
 
 
 def _refuse_rmw(a: Access, produced: bool) -> None:

@@ -36,7 +36,7 @@ class TableTransfers:
         return TableReader(table, ct.layout_of(self.sched))
 
     # ------------------------------------------------------------------------ enter, drain
-    def table_enter(self, o) -> None:
+    def table_enter(self, o) -> list[SSAValue]:
         """Comm program 0 sets ``ENTRY[rank] = epoch`` on every peer: a loop over the ranks."""
         b = Builder(o)
         fi = b.if_(b.cmp("eq", o.pid, b.const(0)))
@@ -47,24 +47,22 @@ class TableTransfers:
         qb = Builder(qi.true_region.blocks[0].last_op)
         self.signal_remote(qb, index, o.epoch, "set", q)
         lb.insert(scf.YieldOp())
-        o.detach()
-        o.erase()
+        return []
 
-    def table_drain(self, o, table: SSAValue) -> None:
+    def table_drain(self, o) -> list[SSAValue]:
         """Comm program 0 waits ``CONSUMED >= epoch * reads(rank)``, the target read from the
         table's reads section."""
         b = Builder(o)
         if any(ct.reads_per_src(self.sched, "sm", self.writers).values()):
             fi = b.if_(b.cmp("eq", o.pid, b.const(0)))
             fb = Builder(fi.true_region.blocks[0].last_op)
-            rd = self.reader(table)
+            rd = self.reader(self.args["syn_table"])
             n = rd.word(fb, fb.add(fb.const(rd.layout.reads), o.rank))
             self.wait_flag(fb, fb.const(self.layout.consumed), fb.mul(o.epoch, n), KIND_CONSUMED)
-        o.detach()
-        o.erase()
+        return []
 
     # ------------------------------------------------------------------------ transfers
-    def transfer_chunk(self, o) -> None:
+    def transfer_chunk(self, o) -> list[SSAValue]:
         rd = self.reader(o.table)
         b = Builder(o)
         cid = o.chunk
@@ -78,8 +76,7 @@ class TableTransfers:
             ki = b.if_(is_kind)
             kb = Builder(ki.true_region.blocks[0].last_op)
             self._transfer_kind(kb, o, rd, rec, cid, kind, chunks)
-        o.detach()
-        o.erase()
+        return []
 
     def _transfer_kind(self, b: Builder, o, rd: TableReader, rec, cid, kind: ct.ChunkKind,
                        chunks) -> None:

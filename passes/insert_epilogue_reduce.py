@@ -43,15 +43,17 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
 from xdsl.passes import ModulePass
 
+from syncopate import backends
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.syncopate import WaitRegionOp
+from syncopate_mlir.dialects import tt
+from syncopate_mlir.dialects.syncopate import ReduceAt, WaitRegionOp, record, request_of
 
-from .abi_info import abi_args, backend_of, operands_of, reduce_of, update_state
+from .abi_info import abi_args, operands_of
 from .access import analyze_module
 from .builder import Builder
 from .insert_waits import _refuse_warp_specialized
 from .ir_utils import func_body, loc_str
-from .lowering import addptr, broadcast_to, expand_dims, scalar_load, splat, tt, vec
+from .lowering import addptr, broadcast_to, expand_dims, scalar_load, splat, vec
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,14 @@ class InsertEpilogueReduce(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
 
-        if reduce_of(op) != "epilogue":
+        request = request_of(op)
+        if request.reduce != ReduceAt.EPILOGUE:
             return
-        if backend_of(op) != "ce":
-            raise CompileError("the epilogue reduction needs backend 'ce' (the copy engine moves "
-                               "the partials into the owner's slots)")
+        if "epilogue" not in backends.get(request.backend).reduce_modes:
+            able = " or ".join(repr(b.name) for b in backends.specs()
+                               if "epilogue" in b.reduce_modes)
+            raise CompileError(f"the epilogue reduction needs backend {able} (its side stream "
+                               f"moves the partials into the owner's slots)")
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         W = sched.world_size
@@ -106,7 +111,7 @@ class InsertEpilogueReduce(ModulePass):
             if vshape != extents:
                 new = b.tt("tt.reshape", [new], [a.op.operands[1].type]).results[0]
             a.op.operands[1] = new
-        update_state(op, epilogue_slots=slotted)
+        record(op, epilogue_slots=slotted)
 
 
 def _refuse_straddling_tiles(sched, a, extents) -> None:
@@ -171,8 +176,8 @@ def _slot_base(b: Builder, base_addr, anchor, ety, es: int):
     16 bytes when there is one, so Triton's alignment analysis sees an aligned pointer and
     vectorises the tile loads; else ``int_to_ptr`` (correct, with scalar loads)."""
     if anchor is None or 16 % es:
-        return b.insert(tt().IntToPtrOp(base_addr, tt().PointerType(ety))).results[0]
-    here = b.insert(tt().PtrToIntOp(anchor, i64)).results[0]
+        return b.insert(tt.IntToPtrOp(base_addr, tt.PointerType(ety))).results[0]
+    here = b.insert(tt.PtrToIntOp(anchor, i64)).results[0]
     units = b.insert(arith.ShRSIOp(b.sub(base_addr, here), b.const(4, i64))).result
     delta = b.mul(units, b.const(16 // es, i64))
     return addptr(b, anchor, delta)
@@ -220,8 +225,8 @@ def _add_slots(b: Builder, sched, tensor, shape, lo, extents, value, token, peer
         src = b.add(offs, splat(b, b.const(s * shape[0] * shape[1], ity), vshape))
         # masked-off lanes read ``other`` = 0 (what s did not send here adds nothing)
         zero = zero if zero is not None else _zeros(b, TensorType(ety, vshape))
-        part = b.insert(tt().LoadOp(addptr(b, splat(b, base, vshape), src), mask,
-                                    zero)).results[0]
+        part = b.insert(tt.LoadOp(addptr(b, splat(b, base, vshape), src), mask,
+                                  zero)).results[0]
         acc = b.insert(arith.AddfOp(acc, b.insert(arith.ExtFOp(part, f32t)).result)).result
     return b.insert(arith.TruncFOp(acc, value.type)).result
 

@@ -20,9 +20,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from syncopate_mlir.dialects.syncopate import SignalRegionOp
+from syncopate_mlir.dialects.syncopate import SignalRegionOp, record, state_of
 
-from .abi_info import abi_args, get_state, update_state
+from .abi_info import abi_args
 from .access import analyze_module
 from .builder import Builder
 
@@ -35,7 +35,7 @@ class InsertSignals(ModulePass):
 
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
-        produced: dict[str, int] = {}
+        produced: dict[int, int] = {}
         signals = 0
         unflattened = 0
         for a in accesses:
@@ -55,14 +55,13 @@ class InsertSignals(ModulePass):
             unflattened += _unflatten_enclosing_loops(a.op)
             for c in sched.chunks:
                 if c.tensor == a.tensor:
-                    produced[str(c.id)] = c.volume
-        update_state(op, produced=produced, signals=signals)
+                    produced[c.id] = c.volume
+        record(op, produced=produced, signals=signals)
         if unflattened:
-            remarks = list(get_state(op).get("remarks", []))
-            remarks.append("insert-signals: dropped tt.flatten from the loop around the signalled "
-                           "stores (Triton does not software-pipeline a fused loop whose body has "
-                           "a CTA barrier; the inner K loop stays pipelined)")
-            update_state(op, remarks=remarks)
+            record(op, remarks=state_of(op).remarks + (
+                "insert-signals: dropped tt.flatten from the loop around the signalled stores "
+                "(Triton does not software-pipeline a fused loop whose body has a CTA barrier; "
+                "the inner K loop stays pipelined)",))
 
 
 def _unflatten_enclosing_loops(store) -> int:

@@ -3,9 +3,9 @@
 Why: a fused kernel is one launch; profilers see it as one bar.  What a user debugging overlap
 needs is *when* each program started and ended, when it began and ended each wait (and on
 which flag), and when each chunk was signalled -- per rank and program, on one time axis.
-This pass, after the lowering, adds those events to the lowered kernel when the module
-carries ``syncopate.trace`` (the compile option ``trace=True``); without it the pass changes
-nothing, so an untraced kernel's code is the one it always was (docs/tracing.md).
+This pass, after the lowering, adds those events to the lowered kernel when the module's
+request asks for them (``trace``, the compile option ``trace=True``); without it the pass
+changes nothing, so an untraced kernel's code is the one it always was (docs/tracing.md).
 
 Events (4 x i64 each, appended to the rank's trace buffer):
 
@@ -35,12 +35,13 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, StringAttr, i32, i64
+from xdsl.dialects.builtin import ModuleOp, i32, i64
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
 
+from syncopate_mlir.dialects.syncopate import request_of, schedule_of, state_of
 from syncopate_mlir.dialects.tt import (
     AddPtrOp,
     AtomicRMWOp,
@@ -57,13 +58,11 @@ from syncopate_mlir.dialects.tt import (
     StoreOp,
 )
 
-from .abi_info import abi_args, get_state, operands_of, read_abi
+from .abi_info import abi_args, operands_of, read_abi
 from .builder import Builder
 from .ir_utils import const_int, func_body, kernel_func
 from .lowering import _asm, addptr, scalar_load
-from .schedule_attr import schedule_of
 
-ATTR_TRACE = "syncopate.trace"
 #: event kinds (word 0's low byte)
 PROGRAM_BEGIN, PROGRAM_END, WAIT_BEGIN, WAIT_END, SIGNAL = 1, 2, 3, 4, 5
 #: i64 words per event
@@ -72,15 +71,10 @@ WORDS = 4
 TIMER_ASM = "mov.u64 $0, %globaltimer;"
 
 
-def trace_enabled(module: ModuleOp) -> bool:
-    attr = module.attributes.get(ATTR_TRACE)
-    return isinstance(attr, StringAttr) and attr.data == "on"
-
-
 def trace_row(module: ModuleOp) -> int:
     """The peers-table row holding the trace buffer's address: after the flags row, one row
     per operand, one per epilogue-slot tensor (``FusedKernel._peers_table``'s order)."""
-    return 1 + len(operands_of(module)) + len(get_state(module).get("epilogue_slots", []))
+    return 1 + len(operands_of(module)) + len(state_of(module).epilogue_slots)
 
 
 @dataclass(frozen=True)
@@ -88,7 +82,7 @@ class InsertTrace(ModulePass):
     name: ClassVar[str] = "insert-trace"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not trace_enabled(op):
+        if not request_of(op).trace:
             return
         untraced = op.clone()
         self._insert(op)
@@ -303,6 +297,6 @@ def _remove_dead(module: ModuleOp, also=lambda o: False) -> None:
                 changed = True
 
 
-__all__ = ["ATTR_TRACE", "InsertTrace", "PROGRAM_BEGIN", "PROGRAM_END", "SIGNAL", "TIMER_ASM",
+__all__ = ["InsertTrace", "PROGRAM_BEGIN", "PROGRAM_END", "SIGNAL", "TIMER_ASM",
            "WAIT_BEGIN", "WAIT_END", "WORDS", "check_transparent", "strip_events",
-           "trace_enabled", "trace_row"]
+           "trace_row"]

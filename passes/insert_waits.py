@@ -13,7 +13,8 @@ Dims that no chunk cuts are passed as the whole tensor, so their (loop-variant) 
 be available at the wait.  Reads of one tensor at one point with the same bounds share a
 wait.  The wait's token feeds what it guards: the lower bound of the loop it sits in front of
 (``lb + token``), the first index of a descriptor load, or the mask of a pointer load, so no
-guarded load can be scheduled above it.  A tile spanning two chunks waits for both: the
+guarded load can be scheduled above it (each a :class:`Guard` rewrite pattern; in an
+``scf.while`` the guarded loads themselves).  A tile spanning two chunks waits for both: the
 lowering tests every chunk that reaches this rank against the box.
 """
 
@@ -26,11 +27,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, TensorType, i1, i32
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, RewritePattern
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects.syncopate import WaitRegionOp
+from syncopate_mlir.dialects.syncopate import WaitRegionOp, record, state_of
 
-from .abi_info import abi_args, update_state
+from .abi_info import abi_args
 from .access import Access, analyze_module
 from .builder import Builder
 from .ir_utils import defined_inside, loc_str, shape_of
@@ -125,42 +127,70 @@ class InsertWaits(ModulePass):
                     hi.append(b.const(size))
             wait = b.insert(WaitRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
                                          lo, hi, a.tensor))
-            self._guard(anchor, group, wait.token)
+            # an scf.while has no lower bound to carry the token: each guarded load takes it
+            for guarded in [a.op for a in group] if anchor.name == "scf.while" else [anchor]:
+                guard(guarded, wait.token)
             waits += 1
-        update_state(op, requirements=requirements, waits=waits)
+        # check-accesses may have required exact values already (a produced tensor's store
+        # mask that must reach the end of its dim): keep them
+        record(op, requirements={**state_of(op).requirements, **requirements}, waits=waits)
 
-    @staticmethod
-    def _guard(anchor: Operation, group: list[Access], token: SSAValue) -> None:
-        """Make what the wait guards depend on its token."""
-        if anchor.name == "scf.while":
-            # no lower bound to carry the token: each guarded load depends on it instead
-            for a in group:
-                InsertWaits._guard(a.op, [a], token)
-            return
-        b = Builder(anchor)
-        if anchor.name == "scf.for":
-            lb = anchor.operands[0]
-            new_lb = b.add(lb, b.cast(token, lb.type)) if lb.type != token.type else b.add(lb, token)
-            anchor.operands[0] = new_lb
-            return
-        mem = memory_op(anchor)
+
+@dataclass
+class Guard(RewritePattern):
+    """Make an op depend on a wait's ``token`` (an i32 zero at run time), so that it cannot be
+    scheduled above the wait: one pattern per kind of op a wait guards."""
+
+    token: SSAValue
+
+
+class GuardLoopBound(Guard):
+    """An ``scf.for`` (the loop the wait sits in front of) starts at ``lb + token``."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if op.name == "scf.for":
+            b, lb = Builder(op), op.operands[0]
+            op.operands[0] = b.add(lb, b.cast(self.token, lb.type))
+            rewriter.notify_op_modified(op)
+
+
+class GuardDescriptorIndex(Guard):
+    """A descriptor load's first start index, a gather's column offset (its row offsets are a
+    tensor), plus the token: the TMA request cannot be issued before the token exists."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        mem = memory_op(op)
         if mem is not None and mem.descriptor:
-            # a descriptor load's first start index, a gather's column offset (its row offsets
-            # are a tensor): the TMA request cannot be issued before the wait's token exists
             at = mem.index_start if mem.index_start is not None else 2
-            idx = anchor.operands[at]
-            anchor.operands[at] = b.add(idx, b.cast(token, idx.type))
-            return
-        if mem is not None and mem.mask is not None and mem.effect is Effect.READ:
-            ptr_ty = anchor.operands[0].type
-            ok = b.cmp("eq", token, b.const(0))
+            b, idx = Builder(op), op.operands[at]
+            op.operands[at] = b.add(idx, b.cast(self.token, idx.type))
+            rewriter.notify_op_modified(op)
+
+
+class GuardLoadMask(Guard):
+    """A masked pointer load reads only where ``mask & token == 0``."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        mem = memory_op(op)
+        if mem is not None and not mem.descriptor and mem.mask is not None and \
+                mem.effect is Effect.READ:
+            b, ptr_ty = Builder(op), op.operands[0].type
+            ok = b.cmp("eq", self.token, b.const(0))
             if shape_of(ptr_ty):
-                mask_ty = TensorType(i1, shape_of(ptr_ty))
-                ok = b.tt("tt.splat", [ok], [mask_ty]).results[0]
-            _and_mask(anchor, ok, b)
-            return
-        raise CompileError(f"internal: cannot make this {anchor.name} depend on its chunk "
-                           f"wait", loc_str(anchor))
+                ok = b.tt("tt.splat", [ok], [TensorType(i1, shape_of(ptr_ty))]).results[0]
+            _and_mask(op, ok, b)
+            rewriter.notify_op_modified(op)
+
+
+def guard(op: Operation, token: SSAValue) -> None:
+    """Apply the first :class:`Guard` that matches ``op``; none is an internal error."""
+    rewriter = PatternRewriter(op)
+    GreedyRewritePatternApplier([GuardLoopBound(token), GuardDescriptorIndex(token),
+                                 GuardLoadMask(token)], dce_enabled=False).match_and_rewrite(
+        op, rewriter)
+    if not rewriter.has_done_action:
+        raise CompileError(f"internal: cannot make this {op.name} depend on its chunk wait",
+                           loc_str(op))
 
 
 def _and_mask(load: Operation, ok: SSAValue, b: Builder) -> None:

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import request_of
 from syncopate_mlir.dialects.tt import FuncOp
 
 
@@ -149,18 +150,13 @@ def func_body(func: Operation) -> Block:
 def param_names(module: ModuleOp, func: Operation) -> list[str]:
     """Names of the kernel's (non-constexpr) parameters, in order.
 
-    From the module attribute ``syncopate.params`` when the compile hook set it, else from the
-    SSA names of the entry block arguments (Triton prints parameters under their Python names)."""
-    attr = module.attributes.get("syncopate.params")
+    From the request's ``params`` when the compile hook set them, else from the SSA names of
+    the entry block arguments (Triton prints parameters under their Python names)."""
+    names = request_of(module).params
     args = func_body(func).args
-    if attr is not None:
-        names = [a.data for a in attr.data]
-        if len(names) >= len(args):
-            return names[:len(args)]
-    out = []
-    for i, a in enumerate(args):
-        out.append(a.name_hint or f"arg{i}")
-    return out
+    if names and len(names) >= len(args):
+        return list(names[:len(args)])
+    return [a.name_hint or f"arg{i}" for i, a in enumerate(args)]
 
 
 def ancestors(op: Operation, stop: Operation) -> list[Operation]:

@@ -24,10 +24,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import schedule_of
 
 from .lower_sm import _check_lowered
 from .lowering import Lowering
-from .schedule_attr import schedule_of
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ from xdsl.dialects.builtin import ModuleOp, i32, i64
 from xdsl.passes import ModulePass
 
 from syncopate import chunk_table as ct
+from syncopate_mlir.dialects import tt
 
 from .builder import Builder
 from .lower_sm import CommLowering, _check_lowered
-from .lowering import addptr, tt
+from .lowering import addptr
 
 NVSHMEM_SIGNAL_SET = 0
 NVSHMEM_SIGNAL_ADD = 5
@@ -35,10 +36,10 @@ NVSHMEM_SIGNAL_ADD = 5
 
 class NvshmemLowering(CommLowering):
     def _call(self, b: Builder, symbol: str, args) -> None:
-        b.insert(tt().ExternElementwiseOp(list(args), i32, symbol, pure=False))
+        b.insert(tt.ExternElementwiseOp(list(args), i32, symbol, pure=False))
 
     def _addr(self, b: Builder, ptr) -> object:
-        return b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
+        return b.insert(tt.PtrToIntOp(ptr, i64)).results[0]
 
     def signal_remote(self, b: Builder, index, value, op, peer) -> None:
         sig = self._addr(b, addptr(b, self.args["syn_flags"], index))

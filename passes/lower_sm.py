@@ -12,7 +12,7 @@ On top of the shared lowering (:mod:`passes.lowering`), the comm-program steps b
   then copies its share of the chunk's tiles (tile ``t`` goes to comm program ``t % count``),
   accumulating in fp32 for ``sum``, then releases ``CHUNK[c]`` on the destination (+1 per
   comm program) and, when it read a peer's buffer, ``CONSUMED`` on the source. A chunk named
-  in ``syncopate.test_withhold`` (fault injection) moves but is never released.
+  in the request's ``withhold`` (fault injection) moves but is never released.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
 
 Copies are masked 2-D tiles of 32K elements (64 KB of bf16; 16K for sums, which hold two tiles
@@ -35,28 +35,23 @@ from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED, 
 from syncopate.backends.sm import CopyTiling
 from syncopate.errors import CompileError, ScheduleError
 from syncopate.schedule.copy_view import schedule_copy_view
+from syncopate_mlir.dialects import tt
 from syncopate_mlir.dialects.syncopate import (
     CommOp,
     DrainOp,
     EnterOp,
     TransferChunkOp,
     TransferOp,
+    request_of,
+    schedule_of,
+    state_of,
 )
 
-from .abi_info import (
-    backend_of,
-    chunk_writers,
-    comm_programs_of,
-    get_state,
-    lowering_of,
-    operands_of,
-    withheld_of,
-)
+from .abi_info import chunk_writers, comm_programs_of, lowering_of, operands_of
 from .builder import Builder
 from .comm_table import TableTransfers
-from .lowering import Lowering, addptr, broadcast_to, expand_dims, splat, tt, vec
+from .lowering import Lowering, OpLowering, addptr, broadcast_to, expand_dims, rewrite, splat, vec
 from .partition_sms import executor
-from .schedule_attr import schedule_of
 
 
 class CommLowering(TableTransfers, Lowering):
@@ -67,36 +62,28 @@ class CommLowering(TableTransfers, Lowering):
         super().__init__(module)
         self.sched = schedule_of(module)
         self.layout = FlagLayout(self.sched.num_chunks, self.sched.world_size)
-        self.writers = chunk_writers(self.sched, backend_of(module), comm_programs_of(module))
-        self.state = get_state(module)
-        #: chunks whose CHUNK signal is left out (fault injection, ``syncopate.test_withhold``)
-        self.withheld = withheld_of(module)
+        self.writers = chunk_writers(request_of(module).backend, comm_programs_of(module))
+        self.state = state_of(module)
+        #: chunks whose CHUNK signal is left out (fault injection, the request's ``withhold``)
+        self.withheld = frozenset(request_of(module).withhold)
         self.operands = operands_of(module)
         self.table_mode = lowering_of(module) == "table"
 
     def lower_comm(self) -> None:
+        """The comm programs' steps, then the comm body in place of its region op."""
+        table = self.table_mode
+        rewrite(self.module, [OpLowering(EnterOp, self.table_enter if table else self.enter),
+                              OpLowering(TransferOp, self.transfer),
+                              OpLowering(DrainOp, self.table_drain if table else self.drain),
+                              OpLowering(TransferChunkOp, self.transfer_chunk),
+                              OpLowering(CommOp, self.inline)], regions_first=True)
 
-        for comm in [o for o in self.module.walk() if isinstance(o, CommOp)]:
-            for o in list(comm.body.blocks[0].ops):
-                if isinstance(o, EnterOp):
-                    self.table_enter(o) if self.table_mode else self.enter(o)
-                elif isinstance(o, TransferOp):
-                    self.transfer(o)
-                elif isinstance(o, DrainOp):
-                    if self.table_mode:
-                        self.table_drain(o, self.args["syn_table"])
-                    else:
-                        self.drain(o)
-            for o in [x for x in comm.walk() if isinstance(x, TransferChunkOp)]:
-                self.transfer_chunk(o)
-            # inline the comm body in place of the region op
-            block = comm.body.blocks[0]
-            parent = comm.parent_block()
-            for o in list(block.ops):
-                o.detach()
-                parent.insert_op_before(o, comm)
-            comm.detach()
-            comm.erase()
+    @staticmethod
+    def inline(comm: CommOp) -> list[SSAValue]:
+        for o in list(comm.body.blocks[0].ops):
+            o.detach()
+            comm.parent_block().insert_op_before(o, comm)
+        return []
 
     # ------------------------------------------------------------------------------ flags
     def flag_ptr(self, b: Builder, index: SSAValue, peer: SSAValue | None = None) -> SSAValue:
@@ -115,7 +102,7 @@ class CommLowering(TableTransfers, Lowering):
         self.spin(b, self.flag_ptr(b, index, peer), index, target, kind)
 
     # ------------------------------------------------------------------------------ steps
-    def enter(self, o) -> None:
+    def enter(self, o) -> list[SSAValue]:
         b = Builder(o)
         first = b.cmp("eq", o.pid, b.const(0))
         fi = b.if_(first)
@@ -126,14 +113,13 @@ class CommLowering(TableTransfers, Lowering):
             qi = fb.if_(other)
             qb = Builder(qi.true_region.blocks[0].last_op)
             self.signal_remote(qb, index, o.epoch, "set", qb.const(q))
-        o.detach()
-        o.erase()
+        return []
 
     def signal_remote(self, b: Builder, index, value, op, peer) -> None:
         self.release_flag(b, index, value, op, peer)
 
-    def drain(self, o) -> None:
-        reads = {int(k): v for k, v in self.state.get("reads_per_src", {}).items()}
+    def drain(self, o) -> list[SSAValue]:
+        reads = self.state.reads_per_src
         b = Builder(o)
         if any(reads.values()):
             first = b.cmp("eq", o.pid, b.const(0))
@@ -145,10 +131,9 @@ class CommLowering(TableTransfers, Lowering):
                     n = fb.select(fb.cmp("eq", o.rank, fb.const(r)), fb.const(count), n)
             target = fb.mul(o.epoch, n)
             self.wait_flag(fb, fb.const(self.layout.consumed), target, KIND_CONSUMED)
-        o.detach()
-        o.erase()
+        return []
 
-    def transfer(self, o) -> None:
+    def transfer(self, o) -> list[SSAValue]:
         c = self.sched.chunk(o.chunk.value.data)
         side = executor(c)
         b = Builder(o)
@@ -183,8 +168,7 @@ class CommLowering(TableTransfers, Lowering):
         withheld = c.id in self.withheld  # fault injection: the data moves, CHUNK[c] never rises
         self.release_chunk(tb, lambda: None if withheld else tb, lambda rb: rb.const(c.id),
                            side == "dst", signalled, src, dst)
-        o.detach()
-        o.erase()
+        return []
 
     def release_chunk(self, b: Builder, keep, index, on_dst: bool, signalled: bool,
                       src: SSAValue, dst: SSAValue) -> None:
@@ -304,11 +288,11 @@ class CommLowering(TableTransfers, Lowering):
                                         shape_t))
             sp = addptr(lb, splat(lb, addptr(lb, src_base, corner), shape_t), local)
             dp = addptr(lb, splat(lb, addptr(lb, dst_base, corner), shape_t), local)
-        value = lb.insert(tt().LoadOp(sp, mask)).results[0]
+        value = lb.insert(tt.LoadOp(sp, mask)).results[0]
         if accumulate:
-            mine = lb.insert(tt().LoadOp(dp, mask)).results[0]
+            mine = lb.insert(tt.LoadOp(dp, mask)).results[0]
             value = self._add(lb, value, mine)
-        lb.insert(tt().StoreOp(dp, value, mask))
+        lb.insert(tt.StoreOp(dp, value, mask))
         lb.insert(scf.YieldOp())
         loop = b.insert(scf.ForOp(pid, ntiles, count, [], Region(body)))
         if from_table:

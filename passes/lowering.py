@@ -22,42 +22,48 @@ lowering (``enter``/``transfer``/``drain``) on top.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i1, i32, i64
+from xdsl.dialects.builtin import BoolAttr, ModuleOp, TensorType, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.ptx import spin_asm
-from syncopate_mlir.dialects import tt as tt_dialect
+from syncopate_mlir.dialects import tt
 from syncopate_mlir.dialects.syncopate import (
+    ATTR_SCHEDULE,
     PeerPtrOp,
     ReleaseFenceOp,
     RemapOp,
     SignalOp,
     WaitOp,
+    schedule_of,
 )
 
 from .abi_info import abi_args, append_table_section, lowering_of
 from .access import erase_hints
 from .builder import Builder
 from .ir_utils import kernel_func
-from .schedule_attr import ATTR_SCHEDULE, schedule_of
 
 KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUMED,
               "produced": KIND_PRODUCED}
 
 
-def tt():
-    return tt_dialect
-
-
 def flag_type_of(flags: SSAValue):
-    return tt().pointee_type(flags.type)
+    return tt.pointee_type(flags.type)
 
 
 def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False):
-    op = b.insert(tt().ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
-                                              pure=pure, packed_element=1))
+    op = b.insert(tt.ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
+                                            pure=pure, packed_element=1))
     return op.results
 
 
@@ -71,45 +77,60 @@ def opaque_zero(b: Builder) -> SSAValue:
 
 
 def addptr(b: Builder, ptr: SSAValue, offset: SSAValue) -> SSAValue:
-    return b.insert(tt().AddPtrOp(ptr, offset)).results[0]
+    return b.insert(tt.AddPtrOp(ptr, offset)).results[0]
 
 
 def scalar_load(b: Builder, ptr: SSAValue, volatile: bool = False) -> SSAValue:
-    return b.insert(tt().LoadOp(ptr, is_volatile=volatile)).results[0]
+    return b.insert(tt.LoadOp(ptr, is_volatile=volatile)).results[0]
 
 
 # small tensor helpers (comm-program tile copies, epilogue slot loads) ----------------------
 
 def vec(b: Builder, start: SSAValue, n: int) -> SSAValue:
     """``start + arange(0, n)``."""
-    r = b.insert(tt().MakeRangeOp(0, n)).results[0]
+    r = b.insert(tt.MakeRangeOp(0, n)).results[0]
     return b.add(splat(b, start, [n]), r)
 
 
 def splat(b: Builder, v: SSAValue, shape) -> SSAValue:
-    return b.insert(tt().SplatOp(v, TensorType(v.type, list(shape)))).results[0]
+    return b.insert(tt.SplatOp(v, TensorType(v.type, list(shape)))).results[0]
 
 
 def expand_dims(b: Builder, v: SSAValue, axis: int) -> SSAValue:
-    shape = list(v.type.get_shape())
-    shape.insert(axis, 1)
-    cls = tt().ExpandDimsOp
-    try:
-        op = cls(v, axis)
-    except TypeError:
-        op = cls.create(operands=[v], result_types=[TensorType(v.type.element_type, shape)],
-                        properties={"axis": IntegerAttr(axis, i32)})
-    return b.insert(op).results[0]
+    return b.insert(tt.ExpandDimsOp(v, axis)).results[0]
 
 
 def broadcast_to(b: Builder, v: SSAValue, shape) -> SSAValue:
     if list(v.type.get_shape()) == list(shape):
         return v
-    return b.insert(tt().BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
+    return b.insert(tt.BroadcastOp(v, TensorType(v.type.element_type, list(shape)))).results[0]
+
+
+@dataclass
+class OpLowering(RewritePattern):
+    """One op kind's local lowering as a rewrite pattern: ``lower(op)`` builds the replacement
+    before ``op`` and returns the values its results become; the op is then erased."""
+
+    op_type: type[Operation]
+    lower: Callable[[Operation], Sequence[SSAValue]]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, self.op_type):
+            rewriter.replace(op, [], list(self.lower(op)))
+
+
+def rewrite(module: ModuleOp, patterns: list[RewritePattern], regions_first: bool = False) -> None:
+    """Apply ``patterns`` once to every op of ``module``, in program order (nested ops before
+    the op holding them with ``regions_first``); nothing else is removed (no dead-code
+    elimination: the lowering changes only the ops it lowers)."""
+    PatternRewriteWalker(GreedyRewritePatternApplier(patterns, dce_enabled=False),
+                         walk_regions_first=regions_first,
+                         apply_recursively=False).rewrite_module(module)
 
 
 class Lowering:
-    """Lowers the chunk-level ops of one module; backends subclass it for their comm ops."""
+    """Lowers the chunk-level ops of one module (each op kind by an :class:`OpLowering`, in
+    program order); backends subclass it for their comm ops."""
 
     def __init__(self, module: ModuleOp):
         self.module = module
@@ -125,33 +146,18 @@ class Lowering:
 
     # -------------------------------------------------------------------------- per op kind
     def lower_common(self) -> None:
-
         erase_hints(self.module)
-        for o in list(self.module.walk()):
-            if isinstance(o, RemapOp):
-                self.remap(o)
-        for o in list(self.module.walk()):
-            if isinstance(o, PeerPtrOp):
-                self.peer_ptr(o)
-        for o in list(self.module.walk()):
-            if isinstance(o, WaitOp):
-                self.wait(o)
-            elif isinstance(o, SignalOp):
-                self.signal(o)
-            elif isinstance(o, ReleaseFenceOp):
-                self.release_fence(o)
+        rewrite(self.module, [OpLowering(RemapOp, self.remap), OpLowering(PeerPtrOp, self.peer_ptr),
+                              OpLowering(WaitOp, self.wait), OpLowering(SignalOp, self.signal),
+                              OpLowering(ReleaseFenceOp, self.release_fence)])
 
-    def remap(self, o) -> None:
+    def remap(self, o) -> list[SSAValue]:
         tiles = o.tiles.value.data
         table = list(o.table.get_values())
         b = Builder(o)
         if self.table_mode:
-            result = self._remap_from_table(b, o, tiles, table)
-        else:
-            result = self._remap_select_chain(b, o, tiles, table)
-        o.result.replace_all_uses_with(result)
-        o.detach()
-        o.erase()
+            return [self._remap_from_table(b, o, tiles, table)]
+        return [self._remap_select_chain(b, o, tiles, table)]
 
     @staticmethod
     def _remap_select_chain(b: Builder, o, tiles: int, table: list[int]) -> SSAValue:
@@ -184,12 +190,8 @@ class Lowering:
         moved = scalar_load(b, addptr(b, self.args["syn_table"], at))
         return b.select(inside, moved, x)
 
-    def peer_ptr(self, o) -> None:
-        b = Builder(o)
-        out = self.peer_address(b, o.ptr, o.rank, o.buffer.value.data)
-        o.result.replace_all_uses_with(out)
-        o.detach()
-        o.erase()
+    def peer_ptr(self, o) -> list[SSAValue]:
+        return [self.peer_address(Builder(o), o.ptr, o.rank, o.buffer.value.data)]
 
     def peer_address(self, b: Builder, ptr: SSAValue, peer: SSAValue, buffer: int) -> SSAValue:
         peers = self.args["syn_peers"]
@@ -197,19 +199,15 @@ class Lowering:
         row = b.const(buffer * self.world_size)
         mine = scalar_load(b, addptr(b, peers, b.add(row, rank)))
         theirs = scalar_load(b, addptr(b, peers, b.add(row, peer)))
-        local = b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
+        local = b.insert(tt.PtrToIntOp(ptr, i64)).results[0]
         addr = b.add(b.sub(local, mine), theirs)
-        return b.insert(tt().IntToPtrOp(addr, ptr.type)).results[0]
+        return b.insert(tt.IntToPtrOp(addr, ptr.type)).results[0]
 
     # -------------------------------------------------------------------------- the spin
-    def wait(self, o) -> None:
-        kind = KIND_CODES[o.kind.data]
+    def wait(self, o) -> list[SSAValue]:
         b = Builder(o)
-        ptr = addptr(b, o.flags, o.index)
-        token = self.spin(b, ptr, o.index, o.target, kind)
-        o.token.replace_all_uses_with(token)
-        o.detach()
-        o.erase()
+        return [self.spin(b, addptr(b, o.flags, o.index), o.index, o.target,
+                          KIND_CODES[o.kind.data])]
 
     def spin(self, b: Builder, ptr: SSAValue, index: SSAValue, target: SSAValue,
              kind: int) -> SSAValue:
@@ -223,17 +221,16 @@ class Lowering:
         target_w = b.cast(target, fty) if target.type != fty else target
         args = [ptr, b.i32(index), target_w, b.const(kind), self.args["syn_diag"],
                 self.args["syn_rank"], self.args["syn_epoch"], self.args["syn_timeout_ns"]]
-        call = b.insert(tt().CallOp(func.sym_name.data, args, [i32]))
+        call = b.insert(tt.CallOp(func.sym_name.data, args, [i32]))
         return call.results[0]
 
     def _wait_func(self, fty):
         name = f"syncopate_wait_b{fty.width.data}"
         if name in self._funcs:
             return self._funcs[name]
-        from xdsl.dialects.builtin import BoolAttr
-        ptr_t = tt().PointerType(fty)
+        ptr_t = tt.PointerType(fty)
         inputs = [ptr_t, i32, fty, i32, self.args["syn_diag"].type, i32, i32, i64]
-        func = tt().FuncOp(name, (inputs, [i32]), visibility="private",
+        func = tt.FuncOp(name, (inputs, [i32]), visibility="private",
                            attributes={"noinline": BoolAttr(True, i1)})
         body = func.regions[0].blocks[0]
         for arg, hint in zip(body.args, ["flag", "index", "target", "kind", "diag", "rank",
@@ -245,7 +242,7 @@ class Lowering:
         fb.location = self.func.location
         ptr, index, target, kind, diag, rank, epoch, timeout = body.args
         token = self._spin_body(fb, ptr, index, target, kind, diag, rank, epoch, timeout)
-        fb.insert(tt().ReturnOp([token]))
+        fb.insert(tt.ReturnOp([token]))
         self.module.body.blocks[0].insert_op_before(func, self.func)
         self._funcs[name] = func
         return func
@@ -262,8 +259,8 @@ class Lowering:
         variant is chosen by the (uniform) sign of the timeout."""
         fty = flag_type_of(ptr)
         bits = 64 if fty == i64 else 32
-        addr = b.insert(tt().PtrToIntOp(ptr, i64)).results[0]
-        diag_addr = b.insert(tt().PtrToIntOp(diag, i64)).results[0]
+        addr = b.insert(tt.PtrToIntOp(ptr, i64)).results[0]
+        diag_addr = b.insert(tt.PtrToIntOp(diag, i64)).results[0]
         limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|, 0 = no watchdog
         cons = "=r,l,{t},l,l,r,r,r,r".format(t="l" if bits == 64 else "r")
         args = [addr, target_w, diag_addr, limit, rank, index, kind, epoch]
@@ -276,7 +273,7 @@ class Lowering:
         return opaque_zero(b)
 
     # -------------------------------------------------------------------------- release
-    def signal(self, o) -> None:
+    def signal(self, o) -> list[SSAValue]:
         """A produced-count signal adds only when it has something to add (masked atomic), and
         back-to-back signals share the barrier of the first."""
         prev = o.prev_op
@@ -288,17 +285,15 @@ class Lowering:
         mask = b.cmp("ne", o.value, b.const(0)) if o.op.data == "add" else None
         last = self.release(b, ptr, o.value, o.op.data, mask=mask, barrier=not fenced)
         self._released.add(id(last.op))
-        o.detach()
-        o.erase()
+        return []
 
-    def release_fence(self, o) -> None:
+    def release_fence(self, o) -> list[SSAValue]:
         """Every prior store of this program complete before the ``fenced`` signals after it."""
         b = Builder(o)
         if self.has_bulk_stores:
             _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
         b.insert(gpu.BarrierOp())
-        o.detach()
-        o.erase()
+        return []
 
     def release(self, b: Builder, ptr: SSAValue, value: SSAValue, op: str = "add",
                 mask: SSAValue | None = None, barrier: bool = True) -> SSAValue:
@@ -309,7 +304,7 @@ class Lowering:
         fty = flag_type_of(ptr)
         val = b.cast(value, fty) if value.type != fty else value
         rmw = "add" if op == "add" else "exch"
-        return b.insert(tt().AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
+        return b.insert(tt.AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
 
 
 def _segments(row: list[int]) -> list[tuple[int, int, int]]:

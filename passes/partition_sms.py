@@ -43,21 +43,15 @@ from syncopate_mlir.dialects.syncopate import (
     TransferChunkOp,
     TransferOp,
     WaitOp,
+    record,
+    request_of,
+    schedule_of,
 )
 from syncopate_mlir.dialects.tt import GetProgramIdOp
 
-from .abi_info import (
-    abi_args,
-    backend_of,
-    chunk_writers,
-    comm_programs_of,
-    lowering_of,
-    operands_of,
-    update_state,
-)
+from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of, operands_of
 from .builder import Builder
 from .ir_utils import _get_attr, func_body, int_prop, kernel_func, loc_str, param_names
-from .schedule_attr import schedule_of
 from .structurize_returns import tree_refusal
 from .table_reader import TableReader, longest
 
@@ -83,7 +77,7 @@ class PartitionSms(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
 
         sched = schedule_of(op)
-        backend = backend_of(op)
+        backend = request_of(op).backend
         comm = comm_programs_of(op)
         if comm <= 0:
             raise CompileError(f"backend {backend!r} needs comm_programs >= 1 (programs that move "
@@ -153,7 +147,7 @@ class PartitionSms(ModulePass):
         cb.insert(EnterOp(pid_raw, count, epoch, rank, flags))
         order = sorted(sched.chunks, key=lambda c: (c.step, c.id))
         tensors = list(operands.values())
-        writers = chunk_writers(sched, backend, comm)
+        writers = chunk_writers(backend, comm)
         reads_per_src = ct.reads_per_src(sched, "sm", writers)
         for c in order:
             if c.tensor not in param_of_tensor:
@@ -174,9 +168,7 @@ class PartitionSms(ModulePass):
             # reads is per source rank; the lowering selects this rank's
             cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
         modes = {("push" if executor(c) == "src" else "pull") for c in sched.chunks}
-        update_state(op,
-                     reads_per_src={str(k): v for k, v in reads_per_src.items()},
-                     mode=modes.pop() if len(modes) == 1 else "mixed")
+        record(op, reads_per_src=reads_per_src, mode=modes.pop() if len(modes) == 1 else "mixed")
 
     @staticmethod
     def _table_plan(cb: Builder, sched: Schedule, rd: TableReader, bases, pid, count, epoch,

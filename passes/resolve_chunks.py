@@ -47,12 +47,13 @@ from syncopate_mlir.dialects.syncopate import (
     SignalRegionOp,
     WaitOp,
     WaitRegionOp,
+    request_of,
+    schedule_of,
 )
 
-from .abi_info import abi_args, backend_of, chunk_writers, comm_programs_of, lowering_of
+from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of
 from .builder import Builder
 from .ir_utils import kernel_func
-from .schedule_attr import schedule_of
 from .table_reader import TableReader
 
 
@@ -214,7 +215,7 @@ class ResolveChunks(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sched = schedule_of(op)
-        writers = chunk_writers(sched, backend_of(op), comm_programs_of(op))
+        writers = chunk_writers(request_of(op).backend, comm_programs_of(op))
         layout = FlagLayout(sched.num_chunks, sched.world_size)
         if lowering_of(op) == "table":
             reader = TableReader(abi_args(kernel_func(op))["syn_table"], ct.layout_of(sched))

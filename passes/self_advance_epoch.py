@@ -5,8 +5,8 @@ Why: with ABI 3 the runtime enqueues a one-thread advance kernel before every fu
 host, as much as the runtime's whole Python) and one more node per graph replay. A kernel
 that leaves the next epoch behind itself needs neither.
 
-With the module attribute ``syncopate.self_advance`` (the compile option
-``self_advance=True``), after ``load-epoch``:
+With ``self_advance`` in the module's request (the compile option ``self_advance=True``),
+after ``load-epoch``:
 
 * the word holds the epoch of the last launch that *finished*; this launch's epoch is
   ``word[0] + 1`` (every use of the loaded value becomes the incremented one);
@@ -24,12 +24,13 @@ ends, and reads the new value, as it read the advance kernel's store. A program 
 returns (a trap after a watchdog timeout) leaves the word where it was; the runtime refuses
 further launches of that kernel anyway.
 
-Without the attribute the pass changes nothing, so a kernel compiled without the option is
-exactly the ABI 3 kernel. Every ``tt.return`` must be in the kernel's entry block (Triton's
-structured control flow). With ``on`` (``self_advance=True``) a kernel returning from a branch
-is refused with a typed error; with ``auto`` (the runtime's default) it is compiled without
-the counter (the attribute becomes ``off``, the ABI says so, and the runtime enqueues the
-advance kernel before it as for any kernel compiled without the option).
+Without the option the pass changes nothing, so a kernel compiled without it is exactly the
+ABI 3 kernel. Every ``tt.return`` must be in the kernel's entry block (Triton's structured
+control flow). With ``on`` (``self_advance=True``) a kernel returning from a branch is refused
+with a typed error; with ``auto`` (the runtime's default) it is compiled without the counter
+(the module's state says it was not applied, so does the ABI, and the runtime enqueues the
+advance kernel before it as for any kernel compiled without the option). The pass records
+``self_advanced`` in the module's state when it applies, and runs once.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu
-from xdsl.dialects.builtin import ModuleOp, StringAttr, i32, i64
+from xdsl.dialects.builtin import ModuleOp, i32, i64
 from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
+from syncopate_mlir.dialects.syncopate import SelfAdvance, record, request_of, state_of
 from syncopate_mlir.dialects.tt import (
     AtomicRMWOp,
     GetNumProgramsOp,
@@ -58,21 +60,8 @@ from .builder import Builder
 from .ir_utils import func_body, kernel_func
 from .lowering import addptr, scalar_load
 
-ATTR_SELF_ADVANCE = "syncopate.self_advance"
 #: the epoch word's layout with self-advance (4 x i32, ``runtime.epochs.new_epoch_word``)
 WORD_EPOCH, WORD_DONE, WORD_MIRROR_LO, WORD_MIRROR_HI = 0, 1, 2, 3
-
-
-#: the attribute's value once the pass ran (``on`` or ``auto`` before)
-APPLIED = "applied"
-#: ``auto`` found a kernel it cannot count (a return from a branch): compiled without
-OFF = "off"
-
-
-def self_advance_enabled(module: ModuleOp) -> bool:
-    """The module asks for (``on``) or has (``applied``) a self-advancing epoch."""
-    attr = module.attributes.get(ATTR_SELF_ADVANCE)
-    return isinstance(attr, StringAttr) and attr.data in ("on", APPLIED)
 
 
 @dataclass(frozen=True)
@@ -80,10 +69,10 @@ class SelfAdvanceEpoch(ModulePass):
     name: ClassVar[str] = "self-advance-epoch"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        attr = op.attributes.get(ATTR_SELF_ADVANCE)
-        if not (isinstance(attr, StringAttr) and attr.data in ("on", "auto")):
+        mode = request_of(op).self_advance
+        if mode == SelfAdvance.OFF or state_of(op).self_advanced:
             return  # off, or applied already
-        required = attr.data == "on"
+        required = mode == SelfAdvance.ON
         func = kernel_func(op)
         word = abi_args(func)["syn_epoch"]
         if not isinstance(word.type, PointerType):
@@ -98,8 +87,7 @@ class SelfAdvanceEpoch(ModulePass):
         rets = [o for o in func.walk() if isinstance(o, ReturnOp)]
         nested = [r for r in rets if r.parent_block() is not body]
         if nested and not required:
-            op.attributes[ATTR_SELF_ADVANCE] = StringAttr(OFF)  # the advance kernel's ABI
-            return
+            return  # auto: the advance kernel's ABI
         if nested:
             raise CompileError("self_advance=True: the kernel returns from inside a branch "
                                "(tt.return outside its entry block); the epoch's done-counter "
@@ -117,7 +105,7 @@ class SelfAdvanceEpoch(ModulePass):
 
         for ret in rets:
             _count_done(Builder(ret), word, epoch)
-        op.attributes[ATTR_SELF_ADVANCE] = StringAttr(APPLIED)  # run once
+        record(op, self_advanced=True)  # run once
 
 
 def _count_done(b: Builder, word, epoch) -> None:
@@ -145,5 +133,4 @@ def _count_done(b: Builder, word, epoch) -> None:
     b.insert(StoreOp(mirror, epoch, last))
 
 
-__all__ = ["APPLIED", "ATTR_SELF_ADVANCE", "OFF", "SelfAdvanceEpoch", "WORD_DONE", "WORD_EPOCH",
-           "WORD_MIRROR_HI", "WORD_MIRROR_LO", "self_advance_enabled"]
+__all__ = ["SelfAdvanceEpoch", "WORD_DONE", "WORD_EPOCH", "WORD_MIRROR_HI", "WORD_MIRROR_LO"]

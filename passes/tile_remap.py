@@ -13,7 +13,7 @@ tile order the kernel uses (row-major, grouped/swizzled, persistent); the kernel
 the same coordinate, so results land where they belong.  The rank is a runtime value: one
 binary serves every rank.  A tile that straddles two bands sorts by the later band (consumers)
 or the earlier one (producers).  Where no single coordinate exists the pass leaves the order
-alone and says so in the ``syncopate.abi`` remarks: waits keep the kernel correct regardless.
+alone and says so in the ``syncopate.state`` remarks: waits keep the kernel correct regardless.
 
 A block index that is the iteration count of a loop (attention's KV loop reading all-gathered
 K/V) has no such value; there the loop itself is renumbered (:mod:`.loop_remap`), and a loop
@@ -32,10 +32,17 @@ from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.schedule.model import Schedule
-from syncopate_mlir.dialects.syncopate import RemapOp
+from syncopate_mlir.dialects.syncopate import (
+    ReduceAt,
+    RemapOp,
+    Remapped,
+    record,
+    request_of,
+    state_of,
+)
 from syncopate_mlir.dialects.tt import GetProgramIdOp
 
-from .abi_info import abi_args, get_state, reduce_of, update_state
+from .abi_info import abi_args
 from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
@@ -44,6 +51,7 @@ from .loop_remap import loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
+
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
     """``lo / extent`` when every coefficient of ``lo`` is a multiple of the tile size and the
@@ -117,6 +125,15 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
         if not purity.is_pure(x):
             return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
                     f"pure functions of program ids and tile loops are remapped)")
+    for x in values:
+        owner = x.block.parent_op() if isinstance(x, BlockArgument) else None
+        if isinstance(owner, scf.WhileOp) or (isinstance(owner, scf.ForOp) and x.index > 0):
+            # every use is replaced, the loop's own advance ``t + step`` too: the next
+            # iteration would start from ``table[t] + step`` and leave the grid
+            return (f"the tile coordinate is a value the loop{_where(owner)} carries from one "
+                    f"iteration to the next (remapping it would advance the loop from the "
+                    f"remapped tile; write the tile loop as `for tile in range(start, tiles, "
+                    f"step)`)")
     ids = {id(x) for x in values}
     loops = {id(o): o for o in func.walk() if isinstance(o, scf.ForOp)}
     for x in values:
@@ -239,6 +256,8 @@ def _roots(v) -> set:
                 out.add(id(owner))
                 if cur.index > 0:
                     work.append(owner.operands[3 + cur.index - 1])
+                else:  # the induction variable follows what its bounds follow (lb = pid)
+                    work.extend(owner.operands[:3])
             continue
         if isinstance(cur.op, GetProgramIdOp):
             out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))
@@ -254,15 +273,14 @@ class TileRemap(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sched, analysis, accesses = analyze_module(op)
         rank = abi_args(analysis.func)["syn_rank"]
-        remarks = list(get_state(op).get("remarks", []))
-        off = op.attributes.get("syncopate.remap")
-        if off is not None and getattr(off, "data", None) == "off":
+        remarks = list(state_of(op).remarks)
+        request = request_of(op)
+        if not request.remap:
             remarks.append("tile-remap: off (remap=False); tile order left as written")
-            update_state(op, remap={}, remarks=remarks)
+            record(op, remap={}, remarks=remarks)
             return
-        flag = op.attributes.get("syncopate.reorder_reductions")
-        reorder = flag is not None and getattr(flag, "data", None) == "on"
-        remapped: dict[str, dict] = {}
+        reorder = request.reorder_reductions
+        remapped: dict[str, Remapped] = {}
         done: set[int] = set()
         loops_done: dict[int, list[int]] = {}   # id(loop) -> the table it was remapped with
         reordered = False
@@ -315,7 +333,7 @@ class TileRemap(ModulePass):
                                    f"order left as written")
                     continue
                 tiles, table = remap_table(sched, tensor, dim, block, role,
-                                           sends_only=reduce_of(op) == "epilogue")
+                                           sends_only=request.reduce == ReduceAt.EPILOGUE)
                 if table == list(range(tiles)) * sched.world_size:
                     remarks.append(f"tile-remap: tiles of {tensor} dim {dim} already run in chunk "
                                    f"order on every rank; tile order left as written")
@@ -324,12 +342,9 @@ class TileRemap(ModulePass):
                     if id(x) not in done:
                         self._remap(x, rank, tensor, dim, block, tiles, table)
                         done.add(id(x))
-                remapped[tensor] = {"dim": dim, "block": block, "tiles": tiles, "role": role}
+                remapped[tensor] = Remapped(dim, block, tiles, role)
                 break
-        if reordered:
-            update_state(op, remap=remapped, remarks=remarks, reordered=True)
-        else:
-            update_state(op, remap=remapped, remarks=remarks)
+        record(op, remap=remapped, remarks=remarks, reordered=reordered)
 
     def _loop(self, op, analysis, sched, rank, tensor, dim, block, role, lc, reorder,
               loops_done, remapped) -> tuple[bool, str]:
@@ -349,11 +364,9 @@ class TileRemap(ModulePass):
         if why is not None:
             return False, f"{head} not remapped: {why}; tile order left as written"
         _, table = remap_table(sched, tensor, dim, block, role)
-        entry = {"dim": dim, "block": block, "tiles": tiles, "role": role, "loop": True}
         floats = any(str(getattr(a.type, "element_type", a.type)) in ("f16", "f32", "f64", "bf16")
                      for a in lc.loop.body.block.args[1:])
-        if floats:
-            entry["reorders_reductions"] = True
+        entry = Remapped(dim, block, tiles, role, loop=True, reorders_reductions=floats)
         prev = loops_done.get(id(lc.loop))
         if prev is not None:
             if prev != table:

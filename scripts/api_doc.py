@@ -49,6 +49,11 @@ def _ops() -> list[str]:
     return [f"syncopate.ops.{n}" for n in main + [n for n in ops.__all__ if n not in main]]
 
 
+def _nn() -> list[str]:
+    import syncopate.nn as nn
+    return [f"syncopate.nn.{n}" for n in nn.__all__]
+
+
 def _templates() -> list[str]:
     from syncopate.schedule import PLANS, TEMPLATES
     return [f"syncopate.schedule.{f.__name__}" for f in (*TEMPLATES.values(), *PLANS.values())]
@@ -74,6 +79,9 @@ SECTIONS = [
          "syncopate.schedule.dumps", "syncopate.schedule.as_schedule",
          "syncopate.schedule.verify", "syncopate.schedule.estimate",
          "syncopate.schedule.best_split"]),
+    ("Model modules", "Tensor-, sequence- and context-parallel `torch.nn.Module`s over the "
+     "registered ops (`syncopate.nn`, docs/model.md).",
+     _nn),
     ("Communicator", "Process group, symmetric memory and the watchdog of one rank "
      "(`syncopate.runtime.Communicator`); the fused kernels and ops take one.",
      ["syncopate.runtime.communicator.Communicator"]),
@@ -185,7 +193,7 @@ def render() -> str:
         lines += [f"- [`{n.rsplit('.', 1)[1]}`](#{_anchor(n)})" for n in names] + [""]
         for n in names:
             lines += _entry(n)
-    lines += _cli()
+    lines += _settings() + _cli()
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -202,6 +210,46 @@ def _public(dotted: str) -> str:
                          ("syncopate.emulate.emulate", "syncopate.emulate")):
         dotted = dotted.replace(home, public)
     return dotted
+
+
+def _settings() -> list[str]:
+    """Every ``SYNCOPATE_*`` variable (``syncopate.settings``) as one table; "read by" is found
+    in the code (``settings.NAME``; ``settings.watchdog`` reads the watchdog's two), so it
+    cannot drift."""
+    from syncopate import settings
+    readers: dict[str, set] = {}
+    for top, package in (("python/syncopate", "syncopate"), ("syncopate_mlir", "syncopate_mlir"),
+                         ("passes", "syncopate_mlir.passes")):
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = path.relative_to(REPO / top).with_suffix("")
+            module = ".".join((package, *rel.parts)).removesuffix(".__init__")
+            text = path.read_text(encoding="utf-8")
+            names = set(re.findall(r"\bsettings\.([A-Z][A-Z0-9_]*)\b", text))
+            if re.search(r"\bsettings\.watchdog\b", text):
+                names |= {"TIMEOUT_S", "TIMEOUT_ACTION"}
+            for n in names:
+                readers.setdefault(n, set()).add(module.removeprefix("syncopate."))
+    fields = {s.var: n for n, s in vars(settings).items() if isinstance(s, settings.Setting)}
+
+    def default(v) -> str:
+        if v is None:
+            return "unset"
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    lines = ["## Settings", "",
+             "Every `SYNCOPATE_*` environment variable (`syncopate.settings`: one typed field "
+             "each, read through `Setting.get`; `settings.scope(TIMEOUT_S=2, ...)` sets some for "
+             "a `with` block). Unset or empty is the default; a switch takes `1`/`true`/`on`/"
+             "`yes` or `0`/`false`/`off`/`no`; a bad value is a typed error naming the variable "
+             "and what to write instead.", "",
+             "| variable | values | default | what it does | read by |",
+             "| --- | --- | --- | --- | --- |"]
+    for var, s in settings.SETTINGS.items():
+        who = ", ".join(f"`{m}`" for m in sorted(readers.get(fields[var], ())))
+        lines.append(f"| `{var}` | {s.kind} | {default(s.default)} | {s.doc} | {who} |")
+    return lines + [""]
 
 
 def _cli() -> list[str]:

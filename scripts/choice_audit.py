@@ -24,8 +24,8 @@ def audit(directory: str, gpu: str = "h200") -> list[dict]:
     """One entry per measured (op, W, shape): the decision, the measured times, the regret."""
     from syncopate.bench.calibrate import OP_TABLES
     from syncopate.calibration.fit_ops import ops_points
+    from syncopate.ops import REGISTRY
     from syncopate.ops.choice import decide_shape
-    from syncopate.ops.choice_ops import SHAPES
     with open(os.path.join(directory, "bench.json")) as f:
         data = json.load(f)
     rows, W = list(data["results"]), int(data["meta"]["world_size"])
@@ -39,7 +39,7 @@ def audit(directory: str, gpu: str = "h200") -> list[dict]:
         for w, cands in table.items():
             for key, pts in cands.items():
                 for p in pts:
-                    shape = tuple(int(p[d]) for d in SHAPES[op])
+                    shape = tuple(int(p[d]) for d in REGISTRY[op].shape)
                     by_shape.setdefault((op, int(w), shape), {})[key] = p["measured_s"]
     out = []
     for (op, w, shape), measured in sorted(by_shape.items()):

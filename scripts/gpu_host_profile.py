@@ -36,7 +36,7 @@ def cases(comm, backends=("sm", "ce"), shape=(1024, 4096, 14336)):
     import torch
 
     from syncopate.ops import ag_gemm, gemm_rs
-    from syncopate.ops._gemm import compute_programs, gemm_call, resolve_config, run_local
+    from syncopate.ops.driver import compute_programs, gemm_call, resolve_config, run_local
     W, dev = comm.world_size, comm.device
     dtype = torch.bfloat16
     M, H, F = shape

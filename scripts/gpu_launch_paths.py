@@ -27,8 +27,9 @@ bf16 rounding); every advance path must leave the word at its call count.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+
+from syncopate import settings
 
 
 def host_us(fn, n: int, sleep_cycles: int = 40_000_000) -> float:
@@ -44,7 +45,7 @@ def _tma_gemm(M: int, N: int, K: int):
     import torch
 
     from syncopate.kernels import ensure_tma_allocator
-    from syncopate.ops._gemm import gemm_call
+    from syncopate.ops.driver import gemm_call
     dev = torch.device("cuda", torch.cuda.current_device())
     a = torch.randn(M, K, device=dev).to(torch.bfloat16)
     b = torch.randn(K, N, device=dev).to(torch.bfloat16)
@@ -100,22 +101,15 @@ def advance_paths(calls: int):
     def run(name, fn, env):
         word = torch.zeros(1, dtype=torch.int32, device=dev)
         mirror = torch.zeros(1, dtype=torch.int32, device=dev)
-        old = os.environ.get("SYNCOPATE_DIRECT_LAUNCH")
-        os.environ["SYNCOPATE_DIRECT_LAUNCH"] = env
         sk._DIRECT.clear()  # rebuilt under this setting
-        try:
+        with settings.scope(DIRECT_LAUNCH=env):
             n = [0]
 
             def once():
                 n[0] += 1
                 fn(word.data_ptr(), mirror.data_ptr(), n[0])
             us = host_us(once, calls)
-        finally:
-            if old is None:
-                os.environ.pop("SYNCOPATE_DIRECT_LAUNCH")
-            else:
-                os.environ["SYNCOPATE_DIRECT_LAUNCH"] = old
-            sk._DIRECT.clear()
+        sk._DIRECT.clear()
         rows.append((f"epoch advance: {name}", us, int(word.item()), n[0]))
 
     s = torch.cuda.current_stream()
@@ -229,7 +223,7 @@ def main(argv=None) -> int:
         print("no GPU: this script measures launches on one", file=sys.stderr)
         return 2
     M, N, K = (int(x) for x in args.shape.split(","))
-    os.environ["SYNCOPATE_DIRECT_LAUNCH"] = "1"  # compared here, whatever the caller's setting
+    settings.DIRECT_LAUNCH.set(True)  # compared here, whatever the caller's setting
     g = gemm_paths(M, N, K, args.calls)
     a = advance_paths(args.calls)
     st = staging_paths(M, N, K, args.calls)

@@ -46,10 +46,10 @@ for s in $STEPS; do
             -k "${GPU_PENDING_GRAPHS_K:-}" --durations=16;;
     w1) step w1 "$(lim 90)" $PYT tests/gpu/test_world_size_one.py;;
     torch) SYNCOPATE_GPU_LOOPBACK=2 step torch "$(lim 90)" $PYT tests/gpu/test_torch_ops_gpu.py;;
-    fp8local) step fp8local "$(lim 120)" python3 -m syncopate.kernels.bench_local --fp8 --kernels tma --hard-timeout-s 110 \
+    fp8local) step fp8local "$(lim 120)" python3 -m syncopate.bench.local --fp8 --kernels tma --hard-timeout-s 110 \
             --out "$OUT/bench_fp8.json";;
     fp8ops) SYNCOPATE_GPU_LOOPBACK=2 step fp8ops "$(lim 120)" $PYT tests/gpu/test_multi_gpu_fp8.py;;
-    grouped) step grouped "$(lim 120)" python3 -m syncopate.kernels.bench_grouped --quick \
+    grouped) step grouped "$(lim 120)" python3 -m syncopate.bench.grouped --quick \
             --out "$OUT/grouped.json";;
     ops4) SYNCOPATE_GPU_LOOPBACK=4 step ops4 "$(lim 200)" $PYT tests/gpu/test_multi_gpu.py \
             -k "${GPU_PENDING_K4:-${GPU_PENDING_K:-ulysses or gemm_ar or moe or ring_attention}}" \
@@ -57,7 +57,7 @@ for s in $STEPS; do
     moefirst) step moefirst "$(lim 300)" python3 scripts/gpu_moe_first_launch.py --case-timeout 55;;
     local) step local "$(lim 150)" $PYT tests/gpu/test_local_gemm.py \
             tests/gpu/test_grouped_gemm_gpu.py tests/gpu/test_world_size_one.py;;
-    sweep) step sweep "$(lim 200)" python3 -m syncopate.kernels.bench_grouped --sweep \
+    sweep) step sweep "$(lim 200)" python3 -m syncopate.bench.grouped --sweep \
             --out "$OUT/grouped_sweep.json";;
     trace) SYNCOPATE_TRACE=1 step trace "$(lim 150)" python3 scripts/gpu_trace.py "$OUT/traces" 2 \
              ${GPU_PENDING_TRACE_OPS:-}

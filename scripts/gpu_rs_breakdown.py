@@ -25,14 +25,14 @@ import sys
 
 
 def main(argv) -> int:
-    from syncopate.bench.__main__ import init_distributed
+    from syncopate.bench.runs import init_distributed
     from syncopate.bench.timer import Timer
     init_distributed()
     import torch
     import torch.distributed as dist
 
     from syncopate.ops import gemm_rs
-    from syncopate.ops._gemm import gemm_call, resolve_config, run_local
+    from syncopate.ops.driver import gemm_call, resolve_config, run_local
     from syncopate.ops.gemm_rs import resolve_variant
     from syncopate.runtime import Communicator
 

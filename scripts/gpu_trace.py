@@ -26,6 +26,8 @@ os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "python"))
 
+from syncopate import settings  # noqa: E402  (the checkout's, from the path above)
+
 
 def _fused_kernels(comm):
     from syncopate.runtime.fused import FusedKernel
@@ -113,7 +115,7 @@ def main() -> int:
     W = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     ops = tuple(sys.argv[3].split(",")) if len(sys.argv) > 3 else ()
     os.makedirs(out, exist_ok=True)
-    if os.environ.get("SYNCOPATE_TRACE", "0") in ("", "0"):
+    if not settings.TRACE.get():
         print("set SYNCOPATE_TRACE=1 (the ops' kernels are compiled with tracing then)",
               file=sys.stderr)
         return 2

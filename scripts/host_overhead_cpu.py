@@ -135,21 +135,22 @@ def ag_gemm_fast_path(fk, vals):
     under the key the op computes, as its first call would."""
     import torch
 
-    from syncopate.ops import _gemm, ag_gemm
+    from syncopate.ops import REGISTRY, ag_gemm, driver
+    ag_gemm_spec = REGISTRY["ag_gemm"]
     comm = fk.comm
     A, b, out = vals[0], vals[1], vals[2]
     Ms = A.shape[0] // comm.world_size
     slot = A[comm.rank * Ms:(comm.rank + 1) * Ms]
     a_shard = torch.randn(Ms, A.shape[1]).to(A.dtype)
-    options = ("sm", 1, "swizzle", None, None, None, _gemm.config_key(None))
-    key = _gemm.prepared_key("ag_gemm", comm, a_shard, b, out, options)
-    prep = _gemm.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
+    key = driver.gemm_key(ag_gemm_spec, comm, a_shard, b, out,
+                          ("sm", 1, "swizzle", None, None, None), None, None)
+    prep = driver.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
                               out_index=2, slot=slot)
-    _gemm.put_prepared(comm, key, prep)
+    driver.put_prepared(comm, key, prep)
 
     def call():
         return ag_gemm(a_shard, b, comm, backend="sm", split=1, out=out, fused=True)
-    assert call() is out and _gemm.get_prepared(comm, key) is prep
+    assert call() is out and driver.get_prepared(comm, key) is prep
     return call
 
 
@@ -185,7 +186,8 @@ def ag_gemm_bound_path():
     import torch
     from runtime_fakes import FakeCompiledFused, bindable_sm_kernel, fake_comm
 
-    from syncopate.ops import _gemm, ag_gemm
+    from syncopate.ops import REGISTRY, ag_gemm, driver
+    ag_gemm_spec = REGISTRY["ag_gemm"]
     from syncopate.runtime import _cuda, fastlaunch, graphs
     noop = _noop_driver()
     if noop is None or fastlaunch.module() is None:
@@ -203,11 +205,11 @@ def ag_gemm_bound_path():
     A = vals[0]
     b, out = vals[1], vals[2]
     a_shard = torch.randn(32, 32).to(A.dtype)
-    options = ("sm", 1, "swizzle", None, None, None, _gemm.config_key(None))
-    key = _gemm.prepared_key("ag_gemm", c, a_shard, b, out, options)
-    prep = _gemm.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
+    key = driver.gemm_key(ag_gemm_spec, c, a_shard, b, out,
+                          ("sm", 1, "swizzle", None, None, None), None, None)
+    prep = driver.PreparedCall(fk=fk, grid=(3,), args=list(vals), out_shape=tuple(out.shape),
                               out_index=2, slot=A[:32])
-    _gemm.put_prepared(c, key, prep)
+    driver.put_prepared(c, key, prep)
 
     def call():
         return ag_gemm(a_shard, b, c, backend="sm", split=1, out=out, fused=True)

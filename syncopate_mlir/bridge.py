@@ -47,12 +47,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
-from collections.abc import Iterable
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
 
 from syncopate.errors import CompileError
 
@@ -64,7 +63,6 @@ from .ttir_printer import TTIRPrinter, has_known_locations, xdsl_to_text
 __all__ = [
     "ttir_to_xdsl", "xdsl_to_text", "xdsl_to_ttir", "parse_ttir_text", "default_context",
     "TTIRPrinter", "source_location", "text_to_ttir", "normalize_ttir", "has_known_locations",
-    "iter_ops",
 ]
 
 
@@ -109,9 +107,8 @@ class _StderrCapture:
     def __enter__(self):
         self._tmp = tempfile.TemporaryFile(mode="w+b")
         try:
-            import sys
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001
+            sys.stderr.flush()  # what Python buffered goes out before the capture
+        except (AttributeError, ValueError):  # no stderr, or a closed one
             pass
         self._saved = os.dup(2)
         os.dup2(self._tmp.fileno(), 2)
@@ -159,10 +156,3 @@ def xdsl_to_ttir(module: ModuleOp, context, *, name: str = "syncopate"):
     """An xDSL module -> a verified Triton ``ir.module`` in Triton's MLIR ``context`` (the one
     the compile uses: dialects loaded with ``ir.load_dialects`` and the backend's)."""
     return text_to_ttir(xdsl_to_text(module), context, name=name)
-
-
-
-def iter_ops(module: Operation) -> Iterable[Operation]:
-    """All ops nested in ``module`` (pre-order)."""
-    return module.walk()
-

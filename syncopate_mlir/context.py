@@ -1,7 +1,7 @@
 """The xDSL context that reads and writes Triton's TTIR.
 
 :func:`make_context` loads every dialect that appears in TTIR (builtin, arith, scf, math, cf,
-ub, gpu, llvm, tt) and, when the module exists, the ``syncopate`` dialect.  Unregistered ops
+ub, gpu, llvm, tt) and the ``syncopate`` dialect.  Unregistered ops
 are *not* allowed: an op the mirror does not know must fail loudly (the bridge turns the parse
 error into :class:`syncopate.errors.UnknownOpError`).
 
@@ -14,7 +14,11 @@ from __future__ import annotations
 import functools
 
 from xdsl.context import Context
+from xdsl.dialects import arith, builtin, cf, gpu, llvm, math, scf, ub
 from xdsl.ir import Dialect
+
+from .dialects.syncopate import SYNCOPATE
+from .dialects.tt import OVERRIDE_OPS, TT
 
 
 def _patched(dialect: Dialect, overrides) -> Dialect:
@@ -27,11 +31,7 @@ def _patched(dialect: Dialect, overrides) -> Dialect:
 
 @functools.lru_cache(maxsize=1)
 def _dialects() -> tuple[Dialect, ...]:
-    from xdsl.dialects import arith, builtin, cf, gpu, llvm, math, scf, ub
-
-    from .dialects.tt import OVERRIDE_OPS, TT
-
-    out = [
+    return (
         builtin.Builtin,
         _patched(arith.Arith, OVERRIDE_OPS),
         _patched(scf.Scf, OVERRIDE_OPS),
@@ -41,22 +41,8 @@ def _dialects() -> tuple[Dialect, ...]:
         _patched(gpu.GPU, OVERRIDE_OPS),
         _patched(llvm.LLVM, OVERRIDE_OPS),
         TT,
-    ]
-    syncopate = _syncopate_dialect()
-    if syncopate is not None:
-        out.append(syncopate)
-    return tuple(out)
-
-
-def _syncopate_dialect() -> Dialect | None:
-    """The ``syncopate`` dialect (``syncopate_mlir/dialects/syncopate.py``), if it exists."""
-    try:
-        from .dialects import syncopate as mod
-    except ImportError as e:
-        if getattr(e, "name", None) and e.name.endswith("dialects.syncopate"):
-            return None
-        raise
-    return getattr(mod, "SYNCOPATE", None)
+        SYNCOPATE,
+    )
 
 
 def make_context() -> Context:

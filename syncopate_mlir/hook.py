@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
+
+from syncopate import settings
+
+from .bridge import text_to_ttir
+from .pipeline import run_pipeline
 
 STAGE_NAME = "syncopate"
 REQUEST_ATTR = "syncopate_request"
@@ -35,16 +39,14 @@ def _stage(mod, metadata):
     request = getattr(mod, REQUEST_ATTR, None)
     if request is None:
         return mod
-    from .pipeline import run_pipeline
-
     result = run_pipeline(mod.str(), request)
-    new = text_to_triton(result.text, mod.context)
+    new = text_to_ttir(result.text, mod.context, name=request.kernel_name)
     metadata["syncopate"] = {"abi": result.abi.to_json(), "pipeline": result.pipeline_version,
                              "passes": list(result.ir_after)}
     if request.keep_ir:
         metadata["syncopate_ir"] = dict(result.ir_after)
     metadata["syncopate_times_ms"] = dict(result.times_ms)
-    dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
+    dump_dir = settings.DUMP_IR.get()
     if dump_dir:
         dump_ir(dump_dir, request.kernel_name, metadata.get("hash", ""), result.ir_after)
     return new
@@ -64,27 +66,6 @@ def write_stages(out: Path, ir_after: dict[str, str]) -> None:
     write through here, so a file name means the same pass in either directory."""
     for i, (pass_name, text) in enumerate(ir_after.items(), start=1):
         (out / f"{i:02d}-{pass_name}.mlir").write_text(text)
-
-
-def text_to_triton(text: str, context):
-    """Parse TTIR text into a Triton ``ir.module`` in ``context`` and verify it."""
-    from triton._C.libtriton import ir
-    from syncopate.errors import CompileError
-
-    with tempfile.NamedTemporaryFile("w", suffix=".ttir", delete=False) as f:
-        f.write(text)
-        path = f.name
-    try:
-        try:
-            module = ir.parse_mlir_module(path, context)
-        except Exception as e:  # Triton raises RuntimeError with MLIR's diagnostic
-            raise CompileError(f"Triton could not parse the fused TTIR: {e}") from e
-        module.context = context
-        if not module.verify():
-            raise CompileError("the fused TTIR does not verify in Triton")
-        return module
-    finally:
-        os.unlink(path)
 
 
 def _insert_stage(stages) -> None:

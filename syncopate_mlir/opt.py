@@ -2,9 +2,10 @@
 
     syncopate-opt FILE.mlir [-p pass1,pass2{opt=val}] [-o OUT]
 
-Reads TTIR in Triton's syntax (``-`` or no file: stdin), runs the named passes (from
-``syncopate_mlir.passes.registry()``), and prints the module in Triton's syntax.  With no
-passes this is the round trip through the ``tt`` mirror.  Diagnostics (unknown ops, parse and
+Reads TTIR in Triton's syntax (``-`` or no file: stdin), runs the named passes (the pass
+registry, and ``fuse``: the compile's whole pipeline for the module's request, as an xDSL
+``PassPipeline`` from ``syncopate_mlir/pipeline.py``), and prints the module in Triton's
+syntax.  With no passes this is the round trip through the ``tt`` mirror.  Diagnostics (unknown ops, parse and
 verification errors, pass failures) go to stderr and the exit code is 1, so lit tests can check
 them with ``not syncopate-opt %s 2>&1 | filecheck %s``.
 
@@ -20,35 +21,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from xdsl.passes import PassPipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+
+from syncopate import __version__
+from syncopate.errors import SyncopateError
+
+from .bridge import parse_ttir_text, text_to_ttir, xdsl_to_text
+from .context import make_context
+from .dialects.syncopate import strip_module_state
+from .pipeline import OPT_PASSES
+
 SPLIT_MARKER = "// -----"
-
-
-def _registry() -> dict:
-    """Pass name -> ModulePass class, from ``syncopate_mlir.passes`` (empty if it has none)."""
-    try:
-        from syncopate_mlir import passes as passes_pkg
-    except ImportError:
-        return {}
-    reg = getattr(passes_pkg, "registry", None)
-    if reg is None:
-        return {}
-    return dict(reg() or {})
-
-
-def _version() -> str:
-    """The version of the ``syncopate`` package this driver ships with."""
-    try:
-        from syncopate import __version__
-    except ImportError:  # pragma: no cover - syncopate_mlir used without the syncopate package
-        return "unknown"
-    return __version__
 
 
 def _arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="syncopate-opt",
         description="Read TTIR (Triton's syntax), run syncopate passes, print TTIR.")
-    ap.add_argument("--version", action="version", version=f"syncopate-opt {_version()}")
+    ap.add_argument("--version", action="version", version=f"syncopate-opt {__version__}")
     ap.add_argument("input", nargs="?", default="-", help="input .mlir/.ttir file ('-' = stdin)")
     ap.add_argument("-p", "--passes", default="",
                     help="comma separated pass pipeline, e.g. 'tile-remap,insert-waits{backend=sm}'")
@@ -76,31 +67,15 @@ def _arg_parser() -> argparse.ArgumentParser:
 
 
 def _diagnostic(err: BaseException) -> str:
-    from xdsl.utils.exceptions import DiagnosticException, ParseError
-
-    if isinstance(err, ParseError):
+    if isinstance(err, (ParseError, DiagnosticException, SyncopateError)):
         return str(err)
-    if isinstance(err, DiagnosticException):
-        return str(err)
-    return f"{type(err).__name__}: {err}" if not _is_syncopate_error(err) else str(err)
-
-
-def _is_syncopate_error(err: BaseException) -> bool:
-    try:
-        from syncopate.errors import SyncopateError
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(err, SyncopateError)
+    return f"{type(err).__name__}: {err}"
 
 
 def process(text: str, *, name: str, pipeline: str = "", locations: bool | None = None,
             inline_locations: bool = False, generic: bool = False, verify_each: bool = True,
             verify_triton: bool = False, print_ir_after_all: bool = False) -> str:
     """Parse ``text``, run ``pipeline``, return the printed module (raises on any error)."""
-
-    from .bridge import parse_ttir_text, text_to_ttir, xdsl_to_text
-    from .context import make_context
-
     ctx = make_context()
     module = parse_ttir_text(text, ctx, name)
     module.verify()
@@ -118,11 +93,13 @@ def process(text: str, *, name: str, pipeline: str = "", locations: bool | None 
             module.verify()
     out = xdsl_to_text(module, locations=locations, alias_locations=not inline_locations, generic=generic)
     if verify_triton:
-        from triton._C.libtriton import ir
+        from triton._C.libtriton import ir  # Triton only for --verify-triton
 
         tctx = ir.context()
         ir.load_dialects(tctx)
-        text_to_ttir(xdsl_to_text(module, locations=True), tctx, name=name)
+        for_triton = module.clone()
+        strip_module_state(for_triton)  # as the pipeline hands it to Triton
+        text_to_ttir(xdsl_to_text(for_triton, locations=True), tctx, name=name)
     return out
 
 
@@ -133,15 +110,11 @@ class _UsageError(Exception):
 def parse_pipeline(pipeline: str, after_pass=None):
     """The ``-p`` pipeline as xDSL's ``PassPipeline``; an unknown pass or malformed options is a
     :class:`_UsageError` naming the registered passes (checked before any input is read)."""
-    from xdsl.passes import PassPipeline
-    from xdsl.utils.exceptions import ArgSpecParseError
-
-    reg = _registry()
-    available = {k: (lambda c=c: c) for k, c in reg.items()}
+    available = {k: (lambda c=c: c) for k, c in OPT_PASSES.items()}
     try:
         return PassPipeline.parse_spec(available, pipeline, after_pass)
     except ValueError as e:
-        known = ", ".join(sorted(reg)) or "none registered"
+        known = ", ".join(sorted(OPT_PASSES))
         raise _UsageError(f"{e} (registered passes: {known})") from None
     except ArgSpecParseError as e:  # a BaseException in xDSL: would escape as a traceback
         raise _UsageError(f"{e}\nquote option values that hold paths or punctuation, e.g. "
@@ -151,7 +124,7 @@ def parse_pipeline(pipeline: str, after_pass=None):
 def main(argv: Sequence[str] | None = None) -> int:
     args = _arg_parser().parse_args(argv)
     if args.list_passes:
-        for name, cls in sorted(_registry().items()):
+        for name, cls in sorted(OPT_PASSES.items()):
             doc = (cls.__doc__ or "").strip().split("\n")[0]
             print(f"{name}\t{doc}")
         return 0

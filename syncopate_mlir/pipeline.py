@@ -1,33 +1,49 @@
 """The syncopate pass pipeline: TTIR text in, fused TTIR text out.
 
-Used three ways: by the Triton compile hook (``hook.py``), by ``syncopate.compile``, and by
-tests.  The request carries everything the passes need beyond the TTIR; it is attached to the
-module as attributes (``syncopate.schedule``, ``syncopate.operands``, ``syncopate.backend``,
-``syncopate.comm_programs``, ``syncopate.params``) so that every pass reads one source of truth
-and lit tests can set the same attributes by hand.
+One xDSL ``PassPipeline`` (:func:`fuse_pipeline`: the backend-independent passes, the backend's
+tail, then the epoch passes, built from the pass registry) serves the Triton compile hook
+(``hook.py`` -> :func:`run_pipeline`), ``syncopate-opt`` (its ``fuse`` pass) and the emulator
+(:func:`run_pipeline_until`: the same passes through a given one).  The request carries
+everything the passes need beyond the TTIR; it is attached to the module as two typed
+attributes (``syncopate.schedule``: the Schedule object itself, ``syncopate.request``: the
+options) so that every pass reads one source of truth, and lit tests attach the same with
+``attach-schedule``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i32
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
 import syncopate.abi
 import syncopate_mlir
 import syncopate_mlir.passes
-from syncopate import backends
+from syncopate import backends, settings
 from syncopate.abi import ABI_VERSION, FusedABI
 from syncopate.errors import CompileError
+from syncopate.schedule.model import Schedule
 from syncopate_mlir.bridge import ttir_to_xdsl, xdsl_to_text
 from syncopate_mlir.context import make_context
-from syncopate_mlir.passes import registry
-from syncopate_mlir.passes.abi_info import read_abi, strip_syncopate_attrs
+from syncopate_mlir.dialects.syncopate import (
+    ATTR_REQUEST,
+    ATTR_SCHEDULE,
+    Request,
+    RequestAttr,
+    ScheduleAttr,
+    request_of,
+    strip_module_state,
+)
+from syncopate_mlir.passes import REGISTRY
+from syncopate_mlir.passes.abi_info import read_abi
 
 
 def _source_digest() -> str:
@@ -50,35 +66,21 @@ PIPELINE_VERSION = f"1.{ABI_VERSION}-{_source_digest()}"
 
 
 @dataclass(frozen=True)
-class FuseRequest:
-    """What to fuse: attached by ``SyncopateSource`` to the module it hands to Triton."""
+class FuseRequest(Request):
+    """What to fuse: the module's :class:`Request` (the options the passes read) plus what the
+    compile hook needs; attached by ``SyncopateSource`` to the module it hands to Triton."""
 
-    kernel_name: str
-    schedule_json: str               # canonical JSON v1 of the verified schedule
-    operands: tuple[tuple[str, str], ...]  # (kernel parameter, schedule tensor)
-    backend: str
-    comm_programs: int
-    params: tuple[str, ...]          # non-constexpr user parameter names, in order
+    kernel_name: str = ""
+    schedule: Schedule | None = None  # verified
     keep_ir: bool = True             # print the IR after each pass (costs a print per pass)
-    reduce: str = "comm"             # where sum chunks are added: "comm" | "epilogue"
-    withhold: str = ""               # fault injection: "c,c" chunks never signalled (tests)
-    remap: bool = True               # False: tile-remap keeps the kernel's tile order
-    reorder_reductions: bool = False  # True: loops accumulating floats may be renumbered
-    lowering: str = "auto"           # chunk-level code: "unrolled" | "table" | "auto"
-    trace: bool = False              # True: timestamped events into a buffer (insert-trace)
-    self_advance: str = "off"        # "on": the kernel advances its epoch word itself;
-    #                                  "auto": where it can (not when it returns from a branch)
+
+    def module_request(self) -> Request:
+        return Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
 
     def key(self) -> str:
-        blob = json.dumps({"schedule": self.schedule_json, "operands": self.operands,
-                           "backend": self.backend, "comm_programs": self.comm_programs,
-                           "keep_ir": self.keep_ir, "reduce": self.reduce,
-                           "withhold": self.withhold, "remap": self.remap,
-                           "reorder_reductions": self.reorder_reductions,
-                           "lowering": self.lowering, "trace": self.trace,
-                           "self_advance": self.self_advance,
-                           "pipeline": PIPELINE_VERSION},
-                          sort_keys=True)
+        blob = json.dumps({"schedule": self.schedule.content_hash(),
+                           "request": repr(self.module_request()), "keep_ir": self.keep_ir,
+                           "pipeline": PIPELINE_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -93,7 +95,7 @@ class PipelineResult:
 
 def pass_names(backend: str, reduce: str = "comm") -> list[str]:
     """The passes of a fused compile, in order: the backend-independent ones, then the
-    backend's tail (``Backend.pipeline_tail``: ``partition-sms`` for comm programs,
+    backend's tail (``BackendSpec.pipeline_tail``: ``partition-sms`` for comm programs,
     ``resolve-chunks``, ``lower-<name>``)."""
     # structurize-returns first: every later pass takes the kernel as one block
     names = ["structurize-returns", "check-accesses", "append-abi-params", "tile-remap",
@@ -107,28 +109,40 @@ def pass_names(backend: str, reduce: str = "comm") -> list[str]:
                                                             "self-advance-epoch"]
 
 
+def fuse_pipeline(backend: str, reduce: str = "comm", *, after: str | None = None,
+                  until: str | None = None,
+                  callback: PassPipelineCallbackType | None = None) -> PassPipeline:
+    """The passes of :func:`pass_names` as one ``PassPipeline``; only those after ``after``
+    and through ``until`` when given (the emulator stops after ``resolve-chunks``)."""
+    names = pass_names(backend, reduce)
+    for name in (after, until):
+        if name is not None and name not in names:
+            raise CompileError(f"no pass {name!r} in the {backend} pipeline ({', '.join(names)})")
+    lo = names.index(after) + 1 if after else 0
+    hi = names.index(until) + 1 if until else len(names)
+    return PassPipeline(tuple(REGISTRY[n]() for n in names[lo:hi]), callback)
+
+
+@dataclass(frozen=True)
+class Fuse(ModulePass):
+    """The compile's whole pipeline for the module's request (``until``: stop after that pass),
+    e.g. ``syncopate-opt -p 'attach-schedule{...},fuse'``."""
+
+    name: ClassVar[str] = "fuse"
+    until: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        request = request_of(op)
+        fuse_pipeline(request.backend, request.reduce, until=self.until).apply(ctx, op)
+
+
+#: what ``syncopate-opt -p`` runs: every pass, and ``fuse``
+OPT_PASSES = {**REGISTRY, Fuse.name: Fuse}
+
+
 def attach_request(module: ModuleOp, request: FuseRequest) -> None:
-    compact = json.dumps(json.loads(request.schedule_json), separators=(",", ":"))
-    module.attributes["syncopate.schedule"] = StringAttr(compact)
-    module.attributes["syncopate.operands"] = DictionaryAttr(
-        {p: StringAttr(t) for p, t in request.operands})
-    module.attributes["syncopate.backend"] = StringAttr(request.backend)
-    module.attributes["syncopate.comm_programs"] = IntegerAttr(request.comm_programs, i32)
-    module.attributes["syncopate.params"] = ArrayAttr([StringAttr(p) for p in request.params])
-    if request.reduce != "comm":  # absent means "comm"
-        module.attributes["syncopate.reduce"] = StringAttr(request.reduce)
-    if request.withhold:
-        module.attributes["syncopate.test_withhold"] = StringAttr(request.withhold)
-    if not request.remap:
-        module.attributes["syncopate.remap"] = StringAttr("off")
-    if request.reorder_reductions:  # absent means off: the unfused kernel's bits
-        module.attributes["syncopate.reorder_reductions"] = StringAttr("on")
-    if request.lowering != "auto":  # absent means "auto"
-        module.attributes["syncopate.lowering"] = StringAttr(request.lowering)
-    if request.trace:  # absent means off: insert-trace changes nothing
-        module.attributes["syncopate.trace"] = StringAttr("on")
-    if request.self_advance != "off":  # absent means off: self-advance-epoch changes nothing
-        module.attributes["syncopate.self_advance"] = StringAttr(request.self_advance)
+    module.attributes[ATTR_SCHEDULE] = ScheduleAttr(request.schedule)
+    module.attributes[ATTR_REQUEST] = RequestAttr(request.module_request())
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
@@ -140,18 +154,21 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     module = ttir_to_xdsl(ttir_text, ctx)
     times["parse"] = (time.perf_counter() - t0) * 1e3
     attach_request(module, request)
-    passes = registry()
     ir_after: dict[str, str] = {}
-    keep = request.keep_ir or bool(os.environ.get("SYNCOPATE_DUMP_IR"))
-    for name in pass_names(request.backend, request.reduce):
+    keep = request.keep_ir or settings.DUMP_IR.get() is not None
+
+    def after(done, mod, _next):  # times each pass (not the printing of the IR after it)
+        nonlocal t0
+        if done is not None:
+            times[done.name] = (time.perf_counter() - t0) * 1e3
+            if keep:
+                ir_after[done.name] = xdsl_to_text(mod)
         t0 = time.perf_counter()
-        passes[name]().apply(ctx, module)
-        times[name] = (time.perf_counter() - t0) * 1e3
-        if keep:
-            ir_after[name] = xdsl_to_text(module)
+
+    fuse_pipeline(request.backend, request.reduce, callback=after).apply(ctx, module)
     abi = read_abi(module)
     abi.user_params = list(request.params)
-    strip_syncopate_attrs(module)
+    strip_module_state(module)
     t0 = time.perf_counter()
     text = xdsl_to_text(module)
     times["print"] = (time.perf_counter() - t0) * 1e3
@@ -159,20 +176,14 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
 
 
 def run_pipeline_until(ttir_text: str, request: FuseRequest, until: str = "resolve-chunks"):
-    """Run the passes of ``pass_names(request.backend, request.reduce)`` up to and including
-    ``until`` and return ``(module, ctx)``: the xDSL module itself, with its ``syncopate.*``
-    attributes (schedule, backend, ABI state) kept, for tools that read the module at a
-    backend-independent level -- the CPU emulator (``syncopate.emulate``) executes it after
-    ``resolve-chunks``, before any ``lower-*`` pass turns flags into inline PTX."""
-
-    names = pass_names(request.backend, request.reduce)
-    if until not in names:
-        raise CompileError(f"no pass {until!r} in the {request.backend} pipeline "
-                           f"({', '.join(names)})")
+    """Run the pipeline's passes up to and including ``until`` and return ``(module, ctx)``:
+    the xDSL module itself, its ``syncopate.*`` attributes (schedule, request, state) kept, for
+    tools that read the module at a backend-independent level -- the CPU emulator
+    (``syncopate.emulate``) executes it after ``resolve-chunks``, before any ``lower-*`` pass
+    turns flags into inline PTX."""
+    pipeline = fuse_pipeline(request.backend, request.reduce, until=until)
     ctx = make_context()
     module = ttir_to_xdsl(ttir_text, ctx)
     attach_request(module, request)
-    passes = registry()
-    for name in names[:names.index(until) + 1]:
-        passes[name]().apply(ctx, module)
+    pipeline.apply(ctx, module)
     return module, ctx

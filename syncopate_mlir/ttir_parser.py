@@ -7,7 +7,8 @@ mirror, locations included.  What it adds to xDSL's own parser (:class:`_TTIRPar
   ``#loc`` alias definitions made readable (xDSL needs an alias defined before its use);
 * hexadecimal elements of dense float literals read as bit patterns, as MLIR does
   (``dense<0xFF800000> : tensor<4xf32>`` is -inf);
-* typed errors: an op the mirror does not know raises
+* typed errors: an operand type an op's IRDL constraints refuse while its custom syntax is
+  read names the op and the position; an op the mirror does not know raises
   :class:`~syncopate.errors.UnknownOpError` with the op's name, its position in the text and
   its kernel source location; any other parse failure a
   :class:`~syncopate.errors.CompileError` with the position.  The parsing context refuses
@@ -19,7 +20,7 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.dialects.builtin import AnyFloat, ModuleOp
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import ParseError
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 from syncopate.errors import CompileError, UnknownOpError
 
@@ -61,6 +62,16 @@ class _TTIRParser(Parser):
     hexadecimal float elements of dense literals as MLIR does."""
 
     _loc_reader: LocationReader | None = None
+    _op_name = ""
+
+    def parse_operation(self):
+        # an operand type refused by an op's IRDL constraint while its custom format is read is
+        # a VerifyException without a position or op name: give it both
+        start = self._current_token.span.start
+        try:
+            return super().parse_operation()
+        except VerifyException as e:
+            self.raise_error(f"'{self._op_name}': {e}", start, self._current_token.span.start)
 
     def parse_optional_location(self):
         tok = self._current_token
@@ -79,6 +90,7 @@ class _TTIRParser(Parser):
         return elem
 
     def _get_op_by_name(self, name: str):
+        self._op_name = name
         op_type = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
         if op_type is not None:
             return op_type

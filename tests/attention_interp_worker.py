@@ -50,8 +50,9 @@ def _create_dot(self, a, b, d, *args):
 interp._patch_lang_tensor = _patch_lang_tensor
 interp.InterpreterBuilder.create_dot = _create_dot
 
-from syncopate.kernels.attention import attention  # noqa: E402
+from syncopate.kernels.attention import attention, fast_path_reason  # noqa: E402
 from interp_runner import serve_cases  # noqa: E402  (this folder: the script's own)
+from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
 from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,  # noqa: E402
                                                 zigzag_shard, zigzag_unorder)
 
@@ -74,6 +75,8 @@ def reference(q, k, v, causal, sm_scale):
 
 
 def run_case(c):
+    if c.get("backward"):
+        return run_backward_case(c)
     torch.manual_seed(c["seed"])
     dt = DTYPES[c["dtype"]]
     B, Hq, Hkv, Sq, Skv, D = c["B"], c["Hq"], c["Hkv"], c["Sq"], c["Skv"], c["D"]
@@ -92,16 +95,25 @@ def run_case(c):
         _run_zigzag(c, q, k, v, o, lse)
     else:
         attention(q, k, v, causal=c["causal"], sm_scale=c.get("sm_scale"),
-                  config=c.get("config"), out=(o, lse))
+                  config=c.get("config"), out=(o, lse), fusable=c.get("fusable", False))
     secs = time.perf_counter() - t0
+    scale = c.get("sm_scale") or 1.0 / math.sqrt(D)
     ref_o, ref_lse = reference(q, k, v, c["causal"], c.get("sm_scale"))
     of = o.float()
-    return dict(name=c["name"], secs=secs, nan_o=int(torch.isnan(of).sum()),
+    return dict(name=c["name"], secs=secs, path=_path(c, q, k, v, o, scale),
+                nan_o=int(torch.isnan(of).sum()),
                 nan_lse=int(torch.isnan(lse).sum()),
                 o_err=float((of - ref_o).abs().max()),
                 o_excess=float(((of - ref_o).abs() - c["tol"] * ref_o.abs()).max()),
                 ref_max=float(ref_o.abs().max()),
                 lse_err=float((lse - ref_lse).abs().max()))
+
+
+def _path(c, q, k, v, o, sm_scale):
+    """Which kernel :func:`attention` (or the zigzag / backward launcher) took for the case."""
+    if c.get("fusable") or fast_path_reason(q, k, v, o, sm_scale) is not None:
+        return "fusable"
+    return "fast"
 
 
 def _run_zigzag(c, q, k, v, o, lse):
@@ -112,15 +124,73 @@ def _run_zigzag(c, q, k, v, o, lse):
     kz, vz = zigzag_order(k, W), zigzag_order(v, W)
     if c["zigzag"].get("ranks") == "all":
         oz, lz = attention_zigzag(zigzag_order(q, W), kz, vz, 2 * W, 0, c.get("sm_scale"),
-                                  c.get("config"))
+                                  c.get("config"), fusable=c.get("fusable", False))
     else:
         shard = q.shape[2] // W
         outs = [attention_zigzag(zigzag_shard(q, W, r), kz, vz, 2 * W, r * shard,
-                                 c.get("sm_scale"), c.get("config")) for r in range(W)]
+                                 c.get("sm_scale"), c.get("config"),
+                                 fusable=c.get("fusable", False)) for r in range(W)]
         oz = torch.cat([x[0] for x in outs], 2)
         lz = torch.cat([x[1] for x in outs], 2)
     o.copy_(zigzag_unorder(oz, W))
     lse.copy_(zigzag_unorder(lz, W))
+
+
+def run_backward_case(c):
+    """The backward kernels against autograd through fp32 SDPA on the same (rounded) inputs:
+    the forward's ``(o, lse)`` come from our forward kernel (what training feeds the backward),
+    the gradients are compared as normwise and elementwise relative errors. Zigzag cases run
+    the kernels on the zigzag-stored sequence, per rank shard of queries against the whole K/V
+    (dK/dV summed over the ranks, as the context-parallel reduce-scatter does), and put the
+    results back in original order."""
+    torch.manual_seed(c["seed"])
+    dt = DTYPES[c["dtype"]]
+    B, Hq, Hkv, Sq, Skv, D = c["B"], c["Hq"], c["Hkv"], c["Sq"], c["Skv"], c["D"]
+    q = torch.randn(B, Hq, Sq, D, dtype=dt)
+    k = torch.randn(B, Hkv, Skv, D, dtype=dt)
+    v = torch.randn(B, Hkv, Skv, D, dtype=dt)
+    do = torch.randn(B, Hq, Sq, D, dtype=dt)
+    causal, scale, cfg = c["causal"], c.get("sm_scale"), c.get("config")
+    fusable = c.get("fusable", False)
+    t0 = time.perf_counter()
+    zz = c.get("zigzag")
+    if zz:
+        W = zz["W"]
+        qz, kz, vz, doz = (zigzag_order(t, W) for t in (q, k, v, do))
+        shard = Sq // W
+        dq_parts, dk, dv = [], torch.zeros(k.shape), torch.zeros(v.shape)
+        for r in range(W):
+            qs, dos = qz[:, :, r * shard:(r + 1) * shard], doz[:, :, r * shard:(r + 1) * shard]
+            o, lse = attention_zigzag(qs.contiguous(), kz, vz, 2 * W, r * shard, scale, cfg,
+                                      fusable=True)
+            dq_r, dk_r, dv_r = attention_backward(qs.contiguous(), kz, vz, o, lse,
+                                                  dos.contiguous(), True, scale, cfg,
+                                                  segments=2 * W, q_offset=r * shard)
+            dq_parts.append(dq_r)
+            dk += dk_r.float()
+            dv += dv_r.float()
+        dq = zigzag_unorder(torch.cat(dq_parts, 2), W)
+        dk, dv = zigzag_unorder(dk, W), zigzag_unorder(dv, W)
+    else:
+        o, lse = attention(q, k, v, causal=causal, sm_scale=scale, config=c.get("fwd_config"),
+                           fusable=fusable)
+        dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal, scale, cfg,
+                                        fusable=fusable, dq_config=c.get("dq_config"))
+    secs = time.perf_counter() - t0
+    group = Hq // Hkv
+    qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        qf, kf.repeat_interleave(group, 1), vf.repeat_interleave(group, 1), is_causal=causal,
+        scale=scale)
+    ref.backward(do.float())
+    out = dict(name=c["name"], secs=secs, path="fusable" if zz or fusable else _path(
+        c, q, k, v, do, scale if scale is not None else 1.0 / math.sqrt(D)))
+    for name, got, want in (("dq", dq, qf.grad), ("dk", dk, kf.grad), ("dv", dv, vf.grad)):
+        got = got.float()
+        out[f"{name}_nan"] = int(torch.isnan(got).sum())
+        out[f"{name}_rel"] = float((got - want).norm() / want.norm().clamp_min(1e-30))
+        out[f"{name}_max"] = float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
+    return out
 
 
 def main(cases_path, results_path):

@@ -29,8 +29,11 @@ from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import (AttentionConfig, attention, attention_compile_args,  # noqa: E402
                                attention_compile_attrs, attention_default_config,
+                               attention_fast_compile_args, attn_fwd_fast_kernel,
                                attn_fwd_kernel)
-from syncopate.kernels.attention import check_operands  # noqa: E402
+from syncopate.kernels.attention import FAST_PARAMS, check_operands  # noqa: E402
+from syncopate.kernels.attention_config import (SMEM_LIMIT_SM90,  # noqa: E402
+                                                fast_default_config)
 
 SM90 = GPUTarget("cuda", 90, 32)
 WORKER = Path(__file__).with_name("attention_interp_worker.py")
@@ -40,36 +43,57 @@ SMALL = dict(BLOCK_M=64, BLOCK_N=32)  # several KV blocks and ragged edges at th
 
 def _case(name, dtype="fp16", B=1, Hq=4, Hkv=2, Sq=100, Skv=150, D=64, causal=False, **kw):
     c = dict(name=name, dtype=dtype, B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Skv=Skv, D=D, causal=causal,
-             tol=TOL[dtype], seed=len(name) * 7919 + sum(map(ord, name)))
+             tol=TOL[dtype], seed=len(name) * 7919 + sum(map(ord, name)), fusable=False)
     c.setdefault("config", SMALL)
     c.update(kw)
     return c
 
 
+WS = dict(WARP_SPECIALIZE=True)
 CASES = [
+    # the fusable kernel (attn_fwd_kernel: what the ops compile)
+    _case("fusable_fp16_gqa_ragged", Sq=100, Skv=150, fusable=True),
+    _case("fusable_bf16_gqa_ragged_causal", dtype="bf16", Sq=150, Skv=100, causal=True,
+          fusable=True),
+    _case("fusable_fp16_d128", D=128, Sq=130, Skv=130, fusable=True),
+    _case("fusable_bf16_d128_default_config", dtype="bf16", D=128, Sq=192, Skv=192, causal=True,
+          config=None, fusable=True),
+    # the fast kernel (attn_fwd_fast_kernel: what attention() runs): ragged keys (EVEN_KV
+    # false), Sq != Skv both ways, the two-loop causal split and the warp-specialised single loop
     _case("fp16_gqa_ragged", Sq=100, Skv=150),
+    _case("fp16_gqa_ragged_ws", Sq=100, Skv=150, config=dict(SMALL, **WS)),
     _case("fp16_gqa_ragged_causal", Sq=100, Skv=150, causal=True),
     _case("fp16_sq_gt_skv_causal", Sq=150, Skv=100, causal=True),
+    _case("fp16_sq_gt_skv_causal_ws", Sq=150, Skv=100, causal=True, config=dict(SMALL, **WS)),
     _case("fp16_mha_192_causal", Hkv=4, Sq=192, Skv=192, causal=True),
-    _case("bf16_gqa_ragged", dtype="bf16", Sq=100, Skv=150),
     _case("bf16_gqa_ragged_causal", dtype="bf16", Sq=150, Skv=100, causal=True),
     _case("bf16_b2_64", dtype="bf16", B=2, Hkv=4, Sq=64, Skv=64),
-    _case("bf16_b2_64_causal", dtype="bf16", B=2, Sq=64, Skv=64, causal=True),
-    _case("fp16_d128", D=128, Sq=130, Skv=130),
+    _case("bf16_b2_64_causal_bn_gt_bm", dtype="bf16", B=2, Sq=64, Skv=64, causal=True,
+          config=dict(BLOCK_M=16, BLOCK_N=32)),
     _case("bf16_d128_causal", dtype="bf16", D=128, Hkv=4, Sq=130, Skv=130, causal=True),
     _case("bf16_d128_default_config", dtype="bf16", D=128, Sq=192, Skv=192, causal=True,
           config=None),
     _case("fp16_d64_default_config", D=64, Sq=160, Skv=160, config=None),
     _case("bf16_scale_bshd", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3, bshd=True),
+    _case("bf16_scale_bshd_causal_ws", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3,
+          bshd=True, causal=True, config=dict(SMALL, **WS)),
     _case("fp16_one_query_causal", Sq=1, Skv=70, causal=True),
-    # the zigzag-layout causal kernel (kernels/attention_zigzag.py): whole sequence, and per rank
-    # shard as ring attention runs it; compared in original order with SDPA's causal mask
+    # the zigzag layout (kernels/attention_zigzag.py): whole sequence, and per rank shard as
+    # ring attention runs it; compared in original order with SDPA's causal mask.  The
+    # fusable kernel (attn_zigzag_fwd_kernel), then the fast one (attn_fwd_fast_kernel with
+    # SEGMENTS: the prefix loop over original positions with the stored rows remapped)
     _case("zigzag_fp16_w2_all", Sq=128, Skv=128, causal=True, zigzag=dict(W=2, ranks="all"),
-          config=dict(BLOCK_M=16, BLOCK_N=16)),
+          config=dict(BLOCK_M=16, BLOCK_N=16), fusable=True),
     _case("zigzag_bf16_w2_shards", dtype="bf16", B=2, Sq=128, Skv=128, causal=True,
-          zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16)),
+          zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16), fusable=True),
     _case("zigzag_fp16_w4_shards_d128", Hkv=1, D=128, Sq=128, Skv=128, causal=True,
-          zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16)),
+          zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16), fusable=True),
+    _case("zigzag_fast_fp16_w2_all", Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=2, ranks="all"), config=dict(BLOCK_M=16, BLOCK_N=32)),
+    _case("zigzag_fast_bf16_w2_shards", dtype="bf16", B=2, Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16)),
+    _case("zigzag_fast_fp16_w4_shards_d128_ws", Hkv=1, D=128, Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16, WARP_SPECIALIZE=True)),
 ]
 
 
@@ -87,6 +111,7 @@ def interp_results(tmp_path_factory):
 def test_matches_sdpa_under_interpreter(interp_results, case):
     r = interp_results[case["name"]]
     assert "error" not in r, r.get("error")
+    assert r["path"] == ("fusable" if case["fusable"] else "fast"), r
     assert r["nan_o"] == 0 and r["nan_lse"] == 0, f"outputs left unwritten (NaN): {r}"
     assert r["o_excess"] <= case["tol"], (
         f"|o - sdpa| = {r['o_err']:.3g} exceeds {case['tol']} + {case['tol']} * |sdpa|: {r}")
@@ -107,20 +132,112 @@ def _compile(dtype: str, head_dim: int, causal: bool):
     return triton.compile(src, target=SM90, options=config.options())
 
 
+def ptxas_spills(ptx: str) -> int:
+    """Bytes of register spill stores ptxas reports for sm_90a."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        res = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
+                             capture_output=True, text=True, check=True)
+    return sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", res.stderr))
+
+
 @pytest.mark.parametrize("dtype,head_dim,causal", [("bf16", 128, True), ("fp16", 64, False)])
 def test_compiles_to_cubin_for_sm90(dtype, head_dim, causal):
     k = _compile(dtype, head_dim, causal)
     assert k.asm["cubin"], "no cubin"
     assert 0 < k.metadata.shared <= 232448
     assert "wgmma.mma_async" in k.asm["ptx"], "QK^T and PV must lower to Hopper wgmma"
-    from triton.backends.nvidia.compiler import get_ptxas
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-        f.write(k.asm["ptx"])
-        f.flush()
-        res = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
-                             capture_output=True, text=True, check=True)
-    spills = int(re.search(r"(\d+) bytes spill stores", res.stderr).group(1))
+    spills = ptxas_spills(k.asm["ptx"])
     assert spills == 0, f"the kernel spills {spills} bytes"
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_fast(head_dim: int, causal: bool, segments: int = 0, even_kv: bool = True,
+                  ws: bool | None = None):
+    config = fast_default_config(head_dim, causal)
+    if ws is not None:  # the two-loop form: the warp-specialised default's tiles, 8 warps
+        config = config.replace(WARP_SPECIALIZE=ws, num_warps=4 if ws else 8)
+    signature, constexprs = attention_fast_compile_args("bf16", head_dim, causal, config,
+                                                        segments, even_kv)
+    src = triton.compiler.ASTSource(fn=attn_fwd_fast_kernel, signature=signature,
+                                    constexprs=constexprs,
+                                    attrs=attention_compile_attrs(True, FAST_PARAMS))
+    return config, triton.compile(src, target=SM90, options=config.options())
+
+
+@pytest.mark.parametrize("head_dim,causal,segments", [(128, False, 0), (128, True, 0),
+                                                      (64, False, 0), (64, True, 0),
+                                                      (128, True, 8)])
+def test_fast_kernel_is_warp_specialised_on_sm90(head_dim, causal, segments):
+    """The fast default compiles for sm_90 without spills, on wgmma, and Triton really split it
+    into a producer and two consumer warp groups (12 warps from ``num_warps=4``, register
+    reallocation with ``setmaxnreg``): Triton 3.6 drops ``warp_specialize=True`` silently when
+    the loop is not one it can partition (a second loop, a branch in the loop, 8 warps)."""
+    config, k = _compile_fast(head_dim, causal, segments)
+    assert config.WARP_SPECIALIZE
+    ptx = k.asm["ptx"]
+    assert k.asm["cubin"] and 0 < k.metadata.shared <= SMEM_LIMIT_SM90
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, "wgmma fed by TMA"
+    assert k.metadata.num_warps == 3 * config.num_warps and "setmaxnreg" in ptx
+    assert ptxas_spills(ptx) == 0
+
+
+def _partitions(ttgir: str) -> dict:
+    """``{"partition1": body, ...}``: the consumer regions of the warp-specialised kernel."""
+    out = {}
+    for m in re.finditer(r"^\s*(partition\d+)\(", ttgir, re.M):
+        body = ttgir[m.end():]
+        out[m.group(1)] = body[:body.index("ttg.warp_return")]
+    return out
+
+
+@pytest.mark.parametrize("head_dim,causal,segments", [(128, False, 0), (128, True, 0),
+                                                      (64, False, 0), (128, True, 8)])
+def test_warp_specialised_lse_rows_are_not_shifted_twice(head_dim, causal, segments):
+    """The first H100 run: the second consumer's LSE went to rows ``m0 + BLOCK_M + i``.
+    Triton 3.6's data partitioning gives consumer ``k`` the O store at ``m0 + k BLOCK_M/2``
+    by mapping the value ``m0`` to that sum for every op it clones into the consumer, and
+    also shifts ``arange`` to start at ``k BLOCK_M/2``; an LSE address ``m0 + arange`` got
+    both.  The shifted coordinate must feed the O store and nothing else."""
+    _, k = _compile_fast(head_dim, causal, segments)
+    parts = _partitions(k.asm["ttgir"])
+    shifted = 0
+    for name, body in parts.items():
+        coord = re.search(r"async_tma_copy_local_to_global %[\w.]+\[(%[\w.]+),", body)
+        assert coord, f"{name}: no O store"
+        c = coord.group(1)
+        if not re.search(rf"{re.escape(c)} = arith\.addi %m0, %c64", body):
+            continue  # the first consumer stores at m0 itself
+        shifted += 1
+        uses = re.findall(rf"{re.escape(c)}\b(?! =)", body)
+        assert len(uses) == 1, (f"{name}: the O store's coordinate {c} also feeds "
+                                f"{len(uses) - 1} other ops")
+    assert shifted == 1, f"expected one consumer storing at m0 + 64, found {shifted}"
+
+
+def test_fast_two_loop_form_compiles_without_spills():
+    config, k = _compile_fast(128, True, 0, ws=False)
+    assert not config.WARP_SPECIALIZE and k.metadata.num_warps == 8
+    assert "wgmma.mma_async" in k.asm["ptx"] and ptxas_spills(k.asm["ptx"]) == 0
+
+
+@pytest.mark.parametrize("ws", [False, True])
+@pytest.mark.parametrize("segments", [0, 8])
+def test_fast_kernel_loops_have_no_branch(ws, segments):
+    """The point of the fast causal (and zigzag) forward: no ``if`` inside a KV loop, so every
+    loop software-pipelines its loads -- the zigzag kernel's in-loop skip cost 1.28-1.33x.
+    Without warp specialisation the causal blocks split into two loops (unmasked, diagonal)."""
+    _, k = _compile_fast(128, True, segments, ws=ws)
+    ttir = k.asm["ttir"]
+    body = ttir[ttir.index("tt.func public @attn_fwd_fast_kernel"):]
+    loops = body.split("scf.for")[1:]
+    assert len(loops) == (1 if ws else 2), f"{len(loops)} KV loops"
+    for loop in loops:
+        inner = loop[:loop.index("scf.yield")]
+        assert "scf.if" not in inner, "a branch inside the KV loop"
+        assert len(re.findall(r"tt\.descriptor_load", inner)) == 2, "K and V by TMA"
 
 
 def test_ttir_has_one_kv_loop_with_the_kv_loads():

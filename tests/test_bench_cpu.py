@@ -188,8 +188,9 @@ def test_main_writes_rows_as_they_finish_and_skips_what_would_overrun(monkeypatc
                     "fused default": 1.2, "fused default is": "sm split=1 cp=8"}
         return run
     seen = []
-    monkeypatch.setattr(bench, "bench_ag", fake_row("ag_gemm"))
-    monkeypatch.setattr(bench, "bench_rs", fake_row("gemm_rs"))
+    from syncopate.bench import rows  # where the ops' specs name their row functions
+    monkeypatch.setattr(rows, "bench_ag", fake_row("ag_gemm"))
+    monkeypatch.setattr(rows, "bench_rs", fake_row("gemm_rs"))
     monkeypatch.setattr(bench, "Timer", lambda *a, **k: None)
     monkeypatch.setattr(bench, "init_distributed", lambda: dist.init_process_group(
         "gloo", init_method=f"file://{tmp_path}/pg", rank=0, world_size=1))

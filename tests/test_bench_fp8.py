@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from syncopate.kernels.bench_fp8 import operands  # noqa: E402
-from syncopate.kernels.bench_local import main  # noqa: E402
+from syncopate.bench.local_fp8 import operands  # noqa: E402
+from syncopate.bench.local import main  # noqa: E402
 
 
 class FakeBackend:

@@ -16,9 +16,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from syncopate.kernels import gemm_table  # noqa: E402
-from syncopate.kernels.bench_local import install_tuned, main  # noqa: E402
+from syncopate.bench.local import install_tuned, main  # noqa: E402
 from syncopate.kernels.gemm_config import GemmConfig, heuristic_config  # noqa: E402
-from syncopate.kernels.gemm_tuning import candidate_configs  # noqa: E402
+from syncopate.bench.tuning import candidate_configs  # noqa: E402
 
 
 class FakeProblem:
@@ -189,7 +189,7 @@ def test_watchdog_aborts_a_hung_step(tmp_path):
     out = tmp_path / "partial.json"
     script = textwrap.dedent(f"""
         import json, time
-        from syncopate.kernels.bench_local import Watchdog
+        from syncopate.bench.local_gpu import Watchdog
         def dump(reason):
             json.dump({{"aborted": reason}}, open({str(out)!r}, "w"))
         dog = Watchdog(step_timeout_s=0.5, hard_timeout_s=30, on_abort=dump)
@@ -208,7 +208,7 @@ def test_precompile_pool_runs_tasks_in_spawned_workers():
     records instead of timing the candidate."""
     import time
 
-    from syncopate.kernels.bench_local import CudaBackend
+    from syncopate.bench.local_gpu import CudaBackend
     cfg = candidate_configs(256, 256, 256)[0]
     tasks = [((256, 256, 256), "bf16", cfg), ((1000, 3000, 1500), "fp16", cfg)]
     res = CudaBackend().precompile(tasks, workers=2, deadline=time.monotonic() + 120)

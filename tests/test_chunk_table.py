@@ -336,7 +336,7 @@ def test_env_override(monkeypatch):
     monkeypatch.setenv("SYNCOPATE_LOWERING", "")
     assert _request("auto").lowering == "auto"
     monkeypatch.setenv("SYNCOPATE_LOWERING", "bogus")
-    with pytest.raises(CompileError, match="lowering='bogus'"):
+    with pytest.raises(CompileError, match="SYNCOPATE_LOWERING='bogus'"):
         _request("auto")
     assert _request("table").lowering == "table"  # an explicit choice ignores the variable
 

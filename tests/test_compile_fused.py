@@ -14,7 +14,7 @@ import time
 import pytest
 
 import syncopate
-from syncopate.compiler import nvshmem_device_library
+from syncopate.backends.nvshmem import nvshmem_device_library
 from syncopate.errors import CompileError
 from syncopate.kernels import compile_args, compile_attrs, default_config, kernel_fn
 from syncopate.schedule import all_gather, reduce_scatter
@@ -271,7 +271,6 @@ def test_pass_pipeline_runs_on_a_gemm_and_reports_per_pass_times():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from syncopate.schedule import dumps
     from syncopate_mlir.pipeline import FuseRequest, pass_names, run_pipeline
 
     name = "matmul_tma_persistent_kernel"
@@ -280,8 +279,10 @@ def test_pass_pipeline_runs_on_a_gemm_and_reports_per_pass_times():
     ttir = triton.compile(ASTSource(kernel_fn(name), sig, cx, compile_attrs(name)),
                           target=GPUTarget("cuda", 90, 32), options=cfg.options()).asm["ttir"]
     params = tuple(n for n in kernel_fn(name).arg_names if sig[n] != "constexpr")
-    req = FuseRequest(name, dumps(all_gather([M, K], "bf16", 2, mode="push", split=2)),
-                      (("a_ptr", "A"),), "sm", 8, params, keep_ir=False)
+    req = FuseRequest(kernel_name=name, schedule=all_gather([M, K], "bf16", 2, mode="push",
+                                                            split=2),
+                      operands={"a_ptr": "A"}, backend="sm", comm_programs=8, params=params,
+                      keep_ir=False)
     res = run_pipeline(ttir, req)
     assert list(res.times_ms) == ["parse", *pass_names("sm"), "print"]
     assert all(isinstance(v, float) and v >= 0 for v in res.times_ms.values())

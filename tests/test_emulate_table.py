@@ -20,7 +20,8 @@ from syncopate.emulate import Emulation, emulate, emulate_module, fuse_module
 from syncopate.errors import EmulationError, LaunchError, SyncopateError
 from syncopate.kernels import kernel_fn
 from syncopate_mlir.dialects.syncopate import TransferChunkOp, TransferOp, WaitOp
-from syncopate_mlir.passes.abi_info import get_state, lowering_of, schedule_of
+from syncopate_mlir.dialects.syncopate import schedule_of, state_of
+from syncopate_mlir.passes.abi_info import lowering_of
 
 from emulate_helpers import KERNELS, compile_kw, gemm_args, grid, schedule
 
@@ -106,7 +107,7 @@ def test_table_matrix(template, backend, kernel):
     assert_table_form(module, backend)
     em = _emulation(module, local, kernel)
     ct.validate(em.table, em.schedule, backend, writers(backend),
-                get_state(module).get("table_remaps", []))
+                state_of(module).table_remaps)
     res = em.run(MATRIX_POLICIES, 2)
     assert res.ok, res.summary()
     assert set(res.stats) == set(MATRIX_POLICIES)

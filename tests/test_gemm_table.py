@@ -18,10 +18,10 @@ pytest.importorskip("triton")
 from interp_runner import run_interpreter_worker  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import gemm_table  # noqa: E402
-from syncopate.kernels.gemm_config import (GemmConfig, default_config,  # noqa: E402
-                                           heuristic_config)
-from syncopate.kernels.gemm_tuning import (SHAPE_SETS, candidate_configs,  # noqa: E402
-                                           compile_key)
+from syncopate.bench.local_gpu import SHAPE_SETS  # noqa: E402
+from syncopate.bench.tuning import candidate_configs, compile_key  # noqa: E402
+from syncopate.kernels.gemm_config import GemmConfig, heuristic_config  # noqa: E402
+from syncopate.kernels.gemm_table import default_config  # noqa: E402
 
 WORKER = Path(__file__).with_name("gemm_interp_worker.py")
 SPLIT = GemmConfig(128, 128, 64, 8, 8, 4, EPILOGUE_SUBTILE=True, SPLIT_K=2)
@@ -118,7 +118,7 @@ def test_fusable_choice_never_splits_or_specialises(monkeypatch, tmp_path):
     for s in [(1024, 1024, 32768), (8192, 8192, 8192)]:
         assert default_config(*s) == ODD and default_config(*s).fusable
     # the fused ops' default goes through the same table, fusable
-    from syncopate.ops._gemm import _default_config, resolve_config
+    from syncopate.ops.driver import _default_config, resolve_config
     _default_config.cache_clear()
     assert _default_config("tma", 1024, 1024, 32768, "bf16") == ODD
     with pytest.raises(LaunchError, match="fused ops cannot run split-K"):
@@ -177,7 +177,7 @@ def test_cache_dir_defaults(monkeypatch, tmp_path):
 
 
 def test_install_tuned_merges_measured_entries(tmp_path):
-    from syncopate.kernels.bench_local import install_tuned, main
+    from syncopate.bench.local import install_tuned, main
     dest = tmp_path / "h200.json"
     _table(dest, [_entry(16, 8192, 8192, ODD, measured=False),
                   _entry(4096, 4096, 4096, ODD, measured=False)])

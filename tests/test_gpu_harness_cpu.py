@@ -1,9 +1,16 @@
 """The multi-process GPU test harness, exercised on CPU with the gloo backend: results come
 back per rank, a failing rank's traceback reaches the parent, and a hung rank is killed at the
-timeout (so a hang on the GPU machine can never eat the lease)."""
+timeout (so a hang on the GPU machine can never eat the lease).
+
+No assertion here depends on how fast the machine is: the harness's deadline counts from the
+start of the rank processes (torch's import and the process group's set-up included), so a
+loaded machine may still be starting the rank that does not hang when the deadline passes.
+The tests assert what must hold either way -- the hung rank is named, every rank process is
+gone afterwards -- and the timeouts of the other tests only guard against a hang."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
@@ -48,10 +55,10 @@ def test_child_error_reaches_parent():
 
 
 def test_hang_is_killed_at_timeout():
-    t0 = time.monotonic()
-    with pytest.raises(TimeoutError, match=r"ranks \[0\]"):
+    # rank 1 is named too when it was still starting up at the deadline (a loaded machine)
+    with pytest.raises(TimeoutError, match=r"ranks \[0(, 1)?\] still running after 8 s \(killed\)"):
         run_ranks(_hang_on_rank0, world_size=2, timeout=8, pg_backend="gloo")
-    assert time.monotonic() - t0 < 30
+    assert multiprocessing.active_children() == []  # the hung rank was killed, not left behind
 
 
 # ---------------------------------------------------------------------------- loopback mode
@@ -88,7 +95,6 @@ def test_loopback_runs_the_ranks_as_threads_of_one_process():
 def test_loopback_child_error_and_hang():
     with pytest.raises(AssertionError, match=r"(?s)loopback.*rank one is broken"):
         run_ranks(_fail_on_rank1, world_size=2, timeout=60, pg_backend="gloo", loopback=2)
-    t0 = time.monotonic()
     with pytest.raises(TimeoutError, match=r"loopback ranks \[0, 1\].*killed"):
         run_ranks(_hang_on_rank0, world_size=2, timeout=8, pg_backend="gloo", loopback=2)
-    assert time.monotonic() - t0 < 30
+    assert multiprocessing.active_children() == []  # the one process of both ranks is gone

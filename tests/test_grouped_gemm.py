@@ -167,7 +167,7 @@ def test_bad_config_is_a_typed_error():
 def test_bench_table_formats_measured_and_missing_columns():
     """``bench_grouped``'s closing table (printed after the GPU measurements, so a formatting
     bug there would lose a run): ratios, a sweep's best, and a baseline this torch lacks."""
-    from syncopate.kernels.bench_grouped import SWEEP, format_table
+    from syncopate.bench.grouped import SWEEP, format_table
     rows = [dict(shape="mixtral_up", routing="uniform", triton_ms=1.5, mm_loop_ms=1.45,
                  ratio_mm_loop=1.5 / 1.45, grouped_mm_error="AttributeError: no _grouped_mm",
                  sweep_ms={SWEEP[0][0]: 1.5, SWEEP[3][0]: 1.4, SWEEP[4][0]: "OutOfResources"},

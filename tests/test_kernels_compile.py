@@ -291,7 +291,8 @@ def test_wrapper_rejects_aliasing_and_cpu_tensors():
 
 
 def _sweep_configs():
-    from syncopate.kernels.gemm_tuning import SHAPE_SETS, candidate_configs
+    from syncopate.bench.local_gpu import SHAPE_SETS
+    from syncopate.bench.tuning import candidate_configs
     seen = []
     for shape in SHAPE_SETS["all"].values():
         for dtype in ("bf16", "fp16"):

@@ -3,7 +3,7 @@ to FP8 wgmma without spills, the accumulation mode is what the config says, the 
 ``(A @ B) * scale_a * scale_b`` under Triton's interpreter (tests/fp8_interp_worker.py), and the
 host checks refuse bad operands with the fix in the message. Speed and the comparison with
 ``torch._scaled_mm`` on a GPU: tests/gpu/test_local_gemm_fp8.py and
-``python -m syncopate.kernels.bench_local --fp8``."""
+``python -m syncopate.bench.local --fp8``."""
 
 from __future__ import annotations
 

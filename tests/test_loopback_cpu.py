@@ -357,21 +357,21 @@ def test_comm_programs_count_once_on_a_2d_grid(monkeypatch):
 
 def test_ops_size_persistent_grids_by_the_share(monkeypatch):
     import syncopate.kernels as kernels
-    from syncopate.ops import _gemm
+    from syncopate.ops import driver
     monkeypatch.setattr(kernels, "num_sms", lambda device=None: 132)
 
     class _C:
         device, colocated = None, 1
     c = _C()
-    assert _gemm.compute_programs(c, 16) == 116
-    assert _gemm.loopback_comm_programs(c, 32, None) == 32
+    assert driver.compute_programs(c, 16) == 116
+    assert driver.loopback_comm_programs(c, 32, None) == 32
     c.colocated = 2
-    assert _gemm.compute_programs(c, 16) == 49  # 65 - 16
-    assert _gemm.loopback_comm_programs(c, 48, None) == 32  # capped at half the share
-    assert _gemm.loopback_comm_programs(c, 48, 48) == 48  # the caller's choice is kept
-    assert _gemm.loopback_comm_programs(c, 0, None) == 0  # ce: none
+    assert driver.compute_programs(c, 16) == 49  # 65 - 16
+    assert driver.loopback_comm_programs(c, 48, None) == 32  # capped at half the share
+    assert driver.loopback_comm_programs(c, 48, 48) == 48  # the caller's choice is kept
+    assert driver.loopback_comm_programs(c, 0, None) == 0  # ce: none
     c.colocated = 4
-    assert _gemm.compute_programs(c, 16) == 16 and _gemm.loopback_comm_programs(c, 32, None) == 16
+    assert driver.compute_programs(c, 16) == 16 and driver.loopback_comm_programs(c, 32, None) == 16
 
 
 # ---------------------------------------------------------------------------- bench

@@ -77,18 +77,16 @@ def test_decision_has_no_rank_input_and_is_the_same_for_every_rank(monkeypatch):
     sys.path.insert(0, os.path.join(ROOT, "tests", "runtime"))
     from runtime_fakes import fake_comm
 
-    from syncopate.ops import _gemm, choice
+    from syncopate.ops import choice, driver, spec
     assert not any("rank" in p for p in inspect.signature(choice.decide).parameters)
-    monkeypatch.setattr(_gemm, "gpu_of", lambda comm: "h200")
+    monkeypatch.setattr(driver, "gpu_of", lambda comm: "h200")
     out = []
     for rank in (0, 1):
-        choice._decide.cache_clear()
-        choice._measured_over_model.cache_clear()
-        calibration.load.cache_clear()
+        choice.clear_caches()
         monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", str(5 + rank))
         c = fake_comm(W=2, rank=rank)
-        out.append([_gemm.decide(op, c, *_local(op, M, N, K), "bfloat16", kernel=None,
-                                 config=None, fused=None)
+        out.append([driver.decide(spec.get(op), c, _local(op, M, N, K), "bfloat16",
+                                  kernel=None, config=None, fused=None)
                     for op, M, N, K in (("gemm_rs", 1024, 4096, 14336),
                                         ("ag_gemm", 8192, 14336, 4096))])
     assert out[0] == out[1]
@@ -149,7 +147,7 @@ def test_world_size_one_runs_the_local_gemm_without_fused_machinery(monkeypatch,
 
     from runtime_fakes import fake_comm
 
-    from syncopate.ops import _gemm
+    from syncopate.ops import driver
     mod = importlib.import_module(f"syncopate.ops.{op}")
     fn = getattr(mod, op)
 
@@ -161,16 +159,16 @@ def test_world_size_one_runs_the_local_gemm_without_fused_machinery(monkeypatch,
     for name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
         monkeypatch.setattr(collectives, name, boom)
     ran = []
-    real = _gemm.local_gemm
+    real = driver.local_gemm
 
     def local_gemm(kernel, a, b, out, config):
         ran.append(kernel)
-        if kernel == _gemm.CUBLAS:
+        if kernel == driver.CUBLAS:
             real(kernel, a, b, out, config)
         else:
             out.copy_(a.float() @ b.float())
-    monkeypatch.setattr(_gemm, "local_gemm", local_gemm)
-    monkeypatch.setattr(_gemm, "gpu_of", lambda comm: "h200")
+    monkeypatch.setattr(driver, "local_gemm", local_gemm)
+    monkeypatch.setattr(driver, "gpu_of", lambda comm: "h200")
     c = fake_comm(W=1)
     a = torch.randn(256, 64).to(torch.bfloat16)
     b = torch.randn(64, 96).to(torch.bfloat16)
@@ -345,11 +343,8 @@ def test_decide_reads_no_environment_and_no_device(monkeypatch):
     for name in ("is_available", "get_device_name", "current_device", "device_count"):
         monkeypatch.setattr(torch.cuda, name, lambda *a, **k: (_ for _ in ()).throw(
             AssertionError("the decision queried the device")))
-    choice._decide.cache_clear()
-    choice._measured_over_model.cache_clear()
-    calibration.load.cache_clear()
+    choice.clear_caches()
     try:
         assert decide(*args) == want
     finally:
-        choice._decide.cache_clear()
-        calibration.load.cache_clear()
+        choice.clear_caches()

@@ -7,6 +7,7 @@ The ag/rs decisions of run 6 are tests/test_ops_choice.py's (unchanged)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,8 +19,9 @@ import pytest
 
 from syncopate import calibration
 from syncopate.errors import LaunchError
-from syncopate.ops import choice, choice_ops
+from syncopate.ops import REGISTRY, choice
 from syncopate.ops.choice import Candidate, Decision, decide, decide_shape
+from syncopate.ops.spec import Cand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,7 +53,7 @@ def test_every_op_weighs_its_fused_variants_and_the_unfused_path(op, W):
     paths = {c.path for c in d.candidates if c.available}
     assert paths == {"fused", "unfused"}, d.table()
     assert {c.name.split()[1] for c in d.candidates if c.path == "fused"} == \
-        set(choice_ops.FUSED_VARIANTS[op]) - {"ce+epilogue"} | \
+        set(REGISTRY[op].variants) - {"ce+epilogue"} | \
         ({"ce+epilogue"} if op == "gemm_rs_fp8" else set())
     # the shipped file has no measurements of these ops: model only, said so
     assert d.basis == "model only (not calibrated)" and not d.calibrated
@@ -109,7 +111,6 @@ def test_bad_shapes_are_typed_errors_that_name_the_dims():
 
 _CHILD = """
 from syncopate.ops.choice import decide_shape
-from syncopate.ops.choice_ops import SHAPES
 shapes = {shapes!r}
 for op in sorted(shapes):
     for w in (1, 2, 8):
@@ -138,31 +139,31 @@ def test_every_op_decides_the_same_in_processes_with_different_rank_state():
 
 def test_the_ops_route_gives_every_rank_the_same_decision(monkeypatch):
     torch = pytest.importorskip("torch")
-    from syncopate.ops import _gemm
-    monkeypatch.setattr(_gemm, "gpu_of", lambda comm: "h200")
+    from syncopate.ops import driver
+    monkeypatch.setattr(driver, "gpu_of", lambda comm: "h200")
     got = []
     for rank in (0, 1):
         choice.clear_caches()
         comm = SimpleNamespace(world_size=2, rank=rank, device=torch.device("cpu"))
-        got.append([_gemm.route(op, comm, shape, torch.bfloat16, fused=None)
+        got.append([driver.route(REGISTRY[op], comm, shape, torch.bfloat16, fused=None)
                     for op, shape in sorted(SHAPES.items())])
     assert got[0] == got[1]
     comm = SimpleNamespace(world_size=2, rank=0, device=torch.device("cpu"))
-    assert _gemm.route("gemm_ar", comm, SHAPES["gemm_ar"], torch.bfloat16, fused=True) is None
-    assert _gemm.route("gemm_ar", comm, SHAPES["gemm_ar"], torch.bfloat16, fused=None,
-                       explicit=True) is None
+    ar = REGISTRY["gemm_ar"]
+    assert driver.route(ar, comm, SHAPES["gemm_ar"], torch.bfloat16, fused=True) is None
+    assert driver.route(ar, comm, SHAPES["gemm_ar"], torch.bfloat16, fused=None,
+                        explicit=True) is None
     monkeypatch.setenv("SYNCOPATE", "0")
-    assert _gemm.route("gemm_ar", comm, SHAPES["gemm_ar"], torch.bfloat16, fused=None) is None
+    assert driver.route(ar, comm, SHAPES["gemm_ar"], torch.bfloat16, fused=None) is None
 
 
 # ------------------------------------------------------------------ the margin
 
 def _two_specs(fused_s, unfused_s):
-    def specs(op, cal, s, W, dtype, fused, cublas, blocked):
-        return [choice_ops.Spec("fused sm", "sm", "fused", lambda s, W: (fused_s, "test"),
-                                backend="sm"),
-                choice_ops.Spec("unfused (NCCL + triton)", "unfused:triton", "unfused",
-                                lambda s, W: (unfused_s, "test"), local="triton")]
+    def specs(spec, cal, s, W, dtype, cublas, blocked):
+        return [Cand("fused sm", "sm", "fused", lambda s, W: (fused_s, "test"), backend="sm"),
+                Cand("unfused (NCCL + triton)", "unfused:triton", "unfused",
+                     lambda s, W: (unfused_s, "test"), local="triton")]
     return specs
 
 
@@ -174,7 +175,8 @@ def _two_specs(fused_s, unfused_s):
 ])
 def test_a_model_only_decision_leaves_the_fused_path_only_past_the_margin(
         monkeypatch, fused_s, unfused_s, want):
-    monkeypatch.setattr(choice_ops, "specs", _two_specs(fused_s, unfused_s))
+    monkeypatch.setitem(REGISTRY, "ring_attention", dataclasses.replace(
+        REGISTRY["ring_attention"], candidates=_two_specs(fused_s, unfused_s)))
     d = decide_shape("ring_attention", SHAPES["ring_attention"], 2)
     assert d.basis == "model only (not calibrated)" and d.choice.path == want, d.table()
     if want == "fused" and fused_s > unfused_s:
@@ -193,7 +195,7 @@ def _calibrated_copy(tmp_path, monkeypatch, ops_section):
 
 def test_a_calibrated_decision_takes_the_measured_faster_path_without_margin(
         tmp_path, monkeypatch):
-    s = dict(zip(choice_ops.SHAPES["ring_attention"], SHAPES["ring_attention"]))
+    s = dict(zip(REGISTRY["ring_attention"].shape, SHAPES["ring_attention"]))
     _calibrated_copy(tmp_path, monkeypatch, {"ring_attention": {"2": {
         "sm": [{**s, "measured_s": 1.02e-3, "source": "synthetic"}],
         "unfused:triton": [{**s, "measured_s": 1.00e-3, "source": "synthetic"}]}}})
@@ -228,10 +230,11 @@ def test_measurements_scale_the_model_between_measured_shapes(tmp_path, monkeypa
     assert d8k.choice.name == "fused sm" and round(d8k.choice.device_s, 9) == 3.0e-3
     cal = load("h200")
     mid = decide("gemm_ar", 128, 8192, 14336, 2, "bf16", "h200")
-    sm = next(x for x in choice_ops.specs("gemm_ar", cal, {"m": 128, "n": 8192, "k": 14336},
-                                          2, "bf16", None, True, {}) if x.key == "sm")
+    sm = next(x for x in choice.gemm_cands(REGISTRY["gemm_ar"], cal,
+                                           {"m": 128, "n": 8192, "k": 14336}, 2, "bf16", True,
+                                           {}) if x.key == "sm")
     model = sm.model({"m": 128, "n": 8192, "k": 14336}, 2)[0]
-    ratios = choice_ops.measured_over_model("h200", "gemm_ar", "sm", 2, "bf16")[2]
+    ratios = choice.measured_over_model("h200", "gemm_ar", "sm", 2, "bf16")[2]
     got = next(c for c in mid.candidates if c.name == "fused sm").device_s
     assert min(ratios) * model <= got <= max(ratios) * model
     assert "measured/model" in next(c for c in mid.candidates if c.name == "fused sm").why
@@ -329,8 +332,14 @@ def _patch(monkeypatch, mod, op, path, seen):
         return ("REF", "REF") if op == "ring_attention" else "REF"
     fk, ref = _NAMES.get(op, (f"{op}_fused_kernel", f"{op}_reference"))
     monkeypatch.setattr(choice, "decide_shape", fake_decide)
-    monkeypatch.setattr(mod, fk, fused_kernel)
-    monkeypatch.setattr(mod, ref, reference)
+    if mod.SPEC.gemm is not None:  # the generic driver's GEMM op: its spec's reference
+        from syncopate.ops import driver
+        monkeypatch.setattr(driver, "fused_kernel", fused_kernel)
+        monkeypatch.setattr(mod, "SPEC", dataclasses.replace(mod.SPEC, gemm=dataclasses.replace(
+            mod.SPEC.gemm, reference=reference)))
+    else:
+        monkeypatch.setattr(mod, fk, fused_kernel)
+        monkeypatch.setattr(mod, ref, reference)
     monkeypatch.delenv("SYNCOPATE", raising=False)
 
 
@@ -419,11 +428,12 @@ def test_each_op_takes_the_path_its_decision_names(monkeypatch, op):
     with pytest.raises(_Fused):
         call(**explicit)
     call(fused=False)
-    # the caller's paths never ask which path; an FP8 op called fused=True without a backend
-    # asks which fused variant, a MoE op how many comm programs (fused=True: the fused
+    # the caller's paths never ask which path; an FP8 or GEMM op called fused=True without a
+    # backend asks which fused variant, a MoE op how many comm programs (fused=True: the fused
     # candidates only)
     assert [x for x in seen if x == "reference" or x[3] is not True] == ["reference"]
-    assert all(x == "reference" or op.endswith("_fp8") or op.startswith("moe_") for x in seen)
+    assert all(x == "reference" or op.endswith("_fp8") or op.startswith("moe_")
+               or REGISTRY[op].gemm is not None for x in seen)
 
 
 def test_world_size_one_runs_the_local_kernel_alone_for_the_new_ops(monkeypatch):
@@ -432,7 +442,7 @@ def test_world_size_one_runs_the_local_kernel_alone_for_the_new_ops(monkeypatch)
     torch = pytest.importorskip("torch")
     import importlib
 
-    from syncopate.ops import _gemm
+    from syncopate.ops import driver
     from syncopate.runtime import collectives
     gemm_ar = importlib.import_module("syncopate.ops.gemm_ar")
     ulysses = importlib.import_module("syncopate.ops.ulysses")
@@ -444,10 +454,10 @@ def test_world_size_one_runs_the_local_kernel_alone_for_the_new_ops(monkeypatch)
     monkeypatch.setattr(gemm_ar, "gemm_ar_fused_kernel", boom)
     monkeypatch.setattr(ulysses, "ulysses_fused_kernel", boom)
     ran = []
-    monkeypatch.setattr(_gemm, "local_gemm",
+    monkeypatch.setattr(driver, "local_gemm",
                         lambda kernel, a, b, out, config: ran.append(kernel) or
                         out.copy_(a.float() @ b.float()))
-    monkeypatch.setattr(_gemm, "gpu_of", lambda comm: "h200")
+    monkeypatch.setattr(driver, "gpu_of", lambda comm: "h200")
     comm = SimpleNamespace(world_size=1, rank=0, device=torch.device("cpu"), cache={})
     a, b = torch.randn(64, 32).to(torch.bfloat16), torch.randn(32, 48).to(torch.bfloat16)
     for kw in ({}, {"kernel": "tma"}, {"backend": "sm", "split": 2}, {"fused": False}):
@@ -458,7 +468,8 @@ def test_world_size_one_runs_the_local_kernel_alone_for_the_new_ops(monkeypatch)
     want = "tma" if best == "triton" else best
     assert ran == [want, "tma", want, "tma"]
     monkeypatch.setattr(ulysses, "_local_attention",
-                        lambda q, k, v, causal, sm_scale, cfg: ran.append("attention") or q)
+                        lambda q, k, v, causal, sm_scale, cfg, fusable=True:
+                        ran.append("attention") or q)
     q = torch.randn(1, 4, 128, 64).to(torch.bfloat16)
     assert ulysses.ulysses_attention(q, q[:, :2], q[:, :2], comm) is q
     assert ran[-1] == "attention"
@@ -501,11 +512,12 @@ def test_calibrate_measures_every_op_with_the_benchmarks_own_row_functions(monke
     """``--calibrate --ops ...`` times each op's candidates with the functions the benchmark
     tables use (so a calibration and a benchmark run measure the same thing)."""
     from syncopate.bench import attention, calibrate, fp8, gemm_ar, moe, rows, ulysses
-    assert calibrate._row_fn("ag_gemm") is rows.bench_ag
-    assert calibrate._row_fn("gemm_rs") is rows.bench_rs
-    assert calibrate._row_fn("gemm_ar") is gemm_ar.bench_ar
-    assert calibrate._row_fn("ag_gemm_fp8") is fp8.bench_ag_fp8
-    assert calibrate._row_fn("gemm_rs_fp8") is fp8.bench_rs_fp8
+    from syncopate.bench.__main__ import row_fn
+    assert row_fn("ag_gemm") is rows.bench_ag
+    assert row_fn("gemm_rs") is rows.bench_rs
+    assert row_fn("gemm_ar") is gemm_ar.bench_ar
+    assert row_fn("ag_gemm_fp8") is fp8.bench_ag_fp8
+    assert row_fn("gemm_rs_fp8") is fp8.bench_rs_fp8
     for mod in (attention, ulysses, moe):
         assert callable(mod.run)
     from syncopate.bench.__main__ import parse_args

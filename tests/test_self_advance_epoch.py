@@ -14,6 +14,7 @@ from emulate_helpers import KERNELS, compile_kw, fused, gemm_args, grid, schedul
 from syncopate.emulate import emulate
 from syncopate.errors import CompileError
 from syncopate.kernels import kernel_fn
+from syncopate_mlir.dialects.syncopate import state_of
 
 POLICIES = ("in-order", "reverse", "late", "random:1", "random:2")
 
@@ -56,13 +57,20 @@ def test_a_kernel_that_never_stores_the_next_epoch_is_caught(monkeypatch):
     assert any("self-advancing epoch word is 0" in m for m in res.mismatches)
 
 
+def _ask(module, mode: str):
+    """``module`` with its request's ``self_advance`` set to ``mode``."""
+    from dataclasses import replace
+
+    from syncopate_mlir.dialects.syncopate import ATTR_REQUEST, RequestAttr, request_of
+    module.attributes[ATTR_REQUEST] = RequestAttr(replace(request_of(module), self_advance=mode))
+    return module
+
+
 def _applied(kernel="matmul_ptr_kernel", template="all_gather", backend="sm"):
     from syncopate_mlir.passes.load_epoch import LoadEpoch
     from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
-    from xdsl.dialects.builtin import StringAttr
     module, _ = fused(kernel, template, backend)
-    module = module.clone()
-    module.attributes["syncopate.self_advance"] = StringAttr("on")
+    module = _ask(module.clone(), "on")
     LoadEpoch().apply(None, module)
     SelfAdvanceEpoch().apply(None, module)
     return module
@@ -88,7 +96,7 @@ def test_the_pass_increments_the_loaded_epoch_and_counts_programs_before_each_re
     assert len(atomics) == len(rets) >= 1
     stores = [o for o in func.walk() if isinstance(o, StoreOp) and o.operands[1] is inc.results[0]]
     assert len(stores) == 2 * len(rets)  # the word and the mirror, masked to the last program
-    assert module.attributes["syncopate.self_advance"].data == "applied"
+    assert state_of(module).self_advanced
     again = module.clone()
     from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
     SelfAdvanceEpoch().apply(None, again)  # applied once only
@@ -109,10 +117,8 @@ def test_without_the_option_the_pass_changes_nothing():
 
 def test_the_pass_refuses_before_load_epoch():
     from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
-    from xdsl.dialects.builtin import StringAttr
     module, _ = fused("matmul_ptr_kernel", "all_gather", "sm")
-    module = module.clone()
-    module.attributes["syncopate.self_advance"] = StringAttr("on")
+    module = _ask(module.clone(), "on")
     with pytest.raises(CompileError, match="after load-epoch"):
         SelfAdvanceEpoch().apply(None, module)
 
@@ -153,7 +159,6 @@ def test_auto_leaves_a_kernel_it_cannot_count_to_the_advance_kernel():
     """A return from a branch: ``on`` refuses it, ``auto`` marks the module ``off`` (the ABI
     then has no self_advance and the runtime enqueues the advance kernel) and adds nothing."""
     from xdsl.dialects import cf
-    from xdsl.dialects.builtin import StringAttr
     from xdsl.ir import Block
 
     from syncopate_mlir.dialects.tt import ReturnOp
@@ -172,17 +177,14 @@ def test_auto_leaves_a_kernel_it_cannot_count_to_the_advance_kernel():
     tail.add_op(ret)
     func.body.blocks[0].add_op(cf.BranchOp(tail))
     for mode, raises in (("on", True), ("auto", False)):
-        m = module.clone()
-        m.attributes["syncopate.self_advance"] = StringAttr(mode)
+        m = _ask(module.clone(), mode)
         if raises:
             with pytest.raises(CompileError, match="returns from inside a branch"):
                 SelfAdvanceEpoch().apply(None, m)
             continue
         SelfAdvanceEpoch().apply(None, m)
-        assert m.attributes["syncopate.self_advance"].data == "off"
-        unchanged = module.clone()
-        unchanged.attributes["syncopate.self_advance"] = StringAttr("off")
-        assert m.is_structurally_equivalent(unchanged)
+        assert not state_of(m).self_advanced
+        assert m.is_structurally_equivalent(_ask(module.clone(), mode))
 
 
 def test_the_stale_epoch_fault_is_refused_for_a_self_advancing_kernel():

@@ -142,13 +142,11 @@ def test_unbounded_column_tile_is_refused():
 def test_mask_bound_becomes_a_launch_check():
     fc = fused(U.masked_rows, dict(BLOCK=128), all_gather([512, 64], "bf16", 2), "inp_ptr")
     assert fc.abi.upper_bounds == {"n_cols": 64}
-    assert abimod.contradictions(fc.abi, {"n_cols": 64}) == []
-    bad = abimod.contradictions(fc.abi, {"n_cols": 128})
-    assert len(bad) == 1 and "n_cols=128" in bad[0]
-    from syncopate.runtime.fused import check_requirements
+    assert abimod.launch_violations({"n_cols": 64}, fc.abi.requirements,
+                                    fc.abi.upper_bounds) == []
     with pytest.raises(LaunchError, match="n_cols=100"):
-        check_requirements(fc.abi, ["inp_ptr", "out_ptr", "n_cols", "stride"],
-                           [None, None, 100, 64])
+        abimod.check_launch({"n_cols": 100, "stride": 64}, fc.abi.requirements,
+                            fc.abi.upper_bounds)
 
 
 def test_project_gemm_bounds_are_launch_checks():

@@ -11,6 +11,7 @@ The public surface:
 
 from .errors import (CommTimeout, CompileError, EmulationError, LaunchError, ScheduleError, SyncopateError,
                      TimeoutRecord, UnknownOpError)
+from . import settings
 
 __version__ = "0.1.0"
 
@@ -22,9 +23,7 @@ __all__ = [
 
 def _install_hook_from_env() -> None:
     """``SYNCOPATE=1``: install the Triton compile hook at import (idempotent, chains others)."""
-    import os
-
-    if os.environ.get("SYNCOPATE") == "1":
+    if settings.SYNCOPATE.get() is True:
         from syncopate_mlir import hook
 
         hook.install()

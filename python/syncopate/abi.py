@@ -8,8 +8,10 @@ which imports nothing of the project but errors).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 from . import backends
+from .errors import LaunchRequirementError
 
 #: 3: ``syn_epoch`` is a pointer to the configuration's device epoch word (docs/cuda-graphs.md)
 ABI_VERSION = 3
@@ -31,9 +33,6 @@ EXTRA_PARAM_NAMES = tuple(n for n, _ in EXTRA_PARAMS)
 #: the last pass (``load-epoch``) makes the parameter the ``*i32`` above and loads it once at
 #: kernel entry (docs/cuda-graphs.md says why: a captured scalar would be replayed stale).
 PIPELINE_TYPES = {"syn_epoch": "i32"}
-
-#: the registered backends' names (:func:`syncopate.backends.names`)
-BACKENDS = backends.names()
 
 # Watchdog record words.
 DIAG_WORDS = 16
@@ -80,21 +79,73 @@ class FlagLayout:
         return (n + 15) // 16 * 16
 
 
-def contradictions(a: "FusedABI", values: dict) -> list[str]:
-    """What in ``values`` (kernel parameter -> value, any subset) breaks the facts the compiler
-    baked into the fused kernel: its ``requirements`` (equalities) and ``upper_bounds``.
-    Shared by the runtime (before every launch) and the CLI (at compile time, from --shape)."""
+@dataclass(frozen=True)
+class Violation:
+    """One compiled-in fact a launch breaks: ``param`` (an argument, or ``grid[axis]``) must be
+    ``relation`` (``"=="`` or ``"<="``) ``required`` but is ``given``; ``why`` says what the
+    kernel would do wrong, ``fix`` what to change."""
+
+    param: str
+    relation: str
+    required: int
+    given: object
+    why: str
+    fix: str
+
+    def __str__(self) -> str:
+        return (f"{self.param}={self.given!r} (the kernel was compiled for "
+                f"{self.param} {self.relation} {self.required!r}: {self.why})")
+
+
+_LAYOUT_FIX = ("Pass operands with the layout the schedule describes (e.g. a contiguous "
+               "row-major buffer of the schedule tensor's shape), or give the schedule the "
+               "shape of the tensor the kernel indexes")
+
+
+def launch_violations(values, requirements, upper_bounds, grid=None,
+                      grid_axes=None) -> list[Violation]:
+    """Every fact the compiler baked into a fused kernel that a launch breaks -- the one check
+    of them, which the runtime (before every launch), the emulator (before emulating one) and
+    the CLI (at compile time, from --shape) all call, so they refuse the same launches.
+
+    ``values``: kernel parameter -> value (any subset; a parameter not given is not checked);
+    ``requirements``: parameter -> the value the analysis derived (e.g. a stride matched to a
+    dim); ``upper_bounds``: parameter -> the largest value a mask ``index < param`` may take
+    without reading past a communicated tensor's dim; ``grid`` (with ``grid_axes``, the
+    program-id axes the kernel reads; None: unknown): a grid larger than 1 along an axis the
+    kernel never reads would run every tile, and signal its chunks, more than once."""
     bad = []
-    for name, want in a.requirements.items():
+    for name, want in requirements.items():
         if name in values and values[name] != want:
-            bad.append(f"{name}={values[name]!r} (the kernel was compiled for {name}={want!r})")
-    for name, limit in a.upper_bounds.items():
+            bad.append(Violation(name, "==", want, values[name],
+                                 "its analysis matched this argument to the schedule "
+                                 "tensor's layout", _LAYOUT_FIX))
+    for name, limit in upper_bounds.items():
         got = values.get(name)
-        if isinstance(got, int) and not isinstance(got, bool) and got > limit:
-            bad.append(f"{name}={got!r} (a mask `index < {name}` bounds an access of a "
-                       f"communicated tensor whose dim holds {limit}: the kernel would read "
-                       f"past it)")
+        if isinstance(got, Integral) and not isinstance(got, bool) and got > limit:
+            bad.append(Violation(name, "<=", limit, got,
+                                 f"a mask `index < {name}` bounds an access of a communicated "
+                                 f"tensor whose dim holds {limit}: the kernel would read "
+                                 f"past it", _LAYOUT_FIX))
+    if grid is not None and grid_axes is not None:
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        for axis in (1, 2):
+            if g[axis] > 1 and axis not in grid_axes:
+                bad.append(Violation(f"grid[{axis}]", "==", 1, g[axis],
+                                     f"the kernel never reads tl.program_id({axis}): every "
+                                     f"tile would run {g[axis]} times and signal its chunks "
+                                     f"as often", "Launch a grid of 1 along that axis"))
     return bad
+
+
+def check_launch(values, requirements, upper_bounds, grid=None, grid_axes=None,
+                 where: str = "") -> None:
+    """Raise :class:`~syncopate.errors.LaunchRequirementError` listing
+    :func:`launch_violations` if there are any (``where`` prefixes the message, e.g. the
+    emulated rank)."""
+    bad = launch_violations(values, requirements, upper_bounds, grid, grid_axes)
+    if bad:
+        raise LaunchRequirementError(bad, where)
 
 
 @dataclass
@@ -112,8 +163,8 @@ class FusedABI:
     reads_per_src: dict[int, int] = field(default_factory=dict)  # CONSUMED target per epoch, by rank
     user_params: list[str] = field(default_factory=list)
     #: launch-time requirements the analysis derived, e.g. {"stride_am": 4096}: the runtime
-    #: checks them before launch (a stride matched to the wrong dim is a LaunchError, never a
-    #: silent miscompile)
+    #: and the emulator check them before launch (:func:`check_launch`: a stride matched to
+    #: the wrong dim is a LaunchRequirementError, never a silent miscompile)
     requirements: dict[str, int] = field(default_factory=dict)
     #: kernel parameter -> schedule tensor it holds (ordered like ``operands``)
     tensors: dict[str, str] = field(default_factory=dict)
@@ -160,15 +211,7 @@ class FusedABI:
     def grid(self, grid: tuple[int, ...]) -> tuple[int, int, int]:
         """The launch grid of the fused kernel for the user's grid."""
         g = tuple(grid) + (1,) * (3 - len(grid))
-        if self.grid_axes is not None:
-            for axis in (1, 2):
-                if g[axis] > 1 and axis not in self.grid_axes:
-                    from .errors import LaunchError
-                    raise LaunchError(
-                        f"grid {tuple(grid)} is {g[axis]} along axis {axis}, which the kernel "
-                        f"never reads (tl.program_id({axis})): every tile would run "
-                        f"{g[axis]} times and signal its chunks as often. Launch a grid of 1 "
-                        f"along that axis")
+        check_launch({}, {}, {}, g, self.grid_axes)
         return backends.get(self.backend).launch_grid(g, self.comm_programs)
 
     def to_json(self) -> dict:

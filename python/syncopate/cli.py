@@ -21,6 +21,9 @@ import sys
 from importlib import import_module
 from typing import Sequence
 
+from . import settings
+from .errors import SyncopateError, UsageError
+
 #: Modules whose ``register_commands(subparsers)`` adds top-level commands, in help order.
 COMMAND_MODULES: list[str] = [
     "syncopate.schedule.cli",
@@ -63,10 +66,7 @@ def run_handler(func, args, prog: str) -> int:
     problem: a raw traceback is never the answer to a bad command line or a bad file.
 
     ``SYNCOPATE_TRACEBACK=1`` re-raises instead (for debugging Syncopate itself)."""
-    import os
-
-    from .errors import SyncopateError, UsageError
-    if os.environ.get("SYNCOPATE_TRACEBACK", "") not in ("", "0"):
+    if settings.TRACEBACK.get():
         return int(func(args) or 0)
     try:
         return int(func(args) or 0)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import backends
-from .abi import contradictions as abi_contradictions
+from .abi import launch_violations
 
 from .cli_args import nonnegative_int, positive_int, shape
 from .cli_kernel import FORMS, gemm_name, is_gemm, load_user_kernel
@@ -207,7 +207,7 @@ def run_compile(args) -> int:
                         num_warps=int(getattr(fc.metadata, "num_warps", 4)),
                         shared=int(getattr(fc.metadata, "shared", 0)))
     known = _known_args(args)
-    bad = abi_contradictions(fc.abi, known)
+    bad = [str(v) for v in launch_violations(known, fc.abi.requirements, fc.abi.upper_bounds)]
     if bad:
         from .errors import CompileError
         raise CompileError("--shape contradicts the schedule: " + "; ".join(bad) + ". Give the "
@@ -376,7 +376,7 @@ def run_demo(args) -> int:
           f"TMA loads: {ptx.count('cp.async.bulk.tensor.2d.shared')}")
     print(f"   shared memory: {fc.metadata.shared} B")
     print(f"\nABI for the runtime: {fc.abi.num_chunks} chunk flags, {fc.abi.comm_programs} comm "
-          f"programs (grid[0] + {fc.abi.comm_programs if args.backend != 'ce' else 0}), launch checks "
+          f"programs (grid[0] + {fc.abi.comm_programs if be.has_comm_programs else 0}), launch checks "
           f"{fc.abi.requirements}")
     if args.output:
         _write_stages(Path(args.output), fc)

@@ -9,18 +9,13 @@ each syncopate pass, and the :class:`~syncopate.abi.FusedABI` the runtime launch
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import backends, dtypes
+from . import backends, dtypes, settings
 from .abi import FusedABI, extra_params
 from .chunk_table import LOWERINGS, TABLE_MIN_CHUNKS
-from .backends.nvshmem import nvshmem_device_library  # noqa: F401  (its home until the backends)
 from .errors import CompileError
-
-#: comm programs when the caller gives none, per backend (each backend's ``default_comm_programs``)
-DEFAULT_COMM_PROGRAMS = {n: backends.get(n).default_comm_programs for n in backends.names()}
 
 
 @dataclass
@@ -129,7 +124,7 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     ``schedule``: the one place the compile API and the emulator check their inputs (schedule
     verified, signature complete, operands bound, backend options). ``check_withhold=False``
     lets the emulator withhold chunks on any backend."""
-    from syncopate.schedule import as_schedule, dumps, verify
+    from syncopate.schedule import as_schedule, verify
     from syncopate_mlir.pipeline import FuseRequest
 
     from .compile_checks import check_signature_types
@@ -149,20 +144,20 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
     if lowering == "auto":
         # SYNCOPATE_LOWERING=table|unrolled forces a form for every fused compile (the GPU
         # suites run with it to check both forms through the ops)
-        lowering = os.environ.get("SYNCOPATE_LOWERING", "auto") or "auto"
+        lowering = settings.LOWERING.get()
     if lowering not in LOWERINGS:
         raise CompileError(f"lowering={lowering!r}: choose one of {', '.join(LOWERINGS)} "
                            f"('table': code size independent of the chunk count; 'unrolled': "
                            f"code per chunk; 'auto': unrolled up to "
                            f"{TABLE_MIN_CHUNKS - 1} chunks)")
-    withhold = ""
+    withhold = ()
     if withhold_chunks:
-        from syncopate_mlir.passes.attach_schedule import withhold_text
-        withhold = withhold_text(withhold_chunks, sched)
+        from syncopate_mlir.passes.attach_schedule import withhold_chunks as checked
+        withhold = checked(withhold_chunks, sched)
     params = tuple(n for n in kernel.arg_names
                    if signature.get(n) != "constexpr" and n not in constexprs)
-    return FuseRequest(kernel_name=kernel.__name__, schedule_json=dumps(sched),
-                       operands=tuple(sorted(operands.items())), backend=backend,
+    return FuseRequest(kernel_name=kernel.__name__, schedule=sched,
+                       operands=dict(sorted(operands.items())), backend=backend,
                        comm_programs=int(comm_programs), params=params, keep_ir=keep_ir,
                        reduce=reduce, withhold=withhold, remap=bool(remap),
                        lowering=lowering, reorder_reductions=bool(reorder_reductions),
@@ -253,7 +248,7 @@ def compile(kernel, *, signature: Mapping[str, str], constexprs: Mapping[str, An
     abi = FusedABI.from_json(info["abi"])
     abi.user_params = list(kernel.arg_names)
     ir_after = dict(getattr(meta, "syncopate_ir", {}) or {})
-    dump_dir = os.environ.get("SYNCOPATE_DUMP_IR")
+    dump_dir = settings.DUMP_IR.get()
     if dump_dir and ir_after:
         # the stage dumps when it runs; a cache hit runs no stage, so dump from the metadata
         from syncopate_mlir.hook import dump_ir

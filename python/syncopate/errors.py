@@ -56,6 +56,27 @@ class LaunchError(SyncopateError, ValueError):
     size, process group, non-symmetric or non-contiguous buffers)."""
 
 
+class LaunchRequirementError(LaunchError):
+    """A launch's arguments or grid break a fact the compiler baked into the fused kernel (an
+    argument's required value, an argument's upper bound, a grid axis the kernel never reads).
+
+    Raised by the one check, :func:`syncopate.abi.check_launch`, which both the runtime (before
+    a launch) and the emulator (before emulating one) call, so a launch the GPU would refuse is
+    refused by the emulator too instead of being emulated into races.  ``violations`` holds
+    every broken fact as a :class:`syncopate.abi.Violation` (the argument, the relation, the
+    required value or bound, the value given); the message lists them and says what to do."""
+
+    def __init__(self, violations, where: str = ""):
+        self.violations = list(violations)
+        fixes = []
+        for v in self.violations:
+            if v.fix not in fixes:
+                fixes.append(v.fix)
+        super().__init__(f"{where}arguments break what the fused kernel was compiled for: "
+                         + "; ".join(str(v) for v in self.violations) + ". "
+                         + ". ".join(fixes))
+
+
 class GraphCaptureError(LaunchError):
     """A fused launch was asked for while a CUDA graph is being captured, but something it
     would enqueue cannot be replayed correctly (a host-computed epoch baked into the graph) or
@@ -97,6 +118,11 @@ class LoopbackError(LaunchError):
     called different collectives at the same point, one rank failed while the others waited
     for it, or a collective was not joined by every rank in time. The message names the ranks
     and the collective."""
+
+
+class TorchOpError(LaunchError):
+    """Bad input to a ``torch.ops.syncopate`` op or to the compile pass switch, caught before
+    anything runs: the message names the argument and what to change."""
 
 
 class CoResidencyError(LaunchError):

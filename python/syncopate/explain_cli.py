@@ -18,74 +18,30 @@ Shapes, per op (the op's *global* problem, as the benchmark tables write it):
 by the cost model of :mod:`syncopate.schedule.ulysses_cost`.
 
 The answer is what the op computes at run time (:func:`syncopate.ops.choice.decide_shape`, the
-same function with the same inputs), so it can be asked on any machine, GPU or not. A separate
-module (registered in :data:`syncopate.cli.COMMAND_MODULES`) so that the command line's other
-parts change independently.
+same function with the same inputs), so it can be asked on any machine, GPU or not; the ops and
+how each reads its global shape come from the registry (``OpSpec.explain``). A separate module
+(registered in :data:`syncopate.cli.COMMAND_MODULES`) so that the command line's other parts
+change independently.
 """
 
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["register_commands", "run_explain", "run_explain_ulysses", "per_rank_shape",
-           "op_shape", "EXPLAIN_OPS"]
-
-#: the ops ``explain`` answers for (``ulysses``: the layer-level model table)
-EXPLAIN_OPS = ("ag_gemm", "gemm_rs", "gemm_ar", "ag_gemm_fp8", "gemm_rs_fp8", "ring_attention",
-               "ulysses_attention", "moe_dispatch_gemm", "moe_gemm_combine", "ulysses")
-_SHAPE_TEXT = {"ring_attention": "S,Hq,Hkv,D (e.g. 32768,32,8,128)",
-               "ulysses_attention": "S,Hq,Hkv,D (e.g. 32768,32,8,128)",
-               "moe_dispatch_gemm": "E,C,H,N (e.g. 8,640,4096,14336)",
-               "moe_gemm_combine": "E,C,F,H (e.g. 8,640,14336,4096)"}
-
-
-def per_rank_shape(op: str, M: int, N: int, K: int, W: int) -> tuple[int, int, int]:
-    """The per-rank GEMM of the op's global ``M x N x K`` (what the op decides on)."""
-    from .errors import LaunchError
-    base = op[:-4] if op.endswith("_fp8") else op
-    if base == "ag_gemm":
-        if M % W or N % W:
-            raise LaunchError(f"{op} shards M (rows of A) and N (columns of B) over the "
-                              f"{W} ranks: M = {M} and N = {N} must be multiples of {W}")
-        return M, N // W, K
-    if base == "gemm_rs":
-        if M % W or K % W:
-            raise LaunchError(f"{op} shards K over the {W} ranks and scatters M: M = {M} and "
-                              f"K = {K} must be multiples of {W}")
-        return M, N, K // W
-    if base == "gemm_ar":
-        if K % W:
-            raise LaunchError(f"gemm_ar shards K over the {W} ranks: K = {K} must be a "
-                              f"multiple of {W}")
-        return M, N, K // W
-    raise LaunchError(f"unknown GEMM op {op!r}; choose ag_gemm, gemm_rs, gemm_ar, ag_gemm_fp8 "
-                      f"or gemm_rs_fp8")
+__all__ = ["register_commands", "run_explain", "run_explain_ulysses", "op_shape", "SUBJECTS"]
 
 
 def op_shape(op: str, dims: tuple, W: int, batch: int = 1, causal: bool = False) -> tuple:
     """The shape :func:`syncopate.ops.choice.decide_shape` takes for the op's global ``dims``
     (LaunchError when they do not fit the op or do not divide over ``W`` ranks)."""
     from .errors import LaunchError
-    from .ops.choice import GEMM_OPS
-    want = 3 if op in GEMM_OPS else 4
+    from .ops import spec
+    s = spec.get(op)
+    want = 3 if s.shape == ("m", "n", "k") else 4
     if len(dims) != want:
-        raise LaunchError(f"explain {op} wants --shape "
-                          f"{_SHAPE_TEXT.get(op, 'M,N,K (three integers)')}, got "
+        raise LaunchError(f"explain {op} wants --shape {s.explain_shape}, got "
                           f"{','.join(map(str, dims))}")
-    if op in GEMM_OPS:
-        return per_rank_shape(op, *dims, W) if W > 1 else tuple(dims)
-    if op in ("ring_attention", "ulysses_attention"):
-        S, Hq, Hkv, D = dims
-        if S % W or Hq % Hkv or (op == "ulysses_attention" and Hkv % W):
-            raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}), Hq ({Hq}) "
-                              f"a multiple of Hkv ({Hkv})"
-                              + (f" and Hkv divisible by {W}" if op == "ulysses_attention"
-                                 else ""))
-        return (batch, Hq, Hkv, S, D, int(bool(causal)))
-    if dims[0] % W:
-        raise LaunchError(f"{op} places E / W experts on each rank: E = {dims[0]} must be a "
-                          f"multiple of {W}")
-    return tuple(dims)
+    return s.explain(op, tuple(dims), W, batch, causal)
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -94,8 +50,8 @@ def _shape(text: str) -> tuple[int, ...]:
         dims = tuple(int(p) for p in parts)
     except ValueError:
         dims = ()
-    if len(dims) not in (3, 4) or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"--shape wants three positive integers M,N,K (e.g. "
+    if len(dims) not in (3, 4) or min(dims) < 0:  # a zero: the op's checks say what it needs
+        raise argparse.ArgumentTypeError(f"--shape wants three integers M,N,K (e.g. "
                                          f"1024,4096,14336), or four: S,Hq,Hkv,D for attention "
                                          f"(e.g. 32768,32,8,128), E,C,H,N / E,C,F,H for MoE, got "
                                          f"{text!r}")
@@ -129,19 +85,19 @@ def run_explain_ulysses(args) -> int:
 def run_explain(args) -> int:
     from .dtypes import canonical
     from .errors import LaunchError
+    from .ops import spec
     from .ops.choice import decide_shape
     W = args.world_size
     if W < 1:
         raise LaunchError(f"--world-size must be >= 1, got {W}")
-    if args.op == "ulysses":
-        return run_explain_ulysses(args)
+    if args.op in SUBJECTS:
+        return SUBJECTS[args.op](args)
     shape = op_shape(args.op, tuple(args.shape), W, args.batch, args.causal)
-    dtype = "fp8e4m3" if args.op.endswith("_fp8") else canonical(args.dtype)
+    s = spec.get(args.op)
+    dtype = s.dtype or canonical(args.dtype)
     d = decide_shape(args.op, shape, W, dtype, args.gpu, cublas=not args.no_cublas)
-    from .ops.choice_ops import SHAPES
-    names = SHAPES.get(args.op, ("m", "n", "k"))
-    per_rank = ("per-rank GEMM " + "x".join(map(str, shape)) if names == ("m", "n", "k") else
-                "decides on " + ", ".join(f"{n} {v}" for n, v in zip(names, shape)))
+    per_rank = ("per-rank GEMM " + "x".join(map(str, shape)) if s.shape == ("m", "n", "k") else
+                "decides on " + ", ".join(f"{n} {v}" for n, v in zip(s.shape, shape)))
     print(f"{args.op} {'x'.join(map(str, args.shape))} ({dtype}) at world size {W} on "
           f"{args.gpu}: {per_rank}")
     if d.calibration:
@@ -159,15 +115,23 @@ def run_explain(args) -> int:
     return 0
 
 
+#: what ``explain`` answers beyond the registered ops: ``ulysses``, the layer-level model table
+SUBJECTS = {"ulysses": run_explain_ulysses}
+
+
 def register_commands(subparsers) -> None:
     p = subparsers.add_parser(
         "explain", help="the paths an op weighs for a shape, their predicted times, its choice",
         description=__doc__.split("\n\n")[0])
-    p.add_argument("op", choices=EXPLAIN_OPS)
+    # the op is checked by the registry when the command runs (importing the ops to list them
+    # here would slow every other command's start)
+    p.add_argument("op", metavar="OP",
+                   help="a registered op (syncopate.ops.REGISTRY: ag_gemm, gemm_rs, ...) or "
+                        "ulysses (the layer model)")
     p.add_argument("--shape", type=_shape, required=True, metavar="D1,D2,...",
                    help="the op's global problem (as in the benchmark tables): GEMM ops M,N,K; "
-                        "attention and ulysses S,Hq,Hkv,D; moe_dispatch_gemm E,C,H,N; "
-                        "moe_gemm_combine E,C,F,H")
+                        "attention and ulysses S,Hq,Hkv,D; MoE E,C,H,N / E,C,F,H (the error "
+                        "for another shape says which the op takes)")
     p.add_argument("--causal", action="store_true", help="attention: causal")
     p.add_argument("--batch", type=positive_int, default=1, metavar="B",
                    help="attention: sequences per batch (default 1)")

@@ -17,21 +17,32 @@ loads depend on, so nothing that reads a chunk can be scheduled above its wait.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
+from immutabledict import immutabledict
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     IntegerAttr,
     IntegerType,
+    ModuleOp,
     StringAttr,
     UnitAttr,
-    i32,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Data, Dialect, Region, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
-    ParsePropInAttrDict,
+    BaseAttr,
     IRDLOperation,
+    ParsePropInAttrDict,
+    VarConstraint,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -41,33 +52,53 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from syncopate.errors import CompileError, ScheduleError
+from syncopate.schedule.json_io import dumps, loads
+from syncopate.schedule.model import Schedule
+
+from .tt import PointerType
 
 I32 = IntegerType(32)
 
-WAIT_KINDS = ("chunk", "entry", "consumed", "produced")
-SIGNAL_OPS = ("add", "set")
-MODES = ("push", "pull")
+
+class FlagKind(StrEnum):
+    """Which flag a wait or signal is about (docs/fused-abi.md, the flag layout)."""
+    CHUNK = "chunk"
+    ENTRY = "entry"
+    CONSUMED = "consumed"
+    PRODUCED = "produced"
 
 
-def _check_i32(op: IRDLOperation, *names: str) -> None:
-    for name in names:
-        value = getattr(op, name)
-        if value.type != I32:
-            raise VerifyException(f"'{op.name}' operand '{name}' must be i32, got {value.type}")
+class Update(StrEnum):
+    """How a signal changes its flag: ``flags[index] += value`` or ``= value``."""
+    ADD = "add"
+    SET = "set"
 
 
-def _check_ptr(op: IRDLOperation, name: str) -> None:
-    ty = getattr(op, name).type
-    if not str(ty).startswith("!tt.ptr<"):
-        raise VerifyException(f"'{op.name}' operand '{name}' must be a !tt.ptr, got {ty}")
+@irdl_attr_definition
+class FlagKindAttr(EnumAttribute[FlagKind], SpacedOpaqueSyntaxAttribute):
+    name = "syncopate.flag_kind"
+
+
+@irdl_attr_definition
+class UpdateAttr(EnumAttribute[Update], SpacedOpaqueSyntaxAttribute):
+    name = "syncopate.update"
+
+
+#: a pointer operand: any ``!tt.ptr`` (the flags, a peer table row, a communicated operand)
+PTR = BaseAttr(PointerType)
 
 
 class _RegionOp(IRDLOperation):
     """Shared shape of ``wait_region`` and ``signal_region``: a box of the global tensor."""
 
-    flags = operand_def()
+    flags = operand_def(PTR)
     epoch = operand_def(I32)
     rank = operand_def(I32)
     lo = var_operand_def(I32)
@@ -77,7 +108,6 @@ class _RegionOp(IRDLOperation):
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
 
     def verify_(self) -> None:
-        _check_ptr(self, "flags")
         if len(self.lo) != len(self.hi) or not self.lo:
             raise VerifyException(
                 f"'{self.name}' needs one lower and one upper bound per tensor dim "
@@ -126,27 +156,22 @@ class WaitOp(IRDLOperation):
 
     name = "syncopate.wait"
     irdl_options = (ParsePropInAttrDict(),)
-    flags = operand_def()
+    flags = operand_def(PTR)
     index = operand_def(I32)
     target = operand_def(I32)
-    kind = prop_def(StringAttr)
+    kind = prop_def(FlagKindAttr)
     chunk = opt_prop_def(IntegerAttr)
     token = result_def(I32)
 
-    assembly_format = "$flags `[` $index `]` `,` `target` $target attr-dict `:` type($flags)"
+    assembly_format = ("$kind $flags `[` $index `]` `,` `target` $target attr-dict "
+                       "`:` type($flags)")
 
-    def __init__(self, flags: SSAValue, index: SSAValue, target: SSAValue, kind: str = "chunk",
-                 chunk: int | None = None):
-        props: dict[str, Attribute] = {"kind": StringAttr(kind)}
+    def __init__(self, flags: SSAValue, index: SSAValue, target: SSAValue,
+                 kind: FlagKind | str = FlagKind.CHUNK, chunk: int | None = None):
+        props: dict[str, Attribute] = {"kind": FlagKindAttr(FlagKind(kind))}
         if chunk is not None:
             props["chunk"] = IntegerAttr(chunk, I32)
         super().__init__(operands=[flags, index, target], result_types=[I32], properties=props)
-
-    def verify_(self) -> None:
-        _check_ptr(self, "flags")
-        if self.kind.data not in WAIT_KINDS:
-            raise VerifyException(f"'syncopate.wait' kind must be one of {WAIT_KINDS}, "
-                                  f"got {self.kind.data!r}")
 
 
 @irdl_op_definition
@@ -158,28 +183,23 @@ class SignalOp(IRDLOperation):
 
     name = "syncopate.signal"
     irdl_options = (ParsePropInAttrDict(),)
-    flags = operand_def()
+    flags = operand_def(PTR)
     index = operand_def(I32)
     value = operand_def(I32)
-    op = prop_def(StringAttr)
-    kind = prop_def(StringAttr)
+    op = prop_def(UpdateAttr)
+    kind = prop_def(FlagKindAttr)
     fenced = opt_prop_def(UnitAttr)
 
-    assembly_format = "$flags `[` $index `]` `,` $value attr-dict `:` type($flags)"
+    assembly_format = "$op $kind $flags `[` $index `]` `,` $value attr-dict `:` type($flags)"
 
-    def __init__(self, flags: SSAValue, index: SSAValue, value: SSAValue, op: str = "add",
-                 kind: str = "chunk", fenced: bool = False):
-        props: dict[str, Attribute] = {"op": StringAttr(op), "kind": StringAttr(kind)}
+    def __init__(self, flags: SSAValue, index: SSAValue, value: SSAValue,
+                 op: Update | str = Update.ADD, kind: FlagKind | str = FlagKind.CHUNK,
+                 fenced: bool = False):
+        props: dict[str, Attribute] = {"op": UpdateAttr(Update(op)),
+                                       "kind": FlagKindAttr(FlagKind(kind))}
         if fenced:
             props["fenced"] = UnitAttr()
         super().__init__(operands=[flags, index, value], properties=props)
-
-    def verify_(self) -> None:
-        _check_ptr(self, "flags")
-        if self.op.data not in SIGNAL_OPS:
-            raise VerifyException(f"'syncopate.signal' op must be one of {SIGNAL_OPS}")
-        if self.kind.data not in WAIT_KINDS:
-            raise VerifyException(f"'syncopate.signal' kind must be one of {WAIT_KINDS}")
 
 
 @irdl_op_definition
@@ -201,21 +221,17 @@ class PeerPtrOp(IRDLOperation):
 
     name = "syncopate.peer_ptr"
     irdl_options = (ParsePropInAttrDict(),)
-    ptr = operand_def()
+    T: ClassVar = VarConstraint("T", PTR)
+    ptr = operand_def(T)
     rank = operand_def(I32)
     buffer = prop_def(IntegerAttr)
-    result = result_def()
+    result = result_def(T)
 
     assembly_format = "$ptr `,` $rank attr-dict `:` type($ptr) `->` type($result)"
 
     def __init__(self, ptr: SSAValue, rank: SSAValue, buffer: int):
         super().__init__(operands=[ptr, rank], result_types=[ptr.type],
                          properties={"buffer": IntegerAttr(buffer, I32)})
-
-    def verify_(self) -> None:
-        _check_ptr(self, "ptr")
-        if self.result.type != self.ptr.type:
-            raise VerifyException("'syncopate.peer_ptr' result type must equal the pointer type")
 
 
 @irdl_op_definition
@@ -284,7 +300,7 @@ class _CommStep(IRDLOperation):
     count = operand_def(I32)
     epoch = operand_def(I32)
     rank = operand_def(I32)
-    flags = operand_def()
+    flags = operand_def(PTR)
 
 
 @irdl_op_definition
@@ -309,7 +325,7 @@ class TransferOp(_CommStep):
 
     name = "syncopate.transfer"
     irdl_options = (ParsePropInAttrDict(),)
-    base = operand_def()
+    base = operand_def(PTR)
     chunk = prop_def(IntegerAttr)
     operand = prop_def(IntegerAttr)
 
@@ -332,9 +348,9 @@ class TransferChunkOp(_CommStep):
     one body per kind of chunk the schedule has (tensor, side, sum), not one per chunk."""
 
     name = "syncopate.transfer_chunk"
-    table = operand_def()
+    table = operand_def(PTR)
     chunk = operand_def(I32)
-    bases = var_operand_def()
+    bases = var_operand_def(PTR)
 
     assembly_format = ("$pid `,` $count `,` $epoch `,` $rank `,` $flags `,` $table `,` $chunk "
                        "`bases` `(` $bases `)` attr-dict `:` type($flags) `,` type($table) "
@@ -342,12 +358,6 @@ class TransferChunkOp(_CommStep):
 
     def __init__(self, pid, count, epoch, rank, flags, table, chunk, bases):
         super().__init__(operands=[table, chunk, list(bases), pid, count, epoch, rank, flags])
-
-    def verify_(self) -> None:
-        _check_ptr(self, "table")
-        for b in self.bases:
-            if not str(b.type).startswith("!tt.ptr<"):
-                raise VerifyException(f"'{self.name}' bases must be !tt.ptr, got {b.type}")
 
 
 @irdl_op_definition
@@ -366,16 +376,307 @@ class DrainOp(_CommStep):
                          properties={"reads": IntegerAttr(reads, I32)})
 
 
+# ---------------------------------------------------------------------------- module state
+# What travels with a fused compile, as three typed module attributes (the one place their names
+# are defined): the schedule, the request (``syncopate.compile``'s options) and the state the
+# passes build up for the runtime (``passes/abi_info.read_abi`` makes the FusedABI of it).  Each
+# holds its value as a Python object, made once when the module is built or parsed, so a pass
+# reads ``request_of(module).backend`` or ``schedule_of(module).chunks`` without parsing
+# anything; the values are immutable (a pass records facts with :func:`record`).
+
+#: the module attribute keys, each also the name of the attribute stored under it
+ATTR_SCHEDULE = "syncopate.schedule"
+ATTR_REQUEST = "syncopate.request"
+ATTR_STATE = "syncopate.state"
+
+
+class ReduceAt(StrEnum):
+    """Where ``sum`` chunks are added: by the comm programs (or the host after a ``ce``
+    kernel), or by the owner's producer tiles from per-source slots (``insert-epilogue-reduce``)."""
+    COMM = "comm"
+    EPILOGUE = "epilogue"
+
+
+class LoweringForm(StrEnum):
+    """How chunk-level code is emitted: per chunk, as loops over the chunk table, or chosen by
+    the chunk count (:func:`syncopate.chunk_table.choose_lowering`)."""
+    AUTO = "auto"
+    UNROLLED = "unrolled"
+    TABLE = "table"
+
+
+class SelfAdvance(StrEnum):
+    """Whether the kernel advances its own epoch word (``self-advance-epoch``): ``on`` refuses a
+    kernel that cannot, ``auto`` compiles it without."""
+    OFF = "off"
+    ON = "on"
+    AUTO = "auto"
+
+
+class CommMode(StrEnum):
+    """How the comm programs move the chunks (``partition-sms``)."""
+    PUSH = "push"
+    PULL = "pull"
+    MIXED = "mixed"
+
+
+EMPTY: Mapping = immutabledict()
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the fused compile asks for: set once (compile hook, ``attach-schedule``), only read
+    by the passes."""
+
+    operands: Mapping[str, str] = EMPTY        # kernel parameter -> schedule tensor
+    backend: str = "sm"
+    comm_programs: int | None = None           # None: the backend's default
+    params: tuple[str, ...] = ()               # non-constexpr parameters in order (): SSA names
+    reduce: ReduceAt = ReduceAt.COMM
+    lowering: LoweringForm = LoweringForm.AUTO
+    remap: bool = True                         # False: tile-remap keeps the tile order
+    reorder_reductions: bool = False           # tile-remap may renumber float-accumulating loops
+    trace: bool = False                        # insert-trace records events
+    self_advance: SelfAdvance = SelfAdvance.OFF
+    withhold: tuple[int, ...] = ()             # chunks never signalled (fault injection)
+
+    def __post_init__(self):
+        _coerce_fields(self)
+
+
+@dataclass(frozen=True)
+class Remapped:
+    """A tensor dim tile-remap renumbered: tiles of ``block`` along ``dim``, as ``role``; by the
+    program ids, or by a loop's iterations (``loop``, whose float reductions then run in
+    another order when ``reorders_reductions``)."""
+
+    dim: int
+    block: int
+    tiles: int
+    role: str
+    loop: bool = False
+    reorders_reductions: bool = False
+
+    def __post_init__(self):
+        _coerce_fields(self)
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """What the passes learned about the fused kernel, by the pass that learns it; the runtime
+    gets it as the FusedABI (docs/fused-abi.md)."""
+
+    grid_axes: tuple[int, ...] | None = None   # check-accesses: program-id axes read
+    upper_bounds: Mapping[str, int] = EMPTY    # check-accesses: parameter <= bound at launch
+    remap: Mapping[str, Remapped] = EMPTY      # tile-remap
+    remarks: tuple[str, ...] = ()              # what a pass left as written, and why
+    reordered: bool = False                    # tile-remap renumbered float reductions
+    requirements: Mapping[str, int] = EMPTY    # insert-waits: parameter == value at launch
+    waits: int = 0
+    produced: Mapping[int, int] = EMPTY        # insert-signals: chunk -> producer volume
+    signals: int = 0
+    epilogue_slots: tuple[str, ...] = ()       # insert-epilogue-reduce: slotted tensors
+    mode: CommMode | None = None               # partition-sms
+    reads_per_src: Mapping[int, int] = EMPTY   # partition-sms: rank -> CONSUMED per epoch
+    table: tuple[int, ...] | None = None       # the chunk table, once built
+    table_remaps: tuple[tuple[int, int], ...] = ()  # (start, tiles) of its remap sections
+    self_advanced: bool = False                # self-advance-epoch applied
+
+    def __post_init__(self):
+        _coerce_fields(self)
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value, hint):
+    """``value`` as a field of type ``hint``: mappings frozen, sequences as tuples, an enum's
+    value as the enum, a mapping as a dataclass, a string key as an int (what the parser and
+    the passes give, made the one typed form)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if value is None or (isinstance(hint, type) and isinstance(value, hint)):
+        return value
+    if origin in (typing.Union, types.UnionType):
+        return _coerce(value, next(a for a in args if a is not type(None)))
+    if origin is Mapping:
+        return immutabledict({_coerce(k, args[0]): _coerce(v, args[1])
+                              for k, v in dict(value).items()})
+    if origin is tuple:
+        if args[1:] == (Ellipsis,):
+            return tuple(value) if args[0] in (int, str) else tuple(
+                _coerce(x, args[0]) for x in value)
+        return tuple(_coerce(x, t) for x, t in zip(value, args, strict=True))
+    if dataclasses.is_dataclass(hint) and not isinstance(value, hint):
+        return hint(**value)
+    if isinstance(hint, type) and issubclass(hint, StrEnum) and value not in list(hint):
+        raise ValueError(f"choose one of {', '.join(hint)}")
+    return hint(value)  # int (a mapping's key as text), an enum's value
+
+
+def _coerce_fields(obj) -> None:
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        try:
+            object.__setattr__(obj, f.name, _coerce(value, hints[f.name]))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{f.name}={value!r}: {e}") from None
+
+
+def _print_value(p: Printer, v) -> None:
+    if isinstance(v, bool):
+        p.print_string("true" if v else "false")
+    elif isinstance(v, StrEnum):
+        p.print_string(v.value)
+    elif isinstance(v, int):
+        p.print_string(str(v))
+    elif isinstance(v, str):
+        p.print_string_literal(v)
+    elif dataclasses.is_dataclass(v):
+        with p.in_braces():
+            _print_fields(p, v)
+    elif isinstance(v, Mapping):
+        with p.in_braces():
+            p.print_list(v.items(), lambda kv: _print_entry(p, str(kv[0]), kv[1]))
+    else:
+        with p.in_square_brackets():
+            p.print_list(v, lambda x: _print_value(p, x))
+
+
+def _print_entry(p: Printer, key: str, value) -> None:
+    p.print_identifier_or_string_literal(key)
+    p.print_string(" = ")
+    _print_value(p, value)
+
+
+def _print_fields(p: Printer, obj) -> None:
+    items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)
+             if getattr(obj, f.name) != f.default]
+    p.print_list(items, lambda kv: _print_entry(p, *kv))
+
+
+def _parse_value(parser: AttrParser):
+    for parse in (parser.parse_optional_boolean, parser.parse_optional_integer,
+                  parser.parse_optional_str_literal, parser.parse_optional_identifier):
+        if (value := parse()) is not None:
+            return value
+    items = parser.parse_optional_comma_separated_list(parser.Delimiter.SQUARE,
+                                                        lambda: _parse_value(parser))
+    if items is not None:
+        return items
+    return dict(parser.parse_comma_separated_list(parser.Delimiter.BRACES,
+                                                  lambda: _parse_entry(parser)))
+
+
+def _parse_entry(parser: AttrParser) -> tuple[str, object]:
+    key = parser.parse_identifier_or_str_literal()
+    parser.parse_punctuation("=")
+    return key, _parse_value(parser)
+
+
+class _FieldsAttr(Data):
+    """A ``Data`` attribute whose value is one of the frozen dataclasses above, printed as
+    ``#syncopate.<name><field = value, ...>`` (fields at their default left out)."""
+
+    payload: typing.ClassVar[type]
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser):
+        start = parser.pos
+        entries = parser.parse_comma_separated_list(parser.Delimiter.ANGLE,
+                                                    lambda: _parse_entry(parser))
+        try:
+            return cls.payload(**dict(entries))
+        except (TypeError, ValueError) as e:
+            parser.raise_error(f"#{cls.name}: {e}", start, parser.pos)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_fields(printer, self.data)
+
+
+@irdl_attr_definition
+class RequestAttr(_FieldsAttr):
+    name = ATTR_REQUEST
+    payload = Request
+
+
+@irdl_attr_definition
+class StateAttr(_FieldsAttr):
+    name = ATTR_STATE
+    payload = KernelState
+
+
+@irdl_attr_definition
+class ScheduleAttr(Data[Schedule]):
+    """The verified schedule (:class:`syncopate.schedule.Schedule`, the model the verifier and
+    the runtime use), printed as its JSON interchange text (``syncopate.schedule``'s format)
+    and read from it once, when the module is parsed."""
+
+    name = ATTR_SCHEDULE
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Schedule:
+        with parser.in_angle_brackets():
+            start = parser.pos
+            text = parser.parse_str_literal()
+        try:
+            return loads(text)
+        except ScheduleError as e:
+            parser.raise_error(f"#{cls.name} is not a schedule: {e}", start, parser.pos)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.text)
+
+    @functools.cached_property
+    def text(self) -> str:
+        return dumps(self.data, compact=True)
+
+    def verify(self) -> None:
+        ids = [c.id for c in self.data.chunks]
+        if sorted(ids) != list(range(len(ids))):
+            raise VerifyException("chunk ids must be dense 0..C-1 for the flag layout; "
+                                  "renumber the schedule's chunks")
+
+
+def schedule_of(module: ModuleOp) -> Schedule:
+    attr = module.attributes.get(ATTR_SCHEDULE)
+    if not isinstance(attr, ScheduleAttr):
+        raise CompileError(f"the module has no '{ATTR_SCHEDULE}' attribute: attach a schedule "
+                           f"(syncopate.compile does; lit tests set it by hand)")
+    return attr.data
+
+
+def request_of(module: ModuleOp) -> Request:
+    """The module's request; the defaults without one (dialect-only lit tests)."""
+    attr = module.attributes.get(ATTR_REQUEST)
+    return attr.data if isinstance(attr, RequestAttr) else Request()
+
+
+def state_of(module: ModuleOp) -> KernelState:
+    attr = module.attributes.get(ATTR_STATE)
+    return attr.data if isinstance(attr, StateAttr) else KernelState()
+
+
+def strip_module_state(module: ModuleOp) -> None:
+    """Drop the three attributes: what Triton reads has no ``syncopate`` attribute."""
+    for key in (ATTR_SCHEDULE, ATTR_REQUEST, ATTR_STATE):
+        module.attributes.pop(key, None)
+
+
+def record(module: ModuleOp, **facts) -> KernelState:
+    """Record ``facts`` (fields of :class:`KernelState`) in the module's state."""
+    state = dataclasses.replace(state_of(module), **facts)
+    module.attributes[ATTR_STATE] = StateAttr(state)
+    return state
+
+
 SYNCOPATE = Dialect(
     "syncopate",
     [WaitRegionOp, SignalRegionOp, WaitOp, SignalOp, ReleaseFenceOp, PeerPtrOp, RemapOp, CommOp,
      EnterOp, TransferOp, TransferChunkOp, DrainOp],
-    [],
+    [FlagKindAttr, UpdateAttr, ScheduleAttr, RequestAttr, StateAttr],
 )
-
-#: Module attributes the passes read (set by the compile hook or by lit tests).
-ATTR_SCHEDULE = "syncopate.schedule"      # StringAttr: the verified schedule, JSON v1
-ATTR_OPERANDS = "syncopate.operands"      # DictionaryAttr: kernel param name -> tensor name
-ATTR_BACKEND = "syncopate.backend"        # StringAttr: sm | ce | nvshmem
-ATTR_COMM_PROGRAMS = "syncopate.comm_programs"  # IntegerAttr (i32)
-ATTR_RANK_INFO = "syncopate.abi"          # StringAttr: FusedABI JSON, written by the passes

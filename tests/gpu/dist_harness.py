@@ -27,6 +27,8 @@ import tempfile
 import time
 import traceback
 
+from syncopate import settings
+
 NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
             "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -70,18 +72,7 @@ def _child(fn, rank, world_size, port, args, env, result_path, pg_backend="nccl"
 def loopback_world(env=None) -> int:
     """``W`` from ``SYNCOPATE_GPU_LOOPBACK`` (0 = one process per GPU). A value that is not a
     whole number >= 2 is an error that says so (a typo must not silently test nothing)."""
-    env = os.environ if env is None else env
-    v = env.get("SYNCOPATE_GPU_LOOPBACK", "").strip()
-    if v in ("", "0"):
-        return 0
-    try:
-        w = int(v)
-    except ValueError:
-        w = -1
-    if w < 2:
-        raise ValueError(f"SYNCOPATE_GPU_LOOPBACK={v!r}: give the number of virtual ranks (>= 2) "
-                         f"to run on one GPU, or 0 / unset for one process per GPU")
-    return w
+    return settings.GPU_LOOPBACK.get(env)
 
 
 def _loopback_child(fn, world_size, args, env, result_path, pg_backend="nccl"):

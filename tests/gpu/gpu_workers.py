@@ -101,7 +101,7 @@ def _ag_case(comm, case, seed):
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
 
     backend, dtype_name, Ms, N, K, split, kernel = case
     dtype = getattr(torch, dtype_name)
@@ -166,6 +166,64 @@ def ag_gemm_fallback(rank, W, cases):
     return problems
 
 
+# --------------------------------------------------------------------------- weight AG + GEMM
+
+def _agw_case(comm, case, seed, launches):
+    """One ag_weight_gemm case over ``launches`` calls with fresh inputs (the later ones on the
+    prepared call of the layout); a problem string or None."""
+    import torch
+
+    from syncopate.kernels import matmul
+    from syncopate.ops import ag_weight_gemm
+    from syncopate.ops.driver import resolve_config
+
+    backend, dtype_name, M, N, K, dim, split, kernel = case
+    dtype = getattr(torch, dtype_name)
+    W, dev = comm.world_size, comm.device
+    cfg = resolve_config(kernel, M, N, K, dtype)
+    n = (K, N)[dim] // W
+    for launch in range(launches):
+        s = seed * 100 + launch * 10
+        a = _rand((M, K), dtype, s + comm.rank, dev)  # every rank its own activations
+        w = _rand((K, N), dtype, s + 9, dev)  # the whole weight, the same on every rank
+        shard = w.narrow(dim, comm.rank * n, n).clone()
+        out = ag_weight_gemm(a, shard, comm, backend=backend, split=split, kernel=kernel)
+        unfused = ag_weight_gemm(a, shard, comm, kernel=kernel, fused=False)
+        local = matmul(a, w, kernel=kernel, config=cfg)
+        torch.cuda.synchronize()
+        comm.check()
+        where = f"{case} launch {launch}"
+        if not torch.isfinite(out).all():
+            return f"{where}: output has NaN/Inf"
+        if _rel(out, a.float() @ w.float()) > 2e-2:
+            return f"{where}: relative error {_rel(out, a.float() @ w.float()):.3g} vs torch"
+        if not torch.equal(out, local):
+            return (f"{where}: not bitwise the local kernel on the gathered weight "
+                    f"({int((out != local).sum())} elements differ)")
+        if not torch.equal(out, unfused):
+            return f"{where}: fused != the unfused path ({int((out != unfused).sum())} elements)"
+    return None
+
+
+def ag_weight_gemm_cases(rank, W, cases, launches=3):
+    """ag_weight_gemm (FSDP's weight all-gather + GEMM), the weight sharded along N or K:
+    bitwise the local kernel on the gathered weight and the unfused path, launch after
+    launch."""
+    from syncopate.runtime import Communicator
+    comm = Communicator()
+    problems = []
+    for i, case in enumerate(cases):
+        try:
+            p = _agw_case(comm, case, 300 + i, launches)
+        except Exception as e:  # noqa: BLE001 - report every case
+            import traceback
+            p = f"{case}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}"
+        if p:
+            problems.append(p)
+    comm.close()
+    return problems
+
+
 # --------------------------------------------------------------------------- GEMM + RS
 
 def gemm_rs_cases(rank, W, cases, symm_backend="cuda"):
@@ -220,7 +278,7 @@ def _default_rs_variant_problems(comm, case, a, b, kernel, want):
     (``want``: "sm" or "ce+epilogue"; the op may still take the unfused path where the
     calibration predicts it faster -- the result checks cover either)."""
     from syncopate.calibration import device_gpu_type
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.ops.gemm_rs import resolve_variant
     W, (M, Kl), N = comm.world_size, a.shape, b.shape[1]
     cfg = resolve_config(kernel, M, N, Kl, a.dtype)
@@ -241,7 +299,7 @@ def ag_gemm_stress(rank, W, backend, iters, shape=(192, 320, 256), kernel="tma",
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     comm = Communicator()
     Ms, N, K = shape
@@ -288,7 +346,7 @@ def gemm_rs_stress(rank, W, backend, iters, shape=(256, 320, 192), kernel="tma",
     import torch
 
     from syncopate.ops import gemm_rs
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     comm = Communicator()
     M, N, Kl = shape
@@ -345,7 +403,7 @@ def fault_withheld_chunk(rank, W, backend, timeout_s):
 
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
 
     comm = Communicator()
@@ -415,7 +473,7 @@ def fault_missing_rank(rank, W, backend, timeout_s):
 
     from syncopate.errors import CommTimeout
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
 
     comm = Communicator()
@@ -644,7 +702,7 @@ def lowering_timing(rank, W, op, shape, iters=50, kernel="tma", split=2):
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm, gemm_rs
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     comm = Communicator()
     Ms, N, K = shape

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 def _quant(x, axis):
     """e4m3 of ``x`` scaled by its amax (whole tensor: ``axis`` None; per row: 1)."""
-    from syncopate.kernels.bench_fp8 import quantize
+    from syncopate.bench.local_fp8 import quantize
     return quantize(x, axis)
 
 

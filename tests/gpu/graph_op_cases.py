@@ -58,7 +58,7 @@ class GemmAr(Case):
     def __init__(self, comm, gen, M=256, N=320, Kl=192):
         import torch
 
-        from syncopate.ops._gemm import resolve_config
+        from syncopate.ops.driver import resolve_config
         self.comm, self.gen, dev = comm, gen, comm.device
         self.dtype = torch.bfloat16
         self.cfg = resolve_config("tma", M, N, Kl, self.dtype)
@@ -95,7 +95,7 @@ class GemmAr(Case):
 # ------------------------------------------------------------------------------------------
 
 def _quant_rows(x):
-    from syncopate.kernels.bench_fp8 import quantize
+    from syncopate.bench.local_fp8 import quantize
     q, s = quantize(x, 1)
     return q, s.reshape(-1, 1)
 

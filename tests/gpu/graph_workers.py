@@ -43,7 +43,7 @@ def graph_replays(rank, W, op, iters, shape, backend="sm", kernel="tma", split=2
 
     from syncopate.kernels import matmul
     from syncopate.ops import ag_gemm, gemm_rs
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
 
@@ -211,7 +211,7 @@ def graph_fault_withheld_chunk(rank, W, timeout_s):
     import torch
 
     from syncopate.ops import ag_gemm, ag_gemm_fused_kernel
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
 
@@ -272,7 +272,7 @@ def graph_refuses_ce(rank, W):
 
     from syncopate.errors import GraphCaptureError
     from syncopate.ops import ag_gemm
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
 
@@ -397,7 +397,7 @@ def graph_fault_gemm_ar(rank, W, timeout_s):
     import torch
 
     from syncopate.ops import gemm_ar
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     from syncopate.runtime import Communicator
     from syncopate.runtime import collectives as dist
 

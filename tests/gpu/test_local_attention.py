@@ -35,19 +35,21 @@ def _reference(q, k, v, causal, sm_scale):
     return o, torch.logsumexp(s, -1)
 
 
+@pytest.mark.parametrize("fusable", [True, False], ids=["fusable", "fast"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("B,Hq,Hkv,Sq,Skv", [(1, 8, 2, 1000, 1000), (2, 4, 4, 257, 513),
                                              (1, 4, 1, 700, 300), (1, 2, 2, 1, 129)])
-def test_matches_sdpa(dtype, D, causal, B, Hq, Hkv, Sq, Skv):
+def test_matches_sdpa(dtype, D, causal, B, Hq, Hkv, Sq, Skv, fusable):
+    """Both forwards: the fusable one (the default) and the fast one (``fusable=False``)."""
     torch.manual_seed(Sq * 31 + Skv)
     q = torch.randn(B, Hq, Sq, D, device="cuda", dtype=dtype)
     k = torch.randn(B, Hkv, Skv, D, device="cuda", dtype=dtype)
     v = torch.randn(B, Hkv, Skv, D, device="cuda", dtype=dtype)
     o = torch.full((B, Hq, Sq, D), float("nan"), device="cuda", dtype=dtype)
     lse = torch.full((B, Hq, Sq), float("nan"), device="cuda")
-    attention(q, k, v, causal=causal, out=(o, lse))
+    attention(q, k, v, causal=causal, out=(o, lse), fusable=fusable)
     ref_o, ref_lse = _reference(q, k, v, causal, None)
     torch.testing.assert_close(o.float(), ref_o, atol=TOL[dtype], rtol=TOL[dtype])
     torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=0)
@@ -67,17 +69,18 @@ def test_strided_bshd_and_configs(config):
     torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=0)
 
 
-def test_lse_merges_partial_results():
+@pytest.mark.parametrize("fusable", [True, False], ids=["fusable", "fast"])
+def test_lse_merges_partial_results(fusable):
     """The contract ring attention relies on: attention over two halves of the keys, merged
     with the LSEs, equals attention over all keys."""
     torch.manual_seed(2)
     q = torch.randn(1, 8, 512, 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, 2, 1024, 128, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(1, 2, 1024, 128, device="cuda", dtype=torch.bfloat16)
-    o1, l1 = attention(q, k[:, :, :512], v[:, :, :512])
-    o2, l2 = attention(q, k[:, :, 512:], v[:, :, 512:])
+    o1, l1 = attention(q, k[:, :, :512], v[:, :, :512], fusable=fusable)
+    o2, l2 = attention(q, k[:, :, 512:], v[:, :, 512:], fusable=fusable)
     lse = torch.logaddexp(l1, l2)
     o = o1.float() * (l1 - lse).exp()[..., None] + o2.float() * (l2 - lse).exp()[..., None]
-    ref_o, ref_lse = attention(q, k, v)
+    ref_o, ref_lse = attention(q, k, v, fusable=fusable)
     torch.testing.assert_close(o, ref_o.float(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(lse, ref_lse, atol=1e-4, rtol=0)

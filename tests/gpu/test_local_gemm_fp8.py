@@ -15,7 +15,7 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
 
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import default_fp8_config, scaled_mm  # noqa: E402
-from syncopate.kernels.bench_fp8 import operands  # noqa: E402
+from syncopate.bench.local_fp8 import operands  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -94,6 +94,26 @@ def test_ag_gemm_fallback_is_bitwise_equal():
     _assert_clean(run_ranks(w.ag_gemm_fallback, cases, world_size=W, timeout=120))
 
 
+def _agw_cases():
+    """(backend, dtype, M, N, K, sharded dim of the [K, N] weight, split, kernel): N or K a
+    multiple of W * 8 along the sharded dim, the rest ragged against the tiles."""
+    cases = []
+    for backend in ("sm", "ce"):
+        for dim in (1, 0):
+            N, K = (W * 104, 136) if dim == 1 else (328, W * 72)
+            cases.append((backend, "bfloat16", 200, N, K, dim, 2, "tma"))
+            cases.append((backend, "float16", 77, N, K, dim, 1, "ptr"))
+    if not QUICK:
+        cases.append(("sm", "bfloat16", 1024, W * 512, 1024, 1, 4, "tma"))
+        cases.append(("ce", "bfloat16", 1024, 1024, W * 512, 0, 2, "tma"))
+    return cases
+
+
+@pytest.mark.skipif(not HOPPER, reason="the TMA kernel needs sm_90+")
+def test_ag_weight_gemm_correct_and_bitwise():
+    _assert_clean(run_ranks(w.ag_weight_gemm_cases, _agw_cases(), world_size=W, timeout=300))
+
+
 def _rs_cases():
     cases = []
     for backend in ("sm", "ce"):

@@ -63,6 +63,20 @@ def fake_comm(W=2, rank=0):
     return c
 
 
+def patch_gemm_op(monkeypatch, mod, *, reference=None, fused_kernel=None):
+    """Replace what the generic driver calls for the GEMM op of module ``mod``
+    (``syncopate.ops.driver.gemm_op``): its unfused ``reference`` (the op's spec's) and the
+    ``fused_kernel`` builder (the driver's, for every GEMM op)."""
+    import dataclasses
+
+    from syncopate.ops import driver
+    if reference is not None:
+        monkeypatch.setattr(mod, "SPEC", dataclasses.replace(
+            mod.SPEC, gemm=dataclasses.replace(mod.SPEC.gemm, reference=reference)))
+    if fused_kernel is not None:
+        monkeypatch.setattr(driver, "fused_kernel", fused_kernel)
+
+
 def ptr_kernel():
     from syncopate.kernels import matmul_ptr_kernel
     return matmul_ptr_kernel

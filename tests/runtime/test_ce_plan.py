@@ -73,7 +73,7 @@ def test_schedule_key_is_stable_and_distinguishes():
 
 
 def test_epilogue_plan_needs_stream_waits_on_produced_flags():
-    from syncopate.runtime.fused import check_epilogue_plan
+    from syncopate.runtime.launchers.ce import check_epilogue_plan
     ok = planmod.build_ce_plan(rs_schedule(split=2), 0, {i: 64 for i in range(4)})
     check_epilogue_plan(ok, True)
     with pytest.raises(LaunchError, match="cuStreamWaitValue32"):

@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 from syncopate import abi  # noqa: E402
 from syncopate.errors import CompileError  # noqa: E402
 from syncopate.runtime import plan as planmod  # noqa: E402
-from syncopate.runtime.fused import FusedKernel, _rows_cols  # noqa: E402
+from syncopate.runtime.fused import FusedKernel  # noqa: E402
 from runtime_fakes import fake_comm, ptr_kernel, ag_schedule, rs_schedule  # noqa: E402
-from syncopate.backends.ce import index_runs, reduce_into  # noqa: E402
+from syncopate.runtime.launchers.ce import _rows_cols, index_runs, reduce_into  # noqa: E402
 
 
 def test_rows_cols_contiguous_and_column_block():
@@ -149,7 +149,7 @@ def test_ce_events_go_by_handle_and_fall_back_to_torch(monkeypatch):
     destroyed with its owner; a ``torch.cuda.Event`` where the driver gives none."""
     import types
 
-    from syncopate.backends import ce
+    from syncopate.runtime.launchers import ce
     from syncopate.runtime import _cuda
     log = []
     monkeypatch.setattr(_cuda, "event_create", lambda: 0xE0)
@@ -172,3 +172,37 @@ def test_ce_events_go_by_handle_and_fall_back_to_torch(monkeypatch):
     ev.record("S", 11)
     ev.wait(stream, 22)
     assert log[-2:] == [("torch record", "S"), ("torch wait", ev.event)]
+
+
+@pytest.mark.parametrize("driver_ok", [True, False])
+def test_region_copier_takes_the_copy_engine_or_falls_back_to_torch(monkeypatch, driver_ok):
+    """A chunk's region copy by its geometry: a contiguous block is one ``cuMemcpyAsync``, a
+    column block one ``cuMemcpy2DAsync`` (tried again by ``copy_region`` if it failed), anything
+    else ``Tensor.copy_``; a driver call that is unavailable falls back to ``Tensor.copy_`` on
+    the same stream, and then the data lands."""
+    pytest.importorskip("triton")  # region_geometry asks runtime.bound for the byte count
+    import types
+
+    from syncopate.runtime import _cuda
+    from syncopate.runtime.launchers import ce
+    log = []
+    monkeypatch.setattr(_cuda, "memcpy_async",
+                        lambda d, s, n, h: log.append(("1d", n, h)) or driver_ok)
+    monkeypatch.setattr(_cuda, "memcpy2d_async",
+                        lambda d, dp, s, sp, w, r, h: log.append(("2d", w, r, h)) or driver_ok)
+    real = ce._copy_on
+    monkeypatch.setattr(ce, "_copy_on", lambda stream, dst, src: (log.append(("torch", stream)),
+                                                                  real(None, dst, src)))
+    monkeypatch.setattr(ce, "_COPY_WARNED", True)
+    S = types.SimpleNamespace(cuda_stream=7)
+    m, n = torch.randn(8, 16), torch.randn(8, 16)
+    fail = [] if driver_ok else [("torch", S)]
+    twice = 1 if driver_ok else 2
+    for dst, src, want in ((m[2:4], n[4:6], [("1d", 128, 7)] + fail),
+                           (m[:, 4:8], n[:, 0:4], [("2d", 16, 8, 7)] * twice + fail),
+                           (m[:, ::2], n[:, 8:16], [("torch", S)])):
+        log.clear()
+        ce.region_copier(dst, src)(S)
+        assert log == want
+        if log[-1][0] == "torch":
+            assert torch.equal(dst, src)

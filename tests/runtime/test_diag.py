@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from syncopate import abi  # noqa: E402
+from syncopate import abi, settings  # noqa: E402
 from syncopate.errors import CommTimeout, LaunchError, TimeoutRecord  # noqa: E402
 from syncopate.runtime import diag  # noqa: E402
 from runtime_fakes import diag_words  # noqa: E402
@@ -93,20 +93,20 @@ def test_describe_flag_regions():
 
 
 def test_timeout_env():
-    assert diag.timeout_s({}) == 10.0
-    assert diag.timeout_ns({"SYNCOPATE_TIMEOUT_S": "2.5"}) == 2_500_000_000
-    assert diag.timeout_ns({"SYNCOPATE_TIMEOUT_S": "0"}) == 0
+    assert settings.TIMEOUT_S.get({}) == 10.0
+    assert settings.watchdog({"SYNCOPATE_TIMEOUT_S": "2.5"}) == (2_500_000_000, "exit")
+    assert settings.watchdog({"SYNCOPATE_TIMEOUT_S": "0"})[0] == 0
     with pytest.raises(LaunchError, match="not a number"):
-        diag.timeout_s({"SYNCOPATE_TIMEOUT_S": "ten"})
+        settings.TIMEOUT_S.get({"SYNCOPATE_TIMEOUT_S": "ten"})
     with pytest.raises(LaunchError, match="negative"):
-        diag.timeout_s({"SYNCOPATE_TIMEOUT_S": "-1"})
+        settings.TIMEOUT_S.get({"SYNCOPATE_TIMEOUT_S": "-1"})
 
 
 def test_timeout_action_env():
-    assert diag.timeout_action({}) == "exit"
-    assert diag.timeout_action({"SYNCOPATE_TIMEOUT_ACTION": "TRAP"}) == "trap"
+    assert settings.TIMEOUT_ACTION.get({}) == "exit"
+    assert settings.TIMEOUT_ACTION.get({"SYNCOPATE_TIMEOUT_ACTION": "TRAP"}) == "trap"
     with pytest.raises(LaunchError, match="exit, trap"):
-        diag.timeout_action({"SYNCOPATE_TIMEOUT_ACTION": "abort"})
+        settings.TIMEOUT_ACTION.get({"SYNCOPATE_TIMEOUT_ACTION": "abort"})
 
 
 def test_new_record_is_zeroed_and_addressable():

@@ -289,7 +289,7 @@ def test_the_fused_kernel_launches_directly_from_its_second_launch_of_a_layout(d
     context step back to Triton's launcher for that launch."""
     from triton import knobs
 
-    from syncopate.backends.base import Launcher
+    from syncopate.runtime.launchers.base import Launcher
     triton_launches = []
 
     class CK:

@@ -11,8 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from syncopate import abi  # noqa: E402
-from syncopate.runtime.fused import (FusedKernel, bind_args, check_requirements,  # noqa: E402
-                                     specialize)
+from syncopate.runtime.fused import FusedKernel, bind_args, specialize  # noqa: E402
 from runtime_fakes import fake_comm, ag_schedule  # noqa: E402
 
 
@@ -22,7 +21,7 @@ def test_fused_compile_matches_runtime_launch_contract(backend, kern):
     compiled launcher takes exactly: user params (constexprs in position) + the ABI extras."""
     pytest.importorskip("xdsl")
     from syncopate.kernels import kernel_fn
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     c = fake_comm()
     M, K, N = 400, 136, 328
     sched = ag_schedule(shape=(M, K), split=2, mode="pull" if backend == "ce" else "push")
@@ -47,6 +46,6 @@ def test_fused_compile_matches_runtime_launch_contract(backend, kern):
     assert sig[:len(fn.arg_names)] == list(fn.arg_names)
     assert tuple(sig[len(fn.arg_names):]) == tuple(n for n, _ in abi.extra_params(backend))
     assert a.grid((10,)) == ((10 + 16, 1, 1) if backend == "sm" else (10, 1, 1))
-    check_requirements(a, list(fn.arg_names), values)
+    abi.check_launch(dict(zip(fn.arg_names, values)), a.requirements, a.upper_bounds)
     if backend == "ce":
         assert set(a.chunk_count.values()) == {1}  # ce writes the epoch itself

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from syncopate.errors import LaunchError  # noqa: E402
-from runtime_fakes import fake_comm  # noqa: E402
+from runtime_fakes import fake_comm, patch_gemm_op  # noqa: E402
 
 from test_ops_cpu import _op_fixture  # noqa: E402
 
@@ -54,22 +54,22 @@ def test_refused_backends_name_the_working_ones(monkeypatch):
 def test_unfused_path_when_asked(monkeypatch):
     import importlib
     mod = importlib.import_module("syncopate.ops.gemm_ar")
-    monkeypatch.setattr(mod, "gemm_ar_reference", lambda *a, **k: "ref")
+    patch_gemm_op(monkeypatch, mod, reference=lambda *a, **k: "ref")
     a, b = torch.empty(8, 64, dtype=bf), torch.empty(64, 8, dtype=bf)
     monkeypatch.setenv("SYNCOPATE", "0")
     assert mod.gemm_ar(a, b, fake_comm()) == "ref"
     monkeypatch.setenv("SYNCOPATE", "1")
     assert mod.gemm_ar(a, b, fake_comm(), fused=False) == "ref"
-    # one rank: nothing to reduce, the local GEMM alone (ops._gemm.world_size_one)
-    from syncopate.ops import _gemm
-    monkeypatch.setattr(_gemm, "world_size_one", lambda op, *a, **k: f"local {op}")
+    # one rank: nothing to reduce, the local GEMM alone (ops.driver.world_size_one)
+    from syncopate.ops import driver
+    monkeypatch.setattr(driver, "world_size_one", lambda spec, *a, **k: f"local {spec.name}")
     assert mod.gemm_ar(a, b, fake_comm(W=1)) == "local gemm_ar"
 
 
 def test_prepared_call_swaps_in_a_and_copies_the_whole_result(monkeypatch):
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_ar")
     built = []
-    monkeypatch.setattr(mod, "gemm_ar_fused_kernel", lambda *a, **k: built.append(k) or fk)
+    patch_gemm_op(monkeypatch, mod, fused_kernel=lambda *a, **k: built.append(k) or fk)
     c = fake_comm()
     b = torch.randn(32, 48).to(bf)
     a1, a2 = torch.randn(64, 32).to(bf), torch.randn(64, 32).to(bf)
@@ -138,12 +138,12 @@ def test_no_split_finer_than_a_tile():
 
 def test_the_op_plans_with_its_configs_tile_height(monkeypatch):
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_ar")
-    monkeypatch.setattr(mod, "gemm_ar_fused_kernel", lambda *a, **k: fk)
+    patch_gemm_op(monkeypatch, mod, fused_kernel=lambda *a, **k: fk)
     import syncopate.ops.gemm_ar_plan as plan
     seen = []
     real = plan.choose_plan
     monkeypatch.setattr(plan, "choose_plan", lambda *a, **k: seen.append(k) or real(*a, **k))
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     a, b = torch.randn(512, 64).to(bf), torch.randn(64, 256).to(bf)
     mod.gemm_ar(a, b, fake_comm())
     assert seen and seen[-1]["block_m"] == resolve_config("tma", 512, 256, 64, bf).BLOCK_M

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from syncopate import abi  # noqa: E402
+from syncopate import abi, settings  # noqa: E402
 from syncopate.errors import CommTimeout, GraphCaptureError, LaunchError  # noqa: E402
 from syncopate.runtime import graphs  # noqa: E402
 from syncopate.runtime.fused import FusedKernel  # noqa: E402
@@ -118,7 +118,7 @@ def test_capture_refuses_host_epochs_before_enqueueing(monkeypatch, backend, sig
 
 
 def test_nvshmem_capture_needs_its_module_init_first():
-    from syncopate.backends.nvshmem import NVSHMEMLauncher
+    from syncopate.runtime.launchers.nvshmem import NVSHMEMLauncher
 
     class Cfg:
         abi = abi.FusedABI("nvshmem", 2, 2, 4, "push", signals_entry=True)
@@ -247,8 +247,7 @@ def test_symmetric_allocation_is_refused_under_capture():
 def test_the_withdrawn_memop_advance_is_refused_with_the_reason():
     """SYNCOPATE_EPOCH_ADVANCE=memop (opt-in last session, withdrawn unverified): a setting
     asking for it is refused, naming what to do; unset or ``kernel`` is fine."""
-    from syncopate.runtime.epochs import check_advance_setting
-    check_advance_setting({})
-    check_advance_setting({"SYNCOPATE_EPOCH_ADVANCE": "kernel"})
-    with pytest.raises(LaunchError, match="withdrawn.*unset it"):
-        check_advance_setting({"SYNCOPATE_EPOCH_ADVANCE": "memop"})
+    settings.EPOCH_ADVANCE.get({})
+    settings.EPOCH_ADVANCE.get({"SYNCOPATE_EPOCH_ADVANCE": "kernel"})
+    with pytest.raises(LaunchError, match="memop.*withdrawn.*unset it"):
+        settings.EPOCH_ADVANCE.get({"SYNCOPATE_EPOCH_ADVANCE": "memop"})

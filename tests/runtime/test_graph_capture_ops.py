@@ -72,10 +72,10 @@ def test_world_size_one_refuses_a_cold_layout_under_capture(monkeypatch):
     """World size 1 runs the local GEMM alone: its first call per layout decides the path and
     compiles and loads the kernel, which a graph cannot capture -- refused, saying to call it
     eagerly first; after that the same layout is captured with no host read."""
-    from syncopate.ops import _gemm, ag_gemm, gemm_ar, gemm_rs
+    from syncopate.ops import driver, ag_gemm, gemm_ar, gemm_rs
     ran = []
-    monkeypatch.setattr(_gemm, "local_gemm", lambda k, a, b, out, cfg: ran.append(k))
-    monkeypatch.setattr(_gemm, "_W1_PLANS", {})
+    monkeypatch.setattr(driver, "local_gemm", lambda k, a, b, out, cfg: ran.append(k))
+    monkeypatch.setattr(driver, "_W1_PLANS", {})
     c = fake_comm(W=1)
     a, b = torch.randn(24, 40).to(BF), torch.randn(40, 16).to(BF)
     # gemm_ar at world size 1 is the local GEMM too: no collective for the identity all-reduce

@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from runtime_fakes import fake_comm  # noqa: E402
+from syncopate import settings  # noqa: E402
 from syncopate.runtime import diag, epochs  # noqa: E402
 from syncopate.runtime import fused as fmod  # noqa: E402
 
@@ -33,11 +34,11 @@ def test_the_kernel_timeout_follows_the_environment_at_the_next_launch(monkeypat
     assert epochs.kernel_timeout_ns() == -2_000_000_000  # negative: the trap action
     monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "3")
     assert epochs.kernel_timeout_ns() == -3_000_000_000
-    assert diag.watchdog() == (3_000_000_000, "trap")  # what the enqueued waits read
+    assert settings.watchdog() == (3_000_000_000, "trap")  # what the enqueued waits read
     monkeypatch.delenv("SYNCOPATE_TIMEOUT_ACTION")
     monkeypatch.delenv("SYNCOPATE_TIMEOUT_S")
     assert epochs.kernel_timeout_ns() == default
-    assert diag.watchdog() == (default, "exit")
+    assert settings.watchdog() == (default, "exit")
 
 
 def test_a_bad_watchdog_value_is_refused_at_every_launch_not_memoised(monkeypatch):
@@ -49,7 +50,7 @@ def test_a_bad_watchdog_value_is_refused_at_every_launch_not_memoised(monkeypatc
     monkeypatch.setenv("SYNCOPATE_TIMEOUT_S", "1")
     monkeypatch.setenv("SYNCOPATE_TIMEOUT_ACTION", "abort")
     with pytest.raises(LaunchError, match="SYNCOPATE_TIMEOUT_ACTION"):
-        diag.watchdog()
+        settings.watchdog()
 
 
 def test_the_communicator_checks_every_live_kernel_registered_before_or_after(monkeypatch):
@@ -129,7 +130,7 @@ def test_the_ops_key_a_config_by_value():
     """A frozen GemmConfig keys by itself (equal configs share a prepared call, different ones
     do not); an unhashable override (a dict) by its repr, as before."""
     from syncopate.kernels import GemmConfig
-    from syncopate.ops._gemm import config_key
+    from syncopate.ops.driver import config_key
     a = GemmConfig.of({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64})
     b = GemmConfig.of({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64})
     c = GemmConfig.of({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64})

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from syncopate.errors import LaunchError  # noqa: E402
-from runtime_fakes import fake_comm  # noqa: E402
+from runtime_fakes import fake_comm, patch_gemm_op  # noqa: E402
 
 
 def test_ag_gemm_fallback_selection(monkeypatch):
@@ -20,11 +20,10 @@ def test_ag_gemm_fallback_selection(monkeypatch):
     mod = importlib.import_module("syncopate.ops.ag_gemm")
     c = fake_comm()
     calls = []
-    monkeypatch.setattr(mod, "ag_gemm_reference", lambda *a, **k: calls.append("ref") or "ref")
-    monkeypatch.setattr(mod, "ag_gemm_fused_kernel",
-                        lambda *a, **k: calls.append(("fused", k["backend"], k["split"],
-                                                      k["comm_programs"])) or (_ for _ in ()).throw(
-                            RuntimeError("stop")))
+    patch_gemm_op(monkeypatch, mod, reference=lambda *a, **k: calls.append("ref") or "ref",
+                  fused_kernel=lambda *a, **k: calls.append(
+                      ("fused", k["backend"], k["split"], k["comm_programs"]))
+                  or (_ for _ in ()).throw(RuntimeError("stop")))
     a = torch.empty(32, 64, dtype=torch.bfloat16)
     b = torch.empty(64, 48, dtype=torch.bfloat16)
     monkeypatch.setenv("SYNCOPATE", "0")
@@ -43,7 +42,7 @@ def test_gemm_rs_fallback_selection(monkeypatch):
     import importlib
     mod = importlib.import_module("syncopate.ops.gemm_rs")
     c = fake_comm()
-    monkeypatch.setattr(mod, "gemm_rs_reference", lambda *a, **k: "ref")
+    patch_gemm_op(monkeypatch, mod, reference=lambda *a, **k: "ref")
     monkeypatch.setenv("SYNCOPATE", "0")
     a = torch.empty(64, 32, dtype=torch.bfloat16)
     b = torch.empty(32, 48, dtype=torch.bfloat16)
@@ -67,11 +66,11 @@ def test_op_argument_errors():
 
 
 def test_choose_defaults_and_overrides():
-    from syncopate.ops import _gemm
-    assert _gemm.choose("ag_gemm", "sm", 8192, 4096, 4096, 2, "bf16", 4, 8) == (4, 8)
-    s, cp = _gemm.choose("ag_gemm", "ce", 8192, 4096, 4096, 2, "bf16", None, None)
+    from syncopate.ops import driver
+    assert driver.gemm_plan("ag", "sm", 8192, 4096, 4096, 2, "bf16", 4, 8) == (4, 8)
+    s, cp = driver.gemm_plan("ag", "ce", 8192, 4096, 4096, 2, "bf16", None, None)
     assert cp == 0 and s >= 1
-    s, cp = _gemm.choose("ag_gemm", "sm", 8192, 4096, 4096, 2, "bf16", None, None)
+    s, cp = driver.gemm_plan("ag", "sm", 8192, 4096, 4096, 2, "bf16", None, None)
     assert cp > 0
 
 
@@ -81,7 +80,7 @@ def _op_fixture(monkeypatch, mod_name):
     import importlib
 
     from syncopate.kernels import kernel_fn
-    from syncopate.ops import _gemm
+    from syncopate.ops import driver
     mod = importlib.import_module(mod_name)
     calls = {"gemm_call": 0, "launches": []}
 
@@ -112,10 +111,10 @@ def _op_fixture(monkeypatch, mod_name):
         fn = kernel_fn("tma")
         vals = {n: None for n in fn.arg_names}
         vals.update(a_ptr=a, b_ptr=b, c_ptr=c, M=a.shape[0], N=b.shape[1], K=a.shape[1])
-        return _gemm.GemmCall(fn=fn, args=[vals[n] for n in fn.arg_names], grid=(7,), options={},
+        return driver.GemmCall(fn=fn, args=[vals[n] for n in fn.arg_names], grid=(7,), options={},
                               config=cfg, kernel="tma")
-    monkeypatch.setattr(_gemm, "gemm_call", gemm_call)
-    monkeypatch.setattr(mod, mod.__name__.rsplit(".", 1)[1] + "_fused_kernel", lambda *a, **k: fk)
+    monkeypatch.setattr(driver, "gemm_call", gemm_call)
+    patch_gemm_op(monkeypatch, mod, fused_kernel=lambda *a, **k: fk)
     import syncopate.kernels as kmod
     monkeypatch.setattr(kmod, "num_sms", lambda device=None: 132)
     monkeypatch.setenv("SYNCOPATE", "1")
@@ -176,7 +175,7 @@ def test_gemm_rs_epilogue_refuses_orders_that_could_deadlock(monkeypatch):
     """reduce='epilogue' only where every program computes what it sends before what it owns:
     M/W whole BLOCK_M tiles filling whole GROUP_M groups; ce only. Refused before any launch."""
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     c = fake_comm()
     bf = torch.bfloat16
     b = torch.randn(32, 48).to(bf)
@@ -205,8 +204,9 @@ def _fake_decision(monkeypatch, path, **kw):
     from syncopate.ops import choice
     seen = []
 
-    def decide(op, m, n, k, W, dtype="bf16", gpu=None, *, cublas=True, fused=None,
+    def decide(op, shape, W, dtype="bf16", gpu=None, *, cublas=True, fused=None,
                unavailable=()):
+        m, n, k = shape[:3]
         seen.append(dict(op=op, m=m, n=n, k=k, W=W, cublas=cublas, fused=fused,
                          unavailable=dict(unavailable)))
         kw2 = dict(kw, local=kw.get("local") if cublas else "triton")  # cuBLAS only if allowed
@@ -214,7 +214,7 @@ def _fake_decision(monkeypatch, path, **kw):
             kw2.update(backend="sm", reduce="comm")
         c = choice.Candidate(name="fake", path=path, **kw2)
         return choice.Decision(op, m, n, k, W, dtype, gpu, None, (c,), c)
-    monkeypatch.setattr(choice, "decide", decide)
+    monkeypatch.setattr(choice, "decide_shape", decide)
     return seen
 
 
@@ -224,10 +224,10 @@ def test_gemm_rs_follows_the_decision(monkeypatch):
     decision only where its tiles fit; an explicit backend keeps reduce='comm' and asks no
     decision."""
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.gemm_rs")
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     built, refs = [], []
-    monkeypatch.setattr(mod, "gemm_rs_fused_kernel", lambda *a, **k: built.append(k) or fk)
-    monkeypatch.setattr(mod, "gemm_rs_reference", lambda *a, **k: refs.append(k) or "ref")
+    patch_gemm_op(monkeypatch, mod, reference=lambda *a, **k: refs.append(k) or "ref",
+                  fused_kernel=lambda *a, **k: built.append(k) or fk)
     c = fake_comm()
     bf = torch.bfloat16
     b = torch.randn(32, 48).to(bf)
@@ -267,8 +267,8 @@ def test_gemm_rs_follows_the_decision(monkeypatch):
 def test_ag_gemm_follows_the_decision(monkeypatch):
     mod, calls, fk = _op_fixture(monkeypatch, "syncopate.ops.ag_gemm")
     built, refs = [], []
-    monkeypatch.setattr(mod, "ag_gemm_fused_kernel", lambda *a, **k: built.append(k) or fk)
-    monkeypatch.setattr(mod, "ag_gemm_reference", lambda *a, **k: refs.append(k) or "ref")
+    patch_gemm_op(monkeypatch, mod, reference=lambda *a, **k: refs.append(k) or "ref",
+                  fused_kernel=lambda *a, **k: built.append(k) or fk)
     c = fake_comm()
     bf = torch.bfloat16
     a, b = torch.randn(32, 64).to(bf), torch.randn(64, 48).to(bf)
@@ -290,7 +290,7 @@ def test_gemm_rs_default_by_gemm_length():
     4096 x 14336 (a ~0.08 ms GEMM: the epilogue variant's ~0.28 ms of host time would show)."""
     import importlib
 
-    from syncopate.ops._gemm import resolve_config
+    from syncopate.ops.driver import resolve_config
     mod = importlib.import_module("syncopate.ops.gemm_rs")
     bf = torch.bfloat16
     for (M, N, K), want in (((8192, 4096, 14336), "ce"), ((8192, 8192, 28672), "ce"),

@@ -1,6 +1,7 @@
 """Triton-style argument handling of the fused runtime: specialisation like triton.jit
 (signature, constexprs, divisibility attributes), binding positional/keyword arguments and
-launch options, and the compiled kernel's launch requirements.
+launch options (the compiled kernel's launch requirements:
+tests/runtime/test_fused_launch_requirements.py).
 
 CPU only (split from tests/test_runtime_cpu.py; shared fakes in runtime_fakes.py).
 """
@@ -11,9 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from syncopate import abi  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
-from syncopate.runtime.fused import bind_args, check_requirements, specialize  # noqa: E402
+from syncopate.runtime.fused import bind_args, specialize  # noqa: E402
 from runtime_fakes import ptr_kernel, ptr_args  # noqa: E402
 
 
@@ -45,10 +45,3 @@ def test_bind_args_positional_keyword_and_options():
     assert got[-4:] == [128, 128, 64, 8] and opts == {"num_warps": 4}
     with pytest.raises(LaunchError, match="do not match the kernel's parameters"):
         bind_args(k, vals[:3], {})
-
-
-def test_check_requirements():
-    a = abi.FusedABI("sm", 2, 2, 4, "push", requirements={"stride_am": 64})
-    check_requirements(a, ["a_ptr", "stride_am"], [None, 64])
-    with pytest.raises(LaunchError, match="stride_am=32"):
-        check_requirements(a, ["a_ptr", "stride_am"], [None, 32])

@@ -279,7 +279,7 @@ _PEERS = torch.empty(4, dtype=torch.int64)
 def _launches(driver, L, cfg, tensors, programs: bool, monkeypatch, epochs=(1, 2, 3)):
     """What ``L.launch`` enqueued for ``epochs`` (with its programs, or forced onto its Python
     path), and whether the programs were used."""
-    from syncopate.backends.ce import CELauncher
+    from syncopate.runtime.launchers.ce import CELauncher
     real = CELauncher.programs
     used = []
 
@@ -317,7 +317,7 @@ def test_ce_programs_enqueue_what_the_python_path_enqueues(driver, monkeypatch, 
         fk.test_skip_entry = True
     T = fk.comm.empty((8, 16) if case == "trap_skip" else (8, 4), torch.bfloat16)
     reduced = []
-    monkeypatch.setattr("syncopate.backends.ce.reduce_into",
+    monkeypatch.setattr("syncopate.runtime.launchers.ce.reduce_into",
                         lambda own, parts: reduced.append((own.data_ptr(), len(parts))))
     want, used = _launches(driver, L, cfg, {operand: T}, False, monkeypatch)
     assert not used
@@ -486,7 +486,7 @@ def test_a_bound_reduce_scatter_sums_into_the_callers_output(driver, monkeypatch
     part = prep.reductions[0][1][0]
     assert call(part.data_ptr(), T.data_ptr())[-1][0] == "memcpy"
     # the regions do not tile one range: no such program
-    from syncopate.backends import ce_programs
+    from syncopate.runtime.launchers import ce_programs
     gap = types.SimpleNamespace(reductions=[(T[0:2], [part]), (T[3:4], [part])])
     assert ce_programs._span(gap) is None
 
@@ -500,7 +500,7 @@ def test_a_reduction_the_sum_kernel_cannot_make_stays_on_the_python_path(driver,
     T = fk.comm.empty((8, 4), torch.bfloat16)
     assert L.bind(cfg, (1, 1, 1), _FusedDL(driver), _PEERS, {"c_ptr": T}, True) is None
     reduced = []
-    monkeypatch.setattr("syncopate.backends.ce.reduce_into",
+    monkeypatch.setattr("syncopate.runtime.launchers.ce.reduce_into",
                         lambda own, parts: reduced.append(own.is_contiguous()))
     log, used = _launches(driver, L, cfg, {"c_ptr": T}, True, monkeypatch, epochs=(1,))
     assert not used and reduced == [False]

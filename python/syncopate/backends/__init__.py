@@ -1,31 +1,32 @@
-"""The backends: how a fused kernel's chunks move, as objects (as Triton's compiler treats its
-targets). Each of ``sm``, ``ce``, ``nvshmem`` owns its ABI facts (flag type, launch grid, chunk
-writers), its pipeline tail (``partition-sms``? ``resolve-chunks``, ``lower-<name>``), its
-defaults and compile-option checks, and its host-side :class:`Launcher`, to which
-``FusedKernel`` delegates each launch. docs/backends.md: what a backend owns, how to add one
-(one new module and a line below).
+"""The backends: how a fused kernel's chunks move, as data. Each of ``sm``, ``ce``, ``nvshmem``
+is one frozen :class:`BackendSpec` -- flag type, comm programs or side stream, who executes a
+``sum`` chunk, pipeline tail, reduce modes, option checks, the cost model's link -- that the
+ABI, the passes, the schedule's execution and cost models, the emulator, the runtime and the
+ops read; no backend name is compared outside this package. The host side of each (its
+launcher) lives with the runtime (:mod:`syncopate.runtime.launchers`). docs/backends.md: what a
+backend owns, how to add one.
 
-Light to import (no torch, no Triton): :mod:`syncopate.abi` and the passes ask it for flag
-types, grids and defaults.
+Pure data: imports nothing of the project but :mod:`syncopate.errors`, nothing but the standard
+library (no torch, Triton or xDSL).
 """
 
 from __future__ import annotations
 
 from ..errors import CompileError
-from .base import _REGISTRY, REDUCE_MODES, Backend, Launcher
 from .ce import CE
 from .nvshmem import NVSHMEM
 from .sm import SM
+from .spec import _REGISTRY, REDUCE_MODES, BackendSpec
 
-__all__ = ["Backend", "Launcher", "REDUCE_MODES", "get", "names", "register"]
+__all__ = ["BackendSpec", "REDUCE_MODES", "get", "names", "register", "specs"]
 
 
-def register(backend: Backend) -> Backend:
-    """Add ``backend`` to the registry (its ``name`` must be new)."""
-    if not backend.name or backend.name in _REGISTRY:
-        raise ValueError(f"backend name {backend.name!r} is empty or taken")
-    _REGISTRY[backend.name] = backend
-    return backend
+def register(spec: BackendSpec) -> BackendSpec:
+    """Add ``spec`` to the registry (its ``name`` must be new)."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"backend name {spec.name!r} is taken")
+    _REGISTRY[spec.name] = spec
+    return spec
 
 
 def names() -> tuple[str, ...]:
@@ -33,19 +34,24 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def get(name, error: type[Exception] = CompileError, context: str = "") -> Backend:
-    """The backend called ``name`` (a :class:`Backend` passes through); an unknown name raises
-    ``error`` (``CompileError`` by default, ``LaunchError`` in the runtime), prefixed with
-    ``context``, naming the choices."""
-    if isinstance(name, Backend):
+def specs() -> tuple[BackendSpec, ...]:
+    """The registered backends, in registration order."""
+    return tuple(_REGISTRY.values())
+
+
+def get(name, error: type[Exception] = CompileError, context: str = "") -> BackendSpec:
+    """The backend called ``name`` (a :class:`BackendSpec` passes through); an unknown name
+    raises ``error`` (``CompileError`` by default, ``LaunchError`` in the runtime,
+    ``ScheduleError`` in the schedule package), prefixed with ``context``, naming the choices."""
+    if isinstance(name, BackendSpec):
         return name
-    be = _REGISTRY.get(name)
-    if be is None:
+    spec = _REGISTRY.get(name)
+    if spec is None:
         raise error(f"{context}unknown backend {name!r}; choose one of {', '.join(_REGISTRY)}")
-    return be
+    return spec
 
 
 # The registry: one line per backend (the order is the one error messages and CLIs list).
-register(SM())
-register(CE())
-register(NVSHMEM())
+register(SM)
+register(CE)
+register(NVSHMEM)

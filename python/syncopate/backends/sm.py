@@ -1,11 +1,13 @@
 """``sm``: comm programs inside the fused kernel move the data (push or pull) over NVLink
-(``partition-sms`` + ``lower-sm``); the host launches the kernel and nothing else."""
+(``partition-sms`` + ``lower-sm``); the host launches the kernel and nothing else
+(``runtime/launchers/sm.py``). Also the comm programs' copy tiling, which ``lower-sm`` emits
+and the emulator replays."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Backend, Launcher
+from .spec import BackendSpec
 
 TILE_ELEMS = 32768       # elements per copy tile: 64 KB of bf16 in flight per program
 SUM_TILE_ELEMS = 16384   # sums hold two tiles and an fp32 accumulator per tile
@@ -65,40 +67,14 @@ class CopyTiling:
         return out
 
 
-class SMLauncher(Launcher):
-    """Signal ``ENTRY[me] = e`` on every rank on the launch stream, unless the kernel does
-    (``abi.signals_entry``: comm program 0 publishes it), then launch the kernel. Its comm
-    programs do the rest, including holding the launch open until CONSUMED reached
-    ``e * reads(me)`` (pull). Enqueues only on the stream it is given."""
-
-    def capture_refusal(self, cfg) -> str | None:
-        """Capturable when the kernel publishes ENTRY itself: then the launch is the device
-        epoch advance and the kernel, both reading the epoch from device memory. The runtime's
-        ``signal_entry`` takes a host epoch, which a graph would replay stale."""
-        if not cfg.abi.signals_entry:
-            return ("its kernel does not publish ENTRY itself (abi.signals_entry is False), and "
-                    "the runtime's signal_entry takes a host-computed epoch")
-        return None
-
-    def kernel_only(self, cfg) -> bool:
-        return cfg.abi.signals_entry or self.fk.test_skip_entry
-
-    def launch(self, cfg, grid, args, stream, epoch: int | None, peers, operand_tensors,
-               direct=None) -> None:
-        fk, a = self.fk, cfg.abi
-        if not a.signals_entry and not fk.test_skip_entry:
-            from ..runtime import sync_kernels as sk  # Triton kernels: imported on first use
-            sk.signal_entry(peers, a.layout.entry(fk.comm.rank), epoch, fk.comm.world_size,
-                            flag64=a.flag_dtype == "int64", stream=stream)
-        self.run_kernel(cfg, grid, args, stream, direct)
-
-
-class SM(Backend):
-    name = "sm"
-    flag_dtype = "int32"
-    has_comm_programs = True
-    default_comm_programs = 16
-    signals_entry = True
-    compiles_withheld = True
-    pre_resolve_passes = ("partition-sms",)
-    launcher_class = SMLauncher
+SM = BackendSpec(
+    name="sm",
+    has_comm_programs=True,
+    default_comm_programs=16,
+    sum_on_destination=True,
+    signals_entry=True,
+    compiles_withheld=True,
+    pre_resolve_passes=("partition-sms",),
+    # a system-scope release/acquire round trip plus the programs' start on a chunk
+    link_alpha_s=3e-6,
+)

@@ -32,6 +32,11 @@ rows (dispatch + expert GEMMs + combine, fused and unfused; :mod:`.moe`). ``--ch
 them for correctness only, also in one-GPU loopback (``--loopback W``), which the timed
 benchmark refuses.
 
+``--model block`` instead times a whole transformer block (``syncopate.nn.TransformerBlock``
+at Llama-3 8B / 70B and a long-context shape, forward and forward + backward): fused, unfused,
+torch's async-TP on the same block written with DTensor, and ideal (:mod:`.block`). Under
+torchrun like the op rows; it runs at W = 1 (``--nproc-per-node 1``) too.
+
 ``--compile`` instead times the *compile* of the fused GEMMs on the CPU (no GPU, no torchrun):
 the syncopate stage pass by pass and the whole compile, as a table and ``compile.json``
 (:mod:`syncopate.bench.compile_time`).
@@ -49,26 +54,32 @@ this module is the command line and the run (rows, time budget, process group).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
 
+from .. import settings
+from ..cli import run_handler
+from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
+from ..ops import REGISTRY
+from . import block, calibrate, compile_time
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_results
-from .gemm_ar import AR_M, AR_M_QUICK, AR_SHAPES, bench_ar
+from .gemm_ar import bench_ar
 from .rows import bench_ag, bench_rs
+from .runs import init_distributed, row_fn, rows_for
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
 __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
            "columns", "derive", "format_table", "git_commit", "init_distributed",
-           "loopback_refusal", "main", "parse_args", "plot", "report_check_rows", "rows_for",
-           "start_row", "sweep_for", "write_results"]
+           "loopback_refusal", "main", "model_problem", "parse_args", "plot", "report_check_rows",
+           "rows_for",
+           "row_fn", "start_row", "sweep_for", "write_results"]
 
-AG_SHAPES = [(14336, 4096), (28672, 8192), (29568, 8192)]  # (N, K), B per rank [K, N/W]
-RS_SHAPES = [(14336, 4096), (28672, 8192)]  # (K, N), A per rank [M, K/W]
-M_MAIN = 8192
-M_EXTRA = (1024, 4096)
+#: ``--ops`` values of the ops with tables of their own (ring attention, Ulysses, MoE)
+TABLES = ("ring_attn", "ulysses", "moe")
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
@@ -78,7 +89,6 @@ BACKEND_CHOICES = ("sm", "ce", "nvshmem", "ce+epilogue")
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's arguments, every value checked here (a typo in ``--m`` must not surface
     as a traceback on every rank after torchrun started the GPUs)."""
-    from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, positive_int
     p = argparse.ArgumentParser(prog="python -m syncopate.bench",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--out", default="bench_out", help="directory for bench.json and bench.png")
@@ -90,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the sum in the owner's epilogue)")
     p.add_argument("--symm", default="cuda", choices=("cuda", "nvshmem"),
                    help="torch symmetric-memory backend of the process")
-    p.add_argument("--ops", type=csv_names(("ag", "rs", "ar", "gemm_ar", "ag_fp8", "rs_fp8",
-                                            "ring_attn", "ulysses", "moe")),
+    tokens = [t for s in REGISTRY.values() if s.bench for t in s.bench.tokens]
+    p.add_argument("--ops", type=csv_names((*tokens, *TABLES)),
                    default="ag,rs",
                    help="comma-separated: ag (AG+GEMM), rs (GEMM+RS), ar (GEMM+all-reduce: "
                         "M = 1..512 and 8192 unless --m), ag_fp8 / rs_fp8 (the same in FP8, "
@@ -113,56 +123,35 @@ def build_parser() -> argparse.ArgumentParser:
                         "the slowest row so far (default 150, quick 60)")
     p.add_argument("--m", type=csv_ints, default=None,
                    help="comma-separated M values to run (default: 8192, 1024, 4096; quick: 8192)")
-    from .compile_time import add_arguments
-    add_arguments(p)
-    from .calibrate import add_arguments as add_calibrate_arguments
-    add_calibrate_arguments(p)
+    p.add_argument("--model", choices=("block",), default=None,
+                   help="time a model component end to end instead of the op rows: block (a "
+                        "Llama-style transformer block, syncopate.nn.TransformerBlock, fused vs "
+                        "unfused vs torch's async-TP vs ideal, forward and forward + backward; "
+                        "writes bench_block.json)")
+    p.add_argument("--blocks", type=csv_names(block.NAMES), default=None,
+                   help=f"with --model block: the shapes (default all: {', '.join(block.NAMES)})")
+    compile_time.add_arguments(p)
+    calibrate.add_arguments(p)
     return p
+
+
+def model_problem(args) -> str | None:
+    """Why ``--model`` cannot go with the other options given, or None (one mode per run)."""
+    if args.blocks and args.model is None:
+        return "--blocks picks the shapes of --model block: add --model block"
+    if args.model is None:
+        return None
+    for flag, on in (("--check", args.check), ("--calibrate", args.calibrate),
+                     ("--compile", args.compile)):
+        if on:
+            return (f"--model {args.model} times the model; it does not combine with {flag} "
+                    f"(the block's correctness is the test suite: tests/test_torch_compile_block"
+                    f".py, tests/gpu)")
+    return None
 
 
 def parse_args(argv=None):
     return build_parser().parse_args(argv)
-
-
-def rows_for(args, W):
-    rows = []
-    ms = (M_MAIN,) if args.quick else (M_MAIN,) + M_EXTRA
-    if args.m:
-        ms = tuple(int(x) for x in args.m.split(",") if x)
-    ops = args.ops.split(",")
-    for M in ms:
-        if "ag" in ops:
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm", M, N, K))
-        if "rs" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs", M, N, K))
-        if "ag_fp8" in ops:  # FP8 (e4m3 in, bf16 out; --scales): bench/fp8.py
-            for N, K in (AG_SHAPES[:1] if args.quick else AG_SHAPES):
-                rows.append(("ag_gemm_fp8", M, N, K))
-        if "rs_fp8" in ops:
-            for K, N in (RS_SHAPES[:1] if args.quick else RS_SHAPES):
-                rows.append(("gemm_rs_fp8", M, N, K))
-    if args.quick and "ag" in ops and not args.m:
-        rows.append(("ag_gemm", 1024, AG_SHAPES[0][0], AG_SHAPES[0][1]))
-    if "ar" in ops or "gemm_ar" in ops:  # decode and small prefill, then M = 8192 (issue 12)
-        ar_ms = ms if args.m else (AR_M_QUICK if args.quick else AR_M)
-        rows += [("gemm_ar", M, N, K) for M in ar_ms for N, K in AR_SHAPES]
-    return rows
-
-
-
-def init_distributed() -> None:
-    """One process per GPU under torchrun: the lent machine's settings (no NVLink multicast)
-    unless the caller set them, this rank's GPU, the NCCL process group."""
-    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                 ("NVSHMEM_DISABLE_NVLS", "1")):
-        os.environ.setdefault(k, v)
-    import torch
-    import torch.distributed as dist
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 
 
 def start_row(elapsed: float, slowest: float, budget: float) -> bool:
@@ -182,8 +171,7 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
     if in_loopback is None:
         from ..runtime import collectives
         in_loopback = collectives.current_loopback() is not None
-    lb = env.get("SYNCOPATE_GPU_LOOPBACK", "").strip()
-    if in_loopback or (lb and lb != "0"):
+    if in_loopback or settings.GPU_LOOPBACK.get(env):
         return ("the benchmark refuses loopback (W virtual ranks sharing one GPU): its timings "
                 "would measure the ranks competing for the same SMs and copy engines, not the "
                 "kernels. Loopback is for correctness (tests/gpu with SYNCOPATE_GPU_LOOPBACK=W); "
@@ -202,9 +190,11 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    why = model_problem(args)
+    if why is not None:
+        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
+        return 2
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
-        from ..cli import run_handler
-        from . import compile_time
         command = " ".join([sys.executable, "-m", "syncopate.bench"]
                            + (argv if argv is not None else sys.argv[1:]))
         return run_handler(lambda a: compile_time.main(a, command, git_commit()), args,
@@ -212,15 +202,14 @@ def main(argv=None) -> int:
     if args.check:
         return check_main(args)
     if args.loopback:  # asked for loopback without --check: the timings would be meaningless
-        why = loopback_refusal({"SYNCOPATE_GPU_LOOPBACK": str(args.loopback)})
-        print(f"python -m syncopate.bench: error: {why}; for correctness in loopback add --check",
-              file=sys.stderr)
+        why = loopback_refusal(in_loopback=True)
+        hint = ("the block's forward and backward are checked in loopback by the test suite "
+                "(tests/gpu)" if args.model else "for correctness in loopback add --check")
+        print(f"python -m syncopate.bench: error: {why}; {hint}", file=sys.stderr)
         return 2
     command = " ".join([sys.executable, "-m", "syncopate.bench"]
                        + (argv if argv is not None else sys.argv[1:]))
     if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
-        from ..cli import run_handler
-        from . import calibrate
         return run_handler(lambda a: calibrate.main(a, command, git_commit()), args,
                            "python -m syncopate.bench")
     why = loopback_refusal()
@@ -228,7 +217,6 @@ def main(argv=None) -> int:
         print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
         return 2
     if args.calibrate:
-        from . import calibrate
         return calibrate.main(args, command, git_commit())
     if "RANK" not in os.environ:
         print("python -m syncopate.bench: error: run under torchrun: torchrun "
@@ -247,6 +235,14 @@ def main(argv=None) -> int:
     if "nvshmem" in backends and args.symm != "nvshmem":
         log("nvshmem backend needs --symm nvshmem; dropping it")
         backends.remove("nvshmem")
+    if args.model == "block":
+        iters = args.iters or (5 if args.quick else 10)
+        # at least one warm-up: the compiled columns compile in their first call
+        block.run(comm, args, log, Timer(comm.device, iters, max(1, args.warmup)), command,
+                  start_row)
+        comm.close()
+        dist.destroy_process_group()
+        return 0
     iters = args.iters or (10 if args.quick else 20)
     timer = Timer(comm.device, iters, args.warmup)
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
@@ -263,11 +259,7 @@ def main(argv=None) -> int:
             continue
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
-        fn = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}.get(op)
-        if fn is None:
-            from . import fp8 as fp8_bench
-            fn = {"ag_gemm_fp8": fp8_bench.bench_ag_fp8, "gemm_rs_fp8": fp8_bench.bench_rs_fp8}[op]
-        r = fn(comm, timer, M, N, K, args, backends, log)
+        r = row_fn(op)(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
         comm.clear_cache()  # free this row's symmetric buffers before the next shape
@@ -348,8 +340,10 @@ def _check_worker(rank, W, args):
 
 
 def _check_ops(args) -> set[str]:
-    """The ops of a ``--check`` run (``gemm_ar`` is an alias of ``ar``)."""
-    return {"ar" if o == "gemm_ar" else o for o in args.ops.split(",") if o}
+    """The ops of a ``--check`` run, each by its first ``--ops`` name (``gemm_ar`` is ``ar``:
+    ``OpSpec.bench.tokens``)."""
+    first = {t: s.bench.tokens[0] for s in REGISTRY.values() if s.bench for t in s.bench.tokens}
+    return {first.get(o, o) for o in args.ops.split(",") if o}
 
 
 def check_main(args) -> int:
@@ -359,7 +353,7 @@ def check_main(args) -> int:
         print(f"syncopate.bench --check runs --ops ring_attn, ulysses, ar and/or moe (got "
               f"{args.ops}); the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
-    lb = args.loopback or int(os.environ.get("SYNCOPATE_GPU_LOOPBACK", "0") or 0)
+    lb = args.loopback or settings.GPU_LOOPBACK.get()
     if lb:
         import torch
 
@@ -371,7 +365,7 @@ def check_main(args) -> int:
             return 1
         args.quick = True  # W kernels share one GPU: the small shapes stay co-resident
         results = run_loopback(_check_worker, lb, args, device=torch.device("cuda", 0),
-                               timeout_s=float(os.environ.get("SYNCOPATE_BENCH_CHECK_S", 600)))
+                               timeout_s=settings.BENCH_CHECK_S.get())
         failed = [v for status, v in results if status != "ok"]
         if failed:
             print(f"syncopate.bench --check failed: {failed[0].strip().splitlines()[-1]}",
@@ -392,7 +386,6 @@ def check_main(args) -> int:
         return 2
     # the GPU work is done: a bug in the report is one line, not a traceback after it
     # (SYNCOPATE_TRACEBACK=1 shows it)
-    from ..cli import run_handler
     return run_handler(lambda _: report_check_rows(rows), args, "python -m syncopate.bench --check")
 
 

@@ -34,6 +34,9 @@ import statistics
 import sys
 import time
 
+from .runs import init_distributed, row_fn, rows_for
+from .timer import Timer
+
 __all__ = ["add_arguments", "from_results", "main", "write", "COLLECTIVE_SIZES_MIB"]
 
 #: the benchmark's tables of the ops with rows of their own (ring attention, Ulysses, MoE): a
@@ -143,7 +146,7 @@ def _measure_host(comm, timer, dtype) -> dict:
     import torch.distributed as dist
 
     from ..ops import ag_gemm, gemm_rs
-    from ..ops._gemm import gemm_call, resolve_config, run_local
+    from ..ops.driver import gemm_call, resolve_config, run_local
     W, dev = comm.world_size, comm.device
     sleep = timer.sleep_cycles * 20
     M, N, K = 1024, 4096, 4096
@@ -193,17 +196,6 @@ def _collective_sweep(comm, timer, dtype) -> dict:
     return pts
 
 
-def _row_fn(op: str):
-    """The benchmark's row function of a ``bench.json`` op (``--ops ag,rs,ar,ag_fp8,rs_fp8``)."""
-    from .gemm_ar import bench_ar
-    from .rows import bench_ag, bench_rs
-    fns = {"ag_gemm": bench_ag, "gemm_rs": bench_rs, "gemm_ar": bench_ar}
-    if op in fns:
-        return fns[op]
-    from . import fp8
-    return {"ag_gemm_fp8": fp8.bench_ag_fp8, "gemm_rs_fp8": fp8.bench_rs_fp8}[op]
-
-
 def _op_tables(comm, timer, args, rank0) -> list[dict]:
     """Rows of the ops with tables of their own (``--ops ring_attn,ulysses,moe``), measured
     with the benchmark's own row functions (fused and serial columns side by side)."""
@@ -236,8 +228,6 @@ def main(args, argv_text: str, commit: str | None) -> int:
     from ..calibration import gpu_type
     from ..calibration.fit import from_bench_rows
     from ..runtime import Communicator, _cuda
-    from .__main__ import init_distributed, rows_for
-    from .timer import Timer
     init_distributed()
     comm = Communicator(symm_backend=args.symm)
     if comm.world_size < 2:
@@ -250,7 +240,7 @@ def main(args, argv_text: str, commit: str | None) -> int:
     backends = ["sm", "ce"] + (["ce+epilogue"] if _cuda.stream_wait_available() else [])
     results = []
     for op, M, N, K in rows_for(args, comm.world_size):
-        fn = _row_fn(op)
+        fn = row_fn(op)
         results.append(fn(comm, timer, M, N, K, args, backends, lambda m: None))
         comm.clear_cache()
         if rank0:

@@ -68,25 +68,25 @@ def build(case: Case) -> dict:
     """Everything one compile of ``case`` needs, chosen as the ops choose it."""
     from ..kernels import compile_args, compile_attrs, default_config, kernel_fn
     from .. import backends
-    from ..ops._gemm import choose
+    from ..ops.driver import gemm_plan
     from ..schedule import all_gather, reduce_scatter
 
     W = case.world_size
     name = kernel_fn(case.kernel).__name__
     if case.op == "ag":
         N, K = AG_NK[0] // W, AG_NK[1]
-        split, cp = choose("ag_gemm", case.backend, M, N, K, W, DTYPE, None, None)
+        split, cp = gemm_plan("ag", case.backend, M, N, K, W, DTYPE, None, None)
         sched = all_gather([M, K], DTYPE, W, dim=0, order="swizzle",
                            mode=backends.get(case.backend).op_modes["ag"], split=split)
         operand, reduce = "a_ptr", "comm"
     else:
         K, N = RS_KN[0] // W, RS_KN[1]
-        split, cp = choose("gemm_rs", case.backend, M, N, K, W, DTYPE, None, None)
+        split, cp = gemm_plan("rs", case.backend, M, N, K, W, DTYPE, None, None)
         reduce = "comm"
-        if case.backend == "ce":  # the op's default on ce, with the config it would use
+        if "epilogue" in backends.get(case.backend).reduce_modes:  # the op's default (ce),
             from ..ops.gemm_rs import EPILOGUE_SPLIT, _check_epilogue_order, _epilogue_groups
             cfg = _epilogue_groups(default_config(M, N, K, DTYPE, case.kernel), M, W)
-            _check_epilogue_order("ce", M, W, cfg)
+            _check_epilogue_order(case.backend, M, W, cfg)  # with the config it would use
             split, reduce = EPILOGUE_SPLIT, "epilogue"
         sched = reduce_scatter([M, N], DTYPE, W, dim=0, order="swizzle",
                                mode=backends.get(case.backend).op_modes["rs"], split=split)
@@ -96,7 +96,8 @@ def build(case: Case) -> dict:
     sig, cx = compile_args(name, DTYPE, cfg)
     return dict(fn=kernel_fn(case.kernel), name=name, sig=sig, cx=cx, attrs=compile_attrs(name),
                 options=cfg.options(), schedule=sched, operand=operand, reduce=reduce,
-                comm_programs=cp if case.backend != "ce" else 0, split=split, shape=(M, N, K))
+                comm_programs=cp if backends.get(case.backend).has_comm_programs else 0,
+                split=split, shape=(M, N, K))
 
 
 def _plain_compile(b: dict):
@@ -121,16 +122,16 @@ def measure(case: Case, runs: int, compile_runs: int = 1) -> dict:
     import triton
 
     from ..compiler import resolve_operands
-    from ..schedule import dumps
     from syncopate_mlir.pipeline import FuseRequest, run_pipeline
 
     b = build(case)
     ttir = _plain_compile(b).asm["ttir"]
     params = tuple(n for n in b["fn"].arg_names if b["sig"][n] != "constexpr")
     operands = resolve_operands(b["fn"], b["sig"], b["cx"], b["schedule"], b["operand"])
-    req = FuseRequest(b["name"], dumps(b["schedule"]), tuple(sorted(operands.items())),
-                      case.backend, int(b["comm_programs"]), params, keep_ir=False,
-                      reduce=b["reduce"])
+    req = FuseRequest(kernel_name=b["name"], schedule=b["schedule"],
+                      operands=dict(sorted(operands.items())),
+                      backend=case.backend, comm_programs=int(b["comm_programs"]),
+                      params=params, keep_ir=False, reduce=b["reduce"])
     run_pipeline(ttir, req)  # untimed: the first call in a process imports the passes' modules
     steps: dict[str, list[float]] = {}
     stage = []

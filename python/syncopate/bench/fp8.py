@@ -23,31 +23,16 @@ RS within 1e-2 relative error of the unfused path; async-TP and torch within 2e-
 from __future__ import annotations
 
 from .fused import sweep_fused, time_default
+from .local_fp8 import quantize
 from .rows import _enable_symm_mem, _safe, describe_path
 
 __all__ = ["bench_ag_fp8", "bench_rs_fp8"]
 
 
-def _quant(x, rows, group=None):
-    """e4m3 and fp32 scale of ``x``: per row (``[R, 1]``), or one amax (max over the ranks of
-    ``group`` when given, so that every rank shares it)."""
-    import torch
-    import torch.distributed as dist
-    if rows:
-        amax = x.abs().amax(dim=1, keepdim=True)
-    else:
-        amax = x.abs().amax().reshape(1)
-        if group is not None:
-            dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=group)
-        amax = amax.reshape(())
-    scale = amax.float().clamp_min(1e-12) / 448.0
-    return (x / scale).to(torch.float8_e4m3fn), scale
-
-
 def _weights(g, K, N, rows, dev):
     """Column-major e4m3 B ``[K, N]`` and its scale (``[1, N]`` or one)."""
     import torch
-    bt, s = _quant(torch.randn(N, K, generator=g, device=dev), rows)
+    bt, s = quantize(torch.randn(N, K, generator=g, device=dev), 1 if rows else None)
     return bt.t(), (s.t().contiguous() if rows else s)
 
 
@@ -71,13 +56,14 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
 
     from ..kernels.gemm_fp8_launch import make_fp8_launcher, resolve_fp8_config
     from ..ops import ag_gemm_fp8
-    from ..ops._gemm import choose
+    from ..ops.driver import gemm_plan
     W, dev = comm.world_size, comm.device
     rows = args.scales == "row"
     Nl, Ms = N // W, M // W
     g = torch.Generator(device=dev)
     g.manual_seed(11 + comm.rank)
-    a, sa = _quant(torch.randn(Ms, K, generator=g, device=dev), rows, comm.group)
+    a, sa = quantize(torch.randn(Ms, K, generator=g, device=dev), 1 if rows else None,
+                     comm.group)
     b, sb = _weights(g, K, Nl, rows, dev)
     cfg = resolve_fp8_config(args.kernel, M, Nl, K)
     A = torch.empty(M, K, device=dev, dtype=a.dtype)
@@ -125,13 +111,13 @@ def bench_ag_fp8(comm, timer, M, N, K, args, backends, log):
     time_default(r, comm, timer, lambda: ag_gemm_fp8(a, b, sa, sb, comm, out=out),
                  same_as_local_kernel, mismatch, lambda: describe_path(
                      comm, "ag_gemm_fp8", (M, Nl, K), "fp8e4m3",
-                     lambda c: "{} split={} cp={}".format(c.backend, *choose(
-                         "ag_gemm", c.backend, M, Nl, K, W, "fp8e4m3", None, None))))
+                     lambda c: "{} split={} cp={}".format(c.backend, *gemm_plan(
+                         "ag", c.backend, M, Nl, K, W, "fp8e4m3", None, None))))
     sweep_fused(r, comm, timer, backends, args, log,
                 lambda **kw: ag_gemm_fp8(a, b, sa, sb, comm, kernel=args.kernel, config=cfg,
                                          out=out, **kw),
                 same_as_local_kernel, mismatch,
-                auto=lambda be, red: choose("ag_gemm", be, M, Nl, K, W, "fp8e4m3", None, None))
+                auto=lambda be, red: gemm_plan("ag", be, M, Nl, K, W, "fp8e4m3", None, None))
     return r
 
 
@@ -148,7 +134,7 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
     Kl = K // W
     g = torch.Generator(device=dev)
     g.manual_seed(13 + comm.rank)
-    a, sa = _quant(torch.randn(M, Kl, generator=g, device=dev), rows)
+    a, sa = quantize(torch.randn(M, Kl, generator=g, device=dev), 1 if rows else None)
     b, sb = _weights(g, Kl, N, rows, dev)
     cfg = resolve_fp8_config(args.kernel, M, N, Kl)
     partial = torch.empty(M, N, device=dev, dtype=torch.bfloat16)
@@ -184,8 +170,8 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
         return _rel(res, ref) <= 1e-2
 
     def rs_default():
-        from ..ops.gemm_rs import _epilogue_groups, epilogue_unavailable
-        un = epilogue_unavailable(M, W, _epilogue_groups(cfg, M, W))
+        from ..ops.gemm_rs import epilogue_unavailable
+        un = epilogue_unavailable(M, W, cfg, False)
 
         def fused(c):
             split, cp = default_plan(c.backend, c.reduce, M, N, Kl, W, "fp8e4m3")

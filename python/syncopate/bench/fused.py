@@ -6,6 +6,8 @@ reported and not timed, one that raises is reported with its error.
 
 from __future__ import annotations
 
+from ..ops import REGISTRY
+
 __all__ = ["checked_time", "error_text", "sweep_for", "sweep_fused", "time_default"]
 
 
@@ -13,9 +15,11 @@ def sweep_for(backend, quick, auto=None, op="ag_gemm", reduce=""):
     """(split, comm_programs) candidates per backend, small on purpose (each is a compile),
     plus ``auto`` -- what the op picks by itself (the cost model) -- when it is not among them.
     cp = 32 is gone: on 2 x H200 it was slower than 16 on every shape (run 2), since the comm
-    programs' SMs are taken from the GEMM. GEMM+RS sweeps finer splits: its last band's
-    reduction is an exposed tail (split 1 was 1.4x slower than split 4, run 3)."""
-    if backend == "ce" and op == "gemm_rs" and reduce != "epilogue" and not quick:
+    programs' SMs are taken from the GEMM. GEMM+RS (an op reduce-scattering its output) sweeps
+    finer splits: its last band's reduction is an exposed tail (split 1 was 1.4x slower than
+    split 4, run 3)."""
+    rs = REGISTRY[op].gemm.template == "reduce_scatter"
+    if backend == "ce" and rs and reduce != "epilogue" and not quick:
         # the sum after the kernel: 1.2-1.4x slower than the epilogue variant on every shape of
         # runs 4-5 (0.93-1.13 vs 0.70 ms at 8192x4096x14336); one point keeps it on the chart
         cands = [(2, 0)]
@@ -23,7 +27,7 @@ def sweep_for(backend, quick, auto=None, op="ag_gemm", reduce=""):
         cands = [(1, 0), (2, 0)] if quick else [(1, 0), (2, 0), (4, 0)]
     elif backend == "nvshmem":
         cands = [(2, 8)] if quick else [(1, 8), (2, 8), (4, 8), (4, 16)]
-    elif op == "gemm_rs" and not quick:
+    elif rs and not quick:
         # runs 4-5: 16/16 never the best (within 2% of 16/8 at M = 8192); 4/8 the best only at
         # M = 1024, by 0.5% over 2/16
         cands = [(2, 16), (4, 16), (8, 8), (8, 16), (16, 8)]
@@ -81,9 +85,9 @@ def sweep_fused(r, comm, timer, backends, args, log, run, correct, mismatch, aut
     is kept as ``fused[<backend>] auto`` (how good the default is)."""
     op = r.get("base_op", r["op"])  # an FP8 row ("gemm_rs_fp8[row]") sweeps as its bf16 op
     for backend in backends:
-        # "ce+epilogue": the ce backend with reduce="epilogue" (GEMM+RS only)
+        # "ce+epilogue": the ce backend with reduce="epilogue" (an op with that variant only)
         be, _, red = backend.partition("+")
-        if red and op != "gemm_rs":
+        if red and backend not in REGISTRY[op].variants:
             continue
         best = None
         pick = auto(be, red) if auto is not None else None

@@ -19,14 +19,16 @@ decode and small prefill (M = 1 ... 512 tokens) and at M = 8192; ``--m`` picks o
 
 from __future__ import annotations
 
+from ..ops import REGISTRY
 from .fused import sweep_fused, time_default
 from .rows import _safe, k_sharded_operands
 
 __all__ = ["AR_M", "AR_M_QUICK", "AR_SHAPES", "bench_ar", "SYMM_OPS"]
 
-AR_SHAPES = [(8192, 28672)]  # (N, K): LLaMA-70B down-projection; K is split over the ranks
-AR_M = (1, 16, 64, 128, 256, 512, 8192)
-AR_M_QUICK = (16, 8192)
+#: (N, K): LLaMA-70B down-projection, K split over the ranks, at decode / small prefill M and
+#: 8192 (``--quick``: two of them): the op's standard rows (``OpSpec.bench``)
+AR_SHAPES = list(REGISTRY["gemm_ar"].bench.shapes)
+AR_M, AR_M_QUICK = REGISTRY["gemm_ar"].bench.ms
 #: column -> the torch.ops.symm_mem op it needs
 SYMM_OPS = {"torch symm one-shot": "one_shot_all_reduce",
             "torch symm two-shot": "two_shot_all_reduce_"}
@@ -51,7 +53,7 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_ar
-    from ..ops._gemm import gemm_call, run_local
+    from ..ops.driver import gemm_call, run_local
     from ..ops.gemm_ar import default_plan
     from ..runtime import collectives
     W = comm.world_size

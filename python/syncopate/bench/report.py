@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 
+from .. import settings
+
 __all__ = ["columns", "derive", "format_table", "git_commit", "plot", "write_results"]
 
 
@@ -94,9 +96,8 @@ def git_commit() -> str:
     """The commit being measured: ``SYNCOPATE_GIT_COMMIT``, else the ``.syncopate-commit`` file
     at the repository root (written before a run on a machine whose copy of the tree has no
     usable git metadata: the lent GPU machine's copy reports a stale HEAD), else ``git``."""
-    env = os.environ.get("SYNCOPATE_GIT_COMMIT", "").strip()
-    if env:
-        return env
+    if settings.GIT_COMMIT.get():
+        return settings.GIT_COMMIT.get()
     here = os.path.dirname(os.path.abspath(__file__))
     marker = os.path.join(here, "..", "..", "..", ".syncopate-commit")
     try:

@@ -27,7 +27,7 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import ag_gemm
-    from ..ops._gemm import choose, gemm_call, resolve_config, run_local
+    from ..ops.driver import gemm_call, gemm_plan, resolve_config, run_local
     W = comm.world_size
     dtype = getattr(torch, args.dtype)
     Nl, Ms = N // W, M // W
@@ -72,12 +72,12 @@ def bench_ag(comm, timer, M, N, K, args, backends, log):
 
     mismatch = "result differs from the local kernel on the gathered A"
     time_default(r, comm, timer, lambda: ag_gemm(a, b, comm, out=out), close_to_reference,
-                 "result differs from the reference", lambda: _describe_choice(
-                     comm, "ag_gemm", M, Nl, K, dtype))
+                 "result differs from the reference", lambda: describe_path(
+                     comm, "ag_gemm", (M, Nl, K), dtype, cublas=True))
     sweep_fused(r, comm, timer, backends, args, log,
                 lambda **kw: ag_gemm(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
                 same_as_local_kernel, mismatch,
-                auto=lambda be, red: choose("ag_gemm", be, M, Nl, K, W, dtype, None, None))
+                auto=lambda be, red: gemm_plan("ag", be, M, Nl, K, W, dtype, None, None))
     return r
 
 
@@ -87,7 +87,7 @@ def k_sharded_operands(comm, args, M, N, K, seed: int):
     ``seed + rank``."""
     import torch
 
-    from ..ops._gemm import resolve_config
+    from ..ops.driver import resolve_config
     dtype = getattr(torch, args.dtype)
     Kl = K // comm.world_size
     dev = comm.device
@@ -106,7 +106,7 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
     import torch.distributed as dist
 
     from ..ops import gemm_rs
-    from ..ops._gemm import gemm_call, run_local
+    from ..ops.driver import gemm_call, run_local
     from ..ops.gemm_rs import default_plan
     W = comm.world_size
     dtype, Kl, a, b, cfg, partial = k_sharded_operands(comm, args, M, N, K, seed=3)
@@ -137,7 +137,7 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
 
     time_default(r, comm, timer, lambda: gemm_rs(a, b, comm, out=out), close_to_nccl_path,
                  "result differs from the NCCL path",
-                 lambda: _describe_choice(comm, "gemm_rs", M, N, Kl, dtype))
+                 lambda: describe_path(comm, "gemm_rs", (M, N, Kl), dtype, cublas=True))
     sweep_fused(r, comm, timer, backends, args, log,
                 # the epilogue variant takes the default config: the op may lower its GROUP_M
                 lambda **kw: gemm_rs(a, b, comm, kernel=args.kernel, out=out,
@@ -148,28 +148,24 @@ def bench_rs(comm, timer, M, N, K, args, backends, log):
 
 
 
-def _describe_choice(comm, op, m, n, k, dtype) -> str:
-    """What the op called with no options runs: the calibrated decision's path, and for a fused
-    variant its (split, comm programs)."""
-    from ..ops._gemm import decide, resolve_config
-    from ..ops.gemm_rs import _epilogue_groups, epilogue_unavailable
-    un = ()
-    if op == "gemm_rs":
-        un = epilogue_unavailable(m, comm.world_size,
-                                  _epilogue_groups(resolve_config("tma", m, n, k, dtype), m,
-                                                   comm.world_size))
-    c = decide(op, comm, m, n, k, dtype, kernel=None, config=None, fused=None,
-               unavailable=un).choice
-    return c.name + (f" split={c.split} cp={c.comm_programs}" if c.path == "fused" else "")
-
-
-def describe_path(comm, op, shape, dtype, fused_text, *, cublas=False, unavailable=()) -> str:
+def describe_path(comm, op, shape, dtype, fused_text=None, *, cublas=False,
+                  unavailable=None) -> str:
     """What an op called with no options runs (:func:`syncopate.ops.choice.decide_shape`): the
-    unfused path's name, or ``fused_text()`` (the fused plan) when it chose a fused variant."""
-    from ..ops._gemm import fused_variant
-    c = fused_variant(op, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
+    unfused path's name, or for a fused variant ``fused_text(candidate)`` (default: its name and
+    plan). ``unavailable`` None: what the op's own call leaves out (``GemmLaunch.unavailable``
+    with the default config)."""
+    from ..ops import REGISTRY
+    from ..ops.driver import fused_variant, resolve_config
+    spec = REGISTRY[op]
+    if unavailable is None:
+        g, (m, n, k) = spec.gemm, shape[:3]
+        unavailable = () if g is None or g.unavailable is None else g.unavailable(
+            m, comm.world_size, resolve_config("tma", m, n, k, dtype), False)
+    c = fused_variant(spec, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
                       fused=None).choice
-    return fused_text(c) if c.path == "fused" else c.name
+    if c.path != "fused":
+        return c.name
+    return fused_text(c) if fused_text else f"{c.name} split={c.split} cp={c.comm_programs}"
 
 
 def _enable_symm_mem(comm):

@@ -25,10 +25,10 @@ What a file holds (``format`` 1), each section with the ``source`` it came from:
   local GEMM time as compute) is scaled by ``measured / model`` interpolated between the classes.
 * ``ops`` (optional): per op beyond ``ag_gemm``/``gemm_rs``, world size and candidate
   (``sm``, ``ce``, ``ce+epilogue``: a fused variant; ``unfused:triton`` / ``unfused:cublas``:
-  NCCL + that local kernel), measured device times at the op's shapes (the dims of
-  :data:`syncopate.ops.choice_ops.SHAPES`); the op's analytic model is scaled by ``measured /
-  model`` interpolated between them (:mod:`syncopate.ops.choice_ops`). Without it those ops
-  decide on the model alone ("model only (not calibrated)").
+  NCCL + that local kernel), measured device times at the op's shapes (the dims of its
+  ``OpSpec.shape``); the op's analytic model is scaled by ``measured / model`` interpolated
+  between them (:mod:`syncopate.ops.choice`). Without it those ops decide on the model alone
+  ("model only (not calibrated)").
 * ``collectives`` may also hold ``all_reduce`` and ``all_to_all`` fits; without them the ops
   derive them from the reduce-scatter and all-gather fits.
 * ``host_s``: host time of one call per path (a loop of calls cannot run faster than its host).

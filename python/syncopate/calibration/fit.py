@@ -14,15 +14,17 @@ import os
 import re
 import statistics
 
+import math
+
+from ..dtypes import canonical, element_bytes
+from ..ops import REGISTRY
 from . import FORMAT, CalibrationError
+from .fit_ops import ops_points
 
-__all__ = ["from_bench_rows", "fit_alpha_beta", "parse_host_profile", "merge", "HOST_KEYS"]
+__all__ = ["from_bench_rows", "fit_alpha_beta", "parse_host_profile", "merge"]
 
-#: host_s keys: the local GEMMs, one NCCL collective launch, each fused variant's whole op
-#: (``<op>:<variant>``, needed for every variant the file calibrates)
-HOST_KEYS = ("local:triton", "local:cublas", "nccl", "ag_gemm:sm", "ag_gemm:ce", "gemm_rs:sm",
-             "gemm_rs:ce", "gemm_rs:ce+epilogue")
-
+#: scripts/gpu_host_profile.py's rows -> host_s keys (the local GEMMs, each fused variant's
+#: whole op: ``<op>:<variant>``)
 _PROFILE_ROWS = {
     "local gemm launch (floor)": "local:triton",
     "torch.matmul": "local:cublas",
@@ -69,12 +71,6 @@ def parse_host_profile(text: str, source: str) -> dict:
     return out
 
 
-def _local_dims(op: str, M: int, N: int, K: int, W: int) -> tuple[int, int, int]:
-    """The per-rank GEMM of a benchmark row (the bench's M, N, K are global: AG's B is
-    ``[K, N/W]`` per rank, RS's A is ``[M, K/W]``)."""
-    return (M, N // W, K) if op == "ag_gemm" else (M, N, K // W)
-
-
 def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
                     stream_wait: tuple[bool, str], gpu: str,
                     collective_points: dict | None = None, extra_meta: dict | None = None,
@@ -85,11 +81,13 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
     the rows are (a path), written into every number's ``source``. ``host``: ``host_s``
     entries (:func:`parse_host_profile` or measured); ``collective_points``: extra
     ``{name: [(bytes, seconds, source)]}`` of a sweep (fitted together with the rows' own
-    ``comm`` column). Every key of :data:`HOST_KEYS` must be present in ``host``. ``op_rows``:
+    ``comm`` column). ``host`` must have the local GEMMs', one NCCL launch's and every
+    calibrated variant's whole op (``<op>:<variant>``). Rows of the registered GEMM ops
+    (``OpSpec.gemm``) give the local GEMM table and the NCCL fits (the op's collective on its
+    schedule tensor); those of an op measured in the ``fused`` section
+    (``OpSpec.fused_section``) its variants. ``op_rows``:
     rows of the other ops' tables (ring attention, Ulysses, MoE), fitted with ``rows`` into the
     ``ops`` section (:mod:`.fit_ops`)."""
-    from .fit_ops import ops_points
-    from ..dtypes import canonical, element_bytes
     W = int(meta["world_size"])
     dtype = canonical(meta.get("dtype", "bfloat16"))
     esize = element_bytes(dtype)
@@ -98,11 +96,13 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
     fused: dict[str, dict] = {}
     measured_ops = ops_points(list(rows) + list(op_rows or []), W, source)
     for r in rows:
-        if r["op"] not in ("ag_gemm", "gemm_rs", "gemm_ar"):
+        spec = REGISTRY.get(r["op"])
+        if spec is None or spec.gemm is None:
             continue  # the FP8 rows: the ops section only (their GEMM is not the bf16 table's)
         op, M, N, K = r["op"], int(r["M"]), int(r["N"]), int(r["K"])
         where = f"{source}: {op} {M}x{N}x{K} W={W}"
-        m, n, k = _local_dims(op, M, N, K, W)
+        s = dict(zip(spec.shape, spec.explain(op, (M, N, K), W)))
+        m, n, k = s["m"], s["n"], s["k"]
         if r.get("gemm") and r.get("gemm cuBLAS"):
             local.setdefault((m, n, k), {"m": m, "n": n, "k": k, "triton": [], "cublas": [],
                                          "source": []})
@@ -110,11 +110,11 @@ def from_bench_rows(rows: list[dict], meta: dict, source: str, *, host: dict,
             e["triton"].append(r["gemm"] * 1e-3)
             e["cublas"].append(r["gemm cuBLAS"] * 1e-3)
             e["source"].append(f"{where}, columns 'gemm' / 'gemm cuBLAS'")
-        if r.get("comm"):
-            name = {"ag_gemm": "all_gather", "gemm_rs": "reduce_scatter"}.get(op, "all_reduce")
-            nbytes = M * K * esize if op == "ag_gemm" else M * N * esize
-            coll[name].append((nbytes, r["comm"] * 1e-3, f"{where}, column 'comm'"))
-        for label in meta.get("backends", []) if op != "gemm_ar" else ():
+        if r.get("comm"):  # the op's collective on its whole schedule tensor
+            nbytes = math.prod(spec.gemm.schedule_shape(s, W)[0]) * esize
+            coll[spec.gemm.template].append((nbytes, r["comm"] * 1e-3,
+                                             f"{where}, column 'comm'"))
+        for label in meta.get("backends", []) if spec.fused_section else ():
             t = r.get(f"fused[{label}] auto")
             if not t:
                 continue

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .. import chunk_table
+from .. import abi, backends, chunk_table
 from ..errors import EmulationError
 from .arguments import (
     LaunchInputs,
@@ -48,50 +48,60 @@ class Emulation:
     """A fused module prepared for emulation with one set of arguments."""
 
     def __init__(self, fused_module, local, *, grid, args, fine: bool = False):
+        from syncopate_mlir.dialects.syncopate import request_of, schedule_of, state_of
         from syncopate_mlir.passes.abi_info import (
-            backend_of,
             comm_programs_of,
-            get_state,
+            lowering_of,
             operands_of,
-            reduce_of,
-            withheld_of,
+            table_words,
         )
-        from syncopate_mlir.passes.schedule_attr import schedule_of
 
         fused_module = _with_epoch_load(fused_module)
-        from syncopate_mlir.passes.self_advance_epoch import self_advance_enabled
-        #: the kernel advances its own epoch word (``self_advance=True``): no host advance
-        self.self_advance = self_advance_enabled(fused_module)
+        request = request_of(fused_module)
         self.module = fused_module
         self.schedule = schedule_of(fused_module)
-        self.backend = backend_of(fused_module)
-        self.comm = comm_programs_of(fused_module) if self.backend != "ce" else 0
-        from syncopate_mlir.passes.abi_info import lowering_of, table_words
+        self.backend = request.backend
+        #: the backend's spec: comm programs or the host's side stream, flag type
+        self.be = backends.get(self.backend, EmulationError)
+        self.comm = comm_programs_of(fused_module) if self.be.has_comm_programs else 0
         #: ``"table"`` or ``"unrolled"``: the form the lowering gives the chunk-level code
         self.lowering = lowering_of(fused_module)
         #: the chunk table the kernel reads through ``syn_table`` (built from the schedule;
         #: the table lowering's loops read their lists and records from it)
         self.table = table_words(fused_module)
-        self.state = get_state(fused_module)
+        #: what the passes recorded (``KernelState``)
+        self.state = state_of(fused_module)
+        #: the kernel advances its own epoch word (``self_advance=True``): no host advance
+        self.self_advance = self.state.self_advanced
         self.operands = operands_of(fused_module)           # param -> tensor
-        self.withheld = withheld_of(fused_module)
-        self.reduce = reduce_of(fused_module)
+        self.withheld = frozenset(request.withhold)
+        self.reduce = request.reduce
         self.W = self.schedule.world_size
         self.fine = fine
         self.code = ModuleCode(fused_module, fine=fine).kernel
         self.ref_code = ModuleCode(local_module(local)).kernel
         self.grid = tuple(int(g) for g in (tuple(grid) + (1, 1, 1))[:3])
-        params_attr = fused_module.attributes.get("syncopate.params")
-        names = [p.data for p in params_attr.data] if params_attr is not None else \
-            [n for n in self.ref_code.arg_names]
+        names = list(request.params) or list(self.ref_code.arg_names)
         self.spec = ParamSpec(self.ref_code, names)
         self.args = normalise_args(self.spec, args, self.schedule, self.operands)
+        self._check_launch()
         #: ``inputs(rank, epoch, seed)``: the pointer arguments of one rank's launch
         self.inputs = LaunchInputs(self.spec, self.args)
         self._reference = Reference(schedule=self.schedule, operands=self.operands,
                                     spec=self.spec, args=self.args, inputs=self.inputs,
                                     code=self.ref_code, grid=self.grid,
-                                    reordered=bool(self.state.get("reordered")))
+                                    reordered=self.state.reordered)
+
+    def _check_launch(self) -> None:
+        """Refuse, as the runtime does, a launch that breaks what the compiler baked into the
+        kernel (:func:`syncopate.abi.check_launch`: required argument values, upper bounds,
+        grid axes): emulating it would only report the races it causes."""
+        scalars = [n for n in self.spec.names if n not in self.spec.ptr]
+        for r in range(self.W):
+            abi.check_launch({n: self.args[n][r] for n in scalars},
+                             dict(self.state.requirements), dict(self.state.upper_bounds),
+                             self.grid, self.state.grid_axes,
+                             where=f"rank {r}: " if self.W > 1 else "")
 
     def _consumer(self, param) -> bool:
         return is_consumed_operand(self.schedule, self.operands, param)
@@ -123,7 +133,7 @@ class Emulation:
         world.param_of_tensor = {t: p for p, t in self.operands.items()}
         amap = AddressMap()
         world.addr_map = amap
-        flag_et = etype_named("i64" if self.backend == "nvshmem" else "i32")
+        flag_et = etype_named(self.be.flag_type.lstrip("*"))
         from syncopate.abi import FlagLayout
         lay = FlagLayout(self.schedule.num_chunks, self.W)
         for r in range(self.W):
@@ -143,7 +153,7 @@ class Emulation:
                 world.bufs[r][p] = b
                 amap.add(b)
             for t in {c.tensor for c in self.schedule.chunks if c.reduce == "sum"} if \
-                    self.backend == "ce" else ():
+                    self.be.side_stream else ():
                 p = world.param_of_tensor[t]
                 shape = self.schedule.tensors[t].shape
                 s = Buffer(f"{p}#slots", r, self.spec.ptr[p], np.full(
@@ -167,7 +177,7 @@ class Emulation:
                 world.epoch_mirrors.append(m)
         sched = Scheduler(policy)
         world.sched = sched
-        ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.backend == "ce" else None
+        ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.be.side_stream else None
         snapshots: dict = {}
         for r in range(self.W):
             sched.spawn(Co(self._host(r, world, checker, sched, launches, seed, peers[r],
@@ -206,7 +216,7 @@ class Emulation:
         for c in self.schedule.chunks:
             if c.src == c.dst:
                 continue
-            if self.backend == "ce":
+            if self.be.side_stream:
                 remote = c.mode == "pull" and c.reduce == "none"
             else:
                 remote = not (c.mode == "push" and c.reduce == "none")
@@ -223,7 +233,7 @@ class Emulation:
         rows = [[world.flags[q].addr for q in range(self.W)]]
         for p in self.operands:
             rows.append([world.bufs[q][p].addr for q in range(self.W)])
-        for t in self.state.get("epilogue_slots", []):
+        for t in self.state.epilogue_slots:
             rows.append([world.slots[q][t].addr if t in world.slots[q] else 0
                          for q in range(self.W)])
         table = np.array(rows, dtype=np.int64).reshape(-1)
@@ -298,9 +308,9 @@ class Emulation:
                                                "stream", -1, f"rank {r} copy-engine stream", e))
                 yield WaitCond(lambda launch=launch: launch.entered,
                                f"rank {r} ENTRY of every rank for launch {e}")
-            g0 = self.grid[0] + (self.comm if self.backend != "ce" else 0)
+            g0 = self.be.launch_grid(self.grid, self.comm)[0]
             for pid in program_ids((g0,) + self.grid[1:]):
-                role = "comm" if self.backend != "ce" and pid[0] < self.comm else "compute"
+                role = "comm" if self.be.has_comm_programs and pid[0] < self.comm else "compute"
                 pc = ProgramCtx(world, r, pid, (g0,) + self.grid[1:], e, role)
                 launch.programs.append(sched.spawn(
                     Co(program_gen(self.code, args, pc), r, role, pid[0] + 1000 * pid[1],
@@ -337,20 +347,21 @@ class Emulation:
 
 def _with_epoch_load(module):
     """``module`` as the GPU runs it with ABI 3: the epoch loaded from the device epoch word at
-    kernel entry (``load-epoch``, the pipeline's last pass, which the emulator's pipeline
-    through ``resolve-chunks`` stops before). A copy: the caller's module is left as it was."""
+    kernel entry (the pipeline's passes after ``insert-trace``: ``load-epoch``, then
+    ``self-advance-epoch``, a no-op unless self_advance=True or "auto"; the emulator's
+    pipeline through ``resolve-chunks`` stops before them). A copy: the caller's module is
+    left as it was."""
+    from syncopate_mlir.dialects.syncopate import request_of
     from syncopate_mlir.dialects.tt import PointerType
     from syncopate_mlir.passes.abi_info import abi_args
     from syncopate_mlir.passes.ir_utils import kernel_func
-    from syncopate_mlir.passes.load_epoch import LoadEpoch
-
-    from syncopate_mlir.passes.self_advance_epoch import SelfAdvanceEpoch
+    from syncopate_mlir.pipeline import fuse_pipeline
 
     if isinstance(abi_args(kernel_func(module))["syn_epoch"].type, PointerType):
         return module
     module = module.clone()
-    LoadEpoch().apply(None, module)
-    SelfAdvanceEpoch().apply(None, module)  # a no-op unless self_advance=True or "auto"
+    request = request_of(module)
+    fuse_pipeline(request.backend, request.reduce, after="insert-trace").apply(None, module)
     return module
 
 

@@ -16,10 +16,10 @@ checks the module the compiler produced against what the hardware will do with i
   ``sum``, then adds 1 to ``CHUNK[c]`` on the destination and, when it read a peer's buffer,
   to ``CONSUMED`` on the source.
 * ``syncopate.drain``: comm program 0 waits ``CONSUMED >= epoch * reads(rank)``.
-* ``ce`` (``backends/ce.py`` ``CELauncher.launch`` with ``runtime/plan.py``'s plan): the side stream
-  signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the kernel is
-  released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the chunk
-  (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
+* ``ce`` (``CELauncher.launch``, ``runtime/launchers/ce.py``, with ``runtime/plan.py``'s plan):
+  the side stream signals ``ENTRY[me]`` everywhere and waits every ``ENTRY[p] >= e`` before the
+  kernel is released; then, in plan order, waits ``PRODUCED`` (or the whole kernel), copies the
+  chunk (a ``sum`` chunk into the owner's per-source slot) and sets ``CHUNK[c] = e`` on the
   destination; then adds the pull reads to the sources' ``CONSUMED``; after the kernel the host
   adds the slots into its own partial (own first, then sources in rank order, fp32); before
   staging the next launch it waits ``CONSUMED >= e * reads_of_me``.
@@ -38,19 +38,15 @@ import numpy as np
 from syncopate import chunk_table as ct
 from syncopate.abi import FlagLayout
 
+from .. import backends
 from ..backends.sm import CopyTiling
 from ..errors import EmulationError
 from ..schedule.copy_view import schedule_copy_view
-from ..schedule.execution import side
+from ..schedule.execution import side as chunk_side
 from ..schedule.verify_extent import valid_rows
 from .extents import clip_to_count
 from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
-
-
-def executor(chunk) -> str:
-    """Which side runs a chunk's transfer on the comm programs (``sm``/``nvshmem``)."""
-    return side(chunk, "sm")
 
 
 def copy_tiles(view, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -104,14 +100,14 @@ class Faults:
 class World(Machine):
     """Every rank's buffers and flags, the checker, and the comm semantics."""
 
-    def __init__(self, sched, backend: str, comm_programs: int, abi_state: dict, checker,
+    def __init__(self, sched, backend: str, comm_programs: int, abi_state, checker,
                  faults: Faults | None = None, fine: bool = False):
         self.schedule = sched
         self.backend = backend
         self.comm_programs = comm_programs
         self.W = sched.world_size
         self.layout = FlagLayout(sched.num_chunks, sched.world_size)
-        self.writers = 1 if backend == "ce" else max(1, comm_programs)
+        self.writers = backends.get(backend, EmulationError).chunk_writers(comm_programs)
         self.state = abi_state
         self.checker = checker
         self.faults = faults or Faults()
@@ -122,7 +118,7 @@ class World(Machine):
         self.param_of_tensor: dict[str, str] = {}
         self.addr_map = None
         self.sched = None
-        #: chunks the module withholds (``syncopate.test_withhold``, fault injection)
+        #: chunks the module's request withholds (fault injection)
         self.withheld: frozenset = frozenset()
         #: rank -> CONSUMED increments per epoch its drain waits for, where the kernel reads
         #: them from the chunk table's reads section (``lowering="table"``); None: the ABI
@@ -207,7 +203,7 @@ class World(Machine):
             return
         if kind == "drain":
             reads = self.reads[rank] if self.reads is not None else \
-                int(self.state.get("reads_per_src", {}).get(str(rank), 0))
+                self.state.reads_per_src.get(rank, 0)
             if pid == 0 and reads:
                 yield from self._wait(rank, self.layout.consumed, epoch * reads, "consumed",
                                       None, loc, pc)
@@ -237,7 +233,7 @@ class World(Machine):
         world: every transfer of every launch asks)."""
         if self._tilings is None:
             self._tilings = {}
-            for kind, chunks in ct.chunk_kinds(self.schedule, "sm").items():
+            for kind, chunks in ct.chunk_kinds(self.schedule, self.backend).items():
                 view = self.copy_view(kind.tensor)
                 boxes = [view.box2(c.lo, c.hi) for c in chunks]
                 self._tilings[kind] = CopyTiling.covering(boxes, kind.sum)
@@ -268,7 +264,7 @@ class World(Machine):
             side, after = c.side, c.after
         else:
             c = self.schedule.chunk(info["chunk"])
-            side = executor(c)
+            side = chunk_side(c, self.backend)
             after = [a for a in c.after if self.schedule.chunk(a).dst == c.src]
         if self.faults.skip_after_wait:
             after = []
@@ -355,7 +351,7 @@ class World(Machine):
     def ce_plan(self, rank):
         from syncopate.runtime.plan import build_ce_plan
 
-        produced = {int(k): v for k, v in self.state.get("produced", {}).items()}
+        produced = self.state.produced
         return build_ce_plan(self.schedule, rank, produced)
 
     def ce_stream(self, rank: int, epoch: int, plan, launch) -> object:

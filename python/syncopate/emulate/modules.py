@@ -74,8 +74,7 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
     the trace events into it, which raises :class:`CompileError` unless the events leave the
     kernel otherwise unchanged (the module returned is the same either way)."""
     from syncopate.compiler import fuse_request
-    from syncopate_mlir.passes import registry
-    from syncopate_mlir.pipeline import pass_names, run_pipeline_until
+    from syncopate_mlir.pipeline import fuse_pipeline, run_pipeline_until
 
     constexprs = dict(constexprs or {})
     # the compiler's checks; withheld chunks are emulated on every backend
@@ -89,11 +88,8 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
     ttir = kernel_ttir(kernel, signature, constexprs, attrs, options)
     module, ctx = run_pipeline_until(ttir, request, "resolve-chunks")
     if trace:
-        lowered = module.clone()
-        names = pass_names(request.backend, request.reduce)
-        passes = registry()
-        for name in names[names.index("resolve-chunks") + 1:names.index("insert-trace") + 1]:
-            passes[name]().apply(ctx, lowered)
+        fuse_pipeline(request.backend, request.reduce, after="resolve-chunks",
+                      until="insert-trace").apply(ctx, module.clone())
     return module, ttir
 
 

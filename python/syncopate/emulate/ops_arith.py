@@ -268,7 +268,14 @@ def _select(fc, op, tm):
                 env[r] = x if cond else y
                 return
             if x.buf is not y.buf:
-                raise EmulationError("select between pointers into different buffers", where)
+                # (a pointer tensor is one buffer and its offsets here: lanes into two
+                # buffers would need every memory op to split them)
+                raise EmulationError(
+                    f"a tl.where between pointers into two tensors ({x.buf.name} and "
+                    f"{y.buf.name}): the emulator's pointer tensors address one buffer each, "
+                    f"so it cannot run this kernel (the compiler and the GPU can). To emulate "
+                    f"it, select the loaded values instead: tl.where(c, tl.load(p, mask=c), "
+                    f"tl.load(q, mask=~c))", where)
             env[r] = PtrTensor(x.buf, np.where(cond, x.offs, y.offs))
         elif tensor and isinstance(cond, np.ndarray):
             env[r] = np.where(cond, x, y).astype(np.asarray(x).dtype, copy=False)

@@ -13,7 +13,7 @@ match the reference bit for bit (same interpreter, same tiles); reduced regions 
 rounding bound (the fused sum rounds after each added partial when more than two ranks add).
 
 One exception to the bits: a module compiled with ``reorder_reductions=True`` whose tile-remap
-renumbered a loop that accumulates floats (``syncopate.abi`` state ``reordered``; attention's KV
+renumbered a loop that accumulates floats (``syncopate.state``'s ``reordered``; attention's KV
 loop visiting local K/V blocks first) sums in another order than the unfused kernel, so its
 outputs are compared within :data:`REORDER_ULPS` ulps of the coarsest float type among the
 kernel's pointer parameters (the type the loop's operands are rounded to, bf16 for a bf16

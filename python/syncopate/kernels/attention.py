@@ -1,12 +1,29 @@
-"""Local (single-GPU) flash-attention forward: the kernel Syncopate fuses for sequence parallelism.
+"""Local (single-GPU) flash-attention forward: the fusable kernel Syncopate builds sequence
+parallelism from, and the fast kernel :func:`attention` runs on one GPU.
 
 Why a kernel of our own: ring attention and Ulysses (issue 11) are built by the compiler from a
 plain single-GPU attention kernel and a schedule, exactly as the fused GEMMs are built from
-:mod:`.gemm`.  The kernel therefore knows nothing about communication, and it is written so the
-passes can find what they need: the KV loop is one plain ``for start_n in range(lo, hi,
-BLOCK_N)`` over KV blocks whose K and V addresses are pointer arithmetic with row offset
-``start_n`` (``start_n + arange(BLOCK_N)`` times the sequence stride) -- the place where chunk
-waits go and the loop the inner-loop remap would reorder.
+:mod:`.gemm`.  That kernel (:func:`attn_fwd_kernel`, the *fusable* one) therefore knows nothing
+about communication, and it is written so the passes can find what they need: the KV loop is
+one plain ``for start_n in range(lo, hi, BLOCK_N)`` over KV blocks whose K and V addresses are
+pointer arithmetic with row offset ``start_n`` (``start_n + arange(BLOCK_N)`` times the
+sequence stride) -- the place where chunk waits go and the loop the inner-loop remap would
+reorder.
+
+Why a second kernel (issue 31): that shape is not the fastest one on Hopper.
+:func:`attn_fwd_fast_kernel` reads through TMA descriptors, visits only the blocks a causal
+query block sees (no mask in the blocks it sees whole), and is warp-specialised into a TMA
+producer and two consumer warp groups -- none of which the compiler can fuse (a chunk wait
+cannot sit inside a warp-specialised loop).
+
+Which one runs: :func:`attention` runs the fusable kernel by default (``fusable=True``), the
+kernel proven on a GPU; the fast one only when asked (``fusable=False``) and is
+*experimental* until ``tests/gpu`` passes on it on a GPU -- written without a GPU, its first
+GPU run (one H100, 2026-12-07) left the log-sum-exp of the second consumer's rows unwritten
+and gave NaN with 3 pipeline stages (docs/attention.md, measured results).  The ops' unfused
+paths pass ``fusable=True`` explicitly, so they equal their fused paths bit for bit whatever
+the default is.  ``docs/attention.md`` (the local kernels) has the details and the
+measurements.
 
 Contract (:func:`attention`)
   * ``q`` is ``[B, Hq, Sq, D]``, ``k`` and ``v`` are ``[B, Hkv, Skv, D]``; ``Hq`` is a multiple
@@ -28,7 +45,7 @@ Contract (:func:`attention`)
     ``lse = logaddexp(lse1, lse2); o = o1 * exp(lse1 - lse) + o2 * exp(lse2 - lse)``
     (what ring attention does with the blocks of other ranks).
 
-On CPU tensors :func:`attention` runs the same kernel under Triton's interpreter when the
+On CPU tensors :func:`attention` runs the same kernels under Triton's interpreter when the
 process was started with ``TRITON_INTERPRET=1`` (read when ``@triton.jit`` decorates, so before
 triton is first imported; ``tests/test_attention_local.py`` runs it in a subprocess): slow, for
 the CPU tests only.  Without it a CPU launch raises :class:`LaunchError`.
@@ -37,21 +54,23 @@ the CPU tests only.  Without it a CPU launch raises :class:`LaunchError`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
 
 import triton
 import triton.language as tl
 
 from .. import dtypes
 from ..errors import LaunchError
+from .attention_config import (SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, AttentionConfig,
+                               default_config, device_gpu_key, fast_default_config, lookup)
+from .gemm_launch import ensure_tma_allocator
 
 #: log2(e): multiplies the softmax scale so the kernel exponentiates with exp2.
 LOG2E = 1.4426950408889634
 #: ln(2): turns the kernel's base-2 log-sum-exp back into the natural one.
 LN2 = 0.6931471805599453
 
-_SUPPORTED_DTYPES = ("bf16", "fp16")
-_SUPPORTED_HEAD_DIMS = (64, 128)
+_SUPPORTED_DTYPES = SUPPORTED_DTYPES
+_SUPPORTED_HEAD_DIMS = SUPPORTED_HEAD_DIMS
 
 
 @triton.jit
@@ -124,78 +143,167 @@ def attn_fwd_kernel(Q, K, V, O, LSE, qk_scale,
 
 
 # ----------------------------------------------------------------------------------------------
-# Configurations
+# The fast forward (not fusable): TMA descriptors, split causal loop, warp specialisation
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AttentionConfig:
-    """Tile sizes (constexprs) and compile options of one attention launch."""
-
-    BLOCK_M: int = 128
-    BLOCK_N: int = 64
-    num_warps: int = 8
-    num_stages: int = 3
-
-    @classmethod
-    def of(cls, config, head_dim: int = 128) -> "AttentionConfig":
-        """A config from an :class:`AttentionConfig`, a dict of its fields, or None (the default
-        for ``head_dim``)."""
-        if config is None:
-            return default_config(head_dim)
-        if isinstance(config, AttentionConfig):
-            return config
-        if isinstance(config, dict):
-            unknown = set(config) - set(cls.__dataclass_fields__)
-            if unknown:
-                raise LaunchError(f"unknown attention config keys {sorted(unknown)}; valid keys "
-                                  f"are {sorted(cls.__dataclass_fields__)}")
-            return replace(default_config(head_dim), **config)
-        raise LaunchError(f"config must be an AttentionConfig, a dict or None, not "
-                          f"{type(config).__name__}")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def replace(self, **changes) -> "AttentionConfig":
-        return replace(self, **changes)
-
-    def options(self) -> dict:
-        """Triton compile options (``triton.compile(..., options=...)`` or launch kwargs)."""
-        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
-
-    def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
-        """Rough shared memory: Q once, K and V per stage."""
-        return (self.BLOCK_M + 2 * self.num_stages * self.BLOCK_N) * head_dim * elem_bytes
-
-    def check(self, head_dim: int) -> "AttentionConfig":
-        """Raise :class:`LaunchError` saying what to change if the kernel cannot run this."""
-        problems = []
-        for f in ("BLOCK_M", "BLOCK_N", "num_warps"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                problems.append(f"{f}={v!r} must be a positive power of two")
-        if min(self.BLOCK_M, self.BLOCK_N) < 16:
-            problems.append("BLOCK_M and BLOCK_N must be >= 16 (tl.dot's minimum)")
-        if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
-        if problems:
-            raise LaunchError(f"attention config {self} is not valid: " + "; ".join(problems))
-        return self
+@triton.jit
+def _zigzag_original(pos, SEG_LEN, SEGMENTS: tl.constexpr):
+    """The original position of stored position ``pos`` (itself when ``SEGMENTS == 0``): in a
+    zigzag sequence of ``SEGMENTS`` segments slot ``2j`` holds segment ``j`` and slot
+    ``2j + 1`` segment ``SEGMENTS - 1 - j``."""
+    if SEGMENTS == 0:
+        return pos
+    slot = pos // SEG_LEN
+    j = slot // 2
+    seg = tl.where(slot % 2 == 0, j, SEGMENTS - 1 - j)
+    return seg * SEG_LEN + pos % SEG_LEN
 
 
-def default_config(head_dim: int) -> AttentionConfig:
-    """The H200 starting point per head dim (Triton's fused-attention tutorial's Hopper choices
-    and FlashAttention-2's Triton settings): 128 query rows per program over two wgmma warp
-    groups (8 warps), KV blocks of 128 for ``D = 64`` and 64 for ``D = 128`` (the S and P tiles
-    plus the accumulator stay in registers), 3 stages of K/V in shared memory (~128 KiB for
-    ``D = 128``).  ``scripts/bench_attention.py`` sweeps the alternatives on a GPU."""
-    if head_dim not in _SUPPORTED_HEAD_DIMS:
-        raise LaunchError(f"head dim {head_dim} is not supported; the attention kernel takes "
-                          f"D in {_SUPPORTED_HEAD_DIMS}")
-    if head_dim == 64:
-        return AttentionConfig(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
-    return AttentionConfig(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+@triton.jit
+def _zigzag_stored(pos, SEG_LEN, SEGMENTS: tl.constexpr):
+    """The stored position of original position ``pos``: the inverse of
+    :func:`_zigzag_original` (segment ``j < SEGMENTS/2`` sits at slot ``2j``, a later one at
+    slot ``2 (SEGMENTS - 1 - j) + 1``)."""
+    if SEGMENTS == 0:
+        return pos
+    seg = pos // SEG_LEN
+    slot = tl.where(seg < SEGMENTS // 2, 2 * seg, 2 * (SEGMENTS - 1 - seg) + 1)
+    return slot * SEG_LEN + pos % SEG_LEN
+
+
+@triton.jit
+def _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n, offs_m, offs_n, qk_scale,
+                  SEQ_KV, SEG_LEN, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                  MASK_CAUSAL: tl.constexpr, MASK_KV: tl.constexpr, SEGMENTS: tl.constexpr):
+    """One KV block of the online softmax.  ``start_n`` and ``offs_m`` are *original*
+    positions (the zigzag remap turns the block's start into its stored row; a block lies in
+    one segment).  The mask is compiled in only where the caller's block range needs it."""
+    row = _zigzag_stored(start_n, SEG_LEN, SEGMENTS)
+    k = desc_k.load([row, 0])
+    qk = tl.dot(q, k.T)
+    if MASK_CAUSAL or MASK_KV:
+        cols = start_n + offs_n
+        if MASK_CAUSAL and MASK_KV:
+            keep = (cols[None, :] <= offs_m[:, None]) & (cols[None, :] < SEQ_KV)
+        elif MASK_CAUSAL:
+            keep = cols[None, :] <= offs_m[:, None]
+        else:
+            keep = cols[None, :] < SEQ_KV
+        qk = tl.where(keep, qk, float("-inf"))
+    # the row max of the raw scores times the (positive) scale: one multiply per row, and the
+    # scale folded into the exponent's fma
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new[:, None]))
+    alpha = tl.math.exp2(m_i - m_new)
+    l_ij = tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    v = desc_v.load([row, 0])
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    l_i = l_i * alpha + l_ij
+    return acc, l_i, m_new
+
+
+@triton.jit
+def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
+                         stride_qb, stride_qh, stride_qm,
+                         stride_kb, stride_kh, stride_kn,
+                         stride_vb, stride_vh, stride_vn,
+                         stride_ob, stride_oh, stride_om,
+                         H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET, SEG_LEN,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr,
+                         WARP_SPECIALIZE: tl.constexpr, EVEN_KV: tl.constexpr):
+    """The fast forward: one program per BLOCK_M query rows of one (batch, query head), the
+    contract of :func:`attn_fwd_kernel` (plus the zigzag layout when ``SEGMENTS > 0``: rows
+    ``[Q_OFFSET, Q_OFFSET + SEQ_Q)`` of a zigzag-stored sequence, the mask on original
+    positions, as :func:`~.attention_zigzag.attn_zigzag_fwd_kernel`).
+
+    Q, K, V and O are read and written through TMA descriptors over the ``[S, D]`` slice of
+    the program's (batch, head) with the tensors' own strides: TMA zero-fills rows past the
+    sequence and clips the output's, so a ragged length needs no load mask (only the scores
+    of keys past ``SEQ_KV`` are masked, and only when ``EVEN_KV`` is false).  A causal
+    program visits only the KV blocks its rows see, longest rows first (programs in reverse
+    order), in *original* positions -- the zigzag layout costs an address remap, not a
+    skipped block.
+
+    ``WARP_SPECIALIZE``: one ``tl.range(..., warp_specialize=True)`` loop over the visible
+    blocks with the mask compiled in when the shape needs one (Triton 3.6's Hopper warp
+    specialisation takes one loop per kernel: a second loop, or a branch in it, makes it
+    fail or give up).  Otherwise two loops: the blocks every row sees in full without any
+    mask, then the diagonal (or ragged last) blocks with it -- no branch in either loop, so
+    both software-pipeline.  Grid ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``; ``qk_scale > 0``.
+    """
+    pid_m = tl.program_id(0)
+    if CAUSAL:  # the longest rows first: the last wave is made of short programs
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H_Q
+    h = pid_bh % H_Q
+    h_kv = h // GROUP
+    # per-(batch, head) 2-d descriptors: a descriptor is built per program anyway, and a 2-d
+    # block is what Triton's warp specialisation can split between its consumer warp groups
+    # (a 4-d block needs a reshape it refuses)
+    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
+                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_qm, 1],
+                                       block_shape=[BLOCK_M, HEAD_DIM])
+    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_o = tl.make_tensor_descriptor(O + b * stride_ob + h * stride_oh,
+                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_om, 1],
+                                       block_shape=[BLOCK_M, HEAD_DIM])
+    m0 = pid_m * BLOCK_M
+    q = desc_q.load([m0, 0])
+    q_pos = _zigzag_original(Q_OFFSET + m0, SEG_LEN, SEGMENTS)  # a block lies in one segment
+    offs_m = q_pos + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    hi = SEQ_KV
+    if CAUSAL:  # top-left aligned: these rows see keys < q_pos + BLOCK_M
+        hi = tl.minimum(q_pos + BLOCK_M, SEQ_KV)
+    if WARP_SPECIALIZE:
+        for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, l_i, m_i = _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n,
+                                          offs_m, offs_n, qk_scale, SEQ_KV, SEG_LEN, HEAD_DIM,
+                                          BLOCK_N, CAUSAL, not EVEN_KV, SEGMENTS)
+    else:
+        mid = (SEQ_KV // BLOCK_N) * BLOCK_N  # the blocks no row needs masked: [0, mid)
+        if CAUSAL:
+            mid = tl.minimum((q_pos // BLOCK_N) * BLOCK_N, mid)
+        for start_n in tl.range(0, mid, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            acc, l_i, m_i = _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n,
+                                          offs_m, offs_n, qk_scale, SEQ_KV, SEG_LEN, HEAD_DIM,
+                                          BLOCK_N, False, False, SEGMENTS)
+        if CAUSAL or not EVEN_KV:
+            for start_n in tl.range(mid, hi, BLOCK_N):
+                start_n = tl.multiple_of(start_n, BLOCK_N)
+                acc, l_i, m_i = _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n,
+                                              offs_m, offs_n, qk_scale, SEQ_KV,
+                                              SEG_LEN, HEAD_DIM, BLOCK_N, CAUSAL, not EVEN_KV,
+                                              SEGMENTS)
+
+    acc = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    desc_o.store([m0, 0], acc.to(O.dtype.element_ty))
+    # The LSE's addresses must not be built from a tensor splat of ``m0``: when warp
+    # specialised, Triton 3.6's data partitioning gives the second consumer the O store at
+    # coordinate ``m0 + BLOCK_M/2`` by mapping the *value* ``m0`` to ``m0 + BLOCK_M/2`` for
+    # every op it clones into that consumer -- and it also shifts ``arange`` to start at
+    # ``BLOCK_M/2``, so ``m0 + arange`` became ``m0 + BLOCK_M + i``: the second half's LSE
+    # went one block too far (unwritten here, racing the next block's first half; the first
+    # H100 run).  A scalar row pointer and a scalar row count are not cloned that way.
+    lse_row0 = LSE + pid_bh * SEQ_Q + m0
+    offs_lse = tl.arange(0, BLOCK_M)
+    tl.store(lse_row0 + offs_lse, lse, mask=offs_lse < SEQ_Q - m0)
 
 
 _PARAMS = ("Q", "K", "V", "O", "LSE", "qk_scale",
@@ -211,7 +319,7 @@ def compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False,
     dt = dtypes.canonical(dtype)
     if dt not in _SUPPORTED_DTYPES:
         raise LaunchError(f"unsupported attention dtype {dtype!r}; use bf16 or fp16")
-    cfg = AttentionConfig.of(config, head_dim).check(head_dim)
+    cfg = AttentionConfig.of(config, head_dim).check(head_dim, fusable=True)
     signature = {}
     for p in _PARAMS:
         if p == "LSE":
@@ -229,14 +337,33 @@ def compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False,
     return signature, constexprs
 
 
-def compile_attrs(aligned: bool = True) -> dict:
+def compile_attrs(aligned: bool = True, params=_PARAMS) -> dict:
     """``attrs`` for ``ASTSource``: ``tt.divisibility = 16`` on the five pointers and the strides
     (as the JIT adds them for 16-byte aligned tensors with strides that are multiples of 16)."""
     if not aligned:
         return {}
     div = [["tt.divisibility", 16]]
-    return {(i,): div for i, p in enumerate(_PARAMS)
+    return {(i,): div for i, p in enumerate(params)
             if p in ("Q", "K", "V", "O", "LSE") or p.startswith("stride_")}
+
+
+FAST_PARAMS = _PARAMS + ("Q_OFFSET", "SEG_LEN")
+
+
+def fast_compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False, config=None,
+                      segments: int = 0, even_kv: bool = True) -> tuple[dict, dict]:
+    """``(signature, constexprs)`` of :func:`attn_fwd_fast_kernel` (as the JIT builds them);
+    ``config`` None: the heuristic fast config."""
+    from_fast = fast_default_config(head_dim, causal) if config is None else None
+    cfg = AttentionConfig.of(config, head_dim, base=from_fast).check(head_dim)
+    sig, _ = compile_args(dtype, head_dim, causal, cfg.replace(WARP_SPECIALIZE=False))
+    signature = {p: sig.get(p, "i32") for p in FAST_PARAMS}
+    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
+                      CAUSAL=bool(causal), SEGMENTS=int(segments),
+                      WARP_SPECIALIZE=cfg.WARP_SPECIALIZE, EVEN_KV=bool(even_kv))
+    for k in constexprs:
+        signature[k] = "constexpr"
+    return signature, constexprs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,32 +449,132 @@ def _check_out(out, q, shape):
     return o, lse
 
 
+_CAPABILITY: dict = {}
+
+
+def fast_path_reason(q, k, v, o, sm_scale: float) -> str | None:
+    """Why the fast kernel cannot run these tensors (None: it can).
+
+    The fast kernel reads through TMA descriptors (Hopper or later; a 16-byte aligned base and
+    strides that are multiples of 16 bytes, unit last stride) and folds the scale into the
+    exponent's fma after the row max (``sm_scale > 0``).  The fusable kernel has none of these
+    limits, so :func:`attention` runs it instead -- the same contract, slower."""
+    if not sm_scale > 0:
+        return f"sm_scale {sm_scale} is not positive"
+    if q.device.type == "cuda":
+        idx = q.device.index if q.device.index is not None else 0
+        if idx not in _CAPABILITY:
+            import torch
+            _CAPABILITY[idx] = torch.cuda.get_device_capability(idx)
+        if _CAPABILITY[idx][0] < 9:
+            return f"compute capability {_CAPABILITY[idx]} has no TMA (the fast kernel needs 9.0+)"
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
+        if t.data_ptr() % 16:
+            return f"{name} is not 16-byte aligned"
+        if t.stride(-1) != 1:
+            return f"{name}'s last dimension is not contiguous"
+        for d in range(3):
+            if t.shape[d] > 1 and (t.stride(d) * t.element_size()) % 16:
+                return f"{name}'s stride {t.stride(d)} (dim {d}) is not a multiple of 16 bytes"
+    return None
+
+
+def tma_strides(t) -> tuple:
+    """``t``'s first three strides for a TMA descriptor: a size-1 dimension's stride is
+    arbitrary in torch (it may be 1), and TMA wants multiples of 16 bytes; any such value
+    addresses the same elements."""
+    return tuple(t.stride(d) if t.shape[d] > 1 else t.shape[-1] for d in range(3))
+
+
+def fast_kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int = 0, seg_len: int = 1):
+    """The runtime arguments of :func:`attn_fwd_fast_kernel` in parameter order."""
+    Hq, Sq = q.shape[1], q.shape[2]
+    Hkv, Skv = k.shape[1], k.shape[2]
+    return (q, k, v, o, lse, float(sm_scale) * LOG2E, *tma_strides(q), *tma_strides(k),
+            *tma_strides(v), *tma_strides(o), Hq, Hq // Hkv, Sq, Skv, int(q_offset),
+            int(seg_len))
+
+
+def launch_fast(q, k, v, o, lse, causal: bool, sm_scale: float, cfg: AttentionConfig, *,
+                segments: int = 0, q_offset: int = 0, seg_len: int = 1) -> None:
+    """Launch :func:`attn_fwd_fast_kernel` (operands checked, ``fast_path_reason`` None)."""
+    Sq, Skv = q.shape[2], k.shape[2]
+    if q.device.type == "cuda":
+        ensure_tma_allocator()
+    grid = (triton.cdiv(Sq, cfg.BLOCK_M), q.shape[0] * q.shape[1])
+    attn_fwd_fast_kernel[grid](
+        *fast_kernel_args(q, k, v, o, lse, sm_scale, q_offset, seg_len),
+        HEAD_DIM=q.shape[3], BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
+        SEGMENTS=int(segments), WARP_SPECIALIZE=cfg.WARP_SPECIALIZE,
+        EVEN_KV=Skv % cfg.BLOCK_N == 0, **cfg.options())
+
+
+def fast_config(config, q, D: int, causal: bool, S: int, kernel: str = "fwd") -> AttentionConfig:
+    """The fast ``kernel``'s config: ``config`` (an :class:`AttentionConfig`, or a dict of some
+    fields over the table's choice), or the per-GPU table's entry for this shape class."""
+    if isinstance(config, AttentionConfig):
+        return config.check(D, kernel=kernel)
+    table = lookup(kernel, dtypes.canonical(q.dtype), D, causal, S, device_gpu_key(q.device))
+    return AttentionConfig.of(config, D, base=table).check(D, kernel=kernel)
+
+
+def choose_kernel(config, q, k, v, o, D: int, causal: bool, sm_scale: float, fusable: bool,
+                  kernel: str = "fwd", fusable_base: AttentionConfig | None = None
+                  ) -> tuple[AttentionConfig, bool]:
+    """``(config, fast)``: the fast kernel's config when ``fusable`` is false and the fast kernel
+    can run these tensors, else the fusable kernel's (``fusable_base``: its default, else
+    :func:`default_config`).  A warp-specialised config for a launch that must take the
+    fusable kernel is refused (:class:`LaunchError` with the reason)."""
+    reason = "fusable=True" if fusable else fast_path_reason(q, k, v, o, sm_scale)
+    if reason is None:
+        return fast_config(config, q, D, causal, max(q.shape[2], k.shape[2]), kernel), True
+    cfg = AttentionConfig.of(config, D, base=fusable_base)
+    if cfg.WARP_SPECIALIZE and not fusable:
+        raise LaunchError(f"config {cfg.short()} is warp specialised, but the fast kernel cannot "
+                          f"run here ({reason}) and the fusable one is never warp specialised: "
+                          f"drop WARP_SPECIALIZE")
+    return cfg.check(D, fusable=True), False
+
+
 def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, config=None, *,
-              out=None):
+              out=None, fusable: bool = True):
     """Flash-attention forward; returns ``(o, lse)`` (see the module docstring for the contract:
     shapes, GQA, the top-left causal mask, and ``lse`` in natural log of the scaled scores).
 
-    ``config``: an :class:`AttentionConfig`, a dict of some of its fields (the rest from
-    :func:`default_config`), or None.  ``out``: optional preallocated ``(o, lse)``, contiguous.
+    ``fusable=True`` (the default): the kernel the compiler fuses (:func:`attn_fwd_kernel`),
+    with :func:`default_config` -- the kernel proven on a GPU, and what the ops' unfused paths
+    run, so that they equal their fused paths bit for bit.
+    ``fusable=False`` (experimental until ``tests/gpu`` passes on it on a GPU): the fast kernel
+    (:func:`attn_fwd_fast_kernel`) with the per-GPU table's config, or the fusable kernel where
+    the fast one cannot run (:func:`fast_path_reason`: before Hopper, unaligned strides,
+    ``sm_scale <= 0``).
+
+    ``config``: an :class:`AttentionConfig`, a dict of some of its fields (the rest from the
+    kernel's default), or None.  ``out``: optional preallocated ``(o, lse)``, contiguous.
     """
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
-    cfg = AttentionConfig.of(config, D).check(D)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
     o, lse = outputs(q, out, (B, Hq, Sq, D))
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    cfg, fast = choose_kernel(config, q, k, v, o, D, causal, sm_scale, fusable)
     if o.numel() == 0:
         return o, lse
-    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    check_device(q)
+    if fast:
+        launch_fast(q, k, v, o, lse, causal, sm_scale, cfg)
+        return o, lse
     grid = (triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)
     args = (q, k, v, o, lse, float(sm_scale) * LOG2E,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
             Hq, Hq // Hkv, Sq, Skv)
     consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal))
-    check_device(q)
     attn_fwd_kernel[grid](*args, **consts, **cfg.options())
     return o, lse
 
 
-__all__ = ["AttentionConfig", "LN2", "LOG2E", "attention", "attn_fwd_kernel", "check_operands",
-           "compile_args", "compile_attrs", "default_config"]
+__all__ = ["AttentionConfig", "FAST_PARAMS", "LN2", "LOG2E", "attention", "attn_fwd_fast_kernel",
+           "attn_fwd_kernel", "check_operands", "compile_args", "compile_attrs",
+           "default_config", "fast_compile_args", "fast_config", "fast_kernel_args",
+           "choose_kernel", "fast_path_reason", "launch_fast"]

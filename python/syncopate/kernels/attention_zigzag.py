@@ -18,6 +18,16 @@ block whose original segment lies after the query block's: a skipped block loads
 in the fused kernel it waits for nothing either.  A block on the diagonal segment gets the
 element mask; a block of an earlier segment none.
 
+That constant-trip-count loop with its in-loop skip is what the fused ring attention needs (the
+remap permutes one whole iteration space), and it costs 1.28-1.33x the prefix-causal kernel
+because Triton does not pipeline loads under the skip.  :func:`attention_zigzag` with
+``fusable=False`` therefore runs the fast kernel
+(:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``): it visits only
+the visible blocks, in original order, each block's stored row computed from its original
+position -- the prefix-causal kernel's work.  That path is experimental until ``tests/gpu``
+passes on it on a GPU (as :func:`~syncopate.kernels.attention.attention`'s fast path); the
+default is the fusable kernel.
+
 Contract (:func:`attention_zigzag`): as :func:`syncopate.kernels.attention.attention` (shapes,
 GQA, dtypes, ``(o, lse)`` with the natural log-sum-exp), causal only, plus
 ``SEQ_KV % segments == 0`` and the segment length a multiple of ``BLOCK_M`` and ``BLOCK_N`` (a
@@ -32,7 +42,10 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
-from .attention import LOG2E, AttentionConfig, _unit_last, check_device, check_operands, outputs
+from .attention import (LOG2E, AttentionConfig, _unit_last, check_device, check_operands,
+                        choose_kernel, launch_fast, outputs)
+from .attention import compile_args as plain_compile_args
+from .attention_config import default_config as plain_default_config
 
 
 @triton.jit
@@ -104,7 +117,7 @@ def attn_zigzag_fwd_kernel(Q, K, V, O, LSE, qk_scale,
 
 
 def default_config(head_dim: int) -> AttentionConfig:
-    """The zigzag kernel's H200 default: KV blocks of 128 in 2 stages for both head dims.
+    """The fusable zigzag kernel's H200 default: KV blocks of 128 in 2 stages for both head dims.
 
     Measured (one H200, bf16, 32/8 heads, D = 128, whole sequence in 8 segments, against the
     prefix-loop causal kernel of :mod:`.attention` at 1.72 / 6.08 ms for 8k / 16k tokens):
@@ -112,8 +125,7 @@ def default_config(head_dim: int) -> AttentionConfig:
     of the prefix loop).  Where the 30% goes: the skip of later segments is an ``if`` inside
     the loop, and Triton does not software-pipeline loads under a branch; loading outside the
     branch with a mask (2.33 / 8.33 ms) or not skipping at all (3.08 / 11.5 ms) is slower."""
-    from .attention import default_config as plain
-    cfg = plain(head_dim)
+    cfg = plain_default_config(head_dim)
     return cfg.replace(BLOCK_N=128, num_stages=2) if head_dim == 128 else cfg
 
 
@@ -147,8 +159,7 @@ def check_zigzag(Sq: int, Skv: int, segments: int, q_offset: int, cfg: Attention
 def compile_args(dtype="bf16", head_dim: int = 128, segments: int = 2,
                  config=None) -> tuple[dict, dict]:
     """``(signature, constexprs)`` of :func:`attn_zigzag_fwd_kernel` (as the JIT builds them)."""
-    from .attention import compile_args as plain_args
-    sig, cx = plain_args(dtype, head_dim, False, config)
+    sig, cx = plain_compile_args(dtype, head_dim, False, config)
     sig.pop("CAUSAL")
     cx.pop("CAUSAL")
     signature = {p: sig[p] if p in sig else "i32" for p in _PARAMS}
@@ -169,20 +180,34 @@ def kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int) -> tuple:
 
 
 def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float | None = None,
-                     config=None, *, out=None):
+                     config=None, *, out=None, fusable: bool = True):
     """Causal attention of ``q`` (rows ``[q_offset, q_offset + Sq)`` of a zigzag-stored
     sequence) against ``k``/``v`` (the whole zigzag-stored sequence of ``segments`` segments);
-    returns ``(o, lse)`` as :func:`syncopate.kernels.attention.attention`."""
+    returns ``(o, lse)`` as :func:`syncopate.kernels.attention.attention`.
+
+    ``fusable=True`` (the default): :func:`attn_zigzag_fwd_kernel`, the constant-trip-count
+    loop ring attention fuses (what its unfused path must run to equal the fused one bit for
+    bit), and the kernel proven on a GPU.  ``fusable=False`` (experimental until
+    ``tests/gpu`` passes on it on a GPU): the fast kernel
+    (:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``), which visits
+    only the blocks a query block sees -- in original order, each block's stored row computed
+    from its original position -- so it does the prefix-causal kernel's work with no skipped
+    block and no branch in its loop."""
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
-    cfg = (default_config(D) if config is None else AttentionConfig.of(config, D)).check(D)
-    check_zigzag(Sq, Skv, segments, q_offset, cfg)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
     o, lse = outputs(q, out, (B, Hq, Sq, D))
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    cfg, fast = choose_kernel(config, q, k, v, o, D, True, sm_scale, fusable,
+                              fusable_base=default_config(D))
+    seg_len = check_zigzag(Sq, Skv, segments, q_offset, cfg)
     if o.numel() == 0:
         return o, lse
-    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     check_device(q)
+    if fast:
+        launch_fast(q, k, v, o, lse, True, sm_scale, cfg, segments=segments, q_offset=q_offset,
+                    seg_len=seg_len)
+        return o, lse
     grid = (Sq // cfg.BLOCK_M, B * Hq)
     attn_zigzag_fwd_kernel[grid](*kernel_args(q, k, v, o, lse, sm_scale, q_offset),
                                  SEGMENTS=segments, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,

@@ -1,8 +1,8 @@
 """Configurations and compile arguments of the local GEMM kernels (:mod:`.gemm`).
 
 :class:`GemmConfig` (tile sizes and compile options, with the checks that say what to change
-when a kernel cannot run one), :func:`default_config` (the choice for a problem size: the tuned
-table of :mod:`.gemm_table`, else :func:`heuristic_config`), split-K sizing
+when a kernel cannot run one), :func:`heuristic_config` (the analytical choice for a problem
+size; :func:`.gemm_table.default_config` consults the tuned table first), split-K sizing
 (:func:`split_k_for`, :func:`with_split_k`), and the ``(signature, constexprs)`` / ``attrs``
 that ``triton.compile(ASTSource(...))`` needs (:func:`compile_args`, :func:`compile_attrs`,
 :func:`splitk_compile_args`).  Split from :mod:`.gemm` so that the kernels'
@@ -57,8 +57,8 @@ def _dtype_name(dtype) -> str:
 
 
 #: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_stages)`` of the TMA kernel that ran correctly with
-#: ``WARP_SPECIALIZE`` on an H200 over the broad shape set (``bench_local --tune``, bf16 and
-#: fp16, ragged sizes included; bench/results/2026-12-02-h200x1-local-gemm). Triton 3.6's
+#: ``WARP_SPECIALIZE`` on an H200 over the broad shape set (``syncopate.bench.local --tune``,
+#: bf16 and fp16, ragged sizes included; bench/results/2026-12-02-h200x1-local-gemm). Triton 3.6's
 #: automatic warp specialisation produced NaN tiles with 128x128x64 / 5 stages on every shape,
 #: so a warp-specialised config is refused unless its tile was verified.
 WARP_SPECIALIZED_TILES = frozenset({(128, 256, 64, 3)})
@@ -98,7 +98,7 @@ class GemmConfig:
 
     def __hash__(self) -> int:
         """The fields' hash, computed once: a config is part of every eager op call's key
-        (``ops/_gemm.prepared_key``), and the generated hash of eleven fields cost ~1 us per
+        (``ops/driver.prepared_key``), and the generated hash of eleven fields cost ~1 us per
         call on an H200 host."""
         h = self.__dict__.get("_hash")
         if h is None:
@@ -266,7 +266,7 @@ def with_split_k(cfg: GemmConfig, split: int) -> GemmConfig:
 def heuristic_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
                      num_sms: int = H200_NUM_SMS, *, fusable: bool = True) -> GemmConfig:
     """The analytical choice, used where no tuned table entry is near (see
-    :func:`default_config`).
+    :func:`.gemm_table.default_config`).
 
     Starting point: Triton's tutorial 09 (persistent matmul) and Triton-bench Hopper settings:
     ``128x256x64`` tiles, 8 warps (two wgmma warp groups, each 64x256), 3 stages for large
@@ -306,31 +306,6 @@ def heuristic_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
     if k == "tma" and not fusable:
         cfg = with_split_k(cfg, split_k_for(M, N, K, cfg, num_sms))
     return cfg
-
-
-def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
-                   num_sms: int = H200_NUM_SMS, *, fusable: bool = True,
-                   gpu: str | None = None) -> GemmConfig:
-    """The config to use for this problem on ``gpu`` (a key of :mod:`.gemm_table`, e.g.
-    ``'h200'``; None: the H200, the GPU the shipped defaults and ``num_sms`` describe).
-
-    For the TMA kernel: the nearest entry of the config table (the user's tuning cache, then
-    the defaults shipped for this GPU type; :func:`.gemm_table.lookup`), else
-    :func:`heuristic_config`. The pointer kernel always takes the heuristic.
-
-    ``fusable=True`` (the default, what the compiler and the fused ops need) never returns
-    split-K or warp specialisation; the local :func:`~.gemm_launch.matmul` asks with
-    ``fusable=False`` and may get either.
-    """
-    _dtype_name(dtype)
-    k = _short(kernel)
-    if k == "tma":
-        from . import gemm_table
-        cfg = gemm_table.lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable,
-                                num_sms=num_sms)
-        if cfg is not None:
-            return cfg
-    return heuristic_config(M, N, K, dtype, k, num_sms, fusable=fusable)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,6 +369,12 @@ def compile_attrs(kernel_name: str, *, unit_inner_strides: bool = True,
     return {(_PARAMS[name].index(p),): [["tt.divisibility", 16]] for p in params}
 
 
+#: Block of :func:`.gemm_splitk.splitk_reduce_kernel`: 32 x 256 fp32 per program with 4 warps (64 elements,
+#: i.e. 16 vectorised 16-byte loads per thread and split), enough to stream at DRAM speed.
+REDUCE_BLOCK_M = 32
+REDUCE_BLOCK_N = 256
+REDUCE_NUM_WARPS = 4
+
 _SPLITK_PARAMS = ("a_ptr", "b_ptr", "ws_ptr", "M", "N", "K", "stride_am", "stride_bk",
                   "stride_ws")
 _REDUCE_PARAMS = ("ws_ptr", "c_ptr", "M", "N", "m_pad", "stride_ws", "stride_cm", "stride_cn")
@@ -406,7 +387,6 @@ def splitk_compile_args(dtype="bf16", config=None, *, num_sms: int = H200_NUM_SM
     (``aligned``: the divisibility hints of sizes that are multiples of 16, and C's unit inner
     stride). Options: ``config.options()`` for the partial kernel, ``num_warps=4,
     num_stages=1`` for the reduction."""
-    from .gemm_splitk import REDUCE_BLOCK_M, REDUCE_BLOCK_N
     dt = _dtype_name(dtype)
     cfg = GemmConfig.of(config)
     sig = {p: (f"*{dt}" if p in ("a_ptr", "b_ptr") else "*fp32" if p == "ws_ptr" else "i32")

@@ -94,7 +94,7 @@ def default_fp8_config(M: int, N: int, K: int, kernel: str = "tma", num_sms: int
     memory with the C staging buffer, the tile of Triton's FP8 persistent-matmul tutorial) when
     it does not leave the last wave mostly empty, else 128x128x128. A BLOCK_K of 128 one-byte
     elements is one 128-byte row per TMA box (the widest swizzle) and the bf16 kernels' bytes
-    per stage. ``python -m syncopate.kernels.bench_local --fp8`` times it against
+    per stage. ``python -m syncopate.bench.local --fp8`` times it against
     ``torch._scaled_mm``."""
     fp8_short(kernel)
     small = Fp8GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8,

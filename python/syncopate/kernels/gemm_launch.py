@@ -32,17 +32,16 @@ directly.
 
 from __future__ import annotations
 
-import os
-
 import triton
 
-from .. import dtypes
+from .. import dtypes, settings
 from ..errors import LaunchError
 from ..runtime import direct_launch
 from .gemm import matmul_ptr_kernel, matmul_tma_persistent_kernel
-from .gemm_config import _SUPPORTED_DTYPES, GemmConfig, _short, default_config
-from .gemm_splitk import (REDUCE_BLOCK_M, REDUCE_BLOCK_N, REDUCE_NUM_WARPS,
-                          matmul_tma_splitk_kernel, splitk_reduce_kernel)
+from .gemm_config import (_SUPPORTED_DTYPES, REDUCE_BLOCK_M, REDUCE_BLOCK_N, REDUCE_NUM_WARPS,
+                          GemmConfig, _short)
+from .gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
+from .gemm_table import default_config, gpu_key
 
 #: ``kernel=`` values of :func:`matmul`: 'auto' (choose per layout) and the two kernels.
 KERNEL_CHOICES = ("auto", "tma", "ptr")
@@ -104,8 +103,6 @@ def device_info(index: int) -> tuple[int, tuple[int, int], str]:
     config choice needs to know about the GPU (:func:`~.gemm_table.gpu_key`)."""
     if index not in _DEVICE_INFO:
         import torch
-
-        from .gemm_table import gpu_key
         props = torch.cuda.get_device_properties(index)
         _DEVICE_INFO[index] = (props.multi_processor_count, (props.major, props.minor),
                                gpu_key(props.name))
@@ -253,7 +250,7 @@ def _stage(t, rows: int, cols: int, padded: int):
 
 #: ``SYNCOPATE_GEMM_DIRECT_LAUNCH=0`` keeps every launch on Triton's JIT path (``fn[grid](...)``)
 #: instead of calling the compiled kernel's launcher directly after the first launch.
-DIRECT_LAUNCH = os.environ.get("SYNCOPATE_GEMM_DIRECT_LAUNCH", "1") != "0"
+DIRECT_LAUNCH = settings.GEMM_DIRECT_LAUNCH.get()
 
 
 class _Launch:

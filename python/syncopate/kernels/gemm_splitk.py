@@ -117,10 +117,3 @@ def splitk_reduce_kernel(ws_ptr, c_ptr,  #
         acc += tl.load(ptrs + s * slot, mask=mask, other=0.0)
     c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
-#: Block of :func:`splitk_reduce_kernel`: 32 x 256 fp32 per program with 4 warps (64 elements,
-#: i.e. 16 vectorised 16-byte loads per thread and split), enough to stream at DRAM speed.
-REDUCE_BLOCK_M = 32
-REDUCE_BLOCK_N = 256
-REDUCE_NUM_WARPS = 4

@@ -1,5 +1,5 @@
 """The local GEMM's config table: which :class:`~.gemm_config.GemmConfig` to run for a shape, per
-GPU type, from measurements (``python -m syncopate.kernels.bench_local --tune``).
+GPU type, from measurements (``python -m syncopate.bench.local --tune``).
 
 Why a table and not a formula: on an H200 the best tile, pipeline depth, warp specialisation
 and split-K depend on the shape in ways that a wave-count model only approximates (it said
@@ -13,9 +13,10 @@ Where entries come from, in the order :func:`lookup` consults them:
    fresh tuning before installing it.
 2. The user's tuning cache, ``$SYNCOPATE_CACHE_DIR/gemm/<gpu>.json`` (default
    ``~/.cache/syncopate``, or ``$XDG_CACHE_HOME/syncopate``), written by
-   :func:`~.gemm_tuning.tune_matmul` and ``bench_local --tune --save-cache``.
+   ``syncopate.bench.tuning.tune_matmul`` and ``python -m syncopate.bench.local --tune
+   --save-cache``.
 3. The defaults shipped with the package, ``syncopate/kernels/configs/<gpu>.json``
-   (``bench_local --install-tuned`` writes them from a tuning run's JSON).
+   (``python -m syncopate.bench.local --install-tuned`` writes them from a tuning run's JSON).
 
 An entry is one tuned shape: ``dtype``, ``M``, ``N``, ``K``, the best ``config`` and the best
 ``fusable_config`` (no split-K, no warp specialisation: what the fused ops can compile), with
@@ -37,9 +38,10 @@ import re
 import time
 from pathlib import Path
 
+from .. import settings
 from ..errors import LaunchError
-from .gemm_config import (H200_NUM_SMS, GemmConfig, _dtype_name, split_k_for,
-                          with_split_k)
+from .gemm_config import (H200_NUM_SMS, GemmConfig, _dtype_name, _short, heuristic_config,
+                          split_k_for, with_split_k)
 
 #: Table file format version (``"format"`` in the JSON).
 FORMAT = 1
@@ -66,8 +68,8 @@ def gpu_key(name: str) -> str:
 def cache_dir() -> Path:
     """``$SYNCOPATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/syncopate``, else
     ``~/.cache/syncopate``."""
-    if os.environ.get("SYNCOPATE_CACHE_DIR"):
-        return Path(os.environ["SYNCOPATE_CACHE_DIR"])
+    if settings.CACHE_DIR.get():
+        return Path(settings.CACHE_DIR.get())
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "syncopate"
 
@@ -96,7 +98,7 @@ def _entry(raw, where: str) -> dict:
         raise LaunchError(f"GEMM config table {where}: bad entry {raw!r}: "
                           f"{type(e).__name__}: {e}. Each entry needs dtype, M, N, K, config "
                           f"(and fusable_config: no SPLIT_K, no WARP_SPECIALIZE); fix or delete "
-                          f"the file, or re-run python -m syncopate.kernels.bench_local "
+                          f"the file, or re-run python -m syncopate.bench.local "
                           f"--tune") from None
     return dict(raw, dtype=dtype, M=M, N=N, K=K, config=cfg, fusable_config=fus)
 
@@ -114,7 +116,7 @@ def read_table(path) -> dict:
                           f"the tuning") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
         raise LaunchError(f"GEMM config table {path} has no 'entries' list; it is not a table "
-                          f"written by bench_local --tune")
+                          f"written by python -m syncopate.bench.local --tune")
     if raw.get("format", FORMAT) != FORMAT:
         raise LaunchError(f"GEMM config table {path} has format {raw.get('format')!r}, this "
                           f"version reads format {FORMAT}: re-run the tuning")
@@ -161,7 +163,7 @@ def reload_tables() -> None:
 
 
 def _sources(gpu: str) -> list[Path]:
-    override = os.environ.get("SYNCOPATE_GEMM_TABLE")
+    override = settings.GEMM_TABLE.get()
     if override:
         return [] if override.lower() in ("off", "0", "none") else [Path(override)]
     return [p for p in (cache_path(gpu), shipped_path(gpu)) if p.is_file()]
@@ -231,6 +233,30 @@ def lookup(M: int, N: int, K: int, dtype, *, gpu: str = "h200", fusable: bool = 
     return cfg
 
 
-__all__ = ["FORMAT", "MAX_DISTANCE", "SHIPPED_DIR", "cache_dir", "cache_path", "distance",
+def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
+                   num_sms: int = H200_NUM_SMS, *, fusable: bool = True,
+                   gpu: str | None = None) -> GemmConfig:
+    """The config to use for this problem on ``gpu`` (a key of :mod:`.gemm_table`, e.g.
+    ``'h200'``; None: the H200, the GPU the shipped defaults and ``num_sms`` describe).
+
+    For the TMA kernel: the nearest entry of the config table (the user's tuning cache, then
+    the defaults shipped for this GPU type; :func:`lookup`), else
+    :func:`heuristic_config`. The pointer kernel always takes the heuristic.
+
+    ``fusable=True`` (the default, what the compiler and the fused ops need) never returns
+    split-K or warp specialisation; the local :func:`~.gemm_launch.matmul` asks with
+    ``fusable=False`` and may get either.
+    """
+    _dtype_name(dtype)
+    k = _short(kernel)
+    if k == "tma":
+        cfg = lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable,
+                                num_sms=num_sms)
+        if cfg is not None:
+            return cfg
+    return heuristic_config(M, N, K, dtype, k, num_sms, fusable=fusable)
+
+
+__all__ = ["FORMAT", "MAX_DISTANCE", "SHIPPED_DIR", "cache_dir", "cache_path", "default_config", "distance",
            "entries", "entry_json", "gpu_key", "lookup", "merge_entries", "nearest",
            "read_table", "reload_tables", "shipped_path", "write_table"]

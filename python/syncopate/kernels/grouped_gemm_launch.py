@@ -67,7 +67,7 @@ class GroupedGemmConfig:
 def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
     """The H200 choice for a capacity ``C`` and expert GEMM ``N x K``.
 
-    Measured (``python -m syncopate.kernels.bench_grouped --sweep``, one H200, Mixtral- and
+    Measured (``python -m syncopate.bench.grouped --sweep``, one H200, Mixtral- and
     DeepSeek-like shapes, uniform and skewed routings; bench/results/2026-12-02-h200x1-pending):
     128x256x64 tiles, 8 warps, 3 stages, grouped order of 8 tile rows was the fastest of the
     sweep on 5 of 6 cases (and within 1.5% on the sixth), 1.17-1.23x faster than 128x128x64 /

@@ -4,12 +4,18 @@ Both ops launch the local FP8 kernel (:mod:`syncopate.kernels.gemm_fp8`) fused w
 by :func:`syncopate.fuse`; the unfused path launches the same kernel with the same config and
 scale modes after (AG) or before (RS) an NCCL collective, so the two paths compute the same
 tiles (bitwise for AG; RS as the bf16 op: bitwise at two ranks, to rounding beyond).
+
+Their candidates (:func:`candidates`): each fused variant is the bf16 op's plan estimated in
+FP8 with the calibrated GEMM; while no FP8 measurement exists, it takes the bf16 op's
+``measured / model`` ratio at the shape (taken against the bf16 model, the dtype it was
+measured in) times its own FP8 model: the variant's overheads the model misses are assumed the
+same, the GEMM twice as fast.
 """
 
 from __future__ import annotations
 
-from ..errors import LaunchError
-from . import _gemm
+from . import choice, driver
+from .spec import Cand
 
 #: the schedule dtype of the operands (``torch.float8_e4m3fn``)
 FP8 = "fp8e4m3"
@@ -21,7 +27,7 @@ def check_local(a, b, scale_a, scale_b, comm, kernel: str):
     communicator's device; the ``Fp8Problem``."""
     from ..kernels.gemm_fp8_launch import check_fp8_operands
     prob = check_fp8_operands(a, b, scale_a, scale_b, None, kernel)
-    _gemm.check_comm_device(comm, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
+    driver.check_comm_device(comm, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
     return prob
 
 
@@ -33,25 +39,40 @@ def row_scales(scale_a, rows: int):
     return scale_a
 
 
-def fused_kernel(comm, key: tuple, fn, make_schedule, operand, *, backend: str,
+def fused_kernel(comm, key: tuple, kernel: str, make_schedule, operand, *, backend: str,
                  comm_programs: int, config, reduce: str = "comm", **options):
-    """The cached FusedKernel of ``fn`` fused with ``make_schedule()`` (built only on a miss;
-    rebuilt after a timeout poisoned it, as :func:`syncopate.ops._gemm.fused_kernel`)."""
+    """The cached FusedKernel of the FP8 ``kernel`` fused with ``make_schedule()`` (built only
+    on a miss; :func:`syncopate.ops.driver.cached_fused`)."""
     from .. import backends
+    from ..errors import LaunchError
+    from ..kernels.gemm_fp8 import fp8_kernel_fn
     from ..runtime.fused import fuse
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
+
+    def build():
         be = backends.get(backend, LaunchError)
         opts = dict(config.options())
         if reduce != "comm":
             opts["reduce"] = reduce
-        fk = fuse(fn, make_schedule(), operand=operand, backend=backend,
-                  comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
-                  **options, **opts)
-        comm.cache[key] = fk
-    return fk
+        return fuse(fp8_kernel_fn(kernel), make_schedule(), operand=operand, backend=backend,
+                    comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
+                    **options, **opts)
+    return driver.cached_fused(comm, key, build)
+
+
+def launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):
+    """The local FP8 kernel on ``c = (a @ b) * scales`` -- through ``fk`` (the fused kernel) when
+    given, else alone."""
+    from ..kernels import ensure_tma_allocator
+    from ..kernels.gemm_fp8 import fp8_kernel_fn
+    from ..kernels.gemm_fp8_config import fp8_short
+    from ..kernels.gemm_fp8_launch import fp8_args
+    args, grid = fp8_args(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=programs)
+    if fk is not None:
+        fk[grid](*args)
+        return
+    if fp8_short(kernel) == "tma":
+        ensure_tma_allocator()
+    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
 
 
 def programs(comm, kernel: str, backend: str, comm_programs: int):
@@ -59,6 +80,53 @@ def programs(comm, kernel: str, backend: str, comm_programs: int):
     from ..kernels.gemm_fp8_config import fp8_short
     if fp8_short(kernel) != "tma":
         return None
-    return _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, comm_programs))
+    return driver.compute_programs(comm, driver.kernel_comm_programs(backend, comm_programs))
 
 
+def candidates(spec, base, unfused, cal, s, W, dtype, cublas, blocked) -> list:
+    """The FP8 op ``spec``'s candidates at W > 1: its fused variants, the bf16 op ``base``'s plan
+    in FP8 (module docstring), its unfused path (``unfused(cal, s, W)``: the collectives of the
+    op's reference path), and cuBLAS's ``torch._scaled_mm``, which the op cannot run."""
+    out = []
+    for variant in spec.variants:
+        backend, _, red = variant.partition("+")
+        reduce = red or "comm"
+        plan = base.gemm.plan(backend, reduce, s, W, FP8, None, None, None, None)[1:]
+        ratio = None
+        if variant not in blocked and cal.fused(base.name, W)[1].get(variant):
+            ratio = _bf16_ratio(cal, base, variant, s, W)
+        out.append(Cand(f"fused {variant}", variant, "fused",
+                        lambda s, W, backend=backend, reduce=reduce: _model(cal, base, backend,
+                                                                           reduce, s, W),
+                        ((f"{spec.name}:{variant}", f"{base.name}:{variant}"),),
+                        backend=backend, reduce=reduce,
+                        plan=None if variant in blocked else plan,
+                        available=variant not in blocked, why=blocked.get(variant, ""),
+                        base_ratio=ratio))
+    out.append(Cand("unfused (NCCL + triton)", "unfused:triton", "unfused",
+                    lambda s, W: choice.add(unfused(cal, s, W), choice.local_gemm_s(
+                        cal, "triton", s["m"], s["n"], s["k"], FP8)),
+                    (("nccl",), ("local:triton",)), local="triton"))
+    out.append(Cand("unfused (NCCL + _scaled_mm)", "unfused:cublas", "unfused", None,
+                    local="cublas", available=False,
+                    why="the op's unfused path runs our FP8 kernel (torch._scaled_mm is the "
+                        "benchmark's 'serial cuBLAS' column, not an op path)"))
+    return out
+
+
+def _model(cal, base, backend, reduce, s, W):
+    compute, _ = choice.local_gemm_s(cal, "triton", s["m"], s["n"], s["k"], FP8)
+    t = choice.plan_estimate(base, backend, reduce, s, W, FP8, compute)[1]
+    return t, f"cost model of the {base.name} plan, calibrated GEMM (FP8 by peak FLOPs)"
+
+
+def _bf16_ratio(cal, base, variant, s, W) -> float:
+    """``measured / model`` of the bf16 op's variant at this shape (interpolated as the bf16
+    op's decision does): the measurements are bf16, so the ratio is taken against the bf16
+    model, and then applies to the FP8 model (whose GEMM is twice as fast)."""
+    backend, _, red = variant.partition("+")
+    wc = cal.fused(base.name, W)[0]
+    measured = choice.section_model(base, cal, variant, wc, "bf16", s, W)[0]
+    compute, _ = choice.local_s(cal, "triton", s["m"], s["n"], s["k"], "bf16")
+    return measured / choice.plan_estimate(base, backend, red or "comm", s, W, "bf16",
+                                           compute)[1]

@@ -26,22 +26,26 @@ same local kernel with the same config -- bitwise the fused result.
 
 from __future__ import annotations
 
-from . import _fp8, _gemm
+from ..runtime import collectives as dist
+from ..schedule.scaled_gather import scaled_all_gather
+from . import _fp8, choice, driver
+from .ag_gemm import SHAPES
+from .ag_gemm import SPEC as AG_GEMM
+from .spec import Bench, OpSpec
 
 
 def ag_gemm_fp8_buffers(comm, m_shard: int, K: int):
     """The symmetric A ``[M, K]`` (fp8) and SA ``[M, 1]`` (fp32) buffers of this shape."""
     import torch
     M = int(m_shard) * comm.world_size
-    A = _gemm.symmetric_buffer(comm, "ag_gemm_fp8.A", (M, K), torch.float8_e4m3fn)
-    SA = _gemm.symmetric_buffer(comm, "ag_gemm_fp8.SA", (M, 1), torch.float32)
+    A = driver.symmetric_buffer(comm, "ag_gemm_fp8.A", (M, K), torch.float8_e4m3fn)
+    SA = driver.symmetric_buffer(comm, "ag_gemm_fp8.SA", (M, 1), torch.float32)
     return A, SA
 
 
 def ag_gemm_fp8_schedule(M: int, K: int, W: int, *, split: int = 1, order: str = "swizzle",
                          mode: str = "pull"):
     """The schedule the op fuses: A and its per-row scales gathered together."""
-    from ..schedule.scaled_gather import scaled_all_gather
     return scaled_all_gather((M, K), _fp8.FP8, W, dim=0, order=order, mode=mode, split=split,
                              tensors=("A", "SA"))
 
@@ -55,17 +59,15 @@ def ag_gemm_fp8_fused_kernel(comm, M: int, K: int, *, backend="sm", split=1, ord
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
     from .. import backends
     from ..errors import LaunchError
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
     from ..kernels.gemm_fp8_config import fp8_short
     k = fp8_short(kernel)
     mode = mode or backends.get(backend, LaunchError).op_modes["ag"]
     key = ("ag_gemm_fp8.fk", M, K, backend, split, order, mode, comm_programs, k, repr(config))
-    return _fp8.fused_kernel(comm, key, fp8_kernel_fn(k),
+    return _fp8.fused_kernel(comm, key, k,
                              lambda: ag_gemm_fp8_schedule(M, K, comm.world_size, split=split,
                                                           order=order, mode=mode),
-                             OPERAND, backend=backend,
-                             comm_programs=comm_programs, config=config,
-                             defer_consumed_wait=True)
+                             OPERAND, backend=backend, comm_programs=comm_programs,
+                             config=config, defer_consumed_wait=True)
 
 
 def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "tma",
@@ -74,10 +76,7 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
     local FP8 kernel with row-wise A scales."""
     import torch
 
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
-                                           resolve_fp8_config)
-    from ..runtime import collectives as dist
+    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     Ms, K, N = prob.M, prob.K, prob.N
@@ -89,20 +88,23 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
         A = torch.empty((M, K), device=a_shard.device, dtype=torch.float8_e4m3fn)
         dist.all_gather_into_tensor(A.view(torch.uint8), a_shard.contiguous().view(torch.uint8),
                                     group=comm.group)
-        SA = torch.empty((M, 1), device=a_shard.device, dtype=torch.float32)
-        dist.all_gather_into_tensor(SA, _fp8.row_scales(scale_a, Ms).contiguous(),
-                                    group=comm.group)
+        SA = driver.all_gather_rows(_fp8.row_scales(scale_a, Ms), comm.group, W)
+    return _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out)
+
+
+def _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out, fk=None, programs=None):
+    """The local FP8 kernel on the gathered ``A`` and row scales ``SA`` (``fk``: fused) into
+    ``out`` (allocated when None, else checked: shape, dtype, overlap, TMA's layout)."""
+    import torch
+
+    from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands
     if out is None:
-        out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
-    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
+        out = torch.empty((M, prob.N), device=A.device, dtype=torch.bfloat16)
+    else:
         check_fp8_operands(A, b, SA, scale_b, out, kernel)
-    args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True,
-                                                                       prob.sb_cols), cfg)
-    from ..kernels.gemm_fp8_config import fp8_short
-    if fp8_short(kernel) == "tma":
-        from ..kernels import ensure_tma_allocator
-        ensure_tma_allocator()
-    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
+    _fp8.launch_local(kernel, A, b, out, SA, scale_b, Fp8Problem(M, prob.N, prob.K, True,
+                                                                 prob.sb_cols), cfg,
+                      programs=programs, fk=fk)
     return out
 
 
@@ -120,49 +122,51 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = Non
     ``split``/``mode``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     World size 1: the local FP8 kernel alone.
     """
-    import torch
-
-    from ..kernels.gemm_fp8_launch import (Fp8Problem, check_fp8_operands, fp8_args,
-                                           resolve_fp8_config)
-    from ..runtime.fused import fused_enabled
+    from ..kernels.gemm_fp8_launch import resolve_fp8_config
     explicit = (backend is not None or split is not None or mode is not None
                 or comm_programs is not None)
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if not use_fused or comm.world_size == 1:  # one rank: nothing to gather
+    if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to gather
         return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W, me = comm.world_size, comm.rank
     Ms, K, N = prob.M, prob.K, prob.N
     M = Ms * W
-    d = _gemm.route("ag_gemm_fp8", comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit)
-    if d is not None and d.choice.path != "fused":
+    use, c = driver.choose(SPEC, comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit,
+                           named=backend is not None)
+    if not use:
         return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
-    if backend is None and d is None:  # fused=True: the fused variant the decision ranks first
-        d = _gemm.fused_variant("ag_gemm_fp8", comm, (M, N, K), _fp8.FP8)
-    backend = backend or d.choice.backend
+    backend = backend or c.backend
     cfg = resolve_fp8_config(kernel, M, N, K, config)
-    split, cp = _gemm.choose("ag_gemm", backend, M, N, K, W, _fp8.FP8, split, comm_programs)
-    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
+    split, cp = driver.gemm_plan("ag", backend, M, N, K, W, _fp8.FP8, split, comm_programs)
+    cp = driver.loopback_comm_programs(comm, cp, comm_programs)
     fk = ag_gemm_fp8_fused_kernel(comm, M, K, backend=backend, split=split, order=order,
                                   mode=mode, comm_programs=cp, kernel=kernel, config=cfg)
     A, SA = ag_gemm_fp8_buffers(comm, Ms, K)
-    if out is None:
-        out = torch.empty((M, N), device=a_shard.device, dtype=torch.bfloat16)
-    else:  # shape, dtype, overlap and (tma) layout of the caller's buffer
-        check_fp8_operands(A, b, SA, scale_b, out, kernel)
-    args, grid = fp8_args(kernel, A, b, out, SA, scale_b, Fp8Problem(M, N, K, True, prob.sb_cols),
-                          cfg, programs=_fp8.programs(comm, kernel, backend, cp))
     # stage this rank's rows of A and of SA once the peers finished reading the last launch's
     fk.before_staging()
     rows = slice(me * Ms, (me + 1) * Ms)
     if not (a_shard.data_ptr() == A[rows].data_ptr() and a_shard.stride() == A[rows].stride()):
         A[rows].copy_(a_shard)
     SA[rows].copy_(_fp8.row_scales(scale_a, Ms))
-    fk[grid](*args)
-    return out
+    return _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out, fk,
+                   _fp8.programs(comm, kernel, backend, cp))
 
 
-__all__ = ["OPERAND", "ag_gemm_fp8", "ag_gemm_fp8_buffers", "ag_gemm_fp8_fused_kernel",
+def _unfused(cal, s, W):
+    """A's bytes and its per-row fp32 scales: two all-gathers."""
+    m, k = s["m"], s["k"]
+    return choice.add(choice.collective_s(cal, "all_gather", m * k, W),
+                      choice.collective_s(cal, "all_gather", m * 4, W))
+
+
+SPEC = OpSpec(
+    name="ag_gemm_fp8", fn=ag_gemm_fp8, shape=("m", "n", "k"), variants=("sm", "ce"),
+    dtype=_fp8.FP8,
+    candidates=lambda spec, *args: _fp8.candidates(spec, AG_GEMM, _unfused, *args),
+    explain=AG_GEMM.explain, bench_rows=("ag_gemm_fp8",),
+    bench=Bench(("ag_fp8",), SHAPES, "fp8:bench_ag_fp8"))
+
+__all__ = ["OPERAND", "SPEC", "ag_gemm_fp8", "ag_gemm_fp8_buffers", "ag_gemm_fp8_fused_kernel",
            "ag_gemm_fp8_reference", "ag_gemm_fp8_schedule"]

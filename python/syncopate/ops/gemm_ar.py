@@ -31,30 +31,31 @@ Unfused path (``fused=False`` or ``SYNCOPATE=0``, or the op's choice): the same 
 (or cuBLAS where the op chose it: ``kernel`` and ``config`` left out), then NCCL ``all_reduce``.
 With ``fused`` None the op chooses per shape, dtype, world size and GPU type between the fused
 plan and the unfused path (:func:`syncopate.ops.choice.decide_shape`: at decode sizes one NCCL
-call against two rounds of flags, at M = 8192 the overlap against the comm programs' SMs). For two ranks both paths add two bf16/fp16 partials in fp32 and round once, so
-they agree bitwise; for more ranks the order of the roundings differs and they agree to
-rounding.
+call against two rounds of flags, at M = 8192 the overlap against the comm programs' SMs). For
+two ranks both paths add two bf16/fp16 partials in fp32 and round once, so they agree bitwise;
+for more ranks the order of the roundings differs and they agree to rounding. The generic
+driver (:func:`syncopate.ops.driver.gemm_op`) runs the call from this op's :data:`SPEC`.
 """
 
 from __future__ import annotations
 
 from ..errors import LaunchError
-from . import _gemm
+from ..runtime import collectives as dist
+from . import driver, gemm_ar_plan
+from .spec import Bench, GemmLaunch, OpSpec
 
 BACKENDS = ("sm", "nvshmem")
 
 
-def _check(a, b_shard, comm):
-    _gemm.check_k_sharded(a, b_shard)
+def _check(a, b_shard, comm, out=None):
+    driver.check_k_sharded(a, b_shard)
     if a.shape[0] < 1 or b_shard.shape[1] < 1:
         raise LaunchError(f"a @ b_shard is [{a.shape[0]}, {b_shard.shape[1]}]: M and N must be "
                           f">= 1")
-    _gemm.check_comm_device(comm, ("a", a), ("b_shard", b_shard))
-
-
-def _check_out(out, M: int, N: int, dtype) -> None:
-    if out is not None and (tuple(out.shape) != (M, N) or out.dtype != dtype):
-        raise LaunchError(f"out must be the whole [M, N] = {(M, N)} result in {dtype}, got "
+    driver.check_comm_device(comm, ("a", a), ("b_shard", b_shard))
+    M, N = a.shape[0], b_shard.shape[1]
+    if out is not None and (tuple(out.shape) != (M, N) or out.dtype != a.dtype):
+        raise LaunchError(f"out must be the whole [M, N] = {(M, N)} result in {a.dtype}, got "
                           f"{tuple(out.shape)} {out.dtype}")
 
 
@@ -74,14 +75,10 @@ def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
     """The unfused path: the local kernel (``kernel='cublas'``: ``torch.matmul``), then NCCL
     ``all_reduce`` (sum) in place."""
     import torch
-
-    from ..runtime import collectives as dist
-    _check(a, b_shard, comm)
-    M, N = a.shape[0], b_shard.shape[1]
-    _check_out(out, M, N, a.dtype)
+    _check(a, b_shard, comm, out)
     if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    _gemm.local_gemm(kernel, a, b_shard, out, config)
+        out = torch.empty((a.shape[0], b_shard.shape[1]), device=a.device, dtype=a.dtype)
+    driver.local_gemm(kernel, a, b_shard, out, config)
     if comm.world_size > 1:  # one rank: the identity (and no collective to capture)
         dist.all_reduce(out, op=dist.ReduceOp.SUM, group=comm.group)
     return out
@@ -90,16 +87,16 @@ def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
 def gemm_ar_buffer(comm, M: int, N: int, dtype):
     """The symmetric ``[M, N]`` C buffer of the fused path (allocated on first use, a
     collective): partials, then the reduced result on every rank."""
-    return _gemm.symmetric_buffer(comm, "gemm_ar.C", (M, N), dtype)
+    return driver.symmetric_buffer(comm, "gemm_ar.C", (M, N), dtype)
 
 
 def gemm_ar_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
                          mode="push", comm_programs=8, kernel="tma", config=None):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
     _check_backend(backend)
-    return _gemm.fused_kernel(comm, "ar", "all_reduce", (M, N), dtype, "c_ptr", backend=backend,
-                              split=split, order=order, mode=mode, comm_programs=comm_programs,
-                              kernel=kernel, config=config)
+    return driver.fused_kernel(comm, SPEC, (M, N), 0, dtype, backend=backend, split=split,
+                               order=order, mode=mode, comm_programs=comm_programs,
+                               kernel=kernel, config=config)
 
 
 def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None, split=None,
@@ -107,13 +104,13 @@ def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None
     """``(order, split, comm_programs)`` the op uses: the caller's, else the cost model's
     (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard, ``block_m``
     the GEMM config's tile height)."""
-    from .gemm_ar_plan import ORDERS, choose_plan
-    if order is not None and order not in ORDERS:
-        raise LaunchError(f"order={order!r}; choose one of {', '.join(map(repr, ORDERS))}")
+    if order is not None and order not in gemm_ar_plan.ORDERS:
+        raise LaunchError(f"order={order!r}; choose one of "
+                          f"{', '.join(map(repr, gemm_ar_plan.ORDERS))}")
     if order is not None and split is not None and comm_programs is not None:
         return order, int(split), int(comm_programs)
-    p = choose_plan(M, N, K, W, _gemm.schedule_dtype(dtype), backend, order, split,
-                    comm_programs, block_m=block_m)
+    p = gemm_ar_plan.choose_plan(M, N, K, W, driver.schedule_dtype(dtype), backend, order,
+                                 split, comm_programs, block_m=block_m)
     return p.order, p.split, p.comm_programs
 
 
@@ -133,53 +130,51 @@ def gemm_ar(a, b_shard, comm, *, backend: str | None = None, split=None,
     ``backend``/``split``/``order``/``mode``/``comm_programs``: fused. ``fused=False`` -- or
     ``SYNCOPATE=0`` when ``fused`` is None -- the unfused path with our kernel (local kernel +
     NCCL all-reduce). At world size 1: the local GEMM alone (ours or cuBLAS,
-    :func:`syncopate.ops._gemm.world_size_one`). Result contract as :func:`syncopate.ops.ag_gemm`:
+    :func:`syncopate.ops.driver.world_size_one`). Result contract as :func:`syncopate.ops.ag_gemm`:
     our kernel's bits unless the op chose cuBLAS (pin ``kernel='tma'`` for ours).
     """
-    explicit = (backend is not None or split is not None or order is not None
-                or mode is not None or comm_programs is not None)
-    _gemm.check_kernel(kernel, config, fused is True or explicit)
-    use_fused = _gemm.use_fused(fused)
-    if use_fused and comm.world_size > 1:
-        key = _gemm.prepared_key("gemm_ar", comm, a, b_shard, out,
-                                 (backend, split, order, mode, comm_programs, kernel,
-                                  _gemm.config_key(config)))
-        prep = _gemm.get_prepared(comm, key)
-        if prep is not None:
-            return prep.run_copy_out(a, out)
-    _check(a, b_shard, comm)
-    W = comm.world_size
-    M, K = a.shape
-    N = b_shard.shape[1]
-    _check_out(out, M, N, a.dtype)
-    if W == 1:  # one rank: the all-reduce is the identity
-        return _gemm.world_size_one("gemm_ar", comm, a, b_shard, out, kernel, config,
-                                     ours=not use_fused)
-    tk = _gemm.triton_kernel(kernel)
-    cfg = None if kernel == _gemm.CUBLAS else _gemm.resolve_config(tk, M, N, K, a.dtype, config)
-    if not use_fused or kernel == _gemm.CUBLAS:
-        return gemm_ar_reference(a, b_shard, comm, kernel=kernel or tk, config=cfg, out=out)
-    d = _gemm.route("gemm_ar", comm, (M, N, K), a.dtype, fused=fused, explicit=explicit,
-                    cublas=kernel is None and config is None)
-    if d is not None and d.choice.path != "fused":
-        return gemm_ar_reference(a, b_shard, comm, kernel=_gemm.CUBLAS if d.choice.local ==
-                                 _gemm.CUBLAS else tk, config=None if d.choice.local ==
-                                 _gemm.CUBLAS else cfg, out=out)
-    backend = backend or "sm"
-    kernel = tk
+    return driver.gemm_op(SPEC, a, b_shard, comm, out, fused, kernel, config,
+                          (backend, split, order, mode, comm_programs, None))
+
+
+def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
+    return default_plan(backend, s["m"], s["n"], s["k"], W, dtype, order, split, comm_programs,
+                        block_m=None if cfg is None else int(cfg.BLOCK_M))
+
+
+def _variant(backend, reduce, M, W, cfg, config_given):
     _check_backend(backend)
-    order, split, cp = default_plan(backend, M, N, K, W, a.dtype, order, split, comm_programs,
-                                    block_m=int(cfg.BLOCK_M))
-    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
-    fk = gemm_ar_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
-                              mode=mode or "push", comm_programs=cp, kernel=kernel, config=cfg)
+    return cfg
+
+
+def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
     C = gemm_ar_buffer(comm, M, N, a.dtype)
-    nprog = None
-    if _gemm.short_kernel(kernel) == "tma":
-        nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
-    call = _gemm.gemm_call(kernel, a, b_shard, C, cfg, num_programs=nprog)
-    prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                              a_index=call.fn.arg_names.index("a_ptr"), result=C)
-    result = prep.run_copy_out(a, out)
-    _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
-    return result
+    call = driver.gemm_call(kernel, a, b_shard, C, cfg, num_programs=programs)
+    return driver.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                               a_index=call.fn.arg_names.index("a_ptr"), result=C)
+
+
+def explain_shape(op, dims, W, batch=1, causal=False):
+    """The per-rank GEMM of the global ``M x N x K`` (A ``[M, K]`` split along K, the whole
+    ``[M, N]`` on every rank)."""
+    M, N, K = dims
+    if W > 1 and K % W:
+        raise LaunchError(f"{op} shards K over the {W} ranks: K = {K} must be a multiple of {W}")
+    return (M, N, K // W) if W > 1 else (M, N, K)
+
+
+SPEC = OpSpec(
+    name="gemm_ar", fn=gemm_ar, shape=("m", "n", "k"), variants=("sm",),
+    locals=("triton", "cublas"), explain=explain_shape, bench_rows=("gemm_ar",),
+    # LLaMA-70B's down-projection (K split over the ranks) at decode / small prefill and 8192
+    bench=Bench(("ar", "gemm_ar"), ((8192, 28672),), "gemm_ar:bench_ar",
+                ms=((1, 16, 64, 128, 256, 512, 8192), (16, 8192))),
+    gemm=GemmLaunch(
+        template="all_reduce", operand="c_ptr", kind=None, staged=False,
+        explicit=("backend", "split", "order", "mode", "comm_programs"), check=_check,
+        dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
+        schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_ar_reference,
+        plan=_plan, prepare=_prepare, variant=_variant))
+
+__all__ = ["BACKENDS", "SPEC", "default_plan", "gemm_ar", "gemm_ar_buffer",
+           "gemm_ar_fused_kernel", "gemm_ar_reference"]

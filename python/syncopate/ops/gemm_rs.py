@@ -14,7 +14,8 @@ accumulation, one rounding, sources in rank order) -- or, with ``reduce="epilogu
 owner's GEMM tiles wait for those chunks and add them before their one store. With
 ``sm``/``nvshmem`` the comm programs do the same inside the kernel, and the owner's rows of the
 symmetric buffer hold the result. Called without ``backend``/``reduce`` the op takes the
-path the calibrated cost model predicts fastest (:mod:`syncopate.ops.choice`).
+path the calibrated cost model predicts fastest (:mod:`syncopate.ops.choice`); the generic
+driver (:func:`syncopate.ops.driver.gemm_op`) runs the call from this op's :data:`SPEC`.
 
 Unfused path (``fused=False`` or ``SYNCOPATE=0``): the same local kernel, then NCCL
 ``reduce_scatter_tensor``. For two ranks both paths add two bf16/fp16 partials in fp32 and
@@ -24,25 +25,29 @@ paths agree to rounding.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from .. import backends
-from ..errors import LaunchError
-from . import _gemm
+from .. import backends, calibration
+from ..errors import LaunchError, TorchOpError
+from . import choice, driver
+from .spec import Bench, FxPattern, GemmLaunch, OpSpec, TorchOp
 
 
 #: default chunks per destination with ``reduce="epilogue"``. 2 x H200, runs 5-6 (sweep
 #: 1/2/4/16): split 2 was the best or within 1% of it on every row where this variant is the
 #: default; at M = 1024 x 4096 x 14336 split 1 was 3-5% faster (that shape defaults to sm).
 EPILOGUE_SPLIT = 2
+#: the benchmark's shapes, global ``(N, K)``: A per rank ``[M, K/W]``
+SHAPES = ((4096, 14336), (8192, 28672))
 
 
-def _check(a, b_shard, comm):
-    _gemm.check_k_sharded(a, b_shard)
+def _check(a, b_shard, comm, out=None):
+    driver.check_k_sharded(a, b_shard)
     if a.shape[0] % comm.world_size:
         raise LaunchError(f"M = {a.shape[0]} is not a multiple of the world size {comm.world_size}: "
                           f"every rank returns M/W rows; pad M to a multiple of {comm.world_size}")
-    _gemm.check_comm_device(comm, ("a", a), ("b_shard", b_shard))
+    driver.check_comm_device(comm, ("a", a), ("b_shard", b_shard))
 
 
 def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
@@ -53,7 +58,7 @@ def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
     _check(a, b_shard, comm)
     M, N = a.shape[0], b_shard.shape[1]
     partial = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    _gemm.local_gemm(kernel, a, b_shard, partial, config)
+    driver.local_gemm(kernel, a, b_shard, partial, config)
     if out is None:
         out = torch.empty((M // comm.world_size, N), device=a.device, dtype=a.dtype)
     dist.reduce_scatter_tensor(out, partial, op=dist.ReduceOp.SUM, group=comm.group)
@@ -62,60 +67,64 @@ def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
 
 def gemm_rs_buffer(comm, M: int, N: int, dtype):
     """The symmetric ``[M, N]`` partial-C buffer of the fused path (allocated on first use)."""
-    return _gemm.symmetric_buffer(comm, "gemm_rs.C", (M, N), dtype)
+    return driver.symmetric_buffer(comm, "gemm_rs.C", (M, N), dtype)
 
 
 def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
                          mode=None, comm_programs=0, kernel="tma", config=None, reduce="comm"):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
-    return _gemm.fused_kernel(comm, "rs", "reduce_scatter", (M, N), dtype, "c_ptr", backend=backend,
-                              split=split, order=order, mode=mode, comm_programs=comm_programs,
-                              kernel=kernel, config=config, reduce=reduce)
+    return driver.fused_kernel(comm, SPEC, (M, N), 0, dtype, backend=backend, split=split,
+                               order=order, mode=mode, comm_programs=comm_programs,
+                               kernel=kernel, config=config, reduce=reduce)
 
 
-def epilogue_unavailable(M: int, W: int, cfg) -> tuple:
+def epilogue_unavailable(M: int, W: int, cfg, config_given: bool = True) -> tuple:
     """``(("ce+epilogue", reason),)`` when the epilogue variant cannot run this call's tile
-    order (:func:`_check_epilogue_order`), else ``()``: what the decision must leave out. A
-    pure function of the shape and the config, so every rank leaves out the same."""
+    order (:func:`_check_epilogue_order`; the default config -- not ``config_given`` -- with
+    its GROUP_M lowered as the variant would run it), else ``()``: what the decision must
+    leave out. A pure function of the shape and the config, so every rank leaves out the
+    same."""
     try:
-        _check_epilogue_order("ce", M, W, cfg)
+        _check_epilogue_order("ce", M, W, cfg if config_given else _epilogue_groups(cfg, M, W))
     except LaunchError as e:
         return (("ce+epilogue", str(e).split(":")[0]),)
     return ()
 
 
-def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bool,
-                    backend=None, reduce=None, *, gpu="device", decision=None):
-    """``(backend, reduce, config)`` of a fused call (``K``: this rank's shard): the caller's
-    choice (an explicit ``backend`` keeps ``reduce`` at ``"comm"`` unless ``reduce`` is given
-    too), else the fused variant the calibrated cost model predicts fastest
-    (:mod:`syncopate.ops.choice`: the epilogue variant where its tiles fit and its host time
-    hides behind the GEMM; sm otherwise, and without a calibration). ``decision``: an
-    already-made :class:`~syncopate.ops.choice.Decision` whose choice is fused; ``gpu``: the
-    GPU type (default: the current CUDA device's). For the epilogue variant the default
-    config's GROUP_M may be lowered for its tile order (:func:`_epilogue_groups`: bitwise the
-    same tiles), while an explicit config (``config_given``) is the caller's and is checked
-    as given.
+def _variant(backend, reduce, M, W, cfg, config_given):
+    """The chosen variant's checks; its config: for the epilogue variant the default config's
+    GROUP_M may be lowered for its tile order (:func:`_epilogue_groups`: bitwise the same
+    tiles), while an explicit config (``config_given``) is the caller's and is checked as
+    given. The choice never asks this driver whether it has stream memory operations (the
+    decision must be the same on every rank): it reads the calibration's ``stream_wait``; a
+    driver without them is refused at launch (``runtime.launchers.ce.check_epilogue_plan``)."""
+    if reduce not in ("comm", "epilogue"):
+        raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
+    if reduce != "epilogue":
+        return cfg
+    cfg = cfg if config_given else _epilogue_groups(cfg, M, W)
+    _check_epilogue_order(backend, M, W, cfg)
+    return cfg
 
-    The choice never asks this driver whether it has stream memory operations (the decision
-    must be the same on every rank): it reads the calibration's ``stream_wait``; a driver
-    without them is refused at launch (``backends.ce.check_epilogue_plan``) with what to do."""
-    grouped = cfg if config_given else _epilogue_groups(cfg, M, W)
-    if backend is not None or reduce is not None:
-        backend, reduce = backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
-    else:
-        if decision is None or decision.choice.path != "fused":
-            from .choice import decide
-            if gpu == "device":
-                from ..calibration import device_gpu_type
-                import torch
-                gpu = (device_gpu_type(torch.device("cuda")) if torch.cuda.is_available()
-                       else None)
-            decision = decide("gemm_rs", M, N, K, W, _gemm.schedule_dtype(dtype), gpu,
-                              cublas=False, fused=True,
-                              unavailable=epilogue_unavailable(M, W, grouped))
-        backend, reduce = decision.choice.backend, decision.choice.reduce
-    return backend, reduce, grouped if reduce == "epilogue" else cfg
+
+def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bool,
+                    backend=None, reduce=None, *, gpu="device"):
+    """``(backend, reduce, config)`` a fused call of this shape runs (``K``: this rank's
+    shard): the caller's variant (an explicit ``backend`` keeps ``reduce`` at ``"comm"``
+    unless ``reduce`` is given too), else the fused variant the calibrated cost model predicts
+    fastest on ``gpu`` (default: the current CUDA device's type); the config as
+    :func:`_variant` gives it."""
+    if backend is None and reduce is None:
+        if gpu == "device":
+            import torch
+            gpu = (calibration.device_gpu_type(torch.device("cuda")) if torch.cuda.is_available()
+                   else None)
+        c = choice.decide(SPEC.name, M, N, K, W, driver.schedule_dtype(dtype), gpu, cublas=False,
+                          fused=True, unavailable=epilogue_unavailable(M, W, cfg, config_given)
+                          ).choice
+        backend, reduce = c.backend, c.reduce
+    backend, reduce = backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
+    return backend, reduce, _variant(backend, reduce, M, W, cfg, config_given)
 
 
 def default_plan(backend: str, reduce: str, M: int, N: int, K: int, W: int, dtype, split=None,
@@ -123,10 +132,11 @@ def default_plan(backend: str, reduce: str, M: int, N: int, K: int, W: int, dtyp
     """``(split, comm_programs)`` the op uses: the caller's, else :data:`EPILOGUE_SPLIT` for the
     epilogue variant (no tail to shorten: the chunks only have to reach the owner before its
     own rows come up, and a few per destination keep each copy large and its start early),
-    else the cost model's (:func:`syncopate.ops._gemm.choose`; ``K`` is this rank's shard)."""
+    else the cost model's (:func:`syncopate.ops.driver.gemm_plan`; ``K`` is this rank's
+    shard)."""
     if reduce == "epilogue" and split is None:
         split = EPILOGUE_SPLIT
-    return _gemm.choose("gemm_rs", backend, M, N, K, W, dtype, split, comm_programs)
+    return driver.gemm_plan("rs", backend, M, N, K, W, dtype, split, comm_programs)
 
 
 def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: str = "swizzle",
@@ -146,63 +156,35 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
     stream memory operations (``cuStreamWaitValue32``) in the driver.
     ``reduce="comm"``: the comm programs (sm, nvshmem) or the host after the kernel (ce) add.
     """
-    fused_args = (fused is True or backend is not None or reduce is not None
-                  or split is not None or comm_programs is not None or mode is not None)
-    _gemm.check_kernel(kernel, config, fused_args)
-    use_fused = _gemm.use_fused(fused)
-    if use_fused and comm.world_size > 1:
-        key = _gemm.prepared_key("gemm_rs", comm, a, b_shard, out,
-                                 (backend, split, order, mode, comm_programs, kernel,
-                                  _gemm.config_key(config), reduce))
-        prep = _gemm.get_prepared(comm, key)
-        if prep is not None:
-            return prep.run_copy_out(a, out)
-    if comm.world_size == 1:
-        return _gemm.world_size_one("gemm_rs", comm, a, b_shard, out, kernel, config,
-                                     ours=not use_fused, check=lambda: _check(a, b_shard, comm))
-    _check(a, b_shard, comm)
-    W, me = comm.world_size, comm.rank
-    M, K = a.shape
-    N = b_shard.shape[1]
-    tk = _gemm.triton_kernel(kernel)
-    cfg = None if kernel == _gemm.CUBLAS else _gemm.resolve_config(tk, M, N, K, a.dtype, config)
-    if not use_fused:
-        return gemm_rs_reference(a, b_shard, comm, kernel=tk, config=cfg, out=out)
-    if reduce not in (None, "comm", "epilogue"):
-        raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
-    decision = None
-    if backend is None and reduce is None:
-        grouped = cfg if config is not None else _epilogue_groups(cfg, M, W)
-        decision = _gemm.decide("gemm_rs", comm, M, N, K, a.dtype, kernel=kernel, config=config,
-                                fused=True if fused_args else None,
-                                unavailable=epilogue_unavailable(M, W, grouped))
-        if decision.choice.path != "fused":
-            local = decision.choice.local
-            return gemm_rs_reference(a, b_shard, comm, kernel=local if local == _gemm.CUBLAS
-                                     else tk, config=cfg, out=out)
-    backend, reduce, cfg = resolve_variant(M, N, K, W, a.dtype, cfg, config is not None,
-                                           backend, reduce, decision=decision)
-    split, cp = default_plan(backend, reduce, M, N, K, W, a.dtype, split, comm_programs)
-    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
-    if reduce == "epilogue":
-        _check_epilogue_order(backend, M, W, cfg)
-    fk = gemm_rs_fused_kernel(comm, M, N, a.dtype, backend=backend, split=split, order=order,
-                              mode=mode, comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)
+    return driver.gemm_op(SPEC, a, b_shard, comm, out, fused, kernel, config,
+                          (backend, split, order, mode, comm_programs, reduce))
+
+
+def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
+    return (order, *default_plan(backend, reduce, s["m"], s["n"], s["k"], W, dtype, split,
+                                 comm_programs))
+
+
+def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
     C = gemm_rs_buffer(comm, M, N, a.dtype)
-    nprog = None
-    if _gemm.short_kernel(tk) == "tma":
-        nprog = _gemm.compute_programs(comm, _gemm.kernel_comm_programs(backend, cp))
-    call = _gemm.gemm_call(tk, a, b_shard, C, cfg, num_programs=nprog)
-    rows = M // W
+    call = driver.gemm_call(kernel, a, b_shard, C, cfg, num_programs=programs)
+    rows = M // comm.world_size
     if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):
         raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {a.dtype}, got "
                           f"{tuple(out.shape)} {out.dtype}")
-    prep = _gemm.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
-                              a_index=call.fn.arg_names.index("a_ptr"),
-                              result=C[me * rows:(me + 1) * rows])
-    result = prep.run_copy_out(a, out)
-    _gemm.put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
-    return result
+    return driver.PreparedCall(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
+                               a_index=call.fn.arg_names.index("a_ptr"),
+                               result=C[comm.rank * rows:(comm.rank + 1) * rows])
+
+
+def explain_shape(op, dims, W, batch=1, causal=False):
+    """The per-rank GEMM of the global ``M x N x K`` (A ``[M, K]`` split along K, the rows
+    scattered)."""
+    M, N, K = dims
+    if W > 1 and (M % W or K % W):
+        raise LaunchError(f"{op} shards K over the {W} ranks and scatters M: M = {M} and "
+                          f"K = {K} must be multiples of {W}")
+    return (M, N, K // W) if W > 1 else (M, N, K)
 
 
 def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
@@ -228,7 +210,6 @@ def _epilogue_groups(cfg, M: int, W: int):
     """The default config with ``GROUP_M`` lowered (powers of two) until the sent tiles fill
     whole groups, e.g. 4 at M = 1024 on two ranks: the grouping only orders tiles for L2 reuse,
     a tile's arithmetic is the same, so results stay bitwise those of the default config."""
-    import dataclasses
     bm, gm = int(cfg.BLOCK_M), int(cfg.GROUP_M)
     rows = M // W
     if rows % bm:
@@ -237,3 +218,83 @@ def _epilogue_groups(cfg, M: int, W: int):
     while gm > 1 and sent % gm:
         gm //= 2
     return cfg if gm == cfg.GROUP_M else dataclasses.replace(cfg, GROUP_M=gm)
+
+
+# ------------------------------------------------------------------------------------------
+# torch.ops.syncopate.gemm_rs (syncopate.torch_ops)
+# ------------------------------------------------------------------------------------------
+
+def _torch_check(a, b_shard, W):
+    driver.torch_matrices("gemm_rs", a=a, b_shard=b_shard)
+    if a.shape[1] != b_shard.shape[0]:
+        raise TorchOpError(f"gemm_rs: a is [M, K/W] = {tuple(a.shape)} and b_shard must be "
+                           f"[K/W, N] but is {tuple(b_shard.shape)}: b_shard.shape[0] must be "
+                           f"{a.shape[1]}")
+    if a.shape[0] % W != 0:
+        raise TorchOpError(f"gemm_rs: M = {a.shape[0]} rows is not a multiple of the world size "
+                           f"{W}: every rank returns M/W rows; pad M to a multiple of {W}")
+
+
+def _torch_impl(a, b_shard, group, W):
+    """Unfused composition (any device but CUDA): ``torch.mm``, then the group's sum
+    reduce-scatter."""
+    import torch
+    return driver.reduce_scatter_rows(torch.mm(a, b_shard), group, W)
+
+
+def _torch_cuda(a, b_shard, comm):
+    """The fused GEMM+RS (default variant; ``SYNCOPATE=0`` runs its unfused path)."""
+    return gemm_rs(a.contiguous(), b_shard.contiguous(), comm)
+
+
+def _torch_fake(a, b_shard, W):
+    return a.new_empty((a.shape[0] // W, b_shard.shape[1]))
+
+
+def _torch_setup(ctx, inputs, output):
+    a, b_shard, group_name = inputs
+    ctx.group_name = group_name
+    ctx.save_for_backward(a, b_shard)
+
+
+def _torch_backward(ctx, grad_out):
+    """``C = RS(A @ B)``: ``dA = AG(dC) @ B^T`` -- ``ag_gemm(dC, B^T)`` -- and ``dB = A^T @
+    AG(dC)`` with the gathered ``dC`` that same ``ag_gemm`` returns."""
+    import torch
+    a, b_shard = ctx.saved_tensors
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    if not (need_a or need_b):
+        return None, None, None
+    grad_a, grad_full = torch.ops.syncopate.ag_gemm(grad_out, b_shard.t(), ctx.group_name,
+                                                    need_b)
+    grad_b = torch.mm(a.t(), grad_full) if need_b else None
+    return (grad_a if need_a else None), grad_b, None
+
+
+def _torch_model(a, b_shard, group_name):
+    """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum over
+    ranks; ``[M, K/W]`` x ``[K/W, N]``): the row-parallel linear of tensor parallelism.
+    ``group`` as in :func:`ag_gemm`."""
+    import torch
+    return torch.ops.syncopate.gemm_rs(a, b_shard, group_name)
+
+
+SPEC = OpSpec(
+    name="gemm_rs", fn=gemm_rs, shape=("m", "n", "k"), variants=("sm", "ce+epilogue", "ce"),
+    locals=("triton", "cublas"), fused_section=True,
+    bench=Bench(("rs",), SHAPES, "rows:bench_rs"),
+    explain=explain_shape,
+    gemm=GemmLaunch(
+        template="reduce_scatter", operand="c_ptr", kind="rs", staged=False,
+        explicit=("backend", "reduce", "split", "comm_programs", "mode"), check=_check,
+        dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
+        schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_rs_reference,
+        plan=_plan, prepare=_prepare,
+        unavailable=epilogue_unavailable, variant=_variant),
+    torch=TorchOp(schema="(Tensor a, Tensor b_shard, str group_name) -> Tensor",
+                  check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
+                  model=_torch_model, setup=_torch_setup, backward=_torch_backward,
+                  pattern=FxPattern("reduce_scatter_tensor", "c", reduce="sum")))
+
+__all__ = ["EPILOGUE_SPLIT", "SPEC", "default_plan", "epilogue_unavailable", "gemm_rs",
+           "gemm_rs_buffer", "gemm_rs_fused_kernel", "gemm_rs_reference", "resolve_variant"]

@@ -18,19 +18,27 @@ fp32 partials. The reduction itself is the bf16 op's (:mod:`.gemm_rs`): the sm c
 the ce host sum or the epilogue variant add the partials in fp32 and round once to bf16, so at
 W = 2 fused and unfused agree bitwise and at W > 2 within NCCL's per-hop rounding. The
 variant (``backend``/``reduce``), split and comm programs are chosen as for the bf16 op
-(:func:`.gemm_rs.resolve_variant`, :func:`.gemm_rs.default_plan`) with the FP8 GEMM's time.
+(:func:`.gemm_rs.resolve_variant`, :func:`.gemm_rs.default_plan`) with the FP8 GEMM's time
+(:func:`syncopate.ops._fp8.candidates`).
 """
 
 from __future__ import annotations
 
-from . import _fp8, _gemm
+from ..errors import LaunchError
+from ..runtime import collectives as dist
+from ..schedule.templates import reduce_scatter
+from . import _fp8, choice, driver
+from .gemm_rs import SHAPES
+from .gemm_rs import SPEC as GEMM_RS
+from .gemm_rs import default_plan, epilogue_unavailable, resolve_variant
+from .spec import Bench, OpSpec
 
 
 def gemm_rs_fp8_buffer(comm, M: int, N: int):
     """The symmetric ``[M, N]`` bf16 partial-C buffer of the fused path (its own, not the bf16
     op's: the two ops' launches are not ordered by each other's flags)."""
     import torch
-    return _gemm.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
+    return driver.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
 
 
 def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, order="swizzle",
@@ -38,40 +46,22 @@ def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, ord
                              reduce="comm"):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
     from .. import backends
-    from ..errors import LaunchError
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
     from ..kernels.gemm_fp8_config import fp8_short
     k = fp8_short(kernel)
     mode = mode or backends.get(backend, LaunchError).op_modes["rs"]
     key = ("gemm_rs_fp8.fk", M, N, backend, split, order, mode, comm_programs, k, repr(config),
            reduce)
-
-    def schedule():
-        return _gemm.template("reduce_scatter")((M, N), "bf16", comm.world_size, dim=0,
-                                                order=order, mode=mode, split=split)
-    return _fp8.fused_kernel(comm, key, fp8_kernel_fn(k), schedule, "c_ptr", backend=backend,
-                             comm_programs=comm_programs, config=config, reduce=reduce)
+    return _fp8.fused_kernel(comm, key, k,
+                             lambda: reduce_scatter((M, N), "bf16", comm.world_size, dim=0,
+                                                    order=order, mode=mode, split=split),
+                             "c_ptr", backend=backend, comm_programs=comm_programs,
+                             config=config, reduce=reduce)
 
 
 def _check_rows(M: int, W: int):
-    from ..errors import LaunchError
     if M % W:
         raise LaunchError(f"M = {M} is not a multiple of the world size {W}: every rank returns "
                           f"M/W rows; pad M to a multiple of {W}")
-
-
-def _launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):
-    from ..kernels import ensure_tma_allocator
-    from ..kernels.gemm_fp8 import fp8_kernel_fn
-    from ..kernels.gemm_fp8_config import fp8_short
-    from ..kernels.gemm_fp8_launch import fp8_args
-    args, grid = fp8_args(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=programs)
-    if fk is not None:
-        fk[grid](*args)
-        return
-    if fp8_short(kernel) == "tma":
-        ensure_tma_allocator()
-    fp8_kernel_fn(kernel)[grid](*args, **cfg.options())
 
 
 def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "tma",
@@ -81,13 +71,12 @@ def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "
     import torch
 
     from ..kernels.gemm_fp8_launch import resolve_fp8_config
-    from ..runtime import collectives as dist
     prob = _fp8.check_local(a, b_shard, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     _check_rows(prob.M, W)
     cfg = resolve_fp8_config(kernel, prob.M, prob.N, prob.K, config)
     partial = torch.empty((prob.M, prob.N), device=a.device, dtype=torch.bfloat16)
-    _launch_local(kernel, a, b_shard, partial, scale_a, scale_b, prob, cfg)
+    _fp8.launch_local(kernel, a, b_shard, partial, scale_a, scale_b, prob, cfg)
     if W == 1:  # one rank: the sum is its partial, no collective
         return partial if out is None else out.copy_(partial)
     if out is None:
@@ -108,15 +97,10 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     kernel alone."""
     import torch
 
-    from ..errors import LaunchError
     from ..kernels.gemm_fp8_launch import resolve_fp8_config
-    from ..runtime.fused import fused_enabled
-    from .gemm_rs import (_check_epilogue_order, _epilogue_groups, default_plan,
-                          epilogue_unavailable, resolve_variant)
     explicit = (backend is not None or reduce is not None or split is not None
                 or mode is not None or comm_programs is not None)
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if not use_fused or comm.world_size == 1:  # one rank: nothing to reduce
+    if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to reduce
         return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
     prob = _fp8.check_local(a, b_shard, scale_a, scale_b, comm, kernel)
@@ -130,26 +114,23 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     if reduce not in (None, "comm", "epilogue"):
         raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
     cfg = resolve_fp8_config(kernel, M, N, K, config)
-    grouped = cfg if config is not None else _epilogue_groups(cfg, M, W)
-    d = _gemm.route("gemm_rs_fp8", comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit,
-                    unavailable=epilogue_unavailable(M, W, grouped))
-    if d is not None and d.choice.path != "fused":
+    use, c = driver.choose(SPEC, comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit,
+                           named=backend is not None or reduce is not None,
+                           unavailable=epilogue_unavailable(M, W, cfg, config is not None))
+    if not use:
         return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)
-    if d is None and backend is None and reduce is None:  # fused=True: the decision's variant
-        d = _gemm.fused_variant("gemm_rs_fp8", comm, (M, N, K), _fp8.FP8,
-                                unavailable=epilogue_unavailable(M, W, grouped))
+    if c is not None:
+        backend, reduce = c.backend, c.reduce
     backend, reduce, cfg = resolve_variant(M, N, K, W, _fp8.FP8, cfg, config is not None,
-                                           backend, reduce, decision=d)
+                                           backend, reduce)
     split, cp = default_plan(backend, reduce, M, N, K, W, _fp8.FP8, split, comm_programs)
-    cp = _gemm.loopback_comm_programs(comm, cp, comm_programs)
-    if reduce == "epilogue":
-        _check_epilogue_order(backend, M, W, cfg)
+    cp = driver.loopback_comm_programs(comm, cp, comm_programs)
     fk = gemm_rs_fp8_fused_kernel(comm, M, N, backend=backend, split=split, order=order,
                                   mode=mode, comm_programs=cp, kernel=kernel, config=cfg,
                                   reduce=reduce)
     C = gemm_rs_fp8_buffer(comm, M, N)
-    _launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
+    _fp8.launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
                   programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
     if out is None:
         out = torch.empty((rows, N), device=a.device, dtype=torch.bfloat16)
@@ -157,5 +138,17 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     return out
 
 
-__all__ = ["gemm_rs_fp8", "gemm_rs_fp8_buffer", "gemm_rs_fp8_fused_kernel",
+def _unfused(cal, s, W):
+    """The bf16 partial C, reduce-scattered."""
+    return choice.collective_s(cal, "reduce_scatter", s["m"] * s["n"] * 2, W)
+
+
+SPEC = OpSpec(
+    name="gemm_rs_fp8", fn=gemm_rs_fp8, shape=("m", "n", "k"),
+    variants=("sm", "ce+epilogue", "ce"), dtype=_fp8.FP8,
+    candidates=lambda spec, *args: _fp8.candidates(spec, GEMM_RS, _unfused, *args),
+    explain=GEMM_RS.explain, bench_rows=("gemm_rs_fp8",),
+    bench=Bench(("rs_fp8",), SHAPES, "fp8:bench_rs_fp8"))
+
+__all__ = ["SPEC", "gemm_rs_fp8", "gemm_rs_fp8_buffer", "gemm_rs_fp8_fused_kernel",
            "gemm_rs_fp8_reference"]

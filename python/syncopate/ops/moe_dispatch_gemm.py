@@ -19,6 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LaunchError
+from ..runtime import collectives as dist
+from ..runtime import graphs
+from ..schedule.moe import moe_dispatch
+from . import driver, moe_routing
+from .moe_routing import check_routing, expert_gemm, grouped_config, launch_grouped, pack_dispatch
+from .spec import OpSpec
 
 # syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
 # free of Triton, as for the other ops
@@ -90,9 +96,6 @@ class MoEDispatch:
 def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
     """Typed errors, host-side (shapes, dtypes, divisibility): ``(W, E, El, H, N)``."""
     import torch
-
-    from . import _gemm
-    from .moe_routing import check_routing
     if not isinstance(w_local, torch.Tensor) or w_local.dim() != 3:
         raise LaunchError(f"w_local must be [E_local, hidden, N] (this rank's experts), got "
                           f"{getattr(w_local, 'shape', type(w_local).__name__)}")
@@ -112,21 +115,19 @@ def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
                           f"{getattr(topk_weights, 'dtype', None)} "
                           f"{tuple(getattr(topk_weights, 'shape', ()))}")
     check_sizes(W, E, capacity, cfg)
-    _gemm.check_comm_device(comm, ("x", x), ("topk_ids", topk_ids), ("w_local", w_local))
+    driver.check_comm_device(comm, ("x", x), ("topk_ids", topk_ids), ("w_local", w_local))
     return W, E, El, H, N
 
 
 def _config(config, x, w_local, capacity):
     """``config``, or the grouped GEMM's H200 default for this capacity and expert shape (the
     same on both paths, so fused and unfused run the same tiles)."""
-    from .moe_routing import grouped_config
     return grouped_config(config, capacity, w_local, x)
 
 
 def refuse_capture(on_overflow, validate) -> None:
     """Under CUDA-graph capture, refuse (before anything is enqueued) the options that read a
     device value back to the host; say what to pass instead and where the device reports."""
-    from ..runtime import graphs
     graphs.refuse_host_reads("moe_dispatch_gemm", [
         (on_overflow == "error", "on_overflow='error' (the drop count)",
          "Pass on_overflow='drop': the drops are counted per expert in MoEDispatch.dropped "
@@ -137,7 +138,6 @@ def refuse_capture(on_overflow, validate) -> None:
 
 
 def _pack(x, topk_ids, E, W, capacity, on_overflow, validate=True):
-    from .moe_routing import pack_dispatch
     if on_overflow not in ("error", "drop"):
         raise LaunchError(f"on_overflow must be 'error' or 'drop', got {on_overflow!r}")
     packed = pack_dispatch(x, topk_ids, E, W, capacity, validate=validate)
@@ -154,19 +154,16 @@ def _pack(x, topk_ids, E, W, capacity, on_overflow, validate=True):
 def buffers(comm, E: int, C: int, H: int, dtype):
     """The symmetric ``X`` ``[W*E*C, H]`` and ``CNT`` ``[W*W*E]`` int32 buffers of this shape
     (allocated on first use, a collective)."""
-    from .moe_routing import moe_buffers
-    return moe_buffers(comm, "moe_dispatch.XC", E, C, H, dtype)
+    return moe_routing.moe_buffers(comm, "moe_dispatch.XC", E, C, H, dtype)
 
 
 def moe_dispatch_gemm_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
                                    comm_programs: int = 2, backend: str = "sm",
                                    mode: str = "pull"):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-    from ..schedule.moe import moe_dispatch
-    from .moe_routing import moe_fused_kernel
-    return moe_fused_kernel(comm, "moe_dispatch_gemm.fk", moe_dispatch, E, C, H, dtype, cfg=cfg,
-                            comm_programs=comm_programs, backend=backend, mode=mode,
-                            operand=OPERANDS)
+    return moe_routing.moe_fused_kernel(comm, "moe_dispatch_gemm.fk", moe_dispatch, E, C, H,
+                                        dtype, cfg=cfg, comm_programs=comm_programs,
+                                        backend=backend, mode=mode, operand=OPERANDS)
 
 
 def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, capacity: int,
@@ -177,9 +174,6 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
     this rank's groups, run the grouped GEMM (on a CPU -- loopback threads in the tests -- one
     ``torch.mm`` per group, :func:`~.moe_routing.expert_gemm`)."""
     import torch
-
-    from ..runtime import collectives as dist
-    from .moe_routing import expert_gemm
     refuse_capture(on_overflow, validate)
     cfg = _config(config, x, w_local, capacity)
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
@@ -228,17 +222,13 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     tests/test_emulate_moe.py.
     """
     import torch
-
-    from ..runtime.fused import fused_enabled
-    from . import _gemm
-    from .moe_routing import launch_grouped, moe_path
-    use_fused = fused_enabled() if fused is None else bool(fused)
+    use_fused = driver.use_fused(fused)
     cfg = _config(config, x, w_local, capacity)
     if use_fused and comm.world_size > 1:
         W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
-        use_fused, comm_programs = moe_path("moe_dispatch_gemm", comm, (E, capacity, H, N), x.dtype,
-                                            fused=fused, backend=backend,
-                                            comm_programs=comm_programs)
+        use_fused, comm_programs = moe_routing.moe_path(
+            SPEC, comm, (E, capacity, H, N), x.dtype, fused=fused, backend=backend,
+            comm_programs=comm_programs)
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send
@@ -254,7 +244,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     C, me = capacity, comm.rank
     cfg.check()
     packed = _pack(x, topk_ids, E, W, C, on_overflow, validate)
-    cp = _gemm.loopback_comm_programs(comm, comm_programs, comm_programs)
+    cp = driver.loopback_comm_programs(comm, comm_programs, comm_programs)
     fk = moe_dispatch_gemm_fused_kernel(comm, E, C, H, x.dtype, cfg=cfg, comm_programs=cp,
                                         backend=backend, mode=mode)
     X, CNT = buffers(comm, E, C, H, x.dtype)
@@ -268,3 +258,13 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
     return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
                        topk_weights, CNT.clone(), packed.invalid)
+
+
+SPEC = OpSpec(
+    name="moe_dispatch_gemm", fn=moe_dispatch_gemm, shape=("experts", "capacity", "hidden", "n"),
+    variants=("sm",),
+    candidates=lambda spec, *args: moe_routing.candidates(spec, True, *args),
+    local_candidates=lambda spec, cal, s, dtype, cublas: moe_routing.local_candidates(
+        True, cal, s, dtype),
+    explain_shape="E,C,H,N (e.g. 8,640,4096,14336)", explain=moe_routing.explain_shape,
+    bench_rows=("moe",), fit=lambda r, w: moe_routing.fit(True, r, w))

@@ -26,7 +26,13 @@ waiting for every chunk into the rank is what the end of the launch already does
 from __future__ import annotations
 
 from ..errors import LaunchError
+from ..runtime import collectives as dist
+from ..runtime import graphs
+from ..schedule.moe import moe_combine
+from . import driver, moe_routing
 from .moe_dispatch_gemm import MoEDispatch, check_sizes
+from .moe_routing import expert_gemm, grouped_config, launch_grouped
+from .spec import OpSpec
 
 # syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
 # free of Triton, as for the other ops
@@ -89,7 +95,6 @@ def combine_rows(y, rows, topk_weights, out_dtype):
 def refuse_capture(validate) -> None:
     """Under CUDA-graph capture, refuse ``validate`` (a host read of the slot map's range)
     before anything is enqueued, saying what to pass instead."""
-    from ..runtime import graphs
     graphs.refuse_host_reads("moe_gemm_combine", [
         (bool(validate), "validate=True (the slot map's range)",
          "Pass validate=False: an out-of-range slot entry then contributes nothing (a slot "
@@ -99,8 +104,6 @@ def refuse_capture(validate) -> None:
 def _check(h, w_local, routing, comm, cfg, validate: bool):
     """Typed errors, host-side: ``(W, E, El, C, F, H)``."""
     import torch
-
-    from . import _gemm
     refuse_capture(validate)
     if not isinstance(routing, MoEDispatch):
         raise LaunchError(f"routing must be the MoEDispatch that moe_dispatch_gemm returned for "
@@ -143,7 +146,7 @@ def _check(h, w_local, routing, comm, cfg, validate: bool):
                           f"{tuple(slot.shape)}, got {getattr(wts, 'dtype', None)} "
                           f"{tuple(getattr(wts, 'shape', ()))}")
     check_sizes(W, E, C, cfg)
-    _gemm.check_comm_device(comm, ("h", h), ("w_local", w_local), ("routing.slot", slot),
+    driver.check_comm_device(comm, ("h", h), ("w_local", w_local), ("routing.slot", slot),
                             ("routing.topk_weights", wts), ("routing.counts", counts),
                             ("routing.cnt", cnt))
     if validate and slot.numel():
@@ -165,19 +168,16 @@ def _valid_slot(slot, E: int, C: int):
 def buffers(comm, E: int, C: int, H: int, dtype):
     """The symmetric ``Y`` ``[W*E*C, H]`` and ``CNT`` ``[W*W*E]`` int32 buffers of this shape
     (allocated on first use, a collective)."""
-    from .moe_routing import moe_buffers
-    return moe_buffers(comm, "moe_combine.YC", E, C, H, dtype)
+    return moe_routing.moe_buffers(comm, "moe_combine.YC", E, C, H, dtype)
 
 
 def moe_gemm_combine_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
                                   comm_programs: int = 2, backend: str = "sm",
                                   mode: str = "push"):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-    from ..schedule.moe import moe_combine
-    from .moe_routing import moe_fused_kernel
-    return moe_fused_kernel(comm, "moe_gemm_combine.fk", moe_combine, E, C, H, dtype, cfg=cfg,
-                            comm_programs=comm_programs, backend=backend, mode=mode,
-                            operand=OPERANDS)
+    return moe_routing.moe_fused_kernel(comm, "moe_gemm_combine.fk", moe_combine, E, C, H,
+                                        dtype, cfg=cfg, comm_programs=comm_programs,
+                                        backend=backend, mode=mode, operand=OPERANDS)
 
 
 def moe_gemm_combine_reference(h, w_local, routing, comm, *, config=None,
@@ -187,9 +187,6 @@ def moe_gemm_combine_reference(h, w_local, routing, comm, *, config=None,
     ``[E, C, H]``, expert ``x``'s rows at slot ``x*C + j``, the dispatch's send layout), then
     the weighted sum (:func:`combine_rows`). Returns ``[tokens, H]``."""
     import torch
-
-    from ..runtime import collectives as dist
-    from .moe_routing import expert_gemm, grouped_config
     cfg = grouped_config(config, h.shape[1] if getattr(h, "ndim", 0) == 3 else 0, w_local, h)
     W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
     y = torch.zeros((W * El, C, H), dtype=h.dtype, device=h.device)
@@ -223,16 +220,13 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     ``backend`` or ``comm_programs`` the fused kernel (without ``comm_programs``: the
     decision's count, 2, 4 or 8 by the cost model; 2 without a calibration for the GPU).
     """
-    from ..runtime.fused import fused_enabled
-    from . import _gemm
-    from .moe_routing import grouped_config, launch_grouped, moe_path
-    use_fused = fused_enabled() if fused is None else bool(fused)
+    use_fused = driver.use_fused(fused)
     cfg = grouped_config(config, h.shape[1] if getattr(h, "ndim", 0) == 3 else 0, w_local, h)
     if use_fused and comm.world_size > 1:
         W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
-        use_fused, comm_programs = moe_path("moe_gemm_combine", comm, (E, C, F, H), h.dtype,
-                                            fused=fused, backend=backend,
-                                            comm_programs=comm_programs)
+        use_fused, comm_programs = moe_routing.moe_path(
+            SPEC, comm, (E, C, F, H), h.dtype, fused=fused, backend=backend,
+            comm_programs=comm_programs)
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
     if not use_fused or comm.world_size == 1:  # one rank: nothing to send, no fused machinery
@@ -247,7 +241,7 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
     me = comm.rank
     cfg.check()
-    cp = _gemm.loopback_comm_programs(comm, comm_programs, comm_programs)
+    cp = driver.loopback_comm_programs(comm, comm_programs, comm_programs)
     fk = moe_gemm_combine_fused_kernel(comm, E, C, H, h.dtype, cfg=cfg, comm_programs=cp,
                                        backend=backend, mode=mode)
     Y, CNT = buffers(comm, E, C, H, h.dtype)
@@ -260,3 +254,13 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     slot = routing.slot if validate else _valid_slot(routing.slot, E, C)
     rows = fused_rows(slot, me, W, E, C)
     return combine_rows(Y, rows, routing.topk_weights, h.dtype)
+
+
+SPEC = OpSpec(
+    name="moe_gemm_combine", fn=moe_gemm_combine, shape=("experts", "capacity", "ffn", "hidden"),
+    variants=("sm",),
+    candidates=lambda spec, *args: moe_routing.candidates(spec, False, *args),
+    local_candidates=lambda spec, cal, s, dtype, cublas: moe_routing.local_candidates(
+        False, cal, s, dtype),
+    explain_shape="E,C,F,H (e.g. 8,640,14336,4096)", explain=moe_routing.explain_shape,
+    bench_rows=("moe",), fit=lambda r, w: moe_routing.fit(False, r, w))

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
+
+from ..dtypes import element_bytes
 from ..errors import LaunchError
+from ..schedule.cost import _SM_ALPHA_S, H200_SMS, _sm_bandwidth
+from . import choice, driver
+from .spec import Cand
 
 
 @dataclass
@@ -131,48 +137,128 @@ def moe_buffers(comm, tag: str, E: int, C: int, H: int, dtype):
     at this shape, allocated on first use (a collective: every rank calls it with the same
     shape) and cached on the communicator."""
     import torch
-
-    from ._gemm import symmetric_buffer
     W = comm.world_size
-    return (symmetric_buffer(comm, f"{tag}.rows", (W * E * C, H), dtype),
-            symmetric_buffer(comm, f"{tag}.counts", (W * W * E,), torch.int32))
+    return (driver.symmetric_buffer(comm, f"{tag}.rows", (W * E * C, H), dtype),
+            driver.symmetric_buffer(comm, f"{tag}.counts", (W * W * E,), torch.int32))
 
 
 def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *, cfg,
                      comm_programs: int, backend: str, mode: str, operand):
     """The cached FusedKernel of the grouped GEMM fused with ``schedule(W, E, C, H, dtype,
-    mode=mode)`` (the dispatch's or the combine's); a kernel that timed out (poisoned: its
-    flags disagree across ranks) is rebuilt."""
+    mode=mode)`` (the dispatch's or the combine's)."""
     from ..kernels.grouped_gemm import grouped_gemm_kernel
     from ..runtime.fused import fuse
-    from . import _gemm
-    key = (tag, comm.world_size, E, C, H, str(dtype), repr(cfg), comm_programs, backend, mode)
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
-        sched = schedule(comm.world_size, E, C, H, _gemm.schedule_dtype(dtype), mode=mode)
-        fk = fuse(grouped_gemm_kernel, sched, operand=operand, backend=backend,
-                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                  **cfg.options())
-        comm.cache[key] = fk
-    return fk
+
+    def build():
+        sched = schedule(comm.world_size, E, C, H, driver.schedule_dtype(dtype), mode=mode)
+        return fuse(grouped_gemm_kernel, sched, operand=operand, backend=backend,
+                    comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
+                    **cfg.options())
+    return driver.cached_fused(comm, (tag, comm.world_size, E, C, H, str(dtype), repr(cfg),
+                                      comm_programs, backend, mode), build)
 
 
-def moe_path(op: str, comm, shape, dtype, *, fused, backend, comm_programs):
+def moe_path(spec, comm, shape, dtype, *, fused, backend, comm_programs):
     """``(fused path?, comm programs or None)`` of a MoE op called with ``fused`` not False on
-    more than one rank: the decision (:func:`syncopate.ops._gemm.route`) when the caller left
-    the path open, the fused candidates' best when ``fused=True`` named neither a backend nor
-    a comm-program count (how many programs), else the caller's choice."""
-    from . import _gemm
-    d = _gemm.route(op, comm, shape, dtype, fused=fused,
-                    explicit=backend is not None or comm_programs is not None)
-    if d is None and backend is None and comm_programs is None:
-        d = _gemm.fused_variant(op, comm, shape, dtype)
-    use_fused = d is None or d.choice.path == "fused"
-    if use_fused and comm_programs is None and d is not None:
-        comm_programs = d.choice.comm_programs
-    return use_fused, comm_programs
+    more than one rank (:func:`syncopate.ops.driver.choose`): the decision's comm-program
+    count when the caller fixed neither it nor the backend, else the caller's."""
+    named = backend is not None or comm_programs is not None
+    use, c = driver.choose(spec, comm, shape, dtype, fused=fused, explicit=named, named=named)
+    if use and comm_programs is None and c is not None:
+        comm_programs = c.comm_programs
+    return use, comm_programs
+
+
+# ------------------------------------------------------------------------------------------
+# the MoE ops' candidates (OpSpec.candidates), explain shape and calibration rows
+# ------------------------------------------------------------------------------------------
+
+#: Comm-program counts the MoE ops' fused candidates are modelled with (each a candidate: more
+#: programs copy faster and take more SMs from the grouped GEMM)
+MOE_COMM_PROGRAMS = (2, 4, 8)
+
+
+def _gemm_dims(dispatch: bool, s: dict):
+    """``(n, k, width)`` of a MoE op's grouped GEMM and of the rows it moves."""
+    return (s["n"], s["hidden"], s["hidden"]) if dispatch else (s["hidden"], s["ffn"],
+                                                                s["hidden"])
+
+
+def candidates(spec, dispatch: bool, cal, s, W, dtype, cublas, blocked) -> list:
+    """The fused kernel with each of :data:`MOE_COMM_PROGRAMS` -- the grouped GEMM on the SMs
+    the comm programs leave, overlapped with their copies (dispatch: each block's GEMM once it
+    arrived; combine: each block leaves when its rows are computed) -- against the unfused path
+    (dispatch: NCCL all-gathers of every block and the counts; combine: an all-to-all) and the
+    grouped GEMM."""
+    eb = element_bytes(dtype)
+
+    def parts(s, W):
+        E, C = s["experts"], s["capacity"]
+        El = max(1, E // W)
+        n, k, width = _gemm_dims(dispatch, s)
+        g, note = choice.local_gemm_s(cal, "triton", W * C, n, k, dtype)
+        return E, C, El, width, El * g, f"{El} experts x GEMM {W * C}x{n}x{k} ({note})"
+
+    def fused_sm(s, W, cp):
+        E, C, El, width, gemm, _ = parts(s, W)
+        bw = _sm_bandwidth(cp)
+        moved = (W - 1) * El * C * width * eb  # what this rank receives (dispatch) / sends
+        comm = _SM_ALPHA_S * (W - 1) + moved / bw
+        block = _SM_ALPHA_S + moved / max(1, W - 1) / bw
+        g = gemm * H200_SMS / (H200_SMS - cp)  # the comm programs' SMs are not the GEMM's
+        if dispatch:  # own block first; the last block arrives, then its GEMM
+            t = max(g + max(0.0, block - g / W), comm + g / W)
+        else:  # a block leaves when its rows are computed; the last one after the GEMM
+            t = max(g, comm) + block
+        return t, f"MoE model: grouped GEMM on {H200_SMS - cp} SMs overlapped with " \
+                  f"{cp} comm programs' copies"
+
+    def unfused(s, W):
+        E, C, El, width, gemm, note = parts(s, W)
+        if dispatch:  # the reference all-gathers every block and the counts
+            comm = choice.add(choice.collective_s(cal, "all_gather", W * E * C * width * eb, W),
+                              choice.collective_s(cal, "all_gather", W * W * E * 4, W))
+        else:
+            comm = choice.collective_s(cal, "all_to_all", W * El * C * width * eb, W)
+        return choice.add(comm, (gemm, note))
+    return [Cand(f"fused sm ({cp} comm programs)", "sm", "fused",
+                 functools.partial(fused_sm, cp=cp), choice.host_keys(spec, "sm"),
+                 backend="sm", plan=(1, cp)) for cp in MOE_COMM_PROGRAMS] + [
+            Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
+                 (("nccl",),) * (2 if dispatch else 1) + (("local:triton",),), local="triton")]
+
+
+def local_candidates(dispatch: bool, cal, s, dtype) -> list:
+    """World size 1: the grouped GEMM alone (every expert's ``capacity`` rows)."""
+    def grouped(s, W):
+        n, k, _ = _gemm_dims(dispatch, s)
+        g, note = choice.local_gemm_s(cal, "triton", s["capacity"], n, k, dtype)
+        return s["experts"] * g, f"{s['experts']} experts x ({note})"
+    return [Cand("local triton", "local:triton", "local", grouped, (("local:triton",),),
+                 local="triton")]
+
+
+def explain_shape(op, dims, W, batch=1, causal=False):
+    """The decision shape is the global one (experts in all, capacity per source rank and
+    expert, the GEMM's widths)."""
+    if dims[0] % W:
+        raise LaunchError(f"{op} places E / W experts on each rank: E = {dims[0]} must be a "
+                          f"multiple of {W}")
+    return tuple(dims)
+
+
+def fit(dispatch: bool, r, w):
+    """A ``moe`` bench row, uniform routing only (the cost model assumes every expert's
+    capacity is used, which the "hot" routing's rows do not): ``<part> fused`` measures the
+    fused kernel, ``<part> serial`` the unfused path."""
+    if r.get("routing") != "uniform":
+        return None
+    E, C, H, F = int(r["E"]), int(r["C"]), int(r["H"]), int(r["F"])
+    part = "dispatch" if dispatch else "combine"
+    s = ({"experts": E, "capacity": C, "hidden": H, "n": F} if dispatch else
+         {"experts": E, "capacity": C, "ffn": F, "hidden": H})
+    return (s, f" {r.get('shape')} E={E} C={C} H={H} F={F} W={w} uniform",
+            (("sm", f"{part} fused"), ("unfused:triton", f"{part} serial")))
 
 
 def launch_grouped(fk, values: dict, grid, cfg) -> None:

@@ -29,14 +29,26 @@ Layout (the op's contract)
 
 ``fused=False`` (or ``SYNCOPATE=0``) takes the unfused path: NCCL all-gather of K and V, then the
 same local kernel (:func:`ring_attention_reference`).
+
+Backward: :func:`ring_attention_backward` (K/V gathered again, dK/dV partials reduce-scattered
+to their owners; :mod:`.ring_attention_bwd`). ``torch.ops.syncopate.ring_attention(q, k, v,
+group_name, causal, sm_scale) -> (o, lse)`` is the op with autograd, its backward the companion
+``torch.ops.syncopate.ring_attention_backward``; ``syncopate.torch_ops.ring_attention(q, k, v,
+group, causal=...)`` returns ``o``.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..errors import LaunchError
-from . import _gemm
+from .. import backends
+from ..errors import LaunchError, TorchOpError
+from ..runtime import collectives
+from ..schedule.attention_cost import attention_time, choose_ring_plan
+from ..schedule.kv_gather import kv_all_gather
+from . import choice, driver
+from . import ring_attention_bwd as bwd
+from .spec import Cand, OpSpec, TorchOp
 
 #: K/V strides and the sequence length are compiled in (``fuse(constant_args=...)``): the access
 #: analysis needs them to place the K/V boxes, and the remap needs the KV loop's trip count
@@ -52,7 +64,7 @@ def _check(q, k, v, comm, causal: bool, cfg):
     if Skl != Sl:
         raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
                           f"one sequence; every rank holds the same number of tokens of each")
-    _gemm.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
+    driver.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
     if cfg is None and causal:
         from ..kernels.attention_zigzag import default_config
         cfg = default_config(D)
@@ -103,8 +115,7 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
 def kv_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
     """The symmetric ``[B*Hkv, S, D]`` K and V buffers of this shape (allocated on first use, a
     collective)."""
-    from ._gemm import symmetric_buffer
-    return tuple(symmetric_buffer(comm, f"ring_attention.{name}", (B * Hkv, S, D), dtype)
+    return tuple(driver.symmetric_buffer(comm, f"ring_attention.{name}", (B * Hkv, S, D), dtype)
                  for name in ("K", "V"))
 
 
@@ -113,41 +124,31 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
                                 cfg=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
     from ..runtime.fused import fuse
-    from ..schedule.kv_gather import kv_all_gather
-    key = ("ring_attention.fk", B, Hkv, S, D, str(dtype), bool(causal), order, split,
-           comm_programs, backend, repr(cfg))
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
-        sched = kv_all_gather((B * Hkv, S, D), _gemm.schedule_dtype(dtype), comm.world_size,
+
+    def build():
+        sched = kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
                               dim=1, order=order, split=split)
-        fk = fuse(_kernel(causal), sched, operand={"K": "K", "V": "V"}, backend=backend,
-                  comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                  reorder_reductions=True, constant_args=CONSTANT_ARGS, **cfg.options())
-        comm.cache[key] = fk
-    return fk
+        return fuse(_kernel(causal), sched, operand={"K": "K", "V": "V"}, backend=backend,
+                    comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
+                    reorder_reductions=True, constant_args=CONSTANT_ARGS, **cfg.options())
+    return driver.cached_fused(comm, ("ring_attention.fk", B, Hkv, S, D, str(dtype),
+                                      bool(causal), order, split, comm_programs, backend,
+                                      repr(cfg)), build)
 
 
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                              config=None):
     """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
-    import torch
-
     from ..kernels.attention import attention
     from ..kernels.attention_zigzag import attention_zigzag
-    from ..runtime import collectives as dist
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
-    gathered = []
-    for t in (k, v):
-        g = torch.empty((W,) + tuple(t.shape), device=t.device, dtype=t.dtype)
-        dist.all_gather_into_tensor(g, t.contiguous(), group=comm.group)
-        gathered.append(g.permute(1, 2, 0, 3, 4).reshape(B, Hkv, W * Sl, D))
+    gathered = [driver.all_gather_rows(t[None], comm.group, W).permute(1, 2, 0, 3, 4)
+                .reshape(B, Hkv, W * Sl, D) for t in (k, v)]
     if causal:
         return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
-                                cfg)
-    return attention(q, gathered[0], gathered[1], False, sm_scale, cfg)
+                                cfg, fusable=True)
+    return attention(q, gathered[0], gathered[1], False, sm_scale, cfg, fusable=True)
 
 
 def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order: str = "swizzle",
@@ -167,22 +168,20 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     """
 
     from ..kernels.attention import outputs
-    from ..runtime.fused import fused_enabled
-    from ..schedule.attention_cost import choose_ring_plan
     if comm.world_size == 1:
         # one rank holds the whole sequence (its zigzag shard is segments 0 and 1, in order):
         # the local kernel alone, no schedule, flags or buffers
         from ..kernels.attention import attention
         _check(q, k, v, comm, causal, config)
         return attention(q, k, v, causal, sm_scale, config, out=out)
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    if use_fused:
+    use_fused = driver.use_fused(fused)
+    if use_fused and fused is None:
         explicit = backend is not None or split is not None or comm_programs is not None
-        if fused is None and not explicit:
+        if not explicit:
             B, Hq, Hkv, Sl, D, _ = _check(q, k, v, comm, causal, config)
-            d = _gemm.route("ring_attention", comm, (B, Hq, Hkv, Sl * comm.world_size, D,
-                                                     int(bool(causal))), q.dtype, fused=fused)
-            use_fused = d is None or d.choice.path == "fused"
+            use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * comm.world_size, D,
+                                                   int(bool(causal))), q.dtype, fused=fused,
+                                      explicit=False, named=True)[0]
     backend = backend or "sm"
     if not use_fused:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
@@ -192,9 +191,9 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
             out[1].copy_(lse)
             return out
         return o, lse
-    if backend == "ce":
-        raise LaunchError("ring attention needs comm programs in the kernel (backend 'sm' or "
-                          "'nvshmem'): its waits are inside the KV loop of every program, and "
+    if not backends.get(backend or "sm", LaunchError).has_comm_programs:
+        raise LaunchError(f"ring attention needs comm programs in the kernel (not backend "
+                          f"{backend!r}): its waits are inside the KV loop of every program, and "
                           "the copy engine's side stream cannot be ordered with them")
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W, me = comm.world_size, comm.rank
@@ -203,7 +202,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
         sm_scale = 1.0 / math.sqrt(D)
     plan = choose_ring_plan(B, Hq, Hkv, S, D, W, causal, q.element_size(), comm_programs)
     split = plan["split"] if split is None else int(split)
-    cp = _gemm.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
+    cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
     o, lse = outputs(q, out, (B, Hq, Sl, D))
     kbuf, vbuf = kv_buffers(comm, B, Hkv, S, D, q.dtype)
     fk = ring_attention_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
@@ -218,5 +217,297 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     return o, lse
 
 
-__all__ = ["CONSTANT_ARGS", "kv_buffers", "ring_attention", "ring_attention_fused_kernel",
-           "ring_attention_reference"]
+def ring_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = False, sm_scale=None,
+                            dlse=None, order: str = "swizzle", comm_programs=None,
+                            backend: str | None = None, config=None, fused=None):
+    """``(dq, dk, dv)`` of this rank's shards, from the forward's inputs, ``o`` and ``lse`` and
+    the upstream gradient ``do`` (``dlse``: a gradient of ``lse``, if any); the layout is the
+    forward's. K and V are gathered again, not kept from the forward (the memory of the whole
+    sequence's K/V per layer); the fused path fuses the dK/dV kernel with that gather and the
+    reduce-scatter of the fp32 partials to their owners, then runs the dQ kernel locally on the
+    gathered buffers (:mod:`.ring_attention_bwd` says why). ``fused`` None: the path the
+    forward's decision takes on this shape (the same on every rank); True or any of
+    ``backend``/``comm_programs``: fused; False (or ``SYNCOPATE=0``): NCCL all-gather + the
+    same kernels + NCCL reduce-scatter. ``config``: the backward kernels' (default
+    :func:`~syncopate.kernels.attention_bwd.default_backward_config`)."""
+    W = comm.world_size
+    B, Hq, Hkv, Sl, D, cfg = bwd.check(q, k, v, o, lse, do, comm, causal, config)
+    if W == 1:
+        return bwd.world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config)
+    use_fused = driver.use_fused(fused)
+    explicit = backend is not None or comm_programs is not None
+    if use_fused and fused is None and not explicit:
+        use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * W, D, int(bool(causal))),
+                                  q.dtype, fused=fused, explicit=False, named=True)[0]
+    if not use_fused:
+        return bwd.ring_attention_backward_reference(q, k, v, o, lse, do, comm, causal=causal,
+                                                     sm_scale=sm_scale, dlse=dlse,
+                                                     config=config)
+    backend = backend or "sm"
+    if not backends.get(backend, LaunchError).has_comm_programs:
+        raise LaunchError(f"the ring attention backward needs comm programs in the kernel (not "
+                          f"backend {backend!r}): its waits are inside the programs of "
+                          "the dK/dV kernel, which the copy engine's side stream cannot order")
+    plan = choose_ring_plan(B, Hq, Hkv, Sl * W, D, W, causal, q.element_size(), comm_programs)
+    cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
+    return bwd.fused_backward(q, k, v, o, lse, do, comm, causal=causal, sm_scale=sm_scale,
+                              dlse=dlse, cfg=cfg, order=order, comm_programs=cp,
+                              backend=backend)
+
+
+# ------------------------------------------------------------------------------------------
+# torch.ops.syncopate.ring_attention (and its backward)
+# ------------------------------------------------------------------------------------------
+
+def shard_positions(Sl: int, W: int, rank: int, causal: bool, device=None):
+    """The original sequence positions of ``rank``'s ``Sl`` rows (``torch.long`` on
+    ``device``): contiguous shards, or with ``causal`` the zigzag segments ``rank`` and
+    ``2W-1-rank`` -- what RoPE and the causal mask of this layout see. Built on the device
+    (no host-to-device copy: a model's forward stays capturable in a CUDA graph)."""
+    import torch
+    if not causal:
+        return torch.arange(rank * Sl, (rank + 1) * Sl, device=device)
+    if Sl % 2:
+        raise LaunchError(f"a zigzag shard is two equal segments; {Sl} rows per rank is odd")
+    seg = Sl // 2
+    a, b = rank, 2 * W - 1 - rank
+    return torch.cat([torch.arange(a * seg, (a + 1) * seg, device=device),
+                      torch.arange(b * seg, (b + 1) * seg, device=device)])
+
+
+def _torch_check(q, k, v, W, causal=False, sm_scale=None):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise TorchOpError(f"ring_attention: {name} must be 4-D [batch, heads, seq/W, "
+                               f"head_dim], got shape {tuple(t.shape)}")
+    if not (q.dtype == k.dtype == v.dtype) or not q.dtype.is_floating_point:
+        raise TorchOpError(f"ring_attention: q, k, v must share one floating dtype, got "
+                           f"{q.dtype}, {k.dtype}, {v.dtype}: cast them (e.g. k.to(q.dtype))")
+    if not (q.device == k.device == v.device):
+        raise TorchOpError(f"ring_attention: q, k, v are on {q.device}, {k.device}, {v.device}: "
+                           f"move them to one device")
+    B, Hq, Sl, D = q.shape
+    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D \
+            or k.shape[2] != Sl:
+        raise TorchOpError(f"ring_attention: k and v must be [B, Hkv, S/W, D] with q's batch, "
+                           f"shard length and head_dim {(B, Sl, D)}, got {tuple(k.shape)} and "
+                           f"{tuple(v.shape)}")
+    if k.shape[1] == 0 or Hq % k.shape[1]:
+        raise TorchOpError(f"ring_attention: query heads ({Hq}) must be a multiple of KV heads "
+                           f"({k.shape[1]})")
+    if causal and Sl % 2:
+        raise TorchOpError(f"ring_attention: causal shards are zigzag (two segments of S/(2W)); "
+                           f"{Sl} rows per rank is odd: pad the sequence to a multiple of "
+                           f"{2 * W}")
+
+
+def _compute_dtype(t):
+    import torch
+    return torch.promote_types(t.dtype, torch.float32)
+
+
+def _gathered(t, group, W, ct):
+    """``[B, H, Sl, D]`` shards -> the whole ``[B, H, W*Sl, D]`` sequence in rank order."""
+    B, H, Sl, D = t.shape
+    g = driver.all_gather_rows(t[None].contiguous(), group, W)
+    return g.permute(1, 2, 0, 3, 4).reshape(B, H, W * Sl, D).to(ct)
+
+
+def _scores(q, kg, group, W, causal, sm_scale, ct):
+    """This rank's masked, scaled scores against the gathered keys (GQA expanded) and its
+    KV-head expansion factor."""
+    import torch
+    B, Hq, Sl, D = q.shape
+    G = Hq // kg.shape[1]
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
+    s = (q.to(ct) @ kg.repeat_interleave(G, 1).transpose(-1, -2)) * scale
+    if causal:
+        rank = collectives.get_rank(group)
+        qpos = shard_positions(Sl, W, rank, True, q.device)
+        kpos = torch.cat([shard_positions(Sl, W, r, True, q.device) for r in range(W)])
+        s = s.masked_fill(kpos[None, :] > qpos[:, None], float("-inf"))
+    return s, G, scale
+
+
+def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
+    """Any device but CUDA: the unfused composition -- K/V all-gathered through the group's
+    collectives, attention in fp32 (fp64 for fp64 inputs)."""
+    import torch
+    ct = _compute_dtype(q)
+    kg, vg = (_gathered(t, group, W, ct) for t in (k, v))
+    s, G, _ = _scores(q, kg, group, W, causal, sm_scale, ct)
+    lse = torch.logsumexp(s, -1)
+    o = torch.exp(s - lse[..., None]) @ vg.repeat_interleave(G, 1)
+    return o.to(q.dtype), lse.to(torch.float32)
+
+
+def _torch_cuda(q, k, v, comm, causal=False, sm_scale=None):
+    return ring_attention(q, k, v, comm, causal=causal, sm_scale=sm_scale)
+
+
+def _torch_fake(q, k, v, W, causal=False, sm_scale=None):
+    import torch
+    return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _torch_setup(ctx, inputs, output):
+    q, k, v, group_name = inputs[:4]
+    ctx.group_name = group_name
+    ctx.causal = bool(inputs[4]) if len(inputs) > 4 else False
+    ctx.sm_scale = inputs[5] if len(inputs) > 5 else None
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.set_materialize_grads(False)  # no gradient into lse (the usual case): none passed on
+
+
+def _torch_backward(ctx, do, dlse):
+    """K/V gathered again, dK/dV reduce-scattered to their owners:
+    ``torch.ops.syncopate.ring_attention_backward`` (one node of a traced backward graph)."""
+    import torch
+    q, k, v, o, lse = ctx.saved_tensors
+    if do is None and dlse is None:
+        return None, None, None, None, None, None
+    if do is None:
+        do = torch.zeros_like(o)
+    dq, dk, dv = torch.ops.syncopate.ring_attention_backward(
+        q, k, v, ctx.group_name, o, lse, do, ctx.causal, ctx.sm_scale, dlse)
+    return dq, dk, dv, None, None, None
+
+
+def _torch_model(q, k, v, group_name, causal=False, sm_scale=None):
+    """Ring attention of this rank's sequence shard (``[B, H, S/W, D]``; causal: the zigzag
+    layout, :func:`shard_positions`) over the whole sequence; returns ``o``. ``group``: a
+    group name, a torch process group, a Communicator or None (the default group)."""
+    import torch
+    return torch.ops.syncopate.ring_attention(q, k, v, group_name, causal, sm_scale)[0]
+
+
+def _bwd_check(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    import torch
+    _torch_check(q, k, v, W, causal, sm_scale)
+    for name, t in (("o", o), ("do", do)):
+        if tuple(t.shape) != tuple(q.shape) or t.dtype != q.dtype:
+            raise TorchOpError(f"ring_attention_backward: {name} must be like q "
+                               f"({q.dtype} {tuple(q.shape)}), got {t.dtype} {tuple(t.shape)}")
+    for name, t in (("lse", lse), ("dlse", dlse)):
+        if t is not None and (tuple(t.shape) != tuple(q.shape[:3]) or t.dtype != torch.float32):
+            raise TorchOpError(f"ring_attention_backward: {name} must be fp32 "
+                               f"{tuple(q.shape[:3])}, got {t.dtype} {tuple(t.shape)}")
+
+
+def _bwd_impl(q, k, v, group, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    """Any device but CUDA: K/V gathered again, the FlashAttention-2 recurrences in fp32 (P from
+    the forward's lse), dK/dV partials of the whole sequence reduce-scattered to their owners."""
+    import torch
+    ct = _compute_dtype(q)
+    B, Hq, Sl, D = q.shape
+    Hkv = k.shape[1]
+    kg, vg = (_gathered(t, group, W, ct) for t in (k, v))
+    s, G, scale = _scores(q, kg, group, W, causal, sm_scale, ct)
+    p = torch.exp(s - lse.to(ct)[..., None])
+    dof = do.to(ct)
+    delta = (o.to(ct) * dof).sum(-1)
+    if dlse is not None:
+        delta = delta - dlse.to(ct)
+    ds = p * (dof @ vg.repeat_interleave(G, 1).transpose(-1, -2) - delta[..., None])
+    dq = scale * (ds @ kg.repeat_interleave(G, 1))
+    S = Sl * W
+
+    def owners(full):  # [B, Hq, S, D] partials -> this rank's [B, Hkv, Sl, D] sums
+        part = full.view(B, Hkv, G, S, D).sum(2).view(B, Hkv, W, Sl, D)
+        return driver.reduce_scatter_rows(part.permute(2, 0, 1, 3, 4).contiguous(), group, W)[0]
+    dk = owners(scale * (ds.transpose(-1, -2) @ q.to(ct)))
+    dv = owners(p.transpose(-1, -2) @ dof)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _bwd_cuda(q, k, v, comm, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    return ring_attention_backward(q, k, v, o, lse, do, comm, causal=causal, sm_scale=sm_scale,
+                                   dlse=dlse)
+
+
+def _bwd_fake(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+TORCH = TorchOp(
+    schema="(Tensor q, Tensor k, Tensor v, str group_name, bool causal=False, "
+           "float? sm_scale=None) -> (Tensor, Tensor)",
+    check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
+    model=_torch_model, setup=_torch_setup, backward=_torch_backward, tensors=3,
+    companions=(("backward", TorchOp(
+        schema="(Tensor q, Tensor k, Tensor v, str group_name, Tensor o, Tensor lse, Tensor do, "
+               "bool causal=False, float? sm_scale=None, Tensor? dlse=None) "
+               "-> (Tensor, Tensor, Tensor)",
+        check=_bwd_check, impl=_bwd_impl, cuda=_bwd_cuda, fake=_bwd_fake, tensors=3)),))
+
+
+def _shape(dims, W: int) -> tuple:
+    B, Hq, Hkv, S, D, causal = (dims[x] for x in ("batch", "q_heads", "kv_heads", "seq",
+                                                  "head_dim", "causal"))
+    return B, Hq, Hkv, S, D, bool(causal)
+
+
+def _candidates(spec, cal, s, W, dtype, cublas, blocked):
+    """The fused kernel by the ring cost model (:func:`~syncopate.schedule.attention_cost.
+    choose_ring_plan`), against the unfused path: NCCL all-gathers of K and V, then the
+    attention at the measured TF/s."""
+    from ..dtypes import element_bytes
+    eb = element_bytes(dtype)
+
+    def fused_sm(s, W):
+        p = choose_ring_plan(*_shape(s, W)[:5], W, _shape(s, W)[5], eb)
+        return p["fused_s"], "ring cost model (attention_cost.choose_ring_plan)"
+
+    def unfused(s, W):
+        B, Hq, Hkv, S, D, causal = _shape(s, W)
+        kv = choice.collective_s(cal, "all_gather", B * Hkv * S * D * eb, W)
+        return choice.add(kv, kv, (attention_time(B, Hq, S // W, S, D, causal),
+                                   "attention at the measured TF/s"))
+    p = choose_ring_plan(*_shape(s, W)[:5], W, _shape(s, W)[5], eb)
+    return [Cand("fused sm", "sm", "fused", fused_sm, choice.host_keys(spec, "sm"),
+                 backend="sm", plan=(p["split"], p["comm_programs"])),
+            Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
+                 (("nccl",), ("nccl",), ("local:triton",)), local="triton")]
+
+
+def local_candidates(spec, cal, s, dtype, cublas):
+    """World size 1: the attention kernel alone, at the measured TF/s."""
+    def attn(s, W):
+        B, Hq, Hkv, S, D, causal = _shape(s, W)
+        return attention_time(B, Hq, S, S, D, causal), "attention at the measured TF/s"
+    return [Cand("local triton", "local:triton", "local", attn, (("local:triton",),),
+                 local="triton")]
+
+
+def explain_shape(op, dims, W, batch=1, causal=False, whole_heads=False):
+    """The decision shape of the global ``S, Hq, Hkv, D`` (``S`` the whole sequence);
+    ``whole_heads``: every rank attends with whole KV heads (Ulysses)."""
+    S, Hq, Hkv, D = dims
+    if not Hkv or S % W or Hq % Hkv or (whole_heads and Hkv % W):
+        raise LaunchError(f"{op} needs S ({S}) divisible by the world size ({W}), Hq ({Hq}) "
+                          f"a multiple of Hkv ({Hkv})"
+                          + (f" and Hkv divisible by {W}" if whole_heads else ""))
+    return (batch, Hq, Hkv, S, D, int(bool(causal)))
+
+
+def fit(r, w):
+    """A ``ring_attn`` / ``ulysses`` bench row: ``fused`` measures the op's fused kernel,
+    ``serial`` its unfused path."""
+    s = {"batch": int(r.get("B", 1)), "q_heads": int(r["Hq"]), "kv_heads": int(r["Hkv"]),
+         "seq": int(r["S"]), "head_dim": int(r["D"]), "causal": int(bool(r["causal"]))}
+    return (s, f" S={r['S']} Hq={r['Hq']} Hkv={r['Hkv']} D={r['D']} causal={r['causal']} W={w}",
+            (("sm", "fused"), ("unfused:triton", "serial")))
+
+
+#: the decision shape of the attention ops
+SHAPE = ("batch", "q_heads", "kv_heads", "seq", "head_dim", "causal")
+
+SPEC = OpSpec(
+    name="ring_attention", fn=ring_attention, shape=SHAPE, variants=("sm",),
+    candidates=_candidates, local_candidates=local_candidates,
+    explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)", explain=explain_shape,
+    flags=("causal",), bench_rows=("ring_attn",), fit=fit, torch=TORCH)
+
+__all__ = ["CONSTANT_ARGS", "SPEC", "kv_buffers", "ring_attention", "ring_attention_backward",
+           "ring_attention_fused_kernel", "ring_attention_reference", "shard_positions"]

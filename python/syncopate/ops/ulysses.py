@@ -31,9 +31,16 @@ Only the ``sm`` backend fuses it (the comm programs copy the 4-d chunks through 
 
 from __future__ import annotations
 
+import functools
 import math
 
-from ..errors import LaunchError
+from ..errors import LaunchError, ScheduleError
+from ..runtime import collectives as dist
+from ..schedule import ulysses_all_to_all
+from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
+from . import choice, driver
+from .ring_attention import SHAPE, explain_shape, fit, local_candidates
+from .spec import Cand, OpSpec
 
 _OPERANDS = {"Q": "Q", "K": "K", "V": "V", "O": "O"}
 #: the sizes and strides the access analysis needs as constants (a head index is taken modulo
@@ -78,7 +85,6 @@ def _check(q, k, v, comm) -> tuple[int, int, int, int, int]:
     import torch
 
     from ..kernels.attention import check_operands
-    from ._gemm import check_comm_device
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise LaunchError(f"{name} must be a 4-D torch.Tensor [batch, heads, seq/W, "
@@ -90,22 +96,23 @@ def _check(q, k, v, comm) -> tuple[int, int, int, int, int]:
                           f"shards one sequence, so every rank passes the same block of all "
                           f"three")
     check_plan(B, Hq, Hkv, Sl * comm.world_size, D, comm.world_size)
-    check_comm_device(comm, ("q", q), ("k", k), ("v", v))
+    driver.check_comm_device(comm, ("q", q), ("k", k), ("v", v))
     return B, Hq, Hkv, Sl, D
 
 
 def _local_attention(q, k, v, causal, sm_scale, config):
-    """The local kernel (a module-level name so CPU tests can stand in for it)."""
+    """The local kernel (a module-level name so CPU tests can stand in for it): the fusable one,
+    which the fused op runs, so the unfused path gives its bits -- also at world size 1 (the
+    fast kernel stays opt-in until it passes the GPU tests; docs/attention.md)."""
     from ..kernels.attention import attention
-    return attention(q, k, v, causal=causal, sm_scale=sm_scale, config=config)[0]
+    return attention(q, k, v, causal=causal, sm_scale=sm_scale, config=config,
+                     fusable=True)[0]
 
 
 def _to_heads(x, comm):
     """All-to-all: this rank's sequence block of every head -> every sequence block of this
     rank's heads (``[B, H, S/W, D]`` -> ``[B, H/W, S, D]``)."""
     import torch
-
-    from ..runtime import collectives as dist
     W = comm.world_size
     B, H, Sl, D = x.shape
     send = x.reshape(B, W, H // W, Sl, D).transpose(0, 1).contiguous()   # [W(dst), B, h, Sl, D]
@@ -117,8 +124,6 @@ def _to_heads(x, comm):
 def _to_sequence(o, comm):
     """The inverse all-to-all: ``[B, H/W, S, D]`` -> this rank's block ``[B, H, S/W, D]``."""
     import torch
-
-    from ..runtime import collectives as dist
     W = comm.world_size
     B, h, S, D = o.shape
     send = o.reshape(B, h, W, S // W, D).permute(2, 0, 1, 3, 4).contiguous()  # [W(dst), ...]
@@ -154,8 +159,7 @@ def _check_out(out, q, shape) -> None:
 def ulysses_buffers(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype) -> dict:
     """The symmetric global ``Q, K, V, O`` buffers of this shape (allocated on first use: a
     collective, so every rank calls it with the same shape)."""
-    from ._gemm import symmetric_buffer
-    return {name: symmetric_buffer(comm, f"ulysses.{name}", (B, h, S, D), dtype)
+    return {name: driver.symmetric_buffer(comm, f"ulysses.{name}", (B, h, S, D), dtype)
             for name, h in (("Q", Hq), ("K", Hkv), ("V", Hkv), ("O", Hq))}
 
 
@@ -166,27 +170,21 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
     A kernel that timed out is rebuilt (its flags disagree across ranks)."""
     from ..kernels.attention import AttentionConfig, attn_fwd_kernel
     from ..runtime.fused import fuse
-    from ..schedule import ulysses_all_to_all
-    from ._gemm import schedule_dtype
     if backend not in _BACKENDS:
         raise LaunchError(f"ulysses_attention fuses with the {' or '.join(_BACKENDS)} backend, "
                           f"not {backend!r}: the comm programs copy its 4-d chunks through a 2-d "
                           f"view, which the ce and nvshmem lowerings do not; pass backend='sm' "
                           f"or fused=False")
     cfg = AttentionConfig.of(config, D).check(D)
-    key = ("ulysses.fk", B, Hq, Hkv, S, D, str(dtype), backend, mode, comm_programs,
-           repr(cfg))
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
-        sched = ulysses_all_to_all(B, Hq, Hkv, S, D, schedule_dtype(dtype), comm.world_size,
-                                   mode=mode)
-        fk = fuse(attn_fwd_kernel, sched, operand=dict(_OPERANDS), backend=backend,
-                  comm_programs=comm_programs, comm=comm, constant_args=_CONSTANTS,
-                  **cfg.options())
-        comm.cache[key] = fk
-    return fk
+
+    def build():
+        sched = ulysses_all_to_all(B, Hq, Hkv, S, D, driver.schedule_dtype(dtype),
+                                   comm.world_size, mode=mode)
+        return fuse(attn_fwd_kernel, sched, operand=dict(_OPERANDS), backend=backend,
+                    comm_programs=comm_programs, comm=comm, constant_args=_CONSTANTS,
+                    **cfg.options())
+    return driver.cached_fused(comm, ("ulysses.fk", B, Hq, Hkv, S, D, str(dtype), backend, mode,
+                                      comm_programs, repr(cfg)), build)
 
 
 def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
@@ -208,21 +206,18 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     import triton
 
     from ..kernels.attention import LOG2E, AttentionConfig
-    from ..runtime.fused import fused_enabled
-    from . import _gemm
-    from ._gemm import loopback_comm_programs
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     _check_out(out, q, (B, Hq, Sl, D))
     if comm.world_size == 1:  # one rank holds every head of the whole sequence
         o = _local_attention(q, k, v, causal, sm_scale, cfg)
         return o if out is None else out.copy_(o)
-    use_fused = fused_enabled() if fused is None else bool(fused)
-    d = _gemm.route("ulysses_attention", comm, (B, Hq, Hkv, Sl * comm.world_size, D,
-                                                int(bool(causal))), q.dtype, fused=fused,
-                    explicit=backend is not None or comm_programs is not None)
-    if d is not None:
-        use_fused = d.choice.path == "fused"
+    use_fused = driver.use_fused(fused)
+    if use_fused:
+        use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * comm.world_size, D,
+                                               int(bool(causal))), q.dtype, fused=fused,
+                                  explicit=backend is not None or comm_programs is not None,
+                                  named=True)[0]
     backend = backend or "sm"
     if not use_fused:
         o = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
@@ -230,8 +225,8 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
         return o if out is None else out.copy_(o)
     W, me = comm.world_size, comm.rank
     S = Sl * W
-    cp = loopback_comm_programs(comm, 4 if comm_programs is None else int(comm_programs),
-                                comm_programs)
+    cp = driver.loopback_comm_programs(
+        comm, OP_DEFAULT_PROGRAMS if comm_programs is None else int(comm_programs), comm_programs)
     fk = ulysses_fused_kernel(comm, B, Hq, Hkv, S, D, q.dtype, backend=backend, mode=mode,
                               comm_programs=cp, config=cfg)
     bufs = ulysses_buffers(comm, B, Hq, Hkv, S, D, q.dtype)
@@ -252,5 +247,42 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     return O[:, :, rows].clone() if out is None else out.copy_(O[:, :, rows])
 
 
-__all__ = ["check_plan", "ulysses_attention", "ulysses_attention_reference",
+def _candidates(spec, cal, s, W, dtype, cublas, blocked):
+    """The fused kernel (its comm programs holding their SMs for the whole kernel) against the
+    unfused path (NCCL all-to-alls + the attention), both by the Ulysses cost model of
+    :mod:`syncopate.schedule.ulysses_cost` less the layer's projections."""
+    from ..dtypes import element_bytes
+    eb = element_bytes(dtype)
+
+    def costs(s, W):
+        try:
+            return ulysses_costs(s["batch"], s["q_heads"], s["kv_heads"], s["seq"],
+                                 s["head_dim"], W, bool(s["causal"]), elem_bytes=eb,
+                                 gpu=cal.gpu)
+        except ScheduleError as e:
+            raise LaunchError(str(e)) from None
+
+    def fused_sm(s, W):
+        c = costs(s, W)
+        return (c.fused_default_s - c.qkv_proj_s - c.out_proj_s,
+                f"ulysses cost model, {OP_DEFAULT_PROGRAMS} comm programs holding their SMs")
+
+    def unfused(s, W):
+        c = costs(s, W)
+        return (c.serial_s - c.qkv_proj_s - c.out_proj_s,
+                "NCCL all-to-alls + attention (ulysses cost model)")
+    return [Cand("fused sm", "sm", "fused", fused_sm, choice.host_keys(spec, "sm"),
+                 backend="sm", plan=(1, OP_DEFAULT_PROGRAMS)),
+            Cand("unfused (NCCL + triton)", "unfused:triton", "unfused", unfused,
+                 (("nccl",),) * 4 + (("local:triton",),), local="triton")]
+
+
+SPEC = OpSpec(
+    name="ulysses_attention", fn=ulysses_attention, shape=SHAPE, variants=("sm",),
+    candidates=_candidates, local_candidates=local_candidates,
+    explain_shape="S,Hq,Hkv,D (e.g. 32768,32,8,128)",
+    explain=functools.partial(explain_shape, whole_heads=True), flags=("causal",),
+    bench_rows=("ulysses",), fit=fit)
+
+__all__ = ["SPEC", "check_plan", "ulysses_attention", "ulysses_attention_reference",
            "ulysses_buffers", "ulysses_fused_kernel"]

@@ -7,7 +7,7 @@ driver library or the symbol is missing, and none is called on a CPU-only machin
 
 * :func:`memcpy2d_async` -- ``cuMemcpy2DAsync``: a strided 2-D copy done by the **copy engine**.
   ``torch.Tensor.copy_`` of a non-contiguous view launches an SM kernel instead, which the ce
-  backend must avoid while the fused kernel may occupy every SM (see ``backends/ce.py``).
+  backend must avoid while the fused kernel may occupy every SM (see ``launchers/ce.py``).
 * :func:`stream_wait_value32` -- ``cuStreamWaitValue32``: a stream waits, in the GPU's front
   end (no SM), until a 32-bit word in memory is ``>=`` a value. Only ever used on a flag that
   this rank's *own* kernel is guaranteed to write (PRODUCED), never on a peer's flag: a stream

@@ -5,7 +5,7 @@ Why: an eager fused op at M = 1024 runs ~0.1 ms on the GPU, and the issue's targ
 host time is 20 us (sm). ``FusedKernel.launch``'s fast path still hashed the whole argument
 list into a launch key (~5 us on an H200 host under the profiler), built the argument list,
 and went through the backend's launcher and a ctypes launch; the op around it had already
-keyed the same layout (``ops/_gemm.prepared_key``) and then staged its input with a
+keyed the same layout (``ops/driver.prepared_key``) and then staged its input with a
 ``Tensor.copy_`` (~6 us). A :class:`BoundLaunch` is made once per prepared call. Per call it
 checks only what can change under a fixed layout -- the kernel poisoned, a fault recorded, a
 launch hook set, the watchdog timeout, the device, the stream being captured, the operands'
@@ -28,6 +28,7 @@ arguments change address (the caller's key fixes shapes, strides, dtypes and sca
 
 from __future__ import annotations
 
+from .. import settings
 from . import _cuda, direct_launch, fastlaunch, graphs
 from .epochs import kernel_timeout_ns
 
@@ -101,7 +102,7 @@ class BoundLaunch:
     def fast(self, args: list, copy: tuple | None) -> bool:
         """The call on the bound path with the copy as addresses, ``(dst, src, nbytes, after)``
         (``nbytes`` from :func:`memcpy_bytes` of an earlier call of the layout), for a caller
-        that holds them already (``ops/_gemm.PreparedCall``): no :class:`Copy` to build. False
+        that holds them already (``ops/driver.PreparedCall``): no :class:`Copy` to build. False
         when the call must take the general path, which the caller then takes with ``__call__``
         (nothing was enqueued)."""
         r = self._ready
@@ -204,7 +205,7 @@ class _Ready:
         if (g is None or not cfg.abi.self_advance
                 or any(i >= len(args) for i in fk._op_index.values())):
             return _NEVER
-        env = _watchdog_env()
+        env = settings.watchdog_raw()
         timeout = kernel_timeout_ns()
         dl = direct.get((g, timeout))
         if dl is None:
@@ -243,37 +244,21 @@ def _gate(fk, r: _Ready, env):
     kernel with global scratch, an empty grid, records it cannot read by address, an
     environment that is not POSIX's ``os.environ``), and ``_fast`` runs in Python.
     ``env``: the watchdog's raw environment values when ``r.timeout`` was read."""
-    import os
-
-    from . import diag
-
-    mod = fastlaunch.module() if fastlaunch.enabled() else None
+    mod = fastlaunch.module() if settings.FAST_LAUNCH.get() else None
     c = getattr(r.dl, "_c", None)
     cap = fastlaunch.entry_point("cuStreamIsCapturing") if mod is not None else 0
     probes = fk.comm.probe_addrs() if hasattr(fk.comm, "probe_addrs") else None
-    data = diag._ENV_DATA
     if (mod is None or not hasattr(mod, "Gate") or c is None or r.dl.scratch_size or not cap
-            or probes is None or type(data) is not dict or os.name != "posix" or env is None
-            or min(r.grid) <= 0):
+            or probes is None or env is None or min(r.grid) <= 0):
         return None
     comm, cfg = fk.comm, r.cfg
     return mod.Gate(c, tuple(int(x) for x in r.grid), r.tail, r.operands,
                     ((fk, "_poisoned"), (cfg, "consumed_pending")),
                     ((comm, "generation", r.generation),),
-                    r.get_device, r.device, direct_launch.hook_chains(), data,
-                    diag._WATCHDOG_KEYS, env, r.raw_stream, cap, graphs._LOCAL, fk._lock, fk,
+                    r.get_device, r.device, direct_launch.hook_chains(), settings.ENVIRON,
+                    settings.WATCHDOG_KEYS, env, r.raw_stream, cap, graphs._LOCAL, fk._lock, fk,
                     comm, cfg.epochs, cfg)
 
 
 #: :meth:`_Ready.of`'s answer for a layout the bound path cannot take
 _NEVER = object()
-
-
-def _watchdog_env() -> tuple | None:
-    """The raw values of the watchdog's variables in ``os.environ``'s own dict (None where it
-    is not one): what a Gate compares on every call, as :func:`.diag.watchdog` reads them."""
-    from . import diag
-    d = diag._ENV_DATA
-    if type(d) is not dict:
-        return None
-    return tuple(d.get(k) for k in diag._WATCHDOG_KEYS)

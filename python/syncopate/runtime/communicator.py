@@ -37,11 +37,16 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from .. import abi, dtypes
+from .. import abi, backends, dtypes, settings
 from ..errors import LaunchError
 from . import diag
 
-SYMM_BACKENDS = ("cuda", "nvshmem")
+
+#: torch's symmetric-memory backends (``Communicator(symm_backend=...)``): name -> (torch's name
+#: for ``set_backend``, one PE and heap per process (so no loopback), the ``symm_mem`` predicate
+#: saying this torch build has it)
+SYMM_HEAPS = {"cuda": ("CUDA", False, None), "nvshmem": ("NVSHMEM", True, "is_nvshmem_available")}
+SYMM_BACKENDS = tuple(SYMM_HEAPS)
 
 def dtype_name(dtype) -> str:
     """The torch spelling (no ``torch.``) of a torch dtype or any alias; :mod:`syncopate.dtypes`
@@ -145,20 +150,23 @@ class Communicator:
         registry, address translation, peer views, flags, the watchdog -- is the same code for
         torch's symmetric memory and for loopback, whose backend is
         :class:`.loopback.LoopbackSymmetricMemory` (the other virtual ranks' tensors)."""
+        want, per_process, available = SYMM_HEAPS[backend]
         if self.loopback:
             from .loopback import LoopbackSymmetricMemory
-            if backend == "nvshmem":
-                raise LaunchError("symm_backend='nvshmem' cannot run in loopback: NVSHMEM has one "
-                                  "PE per process and its heap is per process, while loopback runs "
-                                  "every rank in one process; use symm_backend='cuda' (backends sm "
-                                  "and ce) on one GPU, or one process per GPU for nvshmem")
+            if per_process:
+                anywhere = " and ".join(b.name for b in backends.specs() if b.symm_backend is None)
+                raise LaunchError(f"symm_backend={backend!r} cannot run in loopback: {want} has "
+                                  f"one PE per process and its heap is per process, while loopback "
+                                  f"runs every rank in one process; use symm_backend='cuda' "
+                                  f"(backends {anywhere}) on one GPU, or one process per GPU for "
+                                  f"{backend}")
             return LoopbackSymmetricMemory(self.group)
         import torch.distributed._symmetric_memory as symm_mem
 
-        want = "NVSHMEM" if backend == "nvshmem" else "CUDA"
-        if backend == "nvshmem" and not symm_mem.is_nvshmem_available():
-            raise LaunchError("symm_backend='nvshmem' but torch reports NVSHMEM unavailable: "
-                              "install nvidia-nvshmem-cu13 matching torch, or use symm_backend='cuda'")
+        if available is not None and not getattr(symm_mem, available)():
+            raise LaunchError(f"symm_backend={backend!r} but torch reports {want} unavailable: "
+                              f"install nvidia-nvshmem-cu13 matching torch, or use "
+                              f"symm_backend='cuda'")
         cur = None
         try:
             cur = symm_mem.get_backend(self.device)
@@ -445,7 +453,7 @@ class Communicator:
         if rec is None:
             return
         self.clear_diag()
-        err = diag.make_timeout(rec, diag.timeout_s(), layout, context)
+        err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout, context)
         self._last_timeout = err
         raise err
 

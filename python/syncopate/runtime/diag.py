@@ -1,4 +1,4 @@
-"""The watchdog record (``syn_diag``): decoding, env settings, and the host-side check.
+"""The watchdog record (``syn_diag``): decoding and the host-side check.
 
 Pure Python (no torch, no CUDA) so it is unit-tested on CPU.
 
@@ -15,74 +15,11 @@ Epochs start at 1, so ``diag[EPOCH] != 0`` means "record complete". The host see
 
 from __future__ import annotations
 
-import os
 import time
 
 from .. import abi
-from ..errors import CommTimeout, LaunchError, TimeoutRecord
+from ..errors import CommTimeout, TimeoutRecord
 
-DEFAULT_TIMEOUT_S = 10.0
-TIMEOUT_ACTIONS = ("exit", "trap")
-
-
-def timeout_s(env=None) -> float:
-    """``SYNCOPATE_TIMEOUT_S`` (default 10 s); 0 disables the watchdog."""
-    env = os.environ if env is None else env
-    raw = env.get("SYNCOPATE_TIMEOUT_S", "")
-    if raw.strip() == "":
-        return DEFAULT_TIMEOUT_S
-    try:
-        v = float(raw)
-    except ValueError:
-        raise LaunchError(f"SYNCOPATE_TIMEOUT_S={raw!r} is not a number of seconds; set it to e.g. "
-                          f"10, or 0 to disable the watchdog") from None
-    if v < 0:
-        raise LaunchError(f"SYNCOPATE_TIMEOUT_S={raw!r} is negative; use a positive number of "
-                          f"seconds, or 0 to disable the watchdog")
-    return v
-
-
-def timeout_ns(env=None) -> int:
-    """``syn_timeout_ns`` for a launch (i64)."""
-    return int(round(timeout_s(env) * 1e9))
-
-
-def timeout_action(env=None) -> str:
-    """``SYNCOPATE_TIMEOUT_ACTION``: ``exit`` (default; the kernel finishes with invalid results,
-    the context survives) or ``trap`` (the kernel traps; the CUDA context is lost)."""
-    env = os.environ if env is None else env
-    a = env.get("SYNCOPATE_TIMEOUT_ACTION", "exit").strip().lower() or "exit"
-    if a not in TIMEOUT_ACTIONS:
-        raise LaunchError(f"SYNCOPATE_TIMEOUT_ACTION={a!r}; choose one of {', '.join(TIMEOUT_ACTIONS)}")
-    return a
-
-
-#: ``os.environ``'s own dict (POSIX: bytes keys and values, updated by every assignment to
-#: ``os.environ``, as ``os.environ.get`` reads it): one lookup instead of ``get``'s key
-#: encoding and Mapping machinery, ~0.8 us per variable; read on every launch and every
-#: enqueued wait
-_ENV_DATA = getattr(os.environ, "_data", None)
-_WATCHDOG_KEYS = (b"SYNCOPATE_TIMEOUT_S", b"SYNCOPATE_TIMEOUT_ACTION")
-#: the two variables' raw values -> (timeout_ns, action)
-_WATCHDOG_MEMO: dict = {}
-
-
-def watchdog() -> tuple[int, str]:
-    """``(timeout_ns(), timeout_action())`` of the environment as it is now, parsed once per
-    distinct pair of raw values: a changed variable takes effect at the next launch, and an
-    unchanged one costs two dictionary lookups."""
-    d = _ENV_DATA
-    if type(d) is dict and os.name == "posix":
-        key = (d.get(_WATCHDOG_KEYS[0]), d.get(_WATCHDOG_KEYS[1]))
-    else:
-        key = (os.environ.get("SYNCOPATE_TIMEOUT_S"), os.environ.get("SYNCOPATE_TIMEOUT_ACTION"))
-    hit = _WATCHDOG_MEMO.get(key)
-    if hit is None:
-        hit = (timeout_ns(), timeout_action())  # raises on a bad value, memoises nothing
-        if len(_WATCHDOG_MEMO) > 64:
-            _WATCHDOG_MEMO.clear()
-        _WATCHDOG_MEMO[key] = hit
-    return hit
 
 
 def _s32(v: int) -> int:

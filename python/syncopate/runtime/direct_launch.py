@@ -53,11 +53,11 @@ docs/cuda-graphs.md).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 
 from triton import knobs
 
+from .. import settings
 from . import _cuda, fastlaunch
 
 #: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
@@ -72,11 +72,6 @@ _INT_TYPES = {
 
 #: how a slot is refreshed: a pointer (tensor ``data_ptr()``, int address or None) or a scalar
 _PTR, _SCALAR = 0, 1
-
-
-def enabled(env=None) -> bool:
-    """On unless ``SYNCOPATE_DIRECT_LAUNCH=0`` (module docstring)."""
-    return (os.environ if env is None else env).get("SYNCOPATE_DIRECT_LAUNCH", "1") != "0"
 
 
 def launch_error(rc: int) -> "_cuda.DriverError":
@@ -316,7 +311,7 @@ def build(ck, values, *, fixed_scalars: bool, device=None) -> DirectLaunch | Non
     """A :class:`DirectLaunch` of ``ck`` for arguments laid out as ``values``, or None when the
     kernel or the arguments need Triton's launcher (module docstring) or direct launches are
     off (:func:`enabled`)."""
-    if not enabled() or not _cuda.available():
+    if not settings.DIRECT_LAUNCH.get() or not _cuda.available():
         return None
     try:
         return DirectLaunch(ck, values, fixed_scalars=fixed_scalars, device=device)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
+from .. import settings
 from ..errors import LaunchError
 from . import diag
 
@@ -45,32 +44,6 @@ def new_epoch_word(device):
     return word, mirror, addr
 
 
-def check_advance_setting(env=None) -> None:
-    """Refuse ``SYNCOPATE_EPOCH_ADVANCE=memop``, the withdrawn eager advance (two
-    ``cuStreamWriteValue32`` of the host's count instead of the advance kernel). On an H200 in
-    loopback it failed the 1000-launch AG+GEMM stress test in 2 of 4 runs; those runs also had
-    a launch race found and fixed afterwards, so it is not verified either way
-    (docs/cuda-graphs.md). ``kernel`` (or unset) is the one advance."""
-    v = (os.environ if env is None else env).get("SYNCOPATE_EPOCH_ADVANCE")
-    if v not in (None, "", "kernel"):
-        raise LaunchError(f"SYNCOPATE_EPOCH_ADVANCE={v!r}: the memop advance was withdrawn (not "
-                          f"verified on a GPU, docs/cuda-graphs.md) and 'kernel' is the only "
-                          f"eager epoch advance: unset it")
-
-
-def self_advance_default(env=None) -> str:
-    """The fused kernels' ``self_advance`` when ``fuse`` is not given one:
-    ``SYNCOPATE_SELF_ADVANCE`` = ``1`` (required: a kernel that cannot count itself done is a
-    CompileError), ``0`` (the advance kernel before every launch) or ``auto`` / unset (the
-    default: self-advancing wherever the kernel allows it). Anything else is a LaunchError."""
-    v = (os.environ if env is None else env).get("SYNCOPATE_SELF_ADVANCE", "auto") or "auto"
-    modes = {"1": "on", "0": "off", "auto": "auto"}
-    if v not in modes:
-        raise LaunchError(f"SYNCOPATE_SELF_ADVANCE={v!r}: use 1 (require the self-advancing "
-                          f"epoch), 0 (the advance kernel) or auto (the default)")
-    return modes[v]
-
-
 def wrap32(x: int) -> int:
     """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
     x &= 0xFFFFFFFF
@@ -80,10 +53,7 @@ def wrap32(x: int) -> int:
 def kernel_timeout_ns(env=None) -> int:
     """``syn_timeout_ns`` for the fused kernel: the compiler's convention is that a negative
     value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes"). Without ``env``,
-    the process environment through :func:`.diag.watchdog` (read at every launch, parsed
-    once per value)."""
-    if env is None:
-        t, action = diag.watchdog()
-    else:
-        t, action = diag.timeout_ns(env), diag.timeout_action(env)
+    the process environment through :func:`syncopate.settings.watchdog` (read at every launch,
+    parsed once per value)."""
+    t, action = settings.watchdog(env)
     return -t if (t and action == "trap") else t

@@ -28,6 +28,8 @@ import types
 import os
 import threading
 
+from .. import settings
+
 #: slot kinds of ``_fastlaunch.c`` by the ctypes type of the parameter
 KINDS = {
     ctypes.c_int8: 1, ctypes.c_int16: 2, ctypes.c_int32: 3, ctypes.c_int64: 4,
@@ -38,11 +40,6 @@ PTR = 0
 _SOURCE = os.path.join(os.path.dirname(__file__), "_fastlaunch.c")
 _lock = threading.Lock()
 _state: dict = {}
-
-
-def enabled(env=None) -> bool:
-    """On unless ``SYNCOPATE_FAST_LAUNCH=0``."""
-    return (os.environ if env is None else env).get("SYNCOPATE_FAST_LAUNCH", "1") != "0"
 
 
 def module():
@@ -94,7 +91,7 @@ def new_launch(*, launch: int, memcpy: int, function: int, block: int, smem: int
     :data:`PTR` or a ctypes integer type) and the ``params`` array pointing at them, or None
     when the module is unavailable or off. ``scratch_slot``: the ctypes slot of the global
     scratch pointer, or None. ``keep``: what must outlive the object (the ctypes slots)."""
-    mod = module() if enabled() else None
+    mod = module() if settings.FAST_LAUNCH.get() else None
     if mod is None or not launch:
         return None
     spec = []
@@ -122,7 +119,7 @@ def capture_probe():
     """A function ``stream handle -> cuStreamIsCapturing status`` (0: not capturing; -1: the
     driver did not answer), or None when the module or the entry point is missing or the
     compiled path is off."""
-    mod = module() if enabled() else None
+    mod = module() if settings.FAST_LAUNCH.get() else None
     fn = entry_point("cuStreamIsCapturing") if mod is not None else 0
     if not fn:
         return None

@@ -22,9 +22,9 @@ position, or as keywords). Each call:
    two specialisations in turn must not skip epochs on either;
 5. hands the launch -- ``abi.grid(grid)`` programs with the ABI's extra arguments appended
    (``syn_flags, syn_peers, syn_table, syn_diag, syn_rank, syn_epoch, syn_timeout_ns``) -- to the
-   backend's launcher (:mod:`syncopate.backends`): ``sm`` signals ENTRY unless the kernel does
+   backend's launcher (:mod:`.launchers`): ``sm`` signals ENTRY unless the kernel does
    and launches; ``nvshmem`` adds NVSHMEM's module init; ``ce`` runs the host side of the
-   protocol on a side stream (``backends/ce.py``).
+   protocol on a side stream (``launchers/ce.py``).
 
 Why there is no write-after-read race with epochs (docs/fused-abi.md): a peer writes into this
 rank's buffer in epoch ``e`` only after it saw ``ENTRY[me] >= e``, which this rank writes after
@@ -47,21 +47,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import threading
 from dataclasses import dataclass, field
 
-from .. import abi, backends, chunk_table, compiler
-from ..backends.ce import _rows_cols, check_epilogue_plan, copy_region, region_copier
-from ..backends.nvshmem import nvshmem_module_init as _nvshmem_module_init
+from .. import abi, backends, chunk_table, compiler, settings
 from ..errors import CompileError, LaunchError
-from . import diag, fastlaunch, graphs
+from . import diag, fastlaunch, graphs, launchers
 from . import plan as planmod
-from .epochs import (FLAG_LIMIT, EpochCounter, check_advance_setting, kernel_timeout_ns,
-                     new_epoch_word, self_advance_default, wrap32)
+from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
 from .operands import (
     _LIVE_COMMS,
-    check_requirements,
     operand_map,
     register_comm,
     torch_name,
@@ -79,14 +74,13 @@ from .specialize import (
 )
 
 # What this module defines, and (re-exported) what lived here before the split into
-# specialize / epochs / operands and the backends' launchers -- importable from here as before.
+# specialize / epochs / operands -- importable from here as before.
 __all__ = [
     "FusedKernel", "fuse", "fused_enabled",
     "LAUNCH_OPTIONS", "Specialization", "bind_args", "freeze", "param_names", "specialize",
     "FLAG_LIMIT", "EpochCounter", "kernel_timeout_ns", "wrap32",
-    "check_requirements", "operand_map", "register_comm", "torch_name", "validate_operands",
+    "operand_map", "register_comm", "torch_name", "validate_operands",
     "_LIVE_COMMS", "_register_comm",
-    "check_epilogue_plan", "copy_region", "region_copier", "_rows_cols", "_nvshmem_module_init",
 ]
 
 #: Fused compiles of one process run one at a time. With one process per GPU this never
@@ -102,23 +96,9 @@ _KIND_CODES = {name: code for code, name in abi.KIND_NAMES.items()}
 
 def fused_enabled(env=None) -> bool:
     """False when ``SYNCOPATE=0`` (or ``false``/``off``/``no``): use the unfused fallbacks.
-    Read on every eager op call that leaves ``fused`` to the environment: without ``env``,
-    one lookup in ``os.environ``'s own dict (:data:`.diag._ENV_DATA`), parsed once per value."""
-    if env is None:
-        d = diag._ENV_DATA
-        if type(d) is dict and os.name == "posix":
-            raw = d.get(b"SYNCOPATE")
-            hit = _FUSED_MEMO.get(raw)
-            if hit is None:
-                hit = _FUSED_MEMO[raw] = fused_enabled({} if raw is None else
-                                                       {"SYNCOPATE": os.fsdecode(raw)})
-            return hit
-        env = os.environ
-    return env.get("SYNCOPATE", "1").strip().lower() not in ("0", "false", "off", "no")
-
-
-#: raw ``SYNCOPATE`` values (bytes or None) -> :func:`fused_enabled`'s answer
-_FUSED_MEMO: dict = {}
+    Read on every eager op call that leaves ``fused`` to the environment (one lookup,
+    :mod:`syncopate.settings`)."""
+    return settings.SYNCOPATE.get(env) is not False
 
 
 # ------------------------------------------------------------------------------------------
@@ -176,7 +156,7 @@ class FusedKernel:
                               f"world_size={comm.world_size}")
         be.check_communicator(comm)
         be.check_options(comm_programs=comm_programs, reduce=compile_options.get("reduce", "comm"))
-        check_advance_setting()
+        settings.EPOCH_ADVANCE.get()  # refuses the withdrawn memop advance
         self.kernel = kernel
         self.schedule = schedule
         self.backend = be.name  # also sets the launcher
@@ -188,9 +168,7 @@ class FusedKernel:
         self.constant_args = frozenset(self.compile_options.pop("constant_args", ()) or ())
         #: record a timeline (docs/tracing.md): ``trace=True``, or SYNCOPATE_TRACE=1 by default
         trace = self.compile_options.pop("trace", None)
-        if trace is None:
-            trace = os.environ.get("SYNCOPATE_TRACE", "0") not in ("", "0")
-        self.trace = bool(trace)
+        self.trace = bool(settings.TRACE.get() if trace is None else trace)
         if self.trace:
             self.compile_options["trace"] = True
         #: the kernel advances its own epoch word, no advance kernel before it
@@ -198,9 +176,8 @@ class FusedKernel:
         #: ABI says which), ``True`` requires it, ``False`` keeps the advance kernel;
         #: SYNCOPATE_SELF_ADVANCE=1 / 0 / auto sets the default
         self_advance = self.compile_options.pop("self_advance", None)
-        if self_advance is None:
-            self_advance = self_advance_default()
-        self_advance = compiler.self_advance_mode(self_advance)
+        self_advance = compiler.self_advance_mode(settings.SELF_ADVANCE.get()
+                                                  if self_advance is None else self_advance)
         if self_advance != "off":
             self.compile_options["self_advance"] = True if self_advance == "on" else "auto"
         #: the compiler (same keywords as :func:`syncopate.compiler.compile`; tests pass fakes)
@@ -245,7 +222,7 @@ class FusedKernel:
     @backend.setter
     def backend(self, name: str) -> None:
         self._backend = backends.get(name, LaunchError)
-        self.launcher = self._backend.launcher(self)
+        self.launcher = launchers.launcher(self._backend, self)
 
     @property
     def test_skip_chunks(self) -> frozenset[int]:
@@ -508,7 +485,7 @@ class FusedKernel:
             return
         self.diag.zero_()
         layout = abi.FlagLayout(planmod.num_chunks(self.schedule), self.comm.world_size)
-        err = diag.make_timeout(rec, diag.timeout_s(), layout,
+        err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout,
                                 f"backend {self.backend}; this FusedKernel is now unusable (its "
                                 f"flags disagree across ranks): create a new one")
         self._poisoned = f"it timed out earlier: {err}"
@@ -546,7 +523,7 @@ class FusedKernel:
         :meth:`wait_flag` enqueues. ``target`` and ``epoch``: ints, or
         :class:`~.stream_program.Epoch` values for a stream program (the ce launcher's)."""
         flag64 = cfg.abi.flag_dtype == "int64"
-        timeout_ns, action = diag.watchdog()
+        timeout_ns, action = settings.watchdog()
         if not flag64:
             target = (wrap32(target) if isinstance(target, int)
                       else dataclasses.replace(target, wrap32=True))
@@ -607,7 +584,8 @@ class FusedKernel:
         operand_tensors = self.validate(values)
         spec = specialize(self.kernel, values, self.constant_args)
         cfg = self._config(spec, options)
-        check_requirements(cfg.abi, param_names(self.kernel), values)
+        abi.check_launch(dict(zip(param_names(self.kernel), values)), cfg.abi.requirements,
+                         cfg.abi.upper_bounds)
         g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values))))
                          if callable(grid) else tuple(grid))
         peers = self._peers_table(cfg, operand_tensors)
@@ -747,7 +725,7 @@ def new_trace_buffer(device, events: int | None = None):
     import torch
 
     from ..trace import HEADER, WORDS
-    n = int(events or os.environ.get("SYNCOPATE_TRACE_EVENTS", 262144))
+    n = int(events or settings.TRACE_EVENTS.get())
     buf = torch.zeros(HEADER + WORDS * n, dtype=torch.int64, device=device)
     buf[1] = n
     return buf

@@ -32,22 +32,9 @@ import threading
 import time
 import traceback
 
+from .. import settings
 from ..errors import LoopbackError
 from . import _cuda
-
-DEFAULT_TIMEOUT_S = 300.0
-
-
-def collective_timeout_s(env=None) -> float:
-    """How long a rank waits for the others at a collective (``SYNCOPATE_LOOPBACK_TIMEOUT_S``,
-    default 300 s): long enough for a cold compile on another rank, short enough that a rank
-    that died without aborting the world does not hang the process forever."""
-    env = os.environ if env is None else env
-    try:
-        return float(env.get("SYNCOPATE_LOOPBACK_TIMEOUT_S", DEFAULT_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-
 
 def eager_module_loading(cuda_initialized: bool, env=None) -> str | None:
     """Make CUDA load every module's functions when the module loads (``CUDA_MODULE_LOADING=
@@ -157,7 +144,7 @@ class LoopbackWorld:
         self.world_size = int(world_size)
         self.device = device
         self.name = name
-        self.timeout_s = collective_timeout_s() if timeout_s is None else float(timeout_s)
+        self.timeout_s = settings.LOOPBACK_TIMEOUT_S.get() if timeout_s is None else float(timeout_s)
         self._cond = threading.Condition()
         self._rounds: dict[int, _Round] = {}
         self._seq = [0] * self.world_size
@@ -525,6 +512,10 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
 
     def body(rank):
         bind(world.groups[rank])
+        # autograd runs a CUDA backward on its engine's worker thread for the device, which is
+        # no virtual rank (no loopback group; the W ranks' backward collectives would queue on
+        # it one behind another): run this rank's backward on its own thread (thread-local)
+        torch.autograd.set_multithreading_enabled(False)
         try:
             if dev is not None and dev.type == "cuda":
                 torch.cuda.set_device(dev)

@@ -1,12 +1,13 @@
 """What a call of a fused kernel must satisfy: operands bound to schedule tensors, operands in
-this communicator's symmetric memory with the schedule's shape and dtype, and the compiler's
-launch-time requirements."""
+this communicator's symmetric memory with the schedule's shape and dtype.  (The compiler's
+launch-time requirements are checked by :func:`syncopate.abi.check_launch`, the one check the
+emulator calls too.)"""
 
 from __future__ import annotations
 
 import weakref
 
-from .. import abi, dtypes
+from .. import dtypes
 from ..errors import LaunchError
 from . import plan as planmod
 from .communicator import dtype_name
@@ -62,16 +63,6 @@ def validate_operands(schedule, operands: dict, names: list, comm, values) -> di
         comm.require_symmetric(t, f"operand {p}", contiguous=True)
         out[p] = t
     return out
-
-
-def check_requirements(a: abi.FusedABI, names, values) -> None:
-    """The compiler's launch-time requirements (``abi.requirements``, e.g. ``{"stride_am":
-    4096}``: facts its analysis baked into the kernel) must hold for this call."""
-    bad = abi.contradictions(a, dict(zip(names, values)))
-    if bad:
-        raise LaunchError("arguments break what the fused kernel was compiled for: " + "; ".join(bad)
-                          + ". Pass operands with the layout the schedule describes (e.g. a "
-                            "contiguous row-major buffer of the schedule tensor's shape)")
 
 
 def torch_name(dtype_str):

@@ -3,7 +3,7 @@
 Pure Python (no torch, no CUDA): unit-tested on CPU with real schedules.
 
 The ``ce`` plan of a rank lists, in ``(step, id)`` order, the chunks this rank's side stream
-executes (``syncopate.schedule.execution.executor(c, "ce")``: pull: it is the destination;
+executes (``syncopate.schedule.execution.executor(c, CE)``: pull: it is the destination;
 push: it is the source), and for each what must be
 waited for first:
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..backends.ce import CE
 from ..errors import LaunchError
 from ..schedule.execution import executor
 from ..schedule.model import Schedule
@@ -60,17 +61,8 @@ def tensor_spec(schedule: Schedule, name: str | None = None):
     return ts[name]
 
 
-def chunks(schedule: Schedule) -> list:
-    """All chunks sorted by ``(step, id)``."""
-    return schedule.ordered_chunks()
-
-
 def num_chunks(schedule: Schedule) -> int:
     return schedule.num_chunks
-
-
-def dependencies(schedule: Schedule, chunk) -> tuple[int, ...]:
-    return tuple(schedule.dependencies(chunk.id))
 
 
 def region_slices(region) -> tuple[slice, ...]:
@@ -120,7 +112,7 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
     executed: set[int] = set()
     reduce_tensors = sorted({c.tensor for c in schedule.chunks if c.reduce not in (None, "none")})
     plan.reduce_tensors = tuple(reduce_tensors)
-    for c in chunks(schedule):
+    for c in schedule.ordered_chunks():
         if c.src != c.dst and c.reduce in (None, "none") and schedule.is_produced(c.tensor):
             # found by the CPU emulator (Ulysses' output all-to-all): the destination's launch
             # returned while the source's side stream was still copying into it
@@ -137,7 +129,7 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
                               f"backend (only 'sum')")
         if c.mode == "pull" and c.src != c.dst and c.src == rank:
             plan.reads_of_me += 1
-        mine = executor(c, "ce") == rank
+        mine = executor(c, CE) == rank
         produced = int(produced_count.get(c.id, 0)) if c.src == rank else 0
         step = CopyStep(chunk=c.id, tensor=c.tensor, slices=region_slices(c.region), src=c.src,
                         dst=c.dst, mode=c.mode, reduce=red, wait_produced=produced,
@@ -153,7 +145,7 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
                 f"written by rank {c.src}'s kernel in the same launch: the ce backend would have to "
                 f"spin on a peer's PRODUCED flag from its side stream while the fused kernel may "
                 f"hold every SM. Use mode='push' for this schedule, or backend='sm'")
-        for d in dependencies(schedule, c):
+        for d in schedule.dependencies(c.id):
             dep = by_id.get(d)
             if dep is None:
                 raise LaunchError(f"chunk {c.id} depends on unknown chunk {d}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import settings
 from ..errors import CoResidencyError
 
 #: Hopper (sm_90, H100/H200) per-SM limits, used when torch does not report them
@@ -71,15 +72,7 @@ def reserve_sms(ranks: int) -> int:
     ``ranks``, or ``SYNCOPATE_LOOPBACK_RESERVE_SMS`` when that is larger -- a diagnosis knob
     (smaller fused grids, more room for anything else that needs an SM while the ranks' kernels
     spin: it tells whether a loopback hang came from SM starvation; docs/loopback.md)."""
-    import os
-    ranks = max(1, int(ranks))
-    try:
-        extra = int(os.environ.get("SYNCOPATE_LOOPBACK_RESERVE_SMS", "0") or 0)
-    except ValueError:
-        raise CoResidencyError(f"SYNCOPATE_LOOPBACK_RESERVE_SMS="
-                               f"{os.environ['SYNCOPATE_LOOPBACK_RESERVE_SMS']!r}: give a "
-                               f"number of SMs") from None
-    return max(ranks, extra)
+    return max(1, int(ranks), settings.LOOPBACK_RESERVE_SMS.get())
 
 
 def sm_share(sms: int, ranks: int) -> int:

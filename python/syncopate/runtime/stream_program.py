@@ -1,7 +1,7 @@
 """Stream programs: a fixed list of driver operations on two streams, replayed per call with the
 epoch filled in, in one C call (``Program`` in ``_fastlaunch.c``).
 
-Why: the ``ce`` backend's host protocol (``backends/ce.py``) enqueues ~15 operations around
+Why: the ``ce`` backend's host protocol (``launchers/ce.py``) enqueues ~15 operations around
 each fused kernel -- event records and waits, sync-kernel launches, copies, stream memory
 operations. For one set of operand buffers, their streams, addresses and copy geometry are
 fixed; only the epoch changes, and every epoch-dependent value is ``c + m * e``. Enqueued from
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import settings
 from . import _cuda, fastlaunch
 
 #: operation kinds (``_fastlaunch.c``: P_RECORD ...)
@@ -157,7 +158,7 @@ def build(builder: Builder, side_stream: int) -> Program | None:
     """``builder``'s operations as a :class:`Program` with ``side_stream`` (a handle) as
     ``SIDE``, or None when the compiled module or a driver entry point is missing (the caller
     keeps its Python path)."""
-    mod = fastlaunch.module() if fastlaunch.enabled() else None
+    mod = fastlaunch.module() if settings.FAST_LAUNCH.get() else None
     entries = entry_points() if mod is not None else None
     if entries is None:
         return None

@@ -44,6 +44,7 @@ import contextlib
 import triton
 import triton.language as tl
 
+from .. import settings
 from ..ptx import spin_asm
 from . import direct_launch, fastlaunch
 
@@ -269,7 +270,7 @@ def stager(device: int):
 
 def _build_stager(device: int):
     import torch
-    if (device is None or not (direct_launch.enabled() and fastlaunch.enabled())
+    if (device is None or not (settings.DIRECT_LAUNCH.get() and settings.FAST_LAUNCH.get())
             or not torch.cuda.is_available()):
         return None
     dev = torch.device("cuda", device)

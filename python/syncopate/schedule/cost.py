@@ -1,15 +1,23 @@
 """An alpha-beta cost model of chunk schedules, to rank alternatives (not to predict exactly).
 
 Every chunk costs ``alpha + bytes / beta``: ``alpha`` is its fixed cost (flag release and
-acquire across NVLink, a copy launch) and ``beta`` the bandwidth its backend reaches.  The
-figures were measured on the lent machine (2 x H200 NV18, 2026-11-30):
+acquire across NVLink, a copy launch) and ``beta`` the bandwidth its backend reaches (each
+backend's spec carries them: ``link_alpha_s``, ``link_beta_bps``).
 
-* copy engine peer copy: 77-87 GB/s at 1 MB, 290-318 at 16 MB, ~390 at 256 MB.  ``alpha =
-  10 us`` and ``beta = 400 GB/s`` reproduce all three (80, 320, 394 GB/s).
-* SM peer copy (Triton loads/stores by the comm programs): push 70 GB/s with 4 CTAs, 190 with
-  16, 337 with 66.  ``beta`` interpolates these log-log in the number of comm programs (linear
-  per program below 4, flattening to ~370 GB/s at 132); ``alpha = 3 us`` (a system-scope
-  release/acquire round trip plus the programs' start on a chunk).
+**The peer-copy constants are assumptions.**  They rest on figures the project's first GPU
+session reported (2 x H200 NV18, 2026-11-30; :data:`REPORTED_CE_COPY`,
+:data:`REPORTED_SM_COPY`) whose raw measurements were never committed, so nothing in this
+repository reproduces them; tests/test_schedule_cost.py checks that the constants fit those
+figures within stated errors, not that the figures are right:
+
+* copy engine peer copy: reported 77-87 GB/s at 1 MB, 290-318 at 16 MB, ~390 at 256 MB.
+  ``alpha = 10 us`` and ``beta = 400 GB/s`` give 80, 320, 394 GB/s; the least-squares fit of
+  the reported figures is 10.9 us and 397 GB/s.
+* SM peer copy (Triton loads/stores by the comm programs): reported push 70 GB/s with 4 CTAs,
+  190 with 16, 337 with 66.  ``beta`` interpolates these log-log in the number of comm programs
+  (linear per program below 4); the flattening to 370 GB/s at 132 programs is an assumption,
+  and so is ``alpha = 3 us`` (a system-scope release/acquire round trip plus the programs' start
+  on a chunk): no figure is behind either.
 * NVSHMEM (``putmem_signal_block`` from the same comm programs): not measured; assumed to move
   data like the SM backend with a slightly larger fixed cost (``alpha = 4 us``).
 * NCCL all-gather bus bandwidth 160 GB/s at 64 MB (:data:`NCCL_AG_BUS_BPS`, a reference point
@@ -32,7 +40,7 @@ on one rank, :func:`estimate` also simulates the fused kernel.
   departure order, and a chunk leaves only once its region is computed -- for a ``sum`` chunk,
   computed on its destination as well (the destination adds its own partial); a ``sum`` chunk
   costs :data:`SUM_TRAFFIC` times its bytes on its link.
-* With the ``sm`` and ``nvshmem`` backends the comm programs take SMs from compute: compute
+* With comm programs (``sm``, ``nvshmem``) they take SMs from compute: compute
   slows by ``num_sms / (num_sms - comm_programs)``.
 
 More chunks mean earlier first arrivals and a shorter exposed tail, but more ``alpha``s and
@@ -46,14 +54,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from .. import backends
+from ..backends.sm import SM
 from ..errors import ScheduleError
 from .model import Region, Schedule, box_intersection
 
 __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
-           "best_split", "choose_gemm_plan", "gemm_time", "BACKENDS", "H200_SMS", "NCCL_AG_BUS_BPS",
+           "best_split", "choose_gemm_plan", "gemm_time", "H200_SMS", "NCCL_AG_BUS_BPS",
            "GEMM_PEAK_FLOPS"]
 
-BACKENDS = ("sm", "ce", "nvshmem")
 H200_SMS = 132
 #: A ``sum`` chunk costs this many times its bytes on its link: the destination's comm programs
 #: read the peer's partial over NVLink, read their own partial and write the sum, so they move
@@ -69,19 +78,30 @@ NCCL_AG_BUS_BPS = 160e9
 GEMM_PEAK_FLOPS = {"bf16": 780e12, "fp16": 780e12, "fp8e4m3": 1560e12, "fp8e5m2": 1560e12,
                    "fp32": 390e12}
 
-_CE_ALPHA_S = 10e-6
-_CE_BETA_BPS = 400e9
-_SM_ALPHA_S = 3e-6
-_NVSHMEM_ALPHA_S = 4e-6
-#: SM peer-copy bandwidth by comm programs (CTAs): measured at 4, 16, 66; 132 extrapolated.
-_SM_POINTS = ((4, 70e9), (16, 190e9), (66, 337e9), (132, 370e9))
+#: Copy-engine peer copies as reported (not logged): ``(bytes, lowest, highest)`` effective
+#: bandwidth of one copy, 2 x H200 NV18, 2026-11-30 ("~390" at 256 MB: both ends 390); the ce
+#: spec's ``link_alpha_s`` / ``link_beta_bps`` are assumptions fitted to them (the tests bound
+#: the error)
+REPORTED_CE_COPY = ((1_000_000, 77e9, 87e9), (16_000_000, 290e9, 318e9),
+                    (256_000_000, 390e9, 390e9))
+#: SM peer copies (Triton loads/stores, 8 warps, push) as reported (not logged):
+#: ``(comm programs, bandwidth)``, 2 x H200 NV18, 2026-11-30.
+REPORTED_SM_COPY = ((4, 70e9), (16, 190e9), (66, 337e9))
+
+#: the sm backend's fixed cost per chunk (the attention and Ulysses models use it too): an
+#: assumption, no figure behind it (a system-scope release/acquire round trip plus the comm
+#: programs' start on a chunk); the nvshmem spec's (SM's plus the call) is one too
+_SM_ALPHA_S = SM.link_alpha_s
+#: SM peer-copy bandwidth by comm programs (CTAs): the reported figures, and 370 GB/s at 132
+#: programs -- an assumption (extrapolated, the copy flattening towards the link's limit).
+_SM_POINTS = REPORTED_SM_COPY + ((132, 370e9),)
 #: Fixed cost of waiting on one chunk in a consumer, or signalling one in a producer.
 _SYNC_S = 1e-6
 
 
 def _sm_bandwidth(programs: int) -> float:
     if programs < 1:
-        raise ScheduleError(f"comm_programs must be >= 1 for the sm and nvshmem backends, got "
+        raise ScheduleError(f"comm_programs must be >= 1 for a backend with comm programs, got "
                             f"{programs}")
     p0, b0 = _SM_POINTS[0]
     if programs <= p0:
@@ -111,19 +131,18 @@ class LinkModel:
         return nbytes / self.time(nbytes) if nbytes else 0.0
 
 
-def link_model(backend: str = "sm", comm_programs: int = 16) -> LinkModel:
-    """The alpha-beta model of one link for ``backend``.  ``comm_programs`` matters for ``sm``
-    and ``nvshmem`` (the copy engine needs no SMs)."""
-    if backend == "ce":
-        return LinkModel("ce", _CE_ALPHA_S, _CE_BETA_BPS)
-    if backend == "sm":
-        return LinkModel("sm", _SM_ALPHA_S, _sm_bandwidth(comm_programs))
-    if backend == "nvshmem":
-        return LinkModel("nvshmem", _NVSHMEM_ALPHA_S, _sm_bandwidth(comm_programs))
-    raise ScheduleError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+def link_model(backend="sm", comm_programs: int = 16) -> LinkModel:
+    """The alpha-beta model of one link for ``backend`` (its spec's ``link_alpha_s`` and
+    ``link_beta_bps``).  ``comm_programs`` matters for a backend whose bandwidth is the comm
+    programs' (``link_beta_bps`` None: ``sm``, ``nvshmem``; the copy engine needs no SMs)."""
+    be = backends.get(backend, ScheduleError)
+    beta = be.link_beta_bps
+    if beta is None:
+        beta = _sm_bandwidth(comm_programs)
+    return LinkModel(be.name, be.link_alpha_s, beta)
 
 
-def chunk_time(nbytes: int, backend: str = "sm", comm_programs: int = 16) -> float:
+def chunk_time(nbytes: int, backend="sm", comm_programs: int = 16) -> float:
     """Seconds to move one chunk of ``nbytes`` over an idle link."""
     return link_model(backend, comm_programs).time(nbytes)
 
@@ -190,7 +209,8 @@ class CostEstimate:
     def summary(self) -> str:
         gbps = self.total_bytes / self.comm_s / 1e9 if self.comm_s > 0 else 0.0
         text = (f"backend {self.backend}"
-                + (f", {self.comm_programs} comm programs" if self.backend != "ce" else "")
+                + (f", {self.comm_programs} comm programs"
+                   if backends.get(self.backend).has_comm_programs else "")
                 + f": {self.num_chunks} chunks, {_fmt_bytes(self.total_bytes)}, comm "
                   f"{self.comm_s * 1e3:.3f} ms ({gbps:.0f} GB/s aggregate)")
         if self.fused_s is not None:
@@ -218,7 +238,7 @@ def _pick_tensor(schedule: Schedule, tensor: str | None) -> str:
     return next(iter(schedule.tensors))
 
 
-def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
+def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
              compute_time_s: float | None = None, tensor: str | None = None,
              num_sms: int = H200_SMS, sync_overhead_s: float = _SYNC_S) -> CostEstimate:
     """Estimate a (verified) schedule's communication time per rank, and with
@@ -235,7 +255,7 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
     if compute_time_s is not None:
         if compute_time_s < 0:
             raise ScheduleError(f"compute_time_s must be >= 0, got {compute_time_s}")
-        if backend in ("sm", "nvshmem"):
+        if backends.get(backend, ScheduleError).has_comm_programs:
             if comm_programs >= num_sms:
                 raise ScheduleError(f"{comm_programs} comm programs leave no SM for compute "
                                     f"({num_sms} SMs); use fewer")
@@ -318,8 +338,8 @@ def estimate(schedule: Schedule, backend: str = "sm", comm_programs: int = 16,
             rank_fused.append(max(end, fused_rank_comm[r]))
         fused = max(rank_fused, default=0.0)
         rank_fused = tuple(rank_fused)
-    return CostEstimate(backend, comm_programs, len(chunks), schedule.total_bytes, start, finish,
-                        tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
+    return CostEstimate(link.backend, comm_programs, len(chunks), schedule.total_bytes, start,
+                        finish, tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
 
 
 def _consumer_pieces(schedule: Schedule, analysis, rank: int, name: str, finish: dict):
@@ -389,7 +409,7 @@ def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: st
             return all_gather((M, K), dtype, world_size, dim=0, split=n, **kw)
         return reduce_scatter((M, N), dtype, world_size, dim=0, split=n, **kw)
 
-    if backend == "ce":
+    if not backends.get(backend, ScheduleError).has_comm_programs:
         candidates = [0]
     elif comm_programs is not None:
         candidates = [comm_programs]

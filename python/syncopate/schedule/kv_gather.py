@@ -18,7 +18,8 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from .model import Placement, Region, Schedule, TensorSpec
-from .templates import ORDERS, _Builder, _gather, _meta, _pieces, _validate, shard_regions
+from .templates import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
+                        shard_regions)
 
 
 def kv_all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -50,4 +51,46 @@ def kv_all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 
                           order=order, mode=mode, split=split, tensors=list(names)))
 
 
-__all__ = ["kv_all_gather"]
+def kv_backward(shape: Sequence[int], dtype: str, grad_dtype: str, world_size: int, dim: int = 0,
+                order: str = "swizzle", kv: Sequence[str] = ("K", "V"),
+                grads: Sequence[str] = ("DK", "DV")) -> Schedule:
+    """The context-parallel attention backward's plan: K and V all-gathered along ``dim`` (the
+    sequence) block by block together, as :func:`kv_all_gather` (pull), and the partial
+    gradients ``grads`` -- every rank's dK/dV for the *whole* gathered sequence, from its own
+    queries -- reduce-scattered to the owners of the blocks (push, in ``grad_dtype``: fp32
+    partials keep the sum's rounding off the bf16 grid).
+
+    The reduce-scatter's steps follow every gather step: a comm program first delivers the
+    blocks its rank's tiles wait for, then sends partials.  Interleaving them could deadlock
+    (a program waiting for a peer's partial whose tiles wait for a block this program has not
+    fetched yet)."""
+    names = tuple(kv) + tuple(grads)
+    if len(set(names)) != len(names) or not kv or not grads:
+        raise ScheduleError(f"kv_backward: kv={list(kv)} and grads={list(grads)} must be "
+                            f"non-empty and distinct names")
+    for t, dt in [(t, dtype) for t in kv] + [(t, grad_dtype) for t in grads]:
+        shape, _, dims = _validate("kv_backward", shape, dt, world_size, {"dim": dim}, order,
+                                   ORDERS, "pull", 1, t)
+    dim = dims["dim"]
+    W = world_size
+    shards = shard_regions(shape, dim, W)
+    pieces = _pieces(shards, dim, 1)
+    b = _Builder()
+    for t in kv:
+        _gather(b, t, pieces, W, order, "pull", 1)
+    for t in grads:
+        _reduce_scatter(b, t, pieces, W, order, "push", 1, step0=W - 1)
+    full = Region.full(shape)
+    specs = {t: TensorSpec(t, shape, dtype,
+                           [Placement(r, s) for r, s in enumerate(shards) if s is not None],
+                           [Placement(r, full) for r in range(W)]) for t in kv}
+    specs.update({t: TensorSpec(t, shape, grad_dtype,
+                                [Placement(r, full, partial=True) for r in range(W)],
+                                [Placement(r, s) for r, s in enumerate(shards) if s is not None])
+                  for t in grads})
+    return Schedule(W, specs, b.chunks,
+                    _meta("kv_backward", shape=shape, dtype=dtype, grad_dtype=grad_dtype,
+                          world_size=W, dim=dim, order=order, kv=list(kv), grads=list(grads)))
+
+
+__all__ = ["kv_all_gather", "kv_backward"]

@@ -140,14 +140,15 @@ def _gather(b: _Builder, tensor: str, pieces: list[list[Region]], W: int, order:
 
 
 def _reduce_scatter(b: _Builder, tensor: str, pieces: list[list[Region]], W: int, order: str,
-                    mode: str, split: int) -> None:
-    """Reduce-scatter chunks: rank d ends with the complete sum of its own pieces."""
+                    mode: str, split: int, step0: int = 0) -> None:
+    """Reduce-scatter chunks: rank d ends with the complete sum of its own pieces; steps from
+    ``step0`` on (after a gather the same kernel's tiles wait for)."""
     if order == "swizzle":
         for s in range(W - 1):
             for r in range(W):
                 d = (r + s + 1) % W
                 for k, piece in enumerate(pieces[d]):
-                    b.add(tensor, piece, r, d, mode, s * split + k, reduce="sum")
+                    b.add(tensor, piece, r, d, mode, step0 + s * split + k, reduce="sum")
         return
     # Ring: the partial of block x starts at rank x + 1 and travels x + 1 -> x + 2 -> ... -> x,
     # each rank adding its own partial before forwarding; the last hop lands on the owner.
@@ -158,7 +159,7 @@ def _reduce_scatter(b: _Builder, tensor: str, pieces: list[list[Region]], W: int
             dst = (r + 1) % W
             for k, piece in enumerate(pieces[x]):
                 after = () if s == 0 else (last[(r, x, k)],)
-                last[(dst, x, k)] = b.add(tensor, piece, r, dst, mode, s * split + k,
+                last[(dst, x, k)] = b.add(tensor, piece, r, dst, mode, step0 + s * split + k,
                                           reduce="sum", after=after)
 
 

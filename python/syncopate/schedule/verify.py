@@ -76,6 +76,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from .. import backends
 from ..errors import ScheduleError
 from .execution import program_order
 from .verify_extent import extent_problems
@@ -86,8 +87,15 @@ from .verify_structure import structure_problems
 
 __all__ = ["verify", "analyze", "Analysis"]
 
-#: execution models whose program order the verifier checks (nvshmem runs as sm does)
-_ORDER_MODELS = ("sm", "ce")
+
+def _order_models() -> list:
+    """One backend per execution model whose program order the verifier checks -- the first
+    registered of each ``sum_on_destination`` (who executes a ``sum`` chunk): nvshmem runs as
+    sm does."""
+    first: dict = {}
+    for b in backends.specs():
+        first.setdefault(b.sum_on_destination, b)
+    return list(first.values())
 
 
 @dataclass
@@ -242,7 +250,7 @@ def analyze(schedule: Schedule) -> Analysis:
     # destination, ce on the side their mode names), so the order is checked for each
     # execution model: a schedule must be deadlock-free on every backend it may run on.
     order: list[int] = []
-    for backend in _ORDER_MODELS:
+    for backend in _order_models():
         succ_b: dict[int, set[int]] = defaultdict(set, {a: set(ss) for a, ss in succ.items()})
         reasons = dict(edge_reason)
         for rank, run in program_order(schedule, backend).items():
@@ -255,7 +263,7 @@ def analyze(schedule: Schedule) -> Analysis:
                     for b in by_step[s1]:
                         if b not in succ_b[a]:
                             succ_b[a].add(b)
-                            reasons[(a, b)] = (f"on the {backend} backend rank {rank} runs "
+                            reasons[(a, b)] = (f"on the {backend.name} backend rank {rank} runs "
                                                f"chunk {a} (step {s0}) before chunk {b} "
                                                f"(step {s1})")
         order_b = topological(chunks, succ_b)

@@ -28,12 +28,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from ..errors import LaunchError
-
-
-class TorchOpError(LaunchError):
-    """Bad input to a ``torch.ops.syncopate`` op or to the compile pass switch, caught before
-    anything runs: the message names the argument and what to change."""
+from ..errors import TorchOpError
 
 
 #: Communicators by group: the LoopbackGroup object for a virtual rank (one per thread), the

@@ -1,7 +1,7 @@
 """Validate and time the local FP8 GEMM against ``torch._scaled_mm`` on one GPU (an H200).
 
-    python -m syncopate.kernels.bench_local --fp8 --out local_fp8.json
-    python -m syncopate.kernels.bench_fp8 --out local_fp8.json        # the same
+    python -m syncopate.bench.local --fp8 --out local_fp8.json
+    python -m syncopate.bench.local_fp8 --out local_fp8.json        # the same
 
 Per shape and scale mode (``tensor``: one fp32 scale each; ``row``: ``scale_a`` ``[M, 1]``,
 ``scale_b`` ``[1, N]``): A and B quantised to e4m3 from random fp32 with amax scales (B stored
@@ -14,7 +14,7 @@ same accumulation mode (reported as ``rel_vs_torch``). Times are ``do_bench`` me
 is ``kernel_ms / torch._scaled_mm_ms`` with the same ``use_fast_accum`` (below 1 is faster).
 
 Exit status: 0 all correct, 1 some candidate failed (listed), 2 no GPU (or not sm_90: the
-kernels use FP8 wgmma), 3 watchdog (``bench_local.Watchdog``: a hung kernel cannot hang the job).
+kernels use FP8 wgmma), 3 watchdog (:class:`.local_gpu.Watchdog`: a hung kernel cannot hang the job).
 """
 
 from __future__ import annotations
@@ -26,17 +26,28 @@ import sys
 import threading
 import time
 
+from ..cli_args import nonnegative_int, positive_float
+from ..kernels.gemm_fp8_config import default_fp8_config
+from ..kernels.gemm_fp8_launch import make_fp8_launcher
+from .local_gpu import TOL, CudaBackend, Watchdog, check_out, gemm_shape
+
+PROG = "python -m syncopate.bench.local_fp8"
 SHAPES = [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 7168, 4096), (4096, 14336, 8192),
           (1024, 14336, 4096), (1000, 4000, 1008)]
-TOL = 1e-2
 MODES = ("tensor", "row")
 
 
-def quantize(x, axis):
+def quantize(x, axis, group=None):
     """``(q, scale)``: ``x`` (fp32) scaled into e4m3's range by its amax -- over the whole tensor
-    (``axis`` None) or per row / column (``axis`` 1: one per row, ``[R, 1]``; 0: ``[1, C]``)."""
+    (``axis`` None; with a process ``group``, the max over its ranks, so that every rank shares
+    the scale) or per row / column (``axis`` 1: one per row, ``[R, 1]``; 0: ``[1, C]``)."""
     import torch
+    import torch.distributed as dist
     amax = x.abs().amax() if axis is None else x.abs().amax(dim=axis, keepdim=True)
+    if axis is None and group is not None:
+        amax = amax.reshape(1)
+        dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=group)
+        amax = amax.reshape(())
     scale = (amax.float().clamp_min(1e-12) / 448.0)
     return (x / scale).to(torch.float8_e4m3fn), scale
 
@@ -57,10 +68,8 @@ def operands(M, N, K, mode, device, seed):
     return a, b, sa.contiguous(), sb.contiguous(), ref
 
 
-class Fp8CudaBackend:
+class Fp8CudaBackend(CudaBackend):
     """What the driver asks of the device (tests substitute a CPU fake)."""
-
-    device = "cuda"
 
     def available(self):
         import torch
@@ -70,20 +79,7 @@ class Fp8CudaBackend:
             return "the FP8 kernels need sm_90+ (FP8 wgmma)"
         return None
 
-    def info(self):
-        from .bench_local import CudaBackend
-        return CudaBackend().info()
-
-    def sync(self):
-        import torch
-        torch.cuda.synchronize()
-
-    def time_ms(self, fn, warmup_ms, rep_ms):
-        from triton.testing import do_bench
-        return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-
     def launcher(self, a, b, sa, sb, out, kernel, config):
-        from .gemm_fp8_launch import make_fp8_launcher
         return make_fp8_launcher(a, b, sa, sb, out, kernel=kernel, config=config)
 
     def torch_launcher(self, a, b, sa, sb, fast):
@@ -97,12 +93,10 @@ class Fp8CudaBackend:
 
 def build_parser() -> argparse.ArgumentParser:
     """The arguments, every value checked at parse time (before a GPU is touched)."""
-    from ..cli_args import nonnegative_int, positive_float
-    from .bench_local import _gemm_shape
-    p = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_fp8",
+    p = argparse.ArgumentParser(prog=PROG,
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write results as JSON to this path")
-    p.add_argument("--shapes", nargs="*", metavar="MxNxK", type=_gemm_shape)
+    p.add_argument("--shapes", nargs="*", metavar="MxNxK", type=gemm_shape)
     p.add_argument("--kernels", nargs="*", default=["tma", "ptr"], choices=["tma", "ptr"])
     p.add_argument("--modes", nargs="*", default=list(MODES), choices=list(MODES))
     p.add_argument("--step-timeout-s", type=positive_float, default=60.0)
@@ -116,15 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None, backend=None) -> int:
     args = build_parser().parse_args(argv)
     if args.out:
-        from .bench_local import _check_out
-        _check_out(args.out)
+        check_out(args.out, PROG)
 
     import torch
 
-    from .bench_local import Watchdog
-    from .gemm_fp8_config import default_fp8_config
-
-    report = {"tool": "syncopate.kernels.bench_fp8", "tol": TOL, "results": [],
+    report = {"tool": "syncopate.bench.local_fp8", "tol": TOL, "results": [],
               "complete": False}
     lock = threading.Lock()
 
@@ -141,7 +131,7 @@ def main(argv=None, backend=None) -> int:
     why = backend.available()
     if why:
         report["error"] = why
-        print(f"bench_fp8: {why}; nothing to run", file=sys.stderr)
+        print(f"{PROG}: error: {why}; nothing to run", file=sys.stderr)
         write()
         return 2
     report.update(backend.info())

@@ -1,4 +1,14 @@
-"""Shared plumbing of the GEMM ops: the local kernel's argument list, and op defaults.
+"""The generic op driver: choose -> fuse -> launch, for every op from its :class:`~.spec.OpSpec`.
+
+* choose: :func:`route` / :func:`fused_variant` / :func:`decide` ask
+  :func:`syncopate.ops.choice.decide_shape` for the op's path (the same on every rank);
+  :func:`world_size_one` runs the local kernel alone at W = 1; :func:`gemm_plan` and
+  :func:`loopback_comm_programs` fix a fused variant's plan;
+* fuse: :func:`cached_fused` keeps one FusedKernel per configuration on the communicator
+  (:func:`fused_kernel` for the GEMM ops' templates);
+* launch: :class:`PreparedCall`, the op's Python once per argument layout, and
+  :func:`gemm_op`, the whole call of a GEMM op (``ag_gemm``, ``gemm_rs``, ``gemm_ar``,
+  ``ag_weight_gemm``) from its ``OpSpec.gemm``.
 
 The fused and the unfused path of an op launch the **same** local kernel
 (:mod:`syncopate.kernels`) with the **same** config, so the fused result is bitwise the result
@@ -12,8 +22,15 @@ import functools
 
 from dataclasses import dataclass
 
-from .. import backends
-from ..errors import LaunchError
+from .. import backends, calibration
+from ..dtypes import canonical
+from ..errors import LaunchError, TorchOpError
+from ..runtime import collectives, graphs
+from ..runtime.residency import sm_share
+from ..schedule import cost
+from ..schedule.model import normalize_dtype
+from ..schedule.templates import TEMPLATES
+from . import choice
 
 
 @dataclass
@@ -75,10 +92,13 @@ def _default_config(kernel: str, M: int, N: int, K: int, dtype):
 def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) -> GemmCall:
     """The local GEMM ``c = a @ b`` as a kernel, positional args (constexprs in position, as
     Triton 3.6's launcher expects) and grid. ``num_programs``: the persistent kernel's
-    ``NUM_SMS`` (programs of the tile loop); default: the device's SM count."""
+    ``NUM_SMS`` (programs of the tile loop); default: the device's SM count. ``c`` None: a new
+    ``[M, N]`` output (a prepared call's first launch without ``out=``)."""
     import triton
 
     from ..kernels import check_operands, kernel_fn, num_sms
+    if c is None:
+        c = _lazy.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
     k = short_kernel(kernel)
     M, N, K = check_operands(a, b, c, k)
     cfg = resolve_config(k, M, N, K, a.dtype, config)
@@ -106,27 +126,20 @@ def run_local(call: GemmCall) -> None:
     call.fn[call.grid](*call.args, **call.options)
 
 
-def choose(op: str, backend: str, M: int, N: int, K: int, world_size: int, dtype, split,
-           comm_programs):
-    """``(split, comm_programs)``: the caller's, else the cost model's
-    (``syncopate.schedule.cost.choose_gemm_plan``: ``op`` 'ag_gemm' takes this rank's GEMM
-    ``N``/``K`` and the global ``M``; 'gemm_rs' this rank's sharded ``K``)."""
+@functools.lru_cache(maxsize=256)
+def gemm_plan(kind: str, backend: str, M: int, N: int, K: int, world_size: int, dtype, split,
+              comm_programs) -> tuple[int, int]:
+    """``(split, comm_programs)`` of a fused GEMM with an all-gather (``kind`` ``"ag"``: ``N``,
+    ``K`` this rank's, ``M`` the gathered) or a reduce-scatter (``"rs"``: ``K`` this rank's
+    shard): the caller's, else the cost model's
+    (:func:`syncopate.schedule.cost.choose_gemm_plan`). Memoised (~10 ms of Python per call
+    otherwise, on every launch); a backend without comm programs (ce) has none."""
     if not backends.get(backend, LaunchError).has_comm_programs:
         comm_programs = 0  # e.g. the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
         return int(split), int(comm_programs)
-    return _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs)
-
-
-@functools.lru_cache(maxsize=256)
-def _choose(op, backend, M, N, K, world_size, dtype, split, comm_programs):
-    """Memoised cost-model choice (~10 ms of Python per call otherwise, on every launch); what
-    the caller fixed is kept."""
-    from ..schedule import cost
-    from ..schedule.model import normalize_dtype
-    plan = cost.choose_gemm_plan("ag" if op.startswith("ag") else "rs", M, N, K, world_size,
-                                 normalize_dtype(schedule_dtype(dtype)), backend=backend,
-                                 comm_programs=comm_programs)
+    plan = cost.choose_gemm_plan(kind, M, N, K, world_size, normalize_dtype(schedule_dtype(dtype)),
+                                 backend=backend, comm_programs=comm_programs)
     return (int(split) if split is not None else int(plan["split"]),
             int(comm_programs) if comm_programs is not None else int(plan["comm_programs"]))
 
@@ -136,13 +149,13 @@ def compute_programs(comm, comm_programs: int) -> int:
     its share in loopback, :func:`syncopate.runtime.residency.sm_share`) minus the comm
     programs, which run in the same kernel on SMs of their own."""
     from ..kernels import num_sms
-    from ..runtime.residency import sm_share
     share = sm_share(num_sms(comm.device), getattr(comm, "colocated", 1))
     return max(1, share - int(comm_programs))
 
 
 def kernel_comm_programs(backend: str, comm_programs: int) -> int:
-    """The programs ``backend`` adds to the kernel's grid (0 for a backend without comm programs)."""
+    """The programs ``backend`` adds to the kernel's grid (0 for a backend without comm
+    programs)."""
     return int(comm_programs) if backends.get(backend, LaunchError).has_comm_programs else 0
 
 
@@ -154,7 +167,6 @@ def loopback_comm_programs(comm, chosen: int, requested) -> int:
     if requested is not None or ranks <= 1 or not chosen:
         return chosen
     from ..kernels import num_sms
-    from ..runtime.residency import sm_share
     return max(1, min(int(chosen), sm_share(num_sms(comm.device), ranks) // 2))
 
 
@@ -179,46 +191,84 @@ def check_comm_device(comm, *tensors):
                               f"uses {comm.device}: move it with .to({str(comm.device)!r})")
 
 
-def template(name: str):
-    """A schedule template by name."""
-    from ..schedule.templates import TEMPLATES
-    return TEMPLATES[name]
+def all_gather_rows(x, group, W: int):
+    """``[W * rows, ...]``: every rank's ``x`` in rank order, through the group's collectives
+    (NCCL, gloo or loopback: the ops' unfused paths and their CPU compositions)."""
+    gathered = x.new_empty((x.shape[0] * W, *x.shape[1:]))
+    collectives.all_gather_into_tensor(gathered, x.contiguous(), group=group)
+    return gathered
+
+
+def reduce_scatter_rows(x, group, W: int):
+    """This rank's ``[rows / W, ...]`` of the sum over ranks of ``x`` (the group's
+    collectives, as :func:`all_gather_rows`)."""
+    out = x.new_empty((x.shape[0] // W, *x.shape[1:]))
+    collectives.reduce_scatter_tensor(out, x.contiguous(), group=group)
+    return out
+
+
+def torch_matrices(op: str, **named) -> None:
+    """The checks of a ``torch.ops.syncopate`` GEMM op's two matrices (at trace time too):
+    2-D, one dtype, one device (:class:`TorchOpError` saying what to change)."""
+    for name, t in named.items():
+        if t.dim() != 2:
+            raise TorchOpError(f"{op}: {name} must be 2-D, got shape {tuple(t.shape)}: reshape it "
+                               f"to a matrix (e.g. {name}.flatten(0, -2) for a batch of rows)")
+    (n1, t1), (n2, t2) = named.items()
+    if t1.dtype != t2.dtype:
+        raise TorchOpError(f"{op}: {n1} is {t1.dtype} but {n2} is {t2.dtype}: cast one of them "
+                           f"(e.g. {n2}.to({t1.dtype}))")
+    if t1.device != t2.device:
+        raise TorchOpError(f"{op}: {n1} is on {t1.device} but {n2} is on {t2.device}: move "
+                           f"{n2} with .to({str(t1.device)!r})")
 
 
 def schedule_dtype(dtype) -> str:
     """The schedule's (canonical) name of a torch dtype or any other spelling."""
-    from ..dtypes import canonical
     return canonical(dtype)
 
 
-def fused_kernel(comm, op: str, template_name: str, shape, dtype, operand: str, *, backend,
-                 split, order, mode, comm_programs, kernel, config, reduce: str = "comm",
-                 **fuse_options):
-    """The cached FusedKernel of an op: the local ``kernel`` fused with the schedule template
-    ``template_name`` over ``shape`` (one per configuration, per communicator).  A kernel that
-    timed out is rebuilt: its flags disagree across ranks."""
+def cached_fused(comm, key: tuple, build):
+    """The FusedKernel cached under ``key`` on the communicator, ``build()`` on a miss (one per
+    configuration, per communicator). A kernel that timed out is rebuilt: its flags disagree
+    across ranks."""
+    fk = comm.cache.get(key)
+    if fk is None or getattr(fk, "_poisoned", None):
+        fk = build()
+        comm.cache[key] = fk
+    return fk
+
+
+def template_mode(spec, backend: str, mode=None) -> str:
+    """``mode`` or, when None, the GEMM op's template mode on ``backend``: the backend's for the
+    op's kind (``Backend.op_modes``), push for an op without one."""
+    g = spec.gemm
+    return mode or (backends.get(backend, LaunchError).op_modes[g.kind] if g.kind else "push")
+
+
+def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, mode,
+                 comm_programs, kernel, config, reduce: str = "comm"):
+    """The cached FusedKernel of a GEMM op: the local ``kernel`` fused with the op's schedule
+    template (``spec.gemm``) over ``shape``, sharded along ``dim``."""
     from ..kernels import kernel_fn
     from ..runtime.fused import fuse
 
+    g = spec.gemm
     k = short_kernel(kernel)
     be = backends.get(backend, LaunchError)
-    mode = mode or be.op_modes[op]
-    key = (f"{op}.fk", *shape, str(dtype), backend, split, order, mode, comm_programs, k,
-           repr(config), reduce)
-    fk = comm.cache.get(key)
-    if fk is not None and getattr(fk, "_poisoned", None):
-        fk = None
-    if fk is None:
-        sched = template(template_name)(tuple(shape), schedule_dtype(dtype), comm.world_size,
-                                        dim=0, order=order, mode=mode, split=split)
+    mode = template_mode(spec, backend, mode)
+
+    def build():
+        sched = TEMPLATES[g.template](tuple(shape), schedule_dtype(dtype), comm.world_size,
+                                      dim=dim, order=order, mode=mode, split=split)
         opts = config.options() if hasattr(config, "options") else {}
         if reduce != "comm":
             opts["reduce"] = reduce
-        fk = fuse(kernel_fn(k), sched, operand=operand, backend=backend,
-                  comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
-                  **fuse_options, **opts)
-        comm.cache[key] = fk
-    return fk
+        return fuse(kernel_fn(k), sched, operand=g.operand, backend=backend,
+                    comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
+                    defer_consumed_wait=g.staged, **opts)
+    return cached_fused(comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order,
+                               mode, comm_programs, k, repr(config), reduce), build)
 
 
 # ------------------------------------------------------------------------------------------
@@ -269,10 +319,11 @@ class PreparedCall:
             self.copy_bytes = copy.nbytes
         self.bound(args, copy)
 
-    def run_staged(self, a_shard, out):
-        """An all-gather's call: stage ``a_shard`` into this rank's rows of the symmetric
-        operand (``slot``; nothing to copy when it already is them) and launch with ``out``
-        (allocated when None); returns ``out``.
+    def run_staged(self, a_shard, out, a=None):
+        """An all-gather's call: stage ``a_shard`` into this rank's block of the symmetric
+        operand (``slot``; nothing to copy when it already is it) and launch with ``out``
+        (allocated when None) and, when the gathered operand is not the kernel's first, ``a``
+        at ``a_index``; returns ``out``.
 
         The per-call path of every eager call with this layout, written for speed: the copy
         goes to the bound launch as addresses (``BoundLaunch.fast``); anything the bound path
@@ -283,6 +334,8 @@ class PreparedCall:
             out = _lazy.empty(self.out_shape, device=a_shard.device, dtype=a_shard.dtype)
         args = self.args.copy()
         args[self.out_index] = out
+        if a is not None:
+            args[self.a_index] = a
         slot_ptr, slot_stride = self._slot_at
         src = a_shard.data_ptr()
         if src == slot_ptr and a_shard.stride() == slot_stride:  # written in place
@@ -349,17 +402,20 @@ _PREPARED = "ops.prepared"
 _PREPARED_MAX = 64
 
 
-def prepared_key(op: str, comm, a, b, out, options: tuple):
+def prepared_key(op: str, comm, a, b, out, options: tuple, b_by_layout: bool = False):
     """The layout of a call: ``a`` by shape, strides, dtype, device and 16-byte alignment (it is
     a fresh activation each step; its address goes into the arguments per call), ``b`` (a
-    weight) and a given ``out`` by identity, the op's options, and the communicator's registry
-    generation (a released buffer invalidates every prepared call). Runs on every eager call:
-    written for speed (no closure, torch's Tensor type looked up once)."""
+    weight) and a given ``out`` by identity -- ``b`` by layout too when ``b_by_layout`` (a
+    shard the call stages: its address is read per call) --, the op's options, and the
+    communicator's registry generation (a released buffer invalidates every prepared call).
+    Runs on every eager call: written for speed (no closure, torch's Tensor type looked up
+    once)."""
     T = _lazy.Tensor
     if not (isinstance(a, T) and isinstance(b, T) and (out is None or isinstance(out, T))):
         return None  # the op's checks say what is wrong
     return (op, a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0,
-            b.data_ptr(), b.shape, b.stride(), b.dtype, b.device,
+            b.data_ptr() % 16 == 0 if b_by_layout else b.data_ptr(), b.shape, b.stride(),
+            b.dtype, b.device,
             None if out is None else (out.data_ptr(), out.shape, out.stride(), out.dtype,
                                       out.device),
             options, comm.generation)
@@ -401,7 +457,7 @@ def put_prepared(comm, key, prep: PreparedCall) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# The op's path: fused, unfused or (world size 1) the local GEMM alone -- ops/choice.py
+# The op's path: fused, unfused or (world size 1) the local kernel alone -- ops/choice.py
 # ------------------------------------------------------------------------------------------
 
 #: the ``kernel`` name of cuBLAS (``torch.matmul``): unfused and local paths only
@@ -441,19 +497,17 @@ def gpu_of(comm) -> str | None:
     per device (a device's name does not change in a process)."""
     dev = comm.device
     if dev not in _GPU_BY_DEVICE:
-        from ..calibration import device_gpu_type
-        _GPU_BY_DEVICE[dev] = device_gpu_type(dev)
+        _GPU_BY_DEVICE[dev] = calibration.device_gpu_type(dev)
     return _GPU_BY_DEVICE[dev]
 
 
-def decide(op: str, comm, m: int, n: int, k: int, dtype, *, kernel, config, fused,
-           unavailable=()):
-    """The op's path (:func:`syncopate.ops.choice.decide`): cuBLAS is a candidate only when the
-    caller pinned neither our kernel nor its config."""
-    from .choice import decide as _decide
-    return _decide(op, m, n, k, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
-                   cublas=kernel is None and config is None, fused=fused,
-                   unavailable=unavailable)
+def decide(spec, comm, dims, dtype, *, kernel, config, fused, unavailable=()):
+    """The GEMM op's path on its decision shape ``dims`` (``GemmLaunch.dims``,
+    :func:`syncopate.ops.choice.decide_shape`): cuBLAS is a candidate only when the caller
+    pinned neither our kernel nor its config."""
+    return choice.decide_shape(spec.name, dims, comm.world_size, schedule_dtype(dtype),
+                               gpu_of(comm), cublas=kernel is None and config is None,
+                               fused=fused, unavailable=unavailable)
 
 
 #: world size 1: (local GEMM, config) per call layout -- the op's checks and decision once per
@@ -463,32 +517,31 @@ _W1_PLANS: dict = {}
 _W1_PLANS_MAX = 256
 
 
-def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False, check=None):
+def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, check=None):
     """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
     buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
     says it is faster and the caller pinned neither our kernel, a config nor the unfused
     reference (``ours``: ``fused=False`` / ``SYNCOPATE=0``, whose contract is our kernel's
     bits): the op then costs what the best local GEMM costs. The result is ``a @ b`` (the
-    all-gather and the reduce-scatter of one rank are the identity). ``check()``: the op's
-    argument checks, run once per layout (shapes, dtypes and devices are the memo's key)."""
+    collective of one rank is the identity). ``check()``: the op's argument checks, run once
+    per layout (shapes, dtypes and devices are the memo's key)."""
     import torch
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         check()
-    key = (op, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device, gpu_of(comm),
-           kernel, repr(config), ours)
+    key = (spec.name, a.shape, a.dtype, a.device, b.shape, b.dtype, b.device, comm.device,
+           gpu_of(comm), kernel, repr(config), ours)
     plan = _W1_PLANS.get(key)
     if plan is None:
-        from ..runtime import graphs
         if graphs.capturing():  # the decision and the kernel's compile and load are eager work
-            raise graphs.cold_path(op)
+            raise graphs.cold_path(spec.name)
         if check is not None:
             check()
-        M, K = a.shape
-        N = b.shape[1]
+        dims = spec.gemm.dims(a, b, 1)
+        M, N, K = dims[:3]
         if kernel == CUBLAS:
             plan = (CUBLAS, None)
         else:
-            local = decide(op, comm, M, N, K, a.dtype, kernel=triton_kernel(kernel) if ours
+            local = decide(spec, comm, dims, a.dtype, kernel=triton_kernel(kernel) if ours
                            else kernel, config=config, fused=None).choice.local
             k = triton_kernel(kernel)
             plan = (CUBLAS, None) if local == CUBLAS else \
@@ -506,7 +559,7 @@ def world_size_one(op: str, comm, a, b, out, kernel, config, ours: bool = False,
     return out
 
 
-def route(op: str, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bool = False,
+def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bool = False,
           unavailable=()):
     """The decision of an op that may choose its path (:func:`syncopate.ops.choice.decide_shape`)
     -- ``fused`` None, ``SYNCOPATE`` not 0, no fused-only argument given (``explicit``: a
@@ -514,17 +567,119 @@ def route(op: str, comm, shape, dtype, *, fused, explicit: bool = False, cublas:
     than one rank -- else None: the caller's ``fused`` (or ``SYNCOPATE``) stands. The inputs
     are the same on every rank (shape, dtype, world size, the GPU type from the device name),
     so every rank takes the same path."""
-    from ..runtime.fused import fused_enabled
-    if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
+    if fused is not None or explicit or comm.world_size == 1 or not _lazy.fused_enabled():
         return None
-    return fused_variant(op, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
+    return fused_variant(spec, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
                          fused=None)
 
 
-def fused_variant(op: str, comm, shape, dtype, *, cublas: bool = False, unavailable=(),
+def fused_variant(spec, comm, shape, dtype, *, cublas: bool = False, unavailable=(),
                   fused=True):
     """The decision restricted to ``fused`` (default: the fused variants only -- which one an
     op called with ``fused=True`` and no backend runs)."""
-    from .choice import decide_shape
-    return decide_shape(op, shape, comm.world_size, schedule_dtype(dtype), gpu_of(comm),
-                        cublas=cublas, fused=fused, unavailable=tuple(unavailable))
+    return choice.decide_shape(spec.name, shape, comm.world_size, schedule_dtype(dtype),
+                               gpu_of(comm), cublas=cublas, fused=fused,
+                               unavailable=tuple(unavailable))
+
+
+def choose(spec, comm, shape, dtype, *, fused, explicit: bool, named: bool, unavailable=()):
+    """``(fused path?, the decision's candidate or None)`` of an op called with ``fused`` not
+    False on more than one rank: the decision when the caller left the path open
+    (:func:`route`), the best fused variant when the caller asked for the fused path
+    (``fused=True`` or a fused-only option) without ``named`` the variant (backend, comm
+    programs ...) itself, else the caller's fused path (no candidate)."""
+    d = route(spec, comm, shape, dtype, fused=fused, explicit=explicit, unavailable=unavailable)
+    if d is None and not named:
+        d = fused_variant(spec, comm, shape, dtype, unavailable=unavailable)
+    return d is None or d.choice.path == "fused", None if d is None else d.choice
+
+
+# ------------------------------------------------------------------------------------------
+# A GEMM op's whole call
+# ------------------------------------------------------------------------------------------
+
+#: the options of a GEMM op's call, in the order :func:`gemm_op` takes them (``None``: not
+#: given, or not an option of the op)
+OPTIONS = ("backend", "split", "order", "mode", "comm_programs", "reduce")
+
+
+def gemm_key(spec, comm, x, y, out, options: tuple, kernel, config):
+    """The prepared-call key of a GEMM op's call (:func:`prepared_key`)."""
+    return prepared_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
+                        spec.gemm.stages_y)
+
+
+def _run(g, prep, x, y, out):
+    """A prepared call's launch: the gathered shard staged (``x``, or ``y`` for an op that
+    gathers its second operand), or the reduced rows copied out."""
+    if not g.staged:
+        return prep.run_copy_out(x, out)
+    return prep.run_staged(y, out, x) if g.stages_y else prep.run_staged(x, out)
+
+
+def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
+    """The call ``spec.fn(x, y, comm, **options, kernel=, config=, out=, fused=)`` of a GEMM
+    op (``OpSpec.gemm``; ``options``: the values of :data:`OPTIONS`), the same for every one:
+
+    * per argument layout, once it ran fused: the prepared call (the layout's key, the cached
+      :class:`PreparedCall`, its launch) -- nothing else;
+    * world size 1: :func:`world_size_one`;
+    * ``fused=False``, ``SYNCOPATE=0`` or ``kernel='cublas'``: the op's unfused reference;
+    * no backend (nor reduce) given: the decision (:func:`decide`; fused only when ``fused``
+      is True or a fused-only option is given) -- the unfused path with its local kernel, or
+      a fused variant;
+    * a fused variant: its plan (``g.plan``), the cached FusedKernel, the op's buffers and
+      argument list (``g.prepare``), launched and kept for the next call of this layout."""
+    g = spec.gemm
+    use = _lazy.fused_enabled() if fused is None else fused is not False  # use_fused, inline
+    W = comm.world_size
+    key = None
+    if use and W > 1:
+        # gemm_key inline (a call less: this is the whole per-call path of a prepared layout)
+        key = prepared_key(spec.name, comm, x, y, out, options + (kernel, config_key(config)),
+                           g.stages_y)
+        prep = get_prepared(comm, key)
+        if prep is not None:  # _run, inline
+            if not g.staged:
+                return prep.run_copy_out(x, out)
+            return prep.run_staged(y, out, x) if g.stages_y else prep.run_staged(x, out)
+    backend, split, order, mode, comm_programs, reduce = options
+    named = dict(zip(OPTIONS, options))
+    explicit = any(named[k] is not None for k in g.explicit)
+    check_kernel(kernel, config, fused is True or explicit)
+    if W == 1:
+        return world_size_one(spec, comm, x, y, out, kernel, config, ours=not use,
+                              check=lambda: g.check(x, y, comm, out))
+    g.check(x, y, comm, out)
+    dims = g.dims(x, y, W)
+    M, N, K = dims[:3]
+    tk = triton_kernel(kernel)
+    cfg = None if kernel == CUBLAS else resolve_config(tk, M, N, K, x.dtype, config)
+    if not use or kernel == CUBLAS:
+        return g.reference(x, y, comm, kernel=kernel or tk, config=cfg, out=out)
+    if backend is None and reduce is None:
+        un = g.unavailable(M, W, cfg, config is not None) if g.unavailable else ()
+        c = decide(spec, comm, dims, x.dtype, kernel=kernel, config=config,
+                   fused=True if fused is True or explicit else None, unavailable=un).choice
+        if c.path != "fused":
+            return g.reference(x, y, comm, kernel=CUBLAS if c.local == CUBLAS else tk,
+                               config=cfg, out=out)
+        backend, reduce = c.backend, c.reduce
+    backend, reduce = backend or ("ce" if reduce == "epilogue" else "sm"), reduce or "comm"
+    if g.variant is not None:  # the variant's own checks; its config (e.g. GROUP_M lowered)
+        cfg = g.variant(backend, reduce, M, W, cfg, config is not None)
+    s = dict(zip(spec.shape, dims))
+    order, split, cp = g.plan(backend, reduce, s, W, x.dtype, order, split, comm_programs, cfg)
+    cp = loopback_comm_programs(comm, cp, comm_programs)
+    shape, dim = g.schedule_shape(s, W)
+    fk = fused_kernel(comm, spec, shape, dim, x.dtype, backend=backend, split=split,
+                      order=order, mode=template_mode(spec, backend, mode),
+                      comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)
+    nprog = None
+    if short_kernel(tk) == "tma":
+        # the comm programs take SMs of their own: the persistent GEMM gets the rest
+        nprog = compute_programs(comm, kernel_comm_programs(backend, cp))
+    prep = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
+    result = _run(g, prep, x, y, out)
+    put_prepared(comm, key, prep)  # after the first launch (it allocates the flags)
+    return result

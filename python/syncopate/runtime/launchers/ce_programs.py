@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import stream_program as sp
+
 
 @dataclass
 class CEPrograms:
@@ -72,9 +74,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     (``FusedKernel.before_staging``), then the call's copy before the ENTRY handshake
     (``"before"``: an all-gather's staging), or the copy after everything
     (``"after"``: a reduce-scatter's result)."""
-    from ..runtime import stream_program as sp
-    from ..runtime import sync_kernels as sk
-    from .ce import index_runs  # ce imports this module
+    from .. import sync_kernels as sk  # Triton kernels: imported on first use
 
     fk = launcher.fk
     comm, lay, p = fk.comm, cfg.abi.layout, cfg.ce_plan
@@ -216,7 +216,7 @@ def _sum_tables(prep) -> list[_SumTable]:
     import torch
     import triton.language as tl
 
-    from ..runtime import sync_kernels as sk
+    from .. import sync_kernels as sk  # Triton kernels: imported on first use
 
     types = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16,
              torch.float32: tl.float32}
@@ -244,8 +244,7 @@ def _sums(b, tables: list[_SumTable], shift) -> None:
     the same fp32 sum as ``ce.reduce_into``, rounded once), one launch per table (element
     type) for all its regions. ``shift``: where the sums go, 0 (``own``) or a ``CopyShift``
     (the call's output)."""
-    from ..runtime import stream_program as sp
-    from ..runtime import sync_kernels as sk
+    from .. import sync_kernels as sk  # Triton kernels: imported on first use
 
     for t in tables:
         dl = _direct(sk._sum_kernel, {"DT": t.dtype, "BLOCK": sk.SUM_BLOCK})
@@ -257,8 +256,6 @@ def consumed(launcher, cfg):
     """The CONSUMED wait of ``cfg`` (``FusedKernel.consumed_wait``) as a program of one kernel
     launch on the call's stream, or None (no reads of this rank, 64-bit flags, no direct
     launch, no compiled module)."""
-    from ..runtime import stream_program as sp
-
     reads = launcher.reads_of_me(cfg)
     if not reads or cfg.abi.flag_dtype != "int32":
         return None
@@ -273,7 +270,7 @@ def consumed(launcher, cfg):
 
 def _direct(fn, constexprs):
     """``sync_kernels.direct`` of ``fn``, or :class:`NoProgram` where it has none."""
-    from ..runtime import sync_kernels as sk
+    from .. import sync_kernels as sk  # Triton kernels: imported on first use
 
     dl = sk.direct(fn, constexprs)
     if dl is None:
@@ -283,7 +280,19 @@ def _direct(fn, constexprs):
 
 def _wait(b, fk, cfg, stream, index, target, kind, count, epoch) -> None:
     """Add ``fk.wait_flag``'s spin (``count`` flags from ``index`` up to ``target``) to ``b``."""
-    from ..runtime import sync_kernels as sk
+    from .. import sync_kernels as sk  # Triton kernels: imported on first use
 
     args, cx = fk.wait_spec(cfg, index, target, kind, epoch)
     b.kernel(stream, _direct(sk._wait_kernel, cx), count, args)
+
+
+def index_runs(indexes) -> list[tuple[int, int]]:
+    """``[(start, count)]``: the distinct ``indexes`` as runs of consecutive integers, in order
+    (``[5, 3, 4, 9]`` -> ``[(3, 3), (9, 1)]``)."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][0] + runs[-1][1]:
+            runs[-1][1] += 1
+        else:
+            runs.append([i, 1])
+    return [(s, n) for s, n in runs]

@@ -1,6 +1,5 @@
 """Tuning the local GEMM's config per shape on a GPU: the pruned candidate space
-(:func:`candidate_configs`), the tuning run (:func:`tune`, :func:`tune_matmul`) and the named
-shape sets of the benchmark (:data:`SHAPE_SETS`).
+(:func:`candidate_configs`) and the tuning run (:func:`tune`, :func:`tune_matmul`).
 
 A tuning run, under a hard time budget:
 
@@ -15,64 +14,30 @@ A tuning run, under a hard time budget:
    with NaN first, checked against an fp32 reference (relative Frobenius error < 1e-2, NaN
    never passes) before it is timed -- and keeps the fastest correct config and the fastest
    correct *fusable* one (no split-K, no warp specialisation);
-4. returns a config table (:mod:`.gemm_table` format) with the measured times and every
-   candidate's record, which ``bench_local --install-tuned`` turns into the shipped defaults
-   and :func:`tune_matmul` merges into the user's cache.
+4. returns a config table (:mod:`syncopate.kernels.gemm_table` format) with the measured
+   times and every candidate's record, which ``python -m syncopate.bench.local
+   --install-tuned`` turns into the shipped defaults and :func:`tune_matmul` merges into the
+   user's cache.
 
 Nothing here imports torch or needs a GPU at import time; the device work goes through a
-backend object (``bench_local.CudaBackend``; the tests substitute a CPU fake).
+backend object (:class:`.local_gpu.CudaBackend`; the tests substitute a CPU fake).
 """
 
 from __future__ import annotations
 
-import math
 import time
 
 import triton
 
-from .gemm_config import (H200_NUM_SMS, GemmConfig, _dtype_name, heuristic_config,
-                          split_k_for, with_split_k)
-
-#: Named shapes ``(M, N, K)`` of the benchmark's broad set: every regime the local GEMM meets.
-BROAD = {
-    "square-4096": (4096, 4096, 4096),
-    "square-8192": (8192, 8192, 8192),
-    "tall-skinny": (16384, 1024, 4096),
-    "short-wide": (256, 16384, 8192),
-    "k-heavy": (1024, 1024, 32768),
-    "ragged-small": (1000, 3000, 1500),
-    "ragged-large": (4097, 5000, 3001),
-    "ragged-m77": (77, 8192, 4096),
-    "decode-m16": (16, 8192, 8192),
-    "llama-mlp": (8192, 28672, 8192),
-}
-
-#: The fused ops' benchmark shapes (``python -m syncopate.bench``): what the fused GEMMs run.
-FUSED = {
-    "bench-8192x8192x8192": (8192, 8192, 8192),
-    "bench-8192x14336x4096": (8192, 14336, 4096),
-    "bench-8192x7168x4096": (8192, 7168, 4096),
-    "bench-8192x14336x8192": (8192, 14336, 8192),
-    "bench-4096x14336x8192": (4096, 14336, 8192),
-    "bench-1024x14336x4096": (1024, 14336, 4096),
-}
-
-SHAPE_SETS = {"broad": BROAD, "fused": FUSED, "all": {**BROAD, **FUSED}}
+from ..errors import LaunchError
+from ..kernels import gemm_table
+from ..kernels.gemm_config import (H200_NUM_SMS, GemmConfig, _dtype_name, heuristic_config,
+                                   split_k_for, with_split_k)
+from ..kernels.gemm_launch import _padded, clear_plans, plan_layout
+from .local_gpu import TOL, CudaBackend, config_str, geomean, shape_name
 
 #: Most candidates tried per shape and dtype.
 MAX_CANDIDATES = 8
-
-#: Relative Frobenius error a candidate must stay below to count as correct.
-TOL = 1e-2
-
-
-def shape_name(shape) -> str:
-    """The set name of a shape (``'k-heavy'``), else ``'MxNxK'``."""
-    for name, s in SHAPE_SETS["all"].items():
-        if tuple(s) == tuple(shape):
-            return name
-    return "x".join(map(str, shape))
-
 
 def _tiles(M: int, N: int, bm: int, bn: int) -> int:
     return triton.cdiv(M, bm) * triton.cdiv(N, bn)
@@ -163,8 +128,6 @@ def compile_key(M: int, N: int, K: int, dtype, config: GemmConfig,
     kernel variant, the config, which operands are staged and the specialisation of every
     integer argument): problems with equal keys share every kernel, so a sweep compiles each
     key once. Host only."""
-    from .gemm_launch import _padded, plan_layout
-
     def aligned(cols: int) -> bool:  # row-major rows of `cols` 2-byte elements
         return cols == 1 or (cols * 2) % 16 == 0
 
@@ -194,16 +157,11 @@ class _Strided:
 # ----------------------------------------------------------------------------------------------
 
 
-def geomean(xs) -> float:
-    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def tune(backend, shapes, dtypes=("bf16",), *, budget_s: float = 240.0,
          compile_share: float = 0.45, workers: int = 8, warmup_ms: float = 10.0,
          rep_ms: float = 40.0, seed: int = 0, log=print, on_progress=None) -> dict:
     """Tune every ``(shape, dtype)`` on ``backend``'s GPU within ``budget_s`` seconds; return
-    a config table (``{"format", "gpu", "entries", ...}``, :mod:`.gemm_table`'s format) whose
+    a config table (``{"format", "gpu", "entries", ...}``, ``gemm_table``'s format) whose
     entries also carry every candidate's record; shapes with no correct candidate are listed
     under ``"failed"`` (with their records), not in ``"entries"``.
 
@@ -289,47 +247,33 @@ def table_entries(report: dict) -> list[dict]:
     return [e for e in report["entries"] if e.get("config") and e.get("fusable_config")]
 
 
-def config_str(c) -> str:
-    """``128x256x64 w8 s3 g8`` plus ``ws``/``sub``/``noflat``/``splitK`` markers."""
-    c = GemmConfig.of(c)
-    s = f"{c.BLOCK_M}x{c.BLOCK_N}x{c.BLOCK_K} w{c.num_warps} s{c.num_stages} g{c.GROUP_M}"
-    if c.WARP_SPECIALIZE:
-        s += " ws"
-    if c.EPILOGUE_SUBTILE:
-        s += " sub"
-    if not c.FLATTEN:
-        s += " noflat"
-    if c.SPLIT_K > 1:
-        s += f" split{c.SPLIT_K}"
-    return s
+def save_to_cache(report: dict, note: str = "") -> str:
+    """Merge a tuning report's entries into the user's tuning cache for its GPU
+    (:func:`syncopate.kernels.gemm_table.cache_path`, which ``matmul`` consults before the
+    shipped defaults); the file written."""
+    path = gemm_table.cache_path(report["gpu"])
+    old = gemm_table.read_table(path)["entries"] if path.is_file() else []
+    gemm_table.write_table(path, gemm_table.merge_entries(old, table_entries(report)),
+                           gpu=report["gpu"], source="tuned (user cache)", note=note)
+    clear_plans()
+    return str(path)
 
 
 def tune_matmul(shapes, dtypes=("bf16",), *, budget_s: float = 240.0, workers: int = 8,
                 save: bool = True, log=print) -> dict:
     """Tune the local GEMM for ``shapes`` (``(M, N, K)`` tuples) on the current CUDA GPU and,
-    with ``save``, merge the result into the user's tuning cache
-    (:func:`.gemm_table.cache_path`), which :func:`~.gemm_config.default_config` and
-    :func:`~.gemm_launch.matmul` consult before the shipped defaults. Returns the report."""
-    from . import gemm_table
-    from .bench_local import CudaBackend
-    from .gemm_launch import clear_plans
+    with ``save``, merge the result into the user's tuning cache (:func:`save_to_cache`),
+    which ``default_config`` and ``matmul`` consult before the shipped defaults. Returns the
+    report."""
     backend = CudaBackend()
     why = backend.available()
     if why:
-        from ..errors import LaunchError
         raise LaunchError(f"tune_matmul needs a CUDA GPU: {why}")
     rep = tune(backend, shapes, dtypes, budget_s=budget_s, workers=workers, log=log)
     if save:
-        path = gemm_table.cache_path(rep["gpu"])
-        old = gemm_table.read_table(path)["entries"] if path.is_file() else []
-        gemm_table.write_table(path, gemm_table.merge_entries(old, table_entries(rep)),
-                               gpu=rep["gpu"], source="tuned (user cache)",
-                               note=f"tune_matmul on {rep['device'].get('device')}")
-        clear_plans()
-        rep["saved_to"] = str(path)
+        rep["saved_to"] = save_to_cache(rep, f"tune_matmul on {rep['device'].get('device')}")
     return rep
 
 
-__all__ = ["BROAD", "FUSED", "MAX_CANDIDATES", "SHAPE_SETS", "TOL", "candidate_configs",
-           "compile_key", "config_str", "geomean", "shape_name", "table_entries", "tune",
-           "tune_matmul"]
+__all__ = ["MAX_CANDIDATES", "candidate_configs", "compile_key", "save_to_cache",
+           "table_entries", "tune", "tune_matmul"]

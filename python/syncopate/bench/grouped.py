@@ -1,6 +1,6 @@
 """Time the grouped GEMM against cuBLAS-based grouped baselines on one GPU (meant for an H200).
 
-    python -m syncopate.kernels.bench_grouped [--out grouped.json] [--quick] [--sweep]
+    python -m syncopate.bench.grouped [--out grouped.json] [--quick] [--sweep]
 
 Per shape and routing: the Triton kernel on the capacity layout (``[G, C, K]`` + device counts,
 grid over the whole capacity, tiles past the count exit), against
@@ -20,9 +20,15 @@ estimates them on a CPU. Exit status: 0 ok, 1 a candidate was wrong, 2 no GPU.
 from __future__ import annotations
 
 import argparse
-import os
 import json
 import sys
+
+from triton.testing import do_bench
+
+from ..kernels.grouped_gemm_launch import GroupedGemmConfig, grouped_gemm, grouped_gemm_reference
+from .local_gpu import check_out
+
+PROG = "python -m syncopate.bench.grouped"
 
 #: (name, experts on this GPU, hidden K, expert FFN N, tokens routed here (top-k included))
 SHAPES = [
@@ -63,7 +69,7 @@ def counts_for(routing: str, E: int, tokens: int, gen):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m syncopate.kernels.bench_grouped",
+    ap = argparse.ArgumentParser(prog=PROG,
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     ap.add_argument("--quick", action="store_true", help="the first two shapes only")
@@ -91,22 +97,13 @@ def format_table(rows) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    prog = "python -m syncopate.kernels.bench_grouped"
     if args.out is not None:
-        folder = os.path.dirname(args.out) or "."
-        if os.path.isdir(args.out) or not os.path.isdir(folder):
-            print(f"{prog}: error: --out {args.out}: " + (
-                "is a directory; give a file name" if os.path.isdir(args.out)
-                else f"no folder {folder}; create it first"), file=sys.stderr)
-            return 1
+        check_out(args.out, PROG)
     import torch
     if not torch.cuda.is_available():
-        print(f"{prog}: error: no CUDA GPU: the grouped GEMM ratio must be measured on a GPU",
+        print(f"{PROG}: error: no CUDA GPU: the grouped GEMM ratio must be measured on a GPU",
               file=sys.stderr)
         return 1
-    from triton.testing import do_bench
-
-    from .grouped_gemm_launch import GroupedGemmConfig, grouped_gemm, grouped_gemm_reference
     torch.backends.cuda.matmul.allow_tf32 = False
     gen = torch.Generator().manual_seed(0)
     has_gmm = hasattr(torch, "_grouped_mm")

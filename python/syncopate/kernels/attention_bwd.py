@@ -1,0 +1,520 @@
+"""Local (single-GPU) flash-attention backward: dQ, dK, dV from the forward's ``o`` and ``lse``.
+
+Why a kernel of our own: a sequence-parallel model trains only if its attention has a backward,
+and the context-parallel backward is built the way the forward is -- the compiler fuses an
+unmodified local kernel with a schedule (K/V all-gathered inside the KV loop again, dK/dV
+partials reduce-scattered to their owners).  The kernels therefore know nothing about
+communication and are written so the passes find what they need:
+
+* :func:`attn_bwd_dq_kernel` -- one program per block of query rows, one plain KV loop over the
+  (gathered) K/V blocks, exactly the forward's shape: the place where chunk waits go;
+* :func:`attn_bwd_dkdv_kernel` -- one program per KV block (the tile coordinate the remap
+  orders by chunk arrival), a loop over the *local* query rows of every query head of its
+  group, and one store of the KV block's dK and dV at the end (the tiles a reduce-scatter's
+  signals follow).  GQA partials are summed inside the program over the group's heads, so the
+  kernel is deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
+* :func:`attn_bwd_preprocess` -- ``delta = rowsum(dO * O)`` per query row (fp32).
+
+Those are the *fusable* kernels, and what :func:`attention_backward` runs by default.  Their
+in-loop causal skip keeps Triton from pipelining their loads, so ``fusable=False`` runs *fast*
+variants on one GPU (issue 31; experimental until ``tests/gpu`` passes on them on a GPU):
+:func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
+descriptors, split the causal loops into unmasked and diagonal parts, and the dK/dV one runs
+one flattened loop over (GQA head, query block).  They take a contiguous sequence only; a
+zigzag backward and ``fusable=True`` run the fusable kernels.
+
+Contract (:func:`attention_backward`): the forward's (:mod:`.attention`: ``q [B, Hq, Sq, D]``,
+``k, v [B, Hkv, Skv, D]``, GQA, bf16/fp16, D in 64/128, SDPA's top-left causal mask, ``lse`` the
+natural log-sum-exp of the scaled scores), plus ``do`` like ``o``.  Returns ``(dq, dk, dv)`` in
+the input dtype, accumulated in fp32.  With ``segments = 2W`` (and ``q_offset``) the sequence is
+stored in the zigzag order of :mod:`.attention_zigzag` and the causal mask is on *original*
+positions: rank ``r``'s shard of queries (``q_offset = r * Skv / W``) against the whole gathered
+K/V gives that rank's dQ and its partial dK/dV for every KV row.
+
+The recurrences (FlashAttention-2): ``P = exp(scale * Q K^T - lse)``, ``dV = P^T dO``,
+``dP = dO V^T``, ``dS = P * (dP - delta)``, ``dQ = scale * dS K``, ``dK = scale * dS^T Q``; the
+exponentials are ``exp2`` with ``log2(e)`` folded into the scale, as in the forward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+
+from ..errors import LaunchError
+from .attention import (LOG2E, AttentionConfig, _unit_last, check_device, check_operands,
+                        fast_config, fast_path_reason, tma_strides)
+from .gemm_launch import ensure_tma_allocator
+
+
+@triton.jit
+def _orig(pos, SEG_LEN, SEGMENTS: tl.constexpr):
+    """The original sequence position of stored position ``pos``: itself for a contiguous
+    sequence (``SEGMENTS == 0``), else through the zigzag slots (slot ``2j`` holds segment
+    ``j``, slot ``2j + 1`` segment ``SEGMENTS - 1 - j``)."""
+    if SEGMENTS == 0:
+        return pos
+    slot = pos // SEG_LEN
+    j = slot // 2
+    seg = tl.where(slot % 2 == 0, j, SEGMENTS - 1 - j)
+    return seg * SEG_LEN + pos % SEG_LEN
+
+
+@triton.jit
+def attn_bwd_preprocess(O, DO, DELTA, stride_ob, stride_oh, stride_om,
+                        stride_dob, stride_doh, stride_dom, H_Q, SEQ_Q,
+                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """``DELTA[b, h, i] = sum_d O[b, h, i, d] * dO[b, h, i, d]`` (fp32). Grid
+    ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``; ``DELTA`` contiguous ``[B, H_Q, SEQ_Q]``."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H_Q
+    h = pid_bh % H_Q
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    ok = rows < SEQ_Q
+    o = tl.load(O + b * stride_ob + h * stride_oh + rows[:, None] * stride_om + offs_d[None, :],
+                mask=ok[:, None], other=0.0)
+    do = tl.load(DO + b * stride_dob + h * stride_doh + rows[:, None] * stride_dom
+                 + offs_d[None, :], mask=ok[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + pid_bh * SEQ_Q + rows, delta, mask=ok)
+
+
+@triton.jit
+def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
+                         stride_qb, stride_qh, stride_qm,
+                         stride_kb, stride_kh, stride_kn,
+                         stride_vb, stride_vh, stride_vn,
+                         stride_dob, stride_doh, stride_dom,
+                         stride_dkb, stride_dkh, stride_dkn,
+                         stride_dvb, stride_dvh, stride_dvn,
+                         H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET, SEG_LEN,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr):
+    """One program: dK and dV of BLOCK_N key rows of one (batch, KV head), summed over the
+    query rows of every query head of its group.  Grid ``(cdiv(SEQ_KV, BLOCK_N), B * H_KV)``."""
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    H_KV = H_Q // GROUP
+    b = pid_bh // H_KV
+    h_kv = pid_bh % H_KV
+
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_m = tl.arange(0, BLOCK_M)
+    col_ok = cols < SEQ_KV
+    k = tl.load(K + b * stride_kb + h_kv * stride_kh + cols[:, None] * stride_kn
+                + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+    v = tl.load(V + b * stride_vb + h_kv * stride_vh + cols[:, None] * stride_vn
+                + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+    col_orig = _orig(cols, SEG_LEN, SEGMENTS)
+    # causal: the smallest original position of the block (a block lies in one segment); a
+    # query block whose largest original position is below it sees none of the block
+    kv_lo = -1
+    if CAUSAL:
+        kv_lo = _orig(pid_n * BLOCK_N, SEG_LEN, SEGMENTS)
+
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    for g in range(0, GROUP):
+        h = h_kv * GROUP + g
+        q_base = Q + b * stride_qb + h * stride_qh
+        do_base = DO + b * stride_dob + h * stride_doh
+        stat = (b * H_Q + h) * SEQ_Q
+        for start_m in range(0, SEQ_Q, BLOCK_M):
+            rows = start_m + offs_m
+            row_ok = rows < SEQ_Q
+            q_hi = _orig(Q_OFFSET + tl.minimum(start_m + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
+            if q_hi >= kv_lo:
+                q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :],
+                            mask=row_ok[:, None], other=0.0)
+                do = tl.load(do_base + rows[:, None] * stride_dom + offs_d[None, :],
+                             mask=row_ok[:, None], other=0.0)
+                lse = tl.load(LSE + stat + rows, mask=row_ok, other=0.0)
+                delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
+                qkT = tl.dot(k, tl.trans(q))
+                keep = col_ok[:, None] & row_ok[None, :]
+                if CAUSAL:
+                    row_orig = _orig(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
+                    keep = keep & (row_orig[None, :] >= col_orig[:, None])
+                pT = tl.math.exp2(tl.fma(qkT, qk_scale, -lse[None, :] * 1.4426950408889634))
+                pT = tl.where(keep, pT, 0.0)
+                dv += tl.dot(pT.to(do.dtype), do)
+                dpT = tl.dot(v, tl.trans(do))
+                dsT = pT * (dpT - delta[None, :])
+                dk += tl.dot(dsT.to(q.dtype), q)
+    dk = dk * sm_scale
+    tl.store(DK + b * stride_dkb + h_kv * stride_dkh + cols[:, None] * stride_dkn
+             + offs_d[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
+    tl.store(DV + b * stride_dvb + h_kv * stride_dvh + cols[:, None] * stride_dvn
+             + offs_d[None, :], dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
+
+
+@triton.jit
+def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
+                       stride_qb, stride_qh, stride_qm,
+                       stride_kb, stride_kh, stride_kn,
+                       stride_vb, stride_vh, stride_vn,
+                       stride_dob, stride_doh, stride_dom,
+                       stride_dqb, stride_dqh, stride_dqm,
+                       H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET, SEG_LEN,
+                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr):
+    """One program: dQ of BLOCK_M query rows of one (batch, query head), over every KV block.
+    Grid ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H_Q
+    h = pid_bh % H_Q
+    h_kv = h // GROUP
+
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    row_ok = rows < SEQ_Q
+    q = tl.load(Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qm + offs_d[None, :],
+                mask=row_ok[:, None], other=0.0)
+    do = tl.load(DO + b * stride_dob + h * stride_doh + rows[:, None] * stride_dom
+                 + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    stat = pid_bh * SEQ_Q
+    lse = tl.load(LSE + stat + rows, mask=row_ok, other=0.0)
+    delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
+    row_orig = _orig(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
+    q_hi = _orig(Q_OFFSET + tl.minimum(pid_m * BLOCK_M + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
+    k_base = K + b * stride_kb + h_kv * stride_kh
+    v_base = V + b * stride_vb + h_kv * stride_vh
+
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in range(0, SEQ_KV, BLOCK_N):
+        kv_lo = -1
+        if CAUSAL:
+            kv_lo = _orig(start_n, SEG_LEN, SEGMENTS)
+        if q_hi >= kv_lo:
+            cols = start_n + offs_n
+            col_ok = cols < SEQ_KV
+            k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :],
+                        mask=col_ok[:, None], other=0.0)
+            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
+                        mask=col_ok[:, None], other=0.0)
+            qk = tl.dot(q, tl.trans(k))
+            keep = row_ok[:, None] & col_ok[None, :]
+            if CAUSAL:
+                col_orig = _orig(cols, SEG_LEN, SEGMENTS)
+                keep = keep & (row_orig[:, None] >= col_orig[None, :])
+            p = tl.math.exp2(tl.fma(qk, qk_scale, -lse[:, None] * 1.4426950408889634))
+            p = tl.where(keep, p, 0.0)
+            dp = tl.dot(do, tl.trans(v))
+            ds = p * (dp - delta[:, None])
+            dq += tl.dot(ds.to(k.dtype), k)
+    dq = dq * sm_scale
+    tl.store(DQ + b * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm + offs_d[None, :],
+             dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
+
+
+# ----------------------------------------------------------------------------------------------
+# The fast backward (not fusable): TMA descriptors, causal loops split, GQA heads flattened
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n, qk_scale,
+             MASKED: tl.constexpr):
+    """One KV block of dQ.  Keys past the sequence need no mask: TMA zero-fills their K and V
+    rows, so they add ``dS * 0`` to dQ."""
+    k = desc_k.load([start_n, 0])
+    v = desc_v.load([start_n, 0])
+    qk = tl.dot(q, k.T)
+    p = tl.math.exp2(tl.fma(qk, qk_scale, -lse2[:, None]))
+    if MASKED:
+        p = tl.where(rows[:, None] >= (start_n + offs_n)[None, :], p, 0.0)
+    dp = tl.dot(do, v.T)
+    ds = p * (dp - delta[:, None])
+    return tl.dot(ds.to(k.dtype), k, dq)
+
+
+@triton.jit
+def attn_bwd_dq_fast_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
+                            stride_qb, stride_qh, stride_qm,
+                            stride_kb, stride_kh, stride_kn,
+                            stride_vb, stride_vh, stride_vn,
+                            stride_dob, stride_doh, stride_dom,
+                            stride_dqb, stride_dqh, stride_dqm,
+                            H_Q, GROUP, SEQ_Q, SEQ_KV,
+                            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The fast dQ: :func:`attn_bwd_dq_kernel`'s contract for a contiguous sequence, through
+    per-(batch, head) TMA descriptors, and for causal attention two loops -- the KV blocks the
+    rows see in full (no mask) and the diagonal ones -- instead of a skip inside one loop.
+    Rows past ``SEQ_Q`` read zeros (TMA) and are clipped at the store.  Grid
+    ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``, longest rows first when causal."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H_Q
+    h = pid_bh % H_Q
+    h_kv = h // GROUP
+    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
+                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_qm, 1],
+                                       block_shape=[BLOCK_M, HEAD_DIM])
+    desc_do = tl.make_tensor_descriptor(DO + b * stride_dob + h * stride_doh,
+                                        shape=[SEQ_Q, HEAD_DIM], strides=[stride_dom, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM])
+    desc_dq = tl.make_tensor_descriptor(DQ + b * stride_dqb + h * stride_dqh,
+                                        shape=[SEQ_Q, HEAD_DIM], strides=[stride_dqm, 1],
+                                        block_shape=[BLOCK_M, HEAD_DIM])
+    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    m0 = pid_m * BLOCK_M
+    rows = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    row_ok = rows < SEQ_Q
+    q = desc_q.load([m0, 0])
+    do = desc_do.load([m0, 0])
+    lse2 = tl.load(LSE + pid_bh * SEQ_Q + rows, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(DELTA + pid_bh * SEQ_Q + rows, mask=row_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:  # top-left: rows < m0 + BLOCK_M see keys < m0 + BLOCK_M
+        hi = tl.minimum(m0 + BLOCK_M, SEQ_KV)
+        mid = tl.minimum((m0 // BLOCK_N) * BLOCK_N, hi)
+        for start_n in tl.range(0, mid, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
+                          qk_scale, False)
+        for start_n in tl.range(mid, hi, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
+                          qk_scale, True)
+    else:
+        for start_n in tl.range(0, SEQ_KV, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
+                          qk_scale, False)
+    desc_dq.store([m0, 0], (dq * sm_scale).to(DQ.dtype.element_ty))
+
+
+@triton.jit
+def _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat, h, start_m, cols, qk_scale,
+               SEQ_Q, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr):
+    """One block of query rows of head ``h`` against the program's KV block.  Rows past the
+    sequence need no mask: TMA zero-fills their Q and dO, so they add nothing to dK and dV."""
+    rows = start_m + tl.arange(0, BLOCK_M)
+    row_ok = rows < SEQ_Q
+    q = desc_q.load([h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    do = desc_do.load([h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    lse2 = tl.load(LSE + stat + rows, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
+    qkT = tl.dot(k, q.T)
+    pT = tl.math.exp2(tl.fma(qkT, qk_scale, -lse2[None, :]))
+    if MASKED:
+        pT = tl.where(rows[None, :] >= cols[:, None], pT, 0.0)
+    dv = tl.dot(pT.to(do.dtype), do, dv)
+    dpT = tl.dot(v, do.T)
+    dsT = pT * (dpT - delta[None, :])
+    dk = tl.dot(dsT.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
+def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
+                              stride_qb, stride_qh, stride_qm,
+                              stride_kb, stride_kh, stride_kn,
+                              stride_vb, stride_vh, stride_vn,
+                              stride_dob, stride_doh, stride_dom,
+                              stride_dkb, stride_dkh, stride_dkn,
+                              stride_dvb, stride_dvh, stride_dvn,
+                              H_Q, GROUP, SEQ_Q, SEQ_KV,
+                              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The fast dK/dV: :func:`attn_bwd_dkdv_kernel`'s contract for a contiguous sequence.  The
+    query blocks of every head of the GQA group are one flattened loop (``t -> (head, block)``,
+    so the pipeline runs across heads instead of draining per head), through TMA descriptors
+    over the batch's ``[H_Q, SEQ_Q, D]``; causal, the blocks holding the diagonal come first
+    with the mask, then the rest without -- only the blocks whose rows see the KV block.
+    Grid ``(cdiv(SEQ_KV, BLOCK_N), B * H_KV)``."""
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    H_KV = H_Q // GROUP
+    b = pid_bh // H_KV
+    h_kv = pid_bh % H_KV
+    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb, shape=[H_Q, SEQ_Q, HEAD_DIM],
+                                       strides=[stride_qh, stride_qm, 1],
+                                       block_shape=[1, BLOCK_M, HEAD_DIM])
+    desc_do = tl.make_tensor_descriptor(DO + b * stride_dob, shape=[H_Q, SEQ_Q, HEAD_DIM],
+                                        strides=[stride_doh, stride_dom, 1],
+                                        block_shape=[1, BLOCK_M, HEAD_DIM])
+    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
+                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_dk = tl.make_tensor_descriptor(DK + b * stride_dkb + h_kv * stride_dkh,
+                                        shape=[SEQ_KV, HEAD_DIM], strides=[stride_dkn, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM])
+    desc_dv = tl.make_tensor_descriptor(DV + b * stride_dvb + h_kv * stride_dvh,
+                                        shape=[SEQ_KV, HEAD_DIM], strides=[stride_dvn, 1],
+                                        block_shape=[BLOCK_N, HEAD_DIM])
+    n0 = pid_n * BLOCK_N
+    cols = n0 + tl.arange(0, BLOCK_N)
+    k = desc_k.load([n0, 0])
+    v = desc_v.load([n0, 0])
+    h0 = h_kv * GROUP
+    stat0 = (b * H_Q + h0) * SEQ_Q
+    n_q = tl.cdiv(SEQ_Q, BLOCK_M)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:  # query blocks [first, diag) hold the diagonal, [diag, n_q) see the block whole
+        first = tl.minimum(n0 // BLOCK_M, n_q)
+        diag = tl.minimum(tl.cdiv(n0 + BLOCK_N, BLOCK_M), n_q)
+        n_diag = diag - first
+        for t in tl.range(0, GROUP * n_diag):
+            g = t // n_diag
+            start_m = (first + t % n_diag) * BLOCK_M
+            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M, True)
+        n_rest = n_q - diag
+        for t in tl.range(0, GROUP * n_rest):
+            g = t // n_rest
+            start_m = (diag + t % n_rest) * BLOCK_M
+            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M,
+                                False)
+    else:
+        for t in tl.range(0, GROUP * n_q):
+            g = t // n_q
+            start_m = (t % n_q) * BLOCK_M
+            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M,
+                                False)
+    desc_dk.store([n0, 0], (dk * sm_scale).to(DK.dtype.element_ty))
+    desc_dv.store([n0, 0], dv.to(DV.dtype.element_ty))
+
+
+def default_backward_config(head_dim: int) -> AttentionConfig:
+    """The fusable backward's config: 64 x 64 tiles (dK, dV, K, V and the transposed score
+    tile of a program stay in registers at D = 128), 8 warps and 2 stages (4 warps and 3
+    stages at D = 64).  The fast kernels' come from the per-GPU table
+    (:mod:`.attention_config`)."""
+    if head_dim == 64:
+        return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
+    return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)
+
+
+def _check_like(name, t, ref):
+    import torch
+    if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(ref.shape) \
+            or t.dtype != ref.dtype or t.device != ref.device:
+        raise LaunchError(f"{name} must be a {ref.dtype} tensor of shape {tuple(ref.shape)} on "
+                          f"{ref.device} (like the forward's output), got "
+                          f"{getattr(t, 'dtype', type(t).__name__)} "
+                          f"{tuple(getattr(t, 'shape', ()))}")
+
+
+def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: float | None = None,
+                       config=None, *, segments: int = 0, q_offset: int = 0,
+                       fusable: bool = True, dq_config=None):
+    """Flash-attention backward: ``(dq, dk, dv)`` of the forward ``(o, lse) = attention(q, k, v,
+    causal, sm_scale)`` for the upstream gradient ``do`` (see the module docstring).
+
+    ``segments``/``q_offset``: a zigzag-stored sequence (causal only; ``segments`` = 2W, every
+    segment a multiple of both block sizes, ``q`` the rows at ``q_offset`` of the stored
+    sequence, as :func:`syncopate.kernels.attention_zigzag.attention_zigzag` takes them).
+
+    ``fusable=True`` (the default): the fusable kernels, ``config`` for both (default
+    :func:`default_backward_config`) -- the kernels proven on a GPU.  ``fusable=False``
+    (experimental until ``tests/gpu`` passes on them on a GPU): the fast kernels
+    (:func:`attn_bwd_dkdv_fast_kernel`, :func:`attn_bwd_dq_fast_kernel`) for a contiguous
+    sequence where they can run (:func:`~.attention.fast_path_reason`), ``config`` the dK/dV
+    kernel's and ``dq_config`` the dQ kernel's (default: ``config`` when given, else the
+    per-GPU table's); a zigzag sequence or tensors the fast kernels cannot read take the
+    fusable kernels.
+    """
+    import torch
+    B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
+    _check_like("o", o, q)
+    _check_like("do", do, q)
+    if not isinstance(lse, torch.Tensor) or tuple(lse.shape) != (B, Hq, Sq) \
+            or lse.dtype != torch.float32:
+        raise LaunchError(f"lse must be the forward's fp32 [B, Hq, Sq] = {(B, Hq, Sq)} tensor")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    q, k, v, o, do = (_unit_last(t) for t in (q, k, v, o, do))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    fast = not fusable and not segments and fast_path_reason(q, k, v, do, sm_scale) is None
+    if fast:
+        S = max(Sq, Skv)
+        cfg = fast_config(config, q, D, causal, S, "bwd_dkdv")
+        dq_cfg = fast_config(dq_config if dq_config is not None else config, q, D, causal, S,
+                             "bwd_dq")
+        for c in (cfg, dq_cfg):
+            if c.WARP_SPECIALIZE:
+                raise LaunchError(f"backward config {c.short()}: the backward kernels are not "
+                                  f"warp specialised; drop WARP_SPECIALIZE")
+    else:
+        if dq_config is not None:
+            raise LaunchError("dq_config is for the fast kernels; the fusable backward runs "
+                              "both of its kernels with config")
+        cfg = AttentionConfig.of(config if config is not None else default_backward_config(D),
+                                 D).check(D, fusable=True)
+    seg_len = 1
+    if segments:
+        seg_len = Skv // segments if segments > 0 else 0
+        if not causal or segments < 2 or segments % 2 or Skv % segments \
+                or seg_len % cfg.BLOCK_M or seg_len % cfg.BLOCK_N or q_offset % seg_len \
+                or q_offset + Sq > Skv:
+            raise LaunchError(
+                f"a zigzag backward needs causal=True, an even segments >= 2 dividing Skv "
+                f"({Skv}) into segments that are multiples of BLOCK_M ({cfg.BLOCK_M}) and "
+                f"BLOCK_N ({cfg.BLOCK_N}), and q_offset ({q_offset}) a segment boundary with the "
+                f"queries inside the sequence; got segments={segments}")
+    elif q_offset:
+        raise LaunchError("q_offset is for a zigzag-stored sequence (segments > 0)")
+    if q.numel() == 0:
+        return dq, dk.zero_(), dv.zero_()
+    check_device(q)
+    lse = lse.contiguous()
+    delta = torch.empty_like(lse)
+    attn_bwd_preprocess[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
+        o, do, delta, o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1),
+        do.stride(2), Hq, Sq, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M)
+    qk_scale = float(sm_scale) * LOG2E
+    if fast:
+        if q.device.type == "cuda":
+            ensure_tma_allocator()
+        strides = (*tma_strides(q), *tma_strides(k), *tma_strides(v), *tma_strides(do))
+        sizes = (Hq, Hq // Hkv, Sq, Skv)
+        attn_bwd_dkdv_fast_kernel[(triton.cdiv(Skv, cfg.BLOCK_N), B * Hkv)](
+            q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides,
+            *tma_strides(dk), *tma_strides(dv), *sizes, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
+            BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal), **cfg.options())
+        attn_bwd_dq_fast_kernel[(triton.cdiv(Sq, dq_cfg.BLOCK_M), B * Hq)](
+            q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides, *tma_strides(dq),
+            *sizes, HEAD_DIM=D, BLOCK_M=dq_cfg.BLOCK_M, BLOCK_N=dq_cfg.BLOCK_N,
+            CAUSAL=bool(causal), **dq_cfg.options())
+        return dq, dk, dv
+    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+               v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
+    consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
+                  SEGMENTS=int(segments))
+    sizes = (Hq, Hq // Hkv, Sq, Skv, int(q_offset), seg_len)
+    attn_bwd_dkdv_kernel[(triton.cdiv(Skv, cfg.BLOCK_N), B * Hkv)](
+        q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides,
+        dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0), dv.stride(1), dv.stride(2),
+        *sizes, **consts, **cfg.options())
+    attn_bwd_dq_kernel[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
+        q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides,
+        dq.stride(0), dq.stride(1), dq.stride(2), *sizes, **consts, **cfg.options())
+    return dq, dk, dv
+
+
+__all__ = ["attention_backward", "attn_bwd_dkdv_fast_kernel", "attn_bwd_dkdv_kernel",
+           "attn_bwd_dq_fast_kernel", "attn_bwd_dq_kernel", "attn_bwd_preprocess",
+           "default_backward_config"]

@@ -1,0 +1,63 @@
+"""FusedKernel.launch refuses a call that breaks what the compiled kernel requires (an argument's
+required value, an upper bound), through the one check the emulator calls too
+(``syncopate.abi.check_launch``; the emulator side: tests/test_launch_requirements.py), and
+enqueues nothing; a compliant call still launches.
+
+CPU only: the device side is recorded instead of run (the fixture of test_fused_launch.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from syncopate import abi  # noqa: E402
+from syncopate.errors import LaunchRequirementError  # noqa: E402
+from runtime_fakes import fk_values  # noqa: E402
+from test_fused_launch import _fast_path_fixture  # noqa: E402
+
+
+def _with_requirements(monkeypatch):
+    """The fixture's kernel, whose configuration's ABI requires ``stride_am == 32`` (the
+    schedule tensor's row) and ``M <= 64`` (a mask over its 64 rows)."""
+    from syncopate.runtime import fused as fmod
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
+                     requirements={"stride_am": 32}, upper_bounds={"M": 64}, grid_axes=[0])
+
+    def config(spec_, options):
+        cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32),
+                           flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
+    monkeypatch.setattr(fk, "_config", config)
+    return c, fk, calls
+
+
+@pytest.mark.parametrize("position,value,violation", [
+    (6, 48, ("stride_am", "==", 32, 48)),  # stride_am
+    (3, 65, ("M", "<=", 64, 65)),          # M
+])
+def test_runtime_refuses_a_call_breaking_a_requirement(monkeypatch, position, value, violation):
+    c, fk, calls = _with_requirements(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    vals = fk_values(c, A)
+    assert fk.launch((3,), vals) == 1  # compliant: launched
+    bad = list(vals)
+    bad[position] = value
+    with pytest.raises(LaunchRequirementError) as e:
+        fk.launch((3,), bad)
+    assert [(v.param, v.relation, v.required, v.given) for v in e.value.violations] == \
+        [violation]
+    assert len(calls["launched"]) == 1  # nothing enqueued for the refused call
+    assert fk.launch((3,), vals) == 2   # and the compliant call still runs
+
+
+def test_runtime_refuses_a_grid_along_an_unread_axis(monkeypatch):
+    c, fk, calls = _with_requirements(monkeypatch)
+    A = c.empty((64, 32), torch.bfloat16)
+    with pytest.raises(LaunchRequirementError) as e:
+        fk.launch((3, 2), fk_values(c, A))
+    assert [(v.param, v.given) for v in e.value.violations] == [("grid[1]", 2)]
+    assert calls["launched"] == []

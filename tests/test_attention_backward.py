@@ -1,0 +1,185 @@
+"""The local flash-attention backward (syncopate.kernels.attention_bwd) on a CPU: dQ, dK, dV
+under Triton's interpreter against autograd through fp32 SDPA on the same inputs (GQA, MHA,
+causal, ragged, Sq != Skv, D = 64/128, the zigzag layout per rank shard), its bad-input
+refusals, and the shape the passes need (the dQ kernel's one KV loop; the dK/dV kernel's store
+at the end of a program over one KV block).
+
+Tolerances: the normwise relative error of each gradient within 0.2% for fp16 and 1.5% for
+bf16, the largest elementwise error within 0.5% (fp16) / 3% (bf16) of the gradient's largest
+value (measured: 0.03% / 0.6% normwise, 0.06% / 1.1% largest): P and dS are rounded to the
+input dtype before their dots, as in every flash backward.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+from interp_runner import run_interpreter_worker  # noqa: E402
+from syncopate.errors import LaunchError  # noqa: E402
+from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
+from syncopate.kernels.attention_config import fast_default_config  # noqa: E402
+from test_attention_local import ptxas_spills  # noqa: E402
+
+WORKER = Path(__file__).with_name("attention_interp_worker.py")
+TOL = {"fp16": (0.002, 0.005), "bf16": (0.015, 0.03)}
+SMALL = dict(BLOCK_M=32, BLOCK_N=32)
+
+
+def _case(name, dtype="fp16", B=1, Hq=4, Hkv=2, Sq=96, Skv=80, D=64, causal=False, **kw):
+    c = dict(name=name, dtype=dtype, B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Skv=Skv, D=D, causal=causal,
+             backward=True, seed=len(name) * 7919 + sum(map(ord, name)), config=SMALL)
+    c.update(kw)
+    return c
+
+
+CASES = [
+    # the fast kernels (attn_bwd_dkdv_fast_kernel, attn_bwd_dq_fast_kernel: what
+    # attention_backward runs on a contiguous sequence): ragged both ways, GQA flattened over
+    # the group's heads, the causal diagonal split, different dK/dV and dQ tiles
+    _case("bwd_fp16_gqa_ragged", Sq=100, Skv=70),
+    _case("bwd_fp16_gqa_ragged_causal", Sq=70, Skv=100, causal=True),
+    _case("bwd_fp16_sq_gt_skv_causal", Sq=100, Skv=70, causal=True,
+          config=dict(BLOCK_M=16, BLOCK_N=32), dq_config=dict(BLOCK_M=32, BLOCK_N=16)),
+    _case("bwd_bf16_mha_causal", dtype="bf16", Hkv=4, Sq=96, Skv=96, causal=True),
+    _case("bwd_bf16_b2_gqa4", dtype="bf16", B=2, Hq=4, Hkv=1, Sq=64, Skv=64, sm_scale=0.2),
+    _case("bwd_bf16_d128_causal", dtype="bf16", D=128, Hq=2, Hkv=1, Sq=64, Skv=64, causal=True),
+    _case("bwd_bf16_d128_default_configs", dtype="bf16", D=128, Hq=4, Hkv=2, Sq=160, Skv=160,
+          causal=True, config=None),
+    # the fusable kernels (what the context-parallel backward compiles), and the zigzag layout
+    # (always the fusable kernels)
+    _case("bwd_fusable_fp16_gqa_ragged_causal", Sq=70, Skv=100, causal=True, fusable=True),
+    _case("bwd_fusable_bf16_b2_gqa4", dtype="bf16", B=2, Hq=4, Hkv=1, Sq=64, Skv=64,
+          sm_scale=0.2, fusable=True),
+    _case("bwd_fp16_zigzag_w2", Hq=2, Hkv=1, Sq=128, Skv=128, causal=True, zigzag=dict(W=2),
+          config=dict(BLOCK_M=16, BLOCK_N=16)),
+    _case("bwd_bf16_zigzag_w4", dtype="bf16", Hq=2, Hkv=2, Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16)),
+]
+
+
+@functools.lru_cache(maxsize=None)
+def _results(tmp: str) -> dict:
+    return run_interpreter_worker(WORKER, CASES, tmp, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return _results(str(tmp_path_factory.mktemp("attn_bwd_interp")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_gradients_match_sdpa_autograd(results, case):
+    r = results[case["name"]]
+    assert "error" not in r, r.get("error")
+    fast = not case.get("fusable") and not case.get("zigzag")
+    assert r["path"] == ("fast" if fast else "fusable"), r
+    norm_tol, max_tol = TOL[case["dtype"]]
+    for g in ("dq", "dk", "dv"):
+        assert r[f"{g}_nan"] == 0, f"{g} has NaN: {r}"
+        assert r[f"{g}_rel"] <= norm_tol, f"{g}: normwise error {r[f'{g}_rel']:.3g}: {r}"
+        assert r[f"{g}_max"] <= max_tol, f"{g}: largest error {r[f'{g}_max']:.3g}: {r}"
+
+
+def _inputs(dtype=torch.float16, Sq=32, Skv=32):
+    q = torch.randn(1, 2, Sq, 64, dtype=dtype)
+    k = torch.randn(1, 1, Skv, 64, dtype=dtype)
+    v = torch.randn(1, 1, Skv, 64, dtype=dtype)
+    o = torch.randn(1, 2, Sq, 64, dtype=dtype)
+    lse = torch.randn(1, 2, Sq)
+    return q, k, v, o, lse, torch.randn_like(o)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(o="bad_shape"), "o must be a torch.float16 tensor of shape"),
+    (dict(lse="bad_dtype"), "lse must be the forward's fp32"),
+    (dict(segments=3), "a zigzag backward needs causal=True, an even segments"),
+    (dict(q_offset=16), "q_offset is for a zigzag-stored sequence"),
+])
+def test_bad_input_is_refused(change, match):
+    q, k, v, o, lse, do = _inputs()
+    if change.get("o") == "bad_shape":
+        o = o[:, :1]
+    if change.get("lse") == "bad_dtype":
+        lse = lse.half()
+    kw = {n: change[n] for n in ("segments", "q_offset") if n in change}
+    with pytest.raises(LaunchError, match=match):
+        attention_backward(q, k, v, o, lse, do, causal=True, **kw)
+
+
+def test_cpu_tensors_without_the_interpreter_are_refused():
+    with pytest.raises(LaunchError, match="TRITON_INTERPRET=1"):
+        attention_backward(*_inputs())
+
+
+@functools.lru_cache(maxsize=None)
+def _ttir(kernel_name: str) -> str:
+    from syncopate.kernels import attention_bwd as m
+    fn = getattr(m, kernel_name)
+    tensors = {"Q", "K", "V", "DO", "DQ", "DK", "DV"}
+    sig = {n: ("*bf16" if n in tensors else "*fp32" if n in ("LSE", "DELTA")
+               else "fp32" if "scale" in n else "i32") for n in fn.arg_names}
+    cx = dict(HEAD_DIM=128, BLOCK_M=64, BLOCK_N=64, CAUSAL=True, SEGMENTS=0)
+    sig.update({n: "constexpr" for n in cx})
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ttir"]
+
+
+def test_dq_kernel_has_one_kv_loop_with_the_kv_loads():
+    """The shape the passes fuse, as the forward's: K and V loaded inside one loop whose
+    counter builds their addresses."""
+    ttir = _ttir("attn_bwd_dq_kernel")
+    body = ttir[ttir.index("tt.func public @attn_bwd_dq_kernel"):]
+    head, loop = body.split("scf.for", 1)
+    assert loop.count("scf.for") == 0
+    assert len([l for l in loop.splitlines() if "tt.load" in l]) == 2
+
+
+def test_dkdv_kernel_loads_kv_once_and_stores_at_the_end():
+    ttir = _ttir("attn_bwd_dkdv_kernel")
+    body = ttir[ttir.index("tt.func public @attn_bwd_dkdv_kernel"):]
+    head = body.split("scf.for", 1)[0]
+    tail = body.rsplit("scf.yield", 1)[1]
+    assert len([l for l in head.splitlines() if "tt.load" in l]) == 2   # K and V
+    assert len([l for l in tail.splitlines() if "tt.store" in l]) == 2  # dK and dV
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_fast(kernel_name: str, head_dim: int, causal: bool):
+    from syncopate.kernels import attention_bwd as m
+    fn = getattr(m, kernel_name)
+    config = fast_default_config(head_dim, causal,
+                                 "bwd_dkdv" if "dkdv" in kernel_name else "bwd_dq")
+    tensors = {"Q", "K", "V", "DO", "DQ", "DK", "DV"}
+    sig = {n: ("*bf16" if n in tensors else "*fp32" if n in ("LSE", "DELTA")
+               else "fp32" if "scale" in n else "i32") for n in fn.arg_names}
+    cx = dict(HEAD_DIM=head_dim, BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, CAUSAL=causal)
+    sig.update({n: "constexpr" for n in cx})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
+             if n in tensors or n in ("LSE", "DELTA") or n.startswith("stride_")}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=config.options())
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("kernel", ["attn_bwd_dkdv_fast_kernel", "attn_bwd_dq_fast_kernel"])
+def test_fast_kernels_compile_for_sm90_without_spills_or_branches(kernel, head_dim):
+    """The fast backward's defaults (causal: the heavier masks) on Hopper: wgmma fed by TMA,
+    no register spills, and no ``if`` inside any loop (the fusable kernels' in-loop skip keeps
+    Triton from pipelining their loads)."""
+    k = _compile_fast(kernel, head_dim, True)
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert ptxas_spills(ptx) == 0
+    ttir = k.asm["ttir"]
+    loops = ttir[ttir.index(f"tt.func public @{kernel}"):].split("scf.for")[1:]
+    assert len(loops) == 2, "causal: the unmasked and the diagonal loops"
+    for loop in loops:
+        assert "scf.if" not in loop[:loop.index("scf.yield")]
