@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import triton
+import triton.language as tl
 
 from syncopate.emulate.interpreter import Machine, ModuleCode, ProgramCtx, _c_div, _c_rem
 from syncopate.emulate.memory import Buffer, Ptr, etype_named, round_bf16
@@ -111,3 +113,44 @@ def test_unfused_gemm_matches_numpy(kernel):
     _run(code, [Ptr(x, 0) for x in bufs] + [M, N, K, K, N, N], grid)
     np.testing.assert_allclose(bufs[2].data.reshape(M, N), round_bf16(a @ b), rtol=2 ** -7,
                                atol=1e-2)
+
+
+
+@triton.jit
+def _dot_layouts(a_ptr, at_ptr, b_ptr, bt_ptr, c_ptr, M: tl.constexpr, K: tl.constexpr,
+                 N: tl.constexpr):
+    """``C[i] = A @ B`` from A and B loaded as stored (i = 0) or from ``A^T`` and/or ``B^T``
+    loaded and transposed (strided views: other memory layouts of the same values)."""
+    rm, rk, rn = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    at = tl.trans(tl.load(at_ptr + rk[:, None] * M + rm[None, :]))
+    bt = tl.trans(tl.load(bt_ptr + rn[:, None] * K + rk[None, :]))
+    c = c_ptr + rm[:, None] * N + rn[None, :]
+    tl.store(c, tl.dot(a, b, input_precision="ieee"))
+    tl.store(c + M * N, tl.dot(at, b, input_precision="ieee"))
+    tl.store(c + 2 * M * N, tl.dot(a, bt, input_precision="ieee"))
+    tl.store(c + 3 * M * N, tl.dot(at, bt, input_precision="ieee"))
+
+
+def test_dot_does_not_depend_on_the_operands_memory_layout():
+    """Found by the fuzzer (seed 1809, docs/fuzzing.md): numpy's float32 matmul sums in an order
+    that depends on its operands' memory layout, and a loaded tile's layout follows its offsets
+    (a transposed tile is a strided view), so a fused GEMM whose tiles came out in another
+    layout than the unfused kernel's differed by one bf16 ulp.  The same values in two layouts
+    must give the same bits."""
+    from syncopate.emulate import kernel_ttir
+    M, K, N = 32, 32, 16
+    sig = {n: "*fp32" for n in ("a_ptr", "at_ptr", "b_ptr", "bt_ptr", "c_ptr")}
+    code = ModuleCode(_module(kernel_ttir(_dot_layouts, sig, {"M": M, "K": K, "N": N}))).kernel
+    rng = np.random.default_rng(1809)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    bufs = [Buffer(n, 0, etype_named("f32"), d.reshape(-1).copy()) for n, d in (
+        ("a", a), ("at", a.T.copy()), ("b", b), ("bt", b.T.copy()),
+        ("c", np.zeros(4 * M * N, np.float32)))]
+    _run(code, [Ptr(x, 0) for x in bufs])
+    c = bufs[4].data.reshape(4, M, N)
+    np.testing.assert_allclose(c[0], a @ b, rtol=1e-5, atol=1e-5)
+    for i in (1, 2, 3):
+        assert np.array_equal(c[0], c[i]), i

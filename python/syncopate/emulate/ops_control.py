@@ -36,8 +36,11 @@ def _dot(fc, op, tm):
         if ed.kind == "int":
             env[r] = (np.matmul(x.astype(np.int64), y.astype(np.int64)) + acc).astype(ed.np)
             return
-        x32 = np.asarray(x, dtype=np.float32)
-        y32 = np.asarray(y, dtype=np.float32)
+        # contiguous copies: numpy's float32 matmul sums in an order that depends on the
+        # operands' memory layout, and a loaded tile's layout follows its offsets' (a fused
+        # kernel's differ from the unfused one's), so the same tiles rounded differently
+        x32 = np.ascontiguousarray(x, dtype=np.float32)
+        y32 = np.ascontiguousarray(y, dtype=np.float32)
         if tf32:
             x32, y32 = round_tf32(x32), round_tf32(y32)
         out = np.matmul(x32, y32) + np.asarray(acc, dtype=np.float32)

@@ -3,6 +3,7 @@
     python -m syncopate.fuzz --count 200 --seed 0 [--out DIR] [--time-budget SEC]
     python -m syncopate.fuzz --replay SEED [--out DIR]      # one case, verbose
     python -m syncopate.fuzz --show SEED                     # print the source and schedule
+    python -m syncopate.fuzz --atomic none|local|comm ...    # pin the atomics axis
 
 Seeds ``S, S+1, ..., S+N-1`` are run.  Every failure, invalid and known case is written to
 ``DIR/seed-<SEED>/`` (``kernel.py``, ``schedule.json``, ``case.json``, ``report.txt``) so it can
@@ -22,8 +23,18 @@ from collections import Counter, defaultdict
 from ..cli import run_handler
 from ..cli_args import nonnegative_int, positive_float
 from ..errors import UsageError
+from .atomics import WHERE as ATOMIC_WHERE
 from .gen import STYLE_KEYS, generate
 from .oracle import OUTCOMES, run_case
+
+
+def replay_command(case) -> str:
+    """The command that replays ``case`` (with ``--atomic`` when it was pinned)."""
+    cmd = f"python -m syncopate.fuzz --replay {case.seed}"
+    atomic = case.styles.get("atomic", "none")
+    if generate(case.seed).styles.get("atomic", "none") != atomic:
+        cmd += f" --atomic {atomic}"
+    return cmd
 
 
 def write_case(out: str, case, verdict) -> str:
@@ -36,7 +47,7 @@ def write_case(out: str, case, verdict) -> str:
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump(dict(case.to_json(), outcome=verdict.outcome, kind=verdict.kind,
                        known=verdict.known, detail=verdict.detail,
-                       replay=f"python -m syncopate.fuzz --replay {case.seed}"), f, indent=1,
+                       replay=replay_command(case)), f, indent=1,
                   default=str)
     with open(os.path.join(d, "report.txt"), "w") as f:
         f.write(f"{verdict.line(case)}\n\n{verdict.detail}\n\n{verdict.report}\n")
@@ -47,30 +58,33 @@ def refusal_reason(detail: str) -> str:
     """A refusal message without its location and numbers: what the refusals are about."""
     import re
     text = re.sub(r"^(\w+Error): (/\S+?:\d+:\d+: )?", r"\1: ", detail.splitlines()[0])
-    text = re.sub(r"'[^']*'|\d+|%\w+", "_", text)
+    text = re.sub(r"'[\w.#-]*'|\d+|%\w+", "_", text)
     return text[:90]
 
 
 def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
-             verbose: bool = False, echo=print) -> dict:
+             verbose: bool = False, echo=print, force: dict | None = None) -> dict:
     """Run the cases of ``seeds`` (stopping when ``time_budget`` seconds are spent) and return
-    the summary: counts per outcome, per style value, the seeds of the non-clean cases."""
+    the summary: counts per outcome, per style value, the seeds of the non-clean cases.
+    ``force``: style choices pinned for every case (``generate``'s keywords)."""
     t0 = time.perf_counter()
     counts: Counter = Counter()
     per_style: dict = defaultdict(lambda: defaultdict(Counter))
     notable: dict = defaultdict(list)
     reasons: Counter = Counter()
-    n = 0
+    n = noted = 0
     for seed in seeds:
         if time_budget is not None and time.perf_counter() - t0 > time_budget:
             echo(f"time budget of {time_budget:g} s spent after {n} cases")
             break
-        case = generate(seed)
+        case = generate(seed, **(force or {}))
         v = run_case(case)
         n += 1
         counts[v.outcome] += 1
+        noted += v.outcome == "clean" and v.notes > 0
         for k in STYLE_KEYS:
-            per_style[k][str(case.styles.get(k))][v.outcome] += 1
+            per_style[k][str(case.styles.get(k, "none" if k == "atomic" else "-"))][
+                v.outcome] += 1
         if v.outcome == "refused":
             reasons[refusal_reason(v.detail)] += 1
         if v.outcome in ("failure", "known", "invalid"):
@@ -84,7 +98,7 @@ def run_many(seeds, *, out: str | None = None, time_budget: float | None = None,
             echo(v.line(case))
     seconds = time.perf_counter() - t0
     summary = dict(cases=n, seconds=round(seconds, 1),
-                   counts={o: counts.get(o, 0) for o in OUTCOMES},
+                   counts={o: counts.get(o, 0) for o in OUTCOMES}, clean_with_notes=noted,
                    per_style={k: {val: dict(c) for val, c in sorted(vals.items())}
                               for k, vals in per_style.items()},
                    refusals=dict(reasons.most_common()), notable=dict(notable))
@@ -100,6 +114,8 @@ def format_summary(summary: dict) -> str:
     n = max(1, summary["cases"])
     lines = [f"{summary['cases']} cases in {summary['seconds']} s: " +
              ", ".join(f"{o} {c[o]} ({100 * c[o] / n:.0f}%)" for o in OUTCOMES)]
+    if summary.get("clean_with_notes"):
+        lines.append(f"  clean with float atomic order notes: {summary['clean_with_notes']}")
     for k, vals in summary["per_style"].items():
         parts = [f"{val}: " + "/".join(f"{o[0]}{cnt[o]}" for o in OUTCOMES if cnt.get(o))
                  for val, cnt in vals.items()]
@@ -121,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop after SEC seconds")
     ap.add_argument("--replay", type=nonnegative_int, default=None, metavar="SEED")
     ap.add_argument("--show", type=nonnegative_int, default=None, metavar="SEED")
+    ap.add_argument("--atomic", choices=ATOMIC_WHERE, default=None,
+                    help="pin the atomics axis: none, on a tensor no schedule moves (local), "
+                         "on the communicated tensor (comm)")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per case")
     return ap
@@ -140,15 +159,16 @@ def main(argv=None) -> int:
 def _run(a) -> int:
     if a.out and os.path.exists(a.out) and not os.path.isdir(a.out):
         raise UsageError(f"--out {a.out}: a file is in the way; give a directory")
+    force = {} if a.atomic is None else {"atomic": a.atomic}
     if a.show is not None:
-        case = generate(a.show)
+        case = generate(a.show, **force)
         print(case.source)
         print(f"# {case.style_line}\n# grid {case.grid} operand {case.operand} backend "
               f"{case.backend} comm_programs {case.comm_programs} policies {case.policies}")
         print(case.schedule_json())
         return 0
     if a.replay is not None:
-        case = generate(a.replay)
+        case = generate(a.replay, **force)
         v = run_case(case)
         print(v.line(case))
         if v.outcome != "clean":
@@ -158,7 +178,7 @@ def _run(a) -> int:
             print("written to", write_case(a.out, case, v))
         return 1 if v.outcome == "failure" else 0
     summary = run_many(range(a.seed, a.seed + a.count), out=a.out, time_budget=a.time_budget,
-                       verbose=a.verbose)
+                       verbose=a.verbose, force=force)
     print(json.dumps(summary, indent=1) if a.json else format_summary(summary))
     return 1 if summary["counts"]["failure"] else 0
 

@@ -20,23 +20,28 @@ import numpy as np
 
 from syncopate.schedule import dumps
 from .. import dtypes
+from ..emulate.memory import etype_named, to_etype
 
 __all__ = ["STYLE_KEYS", "Case", "Tensor", "load_kernel"]
 
 #: the style axes reported per outcome by the CLI
 STYLE_KEYS = ("body", "addressing", "tiling", "role", "template", "backend", "world_size",
-              "dtype")
+              "dtype", "atomic", "atomic_op", "atomic_dtype", "atomic_pattern", "atomic_mask")
 
 
 @dataclass
 class Tensor:
-    """A pointer parameter: its shape, element type and whether the kernel reads or writes it."""
+    """A pointer parameter: its shape, element type and whether the kernel reads or writes it
+    (``acc``: updates it with atomics, fuzz/atomics.py)."""
 
     name: str
     shape: tuple[int, ...]
-    dtype: str          # schedule spelling: bf16 / fp32 / int32
-    role: str           # "in" or "out"
+    dtype: str          # schedule spelling: bf16 / fp32 / int32 / uint32 / int64 / ...
+    role: str           # "in", "out" or "acc"
     stride: str | None = None   # the runtime row-stride parameter, if any
+    #: what an output or an atomics' tensor holds before the kernel: None (an output the
+    #: kernel stores: NaN, so a tile it never writes shows), "zeros", "random"
+    init: str | None = None
 
     @property
     def sig(self) -> str:
@@ -62,6 +67,7 @@ class Case:
     policies: tuple[str, ...]
     launches: int = 2
     attrs: dict = field(default_factory=dict)
+    atomic: Any = None                 # fuzz.atomics.AtomicPlan, or None
 
     # ---------------------------------------------------------------- derived
     @property
@@ -80,17 +86,29 @@ class Case:
 
     def inputs(self, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """Full (unsharded) input tensors for one rank: random floats, a row permutation for
-        index tensors."""
+        index tensors; and the starting contents of the tensors atomics update (``init``),
+        already in their element type: small integers (the model stays exact) or floats."""
         rng = rng or np.random.default_rng(self.seed)
         out = {}
         for t in self.tensors:
-            if t.role != "in":
+            if t.role == "in":
+                if t.dtype == "int32":
+                    rows = self.tensors[0].shape[0]
+                    out[t.name] = rng.integers(0, rows, size=t.shape).astype(np.int32)
+                else:
+                    out[t.name] = rng.standard_normal(t.shape).astype(np.float32)
                 continue
-            if t.dtype == "int32":
-                rows = self.tensors[0].shape[0]
-                out[t.name] = rng.integers(0, rows, size=t.shape).astype(np.int32)
+            if t.init is None:
+                continue
+            floating = dtypes.info(t.dtype).kind == "float"
+            if t.init == "zeros":
+                v = np.zeros(t.shape, np.float32 if floating else np.int64)
+            elif floating:
+                v = rng.standard_normal(t.shape).astype(np.float32)
             else:
-                out[t.name] = rng.standard_normal(t.shape).astype(np.float32)
+                lo = 0 if dtypes.info(t.dtype).kind == "uint" else -4
+                v = rng.integers(lo, 5, size=t.shape)
+            out[t.name] = to_etype(v, etype_named(t.dtype))
         return out
 
     def expected(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -116,6 +134,7 @@ class Case:
                     scalars=self.scalars, grid=list(self.grid), operand=self.operand,
                     backend=self.backend, comm_programs=self.comm_programs,
                     policies=list(self.policies), launches=self.launches,
+                    atomic=None if self.atomic is None else dict(vars(self.atomic)),
                     schedule=json.loads(self.schedule_json()))
 
 

@@ -25,7 +25,9 @@ choices from ``random.Random(seed)`` --
   template that fits it (``all_gather`` on rows or columns, split 1-2, pull/push, swizzle/ring;
   ``reduce_scatter`` for outputs; ``ring_pass``, ``all_to_all``, ``all_reduce`` occasionally; a
   small share of deliberate role mismatches that must be refused);
-* world size (2, sometimes 3 or 4), backend (``sm``/``ce``/``nvshmem``), comm programs.
+* world size (2, sometimes 3 or 4), backend (``sm``/``ce``/``nvshmem``), comm programs;
+* atomics (``atomics.py``, from a generator of their own): none mostly, else on a tensor no
+  schedule moves (counters, histograms, split-K) or on the communicated tensor (to be refused).
 
 Shapes are small (rows 64-256, columns 32-128) so a case emulates in about a second.
 
@@ -39,6 +41,9 @@ import random
 from typing import Any
 
 from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatter, ring_pass
+
+from . import atomics
+from .atomics import StorePoint
 from .case import STYLE_KEYS, Case, Tensor, load_kernel
 from .source import KernelSource
 
@@ -209,13 +214,24 @@ def _cdiv(a: int, b: int) -> int:
 def generate(seed: int, **force) -> Case:
     """The case of ``seed``.  ``force`` pins style choices (``body="gemm"``,
     ``addressing="block_ptr"``, ``tiling=...``, ``role=...``, ``template=...``,
-    ``backend=...``, ``world_size=...``, ``dtype=...``); the rest is drawn from the seed."""
+    ``backend=...``, ``world_size=...``, ``dtype=...``, and the atomics axis: ``atomic=``
+    ``"none"``/``"local"``/``"comm"``, ``atomic_op=``, ``atomic_dtype=``, ``atomic_pattern=``,
+    ``atomic_mask=``, see ``atomics.py``); the rest is drawn from the seed."""
     g = _Gen(seed, force)
     s = g.choose()
     dims, tiles = g.shapes(s)
     tensors = g.tensors(s, dims)
     sched, operand = g.schedule(s, tensors)
     cx: dict[str, int] = dict(tiles)
+    # the atomics come from their own generator: a case without them is the one written
+    # before the axis existed
+    plan = atomics.draw(seed, s, dims, cx, tensors, operand, g.force)
+    tensors = atomics.tensors_of(plan, tensors)
+    if plan is not None:
+        s.update(plan.styles)
+    split = plan.split if plan is not None else 1
+    if split > 1:
+        cx["SPLIT_K"] = split
     e = g.src
     body, addr = s["body"], s["addressing"]
     by = {t.name: t for t in tensors}
@@ -236,7 +252,7 @@ def generate(seed: int, **force) -> Case:
     M, N = dims["M"], dims["N"]
     if style == "tensor_desc":
         for t in tensors:
-            if t.role == "in" and t.dtype == "int32":
+            if (t.role == "in" and t.dtype == "int32") or t.role == "acc":
                 continue
             if len(t.shape) == 2:
                 R, C = ("M", "K") if t.name == "a_ptr" else ("K", "N") if t.name == "b_ptr" \
@@ -255,46 +271,60 @@ def generate(seed: int, **force) -> Case:
         pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
         a, b, c = by["a_ptr"], by["b_ptr"], by["c_ptr"]
         e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
+        k0, kstep, kadv = "0", "", "BK"
+        if split > 1:       # split-K: grid axis ks takes every SPLIT_K-th K step
+            e(f"ks = tl.program_id({2 if s['tiling'] == 'grid2d' else 1})")
+            k0, kstep, kadv = "ks", ", SPLIT_K", "BK * SPLIT_K"
         if style == "block_ptr":
-            e(f"a_bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, 1), ({pm} * BM, 0), "
+            kb = "0" if split == 1 else "ks * BK"
+            e(f"a_bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, 1), ({pm} * BM, {kb}), "
               f"(BM, BK), (1, 0))",
-              f"b_bp = tl.make_block_ptr(b_ptr, (K, N), (stride_bk, 1), (0, {pn} * BN), "
+              f"b_bp = tl.make_block_ptr(b_ptr, (K, N), (stride_bk, 1), ({kb}, {pn} * BN), "
               f"(BK, BN), (1, 0))",
-              "for k in range(0, tl.cdiv(K, BK)):")
+              f"for k in range({k0}, tl.cdiv(K, BK){kstep}):")
             e.push()
             e("a_v = tl.load(a_bp, boundary_check=(0, 1), padding_option=\"zero\")",
               "b_v = tl.load(b_bp, boundary_check=(0, 1), padding_option=\"zero\")",
               "acc = tl.dot(a_v, b_v, acc)",
-              "a_bp = tl.advance(a_bp, (0, BK))", "b_bp = tl.advance(b_bp, (BK, 0))")
+              f"a_bp = tl.advance(a_bp, (0, {kadv}))", f"b_bp = tl.advance(b_bp, ({kadv}, 0))")
         else:
-            e("for k in range(0, tl.cdiv(K, BK)):")
+            e(f"for k in range({k0}, tl.cdiv(K, BK){kstep}):")
             e.push()
             av = e.access2(style, a, f"{pm} * BM", "k * BK", "BM", "BK", "M", "K", "load")
             bv = e.access2(style, b, "k * BK", f"{pn} * BN", "BK", "BN", "K", "N", "load")
             e(f"acc = tl.dot({av}, {bv}, acc)")
         e.ind -= 1
-        e.access2(style, c, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store", "acc")
+        if plan is None or not plan.replaces_store:
+            e.access2(style, c, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store",
+                      "acc")
+        atomics.emit(e, plan, StorePoint("2d", "acc", c, pm, f"{pm} * BM", f"{pn} * BN"), by)
     elif body == "rowsum":
         n_n_val = None
         pm, _ = e.tiling(s, "tl.cdiv(M, BM)", None, cx)
         x, y = by["x_ptr"], by["y_ptr"]
         e("acc = tl.zeros((BM,), dtype=tl.float32)")
+        c0, cstep = "0", ""
+        if split > 1:       # split-N: grid axis 1 takes every SPLIT_K-th column tile
+            e("ks = tl.program_id(1)")
+            c0, cstep = "ks", ", SPLIT_K"
         if addr == "gather_vec":
             e("g_r = %s * BM + tl.arange(0, BM)" % pm,
               "src = tl.load(idx_ptr + g_r, mask=g_r < M, other=0)",
-              "for c in range(0, tl.cdiv(N, BN)):")
+              f"for c in range({c0}, tl.cdiv(N, BN){cstep}):")
             e.push()
             e("g_c = c * BN + tl.arange(0, BN)",
               "x_v = tl.load(x_ptr + src[:, None] * stride_xm + g_c[None, :], "
               "mask=(g_r[:, None] < M) & (g_c[None, :] < N), other=0.0)")
             xv = "x_v"
         else:
-            e("for c in range(0, tl.cdiv(N, BN)):")
+            e(f"for c in range({c0}, tl.cdiv(N, BN){cstep}):")
             e.push()
             xv = e.access2(style, x, f"{pm} * BM", "c * BN", "BM", "BN", "M", "N", "load")
         e(f"acc += tl.sum({xv}.to(tl.float32), axis=1)")
         e.ind -= 1
-        e.store1(style, y, f"{pm} * BM", "BM", "M", "acc")
+        if plan is None or not plan.replaces_store:
+            e.store1(style, y, f"{pm} * BM", "BM", "M", "acc")
+        atomics.emit(e, plan, StorePoint("1d", "acc", y, pm, f"{pm} * BM"), by)
     else:
         x, y = by["x_ptr"], by["y_ptr"]
         gather = addr in ("gather", "gather_hint")
@@ -318,8 +348,10 @@ def generate(seed: int, **force) -> Case:
             else:
                 e("x_v = tl.load(x_ptr + src * stride_xm + cols, mask=cols < N, other=0.0)")
             val = _scaled(body, "x_v")
-            e(f"tl.store(y_ptr + {pm} * stride_ym + cols, ({val}).to(y_ptr.dtype.element_ty)"
-              + (")" if addr == "gather_hint" else ", mask=cols < N)"))
+            if plan is None or not plan.replaces_store:
+                e(f"tl.store(y_ptr + {pm} * stride_ym + cols, ({val}).to(y_ptr.dtype."
+                  "element_ty)" + (")" if addr == "gather_hint" else ", mask=cols < N)"))
+            atomics.emit(e, plan, StorePoint("gather", val, y, pm), by)
             n_m_val = M
             cx.pop("BM")
         else:
@@ -336,11 +368,16 @@ def generate(seed: int, **force) -> Case:
                 xv = e.access2(style, x, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N",
                                "load")
             e(f"o_v = {_scaled(body, xv)}")
-            e.access2(style, y, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N", "store",
-                      "o_v", tag="o")
+            if plan is None or not plan.replaces_store:
+                e.access2(style, y, f"{pm} * BM", f"{pn} * BN", "BM", "BN", "M", "N",
+                          "store", "o_v", tag="o")
+            atomics.emit(e, plan, StorePoint("2d", "o_v", y, pm, f"{pm} * BM", f"{pn} * BN"),
+                         by)
     grid = g.grid(s, n_m_val, n_n_val, cx)
     if s["tiling"] == "persistent" and "NUM_PROGS" not in cx:
         cx["NUM_PROGS"] = grid[0]
+    if split > 1:
+        grid = tuple(grid) + (split,)
     names = [t.name for t in tensors] + list(scalars)
     params = ", ".join(names + [f"{k}: tl.constexpr" for k in cx])
     kname = f"fuzz_{seed}"
@@ -348,6 +385,8 @@ def generate(seed: int, **force) -> Case:
               "", "", "@triton.jit", f"def {kname}({params}):",
               f'    """seed {seed}: {" ".join(f"{k}={v}" for k, v in s.items())}"""']
     source = "\n".join(header) + "\n" + e.text() + "\n"
+    if plan is not None:
+        plan.lines = [len(header) + i + 1 for i in plan.body_lines]
     # Triton's JIT adds tt.divisibility=16 to pointers and to ints that are multiples of 16
     idx = {n: i for i, n in enumerate(names)}
     attrs = {(idx[t.name],): [["tt.divisibility", 16]] for t in tensors}
@@ -362,7 +401,7 @@ def generate(seed: int, **force) -> Case:
     return Case(seed=seed, styles=s, source=source, kernel_name=kname, tensors=tensors,
                 scalars=scalars, constexprs=cx, grid=grid, operand=operand, schedule=sched,
                 backend=s["backend"], comm_programs=rng.randint(1, 4), policies=policies,
-                attrs=attrs)
+                attrs=attrs, atomic=plan)
 
 
 def _scaled(body: str, v: str) -> str:

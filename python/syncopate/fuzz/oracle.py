@@ -10,15 +10,23 @@ A case is
   ``ScheduleError``, ``LaunchError``) whose message says what to change.
 * ``clean`` when the fused module (the pass pipeline through ``resolve-chunks``) emulates for W
   ranks, two launches, under every policy of the case, with no race and every output equal to
-  the unfused reference.
-* ``failure`` otherwise: a race, a mismatch, a deadlock, or any exception that is not a
-  syncopate error (the compiler crashed).  ``known`` is a failure that matches a compiler bug
+  the unfused reference -- except elements that float atomic adds wrote, which the emulator
+  compares within its rounding bound and reports as "float atomic order" notes: those notes,
+  on a parameter the case adds floats into atomically, and no other, are clean.
+* ``failure`` otherwise: a race, a mismatch, a deadlock, any other note, or any exception that
+  is not a syncopate error (the compiler crashed).  Atomics (``atomics.py``) add two: an atomic
+  on the communicated tensor must be refused with the compiler's atomic message, pointing at
+  the atomic's line (``atomic-not-refused``, ``atomic-wrong-refusal``) -- another refusal is
+  accepted only when the same kernel without its atomics is refused the same way (the
+  compiler stopped before it reached the atomic); and atomics on a tensor no schedule moves
+  must not make a kernel the compiler fuses without them refused (``atomic-refused``).  ``known`` is a failure that matches a compiler bug
   already recorded in :mod:`syncopate.fuzz.known` (docs/fuzzing.md, an ``xfail(strict=True)``
   test each): counted and shown, never dropped, but it does not fail the run.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -32,7 +40,9 @@ from ..emulate.memory import Buffer, Ptr, etype_of, to_etype
 from ..emulate.modules import local_module
 from ..emulate.reference import program_ids
 from ..errors import EmulationError, LaunchError, SyncopateError
+from . import atomics
 from .case import Case, load_kernel
+from .gen import generate
 from .known import match_known
 
 OUTCOMES = ("clean", "refused", "known", "invalid", "failure")
@@ -55,6 +65,8 @@ class Verdict:
     #: mismatches: the largest |fused - unfused| / (|unfused| + 1) over the outputs no chunk
     #: moves (last launch, every policy and rank); rounding-sized differences say "reordered"
     max_rel: float | None = None
+    #: clean: the emulator's float atomic order notes (differences within the bound)
+    notes: int = 0
 
     def line(self, case: Case) -> str:
         extra = f" [{self.known}]" if self.known else (f" [{self.kind}]" if self.kind else "")
@@ -64,10 +76,11 @@ class Verdict:
 
 
 def _np_args(case: Case, rank_inputs: list[dict]):
-    """The emulator's ``args``: per-rank inputs, zeroed outputs, the scalars."""
+    """The emulator's ``args``: per-rank inputs (and atomics' tensors), zeroed outputs, the
+    scalars."""
     args: dict = {}
     for t in case.tensors:
-        if t.role == "in":
+        if t.name in rank_inputs[0]:
             args[t.name] = PerRank([inp[t.name] for inp in rank_inputs])
         else:
             args[t.name] = np.zeros(t.shape, np.float32)
@@ -78,14 +91,15 @@ def _np_args(case: Case, rank_inputs: list[dict]):
 def run_unfused(ttir: str, case: Case, inputs: dict) -> dict[str, np.ndarray]:
     """Run the unfused kernel's TTIR on one GPU's data with the emulator's interpreter (the
     same one that runs the reference) and return the outputs.  Outputs start as NaN so a
-    tile the kernel never writes shows."""
+    tile the kernel never writes shows (those atomics add into start as ``inputs`` says)."""
     code = ModuleCode(local_module(ttir)).kernel
     types = dict(zip(code.arg_names, code.arg_types))
     bufs = {}
     for t in case.tensors:
         et = etype_of(types[t.name].pointee_type)
-        data = inputs[t.name] if t.role == "in" else np.full(t.shape, np.nan, np.float32)
-        bufs[t.name] = Buffer(t.name, 0, et, to_etype(np.asarray(data).reshape(-1), et))
+        data = inputs[t.name] if t.name in inputs else np.full(t.shape, np.nan, np.float32)
+        # a copy: the kernel's atomics update the buffer, ``inputs`` stays what it started as
+        bufs[t.name] = Buffer(t.name, 0, et, to_etype(np.array(data).reshape(-1), et))
     args = [Ptr(bufs[n], 0) if n in bufs else case.scalars[n] for n in code.arg_names]
     grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
     m = Machine()
@@ -93,14 +107,19 @@ def run_unfused(ttir: str, case: Case, inputs: dict) -> dict[str, np.ndarray]:
         pc = ProgramCtx(m, 0, pid, grid, 1, "compute")
         for _ in program_gen(code, args, pc):
             pass
-    return {t.name: bufs[t.name].data.reshape(t.shape) for t in case.tensors if t.role == "out"}
+    return {t.name: bufs[t.name].data.reshape(t.shape) for t in case.tensors if t.role != "in"}
 
 
 def check_unfused(ttir: str, case: Case) -> str | None:
     """None when the unfused kernel computes what the generator meant, else why not."""
+    plan = case.atomic
+    if plan is not None and plan.pattern == "desc":
+        return None     # a TMA reduction: the emulator does not run it (docs/emulator.md)
     inputs = case.inputs(np.random.default_rng(case.seed))
     got = run_unfused(ttir, case, inputs)
     want = case.expected(inputs)
+    if plan is not None and plan.where == "comm" and plan.pattern != "replace":
+        want = {}   # its atomics change what later programs read or what it stored: it runs
     for name, exp in want.items():
         g = got[name].astype(np.float64)
         tol = 0.05 * (np.abs(exp) + 1.0) * (np.sqrt(case.scalars.get("K", case.scalars["N"]))
@@ -110,6 +129,9 @@ def check_unfused(ttir: str, case: Case) -> str | None:
             i = np.unravel_index(int(np.argmax(bad)), bad.shape)
             return (f"the unfused kernel's {name} differs from numpy at {int(bad.sum())} "
                     f"element(s) (first {tuple(int(x) for x in i)}: {g[i]} vs {exp[i]})")
+    if plan is not None:
+        return atomics.check_unfused(plan, got, inputs,
+                                     "c_ptr" if case.styles["body"] == "gemm" else "y_ptr")
     return None
 
 
@@ -135,10 +157,7 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                     traceback.format_exc())
     ttir = None
     try:
-        module, ttir = fuse_module(kernel, signature=case.signature, constexprs=case.constexprs,
-                                   attrs=case.attrs, schedule=case.schedule,
-                                   operand=case.operand, backend=case.backend,
-                                   comm_programs=case.comm_programs)
+        module, ttir = _fuse(kernel, case)
     except SyncopateError as e:
         refusal = e
         module = None
@@ -165,8 +184,18 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                         "unfused", traceback.format_exc())
         if why:
             return done("invalid", why, "unfused")
+    plan = case.atomic
+    if module is not None and plan is not None and plan.where == "comm":
+        return done("failure", f"an atomic on the communicated tensor {plan.target!r} (line "
+                               f"{plan.lines}) was fused, not refused", "atomic-not-refused")
     if module is None:
         msg = str(refusal)
+        if plan is not None:
+            why = _judge_atomic_refusal(case, msg)
+            if why is not None:
+                return done("failure", f"{why}: {type(refusal).__name__}: {msg}"[:2000],
+                            "atomic-wrong-refusal" if plan.where == "comm" else
+                            "atomic-refused")
         if len(msg) < MIN_MESSAGE:
             return done("failure", f"refusal without a useful message: "
                                    f"{type(refusal).__name__}: {msg!r}", "terse-refusal")
@@ -201,16 +230,81 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                                f"{type(e).__name__}: {e}"[:2000], "crash",
                     traceback.format_exc())
     v.phases["emulate"] = round(time.perf_counter() - t1, 3)
-    if res.ok:
-        return done("clean", f"{len(res.policies)} policies x {res.launches} launches")
-    kinds = sorted({r.kind for r in res.races} | ({"mismatch"} if res.mismatches else set()))
+    odd = unexpected_notes(case, res.notes)
+    v.notes = len(res.notes)
+    if res.ok and not odd:
+        return done("clean", f"{len(res.policies)} policies x {res.launches} launches"
+                    + (f", {len(res.notes)} float atomic order note(s)" if res.notes else ""),
+                    report=res.summary(5) if res.notes else "")
+    kinds = sorted({r.kind for r in res.races} | ({"mismatch"} if res.mismatches else set())
+                   | ({"unexpected-note"} if odd else set()))
     if res.mismatches:
         v.max_rel = _max_rel(emu, res, case)
-    done("failure", res.summary(limit=3).splitlines()[0], ",".join(kinds), res.summary(20))
+    done("failure", (res.summary(limit=3).splitlines()[0] if not res.ok else
+                     f"a note the case cannot explain: {odd[0]}"), ",".join(kinds),
+         res.summary(20))
     k = match_known(case, v)
     if k is not None:
         v.outcome, v.known = "known", k
     return v
+
+
+def _fuse(kernel, case: Case):
+    return fuse_module(kernel, signature=case.signature, constexprs=case.constexprs,
+                       attrs=case.attrs, schedule=case.schedule, operand=case.operand,
+                       backend=case.backend, comm_programs=case.comm_programs)
+
+
+#: the compiler's refusal of an atomic on a communicated tensor (passes/check_accesses.py
+#: ``_refuse_rmw``): ``FILE:LINE:COL: this tt.<op> (...) updates 'PARAM' in place``
+_ATOMIC_REFUSAL = re.compile(r"\.py:(\d+):\d+: this tt\.(atomic_rmw|atomic_cas|descriptor_reduce) "
+                             r"\(.*?\) updates '(\w+)' in place")
+
+
+def names_atomic(case: Case, msg: str) -> bool:
+    """Whether ``msg`` is the compiler's atomic refusal for one of the case's atomics on the
+    communicated tensor: the op at one of their source lines, updating that parameter."""
+    m = _ATOMIC_REFUSAL.search(msg)
+    plan = case.atomic
+    return bool(m) and int(m.group(1)) in plan.lines and m.group(3) == plan.target
+
+
+def _normalised(msg: str) -> str:
+    """A refusal without its source locations (the kernels' files and lines differ)."""
+    return re.sub(r"\S+\.py:\d+(:\d+)?:?", "<loc>", msg)
+
+
+def _judge_atomic_refusal(case: Case, msg: str) -> str | None:
+    """Why a refusal of an atomics case is wrong (None: it is right).  On the communicated
+    tensor: the atomic message, or the refusal the kernel without atomics gets (the compiler
+    stopped before the atomic).  On another tensor: only a refusal the kernel without atomics
+    gets too."""
+    plan = case.atomic
+    if plan.where == "comm" and names_atomic(case, msg):
+        return None
+    base = generate(case.seed, atomic="none")
+    try:
+        _fuse(load_kernel(base), base)
+    except SyncopateError as e:
+        if plan.where == "local" or _normalised(str(e)) == _normalised(msg):
+            return None
+        return ("refused for another reason than the atomic on the communicated tensor "
+                f"(lines {plan.lines}), and not the way the kernel without it is")
+    if plan.where == "local":
+        return (f"a kernel the compiler fuses is refused once it updates {plan.target!r} (no "
+                f"schedule moves it) with atomics")
+    return (f"the atomic on the communicated tensor {plan.target!r} (lines {plan.lines}) is "
+            f"refused without the compiler's atomic message")
+
+
+def unexpected_notes(case: Case, notes: list[str]) -> list[str]:
+    """The emulator's notes the case does not explain: every note must be a float atomic
+    order note on the parameter the case adds floats into atomically (``AtomicPlan.
+    fadd_param``); a case without float atomic adds has none."""
+    param = case.atomic.fadd_param if case.atomic is not None else None
+    ok = re.compile(rf"float atomic order: rank \d+, launch \d+, {re.escape(param)}: ") \
+        if param else None
+    return [n for n in notes if ok is None or not ok.match(n)]
 
 
 def _max_rel(emu, res, case: Case) -> float | None:
@@ -219,7 +313,7 @@ def _max_rel(emu, res, case: Case) -> float | None:
         ref = emu.reference(res.launches, case.seed)
         for r, bufs in ranks.items():
             for t in case.tensors:
-                if t.role != "out" or t.name in emu.operands:
+                if t.role == "in" or t.name in emu.operands:
                     continue
                 a = bufs[t.name].astype(np.float64)
                 b = ref[r][t.name].astype(np.float64)
