@@ -42,7 +42,7 @@ from .parsing import (
     _FALSE,
     _SEGMENTS,
     _addr_space,
-    _enum_prop,
+    view,
     _parse_attr_dict,
     _parse_cache_evict,
     _print_cache_evict,
@@ -94,21 +94,10 @@ class LoadOp(TTOp):
                                    [other] if other is not None else []],
                          result_types=[result_type], properties=props)
 
-    @property
-    def cache_modifier(self) -> CacheModifier:
-        return CacheModifier(self.cache.value.data)
-
-    @property
-    def eviction_policy(self) -> EvictionPolicy:
-        return EvictionPolicy(self.evict.value.data)
-
-    @property
-    def padding_option(self) -> PaddingOption | None:
-        return _enum_prop(self, "padding", PaddingOption)
-
-    @property
-    def volatile(self) -> bool:
-        return bool(self.is_volatile.value.data)
+    cache_modifier = view("cache", CacheModifier)
+    eviction_policy = view("evict", EvictionPolicy)
+    padding_option = view("padding", PaddingOption)
+    volatile = view("is_volatile", bool)
 
     # Hand-written: the mask and other types are derived from the pointer type (i1 of its
     # shape, its pointee), which xDSL's format can only infer through equal-type variables.
@@ -178,13 +167,8 @@ class StoreOp(TTOp):
         }
         super().__init__(operands=[ptr, value, [mask] if mask is not None else []], properties=props)
 
-    @property
-    def cache_modifier(self) -> CacheModifier:
-        return CacheModifier(self.cache.value.data)
-
-    @property
-    def eviction_policy(self) -> EvictionPolicy:
-        return EvictionPolicy(self.evict.value.data)
+    cache_modifier = view("cache", CacheModifier)
+    eviction_policy = view("evict", EvictionPolicy)
 
     # Hand-written: the value and mask types are derived from the pointer type (see LoadOp).
     @classmethod
@@ -252,17 +236,9 @@ class AtomicRMWOp(TTOp):
                         "sem": MemSemantic.coerce(sem).attr(),
                         "scope": MemSyncScope.coerce(scope).attr()})
 
-    @property
-    def rmw_op(self) -> RMWOp:
-        return RMWOp(self.atomic_rmw_op.value.data)
-
-    @property
-    def mem_semantic(self) -> MemSemantic:
-        return MemSemantic(self.sem.value.data)
-
-    @property
-    def mem_scope(self) -> MemSyncScope:
-        return MemSyncScope(self.scope.value.data)
+    rmw_op = view("atomic_rmw_op", RMWOp)
+    mem_semantic = view("sem", MemSemantic)
+    mem_scope = view("scope", MemSyncScope)
 
     def verify_(self):
         if self.ptr.type != pointer_type_like(self.val.type, _addr_space(self.ptr.type)):
@@ -296,13 +272,8 @@ class AtomicCASOp(TTOp):
                          properties={"sem": MemSemantic.coerce(sem).attr(),
                                      "scope": MemSyncScope.coerce(scope).attr()})
 
-    @property
-    def mem_semantic(self) -> MemSemantic:
-        return MemSemantic(self.sem.value.data)
-
-    @property
-    def mem_scope(self) -> MemSyncScope:
-        return MemSyncScope(self.scope.value.data)
+    mem_semantic = view("sem", MemSemantic)
+    mem_scope = view("scope", MemSyncScope)
 
     def verify_(self):
         if self.cmp.type != self.val.type or self.result.type != self.val.type:
