@@ -185,10 +185,6 @@ class FuncOp(TTOp):
     def args(self) -> tuple:
         return self.entry_block.args
 
-    @property
-    def is_declaration(self) -> bool:
-        return not self.body.blocks
-
     def get_arg_attrs(self, index: int) -> dict[str, Attribute]:
         if self.arg_attrs is None:
             return {}

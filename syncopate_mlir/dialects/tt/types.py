@@ -117,10 +117,6 @@ class PointerType(ParametrizedAttribute, TypeAttribute):
         parser.parse_punctuation(">")
         return (pointee, IntAttr(space))
 
-    @property
-    def is_block_pointer(self) -> bool:
-        return isinstance(self.pointee_type, TensorType)
-
 
 @irdl_attr_definition
 class TensorDescType(ParametrizedAttribute, TypeAttribute):
