@@ -81,13 +81,16 @@ class Evaluator:
         self.memo: dict[int, object] = {}
 
     # integers -----------------------------------------------------------------------------
-    def value(self, v: SSAValue) -> Poly:
+    def _memo(self, v: SSAValue, evaluate):
         if v in self.overrides:
             return self.overrides[v]
         key = id(v)
         if key not in self.memo:
-            self.memo[key] = self._value(v)
+            self.memo[key] = evaluate(v)
         return self.memo[key]
+
+    def value(self, v: SSAValue) -> Poly:
+        return self._memo(v, self._value)
 
     def _value(self, v: SSAValue) -> Poly:
         c = const_int(v)
@@ -129,12 +132,7 @@ class Evaluator:
 
     # pointers -----------------------------------------------------------------------------
     def pointer(self, v: SSAValue) -> PtrVal:
-        if v in self.overrides:
-            return self.overrides[v]
-        key = id(v)
-        if key not in self.memo:
-            self.memo[key] = self._pointer(v)
-        return self.memo[key]
+        return self._memo(v, self._pointer)
 
     def _pointer(self, v: SSAValue) -> PtrVal:
         if isinstance(v, BlockArgument):

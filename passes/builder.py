@@ -85,6 +85,13 @@ def _position(op: Operation | None) -> tuple:
     return tuple(path)
 
 
+def _binary(op_cls: type[Operation]):
+    """A :class:`Builder` method inserting the binary ``op_cls`` of ``a`` and ``b``."""
+    def build(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(op_cls(a, b)).result
+    return build
+
+
 class Builder:
     """Inserts new ops before ``anchor`` (or at the end of ``block`` when no anchor).
 
@@ -132,35 +139,9 @@ class Builder:
     def bool(self, value: bool) -> SSAValue:
         return self.insert(arith.ConstantOp(IntegerAttr(1 if value else 0, i1))).result
 
-    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.AddiOp(a, b)).result
-
-    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.SubiOp(a, b)).result
-
-    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.MuliOp(a, b)).result
-
-    def divsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.DivSIOp(a, b)).result
-
-    def remsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.RemSIOp(a, b)).result
-
-    def minsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.MinSIOp(a, b)).result
-
-    def maxsi(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.MaxSIOp(a, b)).result
-
-    def andi(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.AndIOp(a, b)).result
-
-    def ori(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.OrIOp(a, b)).result
-
-    def xori(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.XOrIOp(a, b)).result
+    add, sub, mul = _binary(arith.AddiOp), _binary(arith.SubiOp), _binary(arith.MuliOp)
+    divsi, minsi, maxsi = _binary(arith.DivSIOp), _binary(arith.MinSIOp), _binary(arith.MaxSIOp)
+    andi, ori = _binary(arith.AndIOp), _binary(arith.OrIOp)
 
     def cmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
         # the mirror's arith.cmpi (the one the context loads): xDSL's own class only allows an
@@ -267,8 +248,7 @@ class Builder:
         inner = Builder(None, body, location=self.effective_location())
         return loop, inner, body.args[0], list(body.args[1:])
 
-    def if_(self, cond: SSAValue, result_types: Sequence[Attribute] = (),
-            with_else: bool | None = None) -> scf.IfOp:
+    def if_(self, cond: SSAValue, result_types: Sequence[Attribute] = ()) -> scf.IfOp:
         """An ``scf.if`` with empty then (and else) blocks, each ending in ``scf.yield``
         when it has results (the caller fills them with :meth:`at_start`)."""
         then_block = Block()

@@ -26,7 +26,6 @@ from xdsl.passes import ModulePass
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import schedule_of
 
-from .lower_sm import _check_lowered
 from .lowering import Lowering
 
 
@@ -39,5 +38,4 @@ class LowerCe(ModulePass):
         if any(o.name == "syncopate.comm" for o in op.walk()):
             raise CompileError("the ce backend has no comm programs: do not run partition-sms "
                                "before lower-ce")
-        Lowering(op).lower_common()
-        _check_lowered(op)
+        Lowering(op).lower()

@@ -27,7 +27,7 @@ from syncopate import chunk_table as ct
 from syncopate_mlir.dialects import tt
 
 from .builder import Builder
-from .lower_sm import CommLowering, _check_lowered
+from .lower_sm import CommLowering
 from .lowering import addptr
 
 NVSHMEM_SIGNAL_SET = 0
@@ -107,7 +107,4 @@ class LowerNvshmem(ModulePass):
     name: ClassVar[str] = "lower-nvshmem"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        low = NvshmemLowering(op)
-        low.lower_comm()
-        low.lower_common()
-        _check_lowered(op)
+        NvshmemLowering(op).lower()

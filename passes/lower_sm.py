@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, TensorType, i32, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, TensorType, f32, i32, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
@@ -68,6 +68,10 @@ class CommLowering(TableTransfers, Lowering):
         self.withheld = frozenset(request_of(module).withhold)
         self.operands = operands_of(module)
         self.table_mode = lowering_of(module) == "table"
+
+    def lower(self) -> None:
+        self.lower_comm()
+        super().lower()
 
     def lower_comm(self) -> None:
         """The comm programs' steps, then the comm body in place of its region op."""
@@ -311,16 +315,15 @@ class CommLowering(TableTransfers, Lowering):
 
     def _add(self, b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
         ety = x.type.element_type
-        shape = list(x.type.get_shape())
         if isinstance(ety, IntegerType):
             return b.add(x, y)
-        f32t = TensorType(__import__("xdsl.dialects.builtin", fromlist=["f32"]).f32, shape)
-        if ety != f32t.element_type:
-            xf = b.insert(arith.ExtFOp(x, f32t)).result
-            yf = b.insert(arith.ExtFOp(y, f32t)).result
-            s = b.insert(arith.AddfOp(xf, yf)).result
-            return b.insert(arith.TruncFOp(s, x.type)).result
-        return b.insert(arith.AddfOp(x, y)).result
+        if ety == f32:
+            return b.insert(arith.AddfOp(x, y)).result
+        f32t = TensorType(f32, x.type.get_shape())
+        xf = b.insert(arith.ExtFOp(x, f32t)).result
+        yf = b.insert(arith.ExtFOp(y, f32t)).result
+        s = b.insert(arith.AddfOp(xf, yf)).result
+        return b.insert(arith.TruncFOp(s, x.type)).result
 
 
 @dataclass(frozen=True)
@@ -328,13 +331,4 @@ class LowerSm(ModulePass):
     name: ClassVar[str] = "lower-sm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        low = CommLowering(op)
-        low.lower_comm()
-        low.lower_common()
-        _check_lowered(op)
-
-
-def _check_lowered(op: ModuleOp) -> None:
-    left = sorted({o.name for o in op.walk() if o.name.startswith("syncopate.")})
-    if left:
-        raise CompileError(f"internal: syncopate ops left after lowering: {', '.join(left)}")
+        CommLowering(op).lower()

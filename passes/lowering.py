@@ -36,6 +36,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
+from syncopate.errors import CompileError
 from syncopate.ptx import spin_asm
 from syncopate_mlir.dialects import tt
 from syncopate_mlir.dialects.syncopate import (
@@ -143,6 +144,13 @@ class Lowering:
         has_schedule = ATTR_SCHEDULE in module.attributes
         self.world_size = schedule_of(module).world_size if has_schedule else 1
         self.table_mode = has_schedule and lowering_of(module) == "table"
+
+    def lower(self) -> None:
+        """Lower every ``syncopate`` op of the module (the backend's pass); one left is a bug."""
+        self.lower_common()
+        left = sorted({o.name for o in self.module.walk() if o.name.startswith("syncopate.")})
+        if left:
+            raise CompileError(f"internal: syncopate ops left after lowering: {', '.join(left)}")
 
     # -------------------------------------------------------------------------- per op kind
     def lower_common(self) -> None:

@@ -32,9 +32,6 @@ from .pipeline import run_pipeline
 STAGE_NAME = "syncopate"
 REQUEST_ATTR = "syncopate_request"
 
-_installed_hook = None
-
-
 def _stage(mod, metadata):
     request = getattr(mod, REQUEST_ATTR, None)
     if request is None:
@@ -92,14 +89,11 @@ class _Hook:
 
 def install() -> None:
     """Install the stage hook (idempotent; chains any hook installed before)."""
-    global _installed_hook
     import triton
 
-    current = triton.knobs.runtime.add_stages_inspection_hook
-    if isinstance(current, _Hook):
-        return
-    _installed_hook = _Hook(current)
-    triton.knobs.runtime.add_stages_inspection_hook = _installed_hook
+    runtime = triton.knobs.runtime
+    if not isinstance(runtime.add_stages_inspection_hook, _Hook):
+        runtime.add_stages_inspection_hook = _Hook(runtime.add_stages_inspection_hook)
 
 
 def installed() -> bool:
@@ -110,10 +104,8 @@ def installed() -> bool:
 
 def uninstall() -> None:
     """Remove our hook, restoring the one it chained."""
-    global _installed_hook
     import triton
 
-    current = triton.knobs.runtime.add_stages_inspection_hook
-    if isinstance(current, _Hook):
-        triton.knobs.runtime.add_stages_inspection_hook = current.previous
-    _installed_hook = None
+    runtime = triton.knobs.runtime
+    if isinstance(runtime.add_stages_inspection_hook, _Hook):
+        runtime.add_stages_inspection_hook = runtime.add_stages_inspection_hook.previous

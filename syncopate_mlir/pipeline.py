@@ -140,9 +140,12 @@ class Fuse(ModulePass):
 OPT_PASSES = {**REGISTRY, Fuse.name: Fuse}
 
 
-def attach_request(module: ModuleOp, request: FuseRequest) -> None:
+def _parsed(ttir_text: str, ctx: Context, request: FuseRequest) -> ModuleOp:
+    """The kernel's TTIR as an xDSL module carrying the request's schedule and options."""
+    module = ttir_to_xdsl(ttir_text, ctx)
     module.attributes[ATTR_SCHEDULE] = ScheduleAttr(request.schedule)
     module.attributes[ATTR_REQUEST] = RequestAttr(request.module_request())
+    return module
 
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
@@ -151,9 +154,8 @@ def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     ctx = make_context()
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-    module = ttir_to_xdsl(ttir_text, ctx)
+    module = _parsed(ttir_text, ctx, request)
     times["parse"] = (time.perf_counter() - t0) * 1e3
-    attach_request(module, request)
     ir_after: dict[str, str] = {}
     keep = request.keep_ir or settings.DUMP_IR.get() is not None
 
@@ -183,7 +185,6 @@ def run_pipeline_until(ttir_text: str, request: FuseRequest, until: str = "resol
     turns flags into inline PTX."""
     pipeline = fuse_pipeline(request.backend, request.reduce, until=until)
     ctx = make_context()
-    module = ttir_to_xdsl(ttir_text, ctx)
-    attach_request(module, request)
+    module = _parsed(ttir_text, ctx, request)
     pipeline.apply(ctx, module)
     return module, ctx

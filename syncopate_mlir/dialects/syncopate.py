@@ -106,6 +106,15 @@ class _RegionOp(IRDLOperation):
     tensor = prop_def(StringAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = ("$flags `,` $epoch `,` $rank `[` $lo `]` `to` `[` $hi `]` attr-dict "
+                       "`:` type($flags)")
+
+    def __init__(self, flags: SSAValue, epoch: SSAValue, rank: SSAValue, lo: Sequence[SSAValue],
+                 hi: Sequence[SSAValue], tensor: str):
+        # wait_region's one result, its i32 token; signal_region has none
+        super().__init__(operands=[flags, epoch, rank, list(lo), list(hi)],
+                         result_types=[I32] * len(self.get_irdl_definition().results),
+                         properties={"tensor": StringAttr(tensor)})
 
     def verify_(self) -> None:
         if len(self.lo) != len(self.hi) or not self.lo:
@@ -123,14 +132,6 @@ class WaitRegionOp(_RegionOp):
     name = "syncopate.wait_region"
     token = result_def(I32)
 
-    assembly_format = ("$flags `,` $epoch `,` $rank `[` $lo `]` `to` `[` $hi `]` attr-dict "
-                       "`:` type($flags)")
-
-    def __init__(self, flags: SSAValue, epoch: SSAValue, rank: SSAValue, lo: Sequence[SSAValue],
-                 hi: Sequence[SSAValue], tensor: str):
-        super().__init__(operands=[flags, epoch, rank, list(lo), list(hi)], result_types=[I32],
-                         properties={"tensor": StringAttr(tensor)})
-
 
 @irdl_op_definition
 class SignalRegionOp(_RegionOp):
@@ -138,14 +139,6 @@ class SignalRegionOp(_RegionOp):
     completion for every chunk leaving this rank that intersects the box."""
 
     name = "syncopate.signal_region"
-
-    assembly_format = ("$flags `,` $epoch `,` $rank `[` $lo `]` `to` `[` $hi `]` attr-dict "
-                       "`:` type($flags)")
-
-    def __init__(self, flags: SSAValue, epoch: SSAValue, rank: SSAValue, lo: Sequence[SSAValue],
-                 hi: Sequence[SSAValue], tensor: str):
-        super().__init__(operands=[flags, epoch, rank, list(lo), list(hi)],
-                         properties={"tensor": StringAttr(tensor)})
 
 
 @irdl_op_definition

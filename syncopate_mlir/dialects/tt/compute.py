@@ -48,7 +48,7 @@ from .types import (
 from .parsing import (
     PureIfPureProperty,
     TTOp,
-    _enum_prop,
+    view,
     _parse_attr_dict,
     _print_operands,
     _value,
@@ -75,9 +75,7 @@ class FpToFpOp(TTOp):
             props["rounding"] = RoundingMode.coerce(rounding).attr()
         super().__init__(operands=[src], result_types=[result_type], properties=props)
 
-    @property
-    def rounding_mode(self) -> RoundingMode | None:
-        return _enum_prop(self, "rounding", RoundingMode)
+    rounding_mode = view("rounding", RoundingMode)
 
 
 class _SameTypeOp(TTOp):
@@ -149,9 +147,7 @@ class ClampFOp(TTOp):
         super().__init__(operands=[x, min, max], result_types=[x.type],
                          properties={"propagateNan": PropagateNan.coerce(propagate_nan).attr()})
 
-    @property
-    def propagate_nan(self) -> PropagateNan:
-        return PropagateNan(self.propagateNan.value.data)
+    propagate_nan = view("propagateNan", PropagateNan)
 
 
 @tt_op_definition
@@ -178,9 +174,7 @@ class DotOp(TTOp):
                          properties={"inputPrecision": InputPrecision.coerce(input_precision).attr(),
                                      "maxNumImpreciseAcc": _i32(max_num_imprecise_acc)})
 
-    @property
-    def precision(self) -> InputPrecision:
-        return InputPrecision(self.input_precision.value.data)
+    precision = view("input_precision", InputPrecision)
 
     def verify_(self):
         sa, sb, sc = shape_of(self.a.type), shape_of(self.b.type), shape_of(self.c.type)
@@ -251,9 +245,7 @@ class ExternElementwiseOp(TTOp):
                          properties={"libname": StringAttr(libname), "libpath": StringAttr(libpath),
                                      "symbol": StringAttr(symbol), "pure": _bool(pure)})
 
-    @property
-    def is_pure(self) -> bool:
-        return bool(self.pure.value.data)
+    is_pure = view("pure", bool)
 
 
 @tt_op_definition
@@ -281,9 +273,7 @@ class ElementwiseInlineAsmOp(TTOp):
                                      "constraints": StringAttr(constraints),
                                      "pure": _bool(pure), "packed_element": _i32(packed_element)})
 
-    @property
-    def is_pure(self) -> bool:
-        return bool(self.pure.value.data)
+    is_pure = view("pure", bool)
 
 
 @irdl_op_definition

@@ -45,6 +45,7 @@ from xdsl.utils.exceptions import VerifyException
 from .formats import enums, tt_op_definition
 from .types import ProgramIDDim, _bool
 from .parsing import (
+    view,
     TTOp,
     _ReturnLikeOp,
     _value,
@@ -60,13 +61,8 @@ class _ProgramDimOp(TTOp):
     def __init__(self, axis: int | ProgramIDDim | str = 0):
         super().__init__(result_types=[i32], properties={"axis": ProgramIDDim.coerce(axis).attr()})
 
-    @property
-    def axis_dim(self) -> ProgramIDDim:
-        return ProgramIDDim(self.axis.value.data)
-
-    @property
-    def axis_int(self) -> int:
-        return int(self.axis.value.data)
+    axis_dim = view("axis", ProgramIDDim)
+    axis_int = view("axis", int)
 
     def verify_(self):
         if self.axis.value.data not in (0, 1, 2) or self.result.type != i32:
@@ -188,10 +184,6 @@ class FuncOp(TTOp):
     @property
     def args(self) -> tuple:
         return self.entry_block.args
-
-    @property
-    def is_declaration(self) -> bool:
-        return not self.body.blocks
 
     def get_arg_attrs(self, index: int) -> dict[str, Attribute]:
         if self.arg_attrs is None:

@@ -26,6 +26,7 @@ from .types import (
     element_type,
 )
 from .parsing import (
+    view,
     TTOp,
     _CACHE_NONE,
     _EVICT_NORMAL,
@@ -60,9 +61,7 @@ class MakeTensorDescOp(TTOp):
         super().__init__(operands=[base, list(shape), list(strides)], result_types=[TensorDescType(block)],
                          properties={"padding": PaddingOption.coerce(padding).attr()})
 
-    @property
-    def padding_option(self) -> PaddingOption:
-        return PaddingOption(self.padding.value.data)
+    padding_option = view("padding", PaddingOption)
 
 
 @tt_op_definition
@@ -91,13 +90,8 @@ class DescriptorLoadOp(TTOp):
                          properties={"cache": CacheModifier.coerce(cache).attr(),
                                      "evict": EvictionPolicy.coerce(evict).attr()})
 
-    @property
-    def cache_modifier(self) -> CacheModifier:
-        return CacheModifier(self.cache.value.data)
-
-    @property
-    def eviction_policy(self) -> EvictionPolicy:
-        return EvictionPolicy(self.evict.value.data)
+    cache_modifier = view("cache", CacheModifier)
+    eviction_policy = view("evict", EvictionPolicy)
 
 
 @tt_op_definition
@@ -133,9 +127,7 @@ class DescriptorReduceOp(TTOp):
         super().__init__(operands=[desc, src, list(indices)],
                          properties={"kind": DescriptorReduceKind.coerce(kind).attr()})
 
-    @property
-    def reduce_kind(self) -> DescriptorReduceKind:
-        return DescriptorReduceKind(self.kind.value.data)
+    reduce_kind = view("kind", DescriptorReduceKind)
 
 
 @tt_op_definition

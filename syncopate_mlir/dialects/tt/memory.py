@@ -42,7 +42,7 @@ from .parsing import (
     _FALSE,
     _SEGMENTS,
     _addr_space,
-    _enum_prop,
+    view,
     _parse_attr_dict,
     _parse_cache_evict,
     _print_cache_evict,
@@ -52,8 +52,37 @@ from .parsing import (
 )
 
 
+class _PtrAccessOp(TTOp):
+    """``tt.load`` and ``tt.store``: operands, ``cacheModifier`` / ``evictionPolicy`` keywords,
+    the other properties, then only the pointer type (the other types derive from it)."""
+
+    def print(self, printer: Printer):
+        printer.print_string(" ")
+        _print_operands(printer, self.operands)
+        _print_cache_evict(printer, self)
+        self._print_dict(printer, ("cache", "evict"))
+        printer.print_string(" : ")
+        printer.print_attribute(self.ptr.type)
+
+    @classmethod
+    def _parse_tail(cls, parser: Parser) -> tuple[dict, dict, Attribute]:
+        """The properties, the discardable attributes and the pointer type after the operands."""
+        props: dict = {}
+        _parse_cache_evict(parser, props)
+        p2, attrs = _parse_attr_dict(parser, cls)
+        props.update(p2)
+        parser.parse_punctuation(":")
+        return props, attrs, parser.parse_type()
+
+
+def _access_props(boundary_check: Sequence[int], cache, evict) -> dict[str, Attribute]:
+    return {"boundaryCheck": DenseArrayBase.from_list(i32, list(boundary_check)),
+            "cache": CacheModifier.coerce(cache).attr(),
+            "evict": EvictionPolicy.coerce(evict).attr()}
+
+
 @irdl_op_definition
-class LoadOp(TTOp):
+class LoadOp(_PtrAccessOp):
     """``tt.load``: load from a pointer, a tensor of pointers, or a block pointer.
 
     Operands: ``ptr``, optional ``mask`` and ``other``.  Properties (ODS names):
@@ -82,33 +111,18 @@ class LoadOp(TTOp):
         ptr = _value(ptr)
         if result_type is None:
             result_type = pointee_type(ptr.type)
-        props = {
-            "boundaryCheck": DenseArrayBase.from_list(i32, list(boundary_check)),
-            "cache": CacheModifier.coerce(cache).attr(),
-            "evict": EvictionPolicy.coerce(evict).attr(),
-            "isVolatile": BoolAttr(bool(is_volatile), i1),
-        }
+        props = {**_access_props(boundary_check, cache, evict),
+                 "isVolatile": BoolAttr(bool(is_volatile), i1)}
         if padding is not None:
             props["padding"] = PaddingOption.coerce(padding).attr()
         super().__init__(operands=[ptr, [mask] if mask is not None else [],
                                    [other] if other is not None else []],
                          result_types=[result_type], properties=props)
 
-    @property
-    def cache_modifier(self) -> CacheModifier:
-        return CacheModifier(self.cache.value.data)
-
-    @property
-    def eviction_policy(self) -> EvictionPolicy:
-        return EvictionPolicy(self.evict.value.data)
-
-    @property
-    def padding_option(self) -> PaddingOption | None:
-        return _enum_prop(self, "padding", PaddingOption)
-
-    @property
-    def volatile(self) -> bool:
-        return bool(self.is_volatile.value.data)
+    cache_modifier = view("cache", CacheModifier)
+    eviction_policy = view("evict", EvictionPolicy)
+    padding_option = view("padding", PaddingOption)
+    volatile = view("is_volatile", bool)
 
     # Hand-written: the mask and other types are derived from the pointer type (i1 of its
     # shape, its pointee), which xDSL's format can only infer through equal-type variables.
@@ -120,26 +134,13 @@ class LoadOp(TTOp):
             rest.append(parser.parse_unresolved_operand())
         if len(rest) > 2:
             parser.raise_error("tt.load takes at most a mask and an other value")
-        props: dict = {}
-        _parse_cache_evict(parser, props)
-        p2, attrs = _parse_attr_dict(parser, cls)
-        props.update(p2)
-        parser.parse_punctuation(":")
-        pt = parser.parse_type()
+        props, attrs, pt = cls._parse_tail(parser)
         val_t = pointee_type(pt)
         types = [pt, i1_like(val_t), val_t][: 1 + len(rest)]
         ops = _resolve(parser, [ptr] + rest, types)
         segs = [1, 1 if len(rest) > 0 else 0, 1 if len(rest) > 1 else 0]
         props[_SEGMENTS] = DenseArrayBase.from_list(i32, segs)
         return cls.create(operands=ops, result_types=[val_t], properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, self.operands)
-        _print_cache_evict(printer, self)
-        self._print_dict(printer, ("cache", "evict"))
-        printer.print_string(" : ")
-        printer.print_attribute(self.ptr.type)
 
     def verify_(self):
         if self.result.type != pointee_type(self.ptr.type):
@@ -152,7 +153,7 @@ class LoadOp(TTOp):
 
 
 @irdl_op_definition
-class StoreOp(TTOp):
+class StoreOp(_PtrAccessOp):
     """``tt.store``: store ``value`` through ``ptr`` under an optional ``mask``.
 
     Properties (ODS names): ``boundaryCheck``, ``cache``, ``evict``."""
@@ -171,20 +172,11 @@ class StoreOp(TTOp):
     def __init__(self, ptr, value, mask=None, *, boundary_check: Sequence[int] = (),
                  cache: CacheModifier | str = CacheModifier.NONE,
                  evict: EvictionPolicy | str = EvictionPolicy.NORMAL):
-        props = {
-            "boundaryCheck": DenseArrayBase.from_list(i32, list(boundary_check)),
-            "cache": CacheModifier.coerce(cache).attr(),
-            "evict": EvictionPolicy.coerce(evict).attr(),
-        }
-        super().__init__(operands=[ptr, value, [mask] if mask is not None else []], properties=props)
+        super().__init__(operands=[ptr, value, [mask] if mask is not None else []],
+                         properties=_access_props(boundary_check, cache, evict))
 
-    @property
-    def cache_modifier(self) -> CacheModifier:
-        return CacheModifier(self.cache.value.data)
-
-    @property
-    def eviction_policy(self) -> EvictionPolicy:
-        return EvictionPolicy(self.evict.value.data)
+    cache_modifier = view("cache", CacheModifier)
+    eviction_policy = view("evict", EvictionPolicy)
 
     # Hand-written: the value and mask types are derived from the pointer type (see LoadOp).
     @classmethod
@@ -195,23 +187,10 @@ class StoreOp(TTOp):
         rest = []
         if parser.parse_optional_punctuation(",") is not None:
             rest.append(parser.parse_unresolved_operand())
-        props: dict = {}
-        _parse_cache_evict(parser, props)
-        p2, attrs = _parse_attr_dict(parser, cls)
-        props.update(p2)
-        parser.parse_punctuation(":")
-        pt = parser.parse_type()
+        props, attrs, pt = cls._parse_tail(parser)
         val_t = pointee_type(pt)
         ops = _resolve(parser, [ptr, val] + rest, [pt, val_t, i1_like(val_t)][: 2 + len(rest)])
         return cls.create(operands=ops, properties=props, attributes=attrs)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        _print_operands(printer, self.operands)
-        _print_cache_evict(printer, self)
-        self._print_dict(printer, ("cache", "evict"))
-        printer.print_string(" : ")
-        printer.print_attribute(self.ptr.type)
 
     def verify_(self):
         if self.value.type != pointee_type(self.ptr.type):
@@ -252,17 +231,9 @@ class AtomicRMWOp(TTOp):
                         "sem": MemSemantic.coerce(sem).attr(),
                         "scope": MemSyncScope.coerce(scope).attr()})
 
-    @property
-    def rmw_op(self) -> RMWOp:
-        return RMWOp(self.atomic_rmw_op.value.data)
-
-    @property
-    def mem_semantic(self) -> MemSemantic:
-        return MemSemantic(self.sem.value.data)
-
-    @property
-    def mem_scope(self) -> MemSyncScope:
-        return MemSyncScope(self.scope.value.data)
+    rmw_op = view("atomic_rmw_op", RMWOp)
+    mem_semantic = view("sem", MemSemantic)
+    mem_scope = view("scope", MemSyncScope)
 
     def verify_(self):
         if self.ptr.type != pointer_type_like(self.val.type, _addr_space(self.ptr.type)):
@@ -296,13 +267,8 @@ class AtomicCASOp(TTOp):
                          properties={"sem": MemSemantic.coerce(sem).attr(),
                                      "scope": MemSyncScope.coerce(scope).attr()})
 
-    @property
-    def mem_semantic(self) -> MemSemantic:
-        return MemSemantic(self.sem.value.data)
-
-    @property
-    def mem_scope(self) -> MemSyncScope:
-        return MemSyncScope(self.scope.value.data)
+    mem_semantic = view("sem", MemSemantic)
+    mem_scope = view("scope", MemSyncScope)
 
     def verify_(self):
         if self.cmp.type != self.val.type or self.result.type != self.val.type:

@@ -120,11 +120,13 @@ def _resolve(parser: Parser, operands: Sequence[UnresolvedOperand], types: Seque
     return [parser.resolve_operand(o, t) for o, t in zip(operands, types)]
 
 
-def _enum_prop(op: Operation, name: str, enum_cls):
-    attr = op.properties.get(name)
-    if attr is None:
-        return None
-    return enum_cls(attr.value.data)
+def view(field: str, cls) -> property:
+    """A read-only property: the integer property ``field`` as ``cls`` (an enum, ``bool``,
+    ``int``), or None where an optional property is unset."""
+    def get(op):
+        attr = getattr(op, field)
+        return None if attr is None else cls(attr.value.data)
+    return property(get)
 
 
 def _parse_enum(parser: Parser, enum_cls):

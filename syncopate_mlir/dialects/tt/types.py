@@ -51,142 +51,27 @@ class _TTEnum(IntEnum):
         return cls(value)
 
 
-def _kw(cls, mapping):
-    cls._KEYWORDS = {cls[k]: v for k, v in mapping.items()}
+def _enum(name: str, members: str | dict[str, int], start: int = 1, **keywords: str):
+    """A Triton enum: ``members`` numbered from ``start`` (or a name -> value mapping), each
+    printed as its lower-case name unless ``keywords`` names another spelling."""
+    cls = _TTEnum(name, members, start=start, module=__name__, qualname=name)
+    cls._KEYWORDS = {m: keywords.get(m.name, m.name.lower()) for m in cls}
     return cls
 
 
-class CacheModifier(_TTEnum):
-    NONE = 1
-    CA = 2
-    CG = 3
-    WB = 4
-    CS = 5
-    WT = 6
-    CV = 7
-
-
-_kw(CacheModifier, {"NONE": "none", "CA": "ca", "CG": "cg", "WB": "wb", "CS": "cs", "WT": "wt", "CV": "cv"})
-
-
-class MemSemantic(_TTEnum):
-    RELAXED = 1
-    ACQUIRE = 2
-    RELEASE = 3
-    ACQUIRE_RELEASE = 4
-
-
-_kw(MemSemantic, {"RELAXED": "relaxed", "ACQUIRE": "acquire", "RELEASE": "release",
-                  "ACQUIRE_RELEASE": "acq_rel"})
-
-
-class EvictionPolicy(_TTEnum):
-    NORMAL = 1
-    EVICT_FIRST = 2
-    EVICT_LAST = 3
-
-
-_kw(EvictionPolicy, {"NORMAL": "evict_normal", "EVICT_FIRST": "evict_first", "EVICT_LAST": "evict_last"})
-
-
-class PaddingOption(_TTEnum):
-    PAD_ZERO = 1
-    PAD_NAN = 2
-
-
-_kw(PaddingOption, {"PAD_ZERO": "zero", "PAD_NAN": "nan"})
-
-
-class RMWOp(_TTEnum):
-    AND = 1
-    OR = 2
-    XOR = 3
-    ADD = 4
-    FADD = 5
-    MAX = 6
-    MIN = 7
-    UMAX = 8
-    UMIN = 9
-    XCHG = 10
-
-
-_kw(RMWOp, {"AND": "and", "OR": "or", "XOR": "xor", "ADD": "add", "FADD": "fadd", "MAX": "max",
-            "MIN": "min", "UMAX": "umax", "UMIN": "umin", "XCHG": "exch"})
-
-
-class DescriptorReduceKind(_TTEnum):
-    ADD = 1
-    MIN = 2
-    MAX = 3
-    INC = 4
-    DEC = 5
-    AND = 6
-    OR = 7
-    XOR = 8
-
-
-_kw(DescriptorReduceKind, {"ADD": "add", "MIN": "min", "MAX": "max", "INC": "inc", "DEC": "dec",
-                           "AND": "and", "OR": "or", "XOR": "xor"})
-
-
-class MemSyncScope(_TTEnum):
-    GPU = 1
-    CTA = 2
-    SYSTEM = 3
-
-
-_kw(MemSyncScope, {"GPU": "gpu", "CTA": "cta", "SYSTEM": "sys"})
-
-
-class ProgramIDDim(_TTEnum):
-    X = 0
-    Y = 1
-    Z = 2
-
-
-_kw(ProgramIDDim, {"X": "x", "Y": "y", "Z": "z"})
-
-
-class RoundingMode(_TTEnum):
-    RTZ = 0
-    RTNE = 1
-
-
-_kw(RoundingMode, {"RTZ": "rtz", "RTNE": "rtne"})
-
-
-class PropagateNan(_TTEnum):
-    NONE = 0
-    ALL = 0xFFFF
-
-
-_kw(PropagateNan, {"NONE": "none", "ALL": "all"})
-
-
-class InputPrecision(_TTEnum):
-    TF32 = 0
-    TF32x3 = 1
-    IEEE = 2
-    BF16x3 = 3
-    BF16x6 = 4
-
-
-_kw(InputPrecision, {"TF32": "tf32", "TF32x3": "tf32x3", "IEEE": "ieee", "BF16x3": "bf16x3",
-                     "BF16x6": "bf16x6"})
-
-
-class ScaleDotElemType(_TTEnum):
-    E4M3 = 0
-    E5M2 = 1
-    E2M3 = 2
-    E3M2 = 3
-    E2M1 = 4
-    BF16 = 5
-    FP16 = 6
-
-
-_kw(ScaleDotElemType, {"E4M3": "e4m3", "E5M2": "e5m2", "E2M3": "e2m3", "E3M2": "e3m2",
-                       "E2M1": "e2m1", "BF16": "bf16", "FP16": "fp16"})
+CacheModifier = _enum("CacheModifier", "NONE CA CG WB CS WT CV")
+MemSemantic = _enum("MemSemantic", "RELAXED ACQUIRE RELEASE ACQUIRE_RELEASE",
+                    ACQUIRE_RELEASE="acq_rel")
+EvictionPolicy = _enum("EvictionPolicy", "NORMAL EVICT_FIRST EVICT_LAST", NORMAL="evict_normal")
+PaddingOption = _enum("PaddingOption", "PAD_ZERO PAD_NAN", PAD_ZERO="zero", PAD_NAN="nan")
+RMWOp = _enum("RMWOp", "AND OR XOR ADD FADD MAX MIN UMAX UMIN XCHG", XCHG="exch")
+DescriptorReduceKind = _enum("DescriptorReduceKind", "ADD MIN MAX INC DEC AND OR XOR")
+MemSyncScope = _enum("MemSyncScope", "GPU CTA SYSTEM", SYSTEM="sys")
+ProgramIDDim = _enum("ProgramIDDim", "X Y Z", start=0)
+RoundingMode = _enum("RoundingMode", "RTZ RTNE", start=0)
+PropagateNan = _enum("PropagateNan", {"NONE": 0, "ALL": 0xFFFF})
+InputPrecision = _enum("InputPrecision", "TF32 TF32x3 IEEE BF16x3 BF16x6", start=0)
+ScaleDotElemType = _enum("ScaleDotElemType", "E4M3 E5M2 E2M3 E3M2 E2M1 BF16 FP16", start=0)
 
 
 def _i32(v: int) -> IntegerAttr:
@@ -231,10 +116,6 @@ class PointerType(ParametrizedAttribute, TypeAttribute):
             space = parser.parse_integer(allow_boolean=False, allow_negative=False)
         parser.parse_punctuation(">")
         return (pointee, IntAttr(space))
-
-    @property
-    def is_block_pointer(self) -> bool:
-        return isinstance(self.pointee_type, TensorType)
 
 
 @irdl_attr_definition
