@@ -88,79 +88,60 @@ def sync_grads(module: torch.nn.Module, par) -> int:
     return len(grads)
 
 
-class _AllGather(torch.autograd.Function):
-    """``all_gather`` along dim 0 (rank order); its backward the reduce-scatter."""
+def _differentiable(forward, backward, doc: str):
+    """A torch.autograd.Function ``apply(x, group, W)``: ``forward(x, group, W)``, its gradient
+    ``backward(g, group, W)`` (the collective's transpose)."""
 
-    @staticmethod
-    def forward(ctx, x, group, W):
-        ctx.group, ctx.W = group, W
-        return driver.all_gather_rows(x, group, W)
+    class Collective(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, group, W):
+            ctx.group, ctx.W = group, W
+            return forward(x, group, W)
 
-    @staticmethod
-    def backward(ctx, g):
-        return driver.reduce_scatter_rows(g, ctx.group, ctx.W), None, None
-
-
-class _ReduceScatter(torch.autograd.Function):
-    """Sum ``reduce_scatter`` along dim 0; its backward the all-gather."""
-
-    @staticmethod
-    def forward(ctx, x, group, W):
-        ctx.group, ctx.W = group, W
-        return driver.reduce_scatter_rows(x, group, W)
-
-    @staticmethod
-    def backward(ctx, g):
-        return driver.all_gather_rows(g, ctx.group, ctx.W), None, None
+        @staticmethod
+        def backward(ctx, g):
+            return backward(g, ctx.group, ctx.W), None, None
+    Collective.__doc__ = doc
+    return Collective
 
 
-class _ToHeads(torch.autograd.Function):
-    """Ulysses' all-to-all ``[B, H, S/W, D]`` -> ``[B, H/W, S, D]``; its backward the inverse."""
-
-    @staticmethod
-    def forward(ctx, x, group, W):
-        ctx.group, ctx.W = group, W
-        return to_heads([x], group, W)[0]
-
-    @staticmethod
-    def backward(ctx, g):
-        return to_sequence([g], ctx.group, ctx.W)[0], None, None
+def _heads(x, group, W):
+    return to_heads([x], group, W)[0]
 
 
-class _ToSequence(torch.autograd.Function):
-    """The inverse all-to-all ``[B, H/W, S, D]`` -> ``[B, H, S/W, D]``; its backward
-    :class:`_ToHeads`'s forward."""
+def _sequence(x, group, W):
+    return to_sequence([x], group, W)[0]
 
-    @staticmethod
-    def forward(ctx, x, group, W):
-        ctx.group, ctx.W = group, W
-        return to_sequence([x], group, W)[0]
 
-    @staticmethod
-    def backward(ctx, g):
-        return to_heads([g], ctx.group, ctx.W)[0], None, None
+_AllGather = _differentiable(driver.all_gather_rows, driver.reduce_scatter_rows,
+                             "``all_gather`` along dim 0 (rank order); its backward the "
+                             "reduce-scatter.")
+_ReduceScatter = _differentiable(driver.reduce_scatter_rows, driver.all_gather_rows,
+                                 "Sum ``reduce_scatter`` along dim 0; its backward the all-gather.")
+_ToHeads = _differentiable(_heads, _sequence, "Ulysses' all-to-all ``[B, H, S/W, D]`` -> "
+                           "``[B, H/W, S, D]``; its backward the inverse.")
+_ToSequence = _differentiable(_sequence, _heads, "The inverse all-to-all ``[B, H/W, S, D]`` -> "
+                              "``[B, H, S/W, D]``.")
+
+
+def _apply(fn, x, par: Parallel):
+    return x if par.world_size == 1 else fn.apply(x, par.group, par.world_size)
 
 
 def heads_of(x, par: Parallel):
     """This rank's heads of the whole sequence from every rank's sequence block of all heads
     (``[B, H, S/W, D]`` -> ``[B, H/W, S, D]``, an all-to-all; differentiable)."""
-    if par.world_size == 1:
-        return x
-    return _ToHeads.apply(x, par.group, par.world_size)
+    return _apply(_ToHeads, x, par)
 
 
 def sequence_of(x, par: Parallel):
     """The inverse of :func:`heads_of` (``[B, H/W, S, D]`` -> ``[B, H, S/W, D]``)."""
-    if par.world_size == 1:
-        return x
-    return _ToSequence.apply(x, par.group, par.world_size)
+    return _apply(_ToSequence, x, par)
 
 
 def all_gather_seq(x, par: Parallel):
     """Every rank's ``x`` concatenated along dim 0 in rank order (differentiable)."""
-    if par.world_size == 1:
-        return x
-    return _AllGather.apply(x, par.group, par.world_size)
+    return _apply(_AllGather, x, par)
 
 
 def reduce_scatter_seq(x, par: Parallel):

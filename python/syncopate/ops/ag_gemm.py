@@ -25,12 +25,7 @@ SHAPES = ((14336, 4096), (28672, 8192), (29568, 8192))
 
 
 def _check(a_shard, b, comm, out=None):
-    import torch
-    for name, t in (("a_shard", a_shard), ("b", b)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
-    if a_shard.dtype != b.dtype:
-        raise LaunchError(f"a_shard is {a_shard.dtype} but b is {b.dtype}: cast one of them")
+    driver.check_matrices(a_shard=a_shard, b=b)
     if a_shard.shape[1] != b.shape[0]:
         raise LaunchError(f"a_shard is [M/W, K] = {tuple(a_shard.shape)} and b must be [K, N] but "
                           f"is {tuple(b.shape)}: b.shape[0] must be {a_shard.shape[1]}")

@@ -38,12 +38,7 @@ def _split(a, w_shard, W: int) -> int | None:
 
 
 def _check(a, w_shard, comm, out=None):
-    import torch
-    for name, t in (("a", a), ("w_shard", w_shard)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
-    if a.dtype != w_shard.dtype:
-        raise LaunchError(f"a is {a.dtype} but w_shard is {w_shard.dtype}: cast one of them")
+    driver.check_matrices(a=a, w_shard=w_shard)
     _check_split(a, w_shard, comm.world_size, LaunchError)
     driver.check_comm_device(comm, ("a", a), ("w_shard", w_shard))
 
@@ -159,12 +154,6 @@ def _torch_fake(a, w_shard, W):
     return a.new_empty((a.shape[0], _dims(a, w_shard, W)[1]))
 
 
-def _torch_setup(ctx, inputs, output):
-    a, w_shard, group_name = inputs
-    ctx.group_name = group_name
-    ctx.save_for_backward(a, w_shard)
-
-
 def _torch_backward(ctx, grad_out):
     """``dA = dC @ W^T``: this op on ``w_shard.t()`` (the weight gathered again, along its
     other dim); ``dW_shard``: the sum over ranks of ``A^T @ dC``, reduce-scattered along the
@@ -204,6 +193,6 @@ SPEC = OpSpec(
         stages_y=True),
     torch=TorchOp(schema="(Tensor a, Tensor w_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
-                  model=_torch_model, setup=_torch_setup, backward=_torch_backward))
+                  model=_torch_model, setup=driver.save_operands, backward=_torch_backward))
 
 __all__ = ["SPEC", "ag_weight_gemm", "ag_weight_gemm_buffer", "ag_weight_gemm_reference"]

@@ -165,14 +165,27 @@ def loopback_comm_programs(comm, chosen: int, requested) -> int:
     return max(1, min(int(chosen), sm_share(kernels.num_sms(comm.device), ranks) // 2))
 
 
+def check_matrices(**named) -> None:
+    """A GEMM op's two operands (by name): 2-D tensors of one dtype (:class:`LaunchError`)."""
+    for name, t in named.items():
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
+    (n1, t1), (n2, t2) = named.items()
+    if t1.dtype != t2.dtype:
+        raise LaunchError(f"{n1} is {t1.dtype} but {n2} is {t2.dtype}: cast one of them")
+
+
+def save_operands(ctx, inputs, output):
+    """A GEMM torch op's autograd setup (``TorchOp.setup``): its group's name and its two
+    operands, for a backward that needs both."""
+    x, y, ctx.group_name = inputs[:3]
+    ctx.save_for_backward(x, y)
+
+
 def check_k_sharded(a, b_shard) -> None:
     """``a`` ``[M, K/W]`` and ``b_shard`` ``[K/W, N]``: 2-D tensors of one dtype whose inner
     dims agree (the operands of the K-sharded ops, ``gemm_rs`` and ``gemm_ar``)."""
-    for name, t in (("a", a), ("b_shard", b_shard)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise LaunchError(f"{name} must be a 2-D torch.Tensor")
-    if a.dtype != b_shard.dtype:
-        raise LaunchError(f"a is {a.dtype} but b_shard is {b_shard.dtype}: cast one of them")
+    check_matrices(a=a, b_shard=b_shard)
     if a.shape[1] != b_shard.shape[0]:
         raise LaunchError(f"a is [M, K/W] = {tuple(a.shape)} and b_shard must be [K/W, N] but is "
                           f"{tuple(b_shard.shape)}: b_shard.shape[0] must be {a.shape[1]}")

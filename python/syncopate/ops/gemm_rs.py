@@ -250,12 +250,6 @@ def _torch_fake(a, b_shard, W):
     return a.new_empty((a.shape[0] // W, b_shard.shape[1]))
 
 
-def _torch_setup(ctx, inputs, output):
-    a, b_shard, group_name = inputs
-    ctx.group_name = group_name
-    ctx.save_for_backward(a, b_shard)
-
-
 def _torch_backward(ctx, grad_out):
     """``C = RS(A @ B)``: ``dA = AG(dC) @ B^T`` -- ``ag_gemm(dC, B^T)`` -- and ``dB = A^T @
     AG(dC)`` with the gathered ``dC`` that same ``ag_gemm`` returns."""
@@ -292,7 +286,7 @@ SPEC = OpSpec(
         unavailable=epilogue_unavailable, variant=_variant),
     torch=TorchOp(schema="(Tensor a, Tensor b_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
-                  model=_torch_model, setup=_torch_setup, backward=_torch_backward,
+                  model=_torch_model, setup=driver.save_operands, backward=_torch_backward,
                   pattern=FxPattern("reduce_scatter_tensor", "c", reduce="sum")))
 
 __all__ = ["EPILOGUE_SPLIT", "SPEC", "default_plan", "epilogue_unavailable", "gemm_rs",

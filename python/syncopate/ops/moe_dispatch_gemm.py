@@ -16,6 +16,7 @@ from ``s``), and only if it has rows waits for the one data chunk ``(s -> d, x)`
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..errors import LaunchError
@@ -23,8 +24,8 @@ from ..runtime import collectives as dist
 from ..runtime import graphs
 from ..schedule.moe import moe_dispatch
 from . import driver, moe_routing
-from .moe_routing import check_routing, expert_gemm, grouped_config, launch_grouped, pack_dispatch
-from .spec import OpSpec
+from .moe_routing import (check_routing, check_sizes, expert_gemm, grouped_config, launch_grouped,
+                          pack_dispatch)
 
 # syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
 # free of Triton, as for the other ops
@@ -33,34 +34,10 @@ from .spec import OpSpec
 OPERANDS = {"a_ptr": "X", "count_ptr": "CNT"}
 
 
-def check_sizes(world_size: int, num_experts: int, capacity: int, cfg):
-    """Typed errors for sizes the fused kernel cannot take."""
-    if num_experts % world_size:
-        raise LaunchError(f"{num_experts} experts do not divide over {world_size} ranks: every "
-                          f"rank owns num_experts / world_size experts; use a world size that "
-                          f"divides {num_experts}")
-    if capacity % cfg.BLOCK_M:
-        raise LaunchError(f"capacity {capacity} is not a multiple of the grouped GEMM's "
-                          f"BLOCK_M={cfg.BLOCK_M}: a tile would span two groups' chunks and wait "
-                          f"for both; round the capacity up to a multiple of {cfg.BLOCK_M}")
-
-
-def kernel_args(X, CNT, w_local, out, rank: int, world_size: int, num_experts: int,
-                capacity: int, cfg):
-    """``(values, grid)``: the grouped GEMM's non-constexpr arguments on ``rank`` in parameter
-    order (a dict, name -> value), and its grid. ``X`` ``[W*E*C, H]``, ``CNT`` ``[W*W*E]``
-    int32, ``w_local`` ``[El, H, N]``, ``out`` ``[W*El*C, N]``."""
-    W, E, C = world_size, num_experts, capacity
-    check_sizes(W, E, C, cfg)
-    El = E // W
-    H, N = X.shape[1], w_local.shape[2]
-    values = dict(a_ptr=X, b_ptr=w_local, c_ptr=out, count_ptr=CNT, C=C, N=N, K=H, E=El,
-                  M_out=W * El * C, a_base=rank * El, a_seg=E, cnt_base=rank * E + rank * El,
-                  cnt_seg=W * E,
-                  stride_am=X.stride(0), stride_be=w_local.stride(0),
-                  stride_bk=w_local.stride(1), stride_cm=out.stride(0))
-    tiles = (C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
-    return values, (W * El * tiles,)
+#: the grouped GEMM's arguments on a rank (:func:`~.moe_routing.kernel_args`): ``X``
+#: ``[W*E*C, H]`` (group ``s*E + x`` read as local group ``s*El + e``), ``w_local`` ``[El, H,
+#: N]``, ``out`` ``[W*El*C, N]``
+kernel_args = functools.partial(moe_routing.kernel_args, dispatch=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -119,12 +96,6 @@ def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
     return W, E, El, H, N
 
 
-def _config(config, x, w_local, capacity):
-    """``config``, or the grouped GEMM's H200 default for this capacity and expert shape (the
-    same on both paths, so fused and unfused run the same tiles)."""
-    return grouped_config(config, capacity, w_local, x)
-
-
 def refuse_capture(on_overflow, validate) -> None:
     """Under CUDA-graph capture, refuse (before anything is enqueued) the options that read a
     device value back to the host; say what to pass instead and where the device reports."""
@@ -175,7 +146,7 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
     ``torch.mm`` per group, :func:`~.moe_routing.expert_gemm`)."""
     import torch
     refuse_capture(on_overflow, validate)
-    cfg = _config(config, x, w_local, capacity)
+    cfg = grouped_config(config, capacity, w_local, x)
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
     packed = _pack(x, topk_ids, E, W, C, on_overflow, validate)
@@ -223,7 +194,7 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     """
     import torch
     use_fused = driver.use_fused(fused)
-    cfg = _config(config, x, w_local, capacity)
+    cfg = grouped_config(config, capacity, w_local, x)
     if use_fused and comm.world_size > 1:
         W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
         use_fused, comm_programs = moe_routing.moe_path(
@@ -260,11 +231,6 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
                        topk_weights, CNT.clone(), packed.invalid)
 
 
-SPEC = OpSpec(
-    name="moe_dispatch_gemm", fn=moe_dispatch_gemm, shape=("experts", "capacity", "hidden", "n"),
-    variants=("sm",),
-    candidates=lambda spec, *args: moe_routing.candidates(spec, True, *args),
-    local_candidates=lambda spec, cal, s, dtype, cublas: moe_routing.local_candidates(
-        True, cal, s, dtype),
-    explain_shape="E,C,H,N (e.g. 8,640,4096,14336)", explain=moe_routing.explain_shape,
-    bench_rows=("moe",), fit=lambda r, w: moe_routing.fit(True, r, w))
+SPEC = moe_routing.moe_spec("moe_dispatch_gemm", moe_dispatch_gemm,
+                            ("experts", "capacity", "hidden", "n"),
+                            "E,C,H,N (e.g. 8,640,4096,14336)", dispatch=True)

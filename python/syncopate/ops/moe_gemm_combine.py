@@ -25,14 +25,15 @@ waiting for every chunk into the rank is what the end of the launch already does
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import LaunchError
 from ..runtime import collectives as dist
 from ..runtime import graphs
 from ..schedule.moe import moe_combine
 from . import driver, moe_routing
-from .moe_dispatch_gemm import MoEDispatch, check_sizes
-from .moe_routing import expert_gemm, grouped_config, launch_grouped
-from .spec import OpSpec
+from .moe_dispatch_gemm import MoEDispatch
+from .moe_routing import check_sizes, expert_gemm, grouped_config, launch_grouped
 
 # syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
 # free of Triton, as for the other ops
@@ -41,25 +42,11 @@ from .spec import OpSpec
 OPERANDS = {"c_ptr": "Y", "count_ptr": "CNT"}
 
 
-def kernel_args(h, CNT, w_local, Y, rank: int, world_size: int, num_experts: int,
-                capacity: int, cfg):
-    """``(values, grid)``: the grouped GEMM's non-constexpr arguments on ``rank`` in parameter
-    order (a dict, name -> value), and its grid. ``h`` ``[W*El*C, F]`` (this rank's
-    activations, groups ``s*El + e``), ``CNT`` ``[W*W*E]`` int32 (the dispatch's counts, all of
-    them), ``w_local`` ``[El, F, H]``, ``Y`` ``[W*E*C, H]`` (the whole schedule tensor: the
-    fused kernel advances it to this rank's part; an unfused launch writes its first
-    ``W*El*C`` rows)."""
-    W, E, C = world_size, num_experts, capacity
-    check_sizes(W, E, C, cfg)
-    El = E // W
-    F, H = h.shape[1], w_local.shape[2]
-    values = dict(a_ptr=h, b_ptr=w_local, c_ptr=Y, count_ptr=CNT, C=C, N=H, K=F, E=El,
-                  M_out=W * El * C, a_base=0, a_seg=El, cnt_base=rank * E + rank * El,
-                  cnt_seg=W * E,
-                  stride_am=h.stride(0), stride_be=w_local.stride(0),
-                  stride_bk=w_local.stride(1), stride_cm=Y.stride(0))
-    tiles = (C // cfg.BLOCK_M) * -(-H // cfg.BLOCK_N)
-    return values, (W * El * tiles,)
+#: the grouped GEMM's arguments on a rank (:func:`~.moe_routing.kernel_args`): ``h``
+#: ``[W*El*C, F]`` (this rank's activations, groups ``s*El + e``), ``w_local`` ``[El, F, H]``,
+#: ``Y`` ``[W*E*C, H]`` (the whole schedule tensor: the fused kernel advances it to this rank's
+#: part; an unfused launch writes its first ``W*El*C`` rows)
+kernel_args = functools.partial(moe_routing.kernel_args, dispatch=False)
 
 
 def fused_rows(slot, rank: int, world_size: int, num_experts: int, capacity: int):
@@ -256,11 +243,6 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     return combine_rows(Y, rows, routing.topk_weights, h.dtype)
 
 
-SPEC = OpSpec(
-    name="moe_gemm_combine", fn=moe_gemm_combine, shape=("experts", "capacity", "ffn", "hidden"),
-    variants=("sm",),
-    candidates=lambda spec, *args: moe_routing.candidates(spec, False, *args),
-    local_candidates=lambda spec, cal, s, dtype, cublas: moe_routing.local_candidates(
-        False, cal, s, dtype),
-    explain_shape="E,C,F,H (e.g. 8,640,14336,4096)", explain=moe_routing.explain_shape,
-    bench_rows=("moe",), fit=lambda r, w: moe_routing.fit(False, r, w))
+SPEC = moe_routing.moe_spec("moe_gemm_combine", moe_gemm_combine,
+                            ("experts", "capacity", "ffn", "hidden"),
+                            "E,C,F,H (e.g. 8,640,14336,4096)", dispatch=False)

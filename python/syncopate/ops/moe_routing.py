@@ -27,7 +27,7 @@ from ..kernels.grouped_gemm_launch import (PARAMS, default_config, grouped_gemm,
 from ..runtime.fused import fuse
 from ..schedule.cost import _SM_ALPHA_S, H200_SMS, _sm_bandwidth
 from . import choice, driver
-from .spec import Cand
+from .spec import Cand, OpSpec
 
 
 @dataclass
@@ -108,6 +108,38 @@ def pack_dispatch(x, topk_ids, num_experts: int, world_size: int, capacity: int,
     dropped = (per_expert[:E] - kept).to(torch.int32)
     return Packed(send.reshape(E, C, H), counts, dropped, slot.reshape(topk_ids.shape),
                   per_expert[E].to(torch.int32))
+
+
+def check_sizes(world_size: int, num_experts: int, capacity: int, cfg):
+    """Typed errors for sizes the MoE ops' fused kernel cannot take."""
+    if num_experts % world_size:
+        raise LaunchError(f"{num_experts} experts do not divide over {world_size} ranks: every "
+                          f"rank owns num_experts / world_size experts; use a world size that "
+                          f"divides {num_experts}")
+    if capacity % cfg.BLOCK_M:
+        raise LaunchError(f"capacity {capacity} is not a multiple of the grouped GEMM's "
+                          f"BLOCK_M={cfg.BLOCK_M}: a tile would span two groups' chunks and wait "
+                          f"for both; round the capacity up to a multiple of {cfg.BLOCK_M}")
+
+
+def kernel_args(a, CNT, w_local, c, rank: int, world_size: int, num_experts: int,
+                capacity: int, cfg, *, dispatch: bool):
+    """``(values, grid)``: the MoE grouped GEMM's non-constexpr arguments on ``rank`` in
+    parameter order (a dict, name -> value), and its grid: ``c = a @ w_local`` over the ``W *
+    El`` groups ``s*El + e`` of ``C`` rows, ``CNT`` ``[W*W*E]`` int32 (every rank's counts, read
+    at ``CNT[(s*W + rank)*E + rank*El + e]``). The dispatch reads ``a`` group ``s*E + rank*El +
+    e`` (the gathered send blocks), the combine group ``s*El + e`` (its own activations)."""
+    W, E, C = world_size, num_experts, capacity
+    check_sizes(W, E, C, cfg)
+    El = E // W
+    K, N = a.shape[1], w_local.shape[2]
+    values = dict(a_ptr=a, b_ptr=w_local, c_ptr=c, count_ptr=CNT, C=C, N=N, K=K, E=El,
+                  M_out=W * El * C, a_base=rank * El if dispatch else 0,
+                  a_seg=E if dispatch else El, cnt_base=rank * E + rank * El, cnt_seg=W * E,
+                  stride_am=a.stride(0), stride_be=w_local.stride(0),
+                  stride_bk=w_local.stride(1), stride_cm=c.stride(0))
+    tiles = (C // cfg.BLOCK_M) * -(-N // cfg.BLOCK_N)
+    return values, (W * El * tiles,)
 
 
 def grouped_config(config, capacity, w, a):
@@ -265,3 +297,15 @@ def launch_grouped(fk, values: dict, grid, cfg) -> None:
     the kernel's parameter order, row-major inner strides, then every constexpr of ``cfg``."""
     values.update(stride_ak=1, stride_bn=1, stride_cn=1)
     fk[grid](*([values[p] for p in PARAMS] + list(cfg.constexprs().values())))
+
+
+def moe_spec(name: str, fn, shape: tuple, example: str, *, dispatch: bool) -> OpSpec:
+    """The :class:`OpSpec` of a MoE op (the dispatch's or the combine's): its fused sm variant
+    against the unfused path (:func:`candidates`), calibrated from the ``moe`` bench rows."""
+    return OpSpec(
+        name=name, fn=fn, shape=shape, variants=("sm",),
+        candidates=lambda spec, *args: candidates(spec, dispatch, *args),
+        local_candidates=lambda spec, cal, s, dtype, cublas: local_candidates(dispatch, cal, s,
+                                                                             dtype),
+        explain_shape=example, explain=explain_shape, bench_rows=("moe",),
+        fit=lambda r, w: fit(dispatch, r, w))

@@ -270,33 +270,40 @@ def shard_positions(Sl: int, W: int, rank: int, causal: bool, device=None):
                       torch.arange(b * seg, (b + 1) * seg, device=device)])
 
 
-def _torch_check(q, k, v, W, causal=False, sm_scale=None):
+def attention_check(op: str, q, k, v, rows: str = "shard length"):
+    """The checks of the attention torch ops' ``q, k, v`` (at trace time too): 4-D, one floating
+    dtype, one device, ``k``/``v`` ``[B, Hkv, S/W, D]`` with q's batch, ``rows`` and head_dim,
+    GQA heads (:class:`TorchOpError` saying what to change)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
-            raise TorchOpError(f"ring_attention: {name} must be 4-D [batch, heads, seq/W, "
+            raise TorchOpError(f"{op}: {name} must be 4-D [batch, heads, seq/W, "
                                f"head_dim], got shape {tuple(t.shape)}")
     if not (q.dtype == k.dtype == v.dtype) or not q.dtype.is_floating_point:
-        raise TorchOpError(f"ring_attention: q, k, v must share one floating dtype, got "
+        raise TorchOpError(f"{op}: q, k, v must share one floating dtype, got "
                            f"{q.dtype}, {k.dtype}, {v.dtype}: cast them (e.g. k.to(q.dtype))")
     if not (q.device == k.device == v.device):
-        raise TorchOpError(f"ring_attention: q, k, v are on {q.device}, {k.device}, {v.device}: "
+        raise TorchOpError(f"{op}: q, k, v are on {q.device}, {k.device}, {v.device}: "
                            f"move them to one device")
     B, Hq, Sl, D = q.shape
     if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D \
             or k.shape[2] != Sl:
-        raise TorchOpError(f"ring_attention: k and v must be [B, Hkv, S/W, D] with q's batch, "
-                           f"shard length and head_dim {(B, Sl, D)}, got {tuple(k.shape)} and "
+        raise TorchOpError(f"{op}: k and v must be [B, Hkv, S/W, D] with q's batch, "
+                           f"{rows} and head_dim {(B, Sl, D)}, got {tuple(k.shape)} and "
                            f"{tuple(v.shape)}")
     if k.shape[1] == 0 or Hq % k.shape[1]:
-        raise TorchOpError(f"ring_attention: query heads ({Hq}) must be a multiple of KV heads "
+        raise TorchOpError(f"{op}: query heads ({Hq}) must be a multiple of KV heads "
                            f"({k.shape[1]})")
-    if causal and Sl % 2:
+
+
+def _torch_check(q, k, v, W, causal=False, sm_scale=None):
+    attention_check("ring_attention", q, k, v)
+    if causal and q.shape[2] % 2:
         raise TorchOpError(f"ring_attention: causal shards are zigzag (two segments of S/(2W)); "
-                           f"{Sl} rows per rank is odd: pad the sequence to a multiple of "
+                           f"{q.shape[2]} rows per rank is odd: pad the sequence to a multiple of "
                            f"{2 * W}")
 
 
-def _compute_dtype(t):
+def compute_dtype(t):
     import torch
     return torch.promote_types(t.dtype, torch.float32)
 
@@ -324,15 +331,37 @@ def _scores(q, kg, group, W, causal, sm_scale, ct):
     return s, G, scale
 
 
+def attend(s, v, G: int, ct):
+    """``(o, lse)`` of the scaled scores ``s`` over ``v`` (GQA: ``G`` query heads per KV head)
+    in the compute dtype ``ct``: the attention torch ops' CPU compositions."""
+    import torch
+    lse = torch.logsumexp(s, -1)
+    return torch.exp(s - lse[..., None]) @ v.to(ct).repeat_interleave(G, 1), lse
+
+
+def attention_grads(s, G: int, scale, lse, q, k, v, o, do, dlse, ct):
+    """``(dq, dk, dv)`` per query head: the FlashAttention-2 recurrences in ``ct`` with P from
+    the forward's ``lse`` (the attention torch ops' CPU backward; the caller sums dk, dv over
+    each KV head's group and hands them to their owners)."""
+    import torch
+    p = torch.exp(s - lse.to(ct)[..., None])
+    dof = do.to(ct)
+    delta = (o.to(ct) * dof).sum(-1)
+    if dlse is not None:
+        delta = delta - dlse.to(ct)
+    ds = p * (dof @ v.to(ct).repeat_interleave(G, 1).transpose(-1, -2) - delta[..., None])
+    dq = scale * (ds @ k.to(ct).repeat_interleave(G, 1))
+    return dq, scale * (ds.transpose(-1, -2) @ q.to(ct)), p.transpose(-1, -2) @ dof
+
+
 def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
     """Any device but CUDA: the unfused composition -- K/V all-gathered through the group's
     collectives, attention in fp32 (fp64 for fp64 inputs)."""
     import torch
-    ct = _compute_dtype(q)
+    ct = compute_dtype(q)
     kg, vg = (_gathered(t, group, W, ct) for t in (k, v))
     s, G, _ = _scores(q, kg, group, W, causal, sm_scale, ct)
-    lse = torch.logsumexp(s, -1)
-    o = torch.exp(s - lse[..., None]) @ vg.repeat_interleave(G, 1)
+    o, lse = attend(s, vg, G, ct)
     return o.to(q.dtype), lse.to(torch.float32)
 
 
@@ -345,7 +374,7 @@ def _torch_fake(q, k, v, W, causal=False, sm_scale=None):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
-def _torch_setup(ctx, inputs, output):
+def attention_setup(ctx, inputs, output):
     q, k, v, group_name = inputs[:4]
     ctx.group_name = group_name
     ctx.causal = bool(inputs[4]) if len(inputs) > 4 else False
@@ -355,18 +384,36 @@ def _torch_setup(ctx, inputs, output):
     ctx.set_materialize_grads(False)  # no gradient into lse (the usual case): none passed on
 
 
-def _torch_backward(ctx, do, dlse):
-    """K/V gathered again, dK/dV reduce-scattered to their owners:
-    ``torch.ops.syncopate.ring_attention_backward`` (one node of a traced backward graph)."""
-    import torch
-    q, k, v, o, lse = ctx.saved_tensors
-    if do is None and dlse is None:
-        return None, None, None, None, None, None
-    if do is None:
-        do = torch.zeros_like(o)
-    dq, dk, dv = torch.ops.syncopate.ring_attention_backward(
-        q, k, v, ctx.group_name, o, lse, do, ctx.causal, ctx.sm_scale, dlse)
-    return dq, dk, dv, None, None, None
+def attention_torch_op(name: str, *, check, impl, cuda, fake, model, bwd_check, bwd_impl,
+                       bwd_cuda) -> TorchOp:
+    """``torch.ops.syncopate.<name>`` of an attention op, ``(o, lse)`` of ``q, k, v``, with
+    its backward as the companion op ``<name>_backward`` -- one node of a traced backward
+    graph, which the autograd formula calls."""
+
+    def backward(ctx, do, dlse):
+        import torch
+        q, k, v, o, lse = ctx.saved_tensors
+        if do is None and dlse is None:
+            return None, None, None, None, None, None
+        if do is None:
+            do = torch.zeros_like(o)
+        dq, dk, dv = getattr(torch.ops.syncopate, f"{name}_backward")(
+            q, k, v, ctx.group_name, o, lse, do, ctx.causal, ctx.sm_scale, dlse)
+        return dq, dk, dv, None, None, None
+
+    def bwd_fake(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    return TorchOp(
+        schema="(Tensor q, Tensor k, Tensor v, str group_name, bool causal=False, "
+               "float? sm_scale=None) -> (Tensor, Tensor)",
+        check=check, impl=impl, cuda=cuda, fake=fake, model=model, setup=attention_setup,
+        backward=backward, tensors=3,
+        companions=(("backward", TorchOp(
+            schema="(Tensor q, Tensor k, Tensor v, str group_name, Tensor o, Tensor lse, "
+                   "Tensor do, bool causal=False, float? sm_scale=None, Tensor? dlse=None) "
+                   "-> (Tensor, Tensor, Tensor)",
+            check=bwd_check, impl=bwd_impl, cuda=bwd_cuda, fake=bwd_fake, tensors=3)),))
 
 
 def _torch_model(q, k, v, group_name, causal=False, sm_scale=None):
@@ -393,27 +440,18 @@ def _bwd_check(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
 def _bwd_impl(q, k, v, group, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
     """Any device but CUDA: K/V gathered again, the FlashAttention-2 recurrences in fp32 (P from
     the forward's lse), dK/dV partials of the whole sequence reduce-scattered to their owners."""
-    import torch
-    ct = _compute_dtype(q)
+    ct = compute_dtype(q)
     B, Hq, Sl, D = q.shape
     Hkv = k.shape[1]
     kg, vg = (_gathered(t, group, W, ct) for t in (k, v))
     s, G, scale = _scores(q, kg, group, W, causal, sm_scale, ct)
-    p = torch.exp(s - lse.to(ct)[..., None])
-    dof = do.to(ct)
-    delta = (o.to(ct) * dof).sum(-1)
-    if dlse is not None:
-        delta = delta - dlse.to(ct)
-    ds = p * (dof @ vg.repeat_interleave(G, 1).transpose(-1, -2) - delta[..., None])
-    dq = scale * (ds @ kg.repeat_interleave(G, 1))
+    dq, dk, dv = attention_grads(s, G, scale, lse, q, kg, vg, o, do, dlse, ct)
     S = Sl * W
 
     def owners(full):  # [B, Hq, S, D] partials -> this rank's [B, Hkv, Sl, D] sums
         part = full.view(B, Hkv, G, S, D).sum(2).view(B, Hkv, W, Sl, D)
         return driver.reduce_scatter_rows(part.permute(2, 0, 1, 3, 4).contiguous(), group, W)[0]
-    dk = owners(scale * (ds.transpose(-1, -2) @ q.to(ct)))
-    dv = owners(p.transpose(-1, -2) @ dof)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    return dq.to(q.dtype), owners(dk).to(k.dtype), owners(dv).to(v.dtype)
 
 
 def _bwd_cuda(q, k, v, comm, o, lse, do, causal=False, sm_scale=None, dlse=None):
@@ -421,20 +459,9 @@ def _bwd_cuda(q, k, v, comm, o, lse, do, causal=False, sm_scale=None, dlse=None)
                                    dlse=dlse)
 
 
-def _bwd_fake(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-
-
-TORCH = TorchOp(
-    schema="(Tensor q, Tensor k, Tensor v, str group_name, bool causal=False, "
-           "float? sm_scale=None) -> (Tensor, Tensor)",
-    check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
-    model=_torch_model, setup=_torch_setup, backward=_torch_backward, tensors=3,
-    companions=(("backward", TorchOp(
-        schema="(Tensor q, Tensor k, Tensor v, str group_name, Tensor o, Tensor lse, Tensor do, "
-               "bool causal=False, float? sm_scale=None, Tensor? dlse=None) "
-               "-> (Tensor, Tensor, Tensor)",
-        check=_bwd_check, impl=_bwd_impl, cuda=_bwd_cuda, fake=_bwd_fake, tensors=3)),))
+TORCH = attention_torch_op("ring_attention", check=_torch_check, impl=_torch_impl,
+                           cuda=_torch_cuda, fake=_torch_fake, model=_torch_model,
+                           bwd_check=_bwd_check, bwd_impl=_bwd_impl, bwd_cuda=_bwd_cuda)
 
 
 def _shape(dims, W: int) -> tuple:

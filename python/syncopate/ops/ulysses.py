@@ -52,8 +52,9 @@ from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import choice, driver
 from . import ring_attention_bwd as bwd
-from .ring_attention import SHAPE, explain_shape, fit, local_candidates
-from .spec import Cand, OpSpec, TorchOp
+from .ring_attention import (SHAPE, compute_dtype, attend, attention_check, attention_grads,
+                             attention_torch_op, explain_shape, fit, local_candidates)
+from .spec import Cand, OpSpec
 
 _OPERANDS = {"Q": "Q", "K": "K", "V": "V", "O": "O"}
 #: the sizes and strides the access analysis needs as constants (a head index is taken modulo
@@ -362,35 +363,12 @@ def ulysses_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = Fals
 # ------------------------------------------------------------------------------------------
 
 def _torch_check(q, k, v, W, causal=False, sm_scale=None):
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4:
-            raise TorchOpError(f"ulysses_attention: {name} must be 4-D [batch, heads, seq/W, "
-                               f"head_dim], got shape {tuple(t.shape)}")
-    if not (q.dtype == k.dtype == v.dtype) or not q.dtype.is_floating_point:
-        raise TorchOpError(f"ulysses_attention: q, k, v must share one floating dtype, got "
-                           f"{q.dtype}, {k.dtype}, {v.dtype}: cast them (e.g. k.to(q.dtype))")
-    if not (q.device == k.device == v.device):
-        raise TorchOpError(f"ulysses_attention: q, k, v are on {q.device}, {k.device}, "
-                           f"{v.device}: move them to one device")
-    B, Hq, Sl, D = q.shape
-    if tuple(k.shape) != tuple(v.shape) or k.shape[0] != B or k.shape[3] != D \
-            or k.shape[2] != Sl:
-        raise TorchOpError(f"ulysses_attention: k and v must be [B, Hkv, S/W, D] with q's "
-                           f"batch, block length and head_dim {(B, Sl, D)}, got "
-                           f"{tuple(k.shape)} and {tuple(v.shape)}")
-    Hkv = k.shape[1]
-    if Hkv == 0 or Hq % Hkv:
-        raise TorchOpError(f"ulysses_attention: query heads ({Hq}) must be a multiple of KV "
-                           f"heads ({Hkv})")
+    attention_check("ulysses_attention", q, k, v, rows="block length")
+    Hq, Hkv = q.shape[1], k.shape[1]
     if Hq % W or Hkv % W:
         raise TorchOpError(f"ulysses_attention: query heads ({Hq}) and KV heads ({Hkv}) must "
                            f"divide by the world size ({W}): each rank attends with whole "
                            f"heads; for fewer heads use ring_attention")
-
-
-def _compute_dtype(t):
-    import torch
-    return torch.promote_types(t.dtype, torch.float32)
 
 
 def _scores(qh, kh, causal, sm_scale, ct):
@@ -412,11 +390,10 @@ def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
     collective), attention in fp32 (fp64 for fp64 inputs), all-to-all back; ``lse`` stays
     head-sharded, as the fused kernel leaves it."""
     import torch
-    ct = _compute_dtype(q)
+    ct = compute_dtype(q)
     qh, kh, vh = to_heads([q, k, v], group, W)
     s, G, _ = _scores(qh, kh, causal, sm_scale, ct)
-    lse = torch.logsumexp(s, -1)
-    o = torch.exp(s - lse[..., None]) @ vh.to(ct).repeat_interleave(G, 1)
+    o, lse = attend(s, vh, G, ct)
     return to_sequence([o.to(q.dtype)], group, W)[0], lse.to(torch.float32)
 
 
@@ -428,30 +405,6 @@ def _torch_fake(q, k, v, W, causal=False, sm_scale=None):
     import torch
     B, Hq, Sl, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, Hq // W, Sl * W), dtype=torch.float32)
-
-
-def _torch_setup(ctx, inputs, output):
-    q, k, v, group_name = inputs[:4]
-    ctx.group_name = group_name
-    ctx.causal = bool(inputs[4]) if len(inputs) > 4 else False
-    ctx.sm_scale = inputs[5] if len(inputs) > 5 else None
-    o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse)
-    ctx.set_materialize_grads(False)  # no gradient into lse (the usual case): none passed on
-
-
-def _torch_backward(ctx, do, dlse):
-    """All-to-all to head-sharded, the local backward, all-to-all back:
-    ``torch.ops.syncopate.ulysses_attention_backward`` (one node of a traced backward)."""
-    import torch
-    q, k, v, o, lse = ctx.saved_tensors
-    if do is None and dlse is None:
-        return None, None, None, None, None, None
-    if do is None:
-        do = torch.zeros_like(o)
-    dq, dk, dv = torch.ops.syncopate.ulysses_attention_backward(
-        q, k, v, ctx.group_name, o, lse, do, ctx.causal, ctx.sm_scale, dlse)
-    return dq, dk, dv, None, None, None
 
 
 def _torch_model(q, k, v, group_name, causal=False, sm_scale=None):
@@ -474,24 +427,16 @@ def _bwd_impl(q, k, v, group, W, o, lse, do, causal=False, sm_scale=None, dlse=N
     """Any device but CUDA: Q, K, V, O, dO all-to-all'd to head-sharded (one collective), the
     FlashAttention-2 recurrences in fp32 (P from the forward's lse), dQ, dK, dV all-to-all'd
     back (one collective)."""
-    import torch
-    ct = _compute_dtype(q)
+    ct = compute_dtype(q)
     qh, kh, vh, oh, doh = to_heads([q, k, v, o, do], group, W)
     s, G, scale = _scores(qh, kh, causal, sm_scale, ct)
-    p = torch.exp(s - lse.to(ct)[..., None])
-    dof = doh.to(ct)
-    delta = (oh.to(ct) * dof).sum(-1)
-    if dlse is not None:
-        delta = delta - dlse.to(ct)
-    ds = p * (dof @ vh.to(ct).repeat_interleave(G, 1).transpose(-1, -2) - delta[..., None])
-    dq = scale * (ds @ kh.to(ct).repeat_interleave(G, 1))
+    dq, dk, dv = attention_grads(s, G, scale, lse, qh, kh, vh, oh, doh, dlse, ct)
     B, h, S, D = qh.shape
 
     def per_kv_head(t):  # [B, h, S, D] per query head -> summed over each KV head's group
         return t.view(B, h // G, G, S, D).sum(2)
-    dk = per_kv_head(scale * (ds.transpose(-1, -2) @ qh.to(ct)))
-    dv = per_kv_head(p.transpose(-1, -2) @ dof)
-    return tuple(to_sequence([t.to(q.dtype) for t in (dq, dk, dv)], group, W))
+    return tuple(to_sequence([t.to(q.dtype) for t in (dq, per_kv_head(dk), per_kv_head(dv))],
+                             group, W))
 
 
 def _bwd_cuda(q, k, v, comm, o, lse, do, causal=False, sm_scale=None, dlse=None):
@@ -499,20 +444,9 @@ def _bwd_cuda(q, k, v, comm, o, lse, do, causal=False, sm_scale=None, dlse=None)
                                       sm_scale=sm_scale, dlse=dlse)
 
 
-def _bwd_fake(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-
-
-TORCH = TorchOp(
-    schema="(Tensor q, Tensor k, Tensor v, str group_name, bool causal=False, "
-           "float? sm_scale=None) -> (Tensor, Tensor)",
-    check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
-    model=_torch_model, setup=_torch_setup, backward=_torch_backward, tensors=3,
-    companions=(("backward", TorchOp(
-        schema="(Tensor q, Tensor k, Tensor v, str group_name, Tensor o, Tensor lse, Tensor do, "
-               "bool causal=False, float? sm_scale=None, Tensor? dlse=None) "
-               "-> (Tensor, Tensor, Tensor)",
-        check=_bwd_check, impl=_bwd_impl, cuda=_bwd_cuda, fake=_bwd_fake, tensors=3)),))
+TORCH = attention_torch_op("ulysses_attention", check=_torch_check, impl=_torch_impl,
+                           cuda=_torch_cuda, fake=_torch_fake, model=_torch_model,
+                           bwd_check=_bwd_check, bwd_impl=_bwd_impl, bwd_cuda=_bwd_cuda)
 
 
 def _candidates(spec, cal, s, W, dtype, cublas, blocked):

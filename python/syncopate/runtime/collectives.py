@@ -76,55 +76,40 @@ def barrier(group=None, async_op=False, device_ids=None):
     return None
 
 
-def all_reduce(tensor, op=None, group=None, async_op=False):
+def _run(name: str, *args, group, async_op, **kw):
+    """``name`` on the loopback group (``args`` and ``kw``'s values positionally; None: the
+    op's default) or on torch.distributed (a reduction's ``op`` None: ``ReduceOp.SUM``)."""
     lb = _lb(group)
     if lb is None:
         d = _dist()
-        return d.all_reduce(tensor, op=d.ReduceOp.SUM if op is None else op, group=group,
-                            async_op=async_op)
-    lb.all_reduce(tensor, op)
+        if "op" in kw and kw["op"] is None:
+            kw["op"] = d.ReduceOp.SUM
+        return getattr(d, name)(*args, group=group, async_op=async_op, **kw)
+    getattr(lb, name)(*args, *kw.values())
     return None
+
+
+def all_reduce(tensor, op=None, group=None, async_op=False):
+    return _run("all_reduce", tensor, op=op, group=group, async_op=async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
-    lb = _lb(group)
-    if lb is None:
-        return _dist().all_gather_into_tensor(output_tensor, input_tensor, group=group,
-                                              async_op=async_op)
-    lb.all_gather_into_tensor(output_tensor, input_tensor)
-    return None
+    return _run("all_gather_into_tensor", output_tensor, input_tensor, group=group,
+                async_op=async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
-    lb = _lb(group)
-    if lb is None:
-        return _dist().all_gather(tensor_list, tensor, group=group, async_op=async_op)
-    lb.all_gather(tensor_list, tensor)
-    return None
+    return _run("all_gather", tensor_list, tensor, group=group, async_op=async_op)
 
 
 def reduce_scatter_tensor(output, input, op=None, group=None, async_op=False):
-    lb = _lb(group)
-    if lb is None:
-        d = _dist()
-        return d.reduce_scatter_tensor(output, input, op=d.ReduceOp.SUM if op is None else op,
-                                       group=group, async_op=async_op)
-    lb.reduce_scatter_tensor(output, input, op)
-    return None
+    return _run("reduce_scatter_tensor", output, input, op=op, group=group, async_op=async_op)
 
 
 def all_to_all_single(output, input, group=None, async_op=False):
     """``torch.distributed.all_to_all_single`` with equal splits along dim 0."""
-    lb = _lb(group)
-    if lb is None:
-        return _dist().all_to_all_single(output, input, group=group, async_op=async_op)
-    lb.all_to_all_single(output, input)
-    return None
+    return _run("all_to_all_single", output, input, group=group, async_op=async_op)
 
 
 def broadcast(tensor, src, group=None, async_op=False):
-    lb = _lb(group)
-    if lb is None:
-        return _dist().broadcast(tensor, src, group=group, async_op=async_op)
-    lb.broadcast(tensor, src)
-    return None
+    return _run("broadcast", tensor, src, group=group, async_op=async_op)

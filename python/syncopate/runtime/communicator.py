@@ -135,7 +135,6 @@ class Communicator:
         self.diag, self.diag_addr = diag.new_record()
         self._streams: dict[str, object] = {}
         self.cache: dict = {}  # per-communicator caches of the ops (symmetric buffers, fused kernels)
-        self._last_timeout = None
         self._fused = weakref.WeakSet()  # FusedKernels launched through this communicator
 
     # -- symmetric memory -------------------------------------------------------------------
@@ -443,7 +442,6 @@ class Communicator:
             return
         self.clear_diag()
         err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout, context)
-        self._last_timeout = err
         raise err
 
     def clear_diag(self) -> None:

@@ -440,7 +440,6 @@ class LoopbackHandle:
     def __init__(self, tensors):
         self.tensors = list(tensors)
         self.world_size = len(self.tensors)
-        self.buffer_ptrs = [t.data_ptr() for t in self.tensors]
 
     def get_buffer(self, rank, sizes, dtype, storage_offset=0):
         import torch
