@@ -447,4 +447,3 @@ def program_gen(code, args, pc: ProgramCtx):
         yield from code.body(env, pc)
     else:
         code.body(env, pc)
-    pc.done = True
