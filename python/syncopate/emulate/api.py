@@ -102,12 +102,6 @@ class Emulation:
                              self.grid, self.state.grid_axes,
                              where=f"rank {r}: " if self.W > 1 else "")
 
-    def _consumer(self, param) -> bool:
-        return is_consumed_operand(self.schedule, self.operands, param)
-
-    def _produced(self, param) -> bool:
-        return is_produced_operand(self.schedule, self.operands, param)
-
     def reference(self, epoch: int, seed: int) -> dict:
         """rank -> param -> expected buffer, and ``("sum", param)`` / ``("abs", param)`` for
         reduced tensors (:meth:`Reference.expected`)."""
@@ -263,28 +257,29 @@ class Emulation:
     def _host(self, r, world, checker, sched, launches, seed, peers, ce_plan, snapshots, policy):
         """Rank ``r``'s host: per launch, stage fresh inputs (stream order: after the previous
         launch), launch, wait; the ``ce`` protocol's host side included."""
-        lay = world.layout
+        def finish(launch):
+            """Wait for ``launch`` (the ce host's reduction included) and snapshot it."""
+            yield WaitCond(launch.done, f"rank {r} launch {launch.epoch} to complete")
+            if ce_plan is not None and ce_plan.reduce_in and self.reduce != "epilogue":
+                yield from world.ce_reduce(r, launch.epoch, ce_plan)
+            checker.launch_done(r, launch.epoch)
+            snapshots[r, launch.epoch] = {p: b.data.copy() for p, b in world.bufs[r].items()}
+
         prev = None
         for e in range(1, launches + 1):
             if prev is not None:
-                yield WaitCond(prev.done, f"rank {r} launch {e - 1} to complete")
-                if ce_plan is not None:
-                    yield from world.ce_reduce(r, e - 1, ce_plan) if ce_plan.reduce_in and \
-                        self.reduce != "epilogue" else iter(())
-                checker.launch_done(r, e - 1)
-                snapshots[r, e - 1] = {p: b.data.copy() for p, b in world.bufs[r].items()}
+                yield from finish(prev)
                 if ce_plan is not None and ce_plan.reads_of_me and \
                         not world.faults.skip_consumed_wait:
-                    w = WaitFlag(world.flags[r], lay.consumed, (e - 1) * ce_plan.reads_of_me,
-                                 "consumed", None, "<ce host: before staging>")
-                    if not w.ready():
-                        yield w
+                    yield from world.wait_flag(r, world.layout.consumed,
+                                               (e - 1) * ce_plan.reads_of_me, "consumed",
+                                               None, "<ce host: before staging>")
             # stage launch e's inputs
             data = self.inputs(r, e, seed)
             for p, b in world.bufs[r].items():
-                if self._produced(p):
+                if is_produced_operand(self.schedule, self.operands, p):
                     continue
-                if self._consumer(p):
+                if is_consumed_operand(self.schedule, self.operands, p):
                     t = self.operands[p]
                     for rr, lo, hi, partial in initial_regions(self.schedule, t):
                         if rr == r and not partial:
@@ -314,11 +309,7 @@ class Emulation:
                     Co(program_gen(self.code, args, pc), r, role, pid[0] + 1000 * pid[1],
                        pc.name + (f" ({pid[1]},{pid[2]})" if pid[1] or pid[2] else ""), e)))
             prev = launch
-        yield WaitCond(prev.done, f"rank {r} launch {launches} to complete")
-        if ce_plan is not None and ce_plan.reduce_in and self.reduce != "epilogue":
-            yield from world.ce_reduce(r, launches, ce_plan)
-        checker.launch_done(r, launches)
-        snapshots[r, launches] = {p: b.data.copy() for p, b in world.bufs[r].items()}
+        yield from finish(prev)
 
 
     # ---------------------------------------------------------------- all policies

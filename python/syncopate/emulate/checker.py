@@ -104,13 +104,13 @@ class Checker:
     def _extent(self, buf, offs, loc) -> None:
         """Accesses beyond the schedule tensor's extent mean the schedule does not describe
         the buffer the kernel indexes (a shape the compiler should have refused)."""
-        size = int(np.prod(self.schedule.tensors[buf.tensor].shape)) if buf.tensor in \
-            self.schedule.tensors else buf.data.size
+        spec = self.schedule.tensors.get(buf.tensor)
+        size = int(np.prod(spec.shape)) if spec is not None else buf.data.size
         if offs.size and int(offs.max()) >= size:
             raise EmulationError(
                 f"rank {buf.rank} accesses element {int(offs.max())} of {buf.name}, beyond the "
                 f"{size} elements of the schedule's tensor {buf.tensor} "
-                f"{self.schedule.tensors[buf.tensor].shape if buf.tensor in self.schedule.tensors else ''}"
+                f"{spec.shape if spec is not None else ''}"
                 f": the schedule's shape does not match what the kernel indexes", loc)
 
     # ----------------------------------------------------------------------------- loads

@@ -127,6 +127,7 @@ class World(Machine):
         self.reads: dict | None = None
         self.stats = {"transfers": 0, "copied_elements": 0, "waits": 0, "signals": 0}
         self._tilings: dict | None = None  # chunk kind -> CopyTiling (table lowering)
+        self._copy_views: dict = {}
 
     # ------------------------------------------------------------------ Machine hooks
     def on_load(self, pc, buf, offs, loc):
@@ -187,7 +188,7 @@ class World(Machine):
         b = self.flags[rank]
         b.data[index] = wrap_int(int(b.data[index]) + int(value), b.et.bits)
 
-    def _wait(self, rank, index, target, kind, chunk, loc, pc=None):
+    def wait_flag(self, rank, index, target, kind, chunk, loc, pc=None):
         w = WaitFlag(self.flags[rank], index, target, kind, chunk, loc, pc)
         if not w.ready():
             yield w
@@ -206,17 +207,16 @@ class World(Machine):
             reads = self.reads[rank] if self.reads is not None else \
                 self.state.reads_per_src.get(rank, 0)
             if pid == 0 and reads:
-                yield from self._wait(rank, self.layout.consumed, epoch * reads, "consumed",
+                yield from self.wait_flag(rank, self.layout.consumed, epoch * reads, "consumed",
                                       None, loc, pc)
             return
         yield from self._transfer(pc, info, loc)
 
     def copy_view(self, tensor: str):
         """The tensor's 2-d copy view, as the lowering computes it (one per tensor)."""
-        views = self.__dict__.setdefault("_copy_views", {})
-        if tensor not in views:
-            views[tensor] = schedule_copy_view(self.schedule, tensor)
-        return views[tensor]
+        if tensor not in self._copy_views:
+            self._copy_views[tensor] = schedule_copy_view(self.schedule, tensor)
+        return self._copy_views[tensor]
 
     def chunk_box(self, c):
         shift = self.faults.shift_chunk.get(c.id)
@@ -273,26 +273,19 @@ class World(Machine):
         if rank != (c.src if side == "src" else c.dst):
             return
         lay = self.layout
-        produced = self.schedule.is_produced(c.tensor)
-        if side == "src":
-            if not self.faults.skip_entry_wait:
-                yield from self._wait(rank, lay.entry(c.dst), epoch, "entry", c.id, loc, pc)
-            for a in after:
-                yield from self._wait(rank, a, epoch * self.writers, "chunk", a, loc, pc)
-            if produced:
-                yield from self._wait(rank, lay.produced(c.id), epoch * c.volume, "produced",
-                                      c.id, loc, pc)
-        else:
-            if not self.faults.skip_entry_wait:
-                yield from self._wait(rank, lay.entry(c.src), epoch, "entry", c.id, loc, pc)
-            for a in after:
-                yield from self._wait(c.src, a, epoch * self.writers, "chunk", a, loc, pc)
-            if produced:
-                yield from self._wait(c.src, lay.produced(c.id), epoch * c.volume, "produced",
-                                      c.id, loc, pc)
-                if c.reduce == "sum":
-                    yield from self._wait(rank, lay.produced(c.id), epoch * c.volume,
-                                          "produced", c.id, loc, pc)
+        # the executing rank waits for the other side's ENTRY; the after chunks and PRODUCED
+        # are the source's (and for a sum on the destination, its own PRODUCED too)
+        if not self.faults.skip_entry_wait:
+            yield from self.wait_flag(rank, lay.entry(c.dst if side == "src" else c.src), epoch,
+                                  "entry", c.id, loc, pc)
+        for a in after:
+            yield from self.wait_flag(c.src, a, epoch * self.writers, "chunk", a, loc, pc)
+        if self.schedule.is_produced(c.tensor):
+            yield from self.wait_flag(c.src, lay.produced(c.id), epoch * c.volume, "produced",
+                                  c.id, loc, pc)
+            if side != "src" and c.reduce == "sum":
+                yield from self.wait_flag(rank, lay.produced(c.id), epoch * c.volume,
+                                      "produced", c.id, loc, pc)
         param = self.param_of_tensor[c.tensor] if "table" in info else info["base"].buf.name
         src_buf, dst_buf = self.bufs[c.src][param], self.bufs[c.dst][param]
         view = self.copy_view(c.tensor)
@@ -324,13 +317,9 @@ class World(Machine):
             self._move(pc.name, rank, src_buf, dst_buf, offs, epoch, c.id, loc, acc)
         self.stats["transfers"] += 1
         yield POINT
-        withheld = c.id in self.withheld  # fault injection: moved, never released
-        if side == "src":
-            if not withheld:
-                self._add(c.dst, c.id, 1)
-        else:
-            if not withheld:
-                self._add(rank, c.id, 1)
+        if c.id not in self.withheld:  # fault injection: moved, never released
+            self._add(c.dst, c.id, 1)
+        if side != "src":
             yield POINT
             self._add(c.src, lay.consumed, 1)
 
@@ -350,8 +339,7 @@ class World(Machine):
 
     # ------------------------------------------------------------------ ce side stream
     def ce_plan(self, rank):
-        produced = self.state.produced
-        return build_ce_plan(self.schedule, rank, produced)
+        return build_ce_plan(self.schedule, rank, self.state.produced)
 
     def ce_stream(self, rank: int, epoch: int, plan, launch) -> object:
         """The side stream of one ``ce`` launch (docs/fused-abi.md "ce host protocol")."""
@@ -363,12 +351,12 @@ class World(Machine):
             self._set(q, lay.entry(rank), epoch)
         if not self.faults.skip_entry_wait:
             for p in range(self.W):
-                yield from self._wait(rank, lay.entry(p), epoch, "entry", None, loc)
+                yield from self.wait_flag(rank, lay.entry(p), epoch, "entry", None, loc)
         launch.entered = True
         for st in plan.steps:
             c = self.schedule.chunk(st.chunk)
             if st.wait_produced:
-                yield from self._wait(rank, lay.produced(st.chunk), epoch * st.wait_produced,
+                yield from self.wait_flag(rank, lay.produced(st.chunk), epoch * st.wait_produced,
                                       "produced", st.chunk, loc)
             if st.wait_kernel:
                 yield WaitCond(lambda: launch.kernel_done(), f"rank {rank} launch {epoch}'s kernel")
@@ -400,7 +388,7 @@ class World(Machine):
         loc = "<ce host reduction>"
         who = f"rank {rank} host"
         for st in plan.reduce_in:
-            yield from self._wait(rank, lay.chunk(st.chunk), epoch, "chunk", st.chunk, loc)
+            yield from self.wait_flag(rank, lay.chunk(st.chunk), epoch, "chunk", st.chunk, loc)
         groups: dict = {}
         for st in plan.reduce_in:
             c = self.schedule.chunk(st.chunk)
@@ -447,4 +435,3 @@ def program_gen(code, args, pc: ProgramCtx):
         yield from code.body(env, pc)
     else:
         code.body(env, pc)
-    pc.done = True

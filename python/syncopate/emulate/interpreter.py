@@ -183,7 +183,7 @@ class ProgramCtx:
     """What one program instance knows about itself, and the machine it runs on."""
 
     __slots__ = ("rank", "pid", "grid", "epoch", "role", "machine", "stored", "signalled",
-                 "name", "done", "blocked_on")
+                 "name")
 
     def __init__(self, machine, rank: int, pid: tuple, grid: tuple, epoch: int, role: str):
         self.machine, self.rank, self.pid, self.grid = machine, rank, pid, grid
@@ -191,8 +191,6 @@ class ProgramCtx:
         self.stored: dict[int, int] = {}
         self.signalled: dict[int, int] = {}
         self.name = f"rank {rank} {role} program {pid[0] if len(pid) else 0}"
-        self.done = False
-        self.blocked_on = None
 
 
 class Machine:
@@ -326,15 +324,7 @@ class FunctionCode:
 
         if any(c[1] for c in code):
             return walk, True
-
-        def run_plain(env, pc):
-            g = walk(env, pc)
-            try:
-                next(g)
-            except StopIteration as done:
-                return done.value
-            raise EmulationError("a block of a function without yields yielded", None)
-        return run_plain, False
+        return plain(walk, None), False
 
     # ops ---------------------------------------------------------------------------------
     def op(self, op, tensor_mode: bool = False):
@@ -410,3 +400,16 @@ def _as_gen(run, yields, env, pc):
     if yields:
         return (yield from run(env, pc))
     return run(env, pc)
+
+
+def plain(gen_fn, where):
+    """``gen_fn(env, pc)``, a generator function over blocks without preemption points, as a
+    plain function returning its value: one body of code serves both kinds of block."""
+    def run(env, pc):
+        g = gen_fn(env, pc)
+        try:
+            next(g)
+        except StopIteration as done:
+            return done.value
+        raise EmulationError("internal: code without preemption points yielded", where)
+    return run

@@ -123,12 +123,18 @@ def etype_named(name: str) -> EType:
 
 # ----------------------------------------------------------------------------- rounding
 
-def round_bf16(x):
-    """Round float32 values to bfloat16 (nearest even), kept in float32 storage."""
+def _round_mantissa(x, drop: int) -> np.ndarray:
+    """Float32 values rounded to nearest even with the low ``drop`` bits cleared (NaN kept)."""
     a = np.asarray(x, dtype=np.float32)
     u = a.view(np.uint32).astype(np.uint64)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
-    r = np.where(np.isnan(a), a, r)
+    keep = (0xFFFFFFFF >> drop) << drop
+    r = ((u + (1 << (drop - 1)) - 1 + ((u >> drop) & 1)) & keep).astype(np.uint32)
+    return np.where(np.isnan(a), a, r.view(np.float32))
+
+
+def round_bf16(x):
+    """Round float32 values to bfloat16 (nearest even), kept in float32 storage."""
+    r = _round_mantissa(x, 16)
     return r if isinstance(x, np.ndarray) else np.float32(r)
 
 
@@ -155,10 +161,7 @@ def round_float(x, et: "EType"):
 
 def round_tf32(x):
     """Round float32 values to tf32 (10-bit mantissa, nearest even): ``inputPrecision=tf32``."""
-    a = np.asarray(x, dtype=np.float32)
-    u = a.view(np.uint32).astype(np.uint64)
-    r = ((u + 0xFFF + ((u >> 13) & 1)) & 0xFFFFE000).astype(np.uint32).view(np.float32)
-    return np.where(np.isnan(a), a, r)
+    return _round_mantissa(x, 13)
 
 
 def to_etype(x, et: EType):
@@ -277,9 +280,8 @@ class Buffer:
         if self.viewed is not None:
             self.addr = self.viewed.addr
             return
-        esize = max(1, self.et.bits // 8)
         self.addr = _NEXT_ADDR[0]
-        _NEXT_ADDR[0] += (self.data.size * esize + 4095) // 4096 * 4096 + 4096
+        _NEXT_ADDR[0] += (self.data.size * self.esize + 4095) // 4096 * 4096 + 4096
 
     @property
     def esize(self) -> int:

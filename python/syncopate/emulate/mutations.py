@@ -15,10 +15,6 @@ from syncopate_mlir.dialects.tt import DescriptorStoreOp, StoreOp
 from ..errors import EmulationError
 
 
-def _clone(module):
-    return module.clone()
-
-
 def _ops(module, cls):
     return [o for o in module.walk() if isinstance(o, cls)]
 
@@ -45,7 +41,7 @@ def comm_on_every_row(module):
     """Undo partition-sms's leader guard: every program ``(p, y, z)`` with ``p <
     comm_programs`` runs the comm plan, as before issue 8 -- on a 2-D grid the chunks are then
     signalled once per row of axis 1, and from launch 2 on waits pass before data arrives."""
-    m = _clone(module)
+    m = module.clone()
     comms = _ops(m, CommOp)
     if not comms:
         raise EmulationError("comm_on_every_row: the module has no comm region (sm/nvshmem only)")
@@ -63,7 +59,7 @@ def comm_on_every_row(module):
 def drop_push_waits(module):
     """Erase the comm programs' waits for the chunks pushed to their rank (partition-sms's
     end-of-launch wait): a launch can then end before its data has arrived."""
-    m = _clone(module)
+    m = module.clone()
     waits = [w for w in _ops(m, WaitOp) if _in_comm(w)]
     if not waits:
         raise EmulationError("drop_push_waits: the module has no comm-program wait (no chunk is "
@@ -78,7 +74,7 @@ def drop_wait(module, index: int = 0, chunk: int | None = None):
     waiting for ``chunk``); its token becomes a constant zero.  The comm programs' own waits
     (partition-sms's wait for pushed chunks) are not candidates: dropping one of those only
     lets a launch end early, which is another mutation."""
-    m = _clone(module)
+    m = module.clone()
     waits = [w for w in _ops(m, WaitOp) if not _in_comm(w)]
     if chunk is not None:
         waits = [w for w in waits if w.chunk is not None and w.chunk.value.data == chunk]
@@ -92,7 +88,7 @@ def drop_wait(module, index: int = 0, chunk: int | None = None):
 def early_signal(module, index: int = 0):
     """Move the stores before the ``index``-th block of ``PRODUCED`` signals to after them:
     the tile releases its chunk before it has written it."""
-    m = _clone(module)
+    m = module.clone()
     sigs = [s for s in _ops(m, SignalOp) if s.kind.data == "produced"]
     blocks = []
     for s in sigs:
@@ -119,7 +115,7 @@ def remap_table(module, rank: int = 0, duplicate: bool = True):
     """Change rank ``rank``'s row of the first ``syncopate.remap`` table: with ``duplicate``
     two coordinates map to the same tile (one tile computed twice, one never), otherwise the
     row is rotated (a different, still bijective order)."""
-    m = _clone(module)
+    m = module.clone()
     remaps = _ops(m, RemapOp)
     if not remaps:
         raise EmulationError("remap_table: the module has no syncopate.remap")
@@ -139,7 +135,7 @@ def shift_wait_region(module, chunk: int, delta: int):
     """Shift the interval test that guards the wait for ``chunk`` by ``delta`` elements along
     its chunked dim (a chunk region off by one tile in ``resolve-chunks``'s tests): tiles of
     the real band no longer wait for it."""
-    m = _clone(module)
+    m = module.clone()
     waits = [w for w in _ops(m, WaitOp)
              if w.chunk is not None and w.chunk.value.data == chunk]
     if not waits:
@@ -174,7 +170,7 @@ def shift_wait_region(module, chunk: int, delta: int):
 def drop_drain(module):
     """Erase ``syncopate.drain``: a pull source may finish its launch (and be restaged)
     before its readers read."""
-    m = _clone(module)
+    m = module.clone()
     drains = _ops(m, DrainOp)
     if not drains:
         raise EmulationError("drop_drain: the module has no syncopate.drain (no pull chunks)")

@@ -80,27 +80,30 @@ def _arr(fn):
     return g
 
 
+def _same(fn):
+    """An integer op whose expression is the same on Python ints and numpy arrays."""
+    return fn, _arr(fn)
+
+
 def _shift_ok(y, et):
     return np.asarray(y) < et.bits
 
 
 _INT_OPS = {
-    "arith.addi": (lambda x, y, et, w: x + y, _arr(lambda x, y, et, w: x + y)),
-    "arith.subi": (lambda x, y, et, w: x - y, _arr(lambda x, y, et, w: x - y)),
-    "arith.muli": (lambda x, y, et, w: x * y, _arr(lambda x, y, et, w: x * y)),
-    "arith.divsi": (lambda x, y, et, w: _c_div(x, y, w), _arr(lambda x, y, et, w: _c_div(x, y, w))),
-    "arith.remsi": (lambda x, y, et, w: _c_rem(x, y, w), _arr(lambda x, y, et, w: _c_rem(x, y, w))),
-    "arith.divui": (lambda x, y, et, w: _c_div(_uns(x, et), _uns(y, et), w),
-                    _arr(lambda x, y, et, w: _c_div(_uns(x, et), _uns(y, et), w))),
-    "arith.remui": (lambda x, y, et, w: _c_rem(_uns(x, et), _uns(y, et), w),
-                    _arr(lambda x, y, et, w: _c_rem(_uns(x, et), _uns(y, et), w))),
+    "arith.addi": _same(lambda x, y, et, w: x + y),
+    "arith.subi": _same(lambda x, y, et, w: x - y),
+    "arith.muli": _same(lambda x, y, et, w: x * y),
+    "arith.divsi": _same(lambda x, y, et, w: _c_div(x, y, w)),
+    "arith.remsi": _same(lambda x, y, et, w: _c_rem(x, y, w)),
+    "arith.divui": _same(lambda x, y, et, w: _c_div(_uns(x, et), _uns(y, et), w)),
+    "arith.remui": _same(lambda x, y, et, w: _c_rem(_uns(x, et), _uns(y, et), w)),
     "arith.ceildivsi": (lambda x, y, et, w: -((-x) // y) if y > 0 else -(x // -y) if y < 0 else _c_div(x, y, w),
                         _arr(lambda x, y, et, w: -np.floor_divide(-x, y))),
     "arith.floordivsi": (lambda x, y, et, w: x // y if y else _c_div(x, y, w),
                          _arr(lambda x, y, et, w: np.floor_divide(x, y))),
-    "arith.andi": (lambda x, y, et, w: x & y, _arr(lambda x, y, et, w: x & y)),
-    "arith.ori": (lambda x, y, et, w: x | y, _arr(lambda x, y, et, w: x | y)),
-    "arith.xori": (lambda x, y, et, w: x ^ y, _arr(lambda x, y, et, w: x ^ y)),
+    "arith.andi": _same(lambda x, y, et, w: x & y),
+    "arith.ori": _same(lambda x, y, et, w: x | y),
+    "arith.xori": _same(lambda x, y, et, w: x ^ y),
     "arith.shli": (lambda x, y, et, w: x << y if y < et.bits else 0,
                    _arr(lambda x, y, et, w: np.where(_shift_ok(y, et), np.left_shift(x, np.minimum(y, et.bits - 1)), 0))),
     "arith.shrsi": (lambda x, y, et, w: x >> min(y, et.bits - 1),

@@ -17,6 +17,7 @@ from .interpreter import (
     _res,
     handler,
     loc_of,
+    plain,
 )
 from .memory import Ptr, PtrTensor, etype_of, round_tf32, to_etype, wrap_int
 
@@ -120,32 +121,18 @@ def _for(fc, op, tm):
     args = [fc.slot(a) for a in block.args[1:]]
     body, yields = fc.block(block, tm)
 
-    if yields:
-        def g(env, pc):
-            i, end, step = env[lb], env[ub], env[st]
-            vals = [env[s] for s in inits]
-            while i < end:
-                env[iv] = i
-                for s, v in zip(args, vals):
-                    env[s] = v
-                vals = yield from body(env, pc)
-                i += step
-            for s, v in zip(res, vals):
-                env[s] = v
-        return g, True
-
-    def f(env, pc):
+    def g(env, pc):
         i, end, step = env[lb], env[ub], env[st]
         vals = [env[s] for s in inits]
         while i < end:
             env[iv] = i
             for s, v in zip(args, vals):
                 env[s] = v
-            vals = body(env, pc)
+            vals = (yield from body(env, pc)) if yields else body(env, pc)
             i += step
         for s, v in zip(res, vals):
             env[s] = v
-    return f, False
+    return (g, True) if yields else (plain(g, loc_of(op)), False)
 
 
 @handler("scf.if")
@@ -158,19 +145,12 @@ def _if(fc, op, tm):
     else:
         fb, fy = (lambda env, pc: []), False
 
-    if ty or fy:
-        def g(env, pc):
-            branch, y = (tb, ty) if env[c] else (fb, fy)
-            vals = (yield from branch(env, pc)) if y else branch(env, pc)
-            for s, v in zip(res, vals):
-                env[s] = v
-        return g, True
-
-    def f(env, pc):
-        vals = tb(env, pc) if env[c] else fb(env, pc)
+    def g(env, pc):
+        branch, y = (tb, ty) if env[c] else (fb, fy)
+        vals = (yield from branch(env, pc)) if y else branch(env, pc)
         for s, v in zip(res, vals):
             env[s] = v
-    return f, False
+    return (g, True) if ty or fy else (plain(g, loc_of(op)), False)
 
 
 @handler("scf.while")
@@ -201,18 +181,7 @@ def _while(fc, op, tm):
             for s, v in zip(aargs, out[1:]):
                 env[s] = v
             vals = (yield from arun(env, pc)) if ay else arun(env, pc)
-
-    if by or ay:
-        return g, True
-
-    def f(env, pc):
-        it = g(env, pc)
-        try:
-            next(it)
-        except StopIteration:
-            return
-        raise EmulationError("internal: a plain while yielded", loc_of(op))
-    return f, False
+    return (g, True) if by or ay else (plain(g, loc_of(op)), False)
 
 
 @handler("tt.call")
@@ -327,43 +296,32 @@ def _sy_comm(fc, op, tm):
 
 
 def _comm_step(kind):
+    """``syncopate.enter`` / ``transfer`` / ``drain``, and ``transfer_chunk``, the table form
+    of a transfer: its chunk id is a value read from the chunk table, and the machine takes
+    the chunk's box, ends and kind from the table's record (so a table that disagrees with
+    the schedule shows up as a wrong result or a race)."""
     def make(fc, op, tm):
         slots = {n: fc.slot(getattr(op, n)) for n in ("pid", "count", "epoch", "rank", "flags")}
-        base = fc.slot(op.base) if kind == "transfer" else None
+        if kind == "transfer_chunk":
+            slots.update(table=fc.slot(op.table), chunk=fc.slot(op.chunk))
+        elif kind == "transfer":
+            slots["base"] = fc.slot(op.base)
         chunk = int(op.chunk.value.data) if kind == "transfer" else None
+        step = "transfer" if kind == "transfer_chunk" else kind
         where = loc_of(op)
 
         def g(env, pc):
-            info = {n: env[s] for n, s in slots.items()}
-            info["chunk"] = chunk
-            if base is not None:
-                info["base"] = env[base]
-            yield from pc.machine.comm_step(pc, kind, info, where)
+            info = {"chunk": chunk}
+            info.update((n, env[s]) for n, s in slots.items())
+            if kind == "transfer_chunk":
+                info["chunk"] = int(info["chunk"])
+            yield from pc.machine.comm_step(pc, step, info, where)
         return g, True
     return make
 
 
-for _k in ("enter", "transfer", "drain"):
+for _k in ("enter", "transfer", "drain", "transfer_chunk"):
     _HANDLERS[f"syncopate.{_k}"] = _comm_step(_k)
-
-
-@handler("syncopate.transfer_chunk")
-def _sy_transfer_chunk(fc, op, tm):
-    """The table form of a transfer: the chunk id is a value read from the chunk table, and
-    the machine takes the chunk's box, ends and kind from the table's record (so a table that
-    disagrees with the schedule shows up as a wrong result or a race)."""
-    slots = {n: fc.slot(getattr(op, n)) for n in ("pid", "count", "epoch", "rank", "flags")}
-    table, chunk = fc.slot(op.table), fc.slot(op.chunk)
-    bases = [fc.slot(v) for v in op.bases]
-    where = loc_of(op)
-
-    def g(env, pc):
-        info = {n: env[s] for n, s in slots.items()}
-        info["chunk"] = int(env[chunk])
-        info["table"] = env[table]
-        info["bases"] = [env[b] for b in bases]
-        yield from pc.machine.comm_step(pc, "transfer", info, where)
-    return g, True
 
 
 @handler("syncopate.wait_region", "syncopate.signal_region")

@@ -134,6 +134,15 @@ def _load_values(buf, offs, mask, where):
     return buf.read(safe)
 
 
+def _load_block(pc, buf, offs, inb, pad_nan, where):
+    """A block pointer's or a tensor descriptor's load: elements out of bounds (``~inb``)
+    read as zero, or NaN with ``padding_option="nan"``; the checker sees the others."""
+    vals = _load_values(buf, offs, inb, where)
+    if buf.tracked:
+        pc.machine.on_load(pc, buf.base, offs[inb], where)
+    return np.where(inb, vals, np.nan if pad_nan else 0).astype(buf.et.np)
+
+
 @handler("tt.load")
 def _load(fc, op, tm):
     p = fc.slot(op.ptr)
@@ -151,11 +160,7 @@ def _load(fc, op, tm):
         buf = _typed(x.buf, et, where)
         if isinstance(x, BlockPtr):
             offs, inb = block_offsets(x.base, x.shape, x.strides, x.offsets, x.block, set(bcheck))
-            vals = _load_values(buf, offs, inb, where)
-            vals = np.where(inb, vals, np.nan if pad_nan else 0).astype(buf.et.np)
-            if buf.tracked:
-                pc.machine.on_load(pc, buf.base, offs[inb], where)
-            env[r] = vals
+            env[r] = _load_block(pc, buf, offs, inb, pad_nan, where)
             return
         if isinstance(x, PtrTensor):
             if mask is not None and not isinstance(mask, np.ndarray):
@@ -326,8 +331,26 @@ def _apply_atomic(pc, buf, offs, step, where, fadd_et=None):
     return olds
 
 
-def _scalar_result(v, et):
-    return wrap_int(int(v), et.bits) if et.kind == "int" else et.np.type(v)
+def _atomic(pc, x, et, operands, mask, step, where, fadd_et=None):
+    """``step(old, *operands)`` at pointer ``x`` (scalar or tensor) for its active lanes
+    (``mask``: None for all), the operands broadcast to ``x``'s shape in ``et``; returns the
+    old values as ``x`` is shaped, 0 on inactive lanes (:func:`_apply_atomic`)."""
+    buf = _typed(x.buf, et, where)
+    scalar = not isinstance(x, PtrTensor)
+    if scalar and mask is not None and not mask:
+        return to_etype(0, et)
+    shape = () if scalar else x.offs.shape
+    offs = np.array([x.off]) if scalar else x.offs.reshape(-1)
+    idx = np.arange(offs.size) if mask is None or scalar else \
+        np.nonzero(np.broadcast_to(np.asarray(mask, dtype=bool), shape).reshape(-1))[0]
+    args = [to_etype(np.broadcast_to(np.asarray(v), shape).reshape(-1), et)[idx]
+            for v in operands]
+    olds = np.zeros(offs.shape, et.np)
+    olds[idx] = _apply_atomic(pc, buf, offs[idx],
+                              lambda old, ln: step(old, *(a[ln] for a in args)), where, fadd_et)
+    if not scalar:
+        return olds.reshape(shape)
+    return wrap_int(int(olds[0]), et.bits) if et.kind == "int" else et.np.type(olds[0])
 
 
 @handler("tt.atomic_rmw")
@@ -343,29 +366,8 @@ def _atomic_rmw(fc, op, tm):
 
     def g(env, pc):
         yield POINT
-        x, val = env[p], env[v]
-        mask = env[m] if m is not None else None
-        buf = _typed(x.buf, et, where)
-        if isinstance(x, PtrTensor):
-            shape = x.offs.shape
-            offs = x.offs.reshape(-1)
-            vals = to_etype(np.broadcast_to(np.asarray(val), shape).reshape(-1), et)
-            act = np.ones(offs.shape, bool) if mask is None else \
-                np.broadcast_to(np.asarray(mask, dtype=bool), shape).reshape(-1)
-            idx = np.nonzero(act)[0]
-            av = vals[idx]
-            olds = np.zeros(offs.shape, et.np)
-            olds[idx] = _apply_atomic(pc, buf, offs[idx], lambda old, ln: fn(old, av[ln]), where,
-                                      fadd_et)
-            env[r] = olds.reshape(shape)
-            return
-        if mask is not None and not mask:
-            env[r] = to_etype(0, et)
-            return
-        av = to_etype(np.asarray([val]), et)
-        old = _apply_atomic(pc, buf, np.array([x.off]), lambda o, ln: fn(o, av[ln]), where,
-                            fadd_et)
-        env[r] = _scalar_result(old[0], et)
+        env[r] = _atomic(pc, env[p], et, [env[v]], env[m] if m is not None else None, fn,
+                         where, fadd_et)
     return g, True
 
 
@@ -384,20 +386,7 @@ def _atomic_cas(fc, op, tm):
 
     def g(env, pc):
         yield POINT
-        x, cmpv, val = env[p], env[c], env[v]
-        buf = _typed(x.buf, et, where)
-        if isinstance(x, PtrTensor):
-            shape = x.offs.shape
-            cm = to_etype(np.broadcast_to(np.asarray(cmpv), shape).reshape(-1), et)
-            vs = to_etype(np.broadcast_to(np.asarray(val), shape).reshape(-1), et)
-            olds = _apply_atomic(pc, buf, x.offs.reshape(-1),
-                                 lambda old, ln: cas(old, cm[ln], vs[ln]), where)
-            env[r] = olds.reshape(shape)
-            return
-        cm, vs = to_etype(np.asarray([cmpv]), et), to_etype(np.asarray([val]), et)
-        old = _apply_atomic(pc, buf, np.array([x.off]), lambda o, ln: cas(o, cm[ln], vs[ln]),
-                            where)
-        env[r] = _scalar_result(old[0], et)
+        env[r] = _atomic(pc, env[p], et, [env[c], env[v]], None, cas, where)
     return g, True
 
 
@@ -460,11 +449,7 @@ def _desc_load(fc, op, tm):
         buf = _typed(x.buf, et, where)
         offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx],
                                   x.block, None)
-        vals = _load_values(buf, offs, inb, where)
-        vals = np.where(inb, vals, np.nan if x.pad_nan else 0).astype(buf.et.np)
-        if buf.tracked:
-            pc.machine.on_load(pc, buf.base, offs[inb], where)
-        env[r] = vals.reshape(rshape)
+        env[r] = _load_block(pc, buf, offs, inb, x.pad_nan, where).reshape(rshape)
 
     return _fine(fc, do, lambda env: env[d].buf.tracked)
 

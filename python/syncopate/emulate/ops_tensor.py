@@ -66,24 +66,19 @@ def _unsplat(fc, op, tm):
     return f, False
 
 
-@handler("tt.join")
-def _join(fc, op, tm):
-    a, b = _ops(fc, op)
-    r = _res(fc, op)
+def _pair_op(fn):
+    def make(fc, op, tm):
+        a, b = _ops(fc, op)
+        r = _res(fc, op)
 
-    def f(env, pc):
-        env[r] = np.stack([np.asarray(env[a]), np.asarray(env[b])], axis=-1)
-    return f, False
+        def f(env, pc):
+            env[r] = fn([np.asarray(env[a]), np.asarray(env[b])])
+        return f, False
+    return make
 
 
-@handler("tt.cat")
-def _cat(fc, op, tm):
-    a, b = _ops(fc, op)
-    r = _res(fc, op)
-
-    def f(env, pc):
-        env[r] = np.concatenate([np.asarray(env[a]), np.asarray(env[b])], axis=0)
-    return f, False
+_HANDLERS["tt.join"] = _pair_op(lambda xs: np.stack(xs, axis=-1))
+_HANDLERS["tt.cat"] = _pair_op(lambda xs: np.concatenate(xs, axis=0))
 
 
 @handler("tt.split")

@@ -55,7 +55,7 @@ from .interpreter import Machine, ProgramCtx
 from .memory import Buffer, Ptr, to_etype
 
 __all__ = ["REORDER_ULPS", "Reference", "final_regions", "float_atomic_bound",
-           "initial_regions", "is_reduced", "part_offset", "program_ids"]
+           "initial_regions", "is_reduced", "part_offset", "program_ids", "run_grid"]
 
 #: ulps (of the coarsest float pointer type) allowed when a loop's reductions were reordered
 REORDER_ULPS = 8
@@ -98,6 +98,15 @@ def program_ids(grid):
         for y in range(g[1]):
             for x in range(g[0]):
                 yield (x, y, z)
+
+
+def run_grid(code, args, grid, rank: int = 0, epoch: int = 1) -> None:
+    """Run every program of ``grid`` to completion, one after another, on a machine with no
+    peers and no flags: the unfused kernel ``code`` on one GPU's arguments."""
+    m = Machine()
+    for pid in program_ids(grid):
+        for _ in program_gen(code, args, ProgramCtx(m, rank, pid, grid, epoch, "compute")):
+            pass
 
 
 def initial_regions(sched, tensor):
@@ -176,28 +185,20 @@ class Reference:
                 data = self.inputs(r, epoch, seed)[p].copy()
                 t = self.operands.get(p)
                 if t is not None:
+                    data[:] = np.nan if et.kind == "float" else 0
+                if p in gathered:  # what rank r ends up holding, and what it started with
                     shape = self.schedule.tensors[t].shape
-                    if p in gathered:
-                        data[:] = np.nan if et.kind == "float" else 0
-                        for rr, lo, hi in final_regions(self.schedule, t):
-                            if rr == r:
-                                offs = region_offsets(shape, lo, hi)
-                                data[offs] = gathered[p][offs]
-                        for rr, lo, hi, partial in initial_regions(self.schedule, t):
-                            if rr == r:
-                                offs = region_offsets(shape, lo, hi)
-                                data[offs] = gathered[p][offs]
-                    else:
-                        data[:] = np.nan if et.kind == "float" else 0
+                    held = final_regions(self.schedule, t) + [
+                        (rr, lo, hi) for rr, lo, hi, _ in initial_regions(self.schedule, t)]
+                    for rr, lo, hi in held:
+                        if rr == r:
+                            offs = region_offsets(shape, lo, hi)
+                            data[offs] = gathered[p][offs]
                 bufs[p] = Buffer(p, r, et, data)
             args = [Ptr(bufs[n], part_offset(self.schedule, self.operands[n], r)
                         if n in self.operands else 0) if n in bufs else self.args[n][r]
                     for n in self.spec.names]
-            m = Machine()
-            for pid in program_ids(self.grid):
-                pc = ProgramCtx(m, r, pid, self.grid, epoch, "compute")
-                for _ in program_gen(self.code, args, pc):
-                    pass
+            run_grid(self.code, args, self.grid, r, epoch)
             out[r] = {p: b.data for p, b in bufs.items()}
             out[r]["__gathered__"] = gathered
             out["fadd", r] = {p: b.fadd.get(epoch) for p, b in bufs.items()}
@@ -266,16 +267,7 @@ class Reference:
                 if not is_consumed_operand(self.schedule, self.operands, p):
                     continue
                 t = self.operands[p]
-                shape = self.schedule.tensors[t].shape
-                for rr, lo, hi in final_regions(self.schedule, t):
-                    if rr != r:
-                        continue
-                    offs = region_offsets(shape, lo, hi)
-                    # rows past a run-time extent's count are padding, not data (extents.py)
-                    param_of = {tt: pp for pp, tt in self.operands.items()}
-                    for slo, shi in undefined_boxes(self.schedule, t, r,
-                                                    lambda name: got[param_of[name]]):
-                        offs = np.setdiff1d(offs, region_offsets(shape, slo, shi))
+                for _, _, offs in self._final_offsets(t, r, got):
                     a = got[p][offs]
                     b = ref[r]["__gathered__"][p][offs]
                     if not np.array_equal(a, b, equal_nan=True):
@@ -283,6 +275,23 @@ class Reference:
                             f"rank {r}, launch {last}, {p} ({t}): "
                             f"{int((a != b).sum())} element(s) of its final region differ from "
                             f"the gathered inputs [{policy}]")
+
+    def _final_offsets(self, t, r, got=None):
+        """``(lo, hi, offsets)`` of each final region of tensor ``t`` on rank ``r``; with
+        ``got`` (rank ``r``'s buffers after the launch), less the rows past a run-time extent's
+        count, which are padding, not data (extents.py)."""
+        shape = self.schedule.tensors[t].shape
+        padding = []
+        if got is not None:
+            param_of = {tt: pp for pp, tt in self.operands.items()}
+            padding = [region_offsets(shape, slo, shi) for slo, shi in
+                       undefined_boxes(self.schedule, t, r, lambda name: got[param_of[name]])]
+        for rr, lo, hi in final_regions(self.schedule, t):
+            if rr == r:
+                offs = region_offsets(shape, lo, hi)
+                for pad in padding:
+                    offs = np.setdiff1d(offs, pad)
+                yield lo, hi, offs
 
     def _excuse_atomic_order(self, bad, a, b, order, what, policy, result):
         """``bad`` less the elements within the float atomic bound of ``order`` (a note in
@@ -306,11 +315,7 @@ class Reference:
         partials, within the sum's rounding bound."""
         exp = ref["sum", p]
         t = self.operands[p]
-        shape = self.schedule.tensors[t].shape
-        for rr, lo, hi in final_regions(self.schedule, t):
-            if rr != r:
-                continue
-            offs = region_offsets(shape, lo, hi)
+        for lo, hi, offs in self._final_offsets(t, r):
             a, b = data[offs].astype(np.float64), exp[offs].astype(np.float64)
             scale = ref["abs", p][offs].astype(np.float64)
             tol = self.tolerance(p) * (scale + 1.0)
@@ -328,16 +333,7 @@ class Reference:
         not data (extents.py): skipped, by the counts in ``got`` (rank ``r``'s buffers)."""
         exp = ref["collected", p]
         t = self.operands[p]
-        shape = self.schedule.tensors[t].shape
-        param_of = {tt: pp for pp, tt in self.operands.items()}
-        padding = [region_offsets(shape, slo, shi) for slo, shi in
-                   undefined_boxes(self.schedule, t, r, lambda name: got[param_of[name]])]
-        for rr, lo, hi in final_regions(self.schedule, t):
-            if rr != r:
-                continue
-            offs = region_offsets(shape, lo, hi)
-            for pad in padding:
-                offs = np.setdiff1d(offs, pad)
+        for lo, hi, offs in self._final_offsets(t, r, got):
             if self.reordered and data.dtype.kind == "f":
                 self._compare_reordered(r, e, p, data[offs], exp[offs], policy, result)
                 continue

@@ -29,17 +29,16 @@ from __future__ import annotations
 import re
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..emulate import Emulation, PerRank, fuse_module, kernel_ttir
-from ..emulate.comm import program_gen
-from ..emulate.interpreter import Machine, ModuleCode, ProgramCtx
+from ..emulate.interpreter import ModuleCode
 from ..emulate.memory import Buffer, Ptr, etype_of, to_etype
 from ..emulate.modules import local_module
-from ..emulate.reference import program_ids
-from ..errors import EmulationError, LaunchError, SyncopateError
+from ..emulate.reference import run_grid
+from ..errors import LaunchError, SyncopateError
 from . import atomics
 from .case import Case, load_kernel
 from .gen import generate
@@ -60,11 +59,7 @@ class Verdict:
     kind: str = ""            # failure/known: race kinds, "mismatch", "crash", ...
     known: str = ""           # the id of the known bug it matches
     seconds: float = 0.0
-    phases: dict = field(default_factory=dict)
     report: str = ""          # the emulator's summary or the traceback
-    #: mismatches: the largest |fused - unfused| / (|unfused| + 1) over the outputs no chunk
-    #: moves (last launch, every policy and rank); rounding-sized differences say "reordered"
-    max_rel: float | None = None
     #: clean: the emulator's float atomic order notes (differences within the bound)
     notes: int = 0
 
@@ -101,12 +96,7 @@ def run_unfused(ttir: str, case: Case, inputs: dict) -> dict[str, np.ndarray]:
         # a copy: the kernel's atomics update the buffer, ``inputs`` stays what it started as
         bufs[t.name] = Buffer(t.name, 0, et, to_etype(np.array(data).reshape(-1), et))
     args = [Ptr(bufs[n], 0) if n in bufs else case.scalars[n] for n in code.arg_names]
-    grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
-    m = Machine()
-    for pid in program_ids(grid):
-        pc = ProgramCtx(m, 0, pid, grid, 1, "compute")
-        for _ in program_gen(code, args, pc):
-            pass
+    run_grid(code, args, tuple(case.grid) + (1,) * (3 - len(case.grid)))
     return {t.name: bufs[t.name].data.reshape(t.shape) for t in case.tensors if t.role != "in"}
 
 
@@ -146,8 +136,12 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
     v = Verdict(case.seed, "clean")
 
     def done(outcome, detail="", kind="", report=""):
+        """The verdict; a failure that matches a known bug is ``known``."""
         v.outcome, v.detail, v.kind, v.report = outcome, detail, kind, report
         v.seconds = time.perf_counter() - t0
+        k = match_known(case, v) if outcome == "failure" else None
+        if k is not None:
+            v.outcome, v.known = "known", k
         return v
 
     try:
@@ -155,27 +149,21 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
     except Exception as e:  # noqa: BLE001 - the generator wrote bad Python
         return done("invalid", f"source does not import: {e!r}", "source",
                     traceback.format_exc())
-    ttir = None
+    module = refusal = crash = None
     try:
         module, ttir = _fuse(kernel, case)
     except SyncopateError as e:
         refusal = e
-        module = None
     except Exception as e:  # noqa: BLE001 - classified below
+        crash = (f"the compiler crashed: {type(e).__name__}: {e}", traceback.format_exc())
+    if module is None:
         try:
             ttir = _ttir(kernel, case)
         except Exception as e2:  # noqa: BLE001 - Triton rejected the kernel: generator bug
             return done("invalid", f"Triton's frontend rejects the kernel: {e2!r}"[:2000],
                         "frontend", traceback.format_exc())
-        return done("failure", f"the compiler crashed: {type(e).__name__}: {e}", "crash",
-                    traceback.format_exc())
-    v.phases["fuse"] = round(time.perf_counter() - t0, 3)
-    if module is None:
-        try:
-            ttir = _ttir(kernel, case)
-        except Exception as e2:  # noqa: BLE001
-            return done("invalid", f"Triton's frontend rejects the kernel: {e2!r}"[:2000],
-                        "frontend", traceback.format_exc())
+    if crash is not None:
+        return done("failure", crash[0], "crash", crash[1])
     if check_reference:
         try:
             why = check_unfused(ttir, case)
@@ -203,21 +191,15 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                   "gather_hint": {"x_ptr"}}.get(case.styles["addressing"], set())
         if case.operand in hinted and "hint_region" in msg and "hint_region:" not in msg:
             # the refusal tells the user to add the hint the kernel already has
-            done("failure", f"refused with advice the kernel already follows: "
-                            f"{type(refusal).__name__}: {msg}", "advice-already-followed")
-            k = match_known(case, v)
-            if k is not None:
-                v.outcome, v.known = "known", k
-            return v
+            return done("failure", f"refused with advice the kernel already follows: "
+                                   f"{type(refusal).__name__}: {msg}", "advice-already-followed")
         return done("refused", f"{type(refusal).__name__}: {msg}")
-    t1 = time.perf_counter()
     rng = np.random.default_rng(case.seed + 1)
     W = case.schedule.world_size
     rank_inputs = [case.inputs(rng) for _ in range(W)]
     try:
-        emu = Emulation(module, ttir, grid=case.grid, args=_np_args(case, rank_inputs))
-        res = emu.run(tuple(policies or case.policies), launches or case.launches,
-                      seed=case.seed)
+        res = Emulation(module, ttir, grid=case.grid, args=_np_args(case, rank_inputs)).run(
+            tuple(policies or case.policies), launches or case.launches, seed=case.seed)
     except SyncopateError as e:
         # a refusal at launch (LaunchError) is a refusal; anything else the emulator raises
         # is a fused module it cannot run: a failure to look at
@@ -229,7 +211,6 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
         return done("failure", f"the emulator crashed on the fused module: "
                                f"{type(e).__name__}: {e}"[:2000], "crash",
                     traceback.format_exc())
-    v.phases["emulate"] = round(time.perf_counter() - t1, 3)
     odd = unexpected_notes(case, res.notes)
     v.notes = len(res.notes)
     if res.ok and not odd:
@@ -238,15 +219,9 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                     report=res.summary(5) if res.notes else "")
     kinds = sorted({r.kind for r in res.races} | ({"mismatch"} if res.mismatches else set())
                    | ({"unexpected-note"} if odd else set()))
-    if res.mismatches:
-        v.max_rel = _max_rel(emu, res, case)
-    done("failure", (res.summary(limit=3).splitlines()[0] if not res.ok else
-                     f"a note the case cannot explain: {odd[0]}"), ",".join(kinds),
-         res.summary(20))
-    k = match_known(case, v)
-    if k is not None:
-        v.outcome, v.known = "known", k
-    return v
+    return done("failure", (res.summary(limit=3).splitlines()[0] if not res.ok else
+                            f"a note the case cannot explain: {odd[0]}"), ",".join(kinds),
+                res.summary(20))
 
 
 def _fuse(kernel, case: Case):
@@ -305,21 +280,3 @@ def unexpected_notes(case: Case, notes: list[str]) -> list[str]:
     ok = re.compile(rf"float atomic order: rank \d+, launch \d+, {re.escape(param)}: ") \
         if param else None
     return [n for n in notes if ok is None or not ok.match(n)]
-
-
-def _max_rel(emu, res, case: Case) -> float | None:
-    worst = None
-    for pol, ranks in res.outputs.items():
-        ref = emu.reference(res.launches, case.seed)
-        for r, bufs in ranks.items():
-            for t in case.tensors:
-                if t.role == "in" or t.name in emu.operands:
-                    continue
-                a = bufs[t.name].astype(np.float64)
-                b = ref[r][t.name].astype(np.float64)
-                rel = float(np.nanmax(np.abs(a - b) / (np.abs(b) + 1.0)))
-                worst = rel if worst is None else max(worst, rel)
-    return worst
-
-
-_ = EmulationError  # re-exported for callers that catch it
