@@ -40,8 +40,8 @@ def test_plan_verifies_and_delivers_head_blocks(case, mode):
         assert spec.shape == (B, heads[t], S, D)
         hb, sb = heads[t] // W, S // W
         for r in range(W):
-            (fin,) = [p for p in spec.final if p.rank == r]
-            (ini,) = [p for p in spec.initial if p.rank == r]
+            (fin,) = spec.final_of(r)
+            (ini,) = spec.initial_of(r)
             head_part = Region((0, r * hb, 0, 0), (B, hb, S, D))
             seq_part = Region((0, 0, r * sb, 0), (B, heads[t], sb, D))
             assert (ini.region, fin.region) == ((head_part, seq_part) if t == "O"

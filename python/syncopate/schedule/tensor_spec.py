@@ -173,6 +173,12 @@ class TensorSpec:
     def full_region(self) -> Region:
         return Region.full(self.shape)
 
+    def initial_of(self, rank: int) -> tuple[Placement, ...]:
+        return tuple(p for p in self.initial if p.rank == rank)
+
+    def final_of(self, rank: int) -> tuple[Placement, ...]:
+        return tuple(p for p in self.final if p.rank == rank)
+
     def rank_part(self, world_size: int, produced: bool) -> tuple[tuple[int, ...],
                                                                   tuple[int, ...]]:
         """``(sizes, step)`` of the parts a ``view="rank"`` tensor's kernels address: rank
