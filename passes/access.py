@@ -284,17 +284,10 @@ class AccessAnalysis:
                     f"{symbol_name(self.func)}; its parameters are {', '.join(self.by_name)}")
         self.bound = {self.by_name[p]: operands[p] for p in operands}
         self.ev = Evaluator()
-        self.hints = self._collect_hints()
+        self.hints = [op for op in self.func.walk() if is_hint(op)]
         self.accesses: list[Access] = []
 
     # hints ----------------------------------------------------------------------------------
-    def _collect_hints(self) -> list[Operation]:
-        hints = []
-        for op in self.func.walk():
-            if is_hint(op):
-                hints.append(op)
-        return hints
-
     def _hint_for(self, op: Operation, base: BlockArgument) -> Operation | None:
         """The closest hint before ``op`` (same block or an enclosing one) naming ``base``."""
         cur = op
@@ -333,19 +326,23 @@ class AccessAnalysis:
         return self.accesses
 
     def _analyze(self, op: Operation, mem: MemoryOp, base: BlockArgument) -> Access:
-        kind = mem.effect.value
+        kind, name = mem.effect.value, self.arg_name[base]
         tensor = self.bound[base]
         shape = self.shapes[tensor]
+        # a hint before the access still asserts that its box lies inside the tensor
+        # (docs/soundness.md), also when the box itself could be derived: the bound check
+        # must take it, or the refusal that asks for a hint could never be answered
+        hint = self._hint_for(op, base)
         try:
-            part = self.parts.get(self.arg_name[base])
-            if part is not None and (mem.descriptor or self._hint_for(op, base) is not None):
+            part = self.parts.get(name)
+            if part is not None and (mem.descriptor or hint is not None):
                 raise CompileError(
-                    f"this {op.name} goes through {self.arg_name[base]!r}, bound to tensor "
-                    f"{tensor!r} whose view is 'rank' (the kernel addresses the rank's part): "
-                    f"only plain pointer accesses, whose boxes the analysis derives, can be "
-                    f"offset by the part; a tensor descriptor or a hint_region would state a "
-                    f"box in other coordinates. Use pointer loads/stores for this operand, or "
-                    f"a view='global' schedule", loc_str(op))
+                    f"this {op.name} goes through {name!r}, bound to tensor {tensor!r} whose "
+                    f"view is 'rank' (the kernel addresses the rank's part): only plain "
+                    f"pointer accesses, whose boxes the analysis derives, can be offset by the "
+                    f"part; a tensor descriptor or a hint_region would state a box in other "
+                    f"coordinates. Use pointer loads/stores for this operand, or a "
+                    f"view='global' schedule", loc_str(op))
             if mem.descriptor:
                 dims, req = self._descriptor_region(op, shape)
             else:
@@ -361,29 +358,23 @@ class AccessAnalysis:
                     # the box of the global tensor is the local box moved by rank * step
                     dims = [DimRange(d.lo + Poly({(rank_var,): k}) if k else d.lo, d.extent,
                                      d.index) for d, k in zip(dims, part.step)]
-            # a hint before the access still asserts that its box lies inside the tensor
-            # (docs/soundness.md), also when the box itself could be derived: the bound check
-            # must take it, or the refusal that asks for a hint could never be answered
-            hinted = self._hint_for(op, base) is not None
-            return Access(op, kind, self.arg_name[base], tensor, dims, req, hinted=hinted)
+            return Access(op, kind, name, tensor, dims, req, hinted=hint is not None)
         except AnalysisFailure as failure:
             if mem.effect is Effect.RMW:
                 # refused by check-accesses whatever its box: asking for a hint would mislead
-                return Access(op, kind, self.arg_name[base], tensor, None)
-            hint = self._hint_for(op, base)
+                return Access(op, kind, name, tensor, None)
             if hint is not None:
                 return self._from_hint(op, kind, base, tensor, shape, hint)
-            where = loc_str(op)
+            where, at = loc_str(op), loc_str(failure.op)
             nd = len(shape)
             args = ", ".join(f"lo{d}, hi{d}" for d in range(nd))
             raise CompileError(
-                f"cannot derive which region of tensor {tensor!r} ({self.arg_name[base]}) this "
-                f"{op.name} {'reads' if kind == 'read' else 'writes'}: {failure.reason}"
-                + (f" (at {loc_str(failure.op)})" if failure.op is not None and loc_str(failure.op)
-                   and loc_str(failure.op) != where else "")
-                + f". Add `syncopate.language.hint_region{nd}({self.arg_name[base]}, {args})` "
-                  f"right before it, giving the box [lo, hi) of the global tensor the access "
-                  f"touches, or rewrite the address arithmetic with make_range/splat/+/*.",
+                f"cannot derive which region of tensor {tensor!r} ({name}) this {op.name} "
+                f"{'reads' if kind == 'read' else 'writes'}: {failure.reason}"
+                + (f" (at {at})" if at and at != where else "")
+                + f". Add `syncopate.language.hint_region{nd}({name}, {args})` right before "
+                  f"it, giving the box [lo, hi) of the global tensor the access touches, or "
+                  f"rewrite the address arithmetic with make_range/splat/+/*.",
                 where)
 
     def _strip_rank_offset(self, ptr: PtrVal, part: RankPart, op: Operation):

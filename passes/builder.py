@@ -260,3 +260,8 @@ class Builder:
             else_block.add_op(scf.YieldOp())
         op = scf.IfOp(cond, list(result_types), Region(then_block), Region(else_block))
         return self.insert(op)
+
+    def then(self, cond: SSAValue) -> Builder:
+        """A builder into the then block of a new result-less ``scf.if cond`` (before its
+        yield): the guarded steps of the lowerings (``if pid == 0``, ``if rank == r``)."""
+        return Builder(self.if_(cond).true_region.blocks[0].last_op)

@@ -91,36 +91,32 @@ def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0,
             unread.append(v)
         return []
 
+    def sub(x: SSAValue) -> list[Poly]:
+        return conjuncts(x, ev, depth + 1, unread)
+
     if depth > 32 or not isinstance(v, OpResult):
         return skip()
     op = v.op
-    c = const_int(v)
-    if c is not None and c != 0:
+    if const_int(v) not in (None, 0):
         return []  # true in every lane
-    if isinstance(op, arith.AndIOp):
-        return conjuncts(op.operands[0], ev, depth + 1, unread) + \
-            conjuncts(op.operands[1], ev, depth + 1, unread)
+    if isinstance(op, arith.AndIOp) or \
+            (isinstance(op, arith.SelectOp) and const_int(op.operands[2]) == 0):
+        # a & b; tl.where(c, x, False): c and x
+        return sub(op.operands[0]) + sub(op.operands[1])
     if isinstance(op, arith.XOrIOp):
         for cmp, other in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
             if const_int(other) not in (None, 0) and isinstance(cmp, OpResult) and \
                     isinstance(cmp.op, CmpiOp):  # ~(a >= b): a < b
                 return _compare(cmp.op, _NEGATED.get(_predicate(cmp.op)), ev) or skip()
         return skip()
-    if isinstance(op, arith.SelectOp) and const_int(op.operands[2]) == 0:
-        # tl.where(c, x, False): c and x
-        return conjuncts(op.operands[0], ev, depth + 1, unread) + \
-            conjuncts(op.operands[1], ev, depth + 1, unread)
     if isinstance(op, (BroadcastOp, SplatOp)):
-        return conjuncts(op.operands[0], ev, depth + 1, unread)
+        return sub(op.operands[0])
     if isinstance(op, ExpandDimsOp):
         k = int_prop(op, "axis")
-        return [d.map_axes(lambda i: i + 1 if i >= k else i)
-                for d in conjuncts(op.operands[0], ev, depth + 1, unread)]
+        return [d.map_axes(lambda i: i + 1 if i >= k else i) for d in sub(op.operands[0])]
     if isinstance(op, TransOp):
-        order = int_array_prop(op, "order")
-        inv = {src: dst for dst, src in enumerate(order)}
-        return [d.map_axes(lambda i: inv[i])
-                for d in conjuncts(op.operands[0], ev, depth + 1, unread)]
+        inv = {src: dst for dst, src in enumerate(int_array_prop(op, "order"))}
+        return [d.map_axes(lambda i: inv[i]) for d in sub(op.operands[0])]
     if isinstance(op, CmpiOp):
         return _compare(op, _predicate(op), ev) or skip()
     return skip()
@@ -246,43 +242,38 @@ class CheckAccesses(ModulePass):
         """A kernel reads a consumed tensor with the same boxes on every rank (the boxes are
         functions of program ids, not of the rank): every rank must end the schedule holding
         the whole tensor, or some read would see rows no chunk delivers (an all-to-all's
-        output read by a GEMM over all rows: found by the CPU emulator)."""
+        output read by a GEMM over all rows: found by the CPU emulator).  The mirror image:
+        the kernel writes a produced tensor with the same boxes on every rank, so every rank
+        must start out computing the whole tensor (partials of a reduce-scatter do); a rank
+        computing only a block would overwrite what chunks deliver into the rest."""
         t = sched.tensors[tensor]
-        writes = [a for a in accesses if a.kind == "write"]
-        if writes and sched.is_produced(tensor):
-            # the mirror image: the kernel writes the same boxes on every rank, so every rank
-            # must start out computing the whole tensor (partials of a reduce-scatter do); a
-            # rank computing only a block would overwrite what chunks deliver into the rest
-            whole = t.full_region.volume
-            for r in range(sched.world_size):
-                held = sum(p.region.volume for p in t.initial if p.rank == r)
-                if held < whole:
-                    raise CompileError(
-                        f"the kernel writes {param!r} (tensor {tensor!r}, produced) with the "
-                        f"same boxes on every rank, but rank {r} computes only {held} of its "
-                        f"{whole} elements (its initial placements): its stores elsewhere would "
-                        f"race with the chunks the schedule delivers there. Give the tensor "
-                        f"view='rank' (each rank's kernel writes only its part) or a schedule "
-                        f"in which every rank computes the whole tensor", loc_str(writes[0].op))
-        reads = [a for a in accesses if a.kind == "read"]
-        if not reads or sched.is_produced(tensor):
+        produced = sched.is_produced(tensor)
+        touched = [a for a in accesses if a.kind == ("write" if produced else "read")]
+        if not touched:
             return
-        whole = 1
-        for n in t.shape:
-            whole *= n
+        whole = t.full_region.volume
+        held_by = t.initial_of if produced else t.final_of
         for r in range(sched.world_size):
-            held = 0
-            held += sum(p.region.volume for p in t.final if p.rank == r)
-            if held < whole:
+            held = sum(p.region.volume for p in held_by(r))
+            if held >= whole:
+                continue
+            if produced:
                 raise CompileError(
-                    f"the kernel reads {param!r} (tensor {tensor!r}) with the same boxes on "
-                    f"every rank, but rank {r} ends the schedule holding {held} of its {whole} "
-                    f"elements: the reads outside that part would see data no chunk delivers. "
-                    f"Use a schedule after which every rank holds the whole tensor it reads "
-                    f"(all_gather, ring_pass), or give the tensor view='rank' in the schedule "
-                    f"(TensorSpec.view: each rank's kernel then addresses only the part it "
-                    f"holds, at coordinates relative to it; docs/soundness.md)",
-                    loc_str(reads[0].op))
+                    f"the kernel writes {param!r} (tensor {tensor!r}, produced) with the "
+                    f"same boxes on every rank, but rank {r} computes only {held} of its "
+                    f"{whole} elements (its initial placements): its stores elsewhere would "
+                    f"race with the chunks the schedule delivers there. Give the tensor "
+                    f"view='rank' (each rank's kernel writes only its part) or a schedule "
+                    f"in which every rank computes the whole tensor", loc_str(touched[0].op))
+            raise CompileError(
+                f"the kernel reads {param!r} (tensor {tensor!r}) with the same boxes on "
+                f"every rank, but rank {r} ends the schedule holding {held} of its {whole} "
+                f"elements: the reads outside that part would see data no chunk delivers. "
+                f"Use a schedule after which every rank holds the whole tensor it reads "
+                f"(all_gather, ring_pass), or give the tensor view='rank' in the schedule "
+                f"(TensorSpec.view: each rank's kernel then addresses only the part it "
+                f"holds, at coordinates relative to it; docs/soundness.md)",
+                loc_str(touched[0].op))
 
     @staticmethod
     def _check_dim(a: Access, d: int, size: int, ev: Evaluator, names: dict,
@@ -625,10 +616,8 @@ def _loop_span(lo: Poly) -> tuple[int, int] | None:
         return None
     loop = for_loop_of(iv)
     lb, ub, step = const_int(loop.lb), const_int(loop.ub), const_int(loop.step)
-    if lb is None or ub is None or step is None or step <= 0:
-        return None
-    if ub <= lb:
-        return None  # the loop never runs: nothing to bound
+    if None in (lb, ub, step) or step <= 0 or ub <= lb:
+        return None  # (ub <= lb: the loop never runs, nothing to bound)
     last = lb + (ub - 1 - lb) // step * step
     return coef * lb + const, coef * last + const
 
@@ -648,14 +637,11 @@ def _mask_bounds(a: Access, d: int, ev: Evaluator) -> list[Poly]:
 
 def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:
     """The tightest constant bound of :func:`_mask_bounds`, else its first bound, or None."""
-    found = None
-    for bound in _mask_bounds(a, d, ev):
-        if found is None or (bound.is_const and found.is_const
-                             and bound.const_value < found.const_value):
-            found = bound
-        elif bound.is_const and not found.is_const:
-            found = bound
-    return found
+    bounds = _mask_bounds(a, d, ev)
+    consts = [b for b in bounds if b.is_const]
+    if consts:
+        return min(consts, key=lambda b: b.const_value)
+    return bounds[0] if bounds else None
 
 
 def _param_plus_const(p: Poly, names: dict) -> tuple[str | None, int]:

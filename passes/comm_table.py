@@ -39,12 +39,10 @@ class TableTransfers:
     def table_enter(self, o) -> list[SSAValue]:
         """Comm program 0 sets ``ENTRY[rank] = epoch`` on every peer: a loop over the ranks."""
         b = Builder(o)
-        fi = b.if_(b.cmp("eq", o.pid, b.const(0)))
-        fb = Builder(fi.true_region.blocks[0].last_op)
+        fb = b.then(b.cmp("eq", o.pid, b.const(0)))
         index = fb.add(fb.const(self.layout.entry(0)), o.rank)
         _, lb, q, _ = fb.for_(fb.const(0), fb.const(self.sched.world_size), fb.const(1))
-        qi = lb.if_(lb.cmp("ne", o.rank, q))
-        qb = Builder(qi.true_region.blocks[0].last_op)
+        qb = lb.then(lb.cmp("ne", o.rank, q))
         self.signal_remote(qb, index, o.epoch, "set", q)
         lb.insert(scf.YieldOp())
         return []
@@ -54,8 +52,7 @@ class TableTransfers:
         table's reads section."""
         b = Builder(o)
         if any(ct.reads_per_src(self.sched, "sm", self.writers).values()):
-            fi = b.if_(b.cmp("eq", o.pid, b.const(0)))
-            fb = Builder(fi.true_region.blocks[0].last_op)
+            fb = b.then(b.cmp("eq", o.pid, b.const(0)))
             rd = self.reader(self.args["syn_table"])
             n = rd.word(fb, fb.add(fb.const(rd.layout.reads), o.rank))
             self.wait_flag(fb, fb.const(self.layout.consumed), fb.mul(o.epoch, n), KIND_CONSUMED)
@@ -73,8 +70,7 @@ class TableTransfers:
         for kind, chunks in ct.chunk_kinds(self.sched, "sm").items():
             is_kind = b.andi(b.cmp("eq", slot, b.const(slots[kind.tensor])),
                              b.cmp("eq", bits, b.const(kind.flags())))
-            ki = b.if_(is_kind)
-            kb = Builder(ki.true_region.blocks[0].last_op)
+            kb = b.then(is_kind)
             self._transfer_kind(kb, o, rd, rec, cid, kind, chunks)
         return []
 
@@ -107,7 +103,7 @@ class TableTransfers:
                 return b
             # fault injection: the data moves, CHUNK[c] never rises for these ids
             kept = b.all_of([b.cmp("ne", cid, b.const(w)) for w in withheld])
-            return Builder(b.if_(kept).true_region.blocks[0].last_op)
+            return b.then(kept)
 
         self.release_chunk(b, keep, lambda _: cid, kind.on_dst, signalled, src, dst)
 

@@ -30,6 +30,7 @@ put-with-signal (a library call).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -158,21 +159,13 @@ def _flag_index(ptr: SSAValue, flags: SSAValue) -> SSAValue | None:
     """The flag index of a pointer into this rank's flags (``addptr(syn_flags, i)``) or a
     peer's (``inttoptr(ptrtoint(addptr(syn_flags, i)) - mine + theirs)``, ``peer_address``),
     else None (an atomic of the user's kernel)."""
-    seen = 0
     v = ptr
-    while seen < 8:
-        seen += 1
+    for _ in range(8):
         owner = v.op if not isinstance(v, BlockArgument) else None
-        if isinstance(owner, AddPtrOp):
-            if owner.ptr is flags:
-                return owner.offset
-            v = owner.ptr
-        elif isinstance(owner, IntToPtrOp):
-            v = owner.operands[0]
-        elif isinstance(owner, (arith.AddiOp, arith.SubiOp)):
-            v = owner.lhs
-        elif isinstance(owner, PtrToIntOp):
-            v = owner.operands[0]
+        if isinstance(owner, AddPtrOp) and owner.ptr is flags:
+            return owner.offset
+        if isinstance(owner, (AddPtrOp, IntToPtrOp, PtrToIntOp, arith.AddiOp, arith.SubiOp)):
+            v = owner.operands[0]  # the pointer, the integer, the lhs
         else:
             return None
     return None
@@ -208,8 +201,6 @@ def check_transparent(untraced: ModuleOp, traced: ModuleOp) -> None:
     if len(mine) == len(theirs) and all(a.is_structurally_equivalent(b, same)
                                         for a, b in zip(mine, theirs)):
         return
-    import difflib
-
     a = [ln for o in mine for ln in xdsl_to_text(o, locations=False).splitlines()]
     b = [ln for o in theirs for ln in xdsl_to_text(o, locations=False).splitlines()]
     diff = [ln for ln in difflib.unified_diff(a, b, "untraced", "traced, events removed",

@@ -22,6 +22,7 @@ move ~30 GB/s, so 16 comm programs approach the measured 190-340 GB/s of SM peer
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -108,14 +109,10 @@ class CommLowering(TableTransfers, Lowering):
     # ------------------------------------------------------------------------------ steps
     def enter(self, o) -> list[SSAValue]:
         b = Builder(o)
-        first = b.cmp("eq", o.pid, b.const(0))
-        fi = b.if_(first)
-        fb = Builder(fi.true_region.blocks[0].last_op)
+        fb = b.then(b.cmp("eq", o.pid, b.const(0)))
         index = fb.add(fb.const(self.layout.entry(0)), o.rank)
         for q in range(self.sched.world_size):
-            other = fb.cmp("ne", o.rank, fb.const(q))
-            qi = fb.if_(other)
-            qb = Builder(qi.true_region.blocks[0].last_op)
+            qb = fb.then(fb.cmp("ne", o.rank, fb.const(q)))
             self.signal_remote(qb, index, o.epoch, "set", qb.const(q))
         return []
 
@@ -126,9 +123,7 @@ class CommLowering(TableTransfers, Lowering):
         reads = self.state.reads_per_src
         b = Builder(o)
         if any(reads.values()):
-            first = b.cmp("eq", o.pid, b.const(0))
-            fi = b.if_(first)
-            fb = Builder(fi.true_region.blocks[0].last_op)
+            fb = b.then(b.cmp("eq", o.pid, b.const(0)))
             n = fb.const(0)
             for r, count in sorted(reads.items()):
                 if count:
@@ -141,33 +136,27 @@ class CommLowering(TableTransfers, Lowering):
         c = self.sched.chunk(o.chunk.value.data)
         side = executor(c)
         b = Builder(o)
-        runs_here = b.cmp("eq", o.rank, b.const(c.dst if side == "dst" else c.src))
-        ti = b.if_(runs_here)
-        tb = Builder(ti.true_region.blocks[0].last_op)
+        tb = b.then(b.cmp("eq", o.rank, b.const(c.dst if side == "dst" else c.src)))
         src, dst = tb.const(c.src), tb.const(c.dst)
-        entry_target = o.epoch
-        produced = self.sched.is_produced(c.tensor)
+        # the source's flags: its own on the source, read across from the destination
+        at_src = None if side == "src" else src
         by_id = {x.id: x for x in self.sched.chunks}
-        if side == "src":
-            self.wait_flag(tb, tb.const(self.layout.entry(c.dst)), entry_target, KIND_ENTRY)
-            for a in c.after:
-                if by_id[a].dst == c.src:
-                    self.wait_flag(tb, tb.const(a), tb.mul(o.epoch, tb.const(self.writers)), KIND_CHUNK)
-            if produced:
-                self.wait_flag(tb, tb.const(self.layout.produced(c.id)),
-                               tb.mul(o.epoch, tb.const(c.volume)), KIND_PRODUCED)
-        else:
-            self.wait_flag(tb, tb.const(self.layout.entry(c.src)), entry_target, KIND_ENTRY)
-            for a in c.after:
-                if by_id[a].dst == c.src:
-                    self.wait_flag(tb, tb.const(a), tb.mul(o.epoch, tb.const(self.writers)),
-                                   KIND_CHUNK, peer=src)
-            if produced:
+        self.wait_flag(tb, tb.const(self.layout.entry(c.dst if side == "src" else c.src)),
+                       o.epoch, KIND_ENTRY)
+        for a in c.after:
+            if by_id[a].dst == c.src:
+                self.wait_flag(tb, tb.const(a), tb.mul(o.epoch, tb.const(self.writers)),
+                               KIND_CHUNK, peer=at_src)
+        if self.sched.is_produced(c.tensor):
+            produced = self.layout.produced(c.id)
+            if side == "src":
+                self.wait_flag(tb, tb.const(produced), tb.mul(o.epoch, tb.const(c.volume)),
+                               KIND_PRODUCED)
+            else:
                 vol = tb.mul(o.epoch, tb.const(c.volume))
-                self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED,
-                               peer=src)
+                self.wait_flag(tb, tb.const(produced), vol, KIND_PRODUCED, peer=src)
                 if c.reduce == "sum":
-                    self.wait_flag(tb, tb.const(self.layout.produced(c.id)), vol, KIND_PRODUCED)
+                    self.wait_flag(tb, tb.const(produced), vol, KIND_PRODUCED)
         signalled = self.move(tb, o, c, side, src, dst)
         withheld = c.id in self.withheld  # fault injection: the data moves, CHUNK[c] never rises
         self.release_chunk(tb, lambda: None if withheld else tb, lambda rb: rb.const(c.id),
@@ -214,19 +203,17 @@ class CommLowering(TableTransfers, Lowering):
         table lowering's) are combined with ``b``."""
         view = self.copy_view(tensor, what)
         if b is None or len(view.shape) <= 2:
-            lo2, hi2 = view.box2(lo, hi)
-        else:
-            def c(x):
-                return b.const(x) if isinstance(x, int) else x
+            return (view.shape2, *view.box2(lo, hi))
 
-            def both_int(x, y):
-                return isinstance(x, int) and isinstance(y, int)
-            lo2, hi2 = view.box2(
-                lo, hi,
-                add=lambda x, y: x + y if both_int(x, y) else b.add(c(x), c(y)),
-                mul=lambda x, y: x * y if both_int(x, y) else b.mul(c(x), c(y)),
-                sub=lambda x, y: x - y if both_int(x, y) else b.sub(c(x), c(y)))
-        return view.shape2, lo2, hi2
+        def c(x):
+            return b.const(x) if isinstance(x, int) else x
+
+        def mixed(fold, emit):  # two ints fold here; else the op, ints as constants
+            return lambda x, y: (fold(x, y) if isinstance(x, int) and isinstance(y, int)
+                                 else emit(c(x), c(y)))
+        return (view.shape2, *view.box2(lo, hi, add=mixed(operator.add, b.add),
+                                        mul=mixed(operator.mul, b.mul),
+                                        sub=mixed(operator.sub, b.sub)))
 
     def copy_view(self, tensor: str, what: str):
         """The tensor's :class:`~syncopate.schedule.copy_view.CopyView` (one per tensor)."""

@@ -184,8 +184,7 @@ class PartitionSms(ModulePass):
         n_pushed = longest(ct.pushed_list(sched, r, "sm") for r in range(W))
         if not n_pushed:
             return
-        first = cb.if_(cb.cmp("eq", pid, cb.const(0)))
-        fb = Builder(first.true_region.blocks[0].last_op)
+        fb = cb.then(cb.cmp("eq", pid, cb.const(0)))
         target = fb.mul(epoch, fb.const(writers))
         start, n = rd.rank_list(fb, rank, rd.layout.pushed, n_pushed)
         _, pb, cid, _ = rd.each(fb, start, n)
@@ -206,12 +205,10 @@ class PartitionSms(ModulePass):
         pushed = [c for c in order if executor(c) == "src"]
         if not pushed:
             return
-        first = cb.if_(cb.cmp("eq", pid, cb.const(0)))
-        fb = Builder(first.true_region.blocks[0].last_op)
+        fb = cb.then(cb.cmp("eq", pid, cb.const(0)))
         target = fb.mul(epoch, fb.const(writers))
         for d in sorted({c.dst for c in pushed}):
-            on_dst = fb.if_(fb.cmp("eq", rank, fb.const(d)))
-            db = Builder(on_dst.true_region.blocks[0].last_op)
+            db = fb.then(fb.cmp("eq", rank, fb.const(d)))
             for c in pushed:
                 if c.dst == d:
                     db.insert(WaitOp(flags, db.const(c.id), target, "chunk", c.id))

@@ -19,7 +19,6 @@ Installing is idempotent and chains a hook that was installed before ours.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import OrderedDict
 from pathlib import Path

@@ -287,8 +287,10 @@ class CommOp(IRDLOperation):
 
 class _CommStep(IRDLOperation):
     """Shared operands of the comm-program steps: which comm program this is, of how many, the
-    epoch, the rank, and this rank's flag array."""
+    epoch, the rank, and this rank's flag array (and the format of the steps with no other
+    operand)."""
 
+    assembly_format = "$pid `,` $count `,` $epoch `,` $rank `,` $flags attr-dict `:` type($flags)"
     pid = operand_def(I32)
     count = operand_def(I32)
     epoch = operand_def(I32)
@@ -302,7 +304,6 @@ class EnterOp(_CommStep):
     this rank's inputs for the epoch are staged and its previous launch is complete."""
 
     name = "syncopate.enter"
-    assembly_format = "$pid `,` $count `,` $epoch `,` $rank `,` $flags attr-dict `:` type($flags)"
 
     def __init__(self, pid, count, epoch, rank, flags):
         super().__init__(operands=[pid, count, epoch, rank, flags])
@@ -362,7 +363,6 @@ class DrainOp(_CommStep):
     name = "syncopate.drain"
     irdl_options = (ParsePropInAttrDict(),)
     reads = prop_def(IntegerAttr)
-    assembly_format = "$pid `,` $count `,` $epoch `,` $rank `,` $flags attr-dict `:` type($flags)"
 
     def __init__(self, pid, count, epoch, rank, flags, reads: int):
         super().__init__(operands=[pid, count, epoch, rank, flags],

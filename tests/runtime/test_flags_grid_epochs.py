@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from syncopate import abi  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
-from syncopate.runtime.fused import EpochCounter, fused_enabled  # noqa: E402
+from syncopate.runtime.epochs import EpochCounter  # noqa: E402
+from syncopate.runtime.fused import fused_enabled  # noqa: E402
 
 
 @pytest.mark.parametrize("C,W", [(1, 2), (2, 2), (8, 2), (6, 4), (7, 8), (0, 2)])
@@ -60,7 +61,7 @@ def test_epoch_overflow_is_a_launch_error():
 
 
 def test_wrap32_and_trap_timeout_convention():
-    from syncopate.runtime.fused import kernel_timeout_ns, wrap32
+    from syncopate.runtime.epochs import kernel_timeout_ns, wrap32
     assert wrap32(5) == 5 and wrap32(2**32 + 7) == 7 and wrap32(2**31) == -2**31
     # serial-number compare: a wrapped flag still reaches a wrapped target
     flag, target = wrap32(70000 * 32800), wrap32(70000 * 32800)

@@ -53,8 +53,8 @@ def test_validate_names_the_other_process_group():
     from syncopate.runtime import fused as fmod
     c1, c2 = fake_comm(), fake_comm()
     c2.group_name = "tp-group"
-    fmod._register_comm(c1)
-    fmod._register_comm(c2)
+    fmod.register_comm(c1)
+    fmod.register_comm(c2)
     fk = FusedKernel(ptr_kernel(), ag_schedule(shape=(64, 32)), operand="a_ptr", backend="ce",
                      comm=c1)
     A2 = c2.empty((64, 32), torch.bfloat16)

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from syncopate.errors import LaunchError  # noqa: E402
-from syncopate.runtime.fused import bind_args, specialize  # noqa: E402
+from syncopate.runtime.specialize import bind_args, specialize  # noqa: E402
 from runtime_fakes import ptr_kernel, ptr_args  # noqa: E402
 
 

@@ -440,12 +440,8 @@ class Communicator:
         rec = self.timeout_record()
         if rec is None:
             return
-        self.clear_diag()
-        err = diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout, context)
-        raise err
-
-    def clear_diag(self) -> None:
         self.diag.zero_()
+        raise diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout, context)
 
     # -- teardown -----------------------------------------------------------------------------
 

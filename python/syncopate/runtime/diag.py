@@ -34,10 +34,17 @@ def decode(words) -> TimeoutRecord | None:
     w = [_s32(int(x)) for x in list(words)[: abi.DIAG_WORDS]]
     if len(w) < 8 or w[abi.DIAG_STATE] == 0 or w[abi.DIAG_EPOCH] == 0:
         return None
-    kind = abi.KIND_NAMES.get(w[abi.DIAG_KIND], f"kind{w[abi.DIAG_KIND]}")
+    return _record(w, f"kind{w[abi.DIAG_KIND]}", w[abi.DIAG_EPOCH])
+
+
+def _record(w: list[int], unknown_kind: str, epoch: int) -> TimeoutRecord:
+    """The record of the (sign-corrected) words ``w``; ``unknown_kind`` names a kind code
+    outside ``abi.KIND_NAMES``."""
     rec = TimeoutRecord(rank=w[abi.DIAG_RANK], chunk=w[abi.DIAG_FLAG], flag_value=w[abi.DIAG_VALUE],
-                        expected=w[abi.DIAG_EXPECTED], kind=kind, program=w[abi.DIAG_PROGRAM])
-    rec.epoch = w[abi.DIAG_EPOCH]  # not a dataclass field (errors.py is shared); kept as attribute
+                        expected=w[abi.DIAG_EXPECTED],
+                        kind=abi.KIND_NAMES.get(w[abi.DIAG_KIND], unknown_kind),
+                        program=w[abi.DIAG_PROGRAM])
+    rec.epoch = epoch  # not a dataclass field (errors.py is shared); kept as attribute
     return rec
 
 
@@ -103,12 +110,7 @@ def read_record(words_fn, *, settle_s: float = 0.05) -> TimeoutRecord | None:
         time.sleep(0.001)
         w = list(words_fn())
     if rec is None:  # claimed but never completed (writer trapped between the words)
-        rec = TimeoutRecord(rank=_s32(int(w[abi.DIAG_RANK])), chunk=_s32(int(w[abi.DIAG_FLAG])),
-                            flag_value=_s32(int(w[abi.DIAG_VALUE])),
-                            expected=_s32(int(w[abi.DIAG_EXPECTED])),
-                            kind=abi.KIND_NAMES.get(_s32(int(w[abi.DIAG_KIND])), "unknown"),
-                            program=_s32(int(w[abi.DIAG_PROGRAM])))
-        rec.epoch = 0
+        rec = _record([_s32(int(x)) for x in w], "unknown", 0)
     return rec
 
 
@@ -143,16 +145,15 @@ def state_addrs(records) -> tuple[int, ...] | None:
 
 
 def new_record():
-    """A zeroed watchdog record: ``DIAG_WORDS`` int32 in host-pinned (device-mapped) memory, and
-    its device address. On a machine without CUDA (unit tests) the record is ordinary host
-    memory and the address is its host address: nothing can launch there anyway."""
+    """A zeroed watchdog record (``DIAG_WORDS`` int32) and its device address: see
+    :func:`new_pinned`."""
     return new_pinned(abi.DIAG_WORDS)
 
 
 def new_pinned(words: int):
     """``words`` zeroed int32 in host-pinned, device-mapped memory and their device address
-    (the watchdog records; the epoch mirrors of docs/cuda-graphs.md). Without CUDA: ordinary
-    host memory and its host address."""
+    (the watchdog records; the epoch mirrors of docs/cuda-graphs.md). Without CUDA (unit
+    tests): ordinary host memory and its host address -- nothing can launch there anyway."""
     import torch
 
     if torch.cuda.is_available():

@@ -57,35 +57,11 @@ from ..schedule.ce_plan import CEPlan
 from . import collectives as dist
 from . import diag, fastlaunch, graphs, launchers, residency
 from . import sync_kernels as sk
-from .epochs import FLAG_LIMIT, EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
-from .operands import (
-    _LIVE_COMMS,
-    operand_map,
-    register_comm,
-    tensor_spec,
-    torch_name,
-    validate_operands,
-)
-from .operands import register_comm as _register_comm
-from .specialize import (
-    LAUNCH_OPTIONS,
-    Specialization,
-    bind_args,
-    freeze,
-    launch_key,
-    param_names,
-    specialize,
-)
+from .epochs import EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
+from .operands import operand_map, register_comm, tensor_spec, torch_name, validate_operands
+from .specialize import Specialization, bind_args, freeze, launch_key, param_names, specialize
 
-# What this module defines, and (re-exported) what lived here before the split into
-# specialize / epochs / operands -- importable from here as before.
-__all__ = [
-    "FusedKernel", "fuse", "fused_enabled",
-    "LAUNCH_OPTIONS", "Specialization", "bind_args", "freeze", "param_names", "specialize",
-    "FLAG_LIMIT", "EpochCounter", "kernel_timeout_ns", "wrap32",
-    "operand_map", "register_comm", "torch_name", "validate_operands",
-    "_LIVE_COMMS", "_register_comm",
-]
+__all__ = ["FusedKernel", "fuse", "fused_enabled"]
 
 #: Fused compiles of one process run one at a time. With one process per GPU this never
 #: waits; in loopback the W virtual ranks compile the same configuration at the same moment,

@@ -36,17 +36,12 @@ _LOCAL = _Local()
 _PROBE: list = []
 
 
-def in_fused_capture() -> bool:
-    """Whether a :class:`FusedGraph` capture is in progress on this thread (the part of
-    :func:`capturing` that is not the stream's own status)."""
-    return _LOCAL.active is not None
-
-
 def capturing(stream=None) -> bool:
-    """True while the current stream -- or ``stream`` when given (a ``torch.cuda.Stream`` or a
-    raw handle: a launch may name a stream that is captured without being current) -- is
-    being captured into a CUDA graph on this thread."""
-    if in_fused_capture():
+    """True while a :class:`FusedGraph` capture is in progress on this thread, or the current
+    stream -- or ``stream`` when given (a ``torch.cuda.Stream`` or a raw handle: a launch may
+    name a stream that is captured without being current) -- is being captured into a CUDA
+    graph on this thread."""
+    if _LOCAL.active is not None:
         return True
     if stream is not None:
         handle = stream if isinstance(stream, int) else getattr(stream, "cuda_stream", None)
@@ -103,22 +98,18 @@ def new_buffers() -> GraphCaptureError:
         "with the same buffers before capturing")
 
 
-def host_read(op: str, what: str, instead: str) -> GraphCaptureError:
-    """The error for ``op`` under capture when ``what`` would read a device value back to the
-    host: a synchronisation, which stream capture refuses (and a replay would skip: the graph
-    holds no host code). ``instead``: the capturable option, e.g. a device-side count."""
-    return GraphCaptureError(f"{op} cannot be captured in a CUDA graph as called: {what} reads "
-                             f"a device value back to the host, which a graph cannot hold (a "
-                             f"replay runs no host code). {instead}")
-
-
 def refuse_host_reads(op: str, reads) -> None:
-    """Under capture, raise :func:`host_read` naming every enabled one of ``reads`` --
-    ``(enabled, what, instead)`` triples -- so the caller fixes all of them at once. A no-op
-    when not capturing or when none is enabled."""
+    """Under capture, raise :class:`GraphCaptureError` naming every enabled one of ``reads`` --
+    ``(enabled, what, instead)`` triples: ``what`` would read a device value back to the host
+    (a synchronisation, which stream capture refuses and a replay would skip: the graph holds
+    no host code), ``instead`` is the capturable option, e.g. a device-side count -- so the
+    caller fixes all of them at once. A no-op when not capturing or when none is enabled."""
     hits = [(what, instead) for enabled, what, instead in reads if enabled]
     if hits and capturing():
-        raise host_read(op, " and ".join(w for w, _ in hits), " ".join(i for _, i in hits))
+        raise GraphCaptureError(f"{op} cannot be captured in a CUDA graph as called: "
+                                f"{' and '.join(w for w, _ in hits)} reads a device value back "
+                                f"to the host, which a graph cannot hold (a replay runs no host "
+                                f"code). {' '.join(i for _, i in hits)}")
 
 
 def cold_path(op: str) -> GraphCaptureError:

@@ -162,10 +162,6 @@ class LoopbackWorld:
                 self._aborted = reason
             self._cond.notify_all()
 
-    @property
-    def aborted(self) -> str | None:
-        return self._aborted
-
     def collective(self, rank: int, kind: str, value=None, work=None):
         if not 0 <= rank < self.world_size:
             raise LoopbackError(f"rank {rank} out of range for a loopback world of {self.world_size}")

@@ -59,10 +59,6 @@ class CopyStep:
     #: wait for the whole kernel (an event) before copying -- correct, without overlap
     wait_kernel: bool = False
 
-    @property
-    def peer(self) -> int:
-        return self.src if self.mode == "pull" else self.dst
-
 
 @dataclass
 class CEPlan:
@@ -142,12 +138,3 @@ def _written_by_kernel(schedule, tensor: str, rank: int) -> bool:
     sums) is produced by the fused kernel itself, not staged before the launch."""
     spec = schedule.tensors.get(tensor)
     return spec is not None and any(p.partial and p.rank == rank for p in spec.initial)
-
-
-def reads_per_src(schedule) -> dict[int, int]:
-    """Pull reads of each rank's buffers per epoch (the CONSUMED target per epoch)."""
-    out: dict[int, int] = {}
-    for c in schedule.chunks:
-        if c.mode == "pull" and c.src != c.dst:
-            out[c.src] = out.get(c.src, 0) + 1
-    return out

@@ -116,13 +116,6 @@ def box_difference(target: Box, covers: Iterable[Box]) -> list[Box]:
     return remaining
 
 
-def box_volume(lo, hi) -> int:
-    v = 1
-    for a, b in zip(lo, hi):
-        v *= b - a
-    return v
-
-
 def coalesce_boxes(items: list, key=lambda item: None) -> list:
     """Merge boxes that share a ``key`` and are adjacent along one dim with equal extents in
     all others.  ``items`` are tuples ``(lo, hi, *rest)``; ``key(item)`` must be equal for two

@@ -32,7 +32,7 @@ from typing import Iterable, Mapping
 from ..errors import ScheduleError
 from .chunk import MODES, REDUCES, Chunk  # noqa: F401
 from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
-                       _raise, box_difference, box_intersection, box_subtract, box_volume,
+                       _raise, box_difference, box_intersection, box_subtract,
                        boxes_overlap, coalesce_boxes, even_split, format_ranks)
 from .json_write import canonical_json, dumps
 from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,  # noqa: F401

@@ -108,31 +108,27 @@ class MapElementwiseOp(TTOp):
                          properties={"pack": _i32(pack)}, regions=[region])
 
 
-@tt_op_definition
-class ReduceReturnOp(_ReturnLikeOp):
-    """``tt.reduce.return %v : T``: terminator of a reduce combine region."""
+class _CombineReturnOp(_ReturnLikeOp):
+    """``tt.<op>.return %v : T``: the terminator of a combine region (each subclass names its
+    parent op in its traits)."""
 
+    assembly_format = "$result attr-dict (`:` type($result)^)?"
+    result = var_operand_def()
+
+
+@tt_op_definition
+class ReduceReturnOp(_CombineReturnOp):
     name = "tt.reduce.return"
-    assembly_format = "$result attr-dict (`:` type($result)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(ReduceOp))
-    result = var_operand_def()
 
 
 @tt_op_definition
-class ScanReturnOp(_ReturnLikeOp):
-    """``tt.scan.return %v : T``: terminator of a scan combine region."""
-
+class ScanReturnOp(_CombineReturnOp):
     name = "tt.scan.return"
-    assembly_format = "$result attr-dict (`:` type($result)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(ScanOp))
-    result = var_operand_def()
 
 
 @tt_op_definition
-class MapElementwiseReturnOp(_ReturnLikeOp):
-    """``tt.map_elementwise.return %v : T``."""
-
+class MapElementwiseReturnOp(_CombineReturnOp):
     name = "tt.map_elementwise.return"
-    assembly_format = "$result attr-dict (`:` type($result)^)?"
     traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(MapElementwiseOp))
-    result = var_operand_def()
