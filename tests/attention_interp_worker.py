@@ -4,11 +4,8 @@ Why a separate process: ``TRITON_INTERPRET=1`` is read when ``@triton.jit`` deco
 must be set before triton is first imported -- the test process has imported it already. Run
 as ``TRITON_INTERPRET=1 python attention_interp_worker.py CASES.json RESULTS.json``.
 
-Two shims for Triton 3.6's interpreter, applied here only (the kernel is not bent for them):
-  * NumPy >= 2.4 refuses ``int()`` of a 1-element 1-D array, which the interpreter uses for
-    ``__index__`` of a scalar (so ``range(0, SEQ_KV, BLOCK_N)`` fails); read element 0 instead.
-  * ``tl.dot`` of bf16 operands multiplies the uint16 bit patterns the interpreter stores bf16
-    as; widen them to fp32 first (exact).
+The interpreter's repairs (a scalar's ``__index__``, bf16 dots) are
+:mod:`syncopate.kernels.interpreter`'s, installed when syncopate.kernels is imported.
 """
 
 from __future__ import annotations
@@ -18,38 +15,10 @@ import os
 import sys
 import time
 
-import numpy as np
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
 
 import torch  # noqa: E402
-import triton.language as tl  # noqa: E402
-import triton.runtime.interpreter as interp  # noqa: E402
-
-_orig_patch_tensor = interp._patch_lang_tensor
-
-
-def _patch_lang_tensor(tensor, scope):
-    _orig_patch_tensor(tensor, scope)
-    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-
-def _widen_bf16(h):
-    if h.dtype.scalar == tl.bfloat16:
-        return interp.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
-    return h
-
-
-_orig_dot = interp.InterpreterBuilder.create_dot
-
-
-def _create_dot(self, a, b, d, *args):
-    return _orig_dot(self, _widen_bf16(a), _widen_bf16(b), d, *args)
-
-
-interp._patch_lang_tensor = _patch_lang_tensor
-interp.InterpreterBuilder.create_dot = _create_dot
-
 from syncopate.kernels.attention import attention, fast_path_reason  # noqa: E402
 from interp_runner import serve_cases  # noqa: E402  (this folder: the script's own)
 from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402

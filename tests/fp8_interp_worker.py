@@ -4,11 +4,9 @@ Why a separate process: ``TRITON_INTERPRET=1`` is read when ``@triton.jit`` deco
 must be set before triton is first imported. Run as
 ``TRITON_INTERPRET=1 python fp8_interp_worker.py CASES.json RESULTS.json``.
 
-Why a shim: Triton 3.6's interpreter stores float8 tensors as their uint8 bit patterns and its
-``tl.dot`` multiplies whatever numpy arrays it holds, so an fp8 dot would multiply the bit
-patterns. ``create_dot`` here first decodes e4m3 bits to fp32 with ``torch.float8_e4m3fn``
-(exact: every e4m3 value is an fp32 value); the kernels are not bent for it. The interpreter
-then accumulates in fp32 (no model of Hopper's reduced-precision FP8 accumulation).
+The interpreter decodes e4m3 dot operands to fp32 (exact) through
+:mod:`syncopate.kernels.interpreter`, installed when syncopate.kernels is imported; it then
+accumulates in fp32 (no model of Hopper's reduced-precision FP8 accumulation).
 Each case's kernel arguments are built by the launcher's own :func:`fp8_args`; the CUDA-only
 device check of :func:`check_fp8_operands` is the one step skipped.
 """
@@ -19,41 +17,10 @@ import json
 import os
 import sys
 
-import numpy as np
-
 assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-import triton.runtime.interpreter as interp  # noqa: E402
-
-_orig_patch_tensor = interp._patch_lang_tensor
-
-
-def _patch_lang_tensor(tensor, scope):
-    # NumPy >= 2.4 refuses int() of a 1-element 1-D array (the interpreter's __index__)
-    _orig_patch_tensor(tensor, scope)
-    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-
-def _widen(h):
-    if h.dtype.scalar == tl.float8e4nv:
-        bits = torch.from_numpy(np.ascontiguousarray(h.data).astype(np.uint8))
-        return interp.TensorHandle(bits.view(torch.float8_e4m3fn).float().numpy(), tl.float32)
-    return h
-
-
-_orig_dot = interp.InterpreterBuilder.create_dot
-
-
-def _create_dot(self, a, b, d, *args):
-    return _orig_dot(self, _widen(a), _widen(b), d, *args)
-
-
-interp._patch_lang_tensor = _patch_lang_tensor
-interp.InterpreterBuilder.create_dot = _create_dot
-
 from syncopate.kernels.gemm_fp8 import fp8_kernel_fn  # noqa: E402
 from syncopate.kernels.gemm_fp8_config import Fp8GemmConfig  # noqa: E402
 from syncopate.kernels.gemm_fp8_launch import Fp8Problem, fp8_args, scale_mode  # noqa: E402

@@ -17,6 +17,9 @@ plus ``"attrs"`` (divisibility hints the JIT adds for aligned shapes) and ``"opt
     triton.compile(src, target=GPUTarget("cuda", 90, 32), options=e["options"])
 """
 
+import triton
+
+from . import interpreter
 from .attention import AttentionConfig, attention, attn_fwd_fast_kernel, attn_fwd_kernel
 from .attention import compile_args as attention_compile_args
 from .attention import fast_compile_args as attention_fast_compile_args
@@ -33,6 +36,9 @@ from .gemm_launch import (GemmPlan, check_operands, ensure_tma_allocator, make_l
                           make_plan, matmul, num_sms)
 from .gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
 from .gemm_table import default_config
+
+if triton.knobs.runtime.interpret:  # Triton 3.6's interpreter: see .interpreter
+    interpreter.install()
 
 
 def _corpus() -> list[dict]:
