@@ -50,6 +50,7 @@ def _case(name, dtype="fp16", B=1, Hq=4, Hkv=2, Sq=100, Skv=150, D=64, causal=Fa
 
 
 WS = dict(WARP_SPECIALIZE=True)
+PEEL = dict(WARP_SPECIALIZE=True, PEEL_DIAGONAL=True)
 CASES = [
     # the fusable kernel (attn_fwd_kernel: what the ops compile)
     _case("fusable_fp16_gqa_ragged", Sq=100, Skv=150, fusable=True),
@@ -78,6 +79,19 @@ CASES = [
     _case("bf16_scale_bshd_causal_ws", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3,
           bshd=True, causal=True, config=dict(SMALL, **WS)),
     _case("fp16_one_query_causal", Sq=1, Skv=70, causal=True),
+    # PEEL_DIAGONAL: the warp-specialised loop over the unmasked blocks, then the diagonal (or
+    # ragged last) blocks straight-line -- two of them where BLOCK_M = 2 BLOCK_N, one where
+    # BLOCK_N > BLOCK_M; ragged keys, Sq != Skv both ways, GQA and MHA, D 64 and 128
+    _case("peel_fp16_gqa_ragged_causal", Sq=100, Skv=150, causal=True, config=dict(SMALL, **PEEL)),
+    _case("peel_bf16_sq_gt_skv_causal", dtype="bf16", Sq=150, Skv=100, causal=True,
+          config=dict(SMALL, **PEEL)),
+    _case("peel_fp16_gqa_ragged", Sq=100, Skv=150, config=dict(SMALL, **PEEL)),
+    _case("peel_bf16_d128_mha_causal", dtype="bf16", D=128, Hkv=4, Sq=130, Skv=130, causal=True,
+          config=dict(SMALL, **PEEL)),
+    _case("peel_fp16_d128_even_causal_bn_gt_bm", D=128, Sq=128, Skv=128, causal=True,
+          config=dict(BLOCK_M=32, BLOCK_N=64, **PEEL)),
+    _case("peel_bf16_b2_scale_bshd_causal", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3,
+          bshd=True, causal=True, config=dict(BLOCK_M=64, BLOCK_N=16, **PEEL)),
     # the zigzag layout (kernels/attention_zigzag.py): whole sequence, and per rank shard as
     # ring attention runs it; compared in original order with SDPA's causal mask.  The
     # fusable kernel (attn_zigzag_fwd_kernel), then the fast one (attn_fwd_fast_kernel with
@@ -94,6 +108,8 @@ CASES = [
           zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16)),
     _case("zigzag_fast_fp16_w4_shards_d128_ws", Hkv=1, D=128, Sq=128, Skv=128, causal=True,
           zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16, WARP_SPECIALIZE=True)),
+    _case("zigzag_fast_bf16_w2_shards_peel", dtype="bf16", B=2, Sq=128, Skv=128, causal=True,
+          zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16, **PEEL)),
 ]
 
 
