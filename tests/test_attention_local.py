@@ -90,6 +90,9 @@ CASES = [
           config=dict(SMALL, **PEEL)),
     _case("peel_fp16_d128_even_causal_bn_gt_bm", D=128, Sq=128, Skv=128, causal=True,
           config=dict(BLOCK_M=32, BLOCK_N=64, **PEEL)),
+    _case("peel_bf16_d128_sweep_config_causal", dtype="bf16", D=128, Hq=2, Hkv=1, Sq=300,
+          Skv=300, causal=True, config=dict(BLOCK_M=128, BLOCK_N=64, num_warps=4,
+                                            num_stages=2, **PEEL)),
     _case("peel_bf16_b2_scale_bshd_causal", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3,
           bshd=True, causal=True, config=dict(BLOCK_M=64, BLOCK_N=16, **PEEL)),
     # the zigzag layout (kernels/attention_zigzag.py): whole sequence, and per rank shard as
