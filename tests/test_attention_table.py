@@ -178,3 +178,32 @@ def test_warp_specialised_forward_takes_only_the_stage_count_measured_correct(st
     for D in ac.SUPPORTED_HEAD_DIMS:
         for causal in (False, True):
             ac.fast_default_config(D, causal).check(D)
+
+
+@pytest.mark.parametrize("kernel", ac.TABLE_KERNELS)
+def test_peel_diagonal_is_refused_outside_the_warp_specialised_forward(kernel):
+    """``PEEL_DIAGONAL`` changes only the warp-specialised forward's loop: on any other kernel,
+    or without warp specialisation, it would be silently ignored -- so it is refused, saying
+    what to change; on the warp-specialised forward it is taken and named in the config's
+    short name (what the sweep's tables print)."""
+    peel = ac.AttentionConfig(128, 64, 4, ac.WS_STAGES, True, True)
+    if kernel == "fwd":
+        assert peel.check(128, kernel=kernel) is peel and peel.short() == "128x64w4s2+ws+peel"
+        with pytest.raises(LaunchError, match="cannot be warp specialised"):
+            peel.check(128, fusable=True)
+    else:
+        with pytest.raises(LaunchError, match="PEEL_DIAGONAL=True applies to the warp"):
+            peel.check(128, kernel=kernel)
+    with pytest.raises(LaunchError, match="PEEL_DIAGONAL=True applies to the warp"):
+        peel.replace(WARP_SPECIALIZE=False, num_warps=8).check(128, kernel=kernel)
+    with pytest.raises(LaunchError, match="PEEL_DIAGONAL=1 must be a bool"):
+        peel.replace(PEEL_DIAGONAL=1).check(128, kernel=kernel)
+
+
+def test_peel_diagonal_table_entry_round_trips(fresh):
+    """A sweep that picks a peeled config writes it to the table and reads it back as such."""
+    path = fresh / "t.json"
+    ac.write_table(path, [_entry(causal=True, num_warps=4, num_stages=2, WARP_SPECIALIZE=True,
+                                 PEEL_DIAGONAL=True)], gpu="h100", source="test")
+    (e,) = ac.read_table(path)["entries"]
+    assert e["config"].PEEL_DIAGONAL and e["config"].short() == "128x64w4s2+ws+peel"
