@@ -49,11 +49,54 @@ from .attention_config import default_config as plain_default_config
 
 
 @triton.jit
-def _original_segment(s, SEGMENTS: tl.constexpr):
-    """The original segment stored at segment slot ``s`` of a zigzag sequence: slots ``2j`` and
-    ``2j + 1`` hold segments ``j`` and ``SEGMENTS - 1 - j``."""
-    j = s // 2
-    return tl.where(s % 2 == 0, j, SEGMENTS - 1 - j)
+def _stored_row(o, NB, SEG_LEN, W: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The stored row of *original* KV block ``o``: original segment ``k = o // NB`` sits at
+    slot ``2k`` when ``k < W``, else at slot ``2 (2W - 1 - k) + 1 = 4W - 1 - 2k``."""
+    k = o // NB
+    slot = tl.where(k < W, 2 * k, 4 * W - 1 - 2 * k)
+    return slot * SEG_LEN + (o - k * NB) * BLOCK_N
+
+
+@triton.jit
+def _visit(acc, l_i, m_i, q, q_pos, n_vis, rot, k_base, v_base, stride_kn, stride_vn, offs_n,
+           offs_d, qk_scale, NB, SEG_LEN, SEQ_KV, W: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The online softmax of one query block over its ``n_vis`` visible KV blocks (original
+    blocks ``[0, n_vis)``), visited from original block ``rot`` on, wrapping round: one loop,
+    no branch; each block's stored row and its mask are computed from the iteration number.
+    ``q_pos``: the block's original query positions."""
+    for i in tl.range(0, n_vis):
+        o = i + rot
+        o = tl.where(o >= n_vis, o - n_vis, o)   # rot < n_vis: one wrap at most
+        rows = _stored_row(o, NB, SEG_LEN, W, BLOCK_N) + offs_n
+        # the mask is always true; it bounds the rows for the compiler's access check (the
+        # stored row is a select, which it cannot bound): SEQ_KV is compiled in when fused
+        row_ok = rows < SEQ_KV
+        kt = tl.load(k_base + rows[None, :] * stride_kn + offs_d[:, None], mask=row_ok[None, :],
+                     other=0.0)
+        qk = tl.dot(q, kt)
+        k_pos = o * BLOCK_N + offs_n  # original key positions
+        qk = tl.where(k_pos[None, :] <= q_pos[:, None], qk, float("-inf"))
+        # scale and subtract in one explicit fma: whether LLVM contracts `qk * scale - m` by
+        # itself depends on which masks fold away (a constant SEQ_KV removes them), and a
+        # fused kernel compiled with constant sizes must round as the local one does
+        m_new = tl.maximum(m_i, tl.max(qk * qk_scale, 1))
+        p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new[:, None]))
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + rows[:, None] * stride_vn + offs_d[None, :], mask=row_ok[:, None],
+                    other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _finish(acc, l_i, m_i, O, LSE, o_base, stride_om, lse_base, rows, offs_d):
+    """Normalise and store one query block's output and natural log-sum-exp."""
+    acc = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    tl.store(o_base + rows[:, None] * stride_om + offs_d[None, :], acc.to(O.dtype.element_ty))
+    tl.store(lse_base + rows, lse)
 
 
 @triton.jit
@@ -65,68 +108,67 @@ def attn_zigzag_fwd_kernel(Q, K, V, O, LSE, qk_scale,
                            H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET,
                            SEGMENTS: tl.constexpr, HEAD_DIM: tl.constexpr,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program: BLOCK_M query rows of one (batch, query head), causal over the zigzag
-    sequence.  Grid ``(SEQ_Q // BLOCK_M, B * H_Q)``; the host checks the divisibilities."""
+    """One program: a *mirrored pair* of query blocks of one (batch, query head), causal over
+    the zigzag sequence (the module docstring says why and how).  Grid
+    ``(SEQ_Q // (2 * BLOCK_M), B * H_Q)``; the host checks the divisibilities."""
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     b = pid_bh // H_Q
     h = pid_bh % H_Q
     h_kv = h // GROUP
+    W: tl.constexpr = SEGMENTS // 2
     seg_len = SEQ_KV // SEGMENTS
+    nb = seg_len // BLOCK_N          # KV blocks per segment
+    nbm = seg_len // BLOCK_M         # query blocks per segment
+    j = pid_m // nbm                 # the shard (pair of segments) among the query rows
+    x = pid_m % nbm
+    s = Q_OFFSET // (2 * seg_len) + j  # its segments: s (query block A) and 2W-1-s (B)
+    a_in = x * BLOCK_M                 # A's first row inside segment s
+    b_in = (nbm - 1 - x) * BLOCK_M     # B's, inside segment 2W-1-s: the mirrored block
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
-    q_first = Q_OFFSET + pid_m * BLOCK_M
-    q_seg = _original_segment(q_first // seg_len, SEGMENTS)
-    q_in = q_first % seg_len + tl.arange(0, BLOCK_M)  # positions inside the segment
-
-    q = tl.load(Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm
-                + offs_d[None, :])
+    offs_bm = tl.arange(0, BLOCK_M)
+    q_base = Q + b * stride_qb + h * stride_qh
+    o_base = O + b * stride_ob + h * stride_oh
+    lse_base = LSE + pid_bh * SEQ_Q
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
+    rot = s * nb  # both blocks start at original segment s: the shard's own blocks first
 
+    # B (segment 2W-1-s): original blocks [0, (2W-1-s) nb + cdiv(b_in + BLOCK_M, BLOCK_N))
+    rows_b = j * 2 * seg_len + seg_len + b_in + offs_bm
+    q = tl.load(q_base + rows_b[:, None] * stride_qm + offs_d[None, :])
+    q_pos = (SEGMENTS - 1 - s) * seg_len + b_in + offs_bm
+    n_vis = (SEGMENTS - 1 - s) * nb + (b_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in tl.range(0, SEQ_KV, BLOCK_N):
-        k_seg = _original_segment(start_n // seg_len, SEGMENTS)
-        if k_seg <= q_seg:  # a later segment is all masked: nothing to load or wait for
-            cols = start_n + offs_n
-            kt = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None])
-            qk = tl.dot(q, kt)
-            k_in = start_n % seg_len + offs_n
-            keep = (k_seg < q_seg) | (k_in[None, :] <= q_in[:, None])
-            qk = tl.where(keep, qk, float("-inf"))
-            # scale and subtract in one explicit fma: whether LLVM contracts `qk * scale - m` by
-            # itself depends on which masks fold away (a constant SEQ_KV removes them), and a
-            # fused kernel compiled with constant sizes must round as the local one does
-            m_new = tl.maximum(m_i, tl.max(qk * qk_scale, 1))
-            p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new[:, None]))
-            alpha = tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :])
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+    acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, n_vis, rot, k_base, v_base, stride_kn,
+                           stride_vn, offs_n, offs_d, qk_scale, nb, seg_len, SEQ_KV, W, BLOCK_N)
+    _finish(acc, l_i, m_i, O, LSE, o_base, stride_om, lse_base, rows_b, offs_d)
 
-    acc = acc / l_i[:, None]
-    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
-    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    tl.store(o_ptrs, acc.to(O.dtype.element_ty))
-    tl.store(LSE + pid_bh * SEQ_Q + offs_m, lse)
+    # A (segment s): original blocks [0, s nb + cdiv(a_in + BLOCK_M, BLOCK_N))
+    rows_a = j * 2 * seg_len + a_in + offs_bm
+    q = tl.load(q_base + rows_a[:, None] * stride_qm + offs_d[None, :])
+    q_pos = s * seg_len + a_in + offs_bm
+    n_vis = s * nb + (a_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N
+    m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, n_vis, rot, k_base, v_base, stride_kn,
+                           stride_vn, offs_n, offs_d, qk_scale, nb, seg_len, SEQ_KV, W, BLOCK_N)
+    _finish(acc, l_i, m_i, O, LSE, o_base, stride_om, lse_base, rows_a, offs_d)
 
 
 def default_config(head_dim: int) -> AttentionConfig:
-    """The fusable zigzag kernel's H200 default: KV blocks of 128 in 2 stages for both head dims.
-
-    Measured (one H200, bf16, 32/8 heads, D = 128, whole sequence in 8 segments, against the
-    prefix-loop causal kernel of :mod:`.attention` at 1.72 / 6.08 ms for 8k / 16k tokens):
-    BLOCK_N 64 x 3 stages 2.68 / 9.67 ms, BLOCK_N 128 x 2 stages 2.21 / 8.08 ms (1.28x / 1.33x
-    of the prefix loop).  Where the 30% goes: the skip of later segments is an ``if`` inside
-    the loop, and Triton does not software-pipeline loads under a branch; loading outside the
-    branch with a mask (2.33 / 8.33 ms) or not skipping at all (3.08 / 11.5 ms) is slower."""
-    cfg = plain_default_config(head_dim)
-    return cfg.replace(BLOCK_N=128, num_stages=2) if head_dim == 128 else cfg
+    """The paired zigzag kernel's default: the fusable prefix-causal kernel's
+    (:func:`~syncopate.kernels.attention_config.default_config`).  Its loops are that kernel's
+    loop with a computed row, so the same tiles and pipeline depth fit; not yet measured on a
+    GPU (docs/attention.md lists the command).  The previous zigzag kernel's ``BLOCK_N = 128``
+    x 2 stages was chosen to soften its unpipelined in-loop skip, which this kernel does not
+    have."""
+    return plain_default_config(head_dim)
 
 
 _PARAMS = ("Q", "K", "V", "O", "LSE", "qk_scale",
@@ -150,9 +192,11 @@ def check_zigzag(Sq: int, Skv: int, segments: int, q_offset: int, cfg: Attention
         raise LaunchError(f"the zigzag segment length {seg} (= {Skv} / {segments}) is not a "
                           f"multiple of BLOCK_M={cfg.BLOCK_M} and BLOCK_N={cfg.BLOCK_N}: pad the "
                           f"sequence to a multiple of {segments * block}, or pick smaller blocks")
-    if q_offset % seg or q_offset < 0 or q_offset + Sq > Skv or Sq % seg:
+    if q_offset % (2 * seg) or q_offset < 0 or q_offset + Sq > Skv or Sq % (2 * seg):
         raise LaunchError(f"the query rows [{q_offset}, {q_offset + Sq}) must be whole zigzag "
-                          f"segments (length {seg}) of the {Skv}-long sequence")
+                          f"shards (pairs of segments of length {seg}, the rows one rank holds) "
+                          f"of the {Skv}-long sequence: the kernel pairs each query block with "
+                          f"its mirror in the shard's other segment")
     return seg
 
 
@@ -206,7 +250,7 @@ def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float 
         launch_fast(q, k, v, o, lse, True, sm_scale, cfg, segments=segments, q_offset=q_offset,
                     seg_len=seg_len)
         return o, lse
-    grid = (Sq // cfg.BLOCK_M, B * Hq)
+    grid = (Sq // (2 * cfg.BLOCK_M), B * Hq)
     attn_zigzag_fwd_kernel[grid](*kernel_args(q, k, v, o, lse, sm_scale, q_offset),
                                  SEGMENTS=segments, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
                                  BLOCK_N=cfg.BLOCK_N, **cfg.options())
