@@ -118,14 +118,20 @@ def test_ring_order_schedule():
     _check_against_sdpa(res, shards, ("in-order", "random:5"))
 
 
-def test_causal_kernel_is_remapped_with_local_blocks_first():
-    """The zigzag kernel's KV loop (all blocks, skipping later segments) is renumbered: rank r
-    visits its own two segments' blocks first."""
+def test_causal_kernel_waits_in_both_loops_and_keeps_the_unfused_bits():
+    """The paired zigzag kernel (two branch-free KV loops, one per query block of a mirrored
+    pair, each starting at the shard's own segment) fuses with a wait for K and one for V
+    inside each loop, and no remap: its loops visit a block per iteration through a computed
+    row, not ``iv / step``, and their trip counts are not the number of KV blocks, so
+    ``tile-remap`` leaves them as written (the kernel orders its own visits) and the fused
+    kernel sums in the unfused kernel's order -- not ``reordered``, so the emulator compares
+    the fused outputs with the unfused kernel's bit for bit (the causal tests above)."""
     from syncopate.emulate import fuse_module
+    from syncopate_mlir.dialects.syncopate import WaitOp, state_of
     W, B, Hq, Hkv, Sl, D = 2, 1, 2, 1, 32, 64
     shards = _problem(W, True, B, Hq, Hkv, Sl, D, 0)
     S = Sl * W
-    kbuf = torch.zeros((B * Hkv, S, D), dtype=torch.bfloat16)
+    kbuf = torch.randn((B * Hkv, S, D)).to(torch.bfloat16)
     o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
     lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
     values, _ = _args(shards[0][0].contiguous(), kbuf, kbuf.clone(), o, lse, 0.125, True, 0, W,
@@ -137,15 +143,18 @@ def test_causal_kernel_is_remapped_with_local_blocks_first():
                             schedule=kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1),
                             operand={"K": "K", "V": "V"}, backend="sm", comm_programs=2,
                             options=CFG.options(), reorder_reductions=True)
-    remaps = [op for op in module.walk() if isinstance(op, RemapOp)]
-    assert len(remaps) == 1
-    tiles = remaps[0].tiles.value.data
-    table = list(remaps[0].table.get_values())
-    per = Sl // CFG.BLOCK_N
-    for r in range(W):
-        row = table[r * tiles:(r + 1) * tiles]
-        assert sorted(row) == list(range(tiles))
-        assert row[:per] == list(range(r * per, (r + 1) * per)), f"rank {r}: {row}"
+    assert not [op for op in module.walk() if isinstance(op, RemapOp)]
+    state = state_of(module)
+    assert not state.reordered
+    assert state.waits == 4, "one wait for K and one for V in each of the two KV loops"
+
+    def loop_of(op):
+        p = op.parent_op()
+        while p is not None and p.name != "scf.for":
+            p = p.parent_op()
+        return p
+    loops = {id(loop_of(w)) if loop_of(w) is not None else None for w in module.walk() if isinstance(w, WaitOp)}
+    assert None not in loops and len(loops) == 2, "every chunk wait inside one of the KV loops"
 
 
 @pytest.mark.parametrize("causal", [False, True])

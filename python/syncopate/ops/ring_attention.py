@@ -105,10 +105,11 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
             q.stride(0), q.stride(1), q.stride(2), k4.stride(0), k4.stride(1), k4.stride(2),
             v4.stride(0), v4.stride(1), v4.stride(2), o.stride(0), o.stride(1), o.stride(2),
             Hq, Hq // Hkv, Sl, S]
-    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N
+    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N; a program per mirrored pair
         args += [rank * Sl, 2 * W, D, cfg.BLOCK_M, cfg.BLOCK_N]
-    else:  # HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL
-        args += [D, cfg.BLOCK_M, cfg.BLOCK_N, False]
+        return args, (Sl // (2 * cfg.BLOCK_M), B * Hq)
+    # HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL
+    args += [D, cfg.BLOCK_M, cfg.BLOCK_N, False]
     return args, (math.ceil(Sl / cfg.BLOCK_M), B * Hq)
 
 
