@@ -23,6 +23,7 @@ import numpy as np
 assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
 
 import torch  # noqa: E402
+import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 import triton.runtime.interpreter as interp  # noqa: E402
 
@@ -53,8 +54,8 @@ interp.InterpreterBuilder.create_dot = _create_dot
 from syncopate.kernels.attention import attention, fast_path_reason  # noqa: E402
 from interp_runner import serve_cases  # noqa: E402  (this folder: the script's own)
 from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
-from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,  # noqa: E402
-                                                zigzag_shard, zigzag_unorder)
+from syncopate.kernels.attention_zigzag import (_visited_block, attention_zigzag,  # noqa: E402
+                                                zigzag_order, zigzag_shard, zigzag_unorder)
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -74,7 +75,25 @@ def reference(q, k, v, causal, sm_scale):
     return o, torch.logsumexp(s, -1)
 
 
+@triton.jit
+def _visits_kernel(OUT, s, n_own, n_up, NB, SEGMENTS: tl.constexpr, DESCENDING: tl.constexpr):
+    for i in tl.range(0, n_own + n_up + s * NB):
+        tl.store(OUT + i, _visited_block(i, s, n_own, n_up, NB, SEGMENTS // 2, DESCENDING))
+
+
+def run_visits_case(c):
+    """The stored KV blocks the paired zigzag kernel's loop visits, in order."""
+    v = c["visits"]
+    n = v["n_own"] + v["n_up"] + v["s"] * v["NB"]
+    out = torch.full((n,), -1, dtype=torch.int32)
+    _visits_kernel[(1,)](out, v["s"], v["n_own"], v["n_up"], v["NB"], SEGMENTS=v["SEGMENTS"],
+                         DESCENDING=v["DESCENDING"])
+    return dict(name=c["name"], blocks=out.tolist())
+
+
 def run_case(c):
+    if c.get("visits"):
+        return run_visits_case(c)
     if c.get("backward"):
         return run_backward_case(c)
     torch.manual_seed(c["seed"])

@@ -107,9 +107,34 @@ CASES = [
 ]
 
 
+def _visit_cases():
+    """Every loop of the paired zigzag kernel -- B (segment ``2W-1-s``, block ``nbm-1-x``) and
+    A (segment ``s``, block ``x``) of every pair -- for W = 2..4, both block orders and both
+    visiting orders, with the loop's bounds as the kernel computes them."""
+    out = []
+    for W, BM, BN, seg in ((2, 16, 16, 32), (3, 16, 32, 64), (4, 32, 16, 32)):
+        nb, nbm = seg // BN, seg // BM
+        for s in range(W):
+            for x in range(nbm):
+                for which, first, n_own, n_up in (
+                        ("B", (2 * W - 1 - s) * seg + (nbm - 1 - x) * BM,
+                         nb + -(-((nbm - x) * BM) // BN), 2 * nb * (W - 1 - s)),
+                        ("A", s * seg + x * BM, -(-((x + 1) * BM) // BN), 0)):
+                    for desc in (False, True):
+                        out.append(dict(
+                            name=f"visits_w{W}_{BM}x{BN}_s{s}_x{x}_{which}_{'desc' if desc else 'asc'}",
+                            visits=dict(s=s, n_own=n_own, n_up=n_up, NB=nb, SEGMENTS=2 * W,
+                                        DESCENDING=desc),
+                            expect=dict(W=W, BM=BM, BN=BN, seg=seg, s=s, first=first)))
+    return out
+
+
+VISIT_CASES = _visit_cases()
+
+
 @functools.lru_cache(maxsize=None)
 def _interpreter_results(tmp: str) -> dict:
-    return run_interpreter_worker(WORKER, CASES, tmp, timeout=300)
+    return run_interpreter_worker(WORKER, CASES + VISIT_CASES, tmp, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +151,29 @@ def test_matches_sdpa_under_interpreter(interp_results, case):
     assert r["o_excess"] <= case["tol"], (
         f"|o - sdpa| = {r['o_err']:.3g} exceeds {case['tol']} + {case['tol']} * |sdpa|: {r}")
     assert r["lse_err"] <= 1e-3, f"lse differs from logsumexp by {r['lse_err']:.3g}: {r}"
+
+
+@pytest.mark.parametrize("case", VISIT_CASES, ids=[c["name"] for c in VISIT_CASES])
+def test_paired_zigzag_loop_visits_each_visible_block_once_in_arrival_order(interp_results,
+                                                                           case):
+    """The paired kernel's loop (``_visited_block``, run under the interpreter) visits exactly
+    the stored KV blocks its query block sees -- each once, none it does not see -- first its
+    own shard's (stored order), then the other shards in the order a fused kernel receives
+    them: ascending ``s+1, ..., W-1, 0, ...`` (all-gather) or descending ``s-1, ..., 0, W-1,
+    ...`` (neighbour-hop ring), each shard's blocks in stored order."""
+    r = interp_results[case["name"]]
+    assert "error" not in r, r.get("error")
+    e, desc = case["expect"], case["visits"]["DESCENDING"]
+    W, BN, seg, s = e["W"], e["BN"], e["seg"], e["s"]
+    nb = seg // BN
+
+    def stored(o):  # original KV block -> stored block
+        k, y = divmod(o, nb)
+        return (2 * k if k < W else 2 * (2 * W - 1 - k) + 1) * nb + y
+
+    visible = [stored(o) for o in range(-(-(e["first"] + e["BM"]) // BN))]
+    dist = lambda blk: ((s - blk // (2 * nb)) if desc else (blk // (2 * nb) - s)) % W  # noqa
+    assert r["blocks"] == sorted(visible, key=lambda blk: (dist(blk), blk))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def _emulate(W, causal, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=0, order="swizzle", 
         o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
         lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
         per_rank.append(_args(q.contiguous(), kbuf, vbuf, o, lse, 1 / np.sqrt(D), causal, r, W,
-                              Hkv, D, CFG))
+                              Hkv, D, CFG, order))
     kernel = _kernel(causal)
     values, grid = per_rank[0]
     spec = specialize(kernel, values, frozenset(CONSTANT_ARGS))

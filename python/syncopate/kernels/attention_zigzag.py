@@ -49,32 +49,47 @@ from .attention_config import default_config as plain_default_config
 
 
 @triton.jit
-def _stored_row(o, NB, SEG_LEN, W: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The stored row of *original* KV block ``o``: original segment ``k = o // NB`` sits at
-    slot ``2k`` when ``k < W``, else at slot ``2 (2W - 1 - k) + 1 = 4W - 1 - 2k``."""
-    k = o // NB
-    slot = tl.where(k < W, 2 * k, 4 * W - 1 - 2 * k)
-    return slot * SEG_LEN + (o - k * NB) * BLOCK_N
+def _visited_block(i, s, n_own, n_up, NB, W: tl.constexpr, DESCENDING: tl.constexpr):
+    """The stored KV block of iteration ``i`` of a query block in shard ``s`` (module docstring,
+    "visiting order"): its own shard's ``n_own`` visible blocks (stored contiguously from block
+    ``2 s NB``), then the other shards -- the *upper* ones (``s < j < W``: ``n_up`` blocks,
+    whole shards, stored contiguously) and the *lower* ones (``j < s``: the first segment of
+    each, ``NB`` blocks) -- in ascending shard order from ``s`` (``s+1, ..., W-1, 0, ...,
+    s-1``), or descending (``s-1, ..., 0, W-1, ..., s+1``) with ``DESCENDING``.  Integer
+    arithmetic and selects only: no branch in the loop."""
+    e = i - n_own  # the index among the other shards' blocks (negative in the own shard)
+    if DESCENDING:
+        j = s - 1 - e // NB                        # lower shards s-1, ..., 0
+        lower = 2 * j * NB + e % NB
+        f = e - s * NB
+        up = W - 1 - f // (2 * NB)                 # then upper shards W-1, ..., s+1
+        blk = tl.where(e < s * NB, lower, 2 * up * NB + f % (2 * NB))
+    else:
+        f = e - n_up
+        blk = tl.where(e < n_up, 2 * (s + 1) * NB + e,   # upper shards s+1, ..., W-1
+                       f + (f // NB) * NB)             # then lower shards 0, ..., s-1
+    return tl.where(e < 0, 2 * s * NB + i, blk)
 
 
 @triton.jit
-def _visit(acc, l_i, m_i, q, q_pos, n_vis, rot, k_base, v_base, stride_kn, stride_vn, offs_n,
-           offs_d, qk_scale, NB, SEG_LEN, SEQ_KV, W: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The online softmax of one query block over its ``n_vis`` visible KV blocks (original
-    blocks ``[0, n_vis)``), visited from original block ``rot`` on, wrapping round: one loop,
-    no branch; each block's stored row and its mask are computed from the iteration number.
-    ``q_pos``: the block's original query positions."""
-    for i in tl.range(0, n_vis):
-        o = i + rot
-        o = tl.where(o >= n_vis, o - n_vis, o)   # rot < n_vis: one wrap at most
-        rows = _stored_row(o, NB, SEG_LEN, W, BLOCK_N) + offs_n
-        # the mask is always true; it bounds the rows for the compiler's access check (the
-        # stored row is a select, which it cannot bound): SEQ_KV is compiled in when fused
+def _visit(acc, l_i, m_i, q, q_pos, s, n_own, n_up, k_base, v_base, stride_kn, stride_vn,
+           offs_n, offs_d, qk_scale, NB, SEG_LEN, SEQ_KV, SEGMENTS: tl.constexpr,
+           BLOCK_N: tl.constexpr, DESCENDING: tl.constexpr):
+    """The online softmax of one query block (original positions ``q_pos``, in shard ``s``)
+    over exactly the KV blocks it sees: ``n_own + n_up + s NB`` iterations of one loop with no
+    branch, each block's stored row and causal mask computed from the iteration number."""
+    for i in tl.range(0, n_own + n_up + s * NB):
+        blk = _visited_block(i, s, n_own, n_up, NB, SEGMENTS // 2, DESCENDING)
+        rows = blk * BLOCK_N + offs_n
+        slot = blk // NB
+        seg = tl.where(slot % 2 == 0, slot // 2, SEGMENTS - 1 - slot // 2)
+        k_pos = seg * SEG_LEN + (blk - slot * NB) * BLOCK_N + offs_n  # original positions
+        # always true; it bounds the rows for the compiler's access check, which cannot bound
+        # a select (SEQ_KV is compiled in when fused)
         row_ok = rows < SEQ_KV
         kt = tl.load(k_base + rows[None, :] * stride_kn + offs_d[:, None], mask=row_ok[None, :],
                      other=0.0)
         qk = tl.dot(q, kt)
-        k_pos = o * BLOCK_N + offs_n  # original key positions
         qk = tl.where(k_pos[None, :] <= q_pos[:, None], qk, float("-inf"))
         # scale and subtract in one explicit fma: whether LLVM contracts `qk * scale - m` by
         # itself depends on which masks fold away (a constant SEQ_KV removes them), and a
@@ -107,7 +122,8 @@ def attn_zigzag_fwd_kernel(Q, K, V, O, LSE, qk_scale,
                            stride_ob, stride_oh, stride_om,
                            H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET,
                            SEGMENTS: tl.constexpr, HEAD_DIM: tl.constexpr,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                           DESCENDING: tl.constexpr):
     """One program: a *mirrored pair* of query blocks of one (batch, query head), causal over
     the zigzag sequence (the module docstring says why and how).  Grid
     ``(SEQ_Q // (2 * BLOCK_M), B * H_Q)``; the host checks the divisibilities."""
@@ -134,30 +150,32 @@ def attn_zigzag_fwd_kernel(Q, K, V, O, LSE, qk_scale,
     lse_base = LSE + pid_bh * SEQ_Q
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
-    rot = s * nb  # both blocks start at original segment s: the shard's own blocks first
 
-    # B (segment 2W-1-s): original blocks [0, (2W-1-s) nb + cdiv(b_in + BLOCK_M, BLOCK_N))
+    # B (segment 2W-1-s) sees segment s whole and its own segment up to its rows (its shard),
+    # the upper shards whole and the first segment of each lower shard
     rows_b = j * 2 * seg_len + seg_len + b_in + offs_bm
     q = tl.load(q_base + rows_b[:, None] * stride_qm + offs_d[None, :])
     q_pos = (SEGMENTS - 1 - s) * seg_len + b_in + offs_bm
-    n_vis = (SEGMENTS - 1 - s) * nb + (b_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, n_vis, rot, k_base, v_base, stride_kn,
-                           stride_vn, offs_n, offs_d, qk_scale, nb, seg_len, SEQ_KV, W, BLOCK_N)
+    acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, s,
+                           nb + (b_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N,
+                           2 * nb * (W - 1 - s), k_base, v_base, stride_kn, stride_vn, offs_n,
+                           offs_d, qk_scale, nb, seg_len, SEQ_KV, SEGMENTS, BLOCK_N, DESCENDING)
     _finish(acc, l_i, m_i, O, LSE, o_base, stride_om, lse_base, rows_b, offs_d)
 
-    # A (segment s): original blocks [0, s nb + cdiv(a_in + BLOCK_M, BLOCK_N))
+    # A (segment s) sees its own segment up to its rows and the first segment of each lower
+    # shard: the KV rows B read first, so in the fused kernel they have all arrived by now
     rows_a = j * 2 * seg_len + a_in + offs_bm
     q = tl.load(q_base + rows_a[:, None] * stride_qm + offs_d[None, :])
     q_pos = s * seg_len + a_in + offs_bm
-    n_vis = s * nb + (a_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N
     m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, n_vis, rot, k_base, v_base, stride_kn,
-                           stride_vn, offs_n, offs_d, qk_scale, nb, seg_len, SEQ_KV, W, BLOCK_N)
+    acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, s, (a_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N,
+                           0, k_base, v_base, stride_kn, stride_vn, offs_n, offs_d, qk_scale, nb,
+                           seg_len, SEQ_KV, SEGMENTS, BLOCK_N, DESCENDING)
     _finish(acc, l_i, m_i, O, LSE, o_base, stride_om, lse_base, rows_a, offs_d)
 
 
@@ -201,13 +219,13 @@ def check_zigzag(Sq: int, Skv: int, segments: int, q_offset: int, cfg: Attention
 
 
 def compile_args(dtype="bf16", head_dim: int = 128, segments: int = 2,
-                 config=None) -> tuple[dict, dict]:
+                 config=None, descending: bool = False) -> tuple[dict, dict]:
     """``(signature, constexprs)`` of :func:`attn_zigzag_fwd_kernel` (as the JIT builds them)."""
     sig, cx = plain_compile_args(dtype, head_dim, False, config)
     sig.pop("CAUSAL")
     cx.pop("CAUSAL")
     signature = {p: sig[p] if p in sig else "i32" for p in _PARAMS}
-    constexprs = dict(SEGMENTS=int(segments), **cx)
+    constexprs = dict(SEGMENTS=int(segments), **cx, DESCENDING=bool(descending))
     for k in constexprs:
         signature[k] = "constexpr"
     return signature, constexprs
@@ -222,7 +240,7 @@ def kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int) -> tuple:
 
 
 def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float | None = None,
-                     config=None, *, out=None, fusable: bool = True):
+                     config=None, *, out=None, fusable: bool = True, descending: bool = False):
     """Causal attention of ``q`` (rows ``[q_offset, q_offset + Sq)`` of a zigzag-stored
     sequence) against ``k``/``v`` (the whole zigzag-stored sequence of ``segments`` segments);
     returns ``(o, lse)`` as :func:`syncopate.kernels.attention.attention`.
@@ -253,7 +271,8 @@ def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float 
     grid = (Sq // (2 * cfg.BLOCK_M), B * Hq)
     attn_zigzag_fwd_kernel[grid](*kernel_args(q, k, v, o, lse, sm_scale, q_offset),
                                  SEGMENTS=segments, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
-                                 BLOCK_N=cfg.BLOCK_N, **cfg.options())
+                                 BLOCK_N=cfg.BLOCK_N, DESCENDING=bool(descending),
+                                 **cfg.options())
     return o, lse
 
 

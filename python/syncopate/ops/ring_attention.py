@@ -93,7 +93,14 @@ def _kernel(causal: bool):
     return attn_fwd_kernel
 
 
-def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
+def descending(order: str) -> bool:
+    """The zigzag kernel's ``DESCENDING``: visit the other ranks' shards in the order they
+    arrive -- ``r+1, r+2, ...`` from an all-gather (``'swizzle'``), ``r-1, r-2, ...`` when
+    blocks hop ``r -> r+1`` round the ring.  Both paths pass it, so they sum in one order."""
+    return order == "ring"
+
+
+def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg, order="swizzle"):
     """The local kernel's arguments in parameter order (constexprs included, so repeated calls
     take the FusedKernel's fast path), K/V the ``[B*Hkv, S, D]`` buffers seen as
     ``[B, Hkv, S, D]``; and the grid."""
@@ -105,8 +112,9 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
             q.stride(0), q.stride(1), q.stride(2), k4.stride(0), k4.stride(1), k4.stride(2),
             v4.stride(0), v4.stride(1), v4.stride(2), o.stride(0), o.stride(1), o.stride(2),
             Hq, Hq // Hkv, Sl, S]
-    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N; a program per mirrored pair
-        args += [rank * Sl, 2 * W, D, cfg.BLOCK_M, cfg.BLOCK_N]
+    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N, DESCENDING; a program per
+        # mirrored pair of query blocks
+        args += [rank * Sl, 2 * W, D, cfg.BLOCK_M, cfg.BLOCK_N, descending(order)]
         return args, (Sl // (2 * cfg.BLOCK_M), B * Hq)
     # HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL
     args += [D, cfg.BLOCK_M, cfg.BLOCK_N, False]
@@ -137,7 +145,7 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
 
 
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
-                             config=None):
+                             config=None, order: str = "swizzle"):
     """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
@@ -145,7 +153,7 @@ def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=No
                 .reshape(B, Hkv, W * Sl, D) for t in (k, v)]
     if causal:
         return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
-                                cfg, fusable=True)
+                                cfg, fusable=True, descending=descending(order))
     return attention(q, gathered[0], gathered[1], False, sm_scale, cfg, fusable=True)
 
 
@@ -181,7 +189,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     backend = backend or "sm"
     if not use_fused:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
-                                          config=config)
+                                          config=config, order=order)
         if out is not None:
             out[0].copy_(o)
             out[1].copy_(lse)
@@ -208,7 +216,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
         buf.view(B, Hkv, S, D)[:, :, me * Sl:(me + 1) * Sl].copy_(t)
     if q.stride(-1) != 1:
         q = q.contiguous()
-    args, grid = _args(q, kbuf, vbuf, o, lse, sm_scale, causal, me, W, Hkv, D, cfg)
+    args, grid = _args(q, kbuf, vbuf, o, lse, sm_scale, causal, me, W, Hkv, D, cfg, order)
     fk[grid](*args)
     return o, lse
 
