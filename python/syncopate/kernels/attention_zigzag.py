@@ -5,33 +5,65 @@ give rank 0 a triangle's thin end and rank W-1 its thick end (W-fold imbalance);
 users therefore cut the sequence into ``2W`` equal segments and give rank ``r`` segments ``r``
 and ``2W - 1 - r`` (the "zigzag" layout of ring-flash-attention / Megatron-CP): every rank then
 has the same causal work.  Gathered across ranks in rank order, the sequence is stored as
-segments ``0, 2W-1, 1, 2W-2, ..., W-1, W`` -- this kernel's K/V layout.
+segments ``0, 2W-1, 1, 2W-2, ..., W-1, W`` -- this kernel's K/V layout.  The two segments of a
+rank, stored side by side at slots ``2r`` and ``2r + 1``, are its *shard*.
 
-The kernel itself knows nothing about ranks or communication: it is causal attention of query
-rows ``[Q_OFFSET, Q_OFFSET + SEQ_Q)`` of a zigzag-stored sequence against all ``SEQ_KV`` keys of
-it, with the mask on *original* positions.  ``Q_OFFSET = 0`` and ``SEQ_Q = SEQ_KV``: the whole
-sequence; ``Q_OFFSET = r * SEQ_KV / W``: rank ``r``'s shard (what the fused ring attention runs).
+The kernel itself knows nothing about communication: it is causal attention of query rows
+``[Q_OFFSET, Q_OFFSET + SEQ_Q)`` (whole shards) of a zigzag-stored sequence against all
+``SEQ_KV`` keys of it, with the mask on *original* positions.  ``Q_OFFSET = 0`` and
+``SEQ_Q = SEQ_KV``: the whole sequence; ``Q_OFFSET = r * SEQ_KV / W``: rank ``r``'s shard (what
+the fused ring attention runs).
 
-Its KV loop runs over **all** KV blocks with a constant trip count (the inner-loop remap, which
-visits blocks in chunk-arrival order, permutes a loop's whole iteration space), and skips a
-block whose original segment lies after the query block's: a skipped block loads nothing, so
-in the fused kernel it waits for nothing either.  A block on the diagonal segment gets the
-element mask; a block of an earlier segment none.
+**Mirrored pairs (issue 31).**  A program takes two query blocks of one shard ``s``: block
+``x`` of segment ``s`` (A) and block ``nbm - 1 - x`` of segment ``2W - 1 - s`` (B, the mirror;
+``nbm`` query blocks per segment).  Causally A sees ``s`` whole segments and ``x + 1`` blocks'
+worth of its own, B ``2W - 1 - s`` whole segments and ``nbm - x`` blocks' worth of its own, so
+the pair sees ``(2W - 1) nb`` whole blocks plus ``(nbm + 1) BLOCK_M / BLOCK_N`` on the diagonal
+whatever ``s`` and ``x`` (``nb`` KV blocks per segment; ``2W nb + 1`` when ``BLOCK_M = BLOCK_N``): every program
+does the same work, exactly the blocks its rows see -- the prefix-causal kernel's work, with no
+block skipped or wasted.
 
-That constant-trip-count loop with its in-loop skip is what the fused ring attention needs (the
-remap permutes one whole iteration space), and it costs 1.28-1.33x the prefix-causal kernel
-because Triton does not pipeline loads under the skip.  :func:`attention_zigzag` with
-``fusable=False`` therefore runs the fast kernel
-(:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``): it visits only
-the visible blocks, in original order, each block's stored row computed from its original
-position -- the prefix-causal kernel's work.  That path is experimental until ``tests/gpu``
-passes on it on a GPU (as :func:`~syncopate.kernels.attention.attention`'s fast path); the
-default is the fusable kernel.
+**No branch in the loops, so they pipeline.**  The previous kernel walked *all* KV blocks in a
+loop of constant trip count and skipped later segments with an ``if``; Triton 3.6 does not
+software-pipeline loads under a branch, and it cost 1.28-1.50x the prefix-causal kernel
+(H100, H200).  Here each query block runs one loop (B's, then A's) whose trip count is the
+number of blocks it sees, and iteration ``i`` computes the stored block it reads
+(:func:`_visited_block`: integer arithmetic and selects) and the causal mask from original
+positions (a ``tl.where`` on every block, as the prefix-causal kernel's).  No iteration
+branches, so K and V are copied asynchronously into ``num_stages`` buffers
+(``tests/test_attention_local.py`` checks the sm_90 TTGIR).  The two query blocks' states are
+live one after the other, not together, so registers are those of one block.
+
+**Visiting order.**  A block of shard ``s`` visits its own shard's blocks first, then the
+other shards in the order a fused kernel receives them: ascending ``s+1, ..., W-1, 0, ...,
+s-1`` (an all-gather), or with ``DESCENDING`` ``s-1, ..., 0, W-1, ..., s+1`` (blocks passed
+``r -> r+1`` round a ring).  B sees every shard (the lower ones' first segment, the upper ones
+whole), so its loop waits for every chunk in arrival order after one to two segments of local
+work (its own shard's blocks);
+A sees only blocks B already read, so its loop never waits.
+
+**Why the kernel orders its visits itself (not the compiler's inner-loop remap).**  The remap
+(``passes/loop_remap.py``) renumbers a loop whose iteration ``t`` reads KV block ``t`` of all
+``SEQ_KV / BLOCK_N`` blocks by a per-rank permutation of the blocks.  No loop of this kernel
+is of that form: a pair reads the lower shards' first segments twice (A and B) and their
+second segments never, so its visits are not a permutation of the blocks, and its loops' trip
+counts differ from the block count.  ``tile-remap`` therefore leaves the loops as written (a
+remark, not an error); the waits ``insert-waits`` puts in each loop, one per K and V block,
+keep the fused kernel correct in any order, and because nothing is reordered the fused kernel
+sums in the unfused kernel's order: fused and unfused results are equal bit for bit.  The K/V
+loads carry a mask ``rows < SEQ_KV`` that is always true: ``check-accesses`` cannot bound a
+row computed through a select, and the mask bounds it (``SEQ_KV`` is compiled in when fused).
+
+:func:`attention_zigzag` with ``fusable=False`` runs the fast kernel
+(:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``: TMA, warp
+specialisation), experimental until ``tests/gpu`` passes on it on a GPU (as
+:func:`~syncopate.kernels.attention.attention`'s fast path); the default is this kernel.
 
 Contract (:func:`attention_zigzag`): as :func:`syncopate.kernels.attention.attention` (shapes,
 GQA, dtypes, ``(o, lse)`` with the natural log-sum-exp), causal only, plus
 ``SEQ_KV % segments == 0`` and the segment length a multiple of ``BLOCK_M`` and ``BLOCK_N`` (a
-block lies in one segment), ``Q_OFFSET`` a multiple of the segment length.
+block lies in one segment), ``Q_OFFSET`` and ``SEQ_Q`` multiples of two segments (whole
+shards: a query block's mirror is in the same launch).
 """
 
 from __future__ import annotations
@@ -245,14 +277,17 @@ def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float 
     sequence) against ``k``/``v`` (the whole zigzag-stored sequence of ``segments`` segments);
     returns ``(o, lse)`` as :func:`syncopate.kernels.attention.attention`.
 
-    ``fusable=True`` (the default): :func:`attn_zigzag_fwd_kernel`, the constant-trip-count
-    loop ring attention fuses (what its unfused path must run to equal the fused one bit for
-    bit), and the kernel proven on a GPU.  ``fusable=False`` (experimental until
-    ``tests/gpu`` passes on it on a GPU): the fast kernel
+    ``fusable=True`` (the default): :func:`attn_zigzag_fwd_kernel`, the paired kernel ring
+    attention fuses (what its unfused path must run to equal the fused one bit for bit), each
+    query block's visible KV blocks in one branch-free loop; ``descending`` picks the order in
+    which it visits the other shards (module docstring; the result differs by rounding only).
+    It replaced an in-loop-skip kernel on 2026-12-07 and has **not yet run on a GPU**
+    (interpreter, emulator and sm_90 compile checks only).  ``fusable=False`` (experimental
+    until ``tests/gpu`` passes on it on a GPU): the fast kernel
     (:func:`~syncopate.kernels.attention.attn_fwd_fast_kernel` with ``SEGMENTS``), which visits
     only the blocks a query block sees -- in original order, each block's stored row computed
-    from its original position -- so it does the prefix-causal kernel's work with no skipped
-    block and no branch in its loop."""
+    from its original position -- through TMA and warp specialisation, which the compiler
+    cannot fuse."""
     B, Hq, Hkv, Sq, Skv, D = check_operands(q, k, v)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)

@@ -8,10 +8,13 @@ queries over the **whole** sequence's keys.  Built from parts, no hand-written f
   zigzag-layout causal kernel :func:`syncopate.kernels.attention_zigzag.attn_zigzag_fwd_kernel`;
 * the schedule -- :func:`syncopate.schedule.kv_gather.kv_all_gather` of K and V along the
   sequence (``order='swizzle'``: every block from its owner; ``'ring'``: neighbour hops);
-* :func:`syncopate.fuse` with ``reorder_reductions=True``: the inner-loop remap makes every
-  program's KV loop visit its rank's own blocks first and the others in arrival order, with a
-  wait on each block's chunk inside the loop.  The softmax's reductions then run in another
-  order than the unfused kernel's (results agree to rounding, not bitwise).
+* :func:`syncopate.fuse` with ``reorder_reductions=True``: a wait on each block's chunk inside
+  the KV loop.  Non-causal: the inner-loop remap makes every program's KV loop visit its rank's
+  own blocks first and the others in arrival order; the softmax's reductions then run in
+  another order than the unfused kernel's (results agree to rounding, not bitwise).  Causal:
+  the zigzag kernel pairs mirrored query blocks and visits its own shard first and the others
+  in arrival order by itself (``DESCENDING`` for ``order='ring'``, :func:`descending`); the
+  remap does not apply to its loops, so fused and unfused agree bit for bit.
 
 Layout (the op's contract)
   * K/V live in symmetric buffers ``[B * Hkv, S, D]`` (one per configuration and shape); each
