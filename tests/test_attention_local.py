@@ -121,8 +121,9 @@ def _visit_cases():
                          nb + -(-((nbm - x) * BM) // BN), 2 * nb * (W - 1 - s)),
                         ("A", s * seg + x * BM, -(-((x + 1) * BM) // BN), 0)):
                     for desc in (False, True):
+                        order = "desc" if desc else "asc"
                         out.append(dict(
-                            name=f"visits_w{W}_{BM}x{BN}_s{s}_x{x}_{which}_{'desc' if desc else 'asc'}",
+                            name=f"visits_w{W}_{BM}x{BN}_s{s}_x{x}_{which}_{order}",
                             visits=dict(s=s, n_own=n_own, n_up=n_up, NB=nb, SEGMENTS=2 * W,
                                         DESCENDING=desc),
                             expect=dict(W=W, BM=BM, BN=BN, seg=seg, s=s, first=first)))

@@ -19,9 +19,9 @@ the fused ring attention runs).
 ``nbm`` query blocks per segment).  Causally A sees ``s`` whole segments and ``x + 1`` blocks'
 worth of its own, B ``2W - 1 - s`` whole segments and ``nbm - x`` blocks' worth of its own, so
 the pair sees ``(2W - 1) nb`` whole blocks plus ``(nbm + 1) BLOCK_M / BLOCK_N`` on the diagonal
-whatever ``s`` and ``x`` (``nb`` KV blocks per segment; ``2W nb + 1`` when ``BLOCK_M = BLOCK_N``): every program
-does the same work, exactly the blocks its rows see -- the prefix-causal kernel's work, with no
-block skipped or wasted.
+whatever ``s`` and ``x`` (``nb`` KV blocks per segment; ``2W nb + 1`` when ``BLOCK_M =
+BLOCK_N``): every program does the same work, exactly the blocks its rows see -- the
+prefix-causal kernel's work, with no block skipped or wasted.
 
 **No branch in the loops, so they pipeline.**  The previous kernel walked *all* KV blocks in a
 loop of constant trip count and skipped later segments with an ``if``; Triton 3.6 does not
