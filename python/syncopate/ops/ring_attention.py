@@ -149,7 +149,8 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
 
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
                              config=None, order: str = "swizzle"):
-    """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
+    """The unfused path: NCCL all-gather of K and V, then the same local kernel (causal: visiting
+    the shards in the fused kernel's ``order``, so both sum in one order)."""
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
     gathered = [driver.all_gather_rows(t[None], comm.group, W).permute(1, 2, 0, 3, 4)
