@@ -348,6 +348,41 @@ def test_paired_zigzag_kernel_pipelines_its_kv_loads_on_sm90(head_dim, config):
     assert 0 < k.metadata.shared <= SMEM_LIMIT_SM90
 
 
+def test_fused_paired_zigzag_kernel_pipelines_with_unrolled_waits():
+    """The causal ring attention as the op fuses it at W = 2 (``kv_all_gather``'s 4 chunks: the
+    unrolled lowering, one branch per chunk wait in each KV loop), compiled for sm_90: the
+    waits do not stop Triton from pipelining either loop's K and V loads.  (The chunk-table
+    lowering, which larger schedules take, puts a loop into the KV loop and does stop it:
+    docs/attention.md.)"""
+    import syncopate
+    from syncopate.kernels import attention_zigzag as zz
+    from syncopate.ops.ring_attention import CONSTANT_ARGS, _args, _kernel
+    from syncopate.runtime.specialize import specialize
+    from syncopate.schedule.kv_gather import kv_all_gather
+    W, B, Hq, Hkv, Sl, D = 2, 1, 32, 8, 2048, 128
+    cfg = zz.default_config(D)
+    q = torch.empty(B, Hq, Sl, D, dtype=torch.bfloat16)
+    kv = torch.empty(B * Hkv, Sl * W, D, dtype=torch.bfloat16)
+    values, _ = _args(q, kv, kv, torch.empty_like(q), torch.empty(B, Hq, Sl), 0.1, True, 0, W,
+                      Hkv, D, cfg)
+    spec = specialize(_kernel(True), values, frozenset(CONSTANT_ARGS))
+    fc = syncopate.compile(_kernel(True), signature=spec.signature_dict(),
+                           constexprs=spec.constexpr_dict(),
+                           schedule=kv_all_gather((B * Hkv, Sl * W, D), "bf16", W, dim=1),
+                           operand={"K": "K", "V": "V"}, backend="sm", comm_programs=4,
+                           attrs=attention_compile_attrs(True, zz._PARAMS),
+                           reorder_reductions=True, lowering="unrolled", **cfg.options())
+    ttgir = fc.asm["ttgir"]
+    kv_tiles = (f"{D}x{cfg.BLOCK_N}", f"{cfg.BLOCK_N}x{D}")  # K^T and V tiles
+    plain = [t for t in kv_tiles if re.search(rf"tt\.load [^\n]*tensor<{t}x!tt\.ptr<bf16>", ttgir)]
+    assert not plain, f"K/V tiles {plain} loaded without pipelining"
+    for t in kv_tiles:
+        assert re.search(rf"ttg\.async_copy_global_to_local [^\n]*tensor<{t}x!tt\.ptr<bf16>",
+                         ttgir), f"no async copy of the {t} tiles"
+        assert f"!ttg.memdesc<{cfg.num_stages}x{t}xbf16" in ttgir, f"{t} not multi-buffered"
+    assert ptxas_spills(fc.asm["ptx"]) == 0
+
+
 @triton.jit
 def _skip_in_loop_kernel(X, Y, N, SKIP: tl.constexpr, BLOCK: tl.constexpr):
     """The old zigzag kernel's loop in miniature: loads under an in-loop ``if`` (``SKIP``) or
