@@ -18,10 +18,11 @@ the fused ring attention runs).
 ``x`` of segment ``s`` (A) and block ``nbm - 1 - x`` of segment ``2W - 1 - s`` (B, the mirror;
 ``nbm`` query blocks per segment).  Causally A sees ``s`` whole segments and ``x + 1`` blocks'
 worth of its own, B ``2W - 1 - s`` whole segments and ``nbm - x`` blocks' worth of its own, so
-the pair sees ``(2W - 1) nb`` whole blocks plus ``(nbm + 1) BLOCK_M / BLOCK_N`` on the diagonal
-whatever ``s`` and ``x`` (``nb`` KV blocks per segment; ``2W nb + 1`` when ``BLOCK_M =
-BLOCK_N``): every program does the same work, exactly the blocks its rows see -- the
-prefix-causal kernel's work, with no block skipped or wasted.
+the pair sees ``(2W - 1) nb`` whole blocks (``nb`` KV blocks per segment) plus ``(nbm + 1)
+BLOCK_M / BLOCK_N`` on the diagonal whatever ``s`` and ``x`` when ``BLOCK_N`` divides
+``BLOCK_M`` (``2W nb + 1`` when they are equal; otherwise within a block of that): every
+program does the same work, exactly the blocks its rows see -- the prefix-causal kernel's
+work, with no block skipped or wasted.
 
 **No branch in the loops, so they pipeline.**  The previous kernel walked *all* KV blocks in a
 loop of constant trip count and skipped later segments with an ``if``; Triton 3.6 does not
@@ -32,15 +33,17 @@ number of blocks it sees, and iteration ``i`` computes the stored block it reads
 positions (a ``tl.where`` on every block, as the prefix-causal kernel's).  No iteration
 branches, so K and V are copied asynchronously into ``num_stages`` buffers
 (``tests/test_attention_local.py`` checks the sm_90 TTGIR).  The two query blocks' states are
-live one after the other, not together, so registers are those of one block.
+live one after the other, not together, so registers are those of one block.  (One loop over
+both blocks, of constant trip count, would keep both accumulators live and select between them
+in every iteration, or store A's output from inside the loop: twice the registers or extra
+softmax-path work per block, for no gain -- the remap could not use it either, see below.)
 
 **Visiting order.**  A block of shard ``s`` visits its own shard's blocks first, then the
 other shards in the order a fused kernel receives them: ascending ``s+1, ..., W-1, 0, ...,
 s-1`` (an all-gather), or with ``DESCENDING`` ``s-1, ..., 0, W-1, ..., s+1`` (blocks passed
 ``r -> r+1`` round a ring).  B sees every shard (the lower ones' first segment, the upper ones
 whole), so its loop waits for every chunk in arrival order after one to two segments of local
-work (its own shard's blocks);
-A sees only blocks B already read, so its loop never waits.
+work (its own shard's blocks); A sees only blocks B already read, so its loop never waits.
 
 **Why the kernel orders its visits itself (not the compiler's inner-loop remap).**  The remap
 (``passes/loop_remap.py``) renumbers a loop whose iteration ``t`` reads KV block ``t`` of all
