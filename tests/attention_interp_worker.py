@@ -76,18 +76,20 @@ def reference(q, k, v, causal, sm_scale):
 
 
 @triton.jit
-def _visits_kernel(OUT, s, n_own, n_up, NB, SEGMENTS: tl.constexpr, DESCENDING: tl.constexpr):
-    for i in tl.range(0, n_own + n_up + s * NB):
-        tl.store(OUT + i, _visited_block(i, s, n_own, n_up, NB, SEGMENTS // 2, DESCENDING))
+def _visits_kernel(OUT, s, n_own, up_runs, NB, SEGMENTS: tl.constexpr,
+                   DESCENDING: tl.constexpr):
+    for i in tl.range(0, n_own + (up_runs + s) * NB):
+        slot, y = _visited_block(i, s, n_own, up_runs, NB, SEGMENTS // 2, DESCENDING)
+        tl.store(OUT + i, slot * NB + y)
 
 
 def run_visits_case(c):
     """The stored KV blocks the paired zigzag kernel's loop visits, in order."""
     v = c["visits"]
-    n = v["n_own"] + v["n_up"] + v["s"] * v["NB"]
+    n = v["n_own"] + (v["up_runs"] + v["s"]) * v["NB"]
     out = torch.full((n,), -1, dtype=torch.int32)
-    _visits_kernel[(1,)](out, v["s"], v["n_own"], v["n_up"], v["NB"], SEGMENTS=v["SEGMENTS"],
-                         DESCENDING=v["DESCENDING"])
+    _visits_kernel[(1,)](out, v["s"], v["n_own"], v["up_runs"], v["NB"],
+                         SEGMENTS=v["SEGMENTS"], DESCENDING=v["DESCENDING"])
     return dict(name=c["name"], blocks=out.tolist())
 
 

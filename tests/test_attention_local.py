@@ -116,15 +116,16 @@ def _visit_cases():
         nb, nbm = seg // BN, seg // BM
         for s in range(W):
             for x in range(nbm):
-                for which, first, n_own, n_up in (
+                for which, first, n_own, up_runs in (
                         ("B", (2 * W - 1 - s) * seg + (nbm - 1 - x) * BM,
-                         nb + -(-((nbm - x) * BM) // BN), 2 * nb * (W - 1 - s)),
+                         nb + -(-((nbm - x) * BM) // BN), 2 * (W - 1 - s)),
                         ("A", s * seg + x * BM, -(-((x + 1) * BM) // BN), 0)):
                     for desc in (False, True):
                         order = "desc" if desc else "asc"
                         out.append(dict(
                             name=f"visits_w{W}_{BM}x{BN}_s{s}_x{x}_{which}_{order}",
-                            visits=dict(s=s, n_own=n_own, n_up=n_up, NB=nb, SEGMENTS=2 * W,
+                            visits=dict(s=s, n_own=n_own, up_runs=up_runs, NB=nb,
+                                        SEGMENTS=2 * W,
                                         DESCENDING=desc),
                             expect=dict(W=W, BM=BM, BN=BN, seg=seg, s=s, first=first)))
     return out

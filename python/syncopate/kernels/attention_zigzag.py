@@ -84,41 +84,43 @@ from .attention_config import default_config as plain_default_config
 
 
 @triton.jit
-def _visited_block(i, s, n_own, n_up, NB, W: tl.constexpr, DESCENDING: tl.constexpr):
-    """The stored KV block of iteration ``i`` of a query block in shard ``s`` (module docstring,
-    "visiting order"): its own shard's ``n_own`` visible blocks (stored contiguously from block
-    ``2 s NB``), then the other shards -- the *upper* ones (``s < j < W``: ``n_up`` blocks,
-    whole shards, stored contiguously) and the *lower* ones (``j < s``: the first segment of
-    each, ``NB`` blocks) -- in ascending shard order from ``s`` (``s+1, ..., W-1, 0, ...,
-    s-1``), or descending (``s-1, ..., 0, W-1, ..., s+1``) with ``DESCENDING``.  Integer
-    arithmetic and selects only: no branch in the loop."""
+def _visited_block(i, s, n_own, up_runs, NB, W: tl.constexpr, DESCENDING: tl.constexpr):
+    """``(slot, y)``: the stored segment slot and the block inside it that iteration ``i`` of a
+    query block in shard ``s`` reads (module docstring, "visiting order").  First its own
+    shard's ``n_own`` visible blocks (slot ``2s``, then ``2s + 1``), then the other shards'
+    segments, ``NB`` blocks each: the *upper* shards' (``s < j < W``, both segments:
+    ``up_runs`` segments, 0 or ``2 (W - 1 - s)``) and the *lower* shards' (``j < s``: the first
+    segment of each), in ascending shard order from ``s`` (``s+1, ..., W-1, 0, ..., s-1``), or
+    descending (``s-1, ..., 0, W-1, ..., s+1``) with ``DESCENDING``.  Integer arithmetic and
+    selects only, no branch; one division by the run-time ``NB`` per iteration (the others are
+    by 2)."""
     e = i - n_own  # the index among the other shards' blocks (negative in the own shard)
+    g = e // NB    # which of their segments (meaningful when e >= 0)
+    y = e - g * NB
     if DESCENDING:
-        j = s - 1 - e // NB                        # lower shards s-1, ..., 0
-        lower = 2 * j * NB + e % NB
-        f = e - s * NB
-        up = W - 1 - f // (2 * NB)                 # then upper shards W-1, ..., s+1
-        blk = tl.where(e < s * NB, lower, 2 * up * NB + f % (2 * NB))
+        h = g - s  # past the lower shards: the upper ones from W-1 down, two segments each
+        slot = tl.where(g < s, 2 * (s - 1 - g), 2 * (W - 1 - h // 2) + h % 2)
     else:
-        f = e - n_up
-        blk = tl.where(e < n_up, 2 * (s + 1) * NB + e,   # upper shards s+1, ..., W-1
-                       f + (f // NB) * NB)             # then lower shards 0, ..., s-1
-    return tl.where(e < 0, 2 * s * NB + i, blk)
+        slot = tl.where(g < up_runs, 2 * (s + 1) + g, 2 * (g - up_runs))
+    second = (i >= NB).to(tl.int32)  # in the own shard: past segment s, into 2W-1-s
+    slot = tl.where(e < 0, 2 * s + second, slot)
+    y = tl.where(e < 0, i - second * NB, y)
+    return slot, y
 
 
 @triton.jit
-def _visit(acc, l_i, m_i, q, q_pos, s, n_own, n_up, k_base, v_base, stride_kn, stride_vn,
+def _visit(acc, l_i, m_i, q, q_pos, s, n_own, up_runs, k_base, v_base, stride_kn, stride_vn,
            offs_n, offs_d, qk_scale, NB, SEG_LEN, SEQ_KV, SEGMENTS: tl.constexpr,
            BLOCK_N: tl.constexpr, DESCENDING: tl.constexpr):
     """The online softmax of one query block (original positions ``q_pos``, in shard ``s``)
-    over exactly the KV blocks it sees: ``n_own + n_up + s NB`` iterations of one loop with no
-    branch, each block's stored row and causal mask computed from the iteration number."""
-    for i in tl.range(0, n_own + n_up + s * NB):
-        blk = _visited_block(i, s, n_own, n_up, NB, SEGMENTS // 2, DESCENDING)
-        rows = blk * BLOCK_N + offs_n
-        slot = blk // NB
+    over exactly the KV blocks it sees: ``n_own + (up_runs + s) NB`` iterations of one loop
+    with no branch, each block's stored row and causal mask computed from the iteration
+    number."""
+    for i in tl.range(0, n_own + (up_runs + s) * NB):
+        slot, y = _visited_block(i, s, n_own, up_runs, NB, SEGMENTS // 2, DESCENDING)
+        rows = slot * SEG_LEN + y * BLOCK_N + offs_n
         seg = tl.where(slot % 2 == 0, slot // 2, SEGMENTS - 1 - slot // 2)
-        k_pos = seg * SEG_LEN + (blk - slot * NB) * BLOCK_N + offs_n  # original positions
+        k_pos = seg * SEG_LEN + y * BLOCK_N + offs_n  # original positions
         # always true; it bounds the rows for the compiler's access check, which cannot bound
         # a select (SEQ_KV is compiled in when fused)
         row_ok = rows < SEQ_KV
@@ -196,7 +198,7 @@ def attn_zigzag_fwd_kernel(Q, K, V, O, LSE, qk_scale,
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     acc, l_i, m_i = _visit(acc, l_i, m_i, q, q_pos, s,
                            nb + (b_in + BLOCK_M + BLOCK_N - 1) // BLOCK_N,
-                           2 * nb * (W - 1 - s), k_base, v_base, stride_kn, stride_vn, offs_n,
+                           2 * (W - 1 - s), k_base, v_base, stride_kn, stride_vn, offs_n,
                            offs_d, qk_scale, nb, seg_len, SEQ_KV, SEGMENTS, BLOCK_N, DESCENDING)
     _finish(acc, l_i, m_i, O, LSE, o_base, stride_om, lse_base, rows_b, offs_d)
 
