@@ -112,8 +112,9 @@ def test_ring_attention_causal_zigzag(W, lowering):
 
 
 def test_ring_order_schedule():
-    """The neighbour-hop plan (every block forwarded around the ring) gives the same result."""
-    res, shards, _ = _emulate(4, True, B=1, Hq=2, Hkv=1, Sl=32, order="ring",
+    """The neighbour-hop plan (every block forwarded around the ring) gives the same result;
+    the zigzag kernel then visits the other shards in descending order (``DESCENDING``)."""
+    res, shards, _ = _emulate(4, True, B=2, Hq=2, Hkv=1, Sl=32, order="ring",
                               policies=("in-order", "random:5"))
     _check_against_sdpa(res, shards, ("in-order", "random:5"))
 
