@@ -24,7 +24,9 @@ backend that refuses it gets K/V expanded to Hq heads outside the timing, marked
 fast kernel (the table's config, or every candidate with ``--sweep``), our fusable kernel (what
 the fused ops compile: how much the fused paths give up locally); causal rows also time the
 zigzag-layout kernels (8 segments, ring attention at W = 4) against the prefix-causal kernel on
-the same work, fast and fusable.  Backward likewise (``--no-backward`` skips it): SDPA's
+the same work, fast and fusable (the fusable zigzag kernel pairs mirrored query blocks, each
+block's loop branch-free: issue 31 asks for at most 1.05x the prefix kernel, at the same
+default config).  Backward likewise (``--no-backward`` skips it): SDPA's
 autograd backward against ours (preprocess, dK/dV, dQ), the sweep a coordinate search (dK/dV
 candidates with the dQ default, then dQ candidates with the best dK/dV).
 
@@ -688,7 +690,7 @@ def print_table(rows, backward: bool) -> None:
                 f"{_f(r.get('zigzag_ms'), '.3f')} / {_f(r.get('zigzag_prefix_ms'), '.3f')} ms = "
                 f"{_f(r.get('zigzag_ratio'))}x ({r.get('zigzag_config')}, err "
                 f"{_f(r.get('zigzag_err'), '.1e')}{'' if r.get('zigzag_ok') else ' FAIL'}); "
-                f"fusable {_f(r.get('zigzag_fusable_ms'), '.3f')} / "
+                f"fusable (paired) {_f(r.get('zigzag_fusable_ms'), '.3f')} / "
                 f"{_f(r.get('zigzag_fusable_prefix_ms'), '.3f')} ms = "
                 f"{_f(r.get('zigzag_fusable_ratio'))}x")
     if backward:

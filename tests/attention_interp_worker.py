@@ -15,15 +15,17 @@ import os
 import sys
 import time
 
-
 assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
 
 import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
 from syncopate.kernels.attention import attention, fast_path_reason  # noqa: E402
 from interp_runner import serve_cases  # noqa: E402  (this folder: the script's own)
 from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
-from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,  # noqa: E402
-                                                zigzag_shard, zigzag_unorder)
+from syncopate.kernels.attention_zigzag import (_visited_block, attention_zigzag,  # noqa: E402
+                                                zigzag_order, zigzag_shard, zigzag_unorder)
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -43,7 +45,27 @@ def reference(q, k, v, causal, sm_scale):
     return o, torch.logsumexp(s, -1)
 
 
+@triton.jit
+def _visits_kernel(OUT, s, n_own, up_runs, NB, SEGMENTS: tl.constexpr,
+                   DESCENDING: tl.constexpr):
+    for i in tl.range(0, n_own + (up_runs + s) * NB):
+        slot, y = _visited_block(i, s, n_own, up_runs, NB, SEGMENTS // 2, DESCENDING)
+        tl.store(OUT + i, slot * NB + y)
+
+
+def run_visits_case(c):
+    """The stored KV blocks the paired zigzag kernel's loop visits, in order."""
+    v = c["visits"]
+    n = v["n_own"] + (v["up_runs"] + v["s"]) * v["NB"]
+    out = torch.full((n,), -1, dtype=torch.int32)
+    _visits_kernel[(1,)](out, v["s"], v["n_own"], v["up_runs"], v["NB"],
+                         SEGMENTS=v["SEGMENTS"], DESCENDING=v["DESCENDING"])
+    return dict(name=c["name"], blocks=out.tolist())
+
+
 def run_case(c):
+    if c.get("visits"):
+        return run_visits_case(c)
     if c.get("backward"):
         return run_backward_case(c)
     torch.manual_seed(c["seed"])

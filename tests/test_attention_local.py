@@ -23,6 +23,7 @@ import pytest
 triton = pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
+import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
 from interp_runner import run_interpreter_worker  # noqa: E402
@@ -105,6 +106,15 @@ CASES = [
           zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16), fusable=True),
     _case("zigzag_fp16_w4_shards_d128", Hkv=1, D=128, Sq=128, Skv=128, causal=True,
           zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16), fusable=True),
+    # the paired kernel's block shapes both ways (BLOCK_N > BLOCK_M: a query block's diagonal
+    # block is partly past it; BLOCK_M > BLOCK_N), an odd world size, GQA 4/2, B = 2, D = 128
+    _case("zigzag_fp16_w3_all_bn_gt_bm", Sq=192, Skv=192, causal=True,
+          zigzag=dict(W=3, ranks="all"), config=dict(BLOCK_M=16, BLOCK_N=32), fusable=True),
+    _case("zigzag_bf16_w3_shards_bm_gt_bn_b2", dtype="bf16", B=2, Sq=192, Skv=192, causal=True,
+          zigzag=dict(W=3), config=dict(BLOCK_M=32, BLOCK_N=16), fusable=True),
+    _case("zigzag_bf16_w4_all_d128_scale", dtype="bf16", D=128, Sq=256, Skv=256, causal=True,
+          zigzag=dict(W=4, ranks="all"), config=dict(BLOCK_M=32, BLOCK_N=32), sm_scale=0.2,
+          fusable=True),
     _case("zigzag_fast_fp16_w2_all", Sq=128, Skv=128, causal=True,
           zigzag=dict(W=2, ranks="all"), config=dict(BLOCK_M=16, BLOCK_N=32)),
     _case("zigzag_fast_bf16_w2_shards", dtype="bf16", B=2, Sq=128, Skv=128, causal=True,
@@ -116,9 +126,36 @@ CASES = [
 ]
 
 
+def _visit_cases():
+    """Every loop of the paired zigzag kernel -- B (segment ``2W-1-s``, block ``nbm-1-x``) and
+    A (segment ``s``, block ``x``) of every pair -- for W = 2..4, both block orders and both
+    visiting orders, with the loop's bounds as the kernel computes them."""
+    out = []
+    for W, BM, BN, seg in ((2, 16, 16, 32), (3, 16, 32, 64), (4, 32, 16, 32)):
+        nb, nbm = seg // BN, seg // BM
+        for s in range(W):
+            for x in range(nbm):
+                for which, first, n_own, up_runs in (
+                        ("B", (2 * W - 1 - s) * seg + (nbm - 1 - x) * BM,
+                         nb + -(-((nbm - x) * BM) // BN), 2 * (W - 1 - s)),
+                        ("A", s * seg + x * BM, -(-((x + 1) * BM) // BN), 0)):
+                    for desc in (False, True):
+                        order = "desc" if desc else "asc"
+                        out.append(dict(
+                            name=f"visits_w{W}_{BM}x{BN}_s{s}_x{x}_{which}_{order}",
+                            visits=dict(s=s, n_own=n_own, up_runs=up_runs, NB=nb,
+                                        SEGMENTS=2 * W,
+                                        DESCENDING=desc),
+                            expect=dict(W=W, BM=BM, BN=BN, seg=seg, s=s, first=first)))
+    return out
+
+
+VISIT_CASES = _visit_cases()
+
+
 @functools.lru_cache(maxsize=None)
 def _interpreter_results(tmp: str) -> dict:
-    return run_interpreter_worker(WORKER, CASES, tmp, timeout=300)
+    return run_interpreter_worker(WORKER, CASES + VISIT_CASES, tmp, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +172,29 @@ def test_matches_sdpa_under_interpreter(interp_results, case):
     assert r["o_excess"] <= case["tol"], (
         f"|o - sdpa| = {r['o_err']:.3g} exceeds {case['tol']} + {case['tol']} * |sdpa|: {r}")
     assert r["lse_err"] <= 1e-3, f"lse differs from logsumexp by {r['lse_err']:.3g}: {r}"
+
+
+@pytest.mark.parametrize("case", VISIT_CASES, ids=[c["name"] for c in VISIT_CASES])
+def test_paired_zigzag_loop_visits_each_visible_block_once_in_arrival_order(interp_results,
+                                                                           case):
+    """The paired kernel's loop (``_visited_block``, run under the interpreter) visits exactly
+    the stored KV blocks its query block sees -- each once, none it does not see -- first its
+    own shard's (stored order), then the other shards in the order a fused kernel receives
+    them: ascending ``s+1, ..., W-1, 0, ...`` (all-gather) or descending ``s-1, ..., 0, W-1,
+    ...`` (neighbour-hop ring), each shard's blocks in stored order."""
+    r = interp_results[case["name"]]
+    assert "error" not in r, r.get("error")
+    e, desc = case["expect"], case["visits"]["DESCENDING"]
+    W, BN, seg, s = e["W"], e["BN"], e["seg"], e["s"]
+    nb = seg // BN
+
+    def stored(o):  # original KV block -> stored block
+        k, y = divmod(o, nb)
+        return (2 * k if k < W else 2 * (2 * W - 1 - k) + 1) * nb + y
+
+    visible = [stored(o) for o in range(-(-(e["first"] + e["BM"]) // BN))]
+    dist = lambda blk: ((s - blk // (2 * nb)) if desc else (blk // (2 * nb) - s)) % W  # noqa
+    assert r["blocks"] == sorted(visible, key=lambda blk: (dist(blk), blk))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,6 +393,121 @@ def test_fast_kernel_loops_have_no_branch(ws, segments):
         inner = loop[:loop.index("scf.yield")]
         assert "scf.if" not in inner, "a branch inside the KV loop"
         assert len(re.findall(r"tt\.descriptor_load", inner)) == 2, "K and V by TMA"
+
+
+def _loop_stats(ttgir: str, fn: str) -> list[dict]:
+    """Per ``scf.for`` of ``fn`` in sm_90 TTGIR: what software pipelining leaves in the loop
+    (cp.async copies into a multi-buffer and their waits) and what stops it (a branch, a plain
+    ``tt.load``)."""
+    body = ttgir[ttgir.index(f"tt.func public @{fn}"):]
+    out = []
+    for loop in body.split("scf.for")[1:]:
+        inner = loop[:loop.index("scf.yield")]
+        out.append(dict(async_copies=len(re.findall(r"ttg\.async_copy_global_to_local", inner)),
+                        async_waits=len(re.findall(r"ttg\.async_wait", inner)),
+                        loads=len(re.findall(r"tt\.load ", inner)),
+                        branches=inner.count("scf.if")))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_zigzag(head_dim: int, config: AttentionConfig | None = None, segments: int = 8):
+    from syncopate.kernels import attention_zigzag as zz
+    config = config or zz.default_config(head_dim)
+    signature, constexprs = zz.compile_args("bf16", head_dim, segments, config)
+    src = triton.compiler.ASTSource(fn=zz.attn_zigzag_fwd_kernel, signature=signature,
+                                    constexprs=constexprs,
+                                    attrs=attention_compile_attrs(True, zz._PARAMS))
+    return config, triton.compile(src, target=SM90, options=config.options())
+
+
+@pytest.mark.parametrize("head_dim,config", [
+    (128, None), (64, None),
+    (128, AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)),
+    (128, AttentionConfig(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2))])
+def test_paired_zigzag_kernel_pipelines_its_kv_loads_on_sm90(head_dim, config):
+    """Issue 31: the zigzag kernel skipped later segments with an ``if`` in its KV loop, and
+    Triton did not pipeline the loads under it (1.28-1.50x the prefix-causal kernel's time).
+    The paired kernel's two KV loops have no branch: in the sm_90 TTGIR each copies K and V
+    asynchronously into ``num_stages`` buffers and waits for them -- and, with two query
+    blocks' state live one after the other, still without register spills."""
+    config, k = _compile_zigzag(head_dim, config)
+    loops = _loop_stats(k.asm["ttgir"], "attn_zigzag_fwd_kernel")
+    assert len(loops) == 2, loops
+    for loop in loops:
+        assert loop["branches"] == 0 and loop["loads"] == 0, loop
+        assert loop["async_copies"] == 2 and loop["async_waits"] >= 1, loop
+    buffers = re.findall(rf"!ttg\.memdesc<{config.num_stages}x\d+x\d+xbf16", k.asm["ttgir"])
+    assert len(buffers) >= 2, f"K and V not in {config.num_stages}-deep buffers"
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and ptxas_spills(ptx) == 0
+    assert 0 < k.metadata.shared <= SMEM_LIMIT_SM90
+
+
+def test_fused_paired_zigzag_kernel_pipelines_with_unrolled_waits():
+    """The causal ring attention as the op fuses it at W = 2 (``kv_all_gather``'s 4 chunks: the
+    unrolled lowering, one branch per chunk wait in each KV loop), compiled for sm_90: the
+    waits do not stop Triton from pipelining either loop's K and V loads.  (The chunk-table
+    lowering, which larger schedules take, puts a loop into the KV loop and does stop it:
+    docs/attention.md.)"""
+    import syncopate
+    from syncopate.kernels import attention_zigzag as zz
+    from syncopate.ops.ring_attention import CONSTANT_ARGS, _args, _kernel
+    from syncopate.runtime.specialize import specialize
+    from syncopate.schedule.kv_gather import kv_all_gather
+    W, B, Hq, Hkv, Sl, D = 2, 1, 32, 8, 2048, 128
+    cfg = zz.default_config(D)
+    q = torch.empty(B, Hq, Sl, D, dtype=torch.bfloat16)
+    kv = torch.empty(B * Hkv, Sl * W, D, dtype=torch.bfloat16)
+    values, _ = _args(q, kv, kv, torch.empty_like(q), torch.empty(B, Hq, Sl), 0.1, True, 0, W,
+                      Hkv, D, cfg)
+    spec = specialize(_kernel(True), values, frozenset(CONSTANT_ARGS))
+    fc = syncopate.compile(_kernel(True), signature=spec.signature_dict(),
+                           constexprs=spec.constexpr_dict(),
+                           schedule=kv_all_gather((B * Hkv, Sl * W, D), "bf16", W, dim=1),
+                           operand={"K": "K", "V": "V"}, backend="sm", comm_programs=4,
+                           attrs=attention_compile_attrs(True, zz._PARAMS),
+                           reorder_reductions=True, lowering="unrolled", **cfg.options())
+    ttgir = fc.asm["ttgir"]
+    kv_tiles = (f"{D}x{cfg.BLOCK_N}", f"{cfg.BLOCK_N}x{D}")  # K^T and V tiles
+    plain = [t for t in kv_tiles if re.search(rf"tt\.load [^\n]*tensor<{t}x!tt\.ptr<bf16>", ttgir)]
+    assert not plain, f"K/V tiles {plain} loaded without pipelining"
+    for t in kv_tiles:
+        assert re.search(rf"ttg\.async_copy_global_to_local [^\n]*tensor<{t}x!tt\.ptr<bf16>",
+                         ttgir), f"no async copy of the {t} tiles"
+        assert f"!ttg.memdesc<{cfg.num_stages}x{t}xbf16" in ttgir, f"{t} not multi-buffered"
+    assert ptxas_spills(fc.asm["ptx"]) == 0
+
+
+@triton.jit
+def _skip_in_loop_kernel(X, Y, N, SKIP: tl.constexpr, BLOCK: tl.constexpr):
+    """The old zigzag kernel's loop in miniature: loads under an in-loop ``if`` (``SKIP``) or
+    not -- the control for :func:`_loop_stats`."""
+    offs = tl.arange(0, BLOCK)
+    w = tl.load(X + offs[:, None] * BLOCK + offs[None, :])
+    acc = tl.zeros([BLOCK, BLOCK], dtype=tl.float32)
+    for i in tl.range(0, N):
+        if not SKIP or i % 2 == 0:
+            x = tl.load(X + (i * BLOCK + offs)[:, None] * BLOCK + offs[None, :])
+            acc = tl.dot(w, x, acc)
+    tl.store(Y + offs[:, None] * BLOCK + offs[None, :], acc)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_pipelining_check_sees_loads_under_a_branch(skip):
+    """The check above is not vacuous: Triton 3.6 pipelines the plain loop's load (an async
+    copy, no ``tt.load``) and leaves the one under an in-loop ``if`` a plain ``tt.load``."""
+    src = triton.compiler.ASTSource(
+        fn=_skip_in_loop_kernel, signature={"X": "*bf16", "Y": "*fp32", "N": "i32",
+                                            "SKIP": "constexpr", "BLOCK": "constexpr"},
+        constexprs={"SKIP": skip, "BLOCK": 64},
+        attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
+    k = triton.compile(src, target=SM90, options=dict(num_warps=4, num_stages=3))
+    (loop,) = _loop_stats(k.asm["ttgir"], "_skip_in_loop_kernel")
+    if skip:
+        assert loop["branches"] == 1 and loop["loads"] == 1 and loop["async_copies"] == 0, loop
+    else:
+        assert loop["branches"] == 0 and loop["loads"] == 0 and loop["async_copies"] == 1, loop
 
 
 def test_ttir_has_one_kv_loop_with_the_kv_loads():

@@ -59,7 +59,7 @@ def _emulate(W, causal, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=0, order="swizzle", 
         o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
         lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
         per_rank.append(_args(q.contiguous(), kbuf, vbuf, o, lse, 1 / np.sqrt(D), causal, r, W,
-                              Hkv, D, CFG))
+                              Hkv, D, CFG, order))
     kernel = _kernel(causal)
     values, grid = per_rank[0]
     spec = specialize(kernel, values, frozenset(CONSTANT_ARGS))
@@ -112,20 +112,27 @@ def test_ring_attention_causal_zigzag(W, lowering):
 
 
 def test_ring_order_schedule():
-    """The neighbour-hop plan (every block forwarded around the ring) gives the same result."""
-    res, shards, _ = _emulate(4, True, B=1, Hq=2, Hkv=1, Sl=32, order="ring",
+    """The neighbour-hop plan (every block forwarded around the ring) gives the same result;
+    the zigzag kernel then visits the other shards in descending order (``DESCENDING``)."""
+    res, shards, _ = _emulate(4, True, B=2, Hq=2, Hkv=1, Sl=32, order="ring",
                               policies=("in-order", "random:5"))
     _check_against_sdpa(res, shards, ("in-order", "random:5"))
 
 
-def test_causal_kernel_is_remapped_with_local_blocks_first():
-    """The zigzag kernel's KV loop (all blocks, skipping later segments) is renumbered: rank r
-    visits its own two segments' blocks first."""
+def test_causal_kernel_waits_in_both_loops_and_keeps_the_unfused_bits():
+    """The paired zigzag kernel (two branch-free KV loops, one per query block of a mirrored
+    pair, each starting at the shard's own segment) fuses with a wait for K and one for V
+    inside each loop, and no remap: its loops visit a block per iteration through a computed
+    row, not ``iv / step``, and their trip counts are not the number of KV blocks, so
+    ``tile-remap`` leaves them as written (the kernel orders its own visits) and the fused
+    kernel sums in the unfused kernel's order -- not ``reordered``, so the emulator compares
+    the fused outputs with the unfused kernel's bit for bit (the causal tests above)."""
     from syncopate.emulate import fuse_module
+    from syncopate_mlir.dialects.syncopate import WaitOp, state_of
     W, B, Hq, Hkv, Sl, D = 2, 1, 2, 1, 32, 64
     shards = _problem(W, True, B, Hq, Hkv, Sl, D, 0)
     S = Sl * W
-    kbuf = torch.zeros((B * Hkv, S, D), dtype=torch.bfloat16)
+    kbuf = torch.randn((B * Hkv, S, D)).to(torch.bfloat16)
     o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
     lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
     values, _ = _args(shards[0][0].contiguous(), kbuf, kbuf.clone(), o, lse, 0.125, True, 0, W,
@@ -137,15 +144,19 @@ def test_causal_kernel_is_remapped_with_local_blocks_first():
                             schedule=kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1),
                             operand={"K": "K", "V": "V"}, backend="sm", comm_programs=2,
                             options=CFG.options(), reorder_reductions=True)
-    remaps = [op for op in module.walk() if isinstance(op, RemapOp)]
-    assert len(remaps) == 1
-    tiles = remaps[0].tiles.value.data
-    table = list(remaps[0].table.get_values())
-    per = Sl // CFG.BLOCK_N
-    for r in range(W):
-        row = table[r * tiles:(r + 1) * tiles]
-        assert sorted(row) == list(range(tiles))
-        assert row[:per] == list(range(r * per, (r + 1) * per)), f"rank {r}: {row}"
+    assert not [op for op in module.walk() if isinstance(op, RemapOp)]
+    state = state_of(module)
+    assert not state.reordered
+    assert state.waits == 4, "one wait for K and one for V in each of the two KV loops"
+
+    def loop_of(op):
+        p = op.parent_op()
+        while p is not None and p.name != "scf.for":
+            p = p.parent_op()
+        return p
+    loops = [loop_of(w) for w in module.walk() if isinstance(w, WaitOp)]
+    assert loops and None not in loops, "every chunk wait inside a KV loop"
+    assert len({id(x) for x in loops}) == 2, "waits in both KV loops"
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -796,7 +796,8 @@ def _ring_case(comm, case, launches):
                                                    v.float().repeat_interleave(g, 1),
                                                    is_causal=causal))
         # the unfused path first: it loads its kernels before any fused kernel spins
-        o_ref, lse_ref = ring_attention_reference(qs, ks, vs, comm, causal=causal, config=config)
+        o_ref, lse_ref = ring_attention_reference(qs, ks, vs, comm, causal=causal, config=config,
+                                                  order=order)
         o = torch.full((B, Hq, Sl, D), float("nan"), device=dev, dtype=dtype)
         lse = torch.full((B, Hq, Sl), float("nan"), device=dev, dtype=torch.float32)
         ring_attention(qs, ks, vs, comm, causal=causal, order=order, config=config, out=(o, lse),

@@ -8,10 +8,13 @@ queries over the **whole** sequence's keys.  Built from parts, no hand-written f
   zigzag-layout causal kernel :func:`syncopate.kernels.attention_zigzag.attn_zigzag_fwd_kernel`;
 * the schedule -- :func:`syncopate.schedule.kv_gather.kv_all_gather` of K and V along the
   sequence (``order='swizzle'``: every block from its owner; ``'ring'``: neighbour hops);
-* :func:`syncopate.fuse` with ``reorder_reductions=True``: the inner-loop remap makes every
-  program's KV loop visit its rank's own blocks first and the others in arrival order, with a
-  wait on each block's chunk inside the loop.  The softmax's reductions then run in another
-  order than the unfused kernel's (results agree to rounding, not bitwise).
+* :func:`syncopate.fuse` with ``reorder_reductions=True``: a wait on each block's chunk inside
+  the KV loop.  Non-causal: the inner-loop remap makes every program's KV loop visit its rank's
+  own blocks first and the others in arrival order; the softmax's reductions then run in
+  another order than the unfused kernel's (results agree to rounding, not bitwise).  Causal:
+  the zigzag kernel pairs mirrored query blocks and visits its own shard first and the others
+  in arrival order by itself (``DESCENDING`` for ``order='ring'``, :func:`descending`); the
+  remap does not apply to its loops, so fused and unfused agree bit for bit.
 
 Layout (the op's contract)
   * K/V live in symmetric buffers ``[B * Hkv, S, D]`` (one per configuration and shape); each
@@ -93,7 +96,14 @@ def _kernel(causal: bool):
     return attn_fwd_kernel
 
 
-def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
+def descending(order: str) -> bool:
+    """The zigzag kernel's ``DESCENDING``: visit the other ranks' shards in the order they
+    arrive -- ``r+1, r+2, ...`` from an all-gather (``'swizzle'``), ``r-1, r-2, ...`` when
+    blocks hop ``r -> r+1`` round the ring.  Both paths pass it, so they sum in one order."""
+    return order == "ring"
+
+
+def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg, order="swizzle"):
     """The local kernel's arguments in parameter order (constexprs included, so repeated calls
     take the FusedKernel's fast path), K/V the ``[B*Hkv, S, D]`` buffers seen as
     ``[B, Hkv, S, D]``; and the grid."""
@@ -105,10 +115,12 @@ def _args(q, kbuf, vbuf, o, lse, sm_scale, causal, rank, W, Hkv, D, cfg):
             q.stride(0), q.stride(1), q.stride(2), k4.stride(0), k4.stride(1), k4.stride(2),
             v4.stride(0), v4.stride(1), v4.stride(2), o.stride(0), o.stride(1), o.stride(2),
             Hq, Hq // Hkv, Sl, S]
-    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N
-        args += [rank * Sl, 2 * W, D, cfg.BLOCK_M, cfg.BLOCK_N]
-    else:  # HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL
-        args += [D, cfg.BLOCK_M, cfg.BLOCK_N, False]
+    if causal:  # Q_OFFSET, SEGMENTS, HEAD_DIM, BLOCK_M, BLOCK_N, DESCENDING; a program per
+        # mirrored pair of query blocks
+        args += [rank * Sl, 2 * W, D, cfg.BLOCK_M, cfg.BLOCK_N, descending(order)]
+        return args, (Sl // (2 * cfg.BLOCK_M), B * Hq)
+    # HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL
+    args += [D, cfg.BLOCK_M, cfg.BLOCK_N, False]
     return args, (math.ceil(Sl / cfg.BLOCK_M), B * Hq)
 
 
@@ -136,15 +148,16 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
 
 
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,
-                             config=None):
-    """The unfused path: NCCL all-gather of K and V, then the same local kernel."""
+                             config=None, order: str = "swizzle"):
+    """The unfused path: NCCL all-gather of K and V, then the same local kernel (causal: visiting
+    the shards in the fused kernel's ``order``, so both sum in one order)."""
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
     gathered = [driver.all_gather_rows(t[None], comm.group, W).permute(1, 2, 0, 3, 4)
                 .reshape(B, Hkv, W * Sl, D) for t in (k, v)]
     if causal:
         return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
-                                cfg, fusable=True)
+                                cfg, fusable=True, descending=descending(order))
     return attention(q, gathered[0], gathered[1], False, sm_scale, cfg, fusable=True)
 
 
@@ -180,7 +193,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     backend = backend or "sm"
     if not use_fused:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
-                                          config=config)
+                                          config=config, order=order)
         if out is not None:
             out[0].copy_(o)
             out[1].copy_(lse)
@@ -207,7 +220,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
         buf.view(B, Hkv, S, D)[:, :, me * Sl:(me + 1) * Sl].copy_(t)
     if q.stride(-1) != 1:
         q = q.contiguous()
-    args, grid = _args(q, kbuf, vbuf, o, lse, sm_scale, causal, me, W, Hkv, D, cfg)
+    args, grid = _args(q, kbuf, vbuf, o, lse, sm_scale, causal, me, W, Hkv, D, cfg, order)
     fk[grid](*args)
     return o, lse
 
