@@ -6,22 +6,36 @@ unmodified local kernel with a schedule (K/V all-gathered inside the KV loop aga
 partials reduce-scattered to their owners).  The kernels therefore know nothing about
 communication and are written so the passes find what they need:
 
-* :func:`attn_bwd_dq_kernel` -- one program per block of query rows, one plain KV loop over the
-  (gathered) K/V blocks, exactly the forward's shape: the place where chunk waits go;
 * :func:`attn_bwd_dkdv_kernel` -- one program per KV block (the tile coordinate the remap
-  orders by chunk arrival), a loop over the *local* query rows of every query head of its
-  group, and one store of the KV block's dK and dV at the end (the tiles a reduce-scatter's
-  signals follow).  GQA partials are summed inside the program over the group's heads, so the
-  kernel is deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
+  orders by chunk arrival): K and V loaded at its start (where the fused kernel's chunk wait
+  goes), a loop over the *local* query rows of every query head of its group, and one store of
+  the KV block's dK and dV at the end (the tiles a reduce-scatter's signals follow).  GQA
+  partials are summed inside the program over the group's heads, so the kernel is
+  deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
+* :func:`attn_bwd_dq_kernel` -- one program per block of local query rows, loops over the
+  (gathered) K/V blocks; the context-parallel backward runs it locally, after the fused
+  dK/dV kernel has filled the K/V buffers;
 * :func:`attn_bwd_preprocess` -- ``delta = rowsum(dO * O)`` per query row (fp32).
 
-Those are the *fusable* kernels, and what :func:`attention_backward` runs by default.  Their
-in-loop causal skip keeps Triton from pipelining their loads, so ``fusable=False`` runs *fast*
-variants on one GPU (issue 31; experimental until ``tests/gpu`` passes on them on a GPU):
-:func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
-descriptors, split the causal loops into unmasked and diagonal parts, and the dK/dV one runs
-one flattened loop over (GQA head, query block).  They take a contiguous sequence only; a
-zigzag backward and ``fusable=True`` run the fusable kernels.
+**No branch in a loop.**  Triton does not software-pipeline loads under an ``if``, so the
+loops visit exactly the blocks that matter, with bounds computed before the loop.  A shard's
+local query rows -- contiguous, or a rank's zigzag shard (segments ``r`` and ``2W-1-r``, in
+that order) -- are monotone in original position, so the rows that see a KV block are a
+suffix of them (:func:`_rows_before`): the dK/dV loops run the query blocks that hold the
+block's diagonal (masked) and then those that see all of it (no mask), each flattened over
+(GQA head, query block) so the pipeline runs across heads.  The dQ loops walk the KV blocks in
+original order, reading each at its stored row: the blocks every row sees whole (no mask),
+then the diagonal ones.  Rows and keys past the sequence need no mask: their operands load as
+zeros and add nothing.  Loads are pointer loads, which Triton turns into pipelined
+asynchronous copies (``cp.async``) in these loops: the fused kernel's K/V and dK/dV must be
+addressed from the buffer parameters for the compiler's access analysis, and pointer loads
+keep every backward free of TMA's alignment and Hopper preconditions.
+
+Those are the *fusable* kernels, and what :func:`attention_backward` runs by default, with
+one config for both (:func:`tiles`, :func:`default_backward_config`).  ``fusable=False`` runs
+the *fast* variants on one GPU (issue 31; experimental until ``tests/gpu`` passes on them on a
+GPU): :func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
+descriptors, take a config each from the per-GPU table, and take a contiguous sequence only.
 
 Contract (:func:`attention_backward`): the forward's (:mod:`.attention`: ``q [B, Hq, Sq, D]``,
 ``k, v [B, Hkv, Skv, D]``, GQA, bf16/fp16, D in 64/128, SDPA's top-left causal mask, ``lse`` the
