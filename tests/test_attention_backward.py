@@ -132,6 +132,17 @@ def test_bad_input_is_refused(change, match):
         attention_backward(q, k, v, o, lse, do, causal=True, **kw)
 
 
+@pytest.mark.parametrize("q_offset,Sq", [(16, 32), (0, 48)])
+def test_zigzag_queries_must_be_one_rank_shard(q_offset, Sq):
+    """The kernels count on the local query rows being monotone in original position: one
+    rank's two segments from an even slot on, not a segment boundary in between (``q_offset``
+    16 of 16-token segments) nor three segments."""
+    q, k, v, o, lse, do = _inputs(Sq=Sq, Skv=64)
+    with pytest.raises(LaunchError, match="the queries one rank's shard"):
+        attention_backward(q, k, v, o, lse, do, causal=True, segments=4, q_offset=q_offset,
+                           config=dict(BLOCK_M=16, BLOCK_N=16))
+
+
 def test_cpu_tensors_without_the_interpreter_are_refused():
     with pytest.raises(LaunchError, match="TRITON_INTERPRET=1"):
         attention_backward(*_inputs())
