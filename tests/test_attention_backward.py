@@ -78,6 +78,14 @@ CASES = [
           fusable=True, config=dict(BLOCK_M=32, BLOCK_N=16)),
     _case("bwd_fusable_ragged_noncausal", Sq=70, Skv=45, fusable=True,
           config=dict(BLOCK_M=16, BLOCK_N=32)),
+    # every score below -88 (lse too): a ragged last KV block's zero keys give P = exp(-lse)
+    # = inf, which dQ must mask rather than multiply by their zero K (NaN before).  The keys'
+    # common offset cancels in dQ = dS K (the rows of dS sum to zero) only up to dS's fp16
+    # rounding, hence the wider normwise tolerance (measured 0.2%)
+    _case("bwd_fusable_far_scores_ragged", Sq=40, Skv=45, shift=4.0, fusable=True,
+          config=dict(BLOCK_M=16, BLOCK_N=32), tol=(0.006, 0.01)),
+    _case("bwd_fusable_far_scores_ragged_causal", Sq=45, Skv=40, shift=4.0, causal=True,
+          fusable=True, config=dict(BLOCK_M=16, BLOCK_N=32), tol=(0.006, 0.01)),
     _case("bwd_fusable_bf16_d128_default_config", dtype="bf16", D=128, Hq=4, Hkv=2, Sq=300,
           Skv=300, causal=True, fusable=True, config=None),
 ]
@@ -99,7 +107,7 @@ def test_gradients_match_sdpa_autograd(results, case):
     assert "error" not in r, r.get("error")
     fast = not case.get("fusable") and not case.get("zigzag")
     assert r["path"] == ("fast" if fast else "fusable"), r
-    norm_tol, max_tol = TOL[case["dtype"]]
+    norm_tol, max_tol = case.get("tol", TOL[case["dtype"]])
     for g in ("dq", "dk", "dv"):
         assert r[f"{g}_nan"] == 0, f"{g} has NaN: {r}"
         assert r[f"{g}_rel"] <= norm_tol, f"{g}: normwise error {r[f'{g}_rel']:.3g}: {r}"
@@ -176,11 +184,11 @@ def _loops(ir: str, kernel_name: str) -> list[str]:
 
 @pytest.mark.parametrize("causal,segments", [(True, 8), (True, 0), (False, 0)])
 def test_dq_kernel_loads_kv_in_each_loop(causal, segments):
-    """Causal: two KV loops (the blocks seen whole, then the diagonal), non-causal one; K and V
-    are loaded in each, their addresses built from the loop counter, and no loop is nested."""
+    """Two KV loops (the blocks seen whole, then the diagonal or ragged ones); K and V are
+    loaded in each, their addresses built from the loop counter, and no loop is nested."""
     ttir = _compile_fusable("attn_bwd_dq_kernel", 128, causal, segments).asm["ttir"]
     loops = _loops(ttir, "attn_bwd_dq_kernel")
-    assert len(loops) == (2 if causal else 1)
+    assert len(loops) == 2
     for loop in loops:
         assert len([line for line in loop.splitlines() if "tt.load" in line]) == 2
 
@@ -209,7 +217,7 @@ def test_fusable_kernels_pipeline_their_loops_without_spills(kernel, head_dim, c
     assert "wgmma.mma_async" in k.asm["ptx"]
     assert ptxas_spills(k.asm["ptx"]) == 0
     loops = _loops(k.asm["ttgir"], kernel)
-    assert len(loops) == (2 if causal else 1)
+    assert len(loops) == (2 if causal or "dq" in kernel else 1)
     for loop in loops:
         assert "scf.if" not in loop, "a branch inside a loop"
         assert re.search(r"tt\.load ", loop) is None, "a load the pipeliner left synchronous"

@@ -25,8 +25,10 @@ suffix of them (:func:`_rows_before`): the dK/dV loops run the query blocks that
 block's diagonal (masked) and then those that see all of it (no mask), each flattened over
 (GQA head, query block) so the pipeline runs across heads.  The dQ loops walk the KV blocks in
 original order, reading each at its stored row: the blocks every row sees whole (no mask),
-then the diagonal ones.  Rows and keys past the sequence need no mask: their operands load as
-zeros and add nothing.  Loads are pointer loads, which Triton turns into pipelined
+then the diagonal ones and a ragged last block (masked).  Rows past the sequence, and in
+dK/dV keys past it (never stored), need no mask: their operands load as zeros and add
+nothing; dQ masks a ragged last KV block because ``exp(-lse)`` of a zero key overflows for a
+row whose scores all lie below about -88.  Loads are pointer loads, which Triton turns into pipelined
 asynchronous copies (``cp.async``) in these loops: the fused kernel's K/V and dK/dV must be
 addressed from the buffer parameters for the compiler's access analysis, and pointer loads
 keep every backward free of TMA's alignment and Hopper preconditions.
@@ -102,8 +104,8 @@ def _rows_before(x, Q_OFFSET, SEQ_Q, SEG_LEN, SEGMENTS: tl.constexpr):
 
 @triton.jit
 def _dkdv_block(dk, dv, k, v, q_base, do_base, LSE, DELTA, stat, start_m, col_orig, offs_m,
-               offs_d, stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET, SEG_LEN,
-               SEGMENTS: tl.constexpr, MASKED: tl.constexpr):
+                offs_d, stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET, SEG_LEN,
+                SEGMENTS: tl.constexpr, MASKED: tl.constexpr):
     """One block of query rows of one head against the program's KV block.  Rows past
     ``SEQ_Q`` need no mask: their Q and dO load as zeros, so they add nothing to dK and dV;
     ``MASKED`` applies the causal mask (original positions; a query block lies in one
@@ -171,8 +173,7 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
     n_q = tl.cdiv(SEQ_Q, BLOCK_M)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    first = 0  # query blocks [first, full) hold the diagonal, [full, n_q) see the block whole
-    full = 0
+    full = 0  # causal: query blocks [first, full) hold the diagonal, [full, n_q) see it whole
     col_orig = cols
     if CAUSAL:
         kv_pos = _zigzag_original(n0, SEG_LEN, SEGMENTS)  # a KV block lies in one segment
@@ -186,18 +187,18 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
             g = t // div
             start_m = (first + t % div) * BLOCK_M
             dk, dv = _dkdv_block(dk, dv, k, v, q_base + g * stride_qh, do_base + g * stride_doh,
-                                LSE, DELTA, stat0 + g * SEQ_Q, start_m, col_orig, offs_m,
-                                offs_d, stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET,
-                                SEG_LEN, SEGMENTS, True)
+                                 LSE, DELTA, stat0 + g * SEQ_Q, start_m, col_orig, offs_m,
+                                 offs_d, stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET,
+                                 SEG_LEN, SEGMENTS, True)
     n_rest = n_q - full
     div_rest = tl.maximum(n_rest, 1)
     for t in tl.range(0, GROUP * n_rest):
         g = t // div_rest
         start_m = (full + t % div_rest) * BLOCK_M
         dk, dv = _dkdv_block(dk, dv, k, v, q_base + g * stride_qh, do_base + g * stride_doh,
-                            LSE, DELTA, stat0 + g * SEQ_Q, start_m, col_orig, offs_m, offs_d,
-                            stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET, SEG_LEN,
-                            SEGMENTS, False)
+                             LSE, DELTA, stat0 + g * SEQ_Q, start_m, col_orig, offs_m, offs_d,
+                             stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET, SEG_LEN,
+                             SEGMENTS, False)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + h_kv * stride_dkh + cols[:, None] * stride_dkn
              + offs_d[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
@@ -207,11 +208,13 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
 
 @triton.jit
 def _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n, offs_d,
-             stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS: tl.constexpr,
-             MASKED: tl.constexpr):
+              stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS: tl.constexpr,
+              CAUSAL: tl.constexpr, MASKED: tl.constexpr):
     """One KV block of dQ.  ``start_n`` is the block's *original* position (its stored row
-    from :func:`_zigzag_stored`; a block lies in one segment).  Keys past ``SEQ_KV`` need no
-    mask: their K and V load as zeros, so they add ``dS * 0`` to dQ."""
+    from :func:`_zigzag_stored`; a block lies in one segment).  ``MASKED``: the causal mask
+    (when ``CAUSAL``) and the keys past ``SEQ_KV`` -- those load as zeros, but their
+    ``P = exp(-lse)`` overflows for a row whose scores all lie below about -88, and
+    ``inf * 0`` would reach dQ as NaN."""
     cols = _zigzag_stored(start_n, SEG_LEN, SEGMENTS) + offs_n
     col_ok = cols < SEQ_KV
     k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :], mask=col_ok[:, None],
@@ -221,7 +224,11 @@ def _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n,
     qk = tl.dot(q, tl.trans(k))
     p = tl.math.exp2(tl.fma(qk, qk_scale, -lse2[:, None]))
     if MASKED:
-        p = tl.where(row_orig[:, None] >= (start_n + offs_n)[None, :], p, 0.0)
+        col_orig = start_n + offs_n
+        keep = col_orig[None, :] < SEQ_KV
+        if CAUSAL:
+            keep = keep & (row_orig[:, None] >= col_orig[None, :])
+        p = tl.where(keep, p, 0.0)
     dp = tl.dot(do, tl.trans(v))
     ds = p * (dp - delta[:, None])
     return tl.dot(ds.to(k.dtype), k, dq)
@@ -270,20 +277,23 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     v_base = V + b * stride_vb + h_kv * stride_vh
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    mid = SEQ_KV  # the KV blocks no row needs masked: original positions [0, mid)
+    # [0, mid): whole KV blocks every row sees, no mask; [mid, hi): the diagonal blocks and a
+    # ragged last block, masked (original positions)
+    hi = SEQ_KV
+    mid = (SEQ_KV // BLOCK_N) * BLOCK_N
     if CAUSAL:  # top-left: these rows see keys < q_pos + BLOCK_M
         hi = tl.minimum(q_pos + BLOCK_M, SEQ_KV)
-        mid = tl.minimum((q_pos // BLOCK_N) * BLOCK_N, hi)
+        mid = tl.minimum((q_pos // BLOCK_N) * BLOCK_N, tl.minimum(hi, mid))
     for start_n in tl.range(0, mid, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         dq = _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n,
-                      offs_d, stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS, False)
-    if CAUSAL:
-        for start_n in tl.range(mid, hi, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            dq = _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n,
-                          offs_d, stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS,
-                          True)
+                       offs_d, stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS,
+                       CAUSAL, False)
+    for start_n in tl.range(mid, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        dq = _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n,
+                       offs_d, stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS,
+                       CAUSAL, True)
     dq = dq * sm_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])

@@ -69,7 +69,8 @@ def bwd_args(which: str, q, kbuf, vbuf, do, lse, delta, outs, sm_scale, causal: 
              W: int, Hkv: int, D: int, cfg):
     """``(args, grid)`` of ``which`` (``"dkdv"``: outs ``(dk, dv)`` ``[B*Hkv, S, D]``;
     ``"dq"``: outs ``(dq,)`` ``[B, Hq, Sl, D]``): the backward kernel's arguments in parameter
-    order (constexprs in position, so repeated fused calls take the fast path), K/V the
+    order (constexprs in position, so repeated fused calls take the fast path; the tiles of
+    ``which`` under ``cfg``: :func:`~syncopate.kernels.attention_bwd.tiles`), K/V the
     ``[B*Hkv, S, D]`` gathered buffers in rank order seen as ``[B, Hkv, S, D]``."""
     B, Hq, Sl, _ = q.shape
     S = Sl * W
@@ -86,7 +87,7 @@ def bwd_args(which: str, q, kbuf, vbuf, do, lse, delta, outs, sm_scale, causal: 
     elif which == "dq":
         (dq,) = outs
         out_strides = [dq.stride(0), dq.stride(1), dq.stride(2)]
-        grid = (math.ceil(Sl / cfg.BLOCK_N), B * Hq)
+        grid = (math.ceil(Sl / tiles("dq", cfg)[0]), B * Hq)
     else:
         raise LaunchError(f"bwd_args: which={which!r}; 'dkdv' or 'dq'")
     args = [q, kbuf, vbuf, do, lse, delta, *outs, float(sm_scale) * LOG2E, float(sm_scale),
