@@ -28,7 +28,11 @@ the same work, fast and fusable (the fusable zigzag kernel pairs mirrored query 
 block's loop branch-free: issue 31 asks for at most 1.05x the prefix kernel, at the same
 default config).  Backward likewise (``--no-backward`` skips it): SDPA's
 autograd backward against ours (preprocess, dK/dV, dQ), the sweep a coordinate search (dK/dV
-candidates with the dQ default, then dQ candidates with the best dK/dV).
+candidates with the dQ default, then dQ candidates with the best dK/dV); the fusable backward
+(the context-parallel backward's kernels and config, on the contiguous sequence: the ring's
+non-causal layout) and, on causal rows, the same kernels in the ring's causal layout -- every
+rank's zigzag shard of queries against the whole gathered K/V (``ZIGZAG_W`` ranks, one after
+the other: the whole causal work once) -- against the contiguous one and cuDNN.
 
 Correctness: forward outputs against SDPA's (flash when it runs, else cuDNN, else the default
 backend), max abs error at most ``FWD_TOL``, and the log-sum-exp against ``torch.logsumexp`` of
@@ -64,11 +68,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 
 from syncopate.kernels.attention import attention, fast_config  # noqa: E402
-from syncopate.kernels.attention_bwd import attention_backward  # noqa: E402
+from syncopate.kernels.attention_bwd import (attention_backward,  # noqa: E402
+                                             default_backward_config)
 from syncopate.kernels.attention_config import (AttentionConfig, entry_key,  # noqa: E402
                                                 fast_default_config, write_table)
 from syncopate.kernels.attention_zigzag import (attention_zigzag, zigzag_order,  # noqa: E402
-                                                zigzag_unorder)
+                                                zigzag_shard, zigzag_unorder)
 from syncopate.kernels.gemm_table import gpu_key  # noqa: E402
 
 # (B, Hq, Hkv, S, D), in priority order: --budget-s drops rows from the end
@@ -471,9 +476,60 @@ def bench_backward(row, q, k, v, do, args, skip: set) -> None:
     row["ours_bwd_config"] = dict(dkdv=best["dkdv"], dq=best["dq"]) if best else None
     r = measure(lambda: attention_backward(q, k, v, o, lse, do, causal, fusable=True), check,
                 args.reps_s)
-    row["fusable_bwd_ms"], row["fusable_bwd_err"] = r["ms"], r["err"]
+    row["fusable_bwd_ms"], row["fusable_bwd_err"], row["fusable_bwd_ok"] = \
+        r["ms"], r["err"], r["ok"]
     if r["error"]:
         row["fusable_bwd_error"] = r["error"]
+    if causal:
+        bench_zigzag_backward(row, q, k, v, o, lse, do, check, args)
+
+
+def zigzag_backward_shards(q, k, v, o, lse, do, W: int):
+    """The inputs of the causal ring attention backward's kernels at world size ``W``, on
+    one GPU: the gathered K/V in zigzag order and every rank's shard of ``q``, ``o``, ``do``,
+    ``lse``."""
+    kz, vz = (zigzag_order(x, W) for x in (k, v))
+    shards = [tuple(zigzag_shard(x, W, r).contiguous() for x in (q, o, do, lse))
+              for r in range(W)]
+    return kz, vz, shards
+
+
+def zigzag_backward(kz, vz, shards, W: int):
+    """What the ranks' backward kernels compute, one rank after the other: per rank the
+    fusable dK/dV and dQ kernels with the default backward config (what
+    ``ring_attention_backward`` launches, its zigzag layout and query offset) on the rank's
+    queries against the whole gathered K/V.  Returns the per-rank ``(dq, dk, dv)``."""
+    Sl = shards[0][0].shape[2]
+    return [attention_backward(qs, kz, vz, os_, ls, dos, True, segments=2 * W,
+                               q_offset=r * Sl, fusable=True)
+            for r, (qs, os_, dos, ls) in enumerate(shards)]
+
+
+def bench_zigzag_backward(row, q, k, v, o, lse, do, check, args) -> None:
+    """Causal rows: the context-parallel backward's kernels (zigzag, ``ZIGZAG_W`` ranks'
+    shards in sequence: the whole causal work once) against the fusable backward on the
+    contiguous sequence; the gradients, put back in original order and dK/dV summed over the
+    ranks, checked as every backward's."""
+    import torch
+    W = ZIGZAG_W
+    seg, cfg = row["S"] // (2 * W), default_backward_config(row["D"])
+    if row["S"] % (2 * W) or seg % cfg.BLOCK_M or seg % cfg.BLOCK_N:
+        row["zigzag_bwd_error"] = f"segment {seg} is not a multiple of {cfg.short()}'s tiles"
+        return
+    kz, vz, shards = zigzag_backward_shards(q, k, v, o, lse, do, W)
+
+    def check_zz(outs):
+        dq = zigzag_unorder(torch.cat([g[0] for g in outs], 2), W)
+        dk, dv = (zigzag_unorder(sum(g[i].float() for g in outs), W) for i in (1, 2))
+        return check((dq, dk, dv))
+
+    r = measure(lambda: zigzag_backward(kz, vz, shards, W), check_zz, args.reps_s)
+    row["zigzag_bwd_ms"], row["zigzag_bwd_err"], row["zigzag_bwd_ok"] = \
+        r["ms"], r["err"], r["ok"]
+    fus = row.get("fusable_bwd_ms")
+    row["zigzag_bwd_ratio"] = r["ms"] / fus if r["ms"] and fus else None
+    if r["error"]:
+        row["zigzag_bwd_error"] = r["error"]
 
 
 def estimate_s(shape, causal: bool, args) -> float:
@@ -488,7 +544,7 @@ def estimate_s(shape, causal: bool, args) -> float:
         n_bwd = len(dkdv_candidates(D)) + len(dq_candidates(D)) if args.sweep else 1
         t += (n_bwd + 2) * calls(b_ms) * b_ms
         fb_ms = flops(B, Hq, S, D, causal, True) / (EST_TFLOPS["fusable_bwd"] * 1e12) * 1e3
-        t += calls(fb_ms) * fb_ms
+        t += (2 if causal else 1) * calls(fb_ms) * fb_ms  # causal: and the zigzag backward
     return t / 1e3 + 1.0 + 0.3 * (n_fwd + 6)
 
 
@@ -571,6 +627,8 @@ def warm_jobs(plan, args) -> list:
             else:
                 jobs.append(dict(base, op="bwd"))
             jobs.append(dict(base, op="bwd", fusable=True))
+            if causal:
+                jobs.append(dict(base, op="zigzag_bwd"))
     return jobs
 
 
@@ -585,6 +643,10 @@ def run_warm_job(job) -> None:
         attention(q, k, v, causal=causal, config=job.get("config"), fusable=fus)
     elif job["op"] == "zigzag":
         attention_zigzag(q, k, v, 2 * ZIGZAG_W, 0, fusable=fus)
+    elif job["op"] == "zigzag_bwd":
+        o, lse = attention(q, k, v, causal=True, fusable=True)
+        zigzag_backward(*zigzag_backward_shards(q, k, v, o, lse, torch.randn_like(q), ZIGZAG_W),
+                        ZIGZAG_W)
     else:
         o, lse = attention(q, k, v, causal=causal, fusable=True)
         attention_backward(q, k, v, o, lse, torch.randn_like(q), causal, config=job.get("config"),
@@ -658,6 +720,10 @@ def _f(x, spec=".2f"):
     return "-" if x is None else format(x, spec)
 
 
+def _div(a, b):
+    return a / b if a and b else None
+
+
 def geomean(xs):
     xs = [x for x in xs if x]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
@@ -713,6 +779,19 @@ def print_table(rows, backward: bool) -> None:
                 f"{_f(r.get('fusable_bwd_ms'), '.3f'):>8} | "
                 f"{_f(r.get('ours_bwd_err'), '.1e'):>7}"
                 f"{'' if r.get('ours_bwd_ok', not backward) else ' FAIL'}")
+        zz = [r for r in rows if r.get("zigzag_bwd_ms") or r.get("zigzag_bwd_error")]
+        if zz:
+            cfg = default_backward_config(128).short()
+            log("")
+            log(f"context-parallel backward kernels (fusable, {cfg}): zigzag, {ZIGZAG_W} ranks' "
+                f"shards in sequence / the contiguous causal backward, same work")
+            for r in zz:
+                bad = "" if r.get("zigzag_bwd_ok") else f" FAIL {r.get('zigzag_bwd_error')}"
+                log(f"  B={r['B']} {r['Hq']}/{r['Hkv']} S={r['S']} D={r['D']}: "
+                    f"{_f(r.get('zigzag_bwd_ms'), '.3f')} / {_f(r.get('fusable_bwd_ms'), '.3f')}"
+                    f" ms = {_f(r.get('zigzag_bwd_ratio'))}x, /cudnn "
+                    f"{_f(_div(r.get('cudnn_bwd_ms'), r.get('zigzag_bwd_ms')))}, err "
+                    f"{_f(r.get('zigzag_bwd_err'), '.1e')}{bad}")
     log("")
     for d in sorted({r["D"] for r in rows}):
         sub = [r for r in rows if r["D"] == d]
@@ -720,8 +799,11 @@ def print_table(rows, backward: bool) -> None:
                 f" (min {_f(min((r['cudnn_over_ours'] for r in sub if r.get('cudnn_over_ours')), default=None))})"
                 f", vs flash {_f(geomean([r.get('flash_over_ours') for r in sub]))}")
         if backward:
+            fus = {key: geomean([_div(r.get(f"{key}_bwd_ms"), r.get("fusable_bwd_ms"))
+                                 for r in sub]) for key in ("cudnn", "flash")}
             line += (f"; bwd vs cuDNN {_f(geomean([r.get('cudnn_over_ours_bwd') for r in sub]))}"
-                     f", vs flash {_f(geomean([r.get('flash_over_ours_bwd') for r in sub]))}")
+                     f", vs flash {_f(geomean([r.get('flash_over_ours_bwd') for r in sub]))}"
+                     f"; fusable bwd vs cuDNN {_f(fus['cudnn'])}, vs flash {_f(fus['flash'])}")
         log(line)
 
 
@@ -737,6 +819,10 @@ def failures(rows, backward: bool) -> list:
                        f"{r.get('fusable_error')})")
         for key in ("zigzag", "zigzag_fusable"):
             if r["causal"] and r.get(key + "_ok") is False:
+                out.append(f"{name}: {key} failed or wrong (err {r.get(key + '_err')}, "
+                           f"{r.get(key + '_error')})")
+        for key in ("fusable_bwd", "zigzag_bwd"):
+            if backward and r.get(key + "_ok") is False:
                 out.append(f"{name}: {key} failed or wrong (err {r.get(key + '_err')}, "
                            f"{r.get(key + '_error')})")
         if backward and not r.get("ours_bwd_ok"):

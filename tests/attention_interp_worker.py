@@ -137,8 +137,10 @@ def run_backward_case(c):
     torch.manual_seed(c["seed"])
     dt = DTYPES[c["dtype"]]
     B, Hq, Hkv, Sq, Skv, D = c["B"], c["Hq"], c["Hkv"], c["Sq"], c["Skv"], c["D"]
-    q = torch.randn(B, Hq, Sq, D, dtype=dt)
-    k = torch.randn(B, Hkv, Skv, D, dtype=dt)
+    # shift: q and k pulled apart, every score far below zero (lse < -88)
+    shift = c.get("shift", 0.0)
+    q = (torch.randn(B, Hq, Sq, D) - shift).to(dt)
+    k = (torch.randn(B, Hkv, Skv, D) + shift).to(dt)
     v = torch.randn(B, Hkv, Skv, D, dtype=dt)
     do = torch.randn(B, Hq, Sq, D, dtype=dt)
     causal, scale, cfg = c["causal"], c.get("sm_scale"), c.get("config")

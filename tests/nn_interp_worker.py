@@ -78,7 +78,37 @@ class FakeFused:
         return launch
 
 
+def run_world_size_one(c):
+    """World size 1 with a gradient into ``lse``: the op's own path (``world_size_one``: the
+    fusable kernels on the arguments ``bwd_args`` builds, ``delta - dlse``) on one rank's whole
+    sequence, whose length need not split into whole-block segments; against autograd of
+    ``sum(o * do) + sum(lse * dlse)`` in fp32."""
+    B, Hq, Hkv, S, D, causal = (c[k] for k in ("B", "Hq", "Hkv", "Sl", "D", "causal"))
+    g = torch.Generator().manual_seed(c["seed"])
+    q, k, v, do = (torch.randn(B, h, S, D, generator=g).to(torch.bfloat16)
+                   for h in (Hq, Hkv, Hkv, Hq))
+    dlse = torch.randn(B, Hq, S, generator=g)
+    G = Hq // Hkv
+    qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
+    s = (qf @ kf.repeat_interleave(G, 1).transpose(-1, -2)) / math.sqrt(D)
+    if causal:
+        s = s.masked_fill(~torch.ones(S, S, dtype=torch.bool).tril(), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    o = torch.softmax(s, -1) @ vf.repeat_interleave(G, 1)
+    ((o * do.float()).sum() + (lse * dlse).sum()).backward()
+    dq, dk, dv = ring_attention_backward(q, k, v, o.detach().to(torch.bfloat16), lse.detach(),
+                                         do, fake_comm(W=1, rank=0), causal=causal, dlse=dlse,
+                                         config=CFG)
+    out = {"name": c["name"]}
+    for name, got, want in (("dq", dq, qf.grad), ("dk", dk, kf.grad), ("dv", dv, vf.grad)):
+        out[f"{name}0_dtype"] = str(got.dtype)
+        out[f"{name}0_rel"] = float((got.float() - want).norm() / want.norm())
+    return out
+
+
 def run_case(c):
+    if c["W"] == 1:
+        return run_world_size_one(c)
     W, causal, B, Hq, Hkv, Sl, D = (c[k] for k in ("W", "causal", "B", "Hq", "Hkv", "Sl", "D"))
     S = Sl * W
     g = torch.Generator().manual_seed(c["seed"])

@@ -23,14 +23,19 @@ WORKER = Path(__file__).with_name("nn_interp_worker.py")
 CASES = [dict(name="W2-zigzag", W=2, causal=True, B=1, Hq=4, Hkv=2, Sl=32, D=64, seed=1),
          dict(name="W2-contiguous", W=2, causal=False, B=2, Hq=2, Hkv=1, Sl=32, D=64, seed=2),
          dict(name="W4-zigzag", W=4, causal=True, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=3)]
+#: world size 1 with a gradient into lse (the fusable kernels on the op's own arguments): a
+#: causal sequence of 65 tokens (a last block starting at 2 * (65 // 2), past two "segments")
+#: runs in order
+W1_CASES = [dict(name="W1-dlse-causal-ragged", W=1, causal=True, B=1, Hq=4, Hkv=2, Sl=65, D=64,
+                 seed=4)]
 #: normwise, bf16 inputs with P and dS rounded to bf16 (as the emulator test's)
 TOL = 3e-2
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    return run_interpreter_worker(WORKER, CASES, tmp_path_factory.mktemp("nn_wiring"),
-                                  timeout=900)
+    return run_interpreter_worker(WORKER, CASES + W1_CASES,
+                                  tmp_path_factory.mktemp("nn_wiring"), timeout=900)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -42,3 +47,12 @@ def test_fused_backward_wiring_gives_the_whole_sequence_gradients(results, case)
         for name in ("dq", "dk", "dv"):
             assert r[f"{name}{me}_dtype"] == "torch.bfloat16"
             assert r[f"{name}{me}_rel"] <= TOL, (me, name, r[f"{name}{me}_rel"])
+
+
+@pytest.mark.parametrize("case", W1_CASES, ids=[c["name"] for c in W1_CASES])
+def test_world_size_one_with_a_gradient_into_lse(results, case):
+    r = results[case["name"]]
+    assert "error" not in r, r["error"]
+    for name in ("dq", "dk", "dv"):
+        assert r[f"{name}0_dtype"] == "torch.bfloat16"
+        assert r[f"{name}0_rel"] <= TOL, (name, r[f"{name}0_rel"])

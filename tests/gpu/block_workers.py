@@ -12,7 +12,7 @@ any fused kernel can spin waiting for a peer.
 from __future__ import annotations
 
 #: the block per layout: dim, heads, KV heads, MLP width, head_dim. tp splits the heads (KV
-#: heads divide by W = 4); cp keeps one KV head: its dK/dV kernel's grid (S/64 x B x Hkv
+#: heads divide by W = 4); cp keeps one KV head: its dK/dV kernel's grid (S/128 x B x Hkv
 #: programs per rank) stays co-resident with W = 4 ranks on one GPU
 SHAPES = {"tp": dict(dim=512, n_heads=8, n_kv_heads=4, ffn_dim=1024, head_dim=64),
           "cp": dict(dim=512, n_heads=8, n_kv_heads=1, ffn_dim=1024, head_dim=64),

@@ -149,7 +149,48 @@ BWD_CASES = [  # (dtype, D, causal, B, Hq, Hkv, Sq, Skv, config, dq_config, fusa
     (torch.bfloat16, 64, False, 1, 8, 1, 1024, 1024, AttentionConfig(64, 64, 4, 2),
      AttentionConfig(64, 64, 4, 3), False),
     (torch.bfloat16, 128, True, 1, 8, 2, 512, 512, None, None, True),
+    # the context-parallel backward's kernels (default config): ragged both ways, causal
+    (torch.float16, 64, True, 1, 8, 2, 700, 300, None, None, True),
+    (torch.bfloat16, 128, False, 2, 4, 4, 512, 700, None, None, True),
 ]
+
+
+def _grads_against_sdpa(q, k, v, do, causal, got):
+    group = q.shape[1] // k.shape[1]
+    qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        qf, kf.repeat_interleave(group, 1), vf.repeat_interleave(group, 1), is_causal=causal)
+    ref.backward(do.float())
+    norm_tol, max_tol = BWD_TOL[q.dtype]
+    for name, g, want in zip(("dq", "dk", "dv"), got, (qf.grad, kf.grad, vf.grad)):
+        g = g.float()
+        assert not torch.isnan(g).any(), name
+        rel = float((g - want).norm() / want.norm())
+        worst = float((g - want).abs().max() / want.abs().max())
+        assert rel <= norm_tol and worst <= max_tol, f"{name}: normwise {rel:.3g}, max {worst:.3g}"
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_zigzag_backward_per_rank_shard_matches_sdpa_autograd(D):
+    """The causal ring attention backward's kernel work on one GPU (W = 4, GQA 8/2, the
+    default config): every rank's zigzag shard of queries against the whole gathered K/V, dK/dV
+    summed over the ranks -- the loops bounded by each rank's rows."""
+    W, S = 4, 2048
+    q, k, v = _qkv(1, 8, 2, S, S, D, torch.bfloat16, S + D)
+    do = torch.randn_like(q)
+    o, lse = attention(q, k, v, causal=True, fusable=True)
+    kz, vz = zigzag_order(k, W), zigzag_order(v, W)
+    shard = S // W
+    dqs, dk, dv = [], torch.zeros(k.shape, device="cuda"), torch.zeros(v.shape, device="cuda")
+    for r in range(W):
+        qs, os_, dos, ls = (zigzag_shard(x, W, r).contiguous() for x in (q, o, do, lse))
+        dq_r, dk_r, dv_r = attention_backward(qs, kz, vz, os_, ls, dos, True, segments=2 * W,
+                                              q_offset=r * shard)
+        dqs.append(dq_r)
+        dk += dk_r.float()
+        dv += dv_r.float()
+    got = (zigzag_unorder(torch.cat(dqs, 2), W), zigzag_unorder(dk, W), zigzag_unorder(dv, W))
+    _grads_against_sdpa(q, k, v, do, True, got)
 
 
 @pytest.mark.parametrize("dtype,D,causal,B,Hq,Hkv,Sq,Skv,config,dq_config,fusable", BWD_CASES)
@@ -161,15 +202,4 @@ def test_backward_matches_sdpa_autograd(dtype, D, causal, B, Hq, Hkv, Sq, Skv, c
     dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal, config=config,
                                     dq_config=dq_config, fusable=fusable)
     _assert_fast_ran(q, k, v, do, fusable)
-    group = Hq // Hkv
-    qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
-    ref = torch.nn.functional.scaled_dot_product_attention(
-        qf, kf.repeat_interleave(group, 1), vf.repeat_interleave(group, 1), is_causal=causal)
-    ref.backward(do.float())
-    norm_tol, max_tol = BWD_TOL[dtype]
-    for name, got, want in (("dq", dq, qf.grad), ("dk", dk, kf.grad), ("dv", dv, vf.grad)):
-        got = got.float()
-        assert not torch.isnan(got).any(), name
-        rel = float((got - want).norm() / want.norm())
-        worst = float((got - want).abs().max() / want.abs().max())
-        assert rel <= norm_tol and worst <= max_tol, f"{name}: normwise {rel:.3g}, max {worst:.3g}"
+    _grads_against_sdpa(q, k, v, do, causal, (dq, dk, dv))

@@ -6,22 +6,38 @@ unmodified local kernel with a schedule (K/V all-gathered inside the KV loop aga
 partials reduce-scattered to their owners).  The kernels therefore know nothing about
 communication and are written so the passes find what they need:
 
-* :func:`attn_bwd_dq_kernel` -- one program per block of query rows, one plain KV loop over the
-  (gathered) K/V blocks, exactly the forward's shape: the place where chunk waits go;
 * :func:`attn_bwd_dkdv_kernel` -- one program per KV block (the tile coordinate the remap
-  orders by chunk arrival), a loop over the *local* query rows of every query head of its
-  group, and one store of the KV block's dK and dV at the end (the tiles a reduce-scatter's
-  signals follow).  GQA partials are summed inside the program over the group's heads, so the
-  kernel is deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
+  orders by chunk arrival): K and V loaded at its start (where the fused kernel's chunk wait
+  goes), a loop over the *local* query rows of every query head of its group, and one store of
+  the KV block's dK and dV at the end (the tiles a reduce-scatter's signals follow).  GQA
+  partials are summed inside the program over the group's heads, so the kernel is
+  deterministic (no atomics: issue 28 refuses them on communicated tensors anyway);
+* :func:`attn_bwd_dq_kernel` -- one program per block of local query rows, loops over the
+  (gathered) K/V blocks; the context-parallel backward runs it locally, after the fused
+  dK/dV kernel has filled the K/V buffers;
 * :func:`attn_bwd_preprocess` -- ``delta = rowsum(dO * O)`` per query row (fp32).
 
-Those are the *fusable* kernels, and what :func:`attention_backward` runs by default.  Their
-in-loop causal skip keeps Triton from pipelining their loads, so ``fusable=False`` runs *fast*
-variants on one GPU (issue 31; experimental until ``tests/gpu`` passes on them on a GPU):
-:func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
-descriptors, split the causal loops into unmasked and diagonal parts, and the dK/dV one runs
-one flattened loop over (GQA head, query block).  They take a contiguous sequence only; a
-zigzag backward and ``fusable=True`` run the fusable kernels.
+**No branch in a loop.**  Triton does not software-pipeline loads under an ``if``, so the
+loops visit exactly the blocks that matter, with bounds computed before the loop.  A shard's
+local query rows -- contiguous, or a rank's zigzag shard (segments ``r`` and ``2W-1-r``, in
+that order) -- are monotone in original position, so the rows that see a KV block are a
+suffix of them (:func:`_rows_before`): the dK/dV loops run the query blocks that hold the
+block's diagonal (masked) and then those that see all of it (no mask), each flattened over
+(GQA head, query block) so the pipeline runs across heads.  The dQ loops walk the KV blocks in
+original order, reading each at its stored row: the blocks every row sees whole (no mask),
+then the diagonal ones and a ragged last block (masked).  Rows past the sequence, and in
+dK/dV keys past it (never stored), need no mask: their operands load as zeros and add
+nothing; dQ masks a ragged last KV block because ``exp(-lse)`` of a zero key overflows for a
+row whose scores all lie below about -88.  Loads are pointer loads, which Triton turns into pipelined
+asynchronous copies (``cp.async``) in these loops: the fused kernel's K/V and dK/dV must be
+addressed from the buffer parameters for the compiler's access analysis, and pointer loads
+keep every backward free of TMA's alignment and Hopper preconditions.
+
+Those are the *fusable* kernels, and what :func:`attention_backward` runs by default, with
+one config for both (:func:`tiles`, :func:`default_backward_config`).  ``fusable=False`` runs
+the *fast* variants on one GPU (issue 31; experimental until ``tests/gpu`` passes on them on a
+GPU): :func:`attn_bwd_dq_fast_kernel` and :func:`attn_bwd_dkdv_fast_kernel` read through TMA
+descriptors, take a config each from the per-GPU table, and take a contiguous sequence only.
 
 Contract (:func:`attention_backward`): the forward's (:mod:`.attention`: ``q [B, Hq, Sq, D]``,
 ``k, v [B, Hkv, Skv, D]``, GQA, bf16/fp16, D in 64/128, SDPA's top-left causal mask, ``lse`` the
@@ -44,8 +60,9 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
-from .attention import (LOG2E, AttentionConfig, _unit_last, _zigzag_original, check_device,
-                        check_operands, fast_config, fast_path_reason, strides3, tma_strides)
+from .attention import (LOG2E, AttentionConfig, _unit_last, _zigzag_original, _zigzag_stored,
+                        check_device, check_operands, fast_config, fast_path_reason, strides3,
+                        tma_strides)
 from .gemm_launch import ensure_tma_allocator
 
 
@@ -71,6 +88,49 @@ def attn_bwd_preprocess(O, DO, DELTA, stride_ob, stride_oh, stride_om,
 
 
 @triton.jit
+def _rows_before(x, Q_OFFSET, SEQ_Q, SEG_LEN, SEGMENTS: tl.constexpr):
+    """How many of the program's local query rows have an original position below ``x``.
+    The local rows are monotone in original position -- a contiguous shard, or a rank's
+    zigzag shard (slots ``2r`` and ``2r + 1``: segments ``r`` and ``SEGMENTS - 1 - r``) -- so
+    the rows at or past ``x`` are the suffix from this count on."""
+    if SEGMENTS == 0:
+        n = x - Q_OFFSET
+    else:
+        r = Q_OFFSET // (2 * SEG_LEN)
+        n = tl.minimum(tl.maximum(x - r * SEG_LEN, 0), SEG_LEN) \
+            + tl.minimum(tl.maximum(x - (SEGMENTS - 1 - r) * SEG_LEN, 0), SEG_LEN)
+    return tl.minimum(tl.maximum(n, 0), SEQ_Q)
+
+
+@triton.jit
+def _dkdv_block(dk, dv, k, v, q_base, do_base, LSE, DELTA, stat, start_m, col_orig, offs_m,
+                offs_d, stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET, SEG_LEN,
+                SEGMENTS: tl.constexpr, MASKED: tl.constexpr):
+    """One block of query rows of one head against the program's KV block.  Rows past
+    ``SEQ_Q`` need no mask: their Q and dO load as zeros, so they add nothing to dK and dV;
+    ``MASKED`` applies the causal mask (original positions; a query block lies in one
+    segment)."""
+    rows = start_m + offs_m
+    row_ok = rows < SEQ_Q
+    q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :], mask=row_ok[:, None],
+                other=0.0)
+    do = tl.load(do_base + rows[:, None] * stride_dom + offs_d[None, :], mask=row_ok[:, None],
+                 other=0.0)
+    lse2 = tl.load(LSE + stat + rows, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
+    qkT = tl.dot(k, tl.trans(q))
+    pT = tl.math.exp2(tl.fma(qkT, qk_scale, -lse2[None, :]))
+    if MASKED:
+        row_orig = _zigzag_original(Q_OFFSET + start_m, SEG_LEN, SEGMENTS) + offs_m
+        pT = tl.where(row_orig[None, :] >= col_orig[:, None], pT, 0.0)
+    dv = tl.dot(pT.to(do.dtype), do, dv)
+    dpT = tl.dot(v, tl.trans(do))
+    dsT = pT * (dpT - delta[None, :])
+    dk = tl.dot(dsT.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
 def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                          stride_qb, stride_qh, stride_qm,
                          stride_kb, stride_kh, stride_kn,
@@ -82,14 +142,23 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr):
     """One program: dK and dV of BLOCK_N key rows of one (batch, KV head), summed over the
-    query rows of every query head of its group.  Grid ``(cdiv(SEQ_KV, BLOCK_N), B * H_KV)``."""
+    local query rows of every query head of its group.  Grid ``(cdiv(SEQ_KV, BLOCK_N),
+    B * H_KV)``.
+
+    K and V are loaded once at the start (where the fused kernel waits for their chunk) and
+    dK, dV stored once at the end.  The loops visit only the query blocks that see the KV
+    block, computed from its original position (:func:`_rows_before`): causal, first the
+    blocks holding its diagonal (masked), then the blocks that see all of it (no mask); each
+    loop is flattened over (head of the GQA group, query block), so it has no branch and
+    Triton pipelines its loads across heads."""
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
     H_KV = H_Q // GROUP
     b = pid_bh // H_KV
     h_kv = pid_bh % H_KV
 
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n0 = pid_n * BLOCK_N
+    cols = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     offs_m = tl.arange(0, BLOCK_M)
     col_ok = cols < SEQ_KV
@@ -97,47 +166,72 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
     v = tl.load(V + b * stride_vb + h_kv * stride_vh + cols[:, None] * stride_vn
                 + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-    col_orig = _zigzag_original(cols, SEG_LEN, SEGMENTS)
-    # causal: the smallest original position of the block (a block lies in one segment); a
-    # query block whose largest original position is below it sees none of the block
-    kv_lo = -1
-    if CAUSAL:
-        kv_lo = _zigzag_original(pid_n * BLOCK_N, SEG_LEN, SEGMENTS)
-
+    h0 = h_kv * GROUP
+    q_base = Q + b * stride_qb + h0 * stride_qh
+    do_base = DO + b * stride_dob + h0 * stride_doh
+    stat0 = (b * H_Q + h0) * SEQ_Q
+    n_q = tl.cdiv(SEQ_Q, BLOCK_M)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    for g in range(0, GROUP):
-        h = h_kv * GROUP + g
-        q_base = Q + b * stride_qb + h * stride_qh
-        do_base = DO + b * stride_dob + h * stride_doh
-        stat = (b * H_Q + h) * SEQ_Q
-        for start_m in range(0, SEQ_Q, BLOCK_M):
-            rows = start_m + offs_m
-            row_ok = rows < SEQ_Q
-            q_hi = _zigzag_original(Q_OFFSET + tl.minimum(start_m + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
-            if q_hi >= kv_lo:
-                q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :],
-                            mask=row_ok[:, None], other=0.0)
-                do = tl.load(do_base + rows[:, None] * stride_dom + offs_d[None, :],
-                             mask=row_ok[:, None], other=0.0)
-                lse = tl.load(LSE + stat + rows, mask=row_ok, other=0.0)
-                delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
-                qkT = tl.dot(k, tl.trans(q))
-                keep = col_ok[:, None] & row_ok[None, :]
-                if CAUSAL:
-                    row_orig = _zigzag_original(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
-                    keep = keep & (row_orig[None, :] >= col_orig[:, None])
-                pT = tl.math.exp2(tl.fma(qkT, qk_scale, -lse[None, :] * 1.4426950408889634))
-                pT = tl.where(keep, pT, 0.0)
-                dv += tl.dot(pT.to(do.dtype), do)
-                dpT = tl.dot(v, tl.trans(do))
-                dsT = pT * (dpT - delta[None, :])
-                dk += tl.dot(dsT.to(q.dtype), q)
+    full = 0  # causal: query blocks [first, full) hold the diagonal, [full, n_q) see it whole
+    col_orig = cols
+    if CAUSAL:
+        kv_pos = _zigzag_original(n0, SEG_LEN, SEGMENTS)  # a KV block lies in one segment
+        col_orig = kv_pos + tl.arange(0, BLOCK_N)
+        first = _rows_before(kv_pos, Q_OFFSET, SEQ_Q, SEG_LEN, SEGMENTS) // BLOCK_M
+        full = tl.cdiv(_rows_before(kv_pos + BLOCK_N - 1, Q_OFFSET, SEQ_Q, SEG_LEN, SEGMENTS),
+                       BLOCK_M)
+        n_diag = full - first
+        div = tl.maximum(n_diag, 1)  # a pipeline prologue may evaluate an empty loop's index
+        for t in tl.range(0, GROUP * n_diag):
+            g = t // div
+            start_m = (first + t % div) * BLOCK_M
+            dk, dv = _dkdv_block(dk, dv, k, v, q_base + g * stride_qh, do_base + g * stride_doh,
+                                 LSE, DELTA, stat0 + g * SEQ_Q, start_m, col_orig, offs_m,
+                                 offs_d, stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET,
+                                 SEG_LEN, SEGMENTS, True)
+    n_rest = n_q - full
+    div_rest = tl.maximum(n_rest, 1)
+    for t in tl.range(0, GROUP * n_rest):
+        g = t // div_rest
+        start_m = (full + t % div_rest) * BLOCK_M
+        dk, dv = _dkdv_block(dk, dv, k, v, q_base + g * stride_qh, do_base + g * stride_doh,
+                             LSE, DELTA, stat0 + g * SEQ_Q, start_m, col_orig, offs_m, offs_d,
+                             stride_qm, stride_dom, qk_scale, SEQ_Q, Q_OFFSET, SEG_LEN,
+                             SEGMENTS, False)
     dk = dk * sm_scale
     tl.store(DK + b * stride_dkb + h_kv * stride_dkh + cols[:, None] * stride_dkn
              + offs_d[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
     tl.store(DV + b * stride_dvb + h_kv * stride_dvh + cols[:, None] * stride_dvn
              + offs_d[None, :], dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
+
+
+@triton.jit
+def _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n, offs_d,
+              stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS: tl.constexpr,
+              CAUSAL: tl.constexpr, MASKED: tl.constexpr):
+    """One KV block of dQ.  ``start_n`` is the block's *original* position (its stored row
+    from :func:`_zigzag_stored`; a block lies in one segment).  ``MASKED``: the causal mask
+    (when ``CAUSAL``) and the keys past ``SEQ_KV`` -- those load as zeros, but their
+    ``P = exp(-lse)`` overflows for a row whose scores all lie below about -88, and
+    ``inf * 0`` would reach dQ as NaN."""
+    cols = _zigzag_stored(start_n, SEG_LEN, SEGMENTS) + offs_n
+    col_ok = cols < SEQ_KV
+    k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :], mask=col_ok[:, None],
+                other=0.0)
+    v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=col_ok[:, None],
+                other=0.0)
+    qk = tl.dot(q, tl.trans(k))
+    p = tl.math.exp2(tl.fma(qk, qk_scale, -lse2[:, None]))
+    if MASKED:
+        col_orig = start_n + offs_n
+        keep = col_orig[None, :] < SEQ_KV
+        if CAUSAL:
+            keep = keep & (row_orig[:, None] >= col_orig[None, :])
+        p = tl.where(keep, p, 0.0)
+    dp = tl.dot(do, tl.trans(v))
+    ds = p * (dp - delta[:, None])
+    return tl.dot(ds.to(k.dtype), k, dq)
 
 
 @triton.jit
@@ -150,15 +244,23 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
                        H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET, SEG_LEN,
                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr):
-    """One program: dQ of BLOCK_M query rows of one (batch, query head), over every KV block.
-    Grid ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``."""
+    """One program: dQ of BLOCK_M local query rows of one (batch, query head).  Grid
+    ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``, the last query blocks first when causal (the longest
+    rows, also in a zigzag shard).
+
+    The KV blocks are visited in *original* order, each read at its stored row: causal, first
+    the blocks every row sees whole (no mask), then the diagonal ones (masked), and none past
+    the rows' last position -- two loops without a branch, so both pipeline their loads."""
     pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
     pid_bh = tl.program_id(1)
     b = pid_bh // H_Q
     h = pid_bh % H_Q
     h_kv = h // GROUP
 
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m0 = pid_m * BLOCK_M
+    rows = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     offs_n = tl.arange(0, BLOCK_N)
     row_ok = rows < SEQ_Q
@@ -167,35 +269,31 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     do = tl.load(DO + b * stride_dob + h * stride_doh + rows[:, None] * stride_dom
                  + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     stat = pid_bh * SEQ_Q
-    lse = tl.load(LSE + stat + rows, mask=row_ok, other=0.0)
+    lse2 = tl.load(LSE + stat + rows, mask=row_ok, other=0.0) * 1.4426950408889634
     delta = tl.load(DELTA + stat + rows, mask=row_ok, other=0.0)
-    row_orig = _zigzag_original(Q_OFFSET + rows, SEG_LEN, SEGMENTS)
-    q_hi = _zigzag_original(Q_OFFSET + tl.minimum(pid_m * BLOCK_M + BLOCK_M, SEQ_Q) - 1, SEG_LEN, SEGMENTS)
+    q_pos = _zigzag_original(Q_OFFSET + m0, SEG_LEN, SEGMENTS)  # a block lies in one segment
+    row_orig = q_pos + tl.arange(0, BLOCK_M)
     k_base = K + b * stride_kb + h_kv * stride_kh
     v_base = V + b * stride_vb + h_kv * stride_vh
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start_n in range(0, SEQ_KV, BLOCK_N):
-        kv_lo = -1
-        if CAUSAL:
-            kv_lo = _zigzag_original(start_n, SEG_LEN, SEGMENTS)
-        if q_hi >= kv_lo:
-            cols = start_n + offs_n
-            col_ok = cols < SEQ_KV
-            k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :],
-                        mask=col_ok[:, None], other=0.0)
-            v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
-                        mask=col_ok[:, None], other=0.0)
-            qk = tl.dot(q, tl.trans(k))
-            keep = row_ok[:, None] & col_ok[None, :]
-            if CAUSAL:
-                col_orig = _zigzag_original(cols, SEG_LEN, SEGMENTS)
-                keep = keep & (row_orig[:, None] >= col_orig[None, :])
-            p = tl.math.exp2(tl.fma(qk, qk_scale, -lse[:, None] * 1.4426950408889634))
-            p = tl.where(keep, p, 0.0)
-            dp = tl.dot(do, tl.trans(v))
-            ds = p * (dp - delta[:, None])
-            dq += tl.dot(ds.to(k.dtype), k)
+    # [0, mid): whole KV blocks every row sees, no mask; [mid, hi): the diagonal blocks and a
+    # ragged last block, masked (original positions)
+    hi = SEQ_KV
+    mid = (SEQ_KV // BLOCK_N) * BLOCK_N
+    if CAUSAL:  # top-left: these rows see keys < q_pos + BLOCK_M
+        hi = tl.minimum(q_pos + BLOCK_M, SEQ_KV)
+        mid = tl.minimum((q_pos // BLOCK_N) * BLOCK_N, tl.minimum(hi, mid))
+    for start_n in tl.range(0, mid, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        dq = _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n,
+                       offs_d, stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS,
+                       CAUSAL, False)
+    for start_n in tl.range(mid, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        dq = _dq_block(dq, q, do, lse2, delta, k_base, v_base, start_n, row_orig, offs_n,
+                       offs_d, stride_kn, stride_vn, qk_scale, SEQ_KV, SEG_LEN, SEGMENTS,
+                       CAUSAL, True)
     dq = dq * sm_scale
     tl.store(DQ + b * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm + offs_d[None, :],
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
@@ -385,14 +483,30 @@ def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scal
     desc_dv.store([n0, 0], dv.to(DV.dtype.element_ty))
 
 
+def tiles(which: str, cfg: AttentionConfig) -> tuple[int, int]:
+    """``(BLOCK_M, BLOCK_N)`` of the fusable ``which`` kernel (``"dkdv"`` or ``"dq"``) under
+    the backward config ``cfg``.  The config names the dK/dV kernel's tiles: ``BLOCK_N`` key
+    rows held by a program, ``BLOCK_M`` query rows per loop step.  The dQ kernel runs the
+    same tiles transposed -- ``BLOCK_N`` query rows held, ``BLOCK_M`` keys per step -- so that
+    one config gives both kernels a large held tile and a small streamed one (Triton's
+    fused-attention tutorial and FlashAttention-3 do the same), and one segment condition
+    (a multiple of both sizes) serves both."""
+    if which == "dkdv":
+        return cfg.BLOCK_M, cfg.BLOCK_N
+    if which == "dq":
+        return cfg.BLOCK_N, cfg.BLOCK_M
+    raise LaunchError(f"tiles: which={which!r}; 'dkdv' or 'dq'")
+
+
 def default_backward_config(head_dim: int) -> AttentionConfig:
-    """The fusable backward's config: 64 x 64 tiles (dK, dV, K, V and the transposed score
-    tile of a program stay in registers at D = 128), 8 warps and 2 stages (4 warps and 3
-    stages at D = 64).  The fast kernels' come from the per-GPU table
+    """The fusable backward's config (:func:`tiles`): dK/dV of 128 keys per program over
+    steps of 64 query rows (FlashAttention-3's Hopper backward tile at D = 128), dQ of 128
+    query rows over steps of 64 keys; 8 warps, 3 stages of the streamed tiles (~160 KiB of
+    shared memory at D = 128).  Both kernels compile for sm_90 with pipelined loads and no
+    register spills at D = 64 and 128 (tests/test_attention_backward.py); 64 x 128 at 2
+    stages spills at D = 128.  The fast kernels' configs come from the per-GPU table
     (:mod:`.attention_config`)."""
-    if head_dim == 64:
-        return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3)
-    return AttentionConfig(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)
+    return AttentionConfig(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)
 
 
 def _check_like(name, t, ref):
@@ -412,8 +526,9 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     causal, sm_scale)`` for the upstream gradient ``do`` (see the module docstring).
 
     ``segments``/``q_offset``: a zigzag-stored sequence (causal only; ``segments`` = 2W, every
-    segment a multiple of both block sizes, ``q`` the rows at ``q_offset`` of the stored
-    sequence, as :func:`syncopate.kernels.attention_zigzag.attention_zigzag` takes them).
+    segment a multiple of both block sizes, ``q`` one rank's shard: the rows at ``q_offset``
+    = ``r * Skv / W`` of the stored sequence, as ring attention holds them -- the kernels
+    count on its rows being monotone in original position).
 
     ``fusable=True`` (the default): the fusable kernels, ``config`` for both (default
     :func:`default_backward_config`) -- the kernels proven on a GPU.  ``fusable=False``
@@ -455,13 +570,14 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     if segments:
         seg_len = Skv // segments if segments > 0 else 0
         if not causal or segments < 2 or segments % 2 or Skv % segments \
-                or seg_len % cfg.BLOCK_M or seg_len % cfg.BLOCK_N or q_offset % seg_len \
-                or q_offset + Sq > Skv:
+                or seg_len % cfg.BLOCK_M or seg_len % cfg.BLOCK_N \
+                or q_offset % (2 * seg_len) or Sq > 2 * seg_len or q_offset + Sq > Skv:
             raise LaunchError(
                 f"a zigzag backward needs causal=True, an even segments >= 2 dividing Skv "
                 f"({Skv}) into segments that are multiples of BLOCK_M ({cfg.BLOCK_M}) and "
-                f"BLOCK_N ({cfg.BLOCK_N}), and q_offset ({q_offset}) a segment boundary with the "
-                f"queries inside the sequence; got segments={segments}")
+                f"BLOCK_N ({cfg.BLOCK_N}), and the queries one rank's shard: q_offset "
+                f"({q_offset}) a multiple of two segments and at most two segments of queries "
+                f"(Sq={Sq}); got segments={segments}")
     elif q_offset:
         raise LaunchError("q_offset is for a zigzag-stored sequence (segments > 0)")
     if q.numel() == 0:
@@ -493,12 +609,13 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     attn_bwd_dkdv_kernel[(triton.cdiv(Skv, cfg.BLOCK_N), B * Hkv)](
         q, k, v, do, lse, delta, dk, dv, qk_scale, float(sm_scale), *strides, *strides3(dk, dv),
         *sizes, **consts, **cfg.options())
-    attn_bwd_dq_kernel[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
+    dq_m, dq_n = tiles("dq", cfg)
+    attn_bwd_dq_kernel[(triton.cdiv(Sq, dq_m), B * Hq)](
         q, k, v, do, lse, delta, dq, qk_scale, float(sm_scale), *strides, *strides3(dq), *sizes,
-        **consts, **cfg.options())
+        **dict(consts, BLOCK_M=dq_m, BLOCK_N=dq_n), **cfg.options())
     return dq, dk, dv
 
 
 __all__ = ["attention_backward", "attn_bwd_dkdv_fast_kernel", "attn_bwd_dkdv_kernel",
            "attn_bwd_dq_fast_kernel", "attn_bwd_dq_kernel", "attn_bwd_preprocess",
-           "default_backward_config"]
+           "default_backward_config", "tiles"]

@@ -51,7 +51,7 @@ import math
 from ..errors import LaunchError
 from ..kernels.attention import LOG2E, AttentionConfig, check_operands
 from ..kernels.attention_bwd import (attention_backward, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel,
-                                     default_backward_config)
+                                     default_backward_config, tiles)
 from ..runtime.fused import fuse
 from ..schedule.kv_gather import kv_backward
 from . import driver
@@ -69,10 +69,14 @@ def bwd_args(which: str, q, kbuf, vbuf, do, lse, delta, outs, sm_scale, causal: 
              W: int, Hkv: int, D: int, cfg):
     """``(args, grid)`` of ``which`` (``"dkdv"``: outs ``(dk, dv)`` ``[B*Hkv, S, D]``;
     ``"dq"``: outs ``(dq,)`` ``[B, Hq, Sl, D]``): the backward kernel's arguments in parameter
-    order (constexprs in position, so repeated fused calls take the fast path), K/V the
+    order (constexprs in position, so repeated fused calls take the fast path; the tiles of
+    ``which`` under ``cfg``: :func:`~syncopate.kernels.attention_bwd.tiles`), K/V the
     ``[B*Hkv, S, D]`` gathered buffers in rank order seen as ``[B, Hkv, S, D]``."""
     B, Hq, Sl, _ = q.shape
     S = Sl * W
+    # causal over several ranks: the zigzag layout; one rank holds the sequence in order (a
+    # length that need not split into two whole-block segments)
+    zigzag = causal and W > 1
     k4, v4 = kbuf.view(B, Hkv, S, D), vbuf.view(B, Hkv, S, D)
     if which == "dkdv":
         out_strides = []
@@ -83,15 +87,15 @@ def bwd_args(which: str, q, kbuf, vbuf, do, lse, delta, outs, sm_scale, causal: 
     elif which == "dq":
         (dq,) = outs
         out_strides = [dq.stride(0), dq.stride(1), dq.stride(2)]
-        grid = (math.ceil(Sl / cfg.BLOCK_M), B * Hq)
+        grid = (math.ceil(Sl / tiles("dq", cfg)[0]), B * Hq)
     else:
         raise LaunchError(f"bwd_args: which={which!r}; 'dkdv' or 'dq'")
     args = [q, kbuf, vbuf, do, lse, delta, *outs, float(sm_scale) * LOG2E, float(sm_scale),
             q.stride(0), q.stride(1), q.stride(2), k4.stride(0), k4.stride(1), k4.stride(2),
             v4.stride(0), v4.stride(1), v4.stride(2), do.stride(0), do.stride(1), do.stride(2),
-            *out_strides, Hq, Hq // Hkv, Sl, S, rank * Sl if causal else 0,
-            S // (2 * W) if causal else 1, D, cfg.BLOCK_M, cfg.BLOCK_N, bool(causal),
-            2 * W if causal else 0]
+            *out_strides, Hq, Hq // Hkv, Sl, S, rank * Sl if zigzag else 0,
+            S // (2 * W) if zigzag else 1, D, *tiles(which, cfg), bool(causal),
+            2 * W if zigzag else 0]
     return args, grid
 
 
