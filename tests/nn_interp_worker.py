@@ -14,7 +14,6 @@ import sys
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1 before starting"
 
-import attention_interp_worker  # noqa: E402,F401  (its interpreter shims: bf16 dot, __index__)
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime"))
