@@ -86,6 +86,13 @@ CASES = [
           config=dict(BLOCK_M=16, BLOCK_N=32), tol=(0.006, 0.01)),
     _case("bwd_fusable_far_scores_ragged_causal", Sq=45, Skv=40, shift=4.0, causal=True,
           fusable=True, config=dict(BLOCK_M=16, BLOCK_N=32), tol=(0.006, 0.01)),
+    # the same hazard in the fast dQ (TMA zero-fills the keys past the sequence)
+    _case("bwd_fast_far_scores_ragged", Sq=40, Skv=45, shift=4.0,
+          config=dict(BLOCK_M=16, BLOCK_N=32), dq_config=dict(BLOCK_M=16, BLOCK_N=32),
+          tol=(0.006, 0.01)),
+    _case("bwd_fast_far_scores_ragged_causal", Sq=45, Skv=40, shift=4.0, causal=True,
+          config=dict(BLOCK_M=16, BLOCK_N=32), dq_config=dict(BLOCK_M=16, BLOCK_N=32),
+          tol=(0.006, 0.01)),
     _case("bwd_fusable_bf16_d128_default_config", dtype="bf16", D=128, Hq=4, Hkv=2, Sq=300,
           Skv=300, causal=True, fusable=True, config=None),
 ]

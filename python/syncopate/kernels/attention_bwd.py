@@ -305,16 +305,22 @@ def attn_bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
 
 
 @triton.jit
-def _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n, qk_scale,
-             MASKED: tl.constexpr):
-    """One KV block of dQ.  Keys past the sequence need no mask: TMA zero-fills their K and V
-    rows, so they add ``dS * 0`` to dQ."""
+def _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n, qk_scale, SEQ_KV,
+             MASKED: tl.constexpr, CAUSAL: tl.constexpr):
+    """One KV block of dQ; ``MASKED`` (the diagonal and the ragged last block): the causal
+    mask and the keys past ``SEQ_KV``.  Those keys must be masked, not left to TMA's zero
+    fill: a zero key scores 0, so ``P = exp(-lse)``, which is inf for a row whose scores all
+    lie below about -88, and inf times the zero key is NaN in dQ."""
     k = desc_k.load([start_n, 0])
     v = desc_v.load([start_n, 0])
     qk = tl.dot(q, k.T)
     p = tl.math.exp2(tl.fma(qk, qk_scale, -lse2[:, None]))
     if MASKED:
-        p = tl.where(rows[:, None] >= (start_n + offs_n)[None, :], p, 0.0)
+        cols = start_n + offs_n
+        keep = (cols < SEQ_KV)[None, :]
+        if CAUSAL:
+            keep = keep & (rows[:, None] >= cols[None, :])
+        p = tl.where(keep, p, 0.0)
     dp = tl.dot(do, v.T)
     ds = p * (dp - delta[:, None])
     return tl.dot(ds.to(k.dtype), k, dq)
@@ -331,8 +337,9 @@ def attn_bwd_dq_fast_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
                             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     """The fast dQ: :func:`attn_bwd_dq_kernel`'s contract for a contiguous sequence, through
-    per-(batch, head) TMA descriptors, and for causal attention two loops -- the KV blocks the
-    rows see in full (no mask) and the diagonal ones -- instead of a skip inside one loop.
+    per-(batch, head) TMA descriptors, and two loops -- the KV blocks the rows see in full (no
+    mask), then the causal diagonal and the ragged last block (masked: :func:`_dq_step` says
+    why) -- instead of a skip inside one loop.
     Rows past ``SEQ_Q`` read zeros (TMA) and are clipped at the store.  Grid
     ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``, longest rows first when causal."""
     pid_m = tl.program_id(0)
@@ -366,22 +373,22 @@ def attn_bwd_dq_fast_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     lse2 = tl.load(LSE + pid_bh * SEQ_Q + rows, mask=row_ok, other=0.0) * 1.4426950408889634
     delta = tl.load(DELTA + pid_bh * SEQ_Q + rows, mask=row_ok, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    # the blocks every row sees whole, with no mask; then the diagonal (causal) and the ragged
+    # last block, masked
     if CAUSAL:  # top-left: rows < m0 + BLOCK_M see keys < m0 + BLOCK_M
         hi = tl.minimum(m0 + BLOCK_M, SEQ_KV)
-        mid = tl.minimum((m0 // BLOCK_N) * BLOCK_N, hi)
-        for start_n in tl.range(0, mid, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
-                          qk_scale, False)
-        for start_n in tl.range(mid, hi, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
-                          qk_scale, True)
+        mid = tl.minimum((m0 // BLOCK_N) * BLOCK_N, (hi // BLOCK_N) * BLOCK_N)
     else:
-        for start_n in tl.range(0, SEQ_KV, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n,
-                          qk_scale, False)
+        hi = SEQ_KV
+        mid = (SEQ_KV // BLOCK_N) * BLOCK_N
+    for start_n in tl.range(0, mid, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n, qk_scale,
+                      SEQ_KV, False, CAUSAL)
+    for start_n in tl.range(mid, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        dq = _dq_step(dq, q, do, lse2, delta, desc_k, desc_v, start_n, rows, offs_n, qk_scale,
+                      SEQ_KV, True, CAUSAL)
     desc_dq.store([m0, 0], (dq * sm_scale).to(DQ.dtype.element_ty))
 
 
