@@ -18,17 +18,28 @@ is ``O(chunks to one rank)`` integer compares plus one spin per chunk it really 
 ``lowering="table"`` (docs/fused-abi.md "The chunk table") they become loops over this rank's
 RECV / SEND list of the chunk table: the same tests and spins at run time, code size O(1) in
 the number of chunks; the signals of one store share one :class:`ReleaseFenceOp`.
+
+A region wait inside a loop (ring attention's K/V waits sit inside the KV loop) would put that
+scan loop inside the loop, and Triton does not software-pipeline the loads of a loop holding
+another loop.  There the table form reads the chunks by index instead (:class:`TableCellWait`):
+the table's cell map of the tensor (``chunk_table.cell_map``) gives, per rank and cell of the
+one chunked dim, the chunk covering it; the pass proves at compile time how many cells the box
+can touch (its extent along the dim is a constant, its start a known power-of-two multiple)
+and emits that many lookups -- one or two scalar loads and guarded waits, no loop.  Where it
+cannot prove the bound, or the schedule has no cell map, the scan loop stays (and the loop
+around it does not pipeline: docs/attention.md).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects import scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import ModuleOp, i32
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -51,9 +62,9 @@ from syncopate_mlir.dialects.syncopate import (
     schedule_of,
 )
 
-from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of
+from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of, table_words
 from .builder import Builder
-from .ir_utils import kernel_func
+from .ir_utils import const_int, kernel_func
 from .table_reader import TableReader
 
 
@@ -185,6 +196,108 @@ class TableWaitRegion(RewritePattern):
         rewriter.replace(o, [], [loop.results[0]])
 
 
+#: the most lookups a cell-indexed wait emits (a box touching more cells keeps the scan loop)
+MAX_LOOKUPS = 2
+_LOOPS = (scf.ForOp, scf.WhileOp)
+
+
+def pow2_multiple(v: SSAValue) -> int:
+    """A power of two that ``v`` (an i32) is proven a multiple of, from the ``arith`` ops that
+    compute it: constants, products, sums and differences.  Only powers of two: they survive
+    i32 wrap-around, so the proof holds for the value the kernel really computes."""
+    def pow2(n: int) -> int:
+        return (1 << 31) if n == 0 else min(n & -n, 1 << 31)
+
+    if not isinstance(v, OpResult):
+        return 1
+    c = const_int(v)
+    if c is not None:
+        return pow2(abs(c))
+    op = v.op
+    if isinstance(op, arith.MuliOp):
+        return min(pow2_multiple(op.lhs) * pow2_multiple(op.rhs), 1 << 31)
+    if isinstance(op, (arith.AddiOp, arith.SubiOp)):
+        return min(pow2_multiple(op.lhs), pow2_multiple(op.rhs))
+    return 1
+
+
+def constant_extent(lo: SSAValue, hi: SSAValue) -> int | None:
+    """``E`` where ``hi`` is ``lo + E`` for a constant ``E > 0`` (insert-waits builds the
+    bounds of a chunked dim so), else None."""
+    if isinstance(hi, OpResult) and isinstance(hi.op, arith.AddiOp):
+        for a, b in ((hi.op.lhs, hi.op.rhs), (hi.op.rhs, hi.op.lhs)):
+            e = const_int(b)
+            if a is lo and e is not None and e > 0:
+                return e
+    return None
+
+
+def cells_touched(extent: int, align: int, grain: int) -> int:
+    """The most cells of ``grain`` an interval of ``extent`` starting at a multiple of
+    ``align`` can touch: its start lies at most ``grain - gcd(align, grain)`` into a cell."""
+    return (grain - math.gcd(align, grain) + extent - 1) // grain + 1
+
+
+def in_loop(op: Operation) -> bool:
+    """Whether ``op`` sits inside an ``scf.for`` or ``scf.while``."""
+    cur = op.parent_op()
+    while cur is not None:
+        if isinstance(cur, _LOOPS):
+            return True
+        cur = cur.parent_op()
+    return False
+
+
+@dataclass
+class TableCellWait(RewritePattern):
+    """``wait_region`` inside a loop -> ``n`` lookups of the tensor's cell map (no loop, so
+    the loop around it still pipelines): for the ``j``-th cell the box touches along the
+    chunked dim, the chunk id of this rank's row, and a chunk ``wait`` under ``scf.if`` when
+    the cell is inside the box and has a chunk.  ``n`` is proven at compile time
+    (:func:`cells_touched`); the cells the lookups read are exactly those the box touches
+    (its bounds clamped to the tensor), so it waits for the same chunks as the scan.  Leaves
+    the op to :class:`TableWaitRegion` where it proves nothing."""
+
+    sched: Schedule
+    writers: int
+    reader: TableReader
+    table: tuple[int, ...]
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, o: WaitRegionOp, rewriter: PatternRewriter) -> None:
+        tensor = o.tensor.data
+        if not in_loop(o):
+            return
+        cells = ct.cells_of(self.table, ct.tensor_slots(self.sched)[tensor])
+        if cells is None:
+            return
+        start, dim, grain, ncells = cells
+        extent = constant_extent(o.lo[dim], o.hi[dim])
+        if extent is None:
+            return
+        n = cells_touched(extent, pow2_multiple(o.lo[dim]), grain)
+        if n > MAX_LOOKUPS:
+            return
+        size = self.sched.tensors[tensor].shape[dim]
+        b = Builder(o)
+        target = b.mul(o.epoch, b.const(self.writers))
+
+        def clamp(v):
+            return b.minsi(b.maxsi(v, b.const(0)), b.const(size))
+
+        lo, hi = clamp(o.lo[dim]), clamp(o.hi[dim])
+        first = b.divsi(lo, b.const(grain))
+        end = b.divsi(b.add(hi, b.const(grain - 1)), b.const(grain))
+        row = b.add(b.const(start), b.mul(o.rank, b.const(ncells)))
+        tok = b.const(0)
+        for j in range(n):
+            k = b.add(first, b.const(j)) if j else first
+            cid = self.reader.word(b, b.add(row, b.minsi(k, b.const(ncells - 1))))
+            cond = b.all_of([b.cmp("slt", k, end), b.cmp("sge", cid, b.const(0))])
+            tok = b.add(tok, guarded_wait(b, cond, o.flags, cid, target))
+        rewriter.replace(o, [], [tok])
+
+
 @dataclass
 class TableSignalRegion(RewritePattern):
     """``signal_region`` -> one release fence, then a loop over this rank's SEND list of the
@@ -219,7 +332,8 @@ class ResolveChunks(ModulePass):
         layout = FlagLayout(sched.num_chunks, sched.world_size)
         if lowering_of(op) == "table":
             reader = TableReader(abi_args(kernel_func(op))["syn_table"], ct.layout_of(sched))
-            patterns = [TableWaitRegion(sched, writers, reader),
+            patterns = [TableCellWait(sched, writers, reader, table_words(op)),
+                        TableWaitRegion(sched, writers, reader),
                         TableSignalRegion(sched, layout, reader)]
         else:
             patterns = [ResolveWaitRegion(sched, writers), ResolveSignalRegion(sched, layout)]

@@ -12,13 +12,17 @@ The table is a flat array of int32 words, built from the verified schedule by
 runtime (which rebuilds it from the schedule and refuses a table that differs,
 :func:`validate`) and the emulator::
 
-    header    [MAGIC, VERSION, WORDS, NUM_CHUNKS, WORLD_SIZE, NUM_TENSORS, CHECKSUM, RESERVED]
+    header    [MAGIC, VERSION, WORDS, NUM_CHUNKS, WORLD_SIZE, NUM_TENSORS, CHECKSUM, CELLS]
     records   per chunk id, REC_WORDS words each:
               [TENSOR, SRC, DST, FLAGS, VOLUME, AFTER_START, AFTER_COUNT, NDIM, LO x4, HI x4]
     directory per rank, per list: [start, count] (start: an absolute word index)
               lists: RECV(t) for every tensor slot t, SEND(t) for every slot, EXEC, PUSHED
     reads     per rank: the CONSUMED target per epoch (pull reads of its buffers)
     lists     chunk ids; after-lists (the ``after`` chunks a transfer waits for on the source)
+    cells     (version 2; header word CELLS is its first word) per tensor slot
+              [START, DIM, GRAIN, CELLS] (START 0: no cell map), then the cell maps: per rank,
+              CELLS words, word k the chunk of the slot delivered to the rank that covers
+              [k * GRAIN, (k + 1) * GRAIN) along DIM, or -1 (:func:`cell_map`)
     remaps    appended by the lowering: per ``syncopate.remap``, W rows of ``tiles`` words
 
 * ``RECV(t)``: chunks of tensor ``t`` delivered to the rank, in ``(step, id)`` order (what a
@@ -28,6 +32,11 @@ runtime (which rebuilds it from the schedule and refuses a table that differs,
 * ``EXEC``: the chunks the rank's comm programs run, in program order
   (:func:`syncopate.schedule.execution.program_order`);
 * ``PUSHED``: chunks pushed to the rank by their source (comm program 0 awaits them).
+* a cell map: a tile's wait inside a loop (the K/V blocks of ring attention) reads the one or
+  two chunks its box can meet by index instead of scanning ``RECV(t)``, so the loop around it
+  stays free of an inner loop (which stops Triton's software pipelining of its loads).  Only
+  schedules whose chunks of ``t`` cut one dim on a common grid, with no two chunks delivered to
+  one rank in one cell, get one (:func:`cell_map` says why not otherwise).
 
 ``FLAGS`` bit 0: a ``sum`` chunk; bit 1: its destination runs it (``side == "dst"``).  Tensor
 slots follow the schedule's tensor order.  Words are int32: a value that does not fit is a
@@ -36,15 +45,25 @@ slots follow the schedule's tensor order.  Words are int32: a value that does no
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .errors import CompileError, LaunchError
 from .schedule.execution import program_order, side
 
 MAGIC = 0x53594E54  # "SYNT"
-VERSION = 1
+#: 2: the cell maps (header word ``H_CELLS``)
+VERSION = 2
 HEADER_WORDS = 8
-H_MAGIC, H_VERSION, H_WORDS, H_CHUNKS, H_WORLD, H_TENSORS, H_CHECKSUM, H_RESERVED = range(8)
+H_MAGIC, H_VERSION, H_WORDS, H_CHUNKS, H_WORLD, H_TENSORS, H_CHECKSUM, H_CELLS = range(8)
+
+#: words per tensor slot in the cell directory: [start, dim, grain, cells]
+CELL_DIR_WORDS = 4
+#: the longest cell map (cells per rank) the table holds; a schedule needing more gets none
+#: (its waits scan the RECV list)
+MAX_CELLS = 4096
+#: a cell with no chunk delivered to the rank
+NO_CHUNK = -1
 
 MAX_DIMS = 4
 REC_WORDS = 16
@@ -190,6 +209,61 @@ def chunk_kinds(sched, backend: str) -> dict[ChunkKind, list]:
     return out
 
 
+@dataclass(frozen=True)
+class CellMap:
+    """The chunks of one tensor delivered to each rank, indexed by cell along ``dim``: cell
+    ``k`` is ``[k * grain, (k + 1) * grain)``; ``rows[r][k]`` is the chunk delivered to rank
+    ``r`` covering it, or :data:`NO_CHUNK`.
+
+    What makes it sound (:func:`cell_map` builds one only then): the chunks cut one dim only
+    (they span the tensor along every other), every chunk boundary along it is a multiple of
+    ``grain``, and no two chunks delivered to one rank share a cell.  Then the chunks
+    delivered to ``r`` that meet an interval ``[lo, hi)`` of ``dim`` are exactly the chunks
+    ``rows[r][k]`` for the cells ``k`` the interval touches -- the set the ``RECV`` scan
+    finds."""
+
+    dim: int
+    grain: int
+    cells: int
+    rows: tuple[tuple[int, ...], ...]
+
+
+def cell_map(sched, tensor: str) -> CellMap | None:
+    """The cell map of ``tensor`` (see :class:`CellMap`), or None where the schedule has none:
+    chunks cutting more than one dim, more than :data:`MAX_CELLS` cells, or two chunks
+    delivered to one rank overlapping (``sum`` chunks from several sources into one region)."""
+    dims = sched.chunked_dims(tensor)
+    if len(dims) != 1:
+        return None
+    (dim,) = dims
+    extent = sched.tensor(tensor).shape[dim]
+    grain = extent
+    for c in sched.chunks:
+        if c.tensor == tensor:
+            grain = math.gcd(grain, c.lo[dim], c.hi[dim])
+    if grain <= 0 or extent // grain > MAX_CELLS:
+        return None
+    cells = extent // grain
+    rows = []
+    for r in range(sched.world_size):
+        row = [NO_CHUNK] * cells
+        for c in recv_list(sched, r, tensor):
+            for k in range(c.lo[dim] // grain, c.hi[dim] // grain):
+                if row[k] != NO_CHUNK:
+                    return None
+                row[k] = c.id
+        rows.append(tuple(row))
+    return CellMap(dim, grain, cells, tuple(rows))
+
+
+def cells_of(words, slot: int) -> tuple[int, int, int, int] | None:
+    """``(start, dim, grain, cells)`` of tensor slot ``slot``'s cell map in ``words``, or None
+    when it has none (rank ``r``'s row starts at ``start + r * cells``)."""
+    at = int(words[H_CELLS]) + CELL_DIR_WORDS * slot
+    start, dim, grain, cells = (int(words[at + i]) for i in range(CELL_DIR_WORDS))
+    return (start, dim, grain, cells) if start else None
+
+
 def _word(value: int, what: str) -> int:
     if not -2 ** 31 <= value <= _INT32_MAX:
         raise CompileError(f"the chunk table holds int32 words; {what} = {value} does not fit: "
@@ -248,7 +322,24 @@ def build(sched, backend: str, writers: int) -> list[int]:
         words[rec + R_LO:rec + R_LO + MAX_DIMS] = [_word(x, f"chunk {c.id} offset") for x in lo]
         words[rec + R_HI:rec + R_HI + MAX_DIMS] = [_word(x, f"chunk {c.id} stop") for x in hi]
     words.extend(pool)
+    _put_cells(words, sched)
     return seal(words)
+
+
+def _put_cells(words: list[int], sched) -> None:
+    """Append the cell directory and the cell maps (:func:`cell_map`) to ``words``."""
+    words[H_CELLS] = len(words)
+    directory = len(words)
+    words.extend([0] * (CELL_DIR_WORDS * len(sched.tensors)))
+    for name, s in tensor_slots(sched).items():
+        m = cell_map(sched, name)
+        if m is None:
+            continue
+        at = directory + CELL_DIR_WORDS * s
+        words[at:at + CELL_DIR_WORDS] = [len(words), m.dim, _word(m.grain, f"the cell of "
+                                                                  f"{name!r}"), m.cells]
+        for row in m.rows:
+            words.extend(row)
 
 
 def seal(words: list[int]) -> list[int]:
