@@ -292,9 +292,14 @@ class TableCellWait(RewritePattern):
         tok = b.const(0)
         for j in range(n):
             k = b.add(first, b.const(j)) if j else first
-            cid = self.reader.word(b, b.add(row, b.minsi(k, b.const(ncells - 1))))
-            cond = b.all_of([b.cmp("slt", k, end), b.cmp("sge", cid, b.const(0))])
-            tok = b.add(tok, guarded_wait(b, cond, o.flags, cid, target))
+            cell = b.if_(b.cmp("slt", k, end), [i32])
+            cb = Builder(None, cell.true_region.blocks[0])
+            cid = self.reader.word(cb, cb.add(row, cb.minsi(k, cb.const(ncells - 1))))
+            cb.insert(scf.YieldOp(guarded_wait(cb, cb.cmp("sge", cid, cb.const(0)), o.flags,
+                                               cid, target)))
+            eb = Builder(None, cell.false_region.blocks[0])
+            eb.insert(scf.YieldOp(eb.const(0)))
+            tok = b.add(tok, cell.results[0])
         rewriter.replace(o, [], [tok])
 
 
