@@ -289,7 +289,7 @@ class TableCellWait(RewritePattern):
         first = b.divsi(lo, b.const(grain))
         end = b.divsi(b.add(hi, b.const(grain - 1)), b.const(grain))
         row = b.add(b.const(start), b.mul(o.rank, b.const(ncells)))
-        tok = b.const(0)
+        tok = None
         for j in range(n):
             k = b.add(first, b.const(j)) if j else first
             cell = b.if_(b.cmp("slt", k, end), [i32])
@@ -299,7 +299,7 @@ class TableCellWait(RewritePattern):
                                                cid, target)))
             eb = Builder(None, cell.false_region.blocks[0])
             eb.insert(scf.YieldOp(eb.const(0)))
-            tok = b.add(tok, cell.results[0])
+            tok = cell.results[0] if tok is None else b.add(tok, cell.results[0])
         rewriter.replace(o, [], [tok])
 
 
