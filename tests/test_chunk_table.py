@@ -185,6 +185,13 @@ def _flip_record_word(words):
     return out
 
 
+def _flip_cell_word(words):
+    out = list(words)
+    start, _, _, cells = ct.cells_of(out, ct.tensor_slots(SCHED)["A"])
+    out[start] = (out[start] + 1) % SCHED.num_chunks
+    return out
+
+
 CORRUPTIONS = {
     # a record word changed, header resealed: only the comparison with the schedule sees it
     "record word, resealed": (lambda w: ct.seal(_flip_record_word(w)), "disagrees"),
@@ -203,6 +210,8 @@ CORRUPTIONS = {
     "rank list entry": (lambda w: ct.seal(
         w[:ct.layout_of(SCHED).directory + 1] + [w[ct.layout_of(SCHED).directory + 1] - 1]
         + w[ct.layout_of(SCHED).directory + 2:]), "disagrees"),
+    # a cell of rank 0's map of A naming another chunk (a wait inside a loop would skip its own)
+    "cell map word": (lambda w: ct.seal(_flip_cell_word(w)), "disagrees"),
     "reads section": (lambda w: ct.seal(
         w[:ct.layout_of(SCHED).reads] + [w[ct.layout_of(SCHED).reads] + 1]
         + w[ct.layout_of(SCHED).reads + 1:]), "disagrees"),
@@ -406,3 +415,58 @@ def test_table_code_size_does_not_grow_with_chunks():
     assert (c2, c8) == (2, 224)
     assert ptx8 <= 1.3 * ptx2, f"PTX {ptx2} bytes at 2 chunks, {ptx8} at 224"
     assert tab8 > 20 * tab2
+
+
+# ------------------------------------------------------------------------------ cell maps
+
+def _meeting(sched, tensor: str, rank: int, dim: int, lo: int, hi: int) -> set[int]:
+    """What the RECV scan waits for: chunks of ``tensor`` delivered to ``rank`` whose box
+    meets ``[lo, hi)`` along ``dim``."""
+    return {c.id for c in ct.recv_list(sched, rank, tensor) if lo < c.hi[dim] and c.lo[dim] < hi}
+
+
+@pytest.mark.parametrize("W", [2, 3, 4])
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_cell_map_finds_exactly_the_chunks_the_scan_finds(name, W):
+    """Every template at W = 2, 3, 4: where the table has a cell map of a tensor, the chunks it
+    names for the cells an interval touches are exactly the chunks of the rank's RECV list that
+    meet the interval -- for every interval of the chunked dim, past the ends included (what
+    the lookup in resolve-chunks relies on to wait for every chunk a box overlaps).  The words
+    in the table are the map.  Where there is none, the schedule is why: more than one chunked
+    dim, or two chunks delivered to one rank sharing a cell."""
+    sched = template_schedule(name, W)
+    words = ct.build(sched, "sm", 2)
+    for tensor, slot in ct.tensor_slots(sched).items():
+        m, at = ct.cell_map(sched, tensor), ct.cells_of(words, slot)
+        if m is None:
+            assert at is None
+            dims = sched.chunked_dims(tensor)
+            assert len(dims) != 1 or any(
+                a.lo[dims[0]] < b.hi[dims[0]] and b.lo[dims[0]] < a.hi[dims[0]]
+                for r in range(W) for a in ct.recv_list(sched, r, tensor)
+                for b in ct.recv_list(sched, r, tensor) if a.id < b.id), (name, tensor)
+            continue
+        start, dim, grain, cells = at
+        assert (dim, grain, cells) == (m.dim, m.grain, m.cells)
+        extent = sched.tensor(tensor).shape[dim]
+        assert grain * cells == extent
+        for r in range(W):
+            row = words[start + r * cells:start + (r + 1) * cells]
+            assert tuple(row) == m.rows[r]
+            for lo in range(-grain, extent + 1):
+                for hi in range(lo + 1, extent + grain + 1):
+                    k0, k1 = max(lo, 0) // grain, (min(hi, extent) + grain - 1) // grain
+                    got = {row[k] for k in range(k0, k1)} - {ct.NO_CHUNK}
+                    assert got == _meeting(sched, tensor, r, dim, lo, hi), (name, r, lo, hi)
+
+
+def test_cell_map_absent_where_chunks_to_one_rank_overlap_or_cut_two_dims():
+    """reduce_scatter at W = 4 delivers three sources' partials of one region to its owner,
+    all_to_all cuts both dims: neither gets a map (their waits scan RECV); an all-gather of
+    4096 rows in 1-row chunks would need more than MAX_CELLS cells and gets none either."""
+    assert ct.cell_map(template_schedule("reduce_scatter", 4), "C") is None
+    assert ct.cell_map(template_schedule("all_to_all", 4), "A") is None
+    fine = all_gather((2 * (ct.MAX_CELLS + 2), 2), "bf16", 2, split=ct.MAX_CELLS + 2)
+    assert ct.cell_map(fine, "A") is None
+    words = ct.build(fine, "sm", 2)
+    assert ct.cells_of(words, 0) is None
