@@ -444,30 +444,36 @@ def test_paired_zigzag_kernel_pipelines_its_kv_loads_on_sm90(head_dim, config):
     assert 0 < k.metadata.shared <= SMEM_LIMIT_SM90
 
 
-def test_fused_paired_zigzag_kernel_pipelines_with_unrolled_waits():
-    """The causal ring attention as the op fuses it at W = 2 (``kv_all_gather``'s 4 chunks: the
-    unrolled lowering, one branch per chunk wait in each KV loop), compiled for sm_90: the
-    waits do not stop Triton from pipelining either loop's K and V loads.  (The chunk-table
-    lowering, which larger schedules take, puts a loop into the KV loop and does stop it:
-    docs/attention.md.)"""
+def _fused_ring_attention(causal: bool, W: int, lowering: str):
+    """The ring attention's local kernel as the op fuses it (``kv_all_gather`` of K and V, the
+    op's specialisation and options), compiled for sm_90 with ``lowering``: ``(config, the
+    compiled kernel)``.  Causal: the paired zigzag kernel; else ``attn_fwd_kernel``."""
     import syncopate
     from syncopate.kernels import attention_zigzag as zz
     from syncopate.ops.ring_attention import CONSTANT_ARGS, _args, _kernel
     from syncopate.runtime.specialize import specialize
     from syncopate.schedule.kv_gather import kv_all_gather
-    W, B, Hq, Hkv, Sl, D = 2, 1, 32, 8, 2048, 128
-    cfg = zz.default_config(D)
+    B, Hq, Hkv, Sl, D = 1, 32, 8, 2048, 128
+    cfg = zz.default_config(D) if causal else attention_default_config(D)
     q = torch.empty(B, Hq, Sl, D, dtype=torch.bfloat16)
     kv = torch.empty(B * Hkv, Sl * W, D, dtype=torch.bfloat16)
-    values, _ = _args(q, kv, kv, torch.empty_like(q), torch.empty(B, Hq, Sl), 0.1, True, 0, W,
+    values, _ = _args(q, kv, kv, torch.empty_like(q), torch.empty(B, Hq, Sl), 0.1, causal, 0, W,
                       Hkv, D, cfg)
-    spec = specialize(_kernel(True), values, frozenset(CONSTANT_ARGS))
-    fc = syncopate.compile(_kernel(True), signature=spec.signature_dict(),
+    spec = specialize(_kernel(causal), values, frozenset(CONSTANT_ARGS))
+    attrs = attention_compile_attrs(True, zz._PARAMS) if causal else attention_compile_attrs()
+    fc = syncopate.compile(_kernel(causal), signature=spec.signature_dict(),
                            constexprs=spec.constexpr_dict(),
                            schedule=kv_all_gather((B * Hkv, Sl * W, D), "bf16", W, dim=1),
                            operand={"K": "K", "V": "V"}, backend="sm", comm_programs=4,
-                           attrs=attention_compile_attrs(True, zz._PARAMS),
-                           reorder_reductions=True, lowering="unrolled", **cfg.options())
+                           attrs=attrs, reorder_reductions=True, lowering=lowering,
+                           **cfg.options())
+    assert fc.abi.lowering == lowering
+    return cfg, fc
+
+
+def _assert_kv_pipelined(cfg, fc, D: int = 128) -> None:
+    """The K^T and V tiles are copied asynchronously into ``num_stages``-deep buffers (none
+    left a plain ``tt.load``), and ptxas spills nothing."""
     ttgir = fc.asm["ttgir"]
     kv_tiles = (f"{D}x{cfg.BLOCK_N}", f"{cfg.BLOCK_N}x{D}")  # K^T and V tiles
     plain = [t for t in kv_tiles if re.search(rf"tt\.load [^\n]*tensor<{t}x!tt\.ptr<bf16>", ttgir)]
@@ -477,6 +483,24 @@ def test_fused_paired_zigzag_kernel_pipelines_with_unrolled_waits():
                          ttgir), f"no async copy of the {t} tiles"
         assert f"!ttg.memdesc<{cfg.num_stages}x{t}xbf16" in ttgir, f"{t} not multi-buffered"
     assert ptxas_spills(fc.asm["ptx"]) == 0
+
+
+def test_fused_paired_zigzag_kernel_pipelines_with_unrolled_waits():
+    """The causal ring attention as the op fuses it at W = 2 (``kv_all_gather``'s 4 chunks: the
+    unrolled lowering, one branch per chunk wait in each KV loop), compiled for sm_90: the
+    waits do not stop Triton from pipelining either loop's K and V loads."""
+    _assert_kv_pipelined(*_fused_ring_attention(True, 2, "unrolled"))
+
+
+@pytest.mark.parametrize("W", [4, 8])
+@pytest.mark.parametrize("causal", [True, False])
+def test_fused_ring_attention_pipelines_with_table_waits(causal, W):
+    """The world sizes ``auto`` lowers through the chunk table (W = 4, 8): each K/V wait in a
+    KV loop is a cell-map lookup (resolve-chunks' ``TableCellWait``: one table load under a
+    branch, no loop), so Triton still pipelines the K and V loads of the paired zigzag kernel's
+    two loops and of the non-causal kernel's loop, ``num_stages`` deep, without spills.  (With
+    the RECV scan inside the KV loop there was no async copy at all.)"""
+    _assert_kv_pipelined(*_fused_ring_attention(causal, W, "table"))
 
 
 @triton.jit
