@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xdsl.dialects import scf
 
 torch = pytest.importorskip("torch")
 
-from syncopate.emulate import PerRank, emulate  # noqa: E402
+from syncopate.emulate import PerRank, emulate, fuse_module  # noqa: E402
 from syncopate.kernels import AttentionConfig  # noqa: E402
 from syncopate.kernels.attention_zigzag import zigzag_shard  # noqa: E402
 from syncopate.ops.ring_attention import CONSTANT_ARGS, _args, _kernel  # noqa: E402
 from syncopate.runtime.specialize import param_names, specialize  # noqa: E402
 from syncopate.schedule.kv_gather import kv_all_gather  # noqa: E402
-from syncopate_mlir.dialects.syncopate import RemapOp  # noqa: E402
+from syncopate_mlir.dialects.syncopate import RemapOp, WaitOp, state_of  # noqa: E402
 
 CFG = AttentionConfig(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=2)
 POLICIES = ("in-order", "reverse", "late", "random:3")
@@ -95,9 +96,9 @@ def _check_against_sdpa(res, shards, policies=POLICIES):
             assert err <= ATOL, f"{policy} rank {r}: max |O - SDPA| = {err}"
 
 
-@pytest.mark.parametrize("W", [2, 4])
-def test_ring_attention_noncausal_gqa_b2(W):
-    res, shards, sig = _emulate(W, False, B=2, Hq=4, Hkv=2, Sl=32)
+@pytest.mark.parametrize("W,lowering", [(2, "unrolled"), (2, "table"), (4, "table")])
+def test_ring_attention_noncausal_gqa_b2(W, lowering):
+    res, shards, sig = _emulate(W, False, B=2, Hq=4, Hkv=2, Sl=32, lowering=lowering)
     assert all(sig[p] == "constexpr" for p in CONSTANT_ARGS), "strides and SEQ_KV compiled in"
     _check_against_sdpa(res, shards)
 
@@ -127,8 +128,6 @@ def test_causal_kernel_waits_in_both_loops_and_keeps_the_unfused_bits():
     ``tile-remap`` leaves them as written (the kernel orders its own visits) and the fused
     kernel sums in the unfused kernel's order -- not ``reordered``, so the emulator compares
     the fused outputs with the unfused kernel's bit for bit (the causal tests above)."""
-    from syncopate.emulate import fuse_module
-    from syncopate_mlir.dialects.syncopate import WaitOp, state_of
     W, B, Hq, Hkv, Sl, D = 2, 1, 2, 1, 32, 64
     shards = _problem(W, True, B, Hq, Hkv, Sl, D, 0)
     S = Sl * W
@@ -167,3 +166,33 @@ def test_ring_attention_with_a_self_advancing_epoch(causal):
     res, _, _ = _emulate(2, causal, B=1, Hq=2, Hkv=1, Sl=32, launches=3, self_advance=True,
                          policies=("in-order", "reverse", "random:1"))
     assert res.ok
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_table_waits_in_the_kv_loops_are_lookups(causal):
+    """With ``lowering="table"`` (W = 4) the K/V waits inside the KV loops read their chunk
+    from the table's cell map (resolve-chunks' ``TableCellWait``) instead of scanning the RECV
+    list: no loop inside a KV loop (a loop holding a ``tt.dot``), which would stop Triton from
+    pipelining its loads (test_attention_local.py checks the sm_90 result); the tests above
+    emulate the same kernels race-free and equal to SDPA."""
+    W, B, Hq, Hkv, Sl, D = 4, 1, 2, 1, 32, 64
+    S = Sl * W
+    kbuf = torch.randn((B * Hkv, S, D)).to(torch.bfloat16)
+    q = torch.randn((B, Hq, Sl, D)).to(torch.bfloat16)
+    o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
+    lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
+    values, _ = _args(q, kbuf, kbuf.clone(), o, lse, 0.125, causal, 0, W, Hkv, D, CFG)
+    kernel = _kernel(causal)
+    spec = specialize(kernel, values, frozenset(CONSTANT_ARGS))
+    module, _ = fuse_module(kernel, signature=spec.signature_dict(),
+                            constexprs=spec.constexpr_dict(),
+                            schedule=kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1),
+                            operand={"K": "K", "V": "V"}, backend="sm", comm_programs=2,
+                            options=CFG.options(), reorder_reductions=True, lowering="table")
+    kv_loops = [op for op in module.walk() if isinstance(op, scf.ForOp)
+                and any(x.name == "tt.dot" for x in op.walk())]
+    assert len(kv_loops) == (2 if causal else 1), len(kv_loops)
+    for loop in kv_loops:
+        inner = [x for x in loop.walk() if isinstance(x, scf.ForOp) and x is not loop]
+        assert not inner, "a loop inside the KV loop (the RECV scan)"
+        assert len([x for x in loop.walk() if isinstance(x, WaitOp)]) == 2, "K and V"
