@@ -18,7 +18,9 @@ from xdsl.dialects import scf
 
 torch = pytest.importorskip("torch")
 
-from syncopate.emulate import PerRank, emulate, fuse_module  # noqa: E402
+from syncopate import chunk_table as ct  # noqa: E402
+from syncopate.emulate import Emulation, PerRank, emulate, fuse_module  # noqa: E402
+from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.kernels import AttentionConfig  # noqa: E402
 from syncopate.kernels.attention_zigzag import zigzag_shard  # noqa: E402
 from syncopate.ops.ring_attention import CONSTANT_ARGS, _args, _kernel  # noqa: E402
@@ -49,7 +51,10 @@ def _problem(W, causal, B, Hq, Hkv, Sl, D, seed):
 
 
 def _emulate(W, causal, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=0, order="swizzle", policies=POLICIES,
-             lowering="auto", launches=1, self_advance=False):
+             lowering="auto", launches=1, self_advance=False, table_edit=None):
+    """Emulate the fused ring attention; ``table_edit(words)`` (given: ``lowering="table"``)
+    edits the chunk table every rank's launch reads, as on a GPU where only the uploaded table
+    is wrong, and the result comes back unchecked."""
     shards = _problem(W, causal, B, Hq, Hkv, Sl, D, seed)
     S = Sl * W
     # the gathered K/V buffers [B*Hkv, S, D]: rank r's shard in its rows (what the op stages)
@@ -80,6 +85,14 @@ def _emulate(W, causal, B=1, Hq=2, Hkv=1, Sl=32, D=64, seed=0, order="swizzle", 
         else:
             args[name] = vals[0]
     sched = kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1, order=order)
+    if table_edit is not None:
+        module, local = fuse_module(kernel, signature=sig, constexprs=cx, schedule=sched,
+                                    operand={"K": "K", "V": "V"}, backend="sm",
+                                    comm_programs=2, options=CFG.options(),
+                                    reorder_reductions=True, lowering="table")
+        em = Emulation(module, local, grid=grid, args=args)
+        em.table = ct.seal(table_edit(list(em.table)))
+        return em.run(policies, launches), shards, sig
     res = emulate(kernel, signature=sig, constexprs=cx, schedule=sched,
                   operand={"K": "K", "V": "V"}, grid=grid, args=args, backend="sm",
                   comm_programs=2, options=CFG.options(), launches=launches, policies=policies,
@@ -196,3 +209,28 @@ def test_table_waits_in_the_kv_loops_are_lookups(causal):
         inner = [x for x in loop.walk() if isinstance(x, scf.ForOp) and x is not loop]
         assert not inner, "a loop inside the KV loop (the RECV scan)"
         assert len([x for x in loop.walk() if isinstance(x, WaitOp)]) == 2, "K and V"
+
+
+def test_cell_map_mutation_skips_the_wait_and_is_caught():
+    """The cell map is what the table form's K/V waits trust: rank 0's cell of one K block
+    emptied (``-1``, as if the block were local) makes its tiles read that block without
+    waiting -- the emulator reports read-before-arrival of exactly that chunk on rank 0 -- and
+    the runtime's ``chunk_table.validate`` refuses the edited table before any upload."""
+    W = 2
+    sched = kv_all_gather((2, 32 * W, 64), "bf16", W, dim=1)
+    start, _, _, cells = ct.cells_of(ct.build(sched, "sm", 2), ct.tensor_slots(sched)["K"])
+    row = ct.build(sched, "sm", 2)[start:start + cells]
+    k = next(i for i, c in enumerate(row) if c != ct.NO_CHUNK)
+    victim = row[k]
+
+    def edit(words):
+        assert words[start + k] == victim
+        words[start + k] = ct.NO_CHUNK
+        return words
+
+    with pytest.raises(LaunchError, match="disagrees"):
+        ct.validate(ct.seal(edit(ct.build(sched, "sm", 2))), sched, "sm", 2)
+    res, _, _ = _emulate(W, False, B=1, Hq=4, Hkv=2, Sl=32, table_edit=edit,
+                         policies=("late", "random:3"))
+    races = res.races_of("read-before-arrival")
+    assert races and {(r.chunk, r.rank) for r in races} == {(victim, 0)}, res.summary()
