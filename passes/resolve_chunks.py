@@ -276,9 +276,9 @@ class TableCellWait(RewritePattern):
         if extent is None:
             return
         n = cells_touched(extent, pow2_multiple(o.lo[dim]), grain)
-        if n > MAX_LOOKUPS:
-            return
         size = self.sched.tensors[tensor].shape[dim]
+        if n > MAX_LOOKUPS or size + grain - 1 > ct.INT32_MAX:  # (the end cell's i32 sum)
+            return
         b = Builder(o)
         target = b.mul(o.epoch, b.const(self.writers))
 

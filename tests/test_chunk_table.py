@@ -15,6 +15,7 @@ from syncopate.compiler import fuse_request
 from syncopate.errors import CompileError, LaunchError
 from syncopate.schedule import TEMPLATES, all_gather, all_reduce, reduce_scatter, verify
 from syncopate.schedule.execution import executor, side
+from syncopate_mlir.passes.resolve_chunks import cells_touched
 
 BACKENDS = ("sm", "ce", "nvshmem")
 SHAPE = (48, 24)  # divisible by 2, 3, 4 and 8 along both dims (all_to_all splits both)
@@ -470,3 +471,19 @@ def test_cell_map_absent_where_chunks_to_one_rank_overlap_or_cut_two_dims():
     assert ct.cell_map(fine, "A") is None
     words = ct.build(fine, "sm", 2)
     assert ct.cells_of(words, 0) is None
+
+
+def test_cells_touched_is_the_exact_bound():
+    """resolve-chunks emits ``cells_touched(E, P, G)`` lookups for a box of extent ``E``
+    starting at a multiple of ``P``: over every such start (signed, past zero too) the box
+    touches at most that many cells of ``G`` -- and some start reaches it, so the bound is
+    also as tight as it can be."""
+    for grain in range(1, 13):
+        for align in (1, 2, 4, 8, 16):
+            for extent in range(1, 30):
+                most = 0
+                for lo in range(-4 * grain * 16, 4 * grain * 16 + 1):
+                    if lo % align:
+                        continue
+                    most = max(most, (lo + extent - 1) // grain - lo // grain + 1)
+                assert most == cells_touched(extent, align, grain), (grain, align, extent)

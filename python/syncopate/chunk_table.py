@@ -73,7 +73,7 @@ R_HI = 12
 FLAG_SUM = 1
 FLAG_ON_DST = 2
 
-_INT32_MAX = 2 ** 31 - 1
+INT32_MAX = 2 ** 31 - 1
 
 #: the ``lowering`` choices of ``syncopate.compile``
 LOWERINGS = ("auto", "unrolled", "table")
@@ -265,7 +265,7 @@ def cells_of(words, slot: int) -> tuple[int, int, int, int] | None:
 
 
 def _word(value: int, what: str) -> int:
-    if not -2 ** 31 <= value <= _INT32_MAX:
+    if not -2 ** 31 <= value <= INT32_MAX:
         raise CompileError(f"the chunk table holds int32 words; {what} = {value} does not fit: "
                            f"compile with lowering='unrolled'")
     return int(value)
