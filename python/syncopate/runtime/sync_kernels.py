@@ -49,16 +49,12 @@ from ..ptx import spin_asm
 from . import direct_launch, fastlaunch
 
 
-def _spin_asm(bits: int, trap: bool) -> str:
-    """The watchdog spin (every thread of the one-warp kernel polls): :func:`syncopate.ptx.spin_asm`."""
-    return spin_asm(bits, trap)
-
-
-# Kernels may only read globals that are constexprs (Triton 3.6 rejects other globals).
-SPIN32 = tl.constexpr(_spin_asm(32, False))
-SPIN32_TRAP = tl.constexpr(_spin_asm(32, True))
-SPIN64 = tl.constexpr(_spin_asm(64, False))
-SPIN64_TRAP = tl.constexpr(_spin_asm(64, True))
+# The watchdog spins (every thread of the one-warp kernel polls). Kernels may only read
+# globals that are constexprs (Triton 3.6 rejects other globals).
+SPIN32 = tl.constexpr(spin_asm(32, False))
+SPIN32_TRAP = tl.constexpr(spin_asm(32, True))
+SPIN64 = tl.constexpr(spin_asm(64, False))
+SPIN64_TRAP = tl.constexpr(spin_asm(64, True))
 
 #: ``st.release.sys`` by thread 0 after a system fence (operands: $1 address, $2 value).
 STORE32 = tl.constexpr("{ .reg .pred sy_p; .reg .b32 sy_t; mov.u32 sy_t, %tid.x; setp.eq.u32 sy_p, sy_t, 0; "
@@ -78,26 +74,15 @@ def _spin(base_addr, first_index, target, diag_addr, rank, kind, epoch, timeout_
     """Program ``i`` spins until ``flag[first_index + i] >= target`` (one warp per program)."""
     index = first_index + tl.program_id(0)
     if FLAG64:
-        addr = base_addr + index.to(tl.int64) * 8
-        if TRAP:
-            tl.inline_asm_elementwise(SPIN64_TRAP, "=r,l,l,l,l,r,r,r,r",
-                                      [addr, target, diag_addr, timeout_ns, rank, index, kind, epoch],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            tl.inline_asm_elementwise(SPIN64, "=r,l,l,l,l,r,r,r,r",
-                                      [addr, target, diag_addr, timeout_ns, rank, index, kind, epoch],
-                                      dtype=tl.int32, is_pure=False, pack=1)
+        tl.inline_asm_elementwise(SPIN64_TRAP if TRAP else SPIN64, "=r,l,l,l,l,r,r,r,r",
+                                  [base_addr + index.to(tl.int64) * 8, target, diag_addr,
+                                   timeout_ns, rank, index, kind, epoch],
+                                  dtype=tl.int32, is_pure=False, pack=1)
     else:
-        addr = base_addr + index.to(tl.int64) * 4
-        tgt = target.to(tl.int32)
-        if TRAP:
-            tl.inline_asm_elementwise(SPIN32_TRAP, "=r,l,r,l,l,r,r,r,r",
-                                      [addr, tgt, diag_addr, timeout_ns, rank, index, kind, epoch],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            tl.inline_asm_elementwise(SPIN32, "=r,l,r,l,l,r,r,r,r",
-                                      [addr, tgt, diag_addr, timeout_ns, rank, index, kind, epoch],
-                                      dtype=tl.int32, is_pure=False, pack=1)
+        tl.inline_asm_elementwise(SPIN32_TRAP if TRAP else SPIN32, "=r,l,r,l,l,r,r,r,r",
+                                  [base_addr + index.to(tl.int64) * 4, target.to(tl.int32),
+                                   diag_addr, timeout_ns, rank, index, kind, epoch],
+                                  dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
