@@ -27,6 +27,7 @@ GPU tests' workers use it, so the same code runs in both modes.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -233,27 +234,21 @@ def _reduce(tensors, op):
 
     floating = tensors[0].is_floating_point()
     xs = [t.float() if floating else t for t in tensors]
-    name = str(op).split(".")[-1].upper()
-    if op == dist.ReduceOp.SUM or name == "SUM":
-        acc = xs[0].clone()
-        for x in xs[1:]:
-            acc += x
-    elif op == dist.ReduceOp.AVG or name == "AVG":
-        acc = xs[0].clone()
-        for x in xs[1:]:
-            acc += x
-        acc = acc / len(xs)
-    elif op == dist.ReduceOp.MAX or name == "MAX":
-        acc = torch.stack(xs).amax(0)
-    elif op == dist.ReduceOp.MIN or name == "MIN":
-        acc = torch.stack(xs).amin(0)
-    elif op == dist.ReduceOp.PRODUCT or name == "PRODUCT":
-        acc = xs[0].clone()
-        for x in xs[1:]:
-            acc *= x
-    else:
+    name = next((n for n in ("SUM", "AVG", "MAX", "MIN", "PRODUCT")
+                 if op == getattr(dist.ReduceOp, n) or str(op).split(".")[-1].upper() == n), None)
+    if name is None:
         raise LoopbackError(f"reduce op {op} is not supported in loopback (SUM, AVG, MAX, MIN, "
                             f"PRODUCT are)")
+    if name in ("MAX", "MIN"):
+        return torch.stack(xs).amax(0) if name == "MAX" else torch.stack(xs).amin(0)
+    acc = xs[0].clone()
+    for x in xs[1:]:
+        if name == "PRODUCT":
+            acc *= x
+        else:
+            acc += x
+    if name == "AVG":
+        acc = acc / len(xs)
     return acc
 
 
@@ -442,9 +437,7 @@ class LoopbackHandle:
         t = self.tensors[rank]
         raw = t.reshape(-1).view(torch.uint8)
         es = torch.empty((), dtype=dtype).element_size()
-        n = 1
-        for s in sizes:
-            n *= int(s)
+        n = math.prod(int(s) for s in sizes)
         lo = int(storage_offset) * es
         if lo + n * es > raw.numel():
             raise LoopbackError(f"get_buffer: bytes [{lo}, {lo + n * es}) outside rank {rank}'s "
