@@ -49,18 +49,6 @@ from .loopback import LoopbackSymmetricMemory, warn_unless_eager
 SYMM_HEAPS = {"cuda": ("CUDA", False, None), "nvshmem": ("NVSHMEM", True, "is_nvshmem_available")}
 SYMM_BACKENDS = tuple(SYMM_HEAPS)
 
-def dtype_name(dtype) -> str:
-    """The torch spelling (no ``torch.``) of a torch dtype or any alias; :mod:`syncopate.dtypes`
-    holds the table. Kept under this name because the fused-kernel runtime compares operand
-    and schedule dtypes with it."""
-    return dtypes.torch_name(dtype)
-
-
-def torch_dtype(dtype):
-    """The ``torch.dtype`` of ``dtype`` (any spelling); an unknown name raises
-    :class:`~syncopate.errors.DtypeError` (a :class:`LaunchError`)."""
-    return dtypes.torch_dtype(dtype)
-
 
 @dataclass
 class SymmetricAllocation:
@@ -162,7 +150,6 @@ class Communicator:
             raise LaunchError(f"symm_backend={backend!r} but torch reports {want} unavailable: "
                               f"install nvidia-nvshmem-cu13 matching torch, or use "
                               f"symm_backend='cuda'")
-        cur = None
         try:
             cur = symm_mem.get_backend(self.device)
         except Exception:  # older torch: no get_backend
@@ -204,7 +191,7 @@ class Communicator:
                 "for during CUDA-graph capture; call the op once eagerly with the same shapes "
                 "before capturing, so its buffers and flags exist")
         shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list, torch.Size)) else (shape,)))
-        dt = torch_dtype(dtype)
+        dt = dtypes.torch_dtype(dtype)
         t = self._symm.empty(shape, dtype=dt, device=self.device)
         hdl = self._symm.rendezvous(t, self.group_name)
         self._register(t, hdl)
@@ -334,13 +321,12 @@ class Communicator:
         import torch
 
         a = self.require_symmetric(flags, contiguous=True)
-        v = a.uint32_views.get((rank, flags.data_ptr(), flags.numel()))
+        key = (rank, flags.data_ptr(), flags.numel())
+        v = a.uint32_views.get(key)
         if v is None:
-            v = self.peer_view(flags, rank).view(-1).view(torch.uint32) if flags.dtype.itemsize == 4 \
-                else None
-            if v is None:
+            if flags.dtype.itemsize != 4:
                 raise LaunchError("stream_write_value32_ needs 32-bit flags (backend 'ce')")
-            a.uint32_views[(rank, flags.data_ptr(), flags.numel())] = v
+            v = a.uint32_views[key] = self.peer_view(flags, rank).view(-1).view(torch.uint32)
         return v
 
     # -- flags --------------------------------------------------------------------------------
@@ -350,7 +336,7 @@ class Communicator:
         then one barrier: after it, every rank may signal into every other rank's flags."""
         import torch
 
-        t = self.empty((int(words),), torch_dtype(dtype))
+        t = self.empty((int(words),), dtypes.torch_dtype(dtype))
         t.zero_()
         # this stream only: in loopback a device-wide sync would also wait for other virtual
         # ranks' kernels, which may spin until this rank launches its own
@@ -373,8 +359,7 @@ class Communicator:
         waits for them would never run (:func:`._cuda.dedicated_stream`)."""
         s = self._streams.get(name)
         if s is None:
-            s = _cuda.dedicated_stream(self.device)
-            self._streams[name] = s
+            s = self._streams[name] = _cuda.dedicated_stream(self.device)
         return s
 
     # -- watchdog -----------------------------------------------------------------------------

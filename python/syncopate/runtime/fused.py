@@ -50,7 +50,7 @@ import dataclasses
 import threading
 from dataclasses import dataclass, field
 
-from .. import abi, backends, chunk_table, compiler, settings
+from .. import abi, backends, chunk_table, compiler, dtypes, settings
 from .. import trace as tr
 from ..errors import CompileError, LaunchError
 from ..schedule.ce_plan import CEPlan
@@ -58,7 +58,7 @@ from . import collectives as dist
 from . import diag, fastlaunch, graphs, launchers, residency
 from . import sync_kernels as sk
 from .epochs import EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
-from .operands import operand_map, register_comm, tensor_spec, torch_name, validate_operands
+from .operands import operand_map, register_comm, tensor_spec, validate_operands
 from .specialize import Specialization, bind_args, freeze, launch_key, param_names, specialize
 
 __all__ = ["FusedKernel", "fuse", "fused_enabled"]
@@ -310,7 +310,7 @@ class FusedKernel:
         """A new symmetric buffer ``[*leading, *shape]`` of schedule tensor ``tensor``'s dtype
         (collective: every rank allocates it)."""
         spec = tensor_spec(self.schedule, tensor)
-        return self.comm.empty(tuple(leading) + tuple(spec.shape), torch_name(spec.dtype))
+        return self.comm.empty(tuple(leading) + tuple(spec.shape), dtypes.torch_name(spec.dtype))
 
     def _check_abi(self, a: abi.FusedABI) -> None:
         if a.version != abi.ABI_VERSION:

@@ -9,7 +9,6 @@ import weakref
 
 from .. import dtypes
 from ..errors import LaunchError
-from .communicator import dtype_name
 
 
 def tensor_spec(schedule, name: str | None = None):
@@ -59,7 +58,7 @@ def validate_operands(schedule, operands: dict, names: list, comm, values) -> di
             raise LaunchError(f"operand {p} has shape {tuple(t.shape)} but schedule tensor "
                               f"{tname!r} is {tuple(spec.shape)}: pass the whole (global-shape) "
                               f"symmetric buffer, or build the schedule for shape {tuple(t.shape)}")
-        if dtype_name(t.dtype) != dtype_name(torch_name(spec.dtype)):
+        if dtypes.torch_name(t.dtype) != dtypes.torch_name(spec.dtype):
             raise LaunchError(f"operand {p} is {t.dtype} but schedule tensor {tname!r} is "
                               f"{spec.dtype}: cast the operand or rebuild the schedule")
         if t.device != comm.device:
@@ -75,11 +74,6 @@ def validate_operands(schedule, operands: dict, names: list, comm, values) -> di
         comm.require_symmetric(t, f"operand {p}", contiguous=True)
         out[p] = t
     return out
-
-
-def torch_name(dtype_str):
-    """The torch dtype name of a schedule dtype (one table: :mod:`syncopate.dtypes`)."""
-    return dtypes.torch_name(dtype_str)
 
 
 _LIVE_COMMS: "weakref.WeakSet" = weakref.WeakSet()
