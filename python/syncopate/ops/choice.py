@@ -1,49 +1,23 @@
 """Which path an op takes: a fused variant, the unfused path (NCCL + the best local kernel), or
 at world size 1 the local kernel alone -- from the calibrated cost model, never slower than the
-alternatives it knows. One decision for every op: the op's :class:`~.spec.OpSpec` lists its
+alternatives it knows (docs/choosing-the-path.md: the inputs, the model, the margin, the
+calibration files). One decision for every op: the op's :class:`~.spec.OpSpec` lists its
 candidates and their models; this module weighs them.
 
 The decision is a **pure function** of (op, shape, dtype, world size, GPU type, calibration
-file content, the caller's restrictions): :func:`decide_shape` reads no rank id, no clock, no
-environment variable, no device property other than the GPU type (from the device *name*), and
-measures nothing. Why: every rank must take the same path, or one rank would wait in a fused
-kernel's flags (or an NCCL call) that its peer never reaches -- a hang, or at best a
-CommTimeout. A measurement in the user's process would differ between ranks, so calibration is
-done offline (``python -m syncopate.bench --calibrate``) into a file every rank reads as the same
-bytes. Predicted times are rounded to nanoseconds before they are compared, so that a last-bit
-difference between two hosts' ``libm`` cannot split a near-tie (a tie goes to the earlier
-candidate: fused variants first, then the unfused path, Triton before cuBLAS).
+file content, the caller's restrictions): it reads no rank id, clock, environment variable or
+device property other than the GPU type (from the device *name*), and measures nothing. Why:
+every rank must take the same path, or one rank would wait in a fused kernel's flags (or an
+NCCL call) that its peer never reaches. Predicted times are compared rounded to nanoseconds, so
+that a last-bit difference between two hosts' ``libm`` cannot split a near-tie (a tie goes to
+the earlier candidate: fused variants first, then the unfused path, Triton before cuBLAS).
 
-What a candidate costs (seconds; a loop of calls is as slow as the larger of its device and its
-host time, so a candidate's time is ``max(device_s, host_s)``), from the pieces below:
-
-* local GEMM (``triton``: our kernel, ``cublas``: ``torch.matmul``): the calibrated time per FLOP
-  of the measured shape classes, interpolated in log-shape space (inverse squared distance; a
-  calibrated shape gives its own measurement), times the FLOPs (scaled by peak FLOPs for another
-  dtype); :func:`local_gemm_s` never below the HBM time of reading the operands;
-* unfused: the NCCL collective (``alpha + bytes / beta`` of the calibrated world size; another
-  world size scales the ring's ``W - 1`` steps) plus the local kernel;
-* fused variant: the op's own model -- :func:`syncopate.schedule.cost.estimate` of its plan with
-  the calibrated GEMM as compute (``ag_gemm``, ``gemm_rs``: times ``measured / model`` of the
-  file's ``fused`` section), or an analytic model of attention / MoE.
-
-Where the file's ``ops`` section has measurements of a candidate, its model is scaled by
-``measured / model`` interpolated between the measured shapes (exact at one). A decision all of
-whose candidates are measured is **calibrated**; otherwise it is **model only (not
-calibrated)**, and it leaves the fused path only when the model predicts it slower than the
-unfused path by more than :data:`UNCALIBRATED_MARGIN_PCT` (3%): an unvalidated model must not
-flip an op on noise (its errors are tens of percent where it has been checked, e.g. ring
-attention, docs/ring-attention.md), but where it predicts a clear loss -- Ulysses' comm programs
-holding their SMs for the whole kernel (docs/ulysses.md), decode-sized ``gemm_ar`` against one
-NCCL call -- taking the serial path is the smaller risk. Between fused variants there is no
-margin.
-
-**Without a calibration file for the GPU type** every op keeps its defaults -- fused with its
-first variant for W > 1 (``sm``), our local kernel at W = 1 -- and the decision says how to
-calibrate. Why not the model alone: its figures are the H200's (peak FLOPs, NVLink and NCCL
-bandwidths, SM count); on another GPU type they are not even approximately right, and a wrong
-serial choice would silently drop the overlap the user came for, while the fused default is what
-every op did before choosing existed.
+A decision with an unmeasured candidate is **model only (not calibrated)**: it leaves the fused
+path only when the model predicts it slower than the unfused path by more than
+:data:`UNCALIBRATED_MARGIN_PCT` -- an unvalidated model must not flip an op on noise. **Without
+a calibration file for the GPU type** every op keeps its defaults (its first fused variant for
+W > 1, our local kernel at W = 1): the model's figures are an H200's, not even approximately
+right on another GPU type.
 """
 
 from __future__ import annotations
@@ -394,12 +368,8 @@ def _locals(spec):
     return spec.local_candidates or local_cands
 
 
-def _round_ns(t: float | None) -> float:
-    return math.inf if t is None else round(t * 1e9)
-
-
 def _ns(c: Candidate) -> float:
-    return _round_ns(c.time_s)
+    return math.inf if c.time_s is None else round(c.time_s * 1e9)
 
 
 def decide(op: str, m: int, n: int, k: int, world_size: int, dtype="bf16",
