@@ -1,47 +1,34 @@
-"""The backward of ring attention: context-parallel dQ, dK, dV, fused by the compiler.
+"""The backward of ring attention: context-parallel dQ, dK, dV, fused by the compiler
+(docs/attention.md, "The backward": both paths, the config, the kernels' loops).
 
 The pieces of :func:`syncopate.ops.ring_attention_backward` (which lives with the forward, in
-:mod:`.ring_attention`, and chooses among them).
-
-``dq, dk, dv = ring_attention_backward(q, k, v, o, lse, do, comm, causal=...)`` takes what
-:func:`syncopate.ops.ring_attention` was given and returned on this rank (its query, key and
-value shards in the op's layout, ``o`` and ``lse``) and the upstream gradient ``do``, and
-returns the gradients of this rank's shards: ``dq`` of its queries over the whole sequence, and
-``dk``/``dv`` of its keys and values summed over every rank's queries.
-
-**K/V are gathered again in the backward**, not kept from the forward: keeping them would hold
-the whole sequence's K and V per layer from the forward to the backward -- W times a shard's
-activation memory, per layer -- which is the memory context parallelism exists to avoid.
-
-Fused path (W > 1), built from parts as the forward is:
+:mod:`.ring_attention`, and chooses among them). Fused path (W > 1), built from parts as the
+forward is:
 
 1. ``delta = rowsum(dO * O)`` (local; minus the gradient of ``lse`` when one flows in);
 2. :func:`~syncopate.kernels.attention_bwd.attn_bwd_dkdv_kernel` fused with
    :func:`~syncopate.schedule.kv_gather.kv_backward`: K and V all-gathered into the rank's
-   symmetric ``[B*Hkv, S, D]`` buffers inside the kernel (a program waits for its KV block's
-   chunk), and every rank's partial dK/dV of the *whole* sequence (fp32, from its own queries)
-   reduce-scattered to the blocks' owners by the comm programs, after the gathers;
+   symmetric ``[B*Hkv, S, D]`` buffers inside the kernel, and every rank's fp32 partial dK/dV
+   of the *whole* sequence reduce-scattered to the blocks' owners by the comm programs, after
+   the gathers;
 3. :func:`~syncopate.kernels.attention_bwd.attn_bwd_dq_kernel`, **local**, on the gathered
-   buffers the fused kernel left behind (the rank pulled every block into its own buffers).
+   buffers the fused kernel left behind.
 
-Why dQ is not fused with a second gather (as the forward's kernel is): step 2 already brings
-every K/V block into this rank's buffers, so a fused dQ kernel would move the same bytes over
-the links a second time; run after it on the same stream, the unmodified dQ kernel reads them
-locally. The backward moves K and V once and the fp32 dK/dV partials once.
+Why K/V are gathered again, not kept from the forward: keeping them would hold W times a
+shard's activation memory per layer, the memory context parallelism exists to avoid. Why dQ is
+not fused with a second gather: step 2 already brought every K/V block into this rank's
+buffers, and a fused dQ would move the same bytes over the links a second time.
 
 Unfused path (``fused=False``, ``SYNCOPATE=0`` or the op's choice): NCCL all-gather of K and V,
-the same two kernels with the same config on the gathered tensors (fp32 partials), NCCL
-reduce-scatter of the partials. Its dQ is bitwise the fused path's (same kernel, same bytes);
-its dK/dV agree to the fp32 sum's rounding (the reduction order differs for W > 2).
+the same two kernels with the same config, NCCL reduce-scatter of the fp32 partials. Its dQ is
+bitwise the fused path's; its dK/dV agree to the fp32 sum's rounding (the reduction order
+differs for W > 2). World size 1: :func:`syncopate.kernels.attention_backward`.
 
-World size 1: :func:`syncopate.kernels.attention_backward` (the fast kernels).
-
-The layout is the forward's (:mod:`.ring_attention`): contiguous shards, or with ``causal`` the
-zigzag shards (segments ``r`` and ``2W-1-r``); the gathered buffers are in rank order, which
-the kernels read as a zigzag-stored sequence (``SEGMENTS = 2W``, ``Q_OFFSET = r * S/W``).
-
-:func:`bwd_args` is the kernels' argument list in parameter order, the one the op launches and
-the CPU emulator test (tests/test_emulate_attention_backward.py) emulates.
+The layout is the forward's (:mod:`.ring_attention`): contiguous or zigzag shards; the gathered
+buffers are in rank order, which the kernels read as a zigzag-stored sequence (``SEGMENTS =
+2W``, ``Q_OFFSET = r * S/W``). :func:`bwd_args` is the kernels' argument list in parameter
+order, the one the op launches and the CPU emulator test
+(tests/test_emulate_attention_backward.py) emulates.
 """
 
 from __future__ import annotations

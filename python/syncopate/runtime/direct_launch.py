@@ -41,13 +41,9 @@ A call refreshes the slots and launches in C when the compiled path is available
 ``SYNCOPATE_FAST_LAUNCH=0`` keeps the ctypes path below, which is also the fallback when the
 module cannot be built).
 
-On by default; ``SYNCOPATE_DIRECT_LAUNCH=0`` keeps every launch on Triton's launcher. History:
-the first GPU runs (session 9) showed bitwise-equal GEMMs and a 7 us launch against 12-22 us,
-but ran a version without the lock in :meth:`DirectLaunch.__call__`, under which loopback ranks
-(threads) could launch with each other's arguments (two failing stress runs); it was opt-in
-until the GPU suites passed with the lock (session 10, one H200 in loopback: the 1000-launch
-stress tests twice, graph replays, the local GEMM, world size 1, the new ops, FP8;
-docs/cuda-graphs.md).
+On by default; ``SYNCOPATE_DIRECT_LAUNCH=0`` keeps every launch on Triton's launcher (why it was
+opt-in until the GPU suites passed with the lock in :meth:`DirectLaunch.__call__`: loopback ranks
+are threads; docs/cuda-graphs.md, "Direct launches").
 """
 
 from __future__ import annotations
