@@ -59,8 +59,7 @@ def symmetric_buffer(comm, tag: str, shape, dtype):
     key = (tag, shape, dt)
     buf = comm.cache.get(key)
     if buf is None:
-        buf = comm.empty(shape, dt)
-        comm.cache[key] = buf
+        buf = comm.cache[key] = comm.empty(shape, dt)
     return buf
 
 
@@ -241,8 +240,7 @@ def cached_fused(comm, key: tuple, build):
     across ranks."""
     fk = comm.cache.get(key)
     if fk is None or getattr(fk, "_poisoned", None):
-        fk = build()
-        comm.cache[key] = fk
+        fk = comm.cache[key] = build()
     return fk
 
 

@@ -1,40 +1,23 @@
-"""GEMM + all-reduce: ``all_reduce(A @ B)`` on every rank, fused (row-parallel layers).
+"""GEMM + all-reduce: ``all_reduce(A @ B)`` on every rank, fused (row-parallel layers;
+docs/gemm_ar.md: the contract, what is fused, the backends, the plan).
 
 ``A`` ``[M, K/W]`` and ``B`` ``[K/W, N]`` (K sharded across ranks, as after a column-parallel
 layer); every rank computes a partial ``C = A @ B`` ``[M, N]`` and every rank returns the
-whole sum over ranks.
-
-Fused plan, from parts (no hand-written fused kernel): the local GEMM of
-:mod:`syncopate.kernels` writes its partial C into a symmetric buffer; the ``all_reduce``
-schedule template (reduce-scatter then all-gather on the same tensor, push) says which row
-pieces go where; the compiler inserts a PRODUCED signal after the last tile that writes each
-outgoing piece. The comm programs of the kernel (``sm``; ``nvshmem`` puts with the same plan)
-add each piece into its owner as soon as the two partials exist (fp32 add, one rounding per
-added partial, sources in the schedule's order), and push each reduced piece to every other
-rank as soon as its last partial was added (the all-gather chunks list those sums in
-``after``; they wait for their ``CHUNK`` flags, docs/fused-abi.md). Comm program 0 of each rank
-waits for every piece pushed to it, so a launch returns with the whole C.
+whole sum over ranks. Fused from parts: the local GEMM writes its partial C into a symmetric
+buffer, and the ``all_reduce`` schedule template (reduce-scatter then all-gather of the same
+tensor, push) has the comm programs add each row piece into its owner as soon as both partials
+exist and push each reduced piece to every other rank once its sums are complete.
 
 Bitwise-identical results on every rank: every element is summed once, by the rank owning its
-rows, and copied to the others, so all ranks hold the same bits (the emulator and the GPU test
-compare the ranks bit for bit). The sum order is fixed (a tile of a piece is added by the same
-comm program in the same chunk order every launch), so repeated calls on equal inputs give
-equal results.
+rows, in a fixed order, and copied to the others. Why no ``backend="ce"`` (nor the
+``reduce="epilogue"`` variant): the copy engine's side stream would have to wait for a peer's
+flag before forwarding a reduced piece, which it refuses. Why no one-shot all-reduce: its sum
+order would differ per rank (:mod:`.gemm_ar_plan`).
 
-Not available: ``backend="ce"`` (the copy engine's side stream would have to wait for a peer's
-flag before forwarding a reduced piece, which it refuses: docs/fused-abi.md, ``ce`` host
-protocol) and so the ``reduce="epilogue"`` variant of :func:`gemm_rs`; the op says so with a
-:class:`LaunchError`. A one-shot all-reduce is not offered either (:mod:`.gemm_ar_plan` says
-why: its sum order would differ per rank).
-
-Unfused path (``fused=False`` or ``SYNCOPATE=0``, or the op's choice): the same local kernel
-(or cuBLAS where the op chose it: ``kernel`` and ``config`` left out), then NCCL ``all_reduce``.
-With ``fused`` None the op chooses per shape, dtype, world size and GPU type between the fused
-plan and the unfused path (:func:`syncopate.ops.choice.decide_shape`: at decode sizes one NCCL
-call against two rounds of flags, at M = 8192 the overlap against the comm programs' SMs). For
-two ranks both paths add two bf16/fp16 partials in fp32 and round once, so they agree bitwise;
-for more ranks the order of the roundings differs and they agree to rounding. The generic
-driver (:func:`syncopate.ops.driver.gemm_op`) runs the call from this op's :data:`SPEC`.
+Unfused path (``fused=False``, ``SYNCOPATE=0`` or the op's choice): the same local kernel (or
+cuBLAS where the op chose it), then NCCL ``all_reduce``; for two ranks it agrees bitwise with
+the fused path, for more to rounding. The generic driver
+(:func:`syncopate.ops.driver.gemm_op`) runs the call from this op's :data:`SPEC`.
 """
 
 from __future__ import annotations

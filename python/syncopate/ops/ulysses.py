@@ -9,19 +9,13 @@ Here both all-to-alls run inside the attention kernel: the local kernel
 (and of its KV head), and each output tile signals the chunks that go back to their owners as
 it finishes.  No hand-written fused kernel.
 
-Contract (:func:`ulysses_attention`)
-  * ``q`` ``[B, Hq, S/W, D]``, ``k`` and ``v`` ``[B, Hkv, S/W, D]`` on every rank: sequence
-    block ``r`` (positions ``r * S/W ...``) of one sequence of length ``S``, all heads, in the
-    local attention's ``[batch, heads, seq, head_dim]`` form (any strides: they are staged by a
-    copy).  Returns ``o`` ``[B, Hq, S/W, D]``: the same sequence block of attention over the
-    whole sequence (``causal``: SDPA's ``is_causal`` over global positions).
-  * ``Hq`` and ``Hkv`` divisible by ``W`` (whole heads per rank), ``Hq`` a multiple of ``Hkv``
-    (grouped-query attention: every rank keeps whole groups); bf16 or fp16; ``D`` 64 or 128;
-    ``B * Hq * S * D < 2**31`` (the kernel's offsets are 32-bit).  Anything else is a
-    :class:`LaunchError` saying what to change.
-  * ``fused=False`` (or ``SYNCOPATE=0``): :func:`ulysses_attention_reference` -- NCCL
-    ``all_to_all_single``, the same local kernel with the same config, ``all_to_all_single``
-    back; the same tiles, so bitwise the fused result.
+Contract (:func:`ulysses_attention`; docs/ulysses.md has it in full, and what is refused and
+why): ``q`` ``[B, Hq, S/W, D]``, ``k`` and ``v`` ``[B, Hkv, S/W, D]``, this rank's sequence
+block of every head; returns the same block of attention over the whole sequence. Anything the
+kernel cannot take is a :class:`LaunchError` saying what to change. ``fused=False`` (or
+``SYNCOPATE=0``): :func:`ulysses_attention_reference` -- NCCL ``all_to_all_single``, the same
+local kernel with the same config, ``all_to_all_single`` back; the same tiles, so bitwise the
+fused result.
 
 Backward and autograd: ``torch.ops.syncopate.ulysses_attention(q, k, v, group_name, causal,
 sm_scale) -> (o, lse)`` is the op with autograd (``syncopate.torch_ops.ulysses_attention``
