@@ -26,11 +26,7 @@ position, or as keywords). Each call:
    and launches; ``nvshmem`` adds NVSHMEM's module init; ``ce`` runs the host side of the
    protocol on a side stream (``launchers/ce.py``).
 
-Why there is no write-after-read race with epochs (docs/fused-abi.md): a peer writes into this
-rank's buffer in epoch ``e`` only after it saw ``ENTRY[me] >= e``, which this rank writes after
-its launch ``e - 1`` completed (stream order), so every read of that buffer in ``e - 1`` is
-done. A peer reads this rank's buffer in epoch ``e`` only after ``ENTRY[me] >= e`` (the data is
-staged), and this rank stages ``e + 1`` only after CONSUMED reached ``e * reads(me)``.
+Why there is no write-after-read race with epochs: docs/fused-abi.md, "The handshake".
 
 The CONSUMED wait. By default the ``ce`` launcher enqueues it at the end of each launch on the
 launch stream (safe for any caller); ``sm``/``nvshmem`` comm programs hold the launch open

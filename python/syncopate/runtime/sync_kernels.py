@@ -12,14 +12,11 @@ runtime's ENTRY signal, the CONSUMED wait before staging). Runtime utilities, no
   value into its host-pinned mirror: what makes a CUDA-graph replay run with a fresh epoch
   (docs/cuda-graphs.md).
 
-Every spin has the watchdog of docs/fused-abi.md: the start time is read from
-``%globaltimer``; once ``syn_timeout_ns`` has elapsed the spinning thread claims the record
-with ``atom.acq_rel.sys.cas`` (0 -> 1), writes rank/flag/value/expected/kind/program, issues
-``fence.sc.sys`` and writes the epoch word last (so the host never reads a half-written
-record), then leaves (``exit`` action) or traps (``SYNCOPATE_TIMEOUT_ACTION=trap``). Every
-256 polls a spin also reads the record's state word: if another spin already claimed it, this
-one leaves at once instead of burning its own full timeout (the first timeout is the cause, the
-others are consequences).
+Every spin has the watchdog of docs/fused-abi.md ("The watchdog record"): once
+``syn_timeout_ns`` has elapsed the first spin to time out claims the record (``atom.cas``),
+fills it, and leaves (``exit``) or traps (``SYNCOPATE_TIMEOUT_ACTION=trap``); the others see it
+claimed within 256 polls and leave at once instead of burning their own full timeout (the
+first timeout is the cause, the others are consequences).
 
 Why the whole spin is one inline-asm block (labels are local to a ``{ }`` block in PTX, so the
 block may be inlined many times): Triton evaluates a scalar expression in *every* thread, and a
