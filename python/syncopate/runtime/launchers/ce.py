@@ -7,10 +7,9 @@ kernel is released)::
     side:                        (wait entered)[copy c0][flag c0][copy c1]...[CONSUMED += n]
 
 The ENTRY handshake runs on the main stream: after the staging by stream order, and after the
-previous launch's side-stream work (the main stream waited for it), so ``ENTRY[me] >= e`` still
+previous launch's side-stream work (the main stream waited for it), so ``ENTRY[me] >= e``
 tells a peer that this rank's epoch-``e`` data is staged and that its launch ``e - 1`` read
-everything it will read; the side stream starts on one event instead of two (until session 13
-the handshake ran on the side stream, between a ``staged`` and an ``entered`` event). The
+everything it will read; the side stream starts on one event instead of two. The
 signal and the wait are one kernel launch (``sync_kernels.enter``). The side stream waits for the
 ``entered`` event even where its first step waits for the kernel (a PRODUCED count): a stream
 memory wait enqueued before the handshake completed blocked its hardware queue in loopback,
@@ -137,7 +136,8 @@ class CELauncher(Launcher):
             steps.append((st, copy, view, view.data_ptr() + 4 * cfg.abi.layout.chunk(st.chunk)))
         groups: dict = {}
         for st in p.reduce_in:
-            groups.setdefault((st.tensor, _slices_key(st.slices)), (st.slices, []))[1].append(st.src)
+            region = (st.tensor, tuple((s.start, s.stop) for s in st.slices))
+            groups.setdefault(region, (st.slices, []))[1].append(st.src)
         reductions = []
         for (tname, _), (sl, srcs) in groups.items():
             t = operand_tensors[param_of[tname]]
@@ -351,10 +351,6 @@ def reduce_into(own, parts) -> None:
 # ------------------------------------------------------------------------------------------
 # Region copies with the copy engine
 # ------------------------------------------------------------------------------------------
-
-def _slices_key(sl):
-    return tuple((s.start, s.stop) for s in sl)
-
 
 _COPY_WARNED = False
 
