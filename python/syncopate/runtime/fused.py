@@ -549,15 +549,12 @@ class FusedKernel:
                 g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values)))))
             return cfg, values, peers, g, direct
         values, launch_opts = bind_args(self.kernel, args, kwargs or {})
-        options = dict(self.compile_options)
-        options.update(launch_opts)
         operand_tensors = self.validate(values)
         spec = specialize(self.kernel, values, self.constant_args)
-        cfg = self._config(spec, options)
-        abi.check_launch(dict(zip(param_names(self.kernel), values)), cfg.abi.requirements,
-                         cfg.abi.upper_bounds)
-        g = cfg.abi.grid(tuple(grid(dict(zip(param_names(self.kernel), values))))
-                         if callable(grid) else tuple(grid))
+        cfg = self._config(spec, {**self.compile_options, **launch_opts})
+        named = dict(zip(param_names(self.kernel), values))
+        abi.check_launch(named, cfg.abi.requirements, cfg.abi.upper_bounds)
+        g = cfg.abi.grid(tuple(grid(named)) if callable(grid) else tuple(grid))
         peers = self._peers_table(cfg, operand_tensors)
         if fkey is not None:
             # the first launch of a configuration allocates its flags (a new symmetric
