@@ -89,18 +89,13 @@ def specialize(kernel, values, constants=frozenset()) -> Specialization:
 
     sig, cx, attrs = [], [], []
     for i, (p, v) in enumerate(zip(_params(kernel), values)):
-        if p.is_constexpr or p.name in constants:
-            sig.append((p.name, "constexpr"))
-            cx.append((p.name, v))
-            continue
-        ty, key = native_specialize_impl(BaseBackend, v, p.is_const, not p.do_not_specialize,
-                                         not p.do_not_specialize_on_alignment)
-        if ty == "constexpr":
-            sig.append((p.name, "constexpr"))
-            cx.append((p.name, v))
-            continue
+        ty, key = (("constexpr", None) if p.is_constexpr or p.name in constants else
+                   native_specialize_impl(BaseBackend, v, p.is_const, not p.do_not_specialize,
+                                          not p.do_not_specialize_on_alignment))
         sig.append((p.name, ty))
-        if isinstance(key, str) and "D" in key:
+        if ty == "constexpr":
+            cx.append((p.name, v))
+        elif isinstance(key, str) and "D" in key:
             attrs.append((i, (("tt.divisibility", 16),)))
     return Specialization(tuple(sig), tuple(cx), tuple(attrs))
 
