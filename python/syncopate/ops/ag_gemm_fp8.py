@@ -121,8 +121,7 @@ def ag_gemm_fp8(a_shard, b, scale_a, scale_b, comm, *, backend: str | None = Non
     ``split``/``mode``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     World size 1: the local FP8 kernel alone.
     """
-    explicit = (backend is not None or split is not None or mode is not None
-                or comm_programs is not None)
+    explicit = any(x is not None for x in (backend, split, mode, comm_programs))
     if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to gather
         return ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)

@@ -96,8 +96,7 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     kernel alone."""
     import torch
 
-    explicit = (backend is not None or reduce is not None or split is not None
-                or mode is not None or comm_programs is not None)
+    explicit = any(x is not None for x in (backend, reduce, split, mode, comm_programs))
     if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to reduce
         return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
                                      config=config, out=out)

@@ -22,7 +22,6 @@ from ..errors import CommTimeout, TimeoutRecord
 from . import _cuda
 
 
-
 def _s32(v: int) -> int:
     v &= 0xFFFFFFFF
     return v - (1 << 32) if v & 0x80000000 else v
