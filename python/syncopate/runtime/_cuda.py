@@ -87,7 +87,7 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
     """Enqueue a 2-D copy of ``height`` rows of ``width_bytes`` on ``stream`` (a ``CUstream``
     handle, e.g. ``torch.cuda.Stream.cuda_stream``). Returns False when the driver entry point
     is unavailable (the caller then falls back to ``Tensor.copy_``)."""
-    fn = _symbol("cuMemcpy2DAsync_v2", "cuMemcpy2DAsync")
+    fn = _bound("cuMemcpy2DAsync", [ctypes.POINTER(CUDA_MEMCPY2D), ctypes.c_void_p])
     if fn is None:
         return False
     p = CUDA_MEMCPY2D()
@@ -99,8 +99,6 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
     p.dstPitch = dst_pitch
     p.WidthInBytes = width_bytes
     p.Height = height
-    fn.argtypes = [ctypes.POINTER(CUDA_MEMCPY2D), ctypes.c_void_p]
-    fn.restype = ctypes.c_int
     _check(fn(ctypes.byref(p), ctypes.c_void_p(stream)), "cuMemcpy2DAsync")
     return True
 
