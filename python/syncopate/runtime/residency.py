@@ -20,39 +20,36 @@ dependency order per program, and a refusal that names the numbers is better tha
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .. import settings
 from ..errors import CoResidencyError
 from . import _cuda
 
-#: Hopper (sm_90, H100/H200) per-SM limits, used when torch does not report them
-HOPPER = dict(max_threads_per_sm=2048, max_blocks_per_sm=32, regs_per_sm=65536,
-              smem_per_sm=233472, reserved_smem_per_block=1024, reg_alloc_unit=256)
-
-
 @dataclass(frozen=True)
 class DeviceLimits:
-    """Per-SM resources of a device (what occupancy depends on)."""
+    """Per-SM resources of a device (what occupancy depends on); the defaults are Hopper's
+    (sm_90, H100/H200), used where torch does not report a value."""
 
     sms: int
-    max_threads_per_sm: int = HOPPER["max_threads_per_sm"]
-    max_blocks_per_sm: int = HOPPER["max_blocks_per_sm"]
-    regs_per_sm: int = HOPPER["regs_per_sm"]
-    smem_per_sm: int = HOPPER["smem_per_sm"]
-    reserved_smem_per_block: int = HOPPER["reserved_smem_per_block"]
-    reg_alloc_unit: int = HOPPER["reg_alloc_unit"]
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    regs_per_sm: int = 65536
+    smem_per_sm: int = 233472
+    reserved_smem_per_block: int = 1024
+    reg_alloc_unit: int = 256
 
     @classmethod
     def of(cls, device) -> "DeviceLimits":
-        """From ``torch.cuda.get_device_properties`` (attributes it lacks: Hopper's values)."""
+        """From ``torch.cuda.get_device_properties`` (attributes it lacks: the defaults)."""
         import torch
         p = torch.cuda.get_device_properties(device)
         g = lambda name, default: int(getattr(p, name, default) or default)  # noqa: E731
         return cls(sms=int(p.multi_processor_count),
-                   max_threads_per_sm=g("max_threads_per_multi_processor", HOPPER["max_threads_per_sm"]),
-                   regs_per_sm=g("regs_per_multiprocessor", HOPPER["regs_per_sm"]),
-                   smem_per_sm=g("shared_memory_per_multiprocessor", HOPPER["smem_per_sm"]))
+                   max_threads_per_sm=g("max_threads_per_multi_processor", cls.max_threads_per_sm),
+                   regs_per_sm=g("regs_per_multiprocessor", cls.regs_per_sm),
+                   smem_per_sm=g("shared_memory_per_multiprocessor", cls.smem_per_sm))
 
 
 def blocks_per_sm(limits: DeviceLimits, *, num_warps: int, n_regs: int, shared: int) -> int:
@@ -137,9 +134,7 @@ def check_config(fk, cfg, g) -> None:
     the shared GPU at once (the module docstring says why that could deadlock). Remembered in
     ``cfg.resident`` once it passed."""
     ranks = fk.comm.colocated
-    programs = 1
-    for d in g:
-        programs *= int(d)
+    programs = math.prod(int(d) for d in g)
     # on a grid of more than one dimension the comm programs' column (p, y, z) with y or z
     # > 0 exits at once (partition_sms: only (p, 0, 0) runs the plan): those programs never
     # spin, so they need no slot of their own -- a 2-d attention grid would otherwise count
