@@ -61,7 +61,8 @@ def test_epoch_overflow_is_a_launch_error():
 
 
 def test_wrap32_and_trap_timeout_convention():
-    from syncopate.runtime.epochs import kernel_timeout_ns, wrap32
+    from syncopate.runtime.diag import wrap32
+    from syncopate.runtime.epochs import kernel_timeout_ns
     assert wrap32(5) == 5 and wrap32(2**32 + 7) == 7 and wrap32(2**31) == -2**31
     # serial-number compare: a wrapped flag still reaches a wrapped target
     flag, target = wrap32(70000 * 32800), wrap32(70000 * 32800)

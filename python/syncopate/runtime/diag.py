@@ -22,15 +22,17 @@ from ..errors import CommTimeout, TimeoutRecord
 from . import _cuda
 
 
-def _s32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v & 0x80000000 else v
+def wrap32(x: int) -> int:
+    """``x`` as the int32 a 32-bit word holds after wrapping (the record's words; the targets
+    of 32-bit spins: flags may wrap, :class:`.epochs.EpochCounter` says why that is safe)."""
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
 
 
 def decode(words) -> TimeoutRecord | None:
     """A :class:`TimeoutRecord` from the record's int32 words, or None if no timeout is recorded
     (state 0) or the record is still being written (state 1, epoch word 0)."""
-    w = [_s32(int(x)) for x in list(words)[: abi.DIAG_WORDS]]
+    w = [wrap32(int(x)) for x in list(words)[: abi.DIAG_WORDS]]
     if len(w) < 8 or w[abi.DIAG_STATE] == 0 or w[abi.DIAG_EPOCH] == 0:
         return None
     return _record(w, f"kind{w[abi.DIAG_KIND]}", w[abi.DIAG_EPOCH])
@@ -99,7 +101,7 @@ def read_record(words_fn, *, settle_s: float = 0.05) -> TimeoutRecord | None:
     """Read the record through ``words_fn()`` (returns the current int32 words). If the state is
     set but the epoch word is not yet written, re-read for up to ``settle_s`` seconds."""
     w = list(words_fn())
-    if _s32(int(w[abi.DIAG_STATE])) == 0:
+    if wrap32(int(w[abi.DIAG_STATE])) == 0:
         return None
     deadline = time.monotonic() + settle_s
     while True:
@@ -109,7 +111,7 @@ def read_record(words_fn, *, settle_s: float = 0.05) -> TimeoutRecord | None:
         time.sleep(0.001)
         w = list(words_fn())
     if rec is None:  # claimed but never completed (writer trapped between the words)
-        rec = _record([_s32(int(x)) for x in w], "unknown", 0)
+        rec = _record([wrap32(int(x)) for x in w], "unknown", 0)
     return rec
 
 

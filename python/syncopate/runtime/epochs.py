@@ -44,12 +44,6 @@ def new_epoch_word(device):
     return word, mirror, addr
 
 
-def wrap32(x: int) -> int:
-    """``x`` as the int32 a 32-bit flag holds after wrapping (targets of 32-bit spins)."""
-    x &= 0xFFFFFFFF
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
 def kernel_timeout_ns(env=None) -> int:
     """``syn_timeout_ns`` for the fused kernel: the compiler's convention is that a negative
     value selects the ``trap`` action (docs/fused-abi.md, "Runtime notes"). Without ``env``,

@@ -53,7 +53,7 @@ from ..schedule.ce_plan import CEPlan
 from . import collectives as dist
 from . import diag, fastlaunch, graphs, launchers, residency
 from . import sync_kernels as sk
-from .epochs import EpochCounter, kernel_timeout_ns, new_epoch_word, wrap32
+from .epochs import EpochCounter, kernel_timeout_ns, new_epoch_word
 from .operands import operand_map, register_comm, tensor_spec, validate_operands
 from .specialize import Specialization, bind_args, freeze, launch_key, param_names, specialize
 
@@ -335,8 +335,8 @@ class FusedKernel:
             # the kernel's last program stores each epoch into the mirror itself: its address
             # in word[2] (low half) and word[3] (high half), passes/self_advance_epoch.py
             a = cfg.epoch_mirror_addr
-            cfg.epoch_word[2] = wrap32(a & 0xFFFFFFFF)
-            cfg.epoch_word[3] = wrap32(a >> 32)
+            cfg.epoch_word[2] = diag.wrap32(a & 0xFFFFFFFF)
+            cfg.epoch_word[3] = diag.wrap32(a >> 32)
 
     def _advance_epoch(self, cfg: _Config, stream) -> None:
         """Enqueue the device epoch advance of ``cfg`` on ``stream``, before its kernel."""
@@ -495,7 +495,7 @@ class FusedKernel:
         flag64 = cfg.abi.flag_dtype == "int64"
         timeout_ns, action = settings.watchdog()
         if not flag64:
-            target = (wrap32(target) if isinstance(target, int)
+            target = (diag.wrap32(target) if isinstance(target, int)
                       else dataclasses.replace(target, wrap32=True))
         return ((cfg.flags.data_ptr(), index, target, self.diag_addr, self.comm.rank,
                  _KIND_CODES[kind], epoch, timeout_ns), {"FLAG64": flag64, "TRAP": action == "trap"})

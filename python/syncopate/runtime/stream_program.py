@@ -36,7 +36,7 @@ ENTRY_POINTS = ("cuLaunchKernel", "cuMemcpyDtoDAsync", "cuMemcpy2DAsync", "cuEve
 @dataclass(frozen=True)
 class Epoch:
     """An epoch-dependent value: ``c + m * e`` for the run's epoch ``e``, as an int32 (sign
-    extended) when ``wrap32`` -- a 32-bit flag's spin target (``epochs.wrap32``)."""
+    extended) when ``wrap32`` -- a 32-bit flag's spin target (``diag.wrap32``)."""
 
     m: int = 1
     c: int = 0
