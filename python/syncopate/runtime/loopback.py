@@ -44,12 +44,9 @@ def eager_module_loading(cuda_initialized: bool, env=None) -> str | None:
     Why: in loopback the W ranks share one CUDA context, and loading a kernel lazily (at its
     first launch, CUDA's default through torch) may synchronise that context -- wait for a
     peer's fused kernel that spins until this rank launches its own: a hang until the
-    watchdog (docs/loopback.md, "Module loading"). Any torch op run for the first time between
-    one rank's fused launch and its partner's can do it: the MoE dispatch's first fused call
-    runs a strided copy of the counts right after its launch, the likely cause of its timeout
-    in ``scripts/gpu_trace.py`` on an H200 (``scripts/gpu_moe_first_launch.py`` settles it).
-    The variable is read when CUDA initialises, so it is set only while ``cuda_initialized``
-    is False and the user has not chosen a mode."""
+    watchdog (docs/loopback.md, "Module loading"). The variable is read when CUDA
+    initialises, so it is set only while ``cuda_initialized`` is False and the user has not
+    chosen a mode."""
     env = os.environ if env is None else env
     mode = env.get("CUDA_MODULE_LOADING")
     if mode is None and not cuda_initialized:
@@ -74,13 +71,10 @@ def more_hardware_queues(cuda_initialized: bool, env=None) -> bool:
     still can; True when set here.
 
     Why: CUDA maps streams onto its hardware queues round-robin, and work of two streams on one
-    queue can wait for each other (a false dependency). In loopback the W ranks' launch and
-    side streams share one device: an event wait or a stream memory wait of one rank placed
-    ahead of another rank's copies on the same queue could hold those copies behind a kernel
-    that spins waiting for them. It is one (unproven) suspect for the ce backend's first-launch
-    timeouts in loopback (docs/loopback.md, "Known defect"). More queues make such a collision
-    unlikely; the variable is read when CUDA initialises, so it is set only
-    while ``cuda_initialized`` is False and the user has not chosen a value."""
+    queue can wait for each other (a false dependency): one (unproven) suspect for the ce
+    backend's first-launch timeouts in loopback (docs/loopback.md, "Known defect"). More
+    queues make such a collision unlikely; the variable is read when CUDA initialises, so it
+    is set only while ``cuda_initialized`` is False and the user has not chosen a value."""
     env = os.environ if env is None else env
     if env.get("CUDA_DEVICE_MAX_CONNECTIONS") is None and not cuda_initialized:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = LOOPBACK_CONNECTIONS
