@@ -91,9 +91,7 @@ def _check(q, k, v, comm, causal: bool, cfg):
 
 
 def _kernel(causal: bool):
-    if causal:
-        return attn_zigzag_fwd_kernel
-    return attn_fwd_kernel
+    return attn_zigzag_fwd_kernel if causal else attn_fwd_kernel
 
 
 def descending(order: str) -> bool:
@@ -206,8 +204,7 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W, me = comm.world_size, comm.rank
     S = Sl * W
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(D)
+    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     plan = choose_ring_plan(B, Hq, Hkv, S, D, W, causal, q.element_size(), comm_programs)
     split = plan["split"] if split is None else int(split)
     cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
