@@ -131,10 +131,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
                 geo = copy.geometry
                 if geo is None:
                     return None
-                if geo[0] == "1d":
-                    post.memcpy(sp.SIDE, *geo[1:])
-                else:
-                    post.memcpy2d(sp.SIDE, *geo[1:])
+                (post.memcpy if geo[0] == "1d" else post.memcpy2d)(sp.SIDE, *geo[1:])
             post.write_value(sp.SIDE, flag_addr, E())
         for src, n in sorted(p.consumed_adds.items()):
             post.kernel(sp.SIDE, _direct(sk._add_kernel, {"FLAG64": False}), 1,
