@@ -64,7 +64,8 @@ def validate_operands(schedule, operands: dict, names: list, comm, values) -> di
         if t.device != comm.device:
             raise LaunchError(f"operand {p} is on {t.device}, the communicator on {comm.device}")
         if comm.allocation(t) is None:
-            other = owner_elsewhere(t, comm)
+            other = next((o for o in list(_LIVE_COMMS) if o is not comm and not o._closed
+                          and o.allocation(t) is not None), None)
             if other is not None:
                 raise LaunchError(
                     f"operand {p} lives in symmetric memory of another Communicator (group "
@@ -77,13 +78,6 @@ def validate_operands(schedule, operands: dict, names: list, comm, values) -> di
 
 
 _LIVE_COMMS: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def owner_elsewhere(t, comm):
-    for other in list(_LIVE_COMMS):
-        if other is not comm and not other._closed and other.allocation(t) is not None:
-            return other
-    return None
 
 
 def register_comm(comm) -> None:
