@@ -44,25 +44,14 @@ from .gemm_config import (_SUPPORTED_DTYPES, REDUCE_BLOCK_M, REDUCE_BLOCK_N, RED
 from .gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
 from .gemm_table import default_config, gpu_key
 
-def _torch_dtype_name(t) -> str | None:
-    """``'bf16'``/``'fp16'`` for a tensor the local GEMMs take, None for any other dtype."""
-    name = dtypes.canonical(t.dtype) if dtypes.is_known(t.dtype) else None
-    return name if name in _SUPPORTED_DTYPES else None
-
-
-_NUM_SMS_CACHE: dict[int, int] = {}
 _DEVICE_INFO: dict[int, tuple] = {}
 
 
 def num_sms(device=None) -> int:
-    """Multiprocessor count of a CUDA device (cached)."""
+    """Multiprocessor count of a CUDA device (cached: :func:`device_info`)."""
     import torch
     idx = torch.device(device if device is not None else "cuda").index
-    if idx is None:
-        idx = torch.cuda.current_device()
-    if idx not in _NUM_SMS_CACHE:
-        _NUM_SMS_CACHE[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _NUM_SMS_CACHE[idx]
+    return device_info(torch.cuda.current_device() if idx is None else idx)[0]
 
 
 def device_info(index: int) -> tuple[int, tuple[int, int], str]:
@@ -146,7 +135,7 @@ def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
     if a.dtype != b.dtype:
         raise LaunchError(f"a and b must have the same dtype, got a: {a.dtype}, b: {b.dtype}; "
                           f"cast one of them (e.g. b.to({a.dtype}))")
-    if _torch_dtype_name(a) is None:
+    if (dtypes.canonical(a.dtype) if dtypes.is_known(a.dtype) else None) not in _SUPPORTED_DTYPES:
         raise LaunchError(f"a and b must be torch.bfloat16 or torch.float16, got {a.dtype}; "
                           f"cast them (e.g. a.to(torch.bfloat16))")
     M, K = a.shape

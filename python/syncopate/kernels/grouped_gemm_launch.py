@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import LaunchError
-from .gemm_config import _dtype_name
+from .gemm_config import _dtype_name, divisibility, pow2_problems, signature_of
 from .grouped_gemm import grouped_gemm_kernel
 
 
@@ -47,11 +47,7 @@ class GroupedGemmConfig:
         return asdict(self)
 
     def check(self) -> "GroupedGemmConfig":
-        problems = []
-        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                problems.append(f"{f}={v!r} must be a positive power of two")
+        problems = pow2_problems(self, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"))
         if min(self.BLOCK_M, self.BLOCK_N, self.BLOCK_K) < 16:
             problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
@@ -99,27 +95,15 @@ def compile_args(dtype="bf16", config=None, *, unit_inner_strides: bool = True) 
     """``(signature, constexprs)`` for ``triton.compile(ASTSource(grouped_gemm_kernel, ...))``,
     as the JIT builds them for row-major operands (inner strides specialised to 1)."""
     dt = _dtype_name(dtype)
-    cfg = config or GroupedGemmConfig()
-    signature, constexprs = {}, {}
-    for p in PARAMS:
-        if p == "count_ptr":
-            signature[p] = "*i32"
-        elif p.endswith("_ptr"):
-            signature[p] = f"*{dt}"
-        elif unit_inner_strides and p in _UNIT:
-            signature[p], constexprs[p] = "constexpr", 1
-        else:
-            signature[p] = "i32"
-    for k, v in cfg.constexprs().items():
-        signature[k], constexprs[k] = "constexpr", v
-    return signature, constexprs
+    return signature_of(PARAMS, lambda p: "*i32" if p == "count_ptr" else f"*{dt}",
+                        _UNIT if unit_inner_strides else (),
+                        (config or GroupedGemmConfig()).constexprs())
 
 
 def compile_attrs(unit_inner_strides: bool = True) -> dict:
     """``tt.divisibility = 16`` on pointers, sizes and leading strides (aligned shapes)."""
-    params = [p for p in PARAMS if not (unit_inner_strides and p in _UNIT)]
-    return {(PARAMS.index(p),): [["tt.divisibility", 16]] for p in params 
-            if p not in ("a_base", "a_seg", "cnt_base", "cnt_seg", "M_out")}
+    return divisibility(PARAMS, (_UNIT if unit_inner_strides else ())
+                        + ("a_base", "a_seg", "cnt_base", "cnt_seg", "M_out"))
 
 
 #: The kernel's element offsets are 32-bit: no operand of one launch may span 2**31 elements.
