@@ -110,24 +110,26 @@ def check_ptr_offsets(named) -> None:
                               f"{tuple(t.stride())}) exceeds that: use kernel='tma'")
 
 
-def check_devices(a, named, what: str = "GEMM") -> None:
-    """Every ``(name, tensor)`` on ``a``'s device, and that a CUDA device (checked last, so the
-    other checks run on CPU tensors)."""
+def check_devices(a, named, what: str = "GEMM", cuda: bool = True) -> None:
+    """Every ``(name, tensor)`` on ``a``'s device, and (``cuda``) that a CUDA device (checked
+    last, so the other checks run on CPU tensors)."""
     for name, t in named:
         if t.device != a.device:
             raise LaunchError(f"{name} is on {t.device} but a is on {a.device}; put all operands "
                               f"on the same CUDA device")
-    if a.device.type != "cuda":
+    if cuda and a.device.type != "cuda":
         raise LaunchError(f"the {what} kernels run on a CUDA device; operands are on {a.device}: "
                           f"move them with .cuda()")
 
 
-def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
+def check_operands(a, b, out=None, kernel: str = "tma", *, cuda: bool = True
+                   ) -> tuple[int, int, int]:
     """Validate ``matmul``'s operands; return ``(M, N, K)``. Raises :class:`LaunchError`.
 
     ``kernel='auto'`` takes any layout (what TMA cannot read is staged); 'tma' and 'ptr' check
     their own layout rules. Runs entirely on the host (works on CPU tensors), device last, so
-    the checks are testable without a GPU.
+    the checks are testable without a GPU; ``cuda=False`` leaves out that the device is a GPU
+    (plans built for CPU tensors).
     """
     k = _kernel_choice(kernel)
     tensors = (("a", a), ("b", b)) + ((("out", out),) if out is not None else ())
@@ -176,7 +178,7 @@ def check_operands(a, b, out=None, kernel: str = "tma") -> tuple[int, int, int]:
                                   f"use kernel='auto' (stages it) or kernel='ptr'")
     elif k == "ptr":
         check_ptr_offsets(tensors)
-    check_devices(a, tensors[1:])
+    check_devices(a, tensors[1:], cuda=cuda)
     return M, N, K
 
 
@@ -395,17 +397,16 @@ def make_plan(a, b, out, *, kernel: str = "auto", config=None, num_sms: int | No
     device check is skipped). Sizes must be positive (:func:`make_launcher` handles the empty
     cases)."""
     k = _kernel_choice(kernel)
-    if num_sms is None or capability is None or gpu is None:
-        M, N, K = check_operands(a, b, out, k)
+    ask = num_sms is None or capability is None or gpu is None
+    M, N, K = check_operands(a, b, out, k, cuda=ask)
+    if ask:
         info = device_info(a.device.index if a.device.index is not None else 0)
         num_sms = num_sms or info[0]
         capability = capability or info[1]
         gpu = gpu or info[2]
-    else:
-        M, N, K = _sizes(a, b, out, k)
     if k == "auto" and capability[0] < 9:
         k = "ptr"
-        _sizes(a, b, out, "ptr")
+        check_operands(a, b, out, "ptr", cuda=False)
     return plan_layout(M, N, K, a.dtype, config, num_sms, kernel=k, gpu=gpu,
                        tma_ok=(tma_compatible(a), tma_compatible(b), tma_compatible(out)),
                        row_strides=(_tma_row_stride(a), _tma_row_stride(b),
@@ -432,16 +433,6 @@ def plan_layout(M: int, N: int, K: int, dtype, config, num_sms: int, *, kernel: 
                     stage_a=not tma_ok[0], stage_b=not tma_ok[1],
                     stage_c=not split and not tma_ok[2],
                     row_strides=row_strides or (K, N, N))
-
-
-def _sizes(a, b, out, kernel) -> tuple[int, int, int]:
-    """check_operands without its final device check (plans built for CPU tensors)."""
-    try:
-        return check_operands(a, b, out, kernel)
-    except LaunchError as e:
-        if "run on a CUDA device" not in str(e):
-            raise
-        return a.shape[0], b.shape[1], a.shape[1]
 
 
 _PLANS: dict = {}

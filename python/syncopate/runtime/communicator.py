@@ -299,10 +299,6 @@ class Communicator:
             return v
         if len(a.peer_views) > 4096:  # bounded: views of many different regions
             a.peer_views.clear()
-        v = a.peer_views[key] = self._make_peer_view(a, t, rank)
-        return v
-
-    def _make_peer_view(self, a, t, rank):
         import torch
         lo, hi = _extent(t)
         off = lo - a.local_origin
@@ -314,7 +310,9 @@ class Communicator:
         flat = raw.view(t.dtype)
         # as_strided's offset is absolute in the storage: older torch returns get_buffer views
         # with a storage offset into the whole segment, newer ones a storage starting there.
-        return flat.as_strided(tuple(t.shape), tuple(t.stride()), flat.storage_offset())
+        v = a.peer_views[key] = flat.as_strided(tuple(t.shape), tuple(t.stride()),
+                                                flat.storage_offset())
+        return v
 
     def flag_view_u32(self, flags, rank: int):
         """Flat uint32 view of ``flags`` on ``rank`` (what ``stream_write_value32_`` takes)."""

@@ -320,11 +320,11 @@ class FusedKernel:
         if a.num_chunks != self.schedule.num_chunks:
             raise CompileError(f"ABI says {a.num_chunks} chunks, the schedule has "
                                f"{self.schedule.num_chunks}")
-        if a.operands and list(a.operands) != list(self.operands):
-            # The ABI's operand order defines the rows of syn_peers; follow the compiler.
-            missing = [p for p in a.operands if p not in param_names(self.kernel)]
-            if missing:
-                raise CompileError(f"ABI operands {missing} are not kernel parameters")
+        # The ABI's operand order defines the rows of syn_peers; follow the compiler (the
+        # kernel's own operands are its parameters, checked at creation).
+        missing = [p for p in a.operands or () if p not in param_names(self.kernel)]
+        if missing:
+            raise CompileError(f"ABI operands {missing} are not kernel parameters")
 
     def _new_epoch_word(self, cfg: _Config) -> None:
         """The configuration's zeroed device epoch word and pinned mirror. Zeroed with the

@@ -356,23 +356,13 @@ _COPY_WARNED = False
 
 
 def copy_region(dst, src, stream) -> None:
-    """Copy a region between two views (one may be a peer's) with the copy engine.
-
-    Contiguous views: ``Tensor.copy_`` (``cudaMemcpyAsync``) on ``stream``. Views with one
-    strided level (a column block of a row-major matrix): ``cuMemcpy2DAsync``. Anything else
-    falls back to ``Tensor.copy_`` (an SM kernel; warned once, since it competes with the
-    fused kernel)."""
+    """Copy a region between two views (one may be a peer's) with ``Tensor.copy_`` on
+    ``stream``: :func:`region_copier`'s fallback where the copy engine cannot take the region
+    by address (:func:`region_geometry` None, or the driver call unavailable). Contiguous views
+    are still a ``cudaMemcpyAsync``; anything else is an SM kernel (warned once, since it
+    competes with the fused kernel)."""
     global _COPY_WARNED
-    if dst.is_contiguous() and src.is_contiguous():
-        _copy_on(stream, dst, src)
-        return
-    shp = _rows_cols(dst, src)
-    if shp is not None:
-        rows, width, dpitch, spitch = shp
-        if _cuda.memcpy2d_async(dst.data_ptr(), dpitch, src.data_ptr(), spitch, width, rows,
-                                stream.cuda_stream):
-            return
-    if not _COPY_WARNED:
+    if not (dst.is_contiguous() and src.is_contiguous()) and not _COPY_WARNED:
         warnings.warn("syncopate ce backend: a chunk region is not a 2-D block; copying it with "
                       "an SM kernel (slower, and it competes with the fused kernel for SMs)")
         _COPY_WARNED = True
