@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .. import settings
 from ..errors import LaunchError
-from . import diag
 
 FLAG_LIMIT = 2**31 - 1
 
@@ -30,18 +29,6 @@ class EpochCounter:
                               f"(fresh flags) to continue")
         self.value = e
         return e
-
-
-def new_epoch_word(device):
-    """A configuration's device epoch word -- int32 ``[4]`` zeros on ``device`` (word 0 is the
-    epoch ``syn_epoch`` points at; 16 bytes keep the ABI's pointer alignment) -- and its
-    host-pinned mirror with the mirror's device address: ``(word, mirror, mirror_addr)``
-    (docs/cuda-graphs.md). Zero: the first advance makes the epoch 1."""
-    import torch
-
-    word = torch.zeros(4, dtype=torch.int32, device=device)
-    mirror, addr = diag.new_pinned(4)
-    return word, mirror, addr
 
 
 def kernel_timeout_ns(env=None) -> int:

@@ -53,7 +53,7 @@ from ..schedule.ce_plan import CEPlan
 from . import collectives as dist
 from . import diag, fastlaunch, graphs, launchers, residency
 from . import sync_kernels as sk
-from .epochs import EpochCounter, kernel_timeout_ns, new_epoch_word
+from .epochs import EpochCounter, kernel_timeout_ns
 from .operands import operand_map, register_comm, tensor_spec, validate_operands
 from .specialize import Specialization, bind_args, freeze, launch_key, param_names, specialize
 
@@ -295,7 +295,13 @@ class FusedKernel:
         self._new_epoch_word(cfg)
         comm = self.comm
         if a.trace:  # also before the barrier (its zero fill is a kernel)
-            cfg.trace_buf = new_trace_buffer(self.comm.device)
+            # counter, capacity (SYNCOPATE_TRACE_EVENTS, default 262144 events, 8 MiB), then
+            # 4 words per event (passes/insert_trace.py)
+            import torch
+            n = int(settings.TRACE_EVENTS.get())
+            cfg.trace_buf = torch.zeros(tr.HEADER + tr.WORDS * n, dtype=torch.int64,
+                                        device=comm.device)
+            cfg.trace_buf[1] = n
         cfg.flags = comm.new_flags(a.layout.words, a.flag_dtype)
         cfg.flag_addrs = comm.peer_ptrs(cfg.flags)
         self.launcher.configure(cfg)
@@ -327,10 +333,15 @@ class FusedKernel:
             raise CompileError(f"ABI operands {missing} are not kernel parameters")
 
     def _new_epoch_word(self, cfg: _Config) -> None:
-        """The configuration's zeroed device epoch word and pinned mirror. Zeroed with the
-        flags (before their barrier, like the table's upload): the first advance makes it 1,
-        the epoch every rank's first launch of this configuration uses."""
-        cfg.epoch_word, cfg.epoch_mirror, cfg.epoch_mirror_addr = new_epoch_word(self.comm.device)
+        """The configuration's zeroed device epoch word -- int32 ``[4]`` (word 0 is the epoch
+        ``syn_epoch`` points at; 16 bytes keep the ABI's pointer alignment) -- and its
+        host-pinned mirror with the mirror's device address (docs/cuda-graphs.md). Zeroed with
+        the flags (before their barrier, like the table's upload): the first advance makes it
+        1, the epoch every rank's first launch of this configuration uses."""
+        import torch
+
+        cfg.epoch_word = torch.zeros(4, dtype=torch.int32, device=self.comm.device)
+        cfg.epoch_mirror, cfg.epoch_mirror_addr = diag.new_pinned(4)
         if cfg.abi.self_advance:
             # the kernel's last program stores each epoch into the mirror itself: its address
             # in word[2] (low half) and word[3] (high half), passes/self_advance_epoch.py
@@ -400,21 +411,22 @@ class FusedKernel:
     # -- trace ----------------------------------------------------------------------------
 
     def _traced_config(self) -> _Config:
-        """The last launched configuration, which must have a trace buffer."""
+        """The last launched configuration, which must have a trace buffer, after this rank's
+        current stream finished (its launches wrote the buffer)."""
+        import torch
+
         cfg = self.last_config
         if not self.trace or cfg is None or cfg.trace_buf is None:
             raise LaunchError("no trace: create the kernel with fuse(..., trace=True) (or "
                               "SYNCOPATE_TRACE=1) and launch it first")
+        torch.cuda.current_stream(self.comm.device).synchronize()
         return cfg
 
     def trace_events(self, reset: bool = False):
         """``(events, dropped)`` this rank's traced launches recorded (of the last launched
         configuration; ``syncopate.trace.Event``). Synchronises this rank's current stream.
         ``reset`` empties the buffer afterwards."""
-        import torch
-
         cfg = self._traced_config()
-        torch.cuda.current_stream(self.comm.device).synchronize()
         words = cfg.trace_buf.cpu().tolist()
         if reset:
             cfg.trace_buf[0] = 0
@@ -427,7 +439,6 @@ class FusedKernel:
 
         cfg = self._traced_config()
         buf = cfg.trace_buf
-        torch.cuda.current_stream(self.comm.device).synchronize()
         out = torch.empty((self.comm.world_size, buf.numel()), dtype=buf.dtype, device=buf.device)
         dist.all_gather_into_tensor(out, buf, group=self.comm.group)
         rows = out.cpu().tolist()
@@ -675,17 +686,6 @@ def current_stream(device):
             _STREAMS.clear()
         s = _STREAMS[key] = torch.cuda.current_stream(device)
     return s
-
-
-def new_trace_buffer(device, events: int | None = None):
-    """A zeroed int64 trace buffer: counter, capacity (``SYNCOPATE_TRACE_EVENTS``, default
-    262144 events, 8 MiB), then 4 words per event (``passes/insert_trace.py``)."""
-    import torch
-
-    n = int(events or settings.TRACE_EVENTS.get())
-    buf = torch.zeros(tr.HEADER + tr.WORDS * n, dtype=torch.int64, device=device)
-    buf[1] = n
-    return buf
 
 
 def fuse(kernel, schedule, *, operand, backend: str = "sm", comm_programs=None, comm=None,
