@@ -87,11 +87,14 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
     """Enqueue a 2-D copy of ``height`` rows of ``width_bytes`` on ``stream`` (a ``CUstream``
     handle, e.g. ``torch.cuda.Stream.cuda_stream``). Returns False when the driver entry point
     is unavailable (the caller then falls back to ``Tensor.copy_``)."""
+    fn = _bound("cuMemcpy2DAsync", [ctypes.POINTER(CUDA_MEMCPY2D), ctypes.c_void_p])
+    if fn is None:
+        return False
     p = CUDA_MEMCPY2D(srcMemoryType=CU_MEMORYTYPE_DEVICE, srcDevice=src, srcPitch=src_pitch,
                       dstMemoryType=CU_MEMORYTYPE_DEVICE, dstDevice=dst, dstPitch=dst_pitch,
                       WidthInBytes=width_bytes, Height=height)
-    return _call("cuMemcpy2DAsync", [ctypes.POINTER(CUDA_MEMCPY2D), ctypes.c_void_p],
-                 ctypes.byref(p), ctypes.c_void_p(stream))
+    _check(fn(ctypes.byref(p), ctypes.c_void_p(stream)), "cuMemcpy2DAsync")
+    return True
 
 
 def stream_write_value32(stream: int, addr: int, value: int) -> bool:
@@ -127,17 +130,10 @@ def _memop32(name: str, stream: int, addr: int, value: int, flags: int) -> bool:
     """One 32-bit stream memory operation (``name``: ``cuStreamWriteValue32`` or
     ``cuStreamWaitValue32``, the ``_v2`` entry point when the driver has it); False when the
     driver lacks it."""
-    return _call(name, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint],
-                 stream, addr, value & 0xFFFFFFFF, flags)
-
-
-def _call(name: str, argtypes, *args) -> bool:
-    """Call the driver entry point ``name`` (:func:`_bound`) with ``args``: False when the
-    driver lacks it, :class:`DriverError` when it answers an error, else True."""
-    fn = _bound(name, argtypes)
+    fn = _bound(name, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint])
     if fn is None:
         return False
-    _check(fn(*args), name)
+    _check(fn(stream, addr, value & 0xFFFFFFFF, flags), name)
     return True
 
 
@@ -168,25 +164,31 @@ def event_destroy(event: int) -> None:
 
 def event_record(event: int, stream: int) -> None:
     """``cuEventRecord(event, stream)``."""
-    if not _call("cuEventRecord", [ctypes.c_void_p, ctypes.c_void_p], event, stream):
+    fn = _bound("cuEventRecord", [ctypes.c_void_p, ctypes.c_void_p])
+    if fn is None:
         raise DriverError("the driver library has no cuEventRecord")
+    _check(fn(event, stream), "cuEventRecord")
 
 
 def stream_wait_event(stream: int, event: int) -> None:
     """``cuStreamWaitEvent(stream, event, 0)``: ``stream``'s later work waits for the work
     recorded in ``event``."""
-    if not _call("cuStreamWaitEvent", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
-                 stream, event, 0):
+    fn = _bound("cuStreamWaitEvent", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint])
+    if fn is None:
         raise DriverError("the driver library has no cuStreamWaitEvent")
+    _check(fn(stream, event, 0), "cuStreamWaitEvent")
 
 
 def memcpy_async(dst: int, src: int, nbytes: int, stream: int) -> bool:
     """Enqueue a copy of ``nbytes`` contiguous bytes from ``src`` to ``dst`` (device or peer
     addresses) on ``stream`` (``cuMemcpyDtoDAsync``). False when the entry point is
     unavailable (the caller then falls back to ``Tensor.copy_``)."""
-    return _call("cuMemcpyDtoDAsync",
-                 [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p],
-                 dst, src, nbytes, stream)
+    fn = _bound("cuMemcpyDtoDAsync", [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                      ctypes.c_void_p])
+    if fn is None:
+        return False
+    _check(fn(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
+    return True
 
 
 def stream_create() -> int | None:
@@ -194,10 +196,11 @@ def stream_create() -> int | None:
     when the driver entry point is unavailable. Not from torch's stream pool on purpose: the
     pool hands its 32 streams out round-robin, so a pool stream can be the very stream another
     caller launches on -- work queued behind a kernel that spins waiting for it never runs."""
-    h = ctypes.c_void_p()
-    if not _call("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint],
-                 ctypes.byref(h), CU_STREAM_NON_BLOCKING):
+    fn = _bound("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
+    if fn is None:
         return None
+    h = ctypes.c_void_p()
+    _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
     return int(h.value or 0)
 
 
