@@ -46,7 +46,6 @@ from pathlib import Path
 
 from .. import settings
 from ..errors import LaunchError
-from .gemm_config import config_of, pow2_problems
 from .gemm_table import (FORMAT, cache_dir, first_entries, gpu_key, read_table_file,
                          table_files, write_table_file)
 
@@ -102,7 +101,18 @@ class AttentionConfig:
         ``base``, default :func:`default_config` of ``head_dim``), or None (``base``)."""
         if base is None and not isinstance(config, AttentionConfig):
             base = default_config(head_dim)
-        return config_of(cls, config, "attention", base)
+        if config is None:
+            return base
+        if isinstance(config, AttentionConfig):
+            return config
+        if isinstance(config, dict):
+            unknown = set(config) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise LaunchError(f"unknown attention config keys {sorted(unknown)}; valid keys "
+                                  f"are {sorted(cls.__dataclass_fields__)}")
+            return replace(base, **config)
+        raise LaunchError(f"config must be an AttentionConfig, a dict or None, not "
+                          f"{type(config).__name__}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -135,7 +145,11 @@ class AttentionConfig:
         (``fusable``: the kernel the compiler fuses, which cannot be warp specialised;
         ``kernel``: one of :data:`TABLE_KERNELS` -- the backward kernels refuse warp
         specialisation themselves, the forward takes it with :data:`WS_STAGES` stages only)."""
-        problems = pow2_problems(self, ("BLOCK_M", "BLOCK_N", "num_warps"))
+        problems = []
+        for f in ("BLOCK_M", "BLOCK_N", "num_warps"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                problems.append(f"{f}={v!r} must be a positive power of two")
         if not problems and min(self.BLOCK_M, self.BLOCK_N) < 16:
             problems.append("BLOCK_M and BLOCK_N must be >= 16 (tl.dot's minimum)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:

@@ -56,33 +56,6 @@ def _dtype_name(dtype) -> str:
     return s
 
 
-def config_of(cls, config, what: str, base=None, typ=None):
-    """``config`` as a ``cls`` (the ``of`` of the kernels' config classes): a ``typ`` (default
-    ``cls``) itself, a dict of some fields over ``base`` (None: ``cls``'s defaults), or None
-    (``base``); :class:`LaunchError` naming the valid keys (``what``: the kernels) otherwise."""
-    typ = typ or cls
-    if config is None:
-        return cls() if base is None else base
-    if isinstance(config, typ):
-        return config
-    if isinstance(config, dict):
-        unknown = set(config) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise LaunchError(f"unknown {what} config keys {sorted(unknown)}; valid keys are "
-                              f"{sorted(cls.__dataclass_fields__)}")
-        return cls(**config) if base is None else replace(base, **config)
-    article = "an" if typ.__name__[0] in "AEIOU" else "a"
-    raise LaunchError(f"config must be {article} {typ.__name__}, a dict or None, not "
-                      f"{type(config).__name__}")
-
-
-def pow2_problems(cfg, fields) -> list[str]:
-    """What a config's ``check`` says of each of ``fields`` that is not a positive power of
-    two (tile sizes and warp counts)."""
-    return [f"{f}={v!r} must be a positive power of two" for f in fields
-            for v in [getattr(cfg, f)] if not isinstance(v, int) or v < 1 or v & (v - 1)]
-
-
 #: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_stages)`` of the TMA kernel that ran correctly with
 #: ``WARP_SPECIALIZE`` on an H200 over the broad shape set (``syncopate.bench.local --tune``,
 #: bf16 and fp16, ragged sizes included; bench/results/2026-12-02-h200x1-local-gemm). Triton 3.6's
@@ -136,7 +109,18 @@ class GemmConfig:
     @classmethod
     def of(cls, config) -> "GemmConfig":
         """A config from a :class:`GemmConfig`, a dict of its fields, or None (defaults)."""
-        return config_of(cls, config, "GEMM", typ=GemmConfig)
+        if config is None:
+            return cls()
+        if isinstance(config, GemmConfig):
+            return config
+        if isinstance(config, dict):
+            unknown = set(config) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise LaunchError(f"unknown GEMM config keys {sorted(unknown)}; valid keys are "
+                                  f"{sorted(cls.__dataclass_fields__)}")
+            return cls(**config)
+        raise LaunchError(f"config must be a GemmConfig, a dict or None, not "
+                          f"{type(config).__name__}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -205,7 +189,10 @@ class GemmConfig:
             problems.append("the fused ops cannot run a warp-specialised GEMM (the inserted waits "
                             "synchronise the whole program, which partitions cannot): set "
                             "WARP_SPECIALIZE=False")
-        problems += pow2_problems(self, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"))
+        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                problems.append(f"{f}={v!r} must be a positive power of two")
         if self.BLOCK_K < 16 or self.BLOCK_M < 16 or self.BLOCK_N < 16:
             problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:

@@ -44,14 +44,19 @@ from .gemm_config import (_SUPPORTED_DTYPES, REDUCE_BLOCK_M, REDUCE_BLOCK_N, RED
 from .gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
 from .gemm_table import default_config, gpu_key
 
+_NUM_SMS_CACHE: dict[int, int] = {}
 _DEVICE_INFO: dict[int, tuple] = {}
 
 
 def num_sms(device=None) -> int:
-    """Multiprocessor count of a CUDA device (cached: :func:`device_info`)."""
+    """Multiprocessor count of a CUDA device (cached)."""
     import torch
     idx = torch.device(device if device is not None else "cuda").index
-    return device_info(torch.cuda.current_device() if idx is None else idx)[0]
+    if idx is None:
+        idx = torch.cuda.current_device()
+    if idx not in _NUM_SMS_CACHE:
+        _NUM_SMS_CACHE[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _NUM_SMS_CACHE[idx]
 
 
 def device_info(index: int) -> tuple[int, tuple[int, int], str]:

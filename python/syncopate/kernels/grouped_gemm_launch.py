@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import LaunchError
-from .gemm_config import _dtype_name, divisibility, pow2_problems, signature_of
+from .gemm_config import _dtype_name, divisibility, signature_of
 from .grouped_gemm import grouped_gemm_kernel
 
 
@@ -47,7 +47,11 @@ class GroupedGemmConfig:
         return asdict(self)
 
     def check(self) -> "GroupedGemmConfig":
-        problems = pow2_problems(self, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"))
+        problems = []
+        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1 or v & (v - 1):
+                problems.append(f"{f}={v!r} must be a positive power of two")
         if min(self.BLOCK_M, self.BLOCK_N, self.BLOCK_K) < 16:
             problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
