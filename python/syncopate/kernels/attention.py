@@ -381,20 +381,12 @@ def compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False,
     if dt not in SUPPORTED_DTYPES:
         raise LaunchError(f"unsupported attention dtype {dtype!r}; use bf16 or fp16")
     cfg = AttentionConfig.of(config, head_dim).check(head_dim, fusable=True)
-    signature = {}
-    for p in _PARAMS:
-        if p == "LSE":
-            signature[p] = "*fp32"
-        elif len(p) == 1:
-            signature[p] = f"*{dt}"
-        elif p == "qk_scale":
-            signature[p] = "fp32"
-        else:
-            signature[p] = "i32"
+    # the one-letter parameters are the tensors, LSE fp32; every other one a size or stride
+    signature = {p: {"LSE": "*fp32", "qk_scale": "fp32"}.get(p, f"*{dt}" if len(p) == 1 else "i32")
+                 for p in _PARAMS}
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                       CAUSAL=bool(causal))
-    for k in constexprs:
-        signature[k] = "constexpr"
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
     return signature, constexprs
 
 
@@ -424,8 +416,7 @@ def fast_compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False, c
                       CAUSAL=bool(causal), SEGMENTS=int(segments),
                       WARP_SPECIALIZE=cfg.WARP_SPECIALIZE, EVEN_KV=bool(even_kv),
                       PEEL_DIAGONAL=cfg.PEEL_DIAGONAL)
-    for k in constexprs:
-        signature[k] = "constexpr"
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
     return signature, constexprs
 
 

@@ -263,8 +263,7 @@ def compile_args(dtype="bf16", head_dim: int = 128, segments: int = 2,
     cx.pop("CAUSAL")
     signature = {p: sig[p] if p in sig else "i32" for p in _PARAMS}
     constexprs = dict(SEGMENTS=int(segments), **cx, DESCENDING=bool(descending))
-    for k in constexprs:
-        signature[k] = "constexpr"
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
     return signature, constexprs
 
 
