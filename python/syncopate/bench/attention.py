@@ -109,6 +109,12 @@ CHECK_MAX_DIFF_O = 1.6e-2
 CHECK_MAX_DIFF_LSE = 1e-3
 
 
+def summary(r: dict) -> str:
+    """One line of a ``--check`` row."""
+    return (f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
+            f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
+
+
 def check_problems(rows) -> list[str]:
     """What makes a ring-attention ``--check`` row fail: NaN/Inf left in the output, or fused
     and unfused further apart than :data:`CHECK_MAX_DIFF_O` / :data:`CHECK_MAX_DIFF_LSE`."""
@@ -124,6 +130,16 @@ def check_problems(rows) -> list[str]:
             out.append(f"{tag}: fused vs unfused max |lse| diff {r['max_diff_lse']:.3g} is "
                        f"above {CHECK_MAX_DIFF_LSE:g}")
     return out
+
+
+def time_columns(row: dict, cols: dict, timer) -> None:
+    """``row[name] = timer(fn)`` for every column ``name: fn`` of a table's row; a column that
+    fails is reported in ``row["errors"]`` (and absent), the row stays."""
+    for name, fn in cols.items():
+        try:
+            row[name] = timer(fn)
+        except Exception as e:  # a column that fails is reported, the row stays
+            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
 
 
 def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
@@ -161,11 +177,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     else:
         row["errors"]["stream"] = ("not measured: the causal zigzag ring needs per-segment "
                                    "block masks the local kernels do not take")
-    for name, fn in cols.items():
-        try:
-            row[name] = timer(fn)
-        except Exception as e:  # a column that fails is reported, the row stays
-            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+    time_columns(row, cols, timer)
     if "attn" in row and "comm" in row:
         row["ideal"] = max(row["attn"], row["comm"])
     if "fused" in row:
@@ -232,5 +244,6 @@ def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
 
 
 __all__ = ["CHECK_MAX_DIFF_LSE", "CHECK_MAX_DIFF_O", "SHAPES", "bench_row", "check_problems",
-           "check_row", "format_rows", "rows", "run", "run_rows", "stream_ring_attention"]
+           "check_row", "format_rows", "rows", "run", "run_rows", "stream_ring_attention",
+           "summary", "time_columns"]
 

@@ -168,6 +168,12 @@ def check_rows(comm, args, log):
     return rows
 
 
+def summary(r: dict) -> str:
+    """One line of a ``--check`` row."""
+    return (f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
+            f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks {r['ranks_differ']}")
+
+
 def check_problems(rows) -> list[str]:
     """What is wrong in :func:`check_rows`' rows (empty: all good)."""
     out = []

@@ -33,7 +33,7 @@ from ..ops import ulysses_attention, ulysses_attention_reference
 from ..ops.ulysses import check_plan
 from ..runtime import collectives as dist
 from ..schedule.attention_cost import attention_flops
-from .attention import SHAPES, format_table, run_rows
+from .attention import SHAPES, format_table, run_rows, time_columns
 from .fused import rel_err
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
@@ -289,11 +289,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
         cols["overlap"] = lambda: ulysses_by_head_groups(q, k, v, comm, causal, groups)
     else:
         row["errors"]["overlap"] = _one_group_note(Hkv, W)
-    for name, fn in cols.items():
-        try:
-            row[name] = timer(fn)
-        except Exception as e:  # a column that fails is reported, the row stays
-            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+    time_columns(row, cols, timer)
     derive(row)
     log("  " + ", ".join(f"{c} {row[c]:.3f} ms" for c in COLUMNS if c in row))
     return row
@@ -318,7 +314,10 @@ def derive(row: dict) -> dict:
 
 
 def format_rows(results) -> str:
-    return format_table(results, COLUMNS, ("serial/fused", "deepspeed/fused"))
+    """The table, then every row's errors (a column not measured says why)."""
+    return "\n".join([format_table(results, COLUMNS, ("serial/fused", "deepspeed/fused"))] + [
+        f"  [ulysses S={r['S']} causal={r['causal']}] {name}: {err}"
+        for r in results for name, err in r.get("errors", {}).items()])
 
 
 def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
