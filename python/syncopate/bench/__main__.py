@@ -16,7 +16,7 @@ slowest rank):
   ``fused_matmul_reduce_scatter``;
 * ``torch symm one-shot`` / ``two-shot`` (GEMM+AR, ``--ops ar``) -- cuBLAS, then
   ``torch.ops.symm_mem.one_shot_all_reduce`` / ``two_shot_all_reduce_`` where torch has them
-  (``bench/gemm_ar.py``);
+  (``bench/rows.py``);
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
 
@@ -24,7 +24,7 @@ slowest rank):
 calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits a past run).
 ``--ops ag_fp8,rs_fp8`` adds FP8 rows (e4m3 in, bf16 out, ``--scales tensor|row``) with the
 same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and async-TP's
-``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
+``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.rows`).
 
 ``--ops ring_attn`` and ``--ops ulysses`` add the sequence-parallel attention rows (their own
 columns and tables: :mod:`.attention`, :mod:`.ulysses`); ``--ops moe`` adds the MoE layer's
@@ -64,12 +64,10 @@ from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, pos
 from ..ops import REGISTRY
 from ..runtime import collectives
 from ..runtime.loopback import run_loopback
-from . import block, calibrate, compile_time
-from . import gemm_ar as ar_bench
+from . import block, calibrate, compile_time, rows
 from .fused import sweep_for
-from .gemm_ar import bench_ar
 from .report import columns, derive, format_table, git_commit, plot, write_json, write_results
-from .rows import bench_ag, bench_rs
+from .rows import bench_ag, bench_ar, bench_rs
 from .runs import TABLES, init_distributed, row_fn, rows_for, start_row, within_budget
 from .timer import Timer
 
@@ -83,7 +81,7 @@ __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_r
 #: ``--check``'s ops, by their rows' ``op``: the module that checks them (``run`` with
 #: ``check_only`` for a table's op, else ``check_rows``), prints a row (``summary``) and judges
 #: the rows (``check_problems``)
-CHECKS = {**TABLES, "gemm_ar": ar_bench}
+CHECKS = {**TABLES, "gemm_ar": rows}
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
