@@ -242,7 +242,7 @@ _LEFT_TO_THE_OPS = {
     "python/syncopate/ops/ulysses.py": 1,
     "python/syncopate/bench/fused.py": 3,
     "python/syncopate/bench/compile_time.py": 1,
-    "python/syncopate/bench/gemm_ar.py": 2,
+    "python/syncopate/bench/rows.py": 2,
     "python/syncopate/bench/__main__.py": 2,
 }
 

@@ -343,8 +343,8 @@ def test_gemm_ar_missing_symm_op_and_check_problems_are_reported():
     """A torch without a symmetric-memory all-reduce gets a column error naming the op (the
     row goes on); ``--check`` rows with NaN, a large error or ranks that differ are problems."""
     pytest.importorskip("torch")
-    from syncopate.bench import gemm_ar as ab
-    with pytest.raises(RuntimeError, match="has no torch.ops.symm_mem.no_such_all_reduce"):
+    from syncopate.bench import rows as ab
+    with pytest.raises(RuntimeError, match="symm_mem.no_such_all_reduce is absent"):
         ab.symm_op("no_such_all_reduce")
     r = {}
     ab.safe(r, "torch symm one-shot", lambda: ab.symm_op("no_such_all_reduce"))

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import syncopate.bench.__main__ as bench  # noqa: E402
-from syncopate.bench import fp8 as fp8_bench  # noqa: E402
+from syncopate.bench import rows as fp8_bench  # noqa: E402
 from syncopate.bench.fused import sweep_fused  # noqa: E402
 from syncopate.bench.fused import safe  # noqa: E402
 
@@ -44,6 +44,6 @@ def test_missing_async_tp_op_is_reported(monkeypatch):
     monkeypatch.setattr(torch.ops, "symm_mem", NoSymm(), raising=False)
     r = {}
     safe(r, "torch async-TP",
-          lambda: fp8_bench._async_tp_op("fused_all_gather_scaled_matmul"))
+          lambda: fp8_bench.symm_op("fused_all_gather_scaled_matmul"))
     assert r["torch async-TP"] is None
     assert "absent in this torch" in r["errors"]["torch async-TP"]

@@ -257,7 +257,7 @@ def _run_rank(rank, world_size, out_dir):
 
     block.SHAPES = (TINY, TINY_CP)
     args = bench.parse_args(["--model", "block", "--quick", "--out", out_dir])
-    rows = block.run(Comm(), args, lambda m: None, FixedTimer(), "cmd", bench.start_row)
+    rows = block.run(Comm(), args, lambda m: None, FixedTimer(), "cmd")
     return rows
 
 

@@ -511,24 +511,21 @@ def test_explain_refuses_shapes_that_do_not_fit_the_op(capsys, argv, err):
 def test_calibrate_measures_every_op_with_the_benchmarks_own_row_functions(monkeypatch):
     """``--calibrate --ops ...`` times each op's candidates with the functions the benchmark
     tables use (so a calibration and a benchmark run measure the same thing)."""
-    from syncopate.bench import attention, calibrate, fp8, gemm_ar, moe, rows, ulysses
+    from syncopate.bench import attention, calibrate, moe, rows, runs, ulysses
     from syncopate.bench.__main__ import row_fn
     assert row_fn("ag_gemm") is rows.bench_ag
     assert row_fn("gemm_rs") is rows.bench_rs
-    assert row_fn("gemm_ar") is gemm_ar.bench_ar
-    assert row_fn("ag_gemm_fp8") is fp8.bench_ag_fp8
-    assert row_fn("gemm_rs_fp8") is fp8.bench_rs_fp8
-    for mod in (attention, ulysses, moe):
-        assert callable(mod.run)
+    assert row_fn("gemm_ar") is rows.bench_ar
+    assert row_fn("ag_gemm_fp8") is rows.bench_ag_fp8
+    assert row_fn("gemm_rs_fp8") is rows.bench_rs_fp8
+    assert list(runs.TABLES.values()) == [attention, ulysses, moe]
     from syncopate.bench.__main__ import parse_args
     args = parse_args(["--calibrate", "--ops", "ag,rs,ar,ag_fp8,rs_fp8,ring_attn,ulysses,moe"])
     ran = []
     fake = SimpleNamespace(run=lambda comm, args, log, check_only, timer: ran.append(
         check_only) or [{"op": "x"}])
-    import importlib
-    real = importlib.import_module
-    monkeypatch.setattr(importlib, "import_module", lambda name, *a: fake if name.startswith(
-        "syncopate.bench.") else real(name, *a))
+    monkeypatch.setattr(runs, "TABLES", dict.fromkeys(runs.TABLES, fake))
+    monkeypatch.setattr(calibrate, "TABLES", runs.TABLES)
     got = calibrate._op_tables(None, None, args, False)
     assert ran == [False] * 3 and len(got) == 3
 

@@ -16,7 +16,7 @@ slowest rank):
   ``fused_matmul_reduce_scatter``;
 * ``torch symm one-shot`` / ``two-shot`` (GEMM+AR, ``--ops ar``) -- cuBLAS, then
   ``torch.ops.symm_mem.one_shot_all_reduce`` / ``two_shot_all_reduce_`` where torch has them
-  (``bench/gemm_ar.py``);
+  (``bench/rows.py``);
 * ``gemm`` (our local kernel alone), ``gemm cuBLAS``, ``comm`` (the NCCL collective alone),
   ``ideal = max(gemm, comm)``; ratios ``fused/ideal`` and ``serial/fused``.
 
@@ -24,7 +24,7 @@ slowest rank):
 calibration file (:mod:`syncopate.bench.calibrate`; ``--from-results DIR`` fits a past run).
 ``--ops ag_fp8,rs_fp8`` adds FP8 rows (e4m3 in, bf16 out, ``--scales tensor|row``) with the
 same columns holding the scaled operations: ``torch._scaled_mm`` for cuBLAS and async-TP's
-``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.fp8`).
+``fused_all_gather_scaled_matmul`` / ``fused_scaled_matmul_reduce_scatter`` (:mod:`.rows`).
 
 ``--ops ring_attn`` and ``--ops ulysses`` add the sequence-parallel attention rows (their own
 columns and tables: :mod:`.attention`, :mod:`.ulysses`); ``--ops moe`` adds the MoE layer's
@@ -64,16 +64,11 @@ from ..cli_args import csv_ints, csv_names, nonnegative_int, positive_float, pos
 from ..ops import REGISTRY
 from ..runtime import collectives
 from ..runtime.loopback import run_loopback
-from . import attention as attn_bench
-from . import block, calibrate, compile_time
-from . import gemm_ar as ar_bench
-from . import moe as moe_bench
-from . import ulysses as ulysses_bench
+from . import block, calibrate, compile_time, rows
 from .fused import sweep_for
-from .gemm_ar import bench_ar
-from .report import columns, derive, format_table, git_commit, plot, write_results
-from .rows import bench_ag, bench_rs
-from .runs import init_distributed, row_fn, rows_for
+from .report import columns, derive, format_table, git_commit, plot, write_json, write_results
+from .rows import bench_ag, bench_ar, bench_rs
+from .runs import TABLES, init_distributed, row_fn, rows_for, start_row, within_budget
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
@@ -83,8 +78,10 @@ __all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_r
            "rows_for",
            "row_fn", "start_row", "sweep_for", "write_results"]
 
-#: ``--ops`` values of the ops with tables of their own (ring attention, Ulysses, MoE)
-TABLES = ("ring_attn", "ulysses", "moe")
+#: ``--check``'s ops, by their rows' ``op``: the module that checks them (``run`` with
+#: ``check_only`` for a table's op, else ``check_rows``), prints a row (``summary``) and judges
+#: the rows (``check_problems``)
+CHECKS = {**TABLES, "gemm_ar": rows}
 
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
@@ -159,13 +156,6 @@ def parse_args(argv=None):
     return build_parser().parse_args(argv)
 
 
-def start_row(elapsed: float, slowest: float, budget: float) -> bool:
-    """Whether a row may start: it should end within the budget if it takes as long as the
-    slowest row so far (rows differ by up to ~2x; a killed row loses its whole sweep)."""
-    return elapsed + slowest <= budget
-
-
-
 def loopback_refusal(env=None, *, in_loopback: bool | None = None,
                      device_count: int | None = None) -> str | None:
     """Why the benchmark must not run here, or None. It refuses loopback (W virtual ranks on
@@ -227,7 +217,6 @@ def main(argv=None) -> int:
               "--nproc-per-node <GPUs> -m syncopate.bench ... (or --compile, CPU only)",
               file=sys.stderr)
         return 2
-    import torch
     import torch.distributed as dist
 
     init_distributed()
@@ -241,53 +230,30 @@ def main(argv=None) -> int:
     if args.model == "block":
         iters = args.iters or (5 if args.quick else 10)
         # at least one warm-up: the compiled columns compile in their first call
-        block.run(comm, args, log, Timer(comm.device, iters, max(1, args.warmup)), command,
-                  start_row)
+        block.run(comm, args, log, Timer(comm.device, iters, max(1, args.warmup)), command)
         comm.close()
         dist.destroy_process_group()
         return 0
     iters = args.iters or (10 if args.quick else 20)
     timer = Timer(comm.device, iters, args.warmup)
     budget = args.budget_s if args.budget_s is not None else (60.0 if args.quick else 150.0)
-    t_start = time.monotonic()
-    results, skipped, slowest = [], [], 0.0
-    for op, M, N, K in rows_for(args, comm.world_size):
-        # rank 0 decides for all (each rank's clock differs a little: a rank that skipped a row
-        # its peers started would hang them in the row's first collective)
-        go = torch.tensor([int(start_row(time.monotonic() - t_start, slowest, budget))],
-                          device=comm.device)
-        dist.broadcast(go, 0, group=comm.group)
-        if not int(go):
-            skipped.append((op, M, N, K))
-            continue
+    results, skipped = [], []
+    for op, M, N, K in within_budget(comm, rows_for(args, comm.world_size), budget, skipped):
         log(f"{op} M={M} N={N} K={K} ...")
         t0 = time.monotonic()
         r = row_fn(op)(comm, timer, M, N, K, args, backends, log)
         results.append(derive(r, backends))
         log("  sweep: " + ", ".join(f"{k} {v:.3f}" for k, v in (r.get("sweep") or {}).items()))
-        comm.clear_cache()  # free this row's symmetric buffers before the next shape
-        slowest = max(slowest, time.monotonic() - t0)
         log(f"  done in {time.monotonic() - t0:.1f} s")
         if rank0:  # after every row: a run killed by its time limit keeps the rows it finished
             write_results(args, results, backends, skipped, budget, iters, command, comm)
-    if "ring_attn" in args.ops.split(","):
-        attn_rows = attn_bench.run(comm, args, log, check_only=False, timer=timer)
-        if rank0:
-            print(attn_bench.format_rows(attn_rows))
-            _write_json(os.path.join(args.out, "bench_ring_attn.json"), attn_rows, command)
-    if "ulysses" in args.ops.split(","):
-        u_rows = ulysses_bench.run(comm, args, log, check_only=False, timer=timer)
-        if rank0:
-            print(ulysses_bench.format_rows(u_rows))
-            for r in u_rows:
-                for name, err in r["errors"].items():
-                    print(f"  [ulysses S={r['S']} causal={r['causal']}] {name}: {err}")
-            _write_json(os.path.join(args.out, "bench_ulysses.json"), u_rows, command)
-    if "moe" in args.ops.split(","):
-        moe_rows = moe_bench.run(comm, args, log, check_only=False, timer=timer)
-        if rank0:
-            print(moe_bench.format_rows(moe_rows))
-            _write_json(os.path.join(args.out, "bench_moe.json"), moe_rows, command)
+    for name, table in TABLES.items():
+        if name in args.ops.split(","):
+            t_rows = table.run(comm, args, log, check_only=False, timer=timer)
+            if rank0:
+                print(table.format_rows(t_rows))
+                write_json(os.path.join(args.out, f"bench_{name}.json"),
+                           {"command": command, "commit": git_commit(), "rows": t_rows})
     if rank0:
         note = write_results(args, results, backends, skipped, budget, iters, command, comm,
                              final=True)
@@ -309,42 +275,30 @@ def main(argv=None) -> int:
     return 0
 
 
-def _write_json(path, rows, command) -> None:
-    import json
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        json.dump({"command": command, "commit": git_commit(), "rows": rows}, f, indent=1)
-
-
 def _check_worker(rank, W, args):
     """One rank of a ``--check`` run: the fused ops once each against their unfused path."""
     comm = runtime.Communicator()
     log = (lambda m: print(m, flush=True)) if rank == 0 else (lambda m: None)
     ops = _check_ops(args)
     try:
-        rows = attn_bench.run(comm, args, log, check_only=True) if "ring_attn" in ops else []
-        if "ulysses" in ops:
-            rows += ulysses_bench.run(comm, args, log, check_only=True)
-        if "ar" in ops:
-            rows += ar_bench.check_rows(comm, args, log)
-        if "moe" in ops:
-            rows += moe_bench.run(comm, args, log, check_only=True)
-        return rows
+        return [row for op, mod in CHECKS.items() if op in ops
+                for row in (mod.run(comm, args, log, check_only=True) if op in TABLES
+                            else mod.check_rows(comm, args, log))]
     finally:
         comm.close()
 
 
 def _check_ops(args) -> set[str]:
-    """The ops of a ``--check`` run, each by its first ``--ops`` name (``gemm_ar`` is ``ar``:
-    ``OpSpec.bench.tokens``)."""
-    first = {t: s.bench.tokens[0] for s in REGISTRY.values() if s.bench for t in s.bench.tokens}
-    return {first.get(o, o) for o in args.ops.split(",") if o}
+    """The ops of a ``--check`` run by their rows' ``op`` (``ar`` is ``gemm_ar``: an op's
+    ``--ops`` names are its ``OpSpec.bench.tokens``)."""
+    op = {t: s.name for s in REGISTRY.values() if s.bench for t in s.bench.tokens}
+    return {op.get(o, o) for o in args.ops.split(",") if o}
 
 
 def check_main(args) -> int:
     """``--check``: correctness only, in loopback (``--loopback W``) or under torchrun."""
     ops = _check_ops(args)
-    if not ops or not ops <= {"ring_attn", "ulysses", "ar", "moe"}:
+    if not ops or not ops <= set(CHECKS):
         print(f"syncopate.bench --check runs --ops ring_attn, ulysses, ar and/or moe (got "
               f"{args.ops}); the other GEMM ops are checked by tests/gpu", file=sys.stderr)
         return 2
@@ -384,30 +338,17 @@ def check_main(args) -> int:
 
 
 def check_row_line(r: dict) -> str:
-    """One line per ``--check`` row, whatever op produced it (each op's row has its own keys)."""
-    op = r.get("op", "ring_attn")
-    if op == "ulysses":
-        return ulysses_bench.summary(r)
-    if op == "moe":
-        return (f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
-                f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
-                f"{r['dropped']} choices")
-    if op == "gemm_ar":
-        return (f"gemm_ar M={r['M']} N={r['N']} K={r['K']}: fused vs NCCL path relative error "
-                f"{r['rel_err_vs_nccl']:.3g}, elements differing between ranks "
-                f"{r['ranks_differ']}")
-    return (f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
-            f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
+    """One line per ``--check`` row, whatever op produced it (each op's row has its own keys;
+    a row without ``op`` is ring attention's, as its older rows were)."""
+    return CHECKS[r.get("op", "ring_attn")].summary(r)
 
 
 def report_check_rows(rows: list[dict]) -> int:
     """Print every ``--check`` row and the problems found; the exit status (1 on a problem)."""
     for r in rows:
         print(check_row_line(r))
-    problems = []
-    for op, mod in (("ring_attn", attn_bench), ("gemm_ar", ar_bench), ("ulysses", ulysses_bench),
-                    ("moe", moe_bench)):
-        problems += mod.check_problems([r for r in rows if r.get("op", "ring_attn") == op])
+    problems = [p for op, mod in CHECKS.items()
+                for p in mod.check_problems([r for r in rows if r.get("op", "ring_attn") == op])]
     for p in problems:
         print(f"syncopate.bench --check: {p}", file=sys.stderr)
     return 1 if problems else 0

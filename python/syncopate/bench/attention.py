@@ -32,7 +32,10 @@ SHAPES = ((32768, 32, 8, 128), (65536, 32, 8, 128), (131072, 32, 8, 128))
 QUICK_SHAPES = ((1024, 4, 1, 128),)  # W x (tiles + comm programs) co-resident in loopback
 
 
-def _shards(comm, S, Hq, Hkv, D, causal, dtype, seed=0):
+def inputs(comm, S, Hq, Hkv, D, dtype, causal=False, seed=0):
+    """The whole sequence's q, k, v (the same on every rank: one generator, one seed) and this
+    rank's shard of each: its sequence block, or with ``causal`` its zigzag pair of segments
+    (causal ring attention's balanced layout). Ring attention's rows and Ulysses'."""
     import torch
 
     W, r = comm.world_size, comm.rank
@@ -41,9 +44,8 @@ def _shards(comm, S, Hq, Hkv, D, causal, dtype, seed=0):
     full = [torch.randn(1, h, S, D, generator=g, device=comm.device, dtype=torch.float32)
             .to(dtype) for h in (Hq, Hkv, Hkv)]
     Sl = S // W
-    if causal:
-        return [zigzag_shard(x, W, r).contiguous() for x in full]
-    return [x[:, :, r * Sl:(r + 1) * Sl].contiguous() for x in full]
+    return full, [(zigzag_shard(x, W, r) if causal else x[:, :, r * Sl:(r + 1) * Sl])
+                  .contiguous() for x in full]
 
 
 def stream_ring_attention(q, k, v, comm):
@@ -89,7 +91,7 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """The fused op once against the unfused path (correctness only: loopback, --check)."""
     import torch
 
-    q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
+    _, (q, k, v) = inputs(comm, S, Hq, Hkv, D, dtype, causal)
     o_ref, lse_ref = ring_attention_reference(q, k, v, comm, causal=causal)
     o, lse = ring_attention(q, k, v, comm, causal=causal, fused=True)
     torch.cuda.synchronize(comm.device)
@@ -109,6 +111,12 @@ CHECK_MAX_DIFF_O = 1.6e-2
 CHECK_MAX_DIFF_LSE = 1e-3
 
 
+def summary(r: dict) -> str:
+    """One line of a ``--check`` row."""
+    return (f"ring_attn S={r['S']} causal={r['causal']}: fused vs unfused max |o| diff "
+            f"{r['max_diff_o']:.3g}, |lse| diff {r['max_diff_lse']:.3g}")
+
+
 def check_problems(rows) -> list[str]:
     """What makes a ring-attention ``--check`` row fail: NaN/Inf left in the output, or fused
     and unfused further apart than :data:`CHECK_MAX_DIFF_O` / :data:`CHECK_MAX_DIFF_LSE`."""
@@ -126,12 +134,22 @@ def check_problems(rows) -> list[str]:
     return out
 
 
+def time_columns(row: dict, cols: dict, timer) -> None:
+    """``row[name] = timer(fn)`` for every column ``name: fn`` of a table's row; a column that
+    fails is reported in ``row["errors"]`` (and absent), the row stays."""
+    for name, fn in cols.items():
+        try:
+            row[name] = timer(fn)
+        except Exception as e:  # a column that fails is reported, the row stays
+            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+
+
 def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     """Every column of one shape (see the module docstring)."""
     import torch
 
     W, r = comm.world_size, comm.rank
-    q, k, v = _shards(comm, S, Hq, Hkv, D, causal, dtype)
+    _, (q, k, v) = inputs(comm, S, Hq, Hkv, D, dtype, causal)
     Sl = S // W
     row = dict(op="ring_attn", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal, W=W, errors={})
     o, _ = ring_attention(q, k, v, comm, causal=causal, fused=True)
@@ -161,11 +179,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     else:
         row["errors"]["stream"] = ("not measured: the causal zigzag ring needs per-segment "
                                    "block masks the local kernels do not take")
-    for name, fn in cols.items():
-        try:
-            row[name] = timer(fn)
-        except Exception as e:  # a column that fails is reported, the row stays
-            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+    time_columns(row, cols, timer)
     if "attn" in row and "comm" in row:
         row["ideal"] = max(row["attn"], row["comm"])
     if "fused" in row:
@@ -232,5 +246,6 @@ def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
 
 
 __all__ = ["CHECK_MAX_DIFF_LSE", "CHECK_MAX_DIFF_O", "SHAPES", "bench_row", "check_problems",
-           "check_row", "format_rows", "rows", "run", "run_rows", "stream_ring_attention"]
+           "check_row", "format_rows", "inputs", "rows", "run", "run_rows", "stream_ring_attention",
+           "summary", "time_columns"]
 

@@ -36,18 +36,16 @@ pass. The compiled columns also report how many patterns each pass fused per gra
 
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import time
 from dataclasses import asdict, dataclass
 
 from .. import torch_ops as sto
 from ..nn import TransformerBlock
 from .dtensor_block import dtensor_block
 from .fused import error_text, rel_err, safe
-from .report import git_commit
+from .report import aligned, run_meta, write_json
 from .rows import _enable_symm_mem
+from .runs import within_budget
 
 __all__ = ["BlockShape", "COLUMNS", "DIRECTIONS", "SHAPES", "TOLERANCE", "async_tp_problem",
            "bench_shape", "derive", "format_table", "new_row", "run", "shapes_for"]
@@ -442,12 +440,7 @@ def format_table(rows: list[dict]) -> str:
             cells.append("n/a" if v is None else f"{v:.2f}x" if "/" in c and "tok" not in c
                          else f"{v:,.0f}" if "tok/s" in c else f"{v:.3f}")
         lines.append(cells)
-    widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h)
-              for i, h in enumerate(head)]
-
-    def fmt(cells):
-        return "  ".join(c.rjust(w) for c, w in zip(cells, widths))
-    out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(x) for x in lines]
+    out = aligned(head, lines)
     out.append("ms per block (median device time, max over ranks); tok/s: the sequence's "
                "tokens per second through one block; ideal = max(compute, comm)")
     for r in rows:
@@ -459,46 +452,25 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _write(args, rows, command, comm, skipped, final) -> None:
-    import torch
-    os.makedirs(args.out, exist_ok=True)
-    dev = torch.device(comm.device)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
-            "world_size": comm.world_size, "git_commit": git_commit(), "command": command,
-            "torch": torch.__version__, "dtype": args.dtype, "quick": bool(args.quick),
-            "skipped_over_budget": skipped, "complete": final}
-    with open(os.path.join(args.out, "bench_block.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
-
-
-def run(comm, args, log, timer, command: str, start_row) -> list[dict]:
-    """Every shape of the run, in order, while the budget allows (rank 0 decides for all:
-    a rank that skipped a shape its peers started would hang them); ``bench_block.json``
-    after every shape, the table at the end (rank 0)."""
-    import torch
-    import torch.distributed as dist
+def run(comm, args, log, timer, command: str) -> list[dict]:
+    """Every shape of the run, in order, while the budget allows (:func:`.runs.within_budget`);
+    ``bench_block.json`` after every shape, the table at the end (rank 0)."""
     budget = args.budget_s if args.budget_s is not None else (150.0 if args.quick else 600.0)
-    out, skipped, slowest, t_start = [], [], 0.0, time.monotonic()
-    for shape in shapes_for(args):
-        go = torch.tensor([int(start_row(time.monotonic() - t_start, slowest, budget))],
-                          device=comm.device)
-        if comm.world_size > 1:
-            dist.broadcast(go, 0, group=comm.group)
-        if not int(go):
-            skipped.append(shape.name)
-            continue
+    out, skipped = [], []
+    path = os.path.join(args.out, "bench_block.json")
+
+    def write(final):
+        write_json(path, {"meta": run_meta(args, comm, command, final, quick=bool(args.quick),
+                                           skipped_over_budget=skipped), "rows": out})
+    for shape in within_budget(comm, shapes_for(args), budget, skipped, lambda s: s.name):
         log(f"block {shape.name} ({shape.layout}, S={shape.seq}) ...")
-        t0 = time.monotonic()
         out += bench_shape(comm, timer, shape, args, log)
-        comm.clear_cache()
-        slowest = max(slowest, time.monotonic() - t0)
         if comm.rank == 0:
-            _write(args, out, command, comm, skipped, final=False)
+            write(final=False)
     if comm.rank == 0:
-        _write(args, out, command, comm, skipped, final=True)
+        write(final=True)
         print(format_table(out))
         if skipped:
             print(f"skipped (would end past the {budget:g} s budget): {skipped}")
-        print(f"wrote {os.path.join(args.out, 'bench_block.json')}")
+        print(f"wrote {path}")
     return out

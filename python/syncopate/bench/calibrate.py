@@ -40,14 +40,14 @@ from ..ops import ag_gemm, gemm_rs
 from ..ops.driver import gemm_call, resolve_config, run_local
 from ..runtime import _cuda
 from .fit import from_bench_rows, merge, parse_host_profile, relpath
-from .runs import init_distributed, row_fn, rows_for
+from .runs import TABLES, init_distributed, row_fn, rows_for
 from .timer import Timer
 
 __all__ = ["add_arguments", "from_results", "main", "write", "COLLECTIVE_SIZES_MIB"]
 
 #: the benchmark's tables of the ops with rows of their own (ring attention, Ulysses, MoE): a
 #: ``--from-results`` directory's are fitted into the ``ops`` section where present
-OP_TABLES = ("bench_ring_attn.json", "bench_ulysses.json", "bench_moe.json")
+OP_TABLES = tuple(f"bench_{name}.json" for name in TABLES)
 #: sizes of the NCCL sweep (MiB of the whole gathered / reduced tensor)
 COLLECTIVE_SIZES_MIB = (1, 4, 16, 64, 256)
 #: a collective launch's host time is not in a benchmark run's logs: the seed takes one
@@ -199,14 +199,9 @@ def _collective_sweep(comm, timer, dtype) -> dict:
 def _op_tables(comm, timer, args, rank0) -> list[dict]:
     """Rows of the ops with tables of their own (``--ops ring_attn,ulysses,moe``), measured
     with the benchmark's own row functions (fused and serial columns side by side)."""
-    from importlib import import_module
     log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
-    rows = []
-    for name, module in (("ring_attn", "attention"), ("ulysses", "ulysses"), ("moe", "moe")):
-        if name in args.ops.split(","):
-            mod = import_module(f"{__package__}.{module}")
-            rows += mod.run(comm, args, log, check_only=False, timer=timer)
-    return rows
+    return [row for name, table in TABLES.items() if name in args.ops.split(",")
+            for row in table.run(comm, args, log, check_only=False, timer=timer)]
 
 
 def main(args, argv_text: str, commit: str | None) -> int:

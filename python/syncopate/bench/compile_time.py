@@ -71,10 +71,6 @@ class Case:
         return f"{self.kernel} {'AG+GEMM' if self.op == 'ag' else 'GEMM+RS'} W={self.world_size} {self.backend}"
 
 
-def cases(kernels=("tma", "ptr"), ops=("ag", "rs"), world_sizes=(2, 8), backends=("sm", "ce")):
-    return [Case(k, o, w, b) for k in kernels for o in ops for w in world_sizes for b in backends]
-
-
 def build(case: Case) -> dict:
     """Everything one compile of ``case`` needs, chosen as the ops choose it."""
 
@@ -114,13 +110,6 @@ def _plain_compile(b: dict):
                           target=GPUTarget(TARGET[0], TARGET[1], 32), options=b["options"])
 
 
-def _fused_compile(b: dict, case: Case):
-    return syn_compile(b["fn"], signature=b["sig"], constexprs=b["cx"], schedule=b["schedule"],
-                       operand=b["operand"], backend=case.backend,
-                       comm_programs=b["comm_programs"] or None, target=TARGET,
-                       attrs=b["attrs"], keep_ir=False, reduce=b["reduce"], **b["options"])
-
-
 def measure(case: Case, runs: int, compile_runs: int = 1) -> dict:
     """Medians over ``runs`` of the syncopate stage's steps and over ``compile_runs`` (0: skip)
     of the whole fused and unfused compiles."""
@@ -157,7 +146,10 @@ def measure(case: Case, runs: int, compile_runs: int = 1) -> dict:
             fused, plain = [], []
             for _ in range(compile_runs):
                 t0 = time.perf_counter()
-                _fused_compile(b, case)
+                syn_compile(b["fn"], signature=b["sig"], constexprs=b["cx"],
+                            schedule=b["schedule"], operand=b["operand"], backend=case.backend,
+                            comm_programs=b["comm_programs"] or None, target=TARGET,
+                            attrs=b["attrs"], keep_ir=False, reduce=b["reduce"], **b["options"])
                 fused.append((time.perf_counter() - t0) * 1e3)
                 t0 = time.perf_counter()
                 _plain_compile(b)
@@ -209,8 +201,8 @@ def main(args, argv_text: str, git_commit: str | None = None) -> int:
     entry point passes its own)."""
     backends = [b for b in args.backends.split(",") if b in ("sm", "ce")]
     ops = [o for o in args.ops.split(",") if o in ("ag", "rs")]
-    todo = cases(tuple(k for k in args.kernels.split(",") if k), tuple(ops),
-                 tuple(int(w) for w in args.world_sizes.split(",") if w), tuple(backends))
+    todo = [Case(k, o, int(w), b) for k in args.kernels.split(",") if k for o in ops
+            for w in args.world_sizes.split(",") if w for b in backends]
     results = []
     t_start = time.monotonic()
     for case in todo:

@@ -36,10 +36,8 @@ partial JSON and exits 3 if one step exceeds ``--step-timeout-s`` or the run
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import threading
 import time
 
 from .. import dtypes, settings
@@ -48,8 +46,8 @@ from ..errors import LaunchError
 from ..kernels import gemm_table
 from ..kernels.gemm_launch import plan_layout
 from .local_fp8 import main as fp8_main
-from .local_gpu import (SHAPE_SETS, CudaBackend, Watchdog, check_out, config_str, gemm_shape,
-                        geomean, shape_name)
+from .local_gpu import (SHAPE_SETS, CudaBackend, Report, Watchdog, check_out, config_str,
+                        gemm_shape, geomean, shape_name)
 from .tuning import save_to_cache, table_entries, tune
 
 PROG = "python -m syncopate.bench.local"
@@ -150,27 +148,10 @@ def main(argv=None, backend=None) -> int:
         settings.GEMM_TABLE.set(os.path.abspath(args.table))
         gemm_table.reload_tables()
 
-    report: dict = {"tool": "syncopate.bench.local", "mode": "tune" if args.tune
-                    else "table", "complete": False}
-    lock = threading.Lock()
-
-    def write(reason=None, doc=None):
-        with lock:
-            if reason:
-                report["aborted"] = reason
-            if args.out:
-                tmp = args.out + ".tmp"
-                with open(tmp, "w") as f:
-                    json.dump(doc if doc is not None else report, f, indent=1)
-                os.replace(tmp, args.out)
-
+    report = Report(args.out, tool="syncopate.bench.local", mode="tune" if args.tune else "table")
+    write = report.write
     backend = backend or CudaBackend()
-    why = backend.available()
-    if why:
-        report["error"] = why
-        print(f"{PROG}: error: {why}; nothing to run",
-              file=sys.stderr)
-        write()
+    if report.refuse(backend, PROG):
         return 2
     shapes = [tuple(s) for s in args.shapes] if args.shapes else \
         list(SHAPE_SETS[args.set].values())

@@ -20,16 +20,13 @@ kernels use FP8 wgmma), 3 watchdog (:class:`.local_gpu.Watchdog`: a hung kernel 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import threading
 import time
 
 from ..cli_args import nonnegative_int, positive_float
 from ..kernels.gemm_fp8_config import default_fp8_config
 from ..kernels.gemm_fp8_launch import make_fp8_launcher
-from .local_gpu import TOL, CudaBackend, Watchdog, check_out, gemm_shape
+from .local_gpu import TOL, CudaBackend, Report, Watchdog, check_out, gemm_shape
 
 PROG = "python -m syncopate.bench.local_fp8"
 SHAPES = [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 7168, 4096), (4096, 14336, 8192),
@@ -114,25 +111,10 @@ def main(argv=None, backend=None) -> int:
 
     import torch
 
-    report = {"tool": "syncopate.bench.local_fp8", "tol": TOL, "results": [],
-              "complete": False}
-    lock = threading.Lock()
-
-    def write(reason=None):
-        with lock:
-            if reason:
-                report["aborted"] = reason
-            if args.out:
-                with open(args.out + ".tmp", "w") as f:
-                    json.dump(report, f, indent=2)
-                os.replace(args.out + ".tmp", args.out)
-
+    report = Report(args.out, tool="syncopate.bench.local_fp8", tol=TOL, results=[])
+    write = report.write
     backend = backend or Fp8CudaBackend()
-    why = backend.available()
-    if why:
-        report["error"] = why
-        print(f"{PROG}: error: {why}; nothing to run", file=sys.stderr)
-        write()
+    if report.refuse(backend, PROG):
         return 2
     report.update(backend.info())
     shapes = ([tuple(s) for s in args.shapes]

@@ -11,6 +11,7 @@ it and none imports another's command line.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing as mp
 import os
@@ -83,6 +84,35 @@ def config_str(c) -> str:
     if c.SPLIT_K > 1:
         s += f" split{c.SPLIT_K}"
     return s
+
+
+class Report(dict):
+    """A run's JSON report (``complete`` False until the end), written to ``path`` (if any)
+    after every step and by the :class:`Watchdog` when it aborts -- hence the lock, and a
+    temporary file renamed over the old one, so a reader never sees half a report."""
+
+    def __init__(self, path: str | None, **fields):
+        super().__init__(fields, complete=False)
+        self.path, self._lock = path, threading.Lock()
+
+    def write(self, reason: str | None = None) -> None:
+        """Write the report; ``reason``: why the run is aborted (recorded as ``aborted``)."""
+        with self._lock:
+            if reason:
+                self["aborted"] = reason
+            if self.path:
+                with open(self.path + ".tmp", "w") as f:
+                    json.dump(self, f, indent=1)
+                os.replace(self.path + ".tmp", self.path)
+
+    def refuse(self, backend, prog: str) -> bool:
+        """Whether ``backend`` cannot run here; then the reason is written and printed."""
+        why = backend.available()
+        if why:
+            self["error"] = why
+            print(f"{prog}: error: {why}; nothing to run", file=sys.stderr)
+            self.write()
+        return bool(why)
 
 
 class Watchdog:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..kernels.grouped_gemm_launch import grouped_gemm
 from ..ops import moe_dispatch_gemm, moe_gemm_combine
+from .attention import time_columns
 
 #: (name, experts per rank, top-k, hidden, expert width, tokens per rank)
 SHAPES = (("mixtral", 4, 2, 4096, 14336, 4096), ("deepseek", 32, 6, 7168, 2048, 4096))
@@ -88,6 +89,13 @@ def check_row(comm, name, El, k, H, F, T, routing, dtype, log) -> dict:
     return row
 
 
+def summary(r: dict) -> str:
+    """One line of a ``--check`` row."""
+    return (f"moe {r['shape']} {r['routing']} W={r['W']}: fused vs unfused layer max diff "
+            f"{r['max_diff']:.3g} (bitwise {r['bitwise']}), rank 0 dropped "
+            f"{r['dropped']} choices")
+
+
 def check_problems(rows) -> list[str]:
     """What a ``--check`` run must fail on: the fused and the unfused layer run the same
     grouped GEMMs on the same rows and sum alike, so any difference is a bug."""
@@ -119,11 +127,7 @@ def bench_row(comm, timer, name, El, k, H, F, T, routing, dtype, log) -> dict:
         cols[f"layer {tag}"] = (lambda f=fused: _layer(comm, x, ids, wts, w1, w2, C, f))
     cols["gemm"] = lambda: (grouped_gemm(a, w1, cnt, segments=W),
                             grouped_gemm(h, w2, cnt, segments=W))
-    for col, fn in cols.items():
-        try:
-            row[col] = timer(fn)
-        except Exception as e:  # a column that fails is reported, the row stays
-            row["errors"][col] = f"{type(e).__name__}: {str(e)[:300]}"
+    time_columns(row, cols, timer)
     for part in ("dispatch", "combine", "layer"):
         if f"{part} fused" in row and f"{part} serial" in row:
             row[f"{part} serial/fused"] = row[f"{part} serial"] / row[f"{part} fused"]
@@ -165,4 +169,4 @@ def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:
 
 
 __all__ = ["QUICK_SHAPES", "ROUTINGS", "SHAPES", "bench_row", "capacity", "check_problems",
-           "check_row", "format_rows", "rows", "run"]
+           "check_row", "format_rows", "rows", "run", "summary"]

@@ -12,7 +12,8 @@ import subprocess
 
 from .. import settings
 
-__all__ = ["columns", "derive", "format_table", "git_commit", "plot", "write_results"]
+__all__ = ["aligned", "columns", "derive", "format_table", "git_commit", "plot", "run_meta",
+           "write_json", "write_results"]
 
 
 def derive(r, backends):
@@ -41,30 +42,25 @@ def columns(backends):
 
 def format_table(results, backends) -> str:
     cols = columns(backends)
-    head = ["op", "M", "N", "K"] + cols
-    lines = []
-    for r in results:
-        cells = [r["op"], str(r["M"]), str(r["N"]), str(r["K"])]
-        for c in cols:
-            v = r.get(c)
-            if v is None:
-                cells.append("n/a")
-            elif "/" in c:
-                cells.append(f"{v:.2f}x")
-            else:
-                cells.append(f"{v:.3f}")
-        lines.append(cells)
-    widths = [max(len(h), *(len(row[i]) for row in lines)) if lines else len(h)
+    lines = [[r["op"], str(r["M"]), str(r["N"]), str(r["K"])]
+             + ["n/a" if r.get(c) is None else f"{r[c]:.2f}x" if "/" in c else f"{r[c]:.3f}"
+                for c in cols] for r in results]
+    return "\n".join(aligned(["op", "M", "N", "K"] + cols, lines) + [
+        "times in ms (median device time, max over ranks); fused default = the op with no "
+        "backend/split/config arguments; fused[b] = best of the sweep per backend; "
+        "fused/ideal takes the best fused; fused host = host (Python + launch) ms per "
+        "call of that best fused op"])
+
+
+def aligned(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A table's lines: the head, a rule, the rows, every column right-aligned to its widest
+    cell (the benchmark's table and the block's)."""
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(head)]
 
     def fmt(cells):
         return "  ".join(c.rjust(w) for c, w in zip(cells, widths))
-    out = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines]
-    out.append("times in ms (median device time, max over ranks); fused default = the op with no "
-               "backend/split/config arguments; fused[b] = best of the sweep per backend; "
-               "fused/ideal takes the best fused; fused host = host (Python + launch) ms per "
-               "call of that best fused op")
-    return "\n".join(out)
+    return [fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in rows]
 
 
 def plot(results, backends, path) -> str | None:
@@ -115,20 +111,29 @@ def git_commit() -> str:
 
 
 
+def run_meta(args, comm, command: str, final: bool, **more) -> dict:
+    """What a result file says of its run: date, GPU, world size, the commit measured, the
+    command, versions, dtype, whether the run completed, and ``more``."""
+    import torch
+    dev = torch.device(comm.device)
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
+            "world_size": comm.world_size, "git_commit": git_commit(), "command": command,
+            "torch": torch.__version__, "dtype": args.dtype, **more, "complete": final}
+
+
+def write_json(path: str, doc: dict) -> None:
+    """``doc`` as indented JSON at ``path``, its folder made first."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+
+
 def write_results(args, results, backends, skipped, budget, iters, command, comm,
                   final: bool = False) -> str | None:
     """``bench.json`` (and, at the end, ``bench.png``) under ``--out``; returns the plot's note."""
-    import torch
-    os.makedirs(args.out, exist_ok=True)
-    meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "gpu": torch.cuda.get_device_name(comm.device), "world_size": comm.world_size,
-        "git_commit": git_commit(), "command": command,
-        "torch": torch.__version__, "triton": __import__("triton").__version__,
-        "dtype": args.dtype, "kernel": args.kernel, "iters": iters, "backends": backends,
-        "symm_backend": args.symm, "budget_s": budget, "skipped_rows_over_budget": skipped,
-        "complete": final,
-    }
-    with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
+    meta = run_meta(args, comm, command, final, triton=__import__("triton").__version__,
+                    kernel=args.kernel, iters=iters, backends=backends, symm_backend=args.symm,
+                    budget_s=budget, skipped_rows_over_budget=skipped)
+    write_json(os.path.join(args.out, "bench.json"), {"meta": meta, "results": results})
     return plot(results, backends, os.path.join(args.out, "bench.png")) if final else None

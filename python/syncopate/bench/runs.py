@@ -1,15 +1,24 @@
 """What a benchmark run measures and how it starts, shared by the benchmark
 (:mod:`syncopate.bench.__main__`) and the calibration run (:mod:`.calibrate`): the rows of
-``--ops`` / ``--m`` / ``--quick`` (:func:`rows_for`), each row's function (:func:`row_fn`)
-and the process group (:func:`init_distributed`).
+``--ops`` / ``--m`` / ``--quick`` (:func:`rows_for`), each row's function (:func:`row_fn`),
+the ops with tables of their own (:data:`TABLES`), the time budget (:func:`within_budget`) and
+the process group (:func:`init_distributed`).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import time
 
 from ..ops import REGISTRY
+from . import attention, moe, ulysses
+
+#: the ops with tables of their own, by their ``--ops`` name (also their rows' ``op``): the
+#: module that measures them (``run``), prints its table (``format_rows``) and, for
+#: ``--check``, a row (``summary``) and what is wrong (``check_problems``); each run writes
+#: ``bench_<name>.json`` beside ``bench.json``
+TABLES = {"ring_attn": attention, "ulysses": ulysses, "moe": moe}
 
 
 def rows_for(args, W):
@@ -43,3 +52,32 @@ def init_distributed() -> None:
     local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+
+
+def start_row(elapsed: float, slowest: float, budget: float) -> bool:
+    """Whether a row may start: it should end within the budget if it takes as long as the
+    slowest row so far (rows differ by up to ~2x; a killed row loses its whole sweep)."""
+    return elapsed + slowest <= budget
+
+
+def within_budget(comm, items, budget: float, skipped: list, key=lambda item: item):
+    """The ``items`` a run gets to, in order: each starts only if it should end within
+    ``budget`` seconds (:func:`start_row`), else ``key(item)`` goes to ``skipped``. Rank 0
+    decides for all (each rank's clock differs a little: a rank that skipped a row its peers
+    started would hang them in the row's first collective); after each item the
+    communicator's cache (the row's symmetric buffers) is freed before the next shape."""
+    import torch
+    import torch.distributed as dist
+    t_start, slowest = time.monotonic(), 0.0
+    for item in items:
+        go = torch.tensor([int(start_row(time.monotonic() - t_start, slowest, budget))],
+                          device=comm.device)
+        if comm.world_size > 1:
+            dist.broadcast(go, 0, group=comm.group)
+        if not int(go):
+            skipped.append(key(item))
+            continue
+        t0 = time.monotonic()
+        yield item
+        comm.clear_cache()
+        slowest = max(slowest, time.monotonic() - t0)

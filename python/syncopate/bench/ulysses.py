@@ -33,7 +33,7 @@ from ..ops import ulysses_attention, ulysses_attention_reference
 from ..ops.ulysses import check_plan
 from ..runtime import collectives as dist
 from ..schedule.attention_cost import attention_flops
-from .attention import SHAPES, format_table, run_rows
+from .attention import SHAPES, format_table, inputs, run_rows, time_columns
 from .fused import rel_err
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
@@ -56,19 +56,6 @@ def rows(args, world_size: int) -> list[tuple]:
     """``(S, Hq, Hkv, D, causal)`` of the run."""
     shapes = (quick_shape(world_size),) if args.quick else SHAPES
     return [(S, Hq, Hkv, D, causal) for S, Hq, Hkv, D in shapes for causal in (False, True)]
-
-
-def _inputs(comm, S, Hq, Hkv, D, dtype, seed=0):
-    """The whole sequence's q, k, v (the same on every rank: one generator, one seed) and this
-    rank's sequence block of each."""
-    import torch
-    W, r = comm.world_size, comm.rank
-    g = torch.Generator(device=comm.device)
-    g.manual_seed(seed)
-    full = [torch.randn(1, h, S, D, generator=g, device=comm.device, dtype=torch.float32)
-            .to(dtype) for h in (Hq, Hkv, Hkv)]
-    Sl = S // W
-    return full, [x[:, :, r * Sl:(r + 1) * Sl].contiguous() for x in full]
 
 
 def sdpa(q, k, v, causal):
@@ -186,7 +173,7 @@ def check_row(comm, S, Hq, Hkv, D, causal, dtype, log) -> dict:
 
     W, r = comm.world_size, comm.rank
     Sl = S // W
-    (fq, fk, fv), (q, k, v) = _inputs(comm, S, Hq, Hkv, D, dtype)
+    (fq, fk, fv), (q, k, v) = inputs(comm, S, Hq, Hkv, D, dtype)
     want = reference_rows(fq, fk, fv, causal, slice(r * Sl, (r + 1) * Sl))
     del fq, fk, fv
     outs = {"fused": ulysses_attention(q, k, v, comm, causal=causal, backend="sm", fused=True),
@@ -256,7 +243,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     import torch
 
     W = comm.world_size
-    _, (q, k, v) = _inputs(comm, S, Hq, Hkv, D, dtype)
+    _, (q, k, v) = inputs(comm, S, Hq, Hkv, D, dtype)
     row = dict(op="ulysses", S=S, Hq=Hq, Hkv=Hkv, D=D, causal=causal, W=W, errors={})
     o = ulysses_attention(q, k, v, comm, causal=causal, backend="sm", fused=True)
     o_ref = ulysses_attention_reference(q, k, v, comm, causal=causal)
@@ -289,11 +276,7 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
         cols["overlap"] = lambda: ulysses_by_head_groups(q, k, v, comm, causal, groups)
     else:
         row["errors"]["overlap"] = _one_group_note(Hkv, W)
-    for name, fn in cols.items():
-        try:
-            row[name] = timer(fn)
-        except Exception as e:  # a column that fails is reported, the row stays
-            row["errors"][name] = f"{type(e).__name__}: {str(e)[:300]}"
+    time_columns(row, cols, timer)
     derive(row)
     log("  " + ", ".join(f"{c} {row[c]:.3f} ms" for c in COLUMNS if c in row))
     return row
@@ -318,7 +301,10 @@ def derive(row: dict) -> dict:
 
 
 def format_rows(results) -> str:
-    return format_table(results, COLUMNS, ("serial/fused", "deepspeed/fused"))
+    """The table, then every row's errors (a column not measured says why)."""
+    return "\n".join([format_table(results, COLUMNS, ("serial/fused", "deepspeed/fused"))] + [
+        f"  [ulysses S={r['S']} causal={r['causal']}] {name}: {err}"
+        for r in results for name, err in r.get("errors", {}).items()])
 
 
 def run(comm, args, log, *, check_only: bool, timer=None) -> list[dict]:

@@ -163,7 +163,7 @@ SPEC = OpSpec(
     dtype=_fp8.FP8,
     candidates=lambda spec, *args: _fp8.candidates(spec, AG_GEMM, _unfused, *args),
     explain=AG_GEMM.explain, bench_rows=("ag_gemm_fp8",),
-    bench=Bench(("ag_fp8",), SHAPES, "fp8:bench_ag_fp8"))
+    bench=Bench(("ag_fp8",), SHAPES, "rows:bench_ag_fp8"))
 
 __all__ = ["OPERAND", "SPEC", "ag_gemm_fp8", "ag_gemm_fp8_buffers", "ag_gemm_fp8_fused_kernel",
            "ag_gemm_fp8_reference", "ag_gemm_fp8_schedule"]

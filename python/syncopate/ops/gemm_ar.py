@@ -150,7 +150,7 @@ SPEC = OpSpec(
     name="gemm_ar", fn=gemm_ar, shape=("m", "n", "k"), variants=("sm",),
     locals=("triton", "cublas"), explain=explain_shape, bench_rows=("gemm_ar",),
     # LLaMA-70B's down-projection (K split over the ranks) at decode / small prefill and 8192
-    bench=Bench(("ar", "gemm_ar"), ((8192, 28672),), "gemm_ar:bench_ar",
+    bench=Bench(("ar", "gemm_ar"), ((8192, 28672),), "rows:bench_ar",
                 ms=((1, 16, 64, 128, 256, 512, 8192), (16, 8192))),
     gemm=GemmLaunch(
         template="all_reduce", operand="c_ptr", kind=None, staged=False,

@@ -145,7 +145,7 @@ SPEC = OpSpec(
     variants=("sm", "ce+epilogue", "ce"), dtype=_fp8.FP8,
     candidates=lambda spec, *args: _fp8.candidates(spec, GEMM_RS, _unfused, *args),
     explain=GEMM_RS.explain, bench_rows=("gemm_rs_fp8",),
-    bench=Bench(("rs_fp8",), SHAPES, "fp8:bench_rs_fp8"))
+    bench=Bench(("rs_fp8",), SHAPES, "rows:bench_rs_fp8"))
 
 __all__ = ["SPEC", "gemm_rs_fp8", "gemm_rs_fp8_buffer", "gemm_rs_fp8_fused_kernel",
            "gemm_rs_fp8_reference"]
