@@ -460,8 +460,7 @@ def _bwd_impl(q, k, v, group, W, o, lse, do, causal=False, sm_scale=None, dlse=N
     S = Sl * W
 
     def owners(full):  # [B, Hq, S, D] partials -> this rank's [B, Hkv, Sl, D] sums
-        part = full.view(B, Hkv, G, S, D).sum(2).view(B, Hkv, W, Sl, D)
-        return driver.reduce_scatter_rows(part.permute(2, 0, 1, 3, 4).contiguous(), group, W)[0]
+        return bwd.scatter_seq(full.view(B, Hkv, G, S, D).sum(2), group, W, B, Hkv, Sl, D)
     return dq.to(q.dtype), owners(dk).to(k.dtype), owners(dv).to(v.dtype)
 
 

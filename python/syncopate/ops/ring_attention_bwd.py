@@ -209,7 +209,7 @@ def gather_seq(t, group, W):
     return g.permute(1, 2, 0, 3, 4).reshape(B, H, W * Sl, D)
 
 
-def _scatter_seq(t, group, W, B, H, Sl, D):
+def scatter_seq(t, group, W, B, H, Sl, D):
     """The sum over ranks of ``[B*H, W*Sl, D]`` partials, this rank's ``[B, H, Sl, D]`` rows."""
     parts = t.view(B, H, W, Sl, D).permute(2, 0, 1, 3, 4).contiguous()
     return driver.reduce_scatter_rows(parts, group, W)[0]
@@ -228,7 +228,7 @@ def ring_attention_backward_reference(q, k, v, o, lse, do, comm, *, causal: bool
     dk = torch.empty((B * Hkv, S, D), dtype=torch.float32, device=q.device)
     dv = torch.empty_like(dk)
     dq = _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, me, W, Hkv, D, cfg)
-    return (dq, *(_scatter_seq(t, comm.group, W, B, Hkv, Sl, D).to(k.dtype) for t in (dk, dv)))
+    return (dq, *(scatter_seq(t, comm.group, W, B, Hkv, Sl, D).to(k.dtype) for t in (dk, dv)))
 
 
 def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
@@ -287,5 +287,5 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
 
 
 __all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_schedule", "bwd_args", "check",
-           "dkdv_fused_kernel", "gather_seq", "fused_backward", "ring_attention_backward_reference",
+           "dkdv_fused_kernel", "gather_seq", "scatter_seq", "fused_backward", "ring_attention_backward_reference",
            "world_size_one"]

@@ -182,18 +182,6 @@ def ulysses_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale
     return to_sequence([o], g, W)[0], lse
 
 
-def _check_out(out, q, shape) -> None:
-    import torch
-    if out is None:
-        return
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape) \
-            or out.dtype != q.dtype or out.device != q.device:
-        raise LaunchError(f"out must be this rank's [B, Hq, S/W, D] = {list(shape)} result in "
-                          f"{q.dtype} on {q.device}, got "
-                          f"{getattr(out, 'dtype', type(out).__name__)} "
-                          f"{list(getattr(out, 'shape', ()))}")
-
-
 def ulysses_buffers(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype) -> dict:
     """The symmetric global ``Q, K, V, O`` buffers of this shape (allocated on first use: a
     collective, so every rank calls it with the same shape)."""
@@ -246,7 +234,12 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
 
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
-    _check_out(out, q, (B, Hq, Sl, D))
+    if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape
+                            or out.dtype != q.dtype or out.device != q.device):
+        raise LaunchError(f"out must be this rank's [B, Hq, S/W, D] = {list(q.shape)} result in "
+                          f"{q.dtype} on {q.device}, got "
+                          f"{getattr(out, 'dtype', type(out).__name__)} "
+                          f"{list(getattr(out, 'shape', ()))}")
     W, me = comm.world_size, comm.rank
     if W == 1 or not (driver.use_fused(fused) and driver.choose(
             SPEC, comm, (B, Hq, Hkv, Sl * W, D, int(bool(causal))), q.dtype, fused=fused,
