@@ -46,14 +46,6 @@ from .parallel import Parallel, all_gather_seq, heads_of, sequence_of
 METHODS = ("ring", "ulysses")
 
 
-def method_positions(method: str, causal: bool, local_len: int, world_size: int, rank: int,
-                     device=None):
-    """The original positions of ``rank``'s ``local_len`` rows under ``method``: the zigzag
-    shards for causal ring attention, contiguous blocks otherwise."""
-    zigzag = method == "ring" and causal
-    return shard_positions(local_len, world_size, rank, zigzag, device)
-
-
 def check_heads(method: str, n_heads: int, n_kv_heads: int, world_size: int) -> None:
     """Ulysses gives each rank whole heads: a :class:`UsageError` saying to use ring attention
     when ``n_heads`` or ``n_kv_heads`` does not divide by ``world_size``."""
@@ -62,13 +54,6 @@ def check_heads(method: str, n_heads: int, n_kv_heads: int, world_size: int) -> 
                          f"heads ({n_heads}) and KV heads ({n_kv_heads}) must divide by "
                          f"{world_size}; use method='ring' (cp_method='ring' for a "
                          f"TransformerBlock), which takes any head count")
-
-
-def _gather_heads_seq(t, par):
-    """``[B, H, Sl, D]`` shards -> ``[B, H, W*Sl, D]`` in rank order (differentiable)."""
-    B, H, Sl, D = t.shape
-    g = all_gather_seq(t.unsqueeze(0), par)  # [W, B, H, Sl, D]
-    return g.permute(1, 2, 0, 3, 4).reshape(B, H, par.world_size * Sl, D)
 
 
 class ContextParallelAttention(torch.nn.Module):
@@ -92,8 +77,8 @@ class ContextParallelAttention(torch.nn.Module):
     def positions(self, local_len: int, device=None):
         """The original sequence positions (``torch.long`` on ``device``) of this rank's
         ``local_len`` rows (zigzag for causal ring attention, else contiguous blocks)."""
-        return method_positions(self.method, self.causal, local_len, self.par.world_size,
-                                self.par.rank, device)
+        return shard_positions(local_len, self.par.world_size, self.par.rank,
+                               self.method == "ring" and self.causal, device)
 
     def forward(self, q, k, v):
         if self.method == "ulysses":
@@ -101,23 +86,22 @@ class ContextParallelAttention(torch.nn.Module):
             if self.fused is not False:
                 return sto.ulysses_attention(q, k, v, self.par.name, causal=self.causal,
                                              sm_scale=self.sm_scale)
-            return self._unfused_ulysses(q, k, v)
+            qh, kh, vh = (heads_of(t, self.par) for t in (q, k, v))
+            return sequence_of(torch.nn.functional.scaled_dot_product_attention(
+                qh, kh, vh, is_causal=self.causal, scale=self.sm_scale, enable_gqa=True),
+                self.par)
         if self.fused is not False:
             return sto.ring_attention(q, k, v, self.par.name, causal=self.causal,
                                       sm_scale=self.sm_scale)
         return self._unfused(q, k, v)
 
-    def _unfused_ulysses(self, q, k, v):
-        qh, kh, vh = (heads_of(t, self.par) for t in (q, k, v))
-        o = torch.nn.functional.scaled_dot_product_attention(
-            qh, kh, vh, is_causal=self.causal, scale=self.sm_scale, enable_gqa=True)
-        return sequence_of(o, self.par)
-
     def _unfused(self, q, k, v):
         sdpa = torch.nn.functional.scaled_dot_product_attention
         par = self.par
         W, Sl = par.world_size, q.shape[2]
-        kg, vg = (_gather_heads_seq(t, par) for t in (k, v))
+        # every rank's K/V shards in rank order, [B, Hkv, W*Sl, D] (differentiable)
+        kg, vg = (all_gather_seq(t.unsqueeze(0), par).permute(1, 2, 0, 3, 4)
+                  .reshape(*t.shape[:2], W * t.shape[2], t.shape[3]) for t in (k, v))
         if not self.causal:
             return sdpa(q, kg, vg, scale=self.sm_scale, enable_gqa=True)
         # the gathered sequence is in rank (zigzag) order: back to the original order, then
@@ -143,4 +127,4 @@ class ContextParallelAttention(torch.nn.Module):
                 f"fused={self.fused}")
 
 
-__all__ = ["ContextParallelAttention", "METHODS", "check_heads", "method_positions"]
+__all__ = ["ContextParallelAttention", "METHODS", "check_heads"]

@@ -59,6 +59,13 @@ class MoE:
     on_overflow: str = "drop"
 
 
+def route(t, router, top_k: int):
+    """``(weights, expert ids)`` ``[tokens, top_k]`` of the rows ``t``: the softmax router's
+    top ``top_k`` (in fp32), their weights renormalised to sum to 1."""
+    wts, ids = torch.softmax(t.float() @ router.float(), -1).topk(top_k, -1)
+    return wts / wts.sum(-1, keepdim=True), ids
+
+
 def _param(shape, dtype, device, std, seed, replicated: bool):
     p = torch.nn.Parameter(torch.empty(shape, dtype=dtype, device=device))
     if std is None:
@@ -153,14 +160,14 @@ class TransformerBlock(torch.nn.Module):
         self.attn_norm = _param((dim,), pd, device, None, None, True)
         self.ffn_norm = _param((dim,), pd, device, None, None, True)
         qkv = (n_heads * D, n_kv_heads * D, n_kv_heads * D)
-        kw = dict(fused=fused, dtype=dtype, device=device, param_dtype=pd)
-        if layout == "tp":
-            self.wqkv = ColumnParallelLinear(dim, sum(qkv), par, parts=qkv, seed=s(1), **kw)
-            self.wo = RowParallelLinear(n_heads * D, dim, par, seed=s(2), **kw)
-        else:
-            lkw = dict(dtype=dtype, device=device, param_dtype=pd)
-            self.wqkv = _Local(dim, sum(qkv), seed=s(1), **lkw)
-            self.wo = _Local(n_heads * D, dim, seed=s(2), **lkw)
+
+        def linear(parallel, i, o, seed, **parts):  # tp: sharded over the ranks; cp: replicated
+            kw = dict(seed=seed, dtype=dtype, device=device, param_dtype=pd)
+            return (parallel(i, o, par, fused=fused, **parts, **kw) if layout == "tp"
+                    else _Local(i, o, **kw))
+        self.wqkv = linear(ColumnParallelLinear, dim, sum(qkv), s(1), parts=qkv)
+        self.wo = linear(RowParallelLinear, n_heads * D, dim, s(2))
+        if layout == "cp":
             self.attn = ContextParallelAttention(par, causal=True, method=cp_method,
                                                  fused=fused)
         if moe is not None:
@@ -175,14 +182,10 @@ class TransformerBlock(torch.nn.Module):
                              None if seed is None else s(5) * 31 + par.rank, False)
             #: choices the last MoE call dropped over capacity, per expert (a device tensor)
             self.moe_dropped = None
-        elif layout == "tp":
-            self.w13 = ColumnParallelLinear(dim, 2 * ffn_dim, par, parts=(ffn_dim, ffn_dim),
-                                            seed=s(4), **kw)
-            self.w2 = RowParallelLinear(ffn_dim, dim, par, seed=s(5), **kw)
         else:
-            lkw = dict(dtype=dtype, device=device, param_dtype=pd)
-            self.w13 = _Local(dim, 2 * ffn_dim, seed=s(4), **lkw)
-            self.w2 = _Local(ffn_dim, dim, seed=s(5), **lkw)
+            self.w13 = linear(ColumnParallelLinear, dim, 2 * ffn_dim, s(4),
+                              parts=(ffn_dim, ffn_dim))
+            self.w2 = linear(RowParallelLinear, ffn_dim, dim, s(5))
 
     # -- layout --------------------------------------------------------------------------
 
@@ -251,9 +254,7 @@ class TransformerBlock(torch.nn.Module):
         moe, F = self.moe, self.ffn_dim
         lead = h.shape[:-1]
         t = h.reshape(-1, self.dim)
-        probs = torch.softmax(t.float() @ self.router.float(), -1)
-        wts, ids = probs.topk(moe.top_k, -1)
-        wts = wts / wts.sum(-1, keepdim=True)
+        wts, ids = route(t, self.router, moe.top_k)
         if h.is_cuda:
             comm = self.par.comm or groups.communicator(groups.resolve(self.par.name), h.device)
             fused = self.fused
@@ -384,9 +385,8 @@ class ReferenceBlock(torch.nn.Module):
         if self.moe is None:
             return x + swiglu(h @ self.w1, h @ self.w3) @ self.w2
         t = h.reshape(-1, self.dim)
-        probs = torch.softmax(t.float() @ self.router.float(), -1)
-        wts, ids = probs.topk(self.moe.top_k, -1)
-        wts = (wts / wts.sum(-1, keepdim=True)).to(t.dtype)
+        wts, ids = route(t, self.router, self.moe.top_k)
+        wts = wts.to(t.dtype)
         out = torch.zeros_like(t)
         for e in range(self.moe.num_experts):  # every expert on every token, weighted by its
             w_e = (wts * (ids == e)).sum(-1)    # routing weight (0 where not chosen)

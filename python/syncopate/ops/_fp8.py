@@ -93,8 +93,7 @@ def candidates(spec, base, unfused, cal, s, W, dtype, cublas, blocked) -> list:
         if variant not in blocked and cal.fused(base.name, W)[1].get(variant):
             ratio = _bf16_ratio(cal, base, variant, s, W)
         out.append(Cand(f"fused {variant}", variant, "fused",
-                        lambda s, W, backend=backend, reduce=reduce: _model(cal, base, backend,
-                                                                           reduce, s, W),
+                        lambda s, W, variant=variant: _model(cal, base, variant, s, W),
                         ((f"{spec.name}:{variant}", f"{base.name}:{variant}"),),
                         backend=backend, reduce=reduce,
                         plan=None if variant in blocked else plan,
@@ -111,9 +110,8 @@ def candidates(spec, base, unfused, cal, s, W, dtype, cublas, blocked) -> list:
     return out
 
 
-def _model(cal, base, backend, reduce, s, W):
-    compute, _ = choice.local_gemm_s(cal, "triton", s["m"], s["n"], s["k"], FP8)
-    t = choice.plan_estimate(base, backend, reduce, s, W, FP8, compute)[1]
+def _model(cal, base, variant, s, W):
+    t = choice.variant_s(base, cal, variant, s, W, FP8, choice.local_gemm_s)
     return t, f"cost model of the {base.name} plan, calibrated GEMM (FP8 by peak FLOPs)"
 
 
@@ -121,9 +119,6 @@ def _bf16_ratio(cal, base, variant, s, W) -> float:
     """``measured / model`` of the bf16 op's variant at this shape (interpolated as the bf16
     op's decision does): the measurements are bf16, so the ratio is taken against the bf16
     model, and then applies to the FP8 model (whose GEMM is twice as fast)."""
-    backend, _, red = variant.partition("+")
     wc = cal.fused(base.name, W)[0]
-    measured = choice.section_model(base, cal, variant, wc, "bf16", s, W)[0]
-    compute, _ = choice.local_s(cal, "triton", s["m"], s["n"], s["k"], "bf16")
-    return measured / choice.plan_estimate(base, backend, red or "comm", s, W, "bf16",
-                                           compute)[1]
+    return (choice.section_model(base, cal, variant, wc, "bf16", s, W)[0]
+            / choice.variant_s(base, cal, variant, s, W, "bf16"))

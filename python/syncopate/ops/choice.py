@@ -239,19 +239,21 @@ def plan_estimate(spec, backend: str, reduce: str, s: dict, W, dtype, compute_s:
         estimate(sched, backend, max(int(cp), 1), compute_time_s=compute_s).time_s
 
 
+def variant_s(spec, cal, variant: str, s: dict, W, dtype: str, local=local_s) -> float:
+    """The schedule cost model's time of a GEMM op's fused ``variant`` (``backend[+reduce]``)
+    on ``s`` (:func:`plan_estimate`), its GEMM by ``local`` (calibrated)."""
+    backend, _, red = variant.partition("+")
+    compute, _ = local(cal, "triton", s["m"], s["n"], s["k"], dtype)
+    return plan_estimate(spec, backend, red or "comm", s, W, dtype, compute)[1]
+
+
 @functools.lru_cache(maxsize=64)
 def fused_ratios(gpu, op: str, variant: str, wc: int, dtype: str) -> tuple:
     """``measured / model`` at each point of a GEMM op's variant in the file's ``fused``
     section (memoised per file: every decision on another shape reuses them)."""
     cal = calibration.load(gpu)
-    spec = specs.get(op)
-    backend, _, red = variant.partition("+")
-    out = []
-    for p in cal.fused(op, wc)[1][variant]:
-        compute, _ = local_s(cal, "triton", p["m"], p["n"], p["k"], dtype)
-        model = plan_estimate(spec, backend, red or "comm", p, wc, dtype, compute)[1]
-        out.append(float(p["measured_s"]) / model)
-    return tuple(out)
+    return tuple(float(p["measured_s"]) / variant_s(specs.get(op), cal, variant, p, wc, dtype)
+                 for p in cal.fused(op, wc)[1][variant])
 
 
 def gemm_cands(spec, cal, s: dict, W: int, dtype: str, cublas: bool, blocked: dict) -> list:
@@ -304,10 +306,7 @@ def gemm_cands(spec, cal, s: dict, W: int, dtype: str, cublas: bool, blocked: di
 
 
 def section_model(spec, cal, variant, wc, dtype, s, W):
-    backend, _, red = variant.partition("+")
-    m, n, k = s["m"], s["n"], s["k"]
-    compute, _ = local_s(cal, "triton", m, n, k, dtype)
-    model = plan_estimate(spec, backend, red or "comm", s, W, dtype, compute)[1]
+    model = variant_s(spec, cal, variant, s, W, dtype)
     pts = cal.fused(spec.name, W)[1][variant]
     ratios = fused_ratios(cal.gpu, spec.name, variant, wc, dtype)
     ratio, where = interp(pts, s, _MNK, lambda p: ratios[pts.index(p)], _CLASSES)

@@ -101,15 +101,15 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
     cfg = resolve_config(k, M, N, K, a.dtype, config)
     fn = kernels.kernel_fn(k)
     tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
+    vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
+                stride_ak=a.stride(1), stride_bk=b.stride(0), stride_bn=b.stride(1),
+                stride_cm=c.stride(0), stride_cn=c.stride(1))  # tma takes no inner strides
     if k == "ptr":
-        vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
-                    stride_ak=a.stride(1), stride_bk=b.stride(0), stride_bn=b.stride(1),
-                    stride_cm=c.stride(0), stride_cn=c.stride(1), **cfg.constexprs(k))
+        vals.update(cfg.constexprs(k))
         grid = (max(1, tiles),)
     else:
         sms = int(num_programs) if num_programs else kernels.num_sms(a.device)
-        vals = dict(a_ptr=a, b_ptr=b, c_ptr=c, M=M, N=N, K=K, stride_am=a.stride(0),
-                    stride_bk=b.stride(0), stride_cm=c.stride(0), **cfg.constexprs(k, sms))
+        vals.update(cfg.constexprs(k, sms))
         grid = (max(1, min(sms, tiles)),)
     args = [vals[n] for n in fn.arg_names]
     return GemmCall(fn=fn, args=args, grid=grid, options=cfg.options(), config=cfg, kernel=k)
@@ -330,9 +330,8 @@ def decide(spec, comm, dims, dtype, *, kernel, config, fused, unavailable=()):
     """The GEMM op's path on its decision shape ``dims`` (``GemmLaunch.dims``,
     :func:`syncopate.ops.choice.decide_shape`): cuBLAS is a candidate only when the caller
     pinned neither our kernel nor its config."""
-    return choice.decide_shape(spec.name, dims, comm.world_size, schedule_dtype(dtype),
-                               gpu_of(comm), cublas=kernel is None and config is None,
-                               fused=fused, unavailable=unavailable)
+    return fused_variant(spec, comm, dims, dtype, cublas=kernel is None and config is None,
+                         fused=fused, unavailable=unavailable)
 
 
 def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, check=None):

@@ -36,13 +36,6 @@ from .gemm_rs import SPEC as GEMM_RS
 from .spec import Bench, OpSpec
 
 
-def gemm_rs_fp8_buffer(comm, M: int, N: int):
-    """The symmetric ``[M, N]`` bf16 partial-C buffer of the fused path (its own, not the bf16
-    op's: the two ops' launches are not ordered by each other's flags)."""
-    import torch
-    return driver.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
-
-
 def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, order="swizzle",
                              mode=None, comm_programs=0, kernel="tma", config=None,
                              reduce="comm"):
@@ -108,8 +101,6 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != torch.bfloat16):
         raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in "
                           f"torch.bfloat16, got {tuple(out.shape)} {out.dtype}")
-    if reduce not in (None, "comm", "epilogue"):
-        raise LaunchError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
     cfg = resolve_fp8_config(kernel, M, N, K, config)
     use, c = driver.choose(SPEC, comm, (M, N, K), _fp8.FP8, fused=fused, explicit=explicit,
                            named=backend is not None or reduce is not None,
@@ -126,7 +117,9 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     fk = gemm_rs_fp8_fused_kernel(comm, M, N, backend=backend, split=split, order=order,
                                   mode=mode, comm_programs=cp, kernel=kernel, config=cfg,
                                   reduce=reduce)
-    C = gemm_rs_fp8_buffer(comm, M, N)
+    # the partial C's symmetric buffer: its own, not the bf16 op's (the two ops' launches are
+    # not ordered by each other's flags)
+    C = driver.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
     _fp8.launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
                   programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
     if out is None:
@@ -147,5 +140,5 @@ SPEC = OpSpec(
     explain=GEMM_RS.explain, bench_rows=("gemm_rs_fp8",),
     bench=Bench(("rs_fp8",), SHAPES, "rows:bench_rs_fp8"))
 
-__all__ = ["SPEC", "gemm_rs_fp8", "gemm_rs_fp8_buffer", "gemm_rs_fp8_fused_kernel",
+__all__ = ["SPEC", "gemm_rs_fp8", "gemm_rs_fp8_fused_kernel",
            "gemm_rs_fp8_reference"]

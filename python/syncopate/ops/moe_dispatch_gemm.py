@@ -122,12 +122,6 @@ def _pack(x, topk_ids, E, W, capacity, on_overflow, validate=True):
     return packed
 
 
-def buffers(comm, E: int, C: int, H: int, dtype):
-    """The symmetric ``X`` ``[W*E*C, H]`` and ``CNT`` ``[W*W*E]`` int32 buffers of this shape
-    (allocated on first use, a collective)."""
-    return moe_routing.moe_buffers(comm, "moe_dispatch.XC", E, C, H, dtype)
-
-
 def moe_dispatch_gemm_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
                                    comm_programs: int = 2, backend: str = "sm",
                                    mode: str = "pull"):
@@ -218,14 +212,13 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     cp = driver.loopback_comm_programs(comm, comm_programs, comm_programs)
     fk = moe_dispatch_gemm_fused_kernel(comm, E, C, H, x.dtype, cfg=cfg, comm_programs=cp,
                                         backend=backend, mode=mode)
-    X, CNT = buffers(comm, E, C, H, x.dtype)
+    # the symmetric X [W*E*C, H] and CNT [W*W*E] int32 of this shape
+    X, CNT = moe_routing.moe_buffers(comm, "moe_dispatch.XC", E, C, H, x.dtype)
     fk.before_staging()  # peers finished reading the previous call's blocks
     X[me * E * C:(me + 1) * E * C].copy_(packed.send.reshape(E * C, H))
     CNT[me * W * E:(me + 1) * W * E].copy_(packed.counts.reshape(-1))
-    w = w_local.contiguous()
     out = torch.empty((W * El * C, N), dtype=x.dtype, device=x.device)
-    values, grid = kernel_args(X, CNT, w, out, me, W, E, C, cfg)
-    launch_grouped(fk, values, grid, cfg)
+    launch_grouped(fk, *kernel_args(X, CNT, w_local.contiguous(), out, me, W, E, C, cfg), cfg)
     counts = CNT.view(W, W, E)[:, me, me * El:(me + 1) * El].clone()
     return MoEDispatch(out.view(W * El, C, N), counts, packed.slot, packed.dropped,
                        topk_weights, CNT.clone(), packed.invalid)

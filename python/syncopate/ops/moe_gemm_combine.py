@@ -152,12 +152,6 @@ def _valid_slot(slot, E: int, C: int):
     return torch.where((slot >= 0) & (slot < E * C), slot, torch.full_like(slot, -1))
 
 
-def buffers(comm, E: int, C: int, H: int, dtype):
-    """The symmetric ``Y`` ``[W*E*C, H]`` and ``CNT`` ``[W*W*E]`` int32 buffers of this shape
-    (allocated on first use, a collective)."""
-    return moe_routing.moe_buffers(comm, "moe_combine.YC", E, C, H, dtype)
-
-
 def moe_gemm_combine_fused_kernel(comm, E: int, C: int, H: int, dtype, *, cfg,
                                   comm_programs: int = 2, backend: str = "sm",
                                   mode: str = "push"):
@@ -231,13 +225,12 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     cp = driver.loopback_comm_programs(comm, comm_programs, comm_programs)
     fk = moe_gemm_combine_fused_kernel(comm, E, C, H, h.dtype, cfg=cfg, comm_programs=cp,
                                        backend=backend, mode=mode)
-    Y, CNT = buffers(comm, E, C, H, h.dtype)
+    # the symmetric Y [W*E*C, H] and CNT [W*W*E] int32 of this shape
+    Y, CNT = moe_routing.moe_buffers(comm, "moe_combine.YC", E, C, H, h.dtype)
     fk.before_staging()  # peers finished reading the previous call's rows and counts
     CNT.copy_(routing.cnt)
-    w = w_local.contiguous()
     a = h.reshape(W * El * C, F).contiguous()
-    values, grid = kernel_args(a, CNT, w, Y, me, W, E, C, cfg)
-    launch_grouped(fk, values, grid, cfg)
+    launch_grouped(fk, *kernel_args(a, CNT, w_local.contiguous(), Y, me, W, E, C, cfg), cfg)
     slot = routing.slot if validate else _valid_slot(routing.slot, E, C)
     rows = fused_rows(slot, me, W, E, C)
     return combine_rows(Y, rows, routing.topk_weights, h.dtype)

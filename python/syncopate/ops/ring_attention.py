@@ -151,12 +151,33 @@ def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=No
     the shards in the fused kernel's ``order``, so both sum in one order)."""
     B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     W = comm.world_size
-    gathered = [driver.all_gather_rows(t[None], comm.group, W).permute(1, 2, 0, 3, 4)
-                .reshape(B, Hkv, W * Sl, D) for t in (k, v)]
+    kg, vg = (bwd.gather_seq(t, comm.group, W) for t in (k, v))
     if causal:
-        return attention_zigzag(q, gathered[0], gathered[1], 2 * W, comm.rank * Sl, sm_scale,
-                                cfg, fusable=True, descending=descending(order))
-    return attention(q, gathered[0], gathered[1], False, sm_scale, cfg, fusable=True)
+        return attention_zigzag(q, kg, vg, 2 * W, comm.rank * Sl, sm_scale, cfg, fusable=True,
+                                descending=descending(order))
+    return attention(q, kg, vg, False, sm_scale, cfg, fusable=True)
+
+
+def _fused_path(comm, q, dims, causal, fused, backend, comm_programs, explicit: bool,
+                what: str, why: str):
+    """``(backend, ring plan, comm programs)`` of a ring attention call (``what``) on checked
+    ``(B, Hq, Hkv, Sl, D)`` that takes the fused path (``fused``, a fused-only option, else the
+    decision, the same on every rank), else None; a backend without comm programs is refused
+    (``why``: where the waits are)."""
+    B, Hq, Hkv, Sl, D = dims
+    W = comm.world_size
+    explicit = explicit or backend is not None or comm_programs is not None
+    if not (driver.use_fused(fused) and driver.choose(
+            SPEC, comm, (B, Hq, Hkv, Sl * W, D, int(bool(causal))), q.dtype, fused=fused,
+            explicit=explicit, named=True)[0]):
+        return None
+    backend = backend or "sm"
+    if not backends.get(backend, LaunchError).has_comm_programs:
+        raise LaunchError(f"{what} needs comm programs in the kernel (not backend {backend!r}): "
+                          f"{why}")
+    plan = choose_ring_plan(B, Hq, Hkv, Sl * W, D, W, causal, q.element_size(), comm_programs)
+    return backend, plan, driver.loopback_comm_programs(comm, plan["comm_programs"],
+                                                        comm_programs)
 
 
 def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order: str = "swizzle",
@@ -174,40 +195,28 @@ def ring_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None, order:
     (:func:`syncopate.ops.choice.decide_shape`); ``fused=True`` or any of ``backend``/
     ``split``/``comm_programs``: fused; ``fused=False`` (or ``SYNCOPATE=0``): unfused.
     """
-
+    B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
     if comm.world_size == 1:
         # one rank holds the whole sequence (its zigzag shard is segments 0 and 1, in order):
         # the local kernel alone, no schedule, flags or buffers
-        _check(q, k, v, comm, causal, config)
         return attention(q, k, v, causal, sm_scale, config, out=out)
-    use_fused = driver.use_fused(fused)
-    if use_fused and fused is None:
-        explicit = backend is not None or split is not None or comm_programs is not None
-        if not explicit:
-            B, Hq, Hkv, Sl, D, _ = _check(q, k, v, comm, causal, config)
-            use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * comm.world_size, D,
-                                                   int(bool(causal))), q.dtype, fused=fused,
-                                      explicit=False, named=True)[0]
-    backend = backend or "sm"
-    if not use_fused:
+    path = _fused_path(comm, q, (B, Hq, Hkv, Sl, D), causal, fused, backend, comm_programs,
+                       split is not None, "ring attention", "its waits are inside the KV loop "
+                       "of every program, and the copy engine's side stream cannot be ordered "
+                       "with them")
+    if path is None:
         o, lse = ring_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
                                           config=config, order=order)
-        if out is not None:
-            out[0].copy_(o)
-            out[1].copy_(lse)
-            return out
-        return o, lse
-    if not backends.get(backend or "sm", LaunchError).has_comm_programs:
-        raise LaunchError(f"ring attention needs comm programs in the kernel (not backend "
-                          f"{backend!r}): its waits are inside the KV loop of every program, and "
-                          "the copy engine's side stream cannot be ordered with them")
-    B, Hq, Hkv, Sl, D, cfg = _check(q, k, v, comm, causal, config)
+        if out is None:
+            return o, lse
+        out[0].copy_(o)
+        out[1].copy_(lse)
+        return out
+    backend, plan, cp = path
     W, me = comm.world_size, comm.rank
     S = Sl * W
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
-    plan = choose_ring_plan(B, Hq, Hkv, S, D, W, causal, q.element_size(), comm_programs)
     split = plan["split"] if split is None else int(split)
-    cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
     o, lse = outputs(q, out, (B, Hq, Sl, D))
     kbuf, vbuf = kv_buffers(comm, B, Hkv, S, D, q.dtype)
     fk = ring_attention_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
@@ -239,22 +248,15 @@ def ring_attention_backward(q, k, v, o, lse, do, comm, *, causal: bool = False, 
     B, Hq, Hkv, Sl, D, cfg = bwd.check(q, k, v, o, lse, do, comm, causal, config)
     if W == 1:
         return bwd.world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config)
-    use_fused = driver.use_fused(fused)
-    explicit = backend is not None or comm_programs is not None
-    if use_fused and fused is None and not explicit:
-        use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * W, D, int(bool(causal))),
-                                  q.dtype, fused=fused, explicit=False, named=True)[0]
-    if not use_fused:
+    path = _fused_path(comm, q, (B, Hq, Hkv, Sl, D), causal, fused, backend, comm_programs,
+                       False, "the ring attention backward", "its waits are inside the "
+                       "programs of the dK/dV kernel, which the copy engine's side stream "
+                       "cannot order")
+    if path is None:
         return bwd.ring_attention_backward_reference(q, k, v, o, lse, do, comm, causal=causal,
                                                      sm_scale=sm_scale, dlse=dlse,
                                                      config=config)
-    backend = backend or "sm"
-    if not backends.get(backend, LaunchError).has_comm_programs:
-        raise LaunchError(f"the ring attention backward needs comm programs in the kernel (not "
-                          f"backend {backend!r}): its waits are inside the programs of "
-                          "the dK/dV kernel, which the copy engine's side stream cannot order")
-    plan = choose_ring_plan(B, Hq, Hkv, Sl * W, D, W, causal, q.element_size(), comm_programs)
-    cp = driver.loopback_comm_programs(comm, plan["comm_programs"], comm_programs)
+    backend, _, cp = path
     return bwd.fused_backward(q, k, v, o, lse, do, comm, causal=causal, sm_scale=sm_scale,
                               dlse=dlse, cfg=cfg, order=order, comm_programs=cp,
                               backend=backend)
@@ -318,27 +320,26 @@ def compute_dtype(t):
     return torch.promote_types(t.dtype, torch.float32)
 
 
-def _gathered(t, group, W, ct):
-    """``[B, H, Sl, D]`` shards -> the whole ``[B, H, W*Sl, D]`` sequence in rank order."""
-    B, H, Sl, D = t.shape
-    g = driver.all_gather_rows(t[None].contiguous(), group, W)
-    return g.permute(1, 2, 0, 3, 4).reshape(B, H, W * Sl, D).to(ct)
+def scores(q, k, sm_scale, ct, future=None):
+    """``(s, G, scale)``: the scaled scores of ``q`` against ``k`` (GQA: ``G`` query heads per
+    KV head) in ``ct``, ``-inf`` where the mask ``future`` is set (the CPU compositions)."""
+    G = q.shape[1] // k.shape[1]
+    scale = 1.0 / math.sqrt(q.shape[3]) if sm_scale is None else float(sm_scale)
+    s = (q.to(ct) @ k.to(ct).repeat_interleave(G, 1).transpose(-1, -2)) * scale
+    return (s if future is None else s.masked_fill(future, float("-inf"))), G, scale
 
 
 def _scores(q, kg, group, W, causal, sm_scale, ct):
-    """This rank's masked, scaled scores against the gathered keys (GQA expanded) and its
-    KV-head expansion factor."""
+    """:func:`scores` of this rank's queries against the gathered keys, masked in the zigzag
+    layout's original positions when ``causal``."""
     import torch
-    B, Hq, Sl, D = q.shape
-    G = Hq // kg.shape[1]
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
-    s = (q.to(ct) @ kg.repeat_interleave(G, 1).transpose(-1, -2)) * scale
+    future = None
     if causal:
-        rank = collectives.get_rank(group)
-        qpos = shard_positions(Sl, W, rank, True, q.device)
+        Sl = q.shape[2]
+        qpos = shard_positions(Sl, W, collectives.get_rank(group), True, q.device)
         kpos = torch.cat([shard_positions(Sl, W, r, True, q.device) for r in range(W)])
-        s = s.masked_fill(kpos[None, :] > qpos[:, None], float("-inf"))
-    return s, G, scale
+        future = kpos[None, :] > qpos[:, None]
+    return scores(q, kg, sm_scale, ct, future)
 
 
 def attend(s, v, G: int, ct):
@@ -369,7 +370,7 @@ def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
     collectives, attention in fp32 (fp64 for fp64 inputs)."""
     import torch
     ct = compute_dtype(q)
-    kg, vg = (_gathered(t, group, W, ct) for t in (k, v))
+    kg, vg = (bwd.gather_seq(t, group, W).to(ct) for t in (k, v))
     s, G, _ = _scores(q, kg, group, W, causal, sm_scale, ct)
     o, lse = attend(s, vg, G, ct)
     return o.to(q.dtype), lse.to(torch.float32)
@@ -453,14 +454,13 @@ def _bwd_impl(q, k, v, group, W, o, lse, do, causal=False, sm_scale=None, dlse=N
     ct = compute_dtype(q)
     B, Hq, Sl, D = q.shape
     Hkv = k.shape[1]
-    kg, vg = (_gathered(t, group, W, ct) for t in (k, v))
+    kg, vg = (bwd.gather_seq(t, group, W).to(ct) for t in (k, v))
     s, G, scale = _scores(q, kg, group, W, causal, sm_scale, ct)
     dq, dk, dv = attention_grads(s, G, scale, lse, q, kg, vg, o, do, dlse, ct)
     S = Sl * W
 
     def owners(full):  # [B, Hq, S, D] partials -> this rank's [B, Hkv, Sl, D] sums
-        part = full.view(B, Hkv, G, S, D).sum(2).view(B, Hkv, W, Sl, D)
-        return driver.reduce_scatter_rows(part.permute(2, 0, 1, 3, 4).contiguous(), group, W)[0]
+        return bwd.scatter_seq(full.view(B, Hkv, G, S, D).sum(2), group, W, B, Hkv, Sl, D)
     return dq.to(q.dtype), owners(dk).to(k.dtype), owners(dv).to(v.dtype)
 
 

@@ -143,21 +143,22 @@ def _delta(o, do, dlse):
     return delta
 
 
-def _unit_last(*ts):
-    return tuple(t if t.stride(-1) == 1 else t.contiguous() for t in ts)
+def _inputs(q, o, do, lse, dlse, sm_scale):
+    """``(scale, q, o, do, lse, delta)`` as the kernels take them (unit inner strides)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    q, o, do = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, o, do))
+    return scale, q, o, do, lse.contiguous(), _delta(o, do, dlse)
 
 
-def backward_buffers(comm, B: int, Hkv: int, S: int, D: int, dtype):
-    """The fused backward's symmetric buffers of this shape: the gathered ``K``, ``V``
-    ``[B*Hkv, S, D]`` (the inputs' dtype) and the fp32 partial ``DK``, ``DV`` (allocated on
-    first use, a collective). Separate from the forward's: each fused kernel's handshake
-    protects its own buffers."""
+def _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, rank, W, Hkv, D, cfg):
+    """``dq`` (new), ``dk`` and ``dv`` by both kernels alone: the unfused path, world size 1."""
     import torch
-    kv = tuple(driver.symmetric_buffer(comm, f"ring_attention_bwd.{n}", (B * Hkv, S, D), dtype)
-               for n in ("K", "V"))
-    grads = tuple(driver.symmetric_buffer(comm, f"ring_attention_bwd.{n}", (B * Hkv, S, D),
-                                          torch.float32) for n in ("DK", "DV"))
-    return kv + grads
+    dq = torch.empty_like(q)
+    for which, outs in (("dkdv", (dk, dv)), ("dq", (dq,))):
+        args, grid = bwd_args(which, q, kbuf, vbuf, do, lse, delta, outs, scale, causal, rank,
+                              W, Hkv, D, cfg)
+        _launch_local(which, args, grid, cfg)
+    return dq
 
 
 def backward_schedule(B: int, Hkv: int, S: int, D: int, dtype, W: int, order: str = "swizzle"):
@@ -201,14 +202,14 @@ def _preload(comm, which, args, grid, cfg) -> None:
     comm.cache[key] = True
 
 
-def _gather_seq(t, group, W):
-    """``[B, H, Sl, D]`` shards -> the ``[B*H, W*Sl, D]`` sequence in rank order (contiguous)."""
+def gather_seq(t, group, W):
+    """``[B, H, Sl, D]`` shards -> the whole ``[B, H, W*Sl, D]`` sequence in rank order."""
     B, H, Sl, D = t.shape
     g = driver.all_gather_rows(t[None], group, W)  # [W, B, H, Sl, D]
-    return g.permute(1, 2, 0, 3, 4).reshape(B * H, W * Sl, D)
+    return g.permute(1, 2, 0, 3, 4).reshape(B, H, W * Sl, D)
 
 
-def _scatter_seq(t, group, W, B, H, Sl, D):
+def scatter_seq(t, group, W, B, H, Sl, D):
     """The sum over ranks of ``[B*H, W*Sl, D]`` partials, this rank's ``[B, H, Sl, D]`` rows."""
     parts = t.view(B, H, W, Sl, D).permute(2, 0, 1, 3, 4).contiguous()
     return driver.reduce_scatter_rows(parts, group, W)[0]
@@ -222,19 +223,12 @@ def ring_attention_backward_reference(q, k, v, o, lse, do, comm, *, causal: bool
     B, Hq, Hkv, Sl, D, cfg = check(q, k, v, o, lse, do, comm, causal, config)
     W, me = comm.world_size, comm.rank
     S = Sl * W
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
-    q, o, do = _unit_last(q, o, do)
-    lse = lse.contiguous()
-    kbuf, vbuf = (_gather_seq(t, comm.group, W) for t in (k, v))
-    delta = _delta(o, do, dlse)
+    scale, q, o, do, lse, delta = _inputs(q, o, do, lse, dlse, sm_scale)
+    kbuf, vbuf = (gather_seq(t, comm.group, W).view(B * Hkv, S, D) for t in (k, v))
     dk = torch.empty((B * Hkv, S, D), dtype=torch.float32, device=q.device)
     dv = torch.empty_like(dk)
-    dq = torch.empty_like(q)
-    for which, outs in (("dkdv", (dk, dv)), ("dq", (dq,))):
-        args, grid = bwd_args(which, q, kbuf, vbuf, do, lse, delta, outs, scale, causal, me, W,
-                              Hkv, D, cfg)
-        _launch_local(which, args, grid, cfg)
-    return (dq, *(_scatter_seq(t, comm.group, W, B, Hkv, Sl, D).to(k.dtype) for t in (dk, dv)))
+    dq = _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, me, W, Hkv, D, cfg)
+    return (dq, *(scatter_seq(t, comm.group, W, B, Hkv, Sl, D).to(k.dtype) for t in (dk, dv)))
 
 
 def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
@@ -249,17 +243,10 @@ def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
     Hkv = k.shape[1]
     cfg = AttentionConfig.of(config if config is not None else default_backward_config(D),
                              D).check(D, fusable=True)
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
-    q, o, do = _unit_last(q, o, do)
+    scale, q, o, do, lse, delta = _inputs(q, o, do, lse, dlse, sm_scale)
     kbuf, vbuf = (t.reshape(B * Hkv, Sl, D).contiguous() for t in (k, v))
-    lse = lse.contiguous()
-    delta = _delta(o, do, dlse)
     dk, dv = torch.empty_like(kbuf), torch.empty_like(vbuf)
-    dq = torch.empty_like(q)
-    for which, outs in (("dkdv", (dk, dv)), ("dq", (dq,))):
-        args, grid = bwd_args(which, q, kbuf, vbuf, do, lse, delta, outs, scale, causal, 0, 1,
-                              Hkv, D, cfg)
-        _launch_local(which, args, grid, cfg)
+    dq = _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, 0, 1, Hkv, D, cfg)
     return dq, dk.view(k.shape), dv.view(v.shape)
 
 
@@ -271,11 +258,13 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
     Hkv = k.shape[1]
     W, me = comm.world_size, comm.rank
     S = Sl * W
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
-    q, o, do = _unit_last(q, o, do)
-    lse = lse.contiguous()
-    delta = _delta(o, do, dlse)
-    kbuf, vbuf, dkbuf, dvbuf = backward_buffers(comm, B, Hkv, S, D, q.dtype)
+    scale, q, o, do, lse, delta = _inputs(q, o, do, lse, dlse, sm_scale)
+    # the gathered K, V (the inputs' dtype) and the fp32 partial dK, dV: separate from the
+    # forward's buffers, as each fused kernel's handshake protects its own
+    kbuf, vbuf, dkbuf, dvbuf = (
+        driver.symmetric_buffer(comm, f"ring_attention_bwd.{n}", (B * Hkv, S, D), dt)
+        for n, dt in (("K", q.dtype), ("V", q.dtype), ("DK", torch.float32),
+                      ("DV", torch.float32)))
     fk = dkdv_fused_kernel(comm, B, Hkv, S, D, q.dtype, causal=causal, order=order,
                            comm_programs=comm_programs, backend=backend, cfg=cfg)
     dq = torch.empty_like(q)
@@ -297,7 +286,6 @@ def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, c
     return dq, dk, dv
 
 
-__all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_buffers", "backward_schedule", "bwd_args",
-           "check",
-           "dkdv_fused_kernel", "fused_backward", "ring_attention_backward_reference",
+__all__ = ["CONSTANT_ARGS", "OPERANDS", "backward_schedule", "bwd_args", "check",
+           "dkdv_fused_kernel", "gather_seq", "scatter_seq", "fused_backward", "ring_attention_backward_reference",
            "world_size_one"]

@@ -46,8 +46,8 @@ from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import choice, driver
 from . import ring_attention_bwd as bwd
-from .ring_attention import (SHAPE, compute_dtype, attend, attention_check, attention_grads,
-                             attention_torch_op, explain_shape, fit, local_candidates)
+from .ring_attention import (SHAPE, attend, attention_check, attention_grads, attention_torch_op,
+                             compute_dtype, explain_shape, fit, local_candidates, scores)
 from .spec import Cand, OpSpec
 
 _OPERANDS = {"Q": "Q", "K": "K", "V": "V", "O": "O"}
@@ -182,18 +182,6 @@ def ulysses_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale
     return to_sequence([o], g, W)[0], lse
 
 
-def _check_out(out, q, shape) -> None:
-    import torch
-    if out is None:
-        return
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape) \
-            or out.dtype != q.dtype or out.device != q.device:
-        raise LaunchError(f"out must be this rank's [B, Hq, S/W, D] = {list(shape)} result in "
-                          f"{q.dtype} on {q.device}, got "
-                          f"{getattr(out, 'dtype', type(out).__name__)} "
-                          f"{list(getattr(out, 'shape', ()))}")
-
-
 def ulysses_buffers(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype) -> dict:
     """The symmetric global ``Q, K, V, O`` buffers of this shape (allocated on first use: a
     collective, so every rank calls it with the same shape)."""
@@ -246,27 +234,26 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
 
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
-    _check_out(out, q, (B, Hq, Sl, D))
-    if comm.world_size == 1:  # one rank holds every head of the whole sequence
-        if not return_lse:
-            o = _local_attention(q, k, v, causal, sm_scale, cfg)
-            return o if out is None else out.copy_(o)
-        o, lse = _local_attention_lse(q, k, v, causal, sm_scale, cfg)
-        return (o if out is None else out.copy_(o)), lse
-    use_fused = driver.use_fused(fused)
-    if use_fused:
-        use_fused = driver.choose(SPEC, comm, (B, Hq, Hkv, Sl * comm.world_size, D,
-                                               int(bool(causal))), q.dtype, fused=fused,
-                                  explicit=backend is not None or comm_programs is not None,
-                                  named=True)[0]
-    backend = backend or "sm"
-    if not use_fused:
-        r = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
-                                        config=cfg, return_lse=return_lse)
-        if out is None:
-            return r
-        return (out.copy_(r[0]), r[1]) if return_lse else out.copy_(r)
+    if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape
+                            or out.dtype != q.dtype or out.device != q.device):
+        raise LaunchError(f"out must be this rank's [B, Hq, S/W, D] = {list(q.shape)} result in "
+                          f"{q.dtype} on {q.device}, got "
+                          f"{getattr(out, 'dtype', type(out).__name__)} "
+                          f"{list(getattr(out, 'shape', ()))}")
     W, me = comm.world_size, comm.rank
+    if W == 1 or not (driver.use_fused(fused) and driver.choose(
+            SPEC, comm, (B, Hq, Hkv, Sl * W, D, int(bool(causal))), q.dtype, fused=fused,
+            explicit=backend is not None or comm_programs is not None, named=True)[0]):
+        if W > 1:
+            r = ulysses_attention_reference(q, k, v, comm, causal=causal, sm_scale=sm_scale,
+                                            config=cfg, return_lse=return_lse)
+        else:  # one rank holds every head of the whole sequence
+            r = (_local_attention_lse if return_lse else _local_attention)(q, k, v, causal,
+                                                                           sm_scale, cfg)
+        o, lse = r if return_lse else (r, None)
+        o = o if out is None else out.copy_(o)
+        return (o, lse) if return_lse else o
+    backend = backend or "sm"
     S = Sl * W
     cp = driver.loopback_comm_programs(
         comm, OP_DEFAULT_PROGRAMS if comm_programs is None else int(comm_programs), comm_programs)
@@ -366,17 +353,12 @@ def _torch_check(q, k, v, W, causal=False, sm_scale=None):
 
 
 def _scores(qh, kh, causal, sm_scale, ct):
-    """This rank's heads' scaled scores over the whole sequence (GQA expanded; causal: the
-    top-left mask -- the sequence is contiguous here), and the GQA factor and scale."""
+    """This rank's heads' :func:`~.ring_attention.scores` over the whole sequence (causal: the
+    top-left mask -- the sequence is contiguous here)."""
     import torch
-    S, D = qh.shape[2], qh.shape[3]
-    G = qh.shape[1] // kh.shape[1]
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
-    s = (qh.to(ct) @ kh.to(ct).repeat_interleave(G, 1).transpose(-1, -2)) * scale
-    if causal:
-        above = torch.ones(S, S, dtype=torch.bool, device=qh.device).triu(1)
-        s = s.masked_fill(above, float("-inf"))
-    return s, G, scale
+    S = qh.shape[2]
+    future = torch.ones(S, S, dtype=torch.bool, device=qh.device).triu(1) if causal else None
+    return scores(qh, kh, sm_scale, ct, future)
 
 
 def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
