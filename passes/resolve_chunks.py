@@ -19,15 +19,16 @@ is ``O(chunks to one rank)`` integer compares plus one spin per chunk it really 
 RECV / SEND list of the chunk table: the same tests and spins at run time, code size O(1) in
 the number of chunks; the signals of one store share one :class:`ReleaseFenceOp`.
 
-A region wait inside a loop (ring attention's K/V waits sit inside the KV loop) would put that
-scan loop inside the loop, and Triton does not software-pipeline the loads of a loop holding
-another loop.  There the table form reads the chunks by index instead (:class:`TableCellWait`):
-the table's cell map of the tensor (``chunk_table.cell_map``) gives, per rank and cell of the
-one chunked dim, the chunk covering it; the pass proves at compile time how many cells the box
-can touch (its extent along the dim is a constant, its start a known power-of-two multiple)
-and emits that many lookups -- one or two scalar loads and guarded waits, no loop.  Where it
-cannot prove the bound, or the schedule has no cell map, the scan loop stays (and the loop
-around it does not pipeline: docs/attention.md).
+A region wait inside a loop (the K/V waits of ring and Ulysses attention sit inside the KV
+loop) would put that scan loop inside the loop, and Triton does not software-pipeline the loads
+of a loop holding another loop.  There the table form reads the chunks by index instead
+(:class:`TableCellWait`): the table's cell map of the tensor (``chunk_table.cell_map``) gives,
+per rank and cell of a grid over the one or two chunked dims, the chunk covering it; the pass
+proves at compile time how many cells the box can touch along each (its extent there is a
+constant, its start a known power-of-two multiple) and emits their product of lookups -- one
+or two scalar loads and guarded waits, no loop.  Where it cannot prove the bound, or the
+schedule has no cell map, the scan loop stays (and the loop around it does not pipeline:
+docs/fused-abi.md "Cell maps").
 """
 
 from __future__ import annotations
