@@ -295,12 +295,13 @@ class TableCellWait(RewritePattern):
             return
         b = Builder(o)
         target = b.mul(o.epoch, b.const(self.writers))
+
+        def clamp(v, size: int):
+            return b.minsi(b.maxsi(v, b.const(0)), b.const(size))
+
         bounds = []  # per cell dim: (first cell, end cell) of the clamped box
         for dim, grain in zip(grid.dims, grid.grains):
-            def clamp(v):
-                return b.minsi(b.maxsi(v, b.const(0)), b.const(shape[dim]))
-
-            lo, hi = clamp(o.lo[dim]), clamp(o.hi[dim])
+            lo, hi = clamp(o.lo[dim], shape[dim]), clamp(o.hi[dim], shape[dim])
             bounds.append((b.divsi(lo, b.const(grain)),
                            b.divsi(b.add(hi, b.const(grain - 1)), b.const(grain))))
         row = b.add(b.const(start), b.mul(o.rank, b.const(grid.cells)))
@@ -312,8 +313,8 @@ class TableCellWait(RewritePattern):
             cb = Builder(None, cell.true_region.blocks[0])
             at = row
             for k, count, stride in zip(ks, grid.counts, grid.strides):
-                k = cb.minsi(k, cb.const(count - 1))
-                at = cb.add(at, cb.mul(k, cb.const(stride)) if stride != 1 else k)
+                kin = cb.minsi(k, cb.const(count - 1))
+                at = cb.add(at, cb.mul(kin, cb.const(stride)) if stride != 1 else kin)
             cid = self.reader.word(cb, at)
             cb.insert(scf.YieldOp(guarded_wait(cb, cb.cmp("sge", cid, cb.const(0)), o.flags,
                                                cid, target)))
