@@ -23,11 +23,11 @@
 // Flags: CHUNK[c] = c, ENTRY[p] = 8 + p, CONSUMED = 10, PRODUCED[c] = 11 + c.  Table: records
 // at 8 + 16 c (SRC word 1, DST 2, FLAGS 3, VOLUME 4, AFTER start/count 5/6, LO[0] 8); the
 // directory at 136, 12 words per rank: EXEC entry 136 + 8, PUSHED 136 + 10; the reads section
-// at 160; the pool at 162; the cell section (chunk_table VERSION 2) at 193: 2 x 4 directory
-// words, then one 2 x 4 cell map per tensor (grain 64 rows); the table is 217 words before the
+// at 160; the pool at 162; the cell section (chunk_table VERSION 3) at 193: 2 x 8 directory
+// words, then one 2 x 4 cell map per tensor (grain 64 rows); the table is 225 words before the
 // remap section.  Peer table rows: 0 flags, 1 A, 2 C.
 
-// CHECK:       table_remaps = {{\[\[}}217, 4{{\]\]}}>
+// CHECK:       table_remaps = {{\[\[}}225, 4{{\]\]}}>
 // CHECK-LABEL: tt.func public @tile
 // CHECK-SAME:    %syn_flags: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_peers: !tt.ptr<i64> {tt.divisibility = 16 : i32}, %syn_table: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_diag: !tt.ptr<i32> {tt.divisibility = 16 : i32}, %syn_rank: i32, %syn_epoch: i32, %syn_timeout_ns: i64)
 // CHECK-NEXT:    %[[PID:.+]] = tt.get_program_id x : i32
@@ -269,8 +269,8 @@
 // CHECK-NEXT:      }
 // CHECK-NEXT:    } else {
 //
-// The compute programs.  remap: table[217 + 4 rank + coord] for 0 <= coord < 4 (the section
-// the state records as table_remaps [[217, 4]]), the coordinate itself outside.
+// The compute programs.  remap: table[225 + 4 rank + coord] for 0 <= coord < 4 (the section
+// the state records as table_remaps [[225, 4]]), the coordinate itself outside.
 // CHECK:           %pid = tt.get_program_id x : i32
 // CHECK-NEXT:      %[[COORD:.+]] = arith.subi %pid, %[[COUNT]] : i32
 // CHECK-NEXT:      %[[L:.+]] = arith.constant 0 : i32
@@ -280,7 +280,7 @@
 // CHECK-NEXT:      %[[IN:.+]] = arith.andi %[[GE]], %[[LT]] : i1
 // CHECK-NEXT:      %[[Z4:.+]] = arith.constant 0 : i32
 // CHECK-NEXT:      %[[SAFE:.+]] = arith.select %[[IN]], %[[COORD]], %[[Z4]] : i32
-// CHECK-NEXT:      %[[SEC:.+]] = arith.constant 217 : i32
+// CHECK-NEXT:      %[[SEC:.+]] = arith.constant 225 : i32
 // CHECK-NEXT:      %[[ROWLEN:.+]] = arith.constant 4 : i32
 // CHECK-NEXT:      %[[ROWOFF:.+]] = arith.muli %syn_rank, %[[ROWLEN]] : i32
 // CHECK-NEXT:      %[[ROWAT:.+]] = arith.addi %[[SEC]], %[[ROWOFF]] : i32

@@ -9,9 +9,10 @@
 // of a power of two P (from the arith ops computing it), the map's cells G rows:
 // n = (G - gcd(P, G) + E - 1) / G + 1 lookups, at most 2; else the scan loop stays.
 //
-// ag-rs2.json: A is [256, 64], chunks of 64 rows along dim 0 (G = 64, 4 cells).  Table v2:
-// 193 words, then the cell directory (slot A: [201, 0, 64, 4]), so rank r's row of A's map is
-// words 201 + 4 r .. 201 + 4 r + 3 (rank 0: -1 -1 0 1, rank 1: 2 3 -1 -1).
+// ag-rs2.json: A is [256, 64], chunks of 64 rows along dim 0 (G = 64, 4 cells).  Table v3:
+// 193 words, then the cell directory (slot A: [209, 1, 0, 64, 4, 0, 0, 0]: one cell dim), so
+// rank r's row of A's map is words 209 + 4 r .. 209 + 4 r + 3 (rank 0: -1 -1 0 1, rank 1:
+// 2 3 -1 -1).
 //
 // * aligned: lo = 64 i, E = 64: one lookup.  The box is clamped to [0, 256); its first cell
 //   lo / 64, its end (hi + 63) / 64; under "first < end" the chunk id is loaded from the row
@@ -38,7 +39,7 @@
 // CHECK-NEXT:      %[[HIR:.+]] = arith.addi %[[HI]], %[[G1]] : i32
 // CHECK-NEXT:      %[[G2:.+]] = arith.constant 64 : i32
 // CHECK-NEXT:      %[[END:.+]] = arith.divsi %[[HIR]], %[[G2]] : i32
-// CHECK-NEXT:      %[[MAP:.+]] = arith.constant 201 : i32
+// CHECK-NEXT:      %[[MAP:.+]] = arith.constant 209 : i32
 // CHECK-NEXT:      %[[NC:.+]] = arith.constant 4 : i32
 // CHECK-NEXT:      %[[ROFF:.+]] = arith.muli %syn_rank, %[[NC]] : i32
 // CHECK-NEXT:      %[[ROW:.+]] = arith.addi %[[MAP]], %[[ROFF]] : i32

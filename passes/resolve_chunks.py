@@ -19,19 +19,21 @@ is ``O(chunks to one rank)`` integer compares plus one spin per chunk it really 
 RECV / SEND list of the chunk table: the same tests and spins at run time, code size O(1) in
 the number of chunks; the signals of one store share one :class:`ReleaseFenceOp`.
 
-A region wait inside a loop (ring attention's K/V waits sit inside the KV loop) would put that
-scan loop inside the loop, and Triton does not software-pipeline the loads of a loop holding
-another loop.  There the table form reads the chunks by index instead (:class:`TableCellWait`):
-the table's cell map of the tensor (``chunk_table.cell_map``) gives, per rank and cell of the
-one chunked dim, the chunk covering it; the pass proves at compile time how many cells the box
-can touch (its extent along the dim is a constant, its start a known power-of-two multiple)
-and emits that many lookups -- one or two scalar loads and guarded waits, no loop.  Where it
-cannot prove the bound, or the schedule has no cell map, the scan loop stays (and the loop
-around it does not pipeline: docs/attention.md).
+A region wait inside a loop (the K/V waits of ring and Ulysses attention sit inside the KV
+loop) would put that scan loop inside the loop, and Triton does not software-pipeline the loads
+of a loop holding another loop.  There the table form reads the chunks by index instead
+(:class:`TableCellWait`): the table's cell map of the tensor (``chunk_table.cell_map``) gives,
+per rank and cell of a grid over the one or two chunked dims, the chunk covering it; the pass
+proves at compile time how many cells the box can touch along each (its extent there is a
+constant, its start a known power-of-two multiple) and emits their product of lookups -- one
+or two scalar loads and guarded waits, no loop.  Where it cannot prove the bound, or the
+schedule has no cell map, the scan loop stays (and the loop around it does not pipeline:
+docs/fused-abi.md "Cell maps").
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -39,7 +41,7 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import ModuleOp, i32
-from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -203,11 +205,18 @@ _LOOPS = (scf.ForOp, scf.WhileOp)
 
 def pow2_multiple(v: SSAValue) -> int:
     """A power of two that ``v`` (an i32) is proven a multiple of, from the ``arith`` ops that
-    compute it: constants, products, sums and differences.  Only powers of two: they survive
-    i32 wrap-around, so the proof holds for the value the kernel really computes."""
+    compute it: constants, products, sums and differences, and the induction variable of an
+    ``scf.for`` (``lb + i * step``: a multiple of what both are; a KV loop's ``start_n`` steps
+    by ``BLOCK_N``).  Only powers of two: they survive i32 wrap-around, so the proof holds for
+    the value the kernel really computes."""
     def pow2(n: int) -> int:
         return (1 << 31) if n == 0 else min(n & -n, 1 << 31)
 
+    if isinstance(v, BlockArgument):
+        loop = v.block.parent_op()
+        if isinstance(loop, scf.ForOp) and v.index == 0:
+            return min(pow2_multiple(loop.lb), pow2_multiple(loop.step))
+        return 1
     if not isinstance(v, OpResult):
         return 1
     c = const_int(v)
@@ -251,12 +260,15 @@ def in_loop(op: Operation) -> bool:
 @dataclass
 class TableCellWait(RewritePattern):
     """``wait_region`` inside a loop -> ``n`` lookups of the tensor's cell map (no loop, so
-    the loop around it still pipelines): for the ``j``-th cell the box touches along the
-    chunked dim, the chunk id of this rank's row, and a chunk ``wait`` under ``scf.if`` when
-    the cell is inside the box and has a chunk.  ``n`` is proven at compile time
-    (:func:`cells_touched`); the cells the lookups read are exactly those the box touches
-    (its bounds clamped to the tensor), so it waits for the same chunks as the scan.  Leaves
-    the op to :class:`TableWaitRegion` where it proves nothing."""
+    the loop around it still pipelines).  The map is a grid over the tensor's chunked dims (one
+    for ring attention's K/V, heads and sequence for the Ulysses all-to-all's); along each, the
+    box's extent must be a constant and its start a known power-of-two multiple, which bounds
+    the cells it touches there (:func:`cells_touched`); ``n`` is their product, at most
+    :data:`MAX_LOOKUPS`.  Lookup ``(j_0, ...)`` reads cell ``(first_i + j_i)`` of this rank's
+    row under ``scf.if`` when that cell is inside the box along every dim, and waits for the
+    chunk under ``scf.if id >= 0``.  The cells read are exactly those the box touches (its
+    bounds clamped to the tensor), so it waits for the same chunks as the scan.  Leaves the op
+    to :class:`TableWaitRegion` where it proves nothing."""
 
     sched: Schedule
     writers: int
@@ -271,30 +283,39 @@ class TableCellWait(RewritePattern):
         cells = ct.cells_of(self.table, ct.tensor_slots(self.sched)[tensor])
         if cells is None:
             return
-        start, dim, grain, ncells = cells
-        extent = constant_extent(o.lo[dim], o.hi[dim])
-        if extent is None:
-            return
-        n = cells_touched(extent, pow2_multiple(o.lo[dim]), grain)
-        size = self.sched.tensors[tensor].shape[dim]
-        if n > MAX_LOOKUPS or size + grain - 1 > ct.INT32_MAX:  # (the end cell's i32 sum)
+        start, grid = cells
+        shape = self.sched.tensors[tensor].shape
+        spans = []
+        for dim, grain in zip(grid.dims, grid.grains):
+            extent = constant_extent(o.lo[dim], o.hi[dim])
+            if extent is None or shape[dim] + grain - 1 > ct.INT32_MAX:  # (end cell's i32 sum)
+                return
+            spans.append(cells_touched(extent, pow2_multiple(o.lo[dim]), grain))
+        if math.prod(spans) > MAX_LOOKUPS:
             return
         b = Builder(o)
         target = b.mul(o.epoch, b.const(self.writers))
 
-        def clamp(v):
+        def clamp(v, size: int):
             return b.minsi(b.maxsi(v, b.const(0)), b.const(size))
 
-        lo, hi = clamp(o.lo[dim]), clamp(o.hi[dim])
-        first = b.divsi(lo, b.const(grain))
-        end = b.divsi(b.add(hi, b.const(grain - 1)), b.const(grain))
-        row = b.add(b.const(start), b.mul(o.rank, b.const(ncells)))
+        bounds = []  # per cell dim: (first cell, end cell) of the clamped box
+        for dim, grain in zip(grid.dims, grid.grains):
+            lo, hi = clamp(o.lo[dim], shape[dim]), clamp(o.hi[dim], shape[dim])
+            bounds.append((b.divsi(lo, b.const(grain)),
+                           b.divsi(b.add(hi, b.const(grain - 1)), b.const(grain))))
+        row = b.add(b.const(start), b.mul(o.rank, b.const(grid.cells)))
         tok = None
-        for j in range(n):
-            k = b.add(first, b.const(j)) if j else first
-            cell = b.if_(b.cmp("slt", k, end), [i32])
+        for js in itertools.product(*(range(n) for n in spans)):
+            ks = [b.add(first, b.const(j)) if j else first for j, (first, _) in zip(js, bounds)]
+            cell = b.if_(b.all_of([b.cmp("slt", k, end) for k, (_, end) in zip(ks, bounds)]),
+                         [i32])
             cb = Builder(None, cell.true_region.blocks[0])
-            cid = self.reader.word(cb, cb.add(row, cb.minsi(k, cb.const(ncells - 1))))
+            at = row
+            for k, count, stride in zip(ks, grid.counts, grid.strides):
+                kin = cb.minsi(k, cb.const(count - 1))
+                at = cb.add(at, cb.mul(kin, cb.const(stride)) if stride != 1 else kin)
+            cid = self.reader.word(cb, at)
             cb.insert(scf.YieldOp(guarded_wait(cb, cb.cmp("sge", cid, cb.const(0)), o.flags,
                                                cid, target)))
             eb = Builder(None, cell.false_region.blocks[0])

@@ -503,6 +503,43 @@ def test_fused_ring_attention_pipelines_with_table_waits(causal, W):
     _assert_kv_pipelined(*_fused_ring_attention(causal, W, "table"))
 
 
+def _fused_ulysses(W: int, lowering: str):
+    """The Ulysses attention's local kernel as the op fuses it (``ulysses_all_to_all``, the
+    op's constant args, default config and comm programs, push), compiled for sm_90 with
+    ``lowering``: ``(config, the compiled kernel)``."""
+    import syncopate
+    from syncopate.ops.ulysses import _CONSTANTS, _OPERANDS
+    from syncopate.runtime.specialize import specialize
+    from syncopate.schedule import ulysses_all_to_all
+    from syncopate.schedule.ulysses_cost import OP_DEFAULT_PROGRAMS
+    B, Hq, Hkv, Sl, D = 1, 32, 8, 2048, 128
+    S = Sl * W
+    cfg = attention_default_config(D)
+    Q, K, V, O = (torch.empty(B, h, S, D, dtype=torch.bfloat16) for h in (Hq, Hkv, Hkv, Hq))
+    values = (Q, K, V, O, torch.empty(B, Hq // W, S), 0.1,
+              *Q.stride()[:3], *K.stride()[:3], *V.stride()[:3], *O.stride()[:3],
+              Hq // W, Hq // Hkv, S, S, D, cfg.BLOCK_M, cfg.BLOCK_N, False)
+    spec = specialize(attn_fwd_kernel, values, frozenset(_CONSTANTS))
+    fc = syncopate.compile(attn_fwd_kernel, signature=spec.signature_dict(),
+                           constexprs=spec.constexpr_dict(), attrs=spec.attrs_dict(),
+                           schedule=ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W, mode="push"),
+                           operand=dict(_OPERANDS), backend="sm",
+                           comm_programs=OP_DEFAULT_PROGRAMS, lowering=lowering,
+                           **cfg.options())
+    assert fc.abi.lowering == lowering
+    return cfg, fc
+
+
+@pytest.mark.parametrize("W", [4, 8])
+def test_fused_ulysses_pipelines_with_table_waits(W):
+    """The fused Ulysses attention at W = 4 and 8 with the table lowering: each K/V wait in the
+    KV loop is a lookup of the table's two-dim cell map (heads x sequence blocks; one table
+    load under a branch, no loop), so Triton pipelines the K and V loads ``num_stages`` deep
+    without spills.  (With the RECV scan inside the KV loop, as before the grid, there was no
+    async copy of K or V.)"""
+    _assert_kv_pipelined(*_fused_ulysses(W, "table"))
+
+
 @triton.jit
 def _skip_in_loop_kernel(X, Y, N, SKIP: tl.constexpr, BLOCK: tl.constexpr):
     """The old zigzag kernel's loop in miniature: loads under an in-loop ``if`` (``SKIP``) or

@@ -7,13 +7,16 @@ what int32 words cannot hold, and the ``lowering`` choice (argument, ``auto`` th
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from syncopate import backends
 from syncopate import chunk_table as ct
 from syncopate.compiler import fuse_request
 from syncopate.errors import CompileError, LaunchError
-from syncopate.schedule import TEMPLATES, all_gather, all_reduce, reduce_scatter, verify
+from syncopate.schedule import (TEMPLATES, all_gather, all_reduce, from_dict, reduce_scatter,
+                                ulysses_all_to_all, verify)
 from syncopate.schedule.execution import executor, side
 from syncopate_mlir.passes.resolve_chunks import cells_touched
 
@@ -188,7 +191,7 @@ def _flip_record_word(words):
 
 def _flip_cell_word(words):
     out = list(words)
-    start, _, _, cells = ct.cells_of(out, ct.tensor_slots(SCHED)["A"])
+    start, _ = ct.cells_of(out, ct.tensor_slots(SCHED)["A"])
     out[start] = (out[start] + 1) % SCHED.num_chunks
     return out
 
@@ -205,6 +208,8 @@ CORRUPTIONS = {
                    "length or checksum"),
     "version": (lambda w: ct.seal(w[:ct.H_VERSION] + [ct.VERSION + 1] + w[ct.H_VERSION + 1:]),
                 "version"),
+    # a version 2 table (one-dim cell maps, 4-word directory entries) from an older compiler
+    "version 2": (lambda w: ct.seal(w[:ct.H_VERSION] + [2] + w[ct.H_VERSION + 1:]), "version 2"),
     "magic": (lambda w: [0] + w[1:], "magic"),
     "empty": (lambda w: [], "magic"),
     "trailing words": (lambda w: ct.seal(w + [0, 0]), "past its last section"),
@@ -420,53 +425,113 @@ def test_table_code_size_does_not_grow_with_chunks():
 
 # ------------------------------------------------------------------------------ cell maps
 
-def _meeting(sched, tensor: str, rank: int, dim: int, lo: int, hi: int) -> set[int]:
+def _meeting(sched, tensor: str, rank: int, box: dict[int, tuple[int, int]]) -> set[int]:
     """What the RECV scan waits for: chunks of ``tensor`` delivered to ``rank`` whose box
-    meets ``[lo, hi)`` along ``dim``."""
-    return {c.id for c in ct.recv_list(sched, rank, tensor) if lo < c.hi[dim] and c.lo[dim] < hi}
+    meets ``box`` (dim -> ``[lo, hi)``) along every dim it names."""
+    return {c.id for c in ct.recv_list(sched, rank, tensor)
+            if all(lo < c.hi[d] and c.lo[d] < hi for d, (lo, hi) in box.items())}
+
+
+def _intervals(grain: int, extent: int, every: bool) -> list[tuple[int, int]]:
+    """Intervals of a dim cut in cells of ``grain``, past both ends: ``every`` one, or (for a
+    grid of several dims, where every box would be millions) those whose ends lie on a cell
+    boundary or one off it -- every way an end can sit against a cell."""
+    if every:
+        ends = range(-grain, extent + grain + 1)
+    else:
+        ends = sorted({e for k in range(-1, extent // grain + 2)
+                       for e in (k * grain - 1, k * grain, k * grain + 1)})
+    return [(lo, hi) for lo in ends for hi in ends if lo < hi]
+
+
+def _check_cell_map(sched, words, tensor: str, slot: int) -> bool:
+    """Where the table has a cell map of ``tensor``: the words are the map, and the chunks it
+    names for the cells a box touches are exactly the chunks of the rank's RECV list that meet
+    the box.  Returns whether there was a map."""
+    m, at = ct.cell_map(sched, tensor), ct.cells_of(words, slot)
+    if m is None:
+        assert at is None
+        return False
+    start, grid = at
+    assert grid == m.grid
+    shape = sched.tensor(tensor).shape
+    assert [g * n for g, n in zip(grid.grains, grid.counts)] == [shape[d] for d in grid.dims]
+    assert set(sched.chunked_dims(tensor)) == set(grid.dims)
+    per_dim = [_intervals(g, shape[d], len(grid.dims) == 1)
+               for d, g in zip(grid.dims, grid.grains)]
+    for r in range(sched.world_size):
+        row = words[start + r * grid.cells:start + (r + 1) * grid.cells]
+        assert tuple(row) == m.rows[r]
+        for box in itertools.product(*per_dim):
+            spans = [range(max(lo, 0) // g, (min(hi, shape[d]) + g - 1) // g)
+                     for (lo, hi), d, g in zip(box, grid.dims, grid.grains)]
+            got = {row[sum(k * s for k, s in zip(ks, grid.strides))]
+                   for ks in itertools.product(*spans)} - {ct.NO_CHUNK}
+            assert got == _meeting(sched, tensor, r, dict(zip(grid.dims, box))), (tensor, r, box)
+    return True
 
 
 @pytest.mark.parametrize("W", [2, 3, 4])
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
 def test_cell_map_finds_exactly_the_chunks_the_scan_finds(name, W):
     """Every template at W = 2, 3, 4: where the table has a cell map of a tensor, the chunks it
-    names for the cells an interval touches are exactly the chunks of the rank's RECV list that
-    meet the interval -- for every interval of the chunked dim, past the ends included (what
-    the lookup in resolve-chunks relies on to wait for every chunk a box overlaps).  The words
-    in the table are the map.  Where there is none, the schedule is why: more than one chunked
-    dim, or two chunks delivered to one rank sharing a cell."""
+    names for the cells a box touches are exactly the chunks of the rank's RECV list that meet
+    the box -- for every interval of a single chunked dim, and every box whose ends sit on or
+    next to a cell boundary of a two-dim grid (all_to_all), past the ends included (what the
+    lookup in resolve-chunks relies on to wait for every chunk a box overlaps).  Where there is
+    none, the schedule is why: more than two chunked dims, or two chunks delivered to one rank
+    sharing a cell."""
     sched = template_schedule(name, W)
     words = ct.build(sched, "sm", 2)
     for tensor, slot in ct.tensor_slots(sched).items():
-        m, at = ct.cell_map(sched, tensor), ct.cells_of(words, slot)
-        if m is None:
-            assert at is None
-            dims = sched.chunked_dims(tensor)
-            assert len(dims) != 1 or any(
-                a.lo[dims[0]] < b.hi[dims[0]] and b.lo[dims[0]] < a.hi[dims[0]]
-                for r in range(W) for a in ct.recv_list(sched, r, tensor)
-                for b in ct.recv_list(sched, r, tensor) if a.id < b.id), (name, tensor)
+        if _check_cell_map(sched, words, tensor, slot):
             continue
-        start, dim, grain, cells = at
-        assert (dim, grain, cells) == (m.dim, m.grain, m.cells)
-        extent = sched.tensor(tensor).shape[dim]
-        assert grain * cells == extent
-        for r in range(W):
-            row = words[start + r * cells:start + (r + 1) * cells]
-            assert tuple(row) == m.rows[r]
-            for lo in range(-grain, extent + 1):
-                for hi in range(lo + 1, extent + grain + 1):
-                    k0, k1 = max(lo, 0) // grain, (min(hi, extent) + grain - 1) // grain
-                    got = {row[k] for k in range(k0, k1)} - {ct.NO_CHUNK}
-                    assert got == _meeting(sched, tensor, r, dim, lo, hi), (name, r, lo, hi)
+        dims = sched.chunked_dims(tensor)
+        assert len(dims) > ct.MAX_CELL_DIMS or any(
+            all(a.lo[d] < b.hi[d] and b.lo[d] < a.hi[d] for d in dims)
+            for r in range(W) for a in ct.recv_list(sched, r, tensor)
+            for b in ct.recv_list(sched, r, tensor) if a.id < b.id), (name, tensor)
 
 
-def test_cell_map_absent_where_chunks_to_one_rank_overlap_or_cut_two_dims():
-    """reduce_scatter at W = 4 delivers three sources' partials of one region to its owner,
-    all_to_all cuts both dims: neither gets a map (their waits scan RECV); an all-gather of
-    4096 rows in 1-row chunks would need more than MAX_CELLS cells and gets none either."""
+@pytest.mark.parametrize("W, Hkv", [(2, 2), (3, 3), (4, 4)])
+def test_ulysses_cell_maps_are_two_dim_grids(W, Hkv):
+    """The Ulysses all-to-all's chunks are one head of one sequence block: every tensor (Q,
+    K, V, O) gets a grid over heads (one cell per head) and sequence (one per block), and the
+    grid names exactly the chunks the scan finds for every box (the K/V waits of the fused
+    kernel are one head by one KV block)."""
+    B, Hq, S, D = 2, 2 * Hkv, 4 * W, 8
+    sched = ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W)
+    words = ct.build(sched, "sm", 2)
+    for tensor, slot in ct.tensor_slots(sched).items():
+        assert _check_cell_map(sched, words, tensor, slot), tensor
+        _, grid = ct.cells_of(words, slot)
+        assert grid.dims == (1, 2) and grid.grains == (1, S // W), (tensor, grid)
+
+
+def _three_dim_cut():
+    """A [2, 2, 2] tensor moved from rank 0 to rank 1 in eight one-element chunks: every dim
+    cut."""
+    cells = [(i, j, k) for i in range(2) for j in range(2) for k in range(2)]
+    return from_dict({
+        "format": "syncopate.schedule", "version": 1, "world_size": 2,
+        "tensors": {"A": {"shape": [2, 2, 2], "dtype": "bf16",
+                          "initial": [{"rank": 0, "offsets": [0, 0, 0], "sizes": [2, 2, 2]}],
+                          "final": [{"rank": 1, "offsets": [0, 0, 0], "sizes": [2, 2, 2]}]}},
+        "chunks": [{"id": n, "tensor": "A", "offsets": list(o), "sizes": [1, 1, 1], "src": 0,
+                    "dst": 1, "mode": "push", "step": n, "reduce": "none", "after": []}
+                   for n, o in enumerate(cells)]})
+
+
+def test_cell_map_absent_where_chunks_to_one_rank_overlap_or_too_many_dims_or_cells():
+    """reduce_scatter at W = 4 delivers three sources' partials of one region to its owner:
+    no map (its waits scan RECV); chunks cutting three dims get none (more than
+    MAX_CELL_DIMS), nor does an all-gather of 4096 rows in 1-row chunks (more than MAX_CELLS
+    cells).  all_to_all, cutting two dims, has one."""
     assert ct.cell_map(template_schedule("reduce_scatter", 4), "C") is None
-    assert ct.cell_map(template_schedule("all_to_all", 4), "A") is None
+    assert ct.cell_map(template_schedule("all_to_all", 4), "A").grid.dims == (0, 1)
+    three = _three_dim_cut()
+    verify(three)
+    assert ct.cell_map(three, "A") is None and ct.cells_of(ct.build(three, "sm", 2), 0) is None
     fine = all_gather((2 * (ct.MAX_CELLS + 2), 2), "bf16", 2, split=ct.MAX_CELLS + 2)
     assert ct.cell_map(fine, "A") is None
     words = ct.build(fine, "sm", 2)

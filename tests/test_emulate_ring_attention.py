@@ -218,8 +218,8 @@ def test_cell_map_mutation_skips_the_wait_and_is_caught():
     the runtime's ``chunk_table.validate`` refuses the edited table before any upload."""
     W = 2
     sched = kv_all_gather((2, 32 * W, 64), "bf16", W, dim=1)
-    start, _, _, cells = ct.cells_of(ct.build(sched, "sm", 2), ct.tensor_slots(sched)["K"])
-    row = ct.build(sched, "sm", 2)[start:start + cells]
+    start, grid = ct.cells_of(ct.build(sched, "sm", 2), ct.tensor_slots(sched)["K"])
+    row = ct.build(sched, "sm", 2)[start:start + grid.cells]
     k = next(i for i, c in enumerate(row) if c != ct.NO_CHUNK)
     victim = row[k]
 

@@ -24,12 +24,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from syncopate.emulate import PerRank, emulate
+from xdsl.dialects import scf
+
+from syncopate import chunk_table as ct
+from syncopate.emulate import Emulation, PerRank, emulate, fuse_module
 from syncopate.emulate.modules import kernel_ttir
 from syncopate.errors import CompileError, LaunchError
 from syncopate.kernels import AttentionConfig, attention_compile_args, attn_fwd_kernel
 from syncopate.schedule import ulysses_all_to_all
-from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitRegionOp
+from syncopate_mlir.dialects.syncopate import SignalRegionOp, WaitOp, WaitRegionOp
 from syncopate_mlir.passes.access_eval import Evaluator
 from syncopate_mlir.passes.poly import Poly
 
@@ -74,7 +77,10 @@ def _numpy_attention(q, k, v, causal):
 
 
 def _run(B, Hq, Hkv, S, W, mode="pull", causal=False, lowering="auto", launches=1,
-         self_advance=False):
+         self_advance=False, table_edit=None, policies=POLICIES):
+    """Emulate the fused kernel; ``table_edit(words)`` (given: ``lowering="table"``) edits the
+    chunk table every rank's launch reads, as on a GPU where only the uploaded table is wrong,
+    and the result comes back unchecked."""
     sig, cx = _compile_args(B, Hq, Hkv, S, W, causal)
     rng = np.random.default_rng(B * 100 + Hq * 10 + W)
     q = rng.standard_normal((B, Hq, S, D)).astype(np.float32)
@@ -84,19 +90,28 @@ def _run(B, Hq, Hkv, S, W, mode="pull", causal=False, lowering="auto", launches=
     args = dict(Q=PerRank([q] * W), K=PerRank([k] * W), V=PerRank([v] * W),
                 O=np.zeros((B, Hq, S, D), np.float32),
                 LSE=np.zeros((B, Hq // W, S), np.float32), qk_scale=float(LOG2E / np.sqrt(D)))
-    res = emulate(attn_fwd_kernel, signature=sig, constexprs=cx,
-                  schedule=ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W, mode=mode),
-                  operand=OPERANDS, grid=(S // CFG.BLOCK_M, B * Hq // W), args=args,
-                  backend="sm", comm_programs=2, options=CFG.options(), launches=launches,
-                  policies=POLICIES, lowering=lowering, check=True, self_advance=self_advance)
+    sched = ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W, mode=mode)
+    grid = (S // CFG.BLOCK_M, B * Hq // W)
+    if table_edit is not None:
+        module, local = fuse_module(attn_fwd_kernel, signature=sig, constexprs=cx,
+                                    schedule=sched, operand=OPERANDS, backend="sm",
+                                    comm_programs=2, options=CFG.options(), lowering="table")
+        em = Emulation(module, local, grid=grid, args=args)
+        em.table = ct.seal(table_edit(list(em.table)))
+        return em.run(policies, launches), (q, k, v)
+    res = emulate(attn_fwd_kernel, signature=sig, constexprs=cx, schedule=sched,
+                  operand=OPERANDS, grid=grid, args=args, backend="sm", comm_programs=2,
+                  options=CFG.options(), launches=launches, policies=policies,
+                  lowering=lowering, check=True, self_advance=self_advance)
     return res, (q, k, v)
 
 
 @pytest.mark.parametrize("B, Hq, Hkv, S, W, mode, lowering", [
     (1, 4, 2, 32, 2, "pull", "unrolled"),
-    (2, 8, 2, 32, 2, "push", "auto"),
-    (1, 8, 4, 32, 4, "pull", "auto"),
-    (2, 8, 4, 32, 4, "push", "auto"),
+    (2, 8, 2, 32, 2, "push", "table"),
+    (1, 8, 4, 32, 4, "pull", "table"),
+    (2, 8, 4, 32, 4, "push", "table"),
+    (1, 8, 4, 32, 4, "push", "unrolled"),
 ])
 def test_fused_ulysses_matches_attention_on_the_gathered_inputs(B, Hq, Hkv, S, W, mode,
                                                                   lowering):
@@ -133,13 +148,14 @@ def test_causal_and_two_launches():
     assert res.ok, res.summary()
 
 
-def _pipeline_until(B, Hq, Hkv, S, W, until):
+def _pipeline_until(B, Hq, Hkv, S, W, until, lowering="auto"):
     from syncopate.compiler import fuse_request
     from syncopate_mlir.pipeline import run_pipeline_until
     sig, cx = _compile_args(B, Hq, Hkv, S, W)
     sched = ulysses_all_to_all(B, Hq, Hkv, S, D, "bf16", W)
     req = fuse_request(attn_fwd_kernel, signature=sig, constexprs=cx, schedule=sched,
-                       operand=OPERANDS, backend="sm", comm_programs=2, keep_ir=False)
+                       operand=OPERANDS, backend="sm", comm_programs=2, keep_ir=False,
+                       lowering=lowering)
     module, _ = run_pipeline_until(kernel_ttir(attn_fwd_kernel, sig, cx, None, CFG.options()),
                                    req, until)
     return module, sched
@@ -191,6 +207,53 @@ def test_the_waits_of_k_and_v_are_inside_the_kv_loop():
                 parents.append(cur.name)
                 cur = cur.parent_op()
             assert "scf.for" in parents, "K/V waits are per KV block, in the loop"
+
+
+@pytest.mark.parametrize("W, Hq, Hkv", [(2, 4, 2), (4, 8, 4)])
+def test_table_waits_in_the_kv_loop_are_grid_lookups(W, Hq, Hkv):
+    """With ``lowering="table"`` the K and V waits inside the KV loop read their chunks from
+    the table's two-dim cell map (heads x sequence blocks; resolve-chunks' ``TableCellWait``)
+    instead of scanning the RECV list: no loop inside the KV loop (which would stop Triton
+    from pipelining its K/V loads; test_attention_local.py checks the sm_90 result).  A block
+    of 16 rows at a multiple of 16 meets one sequence cell at W = 2 (cells of 16 rows) and two
+    at W = 4 (cells of 8): one or two waits each for K and V.  The Q wait, outside any loop,
+    keeps the scan."""
+    module, _ = _pipeline_until(1, Hq, Hkv, 32, W, "resolve-chunks", lowering="table")
+    kv_loops = [op for op in module.walk() if isinstance(op, scf.ForOp)
+                and any(x.name == "tt.dot" for x in op.walk())]
+    assert len(kv_loops) == 1, len(kv_loops)
+    inner = [x for x in kv_loops[0].walk() if isinstance(x, scf.ForOp) and x is not kv_loops[0]]
+    assert not inner, "a loop inside the KV loop (the RECV scan)"
+    per_block = 1 if W == 2 else 2
+    waits = [x for x in kv_loops[0].walk() if isinstance(x, WaitOp)]
+    assert len(waits) == 2 * per_block, "K and V, one wait per sequence cell a block meets"
+
+
+def test_grid_mutation_skips_the_wait_and_is_caught():
+    """The grid is what the table form's K/V waits trust: rank 0's cell of one K chunk (one
+    head, one sequence block) emptied (``-1``, as if those rows were local) makes the tiles of
+    that head read the block without waiting -- the emulator reports read-before-arrival of
+    exactly that chunk on rank 0 -- and the runtime's ``chunk_table.validate`` refuses the
+    edited table before any upload."""
+    W = 2
+    sched = ulysses_all_to_all(1, 4, 2, 32, D, "bf16", W)
+    words = ct.build(sched, "sm", 2)
+    start, grid = ct.cells_of(words, ct.tensor_slots(sched)["K"])
+    assert grid.dims == (1, 2)
+    row = words[start:start + grid.cells]
+    k = next(i for i, c in enumerate(row) if c != ct.NO_CHUNK)
+    victim = row[k]
+
+    def edit(table):
+        assert table[start + k] == victim
+        table[start + k] = ct.NO_CHUNK
+        return table
+
+    with pytest.raises(LaunchError, match="disagrees"):
+        ct.validate(ct.seal(edit(ct.build(sched, "sm", 2))), sched, "sm", 2)
+    res, _ = _run(1, 4, 2, 32, W, table_edit=edit, policies=("late", "random:3"))
+    races = res.races_of("read-before-arrival")
+    assert races and {(r.chunk, r.rank) for r in races} == {(victim, 0)}, res.summary()
 
 
 def test_a_global_view_of_a_head_sharded_tensor_is_refused():

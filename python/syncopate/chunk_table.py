@@ -19,10 +19,12 @@ runtime (which rebuilds it from the schedule and refuses a table that differs,
               lists: RECV(t) for every tensor slot t, SEND(t) for every slot, EXEC, PUSHED
     reads     per rank: the CONSUMED target per epoch (pull reads of its buffers)
     lists     chunk ids; after-lists (the ``after`` chunks a transfer waits for on the source)
-    cells     (version 2; header word CELLS is its first word) per tensor slot
-              [START, DIM, GRAIN, CELLS] (START 0: no cell map), then the cell maps: per rank,
-              CELLS words, word k the chunk of the slot delivered to the rank that covers
-              [k * GRAIN, (k + 1) * GRAIN) along DIM, or -1 (:func:`cell_map`)
+    cells     (header word CELLS is its first word) per tensor slot
+              [START, NDIM, (DIM, GRAIN, COUNT) x MAX_CELL_DIMS] (START 0: no cell map; unused
+              dim triples 0), then the cell maps: per rank, COUNT_0 * ... words (row-major
+              over the NDIM cell dims), the word of cell (k_0, ...) the chunk of the slot
+              delivered to the rank that covers [k_i * GRAIN_i, (k_i + 1) * GRAIN_i) along
+              every DIM_i, or -1 (:func:`cell_map`)
     remaps    appended by the lowering: per ``syncopate.remap``, W rows of ``tiles`` words
 
 * ``RECV(t)``: chunks of tensor ``t`` delivered to the rank, in ``(step, id)`` order (what a
@@ -32,11 +34,12 @@ runtime (which rebuilds it from the schedule and refuses a table that differs,
 * ``EXEC``: the chunks the rank's comm programs run, in program order
   (:func:`syncopate.schedule.execution.program_order`);
 * ``PUSHED``: chunks pushed to the rank by their source (comm program 0 awaits them).
-* a cell map: a tile's wait inside a loop (the K/V blocks of ring attention) reads the one or
-  two chunks its box can meet by index instead of scanning ``RECV(t)``, so the loop around it
-  stays free of an inner loop (which stops Triton's software pipelining of its loads).  Only
-  schedules whose chunks of ``t`` cut one dim on a common grid, with no two chunks delivered to
-  one rank in one cell, get one (:func:`cell_map` says why not otherwise).
+* a cell map: a tile's wait inside a loop (the K/V blocks of ring and Ulysses attention) reads
+  the one or two chunks its box can meet by index instead of scanning ``RECV(t)``, so the loop
+  around it stays free of an inner loop (which stops Triton's software pipelining of its
+  loads).  Only schedules whose chunks of ``t`` cut at most :data:`MAX_CELL_DIMS` dims on a
+  common grid, with no two chunks delivered to one rank in one cell, get one (:func:`cell_map`
+  says why not otherwise).
 
 ``FLAGS`` bit 0: a ``sum`` chunk; bit 1: its destination runs it (``side == "dst"``).  Tensor
 slots follow the schedule's tensor order.  Words are int32: a value that does not fit is a
@@ -45,6 +48,7 @@ slots follow the schedule's tensor order.  Words are int32: a value that does no
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -52,13 +56,19 @@ from .errors import CompileError, LaunchError
 from .schedule.execution import program_order, side
 
 MAGIC = 0x53594E54  # "SYNT"
-#: 2: the cell maps (header word ``H_CELLS``)
-VERSION = 2
+#: 2: the cell maps (header word ``H_CELLS``); 3: cell maps over up to ``MAX_CELL_DIMS`` dims
+#: (the Ulysses all-to-all's chunks cut heads and sequence), the directory entry per slot
+#: grown from 4 to ``CELL_DIR_WORDS`` words -- a version 2 table is refused (:func:`validate`)
+VERSION = 3
 HEADER_WORDS = 8
 H_MAGIC, H_VERSION, H_WORDS, H_CHUNKS, H_WORLD, H_TENSORS, H_CHECKSUM, H_CELLS = range(8)
 
-#: words per tensor slot in the cell directory: [start, dim, grain, cells]
-CELL_DIR_WORDS = 4
+#: the most dims a cell map indexes: 2 covers every template whose waits sit in a loop (ring
+#: attention's K/V cut the sequence; the Ulysses all-to-all's cut heads and sequence); a
+#: schedule cutting more gets none (its waits scan the RECV list)
+MAX_CELL_DIMS = 2
+#: words per tensor slot in the cell directory: [start, ndim, (dim, grain, count) x 2]
+CELL_DIR_WORDS = 2 + 3 * MAX_CELL_DIMS
 #: the longest cell map (cells per rank) the table holds; a schedule needing more gets none
 #: (its waits scan the RECV list)
 MAX_CELLS = 4096
@@ -210,58 +220,87 @@ def chunk_kinds(sched, backend: str) -> dict[ChunkKind, list]:
 
 
 @dataclass(frozen=True)
+class CellGrid:
+    """A grid over a tensor's chunked dims ``dims``: along ``dims[i]`` cell ``k_i`` is
+    ``[k_i * grains[i], (k_i + 1) * grains[i])``, ``counts[i]`` cells; a rank's row of a cell
+    map lists its cells row-major (the last dim fastest)."""
+
+    dims: tuple[int, ...]
+    grains: tuple[int, ...]
+    counts: tuple[int, ...]
+
+    @property
+    def cells(self) -> int:
+        """Cells per rank (the length of a row)."""
+        return math.prod(self.counts)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Row-major strides of the cell dims within a row."""
+        return tuple(math.prod(self.counts[i + 1:]) for i in range(len(self.counts)))
+
+
+@dataclass(frozen=True)
 class CellMap:
-    """The chunks of one tensor delivered to each rank, indexed by cell along ``dim``: cell
-    ``k`` is ``[k * grain, (k + 1) * grain)``; ``rows[r][k]`` is the chunk delivered to rank
-    ``r`` covering it, or :data:`NO_CHUNK`.
+    """The chunks of one tensor delivered to each rank, by cell of ``grid``: ``rows[r][k]`` is
+    the chunk delivered to rank ``r`` covering cell ``k``, or :data:`NO_CHUNK`.
 
-    What makes it sound (:func:`cell_map` builds one only then): the chunks cut one dim only
-    (they span the tensor along every other), every chunk boundary along it is a multiple of
-    ``grain``, and no two chunks delivered to one rank share a cell.  Then the chunks
-    delivered to ``r`` that meet an interval ``[lo, hi)`` of ``dim`` are exactly the chunks
-    ``rows[r][k]`` for the cells ``k`` the interval touches -- the set the ``RECV`` scan
-    finds."""
+    What makes it sound (:func:`cell_map` builds one only then): every chunk spans the tensor
+    along every dim not in ``grid.dims``, every chunk boundary along ``grid.dims[i]`` is a
+    multiple of ``grid.grains[i]`` (so a chunk is exactly a box of whole cells), and no two
+    chunks delivered to one rank share a cell.  A box meets a chunk iff it meets one of the
+    chunk's cells (both are products of intervals), so the chunks delivered to ``r`` that meet
+    a box are exactly the chunks ``rows[r][k]`` of the cells ``k`` the box touches -- the set
+    the ``RECV`` scan finds."""
 
-    dim: int
-    grain: int
-    cells: int
+    grid: CellGrid
     rows: tuple[tuple[int, ...], ...]
 
 
 def cell_map(sched, tensor: str) -> CellMap | None:
     """The cell map of ``tensor`` (see :class:`CellMap`), or None where the schedule has none:
-    chunks cutting more than one dim, more than :data:`MAX_CELLS` cells, or two chunks
-    delivered to one rank overlapping (``sum`` chunks from several sources into one region)."""
-    dims = sched.chunked_dims(tensor)
-    if len(dims) != 1:
+    chunks cutting no dim or more than :data:`MAX_CELL_DIMS`, more than :data:`MAX_CELLS`
+    cells per rank, or two chunks delivered to one rank overlapping (``sum`` chunks from several
+    sources into one region)."""
+    dims = tuple(sched.chunked_dims(tensor))
+    if not 1 <= len(dims) <= MAX_CELL_DIMS:
         return None
-    (dim,) = dims
-    extent = sched.tensor(tensor).shape[dim]
-    grain = extent
-    for c in sched.chunks:
-        if c.tensor == tensor:
-            grain = math.gcd(grain, c.lo[dim], c.hi[dim])
-    if grain <= 0 or extent // grain > MAX_CELLS:
+    shape = sched.tensor(tensor).shape
+    grains = []
+    for d in dims:
+        grain = shape[d]
+        for c in sched.chunks:
+            if c.tensor == tensor:
+                grain = math.gcd(grain, c.lo[d], c.hi[d])
+        grains.append(grain)
+    if min(grains) <= 0:
         return None
-    cells = extent // grain
+    grid = CellGrid(dims, tuple(grains), tuple(shape[d] // g for d, g in zip(dims, grains)))
+    if grid.cells > MAX_CELLS:
+        return None
     rows = []
     for r in range(sched.world_size):
-        row = [NO_CHUNK] * cells
+        row = [NO_CHUNK] * grid.cells
         for c in recv_list(sched, r, tensor):
-            for k in range(c.lo[dim] // grain, c.hi[dim] // grain):
+            spans = [range(c.lo[d] // g, c.hi[d] // g) for d, g in zip(dims, grains)]
+            for ks in itertools.product(*spans):
+                k = sum(k * s for k, s in zip(ks, grid.strides))
                 if row[k] != NO_CHUNK:
                     return None
                 row[k] = c.id
         rows.append(tuple(row))
-    return CellMap(dim, grain, cells, tuple(rows))
+    return CellMap(grid, tuple(rows))
 
 
-def cells_of(words, slot: int) -> tuple[int, int, int, int] | None:
-    """``(start, dim, grain, cells)`` of tensor slot ``slot``'s cell map in ``words``, or None
-    when it has none (rank ``r``'s row starts at ``start + r * cells``)."""
+def cells_of(words, slot: int) -> tuple[int, CellGrid] | None:
+    """``(start, grid)`` of tensor slot ``slot``'s cell map in ``words``, or None when it has
+    none (rank ``r``'s row starts at word ``start + r * grid.cells``)."""
     at = int(words[H_CELLS]) + CELL_DIR_WORDS * slot
-    start, dim, grain, cells = (int(words[at + i]) for i in range(CELL_DIR_WORDS))
-    return (start, dim, grain, cells) if start else None
+    start, ndim = int(words[at]), int(words[at + 1])
+    if not start:
+        return None
+    triples = [[int(words[at + 2 + 3 * i + j]) for i in range(ndim)] for j in range(3)]
+    return start, CellGrid(*(tuple(t) for t in triples))
 
 
 def _word(value: int, what: str) -> int:
@@ -335,9 +374,11 @@ def _put_cells(words: list[int], sched) -> None:
         m = cell_map(sched, name)
         if m is None:
             continue
+        entry = [len(words), len(m.grid.dims)]
+        for d, grain, n in zip(m.grid.dims, m.grid.grains, m.grid.counts):
+            entry += [d, _word(grain, f"the cell of {name!r}"), n]
         at = directory + CELL_DIR_WORDS * s
-        words[at:at + CELL_DIR_WORDS] = [len(words), m.dim, _word(m.grain, f"the cell of "
-                                                                  f"{name!r}"), m.cells]
+        words[at:at + len(entry)] = entry
         for row in m.rows:
             words.extend(row)
 
