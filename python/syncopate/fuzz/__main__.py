@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter, defaultdict
@@ -40,23 +41,19 @@ def replay_command(case) -> str:
 def write_case(out: str, case, verdict) -> str:
     d = os.path.join(out, f"seed-{case.seed}")
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "kernel.py"), "w") as f:
-        f.write(case.source)
-    with open(os.path.join(d, "schedule.json"), "w") as f:
-        f.write(case.schedule_json())
-    with open(os.path.join(d, "case.json"), "w") as f:
-        json.dump(dict(case.to_json(), outcome=verdict.outcome, kind=verdict.kind,
-                       known=verdict.known, detail=verdict.detail,
-                       replay=replay_command(case)), f, indent=1,
-                  default=str)
-    with open(os.path.join(d, "report.txt"), "w") as f:
-        f.write(f"{verdict.line(case)}\n\n{verdict.detail}\n\n{verdict.report}\n")
+    info = dict(case.to_json(), outcome=verdict.outcome, kind=verdict.kind, known=verdict.known,
+                detail=verdict.detail, replay=replay_command(case))
+    for name, text in (("kernel.py", case.source), ("schedule.json", case.schedule_json()),
+                       ("case.json", json.dumps(info, indent=1, default=str)),
+                       ("report.txt", f"{verdict.line(case)}\n\n{verdict.detail}\n\n"
+                                      f"{verdict.report}\n")):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
     return d
 
 
 def refusal_reason(detail: str) -> str:
     """A refusal message without its location and numbers: what the refusals are about."""
-    import re
     text = re.sub(r"^(\w+Error): (/\S+?:\d+:\d+: )?", r"\1: ", detail.splitlines()[0])
     text = re.sub(r"'[\w.#-]*'|\d+|%\w+", "_", text)
     return text[:90]

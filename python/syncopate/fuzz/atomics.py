@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dtypes import tl_name
 from ..emulate.memory import etype_named, to_etype
-from .case import Tensor
+from .case import Picker, Tensor, cdiv
 
 __all__ = ["LEGAL", "OPS", "WHERE", "AtomicPlan", "StorePoint", "check_unfused", "draw", "emit",
            "model", "tensors_of"]
@@ -63,8 +64,9 @@ _DT_WEIGHTS = {"int32": 4, "fp32": 4, "uint32": 1, "int64": 1, "fp64": 1, "fp16"
                "int16": 1}
 #: reductions whose result does not depend on the order of the updates
 _ORDER_FREE = ("add", "max", "min", "and", "or", "xor")
-_TL = {"int32": "tl.int32", "uint32": "tl.uint32", "int64": "tl.int64", "int16": "tl.int16",
-       "fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "fp64": "tl.float64"}
+#: a reduced form's reduction and the value masked-off lanes contribute to it
+_RED = {"add": "tl.sum", "max": "tl.max", "min": "tl.min"}
+_FILL = {"add": "0", "max": "float(\"-inf\")", "min": "float(\"inf\")"}
 _FLOAT_BITS = {"fp16": 11, "bf16": 8, "fp32": 24, "fp64": 53}   # significand bits
 #: the value an election writes (exact in every dtype)
 ELECT = 7
@@ -132,21 +134,6 @@ class AtomicPlan:
         return None
 
 
-class _Picker:
-    def __init__(self, seed: int, force: dict):
-        self.rng = random.Random(f"atomic:{seed}")
-        self.force = force
-
-    def __call__(self, key, options, weights=None):
-        options = list(options)
-        if key in self.force:
-            v = self.force[key]
-            if v not in options:
-                raise ValueError(f"{key}={v!r} is not one of {tuple(options)}")
-            return v
-        return self.rng.choices(options, weights=weights)[0]
-
-
 def _kind(s) -> str:
     if s["body"] == "rowsum":
         return "1d"
@@ -155,16 +142,12 @@ def _kind(s) -> str:
     return "2d"
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def draw(seed: int, s: dict, dims: dict, cx: dict, tensors: list[Tensor],
          operand: str, force: dict) -> AtomicPlan | None:
     """The atomics of case ``seed`` (None: the case has none).  ``s``: the case's styles (body,
     addressing, role...), ``cx`` its tiles; ``force`` may pin ``atomic``, ``atomic_op``,
     ``atomic_dtype``, ``atomic_pattern``, ``atomic_mask``."""
-    pick = _Picker(seed, force)
+    pick = Picker(random.Random(f"atomic:{seed}"), force)
     where = pick("atomic", WHERE, [74, 16, 10])
     if where == "none":
         return None
@@ -276,10 +259,10 @@ def _value(dtype: str) -> str:
     """``w_s`` (the stored value as fp32) as the atomic's dtype: floats converted, integers
     quantized to eighths (unsigned: of the magnitude)."""
     if is_float(dtype):
-        return "w_s" if dtype == "fp32" else f"w_s.to({_TL[dtype]})"
+        return "w_s" if dtype == "fp32" else f"w_s.to({tl_name(dtype)})"
     if dtype == "uint32":
         return "(tl.abs(w_s) * 8.0).to(tl.uint32)"
-    return f"(w_s * 8.0).to({_TL[dtype]})"
+    return f"(w_s * 8.0).to({tl_name(dtype)})"
 
 
 def _mask_arg(plan: AtomicPlan) -> str:
@@ -343,8 +326,7 @@ def _emit_local(e, plan: AtomicPlan, sp: StorePoint) -> None:
             e(f"{fn}(w_ptr + w_pos, w_a{m})")
     elif plan.pattern == "rows":
         if plan.form == "reduced":
-            red = {"add": "tl.sum", "max": "tl.max", "min": "tl.min"}[op]
-            fill = {"add": "0", "max": "float(\"-inf\")", "min": "float(\"inf\")"}[op]
+            red, fill = _RED[op], _FILL[op]
             e(f"{fn}(w_ptr + w_r, {red}(tl.where({sel}, w_a, {fill}), axis=1)"
               + ("" if plan.mask == "none" else ", mask=w_r < M") + ")")
         else:
@@ -361,7 +343,7 @@ def _emit_local(e, plan: AtomicPlan, sp: StorePoint) -> None:
 def _emit_count(e, plan: AtomicPlan, sp: StorePoint, fn: str, m: str, sel: str) -> None:
     op, dt, nj = plan.op, plan.dtype, plan.nj
     e(f"w_j = ({sp.pm}) % {nj}")
-    tdt = _TL[dt]
+    tdt = tl_name(dt)
     if op in ("xchg", "cas"):
         # an election: one lane of the launch finds the element unset; the winners are counted
         if plan.form == "scalar":
@@ -387,8 +369,7 @@ def _emit_count(e, plan: AtomicPlan, sp: StorePoint, fn: str, m: str, sel: str) 
         e(f"{fn}(w_ptr + w_j + w_z, w_a{m})")
         return
     if is_float(dt) or op == "add":
-        red = {"add": "tl.sum", "max": "tl.max", "min": "tl.min"}[op]
-        fill = {"add": "0", "max": "float(\"-inf\")", "min": "float(\"inf\")"}[op]
+        red, fill = _RED[op], _FILL[op]
         val = f"{red}(tl.where(w_v, w_a, {fill}))"
     else:           # integer keys of the row tile
         val = {"max": f"({sp.pm} + 1)", "min": f"(100 - {sp.pm})",
@@ -427,7 +408,7 @@ def comm_geometry(name: str, sp: StorePoint) -> tuple:
 
 def _emit_comm(e, plan: AtomicPlan, sp: StorePoint, names: dict) -> None:
     t = names[plan.target]
-    tdt = _TL[plan.dtype]
+    tdt = tl_name(plan.dtype)
     op = plan.op
     fn = f"tl.atomic_{op}"
     rows, cols, rb, cb, stride = comm_geometry(t.name, sp)
@@ -485,11 +466,7 @@ def _comm_call(op: str, ptr: str, tdt: str, mask: str | None, shape_of: str | No
 def _dom(a: np.ndarray, dtype: str) -> np.ndarray:
     """Values of ``dtype`` (an emulator buffer) in the model's domain: integers as int64 (an
     unsigned one by its bits), floats as float64."""
-    if dtype == "uint32":
-        return a.astype(np.int64) & 0xFFFFFFFF
-    if is_float(dtype):
-        return a.astype(np.float64)
-    return a.astype(np.int64)
+    return a.astype(np.float64) if is_float(dtype) else _wrap(a.astype(np.int64), dtype)
 
 
 def _bits(f: np.ndarray, dtype: str) -> np.ndarray:
@@ -499,30 +476,21 @@ def _bits(f: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:
-    bits = {"int32": 32, "int64": 64, "int16": 16}.get(dtype)
-    if dtype == "uint32":
-        return v & 0xFFFFFFFF
-    if bits == 64:
-        return v
-    m = 1 << bits
-    return ((v + (m >> 1)) % m) - (m >> 1)
+    """Integers ``v`` (int64) wrapped to the integer ``dtype`` (two's complement; uint32 by its
+    bits), as int64."""
+    return v.astype(_INT_NP[dtype]).astype(np.int64)
 
 
 def _convert(s: np.ndarray, dtype: str) -> np.ndarray:
-    """What the kernel's ``w_a`` is for stored values ``s`` (float32), in the model's domain."""
-    if dtype == "fp32":
-        return s.astype(np.float32).astype(np.float64)
-    if dtype == "fp64":
-        return s.astype(np.float64)
-    if dtype == "fp16":
-        return s.astype(np.float16).astype(np.float64)
-    if dtype == "bf16":
-        return to_etype(s.astype(np.float32), etype_named("bf16")).astype(np.float64)
-    if dtype == "uint32":
-        return np.trunc(np.abs(s.astype(np.float32)) * np.float32(8)).astype(np.int64)
-    return np.trunc(s.astype(np.float32) * np.float32(8)).astype(np.int64)
+    """What the kernel's ``w_a`` is for stored values ``s`` (float32), in the model's domain:
+    floats rounded to ``dtype`` as the emulator rounds them, integers quantized (``_value``)."""
+    if is_float(dtype):
+        return to_etype(s.astype(np.float32), etype_named(dtype)).astype(np.float64)
+    return np.trunc((np.abs(s) if dtype == "uint32" else s).astype(np.float32)
+                    * np.float32(8)).astype(np.int64)
 
 
+_INT_NP = {"int16": np.int16, "int32": np.int32, "uint32": np.uint32, "int64": np.int64}
 _UFUNC = {"add": np.add, "max": np.maximum, "min": np.minimum, "and": np.bitwise_and,
           "or": np.bitwise_or, "xor": np.bitwise_xor}
 
@@ -532,11 +500,11 @@ def _tiles(Y: np.ndarray, tr: int, tc: int | None):
     M = Y.shape[0]
     N = Y.shape[1] if Y.ndim == 2 else 1
     idx = np.arange(Y.size).reshape(Y.shape)
-    for pm in range(_cdiv(M, tr)):
+    for pm in range(cdiv(M, tr)):
         if Y.ndim == 1:
             yield pm, 0, idx[pm * tr:(pm + 1) * tr]
             continue
-        for pn in range(_cdiv(N, tc)):
+        for pn in range(cdiv(N, tc)):
             yield pm, pn, idx[pm * tr:(pm + 1) * tr, pn * tc:(pn + 1) * tc].reshape(-1)
 
 

@@ -22,11 +22,33 @@ from syncopate.schedule import dumps
 from .. import dtypes
 from ..emulate.memory import etype_named, to_etype
 
-__all__ = ["STYLE_KEYS", "Case", "Tensor", "load_kernel"]
+__all__ = ["STYLE_KEYS", "Case", "Picker", "Tensor", "cdiv", "load_kernel"]
 
 #: the style axes reported per outcome by the CLI
 STYLE_KEYS = ("body", "addressing", "tiling", "role", "template", "backend", "world_size",
               "dtype", "atomic", "atomic_op", "atomic_dtype", "atomic_pattern", "atomic_mask")
+
+
+class Picker:
+    """One style choice: ``force[key]`` when the caller pinned it (it must be one of
+    ``options``), else a weighted draw from ``rng``.  Both generators draw through one (the
+    case's and the atomics' axis, each with its own ``random.Random``)."""
+
+    def __init__(self, rng, force: dict):
+        self.rng, self.force = rng, force
+
+    def __call__(self, key, options, weights=None):
+        options = list(options)
+        if key in self.force:
+            v = self.force[key]
+            if v not in options:
+                raise ValueError(f"{key}={v!r} is not one of {tuple(options)}")
+            return v
+        return self.rng.choices(options, weights=weights)[0]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 @dataclass

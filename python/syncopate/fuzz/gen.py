@@ -44,7 +44,7 @@ from syncopate.schedule import all_gather, all_reduce, all_to_all, reduce_scatte
 
 from . import atomics
 from .atomics import StorePoint
-from .case import STYLE_KEYS, Case, Tensor, load_kernel
+from .case import STYLE_KEYS, Case, Picker, Tensor, cdiv, load_kernel
 from .source import KernelSource
 
 __all__ = ["ADDRESSING", "BACKENDS", "BODIES", "STYLE_KEYS", "TEMPLATE_NAMES", "TILINGS", "Case",
@@ -56,6 +56,8 @@ ADDRESSING = ("ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc"
 TILINGS = ("row1d", "colmajor", "grouped", "grid2d", "derived", "persistent", "persistent_np")
 BACKENDS = ("sm", "ce", "nvshmem")
 TEMPLATE_NAMES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass")
+_TEMPLATES = dict(zip(TEMPLATE_NAMES, (all_gather, reduce_scatter, all_reduce, all_to_all,
+                                       ring_pass)))
 
 
 class _Gen:
@@ -64,17 +66,9 @@ class _Gen:
 
     def __init__(self, seed: int, force: dict | None = None):
         self.seed = seed
-        self.rng = random.Random(seed)
-        self.force = dict(force or {})
+        self.pick = Picker(random.Random(seed), dict(force or {}))
+        self.rng, self.force = self.pick.rng, self.pick.force
         self.src = KernelSource()
-
-    def pick(self, key: str, options, weights=None):
-        if key in self.force:
-            v = self.force[key]
-            if v not in options:
-                raise ValueError(f"{key}={v!r} is not one of {options}")
-            return v
-        return self.rng.choices(list(options), weights=weights)[0]
 
     # ------------------------------------------------------------- choices
     def choose(self) -> dict:
@@ -170,21 +164,12 @@ class _Gen:
                              [16, 2, 1])
         if tmpl == "all_to_all" and len(t.shape) == 1:
             tmpl = "all_gather"
-        shape, dtype, name = list(t.shape), t.dtype, t.name.split("_")[0].upper()
-        if tmpl == "all_gather":
-            sched = all_gather(shape, dtype, W, dim=dim, order=order, mode=mode, split=split,
-                               tensor=name)
-        elif tmpl == "ring_pass":
-            sched = ring_pass(shape, dtype, W, dim=dim, mode=mode, split=split, tensor=name)
-        elif tmpl == "all_to_all":
-            sched = all_to_all(shape, dtype, W, split_dim=dim, concat_dim=1 - dim, mode=mode,
-                               split=split, tensor=name)
-        elif tmpl == "reduce_scatter":
-            sched = reduce_scatter(shape, dtype, W, dim=dim, order=order, mode=mode,
-                                   split=split, tensor=name)
-        else:
-            sched = all_reduce(shape, dtype, W, dim=dim, order=order, mode=mode, split=split,
-                               tensor=name)
+        kw = dict(mode=mode, split=split, tensor=t.name.split("_")[0].upper())
+        if tmpl == "all_to_all":
+            kw.update(split_dim=dim, concat_dim=1 - dim)
+        else:       # a ring pass has no order to choose
+            kw.update(dim=dim, **({} if tmpl == "ring_pass" else {"order": order}))
+        sched = _TEMPLATES[tmpl](list(t.shape), t.dtype, W, **kw)
         s.update(role=role, template=tmpl, operand=t.name, dim=dim, split=split, mode=mode,
                  order=order)
         return sched, t.name
@@ -205,10 +190,6 @@ class _Gen:
         if t == "grouped":
             cx["GROUP_M"] = self.rng.choice((2, 4))
         return (n_m * (n_n or 1),)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def generate(seed: int, **force) -> Case:
@@ -265,9 +246,9 @@ def generate(seed: int, **force) -> Case:
                   f"strides=[1], block_shape=[BM])")
             e.descs[t.name] = f"{t.name[0]}_desc"
 
-    n_m_val = _cdiv(M, cx["BM"])
+    n_m_val = cdiv(M, cx["BM"])
     if body == "gemm":
-        n_n_val = _cdiv(N, cx["BN"])
+        n_n_val = cdiv(N, cx["BN"])
         pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
         a, b, c = by["a_ptr"], by["b_ptr"], by["c_ptr"]
         e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
@@ -330,7 +311,7 @@ def generate(seed: int, **force) -> Case:
         gather = addr in ("gather", "gather_hint")
         if gather:
             # one row per program; column tiles on axis 1 of a 2-D grid (or the whole row)
-            n_n_val = _cdiv(N, cx["BN"]) if s["tiling"] == "grid2d" else None
+            n_n_val = cdiv(N, cx["BN"]) if s["tiling"] == "grid2d" else None
             if s["tiling"] != "grid2d":
                 cx["BN"] = max(cx["BN"], 1 << (N - 1).bit_length()) if addr == "gather" \
                     else cx["BN"]
@@ -355,7 +336,7 @@ def generate(seed: int, **force) -> Case:
             n_m_val = M
             cx.pop("BM")
         else:
-            n_n_val = _cdiv(N, cx["BN"])
+            n_n_val = cdiv(N, cx["BN"])
             pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
             if addr == "gather_vec":
                 e(f"g_r = {pm} * BM + tl.arange(0, BM)", f"g_c = {pn} * BN + tl.arange(0, BN)",

@@ -125,10 +125,6 @@ def check_unfused(ttir: str, case: Case) -> str | None:
     return None
 
 
-def _ttir(kernel, case: Case) -> str:
-    return kernel_ttir(kernel, case.signature, case.constexprs, case.attrs)
-
-
 def run_case(case: Case, *, policies=None, launches: int | None = None,
              check_reference: bool = True) -> Verdict:
     """Compile, emulate and judge one case (see the module docstring)."""
@@ -158,7 +154,7 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
         crash = (f"the compiler crashed: {type(e).__name__}: {e}", traceback.format_exc())
     if module is None:
         try:
-            ttir = _ttir(kernel, case)
+            ttir = kernel_ttir(kernel, case.signature, case.constexprs, case.attrs)
         except Exception as e2:  # noqa: BLE001 - Triton rejected the kernel: generator bug
             return done("invalid", f"Triton's frontend rejects the kernel: {e2!r}"[:2000],
                         "frontend", traceback.format_exc())
