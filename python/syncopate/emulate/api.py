@@ -102,11 +102,6 @@ class Emulation:
                              self.grid, self.state.grid_axes,
                              where=f"rank {r}: " if self.W > 1 else "")
 
-    def reference(self, epoch: int, seed: int) -> dict:
-        """rank -> param -> expected buffer, and ``("sum", param)`` / ``("abs", param)`` for
-        reduced tensors (:meth:`Reference.expected`)."""
-        return self._reference.expected(epoch, seed)
-
     # ---------------------------------------------------------------- one policy
     def run_policy(self, policy: str, launches: int, seed: int, faults: Faults | None,
                    result: EmulationResult) -> None:

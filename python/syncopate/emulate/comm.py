@@ -46,7 +46,7 @@ from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side as chunk_side
 from ..schedule.verify_extent import valid_rows
 from .extents import clip_to_count
-from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
+from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, _as_gen, wrap_int
 from .memory import to_etype
 
 
@@ -431,7 +431,4 @@ def program_gen(code, args, pc: ProgramCtx):
     env = code.new_env()
     for s, v in zip(code.arg_slots, args):
         env[s] = v
-    if code.body_yields:
-        yield from code.body(env, pc)
-    else:
-        code.body(env, pc)
+    yield from _as_gen(code.body, code.body_yields, env, pc)

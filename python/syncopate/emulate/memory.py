@@ -84,22 +84,31 @@ _F8 = {"f8E4M3FN": ("float8_e4m3fn", 448.0), "f8E5M2": ("float8_e5m2", 57344.0)}
 _INTS = {1: np.bool_, 8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
+def _stored(n: str) -> EType | None:
+    """The float or integer element type the MLIR name ``n`` (``bf16``, ``i32``) spells and
+    the emulator has storage for, if any."""
+    if n in _FLOATS:
+        bits, dt = _FLOATS[n]
+        return EType("float", bits, np.dtype(dt), n)
+    if n.startswith("i") and n[1:].isdigit() and int(n[1:]) in _INTS:
+        return EType("int", int(n[1:]), np.dtype(_INTS[int(n[1:])]), n)
+    return None
+
+
 def etype_of(t) -> EType:
     """The element type of an xDSL type (a scalar or the element type of a tensor)."""
     from xdsl.dialects.builtin import IntegerType, TensorType
 
     if isinstance(t, TensorType):
         t = t.element_type
-    if isinstance(t, IntegerType):
-        bits = t.width.data
-        if bits not in _INTS:
-            raise EmulationError(f"the emulator has no storage for i{bits}")
-        return EType("int", bits, np.dtype(_INTS[bits]), f"i{bits}")
+    if isinstance(t, IntegerType):  # signless or not: the interpreter keeps the bits
+        if t.width.data not in _INTS:
+            raise EmulationError(f"the emulator has no storage for i{t.width.data}")
+        return _stored(f"i{t.width.data}")
     name = t.name if hasattr(t, "name") else str(t)
     text = str(t)
     if text in _FLOATS:
-        bits, dt = _FLOATS[text]
-        return EType("float", bits, np.dtype(dt), text)
+        return _stored(text)
     if text in ("index",):
         return EType("int", 64, np.dtype(np.int64), "index")
     if "tt.ptr" in text or name == "tt.ptr":
@@ -112,13 +121,10 @@ def etype_named(name: str) -> EType:
     n = name.lstrip("*")
     if n not in _FLOATS and dtypes.is_known(n):
         n = dtypes.mlir_name(n)      # schedule / torch / Triton spelling -> MLIR element type
-    if n in _FLOATS:
-        bits, dt = _FLOATS[n]
-        return EType("float", bits, np.dtype(dt), n)
-    if n.startswith("i") and n[1:].isdigit() and int(n[1:]) in _INTS:
-        bits = int(n[1:])
-        return EType("int", bits, np.dtype(_INTS[bits]), n)
-    raise EmulationError(f"the emulator does not support element type {name!r}")
+    et = _stored(n)
+    if et is None:
+        raise EmulationError(f"the emulator does not support element type {name!r}")
+    return et
 
 
 # ----------------------------------------------------------------------------- rounding

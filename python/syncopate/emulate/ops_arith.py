@@ -4,6 +4,7 @@ signed division), comparisons, select, casts and bitcasts."""
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -33,10 +34,8 @@ def _constant(fc, op, tm):
     et = etype_of(t)
     v = op.value
     if isinstance(v, DenseIntOrFPElementsAttr):
-        vals = v.get_values() if hasattr(v, "get_values") else [x for x in v.data]
-        vals = list(vals)
         shape = _shape(t)
-        arr = np.array(vals, dtype=np.float64 if et.kind == "float" else np.int64)
+        arr = np.array(list(v.get_values()), dtype=np.float64 if et.kind == "float" else np.int64)
         arr = np.broadcast_to(arr, shape).copy() if arr.size == 1 else arr.reshape(shape)
         val = to_etype(arr, et)
     elif isinstance(v, IntegerAttr):
@@ -214,9 +213,7 @@ def _cmpi(fc, op, tm):
     et = etype_of(op.operands[0].type)
     tensor = _is_tensor(op.results[0].type) or tm
     uns = pred[0] == "u"
-    base = pred[1:] if pred[0] in "su" else pred
-    cmp = {"eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
-           "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y}[base]
+    cmp = getattr(operator, pred[1:] if pred[0] in "su" else pred)  # eq, ne, lt, le, gt, ge
 
     if et.kind == "ptr":
         def fptr(env, pc):

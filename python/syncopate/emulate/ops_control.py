@@ -106,11 +106,6 @@ _HANDLERS["tt.scan"] = _fold
 # ---- control flow
 
 
-def _signed(v, t):
-    et = etype_of(t)
-    return wrap_int(int(v), et.bits) if et.kind == "int" else int(v)
-
-
 @handler("scf.for")
 def _for(fc, op, tm):
     lb, ub, st = fc.slot(op.lb), fc.slot(op.ub), fc.slot(op.step)

@@ -124,23 +124,21 @@ def _fine(fc, do, points):
     return g, True
 
 
-def _load_values(buf, offs, mask, where):
-    if mask is not None:
-        safe = np.where(mask, offs, 0)
-        buf.check_bounds(offs[mask] if isinstance(mask, np.ndarray) else offs, where)
-    else:
-        safe = offs
+def _load_lanes(pc, buf, offs, mask, other, where):
+    """The values at ``offs`` (an array) where ``mask`` holds (None: everywhere), ``other``
+    elsewhere: bounds checked and the checker told of the lanes read, masked-off lanes never
+    touched.  A pointer tensor's masked load, and a block pointer's or a tensor descriptor's
+    (out-of-bounds elements read as zero, or NaN with ``padding_option="nan"``)."""
+    if mask is None:
         buf.check_bounds(offs.reshape(-1), where)
-    return buf.read(safe)
-
-
-def _load_block(pc, buf, offs, inb, pad_nan, where):
-    """A block pointer's or a tensor descriptor's load: elements out of bounds (``~inb``)
-    read as zero, or NaN with ``padding_option="nan"``; the checker sees the others."""
-    vals = _load_values(buf, offs, inb, where)
+        if buf.tracked:
+            pc.machine.on_load(pc, buf.base, offs.reshape(-1), where)
+        return buf.read(offs)
+    buf.check_bounds(offs[mask], where)
+    vals = np.where(mask, buf.read(np.where(mask, offs, 0)), other).astype(buf.et.np, copy=False)
     if buf.tracked:
-        pc.machine.on_load(pc, buf.base, offs[inb], where)
-    return np.where(inb, vals, np.nan if pad_nan else 0).astype(buf.et.np)
+        pc.machine.on_load(pc, buf.base, offs[mask], where)
+    return vals
 
 
 @handler("tt.load")
@@ -160,20 +158,12 @@ def _load(fc, op, tm):
         buf = _typed(x.buf, et, where)
         if isinstance(x, BlockPtr):
             offs, inb = block_offsets(x.base, x.shape, x.strides, x.offsets, x.block, set(bcheck))
-            env[r] = _load_block(pc, buf, offs, inb, pad_nan, where)
+            env[r] = _load_lanes(pc, buf, offs, inb, np.nan if pad_nan else 0, where)
             return
         if isinstance(x, PtrTensor):
             if mask is not None and not isinstance(mask, np.ndarray):
                 mask = np.full(x.offs.shape, bool(mask))
-            vals = _load_values(buf, x.offs, mask, where)
-            if mask is not None:
-                other = env[o] if o is not None else 0
-                vals = np.where(mask, vals, other).astype(buf.et.np, copy=False)
-                if buf.tracked:
-                    pc.machine.on_load(pc, buf.base, x.offs[mask], where)
-            elif buf.tracked:
-                pc.machine.on_load(pc, buf.base, x.offs.reshape(-1), where)
-            env[r] = vals
+            env[r] = _load_lanes(pc, buf, x.offs, mask, env[o] if o is not None else 0, where)
             return
         # scalar
         if mask is not None and not mask:
@@ -449,7 +439,8 @@ def _desc_load(fc, op, tm):
         buf = _typed(x.buf, et, where)
         offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx],
                                   x.block, None)
-        env[r] = _load_block(pc, buf, offs, inb, x.pad_nan, where).reshape(rshape)
+        env[r] = _load_lanes(pc, buf, offs, inb, np.nan if x.pad_nan else 0,
+                             where).reshape(rshape)
 
     return _fine(fc, do, lambda env: env[d].buf.tracked)
 

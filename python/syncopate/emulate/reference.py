@@ -75,19 +75,18 @@ def float_atomic_bound(count, scale, et_name: str):
                                             + 8 * tiny)
 
 
-def _atomic_order(fused, ref, et, offs=None):
-    """``(bound, counts differ)`` per element (of ``offs``) from the two runs' float atomic
-    adds (:class:`~.memory.FaddLog` or None each), or None when neither added into the buffer
-    as its own type (an add through a view of another type is compared bitwise)."""
+def _atomic_order(fused, ref, et):
+    """``(bound, counts differ)`` per element from the two runs' float atomic adds
+    (:class:`~.memory.FaddLog` or None each), or None when neither added into the buffer as
+    its own type (an add through a view of another type is compared bitwise)."""
     logs = [lg for lg in (fused, ref) if lg is not None]
     if not logs or any(lg.et.name != et.name or lg.et.name not in _ATOMIC_FLOATS for lg in logs):
         return None
-    sel = slice(None) if offs is None else offs
-    zero = np.zeros_like(logs[0].count[sel])
-    nf = fused.count[sel] if fused is not None else zero
-    nr = ref.count[sel] if ref is not None else zero
-    scale = np.fmax(fused.scale[sel] if fused is not None else 0.0,
-                    ref.scale[sel] if ref is not None else 0.0)
+    zero = np.zeros_like(logs[0].count)
+    nf = fused.count if fused is not None else zero
+    nr = ref.count if ref is not None else zero
+    scale = np.fmax(fused.scale if fused is not None else 0.0,
+                    ref.scale if ref is not None else 0.0)
     return float_atomic_bound(np.maximum(nf, nr), scale, et.name), nf != nr
 
 
@@ -202,21 +201,20 @@ class Reference:
             out[r] = {p: b.data for p, b in bufs.items()}
             out[r]["__gathered__"] = gathered
             out["fadd", r] = {p: b.fadd.get(epoch) for p, b in bufs.items()}
-        # collected tensors: each rank's output on its initial placement, assembled
         for p, t in self.operands.items():
-            if not self.schedule.is_produced(t) or is_reduced(self.schedule, t):
-                continue
-            shape = self.schedule.tensors[t].shape
-            g = np.full(int(np.prod(shape)), np.nan, dtype=self.spec.ptr[p].np)
-            for r, lo, hi, _ in initial_regions(self.schedule, t):
-                offs = region_offsets(shape, lo, hi)
-                g[offs] = out[r][p][offs]
-            out["collected", p] = g
-        # reduced tensors: fp32 sum over ranks of the partials
-        for p, t in self.operands.items():
-            if not self.schedule.is_produced(t) or not is_reduced(self.schedule, t):
+            if not self.schedule.is_produced(t):
                 continue
             et = self.spec.ptr[p]
+            if not is_reduced(self.schedule, t):
+                # collected tensors: each rank's output on its initial placement, assembled
+                shape = self.schedule.tensors[t].shape
+                g = np.full(int(np.prod(shape)), np.nan, dtype=et.np)
+                for r, lo, hi, _ in initial_regions(self.schedule, t):
+                    offs = region_offsets(shape, lo, hi)
+                    g[offs] = out[r][p][offs]
+                out["collected", p] = g
+                continue
+            # reduced tensors: fp32 sum over ranks of the partials
             total = sum(out[r][p].astype(np.float32) for r in range(self.W))
             out["sum", p] = to_etype(total, et)
             # the rounding error of a sum of partials scales with the partials, not with the
