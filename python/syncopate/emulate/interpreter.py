@@ -31,7 +31,7 @@ import numpy as np
 
 from syncopate_mlir.passes.access import loc_str
 from ..errors import EmulationError
-from .memory import EType, wrap_int
+from .memory import EType, etype_of, wrap_int
 
 # ----------------------------------------------------------------------------- yields
 
@@ -390,6 +390,13 @@ def handler(*names):
 
 def _res(fc, op, i=0):
     return fc.slot(op.results[i])
+
+
+def _result(fc, op, tm=False):
+    """``(slot, element type, whether a tensor)`` of ``op``'s result: a tensor too when the op
+    runs in tensor mode (``tm``: a reduce or scan region, on whole slices)."""
+    t = op.results[0].type
+    return fc.slot(op.results[0]), etype_of(t), _is_tensor(t) or tm
 
 
 def _ops(fc, op):

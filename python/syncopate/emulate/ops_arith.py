@@ -14,10 +14,10 @@ from .interpreter import (
     _c_div,
     _c_rem,
     _int_prop,
-    _is_tensor,
     _np_int,
     _ops,
     _res,
+    _result,
     _shape,
     _uns,
     handler,
@@ -56,10 +56,9 @@ def _constant(fc, op, tm):
 def _int_binop(scalar_fn, array_fn):
     def make(fc, op, tm):
         a, b = _ops(fc, op)[:2]
-        r = _res(fc, op)
-        et = etype_of(op.results[0].type)
+        r, et, tensor = _result(fc, op, tm)
         where = loc_of(op)
-        if _is_tensor(op.results[0].type) or tm:
+        if tensor:
             def f(env, pc):
                 env[r] = array_fn(env[a], env[b], et, where)
         else:
@@ -128,10 +127,8 @@ for _n, (_s, _a) in _INT_OPS.items():
 def _float_op(fn, nargs=2):
     def make(fc, op, tm):
         args = _ops(fc, op)[:nargs]
-        r = _res(fc, op)
-        et = etype_of(op.results[0].type)
+        r, et, tensor = _result(fc, op, tm)
         calc = np.float32 if et.name == "f16" or et.rounds else et.np.type
-        tensor = _is_tensor(op.results[0].type) or tm
 
         def f(env, pc):
             with np.errstate(all="ignore"):
@@ -175,9 +172,8 @@ for _n, (_fn, _k) in _FLOAT_OPS.items():
 
 @handler("math.absi")
 def _absi(fc, op, tm):
-    a, r = _ops(fc, op)[0], _res(fc, op)
-    et = etype_of(op.results[0].type)
-    tensor = _is_tensor(op.results[0].type) or tm
+    a = _ops(fc, op)[0]
+    r, et, tensor = _result(fc, op, tm)
 
     def f(env, pc):
         x = env[a]
@@ -188,8 +184,7 @@ def _absi(fc, op, tm):
 @handler("tt.clampf")
 def _clampf(fc, op, tm):
     x, lo, hi = _ops(fc, op)[:3]
-    r = _res(fc, op)
-    et = etype_of(op.results[0].type)
+    r, et, _ = _result(fc, op)
     prop = _int_prop(op, "propagateNan", 0)
 
     def f(env, pc):
@@ -208,10 +203,9 @@ _CMPI = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge", 6: "ult", 7: 
 @handler("arith.cmpi")
 def _cmpi(fc, op, tm):
     a, b = _ops(fc, op)
-    r = _res(fc, op)
+    r, _, tensor = _result(fc, op, tm)
     pred = _CMPI[_int_prop(op, "predicate")]
     et = etype_of(op.operands[0].type)
-    tensor = _is_tensor(op.results[0].type) or tm
     uns = pred[0] == "u"
     cmp = getattr(operator, pred[1:] if pred[0] in "su" else pred)  # eq, ne, lt, le, gt, ge
 
@@ -243,9 +237,8 @@ _CMPF = {0: lambda x, y: np.zeros_like(x, dtype=bool), 1: lambda x, y: x == y,
 @handler("arith.cmpf")
 def _cmpf(fc, op, tm):
     a, b = _ops(fc, op)
-    r = _res(fc, op)
+    r, _, tensor = _result(fc, op, tm)
     fn = _CMPF[_int_prop(op, "predicate")]
-    tensor = _is_tensor(op.results[0].type) or tm
 
     def f(env, pc):
         with np.errstate(all="ignore"):
@@ -257,8 +250,7 @@ def _cmpf(fc, op, tm):
 @handler("arith.select")
 def _select(fc, op, tm):
     c, a, b = _ops(fc, op)
-    r = _res(fc, op)
-    tensor = _is_tensor(op.results[0].type) or tm
+    r, _, tensor = _result(fc, op, tm)
     where = loc_of(op)
 
     def f(env, pc):
@@ -289,11 +281,9 @@ def _select(fc, op, tm):
 
 @handler("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui")
 def _int_cast(fc, op, tm):
-    a, r = _ops(fc, op)[0], _res(fc, op)
-    src = etype_of(op.operands[0].type)
-    dst = etype_of(op.results[0].type)
+    a, src = _ops(fc, op)[0], etype_of(op.operands[0].type)
+    r, dst, tensor = _result(fc, op, tm)
     unsigned = op.name in ("arith.extui", "arith.index_castui")
-    tensor = _is_tensor(op.results[0].type) or tm
 
     def f(env, pc):
         x = env[a]
@@ -318,10 +308,8 @@ def _int_cast(fc, op, tm):
 @handler("arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.extf",
          "arith.truncf", "tt.fp_to_fp")
 def _fcast(fc, op, tm):
-    a, r = _ops(fc, op)[0], _res(fc, op)
-    src = etype_of(op.operands[0].type)
-    dst = etype_of(op.results[0].type)
-    tensor = _is_tensor(op.results[0].type) or tm
+    a, src = _ops(fc, op)[0], etype_of(op.operands[0].type)
+    r, dst, tensor = _result(fc, op, tm)
     name = op.name
     rtz = name == "tt.fp_to_fp" and _int_prop(op, "rounding", 1) == 0
     if dst.kind == "other" or src.kind == "other":
@@ -356,11 +344,9 @@ def _bitcast(fc, op, tm):
     """A value bitcast reinterprets bit patterns (``memory.bits_of``/``from_bits``); a pointer
     bitcast gives a pointer into a typed view of the same buffer (``memory.Buffer.view``), so
     that what is loaded, stored or atomically updated through it is bits, not values."""
-    a, r = _ops(fc, op)[0], _res(fc, op)
-    src = etype_of(op.operands[0].type)
-    dst = etype_of(op.results[0].type)
+    a, src = _ops(fc, op)[0], etype_of(op.operands[0].type)
+    r, dst, tensor = _result(fc, op)
     where = loc_of(op)
-    tensor = _is_tensor(op.results[0].type)
     if src.kind == "ptr" or dst.kind == "ptr":
         if src.kind != dst.kind:
             raise EmulationError("bitcast between a pointer and a non-pointer", where)

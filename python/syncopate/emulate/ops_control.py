@@ -15,6 +15,7 @@ from .interpreter import (
     _is_tensor,
     _prop,
     _res,
+    _result,
     handler,
     loc_of,
     plain,
@@ -27,10 +28,8 @@ from .memory import Ptr, PtrTensor, etype_of, round_tf32, to_etype, wrap_int
 @handler("tt.dot")
 def _dot(fc, op, tm):
     a, b, c = fc.slot(op.a), fc.slot(op.b), fc.slot(op.c)
-    r = _res(fc, op)
-    ea, eb = etype_of(op.a.type), etype_of(op.b.type)
-    ed = etype_of(op.results[0].type)
-    tf32 = _int_prop(op, "inputPrecision", 2) in (0, 1) and ea.name == "f32"
+    r, ed, _ = _result(fc, op)
+    tf32 = _int_prop(op, "inputPrecision", 2) in (0, 1) and etype_of(op.a.type).name == "f32"
 
     def f(env, pc):
         x, y, acc = env[a], env[b], env[c]

@@ -18,6 +18,7 @@ from .interpreter import (
     _is_tensor,
     _ops,
     _res,
+    _result,
     _shape,
     _uns,
     handler,
@@ -78,8 +79,8 @@ def _addptr(fc, op, tm):
 
 @handler("tt.ptr_to_int")
 def _ptr_to_int(fc, op, tm):
-    a, r = _ops(fc, op)[0], _res(fc, op)
-    et = etype_of(op.results[0].type)
+    a = _ops(fc, op)[0]
+    r, et, _ = _result(fc, op)
 
     def f(env, pc):
         x = env[a]
@@ -146,8 +147,7 @@ def _load(fc, op, tm):
     p = fc.slot(op.ptr)
     m = fc.slot(op.mask) if op.mask is not None else None
     o = fc.slot(op.other) if op.other is not None else None
-    r = _res(fc, op)
-    et = etype_of(op.results[0].type)
+    r, et, _ = _result(fc, op)
     where = loc_of(op)
     bcheck = _array_prop(op, "boundaryCheck")
     pad_nan = _int_prop(op, "padding", 1) == 2
@@ -347,10 +347,9 @@ def _atomic(pc, x, et, operands, mask, step, where, fadd_et=None):
 def _atomic_rmw(fc, op, tm):
     p, v = fc.slot(op.ptr), fc.slot(op.val)
     m = fc.slot(op.mask) if op.mask is not None else None
-    r = _res(fc, op)
+    r, et, _ = _result(fc, op)
     kind = _RMW[_int_prop(op, "atomic_rmw_op")]
     where = loc_of(op)
-    et = etype_of(op.results[0].type)
     fn = _rmw_fn(kind, et, where)
     fadd_et = et if kind == "fadd" else None
 
@@ -364,9 +363,8 @@ def _atomic_rmw(fc, op, tm):
 @handler("tt.atomic_cas")
 def _atomic_cas(fc, op, tm):
     p, c, v = fc.slot(op.ptr), fc.slot(op.cmp), fc.slot(op.val)
-    r = _res(fc, op)
+    r, et, _ = _result(fc, op)
     where = loc_of(op)
-    et = etype_of(op.results[0].type)
     if et.kind not in ("int", "float") or et.bits not in (16, 32, 64):
         raise EmulationError(f"tt.atomic_cas on {et.name}: Triton's atomic_cas takes 16-, 32- "
                              f"and 64-bit elements only", where)
@@ -429,10 +427,9 @@ def _make_desc(fc, op, tm):
 def _desc_load(fc, op, tm):
     d = fc.slot(op.desc)
     idx = [fc.slot(v) for v in op.indices]
-    r = _res(fc, op)
+    r, et, _ = _result(fc, op)
     where = loc_of(op)
     rshape = _shape(op.results[0].type)
-    et = etype_of(op.results[0].type)
 
     def do(env, pc):
         x = env[d]

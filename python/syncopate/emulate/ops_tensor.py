@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .interpreter import _HANDLERS, _array_prop, _int_prop, _ops, _res, _shape, handler
-from .memory import Ptr, PtrTensor, etype_of, wrap_int
+from .interpreter import _HANDLERS, _array_prop, _int_prop, _ops, _res, _result, _shape, handler
+from .memory import Ptr, PtrTensor, wrap_int
 
 # ---- tensor shape ops
 
 
 @handler("tt.splat")
 def _splat(fc, op, tm):
-    a, r = _ops(fc, op)[0], _res(fc, op)
+    a = _ops(fc, op)[0]
+    r, et, _ = _result(fc, op)
     shape = _shape(op.results[0].type)
-    et = etype_of(op.results[0].type)
 
     def f(env, pc):
         x = env[a]
@@ -53,8 +53,8 @@ _HANDLERS["tt.trans"] = _shape_op(
 
 @handler("tt.unsplat")
 def _unsplat(fc, op, tm):
-    a, r = _ops(fc, op)[0], _res(fc, op)
-    et = etype_of(op.results[0].type)
+    a = _ops(fc, op)[0]
+    r, et, _ = _result(fc, op)
 
     def f(env, pc):
         x = env[a]
