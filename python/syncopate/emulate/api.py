@@ -232,9 +232,8 @@ class Emulation:
         return out
 
     def _kernel_args(self, world, r, e, peers) -> list:
-        vals = {}
-        for n in self.spec.names:
-            vals[n] = Ptr(world.bufs[r][n], 0) if n in self.spec.ptr else self.args[n][r]
+        vals = {n: Ptr(world.bufs[r][n], 0) if n in self.spec.ptr else self.args[n][r]
+                for n in self.spec.names}
         diag = Buffer("syn_diag", r, etype_named("i32"), np.zeros(16, dtype=np.int32))
         table = Buffer("syn_table", r, etype_named("i32"), np.array(self.table, dtype=np.int32))
         vals.update(syn_flags=Ptr(world.flags[r], 0), syn_peers=Ptr(peers, 0),

@@ -39,10 +39,7 @@ from .memory import EType, etype_of, wrap_int
 class Point:
     """A preemption point: the scheduler may run another coroutine here."""
 
-    __slots__ = ("what",)
-
-    def __init__(self, what: str = "point"):
-        self.what = what
+    __slots__ = ()
 
     def ready(self) -> bool:
         return True

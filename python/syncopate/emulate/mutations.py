@@ -21,11 +21,9 @@ def _ops(module, cls):
 
 def _in_comm(op) -> bool:
     cur = op.parent_op()
-    while cur is not None:
-        if isinstance(cur, CommOp):
-            return True
+    while cur is not None and not isinstance(cur, CommOp):
         cur = cur.parent_op()
-    return False
+    return cur is not None
 
 
 def _erase_wait(w) -> None:

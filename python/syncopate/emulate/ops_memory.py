@@ -423,6 +423,15 @@ def _make_desc(fc, op, tm):
     return f, False
 
 
+def _desc_block(env, d, idx, et, where):
+    """``(descriptor, buffer as et, element offsets, in bounds)`` of the block at the indices
+    in slots ``idx`` of the descriptor in slot ``d``."""
+    x = env[d]
+    offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx], x.block,
+                              None)
+    return x, _typed(x.buf, et, where), offs, inb
+
+
 @handler("tt.descriptor_load")
 def _desc_load(fc, op, tm):
     d = fc.slot(op.desc)
@@ -432,10 +441,7 @@ def _desc_load(fc, op, tm):
     rshape = _shape(op.results[0].type)
 
     def do(env, pc):
-        x = env[d]
-        buf = _typed(x.buf, et, where)
-        offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx],
-                                  x.block, None)
+        x, buf, offs, inb = _desc_block(env, d, idx, et, where)
         env[r] = _load_lanes(pc, buf, offs, inb, np.nan if x.pad_nan else 0,
                              where).reshape(rshape)
 
@@ -450,10 +456,7 @@ def _desc_store(fc, op, tm):
     et = etype_of(op.src.type)
 
     def do(env, pc):
-        x = env[d]
-        buf = _typed(x.buf, et, where)
-        offs, inb = block_offsets(x.base, x.shape, x.strides, [int(env[s]) for s in idx],
-                                  x.block, None)
+        x, buf, offs, inb = _desc_block(env, d, idx, et, where)
         val = to_etype(np.asarray(env[v]).reshape(x.block), buf.et)
         _store_into(pc, buf, offs[inb], val[inb], where)
 

@@ -44,6 +44,7 @@ tensor is never added into atomically and is compared without it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Mapping
 
 import numpy as np
@@ -93,10 +94,8 @@ def _atomic_order(fused, ref, et):
 def program_ids(grid):
     """Every program id ``(x, y, z)`` of ``grid``, x fastest."""
     g = tuple(grid) + (1, 1, 1)
-    for z in range(g[2]):
-        for y in range(g[1]):
-            for x in range(g[0]):
-                yield (x, y, z)
+    for z, y, x in itertools.product(range(g[2]), range(g[1]), range(g[0])):
+        yield (x, y, z)
 
 
 def run_grid(code, args, grid, rank: int = 0, epoch: int = 1) -> None:
@@ -233,12 +232,11 @@ class Reference:
             for p, data in got.items():
                 if is_consumed_operand(self.schedule, self.operands, p):
                     continue  # checked below, once every rank finished
-                if is_produced_operand(self.schedule, self.operands, p) and \
-                        ("collected", p) in ref:
-                    self._compare_collected(r, e, p, data, ref, policy, result, got)
-                    continue
                 if is_produced_operand(self.schedule, self.operands, p):
-                    self._compare_reduced(r, e, p, data, ref, policy, result)
+                    if ("collected", p) in ref:
+                        self._compare_collected(r, e, p, data, ref, policy, result, got)
+                    else:
+                        self._compare_reduced(r, e, p, data, ref, policy, result)
                     continue
                 exp = ref[r][p]
                 order = _atomic_order(fadd(r, p, e), ref["fadd", r].get(p), self.spec.ptr[p])
