@@ -90,9 +90,7 @@ def const_int(v: SSAValue) -> int | None:
     """The integer value of an ``arith.constant`` (scalar or splat tensor), else None."""
     if not isinstance(v, OpResult) or not isinstance(v.op, arith.ConstantOp):
         return None
-    attr = v.op.properties.get("value")
-    if attr is None:  # (not `or`: an IntegerAttr of 0 is falsy, and 0 is a constant too)
-        attr = v.op.attributes.get("value")
+    attr = _get_attr(v.op, "value")
     if isinstance(attr, IntegerAttr):
         return attr.value.data
     if isinstance(attr, DenseIntOrFPElementsAttr):

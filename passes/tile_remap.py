@@ -197,10 +197,9 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
 def _accumulates_floats(loop) -> bool:
     """Whether an ``scf.for`` carries a floating-point value from one iteration to the next
     (a GEMM's K loop, a row sum over column tiles): its iteration order is its rounding."""
-    for arg in loop.regions[0].blocks[0].args[1:]:
-        if isinstance(element_type(arg.type), (Float16Type, Float32Type, Float64Type, BFloat16Type)):
-            return True
-    return False
+    floats = (Float16Type, Float32Type, Float64Type, BFloat16Type)
+    return any(isinstance(element_type(arg.type), floats)
+               for arg in loop.regions[0].blocks[0].args[1:])
 
 
 def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
@@ -257,7 +256,7 @@ def _roots(v) -> set:
                     work.extend(owner.operands[:3])
             continue
         if isinstance(cur.op, GetProgramIdOp):
-            out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))
+            out.add(("pid", cur.op.axis_int))
             continue
         work.extend(cur.op.operands)
     return out
