@@ -36,6 +36,7 @@ call looks like in :mod:`.access_hints`; this module turns their results into bo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from xdsl.dialects import cf, scf
@@ -44,22 +45,20 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from syncopate.errors import CompileError, ScheduleError
 from syncopate_mlir.dialects.syncopate import schedule_of
-from syncopate_mlir.dialects.tt import FuncOp, MakeTensorDescOp, WhileOp
+from syncopate_mlir.dialects.tt import (FuncOp, MakeTensorDescOp, WhileOp, element_type,
+                                        is_ptr_like, shape_of)
 
 from .abi_info import operands_of
 from .access_eval import AnalysisFailure, Evaluator, PtrVal
 from .access_hints import erase_hints, hint_bounds, is_hint, symbol_name
 from .ir_utils import (
     const_int,
-    element_type,
     func_body,
     is_desc_type,
     is_int_type,
-    is_ptr_type,
     kernel_func,
     loc_str,
     param_names,
-    shape_of,
 )
 from .memory_ops import (
     COMPILER,
@@ -154,10 +153,7 @@ def rank_parts(sched, operands: dict[str, str]) -> dict[str, RankPart]:
 
 
 def _row_major_strides(shape: list[int]) -> list[int]:
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
-    return strides
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
 
 def pointer_region(ptr: PtrVal, axis_lens: list[int], shape: list[int], names: dict,
@@ -499,7 +495,7 @@ def carries_address(t) -> bool:
     wider than a bit (``tt.ptr_to_int``'s result and arithmetic on it); an ``i1`` (a compare)
     or a float cannot."""
     e = element_type(t)
-    if is_ptr_type(e) or is_desc_type(t):
+    if is_ptr_like(t) or is_desc_type(t):
         return True
     width = getattr(getattr(e, "width", None), "data", None)
     return is_int_type(e) and (width is None or width > 1)

@@ -26,17 +26,17 @@ from syncopate_mlir.dialects.tt import (
     MakeRangeOp,
     SplatOp,
     TransOp,
+    element_type,
+    is_ptr_like,
+    is_tensor,
 )
 
 from .ir_utils import (
     const_int,
     defined_inside,
-    element_type,
     int_array_prop,
     int_prop,
     is_int_type,
-    is_ptr_type,
-    is_tensor,
 )
 from .poly import Axis, IterCount, Poly
 
@@ -156,7 +156,7 @@ class Evaluator:
         if isinstance(op, AddPtrOp):
             p = self.pointer(op.operands[0])
             return PtrVal(p.base, p.off + self.value(op.operands[1]))
-        if isinstance(op, BitcastOp) and is_ptr_type(element_type(op.operands[0].type)):
+        if isinstance(op, BitcastOp) and is_ptr_like(op.operands[0].type):
             # x_ptr.to(tl.pointer_type(tl.int32)) over f32: a typed view of the same elements,
             # so the same offsets; a view with elements of another size counts other units
             src, dst = (_pointee_bits(t) for t in (op.operands[0].type, op.results[0].type))
@@ -170,13 +170,13 @@ class Evaluator:
     def _loop_carried(self, arg: BlockArgument, tensor: bool) -> object:
         loop = arg.block.parent_op()
         if not isinstance(loop, scf.ForOp) or arg.index == 0:
-            if tensor or is_ptr_type(element_type(arg.type)):
+            if tensor or is_ptr_like(arg.type):
                 raise AnalysisFailure(loop, "a loop-carried pointer or index tensor that is not "
                                             "carried by an scf.for")
             return Poly.var(arg)
         init = loop.operands[3 + arg.index - 1]
         yielded = arg.block.last_op.operands[arg.index - 1]
-        is_ptr = is_ptr_type(element_type(arg.type))
+        is_ptr = is_ptr_like(arg.type)
         marker = PtrVal(_SELF, Poly.const(0)) if is_ptr else Poly.var(arg)
         sub = Evaluator({**self.overrides, arg: marker})
         if is_ptr:

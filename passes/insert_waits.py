@@ -31,11 +31,12 @@ from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, 
 
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import WaitRegionOp, record, state_of
+from syncopate_mlir.dialects.tt import shape_of
 
 from .abi_info import abi_args
 from .access import Access, analyze_module
 from .builder import Builder
-from .ir_utils import defined_inside, loc_str, shape_of
+from .ir_utils import defined_inside, loc_str
 from .memory_ops import Effect, memory_op
 from .poly import IterCount
 

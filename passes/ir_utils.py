@@ -1,6 +1,7 @@
 """Small helpers over xDSL IR that every pass uses: op properties, constants, types, the
 kernel function and its parameters, locations.  Ops are recognised by their typed classes
-(xDSL's ``arith``, the ``tt`` mirror's); types and locations by class name or printed form.
+(xDSL's ``arith``, the ``tt`` mirror's), types by their classes (the mirror's type helpers,
+``tt.shape_of`` ..., are the ones passes use), locations by class name.
 Imports nothing from the other passes (the bottom of the passes' import graph)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    IndexType,
     IntegerAttr,
     IntegerType,
     ModuleOp,
@@ -17,7 +19,7 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import request_of
-from syncopate_mlir.dialects.tt import FuncOp
+from syncopate_mlir.dialects.tt import FuncOp, TensorDescType
 
 
 def loc_str(op: Operation | None) -> str | None:
@@ -88,9 +90,7 @@ def const_int(v: SSAValue) -> int | None:
     """The integer value of an ``arith.constant`` (scalar or splat tensor), else None."""
     if not isinstance(v, OpResult) or not isinstance(v.op, arith.ConstantOp):
         return None
-    attr = v.op.properties.get("value")
-    if attr is None:  # (not `or`: an IntegerAttr of 0 is falsy, and 0 is a constant too)
-        attr = v.op.attributes.get("value")
+    attr = _get_attr(v.op, "value")
     if isinstance(attr, IntegerAttr):
         return attr.value.data
     if isinstance(attr, DenseIntOrFPElementsAttr):
@@ -105,27 +105,11 @@ def const_int(v: SSAValue) -> int | None:
 
 
 def is_int_type(t) -> bool:
-    return isinstance(t, IntegerType) or type(t).__name__ == "IndexType"
-
-
-def is_tensor(t) -> bool:
-    return type(t).__name__ in ("TensorType", "RankedTensorType")
-
-
-def shape_of(t) -> list[int]:
-    return [d for d in t.get_shape()] if is_tensor(t) else []
-
-
-def is_ptr_type(t) -> bool:
-    return str(t).startswith("!tt.ptr<")
+    return isinstance(t, (IntegerType, IndexType))
 
 
 def is_desc_type(t) -> bool:
-    return str(t).startswith("!tt.tensordesc<")
-
-
-def element_type(t):
-    return t.element_type if is_tensor(t) else t
+    return isinstance(t, TensorDescType)
 
 
 def kernel_func(module: ModuleOp) -> Operation:

@@ -16,6 +16,7 @@ same calls are made per kind of chunk, with the rows read from the chunk table
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,9 +68,7 @@ class NvshmemLowering(CommLowering):
             return b.const(x) if isinstance(x, int) else x
 
         shape = self.sched.tensors[tensor].shape
-        row = 1
-        for n in shape[1:]:
-            row *= n
+        row = math.prod(shape[1:])
         esize = self.sched.element_bytes(tensor)
         rows = b.const(hi - lo) if isinstance(lo, int) and isinstance(hi, int) else b.sub(hi, lo)
         # rows of this comm program: [lo + pid * per, min(hi, lo + (pid + 1) * per))

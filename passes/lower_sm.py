@@ -48,7 +48,7 @@ from syncopate_mlir.dialects.syncopate import (
     state_of,
 )
 
-from .abi_info import chunk_writers, comm_programs_of, lowering_of, operands_of
+from .abi_info import chunk_writers, comm_programs_of, operands_of
 from .builder import Builder
 from .comm_table import TableTransfers
 from .lowering import Lowering, OpLowering, addptr, broadcast_to, expand_dims, rewrite, splat, vec
@@ -68,7 +68,6 @@ class CommLowering(TableTransfers, Lowering):
         #: chunks whose CHUNK signal is left out (fault injection, the request's ``withhold``)
         self.withheld = frozenset(request_of(module).withhold)
         self.operands = operands_of(module)
-        self.table_mode = lowering_of(module) == "table"
 
     def lower(self) -> None:
         self.lower_comm()

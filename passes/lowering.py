@@ -297,18 +297,20 @@ class Lowering:
 
     def release_fence(self, o) -> list[SSAValue]:
         """Every prior store of this program complete before the ``fenced`` signals after it."""
-        b = Builder(o)
+        self.barrier(Builder(o))
+        return []
+
+    def barrier(self, b: Builder) -> None:
+        """This program's bulk (TMA) stores complete, then a CTA barrier: every thread's stores
+        precede what follows."""
         if self.has_bulk_stores:
             _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
         b.insert(gpu.BarrierOp())
-        return []
 
     def release(self, b: Builder, ptr: SSAValue, value: SSAValue, op: str = "add",
                 mask: SSAValue | None = None, barrier: bool = True) -> SSAValue:
         if barrier:
-            if self.has_bulk_stores:
-                _asm(b, "cp.async.bulk.wait_group 0;\n\tmov.b32 $0, 0;", "=r", [], [i32])
-            b.insert(gpu.BarrierOp())
+            self.barrier(b)
         fty = flag_type_of(ptr)
         val = b.cast(value, fty) if value.type != fty else value
         rmw = "add" if op == "add" else "exch"

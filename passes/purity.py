@@ -20,9 +20,10 @@ from syncopate_mlir.dialects.tt import (
     ElementwiseInlineAsmOp,
     GetNumProgramsOp,
     GetProgramIdOp,
+    is_tensor,
 )
 
-from .ir_utils import is_int_type, is_tensor
+from .ir_utils import is_int_type
 from .memory_ops import Effect, memory_op
 
 #: ops whose result is a pure function of pure operands (scalar integer arithmetic); the

@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
@@ -40,13 +40,13 @@ from syncopate_mlir.dialects.syncopate import (
     request_of,
     state_of,
 )
-from syncopate_mlir.dialects.tt import GetProgramIdOp
+from syncopate_mlir.dialects.tt import GetProgramIdOp, element_type, is_tensor
 
 from .abi_info import abi_args
 from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
-from .ir_utils import is_int_type, is_tensor, loc_str
+from .ir_utils import is_int_type, loc_str
 from .loop_remap import loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
@@ -197,13 +197,9 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
 def _accumulates_floats(loop) -> bool:
     """Whether an ``scf.for`` carries a floating-point value from one iteration to the next
     (a GEMM's K loop, a row sum over column tiles): its iteration order is its rounding."""
-    for arg in loop.regions[0].blocks[0].args[1:]:
-        t = arg.type
-        elem = getattr(t, "element_type", t)
-        if type(elem).__name__ in ("Float16Type", "Float32Type", "Float64Type", "BFloat16Type") \
-                or str(elem) in ("f16", "f32", "f64", "bf16"):
-            return True
-    return False
+    floats = (Float16Type, Float32Type, Float64Type, BFloat16Type)
+    return any(isinstance(element_type(arg.type), floats)
+               for arg in loop.regions[0].blocks[0].args[1:])
 
 
 def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
@@ -260,7 +256,7 @@ def _roots(v) -> set:
                     work.extend(owner.operands[:3])
             continue
         if isinstance(cur.op, GetProgramIdOp):
-            out.add(("pid", str(cur.op.properties.get("axis") or cur.op.attributes.get("axis"))))
+            out.add(("pid", cur.op.axis_int))
             continue
         work.extend(cur.op.operands)
     return out
@@ -364,8 +360,7 @@ class TileRemap(ModulePass):
         if why is not None:
             return False, f"{head} not remapped: {why}; tile order left as written"
         _, table = remap_table(sched, tensor, dim, block, role)
-        floats = any(str(getattr(a.type, "element_type", a.type)) in ("f16", "f32", "f64", "bf16")
-                     for a in lc.loop.body.block.args[1:])
+        floats = _accumulates_floats(lc.loop)
         entry = Remapped(dim, block, tiles, role, loop=True, reorders_reductions=floats)
         prev = loops_done.get(id(lc.loop))
         if prev is not None:

@@ -224,7 +224,6 @@ def _fmt_bytes(n: float) -> str:
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n} B"
 
 
 def _pick_tensor(schedule: Schedule, tensor: str | None) -> str:

@@ -65,38 +65,22 @@ def dumps(schedule, compact: bool = False) -> str:
     doc = to_dict(schedule)
     if compact:
         return json.dumps(doc, separators=(",", ":"))
-    lines = ["{"]
-    top = [k for k in doc if k not in ("tensors", "chunks")]
-    for k in top:
-        lines.append(f"  {json.dumps(k)}: {_compact(doc[k])},")
-    lines.append('  "tensors": {')
-    names = list(doc["tensors"])
-    for ti, name in enumerate(names):
-        td = doc["tensors"][name]
-        lines.append(f"    {json.dumps(name)}: {{")
-        keys = list(td)
-        for ki, k in enumerate(keys):
-            comma = "," if ki < len(keys) - 1 else ""
-            v = td[k]
-            if k in ("initial", "final") and v:
-                lines.append(f"      {json.dumps(k)}: [")
-                for pi, p in enumerate(v):
-                    pc = "," if pi < len(v) - 1 else ""
-                    lines.append(f"        {_compact(p)}{pc}")
-                lines.append(f"      ]{comma}")
-            else:
-                lines.append(f"      {json.dumps(k)}: {_compact(v)}{comma}")
-        lines.append("    }" + ("," if ti < len(names) - 1 else ""))
-    lines.append("  },")
-    if doc["chunks"]:
-        lines.append('  "chunks": [')
-        for ci, c in enumerate(doc["chunks"]):
-            lines.append(f"    {_compact(c)}" + ("," if ci < len(doc["chunks"]) - 1 else ""))
-        lines.append("  ]")
-    else:
-        lines.append('  "chunks": []')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+
+    def rows(items, indent: str) -> str:  # "[\n" one compact item per line "]", or "[]"
+        if not items:
+            return "[]"
+        return "[\n" + ",\n".join(f"{indent}  {_compact(x)}" for x in items) + f"\n{indent}]"
+
+    def tensor(td: dict) -> str:
+        fields = [f"      {json.dumps(k)}: " + (rows(v, "      ") if k in ("initial", "final")
+                                                else _compact(v)) for k, v in td.items()]
+        return "{\n" + ",\n".join(fields) + "\n    }"
+
+    top = [f"  {json.dumps(k)}: {_compact(v)}," for k, v in doc.items()
+           if k not in ("tensors", "chunks")]
+    tensors = [f"    {json.dumps(name)}: {tensor(td)}" for name, td in doc["tensors"].items()]
+    return "\n".join(["{", *top, '  "tensors": {', *([",\n".join(tensors)] if tensors else []),
+                      "  },", f'  "chunks": {rows(doc["chunks"], "  ")}', "}"]) + "\n"
 
 
 def dump(schedule, path: str | os.PathLike) -> None:

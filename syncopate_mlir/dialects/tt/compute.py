@@ -4,7 +4,6 @@ histograms."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     BoolAttr,
@@ -34,7 +33,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from .formats import enums, tt_op_definition
+from .formats import enums, tt_op_definition, tt_variant
 from .types import (
     InputPrecision,
     PropagateNan,
@@ -83,7 +82,6 @@ class _SameTypeOp(TTOp):
     assembly_format = 'operands attr-dict `:` type($result)'
 
     result = result_def(_T)
-    _OPERANDS: ClassVar[tuple[str, ...]] = ()
 
     def verify_(self):
         if any(o.type != self.result.type for o in self.operands):
@@ -112,20 +110,10 @@ class _BinarySameTypeOp(_SameTypeOp):
         super().__init__(operands=[x, y], result_types=[x.type])
 
 
-@tt_op_definition
-class PreciseDivFOp(_BinarySameTypeOp):
-    """``tt.precise_divf``: IEEE-rounded division."""
-
-    name = "tt.precise_divf"
-    traits = traits_def(Pure())
-
-
-@tt_op_definition
-class MulhiUIOp(_BinarySameTypeOp):
-    """``tt.mulhiui``: high half of the unsigned 2N-bit product."""
-
-    name = "tt.mulhiui"
-    traits = traits_def(Pure())
+PreciseDivFOp = tt_variant(_BinarySameTypeOp, "PreciseDivFOp", "tt.precise_divf",
+                           "``tt.precise_divf``: IEEE-rounded division.", Pure())
+MulhiUIOp = tt_variant(_BinarySameTypeOp, "MulhiUIOp", "tt.mulhiui",
+                       "``tt.mulhiui``: high half of the unsigned 2N-bit product.", Pure())
 
 
 @tt_op_definition

@@ -42,7 +42,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from .formats import enums, tt_op_definition
+from .formats import enums, tt_op_definition, tt_variant
 from .types import ProgramIDDim, _bool
 from .parsing import (
     view,
@@ -69,20 +69,10 @@ class _ProgramDimOp(TTOp):
             raise VerifyException(f"{self.name} takes axis x, y or z and returns i32")
 
 
-@tt_op_definition
-class GetProgramIdOp(_ProgramDimOp):
-    """``tt.get_program_id x|y|z : i32``."""
-
-    name = "tt.get_program_id"
-    traits = traits_def(Pure())
-
-
-@tt_op_definition
-class GetNumProgramsOp(_ProgramDimOp):
-    """``tt.get_num_programs x|y|z : i32``."""
-
-    name = "tt.get_num_programs"
-    traits = traits_def(Pure())
+GetProgramIdOp = tt_variant(_ProgramDimOp, "GetProgramIdOp", "tt.get_program_id",
+                            "``tt.get_program_id x|y|z : i32``.", Pure())
+GetNumProgramsOp = tt_variant(_ProgramDimOp, "GetNumProgramsOp", "tt.get_num_programs",
+                              "``tt.get_num_programs x|y|z : i32``.", Pure())
 
 
 @tt_op_definition
@@ -167,12 +157,10 @@ class FuncOp(TTOp):
         props: dict[str, Attribute] = {"sym_name": StringAttr(name), "function_type": function_type}
         if visibility is not None:
             props["sym_visibility"] = StringAttr(visibility)
-        if arg_attrs is not None:
-            props["arg_attrs"] = ArrayAttr([a if isinstance(a, DictionaryAttr) else DictionaryAttr(dict(a))
-                                            for a in arg_attrs])
-        if res_attrs is not None:
-            props["res_attrs"] = ArrayAttr([a if isinstance(a, DictionaryAttr) else DictionaryAttr(dict(a))
-                                            for a in res_attrs])
+        for key, dicts in (("arg_attrs", arg_attrs), ("res_attrs", res_attrs)):
+            if dicts is not None:
+                props[key] = ArrayAttr([a if isinstance(a, DictionaryAttr)
+                                        else DictionaryAttr(dict(a)) for a in dicts])
         super().__init__(properties=props, regions=[region], attributes=attributes)
 
     # ----- accessors -------------------------------------------------------------------------
@@ -247,12 +235,10 @@ class FuncOp(TTOp):
                                          "res_attrs"))
         props: dict[str, Attribute] = {"sym_name": StringAttr(name),
                                        "function_type": FunctionType.from_lists(list(inputs), list(outputs))}
-        if visibility is not None:
-            props["sym_visibility"] = visibility
-        if arg_attrs is not None:
-            props["arg_attrs"] = arg_attrs
-        if res_attrs is not None:
-            props["res_attrs"] = res_attrs
+        for key, value in (("sym_visibility", visibility), ("arg_attrs", arg_attrs),
+                           ("res_attrs", res_attrs)):
+            if value is not None:
+                props[key] = value
         attrs = dict(extra.data) if extra is not None else {}
         return cls.create(properties=props, attributes=attrs, regions=[region])
 

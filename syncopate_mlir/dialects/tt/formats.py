@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from xdsl.irdl import ParsePropInAttrDict, irdl_op_definition
+from xdsl.irdl import ParsePropInAttrDict, irdl_op_definition, traits_def
 from xdsl.irdl.declarative_assembly_format import (
     AttrDictDirective,
     AttributeVariable,
@@ -90,6 +90,15 @@ def tt_op_definition(cls):
     cls.parse = classmethod(parse)
     cls.print = print_
     return cls
+
+
+def tt_variant(base: type, cls_name: str, name: str, doc: str, *traits) -> type:
+    """The typed op ``name`` that is ``base`` (its operands, results, format, builder and
+    checks) under another name, docstring and traits: ops of one shape (``tt.precise_divf`` and
+    ``tt.mulhiui``, the combine-region terminators ...) defined from one line each."""
+    return tt_op_definition(type(cls_name, (base,), {
+        "__doc__": doc, "__module__": base.__module__, "__qualname__": cls_name, "name": name,
+        "traits": traits_def(*traits)}))
 
 
 # ----- enums as keywords ----------------------------------------------------------------------

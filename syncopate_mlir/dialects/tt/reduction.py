@@ -18,7 +18,7 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsTerminator, Pure, RecursiveMemoryEffect, ReturnLike
 from xdsl.utils.exceptions import VerifyException
 
-from .formats import tt_op_definition
+from .formats import tt_variant
 from .types import _bool, _i32, element_type, shape_of
 from .parsing import TTOp, _ReturnLikeOp, _value
 
@@ -116,19 +116,14 @@ class _CombineReturnOp(_ReturnLikeOp):
     result = var_operand_def()
 
 
-@tt_op_definition
-class ReduceReturnOp(_CombineReturnOp):
-    name = "tt.reduce.return"
-    traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(ReduceOp))
+def _combine_return(parent: type) -> type:
+    """``<parent>.return``, the terminator of ``parent``'s combine region."""
+    cls_name = parent.__name__.removesuffix("Op") + "ReturnOp"
+    return tt_variant(_CombineReturnOp, cls_name, f"{parent.name}.return",
+                      f"``{parent.name}.return %v : T``: the terminator of a ``{parent.name}`` "
+                      f"region.", Pure(), IsTerminator(), ReturnLike(), HasParent(parent))
 
 
-@tt_op_definition
-class ScanReturnOp(_CombineReturnOp):
-    name = "tt.scan.return"
-    traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(ScanOp))
-
-
-@tt_op_definition
-class MapElementwiseReturnOp(_CombineReturnOp):
-    name = "tt.map_elementwise.return"
-    traits = traits_def(Pure(), IsTerminator(), ReturnLike(), HasParent(MapElementwiseOp))
+ReduceReturnOp = _combine_return(ReduceOp)
+ScanReturnOp = _combine_return(ScanOp)
+MapElementwiseReturnOp = _combine_return(MapElementwiseOp)

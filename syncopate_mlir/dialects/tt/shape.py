@@ -24,7 +24,7 @@ from xdsl.printer import Printer
 from xdsl.traits import NoMemoryEffect, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from .formats import tt_op_definition
+from .formats import tt_op_definition, tt_variant
 from .types import _i32, element_type, like, shape_of
 from .parsing import TTOp, _UnaryCastOp, _parse_attr_dict, _value
 
@@ -101,12 +101,8 @@ class _LhsRhsOp(TTOp):
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
 
-@tt_op_definition
-class CatOp(_LhsRhsOp):
-    """``tt.cat``: concatenate two tensors (may reorder elements)."""
-
-    name = "tt.cat"
-    traits = traits_def(NoMemoryEffect())
+CatOp = tt_variant(_LhsRhsOp, "CatOp", "tt.cat",
+                   "``tt.cat``: concatenate two tensors (may reorder elements).", NoMemoryEffect())
 
 
 @tt_op_definition
