@@ -113,28 +113,21 @@ def sync() -> None:
 
 
 def _configs(*specs) -> list:
-    """``(BLOCK_M, BLOCK_N, num_warps, num_stages[, WARP_SPECIALIZE[, PEEL_DIAGONAL]])`` tuples
-    as configs."""
+    """``(BLOCK_M, BLOCK_N, num_warps, num_stages[, WARP_SPECIALIZE])`` tuples as configs."""
     return [AttentionConfig(*spec) for spec in specs]
 
 
-def fwd_candidates(D: int, causal: bool = True) -> list:
+def fwd_candidates(D: int) -> list:
     """The fast forward's sweep: warp-specialised (12 warps from 4) and two-loop configs that
     compile for sm_90 without spills and fit in shared memory (checked on the CPU when the
-    list was written; a failure on the GPU is recorded, not fatal).  Causal rows add the
-    peeled warp-specialised configs (``+peel``: the diagonal block(s) masked after the loop,
-    not every block; experimental, first timed here) -- on the sweep's non-causal rows,
-    whose lengths are multiples of every BLOCK_N, they would compile to the unpeeled kernel.
-    128 x 128 peeled does not fit at D = 128 (its diagonal K/V buffers: 256 KiB)."""
+    list was written; a failure on the GPU is recorded, not fatal)."""
     ws = _configs((128, 128, 4, 2, True), (128, 64, 4, 2, True))  # WS_STAGES only
     plain = _configs((128, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4),
                      (64, 64, 4, 3), (128, 32, 8, 4), (64, 128, 4, 3))
-    peel = _configs((128, 64, 4, 2, True, True))
     if D == 64:
         ws += _configs((256, 64, 4, 2, True))
         plain += _configs((128, 64, 4, 3))
-        peel += _configs((128, 128, 4, 2, True, True), (256, 64, 4, 2, True, True))
-    return ws + (peel if causal else []) + plain
+    return ws + plain
 
 
 def dkdv_candidates(D: int) -> list:
@@ -309,7 +302,7 @@ def bench_forward(row, q, k, v, ref, ref_lse, args, skip: set) -> None:
         lse_errs.append(el)
         return e, e <= FWD_TOL and el <= LSE_TOL
 
-    cands = fwd_candidates(D, causal) if args.sweep else [None]
+    cands = fwd_candidates(D) if args.sweep else [None]
     sweep = []
     for cfg in cands:
         label = cfg.short() if cfg else "table"
@@ -535,7 +528,7 @@ def bench_zigzag_backward(row, q, k, v, o, lse, do, check, args) -> None:
 def estimate_s(shape, causal: bool, args) -> float:
     """A pessimistic wall-time estimate of one row (the budget's unit)."""
     B, Hq, Hkv, S, D = shape
-    n_fwd = len(fwd_candidates(D, causal)) if args.sweep else 1
+    n_fwd = len(fwd_candidates(D)) if args.sweep else 1
     calls = lambda ms: max(3, min(20, args.reps_s * 1e3 / ms)) + 2  # noqa: E731
     f_ms = flops(B, Hq, S, D, causal) / (EST_TFLOPS["fwd"] * 1e12) * 1e3
     t = (n_fwd + 3 + (4 if causal else 0)) * calls(f_ms) * f_ms
@@ -611,7 +604,7 @@ def warm_jobs(plan, args) -> list:
             continue
         seen.add(cls)
         base = dict(D=D, causal=causal, Hq=Hq, Hkv=Hkv)
-        fwd = fwd_candidates(D, causal) if args.sweep else [None]
+        fwd = fwd_candidates(D) if args.sweep else [None]
         for c in fwd:
             jobs.append(dict(base, op="fwd", config=c.as_dict() if c else None))
         jobs.append(dict(base, op="fwd", fusable=True))

@@ -51,7 +51,6 @@ def _case(name, dtype="fp16", B=1, Hq=4, Hkv=2, Sq=100, Skv=150, D=64, causal=Fa
 
 
 WS = dict(WARP_SPECIALIZE=True)
-PEEL = dict(WARP_SPECIALIZE=True, PEEL_DIAGONAL=True)
 CASES = [
     # the fusable kernel (attn_fwd_kernel: what the ops compile)
     _case("fusable_fp16_gqa_ragged", Sq=100, Skv=150, fusable=True),
@@ -80,22 +79,6 @@ CASES = [
     _case("bf16_scale_bshd_causal_ws", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3,
           bshd=True, causal=True, config=dict(SMALL, **WS)),
     _case("fp16_one_query_causal", Sq=1, Skv=70, causal=True),
-    # PEEL_DIAGONAL: the warp-specialised loop over the unmasked blocks, then the diagonal (or
-    # ragged last) blocks straight-line -- two of them where BLOCK_M = 2 BLOCK_N, one where
-    # BLOCK_N > BLOCK_M; ragged keys, Sq != Skv both ways, GQA and MHA, D 64 and 128
-    _case("peel_fp16_gqa_ragged_causal", Sq=100, Skv=150, causal=True, config=dict(SMALL, **PEEL)),
-    _case("peel_bf16_sq_gt_skv_causal", dtype="bf16", Sq=150, Skv=100, causal=True,
-          config=dict(SMALL, **PEEL)),
-    _case("peel_fp16_gqa_ragged", Sq=100, Skv=150, config=dict(SMALL, **PEEL)),
-    _case("peel_bf16_d128_mha_causal", dtype="bf16", D=128, Hkv=4, Sq=130, Skv=130, causal=True,
-          config=dict(SMALL, **PEEL)),
-    _case("peel_fp16_d128_even_causal_bn_gt_bm", D=128, Sq=128, Skv=128, causal=True,
-          config=dict(BLOCK_M=32, BLOCK_N=64, **PEEL)),
-    _case("peel_bf16_d128_sweep_config_causal", dtype="bf16", D=128, Hq=2, Hkv=1, Sq=300,
-          Skv=300, causal=True, config=dict(BLOCK_M=128, BLOCK_N=64, num_warps=4,
-                                            num_stages=2, **PEEL)),
-    _case("peel_bf16_b2_scale_bshd_causal", dtype="bf16", B=2, Sq=96, Skv=80, sm_scale=0.3,
-          bshd=True, causal=True, config=dict(BLOCK_M=64, BLOCK_N=16, **PEEL)),
     # the zigzag layout (kernels/attention_zigzag.py): whole sequence, and per rank shard as
     # ring attention runs it; compared in original order with SDPA's causal mask.  The
     # fusable kernel (attn_zigzag_fwd_kernel), then the fast one (attn_fwd_fast_kernel with
@@ -121,8 +104,6 @@ CASES = [
           zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16)),
     _case("zigzag_fast_fp16_w4_shards_d128_ws", Hkv=1, D=128, Sq=128, Skv=128, causal=True,
           zigzag=dict(W=4), config=dict(BLOCK_M=16, BLOCK_N=16, WARP_SPECIALIZE=True)),
-    _case("zigzag_fast_bf16_w2_shards_peel", dtype="bf16", B=2, Sq=128, Skv=128, causal=True,
-          zigzag=dict(W=2), config=dict(BLOCK_M=32, BLOCK_N=16, **PEEL)),
 ]
 
 
@@ -234,12 +215,10 @@ def test_compiles_to_cubin_for_sm90(dtype, head_dim, causal):
 
 @functools.lru_cache(maxsize=None)
 def _compile_fast(head_dim: int, causal: bool, segments: int = 0, even_kv: bool = True,
-                  ws: bool | None = None, peel: tuple | None = None):
+                  ws: bool | None = None):
     config = fast_default_config(head_dim, causal)
     if ws is not None:  # the two-loop form: the warp-specialised default's tiles, 8 warps
         config = config.replace(WARP_SPECIALIZE=ws, num_warps=4 if ws else 8)
-    if peel is not None:  # the peeled warp-specialised form with these (BLOCK_M, BLOCK_N)
-        config = config.replace(PEEL_DIAGONAL=True, BLOCK_M=peel[0], BLOCK_N=peel[1])
     signature, constexprs = attention_fast_compile_args("bf16", head_dim, causal, config,
                                                         segments, even_kv)
     src = triton.compiler.ASTSource(fn=attn_fwd_fast_kernel, signature=signature,
@@ -296,80 +275,6 @@ def test_warp_specialised_lse_rows_are_not_shifted_twice(head_dim, causal, segme
         assert len(uses) == 1, (f"{name}: the O store's coordinate {c} also feeds "
                                 f"{len(uses) - 1} other ops")
     assert shifted == 1, f"expected one consumer storing at m0 + 64, found {shifted}"
-
-
-#: the peeled (PEEL_DIAGONAL) forms that fit sm_90's shared memory: the diagonal's K and V get
-#: buffers of their own, so 128 x 128 at D = 128 (256 KiB) does not.  ``(D, causal, segments,
-#: even_kv, (BLOCK_M, BLOCK_N))``: the sweep's peeled candidates, a ragged non-causal launch
-#: (one peeled block) and the zigzag layout
-PEELED = [(128, True, 0, True, (128, 64)), (64, True, 0, True, (128, 128)),
-          (64, True, 0, True, (128, 64)), (64, True, 0, True, (256, 64)),
-          (128, False, 0, False, (128, 64)), (128, True, 8, True, (128, 64))]
-
-
-@pytest.mark.parametrize("head_dim,causal,segments,even_kv,tiles", PEELED)
-def test_peeled_forward_is_warp_specialised_on_sm90(head_dim, causal, segments, even_kv,
-                                                     tiles):
-    """The peeled forward stays what the warp-specialised one is -- a TMA producer and two
-    consumer warp groups (12 warps, ``setmaxnreg``), wgmma fed by TMA, no spills, within
-    shared memory -- and the producer issues the peeled blocks' loads after its loop."""
-    config, k = _compile_fast(head_dim, causal, segments, even_kv, None, tiles)
-    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
-    assert k.asm["cubin"] and 0 < k.metadata.shared <= SMEM_LIMIT_SM90
-    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, "wgmma fed by TMA"
-    assert k.metadata.num_warps == 3 * config.num_warps and "setmaxnreg" in ptx
-    assert ptxas_spills(ptx) == 0
-    producer = ttgir[ttgir.index("ttg.warp_specialize("):ttgir.index("partition0(")]
-    after_loop = producer[producer.index("scf.yield"):]
-    peeled = max(1, config.BLOCK_M // config.BLOCK_N) if causal else 1
-    assert len(re.findall(r"async_tma_copy_global_to_local %desc_[kv]", after_loop)) == 2 * peeled
-
-
-@pytest.mark.parametrize("head_dim,causal,segments,even_kv,tiles", PEELED)
-def test_peeled_forward_masks_only_the_peeled_blocks(head_dim, causal, segments, even_kv,
-                                                     tiles):
-    """The point of ``PEEL_DIAGONAL``: no mask in the warp-specialised loop (the plain
-    warp-specialised forward selects on every block), one masked select per peeled block
-    after it, and no branch anywhere."""
-    config, k = _compile_fast(head_dim, causal, segments, even_kv, None, tiles)
-    ttir = k.asm["ttir"]
-    body = ttir[ttir.index("tt.func public @attn_fwd_fast_kernel"):]
-    head, loop = body.split("scf.for", 1)
-    loop, tail = loop.split("scf.yield", 1)
-    assert "scf.for" not in tail and "scf.if" not in body, "one loop, no branch"
-    assert "tt.warp_specialize" in tail.split("\n", 2)[1], "the loop is not warp specialised"
-    masks = re.compile(r"arith\.select [^\n]*: tensor<")  # not the zigzag's scalar selects
-    assert not masks.search(loop), "a mask inside the warp-specialised loop"
-    assert len(re.findall(r"tt\.descriptor_load", loop)) == 2, "K and V by TMA"
-    peeled = max(1, config.BLOCK_M // config.BLOCK_N) if causal else 1
-    assert len(masks.findall(tail)) == peeled
-
-
-@pytest.mark.parametrize("head_dim,causal,segments,even_kv,tiles", PEELED)
-def test_peeled_forward_rows_are_not_shifted_twice(head_dim, causal, segments, even_kv,
-                                                   tiles):
-    """The peeled blocks' mask and the LSE after the loop are cloned into both consumers by
-    the data partitioning that shifted the first GPU run's LSE: the row base ``q_pos`` and the
-    LSE pointer must come from ``m0`` itself in each consumer (only the O store's coordinate
-    is ``m0 + BLOCK_M/2``), with the consumer's rows ``[0, BLOCK_M/2)`` or
-    ``[BLOCK_M/2, BLOCK_M)`` added once."""
-    config, k = _compile_fast(head_dim, causal, segments, even_kv, None, tiles)
-    half = config.BLOCK_M // 2
-    parts = _partitions(k.asm["ttgir"])
-    starts = []
-    for name, body in parts.items():
-        coord = re.search(r"async_tma_copy_local_to_global %[\w.]+\[(%[\w.]+),", body).group(1)
-        if coord != "%m0":  # the second consumer's m0 + BLOCK_M/2
-            assert re.search(rf"{re.escape(coord)} = arith\.addi %m0, %c{half}_i32", body), name
-            uses = re.findall(rf"{re.escape(coord)}\b(?! =)", body)
-            assert len(uses) == 1, f"{name}: the O store's coordinate {coord} feeds other ops"
-        if causal:
-            assert re.search(r"%q_pos\w* = arith\.addi %Q_OFFSET\w*, %m0 ", body), (
-                f"{name}: the mask's row base is not Q_OFFSET + m0")
-        assert re.search(r"%lse_row0\w* = tt\.addptr %lse_row0\w*, %m0 ", body), name
-        starts.append(sorted(set(int(x) for x in re.findall(
-            r"tt\.make_range \{[^}]*end = \d+ : i32, start = (\d+) : i32\}", body))))
-    assert sorted(starts) == [[0], [0, half]], f"consumer row ranges {starts}"
 
 
 def test_fast_two_loop_form_compiles_without_spills():

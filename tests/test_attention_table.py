@@ -180,30 +180,27 @@ def test_warp_specialised_forward_takes_only_the_stage_count_measured_correct(st
             ac.fast_default_config(D, causal).check(D)
 
 
-@pytest.mark.parametrize("kernel", ac.TABLE_KERNELS)
-def test_peel_diagonal_is_refused_outside_the_warp_specialised_forward(kernel):
-    """``PEEL_DIAGONAL`` changes only the warp-specialised forward's loop: on any other kernel,
-    or without warp specialisation, it would be silently ignored -- so it is refused, saying
-    what to change; on the warp-specialised forward it is taken and named in the config's
-    short name (what the sweep's tables print)."""
-    peel = ac.AttentionConfig(128, 64, 4, ac.WS_STAGES, True, True)
-    if kernel == "fwd":
-        assert peel.check(128, kernel=kernel) is peel and peel.short() == "128x64w4s2+ws+peel"
-        with pytest.raises(LaunchError, match="cannot be warp specialised"):
-            peel.check(128, fusable=True)
-    else:
-        with pytest.raises(LaunchError, match="PEEL_DIAGONAL=True applies to the warp"):
-            peel.check(128, kernel=kernel)
-    with pytest.raises(LaunchError, match="PEEL_DIAGONAL=True applies to the warp"):
-        peel.replace(WARP_SPECIALIZE=False, num_warps=8).check(128, kernel=kernel)
-    with pytest.raises(LaunchError, match="PEEL_DIAGONAL=1 must be a bool"):
-        peel.replace(PEEL_DIAGONAL=1).check(128, kernel=kernel)
-
-
-def test_peel_diagonal_table_entry_round_trips(fresh):
-    """A sweep that picks a peeled config writes it to the table and reads it back as such."""
+def test_table_entry_with_peel_diagonal_is_refused_as_removed(fresh):
+    """``PEEL_DIAGONAL`` (the diagonal blocks masked after the warp-specialised loop) gave NaN
+    in every causal case on an H100 and was removed; a table tuned while it existed may pick a
+    peeled config, and reading it must say so rather than run the masked kernel in its place
+    under the peeled kernel's timing."""
     path = fresh / "t.json"
-    ac.write_table(path, [_entry(causal=True, num_warps=4, num_stages=2, WARP_SPECIALIZE=True,
-                                 PEEL_DIAGONAL=True)], gpu="h100", source="test")
+    peel = _entry(causal=True, num_warps=4, num_stages=ac.WS_STAGES, WARP_SPECIALIZE=True,
+                  PEEL_DIAGONAL=True)
+    path.write_text(json.dumps({"format": ac.FORMAT, "gpu": "h100", "entries": [peel]}))
+    with pytest.raises(LaunchError, match="PEEL_DIAGONAL was removed .* NaN") as e:
+        ac.read_table(path)
+    assert str(path) in str(e.value) and "--tune-out" in str(e.value)
+
+
+def test_table_entry_with_peel_diagonal_false_reads_as_the_remaining_kernel(fresh):
+    """A table written while the option existed names ``PEEL_DIAGONAL: false`` in every config
+    (all fields are written): that is the kernel that remains, so it is read as such."""
+    path = fresh / "t.json"
+    plain = _entry(causal=True, num_warps=4, num_stages=ac.WS_STAGES, WARP_SPECIALIZE=True)
+    path.write_text(json.dumps({"format": ac.FORMAT, "gpu": "h100",
+                                "entries": [dict(plain, config=dict(plain["config"],
+                                                                    PEEL_DIAGONAL=False))]}))
     (e,) = ac.read_table(path)["entries"]
-    assert e["config"].PEEL_DIAGONAL and e["config"].short() == "128x64w4s2+ws+peel"
+    assert e["config"] == ac.AttentionConfig(128, 64, 4, ac.WS_STAGES, True)

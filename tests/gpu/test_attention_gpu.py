@@ -72,10 +72,6 @@ def _assert_fast_ran(q, k, v, o, fusable, sm_scale=None):
 
 WS = AttentionConfig(128, 64, 4, 2, True)
 TWO_LOOP = AttentionConfig(128, 128, 8, 2)
-#: the peeled warp-specialised forward (diagonal blocks masked after the loop), as the sweep
-#: times it: 128x64 (one peeled block per 64 keys, two per query block), 128x128 and 256x64
-PEEL = AttentionConfig(128, 64, 4, 2, True, True)
-PEEL_D64 = (AttentionConfig(128, 128, 4, 2, True, True), AttentionConfig(256, 64, 4, 2, True, True))
 FWD_CASES = [  # (dtype, D, causal, B, Hq, Hkv, Sq, Skv, config, fusable, bshd)
     (torch.bfloat16, 128, False, 1, 8, 2, 1000, 1000, None, False, False),
     (torch.bfloat16, 128, True, 1, 8, 2, 1024, 1024, None, False, False),
@@ -86,11 +82,6 @@ FWD_CASES = [  # (dtype, D, causal, B, Hq, Hkv, Sq, Skv, config, fusable, bshd)
     (torch.bfloat16, 128, False, 1, 8, 2, 777, 777, WS, False, True),
     (torch.bfloat16, 128, True, 1, 8, 2, 1000, 1000, None, True, False),
     (torch.bfloat16, 128, True, 2, 4, 4, 700, 300, None, True, False),
-    (torch.bfloat16, 128, True, 1, 8, 2, 1000, 1000, PEEL, False, False),
-    (torch.float16, 128, True, 2, 4, 4, 300, 700, PEEL, False, True),
-    (torch.bfloat16, 128, False, 1, 8, 2, 777, 777, PEEL, False, False),
-    (torch.bfloat16, 64, True, 1, 8, 2, 1000, 1000, PEEL_D64[0], False, False),
-    (torch.bfloat16, 64, True, 2, 4, 4, 700, 300, PEEL_D64[1], False, False),
 ]
 
 

@@ -202,45 +202,6 @@ def _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n, offs_m, offs_n, qk_
 
 
 @triton.jit
-def _fast_kv_step_peeled(acc, l_i, m_i, q, desc_k, desc_v, start_n, offs_m, offs_n, qk_scale,
-                         SEQ_KV, SEG_LEN, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-                         MASK_CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr):
-    """:func:`_fast_kv_step` for a block after the warp-specialised loop (``PEEL_DIAGONAL``),
-    always with the key mask, and the same numbers: the new row max is taken over the scaled
-    tile with the running max broadcast into it, ``max(m_i, max_j(qk_ij * scale))``, equal to
-    the step's ``max(m_i, max_j(qk_ij) * scale)`` (the scale is positive and rounding is
-    monotonic).  Why it is written so: Triton 3.6's Hopper data partitioning slices forward from
-    the loop's results and then backward from each elementwise op it reached; a row reduction
-    met backward is an op it has no rule for (``llvm_unreachable("Unexpected op")`` in
-    WSDataPartition.cpp).  Here every reduction lies forward of the running max."""
-    row = _zigzag_stored(start_n, SEG_LEN, SEGMENTS)
-    k = desc_k.load([row, 0])
-    qk = tl.dot(q, k.T)
-    cols = start_n + offs_n
-    keep = cols[None, :] < SEQ_KV
-    if MASK_CAUSAL:
-        keep = keep & (cols[None, :] <= offs_m[:, None])
-    qk = tl.where(keep, qk, float("-inf"))
-    m_new = tl.max(tl.maximum(qk * qk_scale, m_i[:, None]), 1)
-    p = tl.math.exp2(tl.fma(qk, qk_scale, -m_new[:, None]))
-    alpha = tl.math.exp2(m_i - m_new)
-    l_ij = tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    v = desc_v.load([row, 0])
-    acc = tl.dot(p.to(v.dtype), v, acc)
-    l_i = l_i * alpha + l_ij
-    return acc, l_i, m_new
-
-
-@triton.constexpr_function
-def _peeled_blocks(BLOCK_M, BLOCK_N, CAUSAL):
-    """How many KV blocks the peeled (``PEEL_DIAGONAL``) forward runs after its loop: the
-    causal diagonal of a ``BLOCK_M``-row block spans ``BLOCK_M / BLOCK_N`` key blocks (one when
-    ``BLOCK_N >= BLOCK_M``); without the causal mask only the ragged last block is left."""
-    return max(1, BLOCK_M // BLOCK_N) if CAUSAL else 1
-
-
-@triton.jit
 def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
                          stride_qb, stride_qh, stride_qm,
                          stride_kb, stride_kh, stride_kn,
@@ -249,8 +210,7 @@ def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
                          H_Q, GROUP, SEQ_Q, SEQ_KV, Q_OFFSET, SEG_LEN,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr, SEGMENTS: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr, EVEN_KV: tl.constexpr,
-                         PEEL_DIAGONAL: tl.constexpr = False):
+                         WARP_SPECIALIZE: tl.constexpr, EVEN_KV: tl.constexpr):
     """The fast forward: one program per BLOCK_M query rows of one (batch, query head), the
     contract of :func:`attn_fwd_kernel` (plus the zigzag layout when ``SEGMENTS > 0``: rows
     ``[Q_OFFSET, Q_OFFSET + SEQ_Q)`` of a zigzag-stored sequence, the mask on original
@@ -269,11 +229,7 @@ def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
     specialisation takes one loop per kernel: a second loop, or a branch in it, makes it
     fail or give up).  Otherwise two loops: the blocks every row sees in full without any
     mask, then the diagonal (or ragged last) blocks with it -- no branch in either loop, so
-    both software-pipeline.  ``PEEL_DIAGONAL`` (with ``WARP_SPECIALIZE``; experimental, not yet
-    timed on a GPU): the warp-specialised loop runs over the unmasked blocks only and the
-    diagonal (or ragged last) blocks follow it as straight-line code with the mask
-    (:func:`_fast_kv_step_peeled`); their K/V get shared-memory buffers of their own.
-    Grid ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``; ``qk_scale > 0``.
+    both software-pipeline.  Grid ``(cdiv(SEQ_Q, BLOCK_M), B * H_Q)``; ``qk_scale > 0``.
     """
     pid_m = tl.program_id(0)
     if CAUSAL:  # the longest rows first: the last wave is made of short programs
@@ -309,27 +265,7 @@ def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
     hi = SEQ_KV
     if CAUSAL:  # top-left aligned: these rows see keys < q_pos + BLOCK_M
         hi = tl.minimum(q_pos + BLOCK_M, SEQ_KV)
-    if WARP_SPECIALIZE and PEEL_DIAGONAL and (CAUSAL or not EVEN_KV):
-        # the blocks every row sees whole, unmasked, in the one warp-specialised loop; then
-        # the diagonal (or ragged last) blocks as straight-line code after it -- no second
-        # loop and no branch, the two things Triton 3.6's Hopper warp specialisation refuses
-        mid = (SEQ_KV // BLOCK_N) * BLOCK_N
-        if CAUSAL:
-            mid = tl.minimum((q_pos // BLOCK_N) * BLOCK_N, mid)
-        for start_n in tl.range(0, mid, BLOCK_N, warp_specialize=True):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            acc, l_i, m_i = _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n,
-                                          offs_m, offs_n, qk_scale, SEQ_KV, SEG_LEN, HEAD_DIM,
-                                          BLOCK_N, False, False, SEGMENTS)
-        # [mid, hi) spans at most max(1, BLOCK_M // BLOCK_N) blocks; all of them are run, and
-        # one past ``hi`` is masked off whole (the key mask as well: TMA zero-fills keys past
-        # SEQ_KV, and a zero score is not a masked one)
-        for j in tl.static_range(_peeled_blocks(BLOCK_M, BLOCK_N, CAUSAL)):
-            start_n = tl.multiple_of(mid + j * BLOCK_N, BLOCK_N)
-            acc, l_i, m_i = _fast_kv_step_peeled(acc, l_i, m_i, q, desc_k, desc_v, start_n,
-                                                 offs_m, offs_n, qk_scale, SEQ_KV, SEG_LEN,
-                                                 HEAD_DIM, BLOCK_N, CAUSAL, SEGMENTS)
-    elif WARP_SPECIALIZE:
+    if WARP_SPECIALIZE:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
             start_n = tl.multiple_of(start_n, BLOCK_N)
             acc, l_i, m_i = _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n,
@@ -409,13 +345,11 @@ def fast_compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False, c
     ``config`` None: the heuristic fast config."""
     from_fast = fast_default_config(head_dim, causal) if config is None else None
     cfg = AttentionConfig.of(config, head_dim, base=from_fast).check(head_dim)
-    sig, _ = compile_args(dtype, head_dim, causal,
-                          cfg.replace(WARP_SPECIALIZE=False, PEEL_DIAGONAL=False))
+    sig, _ = compile_args(dtype, head_dim, causal, cfg.replace(WARP_SPECIALIZE=False))
     signature = {p: sig.get(p, "i32") for p in FAST_PARAMS}
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
                       CAUSAL=bool(causal), SEGMENTS=int(segments),
-                      WARP_SPECIALIZE=cfg.WARP_SPECIALIZE, EVEN_KV=bool(even_kv),
-                      PEEL_DIAGONAL=cfg.PEEL_DIAGONAL)
+                      WARP_SPECIALIZE=cfg.WARP_SPECIALIZE, EVEN_KV=bool(even_kv))
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     return signature, constexprs
 
@@ -564,7 +498,7 @@ def launch_fast(q, k, v, o, lse, causal: bool, sm_scale: float, cfg: AttentionCo
         *fast_kernel_args(q, k, v, o, lse, sm_scale, q_offset, seg_len),
         HEAD_DIM=q.shape[3], BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
         SEGMENTS=int(segments), WARP_SPECIALIZE=cfg.WARP_SPECIALIZE,
-        EVEN_KV=Skv % cfg.BLOCK_N == 0, PEEL_DIAGONAL=cfg.PEEL_DIAGONAL, **cfg.options())
+        EVEN_KV=Skv % cfg.BLOCK_N == 0, **cfg.options())
 
 
 def fast_config(config, q, D: int, causal: bool, S: int, kernel: str = "fwd") -> AttentionConfig:

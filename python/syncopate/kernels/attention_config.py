@@ -67,6 +67,14 @@ TABLE_KERNELS = ("fwd", "bwd_dq", "bwd_dkdv")
 #: below what the CPU can show; until a GPU run shows a depth correct, only 2 is allowed.
 WS_STAGES = 2
 
+#: Why a table entry whose config sets ``PEEL_DIAGONAL`` is refused: the option (the
+#: warp-specialised forward's diagonal blocks masked after its loop) was removed on 2026-12-07.
+#: A table tuned while it existed names the field in every config (``write_table`` writes all
+#: fields); ``false`` is the kernel that remains and is read as such.
+_PEEL_REMOVED = ("PEEL_DIAGONAL was removed (2026-12-07): on an H100 with Triton 3.6 the "
+                 "peeled warp-specialised forward gave NaN in every causal case it ran, so the "
+                 "entry's measurement is of a kernel that no longer exists")
+
 SHIPPED_DIR = Path(__file__).with_name("configs")
 
 
@@ -80,11 +88,6 @@ class AttentionConfig:
     does so only for one loop per kernel, so the warp-specialised forward runs its KV loop
     once with the mask applied where the shape needs it (see :mod:`.attention`).  The fusable
     kernels refuse it.
-
-    ``PEEL_DIAGONAL`` (warp-specialised forward only; experimental, not yet timed on a GPU):
-    the loop runs over the blocks every row sees whole, without the mask, and the diagonal
-    (or ragged last) blocks follow it as straight-line code with the mask -- instead of the
-    mask on every block.
     """
 
     BLOCK_M: int = 128
@@ -92,7 +95,6 @@ class AttentionConfig:
     num_warps: int = 8
     num_stages: int = 3
     WARP_SPECIALIZE: bool = False
-    PEEL_DIAGONAL: bool = False
 
     @classmethod
     def of(cls, config, head_dim: int = 128, base: "AttentionConfig | None" = None
@@ -126,18 +128,14 @@ class AttentionConfig:
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Rough shared memory of the forward: Q once, K and V per stage (plus, warp
-        specialised, one more K/V buffer the producer fills ahead; with ``PEEL_DIAGONAL``, a
-        K and a V buffer per peeled block, ``max(1, BLOCK_M / BLOCK_N)`` of them when causal)."""
+        specialised, one more K/V buffer the producer fills ahead)."""
         stages = self.num_stages + (1 if self.WARP_SPECIALIZE else 0)
-        if self.PEEL_DIAGONAL:
-            stages += max(1, self.BLOCK_M // self.BLOCK_N)
         return (self.BLOCK_M + 2 * stages * self.BLOCK_N) * head_dim * elem_bytes
 
     def short(self) -> str:
         """``128x64w8s3`` (``+ws`` when warp specialised): for tables and logs."""
         return (f"{self.BLOCK_M}x{self.BLOCK_N}w{self.num_warps}s{self.num_stages}"
-                + ("+ws" if self.WARP_SPECIALIZE else "")
-                + ("+peel" if self.PEEL_DIAGONAL else ""))
+                + ("+ws" if self.WARP_SPECIALIZE else ""))
 
     def check(self, head_dim: int, fusable: bool = False, kernel: str = "fwd"
               ) -> "AttentionConfig":
@@ -167,12 +165,6 @@ class AttentionConfig:
                             f"{WS_STAGES} (on an H100 with Triton 3.6, 3 stages gave NaN from "
                             f"the third KV block on; other depths were never run); use "
                             f"num_stages={WS_STAGES} or drop WARP_SPECIALIZE")
-        if not isinstance(self.PEEL_DIAGONAL, bool):
-            problems.append(f"PEEL_DIAGONAL={self.PEEL_DIAGONAL!r} must be a bool")
-        elif self.PEEL_DIAGONAL and (kernel != "fwd" or self.WARP_SPECIALIZE is not True):
-            problems.append("PEEL_DIAGONAL=True applies to the warp-specialised fast forward "
-                            "only (the two-loop form and the backward already mask only the "
-                            "diagonal blocks); drop it or set WARP_SPECIALIZE=True")
         if problems:
             raise LaunchError(f"attention config {self} is not valid: " + "; ".join(problems))
         return self
@@ -249,7 +241,10 @@ def _entry(raw, where: str) -> dict:
         check_head_dim(D)
         if S < 1:
             raise ValueError(f"S must be positive, got {S}")
-        cfg = AttentionConfig.of(dict(raw["config"]), D).check(D, kernel=kernel)
+        config = dict(raw["config"])
+        if config.pop("PEEL_DIAGONAL", False):
+            raise ValueError(_PEEL_REMOVED)
+        cfg = AttentionConfig.of(config, D).check(D, kernel=kernel)
     except (KeyError, TypeError, ValueError, LaunchError) as e:
         raise LaunchError(f"attention config table {where}: bad entry {raw!r}: "
                           f"{type(e).__name__}: {e}. Each entry needs kernel, dtype, D, causal, "
