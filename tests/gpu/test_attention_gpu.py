@@ -80,6 +80,9 @@ FWD_CASES = [  # (dtype, D, causal, B, Hq, Hkv, Sq, Skv, config, fusable, bshd)
     (torch.bfloat16, 64, True, 1, 8, 2, 1000, 1000, None, False, False),
     (torch.bfloat16, 128, True, 1, 8, 2, 1000, 1000, TWO_LOOP, False, False),
     (torch.bfloat16, 128, False, 1, 8, 2, 777, 777, WS, False, True),
+    # the sweep's warp-specialised D = 64 candidate with 256-row query blocks (two consumers)
+    (torch.bfloat16, 64, True, 2, 4, 4, 700, 300, AttentionConfig(256, 64, 4, 2, True), False,
+     False),
     (torch.bfloat16, 128, True, 1, 8, 2, 1000, 1000, None, True, False),
     (torch.bfloat16, 128, True, 2, 4, 4, 700, 300, None, True, False),
 ]
