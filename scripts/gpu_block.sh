@@ -8,6 +8,9 @@
 #               kernel, CUDA-graph capture of the fused forward (cp; tp from W = 4), 20 training
 #               steps against the unsharded model's losses
 #   cp4 / tp4   the same at W = 4
+#   cp2-nodirect / cp2-noc   cp2 with SYNCOPATE_DIRECT_LAUNCH=0 / SYNCOPATE_FAST_LAUNCH=0, ring
+#               attention only: does the ring hang of docs/loopback.md follow the launch path?
+#   ring2       the ring attention op alone in loopback W = 2 (tests/gpu/test_multi_gpu.py)
 #   moe2        the mixture-of-experts block's inference (fused dispatch/combine), W = 2
 #   example     examples/train_block.py --loopback 2 (both layouts, forward and backward)
 #   bench1      the end-to-end benchmark at W = 1 (one process, not loopback): `python -m
@@ -35,6 +38,12 @@ for s in $STEPS; do
     cp2|tp2|cp4|tp4)
       SYNCOPATE_GPU_LOOPBACK=${s:2:1} step "$s" "$(lim 200)" $PYT tests/gpu/test_block_gpu.py \
         -k "against_unsharded and ${s:0:2}";;
+    cp2-nodirect) SYNCOPATE_DIRECT_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
+      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
+    cp2-noc) SYNCOPATE_FAST_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
+      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
+    ring2) SYNCOPATE_GPU_LOOPBACK=2 step ring2 "$(lim 150)" $PYT tests/gpu/test_multi_gpu.py \
+      -k ring_attention;;
     moe2) SYNCOPATE_GPU_LOOPBACK=2 step moe2 "$(lim 120)" $PYT tests/gpu/test_block_gpu.py -k moe;;
     example) step example "$(lim 150)" python3 examples/train_block.py --loopback 2 --steps 5;;
     bench1)  # the refusal (exit 2) first, then the table; a shape starts only if it should
