@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from syncopate import chunk_table as ct
 from syncopate.emulate import PerRank, fuse_module
 from syncopate.kernels import GemmConfig, compile_args, compile_attrs, kernel_fn
 from syncopate.schedule import TEMPLATES
@@ -50,3 +51,23 @@ def fused(kernel: str, template: str, backend: str, mode: str | None = None):
     sched, operand = schedule(template, **kw)
     return fuse_module(kernel_fn(kernel), schedule=sched, operand=operand, backend=backend,
                        comm_programs=2, **compile_kw(kernel))
+
+
+def empty_first_cell(sched, tensor: str, backend: str = "sm", comm_programs: int = 2):
+    """The chunk-table mutation the cell-map tests make: rank 0's first cell of ``tensor``'s
+    cell map that names a delivered chunk, emptied (``NO_CHUNK``, as if those rows were local).
+    Returns ``(edit, victim, grid)``: ``edit(words)`` applies it to a built table in place (and
+    checks the cell still names ``victim``, the chunk whose wait it skips); ``grid`` is the
+    map's :class:`~syncopate.chunk_table` grid."""
+    words = ct.build(sched, backend, comm_programs)
+    start, grid = ct.cells_of(words, ct.tensor_slots(sched)[tensor])
+    row = words[start:start + grid.cells]
+    k = next(i for i, c in enumerate(row) if c != ct.NO_CHUNK)
+    victim = row[k]
+
+    def edit(table):
+        assert table[start + k] == victim
+        table[start + k] = ct.NO_CHUNK
+        return table
+
+    return edit, victim, grid

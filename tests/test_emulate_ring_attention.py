@@ -18,6 +18,7 @@ from xdsl.dialects import scf
 
 torch = pytest.importorskip("torch")
 
+from emulate_helpers import empty_first_cell  # noqa: E402
 from syncopate import chunk_table as ct  # noqa: E402
 from syncopate.emulate import Emulation, PerRank, emulate, fuse_module  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
@@ -133,6 +134,27 @@ def test_ring_order_schedule():
     _check_against_sdpa(res, shards, ("in-order", "random:5"))
 
 
+def _fused_module(W, causal, lowering="auto"):
+    """Rank 0's fused ring attention module as the op builds it (B = 1, Hq = 2, Hkv = 1,
+    32 rows per rank, D = 64), for the tests that read its IR: only the arguments' types and
+    shapes matter to the compile, not their values."""
+    B, Hq, Hkv, Sl, D = 1, 2, 1, 32, 64
+    S = Sl * W
+    kbuf = torch.randn((B * Hkv, S, D)).to(torch.bfloat16)
+    q = torch.randn((B, Hq, Sl, D)).to(torch.bfloat16)
+    o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
+    lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
+    values, _ = _args(q, kbuf, kbuf.clone(), o, lse, 0.125, causal, 0, W, Hkv, D, CFG)
+    kernel = _kernel(causal)
+    spec = specialize(kernel, values, frozenset(CONSTANT_ARGS))
+    module, _ = fuse_module(kernel, signature=spec.signature_dict(),
+                            constexprs=spec.constexpr_dict(),
+                            schedule=kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1),
+                            operand={"K": "K", "V": "V"}, backend="sm", comm_programs=2,
+                            options=CFG.options(), reorder_reductions=True, lowering=lowering)
+    return module
+
+
 def test_causal_kernel_waits_in_both_loops_and_keeps_the_unfused_bits():
     """The paired zigzag kernel (two branch-free KV loops, one per query block of a mirrored
     pair, each starting at the shard's own segment) fuses with a wait for K and one for V
@@ -141,21 +163,7 @@ def test_causal_kernel_waits_in_both_loops_and_keeps_the_unfused_bits():
     ``tile-remap`` leaves them as written (the kernel orders its own visits) and the fused
     kernel sums in the unfused kernel's order -- not ``reordered``, so the emulator compares
     the fused outputs with the unfused kernel's bit for bit (the causal tests above)."""
-    W, B, Hq, Hkv, Sl, D = 2, 1, 2, 1, 32, 64
-    shards = _problem(W, True, B, Hq, Hkv, Sl, D, 0)
-    S = Sl * W
-    kbuf = torch.randn((B * Hkv, S, D)).to(torch.bfloat16)
-    o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
-    lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
-    values, _ = _args(shards[0][0].contiguous(), kbuf, kbuf.clone(), o, lse, 0.125, True, 0, W,
-                      Hkv, D, CFG)
-    kernel = _kernel(True)
-    spec = specialize(kernel, values, frozenset(CONSTANT_ARGS))
-    module, _ = fuse_module(kernel, signature=spec.signature_dict(),
-                            constexprs=spec.constexpr_dict(),
-                            schedule=kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1),
-                            operand={"K": "K", "V": "V"}, backend="sm", comm_programs=2,
-                            options=CFG.options(), reorder_reductions=True)
+    module = _fused_module(2, True)
     assert not [op for op in module.walk() if isinstance(op, RemapOp)]
     state = state_of(module)
     assert not state.reordered
@@ -188,20 +196,7 @@ def test_table_waits_in_the_kv_loops_are_lookups(causal):
     list: no loop inside a KV loop (a loop holding a ``tt.dot``), which would stop Triton from
     pipelining its loads (test_attention_local.py checks the sm_90 result); the tests above
     emulate the same kernels race-free and equal to SDPA."""
-    W, B, Hq, Hkv, Sl, D = 4, 1, 2, 1, 32, 64
-    S = Sl * W
-    kbuf = torch.randn((B * Hkv, S, D)).to(torch.bfloat16)
-    q = torch.randn((B, Hq, Sl, D)).to(torch.bfloat16)
-    o = torch.empty((B, Hq, Sl, D), dtype=torch.bfloat16)
-    lse = torch.empty((B, Hq, Sl), dtype=torch.float32)
-    values, _ = _args(q, kbuf, kbuf.clone(), o, lse, 0.125, causal, 0, W, Hkv, D, CFG)
-    kernel = _kernel(causal)
-    spec = specialize(kernel, values, frozenset(CONSTANT_ARGS))
-    module, _ = fuse_module(kernel, signature=spec.signature_dict(),
-                            constexprs=spec.constexpr_dict(),
-                            schedule=kv_all_gather((B * Hkv, S, D), "bf16", W, dim=1),
-                            operand={"K": "K", "V": "V"}, backend="sm", comm_programs=2,
-                            options=CFG.options(), reorder_reductions=True, lowering="table")
+    module = _fused_module(4, causal, lowering="table")
     kv_loops = [op for op in module.walk() if isinstance(op, scf.ForOp)
                 and any(x.name == "tt.dot" for x in op.walk())]
     assert len(kv_loops) == (2 if causal else 1), len(kv_loops)
@@ -218,16 +213,7 @@ def test_cell_map_mutation_skips_the_wait_and_is_caught():
     the runtime's ``chunk_table.validate`` refuses the edited table before any upload."""
     W = 2
     sched = kv_all_gather((2, 32 * W, 64), "bf16", W, dim=1)
-    start, grid = ct.cells_of(ct.build(sched, "sm", 2), ct.tensor_slots(sched)["K"])
-    row = ct.build(sched, "sm", 2)[start:start + grid.cells]
-    k = next(i for i, c in enumerate(row) if c != ct.NO_CHUNK)
-    victim = row[k]
-
-    def edit(words):
-        assert words[start + k] == victim
-        words[start + k] = ct.NO_CHUNK
-        return words
-
+    edit, victim, _ = empty_first_cell(sched, "K")
     with pytest.raises(LaunchError, match="disagrees"):
         ct.validate(ct.seal(edit(ct.build(sched, "sm", 2))), sched, "sm", 2)
     res, _, _ = _emulate(W, False, B=1, Hq=4, Hkv=2, Sl=32, table_edit=edit,

@@ -26,6 +26,7 @@ import pytest
 
 from xdsl.dialects import scf
 
+from emulate_helpers import empty_first_cell
 from syncopate import chunk_table as ct
 from syncopate.emulate import Emulation, PerRank, emulate, fuse_module
 from syncopate.emulate.modules import kernel_ttir
@@ -237,18 +238,8 @@ def test_grid_mutation_skips_the_wait_and_is_caught():
     edited table before any upload."""
     W = 2
     sched = ulysses_all_to_all(1, 4, 2, 32, D, "bf16", W)
-    words = ct.build(sched, "sm", 2)
-    start, grid = ct.cells_of(words, ct.tensor_slots(sched)["K"])
+    edit, victim, grid = empty_first_cell(sched, "K")
     assert grid.dims == (1, 2)
-    row = words[start:start + grid.cells]
-    k = next(i for i, c in enumerate(row) if c != ct.NO_CHUNK)
-    victim = row[k]
-
-    def edit(table):
-        assert table[start + k] == victim
-        table[start + k] = ct.NO_CHUNK
-        return table
-
     with pytest.raises(LaunchError, match="disagrees"):
         ct.validate(ct.seal(edit(ct.build(sched, "sm", 2))), sched, "sm", 2)
     res, _ = _run(1, 4, 2, 32, W, table_edit=edit, policies=("late", "random:3"))
