@@ -8,6 +8,8 @@
 #               kernel, CUDA-graph capture of the fused forward (cp; tp from W = 4), 20 training
 #               steps against the unsharded model's losses
 #   cp4 / tp4   the same at W = 4
+#   cpring2     cp2's ring attention layout alone (the workers print host times and Triton
+#               kernel loads per rank: where a loopback timeout's ranks were)
 #   cp2-nodirect / cp2-noc   cp2 with SYNCOPATE_DIRECT_LAUNCH=0 / SYNCOPATE_FAST_LAUNCH=0, ring
 #               attention only: does the ring hang of docs/loopback.md follow the launch path?
 #   ring2       the ring attention op alone in loopback W = 2 (tests/gpu/test_multi_gpu.py)
@@ -38,6 +40,8 @@ for s in $STEPS; do
     cp2|tp2|cp4|tp4)
       SYNCOPATE_GPU_LOOPBACK=${s:2:1} step "$s" "$(lim 200)" $PYT tests/gpu/test_block_gpu.py \
         -k "against_unsharded and ${s:0:2}";;
+    cpring2) SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
+      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
     cp2-nodirect) SYNCOPATE_DIRECT_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
       $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
     cp2-noc) SYNCOPATE_FAST_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \

@@ -11,6 +11,10 @@ any fused kernel can spin waiting for a peer.
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+
 #: the block per layout: dim, heads, KV heads, MLP width, head_dim. tp splits the heads (KV
 #: heads divide by W = 4); cp keeps one KV head: its dK/dV kernel's grid (S/128 x B x Hkv
 #: programs per rank) stays co-resident with W = 4 ranks on one GPU
@@ -18,6 +22,33 @@ SHAPES = {"tp": dict(dim=512, n_heads=8, n_kv_heads=4, ffn_dim=1024, head_dim=64
           "cp": dict(dim=512, n_heads=8, n_kv_heads=1, ffn_dim=1024, head_dim=64),
           # Ulysses gives each rank whole heads: query and KV heads divide by W = 4
           "cp-ulysses": dict(dim=512, n_heads=8, n_kv_heads=4, ffn_dim=1024, head_dim=64)}
+
+
+_T0 = time.monotonic()
+
+
+def _mark(rank, what):
+    """A host timestamp per rank on stderr (the GPU logs keep it): where a loopback run hangs
+    or times out, which rank's host was where, and how far apart the ranks launched."""
+    print(f"[rank {rank} t={time.monotonic() - _T0:7.2f}s] {what}", file=sys.stderr, flush=True)
+
+
+def _load_start(module, function, name, metadata_group, hash):
+    print(f"[{threading.current_thread().name} t={time.monotonic() - _T0:7.2f}s] loading "
+          f"Triton kernel {name}", file=sys.stderr, flush=True)
+
+
+def _load_end(module, function, name, metadata_group, hash):
+    print(f"[{threading.current_thread().name} t={time.monotonic() - _T0:7.2f}s] loaded "
+          f"Triton kernel {name}", file=sys.stderr, flush=True)
+
+
+def _trace_kernel_loads():
+    """Print every Triton kernel's module load with its thread and time: a module loaded while
+    a peer's fused kernel spins is the first suspect of a loopback timeout (docs/loopback.md)."""
+    import triton
+    triton.knobs.runtime.kernel_load_start_hook.add(_load_start)
+    triton.knobs.runtime.kernel_load_end_hook.add(_load_end)
 
 
 def _layout(layout):
@@ -110,6 +141,7 @@ def block_checks(rank, W, layout, graph: bool):
     from syncopate.runtime import collectives as dist
 
     problems, lines = [], []
+    _trace_kernel_loads()
     dev = torch.device("cuda", torch.cuda.current_device())
     comm = Communicator()
     cfg = SHAPES[layout]
@@ -122,6 +154,7 @@ def block_checks(rank, W, layout, graph: bool):
     (yr * gy).sum().backward()
     yr = yr.detach()
 
+    _mark(rank, f"{layout}: reference done")
     # 1. the unfused block (also the warm-up: cuBLAS, SDPA, the collectives)
     unfused = snn.TransformerBlock(**cfg, comm=comm, **_layout(layout), fused=False, dtype=bf,
                                    device=dev).load_from(ref)
@@ -137,14 +170,18 @@ def block_checks(rank, W, layout, graph: bool):
         problems += _ulysses_op(rank, W, comm, cfg, dev, lines)
     dist.barrier(device_ids=[dev.index])
 
+    _mark(rank, f"{layout}: unfused block and op warm-up done")
     # 2. the block on the registered ops (fused where they choose it)
     blk = snn.TransformerBlock(**cfg, comm=comm, **_layout(layout), dtype=bf,
                                device=dev).load_from(ref)
     xs, y = _fwd_bwd(blk, x, gy)
     _compare(f"{layout} W={W} ops (fused)", blk, ref, xs, y, yr, xr, problems, lines)
+    _mark(rank, f"{layout}: fused forward + backward compared")
     with torch.no_grad():
         yu = unfused(blk.shard_sequence(x).to(bf))
+        _mark(rank, f"{layout}: no-grad unfused forward enqueued")
         yf = blk(blk.shard_sequence(x).to(bf))
+        _mark(rank, f"{layout}: no-grad fused forward enqueued")
     lines.append(f"{layout} W={W}: |fused - unfused| / |unfused| = {_rel(yf, yu):.2e}")
     one = snn.memory_held(blk, comm)
     lines.append(f"{layout} W={W} one block: {one}")
@@ -152,6 +189,7 @@ def block_checks(rank, W, layout, graph: bool):
         problems.append(f"cp W={W}: {one.fused_kernels} fused kernels cached; the ring attention "
                         f"forward and backward should both have run fused")
 
+    _mark(rank, f"{layout}: no-grad forwards compared")
     # 3. a second block of the same shape: the same buffers and fused kernels serve it
     blk2 = snn.TransformerBlock(**cfg, comm=comm, **_layout(layout), dtype=bf,
                                 device=dev).load_from(ref)
@@ -163,10 +201,12 @@ def block_checks(rank, W, layout, graph: bool):
         problems.append(f"{layout} W={W}: a second block of the same shape added symmetric "
                         f"memory or fused kernels: {one} -> {two}")
 
+    _mark(rank, f"{layout}: two blocks done")
     # 4. CUDA-graph capture of the fused forward, replayed with new inputs
     if graph:
         problems += _graph(rank, W, blk, comm, x, layout, lines)
 
+    _mark(rank, f"{layout}: graph step done")
     # 5. 20 training steps against the unsharded model
     problems += _train(rank, W, layout, comm, dev, lines)
     return {"problems": problems, "lines": lines}
