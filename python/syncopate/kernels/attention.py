@@ -66,8 +66,6 @@ from .gemm_launch import ensure_tma_allocator
 
 #: log2(e): multiplies the softmax scale so the kernel exponentiates with exp2.
 LOG2E = 1.4426950408889634
-#: ln(2): turns the kernel's base-2 log-sum-exp back into the natural one.
-LN2 = 0.6931471805599453
 
 
 @triton.jit
@@ -408,21 +406,9 @@ def outputs(q, out, shape):
     """``(o, lse)``: the caller's ``out`` checked against ``shape`` (``[B, Hq, Sq, D]``), or new
     tensors (``o`` in q's dtype, ``lse`` fp32) -- shared by every attention launcher."""
     import torch
-    if out is not None:
-        return _check_out(out, q, shape)
-    return (torch.empty(shape, dtype=q.dtype, device=q.device),
-            torch.empty(shape[:3], dtype=torch.float32, device=q.device))
-
-
-def check_device(q) -> None:
-    """CPU tensors need Triton's interpreter (:class:`LaunchError` otherwise)."""
-    if q.device.type == "cpu" and not triton.knobs.runtime.interpret:
-        raise LaunchError("q, k and v are CPU tensors: the kernel needs a GPU, or Triton's "
-                          "interpreter (set TRITON_INTERPRET=1 before triton is first imported)")
-
-
-def _check_out(out, q, shape):
-    import torch
+    if out is None:
+        return (torch.empty(shape, dtype=q.dtype, device=q.device),
+                torch.empty(shape[:3], dtype=torch.float32, device=q.device))
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         raise LaunchError("out must be a pair (o, lse) of preallocated tensors")
     o, lse = out
@@ -435,6 +421,13 @@ def _check_out(out, q, shape):
         if not t.is_contiguous() or t.device != q.device:
             raise LaunchError(f"out {name} must be contiguous and on {q.device}")
     return o, lse
+
+
+def check_device(q) -> None:
+    """CPU tensors need Triton's interpreter (:class:`LaunchError` otherwise)."""
+    if q.device.type == "cpu" and not triton.knobs.runtime.interpret:
+        raise LaunchError("q, k and v are CPU tensors: the kernel needs a GPU, or Triton's "
+                          "interpreter (set TRITON_INTERPRET=1 before triton is first imported)")
 
 
 _CAPABILITY: dict = {}
@@ -479,23 +472,17 @@ def tma_strides(*ts) -> tuple:
     return tuple(t.stride(d) if t.shape[d] > 1 else t.shape[-1] for t in ts for d in range(3))
 
 
-def fast_kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int = 0, seg_len: int = 1):
-    """The runtime arguments of :func:`attn_fwd_fast_kernel` in parameter order."""
-    Hq, Sq = q.shape[1], q.shape[2]
-    Hkv, Skv = k.shape[1], k.shape[2]
-    return (q, k, v, o, lse, float(sm_scale) * LOG2E, *tma_strides(q, k, v, o), Hq, Hq // Hkv,
-            Sq, Skv, int(q_offset), int(seg_len))
-
-
 def launch_fast(q, k, v, o, lse, causal: bool, sm_scale: float, cfg: AttentionConfig, *,
                 segments: int = 0, q_offset: int = 0, seg_len: int = 1) -> None:
     """Launch :func:`attn_fwd_fast_kernel` (operands checked, ``fast_path_reason`` None)."""
-    Sq, Skv = q.shape[2], k.shape[2]
+    Hq, Sq = q.shape[1], q.shape[2]
+    Hkv, Skv = k.shape[1], k.shape[2]
     if q.device.type == "cuda":
         ensure_tma_allocator()
-    grid = (triton.cdiv(Sq, cfg.BLOCK_M), q.shape[0] * q.shape[1])
+    grid = (triton.cdiv(Sq, cfg.BLOCK_M), q.shape[0] * Hq)
     attn_fwd_fast_kernel[grid](
-        *fast_kernel_args(q, k, v, o, lse, sm_scale, q_offset, seg_len),
+        q, k, v, o, lse, float(sm_scale) * LOG2E, *tma_strides(q, k, v, o), Hq, Hq // Hkv, Sq,
+        Skv, int(q_offset), int(seg_len),
         HEAD_DIM=q.shape[3], BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
         SEGMENTS=int(segments), WARP_SPECIALIZE=cfg.WARP_SPECIALIZE,
         EVEN_KV=Skv % cfg.BLOCK_N == 0, **cfg.options())
@@ -564,7 +551,7 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, conf
     return o, lse
 
 
-__all__ = ["AttentionConfig", "FAST_PARAMS", "LN2", "LOG2E", "attention", "attn_fwd_fast_kernel",
+__all__ = ["AttentionConfig", "FAST_PARAMS", "LOG2E", "attention", "attn_fwd_fast_kernel",
            "attn_fwd_kernel", "check_operands", "compile_args", "compile_attrs",
-           "default_config", "fast_compile_args", "fast_config", "fast_kernel_args",
+           "default_config", "fast_compile_args", "fast_config",
            "choose_kernel", "fast_path_reason", "launch_fast"]

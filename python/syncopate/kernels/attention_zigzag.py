@@ -267,14 +267,6 @@ def compile_args(dtype="bf16", head_dim: int = 128, segments: int = 2,
     return signature, constexprs
 
 
-def kernel_args(q, k, v, o, lse, sm_scale: float, q_offset: int) -> tuple:
-    """The runtime arguments of :func:`attn_zigzag_fwd_kernel` in parameter order."""
-    B, Hq, Sq, _ = q.shape
-    Hkv, Skv = k.shape[1], k.shape[2]
-    return (q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq,
-            Skv, int(q_offset))
-
-
 def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float | None = None,
                      config=None, *, out=None, fusable: bool = True, descending: bool = False):
     """Causal attention of ``q`` (rows ``[q_offset, q_offset + Sq)`` of a zigzag-stored
@@ -308,7 +300,8 @@ def attention_zigzag(q, k, v, segments: int, q_offset: int = 0, sm_scale: float 
                     seg_len=seg_len)
         return o, lse
     grid = (Sq // (2 * cfg.BLOCK_M), B * Hq)
-    attn_zigzag_fwd_kernel[grid](*kernel_args(q, k, v, o, lse, sm_scale, q_offset),
+    attn_zigzag_fwd_kernel[grid](q, k, v, o, lse, float(sm_scale) * LOG2E,
+                                 *strides3(q, k, v, o), Hq, Hq // Hkv, Sq, Skv, int(q_offset),
                                  SEGMENTS=segments, HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M,
                                  BLOCK_N=cfg.BLOCK_N, DESCENDING=bool(descending),
                                  **cfg.options())
@@ -359,5 +352,4 @@ def zigzag_unorder(x, world_size: int, dim: int = 2):
 
 
 __all__ = ["attention_zigzag", "attn_zigzag_fwd_kernel", "check_zigzag", "compile_args",
-           "default_config",
-           "kernel_args", "zigzag_order", "zigzag_segments", "zigzag_shard", "zigzag_unorder"]
+           "default_config", "zigzag_order", "zigzag_segments", "zigzag_shard", "zigzag_unorder"]

@@ -250,7 +250,7 @@ class _Launch:
     says what it saves and when it steps back; ``SYNCOPATE_DIRECT_LAUNCH=0`` turns it off).
     """
 
-    __slots__ = ("fn", "grid", "kwargs", "tail", "kernel", "_stream", "direct")
+    __slots__ = ("fn", "grid", "kwargs", "tail", "kernel", "direct")
 
     def __init__(self, fn, grid: tuple, constexprs: dict, options: dict):
         names = fn.arg_names
@@ -263,7 +263,6 @@ class _Launch:
         self.kwargs = dict(constexprs, **options)
         self.tail = tuple(constexprs[n] for n in names[n_rt:])
         self.kernel = None
-        self._stream = None
         self.direct = None  # a DirectLaunch (runtime.direct_launch), False: none possible
 
     def warmup(self, *args) -> None:
@@ -449,23 +448,15 @@ def clear_plans() -> None:
     _PLANS.clear()
 
 
-def _config_key(config):
-    if config is None or isinstance(config, GemmConfig):
-        return config
-    if isinstance(config, dict):
-        try:
-            return tuple(sorted(config.items()))
-        except TypeError:
-            return None
-    return None
-
-
 def _plan_key(a, b, out, kernel, config):
     """The layout of a call: everything the plan depends on. None for input the fast path
     does not handle (the slow path then raises the typed error)."""
     try:
-        ck = _config_key(config)
-        if config is not None and ck is None:
+        if config is None or isinstance(config, GemmConfig):
+            ck = config
+        elif isinstance(config, dict):
+            ck = tuple(sorted(config.items()))
+        else:
             return None
         return (kernel, ck, a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype,
                 a.device, b.device, a.data_ptr() & 15, b.data_ptr() & 15,
@@ -511,20 +502,6 @@ def _plan_for(a, b, out, kernel, config):
     return hit
 
 
-def _out_overlaps(out, a, b, spans) -> bool:
-    """:func:`_overlaps` of out with a or b, from the spans the plan cached."""
-    so = spans[2]
-    if so == 0:
-        return False
-    o = out.data_ptr()
-    for t, st in ((a, spans[0]), (b, spans[1])):
-        if st:
-            p = t.data_ptr()
-            if o < p + st and p < o + so:
-                return True
-    return False
-
-
 def _run(plan, a, b, out):
     import torch
     idx = a.device.index
@@ -538,12 +515,20 @@ def _run(plan, a, b, out):
 
 def _output(a, b, out, M: int, N: int, spans):
     """The result tensor of ``a @ b``: ``out`` after checking it overlaps neither operand
-    (:class:`LaunchError`), or a new ``[M, N]`` tensor like ``a``."""
+    (:class:`LaunchError`), or a new ``[M, N]`` tensor like ``a``. The overlap is
+    :func:`_overlaps`, from the byte spans the plan cached."""
     if out is None:
         import torch
         return torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if _out_overlaps(out, a, b, spans):
-        raise LaunchError("out overlaps a or b in memory; pass a separate output buffer")
+    so = spans[2]
+    if so:
+        o = out.data_ptr()
+        for t, st in ((a, spans[0]), (b, spans[1])):
+            if st:
+                p = t.data_ptr()
+                if o < p + st and p < o + so:
+                    raise LaunchError("out overlaps a or b in memory; pass a separate output "
+                                      "buffer")
     return out
 
 
