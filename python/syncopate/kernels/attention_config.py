@@ -41,19 +41,17 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import settings
 from ..errors import LaunchError
+from .gemm_config import SMEM_LIMIT_SM90, TileConfig
 from .gemm_table import (FORMAT, cache_dir, first_entries, gpu_key, read_table_file,
                          table_files, write_table_file)
 
 SUPPORTED_DTYPES = ("bf16", "fp16")
 SUPPORTED_HEAD_DIMS = (64, 128)
-
-#: Shared memory per block on sm_90 (227 KiB): a config needing more cannot launch.
-SMEM_LIMIT_SM90 = 232448
 
 #: The kernels a table entry can be for.
 TABLE_KERNELS = ("fwd", "bwd_dq", "bwd_dkdv")
@@ -79,7 +77,7 @@ SHIPPED_DIR = Path(__file__).with_name("configs")
 
 
 @dataclass(frozen=True)
-class AttentionConfig:
+class AttentionConfig(TileConfig):
     """Tile sizes (constexprs) and compile options of one attention launch.
 
     ``WARP_SPECIALIZE``: the fast kernels' KV loop as ``tl.range(..., warp_specialize=True)``.
@@ -96,6 +94,8 @@ class AttentionConfig:
     num_stages: int = 3
     WARP_SPECIALIZE: bool = False
 
+    _NAMES = ("attention", "an AttentionConfig")
+
     @classmethod
     def of(cls, config, head_dim: int = 128, base: "AttentionConfig | None" = None
            ) -> "AttentionConfig":
@@ -103,28 +103,7 @@ class AttentionConfig:
         ``base``, default :func:`default_config` of ``head_dim``), or None (``base``)."""
         if base is None and not isinstance(config, AttentionConfig):
             base = default_config(head_dim)
-        if config is None:
-            return base
-        if isinstance(config, AttentionConfig):
-            return config
-        if isinstance(config, dict):
-            unknown = set(config) - set(cls.__dataclass_fields__)
-            if unknown:
-                raise LaunchError(f"unknown attention config keys {sorted(unknown)}; valid keys "
-                                  f"are {sorted(cls.__dataclass_fields__)}")
-            return replace(base, **config)
-        raise LaunchError(f"config must be an AttentionConfig, a dict or None, not "
-                          f"{type(config).__name__}")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def replace(self, **changes) -> "AttentionConfig":
-        return replace(self, **changes)
-
-    def options(self) -> dict:
-        """Triton compile options (``triton.compile(..., options=...)`` or launch kwargs)."""
-        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
+        return cls._of(config, base)
 
     def smem_bytes(self, head_dim: int, elem_bytes: int = 2) -> int:
         """Rough shared memory of the forward: Q once, K and V per stage (plus, warp
@@ -143,15 +122,10 @@ class AttentionConfig:
         (``fusable``: the kernel the compiler fuses, which cannot be warp specialised;
         ``kernel``: one of :data:`TABLE_KERNELS` -- the backward kernels refuse warp
         specialisation themselves, the forward takes it with :data:`WS_STAGES` stages only)."""
-        problems = []
-        for f in ("BLOCK_M", "BLOCK_N", "num_warps"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                problems.append(f"{f}={v!r} must be a positive power of two")
+        problems = self._pow2_problems(("BLOCK_M", "BLOCK_N", "num_warps"))
         if not problems and min(self.BLOCK_M, self.BLOCK_N) < 16:
             problems.append("BLOCK_M and BLOCK_N must be >= 16 (tl.dot's minimum)")
-        if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
+        problems += self._stages_problems()
         if not isinstance(self.WARP_SPECIALIZE, bool):
             problems.append(f"WARP_SPECIALIZE={self.WARP_SPECIALIZE!r} must be a bool")
         elif self.WARP_SPECIALIZE and fusable:

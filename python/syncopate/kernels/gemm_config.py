@@ -56,6 +56,54 @@ def _dtype_name(dtype) -> str:
     return s
 
 
+class TileConfig:
+    """What the kernels' config dataclasses share (:class:`GemmConfig`,
+    :class:`~.attention_config.AttentionConfig`, :class:`~.grouped_gemm_launch.GroupedGemmConfig`):
+    conversion from a dict of fields, the Triton compile options, and the checks every tile
+    size and pipeline depth must pass. ``_NAMES``: how error messages name the config
+    (the kernels, the class)."""
+
+    _NAMES = ("", "")
+
+    @classmethod
+    def _of(cls, config, base=None) -> "TileConfig":
+        """``config`` if it is one, ``base`` (default ``cls()``) with a dict's fields replaced,
+        ``base`` for None."""
+        if isinstance(config, cls):
+            return config
+        base = cls() if base is None else base
+        if config is None:
+            return base
+        what, name = cls._NAMES
+        if isinstance(config, dict):
+            unknown = set(config) - set(cls.__dataclass_fields__)
+            if unknown:
+                raise LaunchError(f"unknown {what} config keys {sorted(unknown)}; valid keys are "
+                                  f"{sorted(cls.__dataclass_fields__)}")
+            return replace(base, **config)
+        raise LaunchError(f"config must be {name}, a dict or None, not {type(config).__name__}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def replace(self, **changes):
+        return replace(self, **changes)
+
+    def options(self) -> dict:
+        """Triton compile options (``triton.compile(..., options=...)`` or launch kwargs)."""
+        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
+
+    def _pow2_problems(self, fields) -> list[str]:
+        """The ``fields`` that are not positive powers of two, as messages."""
+        return [f"{f}={v!r} must be a positive power of two" for f in fields
+                if not isinstance(v := getattr(self, f), int) or v < 1 or v & (v - 1)]
+
+    def _stages_problems(self) -> list[str]:
+        if not isinstance(self.num_stages, int) or self.num_stages < 1:
+            return [f"num_stages={self.num_stages!r} must be a positive integer"]
+        return []
+
+
 #: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_stages)`` of the TMA kernel that ran correctly with
 #: ``WARP_SPECIALIZE`` on an H200 over the broad shape set (``syncopate.bench.local --tune``,
 #: bf16 and fp16, ragged sizes included; bench/results/2026-12-02-h200x1-local-gemm). Triton 3.6's
@@ -65,7 +113,7 @@ WARP_SPECIALIZED_TILES = frozenset({(128, 256, 64, 3)})
 
 
 @dataclass(frozen=True)
-class GemmConfig:
+class GemmConfig(TileConfig):
     """Tile sizes and compile options of one GEMM launch.
 
     The upper-case fields are constexprs of the kernels; ``num_warps``/``num_stages`` are Triton
@@ -96,6 +144,8 @@ class GemmConfig:
     EPILOGUE_SUBTILE: bool = False
     SPLIT_K: int = 1
 
+    _NAMES = ("GEMM", "a GemmConfig")
+
     def __hash__(self) -> int:
         """The fields' hash, computed once: a config is part of every eager op call's key
         (``ops/driver.gemm_key``), and the generated hash of eleven fields cost ~1 us per
@@ -109,24 +159,7 @@ class GemmConfig:
     @classmethod
     def of(cls, config) -> "GemmConfig":
         """A config from a :class:`GemmConfig`, a dict of its fields, or None (defaults)."""
-        if config is None:
-            return cls()
-        if isinstance(config, GemmConfig):
-            return config
-        if isinstance(config, dict):
-            unknown = set(config) - set(cls.__dataclass_fields__)
-            if unknown:
-                raise LaunchError(f"unknown GEMM config keys {sorted(unknown)}; valid keys are "
-                                  f"{sorted(cls.__dataclass_fields__)}")
-            return cls(**config)
-        raise LaunchError(f"config must be a GemmConfig, a dict or None, not "
-                          f"{type(config).__name__}")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def replace(self, **changes) -> "GemmConfig":
-        return replace(self, **changes)
+        return cls._of(config)
 
     @property
     def fusable(self) -> bool:
@@ -148,10 +181,6 @@ class GemmConfig:
             c.update(NUM_SMS=int(num_sms), EPILOGUE_SUBTILE=bool(self.EPILOGUE_SUBTILE),
                      FLATTEN=bool(self.FLATTEN), WARP_SPECIALIZE=bool(self.WARP_SPECIALIZE))
         return c
-
-    def options(self) -> dict:
-        """Triton compile options (``triton.compile(..., options=...)`` or launch kwargs)."""
-        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
 
     def smem_bytes(self, kernel: str, elem_bytes: int = 2, c_bytes: int | None = None) -> int:
         """Shared memory the config needs (matches Triton 3.6's allocation within a few bytes):
@@ -189,14 +218,10 @@ class GemmConfig:
             problems.append("the fused ops cannot run a warp-specialised GEMM (the inserted waits "
                             "synchronise the whole program, which partitions cannot): set "
                             "WARP_SPECIALIZE=False")
-        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                problems.append(f"{f}={v!r} must be a positive power of two")
+        problems += self._pow2_problems(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps"))
         if self.BLOCK_K < 16 or self.BLOCK_M < 16 or self.BLOCK_N < 16:
             problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
-        if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
+        problems += self._stages_problems()
         if k == "tma":
             if max(self.BLOCK_M, self.BLOCK_N, self.BLOCK_K) > 256:
                 problems.append("TMA boxes are at most 256 elements per dimension: keep BLOCK_M, "

@@ -14,15 +14,15 @@ compare against.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..errors import LaunchError
-from .gemm_config import _dtype_name, divisibility, signature_of
+from .gemm_config import SMEM_LIMIT_SM90, TileConfig, _dtype_name, divisibility, signature_of
 from .grouped_gemm import grouped_gemm_kernel
 
 
 @dataclass(frozen=True)
-class GroupedGemmConfig:
+class GroupedGemmConfig(TileConfig):
     """Tile sizes and compile options. The default is the pointer GEMM's H200 choice for
     mid-size problems (128x128x64, 4 warps, 4 stages: 128 KiB of shared memory, wgmma
     64xN per warp group); ``C`` must be a multiple of ``BLOCK_M`` when the kernel is fused with
@@ -40,26 +40,15 @@ class GroupedGemmConfig:
         return dict(BLOCK_M=self.BLOCK_M, BLOCK_N=self.BLOCK_N, BLOCK_K=self.BLOCK_K,
                     GROUP_M=self.GROUP_M)
 
-    def options(self) -> dict:
-        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
     def check(self) -> "GroupedGemmConfig":
-        problems = []
-        for f in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1 or v & (v - 1):
-                problems.append(f"{f}={v!r} must be a positive power of two")
+        problems = self._pow2_problems(("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps"))
         if min(self.BLOCK_M, self.BLOCK_N, self.BLOCK_K) < 16:
             problems.append("BLOCK_M, BLOCK_N and BLOCK_K must be >= 16 (tl.dot's minimum)")
-        if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            problems.append(f"num_stages={self.num_stages!r} must be a positive integer")
+        problems += self._stages_problems()
         if not isinstance(self.GROUP_M, int) or self.GROUP_M < 1:
             problems.append(f"GROUP_M={self.GROUP_M!r} must be a positive integer")
         smem = self.num_stages * (self.BLOCK_M + self.BLOCK_N) * self.BLOCK_K * 2
-        if smem > 232448:
+        if smem > SMEM_LIMIT_SM90:
             problems.append(f"needs ~{smem} bytes of shared memory (> 227 KiB): lower num_stages")
         if problems:
             raise LaunchError(f"grouped GEMM config {self} is not valid: " + "; ".join(problems))
@@ -83,7 +72,7 @@ def default_config(C: int, N: int, K: int) -> GroupedGemmConfig:
     else:
         cfg = GroupedGemmConfig()
     if K <= 128:
-        cfg = GroupedGemmConfig(**{**cfg.as_dict(), "num_stages": 2})
+        cfg = cfg.replace(num_stages=2)
     return cfg
 
 
