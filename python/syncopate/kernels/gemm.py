@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .gemm_config import _kernel_name
+from .gemm_config import _short
 
 
 @triton.jit
@@ -184,6 +184,5 @@ def matmul_tma_persistent_kernel(a_ptr, b_ptr, c_ptr,  #
 
 def kernel_fn(kernel: str):
     """The ``@triton.jit`` function of ``kernel`` ('ptr', 'tma' or the full name)."""
-    return {"matmul_ptr_kernel": matmul_ptr_kernel,
-            "matmul_tma_persistent_kernel": matmul_tma_persistent_kernel}[_kernel_name(kernel)]
+    return {"ptr": matmul_ptr_kernel, "tma": matmul_tma_persistent_kernel}[_short(kernel)]
 

@@ -32,18 +32,22 @@ H200_NUM_SMS = 132
 _SUPPORTED_DTYPES = ("bf16", "fp16")
 
 
-def _kernel_name(kernel: str) -> str:
-    if kernel in KERNELS:
-        return KERNELS[kernel]
-    if kernel in KERNELS.values():
-        return kernel
-    raise ValueError(f"unknown GEMM kernel {kernel!r}; choose one of "
-                     f"{', '.join(sorted(KERNELS) + sorted(KERNELS.values()))}")
+def short_name(kernel: str, names: dict, what: str, error=ValueError) -> str:
+    """The short name (a key of ``names``: 'ptr', 'tma') of ``kernel``, given short or full;
+    ``error`` naming every choice otherwise (``what``: the kernels, e.g. 'FP8 GEMM')."""
+    for short, full in names.items():
+        if kernel == short or kernel == full:
+            return short
+    raise error(f"unknown {what} kernel {kernel!r}; choose one of "
+                f"{', '.join(sorted(names) + sorted(names.values()))}")
 
 
 def _short(kernel: str) -> str:
-    name = _kernel_name(kernel)
-    return "ptr" if name == KERNELS["ptr"] else "tma"
+    return short_name(kernel, KERNELS, "GEMM")
+
+
+def _kernel_name(kernel: str) -> str:
+    return KERNELS[_short(kernel)]
 
 
 def _dtype_name(dtype) -> str:
@@ -255,9 +259,11 @@ class GemmConfig(TileConfig):
         return self
 
 
-def _waves(M: int, N: int, bm: int, bn: int, num_sms: int) -> int:
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    return triton.cdiv(tiles, num_sms)
+def _wide_tiles_win(M: int, N: int, num_sms: int) -> bool:
+    """Whether 128x256 tiles beat 128x128 ones: ``waves * tile_cost`` with a 128x128 tile
+    costing ~0.55 of a 128x256 one (:func:`heuristic_config`)."""
+    waves = [triton.cdiv(triton.cdiv(M, 128) * triton.cdiv(N, bn), num_sms) for bn in (256, 128)]
+    return waves[0] * 1.0 <= waves[1] * 0.55 + 1e-9
 
 
 def split_k_for(M: int, N: int, K: int, cfg: GemmConfig, num_sms: int = H200_NUM_SMS) -> int:
@@ -324,9 +330,7 @@ def heuristic_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
                          num_stages=3)
         small = GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8,
                            num_warps=8 if k == "tma" else 4, num_stages=4)
-        waves_big = _waves(M, N, 128, 256, num_sms)
-        waves_small = _waves(M, N, 128, 128, num_sms)
-        cfg = big if waves_big * 1.0 <= waves_small * 0.55 + 1e-9 else small
+        cfg = big if _wide_tiles_win(M, N, num_sms) else small
     if K <= cfg.BLOCK_K:  # one K step: stages beyond 2 only cost shared memory
         cfg = cfg.replace(num_stages=2)
     if k == "tma" and not fusable:

@@ -42,6 +42,7 @@ import triton
 import triton.language as tl
 
 from .gemm import _grouped_tile
+from .gemm_config import short_name
 
 
 @triton.jit
@@ -176,13 +177,8 @@ FP8_KERNELS = {"ptr": "matmul_fp8_ptr_kernel", "tma": "matmul_fp8_tma_persistent
 
 def fp8_kernel_fn(kernel: str):
     """The ``@triton.jit`` function of ``kernel`` ('ptr', 'tma' or the full name)."""
-    fns = {"matmul_fp8_ptr_kernel": matmul_fp8_ptr_kernel,
-           "matmul_fp8_tma_persistent_kernel": matmul_fp8_tma_persistent_kernel}
-    name = FP8_KERNELS.get(kernel, kernel)
-    if name not in fns:
-        raise ValueError(f"unknown FP8 GEMM kernel {kernel!r}; choose one of "
-                         f"{', '.join(sorted(FP8_KERNELS) + sorted(fns))}")
-    return fns[name]
+    return {"ptr": matmul_fp8_ptr_kernel,
+            "tma": matmul_fp8_tma_persistent_kernel}[short_name(kernel, FP8_KERNELS, "FP8 GEMM")]
 
 
 __all__ = ["FP8_KERNELS", "fp8_kernel_fn", "matmul_fp8_ptr_kernel",

@@ -12,20 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LaunchError
-from .gemm_config import (H200_NUM_SMS, SMEM_LIMIT_SM90, GemmConfig, _waves, divisibility,
-                          signature_of)
+from .gemm_config import (H200_NUM_SMS, SMEM_LIMIT_SM90, GemmConfig, _wide_tiles_win,
+                          divisibility, short_name, signature_of)
 from .gemm_fp8 import FP8_KERNELS
 
 
 def fp8_short(kernel: str) -> str:
     """'ptr' or 'tma' from a short or full FP8 kernel name (LaunchError otherwise)."""
-    if kernel in FP8_KERNELS:
-        return kernel
-    for k, v in FP8_KERNELS.items():
-        if kernel == v:
-            return k
-    raise LaunchError(f"unknown FP8 GEMM kernel {kernel!r}; choose one of "
-                      f"{', '.join(sorted(FP8_KERNELS) + sorted(FP8_KERNELS.values()))}")
+    return short_name(kernel, FP8_KERNELS, "FP8 GEMM", LaunchError)
 
 
 @dataclass(frozen=True)
@@ -94,10 +88,8 @@ def default_fp8_config(M: int, N: int, K: int, kernel: str = "tma", num_sms: int
     small = Fp8GemmConfig(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, num_warps=8,
                           num_stages=4, FAST_ACCUM=bool(fast_accum))
     cfg = small
-    if fast_accum:
-        big = small.replace(BLOCK_N=256, num_stages=3)
-        if _waves(M, N, 128, 256, num_sms) <= _waves(M, N, 128, 128, num_sms) * 0.55 + 1e-9:
-            cfg = big
+    if fast_accum and _wide_tiles_win(M, N, num_sms):
+        cfg = small.replace(BLOCK_N=256, num_stages=3)
     if K <= 128:  # one K step: stages beyond 2 only cost shared memory
         cfg = cfg.replace(num_stages=2)
     return cfg
