@@ -61,8 +61,8 @@ import triton.language as tl
 from .. import dtypes
 from ..errors import LaunchError
 from .attention_config import (SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, AttentionConfig,
-                               default_config, device_gpu_key, fast_default_config, lookup)
-from .gemm_launch import ensure_tma_allocator
+                               default_config, fast_default_config, lookup)
+from .gemm_launch import device_info, ensure_tma_allocator
 
 #: log2(e): multiplies the softmax scale so the kernel exponentiates with exp2.
 LOG2E = 1.4426950408889634
@@ -430,9 +430,6 @@ def check_device(q) -> None:
                           "interpreter (set TRITON_INTERPRET=1 before triton is first imported)")
 
 
-_CAPABILITY: dict = {}
-
-
 def fast_path_reason(q, k, v, o, sm_scale: float) -> str | None:
     """Why the fast kernel cannot run these tensors (None: it can).
 
@@ -443,12 +440,9 @@ def fast_path_reason(q, k, v, o, sm_scale: float) -> str | None:
     if not sm_scale > 0:
         return f"sm_scale {sm_scale} is not positive"
     if q.device.type == "cuda":
-        idx = q.device.index if q.device.index is not None else 0
-        if idx not in _CAPABILITY:
-            import torch
-            _CAPABILITY[idx] = torch.cuda.get_device_capability(idx)
-        if _CAPABILITY[idx][0] < 9:
-            return f"compute capability {_CAPABILITY[idx]} has no TMA (the fast kernel needs 9.0+)"
+        cap = device_info(q.device.index if q.device.index is not None else 0)[1]
+        if cap[0] < 9:
+            return f"compute capability {cap} has no TMA (the fast kernel needs 9.0+)"
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
         if t.data_ptr() % 16:
             return f"{name} is not 16-byte aligned"
@@ -493,7 +487,8 @@ def fast_config(config, q, D: int, causal: bool, S: int, kernel: str = "fwd") ->
     fields over the table's choice), or the per-GPU table's entry for this shape class."""
     if isinstance(config, AttentionConfig):
         return config.check(D, kernel=kernel)
-    table = lookup(kernel, dtypes.canonical(q.dtype), D, causal, S, device_gpu_key(q.device))
+    gpu = device_info(q.device.index)[2] if q.device.type == "cuda" else None  # None: no table
+    table = lookup(kernel, dtypes.canonical(q.dtype), D, causal, S, gpu)
     return AttentionConfig.of(config, D, base=table).check(D, kernel=kernel)
 
 

@@ -47,8 +47,8 @@ from pathlib import Path
 from .. import settings
 from ..errors import LaunchError
 from .gemm_config import SMEM_LIMIT_SM90, TileConfig
-from .gemm_table import (FORMAT, cache_dir, first_entries, gpu_key, read_table_file,
-                         table_files, write_table_file)
+from .gemm_table import (FORMAT, cache_dir, first_entries, read_table_file, table_files,
+                         write_table_file)
 
 SUPPORTED_DTYPES = ("bf16", "fp16")
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -293,28 +293,14 @@ def _lookup(gpu: str, kernel: str, dtype: str, D: int, causal: bool, S: int,
 
 def lookup(kernel: str, dtype: str, D: int, causal: bool, S: int,
            gpu: str | None) -> AttentionConfig:
-    """The fast ``kernel``'s config for this shape class on ``gpu`` (a :func:`gpu_key`; None:
-    no GPU, e.g. the interpreter -- the heuristic)."""
+    """The fast ``kernel``'s config for this shape class on ``gpu`` (a
+    :func:`~.gemm_table.gpu_key`; None: no GPU, e.g. the interpreter -- the heuristic)."""
     if gpu is None:
         return fast_default_config(D, causal, kernel)
     return _lookup(gpu, kernel, dtype, int(D), bool(causal), int(S), _sources(gpu))
 
 
-_GPU_KEYS: dict = {}
-
-
-def device_gpu_key(device) -> str | None:
-    """The table key of a tensor's CUDA device (cached), None for a CPU device."""
-    if device.type != "cuda":
-        return None
-    idx = device.index
-    if idx not in _GPU_KEYS:
-        import torch
-        _GPU_KEYS[idx] = gpu_key(torch.cuda.get_device_name(idx))
-    return _GPU_KEYS[idx]
-
-
 __all__ = ["AttentionConfig", "FORMAT", "SMEM_LIMIT_SM90", "SUPPORTED_DTYPES",
            "SUPPORTED_HEAD_DIMS", "TABLE_KERNELS", "WS_STAGES", "cache_path", "check_head_dim",
-           "default_config", "device_gpu_key", "entries", "entry_key", "fast_default_config",
+           "default_config", "entries", "entry_key", "fast_default_config",
            "lookup", "read_table", "reload_tables", "shipped_path", "write_table"]
