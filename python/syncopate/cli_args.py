@@ -36,17 +36,6 @@ def shape(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def shape_of_rank(text: str, rank: int, what: str) -> tuple[int, ...]:
-    """A shape with exactly ``rank`` sizes (``M,N,K`` of a GEMM), else a :class:`UsageError`."""
-    try:
-        dims = shape(text)
-    except argparse.ArgumentTypeError as e:
-        raise UsageError(f"--shape {e}") from None
-    if len(dims) != rank:
-        raise UsageError(f"--shape {text!r} has {len(dims)} size(s); {what} takes {rank}")
-    return dims
-
-
 def _number(cast, ok, what: str, name: str, doc: str):
     """An argparse type: ``cast(text)`` when ``ok`` of it, else the message ``must be what``."""
     def parse(text: str):

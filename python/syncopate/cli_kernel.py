@@ -14,6 +14,7 @@ names the kernel and says what to give instead.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import os
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 from . import backends
-from .cli_args import constexpr, shape, shape_of_rank, signature
+from .cli_args import constexpr, shape, signature
 from .errors import CompileError, UsageError
 from .runtime.residency import DeviceLimits, blocks_per_sm
 from .schedule.cost import H200_SMS
@@ -139,13 +140,9 @@ def load_kernel(ref: str, args):
         # the local kernels import Triton and torch: not at the CLI's start
         from .kernels import compile_args, compile_attrs, default_config, kernel_fn
 
-        refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"),
-                       "its parameters come from --shape and --dtype")
+        m, n, k = gemm_shape(ref, args, "its parameters come from --shape and --dtype")
         name = gemm_name(ref)
         args.dtype = args.dtype or "bf16"
-        if not args.shape:
-            raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
-        m, n, k = shape_of_rank(args.shape, 3, f"{ref} (M,N,K of the local GEMM)")
         cfg = default_config(m, n, k, args.dtype, "tma" if "tma" in name else "ptr")
         sig, cx = compile_args(name, args.dtype, cfg)
         return kernel_fn(name), sig, cx, compile_attrs(name), cfg.options()
@@ -168,6 +165,22 @@ def load_kernel(ref: str, args):
         cx[name] = value
         sig.setdefault(name, "constexpr")
     return fn, sig, cx, None, {}
+
+
+def gemm_shape(ref: str, args, why: str) -> tuple[int, int, int]:
+    """``M, N, K`` of a gemm-* kernel from ``--shape``, after refusing the options of a user's
+    kernel (``why``: where the GEMM's parameters come from instead)."""
+    refuse_unused(ref, args, ("signature", "constexpr", "grid", "arg"), why)
+    if not args.shape:
+        raise UsageError(f"{ref} needs --shape M,N,K (the local GEMM's shape)")
+    try:
+        dims = shape(args.shape)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"--shape {e}") from None
+    if len(dims) != 3:
+        raise UsageError(f"--shape {args.shape!r} has {len(dims)} size(s); {ref} (M,N,K of the "
+                         f"local GEMM) takes 3")
+    return dims
 
 
 def refuse_unused(ref: str, args, options: tuple[str, ...], why: str) -> None:

@@ -214,14 +214,13 @@ def run_demo(args) -> int:
     cfg = default_config(M, N, K, "bf16", "tma")
     sig, cx = compile_args(name, "bf16", cfg)
     be = backends.get(args.backend)
-    check_comm_programs(args.comm_programs if be.has_comm_programs else None, args.backend,
-                        num_warps=int(cfg.options().get("num_warps", 4)))
+    comm = args.comm_programs if be.has_comm_programs else None  # ce: the copy engine copies
+    check_comm_programs(comm, args.backend, num_warps=int(cfg.options().get("num_warps", 4)))
     mode = be.op_modes["ag"]
     sched = all_gather([M, K], "bf16", W, mode=mode, split=args.split)
     print(f"Fusing {name} (C[{M},{N}] = A[{M},{K}] @ B[{K},{N}], bf16) with an all-gather of A")
     print(f"  schedule: {W} ranks, A sharded on M, {args.split} chunk(s) per shard, {mode}, "
-          f"{len(sched.chunks)} chunks; backend {args.backend}, "
-          f"{args.comm_programs if be.has_comm_programs else 0} comm programs")
+          f"{len(sched.chunks)} chunks; backend {args.backend}, {comm or 0} comm programs")
     try:
         est = estimate(sched, backend=args.backend, comm_programs=args.comm_programs)
         print(f"  cost model: communication {est.comm_s * 1e6:.0f} us per rank")
@@ -230,8 +229,7 @@ def run_demo(args) -> int:
     t0 = time.perf_counter()
     fc = syncopate_compile(kernel_fn(name), signature=sig, constexprs=cx, schedule=sched,
                            operand="a_ptr", backend=args.backend,
-                           comm_programs=args.comm_programs if be.has_comm_programs else None,
-                           attrs=compile_attrs(name), **cfg.options())
+                           comm_programs=comm, attrs=compile_attrs(name), **cfg.options())
     dt = time.perf_counter() - t0
     print(f"\nCompiled to cubin for sm_90 on this CPU in {dt:.2f} s "
           f"(the syncopate passes: {sum(v for k, v in fc.times_ms.items()):.0f} ms)\n")

@@ -26,9 +26,9 @@ import os
 import time
 
 from . import backends
-from .cli_args import nonnegative_int, positive_int, shape, shape_of_rank
-from .cli_kernel import (GEMM_DTYPES, KERNEL_ALIASES, check_comm_programs, gemm_name, is_gemm,
-                         load_kernel, refuse_unused, shape_text)
+from .cli_args import nonnegative_int, positive_int, shape
+from .cli_kernel import (GEMM_DTYPES, KERNEL_ALIASES, check_comm_programs, gemm_name, gemm_shape,
+                         is_gemm, load_kernel, shape_text)
 from .errors import CompileError, EmulationError, UsageError
 from .schedule import as_schedule
 
@@ -157,7 +157,15 @@ def _comm_programs(args, options) -> int | None:
     return EMULATED_COMM_PROGRAMS if backends.get(args.backend).has_comm_programs else None
 
 
-def _report(res, t0) -> int:
+def _emulate(args, emu, fn, sched, grid, vals, policies, *, sig, cx, attrs, options) -> int:
+    """Emulate the fused ``fn`` with the command line's launches, seed and ``--fine``, print
+    the result and the time it took; 1 when it found a race or a mismatch."""
+    t0 = time.perf_counter()
+    res = emu.emulate(fn, signature=sig, constexprs=cx, attrs=attrs, schedule=sched,
+                      operand=args.operand, grid=grid, args=vals, backend=args.backend,
+                      comm_programs=_comm_programs(args, options), policies=policies,
+                      launches=args.launches, seed=args.seed, fine=args.fine, check=False,
+                      options=options or None)
     print(res.summary())
     steps = sum(s["steps"] for s in res.stats.values())
     print(f"{len(res.policies)} interleavings, {steps} scheduling steps, "
@@ -200,13 +208,8 @@ def _run_kernel(args) -> int:
     if missing:
         raise CompileError(f"give a value for every parameter with --arg: missing "
                            f"{', '.join(missing)}")
-    t0 = time.perf_counter()
-    res = emu.emulate(fn, signature=sig, constexprs=cx, attrs=attrs, schedule=sched,
-                  operand=args.operand, grid=grid, args=vals, backend=args.backend,
-                  comm_programs=_comm_programs(args, options), policies=policies,
-                  launches=args.launches, seed=args.seed, fine=args.fine, check=False,
-                  options=options or None)
-    return _report(res, t0)
+    return _emulate(args, emu, fn, sched, grid, vals, policies, sig=sig, cx=cx, attrs=attrs,
+                    options=options)
 
 
 def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
@@ -258,12 +261,9 @@ def _run_gemm(args) -> int:
     from . import emulate as emu
     from .kernels import GemmConfig, compile_args, compile_attrs, kernel_fn
 
-    refuse_unused(args.kernel, args, ("signature", "constexpr", "grid", "arg"),
-                   "its parameters come from --shape, --dtype and --block")
-    if not args.shape:
-        raise UsageError(f"{args.kernel} needs --shape M,N,K (the local GEMM's shape)")
+    m, n, k = gemm_shape(args.kernel, args, "its parameters come from --shape, --dtype and "
+                                            "--block")
     name = gemm_name(args.kernel)
-    m, n, k = shape_of_rank(args.shape, 3, f"{args.kernel} (M,N,K of the local GEMM)")
     bm, bn, bk = args.block
     sched = as_schedule(args.schedule)
     if args.world_size is not None and args.world_size != sched.world_size:
@@ -282,12 +282,5 @@ def _run_gemm(args) -> int:
         grid = (-(-m // bm) * -(-n // bn),)
     else:
         grid = (min(sms, -(-m // bm) * -(-n // bn)),)
-    policies = _policies(args, W, emu)
-    t0 = time.perf_counter()
-    res = emu.emulate(kernel_fn(name), signature=sig, constexprs=cx, attrs=compile_attrs(name),
-                  schedule=sched, operand=args.operand, grid=grid, args=vals,
-                  backend=args.backend, comm_programs=_comm_programs(args, cfg.options()),
-                  policies=policies,
-                  launches=args.launches, seed=args.seed, fine=args.fine, check=False,
-                  options=cfg.options())
-    return _report(res, t0)
+    return _emulate(args, emu, kernel_fn(name), sched, grid, vals, _policies(args, W, emu),
+                    sig=sig, cx=cx, attrs=compile_attrs(name), options=cfg.options())

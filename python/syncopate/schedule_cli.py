@@ -105,17 +105,11 @@ def register_commands(subparsers) -> None:
 # --------------------------------------------------------------------------------------------
 
 def _make(args) -> int:
-    kwargs = {"dtype": args.dtype, "world_size": args.world_size, "split": args.split}
-    if args.template == "all_to_all":
-        kwargs.update(split_dim=args.split_dim, concat_dim=args.concat_dim)
-    else:
-        kwargs["dim"] = args.dim
-    if getattr(args, "order", None) is not None:
-        kwargs["order"] = args.order
-    if args.mode is not None:
-        kwargs["mode"] = args.mode
-    if args.tensor is not None:
-        kwargs["tensor"] = args.tensor
+    # the options this template's parser has and the user (or a default) set; None: the
+    # template's own default
+    kwargs = {k: getattr(args, k) for k in ("dim", "split_dim", "concat_dim", "order", "mode",
+                                            "tensor") if getattr(args, k, None) is not None}
+    kwargs.update(dtype=args.dtype, world_size=args.world_size, split=args.split)
     schedule = TEMPLATES[args.template](args.shape, **kwargs)
     schedule.verify()  # templates always verify; this guards the file we hand out
     if args.output:

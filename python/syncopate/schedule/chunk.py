@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import ScheduleError
-from .geometry import Region, _as_int, _as_int_tuple, _as_region, _raise
+from .geometry import Region, _as_int, _as_int_tuple, _as_region, _settle
 
 MODES = ("push", "pull")
 
@@ -67,14 +67,8 @@ class Chunk:
         after = _as_int_tuple(self.after, "after", problems)
         if not isinstance(self.extra, Mapping):
             problems.append(f"extra must be a dict, got {self.extra!r}")
-        _raise(problems, f"chunk {self.id!r}")
-        object.__setattr__(self, "id", cid)
-        object.__setattr__(self, "region", region)
-        object.__setattr__(self, "src", src)
-        object.__setattr__(self, "dst", dst)
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "after", after)
-        object.__setattr__(self, "extra", dict(self.extra))
+        _settle(self, problems, f"chunk {self.id!r}", id=cid, region=region, src=src, dst=dst,
+                step=step, after=after, extra=dict(self.extra))
 
     @property
     def executor(self) -> int:

@@ -36,9 +36,13 @@ def _as_int_tuple(value: Any, what: str, problems: list[str], minimum: int = 0) 
     return tuple(_as_int(v, f"{what}[{i}]", problems, minimum) for i, v in enumerate(value))
 
 
-def _raise(problems: list[str], prefix: str) -> None:
+def _settle(obj, problems: list[str], prefix: str, **fields) -> None:
+    """End a frozen dataclass's ``__post_init__``: raise every problem found (each prefixed
+    with what ``obj`` is), else store its checked and normalized ``fields``."""
     if problems:
         raise ScheduleError([f"{prefix}: {p}" for p in problems])
+    for name, value in fields.items():
+        object.__setattr__(obj, name, value)
 
 
 def _fmt_list(values: Iterable[int]) -> str:
@@ -176,9 +180,7 @@ class Region:
                             f"per tensor dim")
         if not problems and not offsets:
             problems.append("a region needs at least one dim")
-        _raise(problems, "region")
-        object.__setattr__(self, "offsets", offsets)
-        object.__setattr__(self, "sizes", sizes)
+        _settle(self, problems, "region", offsets=offsets, sizes=sizes)
 
     @classmethod
     def _raw(cls, lo: tuple[int, ...], hi: tuple[int, ...]) -> "Region":

@@ -201,10 +201,7 @@ def from_dict(doc: Any) -> Schedule:
             produced = td.get("produced", False)
             if not isinstance(produced, bool):
                 rd.bad(f"{path}.produced", f"expected true or false, got {_jval(produced)}")
-            view = td.get("view", "global")
-            if view not in VIEWS:
-                rd.bad(f"{path}.view", f"expected one of {', '.join(map(repr, VIEWS))}, got "
-                                       f"{_jval(view)}")
+            view = rd.choice(td.get("view", "global"), f"{path}.view", VIEWS)
             if len(rd.problems) == n0:
                 tensors[name] = TensorSpec(name, shape, dtype, lists["initial"], lists["final"],
                                            _extra(td, _TENSOR_KEYS + ("produced", "view")),

@@ -32,7 +32,7 @@ from typing import Iterable, Mapping
 from ..errors import ScheduleError
 from .chunk import MODES, REDUCES, Chunk  # noqa: F401
 from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
-                       _raise, box_difference, box_intersection, box_subtract,
+                       _settle, box_difference, box_intersection, box_subtract,
                        boxes_overlap, coalesce_boxes, even_split, format_ranks)
 from .json_write import canonical_json, dumps
 from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,  # noqa: F401
@@ -111,11 +111,8 @@ class Schedule:
                 problems.append(f"meta key {key!r} must be a string")
             elif key in RESERVED_KEYS:
                 problems.append(f"meta key {key!r} is reserved by the JSON format; rename it")
-        _raise(problems, "schedule")
-        object.__setattr__(self, "world_size", ws)
-        object.__setattr__(self, "tensors", tensors)
-        object.__setattr__(self, "chunks", tuple(chunks))
-        object.__setattr__(self, "meta", dict(meta))
+        _settle(self, problems, "schedule", world_size=ws, tensors=tensors, chunks=tuple(chunks),
+                meta=dict(meta))
 
     # Dataclass hashing would hash the dicts; hash the canonical content instead.
     def __hash__(self) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from .. import dtypes as _dtypes
 from ..errors import ScheduleError
-from .geometry import Region, _as_int, _as_int_tuple, _as_region, _raise
+from .geometry import Region, _as_int, _as_int_tuple, _as_region, _settle
 
 __all__ = ["DTYPE_SIZES", "normalize_dtype", "dtype_size", "Placement", "TensorSpec", "VIEWS"]
 
@@ -78,10 +78,7 @@ class Placement:
             problems.append(f"partial must be true or false, got {self.partial!r}")
         if not isinstance(self.extra, Mapping):
             problems.append(f"extra must be a dict, got {self.extra!r}")
-        _raise(problems, "placement")
-        object.__setattr__(self, "rank", rank)
-        object.__setattr__(self, "region", region)
-        object.__setattr__(self, "extra", dict(self.extra))
+        _settle(self, problems, "placement", rank=rank, region=region, extra=dict(self.extra))
 
 
 def _as_placements(value: Any, what: str, problems: list[str]) -> tuple[Placement, ...]:
@@ -150,12 +147,8 @@ class TensorSpec:
         if self.view not in VIEWS:
             problems.append(f"view must be one of {', '.join(map(repr, VIEWS))}, got "
                             f"{self.view!r}")
-        _raise(problems, f"tensor {self.name!r}" if isinstance(self.name, str) else "tensor")
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "initial", initial)
-        object.__setattr__(self, "final", final)
-        object.__setattr__(self, "extra", dict(self.extra))
+        _settle(self, problems, f"tensor {self.name!r}" if isinstance(self.name, str) else "tensor",
+                shape=shape, dtype=dtype, initial=initial, final=final, extra=dict(self.extra))
 
     @property
     def ndim(self) -> int:
