@@ -9,7 +9,9 @@
 #               steps against the unsharded model's losses
 #   cp4 / tp4   the same at W = 4
 #   cpring2     cp2's ring attention layout alone (the workers print host times and Triton
-#               kernel loads per rank: where a loopback timeout's ranks were)
+#               kernel loads per rank: where a loopback timeout's ranks were); cpring2-align:
+#               the same with SYNCOPATE_LOOPBACK_ALIGN=1 (the ranks meet before every fused
+#               launch)
 #   cp2-nodirect / cp2-noc   cp2 with SYNCOPATE_DIRECT_LAUNCH=0 / SYNCOPATE_FAST_LAUNCH=0, ring
 #               attention only: does the ring hang of docs/loopback.md follow the launch path?
 #   ring2       the ring attention op alone in loopback W = 2 (tests/gpu/test_multi_gpu.py)
@@ -41,6 +43,8 @@ for s in $STEPS; do
       SYNCOPATE_GPU_LOOPBACK=${s:2:1} step "$s" "$(lim 200)" $PYT tests/gpu/test_block_gpu.py \
         -k "against_unsharded and ${s:0:2}";;
     cpring2) SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
+      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
+    cpring2-align) SYNCOPATE_LOOPBACK_ALIGN=1 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
       $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
     cp2-nodirect) SYNCOPATE_DIRECT_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
       $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;

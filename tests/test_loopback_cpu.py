@@ -331,6 +331,43 @@ def test_fused_kernel_refuses_a_grid_that_is_not_co_resident(monkeypatch):
     fk._check_coresident(cfg, (10_000, 1, 1))  # one rank per GPU: nothing to check
 
 
+def _aligned_launch(rank, W, events, names):
+    """One virtual rank's ``FusedKernel._meet_peers`` (the host meeting before a fused launch,
+    SYNCOPATE_LOOPBACK_ALIGN): rank 0 arrives late, rank 1 must not leave before it arrives."""
+    from types import SimpleNamespace
+
+    from syncopate.runtime import fused
+    from syncopate.runtime.loopback import current_loopback
+    fk = fused.FusedKernel.__new__(fused.FusedKernel)
+    fk.kernel = SimpleNamespace(__name__=names[rank])
+    fk.comm = SimpleNamespace(group=current_loopback())
+    if rank == 0:
+        time.sleep(0.3)
+        events.append("rank 0 arrives")
+    fk._meet_peers("start")
+    events.append(f"rank {rank} leaves")
+
+
+def test_loopback_align_meets_before_every_fused_launch(monkeypatch):
+    """With SYNCOPATE_LOOPBACK_ALIGN every rank's launch waits on the host for every other
+    rank's (so no rank's fused kernel spins while a peer still compiles or loads one); a
+    rank at another kernel's launch is a LoopbackError in every rank; off, nothing waits."""
+    monkeypatch.setenv("SYNCOPATE_LOOPBACK_ALIGN", "1")
+    events: list = []
+    res = run_loopback(_aligned_launch, 2, events, ("attn", "attn"), timeout_s=30)
+    assert [st for st, _ in res] == ["ok", "ok"], res
+    assert events.index("rank 0 arrives") < events.index("rank 1 leaves")
+    res = run_loopback(_aligned_launch, 2, [], ("attn", "gemm"), timeout_s=30)
+    assert all(st == "err" and "LoopbackError" in v for st, v in res), res
+    assert any("start of fused launch gemm" in v and "start of fused launch attn" in v
+               for _, v in res)
+    monkeypatch.setenv("SYNCOPATE_LOOPBACK_ALIGN", "0")
+    events = []
+    res = run_loopback(_aligned_launch, 2, events, ("attn", "gemm"), timeout_s=30)
+    assert [st for st, _ in res] == ["ok", "ok"], res
+    assert events.index("rank 1 leaves") < events.index("rank 0 arrives")
+
+
 def test_comm_programs_count_once_on_a_2d_grid(monkeypatch):
     """An attention grid (tiles, batch x heads) with 16 comm programs along x: the comm
     programs' other rows exit at once, so 2 x 8 tiles + 16 comm programs = 32 per rank must be

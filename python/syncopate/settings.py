@@ -227,6 +227,13 @@ LOOPBACK_RESERVE_SMS = Setting(
     "loopback: SMs kept free for the runtime's sync kernels, never fewer than the W ranks (a "
     "diagnosis knob: smaller fused grids; docs/loopback.md)", _number(int),
     "give a number of SMs", error=CoResidencyError)
+LOOPBACK_ALIGN = Setting(
+    "SYNCOPATE_LOOPBACK_ALIGN", "switch", False,
+    "loopback: the virtual ranks meet on the host at the start (compiled and loaded) and the "
+    "end (enqueued) of every fused launch, so no allocation or module load of one rank comes "
+    "between the ranks' launches of an epoch; the ops' bound launch paths step aside (a "
+    "diagnosis knob; docs/loopback.md)",
+    _flag, "use 1 or 0 (the default)")
 GPU_LOOPBACK = Setting(
     "SYNCOPATE_GPU_LOOPBACK", "ranks", 0,
     "W >= 2 virtual ranks on one GPU for `tests/gpu` and `syncopate.bench --check` "
@@ -260,8 +267,8 @@ GIT_COMMIT = Setting(
 SETTINGS = {s.var: s for s in (
     SYNCOPATE, TIMEOUT_S, TIMEOUT_ACTION, SELF_ADVANCE, EPOCH_ADVANCE, DIRECT_LAUNCH, FAST_LAUNCH,
     GEMM_DIRECT_LAUNCH, TRACE, TRACE_EVENTS, LOWERING, DUMP_IR, TRACEBACK, TORCH_FUSION,
-    LOOPBACK_TIMEOUT_S, LOOPBACK_RESERVE_SMS, GPU_LOOPBACK, BENCH_CHECK_S, GEMM_TABLE,
-    ATTENTION_TABLE, CACHE_DIR, GIT_COMMIT)}
+    LOOPBACK_TIMEOUT_S, LOOPBACK_RESERVE_SMS, LOOPBACK_ALIGN, GPU_LOOPBACK, BENCH_CHECK_S,
+    GEMM_TABLE, ATTENTION_TABLE, CACHE_DIR, GIT_COMMIT)}
 
 #: the watchdog's variables' keys in :data:`ENVIRON` (the compiled launch gate compares them)
 WATCHDOG_KEYS = (TIMEOUT_S.key, TIMEOUT_ACTION.key)

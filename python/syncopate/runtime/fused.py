@@ -602,6 +602,9 @@ class FusedKernel:
                 self._capture_now = False
             self._check_coresident(cfg, g)
             comm = self.comm
+            align = comm.colocated > 1 and not capturing
+            if align:
+                self._meet_peers("start")
             L = self.launcher
             # the launch only enqueues on S, passed explicitly: no device/stream switch
             on_device = fastlaunch.current_device() == comm.device.index
@@ -644,7 +647,22 @@ class FusedKernel:
                 if e is not None and cfg.abi.self_advance:
                     self._poison_partial_launch(e, exc)
                 raise
+            if align:
+                self._meet_peers("end")
             return None if cfg.captured else e
+
+    def _meet_peers(self, stage: str) -> None:
+        """Loopback with ``SYNCOPATE_LOOPBACK_ALIGN``: the virtual ranks meet on the host at the
+        ``"start"`` of every fused launch (compiled and loaded, nothing of it enqueued) and at
+        its ``"end"`` (every rank's kernel enqueued). Why: the W ranks share one CUDA context,
+        where a device or pinned allocation, a memset or a module load issued by one rank's
+        thread may keep later work of every stream from running beside earlier work (CUDA's
+        implicit synchronisation, docs/loopback.md). Issued while a peer's fused kernel spins
+        on this rank, that would hold this rank's own kernel back until the watchdog. With
+        both meetings nothing of the kind comes between the ranks' launches of one epoch. A
+        rank at a different launch or collective raises :class:`LoopbackError` naming both."""
+        if settings.LOOPBACK_ALIGN.get():
+            self.comm.group.exchange(f"{stage} of fused launch {self.kernel.__name__}", None)
 
     def _poison_partial_launch(self, e: int, exc: BaseException) -> None:
         """An eager launch of a self-advancing configuration failed after the host counted it
