@@ -91,6 +91,9 @@ def diff(old_dir: str, new_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--diff"]:
-        sys.exit(diff(sys.argv[2], sys.argv[3]))
-    snapshot(sys.argv[1])
+    argv = sys.argv[1:]
+    if argv[:1] == ["--diff"] and len(argv) == 3:
+        sys.exit(diff(argv[1], argv[2]))
+    if len(argv) != 1 or argv[0].startswith("-"):  # --help, a typo: not an output folder
+        sys.exit(__doc__.split("\n\n")[1])
+    snapshot(argv[0])
