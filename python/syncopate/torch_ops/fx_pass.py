@@ -51,6 +51,7 @@ why did my all-gather not fuse?" has an answer.
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import os
@@ -433,13 +434,10 @@ def _pass_class():
     return SyncopateFusionPass
 
 
-_INSTANCE: list = []
-
-
+@functools.cache
 def _instance():
-    if not _INSTANCE:
-        _INSTANCE.append(_pass_class()())
-    return _INSTANCE[0]
+    """The one pass object (enable/disable/enabled find it by identity)."""
+    return _pass_class()()
 
 
 def _current_passes() -> list:
@@ -457,9 +455,8 @@ def _set_passes(passes: list) -> None:
 def enable_fusion_pass() -> None:
     """Run the pass in every later ``torch.compile`` (Inductor backend) of this process. Other
     post-grad custom passes already set are kept (it is appended after them); idempotent."""
-    passes = _current_passes()
-    if not any(p is _instance() for p in passes):
-        _set_passes(passes + [_instance()])
+    if not fusion_pass_enabled():
+        _set_passes(_current_passes() + [_instance()])
 
 
 def disable_fusion_pass() -> None:
