@@ -207,6 +207,21 @@ class Builder:
             total = self.add(total, self.const(const))
         return total
 
+    def box(self, dims, shape: Sequence[int], only=None) -> tuple[list[SSAValue], list[SSAValue]]:
+        """``lo`` and ``hi = lo + extent`` of the box an access touches (``dims``: its
+        :class:`.access.DimRange` per dim), the operands of a wait or signal region; a dim not
+        in ``only`` (a dim no chunk cuts) spans the whole tensor of ``shape``."""
+        cache: dict = {}
+        lo, hi = [], []
+        for d, size in enumerate(shape):
+            if only is None or d in only:
+                lo.append(self.poly(dims[d].lo, cache))
+                hi.append(self.add(lo[-1], self.const(dims[d].extent)))
+            else:
+                lo.append(self.const(0))
+                hi.append(self.const(size))
+        return lo, hi
+
     def _var(self, var, cache: dict) -> SSAValue:
         key = var if isinstance(var, (Axis, IterCount)) else id(var)
         if key in cache:

@@ -439,17 +439,8 @@ def _exclusive(x, y) -> bool:
     """Whether ops ``x`` and ``y`` sit in the two different regions of one ``scf.if``."""
     for anc in ancestors(x, None):
         if isinstance(anc, scf.IfOp) and anc in ancestors(y, None):
-            rx = next(r for r in anc.regions if _in_region(x, r))
-            return not _in_region(y, rx)
-    return False
-
-
-def _in_region(op, region) -> bool:
-    cur = op
-    while cur is not None:
-        if cur.parent_region() is region:
-            return True
-        cur = cur.parent_op()
+            rx = next(r for r in anc.regions if r.is_ancestor(x))
+            return not rx.is_ancestor(y)
     return False
 
 

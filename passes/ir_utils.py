@@ -156,12 +156,6 @@ def ancestors(op: Operation, stop: Operation) -> list[Operation]:
 def defined_inside(v: SSAValue, op: Operation) -> bool:
     """Whether ``v`` is defined inside ``op`` (a result of a nested op or a block argument of
     one of its regions)."""
-    if isinstance(v, BlockArgument):
-        owner = v.block.parent_op()
-    else:
-        owner = v.op
-    while owner is not None:
-        if owner is op:
-            return not (isinstance(v, OpResult) and v.op is op)
-        owner = owner.parent_op()
-    return False
+    owner = v.block.parent_op() if isinstance(v, BlockArgument) else v.op
+    return owner is not None and op.is_ancestor(owner) and not (
+        isinstance(v, OpResult) and v.op is op)
