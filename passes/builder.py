@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from syncopate.errors import CompileError
@@ -120,7 +120,7 @@ class Builder:
 
     @classmethod
     def at_start(cls, block: Block) -> "Builder":
-        return cls(block.first_op, block) if block.first_op is not None else cls(None, block)
+        return cls(block.first_op, block)
 
     def insert(self, op: Operation) -> Operation:
         loc = self.effective_location()
@@ -157,7 +157,7 @@ class Builder:
         src = v.type
         if src == ty:
             return v
-        if type(src).__name__ == "IndexType":
+        if isinstance(src, IndexType):
             return self.insert(arith.IndexCastOp(v, ty)).result
         if not isinstance(src, IntegerType):
             raise CompileError(f"cannot use a value of type {src} as an integer bound")

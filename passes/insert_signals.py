@@ -43,8 +43,7 @@ class InsertSignals(ModulePass):
         for a in accesses:
             if a.kind != "write" or not sched.is_produced(a.tensor):
                 continue
-            nxt = a.op.next_op
-            b = Builder(nxt) if nxt is not None else Builder(None, a.op.parent_block())
+            b = Builder(a.op.next_op, a.op.parent_block())
             lo, hi = b.box(a.dims, sched.tensors[a.tensor].shape)
             b.insert(SignalRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
                                     lo, hi, a.tensor))
