@@ -136,6 +136,11 @@ class Builder:
     def const(self, value: int, ty: Attribute = i32) -> SSAValue:
         return self.insert(arith.ConstantOp(IntegerAttr(value, ty))).result
 
+    def value(self, x: int | SSAValue) -> SSAValue:
+        """An int as an i32 constant, an SSA value as it is (a bound the unrolled lowering
+        knows, or one the table lowering reads at run time)."""
+        return self.const(x) if isinstance(x, int) else x
+
     def bool(self, value: bool) -> SSAValue:
         return self.insert(arith.ConstantOp(IntegerAttr(1 if value else 0, i1))).result
 

@@ -75,8 +75,7 @@ def guarded_wait(b: Builder, cond, flags, index, target, chunk: int | None = Non
     (``index``: a chunk id, constant or read from the chunk table)."""
     cif = b.if_(cond, [i32])
     cb = Builder(None, cif.true_region.blocks[0])
-    idx = cb.const(index) if isinstance(index, int) else index
-    w = cb.insert(WaitOp(flags, idx, target, "chunk", chunk))
+    w = cb.insert(WaitOp(flags, cb.value(index), target, "chunk", chunk))
     cb.insert(scf.YieldOp(w.token))
     eb = Builder(None, cif.false_region.blocks[0])
     eb.insert(scf.YieldOp(eb.const(0)))
