@@ -50,7 +50,7 @@ from syncopate_mlir.dialects.tt import (FuncOp, MakeTensorDescOp, WhileOp, eleme
 
 from .abi_info import operands_of
 from .access_eval import AnalysisFailure, Evaluator, PtrVal
-from .access_hints import erase_hints, hint_bounds, is_hint, symbol_name
+from .access_hints import erase_hints, hint_bounds, is_hint
 from .ir_utils import (
     const_int,
     func_body,
@@ -277,7 +277,7 @@ class AccessAnalysis:
             if p not in self.by_name:
                 raise CompileError(
                     f"operand {p!r} is not a (non-constexpr) parameter of kernel "
-                    f"{symbol_name(self.func)}; its parameters are {', '.join(self.by_name)}")
+                    f"{self.func.sym_name.data}; its parameters are {', '.join(self.by_name)}")
         self.bound = {self.by_name[p]: operands[p] for p in operands}
         self.ev = Evaluator()
         self.hints = [op for op in self.func.walk() if is_hint(op)]

@@ -31,13 +31,7 @@ from syncopate_mlir.dialects.tt import (
     is_tensor,
 )
 
-from .ir_utils import (
-    const_int,
-    defined_inside,
-    int_array_prop,
-    int_prop,
-    is_int_type,
-)
+from .ir_utils import const_int, defined_inside, is_int_type, result_axis
 from .poly import Axis, IterCount, Poly
 
 __all__ = ["AnalysisFailure", "PtrVal", "Evaluator"]
@@ -104,17 +98,11 @@ class Evaluator:
         op = v.op
         name = op.name
         if isinstance(op, MakeRangeOp):
-            start = int_prop(op, "start") or 0
-            return Poly.const(start) + Poly.var(Axis(0))
+            return Poly.const(op.start.value.data) + Poly.var(Axis(0))
         if isinstance(op, (SplatOp, BroadcastOp)):
             return self.value(op.operands[0])
-        if isinstance(op, ExpandDimsOp):
-            k = int_prop(op, "axis")
-            return self.value(op.operands[0]).map_axes(lambda i: i + 1 if i >= k else i)
-        if isinstance(op, TransOp):
-            order = int_array_prop(op, "order")
-            inv = {src: dst for dst, src in enumerate(order)}
-            return self.value(op.operands[0]).map_axes(lambda i: inv[i])
+        if isinstance(op, (ExpandDimsOp, TransOp)):
+            return self.value(op.operands[0]).map_axes(result_axis(op))
         if isinstance(op, arith.AddiOp):
             return self.value(op.lhs) + self.value(op.rhs)
         if isinstance(op, arith.SubiOp):
@@ -144,15 +132,9 @@ class Evaluator:
         name = op.name
         if isinstance(op, (SplatOp, BroadcastOp)):
             return self.pointer(op.operands[0])
-        if isinstance(op, ExpandDimsOp):
-            k = int_prop(op, "axis")
+        if isinstance(op, (ExpandDimsOp, TransOp)):
             p = self.pointer(op.operands[0])
-            return PtrVal(p.base, p.off.map_axes(lambda i: i + 1 if i >= k else i))
-        if isinstance(op, TransOp):
-            order = int_array_prop(op, "order")
-            inv = {src: dst for dst, src in enumerate(order)}
-            p = self.pointer(op.operands[0])
-            return PtrVal(p.base, p.off.map_axes(lambda i: inv[i]))
+            return PtrVal(p.base, p.off.map_axes(result_axis(op)))
         if isinstance(op, AddPtrOp):
             p = self.pointer(op.operands[0])
             return PtrVal(p.base, p.off + self.value(op.operands[1]))

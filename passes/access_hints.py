@@ -17,23 +17,22 @@ from xdsl.ir import Operation
 from syncopate_mlir.dialects.tt import CallOp, FuncOp
 
 from .access_eval import Evaluator
-from .ir_utils import _get_attr
 from .poly import Poly
 
-__all__ = ["HINT_PREFIX", "is_hint", "callee_name", "hint_bounds", "erase_hints", "symbol_name"]
+__all__ = ["HINT_PREFIX", "is_hint", "hint_bounds", "erase_hints"]
 
 HINT_PREFIX = "syncopate_hint_region"
 
 
 def is_hint(op: Operation) -> bool:
     """Whether ``op`` is a hint call."""
-    return isinstance(op, CallOp) and HINT_PREFIX in callee_name(op)
+    return isinstance(op, CallOp) and HINT_PREFIX in op.callee.root_reference.data
 
 
 def hint_bounds(hint: Operation, ev: Evaluator) -> list[Poly]:
     """The bounds a hint call passes: runtime operands, plus the constexpr ones Triton
     specialised into the callee's mangled name (``(3,)cconstexpr_0_``: argument 3 is 0)."""
-    name = callee_name(hint)
+    name = hint.callee.root_reference.data
     consts = {int(i): int(v) for i, v in re.findall(r"\((\d+),\)cconstexpr_(-?\d+)_", name)}
     n_args = len(hint.operands) + len(consts)
     runtime = iter(hint.operands)
@@ -53,24 +52,10 @@ def erase_hints(module: ModuleOp) -> None:
     callees = set()
     for op in list(module.walk()):
         if is_hint(op):
-            callees.add(callee_name(op))
+            callees.add(op.callee.root_reference.data)
             op.detach()
             op.erase()
     for op in list(module.ops):
-        if isinstance(op, FuncOp) and symbol_name(op) in callees:
+        if isinstance(op, FuncOp) and op.sym_name.data in callees:
             op.detach()
             op.erase()
-
-
-def callee_name(call: Operation) -> str:
-    """The symbol a ``tt.call`` calls ("" if it has none)."""
-    callee = _get_attr(call, "callee")
-    if callee is None:
-        return ""
-    return callee.root_reference.data if hasattr(callee, "root_reference") else str(callee)
-
-
-def symbol_name(func: Operation) -> str:
-    """The ``sym_name`` of a function."""
-    attr = _get_attr(func, "sym_name")
-    return getattr(attr, "data", str(attr))

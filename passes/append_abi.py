@@ -70,16 +70,12 @@ class AppendAbiParams(ModulePass):
         func.properties["function_type"] = FunctionType.from_lists(
             list(fty.inputs.data) + new_types, list(fty.outputs.data))
         arg_attrs = func.properties.get("arg_attrs")
-        if arg_attrs is not None:
-            extra = [DictionaryAttr({"tt.divisibility": IntegerAttr(16, i32)})
-                     if sig.startswith("*") else DictionaryAttr({}) for _, sig in params]
-            func.properties["arg_attrs"] = ArrayAttr(list(arg_attrs.data) + extra)
-        elif any(True for _ in params):
-            n_old = len(fty.inputs.data)
-            func.properties["arg_attrs"] = ArrayAttr(
-                [DictionaryAttr({})] * n_old +
-                [DictionaryAttr({"tt.divisibility": IntegerAttr(16, i32)})
-                 if sig.startswith("*") else DictionaryAttr({}) for _, sig in params])
+        if arg_attrs is not None or params:
+            old = list(arg_attrs.data) if arg_attrs is not None else \
+                [DictionaryAttr({})] * len(fty.inputs.data)
+            func.properties["arg_attrs"] = ArrayAttr(old + [
+                DictionaryAttr({"tt.divisibility": IntegerAttr(16, i32)})
+                if sig.startswith("*") else DictionaryAttr({}) for _, sig in params])
         _offset_rank_parts(op, func, block)
 
 
@@ -96,7 +92,7 @@ def _offset_rank_parts(module: ModuleOp, func, block) -> None:
     b = Builder.at_start(block)
     for param, part in sorted(parts.items()):
         arg = by_name[param]
-        uses = [u for u in arg.uses]
+        uses = list(arg.uses)
         if not part.offset or not uses:
             continue
         off = b.mul(rank, b.const(part.offset))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp, i1, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from syncopate.errors import CompileError
@@ -120,7 +120,7 @@ class Builder:
 
     @classmethod
     def at_start(cls, block: Block) -> "Builder":
-        return cls(block.first_op, block) if block.first_op is not None else cls(None, block)
+        return cls(block.first_op, block)
 
     def insert(self, op: Operation) -> Operation:
         loc = self.effective_location()
@@ -135,6 +135,11 @@ class Builder:
     # arith ----------------------------------------------------------------------------------
     def const(self, value: int, ty: Attribute = i32) -> SSAValue:
         return self.insert(arith.ConstantOp(IntegerAttr(value, ty))).result
+
+    def value(self, x: int | SSAValue) -> SSAValue:
+        """An int as an i32 constant, an SSA value as it is (a bound the unrolled lowering
+        knows, or one the table lowering reads at run time)."""
+        return self.const(x) if isinstance(x, int) else x
 
     def bool(self, value: bool) -> SSAValue:
         return self.insert(arith.ConstantOp(IntegerAttr(1 if value else 0, i1))).result
@@ -157,7 +162,7 @@ class Builder:
         src = v.type
         if src == ty:
             return v
-        if type(src).__name__ == "IndexType":
+        if isinstance(src, IndexType):
             return self.insert(arith.IndexCastOp(v, ty)).result
         if not isinstance(src, IntegerType):
             raise CompileError(f"cannot use a value of type {src} as an integer bound")
@@ -206,6 +211,21 @@ class Builder:
         if const:
             total = self.add(total, self.const(const))
         return total
+
+    def box(self, dims, shape: Sequence[int], only=None) -> tuple[list[SSAValue], list[SSAValue]]:
+        """``lo`` and ``hi = lo + extent`` of the box an access touches (``dims``: its
+        :class:`.access.DimRange` per dim), the operands of a wait or signal region; a dim not
+        in ``only`` (a dim no chunk cuts) spans the whole tensor of ``shape``."""
+        cache: dict = {}
+        lo, hi = [], []
+        for d, size in enumerate(shape):
+            if only is None or d in only:
+                lo.append(self.poly(dims[d].lo, cache))
+                hi.append(self.add(lo[-1], self.const(dims[d].extent)))
+            else:
+                lo.append(self.const(0))
+                hi.append(self.const(size))
+        return lo, hi
 
     def _var(self, var, cache: dict) -> SSAValue:
         key = var if isinstance(var, (Axis, IterCount)) else id(var)

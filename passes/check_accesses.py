@@ -64,7 +64,7 @@ from syncopate_mlir.dialects.tt import (
 from .abi_info import operands_of
 from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
-from .ir_utils import ancestors, const_int, defined_inside, int_array_prop, int_prop, loc_str
+from .ir_utils import ancestors, const_int, defined_inside, loc_str, result_axis
 from .loop_remap import for_loop_of, ivs_as_iterations
 from .memory_ops import Effect, mask_operand, memory_op
 from .poly import Axis, IterCount, Poly
@@ -111,12 +111,8 @@ def conjuncts(v: SSAValue, ev: Evaluator, depth: int = 0,
         return skip()
     if isinstance(op, (BroadcastOp, SplatOp)):
         return sub(op.operands[0])
-    if isinstance(op, ExpandDimsOp):
-        k = int_prop(op, "axis")
-        return [d.map_axes(lambda i: i + 1 if i >= k else i) for d in sub(op.operands[0])]
-    if isinstance(op, TransOp):
-        inv = {src: dst for dst, src in enumerate(int_array_prop(op, "order"))}
-        return [d.map_axes(lambda i: inv[i]) for d in sub(op.operands[0])]
+    if isinstance(op, (ExpandDimsOp, TransOp)):
+        return [d.map_axes(result_axis(op)) for d in sub(op.operands[0])]
     if isinstance(op, CmpiOp):
         return _compare(op, _predicate(op), ev) or skip()
     return skip()
@@ -439,17 +435,8 @@ def _exclusive(x, y) -> bool:
     """Whether ops ``x`` and ``y`` sit in the two different regions of one ``scf.if``."""
     for anc in ancestors(x, None):
         if isinstance(anc, scf.IfOp) and anc in ancestors(y, None):
-            rx = next(r for r in anc.regions if _in_region(x, r))
-            return not _in_region(y, rx)
-    return False
-
-
-def _in_region(op, region) -> bool:
-    cur = op
-    while cur is not None:
-        if cur.parent_region() is region:
-            return True
-        cur = cur.parent_op()
+            rx = next(r for r in anc.regions if r.is_ancestor(x))
+            return not rx.is_ancestor(y)
     return False
 
 

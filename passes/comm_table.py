@@ -158,8 +158,7 @@ class TableTransfers:
         def blocks(d: int, size: int):  # ceil(extent / size), a constant when shared
             if ext[d] is not None:
                 return -(-ext[d] // size)
-            f = b.const(lo[d]) if isinstance(lo[d], int) else lo[d]
-            t = b.const(hi[d]) if isinstance(hi[d], int) else hi[d]
+            f, t = b.value(lo[d]), b.value(hi[d])
             return b.divsi(b.add(b.sub(t, f), b.const(size - 1)), b.const(size))
 
         ntc = blocks(1, tiling.bc)
@@ -167,8 +166,7 @@ class TableTransfers:
         if isinstance(ntc, int) and isinstance(nrows, int):
             ntiles = b.const(ntc * nrows)
         else:
-            ntiles = b.mul(b.const(nrows) if isinstance(nrows, int) else nrows,
-                           b.const(ntc) if isinstance(ntc, int) else ntc)
+            ntiles = b.mul(b.value(nrows), b.value(ntc))
         # a dim whose shared extent is a multiple of the tile needs no mask: every tile is
         # whole (per-element row masks of a dynamic bound cost a register each: 255 in all)
         full = tuple(e is not None and e % t == 0 for e, t in zip(ext, (tiling.br, tiling.bc)))

@@ -35,12 +35,13 @@ refused with a :class:`CompileError`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType, f32, i32, i64
 from xdsl.passes import ModulePass
 
 from syncopate import backends
@@ -146,10 +147,7 @@ def _boxes_by_source(sched, tensor: str, rank: int) -> dict[int, tuple[tuple, tu
             out[c.src] = (c.lo, c.hi)
         vols[c.src] = vols.get(c.src, 0) + c.volume
     for s, (lo, hi) in out.items():
-        box = 1
-        for x, y in zip(lo, hi):
-            box *= y - x
-        if box != vols[s]:
+        if math.prod(y - x for x, y in zip(lo, hi)) != vols[s]:
             raise CompileError(f"the sum chunks from rank {s} into rank {rank} of {tensor!r} do not "
                                f"cover one box: the epilogue reduction masks one box per source")
     return out
@@ -232,7 +230,6 @@ def _add_slots(b: Builder, sched, tensor, shape, lo, extents, value, token, peer
 
 
 def _zeros(b: Builder, ty: TensorType):
-    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
     return b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [0.0]))).result
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
@@ -25,6 +26,7 @@ from syncopate_mlir.dialects.syncopate import SignalRegionOp, record, state_of
 from .abi_info import abi_args
 from .access import analyze_module
 from .builder import Builder
+from .ir_utils import ancestors
 
 
 @dataclass(frozen=True)
@@ -41,14 +43,8 @@ class InsertSignals(ModulePass):
         for a in accesses:
             if a.kind != "write" or not sched.is_produced(a.tensor):
                 continue
-            nxt = a.op.next_op
-            b = Builder(nxt) if nxt is not None else Builder(None, a.op.parent_block())
-            cache: dict = {}
-            lo, hi = [], []
-            for d in range(len(sched.tensors[a.tensor].shape)):
-                lo_v = b.poly(a.dims[d].lo, cache)
-                lo.append(lo_v)
-                hi.append(b.add(lo_v, b.const(a.dims[d].extent)))
+            b = Builder(a.op.next_op, a.op.parent_block())
+            lo, hi = b.box(a.dims, sched.tensors[a.tensor].shape)
             b.insert(SignalRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
                                     lo, hi, a.tensor))
             signals += 1
@@ -73,11 +69,8 @@ def _unflatten_enclosing_loops(store) -> int:
     persistent TMA GEMM, the fused kernel lost its 3-stage TMA pipeline (2 TMA loads in TTGIR
     instead of 6, 131 KB of shared memory instead of 213 KB) and ran ~4x slower.  Without
     ``tt.flatten`` the K loop is pipelined on its own and the epilogue keeps its barrier."""
-    n = 0
-    cur = store.parent_op()
-    while cur is not None:
-        if cur.name == "scf.for" and "tt.flatten" in cur.attributes:
-            del cur.attributes["tt.flatten"]
-            n += 1
-        cur = cur.parent_op()
-    return n
+    loops = [o for o in ancestors(store, None)
+             if isinstance(o, scf.ForOp) and "tt.flatten" in o.attributes]
+    for loop in loops:
+        del loop.attributes["tt.flatten"]
+    return len(loops)

@@ -258,10 +258,6 @@ def _is_trace_address(v: SSAValue, args: dict, row: int) -> bool:
     return any(a is args["syn_rank"] and const_int(c) == row for a, c in (pair, pair[::-1]))
 
 
-def _used(op: Operation) -> bool:
-    return any(r.uses for r in op.results)
-
-
 def _removable(op: Operation) -> bool:
     """Side-effect free, so it may go when unused: arithmetic, address arithmetic, program
     ids, loads, the clock read."""
@@ -282,7 +278,7 @@ def _remove_dead(module: ModuleOp, also=lambda o: False) -> None:
     while changed:
         changed = False
         for o in reversed(list(module.walk())):
-            if (_removable(o) or also(o)) and not _used(o):
+            if (_removable(o) or also(o)) and not any(r.uses for r in o.results):
                 o.detach()
                 o.erase()
                 changed = True

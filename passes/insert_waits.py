@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, TensorType, i1, i32
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -36,54 +37,33 @@ from syncopate_mlir.dialects.tt import shape_of
 from .abi_info import abi_args
 from .access import Access, analyze_module
 from .builder import Builder
-from .ir_utils import defined_inside, loc_str
+from .ir_utils import ancestors, defined_inside, loc_str
 from .memory_ops import Effect, memory_op
 from .poly import IterCount
 
-_LOOPS = ("scf.for", "scf.while")
-
-
 def wait_anchor(access: Access, chunked: list[int], func: Operation) -> Operation:
     """The op before which the wait for ``access`` goes."""
-    needed = set()
-    for d in chunked:
-        needed |= access.dims[d].lo.vars()
+    needed = set().union(*(access.dims[d].lo.vars() for d in chunked))
     anchor = access.op
-    cur = access.op.parent_op()
-    while cur is not None and cur is not func:
-        if cur.name not in _LOOPS:
-            break
-        depends = any((isinstance(v, IterCount) and (v.loop is cur or defined_inside_op(v.loop, cur)))
-                      or (isinstance(v, SSAValue) and defined_inside(v, cur)) for v in needed)
-        if depends:
+    for cur in ancestors(access.op, func):
+        if not isinstance(cur, (scf.ForOp, scf.WhileOp)) or any(
+                (isinstance(v, IterCount) and cur.is_ancestor(v.loop))
+                or (isinstance(v, SSAValue) and defined_inside(v, cur)) for v in needed):
             break
         anchor = cur
-        cur = cur.parent_op()
     return anchor
 
 
 def _refuse_warp_specialized(anchor: Operation) -> None:
     """A wait ends in a CTA barrier (thread 0 polls, all threads meet it); inside a loop that
     Triton splits into warp-specialised partitions only some warps would reach it."""
-
-    cur = anchor
-    while cur is not None:
-        if cur.name == "scf.for" and "tt.warp_specialize" in cur.attributes:
+    for cur in (anchor, *ancestors(anchor, None)):
+        if isinstance(cur, scf.ForOp) and "tt.warp_specialize" in cur.attributes:
             raise CompileError(
                 "a chunk wait would sit inside a warp-specialised loop (tl.range(..., "
                 "warp_specialize=True)); the wait synchronises the whole program, which the "
                 "partitions cannot. Compile the kernel with warp_specialize=False (the GEMMs' "
                 "WARP_SPECIALIZE=False) for fusion.", loc_str(cur))
-        cur = cur.parent_op()
-
-
-def defined_inside_op(inner: Operation, outer: Operation) -> bool:
-    p = inner.parent_op()
-    while p is not None:
-        if p is outer:
-            return True
-        p = p.parent_op()
-    return False
 
 
 @dataclass(frozen=True)
@@ -116,20 +96,11 @@ class InsertWaits(ModulePass):
             anchor = wait_anchor(a, chunked, analysis.func)
             _refuse_warp_specialized(anchor)
             b = Builder(anchor)
-            cache: dict = {}
-            lo, hi = [], []
-            for d, size in enumerate(sched.tensors[a.tensor].shape):
-                if d in chunked:
-                    lo_v = b.poly(a.dims[d].lo, cache)
-                    lo.append(lo_v)
-                    hi.append(b.add(lo_v, b.const(a.dims[d].extent)))
-                else:
-                    lo.append(b.const(0))
-                    hi.append(b.const(size))
+            lo, hi = b.box(a.dims, sched.tensors[a.tensor].shape, chunked)
             wait = b.insert(WaitRegionOp(args["syn_flags"], args["syn_epoch"], args["syn_rank"],
                                          lo, hi, a.tensor))
             # an scf.while has no lower bound to carry the token: each guarded load takes it
-            for guarded in [a.op for a in group] if anchor.name == "scf.while" else [anchor]:
+            for guarded in [a.op for a in group] if isinstance(anchor, scf.WhileOp) else [anchor]:
                 guard(guarded, wait.token)
             waits += 1
         # check-accesses may have required exact values already (a produced tensor's store
@@ -149,7 +120,7 @@ class GuardLoopBound(Guard):
     """An ``scf.for`` (the loop the wait sits in front of) starts at ``lb + token``."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if op.name == "scf.for":
+        if isinstance(op, scf.ForOp):
             b, lb = Builder(op), op.operands[0]
             op.operands[0] = b.add(lb, b.cast(self.token, lb.type))
             rewriter.notify_op_modified(op)

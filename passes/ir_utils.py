@@ -6,9 +6,10 @@ Imports nothing from the other passes (the bottom of the passes' import graph)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     IndexType,
     IntegerAttr,
@@ -19,7 +20,7 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import request_of
-from syncopate_mlir.dialects.tt import FuncOp, TensorDescType
+from syncopate_mlir.dialects.tt import ExpandDimsOp, FuncOp, TensorDescType, TransOp
 
 
 def loc_str(op: Operation | None) -> str | None:
@@ -64,26 +65,13 @@ def _get_attr(op: Operation, name: str):
     return attr if attr is not None else op.attributes.get(name)
 
 
-def int_prop(op: Operation, name: str) -> int | None:
-    attr = _get_attr(op, name)
-    if attr is None:
-        return None
-    if isinstance(attr, IntegerAttr):
-        return attr.value.data
-    value = getattr(attr, "value", None)
-    if value is not None:
-        return getattr(value, "data", value)
-    data = getattr(attr, "data", None)
-    return data if isinstance(data, int) else None
-
-
-def int_array_prop(op: Operation, name: str) -> list[int] | None:
-    attr = _get_attr(op, name)
-    if attr is None:
-        return None
-    if isinstance(attr, DenseArrayBase):
-        return list(attr.get_values())
-    return None
+def result_axis(op: ExpandDimsOp | TransOp) -> Callable[[int], int]:
+    """Where an axis of a ``tt.expand_dims``'s or ``tt.trans``'s operand lands in its result
+    (the index and mask analyses follow values through both)."""
+    if isinstance(op, ExpandDimsOp):
+        k = op.axis.value.data
+        return lambda i: i + 1 if i >= k else i
+    return {src: dst for dst, src in enumerate(op.order.get_values())}.__getitem__
 
 
 def const_int(v: SSAValue) -> int | None:
@@ -156,12 +144,6 @@ def ancestors(op: Operation, stop: Operation) -> list[Operation]:
 def defined_inside(v: SSAValue, op: Operation) -> bool:
     """Whether ``v`` is defined inside ``op`` (a result of a nested op or a block argument of
     one of its regions)."""
-    if isinstance(v, BlockArgument):
-        owner = v.block.parent_op()
-    else:
-        owner = v.op
-    while owner is not None:
-        if owner is op:
-            return not (isinstance(v, OpResult) and v.op is op)
-        owner = owner.parent_op()
-    return False
+    owner = v.block.parent_op() if isinstance(v, BlockArgument) else v.op
+    return owner is not None and op.is_ancestor(owner) and not (
+        isinstance(v, OpResult) and v.op is op)

@@ -37,7 +37,7 @@ from syncopate_mlir.dialects.tt import AssertOp, PrintOp
 from .access import address_polys
 from .access_eval import AnalysisFailure
 from .builder import Builder
-from .ir_utils import const_int, loc_str
+from .ir_utils import const_int, defined_inside, loc_str
 from .memory_ops import DENIED, writes_memory
 from .poly import IterCount, Poly
 
@@ -138,20 +138,9 @@ def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordi
         if coordinate_poly(moving, extent) != target:
             return None
         # the rest must not change between iterations (only the table's fit depends on it)
-        if any(isinstance(v, SSAValue) and _inside(v, loop) for v in rest.vars()):
+        if any(isinstance(v, SSAValue) and defined_inside(v, loop) for v in rest.vars()):
             return None
     return LoopCoordinate(loop, iv, step)
-
-
-def _inside(v: SSAValue, loop) -> bool:
-    """Whether ``v`` is defined in ``loop``'s body (changes from one iteration to the next)."""
-    block = v.block if isinstance(v, BlockArgument) else v.op.parent_block()
-    while block is not None:
-        owner = block.parent_op()
-        if owner is loop:
-            return True
-        block = owner.parent_block() if owner is not None else None
-    return False
 
 
 def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev) -> str | None:

@@ -64,22 +64,19 @@ class NvshmemLowering(CommLowering):
         ``[lo, hi)`` of ``tensor`` (ints: the unrolled form; i32 values: the table form):
         a put-with-signal of ``CHUNK[push_chunk]`` on the destination when ``push_chunk`` is
         given (returns True: the put signalled), else a get from ``src``."""
-        def v(x):
-            return b.const(x) if isinstance(x, int) else x
-
         shape = self.sched.tensors[tensor].shape
         row = math.prod(shape[1:])
         esize = self.sched.element_bytes(tensor)
         rows = b.const(hi - lo) if isinstance(lo, int) and isinstance(hi, int) else b.sub(hi, lo)
         # rows of this comm program: [lo + pid * per, min(hi, lo + (pid + 1) * per))
         per = b.divsi(b.add(rows, b.sub(o.count, b.const(1))), o.count)
-        first = b.minsi(b.add(v(lo), b.mul(o.pid, per)), v(hi))
-        last = b.minsi(b.add(first, per), v(hi))
+        first = b.minsi(b.add(b.value(lo), b.mul(o.pid, per)), b.value(hi))
+        last = b.minsi(b.add(first, per), b.value(hi))
         nbytes = b.i64(b.mul(b.sub(last, first), b.const(row * esize)))
         ptr = addptr(b, base, b.mul(first, b.const(row)))
         addr = self._addr(b, ptr)
         if push_chunk is not None:
-            sig = self._addr(b, addptr(b, self.args["syn_flags"], v(push_chunk)))
+            sig = self._addr(b, addptr(b, self.args["syn_flags"], b.value(push_chunk)))
             self._call(b, "nvshmemx_putmem_signal_block",
                        [addr, addr, nbytes, sig, b.const(1, i64), b.const(NVSHMEM_SIGNAL_ADD), dst])
             return True  # the put carried the destination's CHUNK[c] += 1

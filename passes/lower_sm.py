@@ -204,12 +204,9 @@ class CommLowering(TableTransfers, Lowering):
         if b is None or len(view.shape) <= 2:
             return (view.shape2, *view.box2(lo, hi))
 
-        def c(x):
-            return b.const(x) if isinstance(x, int) else x
-
         def mixed(fold, emit):  # two ints fold here; else the op, ints as constants
             return lambda x, y: (fold(x, y) if isinstance(x, int) and isinstance(y, int)
-                                 else emit(c(x), c(y)))
+                                 else emit(b.value(x), b.value(y)))
         return (view.shape2, *view.box2(lo, hi, add=mixed(operator.add, b.add),
                                         mul=mixed(operator.mul, b.mul),
                                         sub=mixed(operator.sub, b.sub)))
@@ -240,23 +237,24 @@ class CommLowering(TableTransfers, Lowering):
         t = body.args[0]
         lb = Builder(None, body, location=b.effective_location())
 
-        def v(x):
-            return lb.const(x) if isinstance(x, int) else x
-
-        tr = lb.divsi(t, v(ntc))
-        tcol = lb.sub(t, lb.mul(tr, v(ntc)))
-        r0 = lb.add(v(lo[0]), lb.mul(tr, lb.const(br)))
-        c0 = lb.add(v(lo[1]), lb.mul(tcol, lb.const(bc)))
+        tr = lb.divsi(t, lb.value(ntc))
+        tcol = lb.sub(t, lb.mul(tr, lb.value(ntc)))
+        r0 = lb.add(lb.value(lo[0]), lb.mul(tr, lb.const(br)))
+        c0 = lb.add(lb.value(lo[1]), lb.mul(tcol, lb.const(bc)))
         rvec = vec(lb, r0, br)
         cvec = vec(lb, c0, bc)
         # a dim every tile fills (``full``) needs no bound test
-        rmask = None if full[0] else lb.cmp("slt", rvec, splat(lb, v(hi[0]), [br]))
-        cmask = None if full[1] else lb.cmp("slt", cvec, splat(lb, v(hi[1]), [bc]))
+        rmask = None if full[0] else lb.cmp("slt", rvec, splat(lb, lb.value(hi[0]), [br]))
+        cmask = None if full[1] else lb.cmp("slt", cvec, splat(lb, lb.value(hi[1]), [bc]))
         shape_t = [br, bc]
-        rows2 = broadcast_to(lb, expand_dims(lb, rvec, 1), shape_t)
-        cols2 = broadcast_to(lb, expand_dims(lb, cvec, 0), shape_t)
-        parts = [broadcast_to(lb, expand_dims(lb, m, axis), shape_t)
-                 for m, axis, whole in ((rmask, 1, full[0]), (cmask, 0, full[1])) if not whole]
+
+        def tile(x: SSAValue, axis: int) -> SSAValue:  # a row or column vector over the tile
+            return broadcast_to(lb, expand_dims(lb, x, axis), shape_t)
+
+        rows2 = tile(rvec, 1)
+        cols2 = tile(cvec, 0)
+        parts = [tile(m, axis) for m, axis, whole in ((rmask, 1, full[0]), (cmask, 0, full[1]))
+                 if not whole]
         mask = parts[0] if len(parts) == 1 else (lb.andi(*parts) if parts else None)
         if wide:
             rows2 = lb.insert(arith.ExtSIOp(rows2, TensorType(i64, shape_t))).result
@@ -269,13 +267,10 @@ class CommLowering(TableTransfers, Lowering):
             # the tile's corner as a scalar pointer, then offsets within the tile: a splat of
             # the chunk's (loop-invariant) base pointer would be hoisted out of the loop as a
             # [br, bc] tensor of pointers held in registers across it (255 registers)
-            corner = lb.add(lb.mul(lb.cast(r0, ity) if wide else r0, lb.const(shape2[1], ity)),
-                            lb.cast(c0, ity) if wide else c0)
-            local = lb.add(lb.mul(broadcast_to(lb, expand_dims(lb, vec(lb, lb.const(0), br), 1),
-                                               shape_t),
+            corner = lb.add(lb.mul(lb.cast(r0, ity), lb.const(shape2[1], ity)), lb.cast(c0, ity))
+            local = lb.add(lb.mul(tile(vec(lb, lb.const(0), br), 1),
                                   splat(lb, lb.const(shape2[1]), shape_t)),
-                           broadcast_to(lb, expand_dims(lb, vec(lb, lb.const(0), bc), 0),
-                                        shape_t))
+                           tile(vec(lb, lb.const(0), bc), 0))
             sp = addptr(lb, splat(lb, addptr(lb, src_base, corner), shape_t), local)
             dp = addptr(lb, splat(lb, addptr(lb, dst_base, corner), shape_t), local)
         value = lb.insert(tt.LoadOp(sp, mask)).results[0]

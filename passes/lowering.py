@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import gpu, scf
+from xdsl.dialects import arith, gpu, scf
 from xdsl.dialects.builtin import BoolAttr, ModuleOp, TensorType, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import (
@@ -66,10 +66,6 @@ def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False)
     op = b.insert(tt.ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
                                             pure=pure, packed_element=1))
     return op.results
-
-
-
-
 
 
 def opaque_zero(b: Builder) -> SSAValue:
@@ -137,7 +133,7 @@ class Lowering:
         self.module = module
         self.func = kernel_func(module)
         self.args = abi_args(self.func)
-        self.has_bulk_stores = any(o.name == "tt.descriptor_store" for o in self.func.walk())
+        self.has_bulk_stores = any(isinstance(o, tt.DescriptorStoreOp) for o in self.func.walk())
         self._released: set[int] = set()
         self._funcs: dict[str, Operation] = {}
         # dialect-only lit tests lower ops of a module that carries no schedule
@@ -226,8 +222,7 @@ class Lowering:
         carries one copy of the watchdog instead of one per wait."""
         fty = flag_type_of(ptr)
         func = self._wait_func(fty)
-        target_w = b.cast(target, fty) if target.type != fty else target
-        args = [ptr, b.i32(index), target_w, b.const(kind), self.args["syn_diag"],
+        args = [ptr, b.i32(index), b.cast(target, fty), b.const(kind), self.args["syn_diag"],
                 self.args["syn_rank"], self.args["syn_epoch"], self.args["syn_timeout_ns"]]
         call = b.insert(tt.CallOp(func.sym_name.data, args, [i32]))
         return call.results[0]
@@ -246,8 +241,7 @@ class Lowering:
             arg.name_hint = hint
         # Triton's debug-info pass needs a file location on every function
         func.location = self.func.location
-        fb = Builder(None, body)
-        fb.location = self.func.location
+        fb = Builder(None, body, location=self.func.location)
         ptr, index, target, kind, diag, rank, epoch, timeout = body.args
         token = self._spin_body(fb, ptr, index, target, kind, diag, rank, epoch, timeout)
         fb.insert(tt.ReturnOp([token]))
@@ -285,7 +279,7 @@ class Lowering:
         """A produced-count signal adds only when it has something to add (masked atomic), and
         back-to-back signals share the barrier of the first."""
         prev = o.prev_op
-        while prev is not None and prev.name == "arith.constant":
+        while isinstance(prev, arith.ConstantOp):
             prev = prev.prev_op  # the flag index resolve-chunks materialises before each signal
         fenced = (prev is not None and id(prev) in self._released) or o.fenced is not None
         b = Builder(o)
@@ -312,9 +306,8 @@ class Lowering:
         if barrier:
             self.barrier(b)
         fty = flag_type_of(ptr)
-        val = b.cast(value, fty) if value.type != fty else value
         rmw = "add" if op == "add" else "exch"
-        return b.insert(tt.AtomicRMWOp(rmw, ptr, val, mask, sem="release", scope="sys")).results[0]
+        return b.insert(tt.AtomicRMWOp(rmw, ptr, b.cast(value, fty), mask, sem="release", scope="sys")).results[0]
 
 
 def _segments(row: list[int]) -> list[tuple[int, int, int]]:

@@ -47,11 +47,11 @@ from syncopate_mlir.dialects.syncopate import (
     request_of,
     schedule_of,
 )
-from syncopate_mlir.dialects.tt import GetProgramIdOp
+from syncopate_mlir.dialects.tt import GetNumProgramsOp, GetProgramIdOp, ReturnOp
 
 from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of, operands_of
 from .builder import Builder
-from .ir_utils import _get_attr, func_body, int_prop, kernel_func, loc_str, param_names
+from .ir_utils import func_body, kernel_func, loc_str, param_names
 from .structurize_returns import tree_refusal
 from .table_reader import TableReader, longest
 
@@ -59,15 +59,6 @@ from .table_reader import TableReader, longest
 def executor(chunk) -> str:
     """Which side runs a chunk's transfer on the comm programs, ``"src"`` or ``"dst"``."""
     return side(chunk, "sm")
-
-
-def _axis(op) -> int:
-    v = int_prop(op, "axis")
-    if v is not None:
-        return v
-    attr = _get_attr(op, "axis")
-    text = str(attr)
-    return {"x": 0, "y": 1, "z": 2}.get(text.split()[-1].strip(">").strip(), 0) if attr else 0
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,7 @@ class PartitionSms(ModulePass):
 
         ret = body.last_op
         blocks = len(func.regions[0].blocks)
-        if ret is None or ret.name != "tt.return" or ret.operands or blocks > 1:
+        if not isinstance(ret, ReturnOp) or ret.operands or blocks > 1:
             # structurize-returns has made one block of every early-return tree it could
             if blocks == 1:
                 why = "it does not end in an operand-less tt.return"
@@ -135,7 +126,7 @@ class PartitionSms(ModulePass):
 
         # compute programs see the grid they were written for
         for o in list(else_block.walk()):
-            if o.name in ("tt.get_program_id", "tt.get_num_programs") and _axis(o) == 0:
+            if isinstance(o, (GetProgramIdOp, GetNumProgramsOp)) and o.axis_int == 0:
                 res = o.results[0]
                 nb = Builder(o.next_op)
                 shifted = nb.sub(res, nb.cast(count, res.type))

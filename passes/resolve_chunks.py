@@ -41,7 +41,7 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import ModuleOp, i32
-from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -66,7 +66,7 @@ from syncopate_mlir.dialects.syncopate import (
 
 from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of, table_words
 from .builder import Builder
-from .ir_utils import const_int, kernel_func
+from .ir_utils import ancestors, const_int, kernel_func
 from .table_reader import TableReader
 
 
@@ -75,8 +75,7 @@ def guarded_wait(b: Builder, cond, flags, index, target, chunk: int | None = Non
     (``index``: a chunk id, constant or read from the chunk table)."""
     cif = b.if_(cond, [i32])
     cb = Builder(None, cif.true_region.blocks[0])
-    idx = cb.const(index) if isinstance(index, int) else index
-    w = cb.insert(WaitOp(flags, idx, target, "chunk", chunk))
+    w = cb.insert(WaitOp(flags, cb.value(index), target, "chunk", chunk))
     cb.insert(scf.YieldOp(w.token))
     eb = Builder(None, cif.false_region.blocks[0])
     eb.insert(scf.YieldOp(eb.const(0)))
@@ -200,7 +199,6 @@ class TableWaitRegion(RewritePattern):
 
 #: the most lookups a cell-indexed wait emits (a box touching more cells keeps the scan loop)
 MAX_LOOKUPS = 2
-_LOOPS = (scf.ForOp, scf.WhileOp)
 
 
 def pow2_multiple(v: SSAValue) -> int:
@@ -247,16 +245,6 @@ def cells_touched(extent: int, align: int, grain: int) -> int:
     return (grain - math.gcd(align, grain) + extent - 1) // grain + 1
 
 
-def in_loop(op: Operation) -> bool:
-    """Whether ``op`` sits inside an ``scf.for`` or ``scf.while``."""
-    cur = op.parent_op()
-    while cur is not None:
-        if isinstance(cur, _LOOPS):
-            return True
-        cur = cur.parent_op()
-    return False
-
-
 @dataclass
 class TableCellWait(RewritePattern):
     """``wait_region`` inside a loop -> ``n`` lookups of the tensor's cell map (no loop, so
@@ -278,7 +266,7 @@ class TableCellWait(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, o: WaitRegionOp, rewriter: PatternRewriter) -> None:
         tensor = o.tensor.data
-        if not in_loop(o):
+        if not any(isinstance(a, (scf.ForOp, scf.WhileOp)) for a in ancestors(o, None)):
             return
         cells = ct.cells_of(self.table, ct.tensor_slots(self.sched)[tensor])
         if cells is None:

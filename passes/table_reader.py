@@ -26,8 +26,7 @@ class TableReader:
         self.layout = layout
 
     def word(self, b: Builder, index: SSAValue | int) -> SSAValue:
-        idx = b.const(index) if isinstance(index, int) else index
-        return scalar_load(b, addptr(b, self.table, idx))
+        return scalar_load(b, addptr(b, self.table, b.value(index)))
 
     def rank_list(self, b: Builder, rank: SSAValue, lst: int,
                   longest: int) -> tuple[SSAValue, SSAValue]:

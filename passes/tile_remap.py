@@ -390,14 +390,10 @@ class TileRemap(ModulePass):
         if isinstance(x, BlockArgument):
             b = Builder.at_start(x.block)
         else:
-            nxt = x.op.next_op
-            parent = x.op.parent_block()
-            b = Builder(nxt, parent) if nxt is not None else Builder(None, parent)
+            b = Builder(x.op.next_op, x.op.parent_block())
         coord = b.i32(x)
         remap = b.insert(RemapOp(coord, rank, tensor, dim, block, tiles, table))
-        out = remap.result
-        if x.type != out.type:
-            out = b.cast(out, x.type)
+        out = b.cast(remap.result, x.type)
         keep = {remap, coord.op if hasattr(coord, "op") else None}
         x.replace_uses_with_if(out, lambda use: use.operation not in keep and
                                use.operation is not getattr(out, "op", None))

@@ -134,14 +134,6 @@ class AtomicPlan:
         return None
 
 
-def _kind(s) -> str:
-    if s["body"] == "rowsum":
-        return "1d"
-    if s["addressing"] in ("gather", "gather_hint"):
-        return "gather"
-    return "2d"
-
-
 def draw(seed: int, s: dict, dims: dict, cx: dict, tensors: list[Tensor],
          operand: str, force: dict) -> AtomicPlan | None:
     """The atomics of case ``seed`` (None: the case has none).  ``s``: the case's styles (body,
@@ -151,7 +143,8 @@ def draw(seed: int, s: dict, dims: dict, cx: dict, tensors: list[Tensor],
     where = pick("atomic", WHERE, [74, 16, 10])
     if where == "none":
         return None
-    kind = _kind(s)
+    kind = ("1d" if s["body"] == "rowsum" else
+            "gather" if s["addressing"] in ("gather", "gather_hint") else "2d")
     M, N = dims["M"], dims["N"]
     BM, BN = cx.get("BM", 1), cx["BN"]
     if kind == "gather":
@@ -201,8 +194,7 @@ def _draw_local(pick, s, kind, exact, out, M, N, tr, tc) -> AtomicPlan:
         masks = ("bounds", "pred", "none") if exact else ("bounds", "pred")
     mask = pick("atomic_mask", masks)
     nj = pick("atomic_nj", (1, 2, 3)) if pattern == "count" else 1
-    rows = M
-    size = {"elem": rows * (N if kind != "1d" else 1) + 1, "rows": rows, "hist": BUCKETS,
+    size = {"elem": M * (N if kind != "1d" else 1) + 1, "rows": M, "hist": BUCKETS,
             "count": 2 * nj}[pattern]
     return AtomicPlan("local", op, dtype, pattern, form=form, mask=mask, nj=nj, size=size,
                       tile_rows=tr, tile_cols=tc)
@@ -265,10 +257,6 @@ def _value(dtype: str) -> str:
     return f"(w_s * 8.0).to({tl_name(dtype)})"
 
 
-def _mask_arg(plan: AtomicPlan) -> str:
-    return {"bounds": ", mask=w_v", "pred": ", mask=w_p", "none": ""}[plan.mask]
-
-
 def emit(e, plan: AtomicPlan | None, sp: StorePoint, names: dict) -> None:
     """Emit the atomics of ``plan`` at the store point ``sp`` (after the store, or in its
     place when the plan replaces it).  ``names``: tensor name -> Tensor (strides, descriptors
@@ -304,16 +292,14 @@ def _prelude(e, sp: StorePoint, plan: AtomicPlan) -> None:
 
 
 def _emit_local(e, plan: AtomicPlan, sp: StorePoint) -> None:
-    op, dt, m = plan.op, plan.dtype, _mask_arg(plan)
+    op, dt = plan.op, plan.dtype
+    m = {"bounds": ", mask=w_v", "pred": ", mask=w_p", "none": ""}[plan.mask]
     fn = f"tl.atomic_{op}"
     sel = {"bounds": "w_v", "pred": "w_p", "none": "w_v"}[plan.mask]
     if plan.pattern == "split":
-        if sp.kind == "1d":
-            e(f"tl.atomic_add({plan.target} + w_r, ({sp.val}).to({plan.target}.dtype."
-              f"element_ty){m})")
-        else:
-            e(f"tl.atomic_add({plan.target} + w_r[:, None] * {sp.out.stride} + w_c[None, :], "
-              f"({sp.val}).to({plan.target}.dtype.element_ty){m})")
+        at = "w_r" if sp.kind == "1d" else f"w_r[:, None] * {sp.out.stride} + w_c[None, :]"
+        e(f"tl.atomic_add({plan.target} + {at}, ({sp.val}).to({plan.target}.dtype."
+          f"element_ty){m})")
         return
     if plan.pattern == "elem":
         if op == "cas":

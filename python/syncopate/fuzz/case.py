@@ -8,6 +8,7 @@ Its own module because the oracle, the CLI and the tests handle cases without ge
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -162,18 +163,17 @@ class Case:
 
 # ------------------------------------------------------------------------------ loading
 
-_DIR: str | None = None
+@functools.cache
+def _default_dir() -> str:
+    """One temporary directory per process for the kernels' files."""
+    return tempfile.mkdtemp(prefix="syncopate-fuzz-")
 
 
 def load_kernel(case: Case, directory: str | None = None):
     """Write ``case.source`` to a real file and import it: Triton's JIT reads the kernel's
     source with ``inspect`` (``exec`` of a string leaves it nothing to read), and the TTIR
     locations then name that file, so refusals point into it."""
-    global _DIR
-    if directory is None:
-        if _DIR is None:
-            _DIR = tempfile.mkdtemp(prefix="syncopate-fuzz-")
-        directory = _DIR
+    directory = _default_dir() if directory is None else directory
     digest = hashlib.sha1(case.source.encode()).hexdigest()[:10]
     path = os.path.join(directory, f"fuzz_{case.seed}_{digest}.py")
     with open(path, "w") as f:

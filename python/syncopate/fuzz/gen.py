@@ -81,8 +81,7 @@ class _Gen:
         if body == "rowsum":
             addr = [a for a in addr if a not in ("gather_hint", "gather")]
         s["addressing"] = self.pick("addressing", addr)
-        gather = s["addressing"].startswith("gather") and s["addressing"] != "gather_vec"
-        if gather:
+        if s["addressing"] in ("gather", "gather_hint"):
             tilings = ["row1d", "grid2d", "persistent", "persistent_np"]
         elif body == "rowsum":
             tilings = ["row1d", "persistent", "persistent_np"]
@@ -106,7 +105,7 @@ class _Gen:
             if not exact and s["addressing"] != "tensor_desc" and r.random() < 0.4:
                 M -= r.choice((8, 16)) if M > 32 else 0
             return dict(M=M, N=N, K=K), dict(BM=BM, BN=BN, BK=BK)
-        gather = s["addressing"].startswith("gather") and s["addressing"] != "gather_vec"
+        gather = s["addressing"] in ("gather", "gather_hint")
         M = r.choice((64, 96, 128) if gather else (64, 96, 128, 160, 192, 256))
         N = r.choice((32, 48, 64, 96, 128))
         BN = r.choice((16, 32, 64, 128))
@@ -216,9 +215,7 @@ def generate(seed: int, **force) -> Case:
     e = g.src
     body, addr = s["body"], s["addressing"]
     by = {t.name: t for t in tensors}
-    scalars: dict[str, int] = {"M": dims["M"], "N": dims["N"]}
-    if "K" in dims:
-        scalars["K"] = dims["K"]
+    scalars: dict[str, int] = dict(dims)    # M, N (and K)
     for t in tensors:
         if t.stride:
             scalars[t.stride] = t.shape[1]

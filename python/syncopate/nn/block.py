@@ -37,7 +37,6 @@ import torch
 from ..errors import UsageError
 from ..ops import moe_dispatch_gemm, moe_gemm_combine
 from ..runtime import collectives
-from ..torch_ops import groups
 from .attention import METHODS, ContextParallelAttention, check_heads
 from .functional import LAYOUTS, layout_positions, rms_norm, rope, swiglu
 from .linear import ColumnParallelLinear, RowParallelLinear, init_weight
@@ -85,8 +84,7 @@ class _Local(torch.nn.Module):
                              in_features ** -0.5, seed, True)
 
     def forward(self, x):
-        w = self.weight if self.weight.dtype == self.dtype else self.weight.to(self.dtype)
-        return x @ w
+        return x @ self.weight.to(self.dtype)
 
     def shard_of(self, full):
         return full
@@ -210,9 +208,6 @@ class TransformerBlock(torch.nn.Module):
 
     # -- forward -------------------------------------------------------------------------
 
-    def _w(self, p):
-        return p if p.dtype == self.dtype else p.to(self.dtype)
-
     def forward(self, x):
         """``x`` ``[S/W, B, dim]`` (this rank's rows in the layout) -> the same shape."""
         if x.dim() != 3 or x.shape[-1] != self.dim:
@@ -256,17 +251,16 @@ class TransformerBlock(torch.nn.Module):
         t = h.reshape(-1, self.dim)
         wts, ids = route(t, self.router, moe.top_k)
         if h.is_cuda:
-            comm = self.par.comm or groups.communicator(groups.resolve(self.par.name), h.device)
-            fused = self.fused
+            comm, fused = self.par.communicator(h.device), self.fused
         else:  # the ops' unfused paths run on CPU tensors (loopback or gloo ranks)
             comm, fused = _LocalComm(self.par, h.device), False
         validate = moe.on_overflow == "error"
-        d = moe_dispatch_gemm(t.contiguous(), ids, wts, self._w(self.w13).contiguous(), comm,
+        d = moe_dispatch_gemm(t.contiguous(), ids, wts, self.w13.to(self.dtype).contiguous(), comm,
                               capacity=moe.capacity, on_overflow=moe.on_overflow,
                               validate=validate, fused=fused)
         self.moe_dropped = d.dropped
         a = swiglu(d.out[..., :F], d.out[..., F:]).contiguous()
-        y = moe_gemm_combine(a, self._w(self.w2).contiguous(), d, comm, validate=validate,
+        y = moe_gemm_combine(a, self.w2.to(self.dtype).contiguous(), d, comm, validate=validate,
                              fused=fused)
         return y.view(*lead, self.dim)
 

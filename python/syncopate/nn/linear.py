@@ -25,7 +25,6 @@ from .. import torch_ops as sto
 from ..errors import UsageError
 from ..ops import gemm_ar
 from ..runtime import collectives
-from ..torch_ops import groups
 from .parallel import Parallel, all_gather_seq, reduce_scatter_seq
 
 
@@ -64,11 +63,6 @@ class _ParallelLinear(torch.nn.Module):
         init_weight(self.weight, self.in_features ** -0.5,
                     None if seed is None else seed * 1000003 + self.par.rank)
 
-    def _w(self):
-        """The weight in the compute dtype (a cast when the parameters are kept wider)."""
-        w = self.weight
-        return w if w.dtype == self.dtype else w.to(self.dtype)
-
     def extra_repr(self) -> str:
         return (f"in={self.in_features}, out={self.out_features}, shard={tuple(self.weight.shape)}"
                 f", W={self.par.world_size}, fused={self.fused}")
@@ -88,19 +82,19 @@ class ColumnParallelLinear(_ParallelLinear):
                  dtype=torch.bfloat16, device=None, param_dtype=None, seed=None):
         par = Parallel.of(comm)
         W = par.world_size
-        self_parts = tuple(int(p) for p in (parts or (out_features,)))
-        if sum(self_parts) != out_features:
-            raise UsageError(f"parts {self_parts} must add up to out_features ({out_features})")
-        shard = sum(_split(p, W, "a column part's width") for p in self_parts)
+        parts = tuple(int(p) for p in (parts or (out_features,)))
+        if sum(parts) != out_features:
+            raise UsageError(f"parts {parts} must add up to out_features ({out_features})")
+        shard = sum(_split(p, W, "a column part's width") for p in parts)
         super().__init__(in_features, out_features, par, (in_features, shard), fused=fused,
                          dtype=dtype, device=device, param_dtype=param_dtype, seed=seed)
-        self.parts = self_parts
+        self.parts = parts
 
     def forward(self, x):
         """``x`` ``[T/W, ..., in]`` -> ``[T, ..., out/W]`` (rows gathered in rank order)."""
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
-        w = self._w()
+        w = self.weight.to(self.dtype)  # a cast when the parameters are kept wider
         if self.fused is False:
             y = all_gather_seq(x2, self.par) @ w
         else:
@@ -147,7 +141,7 @@ class RowParallelLinear(_ParallelLinear):
         """``x`` ``[T, ..., in/W]`` -> ``[T/W, ..., out]`` (``reduce="all"``: ``[T, ..., out]``)."""
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.weight.shape[0])
-        w = self._w()
+        w = self.weight.to(self.dtype)  # a cast when the parameters are kept wider
         W = self.par.world_size
         if self.reduce == "all":
             y = _GemmAllReduce.apply(x2, w, self.par, self.fused)
@@ -179,8 +173,7 @@ class _GemmAllReduce(torch.autograd.Function):
     def forward(ctx, x, w, par, fused):
         ctx.save_for_backward(x, w)
         if x.is_cuda:
-            comm = par.comm or groups.communicator(groups.resolve(par.name), x.device)
-            return gemm_ar(x.contiguous(), w.contiguous(), comm,
+            return gemm_ar(x.contiguous(), w.contiguous(), par.communicator(x.device),
                            fused=None if fused is None else bool(fused))
         y = x @ w
         collectives.all_reduce(y, group=par.group)

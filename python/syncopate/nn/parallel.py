@@ -53,13 +53,16 @@ class Parallel:
         name, or None (the calling rank's default group)."""
         if isinstance(comm, Parallel):
             return comm
-        communicator = comm if isinstance(comm, Communicator) else None
-        if communicator is not None:
-            name = sto.register_communicator(communicator)
-        else:
-            name = sto.group_name(comm)
-        ref = sto.resolve(name)
-        return cls(name, ref.group, ref.rank, ref.world_size, communicator)
+        if isinstance(comm, Communicator):
+            ref = sto.resolve(sto.register_communicator(comm))
+            return cls(ref.name, ref.group, ref.rank, ref.world_size, comm)
+        ref = sto.resolve(sto.group_name(comm))
+        return cls(ref.name, ref.group, ref.rank, ref.world_size)
+
+    def communicator(self, device) -> Communicator:
+        """The Communicator the fused ops use on ``device``: the one given, else the group's
+        (the registered one, or one made at the first call: ``torch_ops.groups.communicator``)."""
+        return self.comm or sto.groups.communicator(sto.resolve(self.name), device)
 
 
 def mark_replicated(p: torch.nn.Parameter) -> torch.nn.Parameter:
@@ -146,12 +149,10 @@ def all_gather_seq(x, par: Parallel):
 
 def reduce_scatter_seq(x, par: Parallel):
     """This rank's rows of the sum over ranks of ``x`` along dim 0 (differentiable)."""
-    if par.world_size == 1:
-        return x
     if x.shape[0] % par.world_size:
         raise UsageError(f"reduce_scatter_seq: {x.shape[0]} rows do not divide over "
                          f"{par.world_size} ranks")
-    return _ReduceScatter.apply(x, par.group, par.world_size)
+    return _apply(_ReduceScatter, x, par)
 
 
 __all__ = ["Parallel", "REPLICATED", "all_gather_seq", "heads_of", "mark_replicated",

@@ -51,6 +51,7 @@ why did my all-gather not fuse?" has an answer.
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import os
@@ -256,15 +257,15 @@ def _mnk(a, b) -> tuple:
                                                                va.shape[1]))
 
 
-def _fuse_gather(graph, ag, name, pat, op, report) -> None:
+def _fuse_gather(graph, ag, name, pat, op, report) -> str | None:
     """``all_gather(shard) -> wait -> [flatten] -> mm(., B)`` into ``op(shard2d, B)``; the
-    gathered operand (2-D), returned by the op, replaces every other reader of the gather."""
+    gathered operand (2-D), returned by the op, replaces every other reader of the gather.
+    Returns why the all-gather was left alone, or None."""
     c10d = _c10d()
     shard, _group_size, group_name = ag.args[:3]
     waits = [u for u in ag.users if u.target is c10d.wait_tensor.default]
     if len(waits) != 1:
-        report.skipped.append((ag.name, f"{len(waits)} wait_tensor users; expected one"))
-        return
+        return f"{len(waits)} wait_tensor users; expected one"
     wait = waits[0]
     vw = _val(wait)
     # the gathered tensor as a matrix: itself when 2-D, or views flattening its leading dims
@@ -275,10 +276,8 @@ def _fuse_gather(graph, ag, name, pat, op, report) -> None:
            and wait not in _ancestors(u.args[1])]
     if not mms:
         readers = sorted({str(u.target) for u in wait.users})
-        report.skipped.append((ag.name, "no aten.mm reads the gathered tensor (or a view of it "
-                                        "flattening its leading dims) as its left operand; its "
-                                        f"readers: {', '.join(readers) or 'none'}"))
-        return
+        return ("no aten.mm reads the gathered tensor (or a view of it flattening its leading "
+                f"dims) as its left operand; its readers: {', '.join(readers) or 'none'}")
 
     def width(mm):  # the widest matmul gets the overlap; the others read the gathered A
         n = _val(mm.args[1]).shape[1] if _val(mm.args[1]) is not None else 0
@@ -287,16 +286,13 @@ def _fuse_gather(graph, ag, name, pat, op, report) -> None:
     flat, b = mm.args[0], mm.args[1]
     problem = operands_problem(_val(flat), _val(b))
     if problem is not None:
-        report.skipped.append((ag.name, problem))
-        return
+        return problem
     others = [u for u in wait.users if u not in flats] + [u for u in ag.users if u is not wait]
     k = _val(flat).shape[1]
     restore = _static_tail(vw)
     if wait is not flat and (not isinstance(k, int) or (others and restore is None)):
-        report.skipped.append((ag.name, f"the gathered tensor is {vw.dim()}-D with shape "
-                                        f"{tuple(vw.shape)}, dynamic past dim 0: the pass "
-                                        f"cannot write the views it needs"))
-        return
+        return (f"the gathered tensor is {vw.dim()}-D with shape {tuple(vw.shape)}, dynamic "
+                f"past dim 0: the pass cannot write the views it needs")
     with graph.inserting_before(ag):
         a2 = shard if wait is flat else _call(graph, aten.reshape.default, (shard, [-1, k]))
         fused = _call(graph, op, (a2, b, group_name), {pat.returns_gathered: True})
@@ -333,15 +329,13 @@ def _fuse_gather(graph, ag, name, pat, op, report) -> None:
             out.meta["val"] = fused.meta["val"][0]
 
 
-def _fuse_scatter(graph, rs, name, pat, op, report) -> None:
+def _fuse_scatter(graph, rs, name, pat, op, report) -> str | None:
     """``mm(A, B) -> [unflatten] -> reduce_scatter -> wait`` into ``op(A, B)`` (restored to
-    the scattered tensor's shape)."""
+    the scattered tensor's shape). Returns why the reduce-scatter was left alone, or None."""
     c10d = _c10d()
     inp, reduce_op, _group_size, group_name = rs.args[:4]
     if str(reduce_op).lower() != pat.reduce:
-        report.skipped.append((rs.name, f"reduce_op {reduce_op!r}; the fused op takes "
-                                        f"{pat.reduce!r}"))
-        return
+        return f"reduce_op {reduce_op!r}; the fused op takes {pat.reduce!r}"
     view = None
     if (isinstance(inp, torch.fx.Node) and inp.target in _RESHAPES
             and isinstance(inp.args[0], torch.fx.Node) and inp.args[0].target is aten.mm.default
@@ -349,28 +343,20 @@ def _fuse_scatter(graph, rs, name, pat, op, report) -> None:
         view, inp = inp, inp.args[0]
     if not (isinstance(inp, torch.fx.Node) and inp.target is aten.mm.default):
         what = inp.target if isinstance(inp, torch.fx.Node) else type(inp).__name__
-        report.skipped.append((rs.name, f"its input is {what}, not an aten.mm (or a view of "
-                                        f"one restoring leading dims)"))
-        return
+        return f"its input is {what}, not an aten.mm (or a view of one restoring leading dims)"
     if set(inp.users) != {view or rs} or (view is not None and set(view.users) != {rs}):
-        report.skipped.append((rs.name, "the matmul result has other users; the fused op does "
-                                        "not return the partial product"))
-        return
+        return "the matmul result has other users; the fused op does not return the partial product"
     a, b = inp.args[:2]
     problem = operands_problem(_val(a), _val(b))
     if problem is not None:
-        report.skipped.append((rs.name, problem))
-        return
+        return problem
     waits = [u for u in rs.users if u.target is c10d.wait_tensor.default]
     others = [u for u in rs.users if u.target is not c10d.wait_tensor.default and u.op != "output"]
     if len(waits) != 1 or others:
-        report.skipped.append((rs.name, "expected one wait_tensor user (and the graph output)"))
-        return
+        return "expected one wait_tensor user (and the graph output)"
     restore = _static_tail(_val(view)) if view is not None else None
     if view is not None and restore is None:
-        report.skipped.append((rs.name, f"the product is scattered as shape "
-                                        f"{tuple(_val(view).shape)}, dynamic past dim 0"))
-        return
+        return f"the product is scattered as shape {tuple(_val(view).shape)}, dynamic past dim 0"
     with graph.inserting_before(rs):
         fused = _call(graph, op, (a, b, group_name))
         result = fused if view is None else _call(graph, aten.reshape.default, (fused, restore))
@@ -399,7 +385,9 @@ def fuse_collective_matmuls(graph: torch.fx.Graph) -> FusionReport:
         for node in list(graph.nodes):
             hit = patterns.get(node.target) if node.op == "call_function" else None
             if hit is not None and hit[1].operand == operand:
-                _MATCHERS[operand](graph, node, *hit, report)
+                why = _MATCHERS[operand](graph, node, *hit, report)
+                if why is not None:
+                    report.skipped.append((node.name, why))
     if report.rewrites:
         graph.lint()
     for name, why in report.skipped:
@@ -412,7 +400,10 @@ def fuse_collective_matmuls(graph: torch.fx.Graph) -> FusionReport:
 # The switch
 # ------------------------------------------------------------------------------------------
 
-def _pass_class():
+@functools.cache
+def _instance():
+    """The one pass object (enable/disable/enabled find it by identity); its class is made on
+    first use, like the rest of this switch's Inductor imports."""
     from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
     class SyncopateFusionPass(CustomGraphPass):
@@ -430,16 +421,7 @@ def _pass_class():
             return get_hash_for_files((os.path.join(here, "fx_pass.py"),
                                        os.path.join(here, "library.py"), *ops))
 
-    return SyncopateFusionPass
-
-
-_INSTANCE: list = []
-
-
-def _instance():
-    if not _INSTANCE:
-        _INSTANCE.append(_pass_class()())
-    return _INSTANCE[0]
+    return SyncopateFusionPass()
 
 
 def _current_passes() -> list:
@@ -457,9 +439,8 @@ def _set_passes(passes: list) -> None:
 def enable_fusion_pass() -> None:
     """Run the pass in every later ``torch.compile`` (Inductor backend) of this process. Other
     post-grad custom passes already set are kept (it is appended after them); idempotent."""
-    passes = _current_passes()
-    if not any(p is _instance() for p in passes):
-        _set_passes(passes + [_instance()])
+    if not fusion_pass_enabled():
+        _set_passes(_current_passes() + [_instance()])
 
 
 def disable_fusion_pass() -> None:

@@ -107,11 +107,6 @@ def _torch_group(name: str):
         return None
 
 
-def world_size(name: str) -> int:
-    """World size of the group ``name`` (what the fake implementations need for shapes)."""
-    return resolve(name).world_size
-
-
 def register_communicator(comm) -> str:
     """Make ``comm`` the Communicator the ops use for its group on this rank; returns the
     group's name (what to pass as ``group_name``)."""

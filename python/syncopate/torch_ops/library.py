@@ -38,20 +38,22 @@ def _register(name: str, t):
     ``t.tensors`` arguments are tensors, then ``group_name``, then the rest."""
     n = t.tensors
 
-    def impl(*args):
+    def checked(args):
+        """The group ``args[n]`` names, once ``t.check`` has passed the arguments."""
         ref = groups.resolve(args[n])
         t.check(*args[:n], ref.world_size, *args[n + 1:])
+        return ref
+
+    def impl(*args):
+        ref = checked(args)
         return t.impl(*args[:n], ref.group, ref.world_size, *args[n + 1:])
 
     def cuda(*args):
-        ref = groups.resolve(args[n])
-        t.check(*args[:n], ref.world_size, *args[n + 1:])
-        return t.cuda(*args[:n], groups.communicator(ref, args[0].device), *args[n + 1:])
+        return t.cuda(*args[:n], groups.communicator(checked(args), args[0].device),
+                      *args[n + 1:])
 
     def fake(*args):
-        W = groups.world_size(args[n])
-        t.check(*args[:n], W, *args[n + 1:])
-        return t.fake(*args[:n], W, *args[n + 1:])
+        return t.fake(*args[:n], checked(args).world_size, *args[n + 1:])
 
     op = torch.library.custom_op(f"syncopate::{name}", impl, mutates_args=(), schema=t.schema)
     op.register_kernel("cuda")(cuda)
@@ -94,6 +96,6 @@ def reduce_scatter(x, group_name):
 
 @reduce_scatter.register_fake
 def _reduce_scatter_fake(x, group_name):
-    W = groups.world_size(group_name)
+    W = groups.resolve(group_name).world_size
     check_reduce_scatter(x, W)
     return x.new_empty((x.shape[0] // W, *x.shape[1:]))
