@@ -183,6 +183,22 @@ class CacheEvict(CustomDirective):
 # ----- tt types without their prefix ----------------------------------------------------------
 
 
+def parse_stripped(parser: Parser, cls: type):
+    """A ``cls`` type (``PointerType``, ``TensorDescType``) read without its prefix, or any
+    type in full; also what the hand-written formats (``tt.make_tensor_ptr``) use."""
+    if parser._current_token.text == "<":  # noqa: SLF001 - the stripped form starts with '<'
+        return cls(*cls.parse_parameters(parser))
+    return parser.parse_type()
+
+
+def print_stripped(printer: Printer, t, cls: type) -> None:
+    """``t`` without its prefix when it is a ``cls`` type, in full otherwise."""
+    if isinstance(t, cls):
+        t.print_parameters(printer)
+    else:
+        printer.print_attribute(t)
+
+
 class _StrippedType(CustomDirective):
     """``custom<PtrType>(type($x))``: ``<pointee>`` for ``!tt.ptr<pointee>`` (any other type is
     printed and read in full)."""
@@ -191,19 +207,12 @@ class _StrippedType(CustomDirective):
     type: TypeDirective
 
     def parse(self, parser: Parser, state: ParsingState) -> None:
-        if parser._current_token.text == "<":  # noqa: SLF001 - the stripped form starts with '<'
-            t = self.type_cls(*self.type_cls.parse_parameters(parser))
-        else:
-            t = parser.parse_type()
-        self.type.set(state, (t,))
+        self.type.set(state, (parse_stripped(parser, self.type_cls),))
 
     def print(self, printer: Printer, state: PrintingState, op) -> None:
         state.print_whitespace(printer)
         (t,) = self.type.get(op)
-        if isinstance(t, self.type_cls):
-            t.print_parameters(printer)
-        else:
-            printer.print_attribute(t)
+        print_stripped(printer, t, self.type_cls)
 
 
 PtrType = irdl_custom_directive(type("PtrType", (_StrippedType,), {
