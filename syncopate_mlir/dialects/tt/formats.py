@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from xdsl.irdl import ParsePropInAttrDict, irdl_op_definition, traits_def
 from xdsl.irdl.declarative_assembly_format import (
     AttrDictDirective,
@@ -52,18 +54,25 @@ class _SortedAttrDict(AttrDictDirective):
     """``attr-dict`` printed in MLIR's (sorted) order; parsing is xDSL's."""
 
     def print(self, printer: Printer, state: PrintingState, op) -> None:
-        op_def = op.get_irdl_definition()
-        entries = dict(op.attributes)
-        for k in self.expected_properties:
-            v = op.properties.get(k)
-            if v is not None and v != op_def.properties[k].default_value:
-                entries[k] = v
-        for k in self.reserved_attr_names:
-            entries.pop(k, None)
-        if entries and printer.print_op_attributes(dict(sorted(entries.items())),
-                                                   print_keyword=self.with_keyword):
+        if print_sorted_attr_dict(printer, op, self.expected_properties, self.reserved_attr_names,
+                                  self.with_keyword):
             state.last_was_punctuation = False
             state.should_emit_space = True
+
+
+def print_sorted_attr_dict(printer: Printer, op, props: Iterable[str], skip: Iterable[str] = (),
+                           keyword: bool = False) -> bool:
+    """MLIR's ``attr-dict``: the op's discardable attributes and its properties ``props`` not at
+    their default, sorted, less ``skip``; False when nothing was printed.  The declarative
+    formats and the hand-written ones (``TTOp._print_dict``) print through here."""
+    defaults = op.get_irdl_definition().properties
+    entries = dict(op.attributes)
+    for k in props:
+        v = op.properties.get(k)
+        if v is not None and (k not in defaults or v != defaults[k].default_value):
+            entries[k] = v
+    return printer.print_op_attributes(dict(sorted(entries.items())), reserved_attr_names=skip,
+                                       print_keyword=keyword)
 
 
 def tt_op_definition(cls):

@@ -3,8 +3,6 @@ formats Triton prints, and memory-effect traits."""
 
 from __future__ import annotations
 
-import functools
-
 from collections.abc import Iterable, Mapping, Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerType, i32
@@ -14,37 +12,11 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind
 
-from .formats import _parse_keyword
+from .formats import _parse_keyword, print_sorted_attr_dict
 from .types import CacheModifier, EvictionPolicy, PointerType, _bool, element_type
 
 
 _SEGMENTS = "operandSegmentSizes"
-
-
-@functools.cache
-def _defaults(cls) -> dict[str, Attribute]:
-    op_def = cls.get_irdl_definition()
-    return {name: p.default_value for name, p in op_def.properties.items() if p.default_value is not None}
-
-
-def _print_attr_dict(printer: Printer, op: IRDLOperation, skip: Iterable[str] = (),
-                     keyword: bool = False) -> None:
-    """Print ``{...}`` with the op's discardable attributes and the properties that are not
-    part of the custom format (``skip``), leaving out defaults, like MLIR's ``attr-dict``."""
-    defaults = _defaults(type(op))
-    skip = set(skip)
-    entries: dict[str, Attribute] = {}
-    for k, v in op.properties.items():
-        if k in skip or k == _SEGMENTS:
-            continue
-        if k in defaults and defaults[k] == v:
-            continue
-        entries[k] = v
-    for k, v in op.attributes.items():
-        if k not in skip:
-            entries[k] = v
-    if entries:
-        printer.print_op_attributes(dict(sorted(entries.items())), print_keyword=keyword)
 
 
 def _parse_attr_dict(parser: Parser, cls, keyword: bool = False) -> tuple[dict, dict]:
@@ -140,7 +112,8 @@ class TTOp(IRDLOperation):
     """Base class of the ``tt`` ops (helpers shared by the custom formats)."""
 
     def _print_dict(self, printer: Printer, skip: Iterable[str] = ()) -> None:
-        _print_attr_dict(printer, self, skip)
+        """``{...}`` of the properties that are not part of the custom format (``skip``)."""
+        print_sorted_attr_dict(printer, self, [k for k in self.properties if k != _SEGMENTS], skip)
 
 
 class _UnaryCastOp(TTOp):
