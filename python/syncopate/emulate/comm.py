@@ -46,7 +46,7 @@ from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side as chunk_side
 from ..schedule.verify_extent import valid_rows
 from .extents import clip_to_count
-from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, _as_gen, wrap_int
+from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
 
 
@@ -428,7 +428,4 @@ class Launch:
 
 def program_gen(code, args, pc: ProgramCtx):
     """A program instance as a generator over the compiled kernel."""
-    env = code.new_env()
-    for s, v in zip(code.arg_slots, args):
-        env[s] = v
-    yield from _as_gen(code.body, code.body_yields, env, pc)
+    yield from code.call(args, pc)
