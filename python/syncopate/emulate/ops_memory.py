@@ -203,12 +203,9 @@ def _store(fc, op, tm):
             return
         if isinstance(x, PtrTensor):
             val = to_etype(np.broadcast_to(np.asarray(val), x.offs.shape), buf.et)
-            if mask is not None:
-                if not isinstance(mask, np.ndarray):
-                    mask = np.full(x.offs.shape, bool(mask))
-                _store_into(pc, buf, x.offs[mask], val[mask], where)
-            else:
-                _store_into(pc, buf, x.offs.reshape(-1), val.reshape(-1), where)
+            if not isinstance(mask, np.ndarray):  # None: every lane
+                mask = np.full(x.offs.shape, mask is None or bool(mask))
+            _store_into(pc, buf, x.offs[mask], val[mask], where)
             return
         if mask is not None and not mask:
             return

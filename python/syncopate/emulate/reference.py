@@ -348,8 +348,7 @@ class Reference:
         finite = np.isfinite(b)
         scale = float(np.abs(b[finite]).max()) if finite.any() else 0.0
         tol = REORDER_ULPS * eps * (np.abs(np.where(finite, b, 0.0)) + scale)
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        bad = ~(same | (np.abs(a - b) <= tol))
+        bad = _differ(a, b) & ~(np.abs(a - b) <= tol)
         bad = self._excuse_atomic_order(bad.reshape(-1), a.reshape(-1), b.reshape(-1), order,
                                         f"rank {r}, launch {e}, {p}", policy, result)
         if bad.any():
