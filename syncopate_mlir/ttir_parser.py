@@ -17,6 +17,8 @@ mirror, locations included.  What it adds to xDSL's own parser (:class:`_TTIRPar
 
 from __future__ import annotations
 
+import functools
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import AnyFloat, ModuleOp
 from xdsl.parser import Parser
@@ -35,15 +37,10 @@ from .locations import (
 
 __all__ = ["default_context", "parse_ttir_text"]
 
-_default_ctx: Context | None = None
-
-
+@functools.cache
 def default_context() -> Context:
     """A shared xDSL context for the bridge (parsing does not mutate it)."""
-    global _default_ctx
-    if _default_ctx is None:
-        _default_ctx = make_context()
-    return _default_ctx
+    return make_context()
 
 
 class _HexLiteral(Parser._TensorLiteralElement):

@@ -36,7 +36,7 @@ from .arguments import (
     normalise_args,
 )
 from .checker import Checker
-from .comm import Faults, Launch, World, program_gen, region_offsets
+from .comm import Faults, Launch, World, region_offsets
 from .interpreter import ModuleCode, ProgramCtx, WaitCond, WaitFlag
 from .memory import AddressMap, Buffer, Ptr, etype_named
 from .modules import fuse_module, kernel_ttir, local_module
@@ -300,7 +300,7 @@ class Emulation:
                 role = "comm" if self.be.has_comm_programs and pid[0] < self.comm else "compute"
                 pc = ProgramCtx(world, r, pid, (g0,) + self.grid[1:], e, role)
                 launch.programs.append(sched.spawn(
-                    Co(program_gen(self.code, args, pc), r, role, pid[0] + 1000 * pid[1],
+                    Co(self.code.call(args, pc), r, role, pid[0] + 1000 * pid[1],
                        pc.name + (f" ({pid[1]},{pid[2]})" if pid[1] or pid[2] else ""), e)))
             prev = launch
         yield from finish(prev)

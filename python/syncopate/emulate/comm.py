@@ -46,7 +46,7 @@ from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side as chunk_side
 from ..schedule.verify_extent import valid_rows
 from .extents import clip_to_count
-from .interpreter import POINT, Machine, ProgramCtx, WaitCond, WaitFlag, _as_gen, wrap_int
+from .interpreter import POINT, Machine, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
 
 
@@ -185,8 +185,7 @@ class World(Machine):
         b.data[index] = wrap_int(int(value), b.et.bits)
 
     def _add(self, rank, index, value):
-        b = self.flags[rank]
-        b.data[index] = wrap_int(int(b.data[index]) + int(value), b.et.bits)
+        self._set(rank, index, int(self.flags[rank].data[index]) + int(value))
 
     def wait_flag(self, rank, index, target, kind, chunk, loc, pc=None):
         w = WaitFlag(self.flags[rank], index, target, kind, chunk, loc, pc)
@@ -424,11 +423,3 @@ class Launch:
 
     def done(self) -> bool:
         return self.kernel_done() and (self.stream is None or self.stream.done)
-
-
-def program_gen(code, args, pc: ProgramCtx):
-    """A program instance as a generator over the compiled kernel."""
-    env = code.new_env()
-    for s, v in zip(code.arg_slots, args):
-        env[s] = v
-    yield from _as_gen(code.body, code.body_yields, env, pc)

@@ -248,6 +248,13 @@ class FunctionCode:
     def new_env(self) -> list:
         return list(self.template)
 
+    def call(self, args, pc):
+        """This function run on ``args`` in a fresh environment, as a generator (a program
+        instance, or a ``tt.call``): its preemption points, then its return values."""
+        env = self.new_env()
+        _bind(env, self.arg_slots, args)
+        return (yield from _as_gen(self.body, self.body_yields, env, pc))
+
     # blocks ------------------------------------------------------------------------------
     def block(self, block, tensor_mode: bool = False):
         items = []
@@ -307,16 +314,11 @@ class FunctionCode:
             i = 0
             while True:
                 run, yields, cond, taken, other = code[i]
-                if yields:
-                    vals = yield from run(env, pc)
-                else:
-                    vals = run(env, pc)
+                vals = yield from _as_gen(run, yields, env, pc)
                 if taken is None:
                     return vals
                 dest, srcs = taken if cond is None or env[cond] else other
-                values = [env[s] for s in srcs]
-                for s, v in zip(arg_slots[dest], values):
-                    env[s] = v
+                _bind(env, arg_slots[dest], [env[s] for s in srcs])
                 i = dest
 
         if any(c[1] for c in code):
@@ -398,6 +400,11 @@ def _result(fc, op, tm=False):
 
 def _ops(fc, op):
     return [fc.slot(v) for v in op.operands]
+
+
+def _bind(env, slots, vals):
+    for s, v in zip(slots, vals):
+        env[s] = v
 
 
 def _as_gen(run, yields, env, pc):

@@ -11,6 +11,7 @@ from .interpreter import (
     POINT,
     WaitFlag,
     _as_gen,
+    _bind,
     _int_prop,
     _is_tensor,
     _prop,
@@ -75,10 +76,7 @@ def _fold(fc, op, tm):
             if acc is None:
                 acc = cur
             else:
-                for s, v in zip(arg_slots[:n], acc):
-                    env[s] = v
-                for s, v in zip(arg_slots[n:], cur):
-                    env[s] = v
+                _bind(env, arg_slots, acc + cur)
                 acc = [np.asarray(v) for v in run(env, pc)]
             if scan:
                 outs.append(acc)
@@ -120,12 +118,10 @@ def _for(fc, op, tm):
         vals = [env[s] for s in inits]
         while i < end:
             env[iv] = i
-            for s, v in zip(args, vals):
-                env[s] = v
+            _bind(env, args, vals)
             vals = (yield from body(env, pc)) if yields else body(env, pc)
             i += step
-        for s, v in zip(res, vals):
-            env[s] = v
+        _bind(env, res, vals)
     return (g, True) if yields else (plain(g, loc_of(op)), False)
 
 
@@ -142,8 +138,7 @@ def _if(fc, op, tm):
     def g(env, pc):
         branch, y = (tb, ty) if env[c] else (fb, fy)
         vals = (yield from branch(env, pc)) if y else branch(env, pc)
-        for s, v in zip(res, vals):
-            env[s] = v
+        _bind(env, res, vals)
     return (g, True) if ty or fy else (plain(g, loc_of(op)), False)
 
 
@@ -165,15 +160,12 @@ def _while(fc, op, tm):
     def g(env, pc):
         vals = [env[s] for s in inits]
         while True:
-            for s, v in zip(bargs, vals):
-                env[s] = v
+            _bind(env, bargs, vals)
             out = (yield from brun(env, pc)) if by else brun(env, pc)
             if not out[0]:
-                for s, v in zip(res, out[1:]):
-                    env[s] = v
+                _bind(env, res, out[1:])
                 return
-            for s, v in zip(aargs, out[1:]):
-                env[s] = v
+            _bind(env, aargs, out[1:])
             vals = (yield from arun(env, pc)) if ay else arun(env, pc)
     return (g, True) if by or ay else (plain(g, loc_of(op)), False)
 
@@ -186,13 +178,8 @@ def _call(fc, op, tm):
     mc = fc.module_code
 
     def g(env, pc):
-        code = mc.get(callee)
-        cenv = code.new_env()
-        for s, a in zip(code.arg_slots, args):
-            cenv[s] = env[a]
-        vals = yield from _as_gen(code.body, code.body_yields, cenv, pc)
-        for s, v in zip(res, vals):
-            env[s] = v
+        vals = yield from mc.get(callee).call([env[a] for a in args], pc)
+        _bind(env, res, vals)
     return g, True
 
 

@@ -169,10 +169,7 @@ def _load(fc, op, tm):
         if mask is not None and not mask:
             env[r] = env[o] if o is not None else to_etype(0, et)
             return
-        buf.check_bounds(np.array([x.off]), where)
-        if buf.tracked:
-            pc.machine.on_load(pc, buf.base, np.array([x.off]), where)
-        v = buf.read(x.off)
+        v = _load_lanes(pc, buf, np.array([x.off]), None, 0, where)[0]
         env[r] = wrap_int(int(v), et.bits) if et.kind == "int" else \
             buf.et.np.type(v) if et.kind == "float" else v
 
@@ -206,12 +203,9 @@ def _store(fc, op, tm):
             return
         if isinstance(x, PtrTensor):
             val = to_etype(np.broadcast_to(np.asarray(val), x.offs.shape), buf.et)
-            if mask is not None:
-                if not isinstance(mask, np.ndarray):
-                    mask = np.full(x.offs.shape, bool(mask))
-                _store_into(pc, buf, x.offs[mask], val[mask], where)
-            else:
-                _store_into(pc, buf, x.offs.reshape(-1), val.reshape(-1), where)
+            if not isinstance(mask, np.ndarray):  # None: every lane
+                mask = np.full(x.offs.shape, mask is None or bool(mask))
+            _store_into(pc, buf, x.offs[mask], val[mask], where)
             return
         if mask is not None and not mask:
             return
@@ -255,10 +249,6 @@ def _fadd_fn(et):
     return None
 
 
-def _bitwise(fn, et):
-    return lambda old, val: from_bits(fn(bits_of(old, et), bits_of(val, et)), et)
-
-
 def _rmw_fn(kind, et, where):
     """``new = f(old, val)`` on arrays in ``et``'s storage, for the kinds Triton emits with
     that element type; anything else is refused by name."""
@@ -269,7 +259,7 @@ def _rmw_fn(kind, et, where):
             et.bits in (32, 64):  # PTX has them on .b32/.b64 only
         op = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
               "exch": lambda old, val: val}[kind]
-        fn = _bitwise(op, et)
+        fn = (lambda old, val: from_bits(op(bits_of(old, et), bits_of(val, et)), et))
     elif et.kind == "int" and et.bits in (32, 64):
         if kind == "add":
             fn = (lambda old, val: old + val)

@@ -50,7 +50,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .arguments import ParamSpec, is_consumed_operand, is_produced_operand
-from .comm import program_gen, region_offsets
+from .comm import region_offsets
 from .extents import undefined_boxes
 from .interpreter import Machine, ProgramCtx
 from .memory import Buffer, Ptr, to_etype
@@ -103,7 +103,7 @@ def run_grid(code, args, grid, rank: int = 0, epoch: int = 1) -> None:
     peers and no flags: the unfused kernel ``code`` on one GPU's arguments."""
     m = Machine()
     for pid in program_ids(grid):
-        for _ in program_gen(code, args, ProgramCtx(m, rank, pid, grid, epoch, "compute")):
+        for _ in code.call(args, ProgramCtx(m, rank, pid, grid, epoch, "compute")):
             pass
 
 
@@ -348,8 +348,7 @@ class Reference:
         finite = np.isfinite(b)
         scale = float(np.abs(b[finite]).max()) if finite.any() else 0.0
         tol = REORDER_ULPS * eps * (np.abs(np.where(finite, b, 0.0)) + scale)
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        bad = ~(same | (np.abs(a - b) <= tol))
+        bad = _differ(a, b) & ~(np.abs(a - b) <= tol)
         bad = self._excuse_atomic_order(bad.reshape(-1), a.reshape(-1), b.reshape(-1), order,
                                         f"rank {r}, launch {e}, {p}", policy, result)
         if bad.any():

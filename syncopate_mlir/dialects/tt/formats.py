@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from xdsl.irdl import ParsePropInAttrDict, irdl_op_definition, traits_def
 from xdsl.irdl.declarative_assembly_format import (
     AttrDictDirective,
@@ -52,18 +54,25 @@ class _SortedAttrDict(AttrDictDirective):
     """``attr-dict`` printed in MLIR's (sorted) order; parsing is xDSL's."""
 
     def print(self, printer: Printer, state: PrintingState, op) -> None:
-        op_def = op.get_irdl_definition()
-        entries = dict(op.attributes)
-        for k in self.expected_properties:
-            v = op.properties.get(k)
-            if v is not None and v != op_def.properties[k].default_value:
-                entries[k] = v
-        for k in self.reserved_attr_names:
-            entries.pop(k, None)
-        if entries and printer.print_op_attributes(dict(sorted(entries.items())),
-                                                   print_keyword=self.with_keyword):
+        if print_sorted_attr_dict(printer, op, self.expected_properties, self.reserved_attr_names,
+                                  self.with_keyword):
             state.last_was_punctuation = False
             state.should_emit_space = True
+
+
+def print_sorted_attr_dict(printer: Printer, op, props: Iterable[str], skip: Iterable[str] = (),
+                           keyword: bool = False) -> bool:
+    """MLIR's ``attr-dict``: the op's discardable attributes and its properties ``props`` not at
+    their default, sorted, less ``skip``; False when nothing was printed.  The declarative
+    formats and the hand-written ones (``TTOp._print_dict``) print through here."""
+    defaults = op.get_irdl_definition().properties
+    entries = dict(op.attributes)
+    for k in props:
+        v = op.properties.get(k)
+        if v is not None and (k not in defaults or v != defaults[k].default_value):
+            entries[k] = v
+    return printer.print_op_attributes(dict(sorted(entries.items())), reserved_attr_names=skip,
+                                       print_keyword=keyword)
 
 
 def tt_op_definition(cls):
@@ -183,6 +192,22 @@ class CacheEvict(CustomDirective):
 # ----- tt types without their prefix ----------------------------------------------------------
 
 
+def parse_stripped(parser: Parser, cls: type):
+    """A ``cls`` type (``PointerType``, ``TensorDescType``) read without its prefix, or any
+    type in full; also what the hand-written formats (``tt.make_tensor_ptr``) use."""
+    if parser._current_token.text == "<":  # noqa: SLF001 - the stripped form starts with '<'
+        return cls(*cls.parse_parameters(parser))
+    return parser.parse_type()
+
+
+def print_stripped(printer: Printer, t, cls: type) -> None:
+    """``t`` without its prefix when it is a ``cls`` type, in full otherwise."""
+    if isinstance(t, cls):
+        t.print_parameters(printer)
+    else:
+        printer.print_attribute(t)
+
+
 class _StrippedType(CustomDirective):
     """``custom<PtrType>(type($x))``: ``<pointee>`` for ``!tt.ptr<pointee>`` (any other type is
     printed and read in full)."""
@@ -191,19 +216,12 @@ class _StrippedType(CustomDirective):
     type: TypeDirective
 
     def parse(self, parser: Parser, state: ParsingState) -> None:
-        if parser._current_token.text == "<":  # noqa: SLF001 - the stripped form starts with '<'
-            t = self.type_cls(*self.type_cls.parse_parameters(parser))
-        else:
-            t = parser.parse_type()
-        self.type.set(state, (t,))
+        self.type.set(state, (parse_stripped(parser, self.type_cls),))
 
     def print(self, printer: Printer, state: PrintingState, op) -> None:
         state.print_whitespace(printer)
         (t,) = self.type.get(op)
-        if isinstance(t, self.type_cls):
-            t.print_parameters(printer)
-        else:
-            printer.print_attribute(t)
+        print_stripped(printer, t, self.type_cls)
 
 
 PtrType = irdl_custom_directive(type("PtrType", (_StrippedType,), {

@@ -12,39 +12,11 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind
 
-from .types import CacheModifier, EvictionPolicy, PointerType, TensorDescType, _bool, element_type
+from .formats import _parse_keyword, print_sorted_attr_dict
+from .types import CacheModifier, EvictionPolicy, PointerType, _bool, element_type
 
 
 _SEGMENTS = "operandSegmentSizes"
-
-
-def _defaults(cls) -> dict[str, Attribute]:
-    d = cls.__dict__.get("_tt_defaults")
-    if d is None:
-        op_def = cls.get_irdl_definition()
-        d = {name: p.default_value for name, p in op_def.properties.items() if p.default_value is not None}
-        cls._tt_defaults = d
-    return d
-
-
-def _print_attr_dict(printer: Printer, op: IRDLOperation, skip: Iterable[str] = (),
-                     keyword: bool = False) -> None:
-    """Print ``{...}`` with the op's discardable attributes and the properties that are not
-    part of the custom format (``skip``), leaving out defaults, like MLIR's ``attr-dict``."""
-    defaults = _defaults(type(op))
-    skip = set(skip)
-    entries: dict[str, Attribute] = {}
-    for k, v in op.properties.items():
-        if k in skip or k == _SEGMENTS:
-            continue
-        if k in defaults and defaults[k] == v:
-            continue
-        entries[k] = v
-    for k, v in op.attributes.items():
-        if k not in skip:
-            entries[k] = v
-    if entries:
-        printer.print_op_attributes(dict(sorted(entries.items())), print_keyword=keyword)
 
 
 def _parse_attr_dict(parser: Parser, cls, keyword: bool = False) -> tuple[dict, dict]:
@@ -72,13 +44,8 @@ def _print_operands(printer: Printer, values: Sequence[SSAValue]) -> None:
 
 def _parse_operands(parser: Parser) -> list[UnresolvedOperand]:
     """A possibly empty, comma separated list of operands (no delimiters)."""
-    first = parser.parse_optional_unresolved_operand()
-    if first is None:
-        return []
-    out = [first]
-    while parser.parse_optional_punctuation(",") is not None:
-        out.append(parser.parse_unresolved_operand())
-    return out
+    return parser.parse_optional_undelimited_comma_separated_list(
+        parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand) or []
 
 
 def _parse_bracket_operands(parser: Parser) -> list[UnresolvedOperand]:
@@ -89,29 +56,11 @@ def _parse_bracket_operands(parser: Parser) -> list[UnresolvedOperand]:
 
 
 def _parse_types(parser: Parser) -> list[Attribute]:
-    out = [parser.parse_type()]
-    while parser.parse_optional_punctuation(",") is not None:
-        out.append(parser.parse_type())
-    return out
+    return parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
 
 
 def _print_types(printer: Printer, types: Iterable[Attribute]) -> None:
     printer.print_list(types, printer.print_attribute)
-
-
-def _print_stripped(printer: Printer, t: Attribute) -> None:
-    """Print a ``tt`` type without its ``!tt.ptr`` / ``!tt.tensordesc`` prefix, as MLIR does in
-    a format for a type constraint of the op's own dialect (``: <f32>, <tensor<..>>``)."""
-    if isinstance(t, (PointerType, TensorDescType)):
-        t.print_parameters(printer)
-    else:
-        printer.print_attribute(t)
-
-
-def _parse_stripped(parser: Parser, cls) -> Attribute:
-    if parser._current_token.text == "<":  # noqa: SLF001 - the stripped form starts with '<'
-        return cls(*cls.parse_parameters(parser))
-    return parser.parse_type()
 
 
 def _resolve(parser: Parser, operands: Sequence[UnresolvedOperand], types: Sequence[Attribute]):
@@ -127,14 +76,6 @@ def view(field: str, cls) -> property:
         attr = getattr(op, field)
         return None if attr is None else cls(attr.value.data)
     return property(get)
-
-
-def _parse_enum(parser: Parser, enum_cls):
-    kw = parser.parse_identifier()
-    try:
-        return enum_cls.from_keyword(kw)
-    except KeyError:
-        parser.raise_error(f"expected one of {enum_cls.keywords()} for {enum_cls.__name__}, got '{kw}'")
 
 
 def _value(v) -> SSAValue:
@@ -171,7 +112,8 @@ class TTOp(IRDLOperation):
     """Base class of the ``tt`` ops (helpers shared by the custom formats)."""
 
     def _print_dict(self, printer: Printer, skip: Iterable[str] = ()) -> None:
-        _print_attr_dict(printer, self, skip)
+        """``{...}`` of the properties that are not part of the custom format (``skip``)."""
+        print_sorted_attr_dict(printer, self, [k for k in self.properties if k != _SEGMENTS], skip)
 
 
 class _UnaryCastOp(TTOp):
@@ -197,10 +139,10 @@ def _parse_cache_evict(parser: Parser, props: dict) -> None:
     while True:
         if parser.parse_optional_keyword("cacheModifier") is not None:
             parser.parse_punctuation("=")
-            props["cache"] = _parse_enum(parser, CacheModifier).attr()
+            props["cache"] = _parse_keyword(parser, CacheModifier)
         elif parser.parse_optional_keyword("evictionPolicy") is not None:
             parser.parse_punctuation("=")
-            props["evict"] = _parse_enum(parser, EvictionPolicy).attr()
+            props["evict"] = _parse_keyword(parser, EvictionPolicy)
         else:
             return
 

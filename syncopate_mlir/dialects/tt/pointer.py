@@ -21,16 +21,14 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from .formats import PtrType, tt_op_definition
+from .formats import PtrType, parse_stripped, print_stripped, tt_op_definition
 from .types import PointerType, element_type, is_ptr_like, shape_of
 from .parsing import (
     TTOp,
     _UnaryCastOp,
     _parse_attr_dict,
     _parse_bracket_operands,
-    _parse_stripped,
     _print_operands,
-    _print_stripped,
     _resolve,
     _value,
 )
@@ -142,7 +140,7 @@ class MakeTensorPtrOp(TTOp):
             groups.append(_parse_bracket_operands(parser))
         props, attrs = _parse_attr_dict(parser, cls)
         parser.parse_punctuation(":")
-        rt = _parse_stripped(parser, PointerType)
+        rt = parse_stripped(parser, PointerType)
         bt = PointerType(rt.pointee_type.element_type, rt.address_space)
         n = len(groups[0])
         ops = _resolve(parser, [base] + groups[0] + groups[1] + groups[2],
@@ -158,4 +156,4 @@ class MakeTensorPtrOp(TTOp):
             printer.print_string("]")
         self._print_dict(printer)
         printer.print_string(" : ")
-        _print_stripped(printer, self.result.type)
+        print_stripped(printer, self.result.type, PointerType)
