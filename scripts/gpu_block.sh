@@ -34,6 +34,8 @@ export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 TOTAL=${GPU_BLOCK_TOTAL_S:-470}
 STEPS=${GPU_BLOCK_STEPS:-"cp2 tp2 cp4 tp4 moe2 example bench1"}
 PYT="python3 -m pytest -q -s -p no:cacheprovider -rs --durations=4"
+declare -A RING_SETTING=([cpring2]="" [cpring2-align]=SYNCOPATE_LOOPBACK_ALIGN=1
+                         [cp2-nodirect]=SYNCOPATE_DIRECT_LAUNCH=0 [cp2-noc]=SYNCOPATE_FAST_LAUNCH=0)
 step env 60 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', \
 triton.__version__, torch.cuda.get_device_name(), torch.cuda.get_device_capability())"
 for s in $STEPS; do
@@ -42,14 +44,9 @@ for s in $STEPS; do
     cp2|tp2|cp4|tp4)
       SYNCOPATE_GPU_LOOPBACK=${s:2:1} step "$s" "$(lim 200)" $PYT tests/gpu/test_block_gpu.py \
         -k "against_unsharded and ${s:0:2}";;
-    cpring2) SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
-      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
-    cpring2-align) SYNCOPATE_LOOPBACK_ALIGN=1 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
-      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
-    cp2-nodirect) SYNCOPATE_DIRECT_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
-      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
-    cp2-noc) SYNCOPATE_FAST_LAUNCH=0 SYNCOPATE_GPU_LOOPBACK=2 step "$s" "$(lim 200)" \
-      $PYT tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
+    cpring2|cpring2-align|cp2-nodirect|cp2-noc)  # the ring layout alone, one setting each
+      step "$s" "$(lim 200)" env SYNCOPATE_GPU_LOOPBACK=2 ${RING_SETTING[$s]} $PYT \
+        tests/gpu/test_block_gpu.py -k "against_unsharded and cp and not ulysses";;
     ring2) SYNCOPATE_GPU_LOOPBACK=2 step ring2 "$(lim 150)" $PYT tests/gpu/test_multi_gpu.py \
       -k ring_attention;;
     moe2) SYNCOPATE_GPU_LOOPBACK=2 step moe2 "$(lim 120)" $PYT tests/gpu/test_block_gpu.py -k moe;;

@@ -332,19 +332,21 @@ def test_fused_kernel_refuses_a_grid_that_is_not_co_resident(monkeypatch):
 
 
 def _aligned_launch(rank, W, events, names):
-    """One virtual rank's ``FusedKernel._meet_peers`` (the host meeting before a fused launch,
-    SYNCOPATE_LOOPBACK_ALIGN): rank 0 arrives late, rank 1 must not leave before it arrives."""
+    """One virtual rank's start of a fused launch as ``FusedKernel.launch`` makes it (the host
+    meeting while ``meets_peers``, SYNCOPATE_LOOPBACK_ALIGN): rank 0 arrives late, rank 1
+    must not leave before it arrives."""
     from types import SimpleNamespace
 
     from syncopate.runtime import fused
     from syncopate.runtime.loopback import current_loopback
     fk = fused.FusedKernel.__new__(fused.FusedKernel)
     fk.kernel = SimpleNamespace(__name__=names[rank])
-    fk.comm = SimpleNamespace(group=current_loopback())
+    fk.comm = SimpleNamespace(group=current_loopback(), colocated=W)
     if rank == 0:
         time.sleep(0.3)
         events.append("rank 0 arrives")
-    fk._meet_peers("start")
+    if fk.meets_peers:
+        fk._meet_peers("start")
     events.append(f"rank {rank} leaves")
 
 
@@ -361,6 +363,12 @@ def test_loopback_align_meets_before_every_fused_launch(monkeypatch):
     assert all(st == "err" and "LoopbackError" in v for st, v in res), res
     assert any("start of fused launch gemm" in v and "start of fused launch attn" in v
                for _, v in res)
+    from types import SimpleNamespace
+
+    from syncopate.runtime import fused
+    one = fused.FusedKernel.__new__(fused.FusedKernel)
+    one.comm = SimpleNamespace(colocated=1)
+    assert not one.meets_peers  # one rank per GPU: nothing to meet
     monkeypatch.setenv("SYNCOPATE_LOOPBACK_ALIGN", "0")
     events = []
     res = run_loopback(_aligned_launch, 2, events, ("attn", "gemm"), timeout_s=30)

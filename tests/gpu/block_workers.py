@@ -27,28 +27,32 @@ SHAPES = {"tp": dict(dim=512, n_heads=8, n_kv_heads=4, ffn_dim=1024, head_dim=64
 _T0 = time.monotonic()
 
 
+def _say(who, what):
+    print(f"[{who} t={time.monotonic() - _T0:7.2f}s] {what}", file=sys.stderr, flush=True)
+
+
 def _mark(rank, what):
     """A host timestamp per rank on stderr (the GPU logs keep it): where a loopback run hangs
     or times out, which rank's host was where, and how far apart the ranks launched."""
-    print(f"[rank {rank} t={time.monotonic() - _T0:7.2f}s] {what}", file=sys.stderr, flush=True)
+    _say(f"rank {rank}", what)
 
 
-def _load_start(module, function, name, metadata_group, hash):
-    print(f"[{threading.current_thread().name} t={time.monotonic() - _T0:7.2f}s] loading "
-          f"Triton kernel {name}", file=sys.stderr, flush=True)
+def _load_hook(verb):
+    def hook(module, function, name, metadata_group, hash):
+        _say(threading.current_thread().name, f"{verb} Triton kernel {name}")
+    return hook
 
 
-def _load_end(module, function, name, metadata_group, hash):
-    print(f"[{threading.current_thread().name} t={time.monotonic() - _T0:7.2f}s] loaded "
-          f"Triton kernel {name}", file=sys.stderr, flush=True)
+#: module-level: Triton's hook chains add a function once (by identity)
+_LOAD_START, _LOAD_END = _load_hook("loading"), _load_hook("loaded")
 
 
 def _trace_kernel_loads():
     """Print every Triton kernel's module load with its thread and time: a module loaded while
     a peer's fused kernel spins is the first suspect of a loopback timeout (docs/loopback.md)."""
     import triton
-    triton.knobs.runtime.kernel_load_start_hook.add(_load_start)
-    triton.knobs.runtime.kernel_load_end_hook.add(_load_end)
+    triton.knobs.runtime.kernel_load_start_hook.add(_LOAD_START)
+    triton.knobs.runtime.kernel_load_end_hook.add(_LOAD_END)
 
 
 def _layout(layout):

@@ -602,7 +602,7 @@ class FusedKernel:
                 self._capture_now = False
             self._check_coresident(cfg, g)
             comm = self.comm
-            align = comm.colocated > 1 and not capturing
+            align = not capturing and self.meets_peers
             if align:
                 self._meet_peers("start")
             L = self.launcher
@@ -651,8 +651,14 @@ class FusedKernel:
                 self._meet_peers("end")
             return None if cfg.captured else e
 
+    @property
+    def meets_peers(self) -> bool:
+        """Whether eager launches meet the other virtual ranks (:meth:`_meet_peers`): loopback
+        with ``SYNCOPATE_LOOPBACK_ALIGN``. The ops' bound launch paths step aside then."""
+        return self.comm.colocated > 1 and settings.LOOPBACK_ALIGN.get()
+
     def _meet_peers(self, stage: str) -> None:
-        """Loopback with ``SYNCOPATE_LOOPBACK_ALIGN``: the virtual ranks meet on the host at the
+        """While :attr:`meets_peers`: the virtual ranks meet on the host at the
         ``"start"`` of every fused launch (compiled and loaded, nothing of it enqueued) and at
         its ``"end"`` (every rank's kernel enqueued). Why: the W ranks share one CUDA context,
         where a device or pinned allocation, a memset or a module load issued by one rank's
@@ -661,8 +667,7 @@ class FusedKernel:
         on this rank, that would hold this rank's own kernel back until the watchdog. With
         both meetings nothing of the kind comes between the ranks' launches of one epoch. A
         rank at a different launch or collective raises :class:`LoopbackError` naming both."""
-        if settings.LOOPBACK_ALIGN.get():
-            self.comm.group.exchange(f"{stage} of fused launch {self.kernel.__name__}", None)
+        self.comm.group.exchange(f"{stage} of fused launch {self.kernel.__name__}", None)
 
     def _poison_partial_launch(self, e: int, exc: BaseException) -> None:
         """An eager launch of a self-advancing configuration failed after the host counted it

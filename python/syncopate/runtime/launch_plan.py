@@ -254,8 +254,7 @@ class LaunchPlan:
         (module docstring)."""
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         probe = fastlaunch.capture_probe()
-        if raw is None or probe is None or (copy and not nbytes) or (
-                self.fk.comm.colocated > 1 and settings.LOOPBACK_ALIGN.get()):
+        if raw is None or probe is None or (copy and not nbytes) or self.fk.meets_peers:
             return False  # (the last: every launch meets its peers in FusedKernel.launch)
         fk = self.fk
         fkey = fk._launch_key(self.grid, args, None)
