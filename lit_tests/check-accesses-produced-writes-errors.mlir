@@ -190,3 +190,38 @@ module {
     tt.return
   }
 }
+
+// -----
+
+// A row stored in 64-wide pieces by a loop that runs up to a loaded length: the mask ends at the
+// dim's end, but the loop stops early on the data, so the rest of the row is never stored and
+// its chunk never leaves -- the fused kernel hung (`while_loaded_bound`, tests/corpus/unseen3.py).
+// CHECK: syncopate-opt: error: this tt.store stores a box of 'c_ptr' (tensor 'C', which the kernel produces for the schedule) that moves with the loop at {{.*}}, whose number of iterations depends on a value loaded from memory: which elements are stored is then decided by the data
+
+module {
+  tt.func public @rows_to_loaded_len(%c_ptr: !tt.ptr<bf16>, %x_ptr: !tt.ptr<bf16>, %len_ptr: !tt.ptr<i32>) attributes {noinline = false} {
+    %c64_i32 = arith.constant 64 : i32
+    %c0_i32 = arith.constant 0 : i32
+    %cst = arith.constant dense<128> : tensor<64xi32>
+    %c128_i32 = arith.constant 128 : i32
+    %row = tt.get_program_id x : i32
+    %n = tt.addptr %len_ptr, %row : !tt.ptr<i32>, i32
+    %n_0 = tt.load %n : !tt.ptr<i32>
+    scf.for %c0 = %c0_i32 to %n_0 step %c64_i32  : i32 {
+      %cols = tt.make_range {end = 64 : i32, start = 0 : i32} : tensor<64xi32>
+      %cols_1 = tt.splat %c0 : i32 -> tensor<64xi32>
+      %cols_2 = arith.addi %cols_1, %cols : tensor<64xi32>
+      %x = arith.cmpi slt, %cols_2, %cst : tensor<64xi32>
+      %x_3 = arith.muli %row, %c128_i32 : i32
+      %x_4 = tt.addptr %x_ptr, %x_3 : !tt.ptr<bf16>, i32
+      %x_5 = tt.splat %x_4 : !tt.ptr<bf16> -> tensor<64x!tt.ptr<bf16>>
+      %x_6 = tt.addptr %x_5, %cols_2 : tensor<64x!tt.ptr<bf16>>, tensor<64xi32>
+      %x_7 = tt.load %x_6, %x : tensor<64x!tt.ptr<bf16>>
+      %0 = tt.addptr %c_ptr, %x_3 : !tt.ptr<bf16>, i32
+      %1 = tt.splat %0 : !tt.ptr<bf16> -> tensor<64x!tt.ptr<bf16>>
+      %2 = tt.addptr %1, %cols_2 : tensor<64x!tt.ptr<bf16>>, tensor<64xi32>
+      tt.store %2, %x_7, %x : tensor<64x!tt.ptr<bf16>>
+    }
+    tt.return
+  }
+}

@@ -29,7 +29,9 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   once (two stores with boxes not provably disjoint, or a store whose box a loop repeats, are
   refused), and every conjunct of such a store's mask must end at the dim's end (a mask on the
   data, a loaded count or a program id is refused; a kernel argument becomes a launch-time
-  *equality*, ``M == 4096``, in ``requirements``).
+  *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such a store's
+  box run a number of iterations that depends on a loaded value (which boxes get stored would
+  be decided by the data, like a mask on a loaded count: a chunk never reached never leaves).
 
 It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
 grid that is larger than one along an axis the kernel never reads, since every tile would then
@@ -68,6 +70,7 @@ from .ir_utils import ancestors, const_int, defined_inside, loc_str, result_axis
 from .loop_remap import for_loop_of, ivs_as_iterations
 from .memory_ops import Effect, mask_operand, memory_op
 from .poly import Axis, IterCount, Poly
+from .purity import Purity
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
 #: a launch argument need not be (an unsigned mask yields no bound; the access is refused or
@@ -187,6 +190,8 @@ class CheckAccesses(ModulePass):
                              if c.tensor == tensor)
                 for a in writes:
                     _check_whole_box(a, limits, analysis.ev, names, exact, padded)
+                if not padded:
+                    _check_loop_trips(writes, Purity(analysis.func))
         for param, value in exact.items():
             if bounds.get(param, value) < value:
                 raise CompileError(
@@ -413,6 +418,55 @@ def _check_written_once(param: str, tensor: str, writes: list[Access]) -> None:
                 f"values. Store each element once (compute the final value, then store it), "
                 f"or make the two boxes provably disjoint (starts a constant apart)",
                 loc_str(b.op))
+
+
+def _check_loop_trips(writes: list[Access], purity: Purity) -> None:
+    """A loop that moves a produced store's box runs a number of iterations that does not
+    depend on memory: insert-signals counts the elements stored, so a loop that stops early on
+    a loaded count (``while c0 < tl.load(len_ptr + row)``) leaves the rest of the row unstored
+    and its chunk never complete -- a mask ``cols < n`` on that count is refused for the same
+    reason.  A box whose start is itself loaded (a tile taken from an atomic counter) is the
+    kernel's dynamic tiling, which, like the grid, the compiler does not enumerate; a tensor
+    whose chunks carry run-time extents (``valid_rows``) is stored up to a loaded count by
+    contract, so its caller does not come here."""
+    for a in writes:
+        if a.dims is None or a.hinted:
+            continue
+        leaves = set().union(*(d.lo.vars() for d in a.dims))
+        if not all(_pure_position(v, purity) for v in leaves if not isinstance(v, Axis)):
+            continue
+        for loop in ancestors(a.op, None):
+            if not isinstance(loop, (scf.ForOp, scf.WhileOp)) or \
+                    not any(_varies_in(v, loop) for v in leaves):
+                continue
+            trip = list(loop.operands[:3]) if isinstance(loop, scf.ForOp) else \
+                [loop.regions[0].blocks[0].last_op.operands[0]]
+            bad = next((v for v in trip if not purity.is_pure(v)), None)
+            if bad is None:
+                continue
+            raise CompileError(
+                f"this {a.op.name} stores a box of {a.param!r} (tensor {a.tensor!r}, which the "
+                f"kernel produces for the schedule) that moves with the loop at "
+                f"{loc_str(loop)}, whose number of iterations depends on "
+                f"{purity.why_impure(bad)}: which elements are stored is then decided by the "
+                f"data, and a chunk holding elements the loop never reaches would never leave "
+                f"(the fused kernel would hang). Loop over the whole dim with bounds from "
+                f"kernel arguments (`range(0, n_cols, BLOCK)`) and select the values instead "
+                f"(`tl.where`), or keep the collective after the kernel (fused=False)",
+                loc_str(a.op))
+
+
+def _pure_position(v, purity: Purity) -> bool:
+    """Whether box leaf ``v`` is a position that no load decides: an iteration count, an
+    ``scf.for`` counter whose start and step are pure (its bound only decides how many
+    iterations run), or a pure value."""
+    if isinstance(v, IterCount):
+        return True
+    if isinstance(v, BlockArgument) and isinstance(v.block.parent_op(), scf.ForOp) and \
+            v.index == 0:
+        loop = v.block.parent_op()
+        return purity.is_pure(loop.lb) and purity.is_pure(loop.step)
+    return isinstance(v, SSAValue) and purity.is_pure(v)
 
 
 def _at_most_once(loop) -> bool:
