@@ -44,16 +44,19 @@ tensor is never added into atomically and is compared without it.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import Callable, Mapping
 
 import numpy as np
 
+from ..errors import EmulationError
 from .arguments import ParamSpec, is_consumed_operand, is_produced_operand
 from .comm import region_offsets
 from .extents import undefined_boxes
 from .interpreter import Machine, ProgramCtx
 from .memory import Buffer, Ptr, to_etype
+from .scheduler import SPIN_TURN
 
 __all__ = ["REORDER_ULPS", "Reference", "final_regions", "float_atomic_bound",
            "initial_regions", "is_reduced", "part_offset", "program_ids", "run_grid"]
@@ -98,13 +101,35 @@ def program_ids(grid):
         yield (x, y, z)
 
 
-def run_grid(code, args, grid, rank: int = 0, epoch: int = 1) -> None:
+def run_grid(code, args, grid, rank: int = 0, epoch: int = 1,
+             max_steps: int = 2_000_000) -> None:
     """Run every program of ``grid`` to completion, one after another, on a machine with no
-    peers and no flags: the unfused kernel ``code`` on one GPU's arguments."""
+    peers and no flags: the unfused kernel ``code`` on one GPU's arguments.  A program that
+    passes :data:`~.scheduler.SPIN_TURN` preemption points (atomics) without finishing waits
+    for another (a grid barrier, a look-back flag): the next one runs and it resumes later,
+    as a GPU runs its resident programs side by side; one that never finishes (a barrier for
+    more programs than the grid has) is an error after ``max_steps`` points, not a hang."""
     m = Machine()
-    for pid in program_ids(grid):
-        for _ in code.call(args, ProgramCtx(m, rank, pid, grid, epoch, "compute")):
-            pass
+    live = collections.deque((pid, code.call(args, ProgramCtx(m, rank, pid, grid, epoch,
+                                                                "compute")))
+                             for pid in program_ids(grid))
+    steps = 0
+    while live:
+        pid, prog = live[0]
+        for _ in range(SPIN_TURN):
+            try:
+                next(prog)
+            except StopIteration:
+                live.popleft()
+                break
+        else:
+            steps += SPIN_TURN
+            if steps > max_steps:
+                raise EmulationError(
+                    f"the unfused kernel did not finish: program {pid} and "
+                    f"{len(live) - 1} other(s) still wait after {steps} atomics (a flag or "
+                    f"barrier that no program of the grid {tuple(grid)} sets?)")
+            live.rotate(-1)
 
 
 def initial_regions(sched, tensor):

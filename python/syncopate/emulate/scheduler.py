@@ -22,7 +22,11 @@ Policies (``name`` or ``name:arg``) pick which runnable coroutine goes next:
 * ``random:SEED`` -- uniformly random among the runnable, reproducible per seed.
 
 The scheduler detects deadlock (nothing runnable, something alive) and reports every blocked
-coroutine with what it waits for.
+coroutine with what it waits for.  Every policy is *fair*: a coroutine picked :data:`SPIN_TURN`
+times in a row while others could move (a program spinning on a flag another program sets,
+each turn an atomic) is marked spinning and from then on moves only when no other coroutine
+can (spinning ones then take turns, least recently moved first), as a GPU's resident programs all
+make progress; without it ``in-order`` picked a spinning program forever.
 """
 
 from __future__ import annotations
@@ -46,7 +50,14 @@ class Co:
     waiting: object = None
     done: bool = False
     seq: int = 0
+    #: the scheduling step this coroutine last ran at (the fairness rule's order)
+    last: int = -1
+    #: it took SPIN_TURN turns in a row while others could move: it waits for one of them
+    spinning: bool = False
 
+
+#: turns one coroutine may take in a row while another is runnable (see the module docstring)
+SPIN_TURN = 1_000
 
 _KIND_ORDER = {"host": 0, "stream": 1, "comm": 2, "compute": 3}
 
@@ -113,14 +124,25 @@ class Scheduler:
     def run(self) -> list[Co]:
         """Run until every coroutine finished; returns the blocked ones on deadlock."""
         steps = 0
+        prev, streak = None, 0
         while self.live:
             runnable = [c for c in self.live if c.waiting is None or c.waiting.ready()]
             if not runnable:
                 return list(self.live)
-            if self.policy == "random":
-                c = runnable[self.rng.randrange(len(runnable))]
+            pool = [c for c in runnable if not c.spinning]
+            if not pool:  # only spinning ones can move: round robin
+                c = min(runnable, key=lambda x: x.last)
+            elif self.policy == "random":
+                c = pool[self.rng.randrange(len(pool))]
             else:
-                c = min(runnable, key=self._key)
+                c = min(pool, key=self._key)
+            streak = streak + 1 if c is prev else 1
+            if streak > SPIN_TURN and len(runnable) > 1:
+                c.spinning = True  # from now on it moves only when no other one can
+                c = min((x for x in runnable if x is not prev), key=lambda x: (x.spinning,
+                                                                             x.last))
+                streak = 1
+            prev, c.last = c, steps
             c.waiting = None
             try:
                 w = next(c.gen)
