@@ -33,6 +33,15 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   box run a number of iterations that depends on a loaded value (which boxes get stored would
   be decided by the data, like a mask on a loaded count: a chunk never reached never leaves).
 
+It refuses, whatever the schedule, a kernel whose programs **wait for each other**: a while
+loop whose condition depends on an atomic or a volatile load inside it and that stores nothing
+but atomically (a look-back flag, a spin lock, a grid barrier).  Such a kernel relies on the
+programs it waits for being resident or started before it; the fused kernel adds comm programs
+to the grid and may run tiles in another order, so neither holds, and a barrier sized to the
+unfused grid would hang.  Neither the access analysis nor the emulator (which runs every program
+as resident) can prove it makes progress.  A loop that takes its work from a shared counter and
+stores its results (stream-K) or follows plain loads (a pointer chase) is not such a wait.
+
 It also records which program-id axes the kernel reads (``grid_axes``): the runtime refuses a
 grid that is larger than one along an axis the kernel never reads, since every tile would then
 run (and signal) more than once per launch.
@@ -54,11 +63,14 @@ from syncopate.errors import CompileError
 from syncopate.schedule.verify_extent import valid_rows
 from syncopate_mlir.dialects.syncopate import record
 from syncopate_mlir.dialects.tt import (
+    AtomicCASOp,
+    AtomicRMWOp,
     BroadcastOp,
     CmpiOp,
     ExpandDimsOp,
     GetNumProgramsOp,
     GetProgramIdOp,
+    LoadOp,
     SplatOp,
     TransOp,
 )
@@ -68,7 +80,7 @@ from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .ir_utils import ancestors, const_int, defined_inside, loc_str, result_axis
 from .loop_remap import for_loop_of, ivs_as_iterations
-from .memory_ops import Effect, mask_operand, memory_op
+from .memory_ops import Effect, mask_operand, memory_op, writes_memory
 from .poly import Axis, IterCount, Poly
 from .purity import Purity
 
@@ -155,6 +167,7 @@ class CheckAccesses(ModulePass):
         sched, analysis, accesses = analyze_module(op)
         names = analysis.arg_name
         self._deny_unknown_uses(analysis)
+        _refuse_spin_waits(analysis.func)
         axes = sorted({o.axis_int for o in analysis.func.walk()
                        if isinstance(o, (GetProgramIdOp, GetNumProgramsOp))})
         bounds: dict[str, int] = {}
@@ -354,6 +367,48 @@ class CheckAccesses(ModulePass):
             f"by a kernel argument or a constant (e.g. `offs < {size}`), or state its box with "
             f"syncopate.language.hint_region{len(a.dims)}({a.param}, lo0, hi0, ...) before it",
             where)
+
+
+def _refuse_spin_waits(func) -> None:
+    """Refuse the first while loop in which a program waits for another (module docstring)."""
+    for loop in func.walk():
+        if (isinstance(loop, scf.WhileOp) and _polls_memory(loop) and not any(
+                writes_memory(o) and memory_op(o).effect is not Effect.RMW for o in loop.walk())):
+            raise CompileError(
+                "this while loop repeats until a value it reads atomically or volatilely "
+                "changes: a program waiting for another (a look-back flag, a lock, a grid "
+                "barrier). The fused kernel adds comm programs to the grid and runs tiles in the "
+                "order chunks arrive, so the program it waits for may not be running and the "
+                "kernel could hang. Move the waiting part into a kernel of its own, launched "
+                "after the fused one", loc_str(loop))
+
+
+def _polls_memory(loop: scf.WhileOp) -> bool:
+    """Whether the condition of ``loop`` depends on an atomic or a volatile load inside the
+    loop: it re-reads memory another program writes (a plain load, which the compiler may
+    hoist, is data the loop follows, not a flag it polls)."""
+    seen: set[int] = set()
+    before = loop.regions[0].blocks[0]
+    work = [before.last_op.operands[0]]
+    while work:
+        v = work.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, BlockArgument):
+            if v.block.parent_op() is loop:  # a carried value: what the other region passes
+                term = (loop.regions[1].blocks[0] if v.block is before else before).last_op
+                work.append(term.operands[v.index + (term is before.last_op)])
+            elif loop.is_ancestor(v.block.parent_op()):
+                return True  # a value carried by a loop nested in it: assume the worst
+            continue
+        if not loop.is_ancestor(v.op):
+            continue
+        if isinstance(v.op, (AtomicRMWOp, AtomicCASOp)) or (
+                isinstance(v.op, LoadOp) and v.op.is_volatile.value.data):
+            return True
+        work.extend(v.op.operands)
+    return False
 
 
 def _mask_note(a: Access, d: int, ev: Evaluator) -> str:

@@ -48,7 +48,7 @@ from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import is_int_type, loc_str
 from .loop_remap import loop_coordinate, loop_refusal, remap_loop
-from .memory_ops import Effect, memory_op, writes_memory
+from .memory_ops import writes_memory
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
 
@@ -118,21 +118,13 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
     * no other address is computed from it except by scaling it with a constant
       (``j = pid - i * n`` would move ``j`` with ``i``: the tile leaves the grid);
     * every store whose address follows the same program id or tile loop also follows the
-      coordinate (a second, separately computed tile counter would keep the old tile);
-    * no program waits for another (a loop that re-reads memory until it changes): the
-      kernel relies on the order in which its tiles start.
+      coordinate (a second, separately computed tile counter would keep the old tile).
     """
     purity = Purity(func)
     for x in values:
         if not purity.is_pure(x):
             return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
                     f"pure functions of program ids and tile loops are remapped)")
-    spin = next((w for w in func.walk() if isinstance(w, scf.WhileOp) and _spins(w)), None)
-    if spin is not None:
-        return (f"the while loop{_where(spin)} repeats until a value it reads from memory "
-                f"changes (a program waiting for another: a look-back flag, a lock, a grid "
-                f"barrier), so the kernel relies on the order its tiles start in; remapped, a "
-                f"tile could wait for one that no program has started yet")
     for x in values:
         owner = x.block.parent_op() if isinstance(x, BlockArgument) else None
         if isinstance(owner, scf.WhileOp) or (isinstance(owner, scf.ForOp) and x.index > 0):
@@ -200,34 +192,6 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
                 return (f"the {op.name}{_where(op)} computes its tile from the program id "
                         f"without the remapped coordinate (a second tile counter?)")
     return None
-
-
-def _spins(loop: scf.WhileOp) -> bool:
-    """Whether the condition of ``loop`` depends on a value read from memory (a load or an
-    atomic) inside the loop: the loop waits for a write it does not make itself, or takes
-    its work from a shared counter (stream-K); either way its programs talk to each other."""
-    seen: set[int] = set()
-    work = [loop.regions[0].blocks[0].last_op.operands[0]]
-    while work:
-        v = work.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if isinstance(v, BlockArgument):
-            if v.block.parent_op() is loop:  # a carried value: what the other region passes
-                other = loop.regions[1 - (v.block is loop.regions[1].blocks[0])].blocks[0]
-                term = other.last_op
-                work.append(term.operands[v.index + (term is loop.regions[0].blocks[0].last_op)])
-            elif loop.is_ancestor(v.block.parent_op()):
-                return True  # a value carried by a loop nested in it: assume the worst
-            continue
-        if not loop.is_ancestor(v.op):
-            continue
-        mem = memory_op(v.op)
-        if mem is not None and mem.effect in (Effect.READ, Effect.RMW):
-            return True
-        work.extend(v.op.operands)
-    return False
 
 
 def _accumulates_floats(loop) -> bool:

@@ -186,8 +186,7 @@ def check_expectations_cover(cases: dict, expect: dict) -> None:
     assert set(expect) == set(cases)
 
 
-def probe(case: Case, param: str, i: int, backend: str, exp, corpus_file: str,
-          policies=POLICIES) -> None:
+def probe(case: Case, param: str, i: int, backend: str, exp, corpus_file: str) -> None:
     """Fuse ``case`` with the slice's schedule of ``param`` and check ``exp``: CLEAN (and a
     LIMIT, whose xfail expects it to fail) must emulate equal to the unfused kernel with no
     race or deadlock and some transfer; a refusal must be that typed error, its message
@@ -195,14 +194,14 @@ def probe(case: Case, param: str, i: int, backend: str, exp, corpus_file: str,
     bind = next(b for b in case.binds if b.param == param)
     sched = schedule_for(bind, DT[case.types[param]], i, backend)
     if exp == CLEAN or exp[0] == LIMIT:
-        res = run(case, bind, sched, backend, policies)
+        res = run(case, bind, sched, backend, POLICIES)
         assert res.ok, res.summary()
         assert not any(s["deadlocked"] for s in res.stats.values())
         assert sum(s["transfers"] for s in res.stats.values()) > 0
         return
     kind, phrase = exp[:2]
     with pytest.raises(SyncopateError, match=phrase) as e:
-        run(case, bind, sched, backend, policies)
+        run(case, bind, sched, backend, POLICIES)
     assert type(e.value).__name__ == kind, e.value
     if kind == "CompileError":  # names the kernel's line
         assert f"{corpus_file}:" in str(e.value), e.value

@@ -20,8 +20,7 @@ import pytest
 
 from syncopate.emulate.reference import run_grid
 from syncopate.emulate.scheduler import SPIN_TURN, Co, Scheduler
-from syncopate.errors import EmulationError, SyncopateError
-from syncopate.schedule import reduce_scatter
+from syncopate.errors import EmulationError
 
 from corpus import unseen3 as U
 from probe_helpers import (CLEAN, LIMIT, Bind, Case, _gemm_case, _per_rank, _rows_case, _zeros,
@@ -64,6 +63,12 @@ CASES: dict[str, Callable[[], Case]] = {
     "ticket_order_rows": lambda: _tiles(
         U.ticket_order_rows, extra=_local(ticket_ptr=((1,), np.int32)),
         extra_types=_i32(ticket_ptr=1)),
+    "volatile_flag_rows": lambda: _tiles(
+        U.volatile_flag_rows, extra=_local(flag_ptr=((1,), np.int32)), extra_types=_i32(flag_ptr=1)),
+    # node p's successor is p + 1, the last one's -1: program p walks R/8 - p hops
+    "chased_rows": lambda: _tiles(
+        U.chased_rows, extra=lambda W: dict(next_ptr=np.append(np.arange(1, R // 8), -1).astype(
+            np.int32)), extra_types=_i32(next_ptr=1)),
     "lying_contiguity": lambda: _tiles(U.lying_contiguity),
     "assumed_bound_nomask": lambda: _rows_case(U.assumed_bound_nomask, dict(BLOCK=32)),
     "assumed_row_range": lambda: _tiles(U.assumed_row_range),
@@ -118,15 +123,20 @@ CASES: dict[str, Callable[[], Case]] = {
 }
 
 _ASM = (LIMIT, "the emulator does not run inline PTX", EmulationError)
+_SPIN = ("CompileError", "this while loop repeats until a value it reads atomically or "
+                         "volatilely changes: a program waiting for another")
 _TWO_ARGS = "an offset term multiplies two integer arguments"
 
 #: case -> {bound parameter: expected outcome} (tests/probe_helpers.py)
 EXPECT = {
-    # programs that wait for each other: the tile order stays as written (tile-remap refuses
-    # to remap a kernel with a spin loop); emulated, every policy is fair (scheduler.SPIN_TURN)
-    "lookback_scan_rows": dict(x_ptr=CLEAN, y_ptr=CLEAN),
-    "spin_lock_count": dict(x_ptr=CLEAN, y_ptr=CLEAN),
-    "grid_barrier_norm": dict(x_ptr=CLEAN, y_ptr=CLEAN),
+    # programs that wait for each other (a spin on an atomic or a volatile load) are refused
+    # whatever the schedule: the fused grid's comm programs and tile order break the residency
+    # and order they rely on (check-accesses); a shared counter without a wait is fused
+    "lookback_scan_rows": dict(x_ptr=_SPIN, y_ptr=_SPIN),
+    "spin_lock_count": dict(x_ptr=_SPIN, y_ptr=_SPIN),
+    "grid_barrier_norm": dict(x_ptr=_SPIN, y_ptr=_SPIN),
+    "volatile_flag_rows": dict(x_ptr=_SPIN, y_ptr=_SPIN),
+    "chased_rows": dict(x_ptr=CLEAN, y_ptr=CLEAN),
     "last_program_total": dict(x_ptr=CLEAN, y_ptr=CLEAN),
     "ticket_order_rows": dict(x_ptr=CLEAN, y_ptr=CLEAN),
     # the hints are not trusted: the stride-2 index is seen for what it is
@@ -180,19 +190,13 @@ EXPECT = {
     "nested_if_returns": dict(x_ptr=CLEAN, y_ptr=CLEAN),
 }
 
-#: kernels whose programs spin on each other: each spin turn is an emulated atomic, so they
-#: are emulated under the policy that once livelocked (``reverse``: the waiting program first)
-SPINNING = {"lookback_scan_rows", "grid_barrier_norm", "spin_lock_count"}
-
-
 def test_every_case_and_binding_has_an_expectation():
     check_expectations_cover(CASES, EXPECT)
 
 
 @pytest.mark.parametrize("name,param,i,backend", items(CASES, EXPECT))
 def test_probe_kernel(name, param, i, backend):
-    probe(CASES[name](), param, i, backend, EXPECT[name][param], "unseen3.py",
-          **(dict(policies=("reverse",)) if name in SPINNING else {}))
+    probe(CASES[name](), param, i, backend, EXPECT[name][param], "unseen3.py")
 
 
 # ------------------------------------------------------------------ the emulator's fairness
@@ -255,18 +259,3 @@ def test_reference_grid_that_never_finishes_is_an_error():
     with pytest.raises(EmulationError, match=r"the unfused kernel did not finish: program "
                                              r"\(0, 0, 0\) and 1 other\(s\) still wait"):
         run_grid(Code, [], (2,), max_steps=20 * SPIN_TURN)
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "finding left: a grid barrier needs every program resident at once; the fused kernel adds "
-    "comm programs to the grid, so a launch that fit the GPU before may not, and the barrier "
-    "never opens. The compiler cannot see the residency and accepts it; the emulator runs "
-    "every program as if resident"))
-def test_grid_barrier_is_refused():
-    case = CASES["grid_barrier_norm"]()
-    bind = case.binds[1]
-    try:
-        run(case, bind, reduce_scatter(bind.shape, "fp32", 2), "sm", ("random:1",))
-    except SyncopateError:
-        return
-    raise AssertionError("a kernel whose programs wait for all others was fused")

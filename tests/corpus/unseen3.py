@@ -116,6 +116,42 @@ def ticket_order_rows(x_ptr, y_ptr, ticket_ptr, M, n_cols, stride,
     tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x - 1.0, mask=m)
 
 
+@triton.jit
+def volatile_flag_rows(x_ptr, y_ptr, flag_ptr, M, n_cols, stride,
+                       BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Program 0 publishes a flag that every other program polls with a volatile load (no
+    atomic) before writing ``y``: a wait on another program, spelled without atomics."""
+    pid = tl.program_id(0)
+    rows = pid * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BLOCK)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    if pid == 0:
+        tl.atomic_xchg(flag_ptr, 1)
+    else:
+        while tl.load(flag_ptr, volatile=True) == 0:
+            pass
+    tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x * 2.0, mask=m)
+
+
+@triton.jit
+def chased_rows(x_ptr, y_ptr, next_ptr, M, n_cols, stride,
+                BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Counts the hops from this program's node to the end (-1) of a linked list with plain
+    loads -- data the loop follows, not a flag it polls -- and adds the count to its rows."""
+    pid = tl.program_id(0)
+    node = pid
+    hops = 0
+    while node >= 0:
+        node = tl.load(next_ptr + node)
+        hops += 1
+    rows = pid * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BLOCK)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x + hops, mask=m)
+
+
 # ------------------------------------------------------------------------ hints that lie
 
 @triton.jit
