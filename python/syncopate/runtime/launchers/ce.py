@@ -107,7 +107,7 @@ class CELauncher(Launcher):
         """Views, copy geometry and flag views of every step of this rank's plan, for these
         operand buffers (cached: the plan and the buffers fix all of it)."""
         fk = self.fk
-        comm, me, p = fk.comm, fk.comm.rank, cfg.ce_plan
+        comm, p = fk.comm, cfg.ce_plan
         key = (comm.generation,) + tuple(operand_tensors[q].data_ptr()
                                          for q in sorted(operand_tensors))
         cache = cfg.host.setdefault("prepared", {})
@@ -119,18 +119,10 @@ class CELauncher(Launcher):
         for st in p.steps:
             t = operand_tensors[param_of[st.tensor]]
             copy = None
-            if st.src != st.dst:
-                if st.reduce:
-                    slot_local = cfg.slots[st.tensor]
-                    dst_t = comm.peer_view(slot_local, st.dst)[st.src][st.slices]
-                    src_t = t[st.slices] if st.src == me else comm.peer_view(t, st.src)[st.slices]
-                elif st.mode == "pull":
-                    dst_t = t[st.slices]
-                    src_t = comm.peer_view(t, st.src)[st.slices]
-                else:
-                    dst_t = comm.peer_view(t, st.dst)[st.slices]
-                    src_t = t[st.slices]
-                copy = region_copier(dst_t, src_t)
+            if st.src != st.dst:  # (peer_view of this rank is the tensor itself)
+                dst_t = (comm.peer_view(cfg.slots[st.tensor], st.dst)[st.src] if st.reduce
+                         else comm.peer_view(t, st.dst))
+                copy = region_copier(dst_t[st.slices], comm.peer_view(t, st.src)[st.slices])
             view = comm.flag_view_u32(cfg.flags, st.dst)
             # CHUNK[c] on the destination as an address: the flag write is one driver call
             steps.append((st, copy, view, view.data_ptr() + 4 * cfg.abi.layout.chunk(st.chunk)))
