@@ -57,10 +57,6 @@ from triton import knobs
 from .. import settings
 from . import _cuda, fastlaunch
 
-#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
-#: touched CUDA through torch); the caller falls back to Triton's launcher, which sets one.
-_INVALID_CONTEXT = 201
-
 _INT_TYPES = {
     "i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
     "i64": ctypes.c_int64, "u1": ctypes.c_uint8, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
@@ -258,7 +254,7 @@ class DirectLaunch:
                 return True
             # no context: the first driver call failed and nothing was enqueued
             first = -rc if nbytes and not after else rc
-            if first == _INVALID_CONTEXT:
+            if first == _cuda.INVALID_CONTEXT:
                 return False
             raise launch_error(rc)
         if copy is not None:
@@ -271,7 +267,7 @@ class DirectLaunch:
                 self.slots[-2].value = self._scratch_for(stream, gx * gy * gz)
             rc = self._launch(self.function, gx, gy, gz, self.block, 1, 1, self.smem, stream,
                               self.params, None)
-        if rc == _INVALID_CONTEXT:
+        if rc == _cuda.INVALID_CONTEXT:
             return False
         if rc:
             raise _cuda.DriverError(f"cuLaunchKernel failed with CUDA driver error {rc}")

@@ -240,7 +240,6 @@ class CELauncher(Launcher):
         into = progs.into
         post_into = progs.post_into.run if into is not None else None
         skip, skip_entry = fk.test_skip_chunks, fk.test_skip_entry
-        no_context = _INVALID_CONTEXT
 
         def run(stream, e, values, copy) -> bool:
             if fk.test_skip_chunks is not skip or fk.test_skip_entry != skip_entry:
@@ -249,7 +248,7 @@ class CELauncher(Launcher):
             try:
                 pre(stream, e, None if copy_after else c)
             except sp.ProgramError as err:
-                if err.index == 0 and err.code == no_context:
+                if err.index == 0 and err.code == _cuda.INVALID_CONTEXT:
                     return False  # nothing enqueued: Triton's launcher sets a context up
                 raise
             if not dl.enqueue(grid, values, stream, None):
@@ -318,10 +317,6 @@ class CELauncher(Launcher):
                 progs.clear()
             hit = progs[key] = ce_programs.build(self, cfg, prep, peers, X, bound)
         return hit
-
-
-#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context
-_INVALID_CONTEXT = 201
 
 
 def reduce_into(own, parts) -> None:
