@@ -231,12 +231,11 @@ class FusedKernel:
             return 0
         return self.device_epoch() if cfg.captured else cfg.epochs.value
 
-    def device_epoch(self, cfg: "_Config | None" = None) -> int:
-        """The epoch of the last advance that *ran* on the device for ``cfg`` (default: the
-        last launched configuration), read from its pinned mirror without synchronising:
-        how the host learns the epoch of graph replays it never counted (launches still
-        queued are not included)."""
-        cfg = cfg if cfg is not None else self.last_config
+    def device_epoch(self) -> int:
+        """The epoch of the last advance that *ran* on the device for the last launched
+        configuration, read from its pinned mirror without synchronising: how the host learns
+        the epoch of graph replays it never counted (launches still queued are not included)."""
+        cfg = self.last_config
         if cfg is None or cfg.epoch_mirror is None:
             return 0
         return int(cfg.epoch_mirror[0])
