@@ -608,10 +608,7 @@ class FusedKernel:
             # the launch only enqueues on S, passed explicitly: no device/stream switch
             on_device = fastlaunch.current_device() == comm.device.index
             no_switch = not L.needs_stream_context and on_device
-            S = stream
-            if S is None:
-                S = (current_stream(comm.device) if on_device
-                     else torch.cuda.current_stream(comm.device))
+            S = current_stream(comm.device) if stream is None else stream
             if isinstance(S, int):
                 S = torch.cuda.ExternalStream(S, device=comm.device)
             if capturing:
@@ -694,9 +691,8 @@ _STREAMS: dict = {}
 def current_stream(device):
     """``torch.cuda.current_stream(device)``, looked up by the raw handle: building the Stream
     object (device index normalisation, ``Stream.__new__``) cost ~4 us of an eager launch on an
-    H200 host, the raw handle ~0.2 us. Only for what enqueues on the stream by its handle and
-    device (the launch's fast branch); a stream context is still entered with torch's own
-    object. Without the raw accessor (a CPU build of torch), torch's call."""
+    H200 host, the raw handle ~0.2 us. The object is the one torch gave for that handle the
+    first time. Without the raw accessor (a CPU build of torch), torch's call."""
     import torch
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is None:
