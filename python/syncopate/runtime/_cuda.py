@@ -194,31 +194,22 @@ def memcpy_async(dst: int, src: int, nbytes: int, stream: int) -> bool:
     return True
 
 
-def stream_create() -> int | None:
-    """A new non-blocking ``CUstream`` in the current context (``cuStreamCreate``), or None
-    when the driver entry point is unavailable. Not from torch's stream pool on purpose: the
-    pool hands its 32 streams out round-robin, so a pool stream can be the very stream another
-    caller launches on -- work queued behind a kernel that spins waiting for it never runs."""
-    fn = _bound("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
-    if fn is None:
-        return None
-    h = ctypes.c_void_p()
-    _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
-    return int(h.value or 0)
-
-
 def dedicated_stream(device):
-    """A ``torch.cuda`` stream object on ``device`` that no other caller can be handed: a
-    driver-created stream wrapped in ``torch.cuda.ExternalStream``; a pool stream when the
-    driver entry point is missing. Never destroyed: the caching allocator keys freed blocks by
-    stream, and a tensor made on it may outlive its user (one stream per communicator / rank
-    is cheap)."""
+    """A ``torch.cuda`` stream object on ``device`` that no other caller can be handed: a new
+    non-blocking ``CUstream`` (``cuStreamCreate``) wrapped in ``torch.cuda.ExternalStream``; a
+    pool stream when the driver entry point is missing. Not from torch's stream pool on
+    purpose: the pool hands its 32 streams out round-robin, so a pool stream can be the very
+    stream another caller launches on -- work queued behind a kernel that spins waiting for it
+    never runs. Never destroyed: the caching allocator keys freed blocks by stream, and a
+    tensor made on it may outlive its user (one stream per communicator / rank is cheap)."""
     import torch
+    fn = _bound("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
     with torch.cuda.device(device):
-        h = stream_create()
-        if h is None:
+        if fn is None:
             return torch.cuda.Stream(device=device)
-        return torch.cuda.ExternalStream(h, device=device)
+        h = ctypes.c_void_p()
+        _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        return torch.cuda.ExternalStream(int(h.value or 0), device=device)
 
 
 def stream_wait_available() -> bool:
