@@ -567,9 +567,6 @@ class FusedKernel:
         g = cfg.abi.grid(tuple(grid(named)) if callable(grid) else tuple(grid))
         peers = self._peers_table(cfg, operand_tensors)
         if fkey is not None:
-            # the first launch of a configuration allocates its flags (a new symmetric
-            # buffer): key on the registry as it is now
-            fkey = self._launch_key(grid, args, kwargs)
             if len(self._fast) >= 64:  # callers cycling through buffers: bound it
                 self._fast.clear()
             # the last item: this layout's direct launches (``direct_launch``), built at its
