@@ -218,7 +218,14 @@ class CELauncher(Launcher):
             # flag and records its own timeout) instead of one launch per chunk
             for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                 fk.wait_flag(cfg, start, e, "chunk", e, S, count=n)
-        self._finish(cfg, prep, S, e)
+            with torch.cuda.stream(S):  # torch's ops: on the launch stream
+                for own, parts in prep.reductions:
+                    reduce_into(own, parts)
+        # 5. CONSUMED: nobody may overwrite this rank's buffers before peers finished reading.
+        if fk.defer_consumed_wait:
+            cfg.consumed_pending = e
+        else:
+            fk.consumed_wait(cfg, e, S)
 
     def bind(self, cfg, grid, dl, peers, operand_tensors, copy_after: bool | None):
         """A bound call's launch (``runtime/launch_plan.py``): ``run(stream, e, values, copy) ->
@@ -284,19 +291,6 @@ class CELauncher(Launcher):
         """Whether chunks pushed into this rank's slots are added by the host after the kernel
         (else there are none, or the kernel's epilogue adds them: ``reduce="epilogue"``)."""
         return bool(cfg.ce_plan.reduce_in) and not cfg.abi.epilogue_slots
-
-    def _finish(self, cfg, prep: _CEPrepared, S, e: int) -> None:
-        """The launch's tail on ``S``: the host reduction (its flag waits are enqueued), then
-        CONSUMED -- nobody may overwrite this rank's buffers before peers finished reading."""
-        if self._host_reduces(cfg):
-            import torch
-            with torch.cuda.stream(S):  # torch's ops: on the launch stream
-                for own, parts in prep.reductions:
-                    reduce_into(own, parts)
-        if self.fk.defer_consumed_wait:
-            cfg.consumed_pending = e
-        else:
-            self.fk.consumed_wait(cfg, e, S)
 
     def programs(self, cfg, prep: _CEPrepared, peers, X, bound: str | None = None):
         """The stream programs of one launch on ``prep``'s buffers (:func:`.ce_programs.build`,
