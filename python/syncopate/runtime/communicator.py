@@ -47,7 +47,6 @@ from .loopback import LoopbackSymmetricMemory, warn_unless_eager
 #: for ``set_backend``, one PE and heap per process (so no loopback), the ``symm_mem`` predicate
 #: saying this torch build has it)
 SYMM_HEAPS = {"cuda": ("CUDA", False, None), "nvshmem": ("NVSHMEM", True, "is_nvshmem_available")}
-SYMM_BACKENDS = tuple(SYMM_HEAPS)
 
 
 @dataclass
@@ -83,8 +82,8 @@ class Communicator:
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
         import torch
 
-        if symm_backend not in SYMM_BACKENDS:
-            raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_BACKENDS)}")
+        if symm_backend not in SYMM_HEAPS:
+            raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_HEAPS)}")
         if not collectives.is_initialized():
             raise LaunchError("torch.distributed is not initialized: call "
                               "torch.distributed.init_process_group('nccl', ...) on every rank "

@@ -325,11 +325,10 @@ class LoopbackGroup:
         if device is None or not torch.cuda.is_available():
             self.world.collective(self.rank, "barrier")
             return
-        dev = torch.device(device)
+        s = torch.cuda.current_stream(torch.device(device))
         ev = torch.cuda.Event()
-        ev.record(torch.cuda.current_stream(dev))
+        ev.record(s)
         events = self.world.collective(self.rank, "barrier", ev)
-        s = torch.cuda.current_stream(dev)
         for e in events:
             s.wait_event(e)
 

@@ -80,10 +80,9 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     me, W = comm.rank, comm.world_size
     if cfg.abi.flag_dtype != "int32" or sp.entry_points() is None:
         return None
-    events = {n: launcher._event(cfg, n) for n in ("entered", "kernel_done", "comm_done")}
-    if any(ev.raw is None for ev in events.values()):
+    ev = {n: launcher._event(cfg, n).raw for n in ("entered", "kernel_done", "comm_done")}
+    if None in ev.values():
         return None
-    ev = {n: e.raw for n, e in events.items()}
     E = sp.Epoch
 
     def wait(b, stream, index, target, kind, count, epoch=E()):
