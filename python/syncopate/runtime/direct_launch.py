@@ -53,6 +53,7 @@ import threading
 
 import triton
 from triton import knobs
+from triton.runtime._allocation import NullAllocator, _allocator  # Triton 3.6 (pinned)
 
 from .. import settings
 from . import _cuda, fastlaunch
@@ -303,19 +304,8 @@ def ensure_tma_allocator() -> None:
     thread starts without one. An allocator the user installed is left alone. The torch
     caching allocator makes the per-launch request free and stream-ordered.
     """
-    if _ALLOC is None:
+    if isinstance(_allocator.get(), NullAllocator):
         triton.set_allocator(_tma_alloc)
-        return
-    if isinstance(_ALLOC[0].get(), _ALLOC[1]):
-        triton.set_allocator(_tma_alloc)
-
-
-try:  # resolved once: ensure_tma_allocator runs on every launch
-    from triton.runtime._allocation import NullAllocator as _NullAllocator
-    from triton.runtime._allocation import _allocator as _allocator_var
-    _ALLOC = (_allocator_var, _NullAllocator)
-except ImportError:  # private API moved: install unconditionally
-    _ALLOC = None
 
 
 def _allocate_scratch(stream: int, nbytes: int, device):
