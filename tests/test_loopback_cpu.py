@@ -7,7 +7,6 @@ the bench's refusal, and the dispatch to torch.distributed outside loopback."""
 from __future__ import annotations
 
 import time
-import weakref
 
 import pytest
 
@@ -155,9 +154,10 @@ def _loopback_comm(group):
     c.group, c.loopback = group, True
     c.rank, c.world_size, c.device = group.rank, group.size(), torch.device("cpu")
     c.group_name, c.symm_backend = group.group_name, "cuda"
-    c._allocs, c._closed, c.cache, c._streams = {}, False, {}, {}
-    c._fused = weakref.WeakSet()
+    c._allocs, c._closed, c.cache, c._streams, c._fused = {}, False, {}, {}, {}
     c.diag, c.diag_addr = diag.new_record()
+    c._diag_state = diag.state_word(c.diag)
+    c._rebuild_probes()
     c._symm = c._init_symm_mem("cuda")
     return c
 

@@ -45,12 +45,12 @@ class FakeHandle:
 def fake_comm(W=2, rank=0):
     from syncopate.runtime.communicator import Communicator
     c = Communicator.__new__(Communicator)
-    c.rank, c.world_size, c.device = rank, W, torch.device("cpu")
+    c.rank, c.world_size, c.device, c.loopback = rank, W, torch.device("cpu"), False
     c.group_name, c.group, c.symm_backend = "fake", None, "cuda"
-    c._allocs, c._closed, c.cache, c._streams = {}, False, {}, {}
-    import weakref
-    c._fused = weakref.WeakSet()
+    c._allocs, c._closed, c.cache, c._streams, c._fused = {}, False, {}, {}, {}
     c.diag, c.diag_addr = diag.new_record()
+    c._diag_state = diag.state_word(c.diag)
+    c._rebuild_probes()
 
     def empty(shape, dtype):
         shape = tuple(shape)

@@ -27,6 +27,9 @@ import functools
 CU_MEMORYTYPE_DEVICE = 2
 CU_STREAM_WAIT_VALUE_GEQ = 0x0
 CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3  # CUpointer_attribute: CONTEXT=1, MEMORY_TYPE=2, DEVICE_POINTER=3
+#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
+#: touched CUDA through torch); a launch falls back to Triton's launcher, which sets one
+INVALID_CONTEXT = 201
 
 
 class CUDA_MEMCPY2D(ctypes.Structure):
@@ -191,31 +194,22 @@ def memcpy_async(dst: int, src: int, nbytes: int, stream: int) -> bool:
     return True
 
 
-def stream_create() -> int | None:
-    """A new non-blocking ``CUstream`` in the current context (``cuStreamCreate``), or None
-    when the driver entry point is unavailable. Not from torch's stream pool on purpose: the
-    pool hands its 32 streams out round-robin, so a pool stream can be the very stream another
-    caller launches on -- work queued behind a kernel that spins waiting for it never runs."""
-    fn = _bound("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
-    if fn is None:
-        return None
-    h = ctypes.c_void_p()
-    _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
-    return int(h.value or 0)
-
-
 def dedicated_stream(device):
-    """A ``torch.cuda`` stream object on ``device`` that no other caller can be handed: a
-    driver-created stream wrapped in ``torch.cuda.ExternalStream``; a pool stream when the
-    driver entry point is missing. Never destroyed: the caching allocator keys freed blocks by
-    stream, and a tensor made on it may outlive its user (one stream per communicator / rank
-    is cheap)."""
+    """A ``torch.cuda`` stream object on ``device`` that no other caller can be handed: a new
+    non-blocking ``CUstream`` (``cuStreamCreate``) wrapped in ``torch.cuda.ExternalStream``; a
+    pool stream when the driver entry point is missing. Not from torch's stream pool on
+    purpose: the pool hands its 32 streams out round-robin, so a pool stream can be the very
+    stream another caller launches on -- work queued behind a kernel that spins waiting for it
+    never runs. Never destroyed: the caching allocator keys freed blocks by stream, and a
+    tensor made on it may outlive its user (one stream per communicator / rank is cheap)."""
     import torch
+    fn = _bound("cuStreamCreate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint])
     with torch.cuda.device(device):
-        h = stream_create()
-        if h is None:
+        if fn is None:
             return torch.cuda.Stream(device=device)
-        return torch.cuda.ExternalStream(h, device=device)
+        h = ctypes.c_void_p()
+        _check(fn(ctypes.byref(h), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        return torch.cuda.ExternalStream(int(h.value or 0), device=device)
 
 
 def stream_wait_available() -> bool:
@@ -233,11 +227,9 @@ def device_pointer(host_ptr: int) -> int | None:
     """Device address of host-pinned memory at ``host_ptr`` (None if it cannot be resolved).
     Under unified addressing this equals ``host_ptr`` for ``cudaHostAlloc`` memory, which is
     what torch's pinned allocator uses; we still ask the driver, as Triton's launcher does."""
-    fn = _symbol("cuPointerGetAttribute")
+    fn = _bound("cuPointerGetAttribute", [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64])
     if fn is None:
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
-    fn.restype = ctypes.c_int
     out = ctypes.c_uint64(0)
     rc = fn(ctypes.byref(out), CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ctypes.c_uint64(host_ptr))
     return int(out.value) if rc == 0 else None
@@ -246,11 +238,9 @@ def device_pointer(host_ptr: int) -> int | None:
 def stream_is_capturing(stream: int) -> bool | None:
     """Whether ``stream`` (a ``CUstream`` handle) is being captured (an invalidated capture
     counts: work enqueued there would not run either). None when the driver cannot answer."""
-    fn = _symbol("cuStreamIsCapturing")
+    fn = _bound("cuStreamIsCapturing", [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)])
     if fn is None:
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    fn.restype = ctypes.c_int
     status = ctypes.c_int(0)
     rc = fn(ctypes.c_void_p(stream), ctypes.byref(status))
     return status.value != 0 if rc == 0 else None
@@ -261,11 +251,10 @@ def occupancy_blocks_per_sm(function: int, block_threads: int, dynamic_smem: int
     ``CUfunction`` handle, e.g. Triton's ``CompiledKernel.function``) one SM holds at once, with
     ``dynamic_smem`` bytes of dynamic shared memory each. None when the driver cannot answer
     (loopback's co-residency check then does the arithmetic itself, ``residency.py``)."""
-    fn = _symbol("cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    fn = _bound("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t])
     if fn is None:
         return None
-    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-    fn.restype = ctypes.c_int
     out = ctypes.c_int(0)
     rc = fn(ctypes.byref(out), ctypes.c_void_p(function), int(block_threads), int(dynamic_smem))
     return int(out.value) if rc == 0 else None

@@ -37,7 +37,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from .. import abi, backends, dtypes, settings
+from .. import backends, dtypes, settings
 from ..errors import GraphCaptureError, LaunchError
 from . import _cuda, collectives, diag, graphs, sync_kernels
 from .loopback import LoopbackSymmetricMemory, warn_unless_eager
@@ -47,7 +47,6 @@ from .loopback import LoopbackSymmetricMemory, warn_unless_eager
 #: for ``set_backend``, one PE and heap per process (so no loopback), the ``symm_mem`` predicate
 #: saying this torch build has it)
 SYMM_HEAPS = {"cuda": ("CUDA", False, None), "nvshmem": ("NVSHMEM", True, "is_nvshmem_available")}
-SYMM_BACKENDS = tuple(SYMM_HEAPS)
 
 
 @dataclass
@@ -83,8 +82,8 @@ class Communicator:
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
         import torch
 
-        if symm_backend not in SYMM_BACKENDS:
-            raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_BACKENDS)}")
+        if symm_backend not in SYMM_HEAPS:
+            raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_HEAPS)}")
         if not collectives.is_initialized():
             raise LaunchError("torch.distributed is not initialized: call "
                               "torch.distributed.init_process_group('nccl', ...) on every rank "
@@ -121,9 +120,12 @@ class Communicator:
         #: ``diag_addr``: device address of the record (what the kernels get); equals the host
         #: address under UVA
         self.diag, self.diag_addr = diag.new_record()
+        self._diag_state = diag.state_word(self.diag)
         self._streams: dict[str, object] = {}
         self.cache: dict = {}  # per-communicator caches of the ops (symmetric buffers, fused kernels)
-        self._fused = weakref.WeakSet()  # FusedKernels launched through this communicator
+        #: FusedKernels launched through this communicator: id -> (weak reference, record)
+        self._fused: dict = {}
+        self._rebuild_probes()
 
     # -- symmetric memory -------------------------------------------------------------------
 
@@ -346,7 +348,7 @@ class Communicator:
     def colocated(self) -> int:
         """How many ranks share this communicator's GPU: 1, or W in loopback. Persistent
         kernels size their grids by it (:func:`.residency.sm_share`)."""
-        return self.world_size if getattr(self, "loopback", False) else 1
+        return self.world_size if self.loopback else 1
 
     # -- streams ------------------------------------------------------------------------------
 
@@ -368,23 +370,17 @@ class Communicator:
 
     def timeout_record(self):
         """The decoded record, or None if no spin timed out."""
-        probe = self.__dict__.get("_diag_state")
-        if probe is None:
-            probe = self._diag_state = diag.state_word(self.diag)
-        if not probe():
+        if not self._diag_state():
             return None
         return diag.read_record(self.diag_words)
 
     def register_fused(self, fk) -> None:
         """Let :meth:`check` also read ``fk``'s watchdog record (each FusedKernel has its own,
-        so a timeout names the right kernel's flag layout)."""
-        self._fused.add(fk)
-        self._fused_refs = tuple(weakref.ref(f) for f in self._fused)
-        # its record stays probed, and alive, as long as the kernel is; a kernel without one
-        # (None) leaves no address list: the Gate declines and check() runs
-        records = self.__dict__.setdefault("_probe_records", {})
-        records[id(fk)] = getattr(fk, "diag", None)
-        weakref.finalize(fk, self._drop_probe, id(fk))
+        so a timeout names the right kernel's flag layout). The kernel is held weakly; its
+        record stays probed, and alive, as long as the kernel is; a kernel without one (None)
+        leaves no address list: the Gate declines and check() runs."""
+        self._fused[id(fk)] = (weakref.ref(fk), getattr(fk, "diag", None))
+        weakref.finalize(fk, self._drop_fused, id(fk))
         self._rebuild_probes()
 
     def probe_addrs(self) -> tuple[int, ...] | None:
@@ -393,30 +389,27 @@ class Communicator:
         contiguous CPU tensor). ``_fastlaunch.c``'s Gate reads them as ``_probe_addrs`` on
         every bound launch instead of calling :meth:`check`: a word that is not zero makes it
         decline, and the general path's :meth:`check` raises."""
-        if "_probe_addrs" not in self.__dict__:
-            self._rebuild_probes()
         return self._probe_addrs
 
     def _rebuild_probes(self) -> None:
-        records = [self.diag] + list(self.__dict__.get("_probe_records", {}).values())
+        # check() iterates a tuple rebuilt here: a kernel collected meanwhile (its finalizer
+        # edits the dict) cannot disturb the loop, and iterating a WeakSet cost ~2 us per
+        # launch (its iteration guard), a tenth of the eager target
+        self._fused_refs = tuple(ref for ref, _ in self._fused.values())
+        records = [self.diag] + [rec for _, rec in self._fused.values()]
         self._probe_addrs = (None if any(r is None for r in records)
                              else diag.state_addrs(records))
 
-    def _drop_probe(self, key: int) -> None:
-        self.__dict__.get("_probe_records", {}).pop(key, None)
+    def _drop_fused(self, key: int) -> None:
+        self._fused.pop(key, None)
         self._rebuild_probes()
 
-    def check(self, layout: abi.FlagLayout | None = None, context: str = "") -> None:
+    def check(self) -> None:
         """Raise :class:`CommTimeout` if a spin of a previous launch timed out: the runtime's own
         record (sync kernels outside fused kernels) and every registered FusedKernel's. The
         record is cleared when raised (so the next timeout can be recorded); the error keeps
         it, and the FusedKernel that timed out refuses further launches."""
-        # a tuple of weak references, rebuilt when a kernel registers: iterating the WeakSet
-        # itself cost ~2 us per launch (its iteration guard), a tenth of the eager target
-        refs = self.__dict__.get("_fused_refs")
-        if refs is None:
-            refs = self._fused_refs = tuple(weakref.ref(f) for f in self._fused)
-        for ref in refs:
+        for ref in self._fused_refs:
             fk = ref()
             if fk is not None:
                 fk.check()
@@ -424,7 +417,7 @@ class Communicator:
         if rec is None:
             return
         self.diag.zero_()
-        raise diag.make_timeout(rec, settings.TIMEOUT_S.get(), layout, context)
+        raise diag.make_timeout(rec, settings.TIMEOUT_S.get())
 
     # -- teardown -----------------------------------------------------------------------------
 
@@ -454,7 +447,7 @@ class Communicator:
     def __repr__(self) -> str:
         return (f"Communicator(rank={self.rank}, world_size={self.world_size}, device={self.device}, "
                 f"symm_backend={self.symm_backend!r}, allocations={len(self._allocs)}"
-                f"{', loopback' if getattr(self, 'loopback', False) else ''})")
+                f"{', loopback' if self.loopback else ''})")
 
 
 def _extent(t) -> tuple[int, int]:

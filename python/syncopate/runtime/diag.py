@@ -121,12 +121,10 @@ def state_word(record):
     runtime checks every registered kernel's record on every launch). Falls back to a tensor read
     for a record that is not a contiguous CPU tensor."""
     import ctypes
-    try:
-        if record.device.type == "cpu" and record.is_contiguous():
-            word = ctypes.c_int32.from_address(record.data_ptr() + 4 * abi.DIAG_STATE)
-            return lambda: word.value
-    except (AttributeError, TypeError, ValueError):
-        pass
+    addr = state_addrs([record])
+    if addr is not None:
+        word = ctypes.c_int32.from_address(addr[0])
+        return lambda: word.value
     return lambda: int(record[abi.DIAG_STATE])
 
 

@@ -53,13 +53,11 @@ import threading
 
 import triton
 from triton import knobs
+from triton.runtime._allocation import NullAllocator, _allocator  # Triton 3.6 (pinned)
 
 from .. import settings
 from . import _cuda, fastlaunch
-
-#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context (a thread that never
-#: touched CUDA through torch); the caller falls back to Triton's launcher, which sets one.
-_INVALID_CONTEXT = 201
+from .fastlaunch import PTR
 
 _INT_TYPES = {
     "i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
@@ -67,8 +65,6 @@ _INT_TYPES = {
     "u32": ctypes.c_uint32, "u64": ctypes.c_uint64,
 }
 
-#: how a slot is refreshed: a pointer (tensor ``data_ptr()``, int address or None) or a scalar
-_PTR, _SCALAR = 0, 1
 
 
 def launch_error(rc: int) -> "_cuda.DriverError":
@@ -104,10 +100,12 @@ class Unsupported(Exception):
     """Why a kernel cannot be launched directly (the caller keeps Triton's launcher)."""
 
 
-def plan_params(signature: dict, values) -> list[tuple[type, int, int]]:
+def plan_params(signature: dict, values) -> list[tuple[type, int, object]]:
     """``[(ctype, argument index, kind)]``: one slot per kernel parameter Triton's launcher
     passes, in its order, for ``signature`` (``CompiledKernel.src.signature``: name -> type
-    string, every parameter including constexprs) and one call's positional ``values``.
+    string, every parameter including constexprs) and one call's positional ``values``;
+    ``kind`` as :func:`.fastlaunch.new_launch` takes it: :data:`~.fastlaunch.PTR` for a pointer
+    (a tensor's ``data_ptr()``, an int address or None), the ctype for an integer scalar.
 
     Raises :class:`Unsupported` for what :class:`DirectLaunch` does not pack (module
     docstring)."""
@@ -121,9 +119,9 @@ def plan_params(signature: dict, values) -> list[tuple[type, int, int]]:
         if ty == "constexpr":
             continue
         if ty.startswith("*"):
-            plan.append((ctypes.c_uint64, i, _PTR))
+            plan.append((ctypes.c_uint64, i, PTR))
         elif ty in _INT_TYPES:
-            plan.append((_INT_TYPES[ty], i, _SCALAR))
+            plan.append((_INT_TYPES[ty], i, _INT_TYPES[ty]))
         else:  # tensordesc<...>, nvTmaDesc, fp16/bf16/fp32/fp64 scalars
             raise Unsupported(f"parameter {i} of type {ty!r}")
     return plan
@@ -175,13 +173,13 @@ class DirectLaunch:
         self.params = (ctypes.c_void_p * len(self.slots))(
             *[ctypes.addressof(s) for s in self.slots])
         self.refresh = [(s, i, kind) for s, (_, i, kind) in zip(self.slots, self.plan)
-                        if kind == _PTR or not fixed_scalars]
+                        if kind == PTR or not fixed_scalars]
         #: refreshed scalars are range-checked as Triton's argument parsing does (a ctypes
         #: integer would wrap silently); fixed ones once, here
-        self.bounds = {i: fastlaunch.bounds(ct) for ct, i, kind in self.plan if kind == _SCALAR}
+        self.bounds = {i: fastlaunch.bounds(ct) for ct, i, kind in self.plan if kind != PTR}
         try:
             for s, (_, i, kind) in zip(self.slots, self.plan):
-                s.value = _address(values[i]) if kind == _PTR else self._scalar(values[i], i)
+                s.value = _address(values[i]) if kind == PTR else self._scalar(values[i], i)
         except (TypeError, OverflowError, AttributeError) as e:  # Triton's launcher says why
             raise Unsupported(str(e)) from None
         fn = _cuda._bound("cuLaunchKernel",
@@ -196,9 +194,7 @@ class DirectLaunch:
             memcpy=fastlaunch.entry_point("cuMemcpyDtoDAsync"), function=self.function,
             block=self.block, smem=self.smem, params=self.params,
             scratch_slot=self.slots[-2] if self.scratch_size else None,
-            slots=[(s, i, _PTR if kind == _PTR else ct) for s, (ct, i, kind)
-                   in zip(self.slots, self.plan) if kind == _PTR or not fixed_scalars],
-            keep=(self.slots, self.params))
+            slots=self.refresh, keep=(self.slots, self.params))
 
     def _scratch_for(self, stream: int, programs: int) -> int:
         """The global-scratch address for a launch of ``programs`` programs on ``stream``
@@ -258,7 +254,7 @@ class DirectLaunch:
                 return True
             # no context: the first driver call failed and nothing was enqueued
             first = -rc if nbytes and not after else rc
-            if first == _INVALID_CONTEXT:
+            if first == _cuda.INVALID_CONTEXT:
                 return False
             raise launch_error(rc)
         if copy is not None:
@@ -266,12 +262,12 @@ class DirectLaunch:
         with self._lock:
             for s, i, kind in self.refresh:
                 v = values[i]
-                s.value = _address(v) if kind == _PTR else self._scalar(v, i)
+                s.value = _address(v) if kind == PTR else self._scalar(v, i)
             if self.scratch_size:
                 self.slots[-2].value = self._scratch_for(stream, gx * gy * gz)
             rc = self._launch(self.function, gx, gy, gz, self.block, 1, 1, self.smem, stream,
                               self.params, None)
-        if rc == _INVALID_CONTEXT:
+        if rc == _cuda.INVALID_CONTEXT:
             return False
         if rc:
             raise _cuda.DriverError(f"cuLaunchKernel failed with CUDA driver error {rc}")
@@ -308,19 +304,8 @@ def ensure_tma_allocator() -> None:
     thread starts without one. An allocator the user installed is left alone. The torch
     caching allocator makes the per-launch request free and stream-ordered.
     """
-    if _ALLOC is None:
+    if isinstance(_allocator.get(), NullAllocator):
         triton.set_allocator(_tma_alloc)
-        return
-    if isinstance(_ALLOC[0].get(), _ALLOC[1]):
-        triton.set_allocator(_tma_alloc)
-
-
-try:  # resolved once: ensure_tma_allocator runs on every launch
-    from triton.runtime._allocation import NullAllocator as _NullAllocator
-    from triton.runtime._allocation import _allocator as _allocator_var
-    _ALLOC = (_allocator_var, _NullAllocator)
-except ImportError:  # private API moved: install unconditionally
-    _ALLOC = None
 
 
 def _allocate_scratch(stream: int, nbytes: int, device):

@@ -52,7 +52,9 @@ def module():
     with _lock:
         if "module" not in _state:
             try:
-                _state["module"] = _build()
+                from triton.runtime.build import compile_module_from_src
+                with open(_SOURCE) as f:
+                    _state["module"] = compile_module_from_src(f.read(), "_syncopate_fastlaunch")
             except Exception as e:  # noqa: BLE001 -- any build failure means: ctypes path
                 _state["module"] = None
                 _state["why"] = f"{type(e).__name__}: {e}"
@@ -62,13 +64,6 @@ def module():
 def why_unavailable() -> str | None:
     """Why :func:`module` is None (None when it built or was not tried)."""
     return _state.get("why")
-
-
-def _build():
-    from triton.runtime.build import compile_module_from_src
-    with open(_SOURCE) as f:
-        src = f.read()
-    return compile_module_from_src(src, "_syncopate_fastlaunch")
 
 
 def entry_point(name: str) -> int:

@@ -231,12 +231,11 @@ class FusedKernel:
             return 0
         return self.device_epoch() if cfg.captured else cfg.epochs.value
 
-    def device_epoch(self, cfg: "_Config | None" = None) -> int:
-        """The epoch of the last advance that *ran* on the device for ``cfg`` (default: the
-        last launched configuration), read from its pinned mirror without synchronising:
-        how the host learns the epoch of graph replays it never counted (launches still
-        queued are not included)."""
-        cfg = cfg if cfg is not None else self.last_config
+    def device_epoch(self) -> int:
+        """The epoch of the last advance that *ran* on the device for the last launched
+        configuration, read from its pinned mirror without synchronising: how the host learns
+        the epoch of graph replays it never counted (launches still queued are not included)."""
+        cfg = self.last_config
         if cfg is None or cfg.epoch_mirror is None:
             return 0
         return int(cfg.epoch_mirror[0])
@@ -568,9 +567,6 @@ class FusedKernel:
         g = cfg.abi.grid(tuple(grid(named)) if callable(grid) else tuple(grid))
         peers = self._peers_table(cfg, operand_tensors)
         if fkey is not None:
-            # the first launch of a configuration allocates its flags (a new symmetric
-            # buffer): key on the registry as it is now
-            fkey = self._launch_key(grid, args, kwargs)
             if len(self._fast) >= 64:  # callers cycling through buffers: bound it
                 self._fast.clear()
             # the last item: this layout's direct launches (``direct_launch``), built at its
@@ -609,10 +605,7 @@ class FusedKernel:
             # the launch only enqueues on S, passed explicitly: no device/stream switch
             on_device = fastlaunch.current_device() == comm.device.index
             no_switch = not L.needs_stream_context and on_device
-            S = stream
-            if S is None:
-                S = (current_stream(comm.device) if on_device
-                     else torch.cuda.current_stream(comm.device))
+            S = current_stream(comm.device) if stream is None else stream
             if isinstance(S, int):
                 S = torch.cuda.ExternalStream(S, device=comm.device)
             if capturing:
@@ -695,9 +688,8 @@ _STREAMS: dict = {}
 def current_stream(device):
     """``torch.cuda.current_stream(device)``, looked up by the raw handle: building the Stream
     object (device index normalisation, ``Stream.__new__``) cost ~4 us of an eager launch on an
-    H200 host, the raw handle ~0.2 us. Only for what enqueues on the stream by its handle and
-    device (the launch's fast branch); a stream context is still entered with torch's own
-    object. Without the raw accessor (a CPU build of torch), torch's call."""
+    H200 host, the raw handle ~0.2 us. The object is the one torch gave for that handle the
+    first time. Without the raw accessor (a CPU build of torch), torch's call."""
     import torch
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is None:

@@ -150,13 +150,13 @@ class FusedGraph:
     inputs into the static input tensors before each :meth:`replay`. Every rank must capture
     and replay the same sequence of fused launches (as it must launch them eagerly)."""
 
-    def __init__(self, graph, kernels, comms):
+    def __init__(self, graph, kernels, comms, output=None):
         self.graph = graph
         #: the FusedKernels launched during capture (their records are checked per replay)
         self.kernels = list(kernels)
         self.comms = list(comms)
         #: the value the capture's callable returned (its static output tensors)
-        self.output = None
+        self.output = output
 
     @classmethod
     def capture(cls, fn, *, comm=None, stream=None, pool=None,
@@ -196,9 +196,7 @@ class FusedGraph:
         for fk in kernels:
             if fk.comm not in comms:
                 comms.append(fk.comm)
-        fg = cls(g, kernels, comms)
-        fg.output = out
-        return fg
+        return cls(g, kernels, comms, out)
 
     def replay(self) -> None:
         """Check the watchdog records (:func:`check`), then replay the graph on the current

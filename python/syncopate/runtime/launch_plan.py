@@ -298,20 +298,18 @@ class LaunchPlan:
 
     def _gate(self, env):
         """``_fastlaunch.c``'s Gate for this plan's launches: :meth:`fast`'s checks and launch
-        in C; None where it cannot make them all (the module or an entry point missing, a
-        kernel with global scratch, an empty grid, records it cannot read by address, an
-        environment that is not POSIX's ``os.environ``), and :meth:`fast` runs in Python.
-        ``env``: the watchdog's raw environment values when ``timeout`` was read."""
-        fk = self.fk
-        mod = fastlaunch.module() if settings.FAST_LAUNCH.get() else None
-        c = getattr(self.dl, "_c", None)
-        cap = fastlaunch.entry_point("cuStreamIsCapturing") if mod is not None else 0
-        probes = fk.comm.probe_addrs() if hasattr(fk.comm, "probe_addrs") else None
-        if (mod is None or not hasattr(mod, "Gate") or c is None or self.dl.scratch_size
-                or not cap or probes is None or env is None or min(self.kgrid) <= 0):
+        in C; None where it cannot make them all (a kernel with global scratch, an empty grid,
+        records it cannot read by address, an environment that is not POSIX's
+        ``os.environ``), and :meth:`fast` runs in Python. ``env``: the watchdog's raw
+        environment values when ``timeout`` was read. Asked by :meth:`_bind` for a kernel-only
+        launch, which found the module, its capture probe and the kernel's compiled launch."""
+        fk, cfg = self.fk, self.cfg
+        comm = fk.comm
+        if (self.dl.scratch_size or comm.probe_addrs() is None or env is None
+                or min(self.kgrid) <= 0):
             return None
-        comm, cfg = fk.comm, self.cfg
-        return mod.Gate(c, tuple(int(x) for x in self.kgrid), self.tail, self.operands,
+        mod, cap = fastlaunch.module(), fastlaunch.entry_point("cuStreamIsCapturing")
+        return mod.Gate(self.dl._c, tuple(int(x) for x in self.kgrid), self.tail, self.operands,
                         ((fk, "_poisoned"), (cfg, "consumed_pending")),
                         ((comm, "generation", self.generation),),
                         self.get_device, self.device, direct_launch.hook_chains(),

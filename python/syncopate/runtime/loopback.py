@@ -132,13 +132,11 @@ class LoopbackWorld:
     calling a different kind, a rank that failed (:meth:`abort`) or a round not completed within
     the timeout raises :class:`LoopbackError` in every waiting rank instead of hanging."""
 
-    def __init__(self, world_size: int, device=None, *, timeout_s: float | None = None,
-                 name: str = "loopback"):
+    def __init__(self, world_size: int, *, timeout_s: float | None = None):
         if int(world_size) < 1:
             raise LoopbackError(f"world_size={world_size}: a loopback world needs >= 1 rank")
         self.world_size = int(world_size)
-        self.device = device
-        self.name = name
+        self.name = "loopback"
         self.timeout_s = settings.LOOPBACK_TIMEOUT_S.get() if timeout_s is None else float(timeout_s)
         self._cond = threading.Condition()
         self._rounds: dict[int, _Round] = {}
@@ -327,11 +325,10 @@ class LoopbackGroup:
         if device is None or not torch.cuda.is_available():
             self.world.collective(self.rank, "barrier")
             return
-        dev = torch.device(device)
+        s = torch.cuda.current_stream(torch.device(device))
         ev = torch.cuda.Event()
-        ev.record(torch.cuda.current_stream(dev))
+        ev.record(s)
         events = self.world.collective(self.rank, "barrier", ev)
-        s = torch.cuda.current_stream(dev)
         for e in events:
             s.wait_event(e)
 
@@ -487,7 +484,7 @@ def run_loopback(fn, world_size: int, *args, device=None, timeout_s: float | Non
     dev = torch.device(device) if device is not None else None
     if dev is not None and dev.type == "cuda":
         warn_unless_eager(torch.cuda.is_initialized())
-    world = LoopbackWorld(W, dev)
+    world = LoopbackWorld(W)
     results: list = [("err", "did not start")] * W
 
     def body(rank):

@@ -352,20 +352,18 @@ def preload(device=None) -> None:
 
     dev = torch.device(device) if device is not None else torch.device(
         "cuda", torch.cuda.current_device())
+    # the epoch word is an int32 for every backend; the ce reduction's kernel per element type
+    variants = [(_advance_kernel, {})] + [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK})
+                                          for dt in (tl.bfloat16, tl.float16, tl.float32)]
+    for flag64 in (False, True):
+        variants += [(fn, {"FLAG64": flag64}) for fn in (_add_kernel, _signal_all_kernel)]
+        variants += [(fn, {"FLAG64": flag64, "TRAP": trap})
+                     for fn in (_wait_kernel, _enter_kernel) for trap in (False, True)]
     with torch.cuda.device(dev):
-        for flag64 in (False, True):
-            variants = [(_add_kernel, {"FLAG64": flag64}), (_signal_all_kernel, {"FLAG64": flag64})]
-            if not flag64:  # the epoch word is an int32 for every backend
-                variants.append((_advance_kernel, {}))
-            variants += [(fn, {"FLAG64": flag64, "TRAP": trap})
-                         for fn in (_wait_kernel, _enter_kernel) for trap in (False, True)]
-            if not flag64:  # the ce reduction's kernel, per element type
-                variants += [(_sum_kernel, {"DT": dt, "BLOCK": SUM_BLOCK})
-                             for dt in (tl.bfloat16, tl.float16, tl.float32)]
-            for fn, constexprs in variants:
-                ck, _ = _compiled(fn, dev.index, _placeholders(fn), constexprs)
-                if ck is not None:
-                    ck._init_handles()
+        for fn, constexprs in variants:
+            ck, _ = _compiled(fn, dev.index, _placeholders(fn), constexprs)
+            if ck is not None:
+                ck._init_handles()
     stager(dev.index)  # loaded here too (the bound path's staging kernel)
 
 

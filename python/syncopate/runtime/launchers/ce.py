@@ -107,7 +107,7 @@ class CELauncher(Launcher):
         """Views, copy geometry and flag views of every step of this rank's plan, for these
         operand buffers (cached: the plan and the buffers fix all of it)."""
         fk = self.fk
-        comm, me, p = fk.comm, fk.comm.rank, cfg.ce_plan
+        comm, p = fk.comm, cfg.ce_plan
         key = (comm.generation,) + tuple(operand_tensors[q].data_ptr()
                                          for q in sorted(operand_tensors))
         cache = cfg.host.setdefault("prepared", {})
@@ -119,18 +119,10 @@ class CELauncher(Launcher):
         for st in p.steps:
             t = operand_tensors[param_of[st.tensor]]
             copy = None
-            if st.src != st.dst:
-                if st.reduce:
-                    slot_local = cfg.slots[st.tensor]
-                    dst_t = comm.peer_view(slot_local, st.dst)[st.src][st.slices]
-                    src_t = t[st.slices] if st.src == me else comm.peer_view(t, st.src)[st.slices]
-                elif st.mode == "pull":
-                    dst_t = t[st.slices]
-                    src_t = comm.peer_view(t, st.src)[st.slices]
-                else:
-                    dst_t = comm.peer_view(t, st.dst)[st.slices]
-                    src_t = t[st.slices]
-                copy = region_copier(dst_t, src_t)
+            if st.src != st.dst:  # (peer_view of this rank is the tensor itself)
+                dst_t = (comm.peer_view(cfg.slots[st.tensor], st.dst)[st.src] if st.reduce
+                         else comm.peer_view(t, st.dst))
+                copy = region_copier(dst_t[st.slices], comm.peer_view(t, st.src)[st.slices])
             view = comm.flag_view_u32(cfg.flags, st.dst)
             # CHUNK[c] on the destination as an address: the flag write is one driver call
             steps.append((st, copy, view, view.data_ptr() + 4 * cfg.abi.layout.chunk(st.chunk)))
@@ -226,7 +218,14 @@ class CELauncher(Launcher):
             # flag and records its own timeout) instead of one launch per chunk
             for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                 fk.wait_flag(cfg, start, e, "chunk", e, S, count=n)
-        self._finish(cfg, prep, S, e)
+            with torch.cuda.stream(S):  # torch's ops: on the launch stream
+                for own, parts in prep.reductions:
+                    reduce_into(own, parts)
+        # 5. CONSUMED: nobody may overwrite this rank's buffers before peers finished reading.
+        if fk.defer_consumed_wait:
+            cfg.consumed_pending = e
+        else:
+            fk.consumed_wait(cfg, e, S)
 
     def bind(self, cfg, grid, dl, peers, operand_tensors, copy_after: bool | None):
         """A bound call's launch (``runtime/launch_plan.py``): ``run(stream, e, values, copy) ->
@@ -248,7 +247,6 @@ class CELauncher(Launcher):
         into = progs.into
         post_into = progs.post_into.run if into is not None else None
         skip, skip_entry = fk.test_skip_chunks, fk.test_skip_entry
-        no_context = _INVALID_CONTEXT
 
         def run(stream, e, values, copy) -> bool:
             if fk.test_skip_chunks is not skip or fk.test_skip_entry != skip_entry:
@@ -257,7 +255,7 @@ class CELauncher(Launcher):
             try:
                 pre(stream, e, None if copy_after else c)
             except sp.ProgramError as err:
-                if err.index == 0 and err.code == no_context:
+                if err.index == 0 and err.code == _cuda.INVALID_CONTEXT:
                     return False  # nothing enqueued: Triton's launcher sets a context up
                 raise
             if not dl.enqueue(grid, values, stream, None):
@@ -294,19 +292,6 @@ class CELauncher(Launcher):
         (else there are none, or the kernel's epilogue adds them: ``reduce="epilogue"``)."""
         return bool(cfg.ce_plan.reduce_in) and not cfg.abi.epilogue_slots
 
-    def _finish(self, cfg, prep: _CEPrepared, S, e: int) -> None:
-        """The launch's tail on ``S``: the host reduction (its flag waits are enqueued), then
-        CONSUMED -- nobody may overwrite this rank's buffers before peers finished reading."""
-        if self._host_reduces(cfg):
-            import torch
-            with torch.cuda.stream(S):  # torch's ops: on the launch stream
-                for own, parts in prep.reductions:
-                    reduce_into(own, parts)
-        if self.fk.defer_consumed_wait:
-            cfg.consumed_pending = e
-        else:
-            self.fk.consumed_wait(cfg, e, S)
-
     def programs(self, cfg, prep: _CEPrepared, peers, X, bound: str | None = None):
         """The stream programs of one launch on ``prep``'s buffers (:func:`.ce_programs.build`,
         built at the first ask, then cached with what they bake in: the side stream, the
@@ -326,10 +311,6 @@ class CELauncher(Launcher):
                 progs.clear()
             hit = progs[key] = ce_programs.build(self, cfg, prep, peers, X, bound)
         return hit
-
-
-#: CUDA_ERROR_INVALID_CONTEXT: the calling thread has no current context
-_INVALID_CONTEXT = 201
 
 
 def reduce_into(own, parts) -> None:

@@ -80,10 +80,9 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
     me, W = comm.rank, comm.world_size
     if cfg.abi.flag_dtype != "int32" or sp.entry_points() is None:
         return None
-    events = {n: launcher._event(cfg, n) for n in ("entered", "kernel_done", "comm_done")}
-    if any(ev.raw is None for ev in events.values()):
+    ev = {n: launcher._event(cfg, n).raw for n in ("entered", "kernel_done", "comm_done")}
+    if None in ev.values():
         return None
-    ev = {n: e.raw for n, e in events.items()}
     E = sp.Epoch
 
     def wait(b, stream, index, target, kind, count, epoch=E()):
@@ -139,16 +138,17 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
         post.record(sp.SIDE, ev["comm_done"])
         post.wait_event(sp.MAIN, ev["comm_done"])
         in_post = not fk.defer_consumed_wait
+        tail = sp.Builder()  # after the reductions: the CONSUMED wait unless deferred
+        if in_post and reads:
+            wait(tail, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
         into = into_p = None
+        keep = ()
         if launcher._host_reduces(cfg):
             # the parts' chunk flags: wait kernels of a few programs, not a wait inside the sum
             # kernel -- its thousands of spinning programs would hold SMs the peer's kernel
             # (loopback) or another stream may need while they wait (design-notes item 13)
             for start, n in index_runs(lay.chunk(st.chunk) for st in p.reduce_in):
                 wait(post, sp.MAIN, start, E(), "chunk", n)
-            tail = sp.Builder()
-            if in_post and reads:
-                wait(tail, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
             tables = _sum_tables(prep)
             keep = tuple(t.table for t in tables)
             into = _span(prep) if bound == "after" else None
@@ -160,11 +160,7 @@ def build(launcher, cfg, prep, peers, X, bound: str | None) -> CEPrograms | None
                 alt.ops += tail.ops
                 into_p = sp.build(alt, X.cuda_stream)
             _sums(post, tables, 0)
-            post.ops += tail.ops
-        else:
-            keep = ()
-            if in_post and reads:
-                wait(post, sp.MAIN, lay.consumed, E(reads), "consumed", 1)
+        post.ops += tail.ops
         if bound == "after":
             post.call_copy(sp.MAIN)
         X_h = X.cuda_stream
