@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from ..errors import ScheduleError
 from .model import (MAX_WORLD_SIZE, MODES, Chunk, Placement, Region, Schedule, TensorSpec,
-                    even_split, normalize_dtype)
+                    _as_dtype, even_split)
 
 ORDERS = ("swizzle", "ring")
 
@@ -40,10 +40,7 @@ def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], ord
         problems.append(f"shape {list(shape)} must have positive sizes")
     if not shape and not problems:
         problems.append("shape needs at least one dim")
-    try:
-        dtype = normalize_dtype(dtype)
-    except ScheduleError as e:
-        problems.extend(e.problems)
+    dtype = _as_dtype(dtype, problems)
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         problems.append(f"world_size must be an integer >= 1, got {world_size!r}")
     elif world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
@@ -67,6 +64,12 @@ def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], ord
     if problems:
         raise ScheduleError([f"{template}: {p}" for p in problems])
     return shape, dtype, out_dims
+
+
+def _positive(**values) -> list[str]:
+    """A problem for each of ``values`` that is not a positive integer."""
+    return [f"{k} must be a positive integer, got {v!r}" for k, v in values.items()
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1]
 
 
 def shard_regions(shape: Sequence[int], dim: int, world_size: int) -> list[Region | None]:

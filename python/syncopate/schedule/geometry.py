@@ -321,11 +321,18 @@ def even_split(n: int, parts: int) -> list[tuple[int, int]]:
 # Placement, TensorSpec
 # --------------------------------------------------------------------------------------------
 
-def _as_region(value: Any, what: str) -> Region:
-    if isinstance(value, Region):
-        return value
-    if isinstance(value, Mapping) and "offsets" in value and "sizes" in value:
-        return Region(value["offsets"], value["sizes"])
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return Region(value[0], value[1])
-    raise ScheduleError(f"{what} must be a Region (offsets, sizes), got {value!r}")
+def _as_region(value: Any, problems: list[str]) -> Region | None:
+    """``value`` (a Region, ``{"offsets", "sizes"}`` or ``(offsets, sizes)``) as a Region, or
+    None with what is wrong added to ``problems``."""
+    try:
+        if isinstance(value, Region):
+            return value
+        if isinstance(value, Mapping) and "offsets" in value and "sizes" in value:
+            return Region(value["offsets"], value["sizes"])
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            return Region(value[0], value[1])
+    except ScheduleError as e:
+        problems.extend(e.problems)
+        return None
+    problems.append(f"region must be a Region (offsets, sizes), got {value!r}")
+    return None

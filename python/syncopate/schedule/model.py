@@ -35,8 +35,8 @@ from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_lis
                        _settle, box_difference, box_intersection, box_subtract,
                        boxes_overlap, coalesce_boxes, even_split, format_ranks)
 from .json_write import canonical_json, dumps
-from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,  # noqa: F401
-                          normalize_dtype)
+from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, _as_dtype,  # noqa: F401
+                          dtype_size, normalize_dtype)
 from .verify import Analysis, analyze
 
 #: the most ranks a schedule may have: far above any NVLink domain (72 GPUs), and low enough

@@ -24,11 +24,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ScheduleError
-from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
-                         everywhere, gather_schedule, owned, scattered, shard_regions)
+from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _positive, _reduce_scatter,
+                         _validate, everywhere, gather_schedule, owned, scattered, shard_regions)
 from .kv_gather import kv_all_gather
-from .model import (MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec,
-                    normalize_dtype)
+from .model import MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec, _as_dtype
 from .scaled_gather import scaled_all_gather
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
@@ -184,12 +183,8 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
     step, in the same head order (a comm program never blocks on an output chunk, whose
     source's tiles wait for that source's inputs, before it has run all its input chunks).
     """
-    problems = []
-    ints = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
-                world_size=world_size)
-    for k, v in ints.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            problems.append(f"{k} must be a positive integer, got {v!r}")
+    problems = _positive(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq,
+                         head_dim=head_dim, world_size=world_size)
     if not problems and world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
         problems.append(f"world_size {world_size} is more than {MAX_WORLD_SIZE} ranks")
     if not problems:
@@ -204,10 +199,7 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
             problems.append(f"seq ({seq}) must be divisible by world_size ({W})")
     if mode not in MODES:
         problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
-    try:
-        dtype = normalize_dtype(dtype)
-    except ScheduleError as e:
-        problems.extend(e.problems)
+    dtype = _as_dtype(dtype, problems)
     if problems:
         raise ScheduleError([f"ulysses_all_to_all: {p}" for p in problems])
     W = world_size

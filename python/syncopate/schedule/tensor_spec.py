@@ -40,6 +40,15 @@ def normalize_dtype(name: Any) -> str:
     return _dtypes.canonical(name)
 
 
+def _as_dtype(name: Any, problems: list[str]) -> Any:
+    """:func:`normalize_dtype`, collecting an unknown name's problem (``name`` is kept)."""
+    try:
+        return normalize_dtype(name)
+    except ScheduleError as e:
+        problems.extend(e.problems)
+        return name
+
+
 def dtype_size(name: Any) -> int:
     """Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts)."""
     return _dtypes.element_bytes(name)
@@ -67,11 +76,7 @@ class Placement:
     def __post_init__(self):
         problems: list[str] = []
         rank = _as_int(self.rank, "rank", problems)
-        try:
-            region = _as_region(self.region, "region")
-        except ScheduleError as e:
-            problems.extend(e.problems)
-            region = None
+        region = _as_region(self.region, problems)
         if region is not None and region.is_empty:
             problems.append(f"region {region} is empty; leave the placement out")
         if not isinstance(self.partial, bool):
@@ -133,11 +138,7 @@ class TensorSpec:
         shape = _as_int_tuple(self.shape, "shape", problems, minimum=1)
         if not problems and not shape:
             problems.append("shape needs at least one dim")
-        dtype = self.dtype
-        try:
-            dtype = normalize_dtype(self.dtype)
-        except ScheduleError as e:
-            problems.extend(e.problems)
+        dtype = _as_dtype(self.dtype, problems)
         initial = _as_placements(self.initial, "initial", problems)
         final = _as_placements(self.final, "final", problems)
         if not isinstance(self.extra, Mapping):
