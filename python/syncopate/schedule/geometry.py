@@ -275,16 +275,15 @@ class Region:
     def split(self, dim: int, parts: int) -> list["Region"]:
         """Cut along ``dim`` into ``parts`` pieces as even as possible (the first
         ``size % parts`` pieces get one more index); empty pieces are left out."""
-        pieces = []
-        for off, size in even_split(self.sizes[dim], parts):
-            if size == 0:
-                continue
-            offsets = list(self.offsets)
-            sizes = list(self.sizes)
-            offsets[dim] += off
-            sizes[dim] = size
-            pieces.append(Region(tuple(offsets), tuple(sizes)))
-        return pieces
+        return [self._band(dim, off, size) for off, size in even_split(self.sizes[dim], parts)
+                if size]
+
+    def _band(self, dim: int, off: int, size: int) -> "Region":
+        """The ``size`` indices along ``dim`` from ``off`` (relative to this region's offset)."""
+        offsets, sizes = list(self.offsets), list(self.sizes)
+        offsets[dim] += off
+        sizes[dim] = size
+        return Region(tuple(offsets), tuple(sizes))
 
     def slices(self) -> tuple[slice, ...]:
         """Index with these to get the region's data: ``tensor[region.slices()]``."""

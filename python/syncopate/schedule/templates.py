@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ScheduleError
-from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _positive, _reduce_scatter,
-                         _validate, everywhere, gather_schedule, owned, scattered, shard_regions)
+from .generators import (_Builder, _gather, _meta, _positive, _reduce_scatter, _validate,
+                         everywhere, owned, scattered, shard_regions, sharded_schedule)
 from .kv_gather import kv_all_gather
 from .model import MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec, _as_dtype
 from .scaled_gather import scaled_all_gather
@@ -48,8 +48,8 @@ def all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     AG + GEMM consumer (the consumer's rank fetches what it needs next); ``push`` is the usual
     choice for the SM and NVSHMEM backends when the producer knows when data is ready.
     """
-    return gather_schedule("all_gather", shape, dtype, world_size, dim, order, mode, split,
-                           (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor))
+    return sharded_schedule("all_gather", shape, dtype, world_size, dim, order, mode, split,
+                            (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor))
 
 
 def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -63,16 +63,9 @@ def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int =
     ``ring``: the partial of block ``x`` accumulates along ``x + 1 -> x + 2 -> ... -> x``; each
     hop after the first forwards the sum that arrived at the previous round (``after``).
     """
-    shape, dtype, dims = _validate("reduce_scatter", shape, dtype, world_size, {"dim": dim},
-                                   order, ORDERS, mode, split, tensor)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    b = _Builder()
-    _reduce_scatter(b, tensor, _pieces(shards, dim, split), W, order, mode, split)
-    return Schedule(W, {tensor: scattered(tensor, shape, dtype, shards, W)}, b.chunks,
-                    _meta("reduce_scatter", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          order=order, mode=mode, split=split, tensor=tensor))
+    return sharded_schedule("reduce_scatter", shape, dtype, world_size, dim, order, mode, split,
+                            (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor),
+                            _reduce_scatter, scattered)
 
 
 def all_reduce(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -86,26 +79,23 @@ def all_reduce(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     chunks that complete that piece in ``after``.  The copies overwrite the partials the
     destination still held there, which its own reduce-scatter chunks have already read.
     """
-    shape, dtype, dims = _validate("all_reduce", shape, dtype, world_size, {"dim": dim}, order,
-                                   ORDERS, mode, split, tensor)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    pieces = _pieces(shards, dim, split)
-    b = _Builder()
-    _reduce_scatter(b, tensor, pieces, W, order, mode, split)
-    rs_chunks = list(b.chunks)
+    def chunks(b, t, pieces, W, order, mode, split):
+        _reduce_scatter(b, t, pieces, W, order, mode, split)
+        rs_chunks = list(b.chunks)
 
-    def completes(owner: int, piece: Region) -> list[int]:
-        return [c.id for c in rs_chunks if c.dst == owner and c.region.overlaps(piece)]
+        def completes(owner: int, piece: Region) -> list[int]:
+            return [c.id for c in rs_chunks if c.dst == owner and c.region.overlaps(piece)]
 
-    _gather(b, tensor, pieces, W, order, mode, split, step0=(W - 1) * split,
-            first_after=completes)
-    spec = TensorSpec(tensor, shape, dtype, everywhere(shape, W, partial=True),
-                      everywhere(shape, W))
-    return Schedule(W, {tensor: spec}, b.chunks,
-                    _meta("all_reduce", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          order=order, mode=mode, split=split, tensor=tensor))
+        _gather(b, t, pieces, W, order, mode, split, step0=(W - 1) * split,
+                first_after=completes)
+
+    def spec(t, shape, dtype, shards, W):
+        return TensorSpec(t, shape, dtype, everywhere(shape, W, partial=True),
+                          everywhere(shape, W))
+
+    return sharded_schedule("all_reduce", shape, dtype, world_size, dim, order, mode, split,
+                            (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor),
+                            chunks, spec)
 
 
 def all_to_all(shape: Sequence[int], dtype: str, world_size: int, split_dim: int,
@@ -157,8 +147,8 @@ def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     next one travels.  Every rank ends with every block.  The chunks are those of a ring
     all-gather; ``push`` is the default since the holder of a block knows when it is there.
     """
-    return gather_schedule("ring_pass", shape, dtype, world_size, dim, "ring", mode, split,
-                           (tensor,), dict(mode=mode, split=split, tensor=tensor))
+    return sharded_schedule("ring_pass", shape, dtype, world_size, dim, "ring", mode, split,
+                            (tensor,), dict(mode=mode, split=split, tensor=tensor))
 
 
 def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
@@ -211,12 +201,7 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
 
     def piece(t: str, head_rank: int, seq_rank: int, h: int) -> Region:
         # local head h of head_rank's block, sequence block of seq_rank
-        heads = by_head[t][head_rank]
-        off = list(heads.offsets)
-        size = list(heads.sizes)
-        off[1] += h
-        size[1] = 1
-        return Region(off, size).intersection(by_seq[t][seq_rank])
+        return by_head[t][head_rank]._band(1, h, 1).intersection(by_seq[t][seq_rank])
 
     def heads_of(j: int) -> list[tuple[str, int]]:
         return [("K", j), ("V", j)] + [("Q", j * group + i) for i in range(group)]
