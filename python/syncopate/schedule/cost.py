@@ -57,7 +57,7 @@ from typing import Callable, Iterable
 from .. import backends
 from ..backends.sm import SM
 from ..errors import ScheduleError
-from .model import Region, Schedule, box_intersection, normalize_dtype
+from .model import Region, Schedule, normalize_dtype
 from .templates import all_gather, reduce_scatter
 
 __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
@@ -356,11 +356,7 @@ def _consumer_pieces(schedule: Schedule, analysis, rank: int, name: str, finish:
             events.extend((finish[cid], reg) for reg in analysis.completed[cid])
     out = []
     for t, reg in events:
-        vol = 0
-        for f in final:
-            box = box_intersection(*reg.box, *f.box)
-            if box is not None:
-                vol += Region._raw(*box).volume
+        vol = sum(i.volume for f in final if (i := reg.intersection(f)) is not None)
         if vol:
             out.append((t, vol / total))
     return out
