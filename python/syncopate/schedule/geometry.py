@@ -5,6 +5,7 @@ raise one :class:`~syncopate.errors.ScheduleError` listing them all)."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -120,36 +121,24 @@ def box_difference(target: Box, covers: Iterable[Box]) -> list[Box]:
     return remaining
 
 
-def coalesce_boxes(items: list, key=lambda item: None) -> list:
-    """Merge boxes that share a ``key`` and are adjacent along one dim with equal extents in
-    all others.  ``items`` are tuples ``(lo, hi, *rest)``; ``key(item)`` must be equal for two
-    items to merge.  Keeps region maps small when a tensor arrives in many chunks, and makes
-    error messages name one region instead of its fragments."""
-    items = list(items)
+def coalesce_boxes(boxes: Iterable[Box]) -> list[Box]:
+    """Merge boxes that are adjacent along one dim with equal extents in all others, first
+    pair first, until no pair merges.  Keeps region maps small when a tensor arrives in many
+    chunks, and makes error messages name one region instead of its fragments."""
+    items = list(boxes)
     merged = True
-    while merged and len(items) > 1:
+    while merged:
         merged = False
-        for i in range(len(items)):
-            a = items[i]
-            for j in range(i + 1, len(items)):
-                b = items[j]
-                if key(a) != key(b):
-                    continue
-                alo, ahi, blo, bhi = a[0], a[1], b[0], b[1]
-                diff = [d for d in range(len(alo)) if (alo[d], ahi[d]) != (blo[d], bhi[d])]
-                if len(diff) != 1:
-                    continue
+        for i, j in itertools.combinations(range(len(items)), 2):
+            (alo, ahi), (blo, bhi) = items[i], items[j]
+            diff = [d for d in range(len(alo)) if (alo[d], ahi[d]) != (blo[d], bhi[d])]
+            if len(diff) == 1 and (ahi[diff[0]] == blo[diff[0]] or bhi[diff[0]] == alo[diff[0]]):
                 d = diff[0]
-                if ahi[d] == blo[d] or bhi[d] == alo[d]:
-                    lo = list(alo)
-                    hi = list(ahi)
-                    lo[d] = min(alo[d], blo[d])
-                    hi[d] = max(ahi[d], bhi[d])
-                    items[i] = (tuple(lo), tuple(hi)) + tuple(a[2:])
-                    del items[j]
-                    merged = True
-                    break
-            if merged:
+                lo, hi = list(alo), list(ahi)
+                lo[d], hi[d] = min(alo[d], blo[d]), max(ahi[d], bhi[d])
+                items[i] = (tuple(lo), tuple(hi))
+                del items[j]
+                merged = True
                 break
     return items
 
@@ -238,8 +227,7 @@ class Region:
         return None if box is None else Region._raw(*box)
 
     def overlaps(self, other: "Region") -> bool:
-        self._check_ndim(other)
-        return box_intersection(self.offsets, self.stops, other.offsets, other.stops) is not None
+        return self.intersection(other) is not None
 
     def disjoint(self, other: "Region") -> bool:
         return not self.overlaps(other)

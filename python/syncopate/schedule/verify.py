@@ -121,12 +121,8 @@ class Analysis:
         return bool(self.hb.get(b, 0) >> a & 1)
 
 
-def _where(c: Chunk) -> str:
-    return c.describe()
-
-
 def _regions(boxes) -> list[Region]:
-    return [Region._raw(b[0], b[1]) for b in coalesce_boxes([(b[0], b[1]) for b in boxes])]
+    return [Region._raw(lo, hi) for lo, hi in coalesce_boxes((b[0], b[1]) for b in boxes)]
 
 
 def _fmt_regions(regions: list[Region], limit: int = 4) -> str:
@@ -283,8 +279,8 @@ def analyze(schedule) -> Analysis:
                     inter = Region._raw(*box_intersection(*boxes[r], *boxes[w]))
                     racy_readers.add(r)
                     problems.append(
-                        f"{_where(chunks[r])}: reads {inter} of {tname} on rank {rank} while "
-                        f"{_where(chunks[w])} writes it there, and neither is ordered before "
+                        f"{chunks[r].describe()}: reads {inter} of {tname} on rank {rank} while "
+                        f"{chunks[w].describe()} writes it there, and neither is ordered before "
                         f"the other (the data read is undefined): "
                         + fix.format(r=r, w=w, sw=chunks[w].step))
         for i, w1 in enumerate(writers):
@@ -298,13 +294,13 @@ def analyze(schedule) -> Analysis:
                 racy_writers.update((w1, w2))
                 if c1.reduce == "none" and c2.reduce == "none":
                     problems.append(
-                        f"{_where(c2)}: double delivery: it and {_where(c1)} both deliver "
+                        f"{c2.describe()}: double delivery: it and {c1.describe()} both deliver "
                         f"{inter} of {tname} to rank {rank}; drop one of them or shrink its "
                         f"region to what the other does not deliver")
                 else:
                     problems.append(
-                        f"{_where(c2)}: writes {inter} of {tname} on rank {rank} concurrently "
-                        f"with {_where(c1)} (a copy and a sum do not commute): order them with "
+                        f"{c2.describe()}: writes {inter} of {tname} on rank {rank} concurrently "
+                        f"with {c1.describe()} (a copy and a sum do not commute): order them with "
                         f"steps or after")
 
     # ---- symbolic execution -------------------------------------------------------------------
@@ -333,7 +329,7 @@ def analyze(schedule) -> Analysis:
             if dup and cid not in racy_writers:
                 for writer, group in _group(dup, key=lambda p: p[3]):
                     problems.append(
-                        f"{_where(c)}: double delivery: rank {c.dst} already holds "
+                        f"{c.describe()}: double delivery: rank {c.dst} already holds "
                         f"{_fmt_regions(_regions(group))} of {c.tensor} complete "
                         f"({_origin(writer)}); drop the chunk or shrink its region to what "
                         f"rank {c.dst} lacks")
@@ -347,7 +343,7 @@ def analyze(schedule) -> Analysis:
         empty = box_difference((lo, hi), covers)
         if empty:
             problems.append(
-                f"{_where(c)}: adds into {_fmt_regions(_regions(empty))} of {c.tensor} on rank "
+                f"{c.describe()}: adds into {_fmt_regions(_regions(empty))} of {c.tensor} on rank "
                 f"{c.dst}, which holds nothing there when the chunk runs (no initial placement "
                 f"and no delivery ordered before it): the sum would add to uninitialized memory; "
                 f"use reduce 'none' to copy, or give rank {c.dst} a partial initial placement "
@@ -366,7 +362,7 @@ def analyze(schedule) -> Analysis:
         if doubles and cid not in racy_writers:
             for (dmask, smask), group in _group(doubles, key=lambda p: (p[2], p[3])):
                 problems.append(
-                    f"{_where(c)}: double counting: it adds contributions {format_ranks(smask)} "
+                    f"{c.describe()}: double counting: it adds contributions {format_ranks(smask)} "
                     f"into {_fmt_regions(_regions(group))} of {c.tensor} on rank {c.dst}, which "
                     f"already holds contributions {format_ranks(dmask)}: the partials of ranks "
                     f"{format_ranks(smask & dmask)} would be added twice; drop the chunk or send "
@@ -406,7 +402,7 @@ def analyze(schedule) -> Analysis:
         dead = box_difference(boxes[cid], covers)
         if dead:
             problems.append(
-                f"{_where(c)}: delivers {_fmt_regions(_regions(dead))} to rank {c.dst}, which "
+                f"{c.describe()}: delivers {_fmt_regions(_regions(dead))} to rank {c.dst}, which "
                 f"neither keeps it (not in rank {c.dst}'s final placement of {c.tensor}) nor "
                 f"forwards it (no chunk ordered after this one reads it from rank {c.dst}); "
                 f"drop the chunk, shrink its region, or add the region to rank {c.dst}'s final "
@@ -432,12 +428,12 @@ def _read_problems(c: Chunk, bad, FULL, chunks, writers, before) -> list[str]:
         regions = _regions(group)
         what = f"{_fmt_regions(regions)} of {c.tensor}"
         if c.reduce == "none" and mask:
-            msg = (f"{_where(c)}: rank {c.src} holds {_holding(mask, FULL)} in {what} when "
+            msg = (f"{c.describe()}: rank {c.src} holds {_holding(mask, FULL)} in {what} when "
                    f"the chunk reads it, but a copy (reduce 'none') needs the complete value: "
                    f"use reduce 'sum' to add the partial into the destination's, or order the "
                    f"chunks that complete it before this one")
         else:
-            msg = (f"{_where(c)}: rank {c.src} does not hold {what} when the chunk reads it "
+            msg = (f"{c.describe()}: rank {c.src} does not hold {what} when the chunk reads it "
                    f"(it forwards data its source does not hold yet)")
         later = [w for w in writers if w != c.id and not before(w, c.id) and any(
             box_intersection(*chunks[w].region.box, *r.box) for r in regions)]
