@@ -281,8 +281,7 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
             mine = [c for c in schedule.chunks if c.tensor == name and
                     (c.src == r or (c.reduce == "sum" and c.dst == r))]
             for region in schedule.departure_order(r, name) + partial:
-                todo = [piece for p in partial
-                        for piece in ([p.intersection(region)] if p.overlaps(region) else [])]
+                todo = [i for p in partial if (i := p.intersection(region)) is not None]
                 vol = sum(sum(x.volume for x in piece.difference(done)) for piece in todo)
                 if vol:
                     t += slow * compute_time_s * vol / total
@@ -380,7 +379,6 @@ def best_split(make: Callable[[int], Schedule], splits: Iterable[int] = (1, 2, 4
 
 def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: str = "bf16",
                      backend: str = "sm", comm_programs: int | None = None,
-                     mode: str | None = None,
                      splits: Iterable[int] = (1, 2, 4, 8, 16),
                      programs: Iterable[int] = (8, 16, 32)) -> dict:
     """Split (and comm program count) for a fused GEMM with a collective, by the cost model.
@@ -396,12 +394,11 @@ def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: st
         raise ScheduleError(f"op must be 'ag' (all-gather + GEMM) or 'rs' (GEMM + "
                             f"reduce-scatter), got {op!r}")
     compute = gemm_time(M, N, K, dtype)
-    kw = {} if mode is None else {"mode": mode}
 
     def make(n: int) -> Schedule:
         if op == "ag":
-            return all_gather((M, K), dtype, world_size, dim=0, split=n, **kw)
-        return reduce_scatter((M, N), dtype, world_size, dim=0, split=n, **kw)
+            return all_gather((M, K), dtype, world_size, dim=0, split=n)
+        return reduce_scatter((M, N), dtype, world_size, dim=0, split=n)
 
     if not backends.get(backend, ScheduleError).has_comm_programs:
         candidates = [0]
