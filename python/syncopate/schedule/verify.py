@@ -368,12 +368,9 @@ def analyze(schedule) -> Analysis:
                     f"{format_ranks(smask & dmask)} would be added twice; drop the chunk or send "
                     f"a region whose contributions rank {c.dst} does not hold yet")
         before_full = [p for p in dst_pieces if p[2] != FULL]
-        now = _query(new_state, lo, hi)
-        newly = [p for p in now if p[2] == FULL and any(
-            box_intersection(p[0], p[1], q[0], q[1]) for q in before_full)]
-        completed[cid] = _regions([box_intersection(p[0], p[1], q[0], q[1])
-                                   for p in newly for q in before_full
-                                   if box_intersection(p[0], p[1], q[0], q[1])])
+        completed[cid] = _regions([i for p in _query(new_state, lo, hi) if p[2] == FULL
+                                   for q in before_full
+                                   if (i := box_intersection(p[0], p[1], q[0], q[1]))])
         delivered[cid] = got
         state[dst_key] = new_state
 
