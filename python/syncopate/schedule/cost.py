@@ -278,8 +278,7 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
             total = sum(p.volume for p in partial)
             done: list[Region] = []
             t = 0.0
-            mine = [c for c in schedule.chunks if c.tensor == name and
-                    (c.src == r or (c.reduce == "sum" and c.dst == r))]
+            mine = schedule._departing(r, name)
             for region in schedule.departure_order(r, name) + partial:
                 todo = [i for p in partial if (i := p.intersection(region)) is not None]
                 vol = sum(sum(x.volume for x in piece.difference(done)) for piece in todo)

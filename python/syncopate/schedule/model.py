@@ -173,13 +173,8 @@ class Schedule:
     def chunked_dims(self, tensor: str) -> list[int]:
         """Dims along which some chunk of ``tensor`` does not span the whole tensor."""
         shape = self.tensor(tensor).shape
-        dims = set()
-        for c in self.chunks:
-            if c.tensor == tensor:
-                for d, (a, b) in enumerate(zip(c.lo, c.hi)):
-                    if a != 0 or b != shape[d]:
-                        dims.add(d)
-        return sorted(dims)
+        return sorted({d for c in self.chunks if c.tensor == tensor
+                       for d, (a, b) in enumerate(zip(c.lo, c.hi)) if a != 0 or b != shape[d]})
 
     def is_received(self, tensor: str) -> bool:
         """Whether any chunk moves ``tensor``."""
@@ -200,11 +195,8 @@ class Schedule:
     def arrival_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int) -> int:
         """When the band ``[lo, hi)`` along ``dim`` is complete on ``rank``: 0 if held initially
         (non-partial), else 1 + the position of the last chunk that delivers part of it."""
-        key = 0
-        for i, c in enumerate(self.chunks_to(rank, tensor)):
-            if c.lo[dim] < hi and lo < c.hi[dim]:
-                key = max(key, i + 1)
-        return key
+        return max((i + 1 for i, c in enumerate(self.chunks_to(rank, tensor))
+                    if c.lo[dim] < hi and lo < c.hi[dim]), default=0)
 
     def departure_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int,
                       sends_only: bool = False) -> int:
@@ -219,14 +211,14 @@ class Schedule:
         rank computes every band it sends before the bands it owns -- its own tiles then wait
         for the other ranks' partials, which those ranks computed first, and since no rank waits
         before it has produced everything it sends, the waits cannot form a cycle."""
-        key = None
-        for c in self.chunks:
-            into_me = c.reduce == "sum" and c.dst == rank and not sends_only
-            if c.tensor != tensor or not (c.src == rank or into_me):
-                continue
-            if c.lo[dim] < hi and lo < c.hi[dim]:
-                key = c.step if key is None else min(key, c.step)
-        return key if key is not None else 1 << 30
+        return min((c.step for c in self._departing(rank, tensor, sends_only)
+                    if c.lo[dim] < hi and lo < c.hi[dim]), default=1 << 30)
+
+    def _departing(self, rank: int, tensor: str, sends_only: bool = False) -> list[Chunk]:
+        """The chunks of ``tensor`` that read it on ``rank`` and, unless ``sends_only``, the
+        ``sum`` chunks into ``rank`` (it adds its own partial): what ``rank`` computes early."""
+        return [c for c in self.chunks if c.tensor == tensor and (
+            c.src == rank or (c.reduce == "sum" and c.dst == rank and not sends_only))]
 
     def element_bytes(self, tensor: str) -> int:
         return self.tensor(tensor).elem_size
@@ -262,8 +254,7 @@ class Schedule:
         """Ids of the chunks that must have arrived before ``chunk_id`` starts: its ``after``
         list plus the step rule's (earlier-step chunks delivering an overlapping region to its
         source).  The runtime waits on exactly these flags."""
-        a = self._verified()
-        return a.deps[chunk_id]
+        return self._verified().deps[chunk_id]
 
     def arrival_order(self, rank: int, tensor: str) -> list[Region]:
         """Regions of ``tensor`` in the order they become complete on ``rank``: the non-partial
@@ -311,9 +302,7 @@ class Schedule:
         ``departure_key``) -- so the first chunks can leave, and be reduced, early."""
         self.tensor(tensor)
         seen: list[Region] = []
-        mine = [c for c in self.chunks if c.tensor == tensor and
-                (c.src == rank or (c.reduce == "sum" and c.dst == rank))]
-        for c in sorted(mine, key=lambda c: (c.step, c.id)):
+        for c in sorted(self._departing(rank, tensor), key=lambda c: (c.step, c.id)):
             if c.region not in seen:
                 seen.append(c.region)
         return seen
