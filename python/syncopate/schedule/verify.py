@@ -74,6 +74,7 @@ dependency graph in :mod:`.verify_graph`; this module runs them and does the res
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import groupby
 from dataclasses import dataclass, field
 
 from .. import backends
@@ -200,14 +201,10 @@ def analyze(schedule) -> Analysis:
         outgoing[(c.src, c.tensor)].append(c.id)
     boxes = {cid: c.region.box for cid, c in chunks.items()}
 
-    def overlap(a: int, b: int) -> bool:
-        (alo, ahi), (blo, bhi) = boxes[a], boxes[b]
-        return boxes_overlap(alo, ahi, blo, bhi)
-
     # For each chunk, the chunks that write an overlapping region of its source rank: both the
     # step rule and the race check look only at these pairs.
     overlapping_writers: dict[int, list[int]] = {
-        cid: [w for w in incoming[(c.src, c.tensor)] if overlap(w, cid)]
+        cid: [w for w in incoming[(c.src, c.tensor)] if boxes_overlap(*boxes[w], *boxes[cid])]
         for cid, c in chunks.items()}
 
     # ---- dependency graph ---------------------------------------------------------------------
@@ -237,13 +234,10 @@ def analyze(schedule) -> Analysis:
         succ_b: dict[int, set[int]] = defaultdict(set, {a: set(ss) for a, ss in succ.items()})
         reasons = dict(edge_reason)
         for rank, run in program_order(schedule, backend).items():
-            by_step: dict[int, list[int]] = defaultdict(list)
-            for c in run:
-                by_step[c.step].append(c.id)
-            keys = sorted(by_step)
-            for s0, s1 in zip(keys, keys[1:]):
-                for a in by_step[s0]:
-                    for b in by_step[s1]:
+            steps = [(s, [c.id for c in g]) for s, g in groupby(run, key=lambda c: c.step)]
+            for (s0, first), (s1, then) in zip(steps, steps[1:]):
+                for a in first:
+                    for b in then:
                         if b not in succ_b[a]:
                             succ_b[a].add(b)
                             reasons[(a, b)] = (f"on the {backend.name} backend rank {rank} runs "
@@ -285,7 +279,7 @@ def analyze(schedule) -> Analysis:
                         + fix.format(r=r, w=w, sw=chunks[w].step))
         for i, w1 in enumerate(writers):
             for w2 in writers[i + 1:]:
-                if not overlap(w1, w2) or before(w1, w2) or before(w2, w1):
+                if not boxes_overlap(*boxes[w1], *boxes[w2]) or before(w1, w2) or before(w2, w1):
                     continue
                 c1, c2 = chunks[w1], chunks[w2]
                 if c1.reduce == "sum" and c2.reduce == "sum":
