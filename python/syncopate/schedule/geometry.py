@@ -295,13 +295,7 @@ def even_split(n: int, parts: int) -> list[tuple[int, int]]:
     if parts < 1:
         raise ScheduleError(f"cannot split into {parts} parts; use at least 1")
     base, extra = divmod(n, parts)
-    out = []
-    off = 0
-    for i in range(parts):
-        size = base + (1 if i < extra else 0)
-        out.append((off, size))
-        off += size
-    return out
+    return [(i * base + min(i, extra), base + (1 if i < extra else 0)) for i in range(parts)]
 
 
 # --------------------------------------------------------------------------------------------

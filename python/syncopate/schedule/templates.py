@@ -27,7 +27,7 @@ from ..errors import ScheduleError
 from .generators import (_Builder, _gather, _meta, _positive, _reduce_scatter, _validate,
                          everywhere, owned, scattered, shard_regions, sharded_schedule)
 from .kv_gather import kv_all_gather
-from .model import MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec, _as_dtype
+from .model import MAX_WORLD_SIZE, MODES, Region, Schedule, TensorSpec, _as_dtype
 from .scaled_gather import scaled_all_gather
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
@@ -223,8 +223,7 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
                     b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
     tensors = {}
     for t, shp in shapes.items():
-        seqp = [Placement(r, x) for r, x in enumerate(by_seq[t])]
-        headp = [Placement(r, x) for r, x in enumerate(by_head[t])]
+        seqp, headp = owned(by_seq[t]), owned(by_head[t])
         initial, final = (headp, seqp) if t == "O" else (seqp, headp)
         tensors[t] = TensorSpec(t, shp, dtype, initial, final, produced=(t == "O"),
                                 view="rank")
