@@ -309,11 +309,8 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
             t1 = t0 + link.time(schedule.chunk_bytes(c) * (SUM_TRAFFIC if c.reduce == "sum" else 1))
             start[cid], finish[cid] = t0, t1
             egress[c.src] = ingress[c.dst] = t1
-        per_rank = [0.0] * W
-        for cid, c in chunks.items():
-            for r in (c.src, c.dst):
-                per_rank[r] = max(per_rank[r], finish[cid])
-        return start, finish, per_rank
+        # a port's time only grows, so it ends at the rank's last chunk out (or in)
+        return start, finish, [max(e, i) for e, i in zip(egress, ingress)]
 
     # Communication alone (what a serial baseline pays), then with the producer's readiness.
     start, finish, rank_comm = simulate({})
@@ -322,19 +319,13 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
     if ready:
         _, fused_finish, fused_rank_comm = simulate(ready)
 
-    rank_fused = None
-    fused = None
+    rank_fused = fused = None
     if compute_time_s is not None:
-        rank_fused = []
-        for r in range(W):
-            if producer:
-                end = produce_end[r]
-            else:
-                end = overlap_time(_consumer_pieces(schedule, analysis, r, name, fused_finish),
-                                   slow * compute_time_s, sync_overhead_s)
-            rank_fused.append(max(end, fused_rank_comm[r]))
+        ends = produce_end if producer else [
+            overlap_time(_consumer_pieces(schedule, analysis, r, name, fused_finish),
+                         slow * compute_time_s, sync_overhead_s) for r in range(W)]
+        rank_fused = tuple(max(e, c) for e, c in zip(ends, fused_rank_comm))
         fused = max(rank_fused, default=0.0)
-        rank_fused = tuple(rank_fused)
     return CostEstimate(link.backend, comm_programs, len(chunks), schedule.total_bytes, start,
                         finish, tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
 
