@@ -273,23 +273,17 @@ class Schedule:
             done: list[Box] = []
             for region, mask in a.delivered[c.id]:
                 lo, hi = region.box
-                nxt = []
-                pieces = []
-                for blo, bhi, m in held:
-                    inter = box_intersection(blo, bhi, lo, hi)
-                    if inter is None:
-                        nxt.append((blo, bhi, m))
-                        continue
-                    nxt.extend((plo, phi, m) for plo, phi in box_subtract(blo, bhi, lo, hi))
-                    pieces.append(inter + (m,))
-                gaps = box_difference((lo, hi), [(q[0], q[1]) for q in pieces])
-                pieces.extend(g + (0,) for g in gaps)
+                # what is held in [lo, hi) (gaps hold nothing), and everything else held
+                pieces = [i + (m,) for blo, bhi, m in held
+                          if (i := box_intersection(blo, bhi, lo, hi)) is not None]
+                pieces += [g + (0,) for g in box_difference((lo, hi), [p[:2] for p in pieces])]
+                held = [(plo, phi, m) for blo, bhi, m in held
+                        for plo, phi in box_subtract(blo, bhi, lo, hi)]
                 for plo, phi, m in pieces:
                     new = full if c.reduce == "none" else m | mask
                     if new == full and m != full:
                         done.append((plo, phi))
-                    nxt.append((plo, phi, new))
-                held = nxt
+                    held.append((plo, phi, new))
             out.extend(Region._raw(lo, hi) for lo, hi in coalesce_boxes(done))
         return out
 
