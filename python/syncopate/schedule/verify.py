@@ -138,14 +138,9 @@ def _fmt_regions(regions: list[Region], limit: int = 4) -> str:
 
 def _query(boxes, lo, hi):
     """The pieces of ``[lo, hi)`` with what they hold; gaps hold mask 0, writer None."""
-    hits = []
-    for blo, bhi, m, w in boxes:
-        i = box_intersection(blo, bhi, lo, hi)
-        if i is not None:
-            hits.append((i[0], i[1], m, w))
-    for g in box_difference((lo, hi), [(h[0], h[1]) for h in hits]):
-        hits.append((g[0], g[1], 0, None))
-    return hits
+    hits = [i + (m, w) for blo, bhi, m, w in boxes
+            if (i := box_intersection(blo, bhi, lo, hi)) is not None]
+    return hits + [g + (0, None) for g in box_difference((lo, hi), [h[:2] for h in hits])]
 
 
 def _update(boxes, lo, hi, fn):
@@ -158,14 +153,10 @@ def _update(boxes, lo, hi, fn):
         if i is None:
             out.append(b)
             continue
-        for plo, phi in box_subtract(blo, bhi, lo, hi):
-            out.append((plo, phi, m, w))
-        m2, w2 = fn(m, w)
-        out.append((i[0], i[1], m2, w2))
+        out.extend((plo, phi, m, w) for plo, phi in box_subtract(blo, bhi, lo, hi))
+        out.append(i + fn(m, w))
         hits.append(i)
-    for glo, ghi in box_difference((lo, hi), hits):
-        m2, w2 = fn(0, None)
-        out.append((glo, ghi, m2, w2))
+    out.extend(g + fn(0, None) for g in box_difference((lo, hi), hits))
     return out
 
 
