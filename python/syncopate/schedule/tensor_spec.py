@@ -31,13 +31,12 @@ VIEWS = ("global", "rank")
 
 #: Canonical dtype names (as written in schedule JSON) and their element sizes in bytes.
 DTYPE_SIZES: dict[str, int] = _dtypes.SIZES
-
-
-def normalize_dtype(name: Any) -> str:
-    """The canonical name of a dtype given as a canonical name, a torch/Triton spelling
-    (``"bfloat16"``, ``"torch.bfloat16"``, ``"*bf16"``, ``"fp8e4nv"``) or a torch dtype.
-    An unknown name raises :class:`~syncopate.errors.DtypeError` (a :class:`ScheduleError`)."""
-    return _dtypes.canonical(name)
+#: The canonical name of a dtype in any spelling (``"bfloat16"``, ``"torch.bfloat16"``,
+#: ``"*bf16"``, ``"fp8e4nv"``, a torch dtype); an unknown name raises
+#: :class:`~syncopate.errors.DtypeError` (a :class:`ScheduleError`).
+normalize_dtype = _dtypes.canonical
+#: Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts).
+dtype_size = _dtypes.element_bytes
 
 
 def _as_dtype(name: Any, problems: list[str]) -> Any:
@@ -47,11 +46,6 @@ def _as_dtype(name: Any, problems: list[str]) -> Any:
     except ScheduleError as e:
         problems.extend(e.problems)
         return name
-
-
-def dtype_size(name: Any) -> int:
-    """Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts)."""
-    return _dtypes.element_bytes(name)
 
 
 # --------------------------------------------------------------------------------------------
