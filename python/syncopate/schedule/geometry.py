@@ -6,6 +6,7 @@ raise one :class:`~syncopate.errors.ScheduleError` listing them all)."""
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -207,10 +208,7 @@ class Region:
     @property
     def volume(self) -> int:
         """Number of elements."""
-        v = 1
-        for s in self.sizes:
-            v *= s
-        return v
+        return math.prod(self.sizes)
 
     @property
     def is_empty(self) -> bool:
