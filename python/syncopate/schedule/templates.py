@@ -21,6 +21,7 @@ Orders
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 from ..errors import ScheduleError
@@ -208,19 +209,16 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
 
     b = _Builder()
     kv_local = kv_heads // W
-    for j in range(kv_local):
-        for s in range(W - 1):
-            for r in range(W):
-                q = (r + s + 1) % W
-                for t, h in heads_of(j):
-                    b.add(t, piece(t, r, q, h), q, r, mode, j * (W - 1) + s)
+    rounds = list(itertools.product(range(kv_local), range(W - 1), range(W)))  # (j, s, r)
+    for j, s, r in rounds:
+        q = (r + s + 1) % W
+        for t, h in heads_of(j):
+            b.add(t, piece(t, r, q, h), q, r, mode, j * (W - 1) + s)
     base = kv_local * (W - 1)
-    for j in range(kv_local):
-        for s in range(W - 1):
-            for r in range(W):
-                q = (r + s + 1) % W   # r sends its output rows of q's sequence block
-                for h in range(j * group, (j + 1) * group):
-                    b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
+    for j, s, r in rounds:
+        q = (r + s + 1) % W   # r sends its output rows of q's sequence block
+        for h in range(j * group, (j + 1) * group):
+            b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
     tensors = {}
     for t, shp in shapes.items():
         seqp, headp = owned(by_seq[t]), owned(by_head[t])
