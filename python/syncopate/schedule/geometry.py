@@ -17,7 +17,7 @@ from ..errors import ScheduleError
 # small validation helpers
 # --------------------------------------------------------------------------------------------
 
-def _as_int(value: Any, what: str, problems: list[str], minimum: int | None = 0) -> int:
+def _as_int(value: Any, what: str, problems: list[str], minimum: int = 0) -> int:
     if isinstance(value, bool):
         problems.append(f"{what} must be an integer, got {value!r}")
         return 0
@@ -26,7 +26,7 @@ def _as_int(value: Any, what: str, problems: list[str], minimum: int | None = 0)
     except TypeError:
         problems.append(f"{what} must be an integer, got {value!r}")
         return 0
-    if minimum is not None and v < minimum:
+    if v < minimum:
         problems.append(f"{what} must be >= {minimum}, got {v}")
     return v
 
@@ -36,6 +36,21 @@ def _as_int_tuple(value: Any, what: str, problems: list[str], minimum: int = 0) 
         problems.append(f"{what} must be a list of integers, got {value!r}")
         return ()
     return tuple(_as_int(v, f"{what}[{i}]", problems, minimum) for i, v in enumerate(value))
+
+
+def _as_items(value: Any, cls: type, what: str, problems: list[str]) -> tuple:
+    """``value``'s items that are ``cls`` instances; a problem for each other one, or for a
+    ``value`` that is not a list."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        problems.append(f"{what} must be a list of {cls.__name__}, got {value!r}")
+        return ()
+    out = []
+    for i, x in enumerate(value):
+        if isinstance(x, cls):
+            out.append(x)
+        else:
+            problems.append(f"{what}[{i}] must be a {cls.__name__}, got {x!r}")
+    return tuple(out)
 
 
 def _settle(obj, problems: list[str], prefix: str, **fields) -> None:

@@ -31,9 +31,9 @@ from typing import Iterable, Mapping
 
 from ..errors import ScheduleError
 from .chunk import MODES, REDUCES, Chunk  # noqa: F401
-from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
-                       _settle, box_difference, box_intersection, box_subtract,
-                       boxes_overlap, coalesce_boxes, even_split, format_ranks)
+from .geometry import (Box, Region, _as_int, _as_items, _settle, box_difference,  # noqa: F401
+                       box_intersection, box_subtract, boxes_overlap, coalesce_boxes, even_split,
+                       format_ranks)
 from .json_write import canonical_json, dumps
 from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, _as_dtype,  # noqa: F401
                           dtype_size, normalize_dtype)
@@ -93,15 +93,7 @@ class Schedule:
                 problems.append(f"tensor {key!r} is given twice")
             else:
                 tensors[key] = spec
-        chunks: list[Chunk] = []
-        if isinstance(self.chunks, Iterable) and not isinstance(self.chunks, (str, bytes, Mapping)):
-            for i, c in enumerate(self.chunks):
-                if not isinstance(c, Chunk):
-                    problems.append(f"chunks[{i}] must be a Chunk, got {c!r}")
-                else:
-                    chunks.append(c)
-        else:
-            problems.append(f"chunks must be a list of Chunk, got {self.chunks!r}")
+        chunks = _as_items(self.chunks, Chunk, "chunks", problems)
         meta = self.meta if self.meta is not None else {}
         if not isinstance(meta, Mapping):
             problems.append(f"meta must be a dict, got {meta!r}")
@@ -111,7 +103,7 @@ class Schedule:
                 problems.append(f"meta key {key!r} must be a string")
             elif key in RESERVED_KEYS:
                 problems.append(f"meta key {key!r} is reserved by the JSON format; rename it")
-        _settle(self, problems, "schedule", world_size=ws, tensors=tensors, chunks=tuple(chunks),
+        _settle(self, problems, "schedule", world_size=ws, tensors=tensors, chunks=chunks,
                 meta=dict(meta))
 
     # Dataclass hashing would hash the dicts; hash the canonical content instead.

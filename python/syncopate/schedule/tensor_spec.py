@@ -10,11 +10,11 @@ syncopate.schedule.model import TensorSpec`` keeps working); split from it so th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .. import dtypes as _dtypes
 from ..errors import ScheduleError
-from .geometry import Region, _as_int, _as_int_tuple, _as_region, _settle
+from .geometry import Region, _as_int, _as_int_tuple, _as_items, _as_region, _settle
 
 __all__ = ["DTYPE_SIZES", "normalize_dtype", "dtype_size", "Placement", "TensorSpec", "VIEWS"]
 
@@ -80,19 +80,6 @@ class Placement:
         _settle(self, problems, "placement", rank=rank, region=region, extra=dict(self.extra))
 
 
-def _as_placements(value: Any, what: str, problems: list[str]) -> tuple[Placement, ...]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        problems.append(f"{what} must be a list of Placement, got {value!r}")
-        return ()
-    out = []
-    for i, p in enumerate(value):
-        if not isinstance(p, Placement):
-            problems.append(f"{what}[{i}] must be a Placement, got {p!r}")
-        else:
-            out.append(p)
-    return tuple(out)
-
-
 @dataclass(frozen=True)
 class TensorSpec:
     """A tensor that the schedule moves: its global shape and dtype, where its data is before
@@ -133,8 +120,8 @@ class TensorSpec:
         if not problems and not shape:
             problems.append("shape needs at least one dim")
         dtype = _as_dtype(self.dtype, problems)
-        initial = _as_placements(self.initial, "initial", problems)
-        final = _as_placements(self.final, "final", problems)
+        initial = _as_items(self.initial, Placement, "initial", problems)
+        final = _as_items(self.final, Placement, "final", problems)
         if not isinstance(self.extra, Mapping):
             problems.append(f"extra must be a dict, got {self.extra!r}")
         if not isinstance(self.produced, bool):
