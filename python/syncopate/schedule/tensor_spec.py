@@ -165,7 +165,7 @@ class TensorSpec:
         have the same shape everywhere (the kernel's boxes are checked against it once).
         Raises :class:`ScheduleError` saying what does not fit."""
         which = "initial" if produced else "final"
-        places = self.initial if produced else self.final
+        places = getattr(self, which)
         parts = []
         problems = []
         for r in range(world_size):

@@ -74,7 +74,7 @@ dependency graph in :mod:`.verify_graph`; this module runs them and does the res
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import groupby
+from itertools import combinations, groupby
 from dataclasses import dataclass, field
 
 from .. import backends
@@ -268,25 +268,24 @@ def analyze(schedule) -> Analysis:
                         f"{chunks[w].describe()} writes it there, and neither is ordered before "
                         f"the other (the data read is undefined): "
                         + fix.format(r=r, w=w, sw=chunks[w].step))
-        for i, w1 in enumerate(writers):
-            for w2 in writers[i + 1:]:
-                if not boxes_overlap(*boxes[w1], *boxes[w2]) or before(w1, w2) or before(w2, w1):
-                    continue
-                c1, c2 = chunks[w1], chunks[w2]
-                if c1.reduce == "sum" and c2.reduce == "sum":
-                    continue  # sums commute
-                inter = Region._raw(*box_intersection(*boxes[w1], *boxes[w2]))
-                racy_writers.update((w1, w2))
-                if c1.reduce == "none" and c2.reduce == "none":
-                    problems.append(
-                        f"{c2.describe()}: double delivery: it and {c1.describe()} both deliver "
-                        f"{inter} of {tname} to rank {rank}; drop one of them or shrink its "
-                        f"region to what the other does not deliver")
-                else:
-                    problems.append(
-                        f"{c2.describe()}: writes {inter} of {tname} on rank {rank} concurrently "
-                        f"with {c1.describe()} (a copy and a sum do not commute): order them with "
-                        f"steps or after")
+        for w1, w2 in combinations(writers, 2):
+            if not boxes_overlap(*boxes[w1], *boxes[w2]) or before(w1, w2) or before(w2, w1):
+                continue
+            c1, c2 = chunks[w1], chunks[w2]
+            if c1.reduce == "sum" and c2.reduce == "sum":
+                continue  # sums commute
+            inter = Region._raw(*box_intersection(*boxes[w1], *boxes[w2]))
+            racy_writers.update((w1, w2))
+            if c1.reduce == "none" and c2.reduce == "none":
+                problems.append(
+                    f"{c2.describe()}: double delivery: it and {c1.describe()} both deliver "
+                    f"{inter} of {tname} to rank {rank}; drop one of them or shrink its "
+                    f"region to what the other does not deliver")
+            else:
+                problems.append(
+                    f"{c2.describe()}: writes {inter} of {tname} on rank {rank} concurrently "
+                    f"with {c1.describe()} (a copy and a sum do not commute): order them with "
+                    f"steps or after")
 
     # ---- symbolic execution -------------------------------------------------------------------
     state: dict[tuple[int, str], list] = defaultdict(list)
@@ -366,10 +365,8 @@ def analyze(schedule) -> Analysis:
             bad = [q for q in _query(state[(p.rank, name)], lo, hi) if q[2] != FULL]
             if not bad:
                 continue
-            parts = []
-            for mask, group in _group(bad, key=lambda q: q[2]):
-                parts.append(f"{_fmt_regions(_regions(group))} (it holds "
-                             f"{_holding(mask, FULL)} there)")
+            parts = [f"{_fmt_regions(_regions(group))} (it holds {_holding(mask, FULL)} there)"
+                     for mask, group in _group(bad, key=lambda q: q[2])]
             problems.append(
                 f"tensor {name}: final placement not met: rank {p.rank} must end with "
                 f"{p.region} complete (final[{i}]) but lacks " + "; ".join(parts)
