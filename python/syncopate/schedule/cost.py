@@ -137,9 +137,7 @@ def link_model(backend="sm", comm_programs: int = 16) -> LinkModel:
     ``link_beta_bps``).  ``comm_programs`` matters for a backend whose bandwidth is the comm
     programs' (``link_beta_bps`` None: ``sm``, ``nvshmem``; the copy engine needs no SMs)."""
     be = backends.get(backend, ScheduleError)
-    beta = be.link_beta_bps
-    if beta is None:
-        beta = _sm_bandwidth(comm_programs)
+    beta = be.link_beta_bps if be.link_beta_bps is not None else _sm_bandwidth(comm_programs)
     return LinkModel(be.name, be.link_alpha_s, beta)
 
 
