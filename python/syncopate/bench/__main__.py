@@ -67,16 +67,14 @@ from ..runtime.loopback import run_loopback
 from . import block, calibrate, compile_time, rows
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_json, write_results
-from .rows import bench_ag, bench_ar, bench_rs
 from .runs import TABLES, init_distributed, row_fn, rows_for, start_row, within_budget
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
-__all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
-           "columns", "derive", "format_table", "git_commit", "init_distributed",
-           "loopback_refusal", "main", "model_problem", "parse_args", "plot", "report_check_rows",
-           "rows_for",
-           "row_fn", "start_row", "sweep_for", "write_results"]
+__all__ = ["Timer", "build_parser", "check_row_line", "columns", "derive", "format_table",
+           "git_commit", "init_distributed", "loopback_refusal", "main", "model_problem",
+           "parse_args", "plot", "report_check_rows", "rows_for", "row_fn", "start_row",
+           "sweep_for", "write_results"]
 
 #: ``--check``'s ops, by their rows' ``op``: the module that checks them (``run`` with
 #: ``check_only`` for a table's op, else ``check_rows``), prints a row (``summary``) and judges
