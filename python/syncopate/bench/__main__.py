@@ -67,22 +67,22 @@ from ..runtime.loopback import run_loopback
 from . import block, calibrate, compile_time, rows
 from .fused import sweep_for
 from .report import columns, derive, format_table, git_commit, plot, write_json, write_results
-from .rows import bench_ag, bench_ar, bench_rs
 from .runs import TABLES, init_distributed, row_fn, rows_for, start_row, within_budget
 from .timer import Timer
 
 # the benchmark's functions as tests and scripts use them, from here (most are defined beside)
-__all__ = ["Timer", "bench_ag", "bench_ar", "bench_rs", "build_parser", "check_row_line",
-           "columns", "derive", "format_table", "git_commit", "init_distributed",
-           "loopback_refusal", "main", "model_problem", "parse_args", "plot", "report_check_rows",
-           "rows_for",
-           "row_fn", "start_row", "sweep_for", "write_results"]
+__all__ = ["Timer", "build_parser", "check_row_line", "columns", "derive", "format_table",
+           "git_commit", "init_distributed", "loopback_refusal", "main", "model_problem",
+           "parse_args", "plot", "report_check_rows", "rows_for", "row_fn", "start_row",
+           "sweep_for", "write_results"]
 
 #: ``--check``'s ops, by their rows' ``op``: the module that checks them (``run`` with
 #: ``check_only`` for a table's op, else ``check_rows``), prints a row (``summary``) and judges
 #: the rows (``check_problems``)
 CHECKS = {**TABLES, "gemm_ar": rows}
 
+
+PROG = "python -m syncopate.bench"
 
 #: values of ``--backends``: the backends, and ce with GEMM+RS's sum in the owner's epilogue
 BACKEND_CHOICES = ("sm", "ce", "nvshmem", "ce+epilogue")
@@ -91,8 +91,7 @@ BACKEND_CHOICES = ("sm", "ce", "nvshmem", "ce+epilogue")
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's arguments, every value checked here (a typo in ``--m`` must not surface
     as a traceback on every rank after torchrun started the GPUs)."""
-    p = argparse.ArgumentParser(prog="python -m syncopate.bench",
-                                description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--out", default="bench_out", help="directory for bench.json and bench.png")
     p.add_argument("--quick", action="store_true", help="a small subset (for CI-style checks)")
     p.add_argument("--iters", type=positive_int, default=None, help="timed iterations per column")
@@ -182,41 +181,37 @@ def loopback_refusal(env=None, *, in_loopback: bool | None = None,
     return None
 
 
+def _refuse(why: str) -> int:
+    """A usage error: one line on stderr, exit status 2."""
+    print(f"{PROG}: error: {why}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    command = " ".join([sys.executable, "-m", "syncopate.bench"]
+                       + (argv if argv is not None else sys.argv[1:]))
     why = model_problem(args)
     if why is not None:
-        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
-        return 2
+        return _refuse(why)
     if args.compile:  # CPU only: no torchrun, no GPU, no loopback question
-        command = " ".join([sys.executable, "-m", "syncopate.bench"]
-                           + (argv if argv is not None else sys.argv[1:]))
-        return run_handler(lambda a: compile_time.main(a, command, git_commit()), args,
-                           "python -m syncopate.bench")
+        return run_handler(lambda a: compile_time.main(a, command, git_commit()), args, PROG)
     if args.check:
         return check_main(args)
     if args.loopback:  # asked for loopback without --check: the timings would be meaningless
-        why = loopback_refusal(in_loopback=True)
         hint = ("the block's forward and backward are checked in loopback by the test suite "
                 "(tests/gpu)" if args.model else "for correctness in loopback add --check")
-        print(f"python -m syncopate.bench: error: {why}; {hint}", file=sys.stderr)
-        return 2
-    command = " ".join([sys.executable, "-m", "syncopate.bench"]
-                       + (argv if argv is not None else sys.argv[1:]))
+        return _refuse(f"{loopback_refusal(in_loopback=True)}; {hint}")
     if args.calibrate and args.from_results:  # CPU only: fit a past run's measurements
-        return run_handler(lambda a: calibrate.main(a, command, git_commit()), args,
-                           "python -m syncopate.bench")
+        return run_handler(lambda a: calibrate.main(a, command, git_commit()), args, PROG)
     why = loopback_refusal()
     if why is not None:
-        print(f"python -m syncopate.bench: error: {why}", file=sys.stderr)
-        return 2
+        return _refuse(why)
     if args.calibrate:
         return calibrate.main(args, command, git_commit())
     if "RANK" not in os.environ:
-        print("python -m syncopate.bench: error: run under torchrun: torchrun "
-              "--nproc-per-node <GPUs> -m syncopate.bench ... (or --compile, CPU only)",
-              file=sys.stderr)
-        return 2
+        return _refuse("run under torchrun: torchrun --nproc-per-node <GPUs> -m syncopate.bench "
+                       "... (or --compile, CPU only)")
     import torch.distributed as dist
 
     init_distributed()
@@ -334,7 +329,7 @@ def check_main(args) -> int:
         return 2
     # the GPU work is done: a bug in the report is one line, not a traceback after it
     # (SYNCOPATE_TRACEBACK=1 shows it)
-    return run_handler(lambda _: report_check_rows(rows), args, "python -m syncopate.bench --check")
+    return run_handler(lambda _: report_check_rows(rows), args, f"{PROG} --check")
 
 
 def check_row_line(r: dict) -> str:

@@ -192,9 +192,9 @@ def bench_row(comm, timer, S, Hq, Hkv, D, causal, dtype, log) -> dict:
     return row
 
 
-def rows(args) -> list[tuple]:
-    """``(S, Hq, Hkv, D, causal)`` of the run."""
-    shapes = QUICK_SHAPES if args.quick else SHAPES
+def rows(args, quick=QUICK_SHAPES) -> list[tuple]:
+    """``(S, Hq, Hkv, D, causal)`` of the run (``quick``: the ``--quick`` shapes)."""
+    shapes = quick if args.quick else SHAPES
     return [(S, Hq, Hkv, D, causal) for S, Hq, Hkv, D in shapes for causal in (False, True)]
 
 

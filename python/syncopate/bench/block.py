@@ -291,6 +291,7 @@ def _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col
     per graph."""
     import torch
     from torch._inductor import config
+    from torch._inductor.custom_graph_pass import get_custom_graph_passes
 
     counts: list = []
     block = dtensor_block(shape.dim, shape.n_heads, shape.n_kv_heads, shape.ffn_dim, mesh,
@@ -299,7 +300,9 @@ def _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col
     try:
         if col == "DTensor+pass":
             sto.enable_fusion_pass()
-        config.post_grad_custom_post_pass = [*_passes(), _counting_pass(counts, targets)]
+        config.post_grad_custom_post_pass = [
+            *get_custom_graph_passes(config.post_grad_custom_post_pass),
+            _counting_pass(counts, targets)]
         with config.patch(fx_graph_cache=False, **patch):
             for d, row in rows.items():
                 torch._dynamo.reset()
@@ -313,12 +316,6 @@ def _time_compiled_column(comm, timer, shape, rows, steps, dtype, log, mesh, col
         sto.disable_fusion_pass()
         config.post_grad_custom_post_pass = saved
         torch._dynamo.reset()
-
-
-def _passes() -> list:
-    from torch._inductor import config
-    from torch._inductor.custom_graph_pass import get_custom_graph_passes
-    return list(get_custom_graph_passes(config.post_grad_custom_post_pass))
 
 
 def _time_compute(comm, timer, shape, dtype) -> tuple[dict, dict]:

@@ -216,13 +216,6 @@ def relpath(path: str) -> str:
     return os.path.relpath(ap, root) if ap.startswith(root + os.sep) else path
 
 
-def _add(out: dict, op: str, W: int, key: str, shape: dict, ms, source: str) -> None:
-    if not ms:
-        return
-    out.setdefault(op, {}).setdefault(str(W), {}).setdefault(key, []).append(
-        {**shape, "measured_s": float(ms) * 1e-3, "source": source})
-
-
 def gemm_fit(spec, r: dict, w: int):
     """A GEMM op's candidates in a bench row of its own (module docstring)."""
     M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
@@ -248,8 +241,10 @@ def ops_points(rows: list[dict], W: int, source: str) -> dict:
                 continue
             s, where, columns = got
             for key, col in columns:
-                _add(out, spec.name, w, key, s, r.get(col),
-                     f"{source}: {r.get('op')}{where}, column '{col}'")
+                if r.get(col):
+                    out.setdefault(spec.name, {}).setdefault(str(w), {}).setdefault(key, []).append(
+                        {**s, "measured_s": float(r[col]) * 1e-3,
+                         "source": f"{source}: {r.get('op')}{where}, column '{col}'"})
     return out
 
 

@@ -103,11 +103,8 @@ def install_tuned(path: str, gpu: str | None = None, dest=None) -> tuple[str, in
     key = gpu or doc.get("gpu")
     if not key:
         raise ValueError(f"{path} names no GPU; pass --gpu (e.g. --gpu h200)")
-    new = []
-    for e in table_entries(doc):
-        e = {k: v for k, v in e.items() if k not in ("candidates",)}
-        e["measured"] = True
-        new.append(e)
+    new = [{**{k: v for k, v in e.items() if k != "candidates"}, "measured": True}
+           for e in table_entries(doc)]
     if not new:
         raise ValueError(f"{path} has no entry with a measured config to install")
     dest = dest or gemm_table.shipped_path(key)
@@ -149,19 +146,18 @@ def main(argv=None, backend=None) -> int:
         gemm_table.reload_tables()
 
     report = Report(args.out, tool="syncopate.bench.local", mode="tune" if args.tune else "table")
-    write = report.write
     backend = backend or CudaBackend()
     if report.refuse(backend, PROG):
         return 2
     shapes = [tuple(s) for s in args.shapes] if args.shapes else \
         list(SHAPE_SETS[args.set].values())
     report.update(device=backend.info())
-    dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, write)
+    dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, report.write)
     _quiet_tf32()
     try:
         if args.tune:
-            return _tune(args, backend, shapes, report, dog, write)
-        return _table(args, backend, shapes, report, dog, write)
+            return _tune(args, backend, shapes, report, dog)
+        return _table(args, backend, shapes, report, dog)
     finally:
         dog.stop()
 
@@ -177,18 +173,18 @@ def _quiet_tf32() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
 
 
-def _tune(args, backend, shapes, report, dog, write) -> int:
+def _tune(args, backend, shapes, report, dog) -> int:
     dog.enter("tune", timeout_s=args.budget_s + 120)
 
     def progress(rep):
         report.update(rep)
-        write()
+        report.write()
     rep = tune(backend, shapes, args.dtypes, budget_s=args.budget_s, workers=args.workers,
                warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=args.seed,
                on_progress=progress)
     report.update(rep)
     report["complete"] = True
-    write()
+    report.write()
     bad = rep["failed"]
     print(f"\ntuned {len(rep['entries'])} of {len(shapes) * len(args.dtypes)} "
           f"shape/dtype pairs in {rep['elapsed_s']:.1f} s ({rep['distinct_compiles']} compiles, "
@@ -201,7 +197,7 @@ def _tune(args, backend, shapes, report, dog, write) -> int:
     return 1 if bad or rep["skipped_for_budget"] else 0
 
 
-def _table(args, backend, shapes, report, dog, write) -> int:
+def _table(args, backend, shapes, report, dog) -> int:
     t0 = time.monotonic()
     report["results"] = []
     report["table"] = settings.GEMM_TABLE.get() or "cache + shipped defaults"
@@ -240,7 +236,7 @@ def _table(args, backend, shapes, report, dog, write) -> int:
                 rec.update(e2e_ms=ours, cublas_e2e_ms=theirs, e2e_vs_cublas=ours / theirs)
             prob.free()
             report["results"].append(rec)
-            write()
+            report.write()
     # summary
     main_k = args.kernels[0]
     ratios = [(r["kernels"][main_k].get("vs_cublas"), r) for r in report["results"]]
@@ -259,7 +255,7 @@ def _table(args, backend, shapes, report, dog, write) -> int:
     report["summary"] = summ
     report["elapsed_s"] = time.monotonic() - t0
     report["complete"] = True
-    write()
+    report.write()
 
     print(f"{'shape':<14} {'MxNxK':<18} {'dt':<4} {'cuBLAS ms':>9} " +
           " ".join(f"{k + ' ms':>9} {'vs cuBLAS':>9}" for k in args.kernels) +

@@ -70,11 +70,10 @@ class Fp8CudaBackend(CudaBackend):
 
     def available(self):
         import torch
-        if not torch.cuda.is_available():
-            return "no CUDA device visible to torch"
-        if torch.cuda.get_device_capability()[0] < 9:
-            return "the FP8 kernels need sm_90+ (FP8 wgmma)"
-        return None
+        why = super().available()
+        if why is None and torch.cuda.get_device_capability()[0] < 9:
+            why = "the FP8 kernels need sm_90+ (FP8 wgmma)"
+        return why
 
     def launcher(self, a, b, sa, sb, out, kernel, config):
         return make_fp8_launcher(a, b, sa, sb, out, kernel=kernel, config=config)
@@ -112,16 +111,15 @@ def main(argv=None, backend=None) -> int:
     import torch
 
     report = Report(args.out, tool="syncopate.bench.local_fp8", tol=TOL, results=[])
-    write = report.write
     backend = backend or Fp8CudaBackend()
     if report.refuse(backend, PROG):
         return 2
     report.update(backend.info())
     shapes = ([tuple(s) for s in args.shapes]
               if args.shapes else SHAPES)
-    dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, write)
+    dog = Watchdog(args.step_timeout_s, args.hard_timeout_s, report.write)
     t0 = time.monotonic()
-    rows, failures = [], []
+    failures = []
     for (M, N, K) in shapes:
         for mode in args.modes:
             dog.enter(f"setup {M}x{N}x{K} {mode}")
@@ -173,20 +171,21 @@ def main(argv=None, backend=None) -> int:
                     rec["kernels"][name] = e
                     if not e["correct"]:
                         failures.append((M, N, K, mode, name, e.get("error") or e.get("rel_err")))
-                    rows.append((f"{M}x{N}x{K}", mode, name, e.get("ms", float("nan")),
-                                 tms, e.get("vs_torch", float("nan")),
-                                 e.get("rel_vs_torch", float("nan"))))
-            write()
+            report.write()
     report["elapsed_s"] = time.monotonic() - t0
     report["failures"] = len(failures)
     report["complete"] = True
     dog.stop()
-    write()
+    report.write()
     print(f"{'shape':<18} {'scales':<7} {'kernel':<13} {'ms':>8} {'torch ms':>9} "
           f"{'vs torch':>9} {'rel vs torch':>12}")
-    for r in rows:
-        print(f"{r[0]:<18} {r[1]:<7} {r[2]:<13} {r[3]:>8.3f} {r[4]:>9.3f} {r[5]:>8.3f}x "
-              f"{r[6]:>12.2e}")
+    nan = float("nan")
+    for r in report["results"]:
+        for name, e in r["kernels"].items():  # name: kernel/precise or kernel/fast
+            tms = r["torch"][name.split("/")[1]].get("ms", nan)
+            shape = f"{r['M']}x{r['N']}x{r['K']}"
+            print(f"{shape:<18} {r['mode']:<7} {name:<13} {e.get('ms', nan):>8.3f} {tms:>9.3f} "
+                  f"{e.get('vs_torch', nan):>8.3f}x {e.get('rel_vs_torch', nan):>12.2e}")
     print(f"\n{report['device']}, torch {report['torch']}, triton {report['triton']}; "
           f"vs torch = kernel ms / torch._scaled_mm ms (same use_fast_accum); "
           f"{report['elapsed_s']:.1f} s; {len(failures)} failing candidate(s)")

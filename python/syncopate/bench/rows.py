@@ -239,22 +239,18 @@ def bench_ar(comm, timer, M, N, K, args, backends, log):
 
     mismatch = "result differs from the NCCL path or between ranks"
 
-    def describe():
-
-        def fused(c):
-            order, split, cp = ar_plan("sm", M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
-            return f"sm {order} split={split} cp={cp}"
-        return describe_path(comm, "gemm_ar", (M, N, Kl), dtype, fused, cublas=True)
+    def plan(be):  # (order, split, comm programs): the op's own choice on backend ``be``
+        return ar_plan(be, M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))
     time_default(r, comm, timer, lambda: gemm_ar(a, b, comm, out=out), checked, mismatch,
-                 describe)
+                 lambda: describe_path(comm, "gemm_ar", (M, N, Kl), dtype, lambda c: (
+                     "sm {} split={} cp={}".format(*plan("sm"))), cublas=True))
     for be in backends:
         if be not in AR_BACKENDS:
             r.setdefault("errors", {})[f"fused[{be}]"] = \
                 f"gemm_ar runs with {' or '.join(AR_BACKENDS)} (not {be}): see ops/gemm_ar.py"
     sweep_fused(r, comm, timer, [be for be in backends if be in AR_BACKENDS], args, log,
                 lambda **kw: gemm_ar(a, b, comm, kernel=args.kernel, config=cfg, out=out, **kw),
-                checked, mismatch,
-                auto=lambda be, red: ar_plan(be, M, N, Kl, W, dtype, block_m=int(cfg.BLOCK_M))[1:])
+                checked, mismatch, auto=lambda be, red: plan(be)[1:])
     return r
 
 
@@ -437,14 +433,12 @@ def bench_rs_fp8(comm, timer, M, N, K, args, backends, log):
         return rel_err(res, ref) <= 1e-2
 
     def rs_default():
-        un = epilogue_unavailable(M, W, cfg, False)
-
         def fused(c):
             split, cp = default_plan(c.backend, c.reduce, M, N, Kl, W, "fp8e4m3")
             return (f"{c.backend}{'+epilogue' if c.reduce == 'epilogue' else ''} split={split} "
                     f"cp={cp}")
         return describe_path(comm, "gemm_rs_fp8", (M, N, Kl), "fp8e4m3", fused,
-                             unavailable=un)
+                             unavailable=epilogue_unavailable(M, W, cfg, False))
     time_default(r, comm, timer, lambda: gemm_rs_fp8(a, b, sa, sb, comm, out=out),
                  close_to_unfused, "result differs from the unfused path", rs_default)
     sweep_fused(r, comm, timer, backends, args, log,

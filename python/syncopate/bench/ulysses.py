@@ -33,7 +33,7 @@ from ..ops import ulysses_attention, ulysses_attention_reference
 from ..ops.ulysses import check_plan
 from ..runtime import collectives as dist
 from ..schedule.attention_cost import attention_flops
-from .attention import SHAPES, format_table, inputs, run_rows, time_columns
+from .attention import format_table, inputs, rows as attention_rows, run_rows, time_columns
 from .fused import rel_err
 
 #: relative error (Frobenius) of bf16 attention against fp32 SDPA on the same bf16 inputs that
@@ -53,9 +53,8 @@ def quick_shape(world_size: int) -> tuple[int, int, int, int]:
 
 
 def rows(args, world_size: int) -> list[tuple]:
-    """``(S, Hq, Hkv, D, causal)`` of the run."""
-    shapes = (quick_shape(world_size),) if args.quick else SHAPES
-    return [(S, Hq, Hkv, D, causal) for S, Hq, Hkv, D in shapes for causal in (False, True)]
+    """``(S, Hq, Hkv, D, causal)`` of the run: ring attention's, its own ``--quick`` shape."""
+    return attention_rows(args, (quick_shape(world_size),))
 
 
 def sdpa(q, k, v, causal):

@@ -59,11 +59,8 @@ def choose_ring_plan(B: int, Hq: int, Hkv: int, S: int, D: int, world_size: int,
     compute = attention_time(B, Hq, S // W, S, D, causal)
     nbytes = ring_kv_bytes(B, Hkv, S, D, W, elem_bytes)
     cands = [comm_programs] if comm_programs is not None else list(PROGRAMS)
-    pick = cands[-1]
-    for p in cands:
-        if nbytes / _sm_bandwidth(p) <= COMM_SHARE * compute:
-            pick = p
-            break
+    pick = next((p for p in cands if nbytes / _sm_bandwidth(p) <= COMM_SHARE * compute),
+                cands[-1])
     bw = _sm_bandwidth(pick)
     comm = _SM_ALPHA_S * (W - 1) + nbytes / bw
     first = _SM_ALPHA_S + nbytes / (W - 1) / bw if W > 1 else 0.0

@@ -39,10 +39,6 @@ from ..errors import LaunchError
 from .execution import executor
 
 
-def region_slices(region) -> tuple[slice, ...]:
-    return tuple(slice(o, o + s) for o, s in zip(region.offsets, region.sizes))
-
-
 @dataclass(frozen=True)
 class CopyStep:
     """One chunk the side stream of this rank executes."""
@@ -77,13 +73,12 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
     W = int(schedule.world_size)
     if not 0 <= rank < W:
         raise LaunchError(f"rank {rank} is outside the schedule's world size {W}")
-    by_id = {c.id: c for c in schedule.chunks}
     plan = CEPlan(rank=rank, world_size=W)
     executed: set[int] = set()
-    reduce_tensors = sorted({c.tensor for c in schedule.chunks if c.reduce not in (None, "none")})
-    plan.reduce_tensors = tuple(reduce_tensors)
+    plan.reduce_tensors = tuple(sorted({c.tensor for c in schedule.chunks if c.reduce == "sum"}))
     for c in schedule.ordered_chunks():
-        if c.src != c.dst and c.reduce in (None, "none") and schedule.is_produced(c.tensor):
+        red = c.reduce == "sum"
+        if c.src != c.dst and not red and schedule.is_produced(c.tensor):
             # found by the CPU emulator (Ulysses' output all-to-all): the destination's launch
             # returned while the source's side stream was still copying into it
             raise LaunchError(
@@ -91,17 +86,11 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
                 f"into rank {c.dst}: the ce backend awaits chunks arriving on a rank only for "
                 f"reduce-scatter sums, so rank {c.dst}'s launch could return before this copy "
                 f"landed. Use backend='sm' for a schedule that copies produced tensors")
-        if c.mode not in ("push", "pull"):
-            raise LaunchError(f"chunk {c.id}: mode {c.mode!r} is neither 'push' nor 'pull'")
-        red = c.reduce not in (None, "none")
-        if red and c.reduce != "sum":
-            raise LaunchError(f"chunk {c.id}: reduce {c.reduce!r} is not supported by the ce "
-                              f"backend (only 'sum')")
         if c.mode == "pull" and c.src != c.dst and c.src == rank:
             plan.reads_of_me += 1
         mine = executor(c, CE) == rank
         produced = int(produced_count.get(c.id, 0)) if c.src == rank else 0
-        step = CopyStep(chunk=c.id, tensor=c.tensor, slices=region_slices(c.region), src=c.src,
+        step = CopyStep(chunk=c.id, tensor=c.tensor, slices=c.region.slices(), src=c.src,
                         dst=c.dst, mode=c.mode, reduce=red, wait_produced=produced,
                         wait_kernel=(c.src == rank and not produced
                                      and _written_by_kernel(schedule, c.tensor, rank)))
@@ -116,11 +105,9 @@ def build_ce_plan(schedule, rank: int, produced_count: dict[int, int] | None = N
                 f"spin on a peer's PRODUCED flag from its side stream while the fused kernel may "
                 f"hold every SM. Use mode='push' for this schedule, or backend='sm'")
         for d in schedule.dependencies(c.id):
-            dep = by_id.get(d)
-            if dep is None:
-                raise LaunchError(f"chunk {c.id} depends on unknown chunk {d}")
             if d in executed:
                 continue  # earlier on this side stream: stream order
+            dep = schedule.chunk(d)
             raise LaunchError(
                 f"chunk {c.id} ({c.tensor}, {c.src}->{c.dst}) depends on chunk {d} "
                 f"({dep.src}->{dep.dst}), which rank {rank}'s side stream does not execute: the ce "

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..errors import ScheduleError
 from .geometry import Region, _as_int, _as_int_tuple, _as_region, _settle
 
 MODES = ("push", "pull")
@@ -49,11 +48,7 @@ class Chunk:
         cid = _as_int(self.id, "id", problems)
         if not isinstance(self.tensor, str) or not self.tensor:
             problems.append(f"tensor must be a tensor name, got {self.tensor!r}")
-        region = None
-        try:
-            region = _as_region(self.region, "region")
-        except ScheduleError as e:
-            problems.extend(e.problems)
+        region = _as_region(self.region, problems)
         if region is not None and region.is_empty:
             problems.append(f"region {region} is empty; a chunk must move at least one element "
                             f"(drop the chunk)")

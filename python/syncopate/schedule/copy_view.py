@@ -17,6 +17,8 @@ one row; a 2-d tensor is itself.
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -40,13 +42,7 @@ class CopyView:
 
     @property
     def shape2(self) -> tuple[int, int]:
-        rows = cols = 1
-        for d, n in enumerate(self.shape):
-            if d < self.cut:
-                rows *= n
-            else:
-                cols *= n
-        return rows, cols
+        return math.prod(self.shape[:self.cut]), math.prod(self.shape[self.cut:])
 
     def strides(self) -> tuple[int, ...]:
         """Each dim's stride inside its group (the flattened group index's weights)."""
@@ -68,9 +64,7 @@ class CopyView:
             return (0, lo[0]), (1, hi[0])
         if len(self.shape) == 2:
             return tuple(lo), tuple(hi)
-        add = add or (lambda a, b: a + b)
-        mul = mul or (lambda a, b: a * b)
-        sub = sub or (lambda a, b: a - b)
+        add, mul, sub = add or operator.add, mul or operator.mul, sub or operator.sub
         st = self.strides()
         lo2, hi2 = [], []
         for g0, g1 in ((0, self.cut), (self.cut, len(self.shape))):

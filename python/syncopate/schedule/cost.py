@@ -57,7 +57,7 @@ from typing import Callable, Iterable
 from .. import backends
 from ..backends.sm import SM
 from ..errors import ScheduleError
-from .model import Region, Schedule, box_intersection, normalize_dtype
+from .model import Region, Schedule, normalize_dtype
 from .templates import all_gather, reduce_scatter
 
 __all__ = ["LinkModel", "CostEstimate", "link_model", "chunk_time", "estimate", "overlap_time",
@@ -137,9 +137,7 @@ def link_model(backend="sm", comm_programs: int = 16) -> LinkModel:
     ``link_beta_bps``).  ``comm_programs`` matters for a backend whose bandwidth is the comm
     programs' (``link_beta_bps`` None: ``sm``, ``nvshmem``; the copy engine needs no SMs)."""
     be = backends.get(backend, ScheduleError)
-    beta = be.link_beta_bps
-    if beta is None:
-        beta = _sm_bandwidth(comm_programs)
+    beta = be.link_beta_bps if be.link_beta_bps is not None else _sm_bandwidth(comm_programs)
     return LinkModel(be.name, be.link_alpha_s, beta)
 
 
@@ -278,11 +276,9 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
             total = sum(p.volume for p in partial)
             done: list[Region] = []
             t = 0.0
-            mine = [c for c in schedule.chunks if c.tensor == name and
-                    (c.src == r or (c.reduce == "sum" and c.dst == r))]
+            mine = schedule._departing(r, name)
             for region in schedule.departure_order(r, name) + partial:
-                todo = [piece for p in partial
-                        for piece in ([p.intersection(region)] if p.overlaps(region) else [])]
+                todo = [i for p in partial if (i := p.intersection(region)) is not None]
                 vol = sum(sum(x.volume for x in piece.difference(done)) for piece in todo)
                 if vol:
                     t += slow * compute_time_s * vol / total
@@ -311,11 +307,8 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
             t1 = t0 + link.time(schedule.chunk_bytes(c) * (SUM_TRAFFIC if c.reduce == "sum" else 1))
             start[cid], finish[cid] = t0, t1
             egress[c.src] = ingress[c.dst] = t1
-        per_rank = [0.0] * W
-        for cid, c in chunks.items():
-            for r in (c.src, c.dst):
-                per_rank[r] = max(per_rank[r], finish[cid])
-        return start, finish, per_rank
+        # a port's time only grows, so it ends at the rank's last chunk out (or in)
+        return start, finish, [max(e, i) for e, i in zip(egress, ingress)]
 
     # Communication alone (what a serial baseline pays), then with the producer's readiness.
     start, finish, rank_comm = simulate({})
@@ -324,19 +317,13 @@ def estimate(schedule: Schedule, backend="sm", comm_programs: int = 16,
     if ready:
         _, fused_finish, fused_rank_comm = simulate(ready)
 
-    rank_fused = None
-    fused = None
+    rank_fused = fused = None
     if compute_time_s is not None:
-        rank_fused = []
-        for r in range(W):
-            if producer:
-                end = produce_end[r]
-            else:
-                end = overlap_time(_consumer_pieces(schedule, analysis, r, name, fused_finish),
-                                   slow * compute_time_s, sync_overhead_s)
-            rank_fused.append(max(end, fused_rank_comm[r]))
+        ends = produce_end if producer else [
+            overlap_time(_consumer_pieces(schedule, analysis, r, name, fused_finish),
+                         slow * compute_time_s, sync_overhead_s) for r in range(W)]
+        rank_fused = tuple(max(e, c) for e, c in zip(ends, fused_rank_comm))
         fused = max(rank_fused, default=0.0)
-        rank_fused = tuple(rank_fused)
     return CostEstimate(link.backend, comm_programs, len(chunks), schedule.total_bytes, start,
                         finish, tuple(rank_comm), comm, compute_time_s, rank_fused, fused)
 
@@ -356,11 +343,7 @@ def _consumer_pieces(schedule: Schedule, analysis, rank: int, name: str, finish:
             events.extend((finish[cid], reg) for reg in analysis.completed[cid])
     out = []
     for t, reg in events:
-        vol = 0
-        for f in final:
-            box = box_intersection(*reg.box, *f.box)
-            if box is not None:
-                vol += Region._raw(*box).volume
+        vol = sum(i.volume for f in final if (i := reg.intersection(f)) is not None)
         if vol:
             out.append((t, vol / total))
     return out
@@ -384,7 +367,6 @@ def best_split(make: Callable[[int], Schedule], splits: Iterable[int] = (1, 2, 4
 
 def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: str = "bf16",
                      backend: str = "sm", comm_programs: int | None = None,
-                     mode: str | None = None,
                      splits: Iterable[int] = (1, 2, 4, 8, 16),
                      programs: Iterable[int] = (8, 16, 32)) -> dict:
     """Split (and comm program count) for a fused GEMM with a collective, by the cost model.
@@ -400,12 +382,11 @@ def choose_gemm_plan(op: str, M: int, N: int, K: int, world_size: int, dtype: st
         raise ScheduleError(f"op must be 'ag' (all-gather + GEMM) or 'rs' (GEMM + "
                             f"reduce-scatter), got {op!r}")
     compute = gemm_time(M, N, K, dtype)
-    kw = {} if mode is None else {"mode": mode}
 
     def make(n: int) -> Schedule:
         if op == "ag":
-            return all_gather((M, K), dtype, world_size, dim=0, split=n, **kw)
-        return reduce_scatter((M, N), dtype, world_size, dim=0, split=n, **kw)
+            return all_gather((M, K), dtype, world_size, dim=0, split=n)
+        return reduce_scatter((M, N), dtype, world_size, dim=0, split=n)
 
     if not backends.get(backend, ScheduleError).has_comm_programs:
         candidates = [0]

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from ..errors import ScheduleError
 from .model import (MAX_WORLD_SIZE, MODES, Chunk, Placement, Region, Schedule, TensorSpec,
-                    even_split, normalize_dtype)
+                    _as_dtype, even_split)
 
 ORDERS = ("swizzle", "ring")
 
@@ -40,10 +40,7 @@ def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], ord
         problems.append(f"shape {list(shape)} must have positive sizes")
     if not shape and not problems:
         problems.append("shape needs at least one dim")
-    try:
-        dtype = normalize_dtype(dtype)
-    except ScheduleError as e:
-        problems.extend(e.problems)
+    dtype = _as_dtype(dtype, problems)
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         problems.append(f"world_size must be an integer >= 1, got {world_size!r}")
     elif world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
@@ -69,20 +66,17 @@ def _validate(template: str, shape, dtype, world_size, dims: dict[str, int], ord
     return shape, dtype, out_dims
 
 
+def _positive(**values) -> list[str]:
+    """A problem for each of ``values`` that is not a positive integer."""
+    return [f"{k} must be a positive integer, got {v!r}" for k, v in values.items()
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+
+
 def shard_regions(shape: Sequence[int], dim: int, world_size: int) -> list[Region | None]:
     """Block ``r`` of ``shape`` along ``dim`` for each rank ``r`` (None when it is empty)."""
     full = Region.full(shape)
-    out: list[Region | None] = []
-    for off, size in even_split(shape[dim], world_size):
-        if size == 0:
-            out.append(None)
-            continue
-        offsets = list(full.offsets)
-        sizes = list(full.sizes)
-        offsets[dim] = off
-        sizes[dim] = size
-        out.append(Region(offsets, sizes))
-    return out
+    return [full._band(dim, off, size) if size else None
+            for off, size in even_split(shape[dim], world_size)]
 
 
 def _pieces(shards: list[Region | None], dim: int, split: int) -> list[list[Region]]:
@@ -109,22 +103,6 @@ def scattered(t: str, shape, dtype: str, shards, W: int) -> TensorSpec:
     """A reduce-scattered tensor: every rank's partial of the whole before, shard ``r`` summed on
     rank ``r`` after."""
     return TensorSpec(t, shape, dtype, everywhere(shape, W, partial=True), owned(shards))
-
-
-def gather_schedule(template: str, shape, dtype: str, world_size: int, dim: int, order: str,
-                    mode: str, split: int, names: Sequence[str], meta: dict) -> Schedule:
-    """The all-gather of the tensors ``names`` (one ``shape`` and ``dtype``) along ``dim``, block
-    by block together; ``meta``: the template's arguments after ``dim``, for its ``meta``."""
-    for t in names:
-        shape, dtype, dims = _validate(template, shape, dtype, world_size, {"dim": dim}, order,
-                                       ORDERS, mode, split, t)
-    dim, W = dims["dim"], world_size
-    shards = shard_regions(shape, dim, W)
-    b = _Builder()
-    for t in names:
-        _gather(b, t, _pieces(shards, dim, split), W, order, mode, split)
-    return Schedule(W, {t: gathered(t, shape, dtype, shards, W) for t in names}, b.chunks,
-                    _meta(template, shape=shape, dtype=dtype, world_size=W, dim=dim, **meta))
 
 
 def _meta(name: str, **args) -> dict:
@@ -182,3 +160,22 @@ def _reduce_scatter(b: _Builder, tensor: str, pieces: list[list[Region]], W: int
                 after = () if s == 0 else (last[(r, x, k)],)
                 last[(dst, x, k)] = b.add(tensor, piece, r, dst, mode, step0 + s * split + k,
                                           reduce="sum", after=after)
+
+
+def sharded_schedule(template: str, shape, dtype: str, world_size: int, dim: int, order: str,
+                     mode: str, split: int, names: Sequence[str], meta: dict,
+                     chunks: Callable = _gather, spec: Callable = gathered) -> Schedule:
+    """The tensors ``names`` (one ``shape`` and ``dtype``) sharded evenly along ``dim``, every
+    shard cut into ``split`` pieces: ``chunks`` (:func:`_gather`: an all-gather, block by block
+    together) adds each tensor's chunks and ``spec(name, shape, dtype, shards, W)`` gives its
+    placements; ``meta``: the template's arguments after ``dim``, for its ``meta``."""
+    for t in names:
+        shape, dtype, dims = _validate(template, shape, dtype, world_size, {"dim": dim}, order,
+                                       ORDERS, mode, split, t)
+    dim, W = dims["dim"], world_size
+    shards = shard_regions(shape, dim, W)
+    b = _Builder()
+    for t in names:
+        chunks(b, t, _pieces(shards, dim, split), W, order, mode, split)
+    return Schedule(W, {t: spec(t, shape, dtype, shards, W) for t in names}, b.chunks,
+                    _meta(template, shape=shape, dtype=dtype, world_size=W, dim=dim, **meta))

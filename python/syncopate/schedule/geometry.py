@@ -5,6 +5,8 @@ raise one :class:`~syncopate.errors.ScheduleError` listing them all)."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -15,7 +17,7 @@ from ..errors import ScheduleError
 # small validation helpers
 # --------------------------------------------------------------------------------------------
 
-def _as_int(value: Any, what: str, problems: list[str], minimum: int | None = 0) -> int:
+def _as_int(value: Any, what: str, problems: list[str], minimum: int = 0) -> int:
     if isinstance(value, bool):
         problems.append(f"{what} must be an integer, got {value!r}")
         return 0
@@ -24,7 +26,7 @@ def _as_int(value: Any, what: str, problems: list[str], minimum: int | None = 0)
     except TypeError:
         problems.append(f"{what} must be an integer, got {value!r}")
         return 0
-    if minimum is not None and v < minimum:
+    if v < minimum:
         problems.append(f"{what} must be >= {minimum}, got {v}")
     return v
 
@@ -34,6 +36,21 @@ def _as_int_tuple(value: Any, what: str, problems: list[str], minimum: int = 0) 
         problems.append(f"{what} must be a list of integers, got {value!r}")
         return ()
     return tuple(_as_int(v, f"{what}[{i}]", problems, minimum) for i, v in enumerate(value))
+
+
+def _as_items(value: Any, cls: type, what: str, problems: list[str]) -> tuple:
+    """``value``'s items that are ``cls`` instances; a problem for each other one, or for a
+    ``value`` that is not a list."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        problems.append(f"{what} must be a list of {cls.__name__}, got {value!r}")
+        return ()
+    out = []
+    for i, x in enumerate(value):
+        if isinstance(x, cls):
+            out.append(x)
+        else:
+            problems.append(f"{what}[{i}] must be a {cls.__name__}, got {x!r}")
+    return tuple(out)
 
 
 def _settle(obj, problems: list[str], prefix: str, **fields) -> None:
@@ -120,36 +137,24 @@ def box_difference(target: Box, covers: Iterable[Box]) -> list[Box]:
     return remaining
 
 
-def coalesce_boxes(items: list, key=lambda item: None) -> list:
-    """Merge boxes that share a ``key`` and are adjacent along one dim with equal extents in
-    all others.  ``items`` are tuples ``(lo, hi, *rest)``; ``key(item)`` must be equal for two
-    items to merge.  Keeps region maps small when a tensor arrives in many chunks, and makes
-    error messages name one region instead of its fragments."""
-    items = list(items)
+def coalesce_boxes(boxes: Iterable[Box]) -> list[Box]:
+    """Merge boxes that are adjacent along one dim with equal extents in all others, first
+    pair first, until no pair merges.  Keeps region maps small when a tensor arrives in many
+    chunks, and makes error messages name one region instead of its fragments."""
+    items = list(boxes)
     merged = True
-    while merged and len(items) > 1:
+    while merged:
         merged = False
-        for i in range(len(items)):
-            a = items[i]
-            for j in range(i + 1, len(items)):
-                b = items[j]
-                if key(a) != key(b):
-                    continue
-                alo, ahi, blo, bhi = a[0], a[1], b[0], b[1]
-                diff = [d for d in range(len(alo)) if (alo[d], ahi[d]) != (blo[d], bhi[d])]
-                if len(diff) != 1:
-                    continue
+        for i, j in itertools.combinations(range(len(items)), 2):
+            (alo, ahi), (blo, bhi) = items[i], items[j]
+            diff = [d for d in range(len(alo)) if (alo[d], ahi[d]) != (blo[d], bhi[d])]
+            if len(diff) == 1 and (ahi[diff[0]] == blo[diff[0]] or bhi[diff[0]] == alo[diff[0]]):
                 d = diff[0]
-                if ahi[d] == blo[d] or bhi[d] == alo[d]:
-                    lo = list(alo)
-                    hi = list(ahi)
-                    lo[d] = min(alo[d], blo[d])
-                    hi[d] = max(ahi[d], bhi[d])
-                    items[i] = (tuple(lo), tuple(hi)) + tuple(a[2:])
-                    del items[j]
-                    merged = True
-                    break
-            if merged:
+                lo, hi = list(alo), list(ahi)
+                lo[d], hi[d] = min(alo[d], blo[d]), max(ahi[d], bhi[d])
+                items[i] = (tuple(lo), tuple(hi))
+                del items[j]
+                merged = True
                 break
     return items
 
@@ -218,10 +223,7 @@ class Region:
     @property
     def volume(self) -> int:
         """Number of elements."""
-        v = 1
-        for s in self.sizes:
-            v *= s
-        return v
+        return math.prod(self.sizes)
 
     @property
     def is_empty(self) -> bool:
@@ -238,8 +240,7 @@ class Region:
         return None if box is None else Region._raw(*box)
 
     def overlaps(self, other: "Region") -> bool:
-        self._check_ndim(other)
-        return box_intersection(self.offsets, self.stops, other.offsets, other.stops) is not None
+        return self.intersection(other) is not None
 
     def disjoint(self, other: "Region") -> bool:
         return not self.overlaps(other)
@@ -275,16 +276,15 @@ class Region:
     def split(self, dim: int, parts: int) -> list["Region"]:
         """Cut along ``dim`` into ``parts`` pieces as even as possible (the first
         ``size % parts`` pieces get one more index); empty pieces are left out."""
-        pieces = []
-        for off, size in even_split(self.sizes[dim], parts):
-            if size == 0:
-                continue
-            offsets = list(self.offsets)
-            sizes = list(self.sizes)
-            offsets[dim] += off
-            sizes[dim] = size
-            pieces.append(Region(tuple(offsets), tuple(sizes)))
-        return pieces
+        return [self._band(dim, off, size) for off, size in even_split(self.sizes[dim], parts)
+                if size]
+
+    def _band(self, dim: int, off: int, size: int) -> "Region":
+        """The ``size`` indices along ``dim`` from ``off`` (relative to this region's offset)."""
+        offsets, sizes = list(self.offsets), list(self.sizes)
+        offsets[dim] += off
+        sizes[dim] = size
+        return Region(tuple(offsets), tuple(sizes))
 
     def slices(self) -> tuple[slice, ...]:
         """Index with these to get the region's data: ``tensor[region.slices()]``."""
@@ -308,24 +308,25 @@ def even_split(n: int, parts: int) -> list[tuple[int, int]]:
     if parts < 1:
         raise ScheduleError(f"cannot split into {parts} parts; use at least 1")
     base, extra = divmod(n, parts)
-    out = []
-    off = 0
-    for i in range(parts):
-        size = base + (1 if i < extra else 0)
-        out.append((off, size))
-        off += size
-    return out
+    return [(i * base + min(i, extra), base + (1 if i < extra else 0)) for i in range(parts)]
 
 
 # --------------------------------------------------------------------------------------------
 # Placement, TensorSpec
 # --------------------------------------------------------------------------------------------
 
-def _as_region(value: Any, what: str) -> Region:
-    if isinstance(value, Region):
-        return value
-    if isinstance(value, Mapping) and "offsets" in value and "sizes" in value:
-        return Region(value["offsets"], value["sizes"])
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return Region(value[0], value[1])
-    raise ScheduleError(f"{what} must be a Region (offsets, sizes), got {value!r}")
+def _as_region(value: Any, problems: list[str]) -> Region | None:
+    """``value`` (a Region, ``{"offsets", "sizes"}`` or ``(offsets, sizes)``) as a Region, or
+    None with what is wrong added to ``problems``."""
+    try:
+        if isinstance(value, Region):
+            return value
+        if isinstance(value, Mapping) and "offsets" in value and "sizes" in value:
+            return Region(value["offsets"], value["sizes"])
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            return Region(value[0], value[1])
+    except ScheduleError as e:
+        problems.extend(e.problems)
+        return None
+    problems.append(f"region must be a Region (offsets, sizes), got {value!r}")
+    return None

@@ -80,17 +80,12 @@ class _Reader:
             return None
         return value
 
-    def ints(self, value: Any, path: str, minimum: int = 0, length: int | None = None):
+    def ints(self, value: Any, path: str, minimum: int = 0):
         if not isinstance(value, list):
             self.bad(path, f"expected a list of integers, got {_jval(value)}")
             return None
         out = [self.int(v, f"{path}[{i}]", minimum) for i, v in enumerate(value)]
-        if any(v is None for v in out):
-            return None
-        if length is not None and len(out) != length:
-            self.bad(path, f"has {len(out)} entries but needs {length} (one per dim)")
-            return None
-        return out
+        return None if any(v is None for v in out) else out
 
     def choice(self, value: Any, path: str, choices: tuple[str, ...]) -> str | None:
         if value not in choices or not isinstance(value, str):

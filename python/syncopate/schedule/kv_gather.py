@@ -18,7 +18,7 @@ from typing import Sequence
 
 from ..errors import ScheduleError
 from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
-                         gather_schedule, gathered, scattered, shard_regions)
+                         gathered, scattered, shard_regions, sharded_schedule)
 from .model import Schedule
 
 
@@ -33,8 +33,8 @@ def kv_all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 
     names = tuple(tensors)
     if len(names) < 1 or len(set(names)) != len(names):
         raise ScheduleError(f"kv_all_gather: tensors={list(names)} must be distinct names")
-    return gather_schedule("kv_all_gather", shape, dtype, world_size, dim, order, mode, split,
-                           names, dict(order=order, mode=mode, split=split, tensors=list(names)))
+    return sharded_schedule("kv_all_gather", shape, dtype, world_size, dim, order, mode, split,
+                            names, dict(order=order, mode=mode, split=split, tensors=list(names)))
 
 
 def kv_backward(shape: Sequence[int], dtype: str, grad_dtype: str, world_size: int, dim: int = 0,

@@ -31,12 +31,12 @@ from typing import Iterable, Mapping
 
 from ..errors import ScheduleError
 from .chunk import MODES, REDUCES, Chunk  # noqa: F401
-from .geometry import (Box, Region, _as_int, _as_int_tuple, _as_region, _fmt_list,  # noqa: F401
-                       _settle, box_difference, box_intersection, box_subtract,
-                       boxes_overlap, coalesce_boxes, even_split, format_ranks)
+from .geometry import (Box, Region, _as_int, _as_items, _settle, box_difference,  # noqa: F401
+                       box_intersection, box_subtract, boxes_overlap, coalesce_boxes, even_split,
+                       format_ranks)
 from .json_write import canonical_json, dumps
-from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, dtype_size,  # noqa: F401
-                          normalize_dtype)
+from .tensor_spec import (DTYPE_SIZES, VIEWS, Placement, TensorSpec, _as_dtype,  # noqa: F401
+                          dtype_size, normalize_dtype)
 from .verify import Analysis, analyze
 
 #: the most ranks a schedule may have: far above any NVLink domain (72 GPUs), and low enough
@@ -93,15 +93,7 @@ class Schedule:
                 problems.append(f"tensor {key!r} is given twice")
             else:
                 tensors[key] = spec
-        chunks: list[Chunk] = []
-        if isinstance(self.chunks, Iterable) and not isinstance(self.chunks, (str, bytes, Mapping)):
-            for i, c in enumerate(self.chunks):
-                if not isinstance(c, Chunk):
-                    problems.append(f"chunks[{i}] must be a Chunk, got {c!r}")
-                else:
-                    chunks.append(c)
-        else:
-            problems.append(f"chunks must be a list of Chunk, got {self.chunks!r}")
+        chunks = _as_items(self.chunks, Chunk, "chunks", problems)
         meta = self.meta if self.meta is not None else {}
         if not isinstance(meta, Mapping):
             problems.append(f"meta must be a dict, got {meta!r}")
@@ -111,7 +103,7 @@ class Schedule:
                 problems.append(f"meta key {key!r} must be a string")
             elif key in RESERVED_KEYS:
                 problems.append(f"meta key {key!r} is reserved by the JSON format; rename it")
-        _settle(self, problems, "schedule", world_size=ws, tensors=tensors, chunks=tuple(chunks),
+        _settle(self, problems, "schedule", world_size=ws, tensors=tensors, chunks=chunks,
                 meta=dict(meta))
 
     # Dataclass hashing would hash the dicts; hash the canonical content instead.
@@ -173,13 +165,8 @@ class Schedule:
     def chunked_dims(self, tensor: str) -> list[int]:
         """Dims along which some chunk of ``tensor`` does not span the whole tensor."""
         shape = self.tensor(tensor).shape
-        dims = set()
-        for c in self.chunks:
-            if c.tensor == tensor:
-                for d, (a, b) in enumerate(zip(c.lo, c.hi)):
-                    if a != 0 or b != shape[d]:
-                        dims.add(d)
-        return sorted(dims)
+        return sorted({d for c in self.chunks if c.tensor == tensor
+                       for d, (a, b) in enumerate(zip(c.lo, c.hi)) if a != 0 or b != shape[d]})
 
     def is_received(self, tensor: str) -> bool:
         """Whether any chunk moves ``tensor``."""
@@ -200,11 +187,8 @@ class Schedule:
     def arrival_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int) -> int:
         """When the band ``[lo, hi)`` along ``dim`` is complete on ``rank``: 0 if held initially
         (non-partial), else 1 + the position of the last chunk that delivers part of it."""
-        key = 0
-        for i, c in enumerate(self.chunks_to(rank, tensor)):
-            if c.lo[dim] < hi and lo < c.hi[dim]:
-                key = max(key, i + 1)
-        return key
+        return max((i + 1 for i, c in enumerate(self.chunks_to(rank, tensor))
+                    if c.lo[dim] < hi and lo < c.hi[dim]), default=0)
 
     def departure_key(self, rank: int, tensor: str, dim: int, lo: int, hi: int,
                       sends_only: bool = False) -> int:
@@ -219,14 +203,14 @@ class Schedule:
         rank computes every band it sends before the bands it owns -- its own tiles then wait
         for the other ranks' partials, which those ranks computed first, and since no rank waits
         before it has produced everything it sends, the waits cannot form a cycle."""
-        key = None
-        for c in self.chunks:
-            into_me = c.reduce == "sum" and c.dst == rank and not sends_only
-            if c.tensor != tensor or not (c.src == rank or into_me):
-                continue
-            if c.lo[dim] < hi and lo < c.hi[dim]:
-                key = c.step if key is None else min(key, c.step)
-        return key if key is not None else 1 << 30
+        return min((c.step for c in self._departing(rank, tensor, sends_only)
+                    if c.lo[dim] < hi and lo < c.hi[dim]), default=1 << 30)
+
+    def _departing(self, rank: int, tensor: str, sends_only: bool = False) -> list[Chunk]:
+        """The chunks of ``tensor`` that read it on ``rank`` and, unless ``sends_only``, the
+        ``sum`` chunks into ``rank`` (it adds its own partial): what ``rank`` computes early."""
+        return [c for c in self.chunks if c.tensor == tensor and (
+            c.src == rank or (c.reduce == "sum" and c.dst == rank and not sends_only))]
 
     def element_bytes(self, tensor: str) -> int:
         return self.tensor(tensor).elem_size
@@ -262,8 +246,7 @@ class Schedule:
         """Ids of the chunks that must have arrived before ``chunk_id`` starts: its ``after``
         list plus the step rule's (earlier-step chunks delivering an overlapping region to its
         source).  The runtime waits on exactly these flags."""
-        a = self._verified()
-        return a.deps[chunk_id]
+        return self._verified().deps[chunk_id]
 
     def arrival_order(self, rank: int, tensor: str) -> list[Region]:
         """Regions of ``tensor`` in the order they become complete on ``rank``: the non-partial
@@ -282,23 +265,17 @@ class Schedule:
             done: list[Box] = []
             for region, mask in a.delivered[c.id]:
                 lo, hi = region.box
-                nxt = []
-                pieces = []
-                for blo, bhi, m in held:
-                    inter = box_intersection(blo, bhi, lo, hi)
-                    if inter is None:
-                        nxt.append((blo, bhi, m))
-                        continue
-                    nxt.extend((plo, phi, m) for plo, phi in box_subtract(blo, bhi, lo, hi))
-                    pieces.append(inter + (m,))
-                gaps = box_difference((lo, hi), [(q[0], q[1]) for q in pieces])
-                pieces.extend(g + (0,) for g in gaps)
+                # what is held in [lo, hi) (gaps hold nothing), and everything else held
+                pieces = [i + (m,) for blo, bhi, m in held
+                          if (i := box_intersection(blo, bhi, lo, hi)) is not None]
+                pieces += [g + (0,) for g in box_difference((lo, hi), [p[:2] for p in pieces])]
+                held = [(plo, phi, m) for blo, bhi, m in held
+                        for plo, phi in box_subtract(blo, bhi, lo, hi)]
                 for plo, phi, m in pieces:
                     new = full if c.reduce == "none" else m | mask
                     if new == full and m != full:
                         done.append((plo, phi))
-                    nxt.append((plo, phi, new))
-                held = nxt
+                    held.append((plo, phi, new))
             out.extend(Region._raw(lo, hi) for lo, hi in coalesce_boxes(done))
         return out
 
@@ -311,9 +288,7 @@ class Schedule:
         ``departure_key``) -- so the first chunks can leave, and be reduced, early."""
         self.tensor(tensor)
         seen: list[Region] = []
-        mine = [c for c in self.chunks if c.tensor == tensor and
-                (c.src == rank or (c.reduce == "sum" and c.dst == rank))]
-        for c in sorted(mine, key=lambda c: (c.step, c.id)):
+        for c in sorted(self._departing(rank, tensor), key=lambda c: (c.step, c.id)):
             if c.region not in seen:
                 seen.append(c.region)
         return seen

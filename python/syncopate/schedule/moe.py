@@ -39,8 +39,8 @@ in. No rank holds a group it does not need, so there are no empty chunks.
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, normalize_dtype
-from .generators import everywhere
+from .model import MODES, Chunk, Placement, Region, Schedule, TensorSpec, _as_dtype
+from .generators import _meta, _positive, everywhere, owned
 
 
 def x_group(E: int, s: int, x: int) -> int:
@@ -61,11 +61,8 @@ def owner(E: int, W: int, x: int) -> int:
 def _checked(template: str, world_size, num_experts, capacity, width, dtype, mode, data,
              counts, data_arg: str) -> str:
     """Typed errors shared by the two templates; returns the normalised dtype."""
-    problems = []
-    for name, v in (("world_size", world_size), ("num_experts", num_experts),
-                    ("capacity", capacity), ("hidden", width)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            problems.append(f"{name} must be a positive integer, got {v!r}")
+    problems = _positive(world_size=world_size, num_experts=num_experts, capacity=capacity,
+                         hidden=width)
     if not problems and num_experts % world_size:
         problems.append(f"{num_experts} experts do not divide over {world_size} ranks: expert "
                         f"parallelism gives every rank num_experts / world_size experts; pick "
@@ -75,10 +72,7 @@ def _checked(template: str, world_size, num_experts, capacity, width, dtype, mod
     if data == counts:
         problems.append(f"{data_arg} and counts must be different tensor names, both are "
                         f"{data!r}")
-    try:
-        dtype = normalize_dtype(dtype)
-    except ScheduleError as e:
-        problems.extend(e.problems)
+    dtype = _as_dtype(dtype, problems)
     if problems:
         raise ScheduleError([f"{template}: {p}" for p in problems])
     return dtype
@@ -110,15 +104,12 @@ def moe_dispatch(world_size: int, num_experts: int, capacity: int, hidden: int,
                                     Region((x_group(E, s, x) * C, 0), (C, H)), s, d, mode,
                                     W - 1 + k * E + j, extra=extra))
     specs = {tokens: TensorSpec(tokens, (W * E * C, H), dtype,
-                                [Placement(s, x_block[s]) for s in range(W)],
-                                everywhere((W * E * C, H), W)),
-             counts: TensorSpec(counts, (W * W * E,), "int32",
-                                [Placement(s, c_block[s]) for s in range(W)],
+                                owned(x_block), everywhere((W * E * C, H), W)),
+             counts: TensorSpec(counts, (W * W * E,), "int32", owned(c_block),
                                 everywhere((W * W * E,), W))}
-    meta = {"template": {"name": "moe_dispatch", "world_size": W, "num_experts": E,
-                         "capacity": C, "hidden": H, "dtype": dtype, "mode": mode,
-                         "tokens": tokens, "counts": counts}}
-    return Schedule(W, specs, chunks, meta)
+    return Schedule(W, specs, chunks, _meta("moe_dispatch", world_size=W, num_experts=E,
+                                            capacity=C, hidden=H, dtype=dtype, mode=mode,
+                                            tokens=tokens, counts=counts))
 
 
 def y_group(E: int, W: int, d: int, s: int, x: int) -> int:
@@ -170,14 +161,12 @@ def moe_combine(world_size: int, num_experts: int, capacity: int, hidden: int,
              for d in range(W)] for s in range(W)]
     whole = everywhere((W * W * E,), W)
     specs = {outputs: TensorSpec(outputs, (W * E * C, H), dtype,
-                                 [Placement(d, part[d]) for d in range(W)],
-                                 [p for s in range(W) for p in mine[s]], produced=True,
-                                 view="rank"),
+                                 owned(part), [p for s in range(W) for p in mine[s]],
+                                 produced=True, view="rank"),
              counts: TensorSpec(counts, (W * W * E,), "int32", whole, whole)}
-    meta = {"template": {"name": "moe_combine", "world_size": W, "num_experts": E,
-                         "capacity": C, "hidden": H, "dtype": dtype, "mode": mode,
-                         "outputs": outputs, "counts": counts}}
-    return Schedule(W, specs, chunks, meta)
+    return Schedule(W, specs, chunks, _meta("moe_combine", world_size=W, num_experts=E,
+                                            capacity=C, hidden=H, dtype=dtype, mode=mode,
+                                            outputs=outputs, counts=counts))
 
 
 __all__ = ["cnt_index", "moe_combine", "moe_dispatch", "owner", "x_group", "y_group"]

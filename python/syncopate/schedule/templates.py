@@ -21,14 +21,14 @@ Orders
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 from ..errors import ScheduleError
-from .generators import (ORDERS, _Builder, _gather, _meta, _pieces, _reduce_scatter, _validate,
-                         everywhere, gather_schedule, owned, scattered, shard_regions)
+from .generators import (_Builder, _gather, _meta, _positive, _reduce_scatter, _validate,
+                         everywhere, owned, scattered, shard_regions, sharded_schedule)
 from .kv_gather import kv_all_gather
-from .model import (MAX_WORLD_SIZE, MODES, Placement, Region, Schedule, TensorSpec,
-                    normalize_dtype)
+from .model import MAX_WORLD_SIZE, MODES, Region, Schedule, TensorSpec, _as_dtype
 from .scaled_gather import scaled_all_gather
 
 __all__ = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "ring_pass",
@@ -49,8 +49,8 @@ def all_gather(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     AG + GEMM consumer (the consumer's rank fetches what it needs next); ``push`` is the usual
     choice for the SM and NVSHMEM backends when the producer knows when data is ready.
     """
-    return gather_schedule("all_gather", shape, dtype, world_size, dim, order, mode, split,
-                           (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor))
+    return sharded_schedule("all_gather", shape, dtype, world_size, dim, order, mode, split,
+                            (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor))
 
 
 def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -64,16 +64,9 @@ def reduce_scatter(shape: Sequence[int], dtype: str, world_size: int, dim: int =
     ``ring``: the partial of block ``x`` accumulates along ``x + 1 -> x + 2 -> ... -> x``; each
     hop after the first forwards the sum that arrived at the previous round (``after``).
     """
-    shape, dtype, dims = _validate("reduce_scatter", shape, dtype, world_size, {"dim": dim},
-                                   order, ORDERS, mode, split, tensor)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    b = _Builder()
-    _reduce_scatter(b, tensor, _pieces(shards, dim, split), W, order, mode, split)
-    return Schedule(W, {tensor: scattered(tensor, shape, dtype, shards, W)}, b.chunks,
-                    _meta("reduce_scatter", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          order=order, mode=mode, split=split, tensor=tensor))
+    return sharded_schedule("reduce_scatter", shape, dtype, world_size, dim, order, mode, split,
+                            (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor),
+                            _reduce_scatter, scattered)
 
 
 def all_reduce(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
@@ -87,26 +80,23 @@ def all_reduce(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     chunks that complete that piece in ``after``.  The copies overwrite the partials the
     destination still held there, which its own reduce-scatter chunks have already read.
     """
-    shape, dtype, dims = _validate("all_reduce", shape, dtype, world_size, {"dim": dim}, order,
-                                   ORDERS, mode, split, tensor)
-    dim = dims["dim"]
-    W = world_size
-    shards = shard_regions(shape, dim, W)
-    pieces = _pieces(shards, dim, split)
-    b = _Builder()
-    _reduce_scatter(b, tensor, pieces, W, order, mode, split)
-    rs_chunks = list(b.chunks)
+    def chunks(b, t, pieces, W, order, mode, split):
+        _reduce_scatter(b, t, pieces, W, order, mode, split)
+        rs_chunks = list(b.chunks)
 
-    def completes(owner: int, piece: Region) -> list[int]:
-        return [c.id for c in rs_chunks if c.dst == owner and c.region.overlaps(piece)]
+        def completes(owner: int, piece: Region) -> list[int]:
+            return [c.id for c in rs_chunks if c.dst == owner and c.region.overlaps(piece)]
 
-    _gather(b, tensor, pieces, W, order, mode, split, step0=(W - 1) * split,
-            first_after=completes)
-    spec = TensorSpec(tensor, shape, dtype, everywhere(shape, W, partial=True),
-                      everywhere(shape, W))
-    return Schedule(W, {tensor: spec}, b.chunks,
-                    _meta("all_reduce", shape=shape, dtype=dtype, world_size=W, dim=dim,
-                          order=order, mode=mode, split=split, tensor=tensor))
+        _gather(b, t, pieces, W, order, mode, split, step0=(W - 1) * split,
+                first_after=completes)
+
+    def spec(t, shape, dtype, shards, W):
+        return TensorSpec(t, shape, dtype, everywhere(shape, W, partial=True),
+                          everywhere(shape, W))
+
+    return sharded_schedule("all_reduce", shape, dtype, world_size, dim, order, mode, split,
+                            (tensor,), dict(order=order, mode=mode, split=split, tensor=tensor),
+                            chunks, spec)
 
 
 def all_to_all(shape: Sequence[int], dtype: str, world_size: int, split_dim: int,
@@ -158,8 +148,8 @@ def ring_pass(shape: Sequence[int], dtype: str, world_size: int, dim: int = 0,
     next one travels.  Every rank ends with every block.  The chunks are those of a ring
     all-gather; ``push`` is the default since the holder of a block knows when it is there.
     """
-    return gather_schedule("ring_pass", shape, dtype, world_size, dim, "ring", mode, split,
-                           (tensor,), dict(mode=mode, split=split, tensor=tensor))
+    return sharded_schedule("ring_pass", shape, dtype, world_size, dim, "ring", mode, split,
+                            (tensor,), dict(mode=mode, split=split, tensor=tensor))
 
 
 def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
@@ -184,12 +174,8 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
     step, in the same head order (a comm program never blocks on an output chunk, whose
     source's tiles wait for that source's inputs, before it has run all its input chunks).
     """
-    problems = []
-    ints = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq, head_dim=head_dim,
-                world_size=world_size)
-    for k, v in ints.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            problems.append(f"{k} must be a positive integer, got {v!r}")
+    problems = _positive(batch=batch, q_heads=q_heads, kv_heads=kv_heads, seq=seq,
+                         head_dim=head_dim, world_size=world_size)
     if not problems and world_size > MAX_WORLD_SIZE:  # before building W * (W - 1) chunks
         problems.append(f"world_size {world_size} is more than {MAX_WORLD_SIZE} ranks")
     if not problems:
@@ -204,10 +190,7 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
             problems.append(f"seq ({seq}) must be divisible by world_size ({W})")
     if mode not in MODES:
         problems.append(f"mode must be 'push' or 'pull', got {mode!r}")
-    try:
-        dtype = normalize_dtype(dtype)
-    except ScheduleError as e:
-        problems.extend(e.problems)
+    dtype = _as_dtype(dtype, problems)
     if problems:
         raise ScheduleError([f"ulysses_all_to_all: {p}" for p in problems])
     W = world_size
@@ -219,35 +202,26 @@ def ulysses_all_to_all(batch: int, q_heads: int, kv_heads: int, seq: int, head_d
 
     def piece(t: str, head_rank: int, seq_rank: int, h: int) -> Region:
         # local head h of head_rank's block, sequence block of seq_rank
-        heads = by_head[t][head_rank]
-        off = list(heads.offsets)
-        size = list(heads.sizes)
-        off[1] += h
-        size[1] = 1
-        return Region(off, size).intersection(by_seq[t][seq_rank])
+        return by_head[t][head_rank]._band(1, h, 1).intersection(by_seq[t][seq_rank])
 
     def heads_of(j: int) -> list[tuple[str, int]]:
         return [("K", j), ("V", j)] + [("Q", j * group + i) for i in range(group)]
 
     b = _Builder()
     kv_local = kv_heads // W
-    for j in range(kv_local):
-        for s in range(W - 1):
-            for r in range(W):
-                q = (r + s + 1) % W
-                for t, h in heads_of(j):
-                    b.add(t, piece(t, r, q, h), q, r, mode, j * (W - 1) + s)
+    rounds = list(itertools.product(range(kv_local), range(W - 1), range(W)))  # (j, s, r)
+    for j, s, r in rounds:
+        q = (r + s + 1) % W
+        for t, h in heads_of(j):
+            b.add(t, piece(t, r, q, h), q, r, mode, j * (W - 1) + s)
     base = kv_local * (W - 1)
-    for j in range(kv_local):
-        for s in range(W - 1):
-            for r in range(W):
-                q = (r + s + 1) % W   # r sends its output rows of q's sequence block
-                for h in range(j * group, (j + 1) * group):
-                    b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
+    for j, s, r in rounds:
+        q = (r + s + 1) % W   # r sends its output rows of q's sequence block
+        for h in range(j * group, (j + 1) * group):
+            b.add("O", piece("O", r, q, h), r, q, mode, base + j * (W - 1) + s)
     tensors = {}
     for t, shp in shapes.items():
-        seqp = [Placement(r, x) for r, x in enumerate(by_seq[t])]
-        headp = [Placement(r, x) for r, x in enumerate(by_head[t])]
+        seqp, headp = owned(by_seq[t]), owned(by_head[t])
         initial, final = (headp, seqp) if t == "O" else (seqp, headp)
         tensors[t] = TensorSpec(t, shp, dtype, initial, final, produced=(t == "O"),
                                 view="rank")

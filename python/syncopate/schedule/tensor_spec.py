@@ -10,11 +10,11 @@ syncopate.schedule.model import TensorSpec`` keeps working); split from it so th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .. import dtypes as _dtypes
 from ..errors import ScheduleError
-from .geometry import Region, _as_int, _as_int_tuple, _as_region, _settle
+from .geometry import Region, _as_int, _as_int_tuple, _as_items, _as_region, _settle
 
 __all__ = ["DTYPE_SIZES", "normalize_dtype", "dtype_size", "Placement", "TensorSpec", "VIEWS"]
 
@@ -31,18 +31,21 @@ VIEWS = ("global", "rank")
 
 #: Canonical dtype names (as written in schedule JSON) and their element sizes in bytes.
 DTYPE_SIZES: dict[str, int] = _dtypes.SIZES
+#: The canonical name of a dtype in any spelling (``"bfloat16"``, ``"torch.bfloat16"``,
+#: ``"*bf16"``, ``"fp8e4nv"``, a torch dtype); an unknown name raises
+#: :class:`~syncopate.errors.DtypeError` (a :class:`ScheduleError`).
+normalize_dtype = _dtypes.canonical
+#: Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts).
+dtype_size = _dtypes.element_bytes
 
 
-def normalize_dtype(name: Any) -> str:
-    """The canonical name of a dtype given as a canonical name, a torch/Triton spelling
-    (``"bfloat16"``, ``"torch.bfloat16"``, ``"*bf16"``, ``"fp8e4nv"``) or a torch dtype.
-    An unknown name raises :class:`~syncopate.errors.DtypeError` (a :class:`ScheduleError`)."""
-    return _dtypes.canonical(name)
-
-
-def dtype_size(name: Any) -> int:
-    """Element size in bytes of a dtype (any spelling :func:`normalize_dtype` accepts)."""
-    return _dtypes.element_bytes(name)
+def _as_dtype(name: Any, problems: list[str]) -> Any:
+    """:func:`normalize_dtype`, collecting an unknown name's problem (``name`` is kept)."""
+    try:
+        return normalize_dtype(name)
+    except ScheduleError as e:
+        problems.extend(e.problems)
+        return name
 
 
 # --------------------------------------------------------------------------------------------
@@ -67,11 +70,7 @@ class Placement:
     def __post_init__(self):
         problems: list[str] = []
         rank = _as_int(self.rank, "rank", problems)
-        try:
-            region = _as_region(self.region, "region")
-        except ScheduleError as e:
-            problems.extend(e.problems)
-            region = None
+        region = _as_region(self.region, problems)
         if region is not None and region.is_empty:
             problems.append(f"region {region} is empty; leave the placement out")
         if not isinstance(self.partial, bool):
@@ -79,19 +78,6 @@ class Placement:
         if not isinstance(self.extra, Mapping):
             problems.append(f"extra must be a dict, got {self.extra!r}")
         _settle(self, problems, "placement", rank=rank, region=region, extra=dict(self.extra))
-
-
-def _as_placements(value: Any, what: str, problems: list[str]) -> tuple[Placement, ...]:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        problems.append(f"{what} must be a list of Placement, got {value!r}")
-        return ()
-    out = []
-    for i, p in enumerate(value):
-        if not isinstance(p, Placement):
-            problems.append(f"{what}[{i}] must be a Placement, got {p!r}")
-        else:
-            out.append(p)
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -133,13 +119,9 @@ class TensorSpec:
         shape = _as_int_tuple(self.shape, "shape", problems, minimum=1)
         if not problems and not shape:
             problems.append("shape needs at least one dim")
-        dtype = self.dtype
-        try:
-            dtype = normalize_dtype(self.dtype)
-        except ScheduleError as e:
-            problems.extend(e.problems)
-        initial = _as_placements(self.initial, "initial", problems)
-        final = _as_placements(self.final, "final", problems)
+        dtype = _as_dtype(self.dtype, problems)
+        initial = _as_items(self.initial, Placement, "initial", problems)
+        final = _as_items(self.final, Placement, "final", problems)
         if not isinstance(self.extra, Mapping):
             problems.append(f"extra must be a dict, got {self.extra!r}")
         if not isinstance(self.produced, bool):
@@ -183,7 +165,7 @@ class TensorSpec:
         have the same shape everywhere (the kernel's boxes are checked against it once).
         Raises :class:`ScheduleError` saying what does not fit."""
         which = "initial" if produced else "final"
-        places = self.initial if produced else self.final
+        places = getattr(self, which)
         parts = []
         problems = []
         for r in range(world_size):

@@ -74,6 +74,7 @@ dependency graph in :mod:`.verify_graph`; this module runs them and does the res
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import combinations, groupby
 from dataclasses import dataclass, field
 
 from .. import backends
@@ -121,12 +122,8 @@ class Analysis:
         return bool(self.hb.get(b, 0) >> a & 1)
 
 
-def _where(c: Chunk) -> str:
-    return c.describe()
-
-
 def _regions(boxes) -> list[Region]:
-    return [Region._raw(b[0], b[1]) for b in coalesce_boxes([(b[0], b[1]) for b in boxes])]
+    return [Region._raw(lo, hi) for lo, hi in coalesce_boxes((b[0], b[1]) for b in boxes)]
 
 
 def _fmt_regions(regions: list[Region], limit: int = 4) -> str:
@@ -141,14 +138,9 @@ def _fmt_regions(regions: list[Region], limit: int = 4) -> str:
 
 def _query(boxes, lo, hi):
     """The pieces of ``[lo, hi)`` with what they hold; gaps hold mask 0, writer None."""
-    hits = []
-    for blo, bhi, m, w in boxes:
-        i = box_intersection(blo, bhi, lo, hi)
-        if i is not None:
-            hits.append((i[0], i[1], m, w))
-    for g in box_difference((lo, hi), [(h[0], h[1]) for h in hits]):
-        hits.append((g[0], g[1], 0, None))
-    return hits
+    hits = [i + (m, w) for blo, bhi, m, w in boxes
+            if (i := box_intersection(blo, bhi, lo, hi)) is not None]
+    return hits + [g + (0, None) for g in box_difference((lo, hi), [h[:2] for h in hits])]
 
 
 def _update(boxes, lo, hi, fn):
@@ -161,14 +153,10 @@ def _update(boxes, lo, hi, fn):
         if i is None:
             out.append(b)
             continue
-        for plo, phi in box_subtract(blo, bhi, lo, hi):
-            out.append((plo, phi, m, w))
-        m2, w2 = fn(m, w)
-        out.append((i[0], i[1], m2, w2))
+        out.extend((plo, phi, m, w) for plo, phi in box_subtract(blo, bhi, lo, hi))
+        out.append(i + fn(m, w))
         hits.append(i)
-    for glo, ghi in box_difference((lo, hi), hits):
-        m2, w2 = fn(0, None)
-        out.append((glo, ghi, m2, w2))
+    out.extend(g + fn(0, None) for g in box_difference((lo, hi), hits))
     return out
 
 
@@ -204,14 +192,10 @@ def analyze(schedule) -> Analysis:
         outgoing[(c.src, c.tensor)].append(c.id)
     boxes = {cid: c.region.box for cid, c in chunks.items()}
 
-    def overlap(a: int, b: int) -> bool:
-        (alo, ahi), (blo, bhi) = boxes[a], boxes[b]
-        return boxes_overlap(alo, ahi, blo, bhi)
-
     # For each chunk, the chunks that write an overlapping region of its source rank: both the
     # step rule and the race check look only at these pairs.
     overlapping_writers: dict[int, list[int]] = {
-        cid: [w for w in incoming[(c.src, c.tensor)] if overlap(w, cid)]
+        cid: [w for w in incoming[(c.src, c.tensor)] if boxes_overlap(*boxes[w], *boxes[cid])]
         for cid, c in chunks.items()}
 
     # ---- dependency graph ---------------------------------------------------------------------
@@ -241,13 +225,10 @@ def analyze(schedule) -> Analysis:
         succ_b: dict[int, set[int]] = defaultdict(set, {a: set(ss) for a, ss in succ.items()})
         reasons = dict(edge_reason)
         for rank, run in program_order(schedule, backend).items():
-            by_step: dict[int, list[int]] = defaultdict(list)
-            for c in run:
-                by_step[c.step].append(c.id)
-            keys = sorted(by_step)
-            for s0, s1 in zip(keys, keys[1:]):
-                for a in by_step[s0]:
-                    for b in by_step[s1]:
+            steps = [(s, [c.id for c in g]) for s, g in groupby(run, key=lambda c: c.step)]
+            for (s0, first), (s1, then) in zip(steps, steps[1:]):
+                for a in first:
+                    for b in then:
                         if b not in succ_b[a]:
                             succ_b[a].add(b)
                             reasons[(a, b)] = (f"on the {backend.name} backend rank {rank} runs "
@@ -283,29 +264,28 @@ def analyze(schedule) -> Analysis:
                     inter = Region._raw(*box_intersection(*boxes[r], *boxes[w]))
                     racy_readers.add(r)
                     problems.append(
-                        f"{_where(chunks[r])}: reads {inter} of {tname} on rank {rank} while "
-                        f"{_where(chunks[w])} writes it there, and neither is ordered before "
+                        f"{chunks[r].describe()}: reads {inter} of {tname} on rank {rank} while "
+                        f"{chunks[w].describe()} writes it there, and neither is ordered before "
                         f"the other (the data read is undefined): "
                         + fix.format(r=r, w=w, sw=chunks[w].step))
-        for i, w1 in enumerate(writers):
-            for w2 in writers[i + 1:]:
-                if not overlap(w1, w2) or before(w1, w2) or before(w2, w1):
-                    continue
-                c1, c2 = chunks[w1], chunks[w2]
-                if c1.reduce == "sum" and c2.reduce == "sum":
-                    continue  # sums commute
-                inter = Region._raw(*box_intersection(*boxes[w1], *boxes[w2]))
-                racy_writers.update((w1, w2))
-                if c1.reduce == "none" and c2.reduce == "none":
-                    problems.append(
-                        f"{_where(c2)}: double delivery: it and {_where(c1)} both deliver "
-                        f"{inter} of {tname} to rank {rank}; drop one of them or shrink its "
-                        f"region to what the other does not deliver")
-                else:
-                    problems.append(
-                        f"{_where(c2)}: writes {inter} of {tname} on rank {rank} concurrently "
-                        f"with {_where(c1)} (a copy and a sum do not commute): order them with "
-                        f"steps or after")
+        for w1, w2 in combinations(writers, 2):
+            if not boxes_overlap(*boxes[w1], *boxes[w2]) or before(w1, w2) or before(w2, w1):
+                continue
+            c1, c2 = chunks[w1], chunks[w2]
+            if c1.reduce == "sum" and c2.reduce == "sum":
+                continue  # sums commute
+            inter = Region._raw(*box_intersection(*boxes[w1], *boxes[w2]))
+            racy_writers.update((w1, w2))
+            if c1.reduce == "none" and c2.reduce == "none":
+                problems.append(
+                    f"{c2.describe()}: double delivery: it and {c1.describe()} both deliver "
+                    f"{inter} of {tname} to rank {rank}; drop one of them or shrink its "
+                    f"region to what the other does not deliver")
+            else:
+                problems.append(
+                    f"{c2.describe()}: writes {inter} of {tname} on rank {rank} concurrently "
+                    f"with {c1.describe()} (a copy and a sum do not commute): order them with "
+                    f"steps or after")
 
     # ---- symbolic execution -------------------------------------------------------------------
     state: dict[tuple[int, str], list] = defaultdict(list)
@@ -333,7 +313,7 @@ def analyze(schedule) -> Analysis:
             if dup and cid not in racy_writers:
                 for writer, group in _group(dup, key=lambda p: p[3]):
                     problems.append(
-                        f"{_where(c)}: double delivery: rank {c.dst} already holds "
+                        f"{c.describe()}: double delivery: rank {c.dst} already holds "
                         f"{_fmt_regions(_regions(group))} of {c.tensor} complete "
                         f"({_origin(writer)}); drop the chunk or shrink its region to what "
                         f"rank {c.dst} lacks")
@@ -347,7 +327,7 @@ def analyze(schedule) -> Analysis:
         empty = box_difference((lo, hi), covers)
         if empty:
             problems.append(
-                f"{_where(c)}: adds into {_fmt_regions(_regions(empty))} of {c.tensor} on rank "
+                f"{c.describe()}: adds into {_fmt_regions(_regions(empty))} of {c.tensor} on rank "
                 f"{c.dst}, which holds nothing there when the chunk runs (no initial placement "
                 f"and no delivery ordered before it): the sum would add to uninitialized memory; "
                 f"use reduce 'none' to copy, or give rank {c.dst} a partial initial placement "
@@ -366,18 +346,15 @@ def analyze(schedule) -> Analysis:
         if doubles and cid not in racy_writers:
             for (dmask, smask), group in _group(doubles, key=lambda p: (p[2], p[3])):
                 problems.append(
-                    f"{_where(c)}: double counting: it adds contributions {format_ranks(smask)} "
+                    f"{c.describe()}: double counting: it adds contributions {format_ranks(smask)} "
                     f"into {_fmt_regions(_regions(group))} of {c.tensor} on rank {c.dst}, which "
                     f"already holds contributions {format_ranks(dmask)}: the partials of ranks "
                     f"{format_ranks(smask & dmask)} would be added twice; drop the chunk or send "
                     f"a region whose contributions rank {c.dst} does not hold yet")
         before_full = [p for p in dst_pieces if p[2] != FULL]
-        now = _query(new_state, lo, hi)
-        newly = [p for p in now if p[2] == FULL and any(
-            box_intersection(p[0], p[1], q[0], q[1]) for q in before_full)]
-        completed[cid] = _regions([box_intersection(p[0], p[1], q[0], q[1])
-                                   for p in newly for q in before_full
-                                   if box_intersection(p[0], p[1], q[0], q[1])])
+        completed[cid] = _regions([i for p in _query(new_state, lo, hi) if p[2] == FULL
+                                   for q in before_full
+                                   if (i := box_intersection(p[0], p[1], q[0], q[1]))])
         delivered[cid] = got
         state[dst_key] = new_state
 
@@ -388,10 +365,8 @@ def analyze(schedule) -> Analysis:
             bad = [q for q in _query(state[(p.rank, name)], lo, hi) if q[2] != FULL]
             if not bad:
                 continue
-            parts = []
-            for mask, group in _group(bad, key=lambda q: q[2]):
-                parts.append(f"{_fmt_regions(_regions(group))} (it holds "
-                             f"{_holding(mask, FULL)} there)")
+            parts = [f"{_fmt_regions(_regions(group))} (it holds {_holding(mask, FULL)} there)"
+                     for mask, group in _group(bad, key=lambda q: q[2])]
             problems.append(
                 f"tensor {name}: final placement not met: rank {p.rank} must end with "
                 f"{p.region} complete (final[{i}]) but lacks " + "; ".join(parts)
@@ -406,7 +381,7 @@ def analyze(schedule) -> Analysis:
         dead = box_difference(boxes[cid], covers)
         if dead:
             problems.append(
-                f"{_where(c)}: delivers {_fmt_regions(_regions(dead))} to rank {c.dst}, which "
+                f"{c.describe()}: delivers {_fmt_regions(_regions(dead))} to rank {c.dst}, which "
                 f"neither keeps it (not in rank {c.dst}'s final placement of {c.tensor}) nor "
                 f"forwards it (no chunk ordered after this one reads it from rank {c.dst}); "
                 f"drop the chunk, shrink its region, or add the region to rank {c.dst}'s final "
@@ -432,12 +407,12 @@ def _read_problems(c: Chunk, bad, FULL, chunks, writers, before) -> list[str]:
         regions = _regions(group)
         what = f"{_fmt_regions(regions)} of {c.tensor}"
         if c.reduce == "none" and mask:
-            msg = (f"{_where(c)}: rank {c.src} holds {_holding(mask, FULL)} in {what} when "
+            msg = (f"{c.describe()}: rank {c.src} holds {_holding(mask, FULL)} in {what} when "
                    f"the chunk reads it, but a copy (reduce 'none') needs the complete value: "
                    f"use reduce 'sum' to add the partial into the destination's, or order the "
                    f"chunks that complete it before this one")
         else:
-            msg = (f"{_where(c)}: rank {c.src} does not hold {what} when the chunk reads it "
+            msg = (f"{c.describe()}: rank {c.src} does not hold {what} when the chunk reads it "
                    f"(it forwards data its source does not hold yet)")
         later = [w for w in writers if w != c.id and not before(w, c.id) and any(
             box_intersection(*chunks[w].region.box, *r.box) for r in regions)]

@@ -11,6 +11,7 @@ semantics and the symbolic execution.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 
 __all__ = ["topological", "cycle_problems"]
 
@@ -89,23 +90,17 @@ def cycle_problems(chunks, succ, remaining: set[int], edge_reason) -> list[str]:
         # Shortest cycle through the smallest member: BFS back to it inside the component.
         start = comp[0]
         prev = {start: None}
-        queue = [start]
+        queue = deque([start])
         found = None
-        while queue and found is None:
-            nxt = []
-            for v in queue:
-                for w in sorted(succ[v]):
-                    if w not in members:
-                        continue
-                    if w == start:
-                        found = v
-                        break
-                    if w not in prev:
-                        prev[w] = v
-                        nxt.append(w)
-                if found is not None:
+        while found is None:  # the component is strongly connected: a cycle exists
+            v = queue.popleft()
+            for w in sorted(succ[v]):
+                if w == start:
+                    found = v
                     break
-            queue = nxt
+                if w in members and w not in prev:
+                    prev[w] = v
+                    queue.append(w)
         path = [found]
         while path[-1] != start:
             path.append(prev[path[-1]])

@@ -11,6 +11,7 @@ execution only.
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import combinations
 
 from .chunk import Chunk
 from .geometry import Region
@@ -57,16 +58,11 @@ def structure_problems(schedule) -> list[str]:
                     ok = False
                 if ok:
                     good.append((i, p))
-            for a in range(len(good)):
-                for b in range(a + 1, len(good)):
-                    (i, p), (j, q) = good[a], good[b]
-                    if p.rank == q.rank:
-                        inter = p.region.intersection(q.region)
-                        if inter is not None:
-                            problems.append(
-                                f"tensor {name}: {kind}[{i}] and {kind}[{j}] of rank {p.rank} "
-                                f"overlap in {inter}; a rank holds each element once: make "
-                                f"the placements disjoint")
+            for (i, p), (j, q) in combinations(good, 2):
+                if p.rank == q.rank and (inter := p.region.intersection(q.region)) is not None:
+                    problems.append(f"tensor {name}: {kind}[{i}] and {kind}[{j}] of rank {p.rank} "
+                                    f"overlap in {inter}; a rank holds each element once: make "
+                                    f"the placements disjoint")
     ids: dict[int, list[Chunk]] = defaultdict(list)
     for c in schedule.chunks:
         ids[c.id].append(c)
