@@ -196,6 +196,14 @@ def _collective_sweep(comm, timer, dtype) -> dict:
     return pts
 
 
+def _op_tables(comm, timer, args, rank0) -> list[dict]:
+    """Rows of the ops with tables of their own (``--ops ring_attn,ulysses,moe``), measured
+    with the benchmark's own row functions (fused and serial columns side by side)."""
+    log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
+    return [row for name, table in TABLES.items() if name in args.ops.split(",")
+            for row in table.run(comm, args, log, check_only=False, timer=timer)]
+
+
 def main(args, argv_text: str, commit: str | None) -> int:
     """The ``--calibrate`` run (see the module docstring)."""
     if args.from_results:
@@ -229,11 +237,7 @@ def main(args, argv_text: str, commit: str | None) -> int:
         comm.clear_cache()
         if rank0:
             print(f"calibrate: {op} {M}x{N}x{K} done", flush=True)
-    # the ops with tables of their own (--ops ring_attn,ulysses,moe), measured with the
-    # benchmark's own row functions (fused and serial columns side by side)
-    log = (lambda m: print(m, flush=True)) if rank0 else (lambda m: None)
-    op_rows = [row for name, table in TABLES.items() if name in args.ops.split(",")
-               for row in table.run(comm, args, log, check_only=False, timer=timer)]
+    op_rows = _op_tables(comm, timer, args, rank0)
     coll = _collective_sweep(comm, timer, dtype)
     host = _measure_host(comm, timer, dtype)
     name = torch.cuda.get_device_name(comm.device)
