@@ -234,13 +234,18 @@ def schedule_dtype(dtype) -> str:
     return canonical(dtype)
 
 
-def cached_fused(comm, key: tuple, build):
-    """The FusedKernel cached under ``key`` on the communicator, ``build()`` on a miss (one per
-    configuration, per communicator). A kernel that timed out is rebuilt: its flags disagree
-    across ranks."""
+def cached_fused(comm, key: tuple, fn, schedule, *, config=None, reduce: str = "comm",
+                 **options):
+    """The FusedKernel of ``fn`` fused with ``schedule()`` (built only on a miss), cached under
+    ``key`` on the communicator (one per configuration, per communicator): :func:`fuse` with
+    ``options``, ``config``'s compile options and ``reduce`` unless ``"comm"``. A kernel that
+    timed out is rebuilt: its flags disagree across ranks."""
     fk = comm.cache.get(key)
     if fk is None or getattr(fk, "_poisoned", None):
-        fk = comm.cache[key] = build()
+        opts = config.options() if hasattr(config, "options") else {}
+        if reduce != "comm":
+            opts["reduce"] = reduce
+        fk = comm.cache[key] = fuse(fn, schedule(), comm=comm, **options, **opts)
     return fk
 
 
@@ -255,23 +260,16 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
                  comm_programs, kernel, config, reduce: str = "comm"):
     """The cached FusedKernel of a GEMM op: the local ``kernel`` fused with the op's schedule
     template (``spec.gemm``) over ``shape``, sharded along ``dim``."""
-
     g = spec.gemm
     k = short_kernel(kernel)
-    be = backends.get(backend, LaunchError)
     mode = template_mode(spec, backend, mode)
-
-    def build():
-        sched = TEMPLATES[g.template](tuple(shape), schedule_dtype(dtype), comm.world_size,
-                                      dim=dim, order=order, mode=mode, split=split)
-        opts = config.options() if hasattr(config, "options") else {}
-        if reduce != "comm":
-            opts["reduce"] = reduce
-        return fuse(kernels.kernel_fn(k), sched, operand=g.operand, backend=backend,
-                    comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
-                    defer_consumed_wait=g.staged, **opts)
-    return cached_fused(comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order,
-                               mode, comm_programs, k, repr(config), reduce), build)
+    return cached_fused(
+        comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order, mode,
+               comm_programs, k, repr(config), reduce), kernels.kernel_fn(k),
+        lambda: TEMPLATES[g.template](tuple(shape), schedule_dtype(dtype), comm.world_size,
+                                      dim=dim, order=order, mode=mode, split=split),
+        config=config, reduce=reduce, operand=g.operand, backend=backend,
+        comm_programs=kernel_comm_programs(backend, comm_programs), defer_consumed_wait=g.staged)
 
 
 def use_fused(fused) -> bool:
