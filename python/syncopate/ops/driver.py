@@ -448,6 +448,34 @@ def config_key(config):
     return config
 
 
+def prepare(spec, comm, fk, x, y, out, cfg, s: dict, kernel: str, programs) -> LaunchPlan:
+    """The :class:`LaunchPlan` of a fused GEMM op's layout (decision shape ``s``): the local
+    GEMM ``x @ y`` with the op's symmetric buffer (``GemmLaunch.buffer``, the template's
+    tensor) as its ``operand``. An op that gathers stages into this rank's block of it (along
+    the template's dim) and writes ``out``; one that reduces copies out this rank's rows (all
+    of them with ``whole``)."""
+    g = spec.gemm
+    W, M, N = comm.world_size, s["m"], s["n"]
+    shape, dim = g.schedule_shape(s, W)
+    buf = symmetric_buffer(comm, g.buffer, shape, x.dtype)
+    block = buf.narrow(dim, comm.rank * (shape[dim] // W), shape[dim] // W)
+    call = gemm_call(kernel, *(buf if p == g.operand else t for p, t in
+                               (("a_ptr", x), ("b_ptr", y), ("c_ptr", out))), cfg,
+                     num_programs=programs)
+    a_index = None if g.operand == "a_ptr" else call.fn.arg_names.index("a_ptr")
+    if g.staged:
+        return LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                          a_index=a_index, out_index=call.fn.arg_names.index("c_ptr"),
+                          slot=block)
+    rows = M if g.whole else M // W
+    if not g.whole and out is not None and (tuple(out.shape) != (rows, N)
+                                            or out.dtype != x.dtype):
+        raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {x.dtype}, got "
+                          f"{tuple(out.shape)} {out.dtype}")
+    return LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
+                      a_index=a_index, result=buf if g.whole else block)
+
+
 def _run(g, plan, x, y, out):
     """A plan's launch: the gathered shard staged (``x``, or ``y`` for an op that gathers its
     second operand), or the reduced rows copied out."""
@@ -468,7 +496,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
       is True or a fused-only option is given) -- the unfused path with its local kernel, or
       a fused variant;
     * a fused variant: its plan (``g.plan``), the cached FusedKernel, the op's buffers and
-      argument list (``g.prepare``), launched and kept for the next call of this layout."""
+      argument list (:func:`prepare`), launched and kept for the next call of this layout."""
     g = spec.gemm
     use = fused_enabled() if fused is None else fused is not False  # use_fused, inline
     W = comm.world_size
@@ -517,7 +545,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     if short_kernel(tk) == "tma":
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
         nprog = compute_programs(comm, kernel_comm_programs(backend, cp))
-    plan = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
+    plan = prepare(spec, comm, fk, x, y, out, cfg, s, tk, nprog)
     result = _run(g, plan, x, y, out)
     if key is not None:  # the generation of after the first launch (it allocates the flags)
         keep(comm, key[:-1] + (comm.generation,), plan)
