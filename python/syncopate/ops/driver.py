@@ -332,7 +332,7 @@ def decide(spec, comm, dims, dtype, *, kernel, config, fused, unavailable=()):
                          fused=fused, unavailable=unavailable)
 
 
-def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, check=None):
+def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool, check):
     """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
     buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
     says it is faster and the caller pinned neither our kernel, a config nor the unfused
@@ -350,8 +350,7 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
     if plan is None:
         if graphs.capturing():  # the decision and the kernel's compile and load are eager work
             raise graphs.cold_path(spec.name)
-        if check is not None:
-            check()
+        check()
         dims = spec.gemm.dims(a, b, 1)
         M, N, K = dims[:3]
         k, cfg = CUBLAS, None
@@ -372,8 +371,7 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
     return out
 
 
-def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bool = False,
-          unavailable=()):
+def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, unavailable=()):
     """The decision of an op that may choose its path (:func:`syncopate.ops.choice.decide_shape`)
     -- ``fused`` None, ``SYNCOPATE`` not 0, no fused-only argument given (``explicit``: a
     backend, split, comm-program count ... is the caller's choice of the fused path), more
@@ -382,8 +380,7 @@ def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bo
     so every rank takes the same path."""
     if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
         return None
-    return fused_variant(spec, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
-                         fused=None)
+    return fused_variant(spec, comm, shape, dtype, unavailable=unavailable, fused=None)
 
 
 def fused_variant(spec, comm, shape, dtype, *, cublas: bool = False, unavailable=(),
