@@ -86,11 +86,8 @@ def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None
                  comm_programs=None, block_m: int | None = None) -> tuple[str, int, int]:
     """``(order, split, comm_programs)`` the op uses: the caller's, else the cost model's
     (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard, ``block_m``
-    the GEMM config's tile height)."""
-    if order is not None and order not in gemm_ar_plan.ORDERS:
-        raise LaunchError(f"order={order!r}; choose one of "
-                          f"{', '.join(map(repr, gemm_ar_plan.ORDERS))}")
-    if order is not None and split is not None and comm_programs is not None:
+    the GEMM config's tile height; ``choose_plan`` refuses an unknown ``order``)."""
+    if order in gemm_ar_plan.ORDERS and split is not None and comm_programs is not None:
         return order, int(split), int(comm_programs)
     p = gemm_ar_plan.choose_plan(M, N, K, W, driver.schedule_dtype(dtype), backend, order,
                                  split, comm_programs, block_m=block_m)
