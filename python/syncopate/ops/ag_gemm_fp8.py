@@ -26,8 +26,6 @@ same local kernel with the same config -- bitwise the fused result.
 
 from __future__ import annotations
 
-from .. import backends
-from ..errors import LaunchError
 from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
 from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands, resolve_fp8_config
@@ -63,7 +61,7 @@ def ag_gemm_fp8_fused_kernel(comm, M: int, K: int, *, backend="sm", split=1, ord
                              mode=None, comm_programs=0, kernel="tma", config=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
     k = fp8_short(kernel)
-    mode = mode or backends.get(backend, LaunchError).op_modes["ag"]
+    mode = driver.template_mode("ag", backend, mode)
     key = ("ag_gemm_fp8.fk", M, K, backend, split, order, mode, comm_programs, k, repr(config))
     return driver.cached_fused(
         comm, key, fp8_kernel_fn(k), lambda: ag_gemm_fp8_schedule(M, K, comm.world_size,

@@ -249,11 +249,10 @@ def cached_fused(comm, key: tuple, fn, schedule, *, config=None, reduce: str = "
     return fk
 
 
-def template_mode(spec, backend: str, mode=None) -> str:
-    """``mode`` or, when None, the GEMM op's template mode on ``backend``: the backend's for the
-    op's kind (``Backend.op_modes``), push for an op without one."""
-    g = spec.gemm
-    return mode or (backends.get(backend, LaunchError).op_modes[g.kind] if g.kind else "push")
+def template_mode(kind, backend: str, mode=None) -> str:
+    """``mode`` or, when None, a GEMM op's template mode on ``backend``: the backend's for the
+    op's ``kind`` (``GemmLaunch.kind``, ``Backend.op_modes``), push for an op without one."""
+    return mode or (backends.get(backend, LaunchError).op_modes[kind] if kind else "push")
 
 
 def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, mode,
@@ -262,7 +261,7 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
     template (``spec.gemm``) over ``shape``, sharded along ``dim``."""
     g = spec.gemm
     k = short_kernel(kernel)
-    mode = template_mode(spec, backend, mode)
+    mode = template_mode(g.kind, backend, mode)
     return cached_fused(
         comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order, mode,
                comm_programs, k, repr(config), reduce), kernels.kernel_fn(k),
@@ -536,7 +535,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     cp = loopback_comm_programs(comm, cp, comm_programs)
     shape, dim = g.schedule_shape(s, W)
     fk = fused_kernel(comm, spec, shape, dim, x.dtype, backend=backend, split=split,
-                      order=order, mode=template_mode(spec, backend, mode),
+                      order=order, mode=template_mode(g.kind, backend, mode),
                       comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)
     nprog = None
     if short_kernel(tk) == "tma":

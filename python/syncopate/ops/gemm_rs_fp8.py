@@ -24,7 +24,6 @@ variant (``backend``/``reduce``), split and comm programs are chosen as for the 
 
 from __future__ import annotations
 
-from .. import backends
 from ..errors import LaunchError
 from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
@@ -42,7 +41,7 @@ def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, ord
                              reduce="comm"):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
     k = fp8_short(kernel)
-    mode = mode or backends.get(backend, LaunchError).op_modes["rs"]
+    mode = driver.template_mode("rs", backend, mode)
     key = ("gemm_rs_fp8.fk", M, N, backend, split, order, mode, comm_programs, k, repr(config),
            reduce)
     return driver.cached_fused(
