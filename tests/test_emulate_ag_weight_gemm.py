@@ -48,7 +48,7 @@ def _case(W, dim, M=128):
 def _emulate(kernel, W, dim, backend, split=1):
     M, N, K, shape, d = _case(W, dim)
     sched = TEMPLATES[SPEC.gemm.template](list(shape), "bf16", W, dim=d, split=split,
-                                          mode=driver.template_mode(SPEC, backend))
+                                          mode=driver.template_mode(SPEC.gemm.kind, backend))
     # rank r starts with its shard: rows (dim 0) or columns (dim 1) r of the [K, N] weight
     for r, placement in enumerate(sched.tensors[sched.meta["template"]["tensor"]].initial):
         offsets, sizes = [0, 0], [K, N]

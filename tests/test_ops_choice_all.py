@@ -312,7 +312,7 @@ def _decision(op, path, backend="sm", reduce="comm"):
     c = Candidate(f"{path} test", path, local="triton" if path != "fused" else None,
                   backend=backend if path == "fused" else None, reduce=reduce,
                   device_s=1e-3)
-    return Decision(op, 0, 0, 0, 2, "bf16", "h200", "x", (c,), c, "", basis="calibrated")
+    return Decision(op, 2, "bf16", "h200", "x", (c,), c, "", basis="calibrated")
 
 
 #: the op module's fused-kernel builder and unfused reference, where not ``<op>_...``

@@ -1,4 +1,4 @@
-"""Every staged GEMM op's own prepare step (the LaunchPlan the op caches per layout) built on
+"""The prepare step of every GEMM op (the LaunchPlan the op caches per layout) built on
 the CPU with the real local-kernel argument list, ``out`` left out as a user calls the op.
 
 Why: the CPU tests of the ops stand fakes in for the fused kernel and often for the whole
@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from syncopate.ops import REGISTRY  # noqa: E402
+from syncopate.ops import REGISTRY, driver  # noqa: E402
 
 
 class _Comm:
@@ -28,7 +28,7 @@ class _Comm:
 
 
 def _operands(name, W=2, M=64, N=48, K=32):
-    """``(x, y, (M, N, K))`` of op ``name`` on this rank, as the op's ``dims`` reads them."""
+    """``(x, y, s)`` of op ``name`` on this rank, ``s`` its decision shape as ``dims`` reads it."""
     dt = torch.bfloat16
     g = REGISTRY[name].gemm
     if name == "ag_gemm":
@@ -37,7 +37,7 @@ def _operands(name, W=2, M=64, N=48, K=32):
         x, y = torch.randn(M, K, dtype=dt), torch.randn(K // W, N, dtype=dt)
     else:
         x, y = torch.randn(M, K // W, dtype=dt), torch.randn(K // W, N, dtype=dt)
-    return x, y, g.dims(x, y, W)[:3]
+    return x, y, dict(zip(REGISTRY[name].shape, g.dims(x, y, W)))
 
 
 STAGED = [n for n, s in REGISTRY.items() if s.gemm is not None]
@@ -57,9 +57,9 @@ def _check_operands_on_cpu(a, b, c, kernel):
 def test_prepare_without_out_builds_the_kernel_arguments(name, monkeypatch):
     import syncopate.kernels as kernels
     monkeypatch.setattr(kernels, "check_operands", _check_operands_on_cpu)
-    x, y, (M, N, K) = _operands(name)
-    prep = REGISTRY[name].gemm.prepare(_Comm(), object(), x, y, None, None, M, N, K, "ptr", None)
+    x, y, s = _operands(name)
+    prep = driver.prepare(REGISTRY[name], _Comm(), object(), x, y, None, None, s, "ptr", None)
     out = prep.args[prep.out_index] if prep.out_index is not None else None
     if out is not None:
-        assert isinstance(out, torch.Tensor) and tuple(out.shape)[1] == N
+        assert isinstance(out, torch.Tensor) and tuple(out.shape)[1] == s["n"]
     assert all(a is not None for a in prep.args)

@@ -209,7 +209,7 @@ def _fake_decision(monkeypatch, path, **kw):
         if f"{kw.get('backend')}+{kw.get('reduce')}" in dict(unavailable):  # as the real one
             kw2.update(backend="sm", reduce="comm")
         c = choice.Candidate(name="fake", path=path, **kw2)
-        return choice.Decision(op, m, n, k, W, dtype, gpu, None, (c,), c)
+        return choice.Decision(op, W, dtype, gpu, None, (c,), c)
     monkeypatch.setattr(choice, "decide_shape", decide)
     return seen
 

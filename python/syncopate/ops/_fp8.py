@@ -14,13 +14,10 @@ same, the GEMM twice as fast.
 
 from __future__ import annotations
 
-from .. import backends
-from ..errors import LaunchError
 from ..kernels import ensure_tma_allocator
 from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
 from ..kernels.gemm_fp8_launch import check_fp8_operands, fp8_args
-from ..runtime.fused import fuse
 from . import choice, driver
 from .spec import Cand
 
@@ -43,22 +40,6 @@ def row_scales(scale_a, rows: int):
     if scale_a.numel() == 1:
         return scale_a.reshape(1, 1).expand(rows, 1)
     return scale_a
-
-
-def fused_kernel(comm, key: tuple, kernel: str, make_schedule, operand, *, backend: str,
-                 comm_programs: int, config, reduce: str = "comm", **options):
-    """The cached FusedKernel of the FP8 ``kernel`` fused with ``make_schedule()`` (built only
-    on a miss; :func:`syncopate.ops.driver.cached_fused`)."""
-
-    def build():
-        be = backends.get(backend, LaunchError)
-        opts = dict(config.options())
-        if reduce != "comm":
-            opts["reduce"] = reduce
-        return fuse(fp8_kernel_fn(kernel), make_schedule(), operand=operand, backend=backend,
-                    comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
-                    **options, **opts)
-    return driver.cached_fused(comm, key, build)
 
 
 def launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):

@@ -36,7 +36,8 @@ def ag_gemm_buffer(comm, m_shard: int, K: int, dtype):
     """The symmetric ``[M, K]`` A buffer the op uses for this shape (allocated on first use, a
     collective). Writing this rank's rows (``buf[rank*m_shard:(rank+1)*m_shard]``) and passing
     them as ``a_shard`` skips the staging copy."""
-    return driver.symmetric_buffer(comm, "ag_gemm.A", (int(m_shard) * comm.world_size, K), dtype)
+    return driver.symmetric_buffer(comm, SPEC.gemm.buffer, (int(m_shard) * comm.world_size, K),
+                                   dtype)
 
 
 def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out=None):
@@ -89,15 +90,6 @@ def ag_gemm(a_shard, b, comm, *, backend: str | None = None, split=None, order: 
 def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
     return (order, *driver.gemm_plan("ag", backend, s["m"], s["n"], s["k"], W, dtype, split,
                                      comm_programs))
-
-
-def _prepare(comm, fk, a_shard, b, out, cfg, M, N, K, kernel, programs):
-    Ms = a_shard.shape[0]
-    A = ag_gemm_buffer(comm, Ms, K, a_shard.dtype)
-    call = driver.gemm_call(kernel, A, b, out, cfg, num_programs=programs)
-    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                            out_index=call.fn.arg_names.index("c_ptr"),
-                            slot=A[comm.rank * Ms:(comm.rank + 1) * Ms])
 
 
 def explain_shape(op, dims, W, batch=1, causal=False):
@@ -208,11 +200,11 @@ SPEC = OpSpec(
     bench=Bench(("ag",), SHAPES, "rows:bench_ag", ms=((8192, 1024, 4096), (8192, 1024))),
     explain=explain_shape,
     gemm=GemmLaunch(
-        template="all_gather", operand="a_ptr", kind="ag", staged=True,
+        template="all_gather", operand="a_ptr", buffer="ag_gemm.A", kind="ag", staged=True,
         explicit=("backend", "split", "comm_programs", "mode"), check=_check,
         dims=lambda a_shard, b, W: (a_shard.shape[0] * W, b.shape[1], a_shard.shape[1]),
         schedule_shape=lambda s, W: ((s["m"], s["k"]), 0), reference=ag_gemm_reference,
-        plan=_plan, prepare=_prepare),
+        plan=_plan),
     torch=TorchOp(schema="(Tensor a_shard, Tensor b, str group_name, bool return_a=False) -> "
                          "(Tensor, Tensor?)",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,

@@ -26,8 +26,7 @@ same local kernel with the same config -- bitwise the fused result.
 
 from __future__ import annotations
 
-from .. import backends
-from ..errors import LaunchError
+from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
 from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands, resolve_fp8_config
 from ..runtime import collectives as dist
@@ -62,13 +61,15 @@ def ag_gemm_fp8_fused_kernel(comm, M: int, K: int, *, backend="sm", split=1, ord
                              mode=None, comm_programs=0, kernel="tma", config=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
     k = fp8_short(kernel)
-    mode = mode or backends.get(backend, LaunchError).op_modes["ag"]
+    mode = driver.template_mode("ag", backend, mode)
     key = ("ag_gemm_fp8.fk", M, K, backend, split, order, mode, comm_programs, k, repr(config))
-    return _fp8.fused_kernel(comm, key, k,
-                             lambda: ag_gemm_fp8_schedule(M, K, comm.world_size, split=split,
-                                                          order=order, mode=mode),
-                             OPERAND, backend=backend, comm_programs=comm_programs,
-                             config=config, defer_consumed_wait=True)
+    return driver.cached_fused(
+        comm, key, fp8_kernel_fn(k), lambda: ag_gemm_fp8_schedule(M, K, comm.world_size,
+                                                                  split=split, order=order,
+                                                                  mode=mode),
+        config=config, operand=OPERAND, backend=backend,
+        comm_programs=driver.kernel_comm_programs(backend, comm_programs),
+        defer_consumed_wait=True)
 
 
 def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "tma",

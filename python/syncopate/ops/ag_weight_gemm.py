@@ -76,7 +76,7 @@ def ag_weight_gemm_buffer(comm, K: int, N: int, dtype):
     """The symmetric ``[K, N]`` weight buffer of the fused path (allocated on first use, a
     collective). Writing this rank's block (rows ``rank*K/W ...`` or columns ``rank*N/W ...``)
     and passing it as ``w_shard`` skips the staging copy."""
-    return driver.symmetric_buffer(comm, "ag_weight_gemm.W", (K, N), dtype)
+    return driver.symmetric_buffer(comm, SPEC.gemm.buffer, (K, N), dtype)
 
 
 def ag_weight_gemm(a, w_shard, comm, *, backend: str | None = None, split=None,
@@ -108,17 +108,6 @@ def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
     rows, cols = (s["k"], s["n"]) if s["dim"] == 0 else (s["n"], s["k"])
     return (order, *driver.gemm_plan("ag", backend, rows, s["m"], cols, W, dtype, split,
                                      comm_programs))
-
-
-def _prepare(comm, fk, a, w_shard, out, cfg, M, N, K, kernel, programs):
-    Wb = ag_weight_gemm_buffer(comm, K, N, a.dtype)
-    r, (ks, ns) = comm.rank, w_shard.shape
-    slot = Wb[r * ks:(r + 1) * ks] if ks != K else Wb[:, r * ns:(r + 1) * ns]
-    call = driver.gemm_call(kernel, a, Wb, out, cfg, num_programs=programs)
-    names = call.fn.arg_names
-    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                            a_index=names.index("a_ptr"), out_index=names.index("c_ptr"),
-                            slot=slot)
 
 
 def _explain(op, dims, W, batch=1, causal=False):
@@ -186,11 +175,10 @@ SPEC = OpSpec(
     explain_shape="M,N,K,dim (the weight [K, N] sharded along dim 0 or 1; e.g. "
                   "8192,14336,4096,1)", explain=_explain,
     gemm=GemmLaunch(
-        template="all_gather", operand="b_ptr", kind="ag", staged=True,
+        template="all_gather", operand="b_ptr", buffer="ag_weight_gemm.W", kind="ag", staged=True,
         explicit=("backend", "split", "comm_programs", "mode"), check=_check, dims=_dims,
         schedule_shape=lambda s, W: ((s["k"], s["n"]), s["dim"]),
-        reference=ag_weight_gemm_reference, plan=_plan, prepare=_prepare,
-        stages_y=True),
+        reference=ag_weight_gemm_reference, plan=_plan, stages_y=True),
     torch=TorchOp(schema="(Tensor a, Tensor w_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
                   model=_torch_model, setup=driver.save_operands, backward=_torch_backward))

@@ -75,9 +75,6 @@ class Decision:
     """What :func:`decide_shape` chose, and every candidate it weighed."""
 
     op: str
-    m: int
-    n: int
-    k: int
     world_size: int
     dtype: str
     gpu: str | None
@@ -346,8 +343,8 @@ def measured_over_model(gpu: str, op: str, key: str, wc: int, dtype: str) -> tup
                 f"({', '.join(spec.shape)}) as integers; {', '.join(bad)} missing or bad: "
                 f"regenerate it with python -m syncopate.bench --calibrate")
         s = {d: int(p[d]) for d in spec.shape}
-        cands = (_cands(spec)(spec, cal, s, wc, dtype, True, {}) if wc > 1
-                 else _locals(spec)(spec, cal, s, dtype, True))
+        cands = ((spec.candidates or gemm_cands)(spec, cal, s, wc, dtype, True, {}) if wc > 1
+                 else (spec.local_candidates or local_cands)(spec, cal, s, dtype, True))
         x = next(x for x in cands if x.key == key)
         ratios.append(float(p["measured_s"]) / x.model(s, wc)[0])
     return tuple(dims), tuple(pts), tuple(ratios)
@@ -356,16 +353,6 @@ def measured_over_model(gpu: str, op: str, key: str, wc: int, dtype: str) -> tup
 # ------------------------------------------------------------------------------------------
 # the decision
 # ------------------------------------------------------------------------------------------
-
-def _cands(spec):
-    """The op's W > 1 candidates: its own, else a GEMM op's (:func:`gemm_cands`)."""
-    return spec.candidates or gemm_cands
-
-
-def _locals(spec):
-    """The op's W = 1 candidates: its own, else its local GEMMs (:func:`local_cands`)."""
-    return spec.local_candidates or local_cands
-
 
 def _ns(c: Candidate) -> float:
     return math.inf if c.time_s is None else round(c.time_s * 1e9)
@@ -441,10 +428,9 @@ def _decide(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
     spec = specs.get(op)
     cal = calibration.load(gpu)
     s = dict(zip(spec.shape, dims))
-    m, n, k = dims if spec.shape == _MNK else (0, 0, 0)
     if cal is None:
         c, how = _uncalibrated(gpu, W, fused, spec.variants[0])
-        return Decision(op, m, n, k, W, dtype, gpu, None, (c,), c, how,
+        return Decision(op, W, dtype, gpu, None, (c,), c, how,
                         basis="uncalibrated default", shape=dims)
     blocked = dict(unavailable)
     if not cal.stream_wait:
@@ -452,20 +438,20 @@ def _decide(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
             blocked.setdefault(v, "the calibrated machine's driver had no stream memory "
                                   "operations (stream_wait in the calibration file)")
     if W == 1:
-        xs = _locals(spec)(spec, cal, s, dtype, cublas)
+        xs = (spec.local_candidates or local_cands)(spec, cal, s, dtype, cublas)
         note = "world size 1: nothing to communicate, the local kernel alone"
     else:
-        xs = [x for x in _cands(spec)(spec, cal, s, W, dtype, cublas, blocked)
+        xs = [x for x in (spec.candidates or gemm_cands)(spec, cal, s, W, dtype, cublas, blocked)
               if fused is None or (x.path == "fused") == bool(fused)]
         note = ""
     wc, measured = cal.ops(op, W)
     cands, all_measured = [], True
     for x in xs:
         plan = x.plan or (None, None)
+        fixed = dict(local=x.local, backend=x.backend, reduce=x.reduce, split=plan[0],
+                     comm_programs=plan[1])
         if not x.available or x.model is None:
-            cands.append(Candidate(x.name, x.path, local=x.local, backend=x.backend,
-                                   reduce=x.reduce, split=plan[0], comm_programs=plan[1],
-                                   available=False, why=x.why))
+            cands.append(Candidate(x.name, x.path, **fixed, available=False, why=x.why))
             continue
         t, why = x.model(s, W)
         if x.calibrated:
@@ -487,9 +473,7 @@ def _decide(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
         else:
             all_measured = False
         host = sum(cal.host_s_any(*keys) for keys in x.host) if x.host else None
-        cands.append(Candidate(x.name, x.path, local=x.local, backend=x.backend,
-                               reduce=x.reduce, split=plan[0], comm_programs=plan[1],
-                               device_s=t, host_s=host, why=why))
+        cands.append(Candidate(x.name, x.path, **fixed, device_s=t, host_s=host, why=why))
     ranked = [c for c in cands if c.time_s is not None]
     if not ranked:
         raise LaunchError(f"{op}: no candidate path can be predicted for {dims} at W={W} on "
@@ -503,7 +487,7 @@ def _decide(op, dims, W, dtype, gpu, cublas, fused, unavailable) -> Decision:
             note = (f"model only: {best.name} predicted {(_ns(fb) / _ns(best) - 1) * 100:.1f}% "
                     f"faster, within the {UNCALIBRATED_MARGIN_PCT}% margin: {fb.name} kept")
             best = fb
-    return Decision(op, m, n, k, W, dtype, gpu, cal.digest, tuple(cands), best, note,
+    return Decision(op, W, dtype, gpu, cal.digest, tuple(cands), best, note,
                     basis=basis, shape=dims)
 
 

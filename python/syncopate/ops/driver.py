@@ -234,44 +234,41 @@ def schedule_dtype(dtype) -> str:
     return canonical(dtype)
 
 
-def cached_fused(comm, key: tuple, build):
-    """The FusedKernel cached under ``key`` on the communicator, ``build()`` on a miss (one per
-    configuration, per communicator). A kernel that timed out is rebuilt: its flags disagree
-    across ranks."""
+def cached_fused(comm, key: tuple, fn, schedule, *, config=None, reduce: str = "comm",
+                 **options):
+    """The FusedKernel of ``fn`` fused with ``schedule()`` (built only on a miss), cached under
+    ``key`` on the communicator (one per configuration, per communicator): :func:`fuse` with
+    ``options``, ``config``'s compile options and ``reduce`` unless ``"comm"``. A kernel that
+    timed out is rebuilt: its flags disagree across ranks."""
     fk = comm.cache.get(key)
     if fk is None or getattr(fk, "_poisoned", None):
-        fk = comm.cache[key] = build()
+        opts = config.options() if hasattr(config, "options") else {}
+        if reduce != "comm":
+            opts["reduce"] = reduce
+        fk = comm.cache[key] = fuse(fn, schedule(), comm=comm, **options, **opts)
     return fk
 
 
-def template_mode(spec, backend: str, mode=None) -> str:
-    """``mode`` or, when None, the GEMM op's template mode on ``backend``: the backend's for the
-    op's kind (``Backend.op_modes``), push for an op without one."""
-    g = spec.gemm
-    return mode or (backends.get(backend, LaunchError).op_modes[g.kind] if g.kind else "push")
+def template_mode(kind, backend: str, mode=None) -> str:
+    """``mode`` or, when None, a GEMM op's template mode on ``backend``: the backend's for the
+    op's ``kind`` (``GemmLaunch.kind``, ``Backend.op_modes``), push for an op without one."""
+    return mode or (backends.get(backend, LaunchError).op_modes[kind] if kind else "push")
 
 
 def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, mode,
                  comm_programs, kernel, config, reduce: str = "comm"):
     """The cached FusedKernel of a GEMM op: the local ``kernel`` fused with the op's schedule
     template (``spec.gemm``) over ``shape``, sharded along ``dim``."""
-
     g = spec.gemm
     k = short_kernel(kernel)
-    be = backends.get(backend, LaunchError)
-    mode = template_mode(spec, backend, mode)
-
-    def build():
-        sched = TEMPLATES[g.template](tuple(shape), schedule_dtype(dtype), comm.world_size,
-                                      dim=dim, order=order, mode=mode, split=split)
-        opts = config.options() if hasattr(config, "options") else {}
-        if reduce != "comm":
-            opts["reduce"] = reduce
-        return fuse(kernels.kernel_fn(k), sched, operand=g.operand, backend=backend,
-                    comm_programs=comm_programs if be.has_comm_programs else 0, comm=comm,
-                    defer_consumed_wait=g.staged, **opts)
-    return cached_fused(comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order,
-                               mode, comm_programs, k, repr(config), reduce), build)
+    mode = template_mode(g.kind, backend, mode)
+    return cached_fused(
+        comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order, mode,
+               comm_programs, k, repr(config), reduce), kernels.kernel_fn(k),
+        lambda: TEMPLATES[g.template](tuple(shape), schedule_dtype(dtype), comm.world_size,
+                                      dim=dim, order=order, mode=mode, split=split),
+        config=config, reduce=reduce, operand=g.operand, backend=backend,
+        comm_programs=kernel_comm_programs(backend, comm_programs), defer_consumed_wait=g.staged)
 
 
 def use_fused(fused) -> bool:
@@ -334,7 +331,7 @@ def decide(spec, comm, dims, dtype, *, kernel, config, fused, unavailable=()):
                          fused=fused, unavailable=unavailable)
 
 
-def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, check=None):
+def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool, check):
     """World size 1: nothing to communicate, so no fused machinery at all (no symmetric
     buffers, flags or comm programs) -- the local GEMM, ours or cuBLAS where the calibration
     says it is faster and the caller pinned neither our kernel, a config nor the unfused
@@ -352,8 +349,7 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
     if plan is None:
         if graphs.capturing():  # the decision and the kernel's compile and load are eager work
             raise graphs.cold_path(spec.name)
-        if check is not None:
-            check()
+        check()
         dims = spec.gemm.dims(a, b, 1)
         M, N, K = dims[:3]
         k, cfg = CUBLAS, None
@@ -374,8 +370,7 @@ def world_size_one(spec, comm, a, b, out, kernel, config, ours: bool = False, ch
     return out
 
 
-def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bool = False,
-          unavailable=()):
+def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, unavailable=()):
     """The decision of an op that may choose its path (:func:`syncopate.ops.choice.decide_shape`)
     -- ``fused`` None, ``SYNCOPATE`` not 0, no fused-only argument given (``explicit``: a
     backend, split, comm-program count ... is the caller's choice of the fused path), more
@@ -384,8 +379,7 @@ def route(spec, comm, shape, dtype, *, fused, explicit: bool = False, cublas: bo
     so every rank takes the same path."""
     if fused is not None or explicit or comm.world_size == 1 or not fused_enabled():
         return None
-    return fused_variant(spec, comm, shape, dtype, cublas=cublas, unavailable=unavailable,
-                         fused=None)
+    return fused_variant(spec, comm, shape, dtype, unavailable=unavailable, fused=None)
 
 
 def fused_variant(spec, comm, shape, dtype, *, cublas: bool = False, unavailable=(),
@@ -450,6 +444,34 @@ def config_key(config):
     return config
 
 
+def prepare(spec, comm, fk, x, y, out, cfg, s: dict, kernel: str, programs) -> LaunchPlan:
+    """The :class:`LaunchPlan` of a fused GEMM op's layout (decision shape ``s``): the local
+    GEMM ``x @ y`` with the op's symmetric buffer (``GemmLaunch.buffer``, the template's
+    tensor) as its ``operand``. An op that gathers stages into this rank's block of it (along
+    the template's dim) and writes ``out``; one that reduces copies out this rank's rows (all
+    of them with ``whole``)."""
+    g = spec.gemm
+    W, M, N = comm.world_size, s["m"], s["n"]
+    shape, dim = g.schedule_shape(s, W)
+    buf = symmetric_buffer(comm, g.buffer, shape, x.dtype)
+    block = buf.narrow(dim, comm.rank * (shape[dim] // W), shape[dim] // W)
+    call = gemm_call(kernel, *(buf if p == g.operand else t for p, t in
+                               (("a_ptr", x), ("b_ptr", y), ("c_ptr", out))), cfg,
+                     num_programs=programs)
+    a_index = None if g.operand == "a_ptr" else call.fn.arg_names.index("a_ptr")
+    if g.staged:
+        return LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
+                          a_index=a_index, out_index=call.fn.arg_names.index("c_ptr"),
+                          slot=block)
+    rows = M if g.whole else M // W
+    if not g.whole and out is not None and (tuple(out.shape) != (rows, N)
+                                            or out.dtype != x.dtype):
+        raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {x.dtype}, got "
+                          f"{tuple(out.shape)} {out.dtype}")
+    return LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
+                      a_index=a_index, result=buf if g.whole else block)
+
+
 def _run(g, plan, x, y, out):
     """A plan's launch: the gathered shard staged (``x``, or ``y`` for an op that gathers its
     second operand), or the reduced rows copied out."""
@@ -470,7 +492,7 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
       is True or a fused-only option is given) -- the unfused path with its local kernel, or
       a fused variant;
     * a fused variant: its plan (``g.plan``), the cached FusedKernel, the op's buffers and
-      argument list (``g.prepare``), launched and kept for the next call of this layout."""
+      argument list (:func:`prepare`), launched and kept for the next call of this layout."""
     g = spec.gemm
     use = fused_enabled() if fused is None else fused is not False  # use_fused, inline
     W = comm.world_size
@@ -513,13 +535,13 @@ def gemm_op(spec, x, y, comm, out, fused, kernel, config, options: tuple):
     cp = loopback_comm_programs(comm, cp, comm_programs)
     shape, dim = g.schedule_shape(s, W)
     fk = fused_kernel(comm, spec, shape, dim, x.dtype, backend=backend, split=split,
-                      order=order, mode=template_mode(spec, backend, mode),
+                      order=order, mode=template_mode(g.kind, backend, mode),
                       comm_programs=cp, kernel=tk, config=cfg, reduce=reduce)
     nprog = None
     if short_kernel(tk) == "tma":
         # the comm programs take SMs of their own: the persistent GEMM gets the rest
         nprog = compute_programs(comm, kernel_comm_programs(backend, cp))
-    plan = g.prepare(comm, fk, x, y, out, cfg, M, N, K, tk, nprog)
+    plan = prepare(spec, comm, fk, x, y, out, cfg, s, tk, nprog)
     result = _run(g, plan, x, y, out)
     if key is not None:  # the generation of after the first launch (it allocates the flags)
         keep(comm, key[:-1] + (comm.generation,), plan)

@@ -70,7 +70,7 @@ def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
 def gemm_ar_buffer(comm, M: int, N: int, dtype):
     """The symmetric ``[M, N]`` C buffer of the fused path (allocated on first use, a
     collective): partials, then the reduced result on every rank."""
-    return driver.symmetric_buffer(comm, "gemm_ar.C", (M, N), dtype)
+    return driver.symmetric_buffer(comm, SPEC.gemm.buffer, (M, N), dtype)
 
 
 def gemm_ar_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
@@ -86,11 +86,8 @@ def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None
                  comm_programs=None, block_m: int | None = None) -> tuple[str, int, int]:
     """``(order, split, comm_programs)`` the op uses: the caller's, else the cost model's
     (:func:`syncopate.ops.gemm_ar_plan.choose_plan`; ``K`` is this rank's shard, ``block_m``
-    the GEMM config's tile height)."""
-    if order is not None and order not in gemm_ar_plan.ORDERS:
-        raise LaunchError(f"order={order!r}; choose one of "
-                          f"{', '.join(map(repr, gemm_ar_plan.ORDERS))}")
-    if order is not None and split is not None and comm_programs is not None:
+    the GEMM config's tile height; ``choose_plan`` refuses an unknown ``order``)."""
+    if order in gemm_ar_plan.ORDERS and split is not None and comm_programs is not None:
         return order, int(split), int(comm_programs)
     p = gemm_ar_plan.choose_plan(M, N, K, W, driver.schedule_dtype(dtype), backend, order,
                                  split, comm_programs, block_m=block_m)
@@ -130,13 +127,6 @@ def _variant(backend, reduce, M, W, cfg, config_given):
     return cfg
 
 
-def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
-    C = gemm_ar_buffer(comm, M, N, a.dtype)
-    call = driver.gemm_call(kernel, a, b_shard, C, cfg, num_programs=programs)
-    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(M, N),
-                            a_index=call.fn.arg_names.index("a_ptr"), result=C)
-
-
 def explain_shape(op, dims, W, batch=1, causal=False):
     """The per-rank GEMM of the global ``M x N x K`` (A ``[M, K]`` split along K, the whole
     ``[M, N]`` on every rank)."""
@@ -153,11 +143,11 @@ SPEC = OpSpec(
     bench=Bench(("ar", "gemm_ar"), ((8192, 28672),), "rows:bench_ar",
                 ms=((1, 16, 64, 128, 256, 512, 8192), (16, 8192))),
     gemm=GemmLaunch(
-        template="all_reduce", operand="c_ptr", kind=None, staged=False,
+        template="all_reduce", operand="c_ptr", buffer="gemm_ar.C", kind=None, staged=False,
         explicit=("backend", "split", "order", "mode", "comm_programs"), check=_check,
         dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
         schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_ar_reference,
-        plan=_plan, prepare=_prepare, variant=_variant))
+        plan=_plan, variant=_variant, whole=True))
 
 __all__ = ["BACKENDS", "SPEC", "default_plan", "gemm_ar", "gemm_ar_buffer",
            "gemm_ar_fused_kernel", "gemm_ar_reference"]

@@ -66,7 +66,7 @@ def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out
 
 def gemm_rs_buffer(comm, M: int, N: int, dtype):
     """The symmetric ``[M, N]`` partial-C buffer of the fused path (allocated on first use)."""
-    return driver.symmetric_buffer(comm, "gemm_rs.C", (M, N), dtype)
+    return driver.symmetric_buffer(comm, SPEC.gemm.buffer, (M, N), dtype)
 
 
 def gemm_rs_fused_kernel(comm, M: int, N: int, dtype, *, backend="sm", split=1, order="swizzle",
@@ -162,18 +162,6 @@ def gemm_rs(a, b_shard, comm, *, backend: str | None = None, split=None, order: 
 def _plan(backend, reduce, s, W, dtype, order, split, comm_programs, cfg):
     return (order, *default_plan(backend, reduce, s["m"], s["n"], s["k"], W, dtype, split,
                                  comm_programs))
-
-
-def _prepare(comm, fk, a, b_shard, out, cfg, M, N, K, kernel, programs):
-    C = gemm_rs_buffer(comm, M, N, a.dtype)
-    call = driver.gemm_call(kernel, a, b_shard, C, cfg, num_programs=programs)
-    rows = M // comm.world_size
-    if out is not None and (tuple(out.shape) != (rows, N) or out.dtype != a.dtype):
-        raise LaunchError(f"out must be this rank's [M/W, N] = {(rows, N)} rows in {a.dtype}, got "
-                          f"{tuple(out.shape)} {out.dtype}")
-    return driver.LaunchPlan(fk=fk, grid=call.grid, args=list(call.args), out_shape=(rows, N),
-                            a_index=call.fn.arg_names.index("a_ptr"),
-                            result=C[comm.rank * rows:(comm.rank + 1) * rows])
 
 
 def explain_shape(op, dims, W, batch=1, causal=False):
@@ -278,12 +266,11 @@ SPEC = OpSpec(
     bench=Bench(("rs",), SHAPES, "rows:bench_rs"),
     explain=explain_shape,
     gemm=GemmLaunch(
-        template="reduce_scatter", operand="c_ptr", kind="rs", staged=False,
+        template="reduce_scatter", operand="c_ptr", buffer="gemm_rs.C", kind="rs", staged=False,
         explicit=("backend", "reduce", "split", "comm_programs", "mode"), check=_check,
         dims=lambda a, b_shard, W: (a.shape[0], b_shard.shape[1], a.shape[1]),
         schedule_shape=lambda s, W: ((s["m"], s["n"]), 0), reference=gemm_rs_reference,
-        plan=_plan, prepare=_prepare,
-        unavailable=epilogue_unavailable, variant=_variant),
+        plan=_plan, unavailable=epilogue_unavailable, variant=_variant),
     torch=TorchOp(schema="(Tensor a, Tensor b_shard, str group_name) -> Tensor",
                   check=_torch_check, impl=_torch_impl, cuda=_torch_cuda, fake=_torch_fake,
                   model=_torch_model, setup=driver.save_operands, backward=_torch_backward,

@@ -24,8 +24,8 @@ variant (``backend``/``reduce``), split and comm programs are chosen as for the 
 
 from __future__ import annotations
 
-from .. import backends
 from ..errors import LaunchError
+from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
 from ..kernels.gemm_fp8_launch import resolve_fp8_config
 from ..runtime import collectives as dist
@@ -41,14 +41,15 @@ def gemm_rs_fp8_fused_kernel(comm, M: int, N: int, *, backend="sm", split=1, ord
                              reduce="comm"):
     """The (cached) FusedKernel of the op; exposed for tests and the benchmark."""
     k = fp8_short(kernel)
-    mode = mode or backends.get(backend, LaunchError).op_modes["rs"]
+    mode = driver.template_mode("rs", backend, mode)
     key = ("gemm_rs_fp8.fk", M, N, backend, split, order, mode, comm_programs, k, repr(config),
            reduce)
-    return _fp8.fused_kernel(comm, key, k,
-                             lambda: reduce_scatter((M, N), "bf16", comm.world_size, dim=0,
-                                                    order=order, mode=mode, split=split),
-                             "c_ptr", backend=backend, comm_programs=comm_programs,
-                             config=config, reduce=reduce)
+    return driver.cached_fused(
+        comm, key, fp8_kernel_fn(k), lambda: reduce_scatter((M, N), "bf16", comm.world_size,
+                                                            dim=0, order=order, mode=mode,
+                                                            split=split),
+        config=config, reduce=reduce, operand="c_ptr", backend=backend,
+        comm_programs=driver.kernel_comm_programs(backend, comm_programs))
 
 
 def _check_rows(M: int, W: int):

@@ -187,16 +187,16 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     tests/test_emulate_moe.py.
     """
     import torch
-    use_fused = driver.use_fused(fused)
     cfg = grouped_config(config, capacity, w_local, x)
-    if use_fused and comm.world_size > 1:
+    use_fused = driver.use_fused(fused) and comm.world_size > 1  # one rank: nothing to send
+    if use_fused:
         W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
         use_fused, comm_programs = moe_routing.moe_path(
             SPEC, comm, (E, capacity, H, N), x.dtype, fused=fused, backend=backend,
             comm_programs=comm_programs)
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
-    if not use_fused or comm.world_size == 1:  # one rank: nothing to send
+    if not use_fused:
         return moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm,
                                            capacity=capacity, config=cfg,
                                            on_overflow=on_overflow, validate=validate)
@@ -205,13 +205,11 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
         raise LaunchError(f"moe_dispatch_gemm needs comm programs in the kernel (backend 'sm' "
                           f"or 'nvshmem'), got {backend!r}: the count branch's waits are inside "
                           f"the tiles")
-    W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
     C, me = capacity, comm.rank
     cfg.check()
     packed = _pack(x, topk_ids, E, W, C, on_overflow, validate)
-    cp = driver.loopback_comm_programs(comm, comm_programs, comm_programs)
-    fk = moe_dispatch_gemm_fused_kernel(comm, E, C, H, x.dtype, cfg=cfg, comm_programs=cp,
-                                        backend=backend, mode=mode)
+    fk = moe_dispatch_gemm_fused_kernel(comm, E, C, H, x.dtype, cfg=cfg, backend=backend,
+                                        comm_programs=comm_programs, mode=mode)
     # the symmetric X [W*E*C, H] and CNT [W*W*E] int32 of this shape
     X, CNT = moe_routing.moe_buffers(comm, "moe_dispatch.XC", E, C, H, x.dtype)
     fk.before_staging()  # peers finished reading the previous call's blocks

@@ -201,16 +201,17 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
     ``backend`` or ``comm_programs`` the fused kernel (without ``comm_programs``: the
     decision's count, 2, 4 or 8 by the cost model; 2 without a calibration for the GPU).
     """
-    use_fused = driver.use_fused(fused)
     cfg = grouped_config(config, h.shape[1] if getattr(h, "ndim", 0) == 3 else 0, w_local, h)
-    if use_fused and comm.world_size > 1:
+    # one rank: nothing to send, no fused machinery
+    use_fused = driver.use_fused(fused) and comm.world_size > 1
+    if use_fused:
         W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
         use_fused, comm_programs = moe_routing.moe_path(
             SPEC, comm, (E, C, F, H), h.dtype, fused=fused, backend=backend,
             comm_programs=comm_programs)
     backend = backend or "sm"
     comm_programs = 2 if comm_programs is None else int(comm_programs)
-    if not use_fused or comm.world_size == 1:  # one rank: nothing to send, no fused machinery
+    if not use_fused:
         return moe_gemm_combine_reference(h, w_local, routing, comm, config=cfg,
                                           validate=validate)
     if backend != "sm":
@@ -219,12 +220,10 @@ def moe_gemm_combine(h, w_local, routing, comm, *, config=None, comm_programs: i
                           f"ce and nvshmem lowerings do not take")
     if mode not in ("push", "pull"):
         raise LaunchError(f"mode must be 'push' or 'pull', got {mode!r}")
-    W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
     me = comm.rank
     cfg.check()
-    cp = driver.loopback_comm_programs(comm, comm_programs, comm_programs)
-    fk = moe_gemm_combine_fused_kernel(comm, E, C, H, h.dtype, cfg=cfg, comm_programs=cp,
-                                       backend=backend, mode=mode)
+    fk = moe_gemm_combine_fused_kernel(comm, E, C, H, h.dtype, cfg=cfg, backend=backend,
+                                       comm_programs=comm_programs, mode=mode)
     # the symmetric Y [W*E*C, H] and CNT [W*W*E] int32 of this shape
     Y, CNT = moe_routing.moe_buffers(comm, "moe_combine.YC", E, C, H, h.dtype)
     fk.before_staging()  # peers finished reading the previous call's rows and counts

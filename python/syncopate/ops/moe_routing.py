@@ -24,7 +24,6 @@ from ..errors import LaunchError
 from ..kernels.grouped_gemm import grouped_gemm_kernel
 from ..kernels.grouped_gemm_launch import (PARAMS, default_config, grouped_gemm,
                                            grouped_gemm_reference)
-from ..runtime.fused import fuse
 from ..schedule.cost import _SM_ALPHA_S, H200_SMS, _sm_bandwidth
 from . import choice, driver
 from .spec import Cand, OpSpec
@@ -179,14 +178,12 @@ def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *,
                      comm_programs: int, backend: str, mode: str, operand):
     """The cached FusedKernel of the grouped GEMM fused with ``schedule(W, E, C, H, dtype,
     mode=mode)`` (the dispatch's or the combine's)."""
-
-    def build():
-        sched = schedule(comm.world_size, E, C, H, driver.schedule_dtype(dtype), mode=mode)
-        return fuse(grouped_gemm_kernel, sched, operand=operand, backend=backend,
-                    comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                    **cfg.options())
-    return driver.cached_fused(comm, (tag, comm.world_size, E, C, H, str(dtype), repr(cfg),
-                                      comm_programs, backend, mode), build)
+    return driver.cached_fused(
+        comm, (tag, comm.world_size, E, C, H, str(dtype), repr(cfg), comm_programs, backend,
+               mode), grouped_gemm_kernel,
+        lambda: schedule(comm.world_size, E, C, H, driver.schedule_dtype(dtype), mode=mode),
+        config=cfg, operand=operand, backend=backend, comm_programs=comm_programs,
+        defer_consumed_wait=True)
 
 
 def moe_path(spec, comm, shape, dtype, *, fused, backend, comm_programs):

@@ -52,7 +52,6 @@ from ..kernels.attention import (LOG2E, AttentionConfig, attention, attn_fwd_ker
 from ..kernels.attention_zigzag import (attention_zigzag, attn_zigzag_fwd_kernel, check_zigzag,
                                         default_config)
 from ..runtime import collectives
-from ..runtime.fused import fuse
 from ..schedule.attention_cost import attention_time, choose_ring_plan
 from ..schedule.kv_gather import kv_all_gather
 from . import choice, driver
@@ -133,16 +132,13 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
                                 order="swizzle", split=1, comm_programs=4, backend="sm",
                                 cfg=None):
     """The (cached) FusedKernel the op launches; exposed for tests and the benchmark."""
-
-    def build():
-        sched = kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
-                              dim=1, order=order, split=split)
-        return fuse(_kernel(causal), sched, operand={"K": "K", "V": "V"}, backend=backend,
-                    comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                    reorder_reductions=True, constant_args=CONSTANT_ARGS, **cfg.options())
-    return driver.cached_fused(comm, ("ring_attention.fk", B, Hkv, S, D, str(dtype),
-                                      bool(causal), order, split, comm_programs, backend,
-                                      repr(cfg)), build)
+    return driver.cached_fused(
+        comm, ("ring_attention.fk", B, Hkv, S, D, str(dtype), bool(causal), order, split,
+               comm_programs, backend, repr(cfg)), _kernel(causal),
+        lambda: kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
+                              dim=1, order=order, split=split),
+        config=cfg, operand={"K": "K", "V": "V"}, backend=backend, comm_programs=comm_programs,
+        defer_consumed_wait=True, reorder_reductions=True, constant_args=CONSTANT_ARGS)
 
 
 def ring_attention_reference(q, k, v, comm, *, causal: bool = False, sm_scale=None,

@@ -39,7 +39,6 @@ from ..errors import LaunchError
 from ..kernels.attention import LOG2E, AttentionConfig, check_operands
 from ..kernels.attention_bwd import (attention_backward, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel,
                                      default_backward_config, tiles)
-from ..runtime.fused import fuse
 from ..schedule.kv_gather import kv_backward
 from . import driver
 
@@ -172,15 +171,12 @@ def dkdv_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *, causal: 
                       order: str = "swizzle", comm_programs: int = 4, backend: str = "sm",
                       cfg=None):
     """The (cached) FusedKernel of step 2: the dK/dV kernel with ``kv_backward``."""
-
-    def build():
-        sched = backward_schedule(B, Hkv, S, D, dtype, comm.world_size, order)
-        return fuse(kernel("dkdv"), sched, operand=OPERANDS, backend=backend,
-                    comm_programs=comm_programs, comm=comm, defer_consumed_wait=True,
-                    constant_args=CONSTANT_ARGS, **cfg.options())
-    return driver.cached_fused(comm, ("ring_attention_bwd.fk", B, Hkv, S, D, str(dtype),
-                                      bool(causal), order, comm_programs, backend, repr(cfg)),
-                               build)
+    return driver.cached_fused(
+        comm, ("ring_attention_bwd.fk", B, Hkv, S, D, str(dtype), bool(causal), order,
+               comm_programs, backend, repr(cfg)), kernel("dkdv"),
+        lambda: backward_schedule(B, Hkv, S, D, dtype, comm.world_size, order), config=cfg,
+        operand=OPERANDS, backend=backend, comm_programs=comm_programs,
+        defer_consumed_wait=True, constant_args=CONSTANT_ARGS)
 
 
 def _launch_local(which, args, grid, cfg):

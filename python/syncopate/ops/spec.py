@@ -59,6 +59,8 @@ class GemmLaunch:
 
     template: str
     operand: str
+    #: the tag of the op's symmetric buffer (the template's tensor, bound to ``operand``)
+    buffer: str
     #: the backend's template mode for this op (``Backend.op_modes`` key); None: push
     kind: str | None
     staged: bool
@@ -70,7 +72,6 @@ class GemmLaunch:
     reference: Callable  # (x, y, comm, *, kernel, config, out): the unfused path
     plan: Callable  # (backend, reduce, shape dict, W, dtype, order, split, comm_programs,
     #                 cfg) -> (order, split, comm_programs)
-    prepare: Callable  # (comm, fk, x, y, out, cfg, M, N, K, kernel, programs) -> LaunchPlan
     #: (M, W, cfg, config_given) -> ((variant, reason), ...) the decision must leave out
     unavailable: Callable | None = None
     #: (backend, reduce, M, W, cfg, config_given) -> cfg: the chosen variant's checks
@@ -78,6 +79,8 @@ class GemmLaunch:
     #: the second operand is the gathered shard, staged per call (and so keyed by layout, not
     #: by identity as a weight is); else the first is (``staged``)
     stages_y: bool = False
+    #: every rank's result is the whole reduced buffer (an all-reduce), not its rows
+    whole: bool = False
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from ..errors import LaunchError, ScheduleError, TorchOpError
 from ..kernels.attention import LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands
 from ..kernels.attention_bwd import default_backward_config
 from ..runtime import collectives as dist
-from ..runtime.fused import fuse
 from ..schedule import ulysses_all_to_all
 from ..schedule.ulysses_cost import OP_DEFAULT_PROGRAMS, ulysses_costs
 from . import choice, driver
@@ -200,15 +199,13 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
                           f"view, which the ce and nvshmem lowerings do not; pass backend='sm' "
                           f"or fused=False")
     cfg = AttentionConfig.of(config, D).check(D)
-
-    def build():
-        sched = ulysses_all_to_all(B, Hq, Hkv, S, D, driver.schedule_dtype(dtype),
-                                   comm.world_size, mode=mode)
-        return fuse(attn_fwd_kernel, sched, operand=dict(_OPERANDS), backend=backend,
-                    comm_programs=comm_programs, comm=comm, constant_args=_CONSTANTS,
-                    **cfg.options())
-    return driver.cached_fused(comm, ("ulysses.fk", B, Hq, Hkv, S, D, str(dtype), backend, mode,
-                                      comm_programs, repr(cfg)), build)
+    return driver.cached_fused(
+        comm, ("ulysses.fk", B, Hq, Hkv, S, D, str(dtype), backend, mode, comm_programs,
+               repr(cfg)), attn_fwd_kernel,
+        lambda: ulysses_all_to_all(B, Hq, Hkv, S, D, driver.schedule_dtype(dtype),
+                                   comm.world_size, mode=mode),
+        config=cfg, operand=dict(_OPERANDS), backend=backend, comm_programs=comm_programs,
+        constant_args=_CONSTANTS)
 
 
 def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
