@@ -131,3 +131,59 @@ module {
     tt.return
   }
 }
+
+// -----
+
+// The same wait with the polled atomic inside a branch whose result the condition reads: the
+// branch's yields are followed too.
+// CHECK: syncopate-opt: error: this while loop repeats until a value it reads atomically or volatilely changes: a program waiting for another (a look-back flag, a lock, a grid barrier). The fused kernel adds comm programs to the grid and runs tiles in the order chunks arrive, so the program it waits for may not be running and the kernel could hang. Move the waiting part into a kernel of its own, launched after the fused one
+module {
+  tt.func public @lookback_rows_branch(%inp_ptr: !tt.ptr<bf16>, %out_ptr: !tt.ptr<bf16>, %flag_ptr: !tt.ptr<i32>) attributes {noinline = false} {
+    %c-1_i32 = arith.constant -1 : i32
+    %true = arith.constant true
+    %c1_i32 = arith.constant 1 : i32
+    %c0_i32 = arith.constant 0 : i32
+    %cst = arith.constant dense<64> : tensor<32x1xi32>
+    %c32_i32 = arith.constant 32 : i32
+    %pid = tt.get_program_id x : i32
+    %rows = arith.muli %pid, %c32_i32 : i32
+    %rows_0 = tt.make_range {end = 32 : i32, start = 0 : i32} : tensor<32xi32>
+    %rows_1 = tt.splat %rows : i32 -> tensor<32xi32>
+    %rows_2 = arith.addi %rows_1, %rows_0 : tensor<32xi32>
+    %cols = tt.make_range {end = 64 : i32, start = 0 : i32} : tensor<64xi32>
+    %x = tt.expand_dims %rows_2 {axis = 1 : i32} : tensor<32xi32> -> tensor<32x1xi32>
+    %x_3 = arith.muli %x, %cst : tensor<32x1xi32>
+    %x_4 = tt.splat %inp_ptr : !tt.ptr<bf16> -> tensor<32x1x!tt.ptr<bf16>>
+    %x_5 = tt.addptr %x_4, %x_3 : tensor<32x1x!tt.ptr<bf16>>, tensor<32x1xi32>
+    %x_6 = tt.expand_dims %cols {axis = 0 : i32} : tensor<64xi32> -> tensor<1x64xi32>
+    %x_7 = tt.broadcast %x_5 : tensor<32x1x!tt.ptr<bf16>> -> tensor<32x64x!tt.ptr<bf16>>
+    %x_8 = tt.broadcast %x_6 : tensor<1x64xi32> -> tensor<32x64xi32>
+    %x_9 = tt.addptr %x_7, %x_8 : tensor<32x64x!tt.ptr<bf16>>, tensor<32x64xi32>
+    %x_10 = tt.load %x_9 : tensor<32x64x!tt.ptr<bf16>>
+    %0 = arith.cmpi sgt, %pid, %c0_i32 : i32
+    scf.if %0 {
+      scf.while : () -> () {
+        %7 = tt.addptr %flag_ptr, %pid : !tt.ptr<i32>, i32
+        %8 = tt.addptr %7, %c-1_i32 : !tt.ptr<i32>, i32
+        %9 = scf.if %true -> (i32) {
+          %11 = tt.atomic_rmw add, acq_rel, gpu, %8, %c0_i32, %true : (!tt.ptr<i32>, i32, i1) -> i32
+          scf.yield %11 : i32
+        } else {
+          scf.yield %c1_i32 : i32
+        }
+        %10 = arith.cmpi eq, %9, %c0_i32 : i32
+        scf.condition(%10)
+      } do {
+        scf.yield
+      }
+    }
+    %1 = tt.addptr %flag_ptr, %pid : !tt.ptr<i32>, i32
+    %2 = tt.atomic_rmw exch, acq_rel, gpu, %1, %c1_i32, %true : (!tt.ptr<i32>, i32, i1) -> i32
+    %3 = tt.splat %out_ptr : !tt.ptr<bf16> -> tensor<32x1x!tt.ptr<bf16>>
+    %4 = tt.addptr %3, %x_3 : tensor<32x1x!tt.ptr<bf16>>, tensor<32x1xi32>
+    %5 = tt.broadcast %4 : tensor<32x1x!tt.ptr<bf16>> -> tensor<32x64x!tt.ptr<bf16>>
+    %6 = tt.addptr %5, %x_8 : tensor<32x64x!tt.ptr<bf16>>, tensor<32x64xi32>
+    tt.store %6, %x_10 : tensor<32x64x!tt.ptr<bf16>>
+    tt.return
+  }
+}

@@ -82,7 +82,7 @@ from .ir_utils import ancestors, const_int, defined_inside, loc_str, result_axis
 from .loop_remap import for_loop_of, ivs_as_iterations
 from .memory_ops import Effect, mask_operand, memory_op, writes_memory
 from .poly import Axis, IterCount, Poly
-from .purity import Purity
+from .purity import Purity, is_pure_op
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
 #: a launch argument need not be (an unsigned mask yields no bound; the access is refused or
@@ -372,7 +372,7 @@ class CheckAccesses(ModulePass):
 def _refuse_spin_waits(func) -> None:
     """Refuse the first while loop in which a program waits for another (module docstring)."""
     for loop in func.walk():
-        if (isinstance(loop, scf.WhileOp) and _polls_memory(loop) and not any(
+        if (isinstance(loop, scf.WhileOp) and _polls_memory(func, loop) and not any(
                 writes_memory(o) and memory_op(o).effect is not Effect.RMW for o in loop.walk())):
             raise CompileError(
                 "this while loop repeats until a value it reads atomically or volatilely "
@@ -383,32 +383,37 @@ def _refuse_spin_waits(func) -> None:
                 "after the fused one", loc_str(loop))
 
 
-def _polls_memory(loop: scf.WhileOp) -> bool:
+class _Polls(Purity):
+    """:class:`Purity` read as "does not poll memory inside ``loop``": a value is impure when it
+    depends on an atomic or a volatile load inside the loop (memory another program writes);
+    values from outside the loop, and a plain load's result given its operands (data the loop
+    follows, which the compiler may hoist, not a flag it polls), count as pure.  The loop's
+    carried values and the results of branches are followed as :class:`Purity` follows them; a
+    value carried by a loop nested inside is assumed to poll."""
+
+    def __init__(self, func, loop: scf.WhileOp):
+        super().__init__(func)
+        self.loop = loop
+
+    def _pure(self, v: SSAValue) -> tuple[bool, str]:
+        op = v.block.parent_op() if isinstance(v, BlockArgument) else v.op
+        if not self.loop.is_ancestor(op):
+            return True, ""
+        if isinstance(v, BlockArgument) and op is not self.loop:
+            return False, "a value carried by a loop nested in it"  # assume the worst
+        if isinstance(v, OpResult):
+            if isinstance(op, (AtomicRMWOp, AtomicCASOp)) or (
+                    isinstance(op, LoadOp) and op.is_volatile.value.data):
+                return False, "polls memory"
+            if not (is_pure_op(op) or isinstance(op, (scf.IfOp, scf.ForOp))):
+                return all(self._sub(o) for o in op.operands), ""
+        return super()._pure(v)
+
+
+def _polls_memory(func, loop: scf.WhileOp) -> bool:
     """Whether the condition of ``loop`` depends on an atomic or a volatile load inside the
-    loop: it re-reads memory another program writes (a plain load, which the compiler may
-    hoist, is data the loop follows, not a flag it polls)."""
-    seen: set[int] = set()
-    before = loop.regions[0].blocks[0]
-    work = [before.last_op.operands[0]]
-    while work:
-        v = work.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if isinstance(v, BlockArgument):
-            if v.block.parent_op() is loop:  # a carried value: what the other region passes
-                term = (loop.regions[1].blocks[0] if v.block is before else before).last_op
-                work.append(term.operands[v.index + (term is before.last_op)])
-            elif loop.is_ancestor(v.block.parent_op()):
-                return True  # a value carried by a loop nested in it: assume the worst
-            continue
-        if not loop.is_ancestor(v.op):
-            continue
-        if isinstance(v.op, (AtomicRMWOp, AtomicCASOp)) or (
-                isinstance(v.op, LoadOp) and v.op.is_volatile.value.data):
-            return True
-        work.extend(v.op.operands)
-    return False
+    loop (:class:`_Polls`)."""
+    return not _Polls(func, loop).is_pure(loop.regions[0].blocks[0].last_op.operands[0])
 
 
 def _mask_note(a: Access, d: int, ev: Evaluator) -> str:
