@@ -50,7 +50,7 @@ from syncopate_mlir.dialects.tt import (FuncOp, MakeTensorDescOp, WhileOp, eleme
 
 from .abi_info import operands_of
 from .access_eval import AnalysisFailure, Evaluator, PtrVal
-from .access_hints import erase_hints, hint_bounds, is_hint
+from .access_hints import hint_bounds, is_hint
 from .ir_utils import (
     const_int,
     func_body,
@@ -105,10 +105,6 @@ class Access:
     dims: list[DimRange] | None
     requirements: dict[str, int] = field(default_factory=dict)  # param -> required value
     hinted: bool = False
-
-    @property
-    def location(self) -> str | None:
-        return loc_str(self.op)
 
 
 def analyze_module(module: ModuleOp):
@@ -264,7 +260,6 @@ class AccessAnalysis:
 
     def __init__(self, module: ModuleOp, operands: dict[str, str], shapes: dict[str, list[int]],
                  parts: dict[str, RankPart] | None = None):
-        self.module = module
         #: operands whose kernel code addresses only the rank's part (``view="rank"``)
         self.parts = parts or {}
         self.func = kernel_func(module)
@@ -300,11 +295,6 @@ class AccessAnalysis:
             if cur is self.func:
                 return None
         return None
-
-    def erase_hints(self) -> None:
-        """Remove the hint calls and their (empty) callees; Triton never sees them."""
-        erase_hints(self.module)
-        self.hints = []
 
     # analysis -------------------------------------------------------------------------------
     def run(self) -> list[Access]:

@@ -50,7 +50,7 @@ from syncopate_mlir.dialects.syncopate import (
 )
 
 from .abi_info import abi_args, append_table_section, lowering_of
-from .access import erase_hints
+from .access_hints import erase_hints
 from .builder import Builder
 from .ir_utils import kernel_func
 
