@@ -71,12 +71,11 @@ class InsertWaits(ModulePass):
     name: ClassVar[str] = "insert-waits"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         requirements: dict[str, int] = {}
-        groups: dict[tuple, list[Access]] = {}
-        order: list[tuple] = []
+        # reads of one tensor before one anchor with the same chunked bounds share a wait
+        groups: dict[tuple, tuple[Operation, list[Access]]] = {}
         for a in accesses:
             requirements.update(a.requirements)
             if a.kind != "read" or not sched.is_received(a.tensor):
@@ -84,16 +83,10 @@ class InsertWaits(ModulePass):
             chunked = sched.chunked_dims(a.tensor)
             anchor = wait_anchor(a, chunked, analysis.func)
             key = (id(anchor), a.tensor, tuple((d, a.dims[d].lo, a.dims[d].extent) for d in chunked))
-            if key not in groups:
-                groups[key] = []
-                order.append(key)
-            groups[key].append(a)
-        waits = 0
-        for key in order:
-            group = groups[key]
+            groups.setdefault(key, (anchor, []))[1].append(a)
+        for anchor, group in groups.values():
             a = group[0]
             chunked = sched.chunked_dims(a.tensor)
-            anchor = wait_anchor(a, chunked, analysis.func)
             _refuse_warp_specialized(anchor)
             b = Builder(anchor)
             lo, hi = b.box(a.dims, sched.tensors[a.tensor].shape, chunked)
@@ -102,10 +95,9 @@ class InsertWaits(ModulePass):
             # an scf.while has no lower bound to carry the token: each guarded load takes it
             for guarded in [a.op for a in group] if isinstance(anchor, scf.WhileOp) else [anchor]:
                 guard(guarded, wait.token)
-            waits += 1
         # check-accesses may have required exact values already (a produced tensor's store
         # mask that must reach the end of its dim): keep them
-        record(op, requirements={**state_of(op).requirements, **requirements}, waits=waits)
+        record(op, requirements={**state_of(op).requirements, **requirements}, waits=len(groups))
 
 
 @dataclass
