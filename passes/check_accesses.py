@@ -78,7 +78,7 @@ from syncopate_mlir.dialects.tt import (
 from .abi_info import operands_of
 from .access import Access, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
-from .ir_utils import ancestors, const_int, defined_inside, loc_str, result_axis
+from .ir_utils import ancestors, at_loc, const_int, defined_inside, loc_str, result_axis
 from .loop_remap import for_loop_of, ivs_as_iterations
 from .memory_ops import Effect, mask_operand, memory_op, writes_memory
 from .poly import Axis, IterCount, Poly
@@ -436,8 +436,7 @@ def _mask_note(a: Access, d: int, ev: Evaluator) -> str:
     named = ""
     if src is not None:
         pred = f" {_predicate(src.op)}" if isinstance(src.op, CmpiOp) else ""
-        at = loc_str(src.op)
-        named = f" (the {src.op.name}{pred}{f' at {at}' if at else ''} is not one)"
+        named = f" (the {src.op.name}{pred}{at_loc(src.op)} is not one)"
     return (f"; its mask does not bound the index along it: only signed compares "
             f"`index < bound` (or <=, >, >=, and their &) do{named}")
 
@@ -630,11 +629,10 @@ def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,
                 f"the tensor ({conj} < 0): {why}. {todo}", where)
     if unread:
         src = unread[0]
-        at = loc_str(src.op) if isinstance(src, OpResult) else None
         raise CompileError(
             f"{what} is masked by a condition the compiler does not read as `index < bound` "
-            f"(the {src.op.name if isinstance(src, OpResult) else 'value'}"
-            f"{f' at {at}' if at else ''}: it may depend on the data or on a loaded value): "
+            f"(the {src.op.name if isinstance(src, OpResult) else 'value'}{at_loc(src)}: it "
+            f"may depend on the data or on a loaded value): "
             f"{why}. {todo}", where)
 
 

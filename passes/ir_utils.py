@@ -1,7 +1,7 @@
 """Small helpers over xDSL IR that every pass uses: op properties, constants, types, the
 kernel function and its parameters, locations.  Ops are recognised by their typed classes
 (xDSL's ``arith``, the ``tt`` mirror's), types by their classes (the mirror's type helpers,
-``tt.shape_of`` ..., are the ones passes use), locations by class name.
+``tt.shape_of`` ..., are the ones passes use), locations by :mod:`syncopate_mlir.locations`.
 Imports nothing from the other passes (the bottom of the passes' import graph)."""
 
 from __future__ import annotations
@@ -21,41 +21,20 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import request_of
 from syncopate_mlir.dialects.tt import ExpandDimsOp, FuncOp, TensorDescType, TransOp
+from syncopate_mlir.locations import source_location
 
 
 def loc_str(op: Operation | None) -> str | None:
-    """``file:line:col`` of the first file location inside an op's location, if any."""
-    if op is None:
-        return None
-    return _loc_of_attr(getattr(op, "location", None))
+    """``file:line:col`` of an op's location (of an inlined call, the call's: the kernel line
+    the user wrote), if any."""
+    return source_location(getattr(op, "location", None), caller_first=True)
 
 
-def _loc_of_attr(loc) -> str | None:
-    if loc is None:
-        return None
-    name = type(loc).__name__
-    if name == "FileLineColLoc":
-        fname = loc.filename.data if hasattr(loc.filename, "data") else str(loc.filename)
-        line = getattr(loc, "line", None)
-        col = getattr(loc, "column", None)
-        line = getattr(line, "data", line)
-        col = getattr(col, "data", col)
-        return f"{fname}:{line}:{col}"
-    # NameLoc keeps its child in ``location`` (Triton names most ops' locations after the
-    # Python variable: loc("a"("k.py":12:8)))
-    for attr in ("child_loc", "location", "caller", "callee", "child"):
-        sub = getattr(loc, attr, None)
-        if sub is not None:
-            found = _loc_of_attr(sub)
-            if found:
-                return found
-    locs = getattr(loc, "locations", None)
-    if locs is not None:
-        for sub in getattr(locs, "data", locs):
-            found = _loc_of_attr(sub)
-            if found:
-                return found
-    return None
+def at_loc(x) -> str:
+    """`` at file:line:col`` of an op, or of the op defining a value, for a message; empty
+    without a location (a block argument, an op Triton gave none)."""
+    loc = loc_str(x.op if isinstance(x, OpResult) else x if isinstance(x, Operation) else None)
+    return f" at {loc}" if loc else ""
 
 
 def _get_attr(op: Operation, name: str):

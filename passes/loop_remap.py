@@ -35,9 +35,8 @@ from syncopate_mlir.dialects.syncopate import RemapOp
 from syncopate_mlir.dialects.tt import AssertOp, PrintOp
 
 from .access import address_polys
-from .access_eval import AnalysisFailure
 from .builder import Builder
-from .ir_utils import const_int, defined_inside, loc_str
+from .ir_utils import at_loc, const_int, defined_inside
 from .memory_ops import DENIED, writes_memory
 from .poly import IterCount, Poly
 
@@ -114,7 +113,7 @@ def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordi
         for v in lo.vars():
             if isinstance(v, IterCount):
                 return (f"the block index follows the iteration count of the loop"
-                        f"{_where(v.loop)} through a loop-carried value (an advanced pointer or "
+                        f"{at_loc(v.loop)} through a loop-carried value (an advanced pointer or "
                         f"counter); write the address from the induction variable")
             if for_loop_of(v) is not None:
                 loops.add(v)
@@ -126,7 +125,7 @@ def loop_coordinate(los: list[Poly], extent: int, coordinate_poly) -> LoopCoordi
     if lb is None or step is None:
         return None
     if lb != 0 or step <= 0:
-        return (f"the loop{_where(loop)} does not count up from 0 by a constant step (lb "
+        return (f"the loop{at_loc(loop)} does not count up from 0 by a constant step (lb "
                 f"{lb}, step {step})")
     target = Poly.var(IterCount(loop))
     for lo in los:
@@ -150,12 +149,12 @@ def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev) -> str
     loop = lc.loop
     ub = const_int(loop.ub)
     if ub is None:
-        return (f"the trip count of the loop{_where(loop)} is not a compile-time constant (the "
+        return (f"the trip count of the loop{at_loc(loop)} is not a compile-time constant (the "
                 f"remap permutes all {tiles} blocks of the dim; a loop over a part of them, such "
                 f"as causal attention's, would visit other blocks)")
     trips = max(0, -(-ub // lc.step))
     if trips != tiles:
-        return (f"the loop{_where(loop)} runs {trips} iterations, not the {tiles} blocks of the "
+        return (f"the loop{at_loc(loop)} runs {trips} iterations, not the {tiles} blocks of the "
                 f"dim (the remap would visit other blocks)")
     floats = False
     for arg in loop.body.block.args[1:]:
@@ -163,31 +162,31 @@ def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev) -> str
         if str(elem) in _FLOATS:
             floats = True
             continue
-        return (f"the loop{_where(loop)} carries a {arg.type} from one iteration to the next (a "
+        return (f"the loop{at_loc(loop)} carries a {arg.type} from one iteration to the next (a "
                 f"counter or pointer keeps the written order while the blocks move)")
     if floats and not reorder:
         return (f"the tile coordinate counts the iterations of a loop that accumulates "
-                f"floating-point values{_where(loop)}: visiting them in another order would "
+                f"floating-point values{at_loc(loop)}: visiting them in another order would "
                 f"change the rounding (the fused kernel must give the unfused kernel's bits; "
                 f"reorder_reductions=True allows it)")
     for op in loop.walk():
         if op is loop:
             continue
         if writes_memory(op):
-            return (f"the loop{_where(loop)} writes memory ({op.name}{_where(op)}): the order of "
+            return (f"the loop{at_loc(loop)} writes memory ({op.name}{at_loc(op)}): the order of "
                     f"its iterations is the order of its writes")
         if isinstance(op, _OPAQUE):
-            return f"the loop{_where(loop)} contains a {op.name}{_where(op)}"
+            return f"the loop{at_loc(loop)} contains a {op.name}{at_loc(op)}"
     inside = {id(o) for o in loop.walk()}
     it = IterCount(loop)
     for op in func.walk():
         polys = address_polys(op, ev)
         if polys is None:
             if id(op) in inside:
-                return f"cannot follow the address of the {op.name}{_where(op)} in the loop"
+                return f"cannot follow the address of the {op.name}{at_loc(op)} in the loop"
             continue
         if any(it in p.vars() for p in polys):
-            return (f"the {op.name}{_where(op)} advances its address with the loop's iteration "
+            return (f"the {op.name}{at_loc(op)} advances its address with the loop's iteration "
                     f"count (a loop-carried pointer), not with its induction variable")
     return None
 
@@ -218,12 +217,3 @@ def remap_loop(lc: LoopCoordinate, rank, tensor: str, dim: int, block: int, tile
         made += [c2.op, out.op]
     keep = set(map(id, made))
     iv.replace_uses_with_if(out, lambda use: id(use.operation) not in keep)
-
-
-def _where(x) -> str:
-    op = x if not isinstance(x, SSAValue) else getattr(x, "op", None)
-    try:
-        loc = loc_str(op) if op is not None else None
-    except AnalysisFailure:
-        loc = None
-    return f" at {loc}" if loc else ""

@@ -46,7 +46,7 @@ from .abi_info import abi_args
 from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
-from .ir_utils import is_int_type, loc_str
+from .ir_utils import at_loc, is_int_type
 from .loop_remap import loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
@@ -123,14 +123,14 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
     purity = Purity(func)
     for x in values:
         if not purity.is_pure(x):
-            return (f"the tile coordinate{_where(x)} depends on {purity.why_impure(x)} (only "
+            return (f"the tile coordinate{at_loc(x)} depends on {purity.why_impure(x)} (only "
                     f"pure functions of program ids and tile loops are remapped)")
     for x in values:
         owner = x.block.parent_op() if isinstance(x, BlockArgument) else None
         if isinstance(owner, scf.WhileOp) or (isinstance(owner, scf.ForOp) and x.index > 0):
             # every use is replaced, the loop's own advance ``t + step`` too: the next
             # iteration would start from ``table[t] + step`` and leave the grid
-            return (f"the tile coordinate is a value the loop{_where(owner)} carries from one "
+            return (f"the tile coordinate is a value the loop{at_loc(owner)} carries from one "
                     f"iteration to the next (remapping it would advance the loop from the "
                     f"remapped tile; write the tile loop as `for tile in range(start, tiles, "
                     f"step)`)")
@@ -140,8 +140,8 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
         for root in _roots(x):
             loop = loops.get(root) if isinstance(root, int) else None
             if loop is not None and _accumulates_floats(loop):
-                return (f"the tile coordinate{_where(x)} counts the iterations of a loop that "
-                        f"accumulates floating-point values{_where(loop)}: visiting them in "
+                return (f"the tile coordinate{at_loc(x)} counts the iterations of a loop that "
+                        f"accumulates floating-point values{at_loc(loop)}: visiting them in "
                         f"another order would change the rounding (the fused kernel must give "
                         f"the unfused kernel's bits)")
 
@@ -168,20 +168,20 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
         polys = address_polys(op, ev)
         if polys is None:
             if _reaches(op, ids | set(opaque)):
-                return f"cannot follow the address of the {op.name}{_where(op)}"
+                return f"cannot follow the address of the {op.name}{at_loc(op)}"
             continue
         mentions = False
         for poly in polys:
             for mono in poly.terms:
                 if any(id(v) in opaque for v in mono):
-                    return (f"the {op.name}{_where(op)} uses a value computed from the tile "
+                    return (f"the {op.name}{at_loc(op)} uses a value computed from the tile "
                             f"coordinate (remapping would move that coordinate too)")
                 if not any(id(v) in ids for v in mono):
                     continue
                 mentions = True
                 rest = tuple(v for v in mono if id(v) not in ids)
                 if not all(uniform(v) for v in rest):
-                    return (f"the {op.name}{_where(op)} multiplies the tile coordinate by a "
+                    return (f"the {op.name}{at_loc(op)} multiplies the tile coordinate by a "
                             f"value that differs between programs")
         if writes_memory(op) and not mentions:
             leaves = set()
@@ -189,7 +189,7 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
                 for v in poly.vars():
                     leaves |= _roots(v)
             if leaves & roots:
-                return (f"the {op.name}{_where(op)} computes its tile from the program id "
+                return (f"the {op.name}{at_loc(op)} computes its tile from the program id "
                         f"without the remapped coordinate (a second tile counter?)")
     return None
 
@@ -209,12 +209,6 @@ def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
         if len(rest) < len(mono) - 1 or not all(uniform(v) for v in rest):
             return False
     return True
-
-
-def _where(x) -> str:
-    op = x if not isinstance(x, SSAValue) else (x.op if isinstance(x, OpResult) else None)
-    loc = loc_str(op) if op is not None else None
-    return f" at {loc}" if loc else ""
 
 
 def _reaches(op, ids: set[int]) -> bool:
@@ -351,7 +345,7 @@ class TileRemap(ModulePass):
         if isinstance(lc, str):
             return False, f"{head} not remapped: {lc}; tile order left as written"
         if role != "consumer":
-            return False, (f"{head} not remapped: the loop{_where(lc.loop)} writes the tensor "
+            return False, (f"{head} not remapped: the loop{at_loc(lc.loop)} writes the tensor "
                            f"(only loops that read delivered blocks are renumbered); tile order "
                            f"left as written")
         size = sched.tensors[tensor].shape[dim]
@@ -365,19 +359,19 @@ class TileRemap(ModulePass):
         prev = loops_done.get(id(lc.loop))
         if prev is not None:
             if prev != table:
-                return False, (f"{head} not remapped: the loop{_where(lc.loop)} already visits "
+                return False, (f"{head} not remapped: the loop{at_loc(lc.loop)} already visits "
                                f"another tensor's blocks in that tensor's (different) arrival "
                                f"order; tile order left as written")
             remapped[tensor] = entry
             return floats, (f"tile-remap: {tensor} dim {dim} follows the same remapped loop"
-                           f"{_where(lc.loop)}")
+                           f"{at_loc(lc.loop)}")
         if table == list(range(tiles)) * sched.world_size:
             return False, (f"tile-remap: blocks of {tensor} dim {dim} already arrive in loop "
                            f"order on every rank; tile order left as written")
         remap_loop(lc, rank, tensor, dim, block, tiles, table)
         loops_done[id(lc.loop)] = table
         remapped[tensor] = entry
-        note = (f"tile-remap: the loop{_where(lc.loop)} visits the blocks of {tensor} dim {dim} "
+        note = (f"tile-remap: the loop{at_loc(lc.loop)} visits the blocks of {tensor} dim {dim} "
                 f"in arrival order")
         if floats:
             note += (" (reorder_reductions=True: its floating-point reductions run in another "

@@ -240,17 +240,18 @@ def source_of_line(text: str, offset: int, table: dict[str, str]) -> str | None:
     return None
 
 
-def source_location(loc: Attribute) -> str | None:
-    """``file:line:col`` of a location attribute (through name and call-site locations)."""
+def source_location(loc: Attribute | None, caller_first: bool = False) -> str | None:
+    """``file:line:col`` of a location attribute (through name, fused and call-site
+    locations: of an inlined call the callee's position, or with ``caller_first`` the call's,
+    the kernel line the passes' messages name)."""
     if isinstance(loc, FileLineColLoc):
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
     if isinstance(loc, NameLoc):
-        return source_location(loc.location)
-    if isinstance(loc, CallSiteLoc):
-        return source_location(loc.callee) or source_location(loc.caller)
-    if isinstance(loc, FusedLoc):
-        for sub in loc.locations.data:
-            r = source_location(sub)
-            if r:
-                return r
-    return None
+        subs = [loc.location]
+    elif isinstance(loc, CallSiteLoc):
+        subs = [loc.caller, loc.callee] if caller_first else [loc.callee, loc.caller]
+    elif isinstance(loc, FusedLoc):
+        subs = loc.locations.data
+    else:
+        return None
+    return next(filter(None, (source_location(sub, caller_first) for sub in subs)), None)
