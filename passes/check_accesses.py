@@ -302,10 +302,10 @@ class CheckAccesses(ModulePass):
         if a.hinted or memory_op(a.op).descriptor:
             # a hint asserts its box; a TMA descriptor of the schedule's shape clips at it
             return
-        upper = _mask_bound(a, d, ev)
-        if upper is not None and upper.is_const:
-            if upper.const_value > size:
-                raise CompileError(f"{what} is masked to indices < {upper.const_value}, past "
+        consts = [b.const_value for b in _mask_bounds(a, d, ev) if b.is_const]
+        if consts:  # the tightest constant bound
+            if min(consts) > size:
+                raise CompileError(f"{what} is masked to indices < {min(consts)}, past "
                                    f"the end of the dim: make the schedule's shape match what "
                                    f"the kernel indexes", where)
             return
@@ -406,7 +406,7 @@ class _Polls(Purity):
                     isinstance(op, LoadOp) and op.is_volatile.value.data):
                 return False, "polls memory"
             if not (is_pure_op(op) or isinstance(op, (scf.IfOp, scf.ForOp))):
-                return all(self._sub(o) for o in op.operands), ""
+                return all(self.is_pure(o) for o in op.operands), ""
         return super()._pure(v)
 
 
@@ -732,15 +732,6 @@ def _mask_bounds(a: Access, d: int, ev: Evaluator) -> list[Poly]:
     # may be written from the induction variable (loop_remap.ivs_as_iterations says why)
     return [b for b in (ivs_as_iterations(index - conj) for conj in conjuncts(mask, ev))
             if not has_axes(b)]
-
-
-def _mask_bound(a: Access, d: int, ev: Evaluator) -> Poly | None:
-    """The tightest constant bound of :func:`_mask_bounds`, else its first bound, or None."""
-    bounds = _mask_bounds(a, d, ev)
-    consts = [b for b in bounds if b.is_const]
-    if consts:
-        return min(consts, key=lambda b: b.const_value)
-    return bounds[0] if bounds else None
 
 
 def _param_plus_const(p: Poly, names: dict) -> tuple[str | None, int]:

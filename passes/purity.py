@@ -97,45 +97,42 @@ class Purity:
                 return False, "an argument of an unknown block"
             if isinstance(owner, scf.ForOp):
                 if v.index == 0:  # the induction variable
-                    ok = all(self._sub(owner.operands[i]) for i in range(3))
+                    ok = all(self.is_pure(owner.operands[i]) for i in range(3))
                     return ok, "" if ok else "a loop whose bounds are not pure"
                 init = owner.operands[3 + v.index - 1]
                 yielded = v.block.last_op.operands[v.index - 1]
-                ok = self._sub(init) and self._sub(yielded)
+                ok = self.is_pure(init) and self.is_pure(yielded)
                 return ok, "" if ok else "a loop-carried value that is not pure"
             if isinstance(owner, scf.WhileOp):
                 region_index = 0 if v.block is owner.regions[0].blocks[0] else 1
                 if region_index == 0:
                     init = owner.operands[v.index]
                     after = owner.regions[1].blocks[0].last_op
-                    ok = self._sub(init) and self._sub(after.operands[v.index])
+                    ok = self.is_pure(init) and self.is_pure(after.operands[v.index])
                 else:
                     cond = owner.regions[0].blocks[0].last_op  # scf.condition(%c, args...)
-                    ok = self._sub(cond.operands[1 + v.index])
+                    ok = self.is_pure(cond.operands[1 + v.index])
                 return ok, "" if ok else "a while-loop value that is not pure"
             return False, f"an argument of a '{owner.name}' region"
         assert isinstance(v, OpResult)
         op = v.op
         if is_pure_op(op):
             for operand in op.operands:
-                if not self._sub(operand):
+                if not self.is_pure(operand):
                     return False, self.why_impure(operand)
             return True, ""
         if isinstance(op, scf.IfOp):
             idx = v.index
-            ok = self._sub(op.operands[0]) and all(
-                self._sub(region.blocks[0].last_op.operands[idx]) for region in op.regions
+            ok = self.is_pure(op.operands[0]) and all(
+                self.is_pure(region.blocks[0].last_op.operands[idx]) for region in op.regions
                 if region.blocks and region.blocks[0].last_op is not None
                 and region.blocks[0].last_op.operands)
             return ok, "" if ok else "a branch whose condition or results are not pure"
         if isinstance(op, scf.ForOp):
             arg = op.regions[0].blocks[0].args[1 + v.index]
-            ok = self._sub(arg)
+            ok = self.is_pure(arg)
             return ok, "" if ok else "a loop result that is not pure"
         return False, _why(op)
-
-    def _sub(self, v: SSAValue) -> bool:
-        return self.is_pure(v)
 
 
 def forward_scalar_slice(v: SSAValue) -> list[OpResult]:
