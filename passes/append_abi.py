@@ -35,7 +35,7 @@ from xdsl.passes import ModulePass
 
 from syncopate.abi import pipeline_params
 from syncopate_mlir.dialects.syncopate import ATTR_SCHEDULE, request_of, schedule_of
-from syncopate_mlir.dialects.tt import PointerType
+from syncopate_mlir.dialects.tt import AddPtrOp, PointerType
 
 from .abi_info import has_abi_args, operands_of
 from .access import rank_parts
@@ -96,6 +96,6 @@ def _offset_rank_parts(module: ModuleOp, func, block) -> None:
         if not part.offset or not uses:
             continue
         off = b.mul(rank, b.const(part.offset))
-        moved = b.tt("tt.addptr", [arg, off], [arg.type]).results[0]
+        moved = b.insert(AddPtrOp(arg, off)).result
         for u in uses:
             u.operation.operands[u.index] = moved

@@ -2,8 +2,7 @@
 
 Passes build integer arithmetic (to re-materialise tile bounds), ``tt`` ops (loads, atomics,
 inline asm, pointer casts) and structured control flow.  ``arith`` ops are xDSL's own classes
-(``arith.cmpi`` the mirror's override); :meth:`Builder.tt` builds a ``tt`` op from its name
-(the class is looked up in the mirror dialect), operands, result types and properties.
+(``arith.cmpi`` the mirror's override), ``tt`` ops the mirror's, inserted with :meth:`Builder.insert`.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp,
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from syncopate.errors import CompileError
-from syncopate_mlir.dialects import tt as tt_dialect
 from syncopate_mlir.dialects.tt import CmpiOp, FuncOp
 
 from .ir_utils import const_int, kernel_func
@@ -43,15 +41,6 @@ def _enclosing_function_location(block: Block):
         except CompileError:  # not exactly one public function (dialect-only lit tests)
             return None
     return None
-
-
-def _tt_op_class(name: str):
-    # a lookup by name, not a test on an op: Builder.tt() takes the op's name (its callers
-    # build tt ops generically from operands, result types and properties)
-    for op in tt_dialect.TT.operations:
-        if op.name == name:
-            return op
-    raise CompileError(f"the tt mirror dialect has no op {name!r}")
 
 
 def _program_order(var) -> tuple:
@@ -245,17 +234,6 @@ class Builder:
             value = self.i32(var)
         cache[key] = value
         return value
-
-    # tt ops ---------------------------------------------------------------------------------
-    def tt(self, name: str, operands: Sequence[SSAValue], result_types: Sequence[Attribute] = (),
-           properties: dict[str, Attribute] | None = None,
-           attributes: dict[str, Attribute] | None = None,
-           regions: Sequence[Region] = ()) -> Operation:
-        cls = _tt_op_class(name)
-        op = cls.create(operands=list(operands), result_types=list(result_types),
-                        properties=properties or {}, attributes=attributes or {},
-                        regions=list(regions))
-        return self.insert(op)
 
     # scf ------------------------------------------------------------------------------------
     def for_(self, lb: SSAValue, ub: SSAValue, step: SSAValue,

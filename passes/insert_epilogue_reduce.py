@@ -99,8 +99,7 @@ class InsertEpilogueReduce(ModulePass):
             _refuse_straddling_tiles(sched, a, extents)
             b = Builder(a.op)
             if vshape != extents:  # e.g. a row [N] stored as the box [1, N]
-                value = b.tt("tt.reshape", [value],
-                             [TensorType(value.type.element_type, extents)]).results[0]
+                value = b.insert(tt.ReshapeOp(value, extents)).result
             cache: dict = {}
             lo = [b.poly(a.dims[d].lo, cache) for d in range(len(shape))]
             hi = [b.add(v, b.const(e)) for v, e in zip(lo, extents)]
@@ -110,7 +109,7 @@ class InsertEpilogueReduce(ModulePass):
             new = _add_slots(b, sched, a.tensor, shape, lo, extents, value, wait.token,
                              args["syn_peers"], args["syn_rank"], row, W, anchor)
             if vshape != extents:
-                new = b.tt("tt.reshape", [new], [a.op.operands[1].type]).results[0]
+                new = b.insert(tt.ReshapeOp(new, a.op.operands[1].type)).result
             a.op.operands[1] = new
         record(op, epilogue_slots=slotted)
 

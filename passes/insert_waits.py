@@ -32,7 +32,7 @@ from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, 
 
 from syncopate.errors import CompileError
 from syncopate_mlir.dialects.syncopate import WaitRegionOp, record, state_of
-from syncopate_mlir.dialects.tt import shape_of
+from syncopate_mlir.dialects.tt import SplatOp, shape_of
 
 from .abi_info import abi_args
 from .access import Access, analyze_module
@@ -138,10 +138,10 @@ class GuardLoadMask(Guard):
         mem = memory_op(op)
         if mem is not None and not mem.descriptor and mem.mask is not None and \
                 mem.effect is Effect.READ:
-            b, ptr_ty = Builder(op), op.operands[0].type
+            b, shape = Builder(op), shape_of(op.operands[0].type)
             ok = b.cmp("eq", self.token, b.const(0))
-            if shape_of(ptr_ty):
-                ok = b.tt("tt.splat", [ok], [TensorType(i1, shape_of(ptr_ty))]).results[0]
+            if shape:
+                ok = b.insert(SplatOp(ok, TensorType(i1, shape))).result
             _and_mask(op, ok, b)
             rewriter.notify_op_modified(op)
 
