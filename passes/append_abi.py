@@ -22,15 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
-    FunctionType,
-    IntegerAttr,
-    ModuleOp,
-    i32,
-    i64,
-)
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnknownLoc, i32, i64
 from xdsl.passes import ModulePass
 
 from syncopate.abi import pipeline_params
@@ -44,7 +36,6 @@ from .ir_utils import func_body, kernel_func, param_names
 
 
 def _type_of(sig: str):
-
     if sig.startswith("*"):
         return PointerType(i64 if sig == "*i64" else i32)
     return i64 if sig == "i64" else i32
@@ -58,25 +49,13 @@ class AppendAbiParams(ModulePass):
         func = kernel_func(op)
         if has_abi_args(func):
             return
-        block = func_body(func)
-        params = pipeline_params(request_of(op).backend)
-        new_types = []
-        for name, sig in params:
-            ty = _type_of(sig)
-            arg = block.insert_arg(ty, len(block.args))
+        div16 = {"tt.divisibility": IntegerAttr(16, i32)}
+        for name, sig in pipeline_params(request_of(op).backend):
+            # an unknown location (FuncOp.append_arg's default is the function's)
+            arg = func.append_arg(_type_of(sig), attrs=div16 if sig.startswith("*") else None,
+                                  location=UnknownLoc())
             arg.name_hint = name
-            new_types.append(ty)
-        fty = func.properties["function_type"]
-        func.properties["function_type"] = FunctionType.from_lists(
-            list(fty.inputs.data) + new_types, list(fty.outputs.data))
-        arg_attrs = func.properties.get("arg_attrs")
-        if arg_attrs is not None or params:
-            old = list(arg_attrs.data) if arg_attrs is not None else \
-                [DictionaryAttr({})] * len(fty.inputs.data)
-            func.properties["arg_attrs"] = ArrayAttr(old + [
-                DictionaryAttr({"tt.divisibility": IntegerAttr(16, i32)})
-                if sig.startswith("*") else DictionaryAttr({}) for _, sig in params])
-        _offset_rank_parts(op, func, block)
+        _offset_rank_parts(op, func, func_body(func))
 
 
 def _offset_rank_parts(module: ModuleOp, func, block) -> None:
