@@ -70,10 +70,8 @@ def table_words(module: ModuleOp) -> tuple[int, ...]:
     state = state_of(module)
     if state.table is not None:
         return state.table
-    sched = schedule_of(module)
-    backend = request_of(module).backend
-    words = chunk_table.build(sched, backend,
-                              chunk_writers(backend, launch_comm_programs(module)))
+    words = chunk_table.build(schedule_of(module), request_of(module).backend,
+                              chunk_writers(module))
     return record(module, table=words).table
 
 
@@ -95,9 +93,9 @@ def operands_of(module: ModuleOp) -> dict[str, str]:
     return dict(operands)
 
 
-def chunk_writers(backend: str, comm_programs: int) -> int:
+def chunk_writers(module: ModuleOp) -> int:
     """How many writers each add 1 to a chunk's flag in one epoch (docs/fused-abi.md)."""
-    return backends.get(backend).chunk_writers(comm_programs)
+    return backends.get(request_of(module).backend).chunk_writers(launch_comm_programs(module))
 
 
 def _by_key(facts) -> dict:
@@ -111,7 +109,7 @@ def read_abi(module: ModuleOp) -> FusedABI:
     request = request_of(module)
     state = state_of(module)
     comm = launch_comm_programs(module)
-    writers = chunk_writers(request.backend, comm)
+    writers = chunk_writers(module)
     spec = backends.get(request.backend)
     mode = state.mode or ("pull" if spec.has_comm_programs else "none")
     return FusedABI(
@@ -128,9 +126,9 @@ def read_abi(module: ModuleOp) -> FusedABI:
         epilogue_slots=list(state.epilogue_slots),
         upper_bounds=_by_key(state.upper_bounds),
         grid_axes=list(state.grid_axes) if state.grid_axes is not None else None,
-        table=list(table_words(module)), table_remaps=list(state_of(module).table_remaps),
+        table=list(table_words(module)), table_remaps=list(state.table_remaps),
         lowering=lowering_of(module),
         trace=request.trace,
-        self_advance=state_of(module).self_advanced,
+        self_advance=state.self_advanced,
     )
 

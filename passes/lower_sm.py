@@ -48,7 +48,7 @@ from syncopate_mlir.dialects.syncopate import (
     state_of,
 )
 
-from .abi_info import chunk_writers, comm_programs_of, operands_of
+from .abi_info import chunk_writers, operands_of
 from .builder import Builder
 from .comm_table import TableTransfers
 from .lowering import Lowering, OpLowering, addptr, broadcast_to, expand_dims, rewrite, splat, vec
@@ -63,7 +63,7 @@ class CommLowering(TableTransfers, Lowering):
         super().__init__(module)
         self.sched = schedule_of(module)
         self.layout = FlagLayout(self.sched.num_chunks, self.sched.world_size)
-        self.writers = chunk_writers(request_of(module).backend, comm_programs_of(module))
+        self.writers = chunk_writers(module)
         self.state = state_of(module)
         #: chunks whose CHUNK signal is left out (fault injection, the request's ``withhold``)
         self.withheld = frozenset(request_of(module).withhold)

@@ -138,7 +138,7 @@ class PartitionSms(ModulePass):
         cb.insert(EnterOp(pid_raw, count, epoch, rank, flags))
         order = sorted(sched.chunks, key=lambda c: (c.step, c.id))
         tensors = list(operands.values())
-        writers = chunk_writers(backend, comm)
+        writers = chunk_writers(op)
         reads_per_src = ct.reads_per_src(sched, "sm", writers)
         for c in order:
             if c.tensor not in param_of_tensor:

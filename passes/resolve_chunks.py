@@ -60,11 +60,10 @@ from syncopate_mlir.dialects.syncopate import (
     SignalRegionOp,
     WaitOp,
     WaitRegionOp,
-    request_of,
     schedule_of,
 )
 
-from .abi_info import abi_args, chunk_writers, comm_programs_of, lowering_of, table_words
+from .abi_info import abi_args, chunk_writers, lowering_of, table_words
 from .builder import Builder
 from .ir_utils import ancestors, const_int, kernel_func
 from .table_reader import TableReader
@@ -342,7 +341,7 @@ class ResolveChunks(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sched = schedule_of(op)
-        writers = chunk_writers(request_of(op).backend, comm_programs_of(op))
+        writers = chunk_writers(op)
         layout = FlagLayout(sched.num_chunks, sched.world_size)
         if lowering_of(op) == "table":
             reader = TableReader(abi_args(kernel_func(op))["syn_table"], ct.layout_of(sched))
