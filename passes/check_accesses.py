@@ -155,10 +155,6 @@ def _predicate(op: CmpiOp) -> str:
     return CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
 
 
-def has_axes(p: Poly) -> bool:
-    return any(isinstance(v, Axis) for v in p.vars())
-
-
 @dataclass(frozen=True)
 class CheckAccesses(ModulePass):
     name: ClassVar[str] = "check-accesses"
@@ -596,7 +592,7 @@ def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,
             if below.is_const and below.const_value < 0:
                 break  # index >= L for a constant L <= 0: true for every index
             bound = ivs_as_iterations(index - conj)
-            if has_axes(bound):
+            if bound.axes():
                 continue
             if padded and d == 0:
                 break
@@ -664,7 +660,7 @@ def scalar_upper_bound(p: Poly) -> int | None:
     ``m >= 0``, ``x // c`` (signed) at most ``max(x) // c``; a term must have a positive coefficient
     and one leaf.  Attention's ``h = pid % H_Q`` over constexpr ``H_Q`` (a head index in an
     inner dim) is bounded this way; starts are non-negative (see ``_check_dim``)."""
-    if has_axes(p):
+    if p.axes():
         return None
     total = 0
     for mono, coef in p.terms.items():
@@ -731,7 +727,7 @@ def _mask_bounds(a: Access, d: int, ev: Evaluator) -> list[Poly]:
     # one form for a loop's counter: a loop-carried pointer's start is in iterations, a mask
     # may be written from the induction variable (loop_remap.ivs_as_iterations says why)
     return [b for b in (ivs_as_iterations(index - conj) for conj in conjuncts(mask, ev))
-            if not has_axes(b)]
+            if not b.axes()]
 
 
 def _param_plus_const(p: Poly, names: dict) -> tuple[str | None, int]:

@@ -104,9 +104,6 @@ class Poly:
                 out[m] = out.get(m, 0) + c1 * c2
         return Poly(out)
 
-    def scale(self, k: int) -> "Poly":
-        return Poly({m: c * k for m, c in self.terms.items()})
-
     # queries --------------------------------------------------------------------------------
     def __eq__(self, other) -> bool:
         return isinstance(other, Poly) and self.terms == other.terms
