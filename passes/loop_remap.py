@@ -29,10 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, cf, scf
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
 from xdsl.ir import BlockArgument, SSAValue
 
 from syncopate_mlir.dialects.syncopate import RemapOp
-from syncopate_mlir.dialects.tt import AssertOp, PrintOp
+from syncopate_mlir.dialects.tt import AssertOp, PrintOp, element_type
 
 from .access import address_polys
 from .builder import Builder
@@ -40,7 +41,7 @@ from .ir_utils import at_loc, const_int, defined_inside
 from .memory_ops import DENIED, writes_memory
 from .poly import IterCount, Poly
 
-_FLOATS = ("f16", "f32", "f64", "bf16")
+_FLOATS = (Float16Type, Float32Type, Float64Type, BFloat16Type)
 #: ops with effects the order of a loop's iterations would change (besides writes): what the
 #: analysis does not model, and what prints or traps in program order
 _OPAQUE = tuple(DENIED) + (PrintOp, AssertOp, cf.AssertOp)
@@ -53,6 +54,12 @@ class LoopCoordinate:
     loop: scf.ForOp
     iv: BlockArgument
     step: int
+
+
+def accumulates_floats(loop: scf.ForOp) -> bool:
+    """Whether an ``scf.for`` carries a floating-point value from one iteration to the next
+    (a GEMM's K loop, a row sum over column tiles): its iteration order is its rounding."""
+    return any(isinstance(element_type(arg.type), _FLOATS) for arg in loop.body.block.args[1:])
 
 
 def for_loop_of(v) -> scf.ForOp | None:
@@ -68,7 +75,7 @@ def _substitute(lo: Poly, iv: SSAValue, step: int, loop, lb: int = 0) -> Poly:
     """``lo`` with ``iv`` replaced by ``lb + step * iter(loop)`` (what it is, exactly, in the
     loop's iteration ``iter``)."""
     out = Poly()
-    as_iter = Poly.const(lb) + Poly.var(IterCount(loop)).scale(step)
+    as_iter = Poly({(): lb, (IterCount(loop),): step})
     for mono, c in lo.terms.items():
         k = sum(1 for v in mono if v is iv)
         term = Poly({tuple(v for v in mono if v is not iv): c})
@@ -156,15 +163,12 @@ def loop_refusal(func, lc: LoopCoordinate, tiles: int, reorder: bool, ev) -> str
     if trips != tiles:
         return (f"the loop{at_loc(loop)} runs {trips} iterations, not the {tiles} blocks of the "
                 f"dim (the remap would visit other blocks)")
-    floats = False
-    for arg in loop.body.block.args[1:]:
-        elem = getattr(arg.type, "element_type", arg.type)
-        if str(elem) in _FLOATS:
-            floats = True
-            continue
-        return (f"the loop{at_loc(loop)} carries a {arg.type} from one iteration to the next (a "
+    carried = [arg.type for arg in loop.body.block.args[1:]]
+    other = next((t for t in carried if not isinstance(element_type(t), _FLOATS)), None)
+    if other is not None:
+        return (f"the loop{at_loc(loop)} carries a {other} from one iteration to the next (a "
                 f"counter or pointer keeps the written order while the blocks move)")
-    if floats and not reorder:
+    if carried and not reorder:
         return (f"the tile coordinate counts the iterations of a loop that accumulates "
                 f"floating-point values{at_loc(loop)}: visiting them in another order would "
                 f"change the rounding (the fused kernel must give the unfused kernel's bits; "

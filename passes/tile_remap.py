@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
@@ -40,14 +40,14 @@ from syncopate_mlir.dialects.syncopate import (
     request_of,
     state_of,
 )
-from syncopate_mlir.dialects.tt import GetProgramIdOp, element_type, is_tensor
+from syncopate_mlir.dialects.tt import GetProgramIdOp, is_tensor
 
 from .abi_info import abi_args
 from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
 from .ir_utils import at_loc, is_int_type
-from .loop_remap import loop_coordinate, loop_refusal, remap_loop
+from .loop_remap import accumulates_floats, loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice
@@ -139,7 +139,7 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
     for x in values:
         for root in _roots(x):
             loop = loops.get(root) if isinstance(root, int) else None
-            if loop is not None and _accumulates_floats(loop):
+            if loop is not None and accumulates_floats(loop):
                 return (f"the tile coordinate{at_loc(x)} counts the iterations of a loop that "
                         f"accumulates floating-point values{at_loc(loop)}: visiting them in "
                         f"another order would change the rounding (the fused kernel must give "
@@ -192,14 +192,6 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
                 return (f"the {op.name}{at_loc(op)} computes its tile from the program id "
                         f"without the remapped coordinate (a second tile counter?)")
     return None
-
-
-def _accumulates_floats(loop) -> bool:
-    """Whether an ``scf.for`` carries a floating-point value from one iteration to the next
-    (a GEMM's K loop, a row sum over column tiles): its iteration order is its rounding."""
-    floats = (Float16Type, Float32Type, Float64Type, BFloat16Type)
-    return any(isinstance(element_type(arg.type), floats)
-               for arg in loop.regions[0].blocks[0].args[1:])
 
 
 def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
@@ -354,7 +346,7 @@ class TileRemap(ModulePass):
         if why is not None:
             return False, f"{head} not remapped: {why}; tile order left as written"
         _, table = remap_table(sched, tensor, dim, block, role)
-        floats = _accumulates_floats(lc.loop)
+        floats = accumulates_floats(lc.loop)
         entry = Remapped(dim, block, tiles, role, loop=True, reorders_reductions=floats)
         prev = loops_done.get(id(lc.loop))
         if prev is not None:
