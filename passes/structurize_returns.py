@@ -78,20 +78,17 @@ def _inline(block: Block) -> list[Operation]:
     for o in ops:
         o.detach()
     if isinstance(term, ReturnOp):
-        term.detach()
-        term.erase()
+        block.erase_op(term)
         return ops
     if isinstance(term, cf.BranchOp):
         _bind(term.successor, term.arguments)
         succ = term.successor
-        term.detach()
-        term.erase()
+        block.erase_op(term)
         return ops + _inline(succ)
     then_ops = _branch(term.then_block, term.then_arguments)
     else_ops = _branch(term.else_block, term.else_arguments)
     cond = term.cond
-    term.detach()
-    term.erase()
+    block.erase_op(term)
     return ops + [scf.IfOp(cond, [], Region(then_ops), Region(else_ops))]
 
 
@@ -120,7 +117,7 @@ class StructurizeReturns(ModulePass):
         if len(blocks) == 1 or tree_refusal(region) is not None:
             return
         entry = blocks[0]
-        loc = entry.last_op.location if hasattr(entry.last_op, "location") else None
+        loc = entry.last_op.location
         body = _inline(entry)
         for b in blocks[1:]:
             for a in list(b.args):
@@ -129,6 +126,5 @@ class StructurizeReturns(ModulePass):
             b.erase()
         entry.add_ops(body)
         ret = ReturnOp()
-        if loc is not None:
-            ret.location = loc
+        ret.location = loc
         entry.add_op(ret)
