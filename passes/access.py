@@ -110,7 +110,6 @@ class Access:
 def analyze_module(module: ModuleOp):
     """``(sched, analysis, accesses)`` of a module carrying a schedule and operand bindings: the
     common start of every pass that reasons about accesses."""
-
     sched = schedule_of(module)
     operands = operands_of(module)
     shapes = {t: list(sched.tensors[t].shape) for t in operands.values()}

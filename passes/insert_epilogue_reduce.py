@@ -62,7 +62,6 @@ class InsertEpilogueReduce(ModulePass):
     name: ClassVar[str] = "insert-epilogue-reduce"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-
         request = request_of(op)
         if request.reduce != ReduceAt.EPILOGUE:
             return

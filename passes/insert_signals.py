@@ -34,7 +34,6 @@ class InsertSignals(ModulePass):
     name: ClassVar[str] = "insert-signals"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-
         sched, analysis, accesses = analyze_module(op)
         args = abi_args(analysis.func)
         produced: dict[int, int] = {}

@@ -83,7 +83,6 @@ class NvshmemLowering(CommLowering):
         self._call(b, "nvshmemx_getmem_block", [addr, addr, nbytes, src])
         return False
 
-
     def move_kind(self, b: Builder, o, rd, rec, kind, chunks, src, dst) -> bool:
         """The table form of :meth:`move`: one NVSHMEM call per comm program for a kind whose
         chunks are all contiguous copies (rows read from the chunk's record), P2P tiles

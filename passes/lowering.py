@@ -35,7 +35,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
+from syncopate.abi import KIND_NAMES
 from syncopate.errors import CompileError
 from syncopate.ptx import spin_asm
 from syncopate_mlir.dialects import tt
@@ -54,12 +54,7 @@ from .access_hints import erase_hints
 from .builder import Builder
 from .ir_utils import kernel_func
 
-KIND_CODES = {"chunk": KIND_CHUNK, "entry": KIND_ENTRY, "consumed": KIND_CONSUMED,
-              "produced": KIND_PRODUCED}
-
-
-def flag_type_of(flags: SSAValue):
-    return tt.pointee_type(flags.type)
+KIND_CODES = {name: code for code, name in KIND_NAMES.items()}
 
 
 def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False):
@@ -220,7 +215,7 @@ class Lowering:
         The spin lives once per flag width in a private ``noinline`` function that every wait
         calls: a call is opaque to the compiler (nothing is scheduled across it), and the kernel
         carries one copy of the watchdog instead of one per wait."""
-        fty = flag_type_of(ptr)
+        fty = tt.pointee_type(ptr.type)
         func = self._wait_func(fty)
         args = [ptr, b.i32(index), b.cast(target, fty), b.const(kind), self.args["syn_diag"],
                 self.args["syn_rank"], self.args["syn_epoch"], self.args["syn_timeout_ns"]]
@@ -259,7 +254,7 @@ class Lowering:
         the spin that writes the record (epoch word last, after a system fence, so the host
         never reads half a record), and one ``bar.sync`` releases the program.  The trap
         variant is chosen by the (uniform) sign of the timeout."""
-        fty = flag_type_of(ptr)
+        fty = tt.pointee_type(ptr.type)
         bits = 64 if fty == i64 else 32
         addr = b.insert(tt.PtrToIntOp(ptr, i64)).results[0]
         diag_addr = b.insert(tt.PtrToIntOp(diag, i64)).results[0]
@@ -305,7 +300,7 @@ class Lowering:
                 mask: SSAValue | None = None, barrier: bool = True) -> SSAValue:
         if barrier:
             self.barrier(b)
-        fty = flag_type_of(ptr)
+        fty = tt.pointee_type(ptr.type)
         rmw = "add" if op == "add" else "exch"
         return b.insert(tt.AtomicRMWOp(rmw, ptr, b.cast(value, fty), mask, sem="release", scope="sys")).results[0]
 

@@ -66,7 +66,6 @@ class PartitionSms(ModulePass):
     name: ClassVar[str] = "partition-sms"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-
         sched = schedule_of(op)
         backend = request_of(op).backend
         comm = comm_programs_of(op)
@@ -192,7 +191,6 @@ class PartitionSms(ModulePass):
         phase of an all-reduce lands in the output after the tiles are done) would otherwise
         arrive after the launch returned: the host would read an incomplete result, and the
         late copy would land on the next launch's data (found by the CPU emulator)."""
-
         pushed = [c for c in order if executor(c) == "src"]
         if not pushed:
             return

@@ -138,7 +138,6 @@ class Purity:
 def forward_scalar_slice(v: SSAValue) -> list[OpResult]:
     """Scalar integer values computed from ``v`` through :data:`PURE_OPS` (excluding ``v``),
     in discovery order.  Tile coordinates derived from ``v`` (``j = pid - i * n``) are here."""
-
     out: list[OpResult] = []
     seen: set[int] = {id(v)}
     work = [v]

@@ -51,7 +51,6 @@ class TableReader:
         cid = self.word(lb, lb.add(start, k))
         return loop, lb, cid, carried
 
-
     def over_tensor_list(self, b: Builder, sched, rank: SSAValue, tensor: str, which: str,
                          carry_zero: bool = False):
         """A loop over ``rank``'s RECV (``which="recv"``) or SEND list of ``tensor``:

@@ -372,7 +372,6 @@ class TileRemap(ModulePass):
 
     @staticmethod
     def _remap(x: SSAValue, rank, tensor, dim, block, tiles, table) -> None:
-
         if isinstance(x, BlockArgument):
             b = Builder.at_start(x.block)
         else:

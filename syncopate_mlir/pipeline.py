@@ -49,8 +49,6 @@ from syncopate_mlir.passes.abi_info import read_abi
 def _source_digest() -> str:
     """Hash of the compiler's own sources (passes, dialects, bridge), like Triton hashes its
     own: a changed pass never serves a stale fused binary from the cache."""
-
-
     h = hashlib.sha256()
     # the backends too: each names its passes and checks its options
     roots = [Path(syncopate_mlir.__file__).parent, Path(syncopate_mlir.passes.__file__).parent,
@@ -150,7 +148,6 @@ def _parsed(ttir_text: str, ctx: Context, request: FuseRequest) -> ModuleOp:
 
 def run_pipeline(ttir_text: str, request: FuseRequest) -> PipelineResult:
     """Run the syncopate passes over a kernel's TTIR; return the fused TTIR and its ABI."""
-
     ctx = make_context()
     times: dict[str, float] = {}
     t0 = time.perf_counter()
