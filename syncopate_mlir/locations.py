@@ -117,13 +117,8 @@ class LocationReader:
                                                         IntAttr(int(key[2])))
                 return a, m2.end()
             if text.startswith("(", end):
-                inner = self.read(text, _WS.match(text, end + 1).end())
-                if inner is None:
-                    return None
-                close = _LOC_CLOSE.match(text, inner[1])
-                if close is None:
-                    return None
-                return NameLoc(self._str(name), inner[0]), close.end()
+                inner = self.read_parenthesized(text, end)
+                return None if inner is None else (NameLoc(self._str(name), inner[0]), inner[1])
             return NameLoc(self._str(name), NoneAttr()), end
         if text.startswith("callsite", pos):
             o = _LOC_OPEN.match(text, pos + 8)
