@@ -73,13 +73,11 @@ __all__ = [
 def _module_text(triton_module_or_text) -> tuple[str, str]:
     if isinstance(triton_module_or_text, str):
         return triton_module_or_text, "ttir"
-    mod = triton_module_or_text
-    name = "ttir"
     try:
-        name = f"{mod.get_entry_func_name()}.ttir"
+        name = f"{triton_module_or_text.get_entry_func_name()}.ttir"
     except Exception:  # noqa: BLE001 - a module without an entry function
-        pass
-    return mod.str(), name
+        name = "ttir"
+    return triton_module_or_text.str(), name
 
 
 def ttir_to_xdsl(triton_module_or_text, ctx: Context | None = None, *,

@@ -20,7 +20,6 @@ Installing is idempotent and chains a hook that was installed before ours.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from pathlib import Path
 
 from syncopate import settings
@@ -67,13 +66,12 @@ def write_stages(out: Path, ir_after: dict[str, str]) -> None:
 def _insert_stage(stages) -> None:
     if "ttir" not in stages or STAGE_NAME in stages:
         return
-    rebuilt = OrderedDict()
-    for key, fn in stages.items():
-        rebuilt[key] = fn
-        if key == "ttir":
-            rebuilt[STAGE_NAME] = _stage
+    items = list(stages.items())
     stages.clear()
-    stages.update(rebuilt)
+    for key, fn in items:
+        stages[key] = fn
+        if key == "ttir":
+            stages[STAGE_NAME] = _stage
 
 
 class _Hook:
