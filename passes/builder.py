@@ -130,9 +130,6 @@ class Builder:
         knows, or one the table lowering reads at run time)."""
         return self.const(x) if isinstance(x, int) else x
 
-    def bool(self, value: bool) -> SSAValue:
-        return self.insert(arith.ConstantOp(IntegerAttr(1 if value else 0, i1))).result
-
     add, sub, mul = _binary(arith.AddiOp), _binary(arith.SubiOp), _binary(arith.MuliOp)
     divsi, minsi, maxsi = _binary(arith.DivSIOp), _binary(arith.MinSIOp), _binary(arith.MaxSIOp)
     andi, ori = _binary(arith.AndIOp), _binary(arith.OrIOp)
@@ -167,7 +164,7 @@ class Builder:
 
     def all_of(self, conds: Sequence[SSAValue]) -> SSAValue:
         if not conds:
-            return self.bool(True)
+            return self.const(1, i1)
         out = conds[0]
         for c in conds[1:]:
             out = self.andi(out, c)

@@ -16,6 +16,8 @@ of tiles follows each chunk's box at run time.  ``enter`` becomes a loop over th
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects import scf
 from xdsl.ir import SSAValue
 
@@ -140,13 +142,8 @@ class TableTransfers:
             return shape2, lo2, hi2, tuple(ext)
         # an N-d box in the 2-d copy view: a group's extent is shared when every dim's is
         cut = self.copy_view(tensor, f"tensor {tensor!r}").cut
-        ext2 = []
-        for group in (ext[:cut], ext[cut:]):
-            vol = 1
-            for e in group:
-                vol = None if vol is None or e is None else vol * e
-            ext2.append(vol)
-        return shape2, lo2, hi2, tuple(ext2)
+        return shape2, lo2, hi2, tuple(None if None in group else math.prod(group)
+                                       for group in (ext[:cut], ext[cut:]))
 
     def copy_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks,
                   src_base, dst_base) -> None:

@@ -151,12 +151,8 @@ class Lowering:
                               OpLowering(ReleaseFenceOp, self.release_fence)])
 
     def remap(self, o) -> list[SSAValue]:
-        tiles = o.tiles.value.data
-        table = list(o.table.get_values())
-        b = Builder(o)
-        if self.table_mode:
-            return [self._remap_from_table(b, o, tiles, table)]
-        return [self._remap_select_chain(b, o, tiles, table)]
+        form = self._remap_from_table if self.table_mode else self._remap_select_chain
+        return [form(Builder(o), o, o.tiles.value.data, list(o.table.get_values()))]
 
     @staticmethod
     def _remap_select_chain(b: Builder, o, tiles: int, table: list[int]) -> SSAValue:
