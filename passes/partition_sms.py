@@ -94,7 +94,7 @@ class PartitionSms(ModulePass):
                 f"as guards (`if pid < n:` around the work, or a mask) instead of branches "
                 f"that join or loop", loc_str(ret))
 
-        keep = set(body.ops)  # ops of the original body (moved into the compute branch)
+        moved = [o for o in body.ops if o is not ret]  # the original body: the compute branch
         b = Builder(body.first_op)
         pid_raw = b.insert(GetProgramIdOp(0)).result
         count = b.const(comm)
@@ -106,20 +106,12 @@ class PartitionSms(ModulePass):
         leader = b.all_of([b.cmp("eq", b.insert(GetProgramIdOp(axis)).result, zero)
                            for axis in (1, 2)])
 
-        # move the original body into the else branch
-        moved = [o for o in body.ops if o is not ret and o in keep]
-        else_block = Block()
         for o in moved:
             o.detach()
-            else_block.add_op(o)
-        else_block.add_op(scf.YieldOp())
-        lead_block = Block()
+        else_block = Block([*moved, scf.YieldOp()])
         comm_op = CommOp(pid_raw, count)
-        lead_block.add_op(comm_op)
-        lead_block.add_op(scf.YieldOp())
-        then_block = Block()
-        then_block.add_op(scf.IfOp(leader, [], Region(lead_block)))
-        then_block.add_op(scf.YieldOp())
+        then_block = Block([scf.IfOp(leader, [], Region(Block([comm_op, scf.YieldOp()]))),
+                            scf.YieldOp()])
         if_op = scf.IfOp(is_comm, [], Region(then_block), Region(else_block))
         body.insert_op_before(if_op, ret)
 

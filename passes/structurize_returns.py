@@ -94,10 +94,7 @@ def _inline(block: Block) -> list[Operation]:
 
 def _branch(block: Block, values) -> Block:
     _bind(block, values)
-    out = Block()
-    out.add_ops(_inline(block))
-    out.add_op(scf.YieldOp())
-    return out
+    return Block([*_inline(block), scf.YieldOp()])
 
 
 def _bind(block: Block, values) -> None:
