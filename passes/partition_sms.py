@@ -145,7 +145,7 @@ class PartitionSms(ModulePass):
                 base = arg_of[param_of_tensor[c.tensor]]
                 cb.insert(TransferOp(base, pid_raw, count, epoch, rank, flags, c.id,
                                      1 + tensors.index(c.tensor)))
-            self._await_pushes(cb, sched, order, pid_raw, epoch, rank, flags, writers)
+            self._await_pushes(cb, order, pid_raw, epoch, rank, flags, writers)
         if any(reads_per_src.values()):
             # reads is per source rank; the lowering selects this rank's
             cb.insert(DrainOp(pid_raw, count, epoch, rank, flags, 0))
@@ -174,8 +174,7 @@ class PartitionSms(ModulePass):
         pb.insert(scf.YieldOp())
 
     @staticmethod
-    def _await_pushes(cb: Builder, sched: Schedule, order, pid, epoch, rank, flags,
-                      writers) -> None:
+    def _await_pushes(cb: Builder, order, pid, epoch, rank, flags, writers) -> None:
         """Comm program 0 of each destination waits until every chunk pushed to it has
         arrived, so that a launch completes only with all of its data in place.
 

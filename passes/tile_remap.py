@@ -297,9 +297,9 @@ class TileRemap(ModulePass):
                     lc = loop_coordinate([a.dims[dim].lo for a in group], next(iter(extents)),
                                          coordinate_poly)
                 if lc is not None:
-                    floats, note = self._loop(op, analysis, sched, rank, tensor, dim,
-                                                 next(iter(extents)), role, lc, reorder,
-                                                 loops_done, remapped)
+                    floats, note = self._loop(analysis, sched, rank, tensor, dim,
+                                              next(iter(extents)), role, lc, reorder, loops_done,
+                                              remapped)
                     remarks.append(note)
                     reordered |= floats and tensor in remapped
                     if tensor in remapped:
@@ -328,7 +328,7 @@ class TileRemap(ModulePass):
                 break
         record(op, remap=remapped, remarks=remarks, reordered=reordered)
 
-    def _loop(self, op, analysis, sched, rank, tensor, dim, block, role, lc, reorder,
+    def _loop(self, analysis, sched, rank, tensor, dim, block, role, lc, reorder,
               loops_done, remapped) -> tuple[bool, str]:
         """Renumber the iterations of the loop whose iterations are the blocks of ``tensor``
         along ``dim`` (:mod:`.loop_remap`): ``(whether it reorders float reductions, the
