@@ -219,16 +219,13 @@ def _add_slots(b: Builder, sched, tensor, shape, lo, extents, value, token, peer
                        b.cmp("slt", coord, splat(b, hi_v, vshape)))
             mask = b.andi(mask, m)
         src = b.add(offs, splat(b, b.const(s * shape[0] * shape[1], ity), vshape))
-        # masked-off lanes read ``other`` = 0 (what s did not send here adds nothing)
-        zero = zero if zero is not None else _zeros(b, TensorType(ety, vshape))
+        if zero is None:  # masked-off lanes read ``other`` = 0 (what s did not send adds nothing)
+            zero = b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(
+                TensorType(ety, vshape), [0.0]))).result
         part = b.insert(tt.LoadOp(addptr(b, splat(b, base, vshape), src), mask,
                                   zero)).results[0]
         acc = b.insert(arith.AddfOp(acc, b.insert(arith.ExtFOp(part, f32t)).result)).result
     return b.insert(arith.TruncFOp(acc, value.type)).result
-
-
-def _zeros(b: Builder, ty: TensorType):
-    return b.insert(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [0.0]))).result
 
 
 def _wide(b: Builder, v, wide: bool):
