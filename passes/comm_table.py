@@ -170,19 +170,14 @@ class TableTransfers:
         self.copy_loop(b, o.pid, o.count, shape2, lo, hi, tiling.br, tiling.bc, ntc, ntiles,
                        src_base, dst_base, kind.sum, from_table=True, full=full)
 
-    def kind_bases(self, b: Builder, o, kind: ct.ChunkKind, src, dst):
-        """``(row, base, src_base, dst_base)`` of the kind's tensor: its operand's peer-table
-        row and the local, source and destination base pointers."""
-        tensors = list(self.operands.values())
-        i = tensors.index(kind.tensor)
+    def move_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks, src,
+                  dst) -> bool:
+        """P2P tile copies (``sm``) between the kind's operand on the source and on the
+        destination (peer-table row ``1 + i`` for operand ``i``); returns whether the move
+        signalled CHUNK itself."""
+        i = list(self.operands.values()).index(kind.tensor)
         base = o.bases[i]
         src_base = self.peer_address(b, base, src, 1 + i) if kind.on_dst else base
         dst_base = self.peer_address(b, base, dst, 1 + i) if not kind.on_dst else base
-        return 1 + i, base, src_base, dst_base
-
-    def move_kind(self, b: Builder, o, rd: TableReader, rec, kind: ct.ChunkKind, chunks, src,
-                  dst) -> bool:
-        """P2P tile copies (``sm``); returns whether the move signalled CHUNK itself."""
-        _, _, src_base, dst_base = self.kind_bases(b, o, kind, src, dst)
         self.copy_kind(b, o, rd, rec, kind, chunks, src_base, dst_base)
         return False
