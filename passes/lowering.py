@@ -257,12 +257,11 @@ class Lowering:
         limit = b.maxsi(timeout, b.sub(b.const(0, i64), timeout))  # |timeout|, 0 = no watchdog
         cons = "=r,l,{t},l,l,r,r,r,r".format(t="l" if bits == 64 else "r")
         args = [addr, target_w, diag_addr, limit, rank, index, kind, epoch]
-        trap = b.cmp("slt", timeout, b.const(0, i64))
-        trap_if = b.if_(trap, [i32])
-        tb = Builder(None, trap_if.true_region.blocks[0])
-        tb.insert(scf.YieldOp(_asm(tb, spin_asm(bits, True, one_poller=True), cons, args, [i32])[0]))
-        eb = Builder(None, trap_if.false_region.blocks[0])
-        eb.insert(scf.YieldOp(_asm(eb, spin_asm(bits, False, one_poller=True), cons, args, [i32])[0]))
+        trap_if = b.if_(b.cmp("slt", timeout, b.const(0, i64)), [i32])
+        for region, trap in ((trap_if.true_region, True), (trap_if.false_region, False)):
+            rb = Builder(None, region.blocks[0])
+            rb.insert(scf.YieldOp(_asm(rb, spin_asm(bits, trap, one_poller=True), cons, args,
+                                       [i32])[0]))
         return opaque_zero(b)
 
     # -------------------------------------------------------------------------- release
