@@ -82,16 +82,12 @@ def is_desc_type(t) -> bool:
 def kernel_func(module: ModuleOp) -> Operation:
     """The public ``tt.func`` of the module (the kernel)."""
     funcs = [op for op in module.ops if isinstance(op, FuncOp)]
-    public = [f for f in funcs if _visibility(f) in (None, "public")]
+    public = [f for f in funcs
+              if getattr(_get_attr(f, "sym_visibility"), "data", None) in (None, "public")]
     if len(public) != 1:
         raise CompileError(f"expected exactly one public tt.func in the module, found "
                            f"{len(public)}")
     return public[0]
-
-
-def _visibility(func: Operation) -> str | None:
-    v = _get_attr(func, "sym_visibility")
-    return getattr(v, "data", None)
 
 
 def func_body(func: Operation) -> Block:

@@ -57,9 +57,10 @@ from .ir_utils import kernel_func
 KIND_CODES = {name: code for code, name in KIND_NAMES.items()}
 
 
-def _asm(b: Builder, asm: str, constraints: str, args, result_types, pure=False):
+def _asm(b: Builder, asm: str, constraints: str, args, result_types):
+    """A non-pure inline-asm block (its effects are the point: fences, the clock, the spin)."""
     op = b.insert(tt.ElementwiseInlineAsmOp(asm, constraints, list(args), list(result_types),
-                                            pure=pure, packed_element=1))
+                                            pure=False, packed_element=1))
     return op.results
 
 
@@ -72,8 +73,8 @@ def addptr(b: Builder, ptr: SSAValue, offset: SSAValue) -> SSAValue:
     return b.insert(tt.AddPtrOp(ptr, offset)).results[0]
 
 
-def scalar_load(b: Builder, ptr: SSAValue, volatile: bool = False) -> SSAValue:
-    return b.insert(tt.LoadOp(ptr, is_volatile=volatile)).results[0]
+def scalar_load(b: Builder, ptr: SSAValue) -> SSAValue:
+    return b.insert(tt.LoadOp(ptr)).results[0]
 
 
 # small tensor helpers (comm-program tile copies, epilogue slot loads) ----------------------
