@@ -124,7 +124,7 @@ def parse_ttir_text(text: str, ctx: Context | None = None, name: str = "ttir") -
         prepared = hoist_trailing_aliases(text)
         parser = _TTIRParser(ctx, prepared, name)
     try:
-        module = parser.parse_module()
+        module = parser.parse_module()  # (a module around any top-level ops)
     except _UnknownOp as e:
         line, col = _line_col(prepared, e.offset)
         src = source_of_line(prepared, e.offset, alias_table(text))
@@ -142,6 +142,4 @@ def parse_ttir_text(text: str, ctx: Context | None = None, name: str = "ttir") -
         loc = e.span.get_location()
         raise CompileError(f"cannot read TTIR: {e.msg}\n{e}",
                            location=f"{name}:{loc.line}:{loc.col}") from None
-    if not isinstance(module, ModuleOp):  # pragma: no cover - parse_module always wraps
-        module = ModuleOp([module])
     return module
