@@ -262,7 +262,6 @@ class AccessAnalysis:
         #: operands whose kernel code addresses only the rank's part (``view="rank"``)
         self.parts = parts or {}
         self.func = kernel_func(module)
-        self.operands = operands
         self.shapes = shapes
         names = param_names(module, self.func)
         self.arg_name = {a: names[i] for i, a in enumerate(func_body(self.func).args)}

@@ -26,7 +26,7 @@ from syncopate.abi import KIND_CHUNK, KIND_CONSUMED, KIND_ENTRY, KIND_PRODUCED
 from syncopate.backends.sm import CopyTiling
 
 from .builder import Builder
-from .table_reader import TableReader
+from .table_reader import TableReader, longest
 
 
 class TableTransfers:
@@ -84,7 +84,7 @@ class TableTransfers:
         chunk_target = b.mul(o.epoch, b.const(self.writers))
         other = src if kind.on_dst else dst
         self.wait_flag(b, b.add(b.const(self.layout.entry(0)), other), o.epoch, KIND_ENTRY)
-        n_after = max([len(ct.after_waits(self.sched, c)) for c in chunks] + [0])
+        n_after = longest(ct.after_waits(self.sched, c) for c in chunks)
         if n_after:
             start = rd.field(b, rec, ct.R_AFTER_START)
             count = b.minsi(rd.field(b, rec, ct.R_AFTER_COUNT), b.const(n_after))
