@@ -125,14 +125,13 @@ def read_table_file(path, what: str, entry, retune: str) -> dict:
     return raw
 
 
-def write_table_file(path, entries: list, *, gpu: str, source: str, note: str = "",
-                     extra: dict | None = None) -> Path:
+def write_table_file(path, entries: list, *, gpu: str, source: str, note: str = "") -> Path:
     """Write a config table file atomically (``path.tmp`` then rename); ``entries`` as JSON,
     sorted by the caller so that re-tuning gives a readable diff."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "gpu": gpu, "source": source, "note": note,
-           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **(extra or {}), "entries": entries}
+           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "entries": entries}
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, path)
@@ -171,12 +170,11 @@ def entry_json(e: dict) -> dict:
     return out
 
 
-def write_table(path, entries: list, *, gpu: str, source: str, note: str = "",
-                extra: dict | None = None) -> Path:
+def write_table(path, entries: list, *, gpu: str, source: str, note: str = "") -> Path:
     """Write a GEMM table file (:func:`write_table_file`), entries sorted by dtype and shape."""
     ents = sorted((entry_json(e) for e in entries),
                   key=lambda e: (e["dtype"], e["M"], e["N"], e["K"]))
-    path = write_table_file(path, ents, gpu=gpu, source=source, note=note, extra=extra)
+    path = write_table_file(path, ents, gpu=gpu, source=source, note=note)
     reload_tables()
     return path
 
@@ -268,8 +266,7 @@ def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
     _dtype_name(dtype)
     k = _short(kernel)
     if k == "tma":
-        cfg = lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable,
-                                num_sms=num_sms)
+        cfg = lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable, num_sms=num_sms)
         if cfg is not None:
             return cfg
     return heuristic_config(M, N, K, dtype, k, num_sms, fusable=fusable)
