@@ -47,8 +47,8 @@ from pathlib import Path
 from .. import settings
 from ..errors import LaunchError
 from .gemm_config import SMEM_LIMIT_SM90, TileConfig
-from .gemm_table import (FORMAT, cache_dir, first_entries, read_table_file, table_files,
-                         write_table_file)
+from .gemm_table import (FORMAT, SHIPPED_DIR, cache_dir, first_entries, read_table_file,
+                         table_files, write_table_file)
 
 SUPPORTED_DTYPES = ("bf16", "fp16")
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -72,8 +72,6 @@ WS_STAGES = 2
 _PEEL_REMOVED = ("PEEL_DIAGONAL was removed (2026-12-07): on an H100 with Triton 3.6 the "
                  "peeled warp-specialised forward gave NaN in every causal case it ran, so the "
                  "entry's measurement is of a kernel that no longer exists")
-
-SHIPPED_DIR = Path(__file__).with_name("configs")
 
 
 @dataclass(frozen=True)

@@ -238,9 +238,7 @@ class TransformerBlock(torch.nn.Module):
         return self.wo(o)
 
     def _mlp(self, h):
-        gu = self.w13(h)
-        g, u = gu.chunk(2, -1)
-        return self.w2(swiglu(g, u))
+        return self.w2(swiglu(*self.w13(h).chunk(2, -1)))
 
     def _moe(self, h):
         if torch.is_grad_enabled() and any(p.requires_grad for p in (self.w13, self.w2)):

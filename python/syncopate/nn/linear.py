@@ -95,10 +95,8 @@ class ColumnParallelLinear(_ParallelLinear):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
         w = self.weight.to(self.dtype)  # a cast when the parameters are kept wider
-        if self.fused is False:
-            y = all_gather_seq(x2, self.par) @ w
-        else:
-            y = sto.ag_gemm(x2, w, self.par.name)
+        y = (all_gather_seq(x2, self.par) @ w if self.fused is False
+             else sto.ag_gemm(x2, w, self.par.name))
         return y.view(lead[0] * self.par.world_size, *lead[1:], w.shape[1])
 
     def shard_of(self, full):
@@ -148,10 +146,8 @@ class RowParallelLinear(_ParallelLinear):
             return y.view(*lead, w.shape[1])
         if lead[0] % W:
             raise UsageError(f"RowParallelLinear: {lead[0]} rows do not divide over {W} ranks")
-        if self.fused is False:
-            y = reduce_scatter_seq(x2 @ w, self.par)
-        else:
-            y = sto.gemm_rs(x2, w, self.par.name)
+        y = (reduce_scatter_seq(x2 @ w, self.par) if self.fused is False
+             else sto.gemm_rs(x2, w, self.par.name))
         return y.view(lead[0] // W, *lead[1:], w.shape[1])
 
     def shard_of(self, full):
