@@ -539,11 +539,10 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, conf
     if fast:
         launch_fast(q, k, v, o, lse, causal, sm_scale, cfg)
         return o, lse
-    grid = (triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)
-    args = (q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq,
-            Skv)
-    consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal))
-    attn_fwd_kernel[grid](*args, **consts, **cfg.options())
+    attn_fwd_kernel[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
+        q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq, Skv,
+        HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
+        **cfg.options())
     return o, lse
 
 

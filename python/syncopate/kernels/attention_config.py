@@ -279,14 +279,11 @@ def reload_tables() -> None:
 @functools.lru_cache(maxsize=4096)
 def _lookup(gpu: str, kernel: str, dtype: str, D: int, causal: bool, S: int,
             sources: tuple) -> AttentionConfig:
-    best = None
-    for e in _entries(gpu, sources):
-        if (e["kernel"], e["dtype"], e["D"], e["causal"]) != (kernel, dtype, D, causal):
-            continue
-        d = abs(math.log2(max(S, 1) / e["S"]))
-        if best is None or d < best[0]:
-            best = (d, e["config"])
-    return best[1] if best else fast_default_config(D, causal, kernel)
+    same = [e for e in _entries(gpu, sources)
+            if (e["kernel"], e["dtype"], e["D"], e["causal"]) == (kernel, dtype, D, causal)]
+    if not same:
+        return fast_default_config(D, causal, kernel)
+    return min(same, key=lambda e: abs(math.log2(max(S, 1) / e["S"])))["config"]
 
 
 def lookup(kernel: str, dtype: str, D: int, causal: bool, S: int,

@@ -69,14 +69,14 @@ def _max_offset(t) -> int:
     return sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
 
 
+def _span(t) -> int:
+    """Bytes from ``t``'s first to one past its last element (0 when empty)."""
+    return 0 if t.numel() == 0 else (_max_offset(t) + 1) * t.element_size()
+
+
 def _overlaps(x, y) -> bool:
-    if x.numel() == 0 or y.numel() == 0:
-        return False
-    xs, ys = x.element_size(), y.element_size()
-    x0, y0 = x.data_ptr(), y.data_ptr()
-    x1 = x0 + (_max_offset(x) + 1) * xs
-    y1 = y0 + (_max_offset(y) + 1) * ys
-    return x0 < y1 and y0 < x1
+    sx, sy, x0, y0 = _span(x), _span(y), x.data_ptr(), y.data_ptr()
+    return bool(sx and sy) and x0 < y0 + sy and y0 < x0 + sx
 
 
 def _kernel_choice(kernel) -> str:
@@ -412,11 +412,8 @@ def plan_layout(M: int, N: int, K: int, dtype, config, num_sms: int, *, kernel: 
     c TMA can use in place, ``row_strides`` their descriptor row strides (default: row-major
     ``K``, ``N``, ``N``). ``kernel`` 'auto' means TMA here (the device has it)."""
     k = "tma" if kernel == "auto" else kernel
-    if config is None:
-        cfg = default_config(M, N, K, dtype, k, num_sms, fusable=False, gpu=gpu)
-    else:
-        cfg = GemmConfig.of(config)
-    cfg.check(k)
+    cfg = (default_config(M, N, K, dtype, k, num_sms, fusable=False, gpu=gpu) if config is None
+           else GemmConfig.of(config)).check(k)
     if k == "ptr":
         return GemmPlan("ptr", M, N, K, dtype, cfg, num_sms)
     split = cfg.SPLIT_K > 1
@@ -459,11 +456,6 @@ def _empty_launch(M, N, K, out):
     if M == 0 or N == 0:
         return lambda: None
     return out.zero_
-
-
-def _span(t) -> int:
-    """Bytes from ``t``'s first to one past its last element (0 when empty)."""
-    return 0 if t.numel() == 0 else (_max_offset(t) + 1) * t.element_size()
 
 
 def _plan_for(a, b, out, kernel, config):

@@ -212,18 +212,11 @@ def nearest(M: int, N: int, K: int, dtype, gpu: str = "h200") -> tuple[dict, flo
     """``(entry, distance)`` of the nearest entry of ``dtype`` within :data:`MAX_DISTANCE`,
     or None."""
     dt = _dtype_name(dtype)
-    best = None
-    for e in entries(gpu):
-        if e["dtype"] != dt:
-            continue
-        d = distance(M, N, K, e)
-        if d > 0 and not e.get("measured", True):
-            continue  # a seed entry is the heuristic's choice for its own shape only
-        if best is None or d < best[1]:
-            best = (e, d)
-    if best is None or best[1] > MAX_DISTANCE:
-        return None
-    return best
+    near = ((e, distance(M, N, K, e)) for e in entries(gpu) if e["dtype"] == dt)
+    # a seed entry is the heuristic's choice for its own shape only
+    best = min(((e, d) for e, d in near if d == 0 or e.get("measured", True)),
+               key=lambda ed: ed[1], default=None)
+    return best if best is not None and best[1] <= MAX_DISTANCE else None
 
 
 def lookup(M: int, N: int, K: int, dtype, *, gpu: str = "h200", fusable: bool = True,
