@@ -59,51 +59,6 @@ def _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _store_tile(desc, acc, row, col, dtype: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
-    """The TMA kernels' epilogue: the fp32 tile ``acc`` stored as ``dtype`` at ``[row, col]``
-    of ``desc``; with ``EPILOGUE_SUBTILE`` as two ``BLOCK_M x BLOCK_N/2`` halves (its box)."""
-    if EPILOGUE_SUBTILE:
-        acc = tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2))
-        acc = tl.permute(acc, (0, 2, 1))
-        acc0, acc1 = tl.split(acc)
-        desc.store([row, col], acc0.to(dtype))
-        desc.store([row, col + BLOCK_N // 2], acc1.to(dtype))
-    else:
-        desc.store([row, col], acc.to(dtype))
-
-
-@triton.jit
-def _ptr_tile_acc(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, IMPRECISE_ACC: tl.constexpr):
-    """The pointer kernels' tile (:func:`matmul_ptr_kernel` says how and why): ``(acc,
-    offs_m, offs_n, mask_m, mask_n)`` of this program's ``BLOCK_M x BLOCK_N`` tile of
-    ``A @ B``, the dot's ``max_num_imprecise_acc`` ``IMPRECISE_ACC``."""
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    pid_m, pid_n = _grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    mask_m = offs_m < M
-    mask_n = offs_n < N
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        offs_kk = k * BLOCK_K + offs_k
-        mask_k = offs_kk < K
-        a_ptrs = a_ptr + (offs_m[:, None] * stride_am + offs_kk[None, :] * stride_ak)
-        b_ptrs = b_ptr + (offs_kk[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMPRECISE_ACC)
-    return acc, offs_m, offs_n, mask_m, mask_n
-
-
-@triton.jit
 def matmul_ptr_kernel(a_ptr, b_ptr, c_ptr,  #
                       M, N, K,  #
                       stride_am, stride_ak,  #
@@ -125,9 +80,27 @@ def matmul_ptr_kernel(a_ptr, b_ptr, c_ptr,  #
     The K loop is software-pipelined by Triton (``num_stages`` cp.async stages) and the dot
     lowers to wgmma on sm_90.
     """
-    acc, offs_m, offs_n, mask_m, mask_n = _ptr_tile_acc(
-        a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N,
-        BLOCK_K, GROUP_M, None)
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        offs_kk = k * BLOCK_K + offs_k
+        mask_k = offs_kk < K
+        a_ptrs = a_ptr + (offs_m[:, None] * stride_am + offs_kk[None, :] * stride_ak)
+        b_ptrs = b_ptr + (offs_kk[:, None] * stride_bk + offs_n[None, :] * stride_bn)
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+
     c = acc.to(c_ptr.dtype.element_ty)
     c_ptrs = c_ptr + (offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn)
     tl.store(c_ptrs, c, mask=mask_m[:, None] & mask_n[None, :])
@@ -199,7 +172,14 @@ def matmul_tma_persistent_kernel(a_ptr, b_ptr, c_ptr,  #
             b = b_desc.load([offs_k, offs_n])
             acc = tl.dot(a, b, acc)
 
-        _store_tile(c_desc, acc, offs_m, offs_n, dtype, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        if EPILOGUE_SUBTILE:
+            acc = tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2))
+            acc = tl.permute(acc, (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            c_desc.store([offs_m, offs_n], acc0.to(dtype))
+            c_desc.store([offs_m, offs_n + BLOCK_N // 2], acc1.to(dtype))
+        else:
+            c_desc.store([offs_m, offs_n], acc.to(dtype))
 
 
 def kernel_fn(kernel: str):

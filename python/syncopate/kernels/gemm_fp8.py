@@ -41,7 +41,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .gemm import _grouped_tile, _ptr_tile_acc, _store_tile
+from .gemm import _grouped_tile
 from .gemm_config import short_name
 
 
@@ -83,9 +83,27 @@ def matmul_fp8_ptr_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr,  #
     ``IMPRECISE_ACC``: ``tl.dot``'s ``max_num_imprecise_acc`` (``BLOCK_K``: promote every K
     step; None: never, see the module docstring's ``FAST_ACCUM``).
     """
-    acc, offs_m, offs_n, mask_m, mask_n = _ptr_tile_acc(
-        a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N,
-        BLOCK_K, GROUP_M, IMPRECISE_ACC)
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        offs_kk = k * BLOCK_K + offs_k
+        mask_k = offs_kk < K
+        a_ptrs = a_ptr + (offs_m[:, None] * stride_am + offs_kk[None, :] * stride_ak)
+        b_ptrs = b_ptr + (offs_kk[:, None] * stride_bk + offs_n[None, :] * stride_bn)
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=IMPRECISE_ACC)
+
     acc = _scale_acc(acc, scale_a_ptr, scale_b_ptr, offs_m, offs_n, M, N, SA_ROWS, SB_COLS)
     c = acc.to(c_ptr.dtype.element_ty)
     c_ptrs = c_ptr + (offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn)
@@ -144,7 +162,14 @@ def matmul_fp8_tma_persistent_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_p
         rows = offs_m + tl.arange(0, BLOCK_M)
         cols = offs_n + tl.arange(0, BLOCK_N)
         acc = _scale_acc(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, SA_ROWS, SB_COLS)
-        _store_tile(c_desc, acc, offs_m, offs_n, dtype, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        if EPILOGUE_SUBTILE:
+            acc = tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2))
+            acc = tl.permute(acc, (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            c_desc.store([offs_m, offs_n], acc0.to(dtype))
+            c_desc.store([offs_m, offs_n + BLOCK_N // 2], acc1.to(dtype))
+        else:
+            c_desc.store([offs_m, offs_n], acc.to(dtype))
 
 
 FP8_KERNELS = {"ptr": "matmul_fp8_ptr_kernel", "tma": "matmul_fp8_tma_persistent_kernel"}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .gemm import _grouped_tile, _store_tile
+from .gemm import _grouped_tile
 
 
 @triton.jit
@@ -86,7 +86,14 @@ def matmul_tma_splitk_kernel(a_ptr, b_ptr, ws_ptr,  #
             acc = tl.dot(a, b, acc)
 
         row = split * m_pad + offs_m
-        _store_tile(ws_desc, acc, row, offs_n, tl.float32, BLOCK_M, BLOCK_N, EPILOGUE_SUBTILE)
+        if EPILOGUE_SUBTILE:
+            acc = tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2))
+            acc = tl.permute(acc, (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            ws_desc.store([row, offs_n], acc0)
+            ws_desc.store([row, offs_n + BLOCK_N // 2], acc1)
+        else:
+            ws_desc.store([row, offs_n], acc)
 
 
 @triton.jit
