@@ -182,9 +182,7 @@ def write_table(path, entries: list, *, gpu: str, source: str, note: str = "") -
 def merge_entries(old: list, new: list) -> list:
     """``old`` with ``new``'s entries replacing those of the same dtype and shape."""
     key = lambda e: (_dtype_name(e["dtype"]), int(e["M"]), int(e["N"]), int(e["K"]))  # noqa: E731
-    merged = {key(e): e for e in old}
-    merged.update({key(e): e for e in new})
-    return list(merged.values())
+    return list({key(e): e for e in [*old, *new]}.values())
 
 
 def reload_tables() -> None:
