@@ -41,25 +41,16 @@ if triton.knobs.runtime.interpret:  # Triton 3.6's interpreter: see .interpreter
     interpreter.install()
 
 
-def _corpus() -> list[dict]:
-    entries = []
-    for kernel in ("matmul_ptr_kernel", "matmul_tma_persistent_kernel"):
-        for dtype in ("bf16", "fp16"):
-            config = default_config(8192, 8192, 8192, dtype, kernel)
-            signature, constexprs = compile_args(kernel, dtype, config)
-            entries.append({
-                "name": f"{kernel}_{dtype}",
-                "fn": kernel_fn(kernel),
-                "signature": signature,
-                "constexprs": constexprs,
-                "attrs": compile_attrs(kernel),
-                "options": config.options(),
-            })
-    return entries
+def _entry(kernel: str, dtype: str) -> dict:
+    config = default_config(8192, 8192, 8192, dtype, kernel)
+    signature, constexprs = compile_args(kernel, dtype, config)
+    return {"name": f"{kernel}_{dtype}", "fn": kernel_fn(kernel), "signature": signature,
+            "constexprs": constexprs, "attrs": compile_attrs(kernel), "options": config.options()}
 
 
 #: Both GEMM kernels in bf16 and fp16 at the H200 default config for a large problem.
-CORPUS = _corpus()
+CORPUS = [_entry(kernel, dtype) for kernel in ("matmul_ptr_kernel", "matmul_tma_persistent_kernel")
+          for dtype in ("bf16", "fp16")]
 
 __all__ = [
     "AttentionConfig", "attention", "attention_backward", "attention_compile_args", "attention_compile_attrs",

@@ -168,6 +168,14 @@ def _zigzag_stored(pos, SEG_LEN, SEGMENTS: tl.constexpr):
 
 
 @triton.jit
+def _rows_desc(base, rows, stride, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """A TMA descriptor over the ``[rows, HEAD_DIM]`` matrix at ``base`` (row stride
+    ``stride``, unit inner stride), ``BLOCK`` rows per box."""
+    return tl.make_tensor_descriptor(base, shape=[rows, HEAD_DIM], strides=[stride, 1],
+                                     block_shape=[BLOCK, HEAD_DIM])
+
+
+@triton.jit
 def _fast_kv_step(acc, l_i, m_i, q, desc_k, desc_v, start_n, offs_m, offs_n, qk_scale,
                   SEQ_KV, SEG_LEN, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
                   MASK_CAUSAL: tl.constexpr, MASK_KV: tl.constexpr, SEGMENTS: tl.constexpr):
@@ -239,18 +247,12 @@ def attn_fwd_fast_kernel(Q, K, V, O, LSE, qk_scale,
     # per-(batch, head) 2-d descriptors: a descriptor is built per program anyway, and a 2-d
     # block is what Triton's warp specialisation can split between its consumer warp groups
     # (a 4-d block needs a reshape it refuses)
-    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
-                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_qm, 1],
-                                       block_shape=[BLOCK_M, HEAD_DIM])
-    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
-                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
-                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    desc_o = tl.make_tensor_descriptor(O + b * stride_ob + h * stride_oh,
-                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_om, 1],
-                                       block_shape=[BLOCK_M, HEAD_DIM])
+    desc_q = _rows_desc(Q + b * stride_qb + h * stride_qh, SEQ_Q, stride_qm, BLOCK_M, HEAD_DIM)
+    desc_k = _rows_desc(K + b * stride_kb + h_kv * stride_kh, SEQ_KV, stride_kn, BLOCK_N,
+                        HEAD_DIM)
+    desc_v = _rows_desc(V + b * stride_vb + h_kv * stride_vh, SEQ_KV, stride_vn, BLOCK_N,
+                        HEAD_DIM)
+    desc_o = _rows_desc(O + b * stride_ob + h * stride_oh, SEQ_Q, stride_om, BLOCK_M, HEAD_DIM)
     m0 = pid_m * BLOCK_M
     q = desc_q.load([m0, 0])
     q_pos = _zigzag_original(Q_OFFSET + m0, SEG_LEN, SEGMENTS)  # a block lies in one segment
@@ -343,11 +345,10 @@ def fast_compile_args(dtype="bf16", head_dim: int = 128, causal: bool = False, c
     ``config`` None: the heuristic fast config."""
     from_fast = fast_default_config(head_dim, causal) if config is None else None
     cfg = AttentionConfig.of(config, head_dim, base=from_fast).check(head_dim)
-    sig, _ = compile_args(dtype, head_dim, causal, cfg.replace(WARP_SPECIALIZE=False))
+    sig, cx = compile_args(dtype, head_dim, causal, cfg.replace(WARP_SPECIALIZE=False))
     signature = {p: sig.get(p, "i32") for p in FAST_PARAMS}
-    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N,
-                      CAUSAL=bool(causal), SEGMENTS=int(segments),
-                      WARP_SPECIALIZE=cfg.WARP_SPECIALIZE, EVEN_KV=bool(even_kv))
+    constexprs = dict(cx, SEGMENTS=int(segments), WARP_SPECIALIZE=cfg.WARP_SPECIALIZE,
+                      EVEN_KV=bool(even_kv))
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     return signature, constexprs
 
@@ -538,11 +539,10 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None, conf
     if fast:
         launch_fast(q, k, v, o, lse, causal, sm_scale, cfg)
         return o, lse
-    grid = (triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)
-    args = (q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq,
-            Skv)
-    consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal))
-    attn_fwd_kernel[grid](*args, **consts, **cfg.options())
+    attn_fwd_kernel[(triton.cdiv(Sq, cfg.BLOCK_M), B * Hq)](
+        q, k, v, o, lse, float(sm_scale) * LOG2E, *strides3(q, k, v, o), Hq, Hq // Hkv, Sq, Skv,
+        HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, CAUSAL=bool(causal),
+        **cfg.options())
     return o, lse
 
 

@@ -60,9 +60,9 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
-from .attention import (LOG2E, AttentionConfig, _unit_last, _zigzag_original, _zigzag_stored,
-                        check_device, check_operands, fast_config, fast_path_reason, strides3,
-                        tma_strides)
+from .attention import (LOG2E, AttentionConfig, _rows_desc, _unit_last, _zigzag_original,
+                        _zigzag_stored, check_device, check_operands, fast_config,
+                        fast_path_reason, strides3, tma_strides)
 from .gemm_launch import ensure_tma_allocator
 
 
@@ -349,21 +349,11 @@ def attn_bwd_dq_fast_kernel(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     b = pid_bh // H_Q
     h = pid_bh % H_Q
     h_kv = h // GROUP
-    desc_q = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
-                                       shape=[SEQ_Q, HEAD_DIM], strides=[stride_qm, 1],
-                                       block_shape=[BLOCK_M, HEAD_DIM])
-    desc_do = tl.make_tensor_descriptor(DO + b * stride_dob + h * stride_doh,
-                                        shape=[SEQ_Q, HEAD_DIM], strides=[stride_dom, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM])
-    desc_dq = tl.make_tensor_descriptor(DQ + b * stride_dqb + h * stride_dqh,
-                                        shape=[SEQ_Q, HEAD_DIM], strides=[stride_dqm, 1],
-                                        block_shape=[BLOCK_M, HEAD_DIM])
-    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
-                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
-                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
+    desc_q = _rows_desc(Q + b * stride_qb + h * stride_qh, SEQ_Q, stride_qm, BLOCK_M, HEAD_DIM)
+    desc_do = _rows_desc(DO + b * stride_dob + h * stride_doh, SEQ_Q, stride_dom, BLOCK_M, HEAD_DIM)
+    desc_dq = _rows_desc(DQ + b * stride_dqb + h * stride_dqh, SEQ_Q, stride_dqm, BLOCK_M, HEAD_DIM)
+    desc_k = _rows_desc(K + b * stride_kb + h_kv * stride_kh, SEQ_KV, stride_kn, BLOCK_N, HEAD_DIM)
+    desc_v = _rows_desc(V + b * stride_vb + h_kv * stride_vh, SEQ_KV, stride_vn, BLOCK_N, HEAD_DIM)
     m0 = pid_m * BLOCK_M
     rows = m0 + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -442,18 +432,12 @@ def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scal
     desc_do = tl.make_tensor_descriptor(DO + b * stride_dob, shape=[H_Q, SEQ_Q, HEAD_DIM],
                                         strides=[stride_doh, stride_dom, 1],
                                         block_shape=[1, BLOCK_M, HEAD_DIM])
-    desc_k = tl.make_tensor_descriptor(K + b * stride_kb + h_kv * stride_kh,
-                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    desc_v = tl.make_tensor_descriptor(V + b * stride_vb + h_kv * stride_vh,
-                                       shape=[SEQ_KV, HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    desc_dk = tl.make_tensor_descriptor(DK + b * stride_dkb + h_kv * stride_dkh,
-                                        shape=[SEQ_KV, HEAD_DIM], strides=[stride_dkn, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM])
-    desc_dv = tl.make_tensor_descriptor(DV + b * stride_dvb + h_kv * stride_dvh,
-                                        shape=[SEQ_KV, HEAD_DIM], strides=[stride_dvn, 1],
-                                        block_shape=[BLOCK_N, HEAD_DIM])
+    desc_k = _rows_desc(K + b * stride_kb + h_kv * stride_kh, SEQ_KV, stride_kn, BLOCK_N, HEAD_DIM)
+    desc_v = _rows_desc(V + b * stride_vb + h_kv * stride_vh, SEQ_KV, stride_vn, BLOCK_N, HEAD_DIM)
+    desc_dk = _rows_desc(DK + b * stride_dkb + h_kv * stride_dkh, SEQ_KV, stride_dkn, BLOCK_N,
+                         HEAD_DIM)
+    desc_dv = _rows_desc(DV + b * stride_dvb + h_kv * stride_dvh, SEQ_KV, stride_dvn, BLOCK_N,
+                         HEAD_DIM)
     n0 = pid_n * BLOCK_N
     cols = n0 + tl.arange(0, BLOCK_N)
     k = desc_k.load([n0, 0])
@@ -463,7 +447,8 @@ def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scal
     n_q = tl.cdiv(SEQ_Q, BLOCK_M)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    if CAUSAL:  # query blocks [first, diag) hold the diagonal, [diag, n_q) see the block whole
+    diag = 0  # causal: query blocks [first, diag) hold the diagonal, [diag, n_q) see it whole
+    if CAUSAL:
         first = tl.minimum(n0 // BLOCK_M, n_q)
         diag = tl.minimum(tl.cdiv(n0 + BLOCK_N, BLOCK_M), n_q)
         n_diag = diag - first
@@ -472,20 +457,12 @@ def attn_bwd_dkdv_fast_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scal
             start_m = (first + t % n_diag) * BLOCK_M
             dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
                                 h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M, True)
-        n_rest = n_q - diag
-        for t in tl.range(0, GROUP * n_rest):
-            g = t // n_rest
-            start_m = (diag + t % n_rest) * BLOCK_M
-            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
-                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M,
-                                False)
-    else:
-        for t in tl.range(0, GROUP * n_q):
-            g = t // n_q
-            start_m = (t % n_q) * BLOCK_M
-            dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
-                                h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M,
-                                False)
+    n_rest = n_q - diag
+    for t in tl.range(0, GROUP * n_rest):
+        g = t // n_rest
+        start_m = (diag + t % n_rest) * BLOCK_M
+        dk, dv = _dkdv_step(dk, dv, k, v, desc_q, desc_do, LSE, DELTA, stat0 + g * SEQ_Q,
+                            h0 + g, start_m, cols, qk_scale, SEQ_Q, HEAD_DIM, BLOCK_M, False)
     desc_dk.store([n0, 0], (dk * sm_scale).to(DK.dtype.element_ty))
     desc_dv.store([n0, 0], dv.to(DV.dtype.element_ty))
 

@@ -47,8 +47,8 @@ from pathlib import Path
 from .. import settings
 from ..errors import LaunchError
 from .gemm_config import SMEM_LIMIT_SM90, TileConfig
-from .gemm_table import (FORMAT, cache_dir, first_entries, read_table_file, table_files,
-                         write_table_file)
+from .gemm_table import (FORMAT, SHIPPED_DIR, cache_dir, first_entries, read_table_file,
+                         table_files, write_table_file)
 
 SUPPORTED_DTYPES = ("bf16", "fp16")
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -72,8 +72,6 @@ WS_STAGES = 2
 _PEEL_REMOVED = ("PEEL_DIAGONAL was removed (2026-12-07): on an H100 with Triton 3.6 the "
                  "peeled warp-specialised forward gave NaN in every causal case it ran, so the "
                  "entry's measurement is of a kernel that no longer exists")
-
-SHIPPED_DIR = Path(__file__).with_name("configs")
 
 
 @dataclass(frozen=True)
@@ -281,14 +279,11 @@ def reload_tables() -> None:
 @functools.lru_cache(maxsize=4096)
 def _lookup(gpu: str, kernel: str, dtype: str, D: int, causal: bool, S: int,
             sources: tuple) -> AttentionConfig:
-    best = None
-    for e in _entries(gpu, sources):
-        if (e["kernel"], e["dtype"], e["D"], e["causal"]) != (kernel, dtype, D, causal):
-            continue
-        d = abs(math.log2(max(S, 1) / e["S"]))
-        if best is None or d < best[0]:
-            best = (d, e["config"])
-    return best[1] if best else fast_default_config(D, causal, kernel)
+    same = [e for e in _entries(gpu, sources)
+            if (e["kernel"], e["dtype"], e["D"], e["causal"]) == (kernel, dtype, D, causal)]
+    if not same:
+        return fast_default_config(D, causal, kernel)
+    return min(same, key=lambda e: abs(math.log2(max(S, 1) / e["S"])))["config"]
 
 
 def lookup(kernel: str, dtype: str, D: int, causal: bool, S: int,

@@ -77,6 +77,7 @@ import triton
 import triton.language as tl
 
 from ..errors import LaunchError
+from .attention import _PARAMS as PLAIN_PARAMS
 from .attention import (LOG2E, AttentionConfig, _unit_last, check_device, check_operands,
                         choose_kernel, launch_fast, outputs, strides3)
 from .attention import compile_args as plain_compile_args
@@ -226,10 +227,7 @@ def default_config(head_dim: int) -> AttentionConfig:
     return plain_default_config(head_dim)
 
 
-_PARAMS = ("Q", "K", "V", "O", "LSE", "qk_scale",
-           "stride_qb", "stride_qh", "stride_qm", "stride_kb", "stride_kh", "stride_kn",
-           "stride_vb", "stride_vh", "stride_vn", "stride_ob", "stride_oh", "stride_om",
-           "H_Q", "GROUP", "SEQ_Q", "SEQ_KV", "Q_OFFSET")
+_PARAMS = PLAIN_PARAMS + ("Q_OFFSET",)
 
 
 def check_zigzag(Sq: int, Skv: int, segments: int, q_offset: int, cfg: AttentionConfig) -> int:
@@ -259,9 +257,8 @@ def compile_args(dtype="bf16", head_dim: int = 128, segments: int = 2,
                  config=None, descending: bool = False) -> tuple[dict, dict]:
     """``(signature, constexprs)`` of :func:`attn_zigzag_fwd_kernel` (as the JIT builds them)."""
     sig, cx = plain_compile_args(dtype, head_dim, False, config)
-    sig.pop("CAUSAL")
-    cx.pop("CAUSAL")
-    signature = {p: sig[p] if p in sig else "i32" for p in _PARAMS}
+    del cx["CAUSAL"]
+    signature = {p: sig.get(p, "i32") for p in _PARAMS}
     constexprs = dict(SEGMENTS=int(segments), **cx, DESCENDING=bool(descending))
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     return signature, constexprs

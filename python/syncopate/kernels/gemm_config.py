@@ -199,8 +199,7 @@ class GemmConfig(TileConfig):
             total += self.BLOCK_M * c_block_n * c_bytes + 1024  # + barriers, descriptors
         return total
 
-    def check(self, kernel: str, smem_limit: int = SMEM_LIMIT_SM90, *,
-              fusable: bool = False) -> "GemmConfig":
+    def check(self, kernel: str, *, fusable: bool = False) -> "GemmConfig":
         """Raise :class:`LaunchError` saying what to change if ``kernel`` cannot run this config
         (``fusable``: inside a fused op, which takes neither split-K nor warp specialisation)."""
         k = _short(kernel)
@@ -248,9 +247,9 @@ class GemmConfig(TileConfig):
                     problems.append("WARP_SPECIALIZE does not support EPILOGUE_SUBTILE in Triton "
                                     "3.6: set EPILOGUE_SUBTILE=False")
         smem = self.smem_bytes(k)
-        if smem > smem_limit:
-            problems.append(f"needs ~{smem} bytes of shared memory, more than the {smem_limit} a "
-                            f"block may use: lower num_stages" +
+        if smem > SMEM_LIMIT_SM90:
+            problems.append(f"needs ~{smem} bytes of shared memory, more than the "
+                            f"{SMEM_LIMIT_SM90} a block may use: lower num_stages" +
                             (" or set EPILOGUE_SUBTILE=True" if k == "tma" and not
                              self.EPILOGUE_SUBTILE and not self.WARP_SPECIALIZE else ""))
         if problems:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LaunchError
-from .gemm_config import (H200_NUM_SMS, SMEM_LIMIT_SM90, GemmConfig, _wide_tiles_win,
-                          divisibility, short_name, signature_of)
+from .gemm_config import (H200_NUM_SMS, GemmConfig, _wide_tiles_win, divisibility, short_name,
+                          signature_of)
 from .gemm_fp8 import FP8_KERNELS
 
 
@@ -58,11 +58,11 @@ class Fp8GemmConfig(GemmConfig):
         """Shared memory: one-byte A and B elements and (TMA) the bf16 C staging buffer."""
         return super().smem_bytes(fp8_short(kernel), elem_bytes, c_bytes)
 
-    def check(self, kernel: str, smem_limit: int = SMEM_LIMIT_SM90) -> "Fp8GemmConfig":
+    def check(self, kernel: str) -> "Fp8GemmConfig":
         """The bf16 checks (powers of two, TMA box limits, warp specialisation, shared memory
         at one byte per element), plus FP8 wgmma's K granularity."""
         k = fp8_short(kernel)
-        super().check(k, smem_limit)
+        super().check(k)
         if self.BLOCK_K < 32:
             raise LaunchError(f"FP8 config {self} is not valid: BLOCK_K={self.BLOCK_K} must be "
                               f">= 32 (FP8 wgmma consumes K in steps of 32)")

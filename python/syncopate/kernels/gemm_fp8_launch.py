@@ -16,8 +16,8 @@ import triton
 from ..errors import LaunchError
 from .gemm_fp8 import fp8_kernel_fn
 from .gemm_fp8_config import Fp8GemmConfig, default_fp8_config, fp8_short
-from .gemm_launch import (_overlaps, _padded, check_devices, check_matrices, check_ptr_offsets,
-                          ensure_tma_allocator, num_sms)
+from .gemm_launch import (_empty_launch, _overlaps, _padded, check_devices, check_matrices,
+                          check_ptr_offsets, ensure_tma_allocator, num_sms)
 
 
 @dataclass(frozen=True)
@@ -158,10 +158,8 @@ def make_fp8_launcher(a, b, scale_a, scale_b, out=None, *, kernel: str = "tma", 
     M, N, K = prob.M, prob.N, prob.K
     if out is None:
         out = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:
-        return (lambda: None), out
-    if K == 0:
-        return out.zero_, out
+    if not (M and N and K):
+        return _empty_launch(M, N, K, out), out
     k = fp8_short(kernel)
     cfg = resolve_fp8_config(k, M, N, K, config)
     args, grid = fp8_args(k, a, b, out, scale_a, scale_b, prob, cfg)

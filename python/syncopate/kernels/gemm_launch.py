@@ -44,7 +44,6 @@ from .gemm_config import (_SUPPORTED_DTYPES, REDUCE_BLOCK_M, REDUCE_BLOCK_N, RED
 from .gemm_splitk import matmul_tma_splitk_kernel, splitk_reduce_kernel
 from .gemm_table import default_config, gpu_key
 
-_NUM_SMS_CACHE: dict[int, int] = {}
 _DEVICE_INFO: dict[int, tuple] = {}
 
 
@@ -52,11 +51,7 @@ def num_sms(device=None) -> int:
     """Multiprocessor count of a CUDA device (cached)."""
     import torch
     idx = torch.device(device if device is not None else "cuda").index
-    if idx is None:
-        idx = torch.cuda.current_device()
-    if idx not in _NUM_SMS_CACHE:
-        _NUM_SMS_CACHE[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _NUM_SMS_CACHE[idx]
+    return device_info(torch.cuda.current_device() if idx is None else idx)[0]
 
 
 def device_info(index: int) -> tuple[int, tuple[int, int], str]:
@@ -74,14 +69,14 @@ def _max_offset(t) -> int:
     return sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
 
 
+def _span(t) -> int:
+    """Bytes from ``t``'s first to one past its last element (0 when empty)."""
+    return 0 if t.numel() == 0 else (_max_offset(t) + 1) * t.element_size()
+
+
 def _overlaps(x, y) -> bool:
-    if x.numel() == 0 or y.numel() == 0:
-        return False
-    xs, ys = x.element_size(), y.element_size()
-    x0, y0 = x.data_ptr(), y.data_ptr()
-    x1 = x0 + (_max_offset(x) + 1) * xs
-    y1 = y0 + (_max_offset(y) + 1) * ys
-    return x0 < y1 and y0 < x1
+    sx, sy, x0, y0 = _span(x), _span(y), x.data_ptr(), y.data_ptr()
+    return bool(sx and sy) and x0 < y0 + sy and y0 < x0 + sx
 
 
 def _kernel_choice(kernel) -> str:
@@ -165,38 +160,33 @@ def check_operands(a, b, out=None, kernel: str = "tma", *, cuda: bool = True
         pass  # nothing is launched (empty result, or zeros for K == 0): layouts do not matter
     elif k == "tma":
         for name, t in tensors:
-            rows, cols = t.shape
-            if t.stride(1) != 1 and cols > 1:
-                raise LaunchError(
-                    f"kernel='tma' needs {name} row-major with unit inner stride, got strides "
-                    f"{tuple(t.stride())} (non-contiguous): pass {name}.contiguous(), or use "
-                    f"kernel='auto' (stages it) or kernel='ptr' which takes any strides")
-            if rows > 1 and (t.stride(0) * t.element_size()) % 16:
-                raise LaunchError(
-                    f"kernel='tma' needs {name}'s row stride to be a multiple of 16 bytes (TMA), "
-                    f"got {t.stride(0)} elements of {t.element_size()} bytes: pad the row length "
-                    f"to a multiple of {16 // t.element_size()}, or use kernel='auto' (stages "
-                    f"it) or kernel='ptr'")
-            if t.data_ptr() % 16:
-                raise LaunchError(f"kernel='tma' needs {name} 16-byte aligned (TMA), got address "
-                                  f"{t.data_ptr():#x}: pass a fresh tensor or {name}.clone(), or "
-                                  f"use kernel='auto' (stages it) or kernel='ptr'")
+            if (problem := _tma_problem(name, t)) is not None:
+                raise LaunchError(problem)
     elif k == "ptr":
         check_ptr_offsets(tensors)
     check_devices(a, tensors[1:], cuda=cuda)
     return M, N, K
 
 
-def tma_compatible(t) -> bool:
-    """Whether TMA can read/write ``t`` in place: unit inner stride (or one column), 16-byte
-    aligned base, and a row stride that is a multiple of 16 bytes (or one row)."""
+def _tma_problem(name: str, t) -> str | None:
+    """Why TMA cannot read/write ``t`` in place (None: it can): it needs a unit inner stride
+    (or one column), a row stride that is a multiple of 16 bytes (or one row) and a 16-byte
+    aligned base."""
     rows, cols = t.shape
-    es = t.element_size()
-    if cols > 1 and t.stride(1) != 1:
-        return False
-    if rows > 1 and (t.stride(0) * es) % 16:
-        return False
-    return t.data_ptr() % 16 == 0
+    if t.stride(1) != 1 and cols > 1:
+        return (f"kernel='tma' needs {name} row-major with unit inner stride, got strides "
+                f"{tuple(t.stride())} (non-contiguous): pass {name}.contiguous(), or use "
+                f"kernel='auto' (stages it) or kernel='ptr' which takes any strides")
+    if rows > 1 and (t.stride(0) * t.element_size()) % 16:
+        return (f"kernel='tma' needs {name}'s row stride to be a multiple of 16 bytes (TMA), "
+                f"got {t.stride(0)} elements of {t.element_size()} bytes: pad the row length "
+                f"to a multiple of {16 // t.element_size()}, or use kernel='auto' (stages "
+                f"it) or kernel='ptr'")
+    if t.data_ptr() % 16:
+        return (f"kernel='tma' needs {name} 16-byte aligned (TMA), got address "
+                f"{t.data_ptr():#x}: pass a fresh tensor or {name}.clone(), or "
+                f"use kernel='auto' (stages it) or kernel='ptr'")
+    return None
 
 
 def _tma_row_stride(t) -> int:
@@ -315,8 +305,7 @@ class GemmPlan:
         self.kind, self.M, self.N, self.K, self.dtype = kind, M, N, K, dtype
         self.config, self.num_sms = config, num_sms
         self.stage_a, self.stage_b, self.stage_c = stage_a, stage_b, stage_c
-        es = 2
-        self.Kp, self.Np = _padded(K, es), _padded(N, es)
+        self.Kp, self.Np = _padded(K, 2), _padded(N, 2)
         cfg = config
         tiles = triton.cdiv(M, cfg.BLOCK_M) * triton.cdiv(N, cfg.BLOCK_N)
         if kind == "ptr":
@@ -411,10 +400,10 @@ def make_plan(a, b, out, *, kernel: str = "auto", config=None, num_sms: int | No
     if k == "auto" and capability[0] < 9:
         k = "ptr"
         check_operands(a, b, out, "ptr", cuda=False)
+    ops = (("a", a), ("b", b), ("out", out))
     return plan_layout(M, N, K, a.dtype, config, num_sms, kernel=k, gpu=gpu,
-                       tma_ok=(tma_compatible(a), tma_compatible(b), tma_compatible(out)),
-                       row_strides=(_tma_row_stride(a), _tma_row_stride(b),
-                                    _tma_row_stride(out)))
+                       tma_ok=tuple(_tma_problem(n, t) is None for n, t in ops),
+                       row_strides=tuple(_tma_row_stride(t) for _, t in ops))
 
 
 def plan_layout(M: int, N: int, K: int, dtype, config, num_sms: int, *, kernel: str = "auto",
@@ -423,11 +412,8 @@ def plan_layout(M: int, N: int, K: int, dtype, config, num_sms: int, *, kernel: 
     c TMA can use in place, ``row_strides`` their descriptor row strides (default: row-major
     ``K``, ``N``, ``N``). ``kernel`` 'auto' means TMA here (the device has it)."""
     k = "tma" if kernel == "auto" else kernel
-    if config is None:
-        cfg = default_config(M, N, K, dtype, k, num_sms, fusable=False, gpu=gpu)
-    else:
-        cfg = GemmConfig.of(config)
-    cfg.check(k)
+    cfg = (default_config(M, N, K, dtype, k, num_sms, fusable=False, gpu=gpu) if config is None
+           else GemmConfig.of(config)).check(k)
     if k == "ptr":
         return GemmPlan("ptr", M, N, K, dtype, cfg, num_sms)
     split = cfg.SPLIT_K > 1
@@ -470,11 +456,6 @@ def _empty_launch(M, N, K, out):
     if M == 0 or N == 0:
         return lambda: None
     return out.zero_
-
-
-def _span(t) -> int:
-    """Bytes from ``t``'s first to one past its last element (0 when empty)."""
-    return 0 if t.numel() == 0 else (_max_offset(t) + 1) * t.element_size()
 
 
 def _plan_for(a, b, out, kernel, config):

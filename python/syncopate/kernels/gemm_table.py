@@ -125,14 +125,13 @@ def read_table_file(path, what: str, entry, retune: str) -> dict:
     return raw
 
 
-def write_table_file(path, entries: list, *, gpu: str, source: str, note: str = "",
-                     extra: dict | None = None) -> Path:
+def write_table_file(path, entries: list, *, gpu: str, source: str, note: str = "") -> Path:
     """Write a config table file atomically (``path.tmp`` then rename); ``entries`` as JSON,
     sorted by the caller so that re-tuning gives a readable diff."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "gpu": gpu, "source": source, "note": note,
-           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **(extra or {}), "entries": entries}
+           "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "entries": entries}
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, path)
@@ -171,12 +170,11 @@ def entry_json(e: dict) -> dict:
     return out
 
 
-def write_table(path, entries: list, *, gpu: str, source: str, note: str = "",
-                extra: dict | None = None) -> Path:
+def write_table(path, entries: list, *, gpu: str, source: str, note: str = "") -> Path:
     """Write a GEMM table file (:func:`write_table_file`), entries sorted by dtype and shape."""
     ents = sorted((entry_json(e) for e in entries),
                   key=lambda e: (e["dtype"], e["M"], e["N"], e["K"]))
-    path = write_table_file(path, ents, gpu=gpu, source=source, note=note, extra=extra)
+    path = write_table_file(path, ents, gpu=gpu, source=source, note=note)
     reload_tables()
     return path
 
@@ -184,9 +182,7 @@ def write_table(path, entries: list, *, gpu: str, source: str, note: str = "",
 def merge_entries(old: list, new: list) -> list:
     """``old`` with ``new``'s entries replacing those of the same dtype and shape."""
     key = lambda e: (_dtype_name(e["dtype"]), int(e["M"]), int(e["N"]), int(e["K"]))  # noqa: E731
-    merged = {key(e): e for e in old}
-    merged.update({key(e): e for e in new})
-    return list(merged.values())
+    return list({key(e): e for e in [*old, *new]}.values())
 
 
 def reload_tables() -> None:
@@ -214,18 +210,11 @@ def nearest(M: int, N: int, K: int, dtype, gpu: str = "h200") -> tuple[dict, flo
     """``(entry, distance)`` of the nearest entry of ``dtype`` within :data:`MAX_DISTANCE`,
     or None."""
     dt = _dtype_name(dtype)
-    best = None
-    for e in entries(gpu):
-        if e["dtype"] != dt:
-            continue
-        d = distance(M, N, K, e)
-        if d > 0 and not e.get("measured", True):
-            continue  # a seed entry is the heuristic's choice for its own shape only
-        if best is None or d < best[1]:
-            best = (e, d)
-    if best is None or best[1] > MAX_DISTANCE:
-        return None
-    return best
+    near = ((e, distance(M, N, K, e)) for e in entries(gpu) if e["dtype"] == dt)
+    # a seed entry is the heuristic's choice for its own shape only
+    best = min(((e, d) for e, d in near if d == 0 or e.get("measured", True)),
+               key=lambda ed: ed[1], default=None)
+    return best if best is not None and best[1] <= MAX_DISTANCE else None
 
 
 def lookup(M: int, N: int, K: int, dtype, *, gpu: str = "h200", fusable: bool = True,
@@ -268,8 +257,7 @@ def default_config(M: int, N: int, K: int, dtype="bf16", kernel: str = "tma",
     _dtype_name(dtype)
     k = _short(kernel)
     if k == "tma":
-        cfg = lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable,
-                                num_sms=num_sms)
+        cfg = lookup(M, N, K, dtype, gpu=gpu or "h200", fusable=fusable, num_sms=num_sms)
         if cfg is not None:
             return cfg
     return heuristic_config(M, N, K, dtype, k, num_sms, fusable=fusable)

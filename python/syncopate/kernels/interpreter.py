@@ -16,12 +16,12 @@ about its limits. ``install`` is idempotent.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 import triton.language as tl
 import triton.runtime.interpreter as interp
-
-_installed = False
 
 
 def _widen(h):
@@ -34,12 +34,9 @@ def _widen(h):
     return h
 
 
+@functools.cache
 def install() -> None:
     """Patch the interpreter (module docstring); a second call does nothing."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
     patch_tensor, dot = interp._patch_lang_tensor, interp.InterpreterBuilder.create_dot
 
     def _patch_lang_tensor(tensor, scope):

@@ -31,6 +31,7 @@ dim]``); :meth:`TransformerBlock.load_from` takes this rank's shards of a refere
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -91,15 +92,6 @@ class _Local(torch.nn.Module):
 
     def full_of(self, shards):
         return shards[0]
-
-
-class _LocalComm:
-    """What the MoE ops' unfused paths read of a Communicator (group, rank, size, device): the
-    CPU (loopback or gloo) runs of the MoE block have no Communicator."""
-
-    def __init__(self, par, device):
-        self.group, self.rank, self.world_size = par.group, par.rank, par.world_size
-        self.device = device
 
 
 class TransformerBlock(torch.nn.Module):
@@ -238,9 +230,7 @@ class TransformerBlock(torch.nn.Module):
         return self.wo(o)
 
     def _mlp(self, h):
-        gu = self.w13(h)
-        g, u = gu.chunk(2, -1)
-        return self.w2(swiglu(g, u))
+        return self.w2(swiglu(*self.w13(h).chunk(2, -1)))
 
     def _moe(self, h):
         if torch.is_grad_enabled() and any(p.requires_grad for p in (self.w13, self.w2)):
@@ -252,8 +242,11 @@ class TransformerBlock(torch.nn.Module):
         wts, ids = route(t, self.router, moe.top_k)
         if h.is_cuda:
             comm, fused = self.par.communicator(h.device), self.fused
-        else:  # the ops' unfused paths run on CPU tensors (loopback or gloo ranks)
-            comm, fused = _LocalComm(self.par, h.device), False
+        else:  # the ops' unfused paths run on CPU tensors (loopback or gloo ranks), and read
+            # only a Communicator's group, rank, size and device: a CPU run has no Communicator
+            par, fused = self.par, False
+            comm = SimpleNamespace(group=par.group, rank=par.rank, world_size=par.world_size,
+                                   device=h.device)
         validate = moe.on_overflow == "error"
         d = moe_dispatch_gemm(t.contiguous(), ids, wts, self.w13.to(self.dtype).contiguous(), comm,
                               capacity=moe.capacity, on_overflow=moe.on_overflow,

@@ -95,31 +95,21 @@ class ColumnParallelLinear(_ParallelLinear):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
         w = self.weight.to(self.dtype)  # a cast when the parameters are kept wider
-        if self.fused is False:
-            y = all_gather_seq(x2, self.par) @ w
-        else:
-            y = sto.ag_gemm(x2, w, self.par.name)
+        y = (all_gather_seq(x2, self.par) @ w if self.fused is False
+             else sto.ag_gemm(x2, w, self.par.name))
         return y.view(lead[0] * self.par.world_size, *lead[1:], w.shape[1])
 
     def shard_of(self, full):
         """This rank's shard of the full ``[in, out]`` weight (its columns of every part)."""
         W, r = self.par.world_size, self.par.rank
-        cols, start = [], 0
-        for p in self.parts:
-            n = p // W
-            cols.append(full[:, start + r * n:start + (r + 1) * n])
-            start += p
-        return torch.cat(cols, 1)
+        return torch.cat([part[:, r * (p // W):(r + 1) * (p // W)]
+                          for p, part in zip(self.parts, full.split(self.parts, 1))], 1)
 
     def full_of(self, shards):
         """The full ``[in, out]`` weight from every rank's shard (rank order)."""
         W = self.par.world_size
-        out, start = [], 0
-        for p in self.parts:
-            n = p // W
-            out.append(torch.cat([s[:, start:start + n] for s in shards], 1))
-            start += n
-        return torch.cat(out, 1)
+        pieces = [s.split([p // W for p in self.parts], 1) for s in shards]  # [rank][part]
+        return torch.cat([torch.cat(by_part, 1) for by_part in zip(*pieces)], 1)
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -144,14 +134,11 @@ class RowParallelLinear(_ParallelLinear):
         w = self.weight.to(self.dtype)  # a cast when the parameters are kept wider
         W = self.par.world_size
         if self.reduce == "all":
-            y = _GemmAllReduce.apply(x2, w, self.par, self.fused)
-            return y.view(*lead, w.shape[1])
+            return _GemmAllReduce.apply(x2, w, self.par, self.fused).view(*lead, w.shape[1])
         if lead[0] % W:
             raise UsageError(f"RowParallelLinear: {lead[0]} rows do not divide over {W} ranks")
-        if self.fused is False:
-            y = reduce_scatter_seq(x2 @ w, self.par)
-        else:
-            y = sto.gemm_rs(x2, w, self.par.name)
+        y = (reduce_scatter_seq(x2 @ w, self.par) if self.fused is False
+             else sto.gemm_rs(x2, w, self.par.name))
         return y.view(lead[0] // W, *lead[1:], w.shape[1])
 
     def shard_of(self, full):

@@ -84,10 +84,8 @@ def sync_grads(module: torch.nn.Module, par) -> int:
         same = [g for g in grads if g.dtype == dtype]
         flat = torch.cat([g.reshape(-1) for g in same])
         collectives.all_reduce(flat, group=par.group)
-        offset = 0
-        for g in same:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
-            offset += g.numel()
+        for g, part in zip(same, flat.split([g.numel() for g in same])):
+            g.copy_(part.view_as(g))
     return len(grads)
 
 

@@ -63,21 +63,17 @@ def _register(name: str, t):
     return op
 
 
-def _register_all() -> dict:
-    """Every registered op with a torch schema, and its companions
-    (``<name>_<suffix>``, e.g. a backward)."""
-    ops = {}
+def _torch_ops():
+    """``(name, TorchOp)`` of every registered op with a torch schema, each followed by its
+    companions' (``<name>_<suffix>``, e.g. a backward)."""
     for name, spec in REGISTRY.items():
-        if spec.torch is None:
-            continue
-        ops[name] = _register(name, spec.torch)
-        for suffix, t in spec.torch.companions:
-            ops[f"{name}_{suffix}"] = _register(f"{name}_{suffix}", t)
-    return ops
+        if spec.torch is not None:
+            yield name, spec.torch
+            yield from ((f"{name}_{suffix}", t) for suffix, t in spec.torch.companions)
 
 
 #: name -> the custom op of every registered op with a torch schema (and its companions)
-OPS = _register_all()
+OPS = {name: _register(name, t) for name, t in _torch_ops()}
 
 
 def check_reduce_scatter(x, W: int) -> None:
