@@ -27,6 +27,7 @@ from syncopate_mlir.passes.ir_utils import kernel_func
 from syncopate_mlir.pipeline import fuse_pipeline
 from .. import abi, backends, chunk_table
 from ..errors import EmulationError
+from ..schedule.ce_plan import build_ce_plan
 from .arguments import (
     LaunchInputs,
     ParamSpec,
@@ -57,7 +58,6 @@ class Emulation:
     def __init__(self, fused_module, local, *, grid, args, fine: bool = False):
         fused_module = _with_epoch_load(fused_module)
         request = request_of(fused_module)
-        self.module = fused_module
         self.schedule = schedule_of(fused_module)
         self.backend = request.backend
         #: the backend's spec: comm programs or the host's side stream, flag type
@@ -76,7 +76,6 @@ class Emulation:
         self.withheld = frozenset(request.withhold)
         self.reduce = request.reduce
         self.W = self.schedule.world_size
-        self.fine = fine
         self.code = ModuleCode(fused_module, fine=fine).kernel
         self.ref_code = ModuleCode(local_module(local)).kernel
         self.grid = tuple(int(g) for g in (tuple(grid) + (1, 1, 1))[:3])
@@ -112,8 +111,7 @@ class Emulation:
         remote = self._remote_readers()
         checker = Checker(self.schedule, self.W, remote)
         checker.policy = policy
-        world = World(self.schedule, self.backend, self.comm, self.state, checker, faults,
-                      self.fine)
+        world = World(self.schedule, self.backend, self.comm, self.state, checker, faults)
         world.withheld = self.withheld
         if self.lowering == "table":  # lower-sm's table drain reads its target from the table
             reads = chunk_table.layout_of(self.schedule).reads
@@ -163,12 +161,12 @@ class Emulation:
                 world.epoch_words[r].data[3] = np.int32(m.addr >> 32)
                 world.epoch_mirrors.append(m)
         sched = Scheduler(policy)
-        world.sched = sched
-        ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.be.side_stream else None
+        ce_plans = [build_ce_plan(self.schedule, r, self.state.produced)
+                    for r in range(self.W)] if self.be.side_stream else None
         snapshots: dict = {}
         for r in range(self.W):
-            sched.spawn(Co(self._host(r, world, checker, sched, launches, seed, peers[r],
-                                      ce_plans[r] if ce_plans else None, snapshots, policy),
+            sched.spawn(Co(self._host(r, world, sched, launches, seed, peers[r],
+                                      ce_plans[r] if ce_plans else None, snapshots),
                            r, "host", -1, f"rank {r} host"))
         blocked = sched.run()
         if blocked:
@@ -231,7 +229,7 @@ class Emulation:
             out.append(b)
         return out
 
-    def _kernel_args(self, world, r, e, peers) -> list:
+    def _kernel_args(self, world, r, peers) -> list:
         vals = {n: Ptr(world.bufs[r][n], 0) if n in self.spec.ptr else self.args[n][r]
                 for n in self.spec.names}
         diag = Buffer("syn_diag", r, etype_named("i32"), np.zeros(16, dtype=np.int32))
@@ -248,7 +246,7 @@ class Emulation:
             out.append(vals[n])
         return out
 
-    def _host(self, r, world, checker, sched, launches, seed, peers, ce_plan, snapshots, policy):
+    def _host(self, r, world, sched, launches, seed, peers, ce_plan, snapshots):
         """Rank ``r``'s host: per launch, stage fresh inputs (stream order: after the previous
         launch), launch, wait; the ``ce`` protocol's host side included."""
         def finish(launch):
@@ -256,7 +254,7 @@ class Emulation:
             yield WaitCond(launch.done, f"rank {r} launch {launch.epoch} to complete")
             if ce_plan is not None and ce_plan.reduce_in and self.reduce != "epilogue":
                 yield from world.ce_reduce(r, launch.epoch, ce_plan)
-            checker.launch_done(r, launch.epoch)
+            world.checker.launch_done(r, launch.epoch)
             snapshots[r, launch.epoch] = {p: b.data.copy() for p, b in world.bufs[r].items()}
 
         prev = None
@@ -278,8 +276,8 @@ class Emulation:
                     for rr, lo, hi, partial in initial_regions(self.schedule, t):
                         if rr == r and not partial:
                             offs = region_offsets(b.shape, lo, hi)
-                            checker.write(f"rank {r} host (staging)", r, b, offs, e,
-                                          "<host staging>")
+                            world.checker.write(f"rank {r} host (staging)", r, b, offs, e,
+                                                "<host staging>")
                             b.data[offs] = data[p][offs]
                 else:
                     b.data[:] = data[p]
@@ -289,7 +287,7 @@ class Emulation:
             if not self.self_advance and (e == 1 or not world.faults.stale_epoch):
                 world.epoch_words[r].data[0] += 1
             launch = Launch(r, e)
-            args = self._kernel_args(world, r, e, peers)
+            args = self._kernel_args(world, r, peers)
             if ce_plan is not None:
                 launch.stream = sched.spawn(Co(world.ce_stream(r, e, ce_plan, launch), r,
                                                "stream", -1, f"rank {r} copy-engine stream", e))

@@ -194,8 +194,6 @@ class Machine:
     """Interface the interpreter calls for memory events and comm steps.  The plain machine
     (used for the unfused reference) knows no peers and no flags."""
 
-    fine = False
-
     def on_load(self, pc, buf, offs, loc):  # noqa: D401 - hooks
         pass
 
