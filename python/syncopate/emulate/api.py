@@ -181,7 +181,7 @@ class Emulation:
         result.outputs[policy] = {r: {p: b.data.copy() for p, b in world.bufs[r].items()}
                                   for r in range(self.W)}
         result.stats[policy] = dict(seconds=round(time.perf_counter() - t0, 3),
-                                    steps=sched.stats.steps, coroutines=sched.stats.coroutines,
+                                    steps=sched.steps, coroutines=sched.coroutines,
                                     deadlocked=bool(blocked), **world.stats)
 
     def _check_self_advance(self, world, launches, policy, result) -> None:
