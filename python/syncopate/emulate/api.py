@@ -18,7 +18,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from syncopate.abi import FlagLayout
 from syncopate_mlir.dialects.syncopate import request_of, schedule_of, state_of
 from syncopate_mlir.dialects.tt import PointerType
 from syncopate_mlir.passes.abi_info import (abi_args, comm_programs_of, lowering_of, operands_of,
@@ -108,8 +107,7 @@ class Emulation:
         if name == "behind" and arg is not None and arg < 0:
             policy = f"behind:{self.W + arg}"
         t0 = time.perf_counter()
-        remote = self._remote_readers()
-        checker = Checker(self.schedule, self.W, remote)
+        checker = Checker(self.schedule, self.W, self._remote_readers())
         checker.policy = policy
         world = World(self.schedule, self.backend, self.comm, self.state, checker, faults)
         world.withheld = self.withheld
@@ -117,18 +115,15 @@ class Emulation:
             reads = chunk_table.layout_of(self.schedule).reads
             world.reads = {r: int(self.table[reads + r]) for r in range(self.W)}
         world.param_of_tensor = {t: p for p, t in self.operands.items()}
-        amap = AddressMap()
-        world.addr_map = amap
-        flag_et = etype_named(self.be.flag_type.lstrip("*"))
-        lay = FlagLayout(self.schedule.num_chunks, self.W)
+        amap = world.addr_map = AddressMap()
+        flag_et = etype_named(self.be.flag_type)
         for r in range(self.W):
-            f = Buffer("syn_flags", r, flag_et, np.zeros(lay.words, dtype=flag_et.np),
+            f = Buffer("syn_flags", r, flag_et, np.zeros(world.layout.words, dtype=flag_et.np),
                        is_flags=True)
             world.flags.append(f)
             amap.add(f)
             for p, et in self.spec.ptr.items():
-                data = self.args[p][r].copy()
-                b = Buffer(p, r, et, data)
+                b = Buffer(p, r, et, self.args[p][r].copy())
                 t = self.operands.get(p)
                 if t is not None:
                     b.shape = self.schedule.tensors[t].shape
