@@ -30,7 +30,6 @@ from ..schedule.ce_plan import build_ce_plan
 from .arguments import (
     LaunchInputs,
     ParamSpec,
-    PerRank,
     is_consumed_operand,
     is_produced_operand,
     normalise_args,
@@ -39,13 +38,12 @@ from .checker import Checker
 from .comm import Faults, Launch, World, region_offsets
 from .interpreter import ModuleCode, ProgramCtx, WaitCond, WaitFlag
 from .memory import AddressMap, Buffer, Ptr, etype_named
-from .modules import fuse_module, kernel_ttir, local_module
+from .modules import fuse_module, local_module
 from .reference import Reference, initial_regions, program_ids
 from .result import EmulationResult
 from .scheduler import Co, Scheduler, parse_policy
 
-__all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "PerRank", "emulate",
-           "emulate_module", "fuse_module", "kernel_ttir"]
+__all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "emulate", "emulate_module"]
 
 DEFAULT_POLICIES = ("in-order", "reverse", "late", "behind:0", "behind:-1", "random:1",
                     "random:2", "random:3")

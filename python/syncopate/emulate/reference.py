@@ -336,10 +336,12 @@ class Reference:
         partials, within the sum's rounding bound."""
         exp = ref["sum", p]
         t = self.operands[p]
+        eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f32": 2.0 ** -23}.get(
+            self.spec.ptr[p].name, 0.0)
         for lo, hi, offs in self._final_offsets(t, r):
             a, b = data[offs].astype(np.float64), exp[offs].astype(np.float64)
             scale = ref["abs", p][offs].astype(np.float64)
-            tol = self.tolerance(p) * (scale + 1.0)
+            tol = eps * max(1, self.W - 1) * 2 * (scale + 1.0)
             bad = ~(np.abs(a - b) <= tol)
             if bad.any():
                 result.mismatches.append(
@@ -382,11 +384,6 @@ class Reference:
                 f"rank {r}, launch {e}, {p}: {int(bad.sum())} element(s) differ from the "
                 f"unfused kernel by more than {REORDER_ULPS} ulps (reordered reductions; first: "
                 f"element {first}, {a.reshape(-1)[first]} vs {b.reshape(-1)[first]}) [{policy}]")
-
-    def tolerance(self, p) -> float:
-        et = self.spec.ptr[p]
-        eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f32": 2.0 ** -23}.get(et.name, 0.0)
-        return eps * max(1, self.W - 1) * 2
 
 
 def _differ(a, b) -> np.ndarray:
