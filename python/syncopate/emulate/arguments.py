@@ -120,9 +120,8 @@ class LaunchInputs:
         got = self._cache.get(key)
         if got is None:
             got = {}
-            for i, n in enumerate(self.spec.ptr):
+            for i, (n, et) in enumerate(self.spec.ptr.items()):
                 base = self.args[n][rank]
-                et = self.spec.ptr[n]
                 if epoch == 1 or et.kind != "float":
                     got[n] = base.copy()
                 else:

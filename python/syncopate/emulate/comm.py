@@ -377,8 +377,7 @@ class World(Machine):
         groups: dict = {}
         for st in plan.reduce_in:
             c = self.schedule.chunk(st.chunk)
-            key = (c.tensor, c.lo, c.hi)
-            groups.setdefault(key, []).append((st.src, st.chunk))
+            groups.setdefault((c.tensor, c.lo, c.hi), []).append((st.src, st.chunk))
         for (tname, lo, hi), srcs in groups.items():
             shape = self.schedule.tensors[tname].shape
             size = int(np.prod(shape))

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+from xdsl.dialects.builtin import TensorType
 
 from syncopate_mlir.passes.access import loc_str
 from ..errors import EmulationError
@@ -130,7 +131,6 @@ def _array_prop(op, name) -> list[int]:
 
 
 def _is_tensor(t) -> bool:
-    from xdsl.dialects.builtin import TensorType
     return isinstance(t, TensorType)
 
 

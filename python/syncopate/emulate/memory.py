@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from xdsl.dialects.builtin import IntegerType, TensorType
 
 from .. import dtypes
 from ..errors import EmulationError
@@ -97,8 +98,6 @@ def _stored(n: str) -> EType | None:
 
 def etype_of(t) -> EType:
     """The element type of an xDSL type (a scalar or the element type of a tensor)."""
-    from xdsl.dialects.builtin import IntegerType, TensorType
-
     if isinstance(t, TensorType):
         t = t.element_type
     if isinstance(t, IntegerType):  # signless or not: the interpreter keeps the bits

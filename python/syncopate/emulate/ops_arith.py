@@ -7,6 +7,7 @@ import math
 import operator
 
 import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
 
 from ..errors import EmulationError
 from .interpreter import (
@@ -27,8 +28,6 @@ from .memory import Ptr, PtrTensor, bits_of, etype_of, from_bits, round_float, t
 
 @handler("arith.constant")
 def _constant(fc, op, tm):
-    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
-
     t = op.results[0].type
     et = etype_of(t)
     v = op.value

@@ -165,8 +165,7 @@ def _load(fc, op, tm):
                 mask = np.full(x.offs.shape, bool(mask))
             env[r] = _load_lanes(pc, buf, x.offs, mask, env[o] if o is not None else 0, where)
             return
-        # scalar
-        if mask is not None and not mask:
+        if mask is not None and not mask:  # a scalar pointer from here on
             env[r] = env[o] if o is not None else to_etype(0, et)
             return
         v = _load_lanes(pc, buf, np.array([x.off]), None, 0, where)[0]

@@ -284,10 +284,9 @@ class Reference:
             if got is None:
                 continue
             ref = self.expected(last, seed)
-            for p in self.operands:
-                if not is_consumed_operand(self.schedule, self.operands, p):
+            for p, t in self.operands.items():
+                if self.schedule.is_produced(t):
                     continue
-                t = self.operands[p]
                 for _, _, offs in self._final_offsets(t, r, got):
                     a = got[p][offs]
                     b = ref[r]["__gathered__"][p][offs]
