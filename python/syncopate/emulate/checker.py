@@ -35,8 +35,6 @@ import numpy as np
 from ..errors import EmulationError
 from .interpreter import serial_ge
 
-KINDS = ("read-before-arrival", "early-signal", "write-after-read", "deadlock")
-
 
 @dataclass(frozen=True)
 class Race:

@@ -101,8 +101,7 @@ def _int_to_ptr(fc, op, tm):
     def f(env, pc):
         x = env[a]
         if isinstance(x, np.ndarray):
-            flat = x.reshape(-1)
-            buf, _ = pc.machine.resolve_addr(int(flat[0]), where)
+            buf, _ = pc.machine.resolve_addr(int(x.reshape(-1)[0]), where)
             offs = (x.astype(np.int64) - buf.addr) // buf.esize
             env[r] = PtrTensor(_typed(buf, pet, where), offs)
         else:
