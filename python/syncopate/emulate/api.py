@@ -102,7 +102,7 @@ class Emulation:
     def run_policy(self, policy: str, launches: int, seed: int, faults: Faults | None,
                    result: EmulationResult) -> None:
         name, arg = parse_policy(policy)
-        if name == "behind" and arg is not None and arg < 0:
+        if name == "behind" and arg < 0:
             policy = f"behind:{self.W + arg}"
         t0 = time.perf_counter()
         checker = Checker(self.schedule, self.W, self._remote_readers())
@@ -215,11 +215,9 @@ class Emulation:
             rows.append([world.slots[q][t].addr if t in world.slots[q] else 0
                          for q in range(self.W)])
         table = np.array(rows, dtype=np.int64).reshape(-1)
-        out = []
-        for r in range(self.W):
-            b = Buffer("syn_peers", r, etype_named("i64"), table.copy())
+        out = [Buffer("syn_peers", r, etype_named("i64"), table.copy()) for r in range(self.W)]
+        for b in out:
             amap.add(b)
-            out.append(b)
         return out
 
     def _kernel_args(self, world, r, peers) -> list:

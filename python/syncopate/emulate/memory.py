@@ -177,9 +177,7 @@ def to_etype(x, et: EType):
         return round_float(et.np.type(x), et)
     if et.kind == "int":
         if isinstance(x, np.ndarray):
-            if et.bits == 1:
-                return x.astype(np.bool_)
-            return x.astype(et.np)
+            return x.astype(et.np)  # i1's storage is bool
         return wrap_int(int(x), et.bits)
     return x
 

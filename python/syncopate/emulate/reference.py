@@ -247,11 +247,10 @@ class Reference:
         self._cache[key] = out
         return out
 
-    def compare(self, snapshots, seed, policy, result, complete: bool, fadd=None) -> None:
+    def compare(self, snapshots, seed, policy, result, complete: bool, fadd) -> None:
         """Every snapshot ``(rank, launch) -> param -> data`` against the reference: mismatches
         and notes into ``result``.  ``fadd(rank, param, launch)``: the fused run's float atomic
         adds into that buffer in that launch (:class:`~.memory.FaddLog` or None)."""
-        fadd = fadd or (lambda r, p, e: None)
         for (r, e), got in sorted(snapshots.items()):
             ref = self.expected(e, seed)
             for p, data in got.items():
