@@ -125,9 +125,7 @@ def _int_prop(op, name, default=None):
 
 def _array_prop(op, name) -> list[int]:
     v = _prop(op, name)
-    if v is None:
-        return []
-    return [int(x) for x in v.get_values()]
+    return [] if v is None else [int(x) for x in v.get_values()]
 
 
 def _is_tensor(t) -> bool:

@@ -126,10 +126,8 @@ def _if(fc, op, tm):
     c = fc.slot(op.cond)
     res = [fc.slot(v) for v in op.results]
     tb, ty = fc.block(op.true_region.blocks[0], tm)
-    if op.false_region.blocks:
-        fb, fy = fc.block(op.false_region.blocks[0], tm)
-    else:
-        fb, fy = (lambda env, pc: []), False
+    fb, fy = fc.block(op.false_region.blocks[0], tm) if op.false_region.blocks else \
+        ((lambda env, pc: []), False)
 
     def g(env, pc):
         branch, y = (tb, ty) if env[c] else (fb, fy)
