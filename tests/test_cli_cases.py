@@ -417,7 +417,7 @@ def test_randn_gives_a_pointer_a_random_vector():
     """``--arg bias_ptr=randn:32``: the random 1-D tensor a number used to stand for."""
     import numpy as np
 
-    from syncopate.emulate.api import PerRank
+    from syncopate.emulate import PerRank
     from syncopate.emulate_cli import _arg_value
     rng = np.random.default_rng(5)
     v = _arg_value("bias_ptr", "randn:32", "*fp32", rng, 2, per_rank=False, np=np,

@@ -9,18 +9,12 @@ kernel emulated by the same interpreter.
 
 # the interpreter's op handlers, by family (each module registers its ops on import)
 from . import ops_arith, ops_control, ops_memory, ops_tensor  # noqa: F401
-from .api import (
-    DEFAULT_POLICIES,
-    Emulation,
-    EmulationResult,
-    PerRank,
-    emulate,
-    emulate_module,
-    fuse_module,
-    kernel_ttir,
-)
+from .api import DEFAULT_POLICIES, Emulation, emulate, emulate_module
+from .arguments import PerRank
 from .checker import Race
 from .comm import Faults
+from .modules import fuse_module, kernel_ttir
+from .result import EmulationResult
 
 __all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "Faults", "PerRank", "Race",
            "emulate", "emulate_module", "fuse_module", "kernel_ttir"]

@@ -18,7 +18,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from syncopate.abi import FlagLayout
 from syncopate_mlir.dialects.syncopate import request_of, schedule_of, state_of
 from syncopate_mlir.dialects.tt import PointerType
 from syncopate_mlir.passes.abi_info import (abi_args, comm_programs_of, lowering_of, operands_of,
@@ -27,10 +26,10 @@ from syncopate_mlir.passes.ir_utils import kernel_func
 from syncopate_mlir.pipeline import fuse_pipeline
 from .. import abi, backends, chunk_table
 from ..errors import EmulationError
+from ..schedule.ce_plan import build_ce_plan
 from .arguments import (
     LaunchInputs,
     ParamSpec,
-    PerRank,
     is_consumed_operand,
     is_produced_operand,
     normalise_args,
@@ -39,13 +38,12 @@ from .checker import Checker
 from .comm import Faults, Launch, World, region_offsets
 from .interpreter import ModuleCode, ProgramCtx, WaitCond, WaitFlag
 from .memory import AddressMap, Buffer, Ptr, etype_named
-from .modules import fuse_module, kernel_ttir, local_module
+from .modules import fuse_module, local_module
 from .reference import Reference, initial_regions, program_ids
 from .result import EmulationResult
 from .scheduler import Co, Scheduler, parse_policy
 
-__all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "PerRank", "emulate",
-           "emulate_module", "fuse_module", "kernel_ttir"]
+__all__ = ["DEFAULT_POLICIES", "Emulation", "EmulationResult", "emulate", "emulate_module"]
 
 DEFAULT_POLICIES = ("in-order", "reverse", "late", "behind:0", "behind:-1", "random:1",
                     "random:2", "random:3")
@@ -57,7 +55,6 @@ class Emulation:
     def __init__(self, fused_module, local, *, grid, args, fine: bool = False):
         fused_module = _with_epoch_load(fused_module)
         request = request_of(fused_module)
-        self.module = fused_module
         self.schedule = schedule_of(fused_module)
         self.backend = request.backend
         #: the backend's spec: comm programs or the host's side stream, flag type
@@ -76,7 +73,6 @@ class Emulation:
         self.withheld = frozenset(request.withhold)
         self.reduce = request.reduce
         self.W = self.schedule.world_size
-        self.fine = fine
         self.code = ModuleCode(fused_module, fine=fine).kernel
         self.ref_code = ModuleCode(local_module(local)).kernel
         self.grid = tuple(int(g) for g in (tuple(grid) + (1, 1, 1))[:3])
@@ -106,31 +102,26 @@ class Emulation:
     def run_policy(self, policy: str, launches: int, seed: int, faults: Faults | None,
                    result: EmulationResult) -> None:
         name, arg = parse_policy(policy)
-        if name == "behind" and arg is not None and arg < 0:
+        if name == "behind" and arg < 0:
             policy = f"behind:{self.W + arg}"
         t0 = time.perf_counter()
-        remote = self._remote_readers()
-        checker = Checker(self.schedule, self.W, remote)
+        checker = Checker(self.schedule, self.W, self._remote_readers())
         checker.policy = policy
-        world = World(self.schedule, self.backend, self.comm, self.state, checker, faults,
-                      self.fine)
+        world = World(self.schedule, self.backend, self.comm, self.state, checker, faults)
         world.withheld = self.withheld
         if self.lowering == "table":  # lower-sm's table drain reads its target from the table
             reads = chunk_table.layout_of(self.schedule).reads
             world.reads = {r: int(self.table[reads + r]) for r in range(self.W)}
         world.param_of_tensor = {t: p for p, t in self.operands.items()}
-        amap = AddressMap()
-        world.addr_map = amap
-        flag_et = etype_named(self.be.flag_type.lstrip("*"))
-        lay = FlagLayout(self.schedule.num_chunks, self.W)
+        amap = world.addr_map = AddressMap()
+        flag_et = etype_named(self.be.flag_type)
         for r in range(self.W):
-            f = Buffer("syn_flags", r, flag_et, np.zeros(lay.words, dtype=flag_et.np),
+            f = Buffer("syn_flags", r, flag_et, np.zeros(world.layout.words, dtype=flag_et.np),
                        is_flags=True)
             world.flags.append(f)
             amap.add(f)
             for p, et in self.spec.ptr.items():
-                data = self.args[p][r].copy()
-                b = Buffer(p, r, et, data)
+                b = Buffer(p, r, et, self.args[p][r].copy())
                 t = self.operands.get(p)
                 if t is not None:
                     b.shape = self.schedule.tensors[t].shape
@@ -163,12 +154,12 @@ class Emulation:
                 world.epoch_words[r].data[3] = np.int32(m.addr >> 32)
                 world.epoch_mirrors.append(m)
         sched = Scheduler(policy)
-        world.sched = sched
-        ce_plans = [world.ce_plan(r) for r in range(self.W)] if self.be.side_stream else None
+        ce_plans = [build_ce_plan(self.schedule, r, self.state.produced)
+                    for r in range(self.W)] if self.be.side_stream else None
         snapshots: dict = {}
         for r in range(self.W):
-            sched.spawn(Co(self._host(r, world, checker, sched, launches, seed, peers[r],
-                                      ce_plans[r] if ce_plans else None, snapshots, policy),
+            sched.spawn(Co(self._host(r, world, sched, launches, seed, peers[r],
+                                      ce_plans[r] if ce_plans else None, snapshots),
                            r, "host", -1, f"rank {r} host"))
         blocked = sched.run()
         if blocked:
@@ -183,7 +174,7 @@ class Emulation:
         result.outputs[policy] = {r: {p: b.data.copy() for p, b in world.bufs[r].items()}
                                   for r in range(self.W)}
         result.stats[policy] = dict(seconds=round(time.perf_counter() - t0, 3),
-                                    steps=sched.stats.steps, coroutines=sched.stats.coroutines,
+                                    steps=sched.steps, coroutines=sched.coroutines,
                                     deadlocked=bool(blocked), **world.stats)
 
     def _check_self_advance(self, world, launches, policy, result) -> None:
@@ -224,14 +215,12 @@ class Emulation:
             rows.append([world.slots[q][t].addr if t in world.slots[q] else 0
                          for q in range(self.W)])
         table = np.array(rows, dtype=np.int64).reshape(-1)
-        out = []
-        for r in range(self.W):
-            b = Buffer("syn_peers", r, etype_named("i64"), table.copy())
+        out = [Buffer("syn_peers", r, etype_named("i64"), table.copy()) for r in range(self.W)]
+        for b in out:
             amap.add(b)
-            out.append(b)
         return out
 
-    def _kernel_args(self, world, r, e, peers) -> list:
+    def _kernel_args(self, world, r, peers) -> list:
         vals = {n: Ptr(world.bufs[r][n], 0) if n in self.spec.ptr else self.args[n][r]
                 for n in self.spec.names}
         diag = Buffer("syn_diag", r, etype_named("i32"), np.zeros(16, dtype=np.int32))
@@ -248,7 +237,7 @@ class Emulation:
             out.append(vals[n])
         return out
 
-    def _host(self, r, world, checker, sched, launches, seed, peers, ce_plan, snapshots, policy):
+    def _host(self, r, world, sched, launches, seed, peers, ce_plan, snapshots):
         """Rank ``r``'s host: per launch, stage fresh inputs (stream order: after the previous
         launch), launch, wait; the ``ce`` protocol's host side included."""
         def finish(launch):
@@ -256,7 +245,7 @@ class Emulation:
             yield WaitCond(launch.done, f"rank {r} launch {launch.epoch} to complete")
             if ce_plan is not None and ce_plan.reduce_in and self.reduce != "epilogue":
                 yield from world.ce_reduce(r, launch.epoch, ce_plan)
-            checker.launch_done(r, launch.epoch)
+            world.checker.launch_done(r, launch.epoch)
             snapshots[r, launch.epoch] = {p: b.data.copy() for p, b in world.bufs[r].items()}
 
         prev = None
@@ -278,8 +267,8 @@ class Emulation:
                     for rr, lo, hi, partial in initial_regions(self.schedule, t):
                         if rr == r and not partial:
                             offs = region_offsets(b.shape, lo, hi)
-                            checker.write(f"rank {r} host (staging)", r, b, offs, e,
-                                          "<host staging>")
+                            world.checker.write(f"rank {r} host (staging)", r, b, offs, e,
+                                                "<host staging>")
                             b.data[offs] = data[p][offs]
                 else:
                     b.data[:] = data[p]
@@ -289,7 +278,7 @@ class Emulation:
             if not self.self_advance and (e == 1 or not world.faults.stale_epoch):
                 world.epoch_words[r].data[0] += 1
             launch = Launch(r, e)
-            args = self._kernel_args(world, r, e, peers)
+            args = self._kernel_args(world, r, peers)
             if ce_plan is not None:
                 launch.stream = sched.spawn(Co(world.ce_stream(r, e, ce_plan, launch), r,
                                                "stream", -1, f"rank {r} copy-engine stream", e))

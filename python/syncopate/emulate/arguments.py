@@ -17,7 +17,7 @@ from ..errors import EmulationError
 from .memory import etype_of, to_etype
 
 __all__ = ["LaunchInputs", "ParamSpec", "PerRank", "is_consumed_operand", "is_produced_operand",
-           "memory_of", "normalise_args", "to_numpy"]
+           "memory_of", "normalise_args"]
 
 
 class PerRank(list):
@@ -25,34 +25,26 @@ class PerRank(list):
     on every rank (tensors are copied per rank)."""
 
 
-def to_numpy(v):
-    """A numpy array of ``v`` (a torch tensor is copied to the CPU; floats become float32)."""
-    try:
-        import torch
-        if isinstance(v, torch.Tensor):
-            return v.detach().cpu().float().numpy() if v.is_floating_point() \
-                else v.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover - torch is a prerequisite
-        pass
-    return np.asarray(v)
-
-
 def memory_of(v):
     """The flat array a kernel's pointer argument sees: for a torch tensor, its memory from its
     first element to its last in address order (a column-major ``w.t()`` as the ``[N, K]``
     rows it is stored as, gaps of a strided view included), not its logical row-major
-    flattening; any other value as ``to_numpy(v).reshape(-1)``."""
+    flattening, copied to the CPU (floats as float32); any other value as
+    ``np.asarray(v).reshape(-1)``."""
     try:
         import torch
-        if isinstance(v, torch.Tensor) and not v.is_contiguous() and v.numel() > 0:
-            if any(st < 0 for st in v.stride()):
-                raise EmulationError("a tensor argument with a negative stride: pass a "
-                                     "contiguous copy")
-            span = 1 + sum((s - 1) * st for s, st in zip(v.shape, v.stride()))
-            v = torch.as_strided(v, (span,), (1,))
+        if isinstance(v, torch.Tensor):
+            if not v.is_contiguous() and v.numel() > 0:
+                if any(st < 0 for st in v.stride()):
+                    raise EmulationError("a tensor argument with a negative stride: pass a "
+                                         "contiguous copy")
+                span = 1 + sum((s - 1) * st for s, st in zip(v.shape, v.stride()))
+                v = torch.as_strided(v, (span,), (1,))
+            v = v.detach().cpu()
+            return (v.float() if v.is_floating_point() else v).numpy().reshape(-1)
     except ImportError:  # pragma: no cover - torch is a prerequisite
         pass
-    return to_numpy(v).reshape(-1)
+    return np.asarray(v).reshape(-1)
 
 
 class ParamSpec:
@@ -128,9 +120,8 @@ class LaunchInputs:
         got = self._cache.get(key)
         if got is None:
             got = {}
-            for i, n in enumerate(self.spec.ptr):
+            for i, (n, et) in enumerate(self.spec.ptr.items()):
                 base = self.args[n][rank]
-                et = self.spec.ptr[n]
                 if epoch == 1 or et.kind != "float":
                     got[n] = base.copy()
                 else:

@@ -35,8 +35,6 @@ import numpy as np
 from ..errors import EmulationError
 from .interpreter import serial_ge
 
-KINDS = ("read-before-arrival", "early-signal", "write-after-read", "deadlock")
-
 
 @dataclass(frozen=True)
 class Race:
@@ -85,9 +83,9 @@ class Checker:
         self.races.append(Race(kind, rank, program, loc, chunk, epoch, detail, self.policy))
 
     def _coords(self, buf, offs):
-        shape = self.schedule.tensors[buf.tensor].shape if buf.tensor in self.schedule.tensors \
-            else buf.shape
-        return np.unravel_index(np.asarray(offs, dtype=np.int64), shape)
+        """Coordinates of flat ``offs`` in the schedule tensor ``buf`` holds (it holds one)."""
+        return np.unravel_index(np.asarray(offs, dtype=np.int64),
+                                self.schedule.tensors[buf.tensor].shape)
 
     def chunk_of(self, buf, off: int, to_rank: int | None = None):
         """The chunk delivering element ``off`` of ``buf`` to ``to_rank`` (or any chunk)."""

@@ -41,20 +41,12 @@ from syncopate.abi import FlagLayout
 from .. import backends
 from ..backends.sm import CopyTiling
 from ..errors import EmulationError
-from ..schedule.ce_plan import build_ce_plan
 from ..schedule.copy_view import schedule_copy_view
 from ..schedule.execution import side as chunk_side
 from ..schedule.verify_extent import valid_rows
 from .extents import clip_to_count
 from .interpreter import POINT, Machine, WaitCond, WaitFlag, wrap_int
 from .memory import to_etype
-
-
-def copy_tiles(view, lo, hi, accumulate: bool) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The tiles ``lower_sm.copy_tiles`` cuts a chunk into: ``[(row range, col range)]`` of the
-    tensor's 2-d copy view (:mod:`syncopate.schedule.copy_view`)."""
-    lo2, hi2 = view.box2(lo, hi)
-    return CopyTiling.of(lo2, hi2, accumulate).tiles(lo2, hi2)
 
 
 @dataclass(frozen=True)
@@ -102,23 +94,20 @@ class World(Machine):
     """Every rank's buffers and flags, the checker, and the comm semantics."""
 
     def __init__(self, sched, backend: str, comm_programs: int, abi_state, checker,
-                 faults: Faults | None = None, fine: bool = False):
+                 faults: Faults | None = None):
         self.schedule = sched
         self.backend = backend
-        self.comm_programs = comm_programs
         self.W = sched.world_size
         self.layout = FlagLayout(sched.num_chunks, sched.world_size)
         self.writers = backends.get(backend, EmulationError).chunk_writers(comm_programs)
         self.state = abi_state
         self.checker = checker
         self.faults = faults or Faults()
-        self.fine = fine
         self.bufs: list[dict] = [dict() for _ in range(self.W)]  # rank -> param -> Buffer
         self.flags: list = []
         self.slots: list[dict] = [dict() for _ in range(self.W)]  # ce sum slots
         self.param_of_tensor: dict[str, str] = {}
         self.addr_map = None
-        self.sched = None
         #: chunks the module's request withholds (fault injection)
         self.withheld: frozenset = frozenset()
         #: rank -> CONSUMED increments per epoch its drain waits for, where the kernel reads
@@ -302,13 +291,13 @@ class World(Machine):
                                           epoch)
             hi = vhi
         acc = c.reduce == "sum"
-        if not all(b > a for a, b in zip(lo, hi)):
-            tiles = []
-        elif "table" in info:  # the kind's tile shape over this chunk's box
+        tiles = []
+        if all(b > a for a, b in zip(lo, hi)):
+            # the tiles ``lower_sm.copy_tiles`` cuts the chunk's box of the tensor's 2-d copy
+            # view into: of its kind's tile shape (table lowering), else of its own
             blo, bhi = view.box2(lo, hi)
-            tiles = c.tiling.fit(blo, bhi).tiles(blo, bhi)
-        else:
-            tiles = copy_tiles(view, lo, hi, acc)
+            tiling = c.tiling.fit(blo, bhi) if "table" in info else CopyTiling.of(blo, bhi, acc)
+            tiles = tiling.tiles(blo, bhi)
         for t in range(pid, len(tiles), count):
             (r0, r1), (c0, c1) = tiles[t]
             offs = region_offsets(view.shape2, (r0, c0), (r1, c1))
@@ -337,9 +326,6 @@ class World(Machine):
         self.stats["copied_elements"] += int(offs.size)
 
     # ------------------------------------------------------------------ ce side stream
-    def ce_plan(self, rank):
-        return build_ce_plan(self.schedule, rank, self.state.produced)
-
     def ce_stream(self, rank: int, epoch: int, plan, launch) -> object:
         """The side stream of one ``ce`` launch (docs/fused-abi.md "ce host protocol")."""
         lay = self.layout
@@ -391,8 +377,7 @@ class World(Machine):
         groups: dict = {}
         for st in plan.reduce_in:
             c = self.schedule.chunk(st.chunk)
-            key = (c.tensor, c.lo, c.hi)
-            groups.setdefault(key, []).append((st.src, st.chunk))
+            groups.setdefault((c.tensor, c.lo, c.hi), []).append((st.src, st.chunk))
         for (tname, lo, hi), srcs in groups.items():
             shape = self.schedule.tensors[tname].shape
             size = int(np.prod(shape))

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+from xdsl.dialects.builtin import TensorType
 
 from syncopate_mlir.passes.access import loc_str
 from ..errors import EmulationError
@@ -124,13 +125,10 @@ def _int_prop(op, name, default=None):
 
 def _array_prop(op, name) -> list[int]:
     v = _prop(op, name)
-    if v is None:
-        return []
-    return [int(x) for x in v.get_values()]
+    return [] if v is None else [int(x) for x in v.get_values()]
 
 
 def _is_tensor(t) -> bool:
-    from xdsl.dialects.builtin import TensorType
     return isinstance(t, TensorType)
 
 
@@ -138,19 +136,12 @@ def _shape(t) -> tuple[int, ...]:
     return tuple(int(s) for s in t.get_shape()) if _is_tensor(t) else ()
 
 
-def _np_int(et: EType, unsigned=False):
-    if et.bits == 1:
-        return np.bool_
-    return {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[et.bits] if unsigned \
-        else et.np.type
-
-
 def _uns(x, et: EType):
     """Unsigned view of an integer value."""
     if isinstance(x, np.ndarray):
         if et.bits == 1:
             return x.astype(np.uint8)
-        return x.astype(et.np, copy=False).view(_np_int(et, True))
+        return x.astype(et.np, copy=False).view(f"u{et.np.itemsize}")
     return int(x) & ((1 << et.bits) - 1)
 
 
@@ -194,8 +185,6 @@ class Machine:
     """Interface the interpreter calls for memory events and comm steps.  The plain machine
     (used for the unfused reference) knows no peers and no flags."""
 
-    fine = False
-
     def on_load(self, pc, buf, offs, loc):  # noqa: D401 - hooks
         pass
 
@@ -222,7 +211,6 @@ class FunctionCode:
     """One ``tt.func`` compiled to closures."""
 
     def __init__(self, func, module_code: "ModuleCode"):
-        self.func = func
         self.module_code = module_code
         self.slots: dict[Any, int] = {}
         self.template: list = []
@@ -344,7 +332,6 @@ class ModuleCode:
     """Every function of a module, compiled lazily (``tt.call`` targets on first use)."""
 
     def __init__(self, module, fine: bool = False):
-        self.module = module
         #: yield at every load/store of a communicated tensor (finer interleavings, slower)
         self.fine = fine
         self.funcs: dict[str, Any] = {}
@@ -361,13 +348,11 @@ class ModuleCode:
             raise EmulationError("the module has no public tt.func (the kernel)")
 
     def get(self, name: str) -> FunctionCode:
-        c = self.code.get(name)
-        if c is None:
+        if name not in self.code:
             if name not in self.funcs:
                 raise EmulationError(f"tt.call to unknown function @{name}")
-            c = FunctionCode(self.funcs[name], self)
-            self.code[name] = c
-        return c
+            self.code[name] = FunctionCode(self.funcs[name], self)
+        return self.code[name]
 
     @property
     def kernel(self) -> FunctionCode:

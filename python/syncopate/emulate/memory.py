@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from xdsl.dialects.builtin import IntegerType, TensorType
 
 from .. import dtypes
 from ..errors import EmulationError
@@ -97,8 +98,6 @@ def _stored(n: str) -> EType | None:
 
 def etype_of(t) -> EType:
     """The element type of an xDSL type (a scalar or the element type of a tensor)."""
-    from xdsl.dialects.builtin import IntegerType, TensorType
-
     if isinstance(t, TensorType):
         t = t.element_type
     if isinstance(t, IntegerType):  # signless or not: the interpreter keeps the bits
@@ -178,9 +177,7 @@ def to_etype(x, et: EType):
         return round_float(et.np.type(x), et)
     if et.kind == "int":
         if isinstance(x, np.ndarray):
-            if et.bits == 1:
-                return x.astype(np.bool_)
-            return x.astype(et.np)
+            return x.astype(et.np)  # i1's storage is bool
         return wrap_int(int(x), et.bits)
     return x
 

@@ -96,7 +96,5 @@ def fuse_module(kernel, *, signature, constexprs=None, attrs=None, schedule, ope
 
 def local_module(local):
     """``local`` (TTIR text or an xDSL module) as an xDSL module."""
-    if isinstance(local, str):
-        return ttir_to_xdsl(local, make_context())
-    return local
+    return ttir_to_xdsl(local, make_context()) if isinstance(local, str) else local
 

@@ -15,8 +15,12 @@ from syncopate_mlir.dialects.tt import DescriptorStoreOp, StoreOp
 from ..errors import EmulationError
 
 
-def _ops(module, cls):
-    return [o for o in module.walk() if isinstance(o, cls)]
+def _ops(module, cls, none: str | None = None):
+    """The ops of ``cls`` in ``module``; none found is an error saying ``none``, if given."""
+    found = [o for o in module.walk() if isinstance(o, cls)]
+    if none and not found:
+        raise EmulationError(none)
+    return found
 
 
 def _in_comm(op) -> bool:
@@ -40,10 +44,7 @@ def comm_on_every_row(module):
     comm_programs`` runs the comm plan, as before issue 8 -- on a 2-D grid the chunks are then
     signalled once per row of axis 1, and from launch 2 on waits pass before data arrives."""
     m = module.clone()
-    comms = _ops(m, CommOp)
-    if not comms:
-        raise EmulationError("comm_on_every_row: the module has no comm region (sm/nvshmem only)")
-    for c in comms:
+    for c in _ops(m, CommOp, "comm_on_every_row: the module has no comm region (sm/nvshmem only)"):
         guard = c.parent_op()
         if not isinstance(guard, scf.IfOp):
             raise EmulationError("comm_on_every_row: the comm region is not under the leader "
@@ -87,12 +88,8 @@ def early_signal(module, index: int = 0):
     """Move the stores before the ``index``-th block of ``PRODUCED`` signals to after them:
     the tile releases its chunk before it has written it."""
     m = module.clone()
-    sigs = [s for s in _ops(m, SignalOp) if s.kind.data == "produced"]
-    blocks = []
-    for s in sigs:
-        b = s.parent_block()
-        if b not in blocks:
-            blocks.append(b)
+    blocks = list(dict.fromkeys(s.parent_block() for s in _ops(m, SignalOp)
+                                if s.kind.data == "produced"))  # in order, each once
     if len(blocks) <= index:
         raise EmulationError("early_signal: the module has no produced signal")
     block = blocks[index]
@@ -114,10 +111,7 @@ def remap_table(module, rank: int = 0, duplicate: bool = True):
     two coordinates map to the same tile (one tile computed twice, one never), otherwise the
     row is rotated (a different, still bijective order)."""
     m = module.clone()
-    remaps = _ops(m, RemapOp)
-    if not remaps:
-        raise EmulationError("remap_table: the module has no syncopate.remap")
-    r = remaps[0]
+    r = _ops(m, RemapOp, "remap_table: the module has no syncopate.remap")[0]
     tiles = r.tiles.value.data
     table = [int(x) for x in r.table.get_values()]
     row = table[rank * tiles:(rank + 1) * tiles]
@@ -169,10 +163,7 @@ def drop_drain(module):
     """Erase ``syncopate.drain``: a pull source may finish its launch (and be restaged)
     before its readers read."""
     m = module.clone()
-    drains = _ops(m, DrainOp)
-    if not drains:
-        raise EmulationError("drop_drain: the module has no syncopate.drain (no pull chunks)")
-    for d in drains:
+    for d in _ops(m, DrainOp, "drop_drain: the module has no syncopate.drain (no pull chunks)"):
         d.detach()
         d.erase()
     return m

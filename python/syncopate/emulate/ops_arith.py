@@ -7,6 +7,7 @@ import math
 import operator
 
 import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
 
 from ..errors import EmulationError
 from .interpreter import (
@@ -14,7 +15,6 @@ from .interpreter import (
     _c_div,
     _c_rem,
     _int_prop,
-    _np_int,
     _ops,
     _res,
     _result,
@@ -28,8 +28,6 @@ from .memory import Ptr, PtrTensor, bits_of, etype_of, from_bits, round_float, t
 
 @handler("arith.constant")
 def _constant(fc, op, tm):
-    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
-
     t = op.results[0].type
     et = etype_of(t)
     v = op.value
@@ -87,6 +85,12 @@ def _shift_ok(y, et):
     return np.asarray(y) < et.bits
 
 
+def _shrui(x, y, et, w):
+    u = _uns(x, et)  # the shift amount in u's type: numpy has no uint64 >> int64
+    return np.where(_shift_ok(y, et),
+                    np.right_shift(u, np.minimum(y, et.bits - 1).astype(u.dtype)), 0)
+
+
 _INT_OPS = {
     "arith.addi": _same(lambda x, y, et, w: x + y),
     "arith.subi": _same(lambda x, y, et, w: x - y),
@@ -107,7 +111,7 @@ _INT_OPS = {
     "arith.shrsi": (lambda x, y, et, w: x >> min(y, et.bits - 1),
                     _arr(lambda x, y, et, w: np.right_shift(x, np.minimum(y, et.bits - 1)))),
     "arith.shrui": (lambda x, y, et, w: (_uns(x, et) >> y) if y < et.bits else 0,
-                    _arr(lambda x, y, et, w: np.where(_shift_ok(y, et), np.right_shift(_uns(x, et), np.minimum(y, et.bits - 1).astype(_np_int(et, True))), 0))),
+                    _arr(_shrui)),
     "arith.maxsi": (lambda x, y, et, w: max(x, y), _arr(lambda x, y, et, w: np.maximum(x, y))),
     "arith.minsi": (lambda x, y, et, w: min(x, y), _arr(lambda x, y, et, w: np.minimum(x, y))),
     "arith.maxui": (lambda x, y, et, w: x if _uns(x, et) >= _uns(y, et) else y,

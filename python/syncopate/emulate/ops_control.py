@@ -10,7 +10,6 @@ from .interpreter import (
     _HANDLERS,
     POINT,
     WaitFlag,
-    _as_gen,
     _bind,
     _int_prop,
     _is_tensor,
@@ -49,6 +48,7 @@ def _dot(fc, op, tm):
     return f, False
 
 
+@handler("tt.reduce", "tt.scan")
 def _fold(fc, op, tm):
     """``tt.reduce`` / ``tt.scan``: the combine region compiled in tensor mode, folded
     sequentially along the axis (vectorised over every other dim)."""
@@ -96,10 +96,6 @@ def _fold(fc, op, tm):
     return f, False
 
 
-_HANDLERS["tt.reduce"] = _fold
-_HANDLERS["tt.scan"] = _fold
-
-
 # ---- control flow
 
 
@@ -130,10 +126,8 @@ def _if(fc, op, tm):
     c = fc.slot(op.cond)
     res = [fc.slot(v) for v in op.results]
     tb, ty = fc.block(op.true_region.blocks[0], tm)
-    if op.false_region.blocks:
-        fb, fy = fc.block(op.false_region.blocks[0], tm)
-    else:
-        fb, fy = (lambda env, pc: []), False
+    fb, fy = fc.block(op.false_region.blocks[0], tm) if op.false_region.blocks else \
+        ((lambda env, pc: []), False)
 
     def g(env, pc):
         branch, y = (tb, ty) if env[c] else (fb, fy)
@@ -269,11 +263,7 @@ def _sy_peer(fc, op, tm):
 
 @handler("syncopate.comm")
 def _sy_comm(fc, op, tm):
-    run, yields = fc.block(op.body.blocks[0], tm)
-
-    def g(env, pc):
-        yield from _as_gen(run, yields, env, pc)
-    return g, True
+    return fc.block(op.body.blocks[0], tm)
 
 
 def _comm_step(kind):

@@ -8,6 +8,8 @@ bit patterns, never converted by value.  The race checker always sees the viewed
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import EmulationError
@@ -101,8 +103,7 @@ def _int_to_ptr(fc, op, tm):
     def f(env, pc):
         x = env[a]
         if isinstance(x, np.ndarray):
-            flat = x.reshape(-1)
-            buf, _ = pc.machine.resolve_addr(int(flat[0]), where)
+            buf, _ = pc.machine.resolve_addr(int(x.reshape(-1)[0]), where)
             offs = (x.astype(np.int64) - buf.addr) // buf.esize
             env[r] = PtrTensor(_typed(buf, pet, where), offs)
         else:
@@ -165,8 +166,7 @@ def _load(fc, op, tm):
                 mask = np.full(x.offs.shape, bool(mask))
             env[r] = _load_lanes(pc, buf, x.offs, mask, env[o] if o is not None else 0, where)
             return
-        # scalar
-        if mask is not None and not mask:
+        if mask is not None and not mask:  # a scalar pointer from here on
             env[r] = env[o] if o is not None else to_etype(0, et)
             return
         v = _load_lanes(pc, buf, np.array([x.off]), None, 0, where)[0]
@@ -368,19 +368,22 @@ def _atomic_cas(fc, op, tm):
     return g, True
 
 
-@handler("tt.make_tensor_ptr")
-def _make_tensor_ptr(fc, op, tm):
-    b = fc.slot(op.base)
-    shp = [fc.slot(v) for v in op.shape]
-    strd = [fc.slot(v) for v in op.strides]
-    offs = [fc.slot(v) for v in op.offsets]
-    r = _res(fc, op)
-    block = _shape(op.results[0].type.pointee_type)
+@handler("tt.make_tensor_ptr", "tt.make_tensor_descriptor")
+def _make_block(fc, op, tm):
+    """A block pointer (a block of a strided view of the base's buffer, its offsets with it) or
+    a TMA descriptor (the same view; the block's indices come with each access)."""
+    b, r, t = fc.slot(op.base), _res(fc, op), op.results[0].type
+    dims = [[fc.slot(v) for v in vals] for vals in (op.shape, op.strides)]
+    if op.name == "tt.make_tensor_ptr":
+        dims.append([fc.slot(v) for v in op.offsets])
+        make = functools.partial(BlockPtr, block=_shape(t.pointee_type))
+    else:
+        make = functools.partial(TensorDesc, block=_shape(t.block_type),
+                                 pad_nan=_int_prop(op, "padding", 1) == 2)
 
     def f(env, pc):
         base = env[b]
-        env[r] = BlockPtr(base.buf, base.off, tuple(int(env[s]) for s in shp),
-                          tuple(int(env[s]) for s in strd), tuple(int(env[s]) for s in offs), block)
+        env[r] = make(base.buf, base.off, *(tuple(int(env[s]) for s in d) for d in dims))
     return f, False
 
 
@@ -394,22 +397,6 @@ def _advance(fc, op, tm):
         x = env[p]
         env[r] = BlockPtr(x.buf, x.base, x.shape, x.strides,
                           tuple(a + int(env[s]) for a, s in zip(x.offsets, offs)), x.block)
-    return f, False
-
-
-@handler("tt.make_tensor_descriptor")
-def _make_desc(fc, op, tm):
-    b = fc.slot(op.base)
-    shp = [fc.slot(v) for v in op.shape]
-    strd = [fc.slot(v) for v in op.strides]
-    r = _res(fc, op)
-    block = _shape(op.results[0].type.block_type)
-    pad_nan = _int_prop(op, "padding", 1) == 2
-
-    def f(env, pc):
-        base = env[b]
-        env[r] = TensorDesc(base.buf, base.off, tuple(int(env[s]) for s in shp),
-                            tuple(int(env[s]) for s in strd), block, pad_nan)
     return f, False
 
 

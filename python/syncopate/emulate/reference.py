@@ -247,11 +247,10 @@ class Reference:
         self._cache[key] = out
         return out
 
-    def compare(self, snapshots, seed, policy, result, complete: bool, fadd=None) -> None:
+    def compare(self, snapshots, seed, policy, result, complete: bool, fadd) -> None:
         """Every snapshot ``(rank, launch) -> param -> data`` against the reference: mismatches
         and notes into ``result``.  ``fadd(rank, param, launch)``: the fused run's float atomic
         adds into that buffer in that launch (:class:`~.memory.FaddLog` or None)."""
-        fadd = fadd or (lambda r, p, e: None)
         for (r, e), got in sorted(snapshots.items()):
             ref = self.expected(e, seed)
             for p, data in got.items():
@@ -284,10 +283,9 @@ class Reference:
             if got is None:
                 continue
             ref = self.expected(last, seed)
-            for p in self.operands:
-                if not is_consumed_operand(self.schedule, self.operands, p):
+            for p, t in self.operands.items():
+                if self.schedule.is_produced(t):
                     continue
-                t = self.operands[p]
                 for _, _, offs in self._final_offsets(t, r, got):
                     a = got[p][offs]
                     b = ref[r]["__gathered__"][p][offs]
@@ -336,10 +334,12 @@ class Reference:
         partials, within the sum's rounding bound."""
         exp = ref["sum", p]
         t = self.operands[p]
+        eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f32": 2.0 ** -23}.get(
+            self.spec.ptr[p].name, 0.0)
         for lo, hi, offs in self._final_offsets(t, r):
             a, b = data[offs].astype(np.float64), exp[offs].astype(np.float64)
             scale = ref["abs", p][offs].astype(np.float64)
-            tol = self.tolerance(p) * (scale + 1.0)
+            tol = eps * max(1, self.W - 1) * 2 * (scale + 1.0)
             bad = ~(np.abs(a - b) <= tol)
             if bad.any():
                 result.mismatches.append(
@@ -382,11 +382,6 @@ class Reference:
                 f"rank {r}, launch {e}, {p}: {int(bad.sum())} element(s) differ from the "
                 f"unfused kernel by more than {REORDER_ULPS} ulps (reordered reductions; first: "
                 f"element {first}, {a.reshape(-1)[first]} vs {b.reshape(-1)[first]}) [{policy}]")
-
-    def tolerance(self, p) -> float:
-        et = self.spec.ptr[p]
-        eps = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f32": 2.0 ** -23}.get(et.name, 0.0)
-        return eps * max(1, self.W - 1) * 2
 
 
 def _differ(a, b) -> np.ndarray:

@@ -26,9 +26,7 @@ class EmulationResult:
     launches: int
     races: list[Race] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
-    #: differences that are not errors: elements whose float atomic adds rounded in another
-    #: order than the unfused kernel's, within the bound of ``reference.float_atomic_bound``
-    #: (each note says "float atomic order")
+    #: "float atomic order": within ``reference.float_atomic_bound`` of the unfused kernel
     notes: list[str] = field(default_factory=list)
     #: policy -> rank -> parameter -> the buffer after that rank's last launch
     outputs: dict = field(default_factory=dict)

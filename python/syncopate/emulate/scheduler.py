@@ -86,18 +86,13 @@ def parse_policy(text: str, world_size: int | None = None) -> tuple[str, int | N
     return name, None
 
 
-@dataclass
-class Stats:
-    steps: int = 0
-    coroutines: int = 0
-
-
 class Scheduler:
     def __init__(self, policy: str, max_steps: int = 20_000_000):
         self.policy, self.arg = parse_policy(policy)
         self.rng = _random.Random(self.arg if self.policy == "random" else 0)
         self.live: list[Co] = []
-        self.stats = Stats()
+        #: scheduling steps of a run that finished, coroutines spawned
+        self.steps = self.coroutines = 0
         self.max_steps = max_steps
         self._seq = 0
 
@@ -105,7 +100,7 @@ class Scheduler:
         self._seq += 1
         co.seq = self._seq
         self.live.append(co)
-        self.stats.coroutines += 1
+        self.coroutines += 1
         return co
 
     def _key(self, c: Co):
@@ -145,8 +140,7 @@ class Scheduler:
             prev, c.last = c, steps
             c.waiting = None
             try:
-                w = next(c.gen)
-                c.waiting = w
+                c.waiting = next(c.gen)
             except StopIteration:
                 c.done = True
                 self.live.remove(c)
@@ -154,5 +148,5 @@ class Scheduler:
             if steps > self.max_steps:
                 raise EmulationError(f"the emulation did not finish within {self.max_steps} "
                                      f"scheduling steps (a livelock?)")
-        self.stats.steps += steps
+        self.steps += steps
         return []
