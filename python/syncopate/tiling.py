@@ -1,0 +1,307 @@
+"""Which elements of a produced tensor a launch stores, by evaluating the kernel's tiling.
+
+``insert-signals`` counts one store per element of a produced tensor (reduce-scatter and
+all-reduce partials): a chunk leaves when its count reaches its volume.  If two store
+instances -- two programs, two loop iterations, two store ops -- write the same element, the
+chunk leaves before its last value is stored.  Which elements each instance stores is the
+kernel's tiling (its grid, its loops, its program-id arithmetic), which depends on the launch;
+so ``check-accesses`` records, for every store of a produced tensor whose box it can compute
+without reading memory, the pure scalar computation of that box (:class:`StoreSlice`: a
+straight-line program of :class:`Step`\\ s over program ids, the grid, kernel scalar
+arguments and constants, with the enclosing loops and branches), and :func:`check_stores`
+runs it for a launch's grid and scalar arguments, vectorised over every program and loop
+iteration, and refuses the launch if any element is stored twice.
+
+The runtime (before a configuration's first launch with a grid and scalars) and the emulator
+(before it emulates) call the one :func:`check_stores`; results are cached per (stores, grid,
+arguments), so a repeated launch pays nothing.  Data only: numpy, no Triton, torch or IR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from .errors import LaunchError
+
+__all__ = ["Op", "Step", "StoreSlice", "check_stores"]
+
+#: store instances one check may enumerate (a loop bound gone wild would exhaust memory)
+MAX_INSTANCES = 1 << 26
+
+
+class Op(str, Enum):
+    """What a :class:`Step` computes.  ``for`` repeats every instance once per iteration of a
+    loop (``args``: lower bound, upper bound, step) and yields the iteration number; ``where``
+    keeps the instances in which ``args[0]`` is true (the branch the store sits in) and yields
+    nothing; ``cmp``'s ``value`` is the predicate in arith's order (eq, ne, slt, sle, sgt, sge,
+    ult, ule, ugt, uge); ``pid``/``nprogs``'s ``value`` the grid axis; ``arg`` reads kernel
+    argument ``name``; ``const`` is ``value``."""
+
+    CONST = "const"
+    ARG = "arg"
+    PID = "pid"
+    NPROGS = "nprogs"
+    FOR = "for"
+    WHERE = "where"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIVS = "divs"
+    DIVU = "divu"
+    REMS = "rems"
+    REMU = "remu"
+    CEILDIVS = "ceildivs"
+    CEILDIVU = "ceildivu"
+    FLOORDIVS = "floordivs"
+    MINS = "mins"
+    MAXS = "maxs"
+    MINU = "minu"
+    MAXU = "maxu"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    SHL = "shl"
+    SHRS = "shrs"
+    SHRU = "shru"
+    EXTS = "exts"
+    EXTU = "extu"
+    TRUNC = "trunc"
+    CMP = "cmp"
+    SELECT = "select"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One value of a :class:`StoreSlice`: ``op`` of the earlier steps ``args``, an integer of
+    ``bits`` bits (the result wraps as the kernel's arithmetic does)."""
+
+    op: Op
+    args: tuple[int, ...] = ()
+    value: int = 0
+    name: str = ""
+    bits: int = 64
+
+    def __post_init__(self):
+        object.__setattr__(self, "op", Op(self.op))
+        object.__setattr__(self, "args", tuple(int(a) for a in self.args))
+
+
+@dataclass(frozen=True)
+class StoreSlice:
+    """The box one store op writes into produced tensor ``tensor`` (a box of ``shape``, the
+    tensor or the rank's part), as ``steps`` whose values ``start`` (one per dim) are the box's
+    start, ``extent`` its size; ``at`` is the store's source location."""
+
+    tensor: str
+    at: str
+    shape: tuple[int, ...]
+    steps: tuple[Step, ...]
+    start: tuple[int, ...]
+    extent: tuple[int, ...]
+
+    def __post_init__(self):
+        for f in ("shape", "start", "extent"):
+            object.__setattr__(self, f, tuple(int(x) for x in getattr(self, f)))
+        object.__setattr__(self, "steps", tuple(
+            s if isinstance(s, Step) else Step(**s) for s in self.steps))
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def check_stores(stores, grid, values, where: str = "") -> None:
+    """Raise :class:`~syncopate.errors.LaunchError` if a launch of ``grid`` (the user's grid)
+    with the kernel arguments ``values`` (name -> value) stores an element of a produced tensor
+    twice, naming the element and the two store instances.  Cached per (stores, grid,
+    arguments the slices read)."""
+    if not stores:
+        return
+    g = tuple(int(x) for x in tuple(grid) + (1,) * (3 - len(grid)))
+    names = sorted({s.name for st in stores for s in st.steps if s.op is Op.ARG})
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise LaunchError(f"{where}the check that no element of a produced tensor is stored "
+                          f"twice needs the kernel argument(s) {', '.join(missing)}")
+    args = tuple((n, int(values[n])) for n in names)
+    message = _overlap(tuple(stores), g, args)
+    if message:
+        raise LaunchError(where + message)
+
+
+@functools.lru_cache(maxsize=256)
+def _overlap(stores: tuple, grid: tuple, args: tuple) -> str | None:
+    """The refusal's message for the first element stored twice, or None."""
+    values = dict(args)
+    for tensor in dict.fromkeys(s.tensor for s in stores):
+        mine = [s for s in stores if s.tensor == tensor]
+        parts = [(k, *_boxes(s, grid, values)) for k, s in enumerate(mine)]
+        lo = np.concatenate([p[1] for p in parts])
+        hi = np.concatenate([p[2] for p in parts])
+        element = _first_overlap(lo, hi)
+        if element is None:
+            continue
+        who = []
+        for k, plo, phi, pid, its in parts:
+            for i in np.flatnonzero(np.all((plo <= element) & (element < phi), axis=1))[:2]:
+                loops = f", iteration {tuple(int(x) for x in its[i])} of its loops" \
+                    if its.shape[1] else ""
+                who.append(f"the store at {mine[k].at} in program "
+                           f"{tuple(int(x) for x in pid[i])}{loops}")
+        return (f"element {tuple(int(x) for x in element)} of tensor {tensor!r}, which the "
+                f"kernel produces for the schedule, is stored twice in one launch of grid "
+                f"{grid}: by {who[0]}, and by {who[1]}. A produced chunk leaves once its "
+                f"elements are stored, counted one store per element, so it would leave before "
+                f"its last value is stored. Tile the tensor so that every element is stored once "
+                f"per launch (a loop's step at least its tile, the programs' tiles disjoint), "
+                f"or keep the collective after the kernel (fused=False)")
+    return None
+
+
+def _boxes(s: StoreSlice, grid: tuple, values: dict):
+    """``(lo, hi, pid, iterations)`` of every instance of store ``s`` whose box, clipped to
+    ``s.shape``, is not empty: ``lo``/``hi`` ``[n, dims]``, ``pid`` ``[n, 3]``, iterations
+    ``[n, loops]``."""
+    gx, gy, gz = grid
+    z, y, x = np.indices((gz, gy, gx)).reshape(3, -1)
+    pid = np.stack([x, y, z], axis=1).astype(np.int64)
+    vals: list = []
+    its: list = []
+    with np.errstate(all="ignore"):
+        for st in s.steps:
+            a = [vals[i] for i in st.args]
+            if st.op is Op.FOR:
+                lb, ub, step = a
+                trip = np.where(step > 0, np.maximum(0, -((lb - ub) // np.maximum(step, 1))), 0)
+                if trip.sum() > MAX_INSTANCES:
+                    raise LaunchError(f"the store at {s.at} runs more than {MAX_INSTANCES} "
+                                      f"times in this launch: too many to check that no "
+                                      f"element of {s.tensor!r} is stored twice")
+                starts = np.cumsum(trip) - trip
+                k = np.arange(int(trip.sum()), dtype=np.int64) - np.repeat(starts, trip)
+                vals = [np.repeat(v, trip) for v in vals]
+                its = [np.repeat(v, trip) for v in its] + [k]
+                pid = np.repeat(pid, trip, axis=0)
+                vals.append(k)
+                continue
+            if st.op is Op.WHERE:
+                keep = a[0] != 0
+                vals = [v[keep] for v in vals]
+                its = [v[keep] for v in its]
+                pid = pid[keep]
+                vals.append(np.zeros(len(pid), np.int64))
+                continue
+            vals.append(_wrap(_compute(st, a, [s.steps[i].bits for i in st.args], pid, grid,
+                                       values), st.bits))
+    n = len(pid)
+    lo = np.stack([vals[i] for i in s.start], axis=1).reshape(n, len(s.start))
+    shape = np.asarray(s.shape, np.int64)
+    hi = np.clip(lo + np.asarray(s.extent, np.int64), 0, shape)
+    lo = np.clip(lo, 0, shape)
+    live = np.all(hi > lo, axis=1)
+    iters = np.stack(its, axis=1) if its else np.zeros((n, 0), np.int64)
+    return lo[live], hi[live], pid[live], iters[live]
+
+
+def _wrap(x, bits: int):
+    """``x`` as a signed integer of ``bits`` bits (two's complement, as the kernel computes)."""
+    x = np.asarray(x).astype(np.int64)
+    if bits >= 64:
+        return x
+    half = 1 << (bits - 1)
+    return ((x + half) & ((1 << bits) - 1)) - half
+
+
+def _unsigned(x, bits: int):
+    return x.view(np.uint64) if bits >= 64 else x & ((1 << bits) - 1)
+
+
+def _cdiv(a, b):
+    return -((-a) // b)
+
+
+def _divs(a, b):
+    """Signed division rounding toward zero (arith.divsi); 0 where ``b`` is 0 (a branch the
+    kernel does not take computes it too)."""
+    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+    return np.where(b == 0, 0, np.where((a < 0) != (b < 0), -q, q))
+
+
+_CMP = (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
+
+
+def _compute(st: Step, a: list, bits: list, pid, grid: tuple, values: dict):
+    n = len(pid)
+    op = st.op
+    if op is Op.CONST:
+        return np.full(n, st.value, np.int64)
+    if op is Op.ARG:
+        return np.full(n, values[st.name], np.int64)
+    if op is Op.PID:
+        return pid[:, st.value].copy()
+    if op is Op.NPROGS:
+        return np.full(n, grid[st.value], np.int64)
+    if op in _SIGNED:
+        return _SIGNED[op](*a)
+    if op in _UNSIGNED:
+        u = [_unsigned(x, b) for x, b in zip(a, bits)]
+        return _UNSIGNED[op](*u).astype(np.int64)
+    if op is Op.EXTU:
+        return _unsigned(a[0], bits[0]).astype(np.int64)
+    if op in (Op.EXTS, Op.TRUNC):
+        return a[0]
+    if op is Op.CMP:
+        if st.value < 6:
+            return _CMP[st.value](a[0], a[1]).astype(np.int64)
+        return _CMP[st.value - 4](*(_unsigned(x, b) for x, b in zip(a, bits))).astype(np.int64)
+    if op is Op.SELECT:
+        return np.where(a[0] != 0, a[1], a[2])
+    raise LaunchError(f"a store slice step {op!r} this runtime does not know: recompile")
+
+
+_SIGNED = {
+    Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIVS: _divs,
+    Op.REMS: lambda a, b: a - b * _divs(a, b),
+    Op.CEILDIVS: lambda a, b: np.where(b == 0, 0, _cdiv(a, np.where(b == 0, 1, b))),
+    Op.FLOORDIVS: lambda a, b: np.where(b == 0, 0, a // np.where(b == 0, 1, b)),
+    Op.MINS: np.minimum, Op.MAXS: np.maximum, Op.AND: np.bitwise_and, Op.OR: np.bitwise_or,
+    Op.XOR: np.bitwise_xor, Op.SHL: lambda a, b: np.left_shift(a, b & 63),
+    Op.SHRS: lambda a, b: np.right_shift(a, b & 63),
+}
+_UNSIGNED = {
+    Op.DIVU: lambda a, b: np.where(b == 0, 0, a // np.where(b == 0, 1, b)),
+    Op.REMU: lambda a, b: np.where(b == 0, 0, a % np.where(b == 0, 1, b)),
+    Op.CEILDIVU: lambda a, b: np.where(b == 0, 0, _cdiv(a, np.where(b == 0, 1, b))),
+    Op.MINU: np.minimum, Op.MAXU: np.maximum,
+    Op.SHRU: lambda a, b: np.right_shift(a, b & 63),
+}
+
+
+def _first_overlap(lo, hi):
+    """The first element (lexicographically) that two of the boxes ``[lo, hi)`` contain, or
+    None.  The boxes' edges cut each dim into intervals; on that grid of cells (at most the
+    tensor's size) a difference array adds +-1 at each box's corners, and its prefix sums
+    count the boxes covering each cell."""
+    n, d = lo.shape
+    if n < 2:
+        return None
+    cuts = [np.unique(np.concatenate([lo[:, k], hi[:, k]])) for k in range(d)]
+    a = [np.searchsorted(cuts[k], lo[:, k]) for k in range(d)]
+    b = [np.searchsorted(cuts[k], hi[:, k]) for k in range(d)]
+    shape = tuple(len(c) for c in cuts)
+    count = np.zeros(int(np.prod(shape)), np.int64)
+    for corner in range(1 << d):
+        idx = tuple(b[k] if corner >> k & 1 else a[k] for k in range(d))
+        sign = -1 if bin(corner).count("1") % 2 else 1
+        count += sign * np.bincount(np.ravel_multi_index(idx, shape), minlength=count.size)
+    count = count.reshape(shape)
+    for k in range(d):
+        np.cumsum(count, axis=k, out=count)
+    twice = np.argwhere(count > 1)
+    if not len(twice):
+        return None
+    return np.array([cuts[k][twice[0][k]] for k in range(d)], np.int64)
