@@ -8,10 +8,10 @@ and constants, through integer arithmetic, compares, selects and ``scf.if`` resu
 enclosing ``scf.for`` becomes a ``for`` step (its bounds sliced the same way) and every
 enclosing ``scf.if`` a ``where`` step on its condition.  What the slice cannot express -- a
 value loaded from memory (a tile from an atomic counter, a routed row), a ``while`` loop, a
-value a loop carries other than a counter advanced by a loop-invariant step -- leaves the store
-unchecked, and :func:`store_slice` says why (a remark of the ABI, docs/soundness.md).  A
-branch condition that depends on memory is dropped: the store is then counted as running,
-which can only find more overlaps, never hide one.
+value a loop carries other than a counter advanced by a loop-invariant step, a branch whose
+condition reads memory (split-K's "the last program of a tile stores it", decided by an atomic
+counter) -- leaves the store unchecked, and :func:`store_slice` says why (a remark of the ABI,
+docs/soundness.md).
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ class _Slicer:
                 Op.ADD, (lb, self.emit(Op.MUL, (k, step), bits)), bits)
         elif isinstance(op, scf.IfOp):
             if not self.purity.is_pure(op.cond):
-                return  # counted as running: more overlaps, never fewer
+                raise _Unsliced(f"whether it runs depends on "
+                                f"{self.purity.why_impure(op.cond)} (the scf.if at "
+                                f"{loc_str(op)})")
             cond = self.value(op.cond)
             if not op.true_region.is_ancestor(store):
                 cond = self.emit(Op.XOR, (cond, self.emit(Op.CONST, value=-1, bits=1)), 1)

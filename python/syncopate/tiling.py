@@ -30,8 +30,9 @@ from .errors import LaunchError
 
 __all__ = ["Op", "Step", "StoreSlice", "check_stores"]
 
-#: store instances one check may enumerate (a loop bound gone wild would exhaust memory)
-MAX_INSTANCES = 1 << 26
+#: store instances one check may enumerate: ~100 bytes each while it runs (a loop bound
+#: gone wild would exhaust the host's memory)
+MAX_INSTANCES = 1 << 24
 
 
 class Op(str, Enum):
@@ -146,12 +147,13 @@ def _overlap(stores: tuple, grid: tuple, args: tuple) -> str | None:
         if element is None:
             continue
         who = []
-        for k, plo, phi, pid, its in parts:
+        for k, plo, phi, prog, its in parts:
             for i in np.flatnonzero(np.all((plo <= element) & (element < phi), axis=1))[:2]:
                 loops = f", iteration {tuple(int(x) for x in its[i])} of its loops" \
                     if its.shape[1] else ""
-                who.append(f"the store at {mine[k].at} in program "
-                           f"{tuple(int(x) for x in pid[i])}{loops}")
+                p = int(prog[i])
+                pid = (p % grid[0], p // grid[0] % grid[1], p // (grid[0] * grid[1]))
+                who.append(f"the store at {mine[k].at} in program {pid}{loops}")
         return (f"element {tuple(int(x) for x in element)} of tensor {tensor!r}, which the "
                 f"kernel produces for the schedule, is stored twice in one launch of grid "
                 f"{grid}: by {who[0]}, and by {who[1]}. A produced chunk leaves once its "
@@ -163,56 +165,63 @@ def _overlap(stores: tuple, grid: tuple, args: tuple) -> str | None:
 
 
 def _boxes(s: StoreSlice, grid: tuple, values: dict):
-    """``(lo, hi, pid, iterations)`` of every instance of store ``s`` whose box, clipped to
-    ``s.shape``, is not empty: ``lo``/``hi`` ``[n, dims]``, ``pid`` ``[n, 3]``, iterations
-    ``[n, loops]``."""
-    gx, gy, gz = grid
-    z, y, x = np.indices((gz, gy, gx)).reshape(3, -1)
-    pid = np.stack([x, y, z], axis=1).astype(np.int64)
-    vals: list = []
-    its: list = []
+    """``(lo, hi, program, iterations)`` of every instance of store ``s`` whose box, clipped to
+    ``s.shape``, is not empty: ``lo``/``hi`` ``[n, dims]``, the linear program index ``[n]``
+    (x fastest) and the iteration numbers of the enclosing loops ``[n, loops]``.  A value is a
+    0-d array until it depends on the instance; a value is dropped after its last use."""
+    steps = s.steps
+    last = {i: j for j, st in enumerate(steps) for i in st.args}
+    last.update({i: len(steps) for i in s.start})
+    last.update({j: len(steps) for j, st in enumerate(steps) if st.op is Op.FOR})
+    prog = np.arange(grid[0] * grid[1] * grid[2], dtype=np.int64)
+    vals: dict = {}
     with np.errstate(all="ignore"):
-        for st in s.steps:
+        for j, st in enumerate(steps):
             a = [vals[i] for i in st.args]
             if st.op is Op.FOR:
                 lb, ub, step = a
-                trip = np.where(step > 0, np.maximum(0, -((lb - ub) // np.maximum(step, 1))), 0)
-                if trip.sum() > MAX_INSTANCES:
+                trip = np.broadcast_to(np.where(
+                    step > 0, np.maximum(0, -((lb - ub) // np.maximum(step, 1))), 0), prog.shape)
+                total = int(trip.sum())
+                if total > MAX_INSTANCES:
                     raise LaunchError(f"the store at {s.at} runs more than {MAX_INSTANCES} "
                                       f"times in this launch: too many to check that no "
-                                      f"element of {s.tensor!r} is stored twice")
+                                      f"element of {s.tensor!r} is stored twice. Store larger "
+                                      f"tiles, or keep the collective after the kernel "
+                                      f"(fused=False)")
                 starts = np.cumsum(trip) - trip
-                k = np.arange(int(trip.sum()), dtype=np.int64) - np.repeat(starts, trip)
-                vals = [np.repeat(v, trip) for v in vals]
-                its = [np.repeat(v, trip) for v in its] + [k]
-                pid = np.repeat(pid, trip, axis=0)
-                vals.append(k)
-                continue
-            if st.op is Op.WHERE:
-                keep = a[0] != 0
-                vals = [v[keep] for v in vals]
-                its = [v[keep] for v in its]
-                pid = pid[keep]
-                vals.append(np.zeros(len(pid), np.int64))
-                continue
-            vals.append(_wrap(_compute(st, a, [s.steps[i].bits for i in st.args], pid, grid,
-                                       values), st.bits))
-    n = len(pid)
-    lo = np.stack([vals[i] for i in s.start], axis=1).reshape(n, len(s.start))
-    shape = np.asarray(s.shape, np.int64)
-    hi = np.clip(lo + np.asarray(s.extent, np.int64), 0, shape)
-    lo = np.clip(lo, 0, shape)
-    live = np.all(hi > lo, axis=1)
-    iters = np.stack(its, axis=1) if its else np.zeros((n, 0), np.int64)
-    return lo[live], hi[live], pid[live], iters[live]
+                vals = {i: np.repeat(v, trip) if v.ndim else v for i, v in vals.items()}
+                vals[j] = np.arange(total, dtype=np.int64) - np.repeat(starts, trip)
+                prog = np.repeat(prog, trip)
+            elif st.op is Op.WHERE:
+                keep = np.broadcast_to(a[0] != 0, prog.shape)
+                vals = {i: v[keep] if v.ndim else v for i, v in vals.items()}
+                prog = prog[keep]
+            else:
+                vals[j] = _wrap(_compute(st, a, [steps[i].bits for i in st.args], prog, grid,
+                                         values), st.bits)
+            for i in st.args:
+                if last[i] == j:
+                    del vals[i]
+    n = len(prog)
+    live = np.ones(n, bool)
+    lo, hi = [], []
+    for d, (i, ext, size) in enumerate(zip(s.start, s.extent, s.shape)):
+        start = np.broadcast_to(vals[i], (n,))
+        lo.append(np.minimum(np.maximum(start, 0), size))
+        hi.append(np.minimum(np.maximum(start + ext, 0), size))
+        live &= hi[-1] > lo[-1]
+    iters = [np.broadcast_to(vals[j], (n,)) for j, st in enumerate(steps) if st.op is Op.FOR]
+    return (np.stack(lo, axis=1)[live], np.stack(hi, axis=1)[live], prog[live],
+            np.stack(iters, axis=1)[live] if iters else np.zeros((int(live.sum()), 0), np.int64))
 
 
 def _wrap(x, bits: int):
     """``x`` as a signed integer of ``bits`` bits (two's complement, as the kernel computes)."""
-    x = np.asarray(x).astype(np.int64)
-    if bits >= 64:
-        return x
+    x = np.asarray(x, np.int64)
     half = 1 << (bits - 1)
+    if bits >= 64 or (x.min(initial=0) >= -half and x.max(initial=0) < half):
+        return x
     return ((x + half) & ((1 << bits) - 1)) - half
 
 
@@ -234,17 +243,16 @@ def _divs(a, b):
 _CMP = (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
 
 
-def _compute(st: Step, a: list, bits: list, pid, grid: tuple, values: dict):
-    n = len(pid)
+def _compute(st: Step, a: list, bits: list, prog, grid: tuple, values: dict):
     op = st.op
     if op is Op.CONST:
-        return np.full(n, st.value, np.int64)
+        return np.int64(st.value)
     if op is Op.ARG:
-        return np.full(n, values[st.name], np.int64)
+        return np.int64(values[st.name])
     if op is Op.PID:
-        return pid[:, st.value].copy()
+        return prog // (1, grid[0], grid[0] * grid[1])[st.value] % grid[st.value]
     if op is Op.NPROGS:
-        return np.full(n, grid[st.value], np.int64)
+        return np.int64(grid[st.value])
     if op in _SIGNED:
         return _SIGNED[op](*a)
     if op in _UNSIGNED:
