@@ -210,10 +210,10 @@ class CheckAccesses(ModulePass):
                         stores.append(s)
                         checked.add(a.op)
                     elif s is not None:
+                        at = f" at {loc_str(a.op)}" if loc_str(a.op) else ""
                         remarks.append(
-                            f"check-accesses: the {a.op.name} at {loc_str(a.op)} of tensor "
-                            f"{tensor!r} is not checked at launch for elements stored twice: "
-                            f"{s}")
+                            f"check-accesses: the {a.op.name}{at} of tensor {tensor!r} is not "
+                            f"checked at launch for elements stored twice: {s}")
                 _check_written_once(param, tensor, writes, checked)
                 padded = any(valid_rows(c) is not None for c in sched.chunks
                              if c.tensor == tensor)
