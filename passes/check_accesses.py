@@ -25,11 +25,13 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   when a mask bounds the index several ways (``offs < count & offs < M_out``, ``count`` a
   loaded value), any conjunct bounded by an argument proves the access;
 * **produced stores, once and whole**: insert-signals counts one store per element and each
-  store's whole box as written, so a program may store an element of a produced tensor only
-  once (two stores with boxes not provably disjoint, or a store whose box a loop repeats, are
-  refused), and every conjunct of such a store's mask must end at the dim's end (a mask on the
-  data, a loaded count or a program id is refused; a kernel argument becomes a launch-time
-  *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such a store's
+  store's whole box as written, so a launch may store an element of a produced tensor only
+  once (a store whose box a loop repeats, or the same tile stored twice, is refused; the rest
+  is decided per launch from the slice of each store's box recorded in ``stores``,
+  :mod:`.store_slices`, :mod:`syncopate.tiling`; two stores of which one has no slice must be
+  provably disjoint), and every conjunct of such a store's mask must end at the dim's end (a
+  mask on the data, a loaded count or a program id is refused; a kernel argument becomes a
+  launch-time *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such a store's
   box run a number of iterations that depends on a loaded value (which boxes get stored would
   be decided by the data, like a mask on a loaded count: a chunk never reached never leaves).
 
