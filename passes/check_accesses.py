@@ -31,9 +31,10 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   :mod:`.store_slices`, :mod:`syncopate.tiling`; two stores of which one has no slice must be
   provably disjoint), and every conjunct of such a store's mask must end at the dim's end (a
   mask on the data, a loaded count or a program id is refused; a kernel argument becomes a
-  launch-time *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such a store's
-  box run a number of iterations that depends on a loaded value (which boxes get stored would
-  be decided by the data, like a mask on a loaded count: a chunk never reached never leaves).
+  launch-time *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such
+  a store's box run a number of iterations that depends on a loaded value (which boxes get
+  stored would be decided by the data, like a mask on a loaded count: a chunk never reached
+  never leaves).
 
 It refuses, whatever the schedule, a kernel whose programs **wait for each other**: a while
 loop whose condition depends on an atomic or a volatile load inside it and that stores nothing

@@ -4,6 +4,8 @@ modifiers, inline assembly, loop knobs), each fused with the schedules that coul
 its tensors, emulated for 2 and 3 ranks over 2 launches under several interleavings, and
 compared with the unfused kernel -- the harness of the second round (``tests/probe_helpers.py``)
 on a cheap slice: one schedule per case and binding, the template, W, mode and backend rotating.
+The tilings that store an element of a produced tensor twice in a launch (:data:`OVERLAPS`)
+are refused at launch under every schedule that produces it.
 
 :data:`EXPECT` says what each kernel and binding must give: emulated clean, or refused with a
 typed error whose message matches (a CompileError names the kernel's line, ``unseen3.py:N``).

@@ -3,7 +3,8 @@ demanding new user's kernels that lean on what the soundness promise must not ta
 programs that talk to each other inside one launch (look-back scans, locks, grid barriers, "the
 last program finishes"), hints that lie, views that alias or wrap, register-level tile ops
 (``tl.gather``, ``tl.sort``, ``tl.histogram``, interleave/permute), memory-op modifiers,
-inline assembly and libdevice calls, and loops written with Triton's loop knobs.  Each is
+inline assembly and libdevice calls, loops written with Triton's loop knobs, and tilings
+whose stores of an output overlap across loop iterations or programs.  Each is
 written for one GPU with no knowledge of communication; ``tests/test_probe_unseen3.py`` fuses
 it with every schedule that could move one of its tensors and says what each must give.
 
