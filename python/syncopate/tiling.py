@@ -229,15 +229,20 @@ def _unsigned(x, bits: int):
     return x.view(np.uint64) if bits >= 64 else x & ((1 << bits) - 1)
 
 
-def _cdiv(a, b):
-    return -((-a) // b)
+def _nonzero(div):
+    """``div`` where the divisor is not 0, 0 where it is (a branch the kernel does not take
+    computes it too)."""
+    return lambda a, b: np.where(b == 0, 0, div(a, np.where(b == 0, 1, b)))
 
 
-def _divs(a, b):
-    """Signed division rounding toward zero (arith.divsi); 0 where ``b`` is 0 (a branch the
-    kernel does not take computes it too)."""
-    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
-    return np.where(b == 0, 0, np.where((a < 0) != (b < 0), -q, q))
+def _trunc(a, b):
+    """Division rounding toward zero (arith.divsi, C's ``/``)."""
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _ceil(a, b):
+    return a // b + (a % b != 0)
 
 
 _CMP = (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
@@ -266,25 +271,20 @@ def _compute(st: Step, a: list, bits: list, prog, grid: tuple, values: dict):
         if st.value < 6:
             return _CMP[st.value](a[0], a[1]).astype(np.int64)
         return _CMP[st.value - 4](*(_unsigned(x, b) for x, b in zip(a, bits))).astype(np.int64)
-    if op is Op.SELECT:
-        return np.where(a[0] != 0, a[1], a[2])
-    raise LaunchError(f"a store slice step {op!r} this runtime does not know: recompile")
+    assert op is Op.SELECT, op
+    return np.where(a[0] != 0, a[1], a[2])
 
 
 _SIGNED = {
-    Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIVS: _divs,
-    Op.REMS: lambda a, b: a - b * _divs(a, b),
-    Op.CEILDIVS: lambda a, b: np.where(b == 0, 0, _cdiv(a, np.where(b == 0, 1, b))),
-    Op.FLOORDIVS: lambda a, b: np.where(b == 0, 0, a // np.where(b == 0, 1, b)),
-    Op.MINS: np.minimum, Op.MAXS: np.maximum, Op.AND: np.bitwise_and, Op.OR: np.bitwise_or,
-    Op.XOR: np.bitwise_xor, Op.SHL: lambda a, b: np.left_shift(a, b & 63),
-    Op.SHRS: lambda a, b: np.right_shift(a, b & 63),
+    Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIVS: _nonzero(_trunc),
+    Op.REMS: _nonzero(lambda a, b: a - b * _trunc(a, b)), Op.CEILDIVS: _nonzero(_ceil),
+    Op.FLOORDIVS: _nonzero(np.floor_divide), Op.MINS: np.minimum, Op.MAXS: np.maximum,
+    Op.AND: np.bitwise_and, Op.OR: np.bitwise_or, Op.XOR: np.bitwise_xor,
+    Op.SHL: lambda a, b: np.left_shift(a, b & 63), Op.SHRS: lambda a, b: np.right_shift(a, b & 63),
 }
 _UNSIGNED = {
-    Op.DIVU: lambda a, b: np.where(b == 0, 0, a // np.where(b == 0, 1, b)),
-    Op.REMU: lambda a, b: np.where(b == 0, 0, a % np.where(b == 0, 1, b)),
-    Op.CEILDIVU: lambda a, b: np.where(b == 0, 0, _cdiv(a, np.where(b == 0, 1, b))),
-    Op.MINU: np.minimum, Op.MAXU: np.maximum,
+    Op.DIVU: _nonzero(np.floor_divide), Op.REMU: _nonzero(np.remainder),
+    Op.CEILDIVU: _nonzero(_ceil), Op.MINU: np.minimum, Op.MAXU: np.maximum,
     Op.SHRU: lambda a, b: np.right_shift(a, b & 63),
 }
 
