@@ -16,7 +16,7 @@
 // (The order of the operands of the box's `g * C` follows the polynomial's term order, which
 // is not fixed from one run to the next: either is accepted.)
 
-// CHECK:       syncopate.state = #syncopate.state<grid_axes = [0], upper_bounds = {M_out = 64, N = 32}, requirements = {N = 32}, produced = {"0" = 512, "1" = 512, "2" = 512, "3" = 512}, signals = 1>
+// CHECK:       syncopate.state = #syncopate.state<grid_axes = [0], upper_bounds = {M_out = 64, N = 32}, stores = [{tensor = "Y", {{.*}}, start = [{{[0-9]+}}, {{[0-9]+}}], extent = [16, 32]}], requirements = {N = 32}, produced = {"0" = 512, "1" = 512, "2" = 512, "3" = 512}, signals = 1>
 // CHECK-LABEL: tt.func public @grouped_gemm_kernel
 // CHECK-NOT:     syncopate.wait_region
 // CHECK-NOT:     syncopate.signal_region

@@ -25,13 +25,16 @@ state: it is the compiler's soundness gate.  For every communicated tensor it ch
   when a mask bounds the index several ways (``offs < count & offs < M_out``, ``count`` a
   loaded value), any conjunct bounded by an argument proves the access;
 * **produced stores, once and whole**: insert-signals counts one store per element and each
-  store's whole box as written, so a program may store an element of a produced tensor only
-  once (two stores with boxes not provably disjoint, or a store whose box a loop repeats, are
-  refused), and every conjunct of such a store's mask must end at the dim's end (a mask on the
-  data, a loaded count or a program id is refused; a kernel argument becomes a launch-time
-  *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such a store's
-  box run a number of iterations that depends on a loaded value (which boxes get stored would
-  be decided by the data, like a mask on a loaded count: a chunk never reached never leaves).
+  store's whole box as written, so a launch may store an element of a produced tensor only
+  once (a store whose box a loop repeats, or the same tile stored twice, is refused; the rest
+  is decided per launch from the slice of each store's box recorded in ``stores``,
+  :mod:`.store_slices`, :mod:`syncopate.tiling`; two stores of which one has no slice must be
+  provably disjoint), and every conjunct of such a store's mask must end at the dim's end (a
+  mask on the data, a loaded count or a program id is refused; a kernel argument becomes a
+  launch-time *equality*, ``M == 4096``, in ``requirements``); nor may a loop that moves such
+  a store's box run a number of iterations that depends on a loaded value (which boxes get
+  stored would be decided by the data, like a mask on a loaded count: a chunk never reached
+  never leaves).
 
 It refuses, whatever the schedule, a kernel whose programs **wait for each other**: a while
 loop whose condition depends on an atomic or a volatile load inside it and that stores nothing
@@ -61,7 +64,8 @@ from xdsl.passes import ModulePass
 
 from syncopate.errors import CompileError
 from syncopate.schedule.verify_extent import valid_rows
-from syncopate_mlir.dialects.syncopate import record
+from syncopate.tiling import StoreSlice
+from syncopate_mlir.dialects.syncopate import record, state_of
 from syncopate_mlir.dialects.tt import (
     AtomicCASOp,
     AtomicRMWOp,
@@ -83,6 +87,7 @@ from .loop_remap import for_loop_of, ivs_as_iterations
 from .memory_ops import Effect, mask_operand, memory_op, writes_memory
 from .poly import Axis, IterCount, Poly
 from .purity import Purity, is_pure_op
+from .store_slices import store_slice
 
 #: signed compares only: ``x <u n`` bounds ``x`` by ``n`` only when ``n`` is not negative, which
 #: a launch argument need not be (an unsigned mask yields no bound; the access is refused or
@@ -168,6 +173,9 @@ class CheckAccesses(ModulePass):
                        if isinstance(o, (GetProgramIdOp, GetNumProgramsOp))})
         bounds: dict[str, int] = {}
         exact: dict[str, int] = {}  # launch-time equalities (a produced store's mask bound)
+        purity = Purity(analysis.func)
+        stores: list[StoreSlice] = []   # produced stores' boxes, checked at launch
+        remarks: list[str] = []
         for param, tensor in operands_of(op).items():
             mine = [a for a in accesses if a.tensor == tensor]
             if not mine:
@@ -194,13 +202,24 @@ class CheckAccesses(ModulePass):
                                     part=part is not None)
             if sched.is_produced(tensor):
                 writes = [a for a in mine if a.kind == "write"]
-                _check_written_once(param, tensor, writes)
+                checked = set()
+                for a in writes:
+                    s = None if a.dims is None else store_slice(a, limits, names, purity)
+                    if isinstance(s, StoreSlice):
+                        stores.append(s)
+                        checked.add(a.op)
+                    elif s is not None:
+                        at = f" at {loc_str(a.op)}" if loc_str(a.op) else ""
+                        remarks.append(
+                            f"check-accesses: the {a.op.name}{at} of tensor {tensor!r} is not "
+                            f"checked at launch for elements stored twice: {s}")
+                _check_written_once(param, tensor, writes, checked)
                 padded = any(valid_rows(c) is not None for c in sched.chunks
                              if c.tensor == tensor)
                 for a in writes:
                     _check_whole_box(a, limits, analysis.ev, names, exact, padded)
                 if not padded:
-                    _check_loop_trips(writes, Purity(analysis.func))
+                    _check_loop_trips(writes, purity)
         for param, value in exact.items():
             if bounds.get(param, value) < value:
                 raise CompileError(
@@ -209,8 +228,9 @@ class CheckAccesses(ModulePass):
                     f"an access of another communicated tensor needs {param} <= "
                     f"{bounds[param]}: no launch satisfies both. Make the schedule's shapes "
                     f"match what the kernel indexes")
-        record(op, grid_axes=axes, upper_bounds=bounds, **(
-            {"requirements": exact} if exact else {}))
+        record(op, grid_axes=axes, upper_bounds=bounds, stores=tuple(stores),
+               remarks=state_of(op).remarks + tuple(remarks),
+               **({"requirements": exact} if exact else {}))
 
     @staticmethod
     def _deny_unknown_uses(analysis) -> None:
@@ -437,14 +457,19 @@ def _mask_note(a: Access, d: int, ev: Evaluator) -> str:
             f"`index < bound` (or <=, >, >=, and their &) do{named}")
 
 
-def _check_written_once(param: str, tensor: str, writes: list[Access]) -> None:
-    """Each element of a produced tensor is stored at most once per program: insert-signals
+def _check_written_once(param: str, tensor: str, writes: list[Access], checked: set) -> None:
+    """Each element of a produced tensor is stored at most once per launch: insert-signals
     counts one store per element, so a chunk whose elements are stored twice reaches its
     target after the first stores and leaves (or is added into a peer's) holding their values
-    (a tile zero-filled and then stored gave rows of zeros).  Two stores that both run in a
-    program must have disjoint boxes (their starts a constant apart along some dim, at least
-    the extent), and a store inside a loop must write another box in every iteration (its
-    box depends on the loop).  Stores on both sides of one ``scf.if`` never both run."""
+    (a tile zero-filled and then stored gave rows of zeros).  What is certain here is refused
+    here: a store inside a loop must write another box in every iteration (its box depends on
+    the loop), and two stores that both run must not store boxes a constant apart by less
+    than their extent along every dim (the same tile stored twice).  Every other overlap --
+    across programs, iterations and store ops -- is decided per launch by evaluating the
+    stores' slices (``checked``: the store ops that have one, :mod:`syncopate.tiling`); two
+    stores of which one has none must have disjoint boxes in the program where both run (their
+    starts a constant apart along some dim, at least the extent), or sit on the two sides of
+    one ``scf.if``."""
     for a in writes:
         if a.dims is None:
             continue
@@ -463,7 +488,8 @@ def _check_written_once(param: str, tensor: str, writes: list[Access]) -> None:
     for i, a in enumerate(writes):
         for b in writes[i + 1:]:
             if a.dims is None or b.dims is None or _exclusive(a.op, b.op) or \
-                    _disjoint(a.dims, b.dims):
+                    _disjoint(a.dims, b.dims) or \
+                    ({a.op, b.op} <= checked and not _overlap(a.dims, b.dims)):
                 continue
             raise CompileError(
                 f"this {b.op.name} and the one at {loc_str(a.op)} may both store the same "
@@ -557,6 +583,12 @@ def _disjoint(a: list, b: list) -> bool:
         if gap.is_const and (gap.const_value >= db.extent or -gap.const_value >= da.extent):
             return True
     return False
+
+
+def _overlap(a: list, b: list) -> bool:
+    """Two boxes whose starts are a constant apart along every dim, by less than the extent
+    of the box that comes first: they overlap wherever both are stored."""
+    return all((da.lo - db.lo).is_const for da, db in zip(a, b)) and not _disjoint(a, b)
 
 
 def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,

@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 
 import syncopate.abi
+import syncopate.tiling
 import syncopate_mlir
 import syncopate_mlir.passes
 from syncopate import backends, settings
@@ -53,7 +54,9 @@ def _source_digest() -> str:
     # the backends too: each names its passes and checks its options
     roots = [Path(syncopate_mlir.__file__).parent, Path(syncopate_mlir.passes.__file__).parent,
              Path(backends.__file__).parent]
-    files = sorted({p for r in roots for p in r.rglob("*.py")}) + [Path(syncopate.abi.__file__)]
+    # the ABI and the store slices it carries (the launch check reads them from the cache)
+    files = sorted({p for r in roots for p in r.rglob("*.py")}) + [
+        Path(m.__file__) for m in (syncopate.abi, syncopate.tiling)]
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())

@@ -4,6 +4,8 @@ modifiers, inline assembly, loop knobs), each fused with the schedules that coul
 its tensors, emulated for 2 and 3 ranks over 2 launches under several interleavings, and
 compared with the unfused kernel -- the harness of the second round (``tests/probe_helpers.py``)
 on a cheap slice: one schedule per case and binding, the template, W, mode and backend rotating.
+The tilings that store an element of a produced tensor twice in a launch (:data:`OVERLAPS`)
+are refused at launch under every schedule that produces it.
 
 :data:`EXPECT` says what each kernel and binding must give: emulated clean, or refused with a
 typed error whose message matches (a CompileError names the kernel's line, ``unseen3.py:N``).
@@ -13,6 +15,7 @@ exception is a finding.
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 import numpy as np
@@ -20,11 +23,11 @@ import pytest
 
 from syncopate.emulate.reference import run_grid
 from syncopate.emulate.scheduler import SPIN_TURN, Co, Scheduler
-from syncopate.errors import EmulationError
+from syncopate.errors import EmulationError, LaunchError
 
 from corpus import unseen3 as U
 from probe_helpers import (CLEAN, LIMIT, Bind, Case, _gemm_case, _per_rank, _rows_case, _zeros,
-                           check_expectations_cover, items, probe, run)
+                           check_expectations_cover, items, probe, run, schedules)
 
 R, C = 48, 32
 
@@ -184,10 +187,10 @@ EXPECT = {
     "while_loaded_bound": dict(x_ptr=CLEAN, y_ptr=(
         "CompileError", "moves with the loop at .* whose number of iterations depends on a "
                         "value loaded from memory")),
-    # the unrolled copy of the store (loop_unroll_factor=2) is not proven disjoint from the
-    # original: a refusal of a sound kernel, not a soundness fault
-    "flattened_loops": dict(x_ptr=CLEAN, y_ptr=(
-        "CompileError", "may both store the same elements of 'y_ptr'")),
+    # the unrolled copies of the store (loop_unroll_factor=2) and the remainder loop's are
+    # not disjoint by their starts' constant gap (the copies are, within an iteration; the
+    # loops are not): the launch check evaluates their boxes (before, a refusal)
+    "flattened_loops": dict(x_ptr=CLEAN, y_ptr=CLEAN),
     "swizzle2d_persistent_gemm": dict(a_ptr=CLEAN, c_ptr=CLEAN),
     "nested_if_returns": dict(x_ptr=CLEAN, y_ptr=CLEAN),
 }
@@ -199,6 +202,41 @@ def test_every_case_and_binding_has_an_expectation():
 @pytest.mark.parametrize("name,param,i,backend", items(CASES, EXPECT))
 def test_probe_kernel(name, param, i, backend):
     probe(CASES[name](), param, i, backend, EXPECT[name][param], "unseen3.py")
+
+
+# ------------------------------------------ tilings that store an element twice in a launch
+
+_OVER = (Bind("y_ptr", (48, 48), (0, 1), True),)
+
+#: kernels whose stores of a produced tensor overlap across loop iterations or programs (each
+#: store's box is its own in a program and an iteration): the chunk's count, one store per
+#: element, reached its target before its last value was stored (early-signal races and
+#: mismatches, before the launch check)
+OVERLAPS: dict[str, Callable[[], Case]] = {
+    "overlap_step": lambda: _rows_case(U.overlap_step, dict(BM=1, BLOCK=16), C=48,
+                                       binds=_OVER),
+    "shifted_pair": lambda: _rows_case(U.shifted_pair, dict(BM=1, BLOCK=16), C=48,
+                                       binds=_OVER),
+    "grid_overlap": lambda: _rows_case(U.grid_overlap, dict(BM=4, BLOCK=64), C=48,
+                                       grid=(2 * R // 4,), binds=_OVER),
+    "persistent_overlap": lambda: _rows_case(U.persistent_overlap, dict(BM=4, BLOCK=64),
+                                             C=48, grid=(4,), binds=_OVER),
+}
+
+
+@pytest.mark.parametrize("W", (2, 3))
+@pytest.mark.parametrize("name", sorted(OVERLAPS))
+def test_element_stored_twice_is_refused_at_launch(name, W):
+    """Every schedule that produces the tensor (reduce-scatter in every mode and split,
+    all-reduce, along each dim) refuses the launch before anything runs, naming the store's
+    line in the kernel."""
+    case = OVERLAPS[name]()
+    src, first = inspect.getsourcelines(case.fn.fn)
+    lines = [first + i for i, text in enumerate(src) if "tl.store(" in text]
+    for label, sched in schedules(case.binds[0], W, "fp32"):
+        with pytest.raises(LaunchError, match="is stored twice in one launch") as e:
+            run(case, case.binds[0], sched, "sm", ("in-order",))
+        assert any(f"unseen3.py:{n}:" in str(e.value) for n in lines), (label, e.value)
 
 
 # ------------------------------------------------------------------ the emulator's fairness

@@ -12,6 +12,7 @@ from numbers import Integral
 
 from . import backends
 from .errors import LaunchRequirementError
+from .tiling import StoreSlice
 
 #: 3: ``syn_epoch`` is a pointer to the configuration's device epoch word (docs/cuda-graphs.md)
 ABI_VERSION = 3
@@ -184,6 +185,9 @@ class FusedABI:
     #: program-id axes the kernel reads; None = unknown (an ABI written before this field).
     #: A grid larger than 1 along another axis would run every tile more than once.
     grid_axes: list[int] | None = None
+    #: the boxes of the stores into produced tensors, as slices the runtime evaluates per
+    #: launch (:func:`syncopate.tiling.check_stores`: no element is stored twice)
+    stores: list[StoreSlice] = field(default_factory=list)
     #: the chunk table (:mod:`syncopate.chunk_table`) the kernel reads through ``syn_table``:
     #: int32 words, built from the schedule; the runtime validates it before its first upload
     table: list[int] = field(default_factory=list)
@@ -228,6 +232,7 @@ class FusedABI:
             "epilogue_slots": list(self.epilogue_slots),
             "upper_bounds": dict(self.upper_bounds),
             "grid_axes": None if self.grid_axes is None else list(self.grid_axes),
+            "stores": [s.to_json() for s in self.stores],
             "table": list(self.table),
             "table_remaps": [list(x) for x in self.table_remaps],
             "lowering": self.lowering,
@@ -249,6 +254,7 @@ class FusedABI:
             epilogue_slots=list(d.get("epilogue_slots", [])),
             upper_bounds=dict(d.get("upper_bounds", {})),
             grid_axes=None if d.get("grid_axes") is None else list(d["grid_axes"]),
+            stores=[StoreSlice(**s) for s in d.get("stores", [])],
             table=list(d.get("table", [])),
             table_remaps=[tuple(x) for x in d.get("table_remaps", [])],
             lowering=d.get("lowering", "unrolled"),

@@ -61,6 +61,7 @@ from xdsl.utils.str_enum import StrEnum
 from syncopate.errors import CompileError, ScheduleError
 from syncopate.schedule.json_io import dumps, loads
 from syncopate.schedule.model import Schedule
+from syncopate.tiling import StoreSlice
 
 from .tt import PointerType
 
@@ -461,6 +462,7 @@ class KernelState:
 
     grid_axes: tuple[int, ...] | None = None   # check-accesses: program-id axes read
     upper_bounds: Mapping[str, int] = EMPTY    # check-accesses: parameter <= bound at launch
+    stores: tuple[StoreSlice, ...] = ()        # check-accesses: produced stores, checked at launch
     remap: Mapping[str, Remapped] = EMPTY      # tile-remap
     remarks: tuple[str, ...] = ()              # what a pass left as written, and why
     reordered: bool = False                    # tile-remap renumbered float reductions

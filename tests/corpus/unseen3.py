@@ -3,7 +3,8 @@ demanding new user's kernels that lean on what the soundness promise must not ta
 programs that talk to each other inside one launch (look-back scans, locks, grid barriers, "the
 last program finishes"), hints that lie, views that alias or wrap, register-level tile ops
 (``tl.gather``, ``tl.sort``, ``tl.histogram``, interleave/permute), memory-op modifiers,
-inline assembly and libdevice calls, and loops written with Triton's loop knobs.  Each is
+inline assembly and libdevice calls, loops written with Triton's loop knobs, and tilings
+whose stores of an output overlap across loop iterations or programs.  Each is
 written for one GPU with no knowledge of communication; ``tests/test_probe_unseen3.py`` fuses
 it with every schedule that could move one of its tensors and says what each must give.
 
@@ -480,3 +481,53 @@ def nested_if_returns(x_ptr, y_ptr, M, n_cols, stride, mode, BM: tl.constexpr,
         tl.store(yp, x * x, mask=m)
         return
     tl.store(yp, -x, mask=m)
+
+
+# ------------------------------------------------ tilings that store an element twice a launch
+
+@triton.jit
+def overlap_step(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """A column loop whose step is half its tile: every iteration stores a box of its own (the
+    box moves with the loop), but consecutive boxes share half their columns."""
+    row = tl.program_id(0)
+    for c0 in range(0, n_cols, BLOCK // 2):
+        cols = c0 + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+        tl.store(y_ptr + row * stride + cols, x * 2.0 + c0, mask=cols < n_cols)
+
+
+@triton.jit
+def shifted_pair(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Two stores an iteration, at ``c0`` and ``c0 + BLOCK``: disjoint within the iteration (a
+    constant gap of one tile), but the second overlaps the next iteration's first."""
+    row = tl.program_id(0)
+    for c0 in range(0, n_cols, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+        tl.store(y_ptr + row * stride + cols, x * 2.0, mask=cols < n_cols)
+        cols2 = cols + BLOCK
+        x2 = tl.load(x_ptr + row * stride + cols2, mask=cols2 < n_cols, other=0.0)
+        tl.store(y_ptr + row * stride + cols2, x2 * 3.0, mask=cols2 < n_cols)
+
+
+@triton.jit
+def grid_overlap(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Row tiles of ``BM`` rows at a stride of ``BM // 2``: neighbouring programs share rows."""
+    pid = tl.program_id(0)
+    rows = pid * (BM // 2) + tl.arange(0, BM)
+    cols = tl.arange(0, BLOCK)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x * 2.0, mask=m)
+
+
+@triton.jit
+def persistent_overlap(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """A persistent loop over ``2 * M // BM`` tiles of ``BM`` rows at a stride of ``BM // 2``
+    (4 programs): the tiles of different programs share rows."""
+    for t in range(tl.program_id(0), 2 * M // BM, 4):
+        rows = t * (BM // 2) + tl.arange(0, BM)
+        cols = tl.arange(0, BLOCK)
+        m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+        x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+        tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x * 2.0, mask=m)

@@ -24,7 +24,7 @@ from syncopate_mlir.passes.abi_info import (abi_args, comm_programs_of, lowering
                                             table_words)
 from syncopate_mlir.passes.ir_utils import kernel_func
 from syncopate_mlir.pipeline import fuse_pipeline
-from .. import abi, backends, chunk_table
+from .. import abi, backends, chunk_table, tiling
 from ..errors import EmulationError
 from ..schedule.ce_plan import build_ce_plan
 from .arguments import (
@@ -90,13 +90,16 @@ class Emulation:
     def _check_launch(self) -> None:
         """Refuse, as the runtime does, a launch that breaks what the compiler baked into the
         kernel (:func:`syncopate.abi.check_launch`: required argument values, upper bounds,
-        grid axes): emulating it would only report the races it causes."""
+        grid axes; :func:`syncopate.tiling.check_stores`: no element of a produced tensor
+        stored twice): emulating it would only report the races it causes."""
         scalars = [n for n in self.spec.names if n not in self.spec.ptr]
         for r in range(self.W):
-            abi.check_launch({n: self.args[n][r] for n in scalars},
-                             dict(self.state.requirements), dict(self.state.upper_bounds),
-                             self.grid, self.state.grid_axes,
-                             where=f"rank {r}: " if self.W > 1 else "")
+            values = {n: self.args[n][r] for n in scalars}
+            where = f"rank {r}: " if self.W > 1 else ""
+            abi.check_launch(values, dict(self.state.requirements),
+                             dict(self.state.upper_bounds), self.grid, self.state.grid_axes,
+                             where=where)
+            tiling.check_stores(self.state.stores, self.grid, values, where)
 
     # ---------------------------------------------------------------- one policy
     def run_policy(self, policy: str, launches: int, seed: int, faults: Faults | None,

@@ -46,7 +46,7 @@ import dataclasses
 import threading
 from dataclasses import dataclass, field
 
-from .. import abi, backends, chunk_table, compiler, dtypes, settings
+from .. import abi, backends, chunk_table, compiler, dtypes, settings, tiling
 from .. import trace as tr
 from ..errors import CompileError, LaunchError
 from ..schedule.ce_plan import CEPlan
@@ -564,7 +564,9 @@ class FusedKernel:
         cfg = self._config(spec, {**self.compile_options, **launch_opts})
         named = dict(zip(param_names(self.kernel), values))
         abi.check_launch(named, cfg.abi.requirements, cfg.abi.upper_bounds)
-        g = cfg.abi.grid(tuple(grid(named)) if callable(grid) else tuple(grid))
+        user_grid = tuple(grid(named)) if callable(grid) else tuple(grid)
+        tiling.check_stores(cfg.abi.stores, user_grid, named)
+        g = cfg.abi.grid(user_grid)
         peers = self._peers_table(cfg, operand_tensors)
         if fkey is not None:
             if len(self._fast) >= 64:  # callers cycling through buffers: bound it
