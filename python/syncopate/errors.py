@@ -68,10 +68,7 @@ class LaunchRequirementError(LaunchError):
 
     def __init__(self, violations, where: str = ""):
         self.violations = list(violations)
-        fixes = []
-        for v in self.violations:
-            if v.fix not in fixes:
-                fixes.append(v.fix)
+        fixes = dict.fromkeys(v.fix for v in self.violations)  # each once, in order
         super().__init__(f"{where}arguments break what the fused kernel was compiled for: "
                          + "; ".join(str(v) for v in self.violations) + ". "
                          + ". ".join(fixes))

@@ -32,18 +32,18 @@ ENVIRON = os.environ._data if (os.name == "posix"
 
 
 class _Memo(dict):
-    """A setting's values by raw value (bytes on POSIX, str elsewhere, None when unset): a read
-    is one lookup; a raw value not seen before is parsed here (a bad one raises, memoised
-    nothing)."""
+    """Parsed values by raw value (a setting's: bytes on POSIX, str elsewhere, None when unset;
+    the watchdog's: a pair of them): a read is one lookup; a raw value not seen before is
+    parsed here by ``parse(raw)`` (a bad one raises, memoised nothing)."""
 
-    __slots__ = ("setting",)
+    __slots__ = ("parse",)
 
-    def __init__(self, setting):
+    def __init__(self, parse):
         super().__init__()
-        self.setting = setting
+        self.parse = parse
 
     def __missing__(self, raw):
-        value = self.setting.parse(os.fsdecode(raw) if type(raw) is bytes else raw)
+        value = self.parse(raw)
         if len(self) > 64:
             self.clear()
         self[raw] = value
@@ -65,7 +65,8 @@ class Setting:
         self.var, self.kind, self.default, self.doc = var, kind, default, doc
         self.key = os.fsencode(var) if ENVIRON is not None else var
         self._parse, self._hint, self._error = parse, hint, error
-        self._memo = _Memo(self)
+        self._memo = _Memo(lambda raw: self.parse(os.fsdecode(raw) if type(raw) is bytes
+                                                  else raw))
 
     def get(self, env=None):
         """The value in ``env`` (a mapping; default: the process environment now). Parsed once
@@ -142,10 +143,6 @@ def _loopback(text: str) -> int:
     return w
 
 
-def _text(text: str) -> str:
-    return text
-
-
 SYNCOPATE = Setting(
     "SYNCOPATE", "switch", None,
     "`1`: install the Triton compile hook at `import syncopate` (fused compiles install it "
@@ -208,7 +205,7 @@ DUMP_IR = Setting(
     "SYNCOPATE_DUMP_IR", "folder", None,
     "write the IR after each pass of every fused compile to "
     "`DIR/<kernel>-<hash>/NN-<pass>.mlir`, numbered from 01 as `syncopate compile -o` "
-    "numbers them", _text, "give a folder")
+    "numbers them", str, "give a folder")
 TRACEBACK = Setting(
     "SYNCOPATE_TRACEBACK", "switch", False,
     "the command line shows the traceback of an unexpected error instead of its one-line "
@@ -247,21 +244,21 @@ BENCH_CHECK_S = Setting(
 GEMM_TABLE = Setting(
     "SYNCOPATE_GEMM_TABLE", "file or off", None,
     "the local GEMM's config table file, used instead of the user's tuning cache and the "
-    "shipped defaults; `off`: no table, the heuristic only (docs/local-gemm.md)", _text,
+    "shipped defaults; `off`: no table, the heuristic only (docs/local-gemm.md)", str,
     "give a table file")
 ATTENTION_TABLE = Setting(
     "SYNCOPATE_ATTENTION_TABLE", "file or off", None,
     "the local attention kernels' config table file, used instead of the user's tuning cache "
-    "and the shipped defaults; `off`: the default configs only (docs/attention.md)", _text,
+    "and the shipped defaults; `off`: the default configs only (docs/attention.md)", str,
     "give a table file")
 CACHE_DIR = Setting(
     "SYNCOPATE_CACHE_DIR", "folder", None,
     "the user's cache (the local GEMM's tuning results); default "
-    "`$XDG_CACHE_HOME/syncopate`, else `~/.cache/syncopate`", _text, "give a folder")
+    "`$XDG_CACHE_HOME/syncopate`, else `~/.cache/syncopate`", str, "give a folder")
 GIT_COMMIT = Setting(
     "SYNCOPATE_GIT_COMMIT", "commit", None,
     "the commit a benchmark result names (else the `.syncopate-commit` file at the repository "
-    "root, else `git`)", _text, "give a commit hash")
+    "root, else `git`)", str, "give a commit hash")
 
 #: every setting, by variable name
 SETTINGS = {s.var: s for s in (
@@ -273,7 +270,7 @@ SETTINGS = {s.var: s for s in (
 #: the watchdog's variables' keys in :data:`ENVIRON` (the compiled launch gate compares them)
 WATCHDOG_KEYS = (TIMEOUT_S.key, TIMEOUT_ACTION.key)
 #: their raw values -> :func:`watchdog`'s answer
-_WATCHDOG_MEMO: dict = {}
+_WATCHDOG_MEMO = _Memo(lambda raw: watchdog(os.environ))
 
 
 def watchdog_raw() -> tuple | None:
@@ -290,16 +287,8 @@ def watchdog(env=None) -> tuple[int, str]:
     wait: without ``env``, two dictionary lookups and one in a memo of the parsed pairs."""
     if env is None:
         if ENVIRON is not None:
-            key = (ENVIRON.get(WATCHDOG_KEYS[0]), ENVIRON.get(WATCHDOG_KEYS[1]))
-        else:
-            key = (os.environ.get(TIMEOUT_S.var), os.environ.get(TIMEOUT_ACTION.var))
-        hit = _WATCHDOG_MEMO.get(key)
-        if hit is None:
-            hit = watchdog(os.environ)  # raises on a bad value, memoises nothing
-            if len(_WATCHDOG_MEMO) > 64:
-                _WATCHDOG_MEMO.clear()
-            _WATCHDOG_MEMO[key] = hit
-        return hit
+            return _WATCHDOG_MEMO[ENVIRON.get(WATCHDOG_KEYS[0]), ENVIRON.get(WATCHDOG_KEYS[1])]
+        return _WATCHDOG_MEMO[os.environ.get(TIMEOUT_S.var), os.environ.get(TIMEOUT_ACTION.var)]
     return int(round(TIMEOUT_S.get(env) * 1e9)), TIMEOUT_ACTION.get(env)
 
 
