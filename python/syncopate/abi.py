@@ -7,7 +7,8 @@ which imports nothing of the project but errors).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from numbers import Integral
 
 from . import backends
@@ -219,45 +220,30 @@ class FusedABI:
         return backends.get(self.backend).launch_grid(g, self.comm_programs)
 
     def to_json(self) -> dict:
-        return {
-            "version": self.version, "backend": self.backend, "world_size": self.world_size,
-            "num_chunks": self.num_chunks, "comm_programs": self.comm_programs, "mode": self.mode,
-            "operands": list(self.operands),
-            "chunk_count": {str(k): v for k, v in self.chunk_count.items()},
-            "produced_count": {str(k): v for k, v in self.produced_count.items()},
-            "reads_per_src": {str(k): v for k, v in self.reads_per_src.items()},
-            "user_params": list(self.user_params),
-            "requirements": dict(self.requirements), "tensors": dict(self.tensors),
-            "signals_entry": bool(self.signals_entry),
-            "epilogue_slots": list(self.epilogue_slots),
-            "upper_bounds": dict(self.upper_bounds),
-            "grid_axes": None if self.grid_axes is None else list(self.grid_axes),
-            "stores": [s.to_json() for s in self.stores],
-            "table": list(self.table),
-            "table_remaps": [list(x) for x in self.table_remaps],
-            "lowering": self.lowering,
-            "trace": bool(self.trace),
-            "self_advance": bool(self.self_advance),
-        }
+        """The fields as JSON data, ``version`` first."""
+        out = {"version": self.version}
+        for f in fields(self):
+            out.setdefault(f.name, _json(getattr(self, f.name)))
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "FusedABI":
-        return cls(
-            backend=d["backend"], world_size=d["world_size"], num_chunks=d["num_chunks"],
-            comm_programs=d["comm_programs"], mode=d["mode"], operands=list(d["operands"]),
-            chunk_count={int(k): v for k, v in d["chunk_count"].items()},
-            produced_count={int(k): v for k, v in d["produced_count"].items()},
-            reads_per_src={int(k): v for k, v in d["reads_per_src"].items()},
-            user_params=list(d.get("user_params", [])), requirements=dict(d.get("requirements", {})),
-            tensors=dict(d.get("tensors", {})), version=d.get("version", ABI_VERSION),
-            signals_entry=bool(d.get("signals_entry", False)),
-            epilogue_slots=list(d.get("epilogue_slots", [])),
-            upper_bounds=dict(d.get("upper_bounds", {})),
-            grid_axes=None if d.get("grid_axes") is None else list(d["grid_axes"]),
-            stores=[StoreSlice(**s) for s in d.get("stores", [])],
-            table=list(d.get("table", [])),
-            table_remaps=[tuple(x) for x in d.get("table_remaps", [])],
-            lowering=d.get("lowering", "unrolled"),
-            trace=bool(d.get("trace", False)),
-            self_advance=bool(d.get("self_advance", False)),
-        )
+        """The ABI :meth:`to_json` wrote; a field an older ABI lacks takes its default."""
+        kw = {f.name: copy.deepcopy(d[f.name]) for f in fields(cls) if f.name in d}
+        kw.update({k: {int(i): v for i, v in d[k].items()} for k in _CHUNK_MAPS},
+                  stores=[StoreSlice(**s) for s in d.get("stores", [])],
+                  table_remaps=[tuple(x) for x in d.get("table_remaps", [])])
+        return cls(**kw)
+
+
+#: the ABI's maps keyed by a chunk or a rank (JSON keys are strings)
+_CHUNK_MAPS = ("chunk_count", "produced_count", "reads_per_src")
+
+
+def _json(v):
+    """``v`` as JSON data: a map's keys as strings, pairs as lists, store slices as dicts."""
+    if isinstance(v, dict):
+        return {str(k): x for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json(x) for x in v]
+    return v.to_json() if isinstance(v, StoreSlice) else v
