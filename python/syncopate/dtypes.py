@@ -16,21 +16,6 @@ schedule is the contract between compiler and runtime and is written by people.
 
 The module imports neither torch nor triton (``syncopate.schedule`` and the compiler's pass
 pipeline run without them); :func:`torch_dtype` imports torch when it is called.
-
-API::
-
-    canonical(x) -> str            # any spelling (str, torch.dtype, numpy dtype) -> "bf16"
-    element_bytes(x) -> int        # element size in bytes
-    torch_name(x) -> str           # "bfloat16" (torch attribute name, no "torch.")
-    torch_dtype(x) -> torch.dtype  # lazy torch import; a torch.dtype is returned as is
-    triton_sig(x) -> str           # "*bf16": the pointer type of a Triton signature
-    triton_elem(x) -> str          # "bf16" / "fp8e4nv" / "i32": a signature's element type
-    tl_name(x) -> str              # "tl.bfloat16": the triton.language spelling
-    mlir_name(x) -> str            # "bf16" / "f16" / "f8E4M3FN" / "i32": MLIR element type
-    info(x) -> DType               # the whole record
-    is_known(x) -> bool
-    DTYPES: dict[str, DType]       # canonical name -> record, in a stable order
-    SIZES: dict[str, int]          # canonical name -> element bytes
 """
 
 from __future__ import annotations

@@ -127,29 +127,16 @@ class Calibration:
 
     def collective(self, name: str, world_size: int) -> tuple[int, dict]:
         """``(calibrated world size, entry)`` nearest to ``world_size`` (ties: the smaller)."""
-        table = self.data["collectives"][name]
-        ws = sorted(int(w) for w in table)
-        w = min(ws, key=lambda x: (abs(x - world_size), x))
-        return w, table[str(w)]
+        return _nearest(self.data["collectives"][name], world_size)
 
     def fused(self, op: str, world_size: int) -> tuple[int | None, dict]:
         """``(calibrated world size, {variant: [points]})`` nearest to ``world_size``."""
-        table = self.data["fused"].get(op) or {}
-        if not table:
-            return None, {}
-        ws = sorted(int(w) for w in table)
-        w = min(ws, key=lambda x: (abs(x - world_size), x))
-        return w, table[str(w)]
+        return _nearest(self.data["fused"].get(op), world_size)
 
     def ops(self, op: str, world_size: int) -> tuple[int | None, dict]:
         """``(measured world size, {candidate: [points]})`` of an op's ``ops`` section nearest
         to ``world_size`` (ties: the smaller); ``(None, {})`` when it has none."""
-        table = (self.data.get("ops") or {}).get(op) or {}
-        if not table:
-            return None, {}
-        ws = sorted(int(w) for w in table)
-        w = min(ws, key=lambda x: (abs(x - world_size), x))
-        return w, table[str(w)]
+        return _nearest((self.data.get("ops") or {}).get(op), world_size)
 
     def host_s_any(self, *keys: str) -> float:
         """The host time of the first of ``keys`` the file has (an op without its own
@@ -172,10 +159,24 @@ class Calibration:
         return bool(self.data["stream_wait"]["available"])
 
 
+def _nearest(table: dict | None, world_size: int) -> tuple[int | None, dict]:
+    """``(world size, entry)`` of the entry of ``table`` (keyed by world sizes as text) nearest
+    to ``world_size``, ties: the smaller; ``(None, {})`` for no table."""
+    if not table:
+        return None, {}
+    w = min((int(k) for k in table), key=lambda x: (abs(x - world_size), x))
+    return w, table[str(w)]
+
+
 def _need(cond: bool, where: str, what: str) -> None:
     if not cond:
         raise CalibrationError(f"{where}: {what}; regenerate it with python -m syncopate.bench "
                                f"--calibrate (docs in syncopate/calibration/__init__.py)")
+
+
+def _number(v, zero_ok: bool = False) -> bool:
+    """Whether ``v`` is a JSON number > 0 (>= 0 with ``zero_ok``)."""
+    return isinstance(v, (int, float)) and (v >= 0 if zero_ok else v > 0)
 
 
 def parse(raw: bytes, where: str = "<calibration>") -> Calibration:
@@ -197,7 +198,7 @@ def parse(raw: bytes, where: str = "<calibration>") -> Calibration:
         _need(isinstance(lst, list) and lst, where, f"local_gemm.points.{dt} is empty")
         for i, p in enumerate(lst):
             for f in ("m", "n", "k", "triton_s", "cublas_s"):
-                _need(isinstance(p.get(f), (int, float)) and p[f] > 0, where,
+                _need(_number(p.get(f)), where,
                       f"local_gemm.points.{dt}[{i}].{f} must be a positive number")
     for name in ("all_gather", "reduce_scatter"):
         table = data["collectives"].get(name)
@@ -206,15 +207,14 @@ def parse(raw: bytes, where: str = "<calibration>") -> Calibration:
             _need(w.isdigit() and int(w) >= 2, where, f"collectives.{name} key {w!r} must be a "
                   f"world size >= 2")
             for f in ("alpha_s", "beta_bps"):
-                _need(isinstance(e.get(f), (int, float)) and e[f] >= 0 and
-                      (f == "alpha_s" or e[f] > 0), where, f"collectives.{name}.{w}.{f} is "
-                      f"missing or not positive")
+                _need(_number(e.get(f), zero_ok=f == "alpha_s"), where,
+                      f"collectives.{name}.{w}.{f} is missing or not positive")
     for op, table in data["fused"].items():
         for w, variants in table.items():
             for v, lst in variants.items():
                 for i, p in enumerate(lst):
                     for f in ("m", "n", "k", "measured_s"):
-                        _need(isinstance(p.get(f), (int, float)) and p[f] > 0, where,
+                        _need(_number(p.get(f)), where,
                               f"fused.{op}.{w}.{v}[{i}].{f} must be a positive number")
     ops = data.get("ops", {})
     _need(isinstance(ops, dict), where, "ops must map an op to its measurements")
@@ -226,12 +226,11 @@ def parse(raw: bytes, where: str = "<calibration>") -> Calibration:
             for c, lst in cands.items():
                 _need(isinstance(lst, list) and lst, where, f"ops.{op}.{w}.{c} is empty")
                 for i, p in enumerate(lst):
-                    _need(isinstance(p, dict) and isinstance(p.get("measured_s"), (int, float))
-                          and p["measured_s"] > 0, where,
+                    _need(isinstance(p, dict) and _number(p.get("measured_s")), where,
                           f"ops.{op}.{w}.{c}[{i}].measured_s must be a positive number")
     for k, e in data["host_s"].items():
-        _need(isinstance(e, dict) and isinstance(e.get("seconds"), (int, float)) and
-              e["seconds"] >= 0, where, f"host_s.{k}.seconds must be a number >= 0")
+        _need(isinstance(e, dict) and _number(e.get("seconds"), zero_ok=True), where,
+              f"host_s.{k}.seconds must be a number >= 0")
     _need(isinstance(data["stream_wait"], dict) and "available" in data["stream_wait"], where,
           "stream_wait.available is missing")
     return Calibration(gpu=str(data["gpu"]), data=data,
