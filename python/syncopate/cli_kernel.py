@@ -133,6 +133,17 @@ def shape_text(text: str) -> str:
 shape_text.__name__ = "shape"
 
 
+def add_kernel_options(p) -> None:
+    """The options that configure the kernel, alike in ``syncopate compile`` and ``emulate``."""
+    p.add_argument("--shape", type=shape_text, default=None,
+                   help="M,N,K of the local GEMM (gemm-* kernels); 'x' separates as well")
+    p.add_argument("--dtype", default=None, choices=GEMM_DTYPES,
+                   help="element type of the GEMM (gemm-* kernels; default bf16)")
+    p.add_argument("--signature", default=None, help="name=type,... (module:function kernels)")
+    p.add_argument("--constexpr", action="append", default=[],
+                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
+
+
 def load_kernel(ref: str, args):
     """``(fn, signature, constexprs, attrs, options)`` of the kernel ``ref`` names, from the
     command line's ``--shape``/``--dtype`` (GEMMs) or ``--signature``/``--constexpr``."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 from . import backends
 from .abi import launch_violations
 from .cli_args import nonnegative_int, operand, positive_int, shape
-from .cli_kernel import FORMS, GEMM_DTYPES, check_comm_programs, is_gemm, load_kernel, shape_text
+from .cli_kernel import FORMS, add_kernel_options, check_comm_programs, is_gemm, load_kernel
 from .errors import CompileError
 from .schedule import all_gather, as_schedule, dumps
 from .schedule.cost import estimate
@@ -35,13 +36,7 @@ def register_commands(subparsers) -> None:
                    help="kernel parameter holding the communicated tensor (param or param:tensor,...)")
     p.add_argument("--backend", default="sm", choices=backends.names())
     p.add_argument("--comm-programs", type=nonnegative_int, default=None)
-    p.add_argument("--shape", type=shape_text, default=None,
-                   help="M,N,K of the local GEMM (gemm-* kernels); 'x' separates as well")
-    p.add_argument("--dtype", default=None, choices=GEMM_DTYPES,
-                   help="element type of the GEMM (gemm-* kernels; default bf16)")
-    p.add_argument("--signature", default=None, help="name=type,... (module:function kernels)")
-    p.add_argument("--constexpr", action="append", default=[],
-                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
+    add_kernel_options(p)
     p.add_argument("-o", "--output", default=None, help="directory for every stage's IR")
     p.set_defaults(func=run_compile)
 
@@ -161,16 +156,11 @@ def _write_request(out: Path, args, sig: dict, op) -> None:
 _OP_AT_LINE = re.compile(r"^\s*(?:%[\w#:]+(?:, %[\w#:]+)* = )?([a-z_]+\.[a-z_.]+)\b")
 
 
-def _count_ops(text: str) -> dict[str, int]:
+def _count_ops(text: str) -> Counter:
     """Ops per name (the op that starts each line; module attributes and types not counted)."""
-    counts: dict[str, int] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or line.startswith("module"):
-            continue
-        m = _OP_AT_LINE.match(line)
-        if m and m.group(1).split(".")[0] in ("tt", "scf", "syncopate", "gpu", "arith"):
-            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
-    return counts
+    ops = (m.group(1) for m in map(_OP_AT_LINE.match, text.splitlines()) if m)
+    return Counter(op for op in ops if op.split(".")[0] in ("tt", "scf", "syncopate", "gpu",
+                                                           "arith"))
 
 
 def _func_params(text: str) -> list[str]:
@@ -232,7 +222,7 @@ def run_demo(args) -> int:
                            comm_programs=comm, attrs=compile_attrs(name), **cfg.options())
     dt = time.perf_counter() - t0
     print(f"\nCompiled to cubin for sm_90 on this CPU in {dt:.2f} s "
-          f"(the syncopate passes: {sum(v for k, v in fc.times_ms.items()):.0f} ms)\n")
+          f"(the syncopate passes: {sum(fc.times_ms.values()):.0f} ms)\n")
 
     before = _count_ops(fc.asm["ttir"])
     show = {
@@ -252,9 +242,9 @@ def run_demo(args) -> int:
         if pick is None and pass_name.startswith("lower-"):
             pick = lambda l: ("ld.acquire" in l or "atomic_rmw" in l or "tt.call @syncopate_wait" in l)
         if pick:
-            lines = [_strip_locs(l) for l in text.splitlines() if pick(l)]
+            lines = [_strip_locs(l).strip() for l in text.splitlines() if pick(l)]
             for line in lines[:4]:
-                print("   " + (line.strip()[:150] + (" ..." if len(line.strip()) > 150 else "")))
+                print("   " + line[:150] + (" ..." if len(line) > 150 else ""))
             if len(lines) > 4:
                 print(f"   ... ({len(lines) - 4} more)")
         prev, prev_text = counts, text

@@ -27,8 +27,8 @@ import time
 
 from . import backends
 from .cli_args import nonnegative_int, positive_int, shape
-from .cli_kernel import (GEMM_DTYPES, KERNEL_ALIASES, check_comm_programs, gemm_name, gemm_shape,
-                         is_gemm, load_kernel, shape_text)
+from .cli_kernel import (KERNEL_ALIASES, add_kernel_options, check_comm_programs, gemm_name,
+                         gemm_shape, is_gemm, load_kernel)
 from .errors import CompileError, EmulationError, UsageError
 from .schedule import as_schedule
 
@@ -48,11 +48,7 @@ def register_commands(subparsers) -> None:
                                   "by `syncopate compile -o`")
     p.add_argument("--schedule", default=None, help="schedule JSON file")
     p.add_argument("--operand", default=None, help="kernel parameter holding the tensor")
-    p.add_argument("--shape", type=shape_text, default=None,
-                   help="M,N,K of the local GEMM (gemm-tma/gemm-ptr); 'x' separates as well")
-    p.add_argument("--signature", default="", help="module:function kernels: name=type,...")
-    p.add_argument("--constexpr", action="append", default=[],
-                   help="NAME=VALUE: an integer, a float, True/False or quoted text (repeatable)")
+    add_kernel_options(p)
     p.add_argument("--arg", action="append", default=[],
                    help="module:function kernels: NAME=RxC | randn:SHAPE (random) | "
                         "zeros:SHAPE | perm:N | a number")
@@ -60,8 +56,6 @@ def register_commands(subparsers) -> None:
     p.add_argument("--backend", default="sm", choices=backends.names())
     p.add_argument("--comm-programs", type=nonnegative_int, default=None,
                    help=f"sm/nvshmem: comm programs (default {EMULATED_COMM_PROGRAMS})")
-    p.add_argument("--dtype", default=None, choices=GEMM_DTYPES,
-                   help="element type of the GEMM (gemm-* kernels; default bf16)")
     p.add_argument("--block", type=_block, default=(64, 64, 32),
                    help="BLOCK_M,BLOCK_N,BLOCK_K, powers of two (default 64,64,32)")
     p.add_argument("--world-size", type=positive_int, default=None,
@@ -233,8 +227,7 @@ def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
                 from None
 
     if spec.startswith("perm:"):
-        n = shape_of(spec[5:])
-        return rng.permutation(n[0]).astype(np.int32)
+        return rng.permutation(shape_of(spec[5:])[0]).astype(np.int32)
     if spec.startswith("zeros:"):
         return np.zeros(shape_of(spec[6:]), np.float32)
     if spec.startswith("randn:") or "x" in spec.lower():
@@ -278,9 +271,7 @@ def _run_gemm(args) -> int:
     b = rng.standard_normal((k, n)).astype(np.float32)
     vals = dict(a_ptr=a, b_ptr=b, c_ptr=np.zeros((m, n), np.float32), M=m, N=n, K=k,
                 stride_am=k, stride_bk=n, stride_cm=n)
-    if name == "matmul_ptr_kernel":
-        grid = (-(-m // bm) * -(-n // bn),)
-    else:
-        grid = (min(sms, -(-m // bm) * -(-n // bn)),)
+    tiles = -(-m // bm) * -(-n // bn)
+    grid = (tiles,) if name == "matmul_ptr_kernel" else (min(sms, tiles),)  # tma: persistent
     return _emulate(args, emu, kernel_fn(name), sched, grid, vals, _policies(args, W, emu),
                     sig=sig, cx=cx, attrs=compile_attrs(name), options=cfg.options())

@@ -18,10 +18,7 @@ import os
 import sys
 
 from . import backends
-from .cli_args import nonnegative_float as _nonnegative_float
-from .cli_args import positive_int as _positive
-from .cli_args import shape as _shape
-from .cli_args import tensor_name as _tensor_name
+from .cli_args import nonnegative_float, positive_int, shape, tensor_name
 from .errors import ScheduleError, UsageError
 from .schedule.cost import H200_SMS, _fmt_bytes, estimate
 from .schedule.json_io import dump, dumps, load, loads
@@ -52,10 +49,10 @@ def register_commands(subparsers) -> None:
 
     for command, template, help_text in _TEMPLATE_COMMANDS:
         tp = actions.add_parser(command, help=help_text, description=help_text + ".")
-        tp.add_argument("--shape", type=_shape, required=True,
+        tp.add_argument("--shape", type=shape, required=True,
                         help="global tensor shape: 8192,4096 or 8192x4096")
         tp.add_argument("--dtype", default="bf16", help="element type (default bf16)")
-        tp.add_argument("--world-size", type=_positive, required=True, help="number of ranks")
+        tp.add_argument("--world-size", type=positive_int, required=True, help="number of ranks")
         if template == "all_to_all":
             tp.add_argument("--split-dim", type=int, required=True,
                             help="dim along which rank r initially holds block r")
@@ -70,9 +67,9 @@ def register_commands(subparsers) -> None:
         tp.add_argument("--mode", choices=("pull", "push"), default=None,
                         help="who executes a chunk: pull = destination, push = source "
                              "(default: the template's)")
-        tp.add_argument("--split", type=_positive, default=1,
+        tp.add_argument("--split", type=positive_int, default=1,
                         help="chunks per block (default 1)")
-        tp.add_argument("--tensor", type=_tensor_name, default=None,
+        tp.add_argument("--tensor", type=tensor_name, default=None,
                         help="tensor name (default: the template's)")
         tp.add_argument("-o", "--output", default=None,
                         help="write the JSON here (default: stdout)")
@@ -92,12 +89,12 @@ def register_commands(subparsers) -> None:
     sp.add_argument("file", help="schedule JSON file ('-': read it from stdin)")
     sp.add_argument("--backend", choices=backends.names(), default="sm",
                     help="communication backend for the estimate (default sm)")
-    sp.add_argument("--comm-programs", type=_positive, default=16,
+    sp.add_argument("--comm-programs", type=positive_int, default=16,
                     help="comm programs (CTAs) of the sm/nvshmem backends (default 16)")
-    sp.add_argument("--compute-us", type=_nonnegative_float, default=None,
+    sp.add_argument("--compute-us", type=nonnegative_float, default=None,
                     help="compute time of the fused kernel on one rank, in microseconds: adds "
                          "the fused-time estimate")
-    sp.add_argument("--tensor", type=_tensor_name, default=None,
+    sp.add_argument("--tensor", type=tensor_name, default=None,
                     help="the tensor the compute reads or writes (default: the only one)")
     sp.set_defaults(func=_show)
 
@@ -160,9 +157,8 @@ def _show(args) -> int:
     if args.tensor is not None and args.tensor not in schedule.tensors:
         raise ScheduleError(f"--tensor {args.tensor}: the schedule has no such tensor; it has "
                             f"{', '.join(schedule.tensors)}")
-    out: list[str] = []
-    out.append(f"schedule {args.file}: world size {schedule.world_size}, "
-               f"{schedule.num_chunks} chunks, {_fmt_bytes(schedule.total_bytes)}")
+    out = [f"schedule {args.file}: world size {schedule.world_size}, "
+           f"{schedule.num_chunks} chunks, {_fmt_bytes(schedule.total_bytes)}"]
     tmpl = schedule.meta.get("template")
     if isinstance(tmpl, dict):
         args_text = " ".join(f"{k}={v}" for k, v in tmpl.items() if k != "name")
@@ -183,10 +179,9 @@ def _show(args) -> int:
         problems = e.problems
     for rank in schedule.ranks:
         mine = [c for c in schedule.ordered_chunks() if rank in (c.src, c.dst)]
-        out.append("")
-        out.append(f"rank {rank}: receives {sum(c.dst == rank for c in mine)}, sends "
-                   f"{sum(c.src == rank for c in mine)}, runs "
-                   f"{sum(c.executor == rank for c in mine)}")
+        out += ["", f"rank {rank}: receives {sum(c.dst == rank for c in mine)}, sends "
+                    f"{sum(c.src == rank for c in mine)}, runs "
+                    f"{sum(c.executor == rank for c in mine)}"]
         if not mine:
             continue
         rows = [["step", "chunk", "dir", "peer", "mode", "reduce", "tensor", "region", "bytes",
@@ -198,8 +193,7 @@ def _show(args) -> int:
                          _fmt_bytes(schedule.chunk_bytes(c)),
                          ",".join(map(str, c.after)) or "-"])
         out.extend(_table(rows))
-    out.append("")
-    out.append("(* = this rank executes the chunk)")
+    out += ["", "(* = this rank executes the chunk)"]
     if problems:
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()
@@ -214,10 +208,9 @@ def _show(args) -> int:
     est = estimate(schedule, backend=args.backend, comm_programs=args.comm_programs,
                    compute_time_s=compute, tensor=args.tensor)
     out.append(f"cost model: {est.summary()}")
-    per_rank = ", ".join(f"{r}: {t * 1e3:.3f}" for r, t in enumerate(est.rank_comm_s))
-    out.append(f"  comm per rank (ms): {per_rank}")
-    if est.rank_fused_s is not None:
-        per_rank = ", ".join(f"{r}: {t * 1e3:.3f}" for r, t in enumerate(est.rank_fused_s))
-        out.append(f"  fused per rank (ms): {per_rank}")
+    for what, times in (("comm", est.rank_comm_s), ("fused", est.rank_fused_s)):
+        if times is not None:
+            out.append(f"  {what} per rank (ms): "
+                       + ", ".join(f"{r}: {t * 1e3:.3f}" for r, t in enumerate(times)))
     sys.stdout.write("\n".join(out) + "\n")
     return 0
