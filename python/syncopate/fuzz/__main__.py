@@ -144,12 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     try:
-        a = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return 2 if e.code else 0
-    try:
-        return run_handler(_run, a, "python -m syncopate.fuzz")
-    except SystemExit as e:  # a UsageError: this entry point returns its status
+        return run_handler(_run, build_parser().parse_args(argv), "python -m syncopate.fuzz")
+    except SystemExit as e:  # argparse's or a UsageError's: this entry point returns the status
         return int(e.code or 0)
 
 

@@ -409,7 +409,7 @@ def _emit_comm(e, plan: AtomicPlan, sp: StorePoint, names: dict) -> None:
         first = t.name if rows in ("w_r", "g_r", "tl.arange(0, BK)") else \
             (f"{t.name} + {rows}" + (f" * {stride}" if stride else ""))
         e(f"w_t = {first}")
-        e(_comm_call(op, "w_t", tdt, None, None, index=t.name == "idx_ptr"))
+        e(_comm_call(op, tdt, None, False, t.name == "idx_ptr"))
         return
     # the tile (or the output in place of its store)
     if cols is None:
@@ -427,24 +427,21 @@ def _emit_comm(e, plan: AtomicPlan, sp: StorePoint, names: dict) -> None:
         val = f"({sp.val}).to({t.name}.dtype.element_ty)"
         e(f"{fn}(w_t, {val}" + (f", mask={mask})" if mask else ")"))
         return
-    e(_comm_call(op, "w_t", tdt, mask, "w_t", index=t.name == "idx_ptr"))
+    e(_comm_call(op, tdt, mask, True, t.name == "idx_ptr"))
 
 
-def _comm_call(op: str, ptr: str, tdt: str, mask: str | None, shape_of: str | None,
-               index: bool = False) -> str:
-    """An atomic on the communicated tensor with a constant of its type.  On an index tensor
-    (``index``) the constant is 0 (a ``cas`` sets 0 to 1): every index stays a row of the
-    gathered tensor, so the unfused kernel's later gathers stay in bounds (adding 1 to a row
-    index, seed 30252, made a later program read past the last row)."""
-    m = f", mask={mask}" if mask else ""
+def _comm_call(op: str, tdt: str, mask: str | None, tile: bool, index: bool) -> str:
+    """An atomic on the communicated tensor at ``w_t`` (a tile of pointers when ``tile``) with
+    a constant of its type.  On an index tensor (``index``) the constant is 0 (a ``cas`` sets 0
+    to 1): every index stays a row of the gathered tensor, so the unfused kernel's later
+    gathers stay in bounds (adding 1 to a row index, seed 30252, made a later program read past
+    the last row)."""
     if op == "cas":
-        if shape_of:
-            return (f"tl.atomic_cas({ptr}, tl.zeros({ptr}.shape, {tdt}), "
-                    f"tl.full({ptr}.shape, 1, {tdt}))")
-        return f"tl.atomic_cas({ptr}, tl.full([], 0, {tdt}), tl.full([], 1, {tdt}))"
-    val = "0" if index else {"add": "1", "max": "0", "min": "0", "xchg": "1", "and": "1",
-                             "or": "1", "xor": "1"}[op]
-    return f"tl.atomic_{op}({ptr}, tl.full([], {val}, {tdt}){m})"
+        if tile:
+            return f"tl.atomic_cas(w_t, tl.zeros(w_t.shape, {tdt}), tl.full(w_t.shape, 1, {tdt}))"
+        return f"tl.atomic_cas(w_t, tl.full([], 0, {tdt}), tl.full([], 1, {tdt}))"
+    val = "0" if index or op in ("max", "min") else "1"
+    return f"tl.atomic_{op}(w_t, tl.full([], {val}, {tdt}){f', mask={mask}' if mask else ''})"
 
 
 # ------------------------------------------------------------------------------ numpy model

@@ -246,7 +246,7 @@ def generate(seed: int, **force) -> Case:
     n_m_val = cdiv(M, cx["BM"])
     if body == "gemm":
         n_n_val = cdiv(N, cx["BN"])
-        pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
+        pm, pn = e.tiling(s["tiling"], "tl.cdiv(M, BM)", "tl.cdiv(N, BN)")
         a, b, c = by["a_ptr"], by["b_ptr"], by["c_ptr"]
         e("acc = tl.zeros((BM, BN), dtype=tl.float32)")
         k0, kstep, kadv = "0", "", "BK"
@@ -278,7 +278,7 @@ def generate(seed: int, **force) -> Case:
         atomics.emit(e, plan, StorePoint("2d", "acc", c, pm, f"{pm} * BM", f"{pn} * BN"), by)
     elif body == "rowsum":
         n_n_val = None
-        pm, _ = e.tiling(s, "tl.cdiv(M, BM)", None, cx)
+        pm, _ = e.tiling(s["tiling"], "tl.cdiv(M, BM)", None)
         x, y = by["x_ptr"], by["y_ptr"]
         e("acc = tl.zeros((BM,), dtype=tl.float32)")
         c0, cstep = "0", ""
@@ -312,7 +312,7 @@ def generate(seed: int, **force) -> Case:
             if s["tiling"] != "grid2d":
                 cx["BN"] = max(cx["BN"], 1 << (N - 1).bit_length()) if addr == "gather" \
                     else cx["BN"]
-            pm, pn = e.tiling(s, "M", "tl.cdiv(N, BN)" if n_n_val else None, cx)
+            pm, pn = e.tiling(s["tiling"], "M", "tl.cdiv(N, BN)" if n_n_val else None)
             if pn is None and addr == "gather_hint" and cx["BN"] < N:
                 # the hint names one column tile: loop over them
                 e("for pn in range(0, tl.cdiv(N, BN)):")
@@ -334,7 +334,7 @@ def generate(seed: int, **force) -> Case:
             cx.pop("BM")
         else:
             n_n_val = cdiv(N, cx["BN"])
-            pm, pn = e.tiling(s, "tl.cdiv(M, BM)", "tl.cdiv(N, BN)", cx)
+            pm, pn = e.tiling(s["tiling"], "tl.cdiv(M, BM)", "tl.cdiv(N, BN)")
             if addr == "gather_vec":
                 e(f"g_r = {pm} * BM + tl.arange(0, BM)", f"g_c = {pn} * BN + tl.arange(0, BN)",
                   "src = tl.load(idx_ptr + g_r, mask=g_r < M, other=0)",

@@ -91,11 +91,10 @@ class KernelSource:
             e(f"tl.store({t.name} + y_r, {v}, mask=y_r < {R})")
 
     # ------------------------------------------------------------- tiling
-    def tiling(self, s, n_m: str, n_n: str | None, cx: dict) -> tuple[str, str | None]:
-        """Emit the code that picks this program's tile; return the row-tile and column-tile
-        coordinate expressions (the column one is None for one-dimensional tilings)."""
+    def tiling(self, t: str, n_m: str, n_n: str | None) -> tuple[str, str | None]:
+        """Emit the code that picks this program's tile in tiling ``t``; return the row-tile and
+        column-tile coordinate expressions (the column one is None for one-dimensional ones)."""
         e = self  # e(...) emits lines
-        t = s["tiling"]
         e(f"n_m = {n_m}")
         if n_n:
             e(f"n_n = {n_n}")
