@@ -351,8 +351,7 @@ def build(sched, backend: str, writers: int) -> list[int]:
         rec = lay.record(c.id)
         after = after_waits(sched, c)
         start, count = put_list(after)
-        flags = (FLAG_SUM if c.reduce == "sum" else 0) | \
-            (FLAG_ON_DST if side(c, backend) == "dst" else 0)
+        flags = ChunkKind(c.tensor, side(c, backend) == "dst", c.reduce == "sum").flags()
         words[rec:rec + 8] = [slots[c.tensor], c.src, c.dst, flags,
                               _word(c.volume, f"the volume of chunk {c.id}"), start, count,
                               len(c.lo)]

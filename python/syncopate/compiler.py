@@ -149,9 +149,7 @@ def fuse_request(kernel, *, signature: Mapping[str, str], constexprs: Mapping[st
                            f"('table': code size independent of the chunk count; 'unrolled': "
                            f"code per chunk; 'auto': unrolled up to "
                            f"{TABLE_MIN_CHUNKS - 1} chunks)")
-    withhold = ()
-    if withhold_chunks:
-        withhold = checked(withhold_chunks, sched)
+    withhold = checked(withhold_chunks, sched) if withhold_chunks else ()
     params = tuple(n for n in kernel.arg_names
                    if signature.get(n) != "constexpr" and n not in constexprs)
     return FuseRequest(kernel_name=kernel.__name__, schedule=sched,

@@ -260,12 +260,8 @@ GIT_COMMIT = Setting(
     "the commit a benchmark result names (else the `.syncopate-commit` file at the repository "
     "root, else `git`)", str, "give a commit hash")
 
-#: every setting, by variable name
-SETTINGS = {s.var: s for s in (
-    SYNCOPATE, TIMEOUT_S, TIMEOUT_ACTION, SELF_ADVANCE, EPOCH_ADVANCE, DIRECT_LAUNCH, FAST_LAUNCH,
-    GEMM_DIRECT_LAUNCH, TRACE, TRACE_EVENTS, LOWERING, DUMP_IR, TRACEBACK, TORCH_FUSION,
-    LOOPBACK_TIMEOUT_S, LOOPBACK_RESERVE_SMS, LOOPBACK_ALIGN, GPU_LOOPBACK, BENCH_CHECK_S,
-    GEMM_TABLE, ATTENTION_TABLE, CACHE_DIR, GIT_COMMIT)}
+#: every setting, by variable name, in the order defined above
+SETTINGS = {s.var: s for s in list(globals().values()) if isinstance(s, Setting)}
 
 #: the watchdog's variables' keys in :data:`ENVIRON` (the compiled launch gate compares them)
 WATCHDOG_KEYS = (TIMEOUT_S.key, TIMEOUT_ACTION.key)

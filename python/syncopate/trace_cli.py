@@ -33,7 +33,7 @@ def _show(args) -> int:
     if args.width < 16:
         raise TraceError(f"--width {args.width}: give at least 16 pixels")
     events, meta = load_events(args.trace)
-    out = args.output or (args.trace[:-5] if args.trace.endswith(".json") else args.trace) + ".png"
+    out = args.output or args.trace.removesuffix(".json") + ".png"
     png = timeline_png(events, comm_programs=int(meta.get("comm_programs") or 0),
                        width=args.width)
     try:
