@@ -266,13 +266,8 @@ def cell_map(sched, tensor: str) -> CellMap | None:
     if not 1 <= len(dims) <= MAX_CELL_DIMS:
         return None
     shape = sched.tensor(tensor).shape
-    grains = []
-    for d in dims:
-        grain = shape[d]
-        for c in sched.chunks:
-            if c.tensor == tensor:
-                grain = math.gcd(grain, c.lo[d], c.hi[d])
-        grains.append(grain)
+    mine = [c for c in sched.chunks if c.tensor == tensor]
+    grains = [math.gcd(shape[d], *(x for c in mine for x in (c.lo[d], c.hi[d]))) for d in dims]
     if min(grains) <= 0:
         return None
     grid = CellGrid(dims, tuple(grains), tuple(shape[d] // g for d, g in zip(dims, grains)))

@@ -96,10 +96,8 @@ def to_chrome(events: list[Event], *, num_chunks: int | None = None,
               title: str = "syncopate") -> dict:
     """A Chrome trace (``{"traceEvents": [...]}``, microseconds) of ``events``."""
     first = _aligned(events)
-    out = []
-    for r in sorted(first):
-        out.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
-                    "args": {"name": f"rank {r}"}})
+    out = [{"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"rank {r}"}}
+           for r in sorted(first)]
     named = set()
     for e in sorted(events, key=lambda e: (e.rank, e.t_ns)):
         ts = (e.t_ns - first[e.rank]) / 1e3

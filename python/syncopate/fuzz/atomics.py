@@ -36,7 +36,7 @@ whose ``atomic`` is ``none`` is the case the generator wrote before this axis ex
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -234,11 +234,8 @@ def tensors_of(plan: AtomicPlan | None, tensors: list[Tensor]) -> list[Tensor]:
     tensor; an output the atomics add into starts from zeros instead of NaN."""
     if plan is None:
         return tensors
-    out = []
-    for t in tensors:
-        if t.name == plan.target and plan.replaces_store:
-            t = Tensor(t.name, t.shape, t.dtype, t.role, t.stride, init="zeros")
-        out.append(t)
+    out = [replace(t, init="zeros") if t.name == plan.target and plan.replaces_store else t
+           for t in tensors]
     if plan.where == "local" and plan.target == "w_ptr":
         init = "zeros" if plan.pattern == "count" and plan.op in ("xchg", "cas") else "random"
         out.append(Tensor("w_ptr", (plan.size,), plan.dtype, "acc", init=init))

@@ -30,7 +30,4 @@ KNOWN: list[Known] = []
 
 def match_known(case, verdict) -> str | None:
     """The id of the known bug this failure is, or None."""
-    for k in KNOWN:
-        if k.applies(case, verdict):
-            return k.id
-    return None
+    return next((k.id for k in KNOWN if k.applies(case, verdict)), None)
