@@ -147,9 +147,9 @@ def _check(args) -> int:
     return 0
 
 
-def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
+def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def _show(args) -> int:

@@ -92,8 +92,7 @@ def _aligned(events: list[Event]) -> dict[int, int]:
 
 
 def to_chrome(events: list[Event], *, num_chunks: int | None = None,
-              world_size: int | None = None, comm_programs: int = 0,
-              title: str = "syncopate") -> dict:
+              world_size: int | None = None, comm_programs: int = 0) -> dict:
     """A Chrome trace (``{"traceEvents": [...]}``, microseconds) of ``events``."""
     first = _aligned(events)
     out = [{"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"rank {r}"}}
@@ -116,7 +115,7 @@ def to_chrome(events: list[Event], *, num_chunks: int | None = None,
             out.append(dict(base, ph="i", s="t",
                             name=f"signal {flag_name(e.flag, num_chunks, world_size)}"))
     return {"traceEvents": out, "displayTimeUnit": "ns",
-            "otherData": {"title": title, "num_chunks": num_chunks, "world_size": world_size,
+            "otherData": {"title": "syncopate", "num_chunks": num_chunks, "world_size": world_size,
                           "comm_programs": comm_programs,
                           "events": [asdict(e) for e in events]}}
 
@@ -181,8 +180,8 @@ def timeline_png(events: list[Event], *, comm_programs: int = 0, width: int = 12
     def x(e):
         return min(width - 1, int((e.t_ns - first[e.rank]) * (width - 1) / span))
 
-    def fill(row, x0, x1, color, top=0):
-        for y in range(row * row_px + top, row * row_px + row_px - 1):
+    def fill(row, x0, x1, color):
+        for y in range(row * row_px, row * row_px + row_px - 1):
             for xx in range(max(0, x0), min(width, x1 + 1)):
                 img[y][3 * xx:3 * xx + 3] = bytes(color)
     open_prog: dict = {}

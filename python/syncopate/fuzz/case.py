@@ -107,11 +107,11 @@ class Case:
     def schedule_json(self) -> str:
         return dumps(self.schedule)
 
-    def inputs(self, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
-        """Full (unsharded) input tensors for one rank: random floats, a row permutation for
-        index tensors; and the starting contents of the tensors atomics update (``init``),
-        already in their element type: small integers (the model stays exact) or floats."""
-        rng = rng or np.random.default_rng(self.seed)
+    def inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Full (unsharded) input tensors for one rank, drawn from ``rng``: random floats, a row
+        permutation for index tensors; and the starting contents of the tensors atomics update
+        (``init``), already in their element type: small integers (the model stays exact) or
+        floats."""
         out = {}
         for t in self.tensors:
             if t.role == "in":
@@ -169,13 +169,12 @@ def _default_dir() -> str:
     return tempfile.mkdtemp(prefix="syncopate-fuzz-")
 
 
-def load_kernel(case: Case, directory: str | None = None):
+def load_kernel(case: Case):
     """Write ``case.source`` to a real file and import it: Triton's JIT reads the kernel's
     source with ``inspect`` (``exec`` of a string leaves it nothing to read), and the TTIR
     locations then name that file, so refusals point into it."""
-    directory = _default_dir() if directory is None else directory
     digest = hashlib.sha1(case.source.encode()).hexdigest()[:10]
-    path = os.path.join(directory, f"fuzz_{case.seed}_{digest}.py")
+    path = os.path.join(_default_dir(), f"fuzz_{case.seed}_{digest}.py")
     with open(path, "w") as f:
         f.write(case.source)
     spec = importlib.util.spec_from_file_location(f"syncopate_fuzz_{case.seed}_{digest}", path)

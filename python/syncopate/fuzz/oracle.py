@@ -125,8 +125,7 @@ def check_unfused(ttir: str, case: Case) -> str | None:
     return None
 
 
-def run_case(case: Case, *, policies=None, launches: int | None = None,
-             check_reference: bool = True) -> Verdict:
+def run_case(case: Case) -> Verdict:
     """Compile, emulate and judge one case (see the module docstring)."""
     t0 = time.perf_counter()
     v = Verdict(case.seed, "clean")
@@ -160,14 +159,13 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                         "frontend", traceback.format_exc())
     if crash is not None:
         return done("failure", crash[0], "crash", crash[1])
-    if check_reference:
-        try:
-            why = check_unfused(ttir, case)
-        except Exception as e:  # noqa: BLE001 - the unfused kernel does not run
-            return done("invalid", f"the unfused kernel fails: {type(e).__name__}: {e}"[:2000],
-                        "unfused", traceback.format_exc())
-        if why:
-            return done("invalid", why, "unfused")
+    try:
+        why = check_unfused(ttir, case)
+    except Exception as e:  # noqa: BLE001 - the unfused kernel does not run
+        return done("invalid", f"the unfused kernel fails: {type(e).__name__}: {e}"[:2000],
+                    "unfused", traceback.format_exc())
+    if why:
+        return done("invalid", why, "unfused")
     plan = case.atomic
     if module is not None and plan is not None and plan.where == "comm":
         return done("failure", f"an atomic on the communicated tensor {plan.target!r} (line "
@@ -191,11 +189,10 @@ def run_case(case: Case, *, policies=None, launches: int | None = None,
                                    f"{type(refusal).__name__}: {msg}", "advice-already-followed")
         return done("refused", f"{type(refusal).__name__}: {msg}")
     rng = np.random.default_rng(case.seed + 1)
-    W = case.schedule.world_size
-    rank_inputs = [case.inputs(rng) for _ in range(W)]
+    rank_inputs = [case.inputs(rng) for _ in range(case.schedule.world_size)]
     try:
         res = Emulation(module, ttir, grid=case.grid, args=_np_args(case, rank_inputs)).run(
-            tuple(policies or case.policies), launches or case.launches, seed=case.seed)
+            tuple(case.policies), case.launches, seed=case.seed)
     except SyncopateError as e:
         # a refusal at launch (LaunchError) is a refusal; anything else the emulator raises
         # is a fused module it cannot run: a failure to look at
