@@ -54,8 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Bad usage raises ``SystemExit(2)`` as argparse does (argparse's own errors and
     :class:`~syncopate.errors.UsageError`); bad input returns 1 with ``error: ...`` lines."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     prog = " ".join(["syncopate", args.command] + [str(v) for k, v in sorted(vars(args).items())
                                                    if k.endswith("_action") and v])
     return run_handler(args.func, args, prog)

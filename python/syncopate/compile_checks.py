@@ -36,12 +36,11 @@ def is_signature_type(ty: str) -> bool:
 
 
 def check_signature_types(kernel_name: str, signature) -> None:
-    bad = {n: t for n, t in signature.items() if not isinstance(t, str) or not is_signature_type(t)}
-    if bad:
-        n, t = next(iter(bad.items()))
-        raise CompileError(f"signature of {kernel_name}: {n}={t!r} is not a Triton type; use "
-                           f"*DTYPE for a pointer (e.g. *bf16), a scalar "
-                           f"({', '.join(triton_scalar_types())}) or 'constexpr'")
+    for n, t in signature.items():
+        if not isinstance(t, str) or not is_signature_type(t):
+            raise CompileError(f"signature of {kernel_name}: {n}={t!r} is not a Triton type; "
+                               f"use *DTYPE for a pointer (e.g. *bf16), a scalar "
+                               f"({', '.join(triton_scalar_types())}) or 'constexpr'")
 
 
 def check_target(target) -> None:

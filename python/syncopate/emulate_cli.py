@@ -230,7 +230,7 @@ def _arg_value(name, spec, ty, rng, world_size, *, per_rank, np, PerRank):
         return rng.permutation(shape_of(spec[5:])[0]).astype(np.int32)
     if spec.startswith("zeros:"):
         return np.zeros(shape_of(spec[6:]), np.float32)
-    if spec.startswith("randn:") or "x" in spec.lower():
+    if tensor:  # RxC or randn:SHAPE
         dims = shape_of(spec.removeprefix("randn:"))
         if per_rank:
             return PerRank([rng.standard_normal(dims).astype(np.float32)

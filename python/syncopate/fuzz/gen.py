@@ -73,8 +73,7 @@ class _Gen:
     # ------------------------------------------------------------- choices
     def choose(self) -> dict:
         s: dict[str, Any] = {}
-        s["body"] = self.pick("body", BODIES, [2, 2, 2, 3])
-        body = s["body"]
+        body = s["body"] = self.pick("body", BODIES, [2, 2, 2, 3])
         addr = list(ADDRESSING)
         if body == "gemm":
             addr = ["ptr_mask", "ptr_nomask", "ptr_stride", "block_ptr", "tensor_desc", "hint"]
@@ -150,8 +149,7 @@ class _Gen:
         outs = [t for t in tensors if t.role == "out"]
         role = self.pick("role", ("in", "out"), [3, 2])
         t = r.choice(ins if role == "in" else outs)
-        dims = (0,) if len(t.shape) == 1 else (0, 1)
-        dim = r.choice(dims)
+        dim = r.choice((0,) if len(t.shape) == 1 else (0, 1))
         split = r.choice((1, 1, 2))
         mode = r.choice(("pull", "push"))
         order = r.choice(("swizzle", "swizzle", "ring"))
