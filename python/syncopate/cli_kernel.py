@@ -104,9 +104,7 @@ def _import_file(path: Path, ref: str):
 
 
 def _import_failure(what: str, e: BaseException) -> str:
-    where = ""
-    if isinstance(e, SyntaxError) and e.filename:
-        where = f" ({e.filename}:{e.lineno})"
+    where = f" ({e.filename}:{e.lineno})" if isinstance(e, SyntaxError) and e.filename else ""
     first = str(e).splitlines()[0] if str(e) else ""
     return f"importing {what} failed: {type(e).__name__}: {first}{where}; fix the module"
 

@@ -167,8 +167,7 @@ def _func_params(text: str) -> list[str]:
     """Parameter names of the public kernel function (``tt.func public @k(%a_ptr: ...``)."""
     for line in text.splitlines():
         if "tt.func public" in line:
-            head = line.split("->")[0]
-            return re.findall(r"%([\w#]+)\s*:", head)
+            return re.findall(r"%([\w#]+)\s*:", line.split("->")[0])
     return []
 
 

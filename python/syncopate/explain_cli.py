@@ -52,9 +52,8 @@ def op_shape(op: str, dims: tuple, W: int, batch: int = 1, causal: bool = False)
 
 
 def _shape(text: str) -> tuple[int, ...]:
-    parts = text.replace("x", ",").split(",")
     try:
-        dims = tuple(int(p) for p in parts)
+        dims = tuple(int(p) for p in text.replace("x", ",").split(","))
     except ValueError:
         dims = ()
     if len(dims) not in (3, 4) or min(dims) < 0:  # a zero: the op's checks say what it needs

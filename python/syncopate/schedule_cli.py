@@ -39,7 +39,6 @@ _TEMPLATE_COMMANDS = (
 
 
 def register_commands(subparsers) -> None:
-    """Add ``schedule`` and its actions to the top-level ``syncopate`` parser."""
     p = subparsers.add_parser(
         "schedule", help="make, check and show chunk schedules",
         description="Make chunk schedules from templates, verify them, and show per-rank plans "
