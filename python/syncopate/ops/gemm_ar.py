@@ -22,6 +22,8 @@ the fused path, for more to rounding. The generic driver
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import LaunchError
 from ..runtime import collectives as dist
 from . import driver, gemm_ar_plan
@@ -57,7 +59,6 @@ def _check_backend(backend: str) -> None:
 def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: the local kernel (``kernel='cublas'``: ``torch.matmul``), then NCCL
     ``all_reduce`` (sum) in place."""
-    import torch
     _check(a, b_shard, comm, out)
     if out is None:
         out = torch.empty((a.shape[0], b_shard.shape[1]), device=a.device, dtype=a.dtype)

@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import torch
+
 from .. import backends, calibration
 from ..errors import LaunchError, TorchOpError
 from ..runtime import collectives as dist
@@ -53,7 +55,6 @@ def _check(a, b_shard, comm, out=None):
 def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: the local kernel (or cuBLAS with ``kernel='cublas'``), then NCCL
     ``reduce_scatter_tensor``."""
-    import torch
     _check(a, b_shard, comm)
     M, N = a.shape[0], b_shard.shape[1]
     partial = torch.empty((M, N), device=a.device, dtype=a.dtype)
@@ -115,7 +116,6 @@ def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bo
     :func:`_variant` gives it."""
     if backend is None and reduce is None:
         if gpu == "device":
-            import torch
             gpu = (calibration.device_gpu_type(torch.device("cuda")) if torch.cuda.is_available()
                    else None)
         c = choice.decide(SPEC.name, M, N, K, W, driver.schedule_dtype(dtype), gpu, cublas=False,
@@ -225,7 +225,6 @@ def _torch_check(a, b_shard, W):
 def _torch_impl(a, b_shard, group, W):
     """Unfused composition (any device but CUDA): ``torch.mm``, then the group's sum
     reduce-scatter."""
-    import torch
     return driver.reduce_scatter_rows(torch.mm(a, b_shard), group, W)
 
 
@@ -241,7 +240,6 @@ def _torch_fake(a, b_shard, W):
 def _torch_backward(ctx, grad_out):
     """``C = RS(A @ B)``: ``dA = AG(dC) @ B^T`` -- ``ag_gemm(dC, B^T)`` -- and ``dB = A^T @
     AG(dC)`` with the gathered ``dC`` that same ``ag_gemm`` returns."""
-    import torch
     a, b_shard = ctx.saved_tensors
     need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     if not (need_a or need_b):
@@ -256,7 +254,6 @@ def _torch_model(a, b_shard, group_name):
     """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum over
     ranks; ``[M, K/W]`` x ``[K/W, N]``): the row-parallel linear of tensor parallelism.
     ``group`` as in :func:`ag_gemm`."""
-    import torch
     return torch.ops.syncopate.gemm_rs(a, b_shard, group_name)
 
 
