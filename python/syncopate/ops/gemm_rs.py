@@ -31,6 +31,7 @@ import math
 import torch
 
 from .. import backends, calibration
+from ..dtypes import canonical
 from ..errors import LaunchError, TorchOpError
 from ..runtime import collectives as dist
 from . import choice, driver
@@ -118,7 +119,7 @@ def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bo
         if gpu == "device":
             gpu = (calibration.device_gpu_type(torch.device("cuda")) if torch.cuda.is_available()
                    else None)
-        c = choice.decide(SPEC.name, M, N, K, W, driver.schedule_dtype(dtype), gpu, cublas=False,
+        c = choice.decide(SPEC.name, M, N, K, W, canonical(dtype), gpu, cublas=False,
                           fused=True, unavailable=epilogue_unavailable(M, W, cfg, config_given)
                           ).choice
         backend, reduce = c.backend, c.reduce

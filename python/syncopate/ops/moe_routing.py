@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..dtypes import element_bytes
+from ..dtypes import canonical, element_bytes
 from ..errors import LaunchError
 from ..kernels.grouped_gemm import grouped_gemm_kernel
 from ..kernels.grouped_gemm_launch import (PARAMS, default_config, grouped_gemm,
@@ -180,7 +180,7 @@ def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *,
     return driver.cached_fused(
         comm, (tag, comm.world_size, E, C, H, str(dtype), repr(cfg), comm_programs, backend,
                mode), grouped_gemm_kernel,
-        lambda: schedule(comm.world_size, E, C, H, driver.schedule_dtype(dtype), mode=mode),
+        lambda: schedule(comm.world_size, E, C, H, canonical(dtype), mode=mode),
         config=cfg, operand=operand, backend=backend, comm_programs=comm_programs,
         defer_consumed_wait=True)
 

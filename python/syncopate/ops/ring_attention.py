@@ -47,7 +47,7 @@ import math
 import torch
 
 from .. import backends
-from ..dtypes import element_bytes
+from ..dtypes import canonical, element_bytes
 from ..errors import LaunchError, TorchOpError
 from ..kernels.attention import (LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands,
                                  outputs)
@@ -137,7 +137,7 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
     return driver.cached_fused(
         comm, ("ring_attention.fk", B, Hkv, S, D, str(dtype), bool(causal), order, split,
                comm_programs, backend, repr(cfg)), _kernel(causal),
-        lambda: kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
+        lambda: kv_all_gather((B * Hkv, S, D), canonical(dtype), comm.world_size,
                               dim=1, order=order, split=split),
         config=cfg, operand={"K": "K", "V": "V"}, backend=backend, comm_programs=comm_programs,
         defer_consumed_wait=True, reorder_reductions=True, constant_args=CONSTANT_ARGS)

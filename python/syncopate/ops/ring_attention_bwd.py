@@ -37,6 +37,7 @@ import math
 
 import torch
 
+from ..dtypes import canonical
 from ..errors import LaunchError
 from ..kernels.attention import LOG2E, AttentionConfig, check_operands
 from ..kernels.attention_bwd import (attention_backward, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel,
@@ -162,7 +163,7 @@ def _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, rank, W
 def backward_schedule(B: int, Hkv: int, S: int, D: int, dtype, W: int, order: str = "swizzle"):
     """The fused dK/dV kernel's schedule: :func:`~syncopate.schedule.kv_gather.kv_backward` of
     the ``[B*Hkv, S, D]`` K/V (``dtype``) and the fp32 dK/dV partials, along the sequence."""
-    return kv_backward((B * Hkv, S, D), driver.schedule_dtype(dtype), "fp32", W, dim=1,
+    return kv_backward((B * Hkv, S, D), canonical(dtype), "fp32", W, dim=1,
                        order=order)
 
 

@@ -39,7 +39,7 @@ import math
 import torch
 import triton
 
-from ..dtypes import element_bytes
+from ..dtypes import canonical, element_bytes
 from ..errors import LaunchError, ScheduleError, TorchOpError
 from ..kernels.attention import LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands
 from ..kernels.attention_bwd import default_backward_config
@@ -202,7 +202,7 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
     return driver.cached_fused(
         comm, ("ulysses.fk", B, Hq, Hkv, S, D, str(dtype), backend, mode, comm_programs,
                repr(cfg)), attn_fwd_kernel,
-        lambda: ulysses_all_to_all(B, Hq, Hkv, S, D, driver.schedule_dtype(dtype),
+        lambda: ulysses_all_to_all(B, Hq, Hkv, S, D, canonical(dtype),
                                    comm.world_size, mode=mode),
         config=cfg, operand=dict(_OPERANDS), backend=backend, comm_programs=comm_programs,
         constant_args=_CONSTANTS)
