@@ -45,7 +45,6 @@ class GemmCall:
     args: list
     grid: tuple
     options: dict
-    config: object
     kernel: str
 
 
@@ -111,7 +110,7 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
         vals.update(cfg.constexprs(k, sms))
         grid = (max(1, min(sms, tiles)),)
     args = [vals[n] for n in fn.arg_names]
-    return GemmCall(fn=fn, args=args, grid=grid, options=cfg.options(), config=cfg, kernel=k)
+    return GemmCall(fn=fn, args=args, grid=grid, options=cfg.options(), kernel=k)
 
 
 def run_local(call: GemmCall) -> None:
@@ -268,9 +267,7 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
 def use_fused(fused) -> bool:
     """Whether an op call takes a fused path: ``fused`` when given, else unless ``SYNCOPATE=0``
     (``runtime.fused_enabled``)."""
-    if fused is not None:
-        return fused is not False
-    return fused_enabled()
+    return fused_enabled() if fused is None else fused is not False
 
 
 # ------------------------------------------------------------------------------------------

@@ -252,9 +252,8 @@ class FusedKernel:
     # -- compile --------------------------------------------------------------------------
 
     def _compile(self, spec: Specialization, options: dict):
-        if self.target is not None:
-            target = self.target
-        else:
+        target = self.target
+        if target is None:
             cap = torch.cuda.get_device_capability(self.comm.device)
             target = ("cuda", cap[0] * 10 + cap[1])
         operand = next(iter(self.operands)) if len(self.operands) == 1 else dict(self.operands)
