@@ -120,7 +120,7 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     # not ordered by each other's flags)
     C = driver.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
     _fp8.launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
-                  programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
+                      programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
     if out is None:
         out = torch.empty((rows, N), device=a.device, dtype=torch.bfloat16)
     out.copy_(C[me * rows:(me + 1) * rows])

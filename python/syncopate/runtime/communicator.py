@@ -360,9 +360,7 @@ class Communicator:
 
     def timeout_record(self):
         """The decoded record, or None if no spin timed out."""
-        if not self._diag_state():
-            return None
-        return diag.read_record(self.diag_words)
+        return diag.read_record(self.diag_words) if self._diag_state() else None
 
     def register_fused(self, fk) -> None:
         """Let :meth:`check` also read ``fk``'s watchdog record (each FusedKernel has its own,
