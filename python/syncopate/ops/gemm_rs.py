@@ -181,7 +181,7 @@ def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
     the sent M-tiles first; the kernels walk tiles in groups of ``GROUP_M`` M-tiles, so the
     sent tiles must fill whole groups, and no tile may hold rows of two owners."""
     if "epilogue" not in backends.get(backend, LaunchError).reduce_modes:
-        able = [n for n in backends.names() if "epilogue" in backends.get(n).reduce_modes]
+        able = [b.name for b in backends.specs() if "epilogue" in b.reduce_modes]
         raise LaunchError(f"reduce='epilogue' needs backend={' or '.join(map(repr, able))}, "
                           f"whose launcher moves the partials into the owner's slots")
     bm, gm = int(cfg.BLOCK_M), int(cfg.GROUP_M)
