@@ -415,7 +415,6 @@ class Communicator:
         process group itself belongs to the caller and is left alone."""
         if self._closed:
             return
-
         try:
             torch.cuda.synchronize(self.device)
         finally:
