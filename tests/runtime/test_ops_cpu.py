@@ -108,7 +108,7 @@ def _op_fixture(monkeypatch, mod_name):
         vals = {n: None for n in fn.arg_names}
         vals.update(a_ptr=a, b_ptr=b, c_ptr=c, M=a.shape[0], N=b.shape[1], K=a.shape[1])
         return driver.GemmCall(fn=fn, args=[vals[n] for n in fn.arg_names], grid=(7,), options={},
-                              config=cfg, kernel="tma")
+                               kernel="tma")
     monkeypatch.setattr(driver, "gemm_call", gemm_call)
     patch_gemm_op(monkeypatch, mod, fused_kernel=lambda *a, **k: fk)
     import syncopate.kernels as kmod

@@ -111,13 +111,14 @@ class BackendSpec:
         if reduce not in REDUCE_MODES:
             raise CompileError(f"reduce={reduce!r}; choose 'comm' or 'epilogue'")
         if reduce not in self.reduce_modes:
-            raise CompileError(f"reduce={reduce!r} is implemented for backend="
-                               f"{' or '.join(repr(o) for o in _names(reduce_mode=reduce))}; "
+            able = " or ".join(repr(b.name) for b in _REGISTRY.values() if reduce in b.reduce_modes)
+            raise CompileError(f"reduce={reduce!r} is implemented for backend={able}; "
                                f"use reduce='comm' with backend={self.name!r}")
         if withhold_chunks and not self.compiles_withheld:
+            able = ", ".join(b.name for b in _REGISTRY.values() if b.compiles_withheld)
             raise CompileError(f"withhold_chunks is compiled into the comm programs of backends "
-                               f"{', '.join(_names(compiles_withheld=True))}; the {self.name} "
-                               f"backend withholds at run time (FusedKernel.test_skip_chunks)")
+                               f"{able}; the {self.name} backend withholds at run time "
+                               f"(FusedKernel.test_skip_chunks)")
         if not self.has_comm_programs:
             return 0
         if comm_programs is None:
@@ -144,10 +145,3 @@ class BackendSpec:
 
 #: name -> spec, in registration order (``syncopate.backends`` fills it)
 _REGISTRY: dict[str, BackendSpec] = {}
-
-
-def _names(reduce_mode: str | None = None, compiles_withheld: bool | None = None) -> list[str]:
-    """The registered backends that compile ``reduce_mode`` / withheld chunks."""
-    return [b.name for b in _REGISTRY.values()
-            if (reduce_mode is None or reduce_mode in b.reduce_modes)
-            and (compiles_withheld is None or b.compiles_withheld == compiles_withheld)]

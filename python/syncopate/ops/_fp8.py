@@ -37,9 +37,7 @@ def check_local(a, b, scale_a, scale_b, comm, kernel: str):
 def row_scales(scale_a, rows: int):
     """``scale_a`` as ``[rows, 1]`` fp32 per-row scales: a row-wise scale as it is, a tensor-wise
     one repeated (a view; the op copies it into the gathered buffer)."""
-    if scale_a.numel() == 1:
-        return scale_a.reshape(1, 1).expand(rows, 1)
-    return scale_a
+    return scale_a.reshape(1, 1).expand(rows, 1) if scale_a.numel() == 1 else scale_a
 
 
 def launch_local(kernel, a, b, c, scale_a, scale_b, prob, cfg, programs=None, fk=None):

@@ -15,6 +15,8 @@ CONSUMED wait to :meth:`before_staging`, called right before the shard is copied
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import LaunchError, TorchOpError
 from . import driver
 from .spec import Bench, FxPattern, GemmLaunch, OpSpec, TorchOp
@@ -43,7 +45,6 @@ def ag_gemm_buffer(comm, m_shard: int, K: int, dtype):
 def ag_gemm_reference(a_shard, b, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: NCCL ``all_gather_into_tensor`` then the same local kernel (or cuBLAS
     with ``kernel='cublas'``)."""
-    import torch
     _check(a_shard, b, comm)
     gathered = driver.all_gather_rows(a_shard, comm.group, comm.world_size)
     if out is None:
@@ -117,7 +118,6 @@ def _torch_check(a_shard, b, W, return_a=False):
 def _torch_impl(a_shard, b, group, W, return_a=False):
     """Unfused composition (any device but CUDA): all-gather ``a_shard`` through the group's
     collectives, then ``torch.mm``."""
-    import torch
     gathered = driver.all_gather_rows(a_shard, group, W)
     return torch.mm(gathered, b), (gathered if return_a else None)
 
@@ -167,7 +167,6 @@ def _torch_backward(ctx, grad_out, grad_full):
     dC`` with the gathered ``A`` the forward returned (``return_a=True``: no second
     all-gather); a gradient flowing into that gathered ``A`` reaches ``a_shard`` through
     ``torch.ops.syncopate.reduce_scatter``."""
-    import torch
     b, full = ctx.saved_tensors
     grad_a = grad_b = None
     if ctx.needs_input_grad[0]:
@@ -188,7 +187,6 @@ def _torch_model(a_shard, b, group_name):
 
     The gathered ``A`` is kept for the backward (``return_a=True``) only when ``b`` needs a
     gradient: inference pays no copy."""
-    import torch
     keep = torch.is_grad_enabled() and b.requires_grad
     out, _ = torch.ops.syncopate.ag_gemm(a_shard, b, group_name, keep)
     return out

@@ -26,6 +26,8 @@ same local kernel with the same config -- bitwise the fused result.
 
 from __future__ import annotations
 
+import torch
+
 from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
 from ..kernels.gemm_fp8_launch import Fp8Problem, check_fp8_operands, resolve_fp8_config
@@ -39,7 +41,6 @@ from .spec import Bench, OpSpec
 
 def ag_gemm_fp8_buffers(comm, m_shard: int, K: int):
     """The symmetric A ``[M, K]`` (fp8) and SA ``[M, 1]`` (fp32) buffers of this shape."""
-    import torch
     M = int(m_shard) * comm.world_size
     A = driver.symmetric_buffer(comm, "ag_gemm_fp8.A", (M, K), torch.float8_e4m3fn)
     SA = driver.symmetric_buffer(comm, "ag_gemm_fp8.SA", (M, 1), torch.float32)
@@ -76,8 +77,6 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
                           config=None, out=None):
     """The unfused path: NCCL all-gather of A (as bytes) and of its per-row scales, then the
     local FP8 kernel with row-wise A scales."""
-    import torch
-
     prob = _fp8.check_local(a_shard, b, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     Ms, K, N = prob.M, prob.K, prob.N
@@ -96,8 +95,6 @@ def ag_gemm_fp8_reference(a_shard, b, scale_a, scale_b, comm, *, kernel: str = "
 def _launch(kernel, A, b, SA, scale_b, prob, M, cfg, out, fk=None, programs=None):
     """The local FP8 kernel on the gathered ``A`` and row scales ``SA`` (``fk``: fused) into
     ``out`` (allocated when None, else checked: shape, dtype, overlap, TMA's layout)."""
-    import torch
-
     if out is None:
         out = torch.empty((M, prob.N), device=A.device, dtype=torch.bfloat16)
     else:

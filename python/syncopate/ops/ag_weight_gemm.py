@@ -25,6 +25,8 @@ is then the other one -- and ``dW_shard = reduce_scatter(A^T @ dC)`` along the s
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import LaunchError, TorchOpError
 from . import driver
 from .spec import GemmLaunch, OpSpec, TorchOp
@@ -62,7 +64,6 @@ def _gather(a, w_shard, group, W: int):
 def ag_weight_gemm_reference(a, w_shard, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: NCCL all-gather of the weight's shards, then the same local kernel
     (or cuBLAS with ``kernel='cublas'``) on the gathered ``[K, N]`` row-major weight."""
-    import torch
     _check(a, w_shard, comm)
     # laid out [K, N] row-major, as the fused path's buffer: the same kernel reads the same
     full = _gather(a, w_shard, comm.group, comm.world_size).contiguous()
@@ -131,7 +132,6 @@ def _torch_check(a, w_shard, W):
 def _torch_impl(a, w_shard, group, W):
     """Unfused composition (any device but CUDA): the weight all-gathered through the group's
     collectives, then ``torch.mm``."""
-    import torch
     return torch.mm(a, _gather(a, w_shard, group, W))
 
 
@@ -148,7 +148,6 @@ def _torch_backward(ctx, grad_out):
     other dim); ``dW_shard``: the sum over ranks of ``A^T @ dC``, reduce-scattered along the
     sharded dim by ``gemm_rs`` (rows of ``W``: ``A^T @ dC``; its columns: the rows of
     ``dC^T @ A``, transposed)."""
-    import torch
     a, w_shard = ctx.saved_tensors
     g = ctx.group_name
     grad_a = grad_w = None
@@ -165,7 +164,6 @@ def _torch_backward(ctx, grad_out):
 def _torch_model(a, w_shard, group_name):
     """``a @ all_gather(w_shard)`` (``[M, K]`` x the weight ``[K, N]`` sharded along N or K):
     the FSDP / ZeRO-3 linear, differentiable (the weight's gradient reduce-scattered)."""
-    import torch
     return torch.ops.syncopate.ag_weight_gemm(a, w_shard, group_name)
 
 

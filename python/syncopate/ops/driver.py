@@ -33,7 +33,6 @@ from ..runtime.fused import fuse, fused_enabled
 from ..runtime.launch_plan import LaunchPlan, find, keep
 from ..runtime.residency import sm_share
 from ..schedule import cost
-from ..schedule.model import normalize_dtype
 from ..schedule.templates import TEMPLATES
 from . import choice
 
@@ -46,7 +45,6 @@ class GemmCall:
     args: list
     grid: tuple
     options: dict
-    config: object
     kernel: str
 
 
@@ -112,7 +110,7 @@ def gemm_call(kernel: str, a, b, c, config, *, num_programs: int | None = None) 
         vals.update(cfg.constexprs(k, sms))
         grid = (max(1, min(sms, tiles)),)
     args = [vals[n] for n in fn.arg_names]
-    return GemmCall(fn=fn, args=args, grid=grid, options=cfg.options(), config=cfg, kernel=k)
+    return GemmCall(fn=fn, args=args, grid=grid, options=cfg.options(), kernel=k)
 
 
 def run_local(call: GemmCall) -> None:
@@ -134,7 +132,7 @@ def gemm_plan(kind: str, backend: str, M: int, N: int, K: int, world_size: int, 
         comm_programs = 0  # e.g. the copy engine needs no programs in the kernel
     if split is not None and comm_programs is not None:
         return int(split), int(comm_programs)
-    plan = cost.choose_gemm_plan(kind, M, N, K, world_size, normalize_dtype(schedule_dtype(dtype)),
+    plan = cost.choose_gemm_plan(kind, M, N, K, world_size, canonical(dtype),
                                  backend=backend, comm_programs=comm_programs)
     return (int(split) if split is not None else int(plan["split"]),
             int(comm_programs) if comm_programs is not None else int(plan["comm_programs"]))
@@ -229,11 +227,6 @@ def torch_matrices(op: str, **named) -> None:
                            f"{n2} with .to({str(t1.device)!r})")
 
 
-def schedule_dtype(dtype) -> str:
-    """The schedule's (canonical) name of a torch dtype or any other spelling."""
-    return canonical(dtype)
-
-
 def cached_fused(comm, key: tuple, fn, schedule, *, config=None, reduce: str = "comm",
                  **options):
     """The FusedKernel of ``fn`` fused with ``schedule()`` (built only on a miss), cached under
@@ -265,7 +258,7 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
     return cached_fused(
         comm, (f"{spec.name}.fk", *shape, dim, str(dtype), backend, split, order, mode,
                comm_programs, k, repr(config), reduce), kernels.kernel_fn(k),
-        lambda: TEMPLATES[g.template](tuple(shape), schedule_dtype(dtype), comm.world_size,
+        lambda: TEMPLATES[g.template](tuple(shape), canonical(dtype), comm.world_size,
                                       dim=dim, order=order, mode=mode, split=split),
         config=config, reduce=reduce, operand=g.operand, backend=backend,
         comm_programs=kernel_comm_programs(backend, comm_programs), defer_consumed_wait=g.staged)
@@ -274,9 +267,7 @@ def fused_kernel(comm, spec, shape, dim: int, dtype, *, backend, split, order, m
 def use_fused(fused) -> bool:
     """Whether an op call takes a fused path: ``fused`` when given, else unless ``SYNCOPATE=0``
     (``runtime.fused_enabled``)."""
-    if fused is not None:
-        return fused is not False
-    return fused_enabled()
+    return fused_enabled() if fused is None else fused is not False
 
 
 # ------------------------------------------------------------------------------------------
@@ -386,7 +377,7 @@ def fused_variant(spec, comm, shape, dtype, *, cublas: bool = False, unavailable
                   fused=True):
     """The decision restricted to ``fused`` (default: the fused variants only -- which one an
     op called with ``fused=True`` and no backend runs)."""
-    return choice.decide_shape(spec.name, shape, comm.world_size, schedule_dtype(dtype),
+    return choice.decide_shape(spec.name, shape, comm.world_size, canonical(dtype),
                                gpu_of(comm), cublas=cublas, fused=fused,
                                unavailable=tuple(unavailable))
 

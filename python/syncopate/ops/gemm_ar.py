@@ -22,6 +22,9 @@ the fused path, for more to rounding. The generic driver
 
 from __future__ import annotations
 
+import torch
+
+from ..dtypes import canonical
 from ..errors import LaunchError
 from ..runtime import collectives as dist
 from . import driver, gemm_ar_plan
@@ -57,7 +60,6 @@ def _check_backend(backend: str) -> None:
 def gemm_ar_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: the local kernel (``kernel='cublas'``: ``torch.matmul``), then NCCL
     ``all_reduce`` (sum) in place."""
-    import torch
     _check(a, b_shard, comm, out)
     if out is None:
         out = torch.empty((a.shape[0], b_shard.shape[1]), device=a.device, dtype=a.dtype)
@@ -89,7 +91,7 @@ def default_plan(backend: str, M: int, N: int, K: int, W: int, dtype, order=None
     the GEMM config's tile height; ``choose_plan`` refuses an unknown ``order``)."""
     if order in gemm_ar_plan.ORDERS and split is not None and comm_programs is not None:
         return order, int(split), int(comm_programs)
-    p = gemm_ar_plan.choose_plan(M, N, K, W, driver.schedule_dtype(dtype), backend, order,
+    p = gemm_ar_plan.choose_plan(M, N, K, W, canonical(dtype), backend, order,
                                  split, comm_programs, block_m=block_m)
     return p.order, p.split, p.comm_programs
 

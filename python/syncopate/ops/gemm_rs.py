@@ -28,7 +28,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import torch
+
 from .. import backends, calibration
+from ..dtypes import canonical
 from ..errors import LaunchError, TorchOpError
 from ..runtime import collectives as dist
 from . import choice, driver
@@ -53,7 +56,6 @@ def _check(a, b_shard, comm, out=None):
 def gemm_rs_reference(a, b_shard, comm, *, kernel: str = "tma", config=None, out=None):
     """The unfused path: the local kernel (or cuBLAS with ``kernel='cublas'``), then NCCL
     ``reduce_scatter_tensor``."""
-    import torch
     _check(a, b_shard, comm)
     M, N = a.shape[0], b_shard.shape[1]
     partial = torch.empty((M, N), device=a.device, dtype=a.dtype)
@@ -115,10 +117,9 @@ def resolve_variant(M: int, N: int, K: int, W: int, dtype, cfg, config_given: bo
     :func:`_variant` gives it."""
     if backend is None and reduce is None:
         if gpu == "device":
-            import torch
             gpu = (calibration.device_gpu_type(torch.device("cuda")) if torch.cuda.is_available()
                    else None)
-        c = choice.decide(SPEC.name, M, N, K, W, driver.schedule_dtype(dtype), gpu, cublas=False,
+        c = choice.decide(SPEC.name, M, N, K, W, canonical(dtype), gpu, cublas=False,
                           fused=True, unavailable=epilogue_unavailable(M, W, cfg, config_given)
                           ).choice
         backend, reduce = c.backend, c.reduce
@@ -180,7 +181,7 @@ def _check_epilogue_order(backend, M: int, W: int, cfg) -> None:
     the sent M-tiles first; the kernels walk tiles in groups of ``GROUP_M`` M-tiles, so the
     sent tiles must fill whole groups, and no tile may hold rows of two owners."""
     if "epilogue" not in backends.get(backend, LaunchError).reduce_modes:
-        able = [n for n in backends.names() if "epilogue" in backends.get(n).reduce_modes]
+        able = [b.name for b in backends.specs() if "epilogue" in b.reduce_modes]
         raise LaunchError(f"reduce='epilogue' needs backend={' or '.join(map(repr, able))}, "
                           f"whose launcher moves the partials into the owner's slots")
     bm, gm = int(cfg.BLOCK_M), int(cfg.GROUP_M)
@@ -225,7 +226,6 @@ def _torch_check(a, b_shard, W):
 def _torch_impl(a, b_shard, group, W):
     """Unfused composition (any device but CUDA): ``torch.mm``, then the group's sum
     reduce-scatter."""
-    import torch
     return driver.reduce_scatter_rows(torch.mm(a, b_shard), group, W)
 
 
@@ -241,7 +241,6 @@ def _torch_fake(a, b_shard, W):
 def _torch_backward(ctx, grad_out):
     """``C = RS(A @ B)``: ``dA = AG(dC) @ B^T`` -- ``ag_gemm(dC, B^T)`` -- and ``dB = A^T @
     AG(dC)`` with the gathered ``dC`` that same ``ag_gemm`` returns."""
-    import torch
     a, b_shard = ctx.saved_tensors
     need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     if not (need_a or need_b):
@@ -256,7 +255,6 @@ def _torch_model(a, b_shard, group_name):
     """This rank's ``[M/W, N]`` rows of ``reduce_scatter(a @ b_shard, dim=0)`` (sum over
     ranks; ``[M, K/W]`` x ``[K/W, N]``): the row-parallel linear of tensor parallelism.
     ``group`` as in :func:`ag_gemm`."""
-    import torch
     return torch.ops.syncopate.gemm_rs(a, b_shard, group_name)
 
 

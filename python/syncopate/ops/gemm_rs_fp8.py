@@ -24,6 +24,8 @@ variant (``backend``/``reduce``), split and comm programs are chosen as for the 
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import LaunchError
 from ..kernels.gemm_fp8 import fp8_kernel_fn
 from ..kernels.gemm_fp8_config import fp8_short
@@ -62,8 +64,6 @@ def gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, *, kernel: str = "
                           config=None, out=None):
     """The unfused path: the local FP8 kernel (scaled bf16 partial), then NCCL
     ``reduce_scatter_tensor``."""
-    import torch
-
     prob = _fp8.check_local(a, b_shard, scale_a, scale_b, comm, kernel)
     W = comm.world_size
     _check_rows(prob.M, W)
@@ -88,8 +88,6 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     (:func:`syncopate.ops.choice.decide_shape`); ``fused=True`` or any of ``backend``/
     ``reduce``/``split``/``mode``/``comm_programs``: fused. World size 1: the local FP8
     kernel alone."""
-    import torch
-
     explicit = any(x is not None for x in (backend, reduce, split, mode, comm_programs))
     if not driver.use_fused(fused) or comm.world_size == 1:  # one rank: nothing to reduce
         return gemm_rs_fp8_reference(a, b_shard, scale_a, scale_b, comm, kernel=kernel,
@@ -122,7 +120,7 @@ def gemm_rs_fp8(a, b_shard, scale_a, scale_b, comm, *, backend: str | None = Non
     # not ordered by each other's flags)
     C = driver.symmetric_buffer(comm, "gemm_rs_fp8.C", (M, N), torch.bfloat16)
     _fp8.launch_local(kernel, a, b_shard, C, scale_a, scale_b, prob, cfg,
-                  programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
+                      programs=_fp8.programs(comm, kernel, backend, cp), fk=fk)
     if out is None:
         out = torch.empty((rows, N), device=a.device, dtype=torch.bfloat16)
     out.copy_(C[me * rows:(me + 1) * rows])

@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import torch
+
 from ..errors import LaunchError
 from ..runtime import collectives as dist
 from ..runtime import graphs
@@ -26,9 +28,6 @@ from ..schedule.moe import moe_dispatch
 from . import driver, moe_routing
 from .moe_routing import (check_routing, check_sizes, expert_gemm, grouped_config, launch_grouped,
                           pack_dispatch)
-
-# syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
-# free of Triton, as for the other ops
 
 #: ``fuse(operand=...)``: the kernel parameters the schedule's tensors are bound to
 OPERANDS = {"a_ptr": "X", "count_ptr": "CNT"}
@@ -72,7 +71,6 @@ class MoEDispatch:
 
 def _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg):
     """Typed errors, host-side (shapes, dtypes, divisibility): ``(W, E, El, H, N)``."""
-    import torch
     if not isinstance(w_local, torch.Tensor) or w_local.dim() != 3:
         raise LaunchError(f"w_local must be [E_local, hidden, N] (this rank's experts), got "
                           f"{getattr(w_local, 'shape', type(w_local).__name__)}")
@@ -138,7 +136,6 @@ def moe_dispatch_gemm_reference(x, topk_ids, topk_weights, w_local, comm, *, cap
     ``W`` times an all-to-all's bytes -- a correctness reference, not a speed baseline), pick
     this rank's groups, run the grouped GEMM (on a CPU -- loopback threads in the tests -- one
     ``torch.mm`` per group, :func:`~.moe_routing.expert_gemm`)."""
-    import torch
     refuse_capture(on_overflow, validate)
     cfg = grouped_config(config, capacity, w_local, x)
     W, E, El, H, N = _check(x, topk_ids, topk_weights, w_local, comm, capacity, cfg)
@@ -186,7 +183,6 @@ def moe_dispatch_gemm(x, topk_ids, topk_weights, w_local, comm, *, capacity: int
     and fp32 per-expert matmuls; the kernel and schedule are emulated in
     tests/test_emulate_moe.py.
     """
-    import torch
     cfg = grouped_config(config, capacity, w_local, x)
     use_fused = driver.use_fused(fused) and comm.world_size > 1  # one rank: nothing to send
     if use_fused:

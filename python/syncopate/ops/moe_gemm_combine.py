@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from ..errors import LaunchError
 from ..runtime import collectives as dist
 from ..runtime import graphs
@@ -34,9 +36,6 @@ from ..schedule.moe import moe_combine
 from . import driver, moe_routing
 from .moe_dispatch_gemm import MoEDispatch
 from .moe_routing import check_sizes, expert_gemm, grouped_config, launch_grouped
-
-# syncopate.kernels (Triton) is imported inside the functions: importing syncopate.ops stays
-# free of Triton, as for the other ops
 
 #: ``fuse(operand=...)``: the kernel parameters the schedule's tensors are bound to
 OPERANDS = {"c_ptr": "Y", "count_ptr": "CNT"}
@@ -54,7 +53,6 @@ def fused_rows(slot, rank: int, world_size: int, num_experts: int, capacity: int
     launch: slot ``x*C + j`` (expert ``x``, row ``j`` of the dispatch's group) was computed on
     ``d = x // El`` in its group ``(d, rank, x)`` (:func:`syncopate.schedule.moe.y_group`);
     -1 stays -1 (a dropped choice)."""
-    import torch
     W, E, C = world_size, num_experts, capacity
     El = E // W
     x, j = torch.div(slot, C, rounding_mode="floor"), slot % C
@@ -68,7 +66,6 @@ def combine_rows(y, rows, topk_weights, out_dtype):
     ``rows >= 0`` (fp32 accumulation in choice order, one rounding to ``out_dtype``). A dropped
     choice contributes nothing: its row is masked out, not multiplied by zero (the row it
     would index may hold padding, NaN included)."""
-    import torch
     T, k = rows.shape
     valid = rows >= 0
     g = y.index_select(0, rows.clamp(min=0).reshape(-1)).view(T, k, y.shape[1]).float()
@@ -90,7 +87,6 @@ def refuse_capture(validate) -> None:
 
 def _check(h, w_local, routing, comm, cfg, validate: bool):
     """Typed errors, host-side: ``(W, E, El, C, F, H)``."""
-    import torch
     refuse_capture(validate)
     if not isinstance(routing, MoEDispatch):
         raise LaunchError(f"routing must be the MoEDispatch that moe_dispatch_gemm returned for "
@@ -148,7 +144,6 @@ def _check(h, w_local, routing, comm, cfg, validate: bool):
 def _valid_slot(slot, E: int, C: int):
     """The slot map with entries outside ``[0, E*C)`` turned into -1 (``validate=False``: a
     bad entry contributes nothing and never indexes out of bounds)."""
-    import torch
     return torch.where((slot >= 0) & (slot < E * C), slot, torch.full_like(slot, -1))
 
 
@@ -167,7 +162,6 @@ def moe_gemm_combine_reference(h, w_local, routing, comm, *, config=None,
     all-to-all of the ``[W, El, C, H]`` results (block ``s`` back to source ``s``: it receives
     ``[E, C, H]``, expert ``x``'s rows at slot ``x*C + j``, the dispatch's send layout), then
     the weighted sum (:func:`combine_rows`). Returns ``[tokens, H]``."""
-    import torch
     cfg = grouped_config(config, h.shape[1] if getattr(h, "ndim", 0) == 3 else 0, w_local, h)
     W, E, El, C, F, H = _check(h, w_local, routing, comm, cfg, validate)
     y = torch.zeros((W * El, C, H), dtype=h.dtype, device=h.device)

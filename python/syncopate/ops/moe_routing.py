@@ -19,7 +19,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..dtypes import element_bytes
+import torch
+
+from ..dtypes import canonical, element_bytes
 from ..errors import LaunchError
 from ..kernels.grouped_gemm import grouped_gemm_kernel
 from ..kernels.grouped_gemm_launch import (PARAMS, default_config, grouped_gemm,
@@ -43,7 +45,6 @@ class Packed:
 def check_routing(x, topk_ids, num_experts: int, world_size: int, capacity: int):
     """Typed errors for bad routing inputs (host-side checks of shapes and dtypes only; the id
     range is checked on the device, see :func:`pack_dispatch`)."""
-    import torch
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
         raise LaunchError(f"x must be a 2-D tensor [tokens, hidden], got "
                           f"{getattr(x, 'shape', type(x).__name__)}")
@@ -73,7 +74,6 @@ def pack_dispatch(x, topk_ids, num_experts: int, world_size: int, capacity: int,
     device and counted in ``Packed.invalid``. Either way a bad id is never routed to another
     expert or used as an index.
     """
-    import torch
     check_routing(x, topk_ids, num_experts, world_size, capacity)
     T, H = x.shape
     E, C, W = num_experts, capacity, world_size
@@ -168,7 +168,6 @@ def moe_buffers(comm, tag: str, E: int, C: int, H: int, dtype):
     """The symmetric ``[W*E*C, H]`` rows and ``[W*W*E]`` int32 counts of one MoE op (``tag``)
     at this shape, allocated on first use (a collective: every rank calls it with the same
     shape) and cached on the communicator."""
-    import torch
     W = comm.world_size
     return (driver.symmetric_buffer(comm, f"{tag}.rows", (W * E * C, H), dtype),
             driver.symmetric_buffer(comm, f"{tag}.counts", (W * W * E,), torch.int32))
@@ -181,7 +180,7 @@ def moe_fused_kernel(comm, tag: str, schedule, E: int, C: int, H: int, dtype, *,
     return driver.cached_fused(
         comm, (tag, comm.world_size, E, C, H, str(dtype), repr(cfg), comm_programs, backend,
                mode), grouped_gemm_kernel,
-        lambda: schedule(comm.world_size, E, C, H, driver.schedule_dtype(dtype), mode=mode),
+        lambda: schedule(comm.world_size, E, C, H, canonical(dtype), mode=mode),
         config=cfg, operand=operand, backend=backend, comm_programs=comm_programs,
         defer_consumed_wait=True)
 

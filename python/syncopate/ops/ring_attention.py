@@ -44,8 +44,10 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from .. import backends
-from ..dtypes import element_bytes
+from ..dtypes import canonical, element_bytes
 from ..errors import LaunchError, TorchOpError
 from ..kernels.attention import (LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands,
                                  outputs)
@@ -135,7 +137,7 @@ def ring_attention_fused_kernel(comm, B: int, Hkv: int, S: int, D: int, dtype, *
     return driver.cached_fused(
         comm, ("ring_attention.fk", B, Hkv, S, D, str(dtype), bool(causal), order, split,
                comm_programs, backend, repr(cfg)), _kernel(causal),
-        lambda: kv_all_gather((B * Hkv, S, D), driver.schedule_dtype(dtype), comm.world_size,
+        lambda: kv_all_gather((B * Hkv, S, D), canonical(dtype), comm.world_size,
                               dim=1, order=order, split=split),
         config=cfg, operand={"K": "K", "V": "V"}, backend=backend, comm_programs=comm_programs,
         defer_consumed_wait=True, reorder_reductions=True, constant_args=CONSTANT_ARGS)
@@ -267,7 +269,6 @@ def shard_positions(Sl: int, W: int, rank: int, causal: bool, device=None):
     ``device``): contiguous shards, or with ``causal`` the zigzag segments ``rank`` and
     ``2W-1-rank`` -- what RoPE and the causal mask of this layout see. Built on the device
     (no host-to-device copy: a model's forward stays capturable in a CUDA graph)."""
-    import torch
     if not causal:
         return torch.arange(rank * Sl, (rank + 1) * Sl, device=device)
     if Sl % 2:
@@ -312,7 +313,6 @@ def _torch_check(q, k, v, W, causal=False, sm_scale=None):
 
 
 def compute_dtype(t):
-    import torch
     return torch.promote_types(t.dtype, torch.float32)
 
 
@@ -328,7 +328,6 @@ def scores(q, k, sm_scale, ct, future=None):
 def _scores(q, kg, group, W, causal, sm_scale, ct):
     """:func:`scores` of this rank's queries against the gathered keys, masked in the zigzag
     layout's original positions when ``causal``."""
-    import torch
     future = None
     if causal:
         Sl = q.shape[2]
@@ -341,7 +340,6 @@ def _scores(q, kg, group, W, causal, sm_scale, ct):
 def attend(s, v, G: int, ct):
     """``(o, lse)`` of the scaled scores ``s`` over ``v`` (GQA: ``G`` query heads per KV head)
     in the compute dtype ``ct``: the attention torch ops' CPU compositions."""
-    import torch
     lse = torch.logsumexp(s, -1)
     return torch.exp(s - lse[..., None]) @ v.to(ct).repeat_interleave(G, 1), lse
 
@@ -350,7 +348,6 @@ def attention_grads(s, G: int, scale, lse, q, k, v, o, do, dlse, ct):
     """``(dq, dk, dv)`` per query head: the FlashAttention-2 recurrences in ``ct`` with P from
     the forward's ``lse`` (the attention torch ops' CPU backward; the caller sums dk, dv over
     each KV head's group and hands them to their owners)."""
-    import torch
     p = torch.exp(s - lse.to(ct)[..., None])
     dof = do.to(ct)
     delta = (o.to(ct) * dof).sum(-1)
@@ -364,7 +361,6 @@ def attention_grads(s, G: int, scale, lse, q, k, v, o, do, dlse, ct):
 def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
     """Any device but CUDA: the unfused composition -- K/V all-gathered through the group's
     collectives, attention in fp32 (fp64 for fp64 inputs)."""
-    import torch
     ct = compute_dtype(q)
     kg, vg = (bwd.gather_seq(t, group, W).to(ct) for t in (k, v))
     s, G, _ = _scores(q, kg, group, W, causal, sm_scale, ct)
@@ -377,7 +373,6 @@ def _torch_cuda(q, k, v, comm, causal=False, sm_scale=None):
 
 
 def _torch_fake(q, k, v, W, causal=False, sm_scale=None):
-    import torch
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
@@ -398,7 +393,6 @@ def attention_torch_op(name: str, *, check, impl, cuda, fake, model, bwd_check, 
     graph, which the autograd formula calls."""
 
     def backward(ctx, do, dlse):
-        import torch
         q, k, v, o, lse = ctx.saved_tensors
         if do is None and dlse is None:
             return None, None, None, None, None, None
@@ -427,12 +421,10 @@ def _torch_model(q, k, v, group_name, causal=False, sm_scale=None):
     """Ring attention of this rank's sequence shard (``[B, H, S/W, D]``; causal: the zigzag
     layout, :func:`shard_positions`) over the whole sequence; returns ``o``. ``group``: a
     group name, a torch process group, a Communicator or None (the default group)."""
-    import torch
     return torch.ops.syncopate.ring_attention(q, k, v, group_name, causal, sm_scale)[0]
 
 
 def _bwd_check(q, k, v, W, o, lse, do, causal=False, sm_scale=None, dlse=None):
-    import torch
     _torch_check(q, k, v, W, causal, sm_scale)
     for name, t in (("o", o), ("do", do)):
         if tuple(t.shape) != tuple(q.shape) or t.dtype != q.dtype:

@@ -35,6 +35,9 @@ from __future__ import annotations
 
 import math
 
+import torch
+
+from ..dtypes import canonical
 from ..errors import LaunchError
 from ..kernels.attention import LOG2E, AttentionConfig, check_operands
 from ..kernels.attention_bwd import (attention_backward, attn_bwd_dkdv_kernel, attn_bwd_dq_kernel,
@@ -94,8 +97,6 @@ def check(q, k, v, o, lse, do, comm, causal: bool, config):
     """The forward's checks (:func:`syncopate.ops.ring_attention`'s layout) and the backward's
     own: ``o``/``do`` like ``q``, ``lse`` fp32 ``[B, Hq, S/W]``; the zigzag segments (causal) or
     the shard (not) whole blocks of the backward config. ``(B, Hq, Hkv, Sl, D, cfg)``."""
-    import torch
-
     B, Hq, Hkv, Sl, Skl, D = check_operands(q, k, v)
     if Skl != Sl:
         raise LaunchError(f"q has {Sl} tokens per rank but k/v {Skl}: ring attention shards "
@@ -151,7 +152,6 @@ def _inputs(q, o, do, lse, dlse, sm_scale):
 
 def _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, rank, W, Hkv, D, cfg):
     """``dq`` (new), ``dk`` and ``dv`` by both kernels alone: the unfused path, world size 1."""
-    import torch
     dq = torch.empty_like(q)
     for which, outs in (("dkdv", (dk, dv)), ("dq", (dq,))):
         args, grid = bwd_args(which, q, kbuf, vbuf, do, lse, delta, outs, scale, causal, rank,
@@ -163,7 +163,7 @@ def _local_kernels(q, kbuf, vbuf, do, lse, delta, dk, dv, scale, causal, rank, W
 def backward_schedule(B: int, Hkv: int, S: int, D: int, dtype, W: int, order: str = "swizzle"):
     """The fused dK/dV kernel's schedule: :func:`~syncopate.schedule.kv_gather.kv_backward` of
     the ``[B*Hkv, S, D]`` K/V (``dtype``) and the fp32 dK/dV partials, along the sequence."""
-    return kv_backward((B * Hkv, S, D), driver.schedule_dtype(dtype), "fp32", W, dim=1,
+    return kv_backward((B * Hkv, S, D), canonical(dtype), "fp32", W, dim=1,
                        order=order)
 
 
@@ -215,7 +215,6 @@ def ring_attention_backward_reference(q, k, v, o, lse, do, comm, *, causal: bool
                                       sm_scale=None, dlse=None, config=None):
     """The unfused path: NCCL all-gather of K and V, the fusable backward kernels on the
     gathered sequence (fp32 dK/dV partials), NCCL reduce-scatter of the partials."""
-    import torch
     B, Hq, Hkv, Sl, D, cfg = check(q, k, v, o, lse, do, comm, causal, config)
     W, me = comm.world_size, comm.rank
     S = Sl * W
@@ -230,8 +229,6 @@ def ring_attention_backward_reference(q, k, v, o, lse, do, comm, *, causal: bool
 def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
     """One rank holds the whole sequence: the local backward (the fast kernels), or with a
     gradient into lse the fusable kernels with ``delta - dlse``."""
-    import torch
-
     if dlse is None:
         return attention_backward(q, k, v, o, lse, do, causal, sm_scale, config,
                                   fusable=config is not None)
@@ -249,7 +246,6 @@ def world_size_one(q, k, v, o, lse, do, causal, sm_scale, dlse, config):
 def fused_backward(q, k, v, o, lse, do, comm, *, causal: bool, sm_scale, dlse, cfg,
                    order: str, comm_programs: int, backend: str):
     """The fused path (module docstring, steps 1-3) of checked operands; ``(dq, dk, dv)``."""
-    import torch
     B, Hq, Sl, D = q.shape
     Hkv = k.shape[1]
     W, me = comm.world_size, comm.rank

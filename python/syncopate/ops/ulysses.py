@@ -36,7 +36,10 @@ from __future__ import annotations
 import functools
 import math
 
-from ..dtypes import element_bytes
+import torch
+import triton
+
+from ..dtypes import canonical, element_bytes
 from ..errors import LaunchError, ScheduleError, TorchOpError
 from ..kernels.attention import LOG2E, AttentionConfig, attention, attn_fwd_kernel, check_operands
 from ..kernels.attention_bwd import default_backward_config
@@ -89,8 +92,6 @@ def check_plan(batch: int, q_heads: int, kv_heads: int, seq: int, head_dim: int,
 
 def _check(q, k, v, comm) -> tuple[int, int, int, int, int]:
     """``(B, Hq, Hkv, S_local, D)`` of valid operands (LaunchError otherwise)."""
-    import torch
-
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise LaunchError(f"{name} must be a 4-D torch.Tensor [batch, heads, seq/W, "
@@ -122,7 +123,6 @@ def _exchange(sends, group):
     """One ``all_to_all_single`` of several tensors of one dtype, each ``[W(dst), ...]``
     (block ``s`` for rank ``s``): packed into one ``[W, total]`` buffer so that several
     tensors cost one collective; each comes back ``[W(src), ...]``."""
-    import torch
     W = sends[0].shape[0]
     flat = (sends[0].contiguous().view(W, -1) if len(sends) == 1 else
             torch.cat([t.reshape(W, -1) for t in sends], 1))
@@ -202,7 +202,7 @@ def ulysses_fused_kernel(comm, B: int, Hq: int, Hkv: int, S: int, D: int, dtype,
     return driver.cached_fused(
         comm, ("ulysses.fk", B, Hq, Hkv, S, D, str(dtype), backend, mode, comm_programs,
                repr(cfg)), attn_fwd_kernel,
-        lambda: ulysses_all_to_all(B, Hq, Hkv, S, D, driver.schedule_dtype(dtype),
+        lambda: ulysses_all_to_all(B, Hq, Hkv, S, D, canonical(dtype),
                                    comm.world_size, mode=mode),
         config=cfg, operand=dict(_OPERANDS), backend=backend, comm_programs=comm_programs,
         constant_args=_CONSTANTS)
@@ -226,9 +226,6 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
     this rank's heads over the whole sequence, ``[B, Hq/W, S]`` fp32 -- the head-sharded form
     the kernel computes it in, which is the form :func:`ulysses_attention_backward` takes (no
     all-to-all of it either way)."""
-    import torch
-    import triton
-
     B, Hq, Hkv, Sl, D = _check(q, k, v, comm)
     cfg = AttentionConfig.of(config, D).check(D)
     if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape
@@ -278,7 +275,6 @@ def ulysses_attention(q, k, v, comm, *, causal: bool = False, sm_scale=None,
 def _check_backward(q, o, lse, do, dlse, W: int) -> None:
     """``o``/``do`` like ``q``; ``lse`` (and ``dlse``) the forward's head-sharded fp32
     ``[B, Hq/W, S]`` (LaunchError otherwise)."""
-    import torch
     B, Hq, Sl, _ = q.shape
     for name, t in (("o", o), ("do", do)):
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(q.shape) \
@@ -352,7 +348,6 @@ def _torch_check(q, k, v, W, causal=False, sm_scale=None):
 def _scores(qh, kh, causal, sm_scale, ct):
     """This rank's heads' :func:`~.ring_attention.scores` over the whole sequence (causal: the
     top-left mask -- the sequence is contiguous here)."""
-    import torch
     S = qh.shape[2]
     future = torch.ones(S, S, dtype=torch.bool, device=qh.device).triu(1) if causal else None
     return scores(qh, kh, sm_scale, ct, future)
@@ -362,7 +357,6 @@ def _torch_impl(q, k, v, group, W, causal=False, sm_scale=None):
     """Any device but CUDA: the unfused composition -- all-to-all to head-sharded (one
     collective), attention in fp32 (fp64 for fp64 inputs), all-to-all back; ``lse`` stays
     head-sharded, as the fused kernel leaves it."""
-    import torch
     ct = compute_dtype(q)
     qh, kh, vh = to_heads([q, k, v], group, W)
     s, G, _ = _scores(qh, kh, causal, sm_scale, ct)
@@ -375,7 +369,6 @@ def _torch_cuda(q, k, v, comm, causal=False, sm_scale=None):
 
 
 def _torch_fake(q, k, v, W, causal=False, sm_scale=None):
-    import torch
     B, Hq, Sl, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, Hq // W, Sl * W), dtype=torch.float32)
 
@@ -384,7 +377,6 @@ def _torch_model(q, k, v, group_name, causal=False, sm_scale=None):
     """Ulysses attention of this rank's sequence block (``[B, H, S/W, D]``, contiguous blocks
     in rank order; heads divisible by W) over the whole sequence; returns ``o``. ``group``: a
     group name, a torch process group, a Communicator or None (the default group)."""
-    import torch
     return torch.ops.syncopate.ulysses_attention(q, k, v, group_name, causal, sm_scale)[0]
 
 

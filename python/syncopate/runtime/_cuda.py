@@ -101,13 +101,10 @@ def memcpy2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_byt
 
 
 def stream_write_value32(stream: int, addr: int, value: int) -> bool:
-    """(``scripts/gpu_launch_paths.py`` times it against the advance kernel; the runtime's
-    memop advance that used it was withdrawn, docs/cuda-graphs.md.)
-
-    Enqueue ``*(uint32*)addr = value`` on ``stream`` (``cuStreamWriteValue32``, default
-    flags: a memory fence before the write, ordered after the stream's earlier work). A stream
-    memory operation: no kernel launch, no SM. False when the entry point is unavailable;
-    :class:`DriverError` when the driver refuses the address."""
+    """Enqueue ``*(uint32*)addr = value`` on ``stream`` (``cuStreamWriteValue32``, default
+    flags: a memory fence before the write, ordered after the stream's earlier work): the ce
+    side stream's chunk flags. A stream memory operation: no kernel launch, no SM. False when
+    the entry point is unavailable; :class:`DriverError` when the driver refuses the address."""
     return _memop32("cuStreamWriteValue32", stream, addr, value, 0)
 
 

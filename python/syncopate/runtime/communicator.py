@@ -37,6 +37,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
+import torch
+
 from .. import backends, dtypes, settings
 from ..errors import GraphCaptureError, LaunchError
 from . import _cuda, collectives, diag, graphs, sync_kernels
@@ -80,8 +82,6 @@ class Communicator:
     generation = 0
 
     def __init__(self, group=None, *, device=None, symm_backend: str = "cuda"):
-        import torch
-
         if symm_backend not in SYMM_HEAPS:
             raise LaunchError(f"symm_backend={symm_backend!r}; choose one of {', '.join(SYMM_HEAPS)}")
         if not collectives.is_initialized():
@@ -184,8 +184,6 @@ class Communicator:
         with the same shape and dtype, in the same order). Refused under CUDA-graph capture
         (:class:`GraphCaptureError`): the rendezvous is a host collective whose result a graph
         cannot hold; allocate before capturing (an eager warm-up call does)."""
-        import torch
-
         self._check_open()
         if graphs.capturing():
             raise GraphCaptureError(
@@ -200,8 +198,6 @@ class Communicator:
         return t
 
     def _register(self, t, hdl) -> SymmetricAllocation:
-        import torch
-
         if hdl.world_size != self.world_size:
             raise LaunchError(f"rendezvous returned world size {hdl.world_size}, the group has "
                               f"{self.world_size}")
@@ -233,7 +229,6 @@ class Communicator:
         """Drop the ops' cached symmetric buffers and fused kernels (and release their flags,
         slots and buffers), e.g. between shapes of a sweep. Collective in spirit: every rank
         should do it at the same point."""
-        import torch
         for v in list(self.cache.values()):
             if isinstance(v, torch.Tensor):
                 self.release(v)
@@ -301,7 +296,6 @@ class Communicator:
             return v
         if len(a.peer_views) > 4096:  # bounded: views of many different regions
             a.peer_views.clear()
-        import torch
         lo, hi = _extent(t)
         off = lo - a.local_origin
         # get_buffer's storage_offset is relative to get_buffer(r, ..., 0): our origin minus the
@@ -318,8 +312,6 @@ class Communicator:
 
     def flag_view_u32(self, flags, rank: int):
         """Flat uint32 view of ``flags`` on ``rank`` (what ``stream_write_value32_`` takes)."""
-        import torch
-
         a = self.require_symmetric(flags, contiguous=True)
         key = (rank, flags.data_ptr(), flags.numel())
         v = a.uint32_views.get(key)
@@ -334,8 +326,6 @@ class Communicator:
     def new_flags(self, words: int, dtype="int32"):
         """A zeroed flag array of ``words`` words in symmetric memory (collective). Zeroed once,
         then one barrier: after it, every rank may signal into every other rank's flags."""
-        import torch
-
         t = self.empty((int(words),), dtypes.torch_dtype(dtype))
         t.zero_()
         # this stream only: in loopback a device-wide sync would also wait for other virtual
@@ -370,9 +360,7 @@ class Communicator:
 
     def timeout_record(self):
         """The decoded record, or None if no spin timed out."""
-        if not self._diag_state():
-            return None
-        return diag.read_record(self.diag_words)
+        return diag.read_record(self.diag_words) if self._diag_state() else None
 
     def register_fused(self, fk) -> None:
         """Let :meth:`check` also read ``fk``'s watchdog record (each FusedKernel has its own,
@@ -427,8 +415,6 @@ class Communicator:
         process group itself belongs to the caller and is left alone."""
         if self._closed:
             return
-        import torch
-
         try:
             torch.cuda.synchronize(self.device)
         finally:

@@ -51,6 +51,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
+import torch
 import triton
 from triton import knobs
 from triton.runtime._allocation import NullAllocator, _allocator  # Triton 3.6 (pinned)
@@ -290,7 +291,6 @@ class DirectLaunch:
 
 
 def _tma_alloc(size: int, alignment: int, stream):
-    import torch
     return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
@@ -312,7 +312,6 @@ def _allocate_scratch(stream: int, nbytes: int, device):
     """``nbytes`` of memory on ``device`` (None: the current CUDA device, the launch's),
     allocated on ``stream``: when the owner drops the buffer, torch's caching allocator hands
     it out again only to work ordered after that stream's launches."""
-    import torch
     if device is None:  # never torch's default device, which is the CPU
         device = torch.device("cuda", torch.cuda.current_device())
     with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):

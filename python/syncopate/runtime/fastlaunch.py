@@ -116,9 +116,7 @@ def capture_probe():
     compiled path is off."""
     mod = module() if settings.FAST_LAUNCH.get() else None
     fn = entry_point("cuStreamIsCapturing") if mod is not None else 0
-    if not fn:
-        return None
-    return functools.partial(mod.capturing, fn)
+    return functools.partial(mod.capturing, fn) if fn else None
 
 
 def current_device():

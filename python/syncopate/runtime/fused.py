@@ -46,6 +46,8 @@ import dataclasses
 import threading
 from dataclasses import dataclass, field
 
+import torch
+
 from .. import abi, backends, chunk_table, compiler, dtypes, settings, tiling
 from .. import trace as tr
 from ..errors import CompileError, LaunchError
@@ -250,10 +252,8 @@ class FusedKernel:
     # -- compile --------------------------------------------------------------------------
 
     def _compile(self, spec: Specialization, options: dict):
-        import torch
-        if self.target is not None:
-            target = self.target
-        else:
+        target = self.target
+        if target is None:
             cap = torch.cuda.get_device_capability(self.comm.device)
             target = ("cuda", cap[0] * 10 + cap[1])
         operand = next(iter(self.operands)) if len(self.operands) == 1 else dict(self.operands)
@@ -296,7 +296,6 @@ class FusedKernel:
         if a.trace:  # also before the barrier (its zero fill is a kernel)
             # counter, capacity (SYNCOPATE_TRACE_EVENTS, default 262144 events, 8 MiB), then
             # 4 words per event (passes/insert_trace.py)
-            import torch
             n = int(settings.TRACE_EVENTS.get())
             cfg.trace_buf = torch.zeros(tr.HEADER + tr.WORDS * n, dtype=torch.int64,
                                         device=comm.device)
@@ -337,8 +336,6 @@ class FusedKernel:
         host-pinned mirror with the mirror's device address (docs/cuda-graphs.md). Zeroed with
         the flags (before their barrier, like the table's upload): the first advance makes it
         1, the epoch every rank's first launch of this configuration uses."""
-        import torch
-
         cfg.epoch_word = torch.zeros(4, dtype=torch.int32, device=self.comm.device)
         cfg.epoch_mirror, cfg.epoch_mirror_addr = diag.new_pinned(4)
         if cfg.abi.self_advance:
@@ -372,8 +369,6 @@ class FusedKernel:
         """The chunk table of a configuration on the device, after checking that it is the
         schedule's (``chunk_table.validate``: a table that disagrees would make tiles wait for
         flags nobody raises -- refused with a LaunchError before any launch)."""
-        import torch
-
         if a.table or a.lowering == "table":
             writers = backends.get(a.backend).chunk_writers(a.comm_programs)
             chunk_table.validate(a.table, self.schedule, a.backend, writers, a.table_remaps)
@@ -381,8 +376,6 @@ class FusedKernel:
         return torch.tensor(words, dtype=torch.int32).to(self.comm.device)
 
     def _peers_table(self, cfg: _Config, operand_tensors: dict):
-        import torch
-
         order = list(cfg.abi.operands) if cfg.abi.operands else list(self.operands)
         # keyed by the registry generation too: a buffer released and reallocated at the same
         # local address may map to other peer addresses
@@ -412,8 +405,6 @@ class FusedKernel:
     def _traced_config(self) -> _Config:
         """The last launched configuration, which must have a trace buffer, after this rank's
         current stream finished (its launches wrote the buffer)."""
-        import torch
-
         cfg = self.last_config
         if not self.trace or cfg is None or cfg.trace_buf is None:
             raise LaunchError("no trace: create the kernel with fuse(..., trace=True) (or "
@@ -434,8 +425,6 @@ class FusedKernel:
     def gather_trace(self, path: str | None = None, reset: bool = False):
         """Every rank's events on every rank (a collective: call it on all ranks), written as
         a Chrome trace to ``path`` by rank 0 when given; returns ``(events, dropped)``."""
-        import torch
-
         cfg = self._traced_config()
         buf = cfg.trace_buf
         out = torch.empty((self.comm.world_size, buf.numel()), dtype=buf.dtype, device=buf.device)
@@ -585,8 +574,6 @@ class FusedKernel:
         never captured), else None. Under CUDA-graph capture (:mod:`.graphs`) the launch
         enqueues the same device work -- epoch advance, kernel -- and refuses with
         :class:`GraphCaptureError` what would be baked wrongly (docs/cuda-graphs.md)."""
-        import torch
-
         capturing = graphs.capturing(stream)
         with self._lock:
             self._refuse_if_poisoned()
@@ -692,7 +679,6 @@ def current_stream(device):
     object (device index normalisation, ``Stream.__new__``) cost ~4 us of an eager launch on an
     H200 host, the raw handle ~0.2 us. The object is the one torch gave for that handle the
     first time. Without the raw accessor (a CPU build of torch), torch's call."""
-    import torch
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is None:
         return torch.cuda.current_stream(device)

@@ -170,8 +170,7 @@ class LoopbackWorld:
             if rd.kind != kind:
                 msg = (f"{self.name}: collective #{n}: rank {rank} called {kind} but rank {rd.first} "
                        f"called {rd.kind}; every rank must call the same collectives in the same order")
-                self._aborted = msg
-                self._cond.notify_all()
+                self.abort(msg)  # (the condition's lock is re-entrant)
                 raise LoopbackError(msg)
             rd.values[rank] = value
             rd.arrived += 1
@@ -192,8 +191,7 @@ class LoopbackWorld:
                         msg = (f"{self.name}: rank {rank} waited {self.timeout_s:g} s in collective "
                                f"#{n} ({kind}); ranks {missing} never joined it "
                                f"(SYNCOPATE_LOOPBACK_TIMEOUT_S)")
-                        self._aborted = msg
-                        self._cond.notify_all()
+                        self.abort(msg)
                         raise LoopbackError(msg)
                     self._cond.wait(left)
                 if not rd.done:

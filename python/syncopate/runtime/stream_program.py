@@ -160,6 +160,4 @@ def build(builder: Builder, side_stream: int) -> Program | None:
     keeps its Python path)."""
     mod = fastlaunch.module() if settings.FAST_LAUNCH.get() else None
     entries = entry_points() if mod is not None else None
-    if entries is None:
-        return None
-    return Program(mod.Program(entries, side_stream, builder.ops))
+    return None if entries is None else Program(mod.Program(entries, side_stream, builder.ops))

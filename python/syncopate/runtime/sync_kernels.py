@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
 import triton
 import triton.language as tl
 
@@ -251,7 +252,6 @@ def stager(device: int):
 
 
 def _build_stager(device: int):
-    import torch
     if (device is None or not (settings.DIRECT_LAUNCH.get() and settings.FAST_LAUNCH.get())
             or not torch.cuda.is_available()):
         return None
@@ -288,8 +288,6 @@ def _launch(fn, n_programs: int, args: tuple, constexprs: dict, stream) -> None:
     """Enqueue ``fn`` (one of the kernels above) on ``stream`` (default: the current one)
     through its compiled kernel: compiled once per device and constexpr set by the JIT itself
     (``warmup``, same cache), then launched directly with every parameter in position."""
-    import torch
-
     dev = fastlaunch.current_device()
     ck, dl = _compiled(fn, dev, args, constexprs, n_programs)
     if ck is None:  # a jit_cache_hook took over compilation: launch through the JIT
@@ -348,8 +346,6 @@ def preload(device=None) -> None:
     rank's kernel spins waiting for it would wait for that spin, which waits for it -- a
     deadlock until the watchdog fires. Loading everything before any rank can spin removes
     the case. Harmless (and cheap) with one process per GPU."""
-    import torch
-
     dev = torch.device(device) if device is not None else torch.device(
         "cuda", torch.cuda.current_device())
     # the epoch word is an int32 for every backend; the ce reduction's kernel per element type

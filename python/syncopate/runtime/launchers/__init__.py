@@ -1,6 +1,5 @@
 """The backends' host sides: a :class:`Launcher` class per backend spec, to which ``FusedKernel``
-hands each launch (docs/backends.md). Light to import: torch and Triton are imported where the
-launchers first need them."""
+hands each launch (docs/backends.md)."""
 
 from __future__ import annotations
 

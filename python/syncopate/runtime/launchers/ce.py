@@ -27,6 +27,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import torch
+
 from ... import settings
 from ...errors import LaunchError
 from ...schedule.ce_plan import CEPlan, build_ce_plan
@@ -143,8 +145,6 @@ class CELauncher(Launcher):
 
     def launch(self, cfg, grid, args, stream, epoch: int, peers, operand_tensors,
                direct=None) -> None:
-        import torch
-
         fk, S, e = self.fk, stream, epoch
         comm = fk.comm
         lay = cfg.abi.layout
@@ -385,7 +385,6 @@ def region_copier(dst, src):
 
 def _copy_on(stream, dst, src) -> None:
     """``dst.copy_(src)`` enqueued on ``stream`` (None: the current stream)."""
-    import torch
     with torch.cuda.stream(stream):
         dst.copy_(src, non_blocking=True)
 
@@ -401,7 +400,6 @@ class _Event:
         self.raw = _cuda.event_create()
         self.event = None
         if self.raw is None:
-            import torch
             self.event = torch.cuda.Event()
 
     def record(self, stream, handle: int) -> None:
