@@ -59,6 +59,21 @@ def store_slice(a: Access, shape, names: dict, purity: Purity) -> StoreSlice | s
                       tuple(d.extent for d in a.dims))
 
 
+def values_slice(loops, values, names: dict, purity: Purity) -> tuple[list[Step], list[int]] | str:
+    """The steps that compute ``values`` (pure scalars) for every program and every iteration
+    of ``loops`` (the ``scf.for`` ops that enclose them, outermost first): ``(steps, the step
+    of each value)``, or why there is none (tile-remap's launch check,
+    :class:`syncopate.tiling.RemapSlice`)."""
+    s = _Slicer(names, purity)
+    try:
+        for loop in loops:
+            s.enter(loop, None)
+        at = [s.value(v) for v in values]
+    except _Unsliced as e:
+        return e.args[0]
+    return s.steps, at
+
+
 def _bits(t) -> int:
     width = getattr(getattr(t, "width", None), "data", None)
     return 64 if width is None else width

@@ -12,7 +12,7 @@ from numbers import Integral
 
 from . import backends
 from .errors import LaunchRequirementError
-from .tiling import StoreSlice
+from .tiling import RemapSlice, StoreSlice
 
 #: 3: ``syn_epoch`` is a pointer to the configuration's device epoch word (docs/cuda-graphs.md)
 ABI_VERSION = 3
@@ -188,6 +188,9 @@ class FusedABI:
     #: the boxes of the stores into produced tensors, as slices the runtime evaluates per
     #: launch (:func:`syncopate.tiling.check_stores`: no element is stored twice)
     stores: list[StoreSlice] = field(default_factory=list)
+    #: the tile coordinates tile-remap renumbered, as slices the runtime evaluates per launch
+    #: (:func:`syncopate.tiling.check_remaps`: the remap renumbers the launch's tiles)
+    remap_checks: list[RemapSlice] = field(default_factory=list)
     #: the chunk table (:mod:`syncopate.chunk_table`) the kernel reads through ``syn_table``:
     #: int32 words, built from the schedule; the runtime validates it before its first upload
     table: list[int] = field(default_factory=list)
@@ -233,6 +236,7 @@ class FusedABI:
             "upper_bounds": dict(self.upper_bounds),
             "grid_axes": None if self.grid_axes is None else list(self.grid_axes),
             "stores": [s.to_json() for s in self.stores],
+            "remap_checks": [s.to_json() for s in self.remap_checks],
             "table": list(self.table),
             "table_remaps": [list(x) for x in self.table_remaps],
             "lowering": self.lowering,
@@ -255,6 +259,7 @@ class FusedABI:
             upper_bounds=dict(d.get("upper_bounds", {})),
             grid_axes=None if d.get("grid_axes") is None else list(d["grid_axes"]),
             stores=[StoreSlice(**s) for s in d.get("stores", [])],
+            remap_checks=[RemapSlice(**s) for s in d.get("remap_checks", [])],
             table=list(d.get("table", [])),
             table_remaps=[tuple(x) for x in d.get("table_remaps", [])],
             lowering=d.get("lowering", "unrolled"),
