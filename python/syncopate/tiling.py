@@ -96,7 +96,9 @@ class Step:
 class StoreSlice:
     """The box one store op writes into produced tensor ``tensor`` (a box of ``shape``, the
     tensor or the rank's part), as ``steps`` whose values ``start`` (one per dim) are the box's
-    start, ``extent`` its size; ``at`` is the store's source location."""
+    start, ``extent`` its size; ``at`` is the store's source location.  ``whole``: every store
+    of ``tensor`` has a slice, so a launch must store each element of ``shape`` (a chunk waits
+    for all its elements: one the launch never stores keeps it from leaving)."""
 
     tensor: str
     at: str
@@ -104,6 +106,7 @@ class StoreSlice:
     steps: tuple[Step, ...]
     start: tuple[int, ...]
     extent: tuple[int, ...]
+    whole: bool = False
 
     def __post_init__(self):
         for f in ("shape", "start", "extent"):
@@ -221,7 +224,8 @@ def _unmatched(remaps: tuple, grid: tuple, args: tuple) -> str | None:
 def check_stores(stores, grid, values, where: str = "") -> None:
     """Raise :class:`~syncopate.errors.LaunchError` if a launch of ``grid`` (the user's grid)
     with the kernel arguments ``values`` (name -> value) stores an element of a produced tensor
-    twice, naming the element and the two store instances.  Cached per (stores, grid,
+    twice, naming the element and the two store instances, or never stores an element of a
+    tensor whose stores all have slices (``StoreSlice.whole``).  Cached per (stores, grid,
     arguments the slices read)."""
     if not stores:
         return
@@ -234,25 +238,34 @@ def check_stores(stores, grid, values, where: str = "") -> None:
 
 @functools.lru_cache(maxsize=256)
 def _overlap(stores: tuple, grid: tuple, args: tuple) -> str | None:
-    """The refusal's message for the first element stored twice, or None."""
+    """The refusal's message for the first element stored twice or never, or None."""
     values = dict(args)
     for tensor in dict.fromkeys(s.tensor for s in stores):
         mine = [s for s in stores if s.tensor == tensor]
         parts = [(k, *_boxes(s, grid, values)) for k, s in enumerate(mine)]
         lo = np.concatenate([p[1] for p in parts])
         hi = np.concatenate([p[2] for p in parts])
-        element = _first_overlap(lo, hi)
-        if element is None:
-            continue
+        twice, never = _cover(lo, hi, mine[0].shape)
+        if twice is None:
+            if never is None or not all(s.whole for s in mine):
+                continue
+            return (f"element {never} of tensor {tensor!r}, which the kernel produces for the "
+                    f"schedule, is never stored in a launch of grid {grid} (by the stores at "
+                    f"{', '.join(dict.fromkeys(s.at for s in mine))}). A produced chunk leaves "
+                    f"once all its elements are stored, counted one store per element, so the "
+                    f"chunk holding it would never leave and the fused kernel would wait for it "
+                    f"forever. Launch a grid that stores every element (store zeros where the "
+                    f"kernel has nothing to write), or keep the collective after the kernel "
+                    f"(fused=False)")
         who = []
         for k, plo, phi, prog, its in parts:
-            for i in np.flatnonzero(np.all((plo <= element) & (element < phi), axis=1))[:2]:
+            for i in np.flatnonzero(np.all((plo <= twice) & (twice < phi), axis=1))[:2]:
                 loops = f", iteration {tuple(int(x) for x in its[i])} of its loops" \
                     if its.shape[1] else ""
                 p = int(prog[i])
                 pid = (p % grid[0], p // grid[0] % grid[1], p // (grid[0] * grid[1]))
                 who.append(f"the store at {mine[k].at} in program {pid}{loops}")
-        return (f"element {tuple(int(x) for x in element)} of tensor {tensor!r}, which the "
+        return (f"element {twice} of tensor {tensor!r}, which the "
                 f"kernel produces for the schedule, is stored twice in one launch of grid "
                 f"{grid}: by {who[0]}, and by {who[1]}. A produced chunk leaves once its "
                 f"elements are stored, counted one store per element, so it would leave before "
@@ -396,15 +409,14 @@ _UNSIGNED = {
 }
 
 
-def _first_overlap(lo, hi):
-    """The first element (lexicographically) that two of the boxes ``[lo, hi)`` contain, or
-    None.  The boxes' edges cut each dim into intervals; on that grid of cells (at most the
-    tensor's size) a difference array adds +-1 at each box's corners, and its prefix sums
-    count the boxes covering each cell."""
+def _cover(lo, hi, size) -> tuple:
+    """``(the first element two of the boxes [lo, hi) contain, the first element of a tensor of
+    ``size`` none contains)`` (lexicographically; None where there is none), as tuples.  The
+    boxes' edges cut each dim into intervals; on that grid of cells (at most the tensor's size)
+    a difference array adds +-1 at each box's corners, and its prefix sums count the boxes
+    covering each cell."""
     n, d = lo.shape
-    if n < 2:
-        return None
-    cuts = [np.unique(np.concatenate([lo[:, k], hi[:, k]])) for k in range(d)]
+    cuts = [np.unique(np.concatenate([lo[:, k], hi[:, k], [0, size[k]]])) for k in range(d)]
     a = [np.searchsorted(cuts[k], lo[:, k]) for k in range(d)]
     b = [np.searchsorted(cuts[k], hi[:, k]) for k in range(d)]
     shape = tuple(len(c) for c in cuts)
@@ -416,7 +428,8 @@ def _first_overlap(lo, hi):
     count = count.reshape(shape)
     for k in range(d):
         np.cumsum(count, axis=k, out=count)
-    twice = np.argwhere(count > 1)
-    if not len(twice):
-        return None
-    return np.array([cuts[k][twice[0][k]] for k in range(d)], np.int64)
+    inner = count[tuple(slice(0, len(c) - 1) for c in cuts)]  # the cells inside the tensor
+
+    def first(cells):
+        return tuple(int(cuts[k][cells[0][k]]) for k in range(d)) if len(cells) else None
+    return first(np.argwhere(count > 1)), first(np.argwhere(inner == 0))

@@ -113,6 +113,35 @@ def swap_axes_flag(x_ptr, y_ptr, M, n_cols, stride, col_major, BM: tl.constexpr,
 
 
 @triton.jit
+def carried_count_rows(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """A grid-stride loop over row tiles that carries a running count of the positive values
+    it has seen from one tile to the next and stores it beside each tile's values (a
+    per-program statistic threaded through the tile loop)."""
+    cols = tl.arange(0, BLOCK)
+    seen = tl.zeros((BM, BLOCK), dtype=tl.float32)
+    for t in range(tl.program_id(0), tl.cdiv(M, BM), tl.num_programs(0)):
+        rows = t * BM + tl.arange(0, BM)
+        m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+        x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+        seen += (x > 0).to(tl.float32)
+        tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x + seen, mask=m)
+
+
+@triton.jit
+def bool_split_rows(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr,
+                    HALF: tl.constexpr):
+    """The row tile from a comparison turned into an integer: programs ``>= HALF`` take the
+    second half of the tiles (``(pid >= HALF).to(tl.int32) * HALF + pid % HALF``)."""
+    pid = tl.program_id(0)
+    t = (pid >= HALF).to(tl.int32) * HALF + pid % HALF
+    rows = t * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BLOCK)
+    m = (rows[:, None] < M) & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x * 1.5, mask=m)
+
+
+@triton.jit
 def causal_row_sums(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
     """Row tile ``i`` plus the sum of the row tiles ``j <= i`` (a causal prefix over tiles): a
     loop whose trip count is the program id, reading the gathered tensor at ``j`` inside the
@@ -145,6 +174,18 @@ def perm3d_rows(x_ptr, y_ptr, B, M, N, sxb, sxm, syb, sym, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def perm3d_rows_masked(x_ptr, y_ptr, B, M, N, sxb, sxm, syb, sym, BLOCK: tl.constexpr):
+    """:func:`perm3d_rows` with the row index masked (``m < M``), as a careful user writes it
+    when the grid may be rounded up."""
+    m = tl.program_id(0).to(tl.int64)
+    b = tl.program_id(1).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    ok = (cols < N) & (m < M)
+    x = tl.load(x_ptr + b * sxb + m * sxm + cols, mask=ok, other=0.0)
+    tl.store(y_ptr + b * syb + m * sym + cols, x - 2.0, mask=ok)
+
+
+@triton.jit
 def bhsd_tiles(x_ptr, y_ptr, H, S, D, sb, sh, ss, BS: tl.constexpr, BD: tl.constexpr):
     """A 4-D ``[B, H, S, D]`` tensor (attention's layout): program ``(s_tile, b * H + h)``
     scales a ``BS x D`` tile."""
@@ -158,6 +199,37 @@ def bhsd_tiles(x_ptr, y_ptr, H, S, D, sb, sh, ss, BS: tl.constexpr, BD: tl.const
     base = b * sb + h * sh
     x = tl.load(x_ptr + base + rows[:, None] * ss + cols[None, :], mask=m, other=0.0)
     tl.store(y_ptr + base + rows[:, None] * ss + cols[None, :], x * 0.125, mask=m)
+
+
+@triton.jit
+def bhsd_tiles_cx(x_ptr, y_ptr, S, D, sb, sh, ss, H: tl.constexpr, BS: tl.constexpr,
+                  BD: tl.constexpr):
+    """:func:`bhsd_tiles` with the head count a constexpr (``bh % H`` is then bounded)."""
+    st = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    rows = st * BS + tl.arange(0, BS)
+    cols = tl.arange(0, BD)
+    m = (rows[:, None] < S) & (cols[None, :] < D)
+    base = b * sb + h * sh
+    x = tl.load(x_ptr + base + rows[:, None] * ss + cols[None, :], mask=m, other=0.0)
+    tl.store(y_ptr + base + rows[:, None] * ss + cols[None, :], x * 0.125, mask=m)
+
+
+@triton.jit
+def batch_axis2_rows(x_ptr, y_ptr, M, N, sxb, BM: tl.constexpr, BN: tl.constexpr):
+    """A batched row kernel whose batch is grid axis 2 (axes 0 and 1: row and column tiles):
+    the gathered dim may be the batch, whose coordinate is ``program_id(2)``."""
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    b = tl.program_id(2)
+    rows = pm * BM + tl.arange(0, BM)
+    cols = pn * BN + tl.arange(0, BN)
+    m = (rows[:, None] < M) & (cols[None, :] < N)
+    off = b * sxb + rows[:, None] * N + cols[None, :]
+    x = tl.load(x_ptr + off, mask=m, other=0.0)
+    tl.store(y_ptr + off, tl.sqrt(tl.abs(x)), mask=m)
 
 
 @triton.jit
