@@ -6,7 +6,11 @@ one schedule per case and binding, the template, W, mode and backend rotating).
 :data:`EXPECT` says what each kernel and binding must give: emulated clean, or refused with a
 typed error whose message matches (a CompileError names the kernel's line, ``unseen4.py:N``).
 A case the compiler accepts but that races, mismatches, deadlocks or raises a raw Python
-exception is a finding.
+exception is a finding.  The findings of this round get a test over every schedule that could
+move the tensor: tile enumerations that are not grids (:data:`NON_GRIDS`: the remap made the
+kernel compute other tiles; now refused at launch, or not remapped), launches that never store
+some elements of a produced tensor (:data:`NEVER_STORED`: a deadlock; now refused at launch),
+and a tile coordinate computed from a comparison (the waits tested the wrong chunk).
 """
 
 from __future__ import annotations

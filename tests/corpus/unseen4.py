@@ -114,17 +114,18 @@ def swap_axes_flag(x_ptr, y_ptr, M, n_cols, stride, col_major, BM: tl.constexpr,
 
 @triton.jit
 def carried_count_rows(x_ptr, y_ptr, M, n_cols, stride, BM: tl.constexpr, BLOCK: tl.constexpr):
-    """A grid-stride loop over row tiles that carries a running count of the positive values
-    it has seen from one tile to the next and stores it beside each tile's values (a
-    per-program statistic threaded through the tile loop)."""
+    """A grid-stride loop over row tiles that carries an integer count of the positive values
+    it has seen from one tile to the next and adds it to each tile's values (a per-program
+    statistic threaded through the tile loop; integers, so no rounding order is at stake)."""
     cols = tl.arange(0, BLOCK)
-    seen = tl.zeros((BM, BLOCK), dtype=tl.float32)
+    seen = tl.zeros((BM, BLOCK), dtype=tl.int32)
     for t in range(tl.program_id(0), tl.cdiv(M, BM), tl.num_programs(0)):
         rows = t * BM + tl.arange(0, BM)
         m = (rows[:, None] < M) & (cols[None, :] < n_cols)
         x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=m, other=0.0)
-        seen += (x > 0).to(tl.float32)
-        tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x + seen, mask=m)
+        seen += (x > 0).to(tl.int32)
+        tl.store(y_ptr + rows[:, None] * stride + cols[None, :], x + seen.to(tl.float32),
+                 mask=m)
 
 
 @triton.jit
