@@ -8,9 +8,13 @@ tile coordinates.  Program ``pid`` still computes the same ``X``, but then works
 arrive (consumers, e.g. all-gather + GEMM), or tiles in the order their chunks leave
 (producers, e.g. GEMM + reduce-scatter), so that the first chunk to send is finished first.
 
-Because the substitution is made on the coordinate value, it is a bijection on tiles for any
-tile order the kernel uses (row-major, grouped/swizzled, persistent); the kernel's stores use
-the same coordinate, so results land where they belong.  The rank is a runtime value: one
+The substitution is made on the coordinate value and the kernel's stores use the same
+coordinate, so results land where they belong; it is a bijection on the tiles a launch
+computes when the programs visit every coordinate with the same other coordinates
+(row-major, grouped/swizzled, persistent tile orders over all tiles do; a triangle of tiles
+does not), which depends on the grid: so the pass records, for every remap, the slice that
+computes the coordinate and the program's other coordinates (:func:`launch_check`), which the
+runtime and the emulator evaluate per launch (:func:`syncopate.tiling.check_remaps`).  The rank is a runtime value: one
 binary serves every rank.  A tile that straddles two bands sorts by the later band (consumers)
 or the earlier one (producers).  Where no single coordinate exists the pass leaves the order
 alone and says so in the ``syncopate.state`` remarks: waits keep the kernel correct regardless.
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects import arith, scf
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
@@ -47,12 +51,12 @@ from .abi_info import abi_args
 from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
-from .ir_utils import ancestors, at_loc, defined_inside, is_int_type, loc_str
+from .ir_utils import ancestors, at_loc, is_int_type, loc_str
 from .loop_remap import accumulates_floats, loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
 from .purity import Purity, forward_scalar_slice, is_pure_op
-from .store_slices import values_slice
+from .store_slices import counter_step, values_slice
 
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
@@ -228,7 +232,7 @@ def launch_check(func, values: list[SSAValue], names: dict, tensor: str, dim: in
         return "the tile coordinate is computed inside a loop that is not its tile loop"
     loops = chains[0]
     carried = [a for loop in loops for a in loop.body.block.args[1:]]
-    counters = [a for a in carried if _is_counter(a)]
+    counters = [a for a in carried if counter_step(a) is not None]
     if len(counters) != len(carried):
         return (f"the tile loop{at_loc(loops[0])} carries a value from one tile to the next "
                 f"(the tiles' order would change what it carries)")
@@ -296,15 +300,6 @@ def _scalar_users(v: SSAValue):
         for r in results:
             if is_int_type(r.type) and not is_tensor(r.type):
                 yield u, r
-
-
-def _is_counter(arg: BlockArgument) -> bool:
-    """A value its loop advances by a loop-invariant step (``t += NUM_SMS``)."""
-    loop = arg.block.parent_op()
-    y = arg.block.last_op.operands[arg.index - 1]
-    return isinstance(y, OpResult) and isinstance(y.op, arith.AddiOp) and any(
-        o is arg and not defined_inside(other, loop)
-        for o, other in ((y.op.lhs, y.op.rhs), (y.op.rhs, y.op.lhs)))
 
 
 def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
