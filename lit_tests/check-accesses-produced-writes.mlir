@@ -108,3 +108,26 @@ module {
     tt.return
   }
 }
+
+// -----
+
+// One element per program, C[b, m] with b = pid_y, m = pid_x, masked by `m < n_cols`: a
+// conjunct each dim reads (dim 0 as `b < b - m + n_cols`, which proves nothing); dim 1 reads
+// it as `m < n_cols`, a launch-time equality. Before, the first reading refused the store
+// (tests/corpus/unseen4.py's perm3d_rows_masked).
+// CHECK: requirements = {n_cols = 128}
+// CHECK-LABEL: tt.func public @one_element
+
+module {
+  tt.func public @one_element(%c_ptr: !tt.ptr<bf16>, %x: f32, %n_cols: i32, %stride: i32) attributes {noinline = false} {
+    %m = tt.get_program_id x : i32
+    %b = tt.get_program_id y : i32
+    %0 = arith.cmpi slt, %m, %n_cols : i32
+    %1 = arith.muli %b, %stride : i32
+    %2 = tt.addptr %c_ptr, %1 : !tt.ptr<bf16>, i32
+    %3 = tt.addptr %2, %m : !tt.ptr<bf16>, i32
+    %4 = arith.truncf %x : f32 to bf16
+    tt.store %3, %4, %0 : !tt.ptr<bf16>
+    tt.return
+  }
+}

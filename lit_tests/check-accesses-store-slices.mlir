@@ -7,12 +7,14 @@
 
 // A persistent loop over tiles `t = pid, pid + num_programs, ...` storing row t when t is
 // even: the loop is a `for` step (bounds pid, n_tiles, num_programs; iteration k), its counter
-// lb + k * step, the branch a `where` step on `t % 2 == 0`, the box [t, +1) x [0, +128).
+// lb + k * step, the branch a `where` step on `t % 2 == 0`, the box [t, +1) x [0, +128). It is
+// the tensor's one store and has a slice (`whole`): a launch must also store every element,
+// or the chunks holding the others never leave (here: the odd rows are refused at launch).
 // CHECK-LABEL: stores = [{tensor = "C", at = "?", shape = [256, 128], steps = [
 // CHECK-SAME: {op = "pid", bits = 32}, {op = "arg", name = "n_tiles", bits = 32}, {op = "nprogs", bits = 32},
 // CHECK-SAME: {op = "for", args = [0, 1, 2], bits = 32}, {op = "mul", args = [3, 2], bits = 32}, {op = "add", args = [0, 4], bits = 32},
 // CHECK-SAME: {op = "const", value = 2, bits = 32}, {op = "rems", args = [5, 6], bits = 32}, {op = "const", bits = 32}, {op = "cmp", args = [7, 8], bits = 1}, {op = "where", args = [9]},
-// CHECK-SAME: {op = "const"}], start = [5, 11], extent = [1, 128]}]
+// CHECK-SAME: {op = "const"}], start = [5, 11], extent = [1, 128], whole = true}]
 
 module {
   tt.func public @every_other_tile(%c_ptr: !tt.ptr<bf16>, %x_ptr: !tt.ptr<bf16>, %n_tiles: i32) attributes {noinline = false} {
@@ -76,8 +78,8 @@ module {
 // flattened_loops): both slices are recorded, and the launch check refuses this kernel's
 // launches (its kind is refused in tests/test_probe_unseen3.py: `shifted_pair`).
 // CHECK-LABEL: stores = [{tensor = "C"
-// CHECK-SAME: extent = [1, 128]}, {tensor = "C"
-// CHECK-SAME: extent = [1, 128]}]
+// CHECK-SAME: extent = [1, 128], whole = true}, {tensor = "C"
+// CHECK-SAME: extent = [1, 128], whole = true}]
 
 module {
   tt.func public @shifted_pair(%c_ptr: !tt.ptr<bf16>, %x_ptr: !tt.ptr<bf16>) attributes {noinline = false} {

@@ -7,7 +7,7 @@
 // emulator run) for the module's request: structurize-returns through self-advance-epoch.
 // The result has no syncopate op left and parses and verifies in Triton.
 
-// CHECK:       syncopate.state = #syncopate.state<grid_axes = [0, 1], remap = {A = {dim = 0, block = 64, tiles = 4, role = "consumer"}}, requirements = {stride_am = 64}, waits = 1, mode = push, reads_per_src = {"0" = 0, "1" = 0}>
+// CHECK:       syncopate.state = #syncopate.state<grid_axes = [0, 1], remap = {A = {dim = 0, block = 64, tiles = 4, role = "consumer"}}, remap_checks = [{{.*}}], requirements = {stride_am = 64}, waits = 1, mode = push, reads_per_src = {"0" = 0, "1" = 0}>
 // CHECK:       tt.func private @syncopate_wait_b32(
 // CHECK-LABEL: tt.func public @gemm(
 // CHECK-NEXT:    %epoch = tt.load %syn_epoch : !tt.ptr<i32>

@@ -9,7 +9,10 @@
 // 0..127 (tiles 0, 1) and receives 128..191 then 192..255 (tiles 2, 3): identity.  Rank 1 holds
 // tiles 2, 3 and receives tile 0 then tile 1: a rotation by 2.
 
-// CHECK:       syncopate.state = #syncopate.state<remap = {A = {dim = 0, block = 64, tiles = 4, role = "consumer"}}>
+// The launch check (docs/soundness.md): per program, the coordinate (pid_m, step 0) and the
+// program's one other coordinate, pid_n * 64 (step 3); a launch must compute every tile of
+// table[rank][pid_m] with each pid_n (syncopate.tiling.check_remaps).
+// CHECK:       syncopate.state = #syncopate.state<remap = {A = {dim = 0, block = 64, tiles = 4, role = "consumer"}}, remap_checks = [{tensor = "A", dim = 0, at = "?", tiles = 4, table = [0, 1, 2, 3, 2, 3, 0, 1], steps = [{op = "pid", bits = 32}, {op = "pid", value = 1, bits = 32}, {op = "const", value = 64, bits = 32}, {op = "mul", args = [1, 2], bits = 32}], coord = 0, rest = [3]}]>
 // CHECK-LABEL: tt.func public @gemm
 // CHECK:         %pid_m = tt.get_program_id x : i32
 // CHECK-NEXT:    %[[M:.+]] = syncopate.remap %pid_m, %syn_rank {tensor = "A", dim = 0 : i32, block = 64 : i32, tiles = 4 : i32, table = array<i32: 0, 1, 2, 3, 2, 3, 0, 1>}

@@ -126,6 +126,7 @@ def read_abi(module: ModuleOp) -> FusedABI:
         epilogue_slots=list(state.epilogue_slots),
         upper_bounds=_by_key(state.upper_bounds),
         stores=list(state.stores),
+        remap_checks=list(state.remap_checks),
         grid_axes=list(state.grid_axes) if state.grid_axes is not None else None,
         table=list(table_words(module)), table_remaps=list(state.table_remaps),
         lowering=lowering_of(module),

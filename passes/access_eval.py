@@ -109,6 +109,15 @@ class Evaluator:
             return self.value(op.lhs) - self.value(op.rhs)
         if isinstance(op, arith.MuliOp):
             return self.value(op.lhs) * self.value(op.rhs)
+        if isinstance(op, arith.ExtUIOp) and getattr(
+                getattr(element_type(op.operands[0].type), "width", None), "data", 0) == 1:
+            # a zero-extended i1 is 0 or 1, but the i1 itself, a leaf, reads as 0 or -1 (its
+            # value sign-extended wherever a leaf is rebuilt: a wait's chunk test waited for
+            # the chunk before the tile's); the extended value is the leaf
+            if not is_tensor(t):
+                return Poly.var(v)
+            raise AnalysisFailure(op, "cannot follow index arithmetic through a boolean "
+                                      "converted to an integer ('arith.extui' of i1)")
         if isinstance(op, _PASS_THROUGH):
             return self.value(op.operands[0])
         if isinstance(op, (arith.RemSIOp, arith.RemUIOp)) and is_tensor(t):

@@ -52,6 +52,8 @@ run (and signal) more than once per launch.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -202,20 +204,24 @@ class CheckAccesses(ModulePass):
                                     part=part is not None)
             if sched.is_produced(tensor):
                 writes = [a for a in mine if a.kind == "write"]
-                checked = set()
+                padded = any(valid_rows(c) is not None for c in sched.chunks
+                             if c.tensor == tensor)
+                checked, sliced = set(), []
                 for a in writes:
                     s = None if a.dims is None else store_slice(a, limits, names, purity)
                     if isinstance(s, StoreSlice):
-                        stores.append(s)
+                        sliced.append(s)
                         checked.add(a.op)
                     elif s is not None:
                         at = f" at {loc_str(a.op)}" if loc_str(a.op) else ""
                         remarks.append(
                             f"check-accesses: the {a.op.name}{at} of tensor {tensor!r} is not "
                             f"checked at launch for elements stored twice: {s}")
+                # every store evaluated: the launch must also store every element (a chunk
+                # waits for all of its own; padding rows past a run-time count excepted)
+                whole = not padded and len(checked) == len({a.op for a in writes})
+                stores.extend(dataclasses.replace(s, whole=whole) for s in sliced)
                 _check_written_once(param, tensor, writes, checked)
-                padded = any(valid_rows(c) is not None for c in sched.chunks
-                             if c.tensor == tensor)
                 for a in writes:
                     _check_whole_box(a, limits, analysis.ev, names, exact, padded)
                 if not padded:
@@ -616,6 +622,10 @@ def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,
             "masking only by `index < size` along each dim)")
     unread: list = []
     for conj in conjuncts(mask, ev, unread=unread):
+        # each dim reads the conjunct as `index < index - conj`; one reading that holds for
+        # every index of the box inside the tensor proves it (a store of one element [b, m]
+        # masked by `m < M` reads it along dim 0 too, as `b < b - m + M`, which proves nothing)
+        refusal = None
         for d, size in enumerate(limits):
             index = a.dims[d].index
             if index is None:
@@ -634,27 +644,30 @@ def _check_whole_box(a: Access, limits: list[int], ev: Evaluator, names: dict,
                                                  lo.const_value + a.dims[d].extent
                                                  <= bound.const_value):
                     break
-                raise CompileError(
+                refusal = refusal or (
                     f"{what} is masked to indices < {bound.const_value} along dim {d}, inside "
-                    f"the dim of size {size}: {why}. {todo}", where)
+                    f"the dim of size {size}: {why}. {todo}")
+                continue
             param, offset = _param_plus_const(bound, names)
             if param is None:
-                raise CompileError(
+                refusal = refusal or (
                     f"{what} is masked along dim {d} by `index < {bound}`, a bound that is not "
-                    f"the dim's end ({size}) nor a kernel argument: {why}. {todo}", where)
+                    f"the dim's end ({size}) nor a kernel argument: {why}. {todo}")
+                continue
             if exact.get(param, size - offset) != size - offset:
-                raise CompileError(
+                refusal = refusal or (
                     f"{what} is masked along dim {d} by `index < {bound}`, which makes the "
                     f"launch need {param} == {size - offset}, but the bound of another dim or "
                     f"store of a produced tensor needs {param} == {exact[param]}: no launch "
                     f"stores both whole. "
-                    f"Make the schedule's shapes match what the kernel indexes", where)
+                    f"Make the schedule's shapes match what the kernel indexes")
+                continue
             exact[param] = size - offset
             break
         else:
-            raise CompileError(
+            raise CompileError(refusal or (
                 f"{what} is masked by a condition that is not `index < bound` along one dim of "
-                f"the tensor ({conj} < 0): {why}. {todo}", where)
+                f"the tensor ({conj} < 0): {why}. {todo}"), where)
     if unread:
         src = unread[0]
         raise CompileError(

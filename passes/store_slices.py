@@ -11,7 +11,8 @@ value loaded from memory (a tile from an atomic counter, a routed row), a ``whil
 value a loop carries other than a counter advanced by a loop-invariant step, a branch whose
 condition reads memory (split-K's "the last program of a tile stores it", decided by an atomic
 counter) -- leaves the store unchecked, and :func:`store_slice` says why (a remark of the ABI,
-docs/soundness.md).
+docs/soundness.md).  ``tile-remap`` slices its tile coordinates the same way
+(:func:`values_slice`), for the launch check that its remap renumbers the launch's tiles.
 """
 
 from __future__ import annotations
@@ -57,6 +58,32 @@ def store_slice(a: Access, shape, names: dict, purity: Purity) -> StoreSlice | s
         return e.args[0]
     return StoreSlice(a.tensor, loc_str(a.op) or "?", tuple(shape), tuple(s.steps), start,
                       tuple(d.extent for d in a.dims))
+
+
+def values_slice(loops, values, names: dict, purity: Purity) -> tuple[list[Step], list[int]] | str:
+    """The steps that compute ``values`` (pure scalars) for every program and every iteration
+    of ``loops`` (the ``scf.for`` ops that enclose them, outermost first): ``(steps, the step
+    of each value)``, or why there is none (tile-remap's launch check,
+    :class:`syncopate.tiling.RemapSlice`)."""
+    s = _Slicer(names, purity)
+    try:
+        for loop in loops:
+            s.enter(loop, None)
+        at = [s.value(v) for v in values]
+    except _Unsliced as e:
+        return e.args[0]
+    return s.steps, at
+
+
+def counter_step(arg: BlockArgument) -> SSAValue | None:
+    """The loop-invariant step by which its ``scf.for`` advances the carried value ``arg``
+    (``tile_id += NUM_SMS``), or None when it is not such a counter."""
+    loop = arg.block.parent_op()
+    y = arg.block.last_op.operands[arg.index - 1]
+    if not (isinstance(y, OpResult) and isinstance(y.op, arith.AddiOp)):
+        return None
+    return next((o for o, other in ((y.op.lhs, y.op.rhs), (y.op.rhs, y.op.lhs))
+                 if other is arg and not defined_inside(o, loop)), None)
 
 
 def _bits(t) -> int:
@@ -158,15 +185,12 @@ class _Slicer:
         if IterCount(loop) not in self.memo:
             raise _Unsliced(f"its box depends on a value the loop at {loc_str(loop)} carries, "
                             f"which does not enclose it")
-        y = arg.block.last_op.operands[arg.index - 1]
-        if isinstance(y, OpResult) and isinstance(y.op, arith.AddiOp):
-            step = next((o for o, other in ((y.op.lhs, y.op.rhs), (y.op.rhs, y.op.lhs))
-                         if other is arg and not defined_inside(o, loop)), None)
-            if step is not None:
-                init = self.value(loop.operands[3 + arg.index - 1])
-                k = self.memo[IterCount(loop)]
-                bits = _bits(arg.type)
-                return self.emit(Op.ADD, (init, self.emit(Op.MUL, (k, self.value(step)), bits)),
-                                 bits)
+        step = counter_step(arg)
+        if step is not None:
+            init = self.value(loop.operands[3 + arg.index - 1])
+            k = self.memo[IterCount(loop)]
+            bits = _bits(arg.type)
+            return self.emit(Op.ADD, (init, self.emit(Op.MUL, (k, self.value(step)), bits)),
+                             bits)
         raise _Unsliced(f"its box depends on a value the loop at {loc_str(loop)} carries that "
                         f"is not a counter advanced by a loop-invariant step")

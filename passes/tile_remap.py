@@ -8,9 +8,13 @@ tile coordinates.  Program ``pid`` still computes the same ``X``, but then works
 arrive (consumers, e.g. all-gather + GEMM), or tiles in the order their chunks leave
 (producers, e.g. GEMM + reduce-scatter), so that the first chunk to send is finished first.
 
-Because the substitution is made on the coordinate value, it is a bijection on tiles for any
-tile order the kernel uses (row-major, grouped/swizzled, persistent); the kernel's stores use
-the same coordinate, so results land where they belong.  The rank is a runtime value: one
+The substitution is made on the coordinate value and the kernel's stores use the same
+coordinate, so results land where they belong; it is a bijection on the tiles a launch
+computes when the programs visit every coordinate with the same other coordinates
+(row-major, grouped/swizzled, persistent tile orders over all tiles do; a triangle of tiles
+does not), which depends on the grid: so the pass records, for every remap, the slice that
+computes the coordinate and the program's other coordinates (:func:`launch_check`), which the
+runtime and the emulator evaluate per launch (:func:`syncopate.tiling.check_remaps`).  The rank is a runtime value: one
 binary serves every rank.  A tile that straddles two bands sorts by the later band (consumers)
 or the earlier one (producers).  Where no single coordinate exists the pass leaves the order
 alone and says so in the ``syncopate.state`` remarks: waits keep the kernel correct regardless.
@@ -32,6 +36,7 @@ from xdsl.ir import BlockArgument, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from syncopate.schedule.model import Schedule
+from syncopate.tiling import Op, RemapSlice
 from syncopate_mlir.dialects.syncopate import (
     ReduceAt,
     RemapOp,
@@ -46,11 +51,12 @@ from .abi_info import abi_args
 from .access import address_polys, analyze_module
 from .access_eval import AnalysisFailure, Evaluator
 from .builder import Builder
-from .ir_utils import at_loc, is_int_type
+from .ir_utils import ancestors, at_loc, is_int_type, loc_str
 from .loop_remap import accumulates_floats, loop_coordinate, loop_refusal, remap_loop
 from .memory_ops import writes_memory
 from .poly import IterCount, Poly
-from .purity import Purity, forward_scalar_slice
+from .purity import Purity, forward_scalar_slice, is_pure_op
+from .store_slices import counter_step, values_slice
 
 
 def coordinate_poly(lo: Poly, extent: int) -> Poly | None:
@@ -194,6 +200,108 @@ def remap_refusal(func, values: list[SSAValue]) -> str | None:
     return None
 
 
+def launch_check(func, values: list[SSAValue], names: dict, tensor: str, dim: int,
+                 tiles: int, table: list[int]) -> RemapSlice | str:
+    """The per-launch check that replacing the coordinate ``values`` (``X``) by
+    ``table[rank][X]`` renumbers the tiles the launch computes (docs/soundness.md, "What
+    tile-remap may rewrite"), or why it cannot be built (then the tile order stays as written).
+
+    :func:`remap_refusal` makes the substitution consistent, but it is a bijection on the
+    launch's tiles only if the programs visit every value of ``X`` with the same other
+    coordinates: a triangle of tiles ``j <= i`` enumerated from the program id, or a grid with
+    fewer tiles than the table permutes, computed other tiles after the remap.  Whether they
+    do depends on the grid and the sizes, so it is evaluated per launch.  A program's work
+    depends on its program id and tile loops only through ``X`` and through ``rest``: the
+    values of its scalar integer arithmetic at the program's level (outside any loop but its
+    tile loops) that do not depend on ``X`` and are used by anything else than that
+    arithmetic (``j * BN`` in a splat, a loop bound, a branch condition, ...).  Programs with
+    equal ``(X, rest)`` do the same work; so if the launch computes ``(table[X], rest)``
+    exactly as often as ``(X, rest)`` for every rank, the remapped programs do the launch's
+    work, each as another program did (:func:`syncopate.tiling.check_remaps`)."""
+    def level(v: SSAValue) -> list | None:
+        """The scf.for ops enclosing ``v``'s definition (outermost first), None when another
+        op than scf.for and scf.if encloses it."""
+        op = v.block.parent_op() if isinstance(v, BlockArgument) else v.op
+        chain = ([op] if isinstance(v, BlockArgument) else []) + ancestors(op, func)
+        if any(not isinstance(o, (scf.ForOp, scf.IfOp)) for o in chain):
+            return None
+        return [o for o in reversed(chain) if isinstance(o, scf.ForOp)]
+
+    chains = [level(x) for x in values]
+    if any(c is None for c in chains) or any(c != chains[0] for c in chains):
+        return "the tile coordinate is computed inside a loop that is not its tile loop"
+    loops = chains[0]
+    carried = [a for loop in loops for a in loop.body.block.args[1:]]
+    counters = [a for a in carried if counter_step(a) is not None]
+    if len(counters) != len(carried):
+        return (f"the tile loop{at_loc(loops[0])} carries a value from one tile to the next "
+                f"(the tiles' order would change what it carries)")
+    purity = Purity(func)
+    ids = {id(x) for x in values}
+    xdep = set(ids)
+    work = list(values)
+    while work:
+        for _, r in _scalar_users(work.pop()):
+            if id(r) not in xdep:
+                xdep.add(id(r))
+                work.append(r)
+    sources = [o.results[0] for o in func.walk() if isinstance(o, GetProgramIdOp)]
+    sources += [loop.body.block.args[0] for loop in loops] + counters
+    sources = [v for v in sources if id(v) not in xdep]
+    chain = set(map(id, loops))
+
+    def program_level(op) -> bool:
+        return all(isinstance(o, scf.IfOp) or id(o) in chain for o in ancestors(op, func))
+
+    # the program's integer arithmetic from its ids that does not go through X
+    upper: list[SSAValue] = []
+    seen = {id(v) for v in sources}
+    work = list(sources)
+    while work:
+        for _, r in _scalar_users(work.pop()):
+            if id(r) not in seen and id(r) not in xdep and purity.is_pure(r) \
+                    and program_level(r.op):
+                seen.add(id(r))
+                upper.append(r)
+                work.append(r)
+    inside = ids | {id(r) for r in upper}
+
+    def upstream(use) -> bool:  # a use by that arithmetic, by X's, or a tile loop's bounds
+        return id(use.operation) in chain or any(
+            id(r) in inside for u, r in _scalar_users(use.operation.operands[use.index])
+            if u is use.operation and (not isinstance(u, scf.YieldOp) or
+                                       r.index == use.index))
+
+    rest = list({id(v): v for v in sources + upper
+                 if not all(upstream(u) for u in v.uses)}.values())
+    sliced = values_slice(loops, [values[0], *rest], names, purity)
+    if isinstance(sliced, str):
+        return sliced
+    steps, at = sliced
+    if any(st.op is Op.ARG and st.name.startswith("syn_") for st in steps):
+        return "the tile coordinate depends on an argument the fused kernel adds"
+    x = values[0]
+    where = loc_str(x.op if isinstance(x, OpResult) else x.block.parent_op()) or "?"
+    return RemapSlice(tensor, dim, where, tiles, tuple(table), tuple(steps), at[0],
+                      tuple(at[1:]))
+
+
+def _scalar_users(v: SSAValue):
+    """``(op, result)``: the scalar integer results ``v`` flows into through a pure op, or
+    through the ``scf.yield`` of an ``scf.if`` (the if's result at that position)."""
+    for use in list(v.uses):
+        u = use.operation
+        if is_pure_op(u):
+            results = list(u.results)
+        elif isinstance(u, scf.YieldOp) and isinstance(u.parent_op(), scf.IfOp):
+            results = [u.parent_op().results[use.index]]
+        else:
+            continue
+        for r in results:
+            if is_int_type(r.type) and not is_tensor(r.type):
+                yield u, r
+
+
 def _moves_with(p: Poly, ids: set[int], uniform) -> bool:
     """``p == c * X + u`` with ``X`` a coordinate value and ``c``, ``u`` uniform."""
     for mono in p.terms:
@@ -266,6 +374,7 @@ class TileRemap(ModulePass):
         done: set[int] = set()
         loops_done: dict[int, list[int]] = {}   # id(loop) -> the table it was remapped with
         reordered = False
+        checks: list[RemapSlice] = []   # evaluated per launch (syncopate.tiling.check_remaps)
         for tensor in sorted({a.tensor for a in accesses}):
             dims = sched.chunked_dims(tensor)
             if not dims:
@@ -320,13 +429,22 @@ class TileRemap(ModulePass):
                     remarks.append(f"tile-remap: tiles of {tensor} dim {dim} already run in chunk "
                                    f"order on every rank; tile order left as written")
                     break
+                check = launch_check(analysis.func, values, analysis.arg_name, tensor, dim,
+                                     tiles, table)
+                if isinstance(check, str):
+                    remarks.append(f"tile-remap: {tensor} dim {dim} not remapped: the launch "
+                                   f"check cannot be built: {check}; tile order left as "
+                                   f"written")
+                    continue
+                checks.append(check)
                 for x in values:
                     if id(x) not in done:
                         self._remap(x, rank, tensor, dim, block, tiles, table)
                         done.add(id(x))
                 remapped[tensor] = Remapped(dim, block, tiles, role)
                 break
-        record(op, remap=remapped, remarks=remarks, reordered=reordered)
+        record(op, remap=remapped, remarks=remarks, reordered=reordered,
+               remap_checks=tuple(checks))
 
     def _loop(self, analysis, sched, rank, tensor, dim, block, role, lc, reorder,
               loops_done, remapped) -> tuple[bool, str]:

@@ -13,7 +13,7 @@ from numbers import Integral
 
 from . import backends
 from .errors import LaunchRequirementError
-from .tiling import StoreSlice
+from .tiling import RemapSlice, StoreSlice
 
 #: 3: ``syn_epoch`` is a pointer to the configuration's device epoch word (docs/cuda-graphs.md)
 ABI_VERSION = 3
@@ -189,6 +189,9 @@ class FusedABI:
     #: the boxes of the stores into produced tensors, as slices the runtime evaluates per
     #: launch (:func:`syncopate.tiling.check_stores`: no element is stored twice)
     stores: list[StoreSlice] = field(default_factory=list)
+    #: the tile coordinates tile-remap renumbered, as slices the runtime evaluates per launch
+    #: (:func:`syncopate.tiling.check_remaps`: the remap renumbers the launch's tiles)
+    remap_checks: list[RemapSlice] = field(default_factory=list)
     #: the chunk table (:mod:`syncopate.chunk_table`) the kernel reads through ``syn_table``:
     #: int32 words, built from the schedule; the runtime validates it before its first upload
     table: list[int] = field(default_factory=list)
@@ -232,6 +235,7 @@ class FusedABI:
         kw = {f.name: copy.deepcopy(d[f.name]) for f in fields(cls) if f.name in d}
         kw.update({k: {int(i): v for i, v in d[k].items()} for k in _CHUNK_MAPS},
                   stores=[StoreSlice(**s) for s in d.get("stores", [])],
+                  remap_checks=[RemapSlice(**s) for s in d.get("remap_checks", [])],
                   table_remaps=[tuple(x) for x in d.get("table_remaps", [])])
         return cls(**kw)
 
@@ -241,9 +245,9 @@ _CHUNK_MAPS = ("chunk_count", "produced_count", "reads_per_src")
 
 
 def _json(v):
-    """``v`` as JSON data: a map's keys as strings, pairs as lists, store slices as dicts."""
+    """``v`` as JSON data: a map's keys as strings, pairs as lists, slices as dicts."""
     if isinstance(v, dict):
         return {str(k): x for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [_json(x) for x in v]
-    return v.to_json() if isinstance(v, StoreSlice) else v
+    return v.to_json() if isinstance(v, (StoreSlice, RemapSlice)) else v

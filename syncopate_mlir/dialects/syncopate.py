@@ -61,7 +61,7 @@ from xdsl.utils.str_enum import StrEnum
 from syncopate.errors import CompileError, ScheduleError
 from syncopate.schedule.json_io import dumps, loads
 from syncopate.schedule.model import Schedule
-from syncopate.tiling import StoreSlice
+from syncopate.tiling import RemapSlice, StoreSlice
 
 from .tt import PointerType
 
@@ -464,6 +464,7 @@ class KernelState:
     upper_bounds: Mapping[str, int] = EMPTY    # check-accesses: parameter <= bound at launch
     stores: tuple[StoreSlice, ...] = ()        # check-accesses: produced stores, checked at launch
     remap: Mapping[str, Remapped] = EMPTY      # tile-remap
+    remap_checks: tuple[RemapSlice, ...] = ()  # tile-remap: its tiles' grid, checked at launch
     remarks: tuple[str, ...] = ()              # what a pass left as written, and why
     reordered: bool = False                    # tile-remap renumbered float reductions
     requirements: Mapping[str, int] = EMPTY    # insert-waits: parameter == value at launch

@@ -7,6 +7,8 @@ CPU only (split from tests/test_runtime_cpu.py; shared fakes in runtime_fakes.py
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,6 +17,7 @@ from syncopate import abi  # noqa: E402
 from syncopate.errors import LaunchError  # noqa: E402
 from syncopate.runtime.epochs import EpochCounter  # noqa: E402
 from syncopate.runtime.fused import fused_enabled  # noqa: E402
+from syncopate.tiling import Op, RemapSlice, Step, StoreSlice  # noqa: E402
 
 
 @pytest.mark.parametrize("C,W", [(1, 2), (2, 2), (8, 2), (6, 4), (7, 8), (0, 2)])
@@ -40,8 +43,11 @@ def test_flag_dtype_per_backend():
 
 def test_abi_json_roundtrip_with_runtime_field():
     a = abi.FusedABI("sm", 2, 4, 16, "push", operands=["a_ptr"], chunk_count={0: 16},
-                     signals_entry=True)
-    assert abi.FusedABI.from_json(a.to_json()) == a
+                     signals_entry=True,
+                     stores=[StoreSlice("A", "k.py:1", (4,), (Step(Op.PID),), (0,), (1,), True)],
+                     remap_checks=[RemapSlice("A", 0, "k.py:1", 2, (0, 1, 1, 0),
+                                              (Step(Op.PID),), 0, ())])
+    assert abi.FusedABI.from_json(json.loads(json.dumps(a.to_json()))) == a
     d = a.to_json()
     del d["signals_entry"]
     assert abi.FusedABI.from_json(d).signals_entry is False

@@ -92,3 +92,30 @@ def test_runtime_refuses_a_launch_that_stores_an_element_twice(monkeypatch):
         fk.launch((2,), vals)
     assert calls["launched"] == []
     assert fk.launch((1,), vals) == 1
+
+
+def test_runtime_refuses_a_launch_its_tile_remap_would_not_renumber(monkeypatch):
+    """The configuration's ABI records a remap of the coordinate ``pid`` over 4 tiles that
+    rank 1 rotates by 2: a grid of 4 programs computes every tile and is launched; a grid of 2
+    computes tiles 0 and 1 only, which the remap would move to 2 and 3, so it is refused before
+    anything is enqueued (:func:`syncopate.tiling.check_remaps`, the emulator's check too)."""
+    from syncopate.runtime import fused as fmod
+    from syncopate.tiling import Op, RemapSlice, Step
+    c, fk, calls = _fast_path_fixture(monkeypatch)
+    a = abi.FusedABI("sm", 2, 2, 4, "push", operands=["a_ptr"], signals_entry=True,
+                     remap_checks=[RemapSlice("A", 0, "k.py:3:4", 4, (0, 1, 2, 3, 2, 3, 0, 1),
+                                              (Step(Op.PID, bits=32),), 0, ())])
+
+    def config(spec_, options):
+        cfg = fmod._Config(compiled=None, abi=a, flags=c.empty((a.layout.words,), torch.int32),
+                           flag_addrs=[0, 0])
+        fk._new_epoch_word(cfg)
+        return cfg
+    monkeypatch.setattr(fk, "_config", config)
+    vals = fk_values(c, c.empty((64, 32), torch.bfloat16))
+    with pytest.raises(LaunchError, match=r"on rank 1, program \(0, 0, 0\) has coordinate 0 and "
+                                          r"would run as coordinate 2, a tile this launch of "
+                                          r"grid \(2, 1, 1\) computes 0 time\(s\)"):
+        fk.launch((2,), vals)
+    assert calls["launched"] == []
+    assert fk.launch((4,), vals) == 1

@@ -91,7 +91,8 @@ class Emulation:
         """Refuse, as the runtime does, a launch that breaks what the compiler baked into the
         kernel (:func:`syncopate.abi.check_launch`: required argument values, upper bounds,
         grid axes; :func:`syncopate.tiling.check_stores`: no element of a produced tensor
-        stored twice): emulating it would only report the races it causes."""
+        stored twice; :func:`syncopate.tiling.check_remaps`: the tile remap renumbers the
+        launch's tiles): emulating it would only report the races it causes."""
         scalars = [n for n in self.spec.names if n not in self.spec.ptr]
         for r in range(self.W):
             values = {n: self.args[n][r] for n in scalars}
@@ -100,6 +101,7 @@ class Emulation:
                              dict(self.state.upper_bounds), self.grid, self.state.grid_axes,
                              where=where)
             tiling.check_stores(self.state.stores, self.grid, values, where)
+            tiling.check_remaps(self.state.remap_checks, self.grid, values, where)
 
     # ---------------------------------------------------------------- one policy
     def run_policy(self, policy: str, launches: int, seed: int, faults: Faults | None,

@@ -555,6 +555,7 @@ class FusedKernel:
         abi.check_launch(named, cfg.abi.requirements, cfg.abi.upper_bounds)
         user_grid = tuple(grid(named)) if callable(grid) else tuple(grid)
         tiling.check_stores(cfg.abi.stores, user_grid, named)
+        tiling.check_remaps(cfg.abi.remap_checks, user_grid, named)
         g = cfg.abi.grid(user_grid)
         peers = self._peers_table(cfg, operand_tensors)
         if fkey is not None:
