@@ -60,10 +60,13 @@ def splitk_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
 
 @functools.cache
 def _fused(mutation: int):
+    # a mutation keyed on the program id (``pid == 5``) reaches the data: remapped, program 5
+    # would mutate another tile, which tile-remap's launch check refuses; the mutated kernels
+    # keep their tile order, so the mutation hits the tile it hits unfused
     cx = dict(CX, MUTATION=mutation)
     return fuse_module(splitk_gemm, signature={**SIG, **{k: "constexpr" for k in cx}},
                        constexprs=cx, schedule=all_gather([M, K], "fp32", 2, split=2),
-                       operand="a_ptr", backend="sm", comm_programs=2)
+                       operand="a_ptr", backend="sm", comm_programs=2, remap=mutation == 0)
 
 
 def _args():
